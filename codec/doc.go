@@ -1,0 +1,34 @@
+// Package codec is krole's record model and its wire encoding.
+//
+// The role topic holds two kinds of record, both in the partition chosen
+// from the role name alone (see [Partition]):
+//
+//   - a registration, keyed by (role, member): member M is a candidate for
+//     role R. Its offset is M's join sequence; candidates rank by it, lowest
+//     first. A tombstone (nil value) on the key removes the candidate.
+//   - a lease, keyed by (role): the member that holds the role, its fencing
+//     token, and when the lease was granted and ends. Only the latest counts.
+//
+// # Encoding
+//
+// Keys are plain text that reads well in a console consumer such as kcat:
+//
+//	krole/reg/<role>/<member>
+//	krole/lease/<role>
+//
+// A role never contains '/', nor does a member id, so the key splits without
+// escaping. Keys carry no version: a key must stay byte-identical for as long
+// as compaction has to match it.
+//
+// Values are one line of JSON whose first field is the format version "v":
+//
+//	{"v":1,"kind":"registration","member":"node-1","registered_at":1700000000000}
+//	{"v":1,"kind":"lease","member":"node-1","producer_id":4242,"epoch":7,"granted_at":1700000000000,"deadline":1700000030000}
+//
+// A value whose version is newer than [Version] decodes to an
+// [*UnknownVersionError], never a panic, so an older reader skips a newer
+// writer's record and counts it. Times are Unix milliseconds.
+//
+// The golden files in testdata/ pin these bytes; a change to the encoding
+// fails the golden test unless the files are rewritten with -update.
+package codec

@@ -1,0 +1,293 @@
+package codec
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"strings"
+)
+
+// Version is the value format version this package writes, and the newest
+// it reads.
+const Version = 1
+
+// Kind says which kind of record a key or value belongs to.
+type Kind uint8
+
+const (
+	// KindRegistration is a member's candidacy for a role.
+	KindRegistration Kind = iota + 1
+	// KindLease is the role's current lease.
+	KindLease
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindRegistration:
+		return "registration"
+	case KindLease:
+		return "lease"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+const (
+	keyPrefix   = "krole/"
+	regPrefix   = "krole/reg/"
+	leasePrefix = "krole/lease/"
+)
+
+// Key is the key of a record in the role topic: the registration key of a
+// (role, member), or the lease key of a role (Member empty).
+type Key struct {
+	Kind   Kind
+	Role   Role
+	Member MemberID // empty for a lease key
+}
+
+// RegistrationKey is the key of member's registration for role.
+func RegistrationKey(role Role, member MemberID) Key {
+	return Key{Kind: KindRegistration, Role: role, Member: member}
+}
+
+// LeaseKey is the key of role's lease.
+func LeaseKey(role Role) Key { return Key{Kind: KindLease, Role: role} }
+
+// String renders the key exactly as it is written to Kafka.
+func (k Key) String() string {
+	if k.Kind == KindLease {
+		return leasePrefix + string(k.Role)
+	}
+	return regPrefix + string(k.Role) + "/" + string(k.Member)
+}
+
+// Encode returns the key's bytes.
+func (k Key) Encode() []byte { return []byte(k.String()) }
+
+// Validate checks the key's kind, role and member.
+func (k Key) Validate() error {
+	if err := k.Role.Validate(); err != nil {
+		return err
+	}
+	switch k.Kind {
+	case KindLease:
+		if k.Member != "" {
+			return &InvalidError{What: "key", Value: k.String(), Rule: "a lease key has no member"}
+		}
+		return nil
+	case KindRegistration:
+		return k.Member.Validate()
+	}
+	return &InvalidError{What: "key", Value: k.String(), Rule: "unknown kind"}
+}
+
+// DecodeKey parses a key written by [Key.Encode]. A key that is not krole's
+// returns an error wrapping [ErrMalformed].
+func DecodeKey(b []byte) (Key, error) {
+	s := string(b)
+	var k Key
+	switch {
+	case strings.HasPrefix(s, leasePrefix):
+		k = Key{Kind: KindLease, Role: Role(s[len(leasePrefix):])}
+	case strings.HasPrefix(s, regPrefix):
+		rest := s[len(regPrefix):]
+		i := strings.IndexByte(rest, '/')
+		if i < 0 {
+			return Key{}, fmt.Errorf("%w: key %q has no member", ErrMalformed, clip(s))
+		}
+		k = Key{Kind: KindRegistration, Role: Role(rest[:i]), Member: MemberID(rest[i+1:])}
+	default:
+		return Key{}, fmt.Errorf("%w: key %q is not a krole key", ErrMalformed, clip(s))
+	}
+	if err := k.Validate(); err != nil {
+		return Key{}, fmt.Errorf("%w: key %q: %w", ErrMalformed, clip(s), err)
+	}
+	return k, nil
+}
+
+// Registration says that Member is a candidate for the role of its key.
+type Registration struct {
+	Member       MemberID `json:"member"`
+	RegisteredAt int64    `json:"registered_at"` // Unix ms
+}
+
+// Lease says that Member holds the role of its key under Token from
+// GrantedAt until Deadline (Unix ms). A lease whose Deadline is not after
+// the reader's now has expired; a released lease is one written with
+// Deadline = GrantedAt + 1 ms at release time (see [NewLease]).
+type Lease struct {
+	Member    MemberID `json:"member"`
+	Token     Token    `json:"token"`
+	GrantedAt int64    `json:"granted_at"` // Unix ms
+	Deadline  int64    `json:"deadline"`   // Unix ms
+}
+
+// NewLease validates and returns a lease: a valid member and token, and a
+// deadline after grantedAt.
+func NewLease(member MemberID, token Token, grantedAt, deadline int64) (Lease, error) {
+	l := Lease{Member: member, Token: token, GrantedAt: grantedAt, Deadline: deadline}
+	return l, l.Validate()
+}
+
+// Validate checks the lease's member, token and times.
+func (l Lease) Validate() error {
+	if err := l.Member.Validate(); err != nil {
+		return err
+	}
+	if err := l.Token.Validate(); err != nil {
+		return err
+	}
+	if l.Deadline <= l.GrantedAt {
+		return &InvalidError{What: "lease", Value: fmt.Sprintf("granted_at=%d deadline=%d", l.GrantedAt, l.Deadline),
+			Rule: "deadline must be after granted_at"}
+	}
+	return nil
+}
+
+// Expired reports whether the lease has ended at nowMS (Unix ms).
+func (l Lease) Expired(nowMS int64) bool { return nowMS >= l.Deadline }
+
+// Record is one value of the role topic: exactly one of Registration and
+// Lease is set, or neither for a tombstone.
+type Record struct {
+	Registration *Registration
+	Lease        *Lease
+}
+
+// Kind returns the kind of the record, or 0 for a tombstone.
+func (r Record) Kind() Kind {
+	switch {
+	case r.Registration != nil:
+		return KindRegistration
+	case r.Lease != nil:
+		return KindLease
+	}
+	return 0
+}
+
+// Tombstone reports whether r is a deletion (a nil value on the wire).
+func (r Record) Tombstone() bool { return r.Registration == nil && r.Lease == nil }
+
+// wire is the JSON shape of a value. Field order is the encoding order.
+type wire struct {
+	V            int      `json:"v"`
+	Kind         string   `json:"kind"`
+	Member       MemberID `json:"member"`
+	ProducerID   *int64   `json:"producer_id,omitempty"`
+	Epoch        *int16   `json:"epoch,omitempty"`
+	RegisteredAt *int64   `json:"registered_at,omitempty"`
+	GrantedAt    *int64   `json:"granted_at,omitempty"`
+	Deadline     *int64   `json:"deadline,omitempty"`
+}
+
+// EncodeRecord returns the value bytes of r; a tombstone encodes to nil.
+// It validates r first and refuses to write an invalid record.
+func EncodeRecord(r Record) ([]byte, error) {
+	var w wire
+	switch {
+	case r.Registration != nil && r.Lease != nil:
+		return nil, &InvalidError{What: "record", Value: "registration+lease", Rule: "a record is one kind, not both"}
+	case r.Registration != nil:
+		g := *r.Registration
+		if err := g.Member.Validate(); err != nil {
+			return nil, err
+		}
+		w = wire{V: Version, Kind: "registration", Member: g.Member, RegisteredAt: &g.RegisteredAt}
+	case r.Lease != nil:
+		l := *r.Lease
+		if err := l.Validate(); err != nil {
+			return nil, err
+		}
+		w = wire{V: Version, Kind: "lease", Member: l.Member, ProducerID: &l.Token.ProducerID,
+			Epoch: &l.Token.Epoch, GrantedAt: &l.GrantedAt, Deadline: &l.Deadline}
+	default:
+		return nil, nil
+	}
+	return json.Marshal(w)
+}
+
+// DecodeRecord parses value bytes. A nil or empty value is a tombstone. A
+// value of a newer format version returns [*UnknownVersionError]; anything
+// else that does not parse returns an error wrapping [ErrMalformed].
+func DecodeRecord(b []byte) (Record, error) {
+	if len(b) == 0 {
+		return Record{}, nil
+	}
+	var head struct {
+		V *int `json:"v"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return Record{}, fmt.Errorf("%w: value is not a krole record: %w", ErrMalformed, err)
+	}
+	if head.V == nil {
+		return Record{}, fmt.Errorf("%w: value has no format version", ErrMalformed)
+	}
+	if *head.V > Version {
+		return Record{}, &UnknownVersionError{Version: *head.V}
+	}
+	if *head.V < 1 {
+		return Record{}, fmt.Errorf("%w: format version %d", ErrMalformed, *head.V)
+	}
+	var w wire
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&w); err != nil {
+		return Record{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	if err := w.Member.Validate(); err != nil {
+		return Record{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	switch w.Kind {
+	case "registration":
+		if w.RegisteredAt == nil {
+			return Record{}, fmt.Errorf("%w: registration has no registered_at", ErrMalformed)
+		}
+		return Record{Registration: &Registration{Member: w.Member, RegisteredAt: *w.RegisteredAt}}, nil
+	case "lease":
+		if w.ProducerID == nil || w.Epoch == nil || w.GrantedAt == nil || w.Deadline == nil {
+			return Record{}, fmt.Errorf("%w: lease lacks producer_id, epoch, granted_at or deadline", ErrMalformed)
+		}
+		l := Lease{Member: w.Member, Token: Token{ProducerID: *w.ProducerID, Epoch: *w.Epoch},
+			GrantedAt: *w.GrantedAt, Deadline: *w.Deadline}
+		if err := l.Validate(); err != nil {
+			return Record{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		return Record{Lease: &l}, nil
+	}
+	return Record{}, fmt.Errorf("%w: unknown kind %q", ErrMalformed, clip(w.Kind))
+}
+
+// CheckPair reports whether a decoded value fits its key: a registration
+// under a registration key of the same member, a lease under a lease key.
+// Tombstones fit any key.
+func CheckPair(k Key, r Record) error {
+	switch {
+	case r.Tombstone():
+		return nil
+	case r.Registration != nil && (k.Kind != KindRegistration || k.Member != r.Registration.Member):
+		return fmt.Errorf("%w: registration of %s under key %s", ErrMalformed, r.Registration.Member, k)
+	case r.Lease != nil && k.Kind != KindLease:
+		return fmt.Errorf("%w: lease under key %s", ErrMalformed, k)
+	}
+	return nil
+}
+
+// Partition returns the partition of role among n partitions. It depends on
+// the role name alone (32-bit FNV-1a), so every writer and reader of a role
+// agrees without asking the cluster, and all of a role's records share one
+// partition and so one offset order.
+func Partition(role Role, n int32) int32 {
+	if n <= 0 {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(role))
+	return int32(h.Sum32() % uint32(n))
+}
+
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}

@@ -1,0 +1,203 @@
+package fencing
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// Defaults of [Config].
+const (
+	DefaultTopic          = "krole.roles"
+	DefaultTxnPrefix      = "krole."
+	DefaultDialTimeout    = 5 * time.Second
+	DefaultRequestTimeout = 10 * time.Second
+	DefaultTxnTimeout     = 15 * time.Second
+)
+
+// SASL mechanisms accepted in [SASLConfig].Mechanism.
+const (
+	SASLPlain       = "PLAIN"
+	SASLScramSHA256 = "SCRAM-SHA-256"
+	SASLScramSHA512 = "SCRAM-SHA-512"
+)
+
+// TLSConfig enables TLS to the brokers. A zero TLSConfig with Enable set
+// uses the system roots.
+type TLSConfig struct {
+	Enable             bool
+	CAFile             string // PEM roots; empty: the system roots
+	CertFile, KeyFile  string // client certificate, for mutual TLS
+	ServerName         string // overrides the name checked in the broker's certificate
+	InsecureSkipVerify bool   // for tests only: accept any certificate
+}
+
+// SASLConfig enables SASL authentication.
+type SASLConfig struct {
+	Mechanism string // "" (off), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
+	User      string
+	Password  string
+}
+
+// Config says how to reach the cluster and where krole keeps its state.
+type Config struct {
+	// Brokers are the bootstrap addresses, host:port. Required.
+	Brokers []string
+	// Topic is the compacted role topic. Default "krole.roles".
+	Topic string
+	// TxnPrefix prefixes a role name to form its transactional id.
+	// Default "krole.".
+	TxnPrefix string
+	// ClientID is sent to the brokers. Default "krole".
+	ClientID string
+	// DialTimeout bounds a connection attempt. Default 5s.
+	DialTimeout time.Duration
+	// RequestTimeout bounds one request's round trip. Default 10s.
+	RequestTimeout time.Duration
+	// TxnTimeout is the transaction timeout sent with InitProducerId: a
+	// transaction left open by a dead holder is aborted by the coordinator
+	// after it, and read_committed readers are held back at most this long.
+	// Keep it near the lease duration. Default 15s.
+	TxnTimeout time.Duration
+	TLS        TLSConfig
+	SASL       SASLConfig
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Topic == "" {
+		c.Topic = DefaultTopic
+	}
+	if c.TxnPrefix == "" {
+		c.TxnPrefix = DefaultTxnPrefix
+	}
+	if c.ClientID == "" {
+		c.ClientID = "krole"
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.TxnTimeout == 0 {
+		c.TxnTimeout = DefaultTxnTimeout
+	}
+	return c
+}
+
+// Validate reports the first impossible setting, naming it.
+func (c Config) Validate() error {
+	if len(c.Brokers) == 0 {
+		return errors.New("no brokers: set --brokers or KROLE_BROKERS to host:port[,host:port]")
+	}
+	for _, b := range c.Brokers {
+		if i := strings.LastIndexByte(b, ':'); i <= 0 || i == len(b)-1 {
+			return fmt.Errorf("broker address %q is not host:port", b)
+		}
+	}
+	if strings.ContainsAny(c.Topic, "/ ") || len(c.Topic) > 249 {
+		return fmt.Errorf("topic %q is not a valid Kafka topic name", c.Topic)
+	}
+	if c.DialTimeout < 0 || c.RequestTimeout < 0 || c.TxnTimeout < 0 {
+		return errors.New("timeouts must not be negative")
+	}
+	switch strings.ToUpper(c.SASL.Mechanism) {
+	case "":
+	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
+		if c.SASL.User == "" {
+			return fmt.Errorf("SASL mechanism %s needs a user", c.SASL.Mechanism)
+		}
+	default:
+		return fmt.Errorf("SASL mechanism %q is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", c.SASL.Mechanism)
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		return errors.New("TLS client certificate and key go together: set both or neither")
+	}
+	return nil
+}
+
+// TransactionalID returns the transactional id of role: TxnPrefix + role.
+func (c Config) TransactionalID(role string) string { return c.WithDefaults().TxnPrefix + role }
+
+// Sarama returns the sarama configuration for c: Kafka 2.8 protocol
+// versions, read_committed isolation, the timeouts, TLS and SASL.
+func (c Config) Sarama() (*sarama.Config, error) {
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	sc := sarama.NewConfig()
+	sc.ClientID = c.ClientID
+	sc.Version = sarama.V2_8_0_0
+	sc.Net.DialTimeout = c.DialTimeout
+	sc.Net.ReadTimeout = c.RequestTimeout
+	sc.Net.WriteTimeout = c.RequestTimeout
+	sc.Metadata.Retry.Max = 2
+	sc.Metadata.Retry.Backoff = 200 * time.Millisecond
+	sc.Metadata.Timeout = c.DialTimeout + c.RequestTimeout
+	sc.Consumer.IsolationLevel = sarama.ReadCommitted
+	sc.Consumer.Return.Errors = true
+	sc.Producer.RequiredAcks = sarama.WaitForAll
+	sc.Producer.Return.Successes = true
+	sc.Producer.Return.Errors = true
+	sc.Producer.Partitioner = sarama.NewManualPartitioner
+	sc.Admin.Timeout = c.RequestTimeout
+	if c.TLS.Enable || c.TLS.CAFile != "" || c.TLS.CertFile != "" {
+		tc, err := c.TLS.build()
+		if err != nil {
+			return nil, err
+		}
+		sc.Net.TLS.Enable = true
+		sc.Net.TLS.Config = tc
+	}
+	if m := strings.ToUpper(c.SASL.Mechanism); m != "" {
+		sc.Net.SASL.Enable = true
+		sc.Net.SASL.User = c.SASL.User
+		sc.Net.SASL.Password = c.SASL.Password
+		sc.Net.SASL.Handshake = true
+		switch m {
+		case SASLPlain:
+			sc.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+		case SASLScramSHA256:
+			sc.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA256
+			sc.Net.SASL.SCRAMClientGeneratorFunc = scramSHA256
+		case SASLScramSHA512:
+			sc.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA512
+			sc.Net.SASL.SCRAMClientGeneratorFunc = scramSHA512
+		}
+	}
+	if err := sc.Validate(); err != nil {
+		return nil, fmt.Errorf("sarama config: %w", err)
+	}
+	return sc, nil
+}
+
+func (t TLSConfig) build() (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // opt-in, for tests
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("TLS CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("TLS CA file %s holds no PEM certificate", t.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("TLS client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}

@@ -1,0 +1,70 @@
+package fencing
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/krabka/krole/codec"
+)
+
+// The kinds of error a [Transport] returns. Every error a Transport returns
+// is an [*Error] whose Kind is one of these; match with errors.Is:
+//
+//	if errors.Is(err, fencing.ErrFenced) { ... stop acting as holder ... }
+var (
+	// ErrFenced: the broker refused a write because a later member holds
+	// the role (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH). The caller is no
+	// longer the holder and must stop acting as one at once.
+	ErrFenced = errors.New("fenced")
+	// ErrNotHeld: the token passed to WriteLease was never minted by this
+	// transport for the role, or a newer one has been minted since.
+	ErrNotHeld = errors.New("not held")
+	// ErrProducer: the cluster refused a produce or transaction request
+	// for a reason other than a fence.
+	ErrProducer = errors.New("producer")
+	// ErrClient: the cluster could not be reached or a fetch failed.
+	ErrClient = errors.New("client")
+	// ErrAdmin: a coordinator lookup or an admin request failed.
+	ErrAdmin = errors.New("admin")
+	// ErrRecord: a record of the role does not decode.
+	ErrRecord = errors.New("record")
+)
+
+// Error is the error every Transport operation returns. Kind is one of the
+// sentinels above; Err is the cause and is returned by Unwrap.
+type Error struct {
+	Kind error // ErrFenced, ErrNotHeld, ErrProducer, ErrClient, ErrAdmin, ErrRecord
+	Role codec.Role
+	Err  error
+}
+
+// Fenced returns the error a deposed holder's write gets.
+func Fenced(role codec.Role, cause error) *Error {
+	return &Error{Kind: ErrFenced, Role: role, Err: cause}
+}
+
+func (e *Error) Error() string {
+	switch e.Kind {
+	case ErrFenced:
+		return fmt.Sprintf("fenced: another member holds role %s", e.Role)
+	case ErrNotHeld:
+		if e.Err != nil {
+			return fmt.Sprintf("not held: role %s: %v", e.Role, e.Err)
+		}
+		return fmt.Sprintf("not held: this transport holds no such token for role %s", e.Role)
+	}
+	if e.Err == nil {
+		return fmt.Sprintf("%v: role %s", e.Kind, e.Role)
+	}
+	return fmt.Sprintf("%v: role %s: %v", e.Kind, e.Role, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is matches the error's Kind, so errors.Is(err, ErrFenced) works through
+// any wrapping.
+func (e *Error) Is(target error) bool { return target == e.Kind }
+
+// IsFenced reports whether err says that a later member holds the role.
+func IsFenced(err error) bool { return errors.Is(err, ErrFenced) }

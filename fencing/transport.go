@@ -1,0 +1,96 @@
+package fencing
+
+import (
+	"context"
+
+	"github.com/krabka/krole/codec"
+)
+
+// RoleRecord is one record of a role's partition: its offset, decoded key
+// and decoded value (a tombstone has a zero Record).
+//
+// The offset is the join sequence of a registration, because compaction
+// keeps the offset of every record it retains. The succession rules rank
+// candidates on it.
+type RoleRecord struct {
+	Offset int64
+	Key    codec.Key
+	Record codec.Record
+}
+
+// Transport holds every operation the succession rules need from a Kafka
+// cluster, and nothing else. The rules decide who registers, who challenges
+// and when; a Transport carries those decisions to the brokers.
+//
+// # Which calls carry authority
+//
+// AcquireEpoch and WriteLease are the guarded pair. AcquireEpoch mints the
+// epoch of the role and fences the member that held it before. WriteLease
+// writes under that epoch, and the broker rejects the write once a later
+// member has taken the role. A deposed holder learns that it lost the role
+// from an error matching [ErrFenced], and from nothing else.
+//
+// Register and Deregister carry no authority: a candidate holds no epoch
+// when it announces itself, so they are plain appends. ReadRoleRecords and
+// Describe only read.
+//
+// Every method blocks until the cluster answers or ctx ends; an ended ctx
+// returns an error wrapping ctx.Err(). Implementations are safe for
+// concurrent use by several goroutines.
+//
+// [BrokerTransport] is the implementation that talks to a cluster;
+// [MockTransport] is the testify mock the succession rules are tested with.
+type Transport interface {
+	// AcquireEpoch mints a new epoch for role and fences the member that
+	// held it: InitProducerId on the role's transactional id. The
+	// coordinator bumps the epoch and aborts any transaction the previous
+	// holder left open. The implementation keeps the writer the token binds,
+	// and WriteLease uses it.
+	//
+	// Errors: [ErrProducer] when the coordinator refuses the call,
+	// [ErrClient] when the connection to it fails.
+	AcquireEpoch(ctx context.Context, role codec.Role) (codec.Token, error)
+
+	// ReadRoleRecords reads the role's partition from its start to the last
+	// stable offset with read_committed isolation, and returns the records
+	// of role in offset order (tombstones included). An aborted lease write
+	// never shows; records of other roles that share the partition are
+	// dropped.
+	//
+	// Errors: [ErrClient] when a fetch fails, [ErrRecord] when a record of
+	// role does not decode.
+	ReadRoleRecords(ctx context.Context, role codec.Role) ([]RoleRecord, error)
+
+	// Register appends member's registration to role's partition and
+	// returns its offset, the member's join sequence. A member that
+	// registers again moves to the back of the queue.
+	//
+	// Errors: [ErrProducer] when the append fails, [ErrClient] when the
+	// connection fails.
+	Register(ctx context.Context, role codec.Role, member codec.MemberID) (int64, error)
+
+	// Deregister appends a tombstone on member's registration of role, which
+	// removes it from the candidates. It is what a graceful leave and the
+	// pruning of a dead candidate write.
+	//
+	// Errors: as Register.
+	Deregister(ctx context.Context, role codec.Role, member codec.MemberID) error
+
+	// WriteLease writes lease for role in one transaction under token: add
+	// the partition, produce, commit.
+	//
+	// Errors: [ErrFenced] when the broker rejects token because a later
+	// member has taken role; [ErrNotHeld] when this transport never minted
+	// token for role (or has since minted a newer one); [ErrProducer] for
+	// every other failure of the write.
+	WriteLease(ctx context.Context, role codec.Role, token codec.Token, lease codec.Lease) error
+
+	// Describe asks the transaction coordinator which token holds role now,
+	// by DescribeTransactions. It returns ok=false when no member has ever
+	// held role. It joins no group and takes no epoch, so a third party can
+	// call it to check a writer's authority.
+	//
+	// Errors: [ErrAdmin] when the coordinator lookup fails or the
+	// coordinator reports a fault other than an unknown transactional id.
+	Describe(ctx context.Context, role codec.Role) (token codec.Token, ok bool, err error)
+}

@@ -1,0 +1,146 @@
+// Package devcluster starts kfake, an embedded Kafka-protocol cluster, as
+// real TCP servers. `krole dev` and the integration tests run against it.
+//
+// kfake speaks the Kafka protocol (transactions, read_committed fetches,
+// DescribeTransactions, compaction settings) but it is a development
+// cluster: one process, no replication to other machines.
+package devcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/krabka/krole/fencing"
+)
+
+// Options of [Start].
+type Options struct {
+	// Listen is host:port of the first broker; broker i listens on port+i.
+	// Port 0 picks free ports. Default "127.0.0.1:0".
+	Listen string
+	// Nodes is the number of brokers. Default 1.
+	Nodes int
+	// DataDir, when set, keeps the cluster's state there across restarts.
+	DataDir string
+	// Topic is created compacted when set.
+	Topic string
+	// Partitions of Topic. Default 3.
+	Partitions int32
+	// BrokerConfigs are passed to kfake (for example
+	// "transaction.max.timeout.ms").
+	BrokerConfigs map[string]string
+	// Extra kfake options, for tests that inject faults.
+	Extra []kfake.Opt
+}
+
+// Cluster is a running embedded cluster.
+type Cluster struct {
+	*kfake.Cluster
+}
+
+// Start starts the cluster and, when opts.Topic is set, creates the topic.
+// It returns once every broker accepts connections.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	if opts.Listen == "" {
+		opts.Listen = "127.0.0.1:0"
+	}
+	if opts.Nodes <= 0 {
+		opts.Nodes = 1
+	}
+	if opts.Partitions <= 0 {
+		opts.Partitions = 3
+	}
+	host, portStr, err := net.SplitHostPort(opts.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("--listen %q is not host:port: %w", opts.Listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port+opts.Nodes-1 > 65535 {
+		return nil, fmt.Errorf("--listen %q: port must be 0-65535 (and leave room for %d nodes)", opts.Listen, opts.Nodes)
+	}
+	kopts := []kfake.Opt{
+		kfake.NumBrokers(opts.Nodes),
+		kfake.ClusterID("krole-dev"),
+		kfake.ListenFn(func(network, addr string) (net.Listener, error) {
+			_, p, _ := net.SplitHostPort(addr)
+			return net.Listen(network, net.JoinHostPort(host, p))
+		}),
+	}
+	if port != 0 {
+		ports := make([]int, opts.Nodes)
+		for i := range ports {
+			ports[i] = port + i
+		}
+		kopts = append(kopts, kfake.Ports(ports...))
+	}
+	if opts.DataDir != "" {
+		kopts = append(kopts, kfake.DataDir(opts.DataDir))
+	}
+	if len(opts.BrokerConfigs) > 0 {
+		kopts = append(kopts, kfake.BrokerConfigs(opts.BrokerConfigs))
+	}
+	kopts = append(kopts, opts.Extra...)
+	kc, err := kfake.NewCluster(kopts...)
+	if err != nil {
+		return nil, fmt.Errorf("starting the embedded cluster on %s: %w", opts.Listen, err)
+	}
+	c := &Cluster{Cluster: kc}
+	if opts.Topic != "" {
+		cfg := fencing.Config{Brokers: c.ListenAddrs(), Topic: opts.Topic}
+		if err := CreateTopic(ctx, cfg, opts.Partitions, 1); err != nil {
+			kc.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// CreateTopic creates cfg.Topic as a compacted topic. A topic that exists
+// already is fine: CreateTopic is idempotent.
+func CreateTopic(ctx context.Context, cfg fencing.Config, partitions int32, replication int16) error {
+	cfg = cfg.WithDefaults()
+	sc, err := cfg.Sarama()
+	if err != nil {
+		return err
+	}
+	admin, err := sarama.NewClusterAdmin(cfg.Brokers, sc)
+	if err != nil {
+		return fmt.Errorf("no broker answered at %v: %w", cfg.Brokers, err)
+	}
+	defer admin.Close()
+	compact := "compact"
+	err = admin.CreateTopic(cfg.Topic, &sarama.TopicDetail{
+		NumPartitions:     partitions,
+		ReplicationFactor: replication,
+		ConfigEntries:     map[string]*string{"cleanup.policy": &compact},
+	}, false)
+	var te *sarama.TopicError
+	if errors.As(err, &te) && te.Err == sarama.ErrTopicAlreadyExists {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("creating topic %s: %w", cfg.Topic, err)
+	}
+	// Wait until metadata shows the topic, so the caller can use it at once.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		md, err := admin.DescribeTopics([]string{cfg.Topic})
+		if err == nil && len(md) == 1 && md[0].Err == sarama.ErrNoError && len(md[0].Partitions) == int(partitions) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("topic %s not visible after creation", cfg.Topic)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,4 @@
+// Command krole is role succession with fencing on Apache Kafka.
+package main
+
+func main() {}
