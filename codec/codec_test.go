@@ -20,12 +20,12 @@ func TestNewRoleRules(t *testing.T) {
 		assert.NoError(t, err, ok)
 	}
 	for in, want := range map[string]string{
-		"":                      "it is empty",
+		"":                       "it is empty",
 		strings.Repeat("r", 129): "it has 129",
-		"a/b":                   `'/' at byte 1`,
-		"node:1":                `':' at byte 4`,
-		"ü":                     "at byte 0",
-		"with space":            "' ' at byte 4",
+		"a/b":                    `'/' at byte 1`,
+		"node:1":                 `':' at byte 4`,
+		"ü":                      "at byte 0",
+		"with space":             "' ' at byte 4",
 	} {
 		_, err := NewRole(in)
 		require.Error(t, err, in)
