@@ -1,0 +1,111 @@
+package supervise
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// When run as the "parent" helper, start a long sleep, print its pid, and
+// wait to be killed.
+func TestMain(m *testing.M) {
+	if os.Getenv("SUPERVISE_TEST_PARENT") == "1" {
+		c, err := Start(Spec{Path: "sleep", Args: []string{"300"}})
+		if err != nil {
+			os.Exit(3)
+		}
+		os.Stdout.WriteString(strconv.Itoa(c.Pid()) + "\n")
+		<-c.Done()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func TestExitCodeAndEnvPassThrough(t *testing.T) {
+	var out bytes.Buffer
+	c, err := Start(Spec{Path: "sh", Args: []string{"-c", `echo "$KROLE_ROLE"; exit 7`}, Env: []string{"KROLE_ROLE=controller"}, Stdout: &out})
+	require.NoError(t, err)
+	assert.Positive(t, c.Pid())
+	<-c.Done()
+	assert.Equal(t, 7, c.ExitCode())
+	assert.Equal(t, "controller\n", out.String())
+}
+
+func TestStartUnknownCommand(t *testing.T) {
+	_, err := Start(Spec{Path: "krole-no-such-command"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"krole-no-such-command"`)
+}
+
+func TestStopSendsTermFirst(t *testing.T) {
+	var out syncBuffer
+	c, err := Start(Spec{Path: "sh", Args: []string{"-c", `trap 'echo term; exit 0' TERM; echo ready; while :; do sleep 0.05; done`}, Stdout: &out})
+	require.NoError(t, err)
+	waitFor(t, func() bool { return strings.Contains(out.String(), "ready") })
+	killed, err := c.Stop(context.Background(), time.Minute)
+	require.NoError(t, err)
+	assert.False(t, killed, "a child that honours SIGTERM is not killed")
+	assert.Contains(t, out.String(), "term")
+	assert.Equal(t, 0, c.ExitCode())
+}
+
+func TestStopKillsAfterGrace(t *testing.T) {
+	var out syncBuffer
+	c, err := Start(Spec{Path: "sh", Args: []string{"-c", `trap '' TERM; echo ready; while :; do sleep 0.05; done`}, Stdout: &out})
+	require.NoError(t, err)
+	waitFor(t, func() bool { return strings.Contains(out.String(), "ready") })
+	killed, err := c.Stop(context.Background(), 100*time.Millisecond)
+	require.NoError(t, err)
+	assert.True(t, killed)
+	assert.Equal(t, 128+int(syscall.SIGKILL), c.ExitCode())
+}
+
+func TestChildDiesWithKilledParent(t *testing.T) {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	parent := exec.Command(exe, "-test.run", "^$")
+	parent.Env = append(os.Environ(), "SUPERVISE_TEST_PARENT=1")
+	stdout, err := parent.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, parent.Start())
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	require.NoError(t, err)
+	require.True(t, alive(pid), "the child runs while its parent does")
+
+	require.NoError(t, parent.Process.Kill())
+	_ = parent.Wait()
+	waitFor(t, func() bool { return !alive(pid) })
+}
+
+// alive reports whether pid names a process that is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	return len(f) > 2 && f[2] != "Z"
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 20s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
