@@ -53,7 +53,12 @@ func (e *Error) Error() string {
 		}
 		return fmt.Sprintf("not held: this transport holds no such token for role %s", e.Role)
 	}
-	if e.Err == nil {
+	switch {
+	case e.Role == "" && e.Err == nil:
+		return e.Kind.Error()
+	case e.Role == "":
+		return fmt.Sprintf("%v: %v", e.Kind, e.Err)
+	case e.Err == nil:
 		return fmt.Sprintf("%v: role %s", e.Kind, e.Role)
 	}
 	return fmt.Sprintf("%v: role %s: %v", e.Kind, e.Role, e.Err)

@@ -1,0 +1,86 @@
+// Package fencing is the seam between krole's succession rules and a Kafka
+// cluster: the [Transport] interface, its implementation over sarama
+// ([BrokerTransport]), and the error kinds every Transport returns
+// ([ErrFenced], [ErrNotHeld], [ErrProducer], [ErrClient], [ErrAdmin],
+// [ErrRecord]). The testify mock lives in package fencingtest.
+//
+// # What a token is
+//
+// The transactional id of a role is [Config.TxnPrefix] + role. A token
+// ([codec.Token]) is the producer id and epoch that the role's transaction
+// coordinator returns for InitProducerId on that id ([Transport.AcquireEpoch]).
+// The cluster mints it, never a client. Each InitProducerId raises the epoch
+// (or, when the epoch is exhausted, moves to a new producer id at epoch 0)
+// and aborts any transaction the previous epoch left open.
+//
+// With the transaction protocol this package speaks (EndTxn below version 5,
+// what sarama sends, and what Kafka before 4.0 uses by default), the epoch
+// moves only at InitProducerId. A token therefore names one holding of the
+// role: it stays the same across every lease the holder writes, and the
+// token written in a lease is the token the lease was written under.
+//
+// Newer protocols change that. Under KIP-890 (transaction version 2, the
+// default from Apache Kafka 4.0 for clients that ask for it, EndTxn v5+)
+// the coordinator bumps the epoch at every commit and abort, and under
+// KIP-588 a coordinator-side transaction timeout bumps it too. This package
+// never sends EndTxn v5, so a commit does not move its epoch. A coordinator
+// timeout still can (an open transaction older than [Config.TxnTimeout] is
+// aborted by the coordinator, with an epoch bump on brokers with KIP-588):
+// the holder's next write is then refused as fenced, and it must acquire
+// again, as if another member had taken the role. If krole ever moves to
+// transaction version 2, a token must be read as "the holding that began at
+// this epoch", and a holder must carry the epoch each commit returns; the
+// lease would then record the epoch the holding began with.
+//
+// # What the fence guarantees
+//
+// Once AcquireEpoch has returned token T for a role, the cluster refuses
+// every transactional write, offset commit and commit of any token of that
+// role older than T: AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit
+// and EndTxn answer PRODUCER_FENCED (INVALID_PRODUCER_EPOCH on older
+// brokers), and a partition leader that has seen the newer epoch refuses a
+// produce of the older one with INVALID_PRODUCER_EPOCH (a produce that
+// slips through still needs an EndTxn commit, which the coordinator
+// refuses). The older token's open transaction is
+// aborted, so nothing it wrote in it becomes visible to read_committed
+// readers. A write under T that commits is therefore ordered after every
+// write of an older token that ever became visible. [BrokerTransport]
+// reports each of these refusals as [Fenced] and forgets the token, so the
+// next WriteLease with it is [ErrNotHeld] without a request.
+//
+// # Where it does not hold
+//
+//   - Non-transactional writes are not fenced. Register and Deregister are
+//     plain appends that anyone may make; so is any write a deposed holder
+//     makes outside a transaction of its token (with a plain producer, to
+//     any topic). Only writes through WriteLease or
+//     [BrokerTransport.Transact] carry the token.
+//   - Readers must read with read_committed isolation: a read_uncommitted
+//     reader (goka's default, sarama's default) sees aborted writes of a
+//     fenced holder.
+//   - The fence is the broker's, not the clock's: a deposed holder that
+//     does not write learns nothing, and may act on its own (outside Kafka)
+//     until its lease deadline passes. Systems outside Kafka that want the
+//     same guarantee must check the token themselves, for example with
+//     [Transport.Describe], or by keeping the highest token they have seen
+//     and refusing older ones.
+//   - A transaction left open by a crashed holder holds read_committed
+//     readers of its partitions at the last stable offset until the
+//     coordinator aborts it, at most [Config.TxnTimeout] later (or until the
+//     next AcquireEpoch of the role aborts it at once).
+//   - Tokens of one role compare only within one producer id
+//     ([codec.Token.Newer]); across a producer-id change (epoch exhaustion,
+//     or the transactional id expiring after transactional.id.expiration.ms
+//     without use) only the broker can tell which is current.
+//
+// # Context
+//
+// sarama's broker calls take no context. BrokerTransport runs each on a
+// goroutine and returns as soon as ctx ends, with an error that wraps
+// ctx.Err(); the abandoned call ends on its own within
+// [Config.RequestTimeout] (the connection's read timeout). Retries of
+// retriable answers are bounded by ctx and by [Config.RequestTimeout].
+// A transaction abandoned by its ctx is aborted in the background once its
+// abandoned requests are answered; the token's next transaction waits for
+// that abort.
+package fencing

@@ -1,0 +1,269 @@
+package fencing
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/IBM/sarama"
+
+	"github.com/krabka/krole/codec"
+)
+
+// ReadRoleRecords implements [Transport].
+//
+// It reads with raw read_committed FetchRequests against the partition
+// leader rather than with sarama's consumer. A fetch answer carries, beside
+// the batches, the partition's last stable offset (LSO), its log start
+// offset and the index of aborted transactions, so the read needs no other
+// request: the first answer fixes the end of the read (its LSO), and the
+// read goes on from the last batch's last offset + 1 until it reaches that
+// end. The offsets of control batches (transaction markers) count like any
+// other, so a partition that ends in a marker, as every committed lease
+// write leaves it, ends the read; sarama's consumer hides control records
+// and so never reports reaching such an end (the trap that stalls goka's
+// Recovered()). An empty partition (LSO = log start) ends after one fetch.
+// A fetch that brings no batch ending at or past the next offset also ends
+// the read: nothing committed is left below the LSO (compaction may have
+// removed the rest). So every fetch either advances or ends the read, and
+// each is bounded by cfg.RequestTimeout and ctx.
+//
+// Aborted batches are dropped the way Kafka's own consumer does it: a
+// transactional batch of producer P is aborted when an aborted transaction
+// of P begins at or before it and P's abort marker has not come yet.
+func (t *BrokerTransport) ReadRoleRecords(ctx context.Context, role codec.Role) ([]RoleRecord, error) {
+	if err := role.Validate(); err != nil {
+		return nil, &Error{Kind: ErrClient, Role: role, Err: err}
+	}
+	p, err := t.partitionOf(ctx, role)
+	if err != nil {
+		return nil, err
+	}
+	topic := t.cfg.Topic
+	r := roleReader{role: role, t: t, aborted: map[int64]bool{}}
+	next, end := int64(0), int64(-1)
+	resetOnce := false
+	for {
+		blk, err := t.fetch(ctx, topic, p, next)
+		if err != nil {
+			return nil, &Error{Kind: ErrClient, Role: role, Err: fmt.Errorf("fetch %s/%d at offset %d: %w", topic, p, next, err)}
+		}
+		switch blk.Err {
+		case sarama.ErrNoError:
+		case sarama.ErrOffsetOutOfRange:
+			// The log no longer starts at next (records were deleted):
+			// start again at the log start offset, once.
+			if resetOnce {
+				return nil, &Error{Kind: ErrClient, Role: role, Err: fmt.Errorf("fetch %s/%d at offset %d: %w", topic, p, next, blk.Err)}
+			}
+			resetOnce = true
+			start, err := t.logStart(ctx, topic, p)
+			if err != nil {
+				return nil, &Error{Kind: ErrClient, Role: role, Err: fmt.Errorf("log start of %s/%d: %w", topic, p, err)}
+			}
+			if start > next {
+				next = start
+			}
+			continue
+		default:
+			return nil, &Error{Kind: ErrClient, Role: role, Err: fmt.Errorf("fetch %s/%d at offset %d: %w", topic, p, next, blk.Err)}
+		}
+		if end < 0 {
+			end = blk.LastStableOffset
+			if end < 0 {
+				end = blk.HighWaterMarkOffset
+			}
+		}
+		if next >= end {
+			return r.out, nil
+		}
+		advanced, err := r.take(blk, &next, end)
+		if err != nil {
+			return nil, err
+		}
+		if !advanced || next >= end {
+			return r.out, nil
+		}
+	}
+}
+
+// roleReader collects the records of one role from fetched batches.
+type roleReader struct {
+	t       *BrokerTransport
+	role    codec.Role
+	aborted map[int64]bool // producers inside an aborted transaction at the current offset
+	out     []RoleRecord
+}
+
+// take consumes the batches of one fetch answer that lie in [*next, end),
+// moving *next past each. It reports whether *next moved.
+func (r *roleReader) take(blk *sarama.FetchResponseBlock, next *int64, end int64) (bool, error) {
+	abortedTxns := append([]*sarama.AbortedTransaction(nil), blk.AbortedTransactions...)
+	sortAborted(abortedTxns)
+	start := *next
+	for _, recs := range blk.RecordsSet {
+		if recs == nil {
+			continue
+		}
+		rb := recs.RecordBatch
+		if rb == nil {
+			if recs.MsgSet != nil && len(recs.MsgSet.Messages) > 0 {
+				return false, &Error{Kind: ErrClient, Role: r.role, Err: errors.New("the broker sent the legacy message format (magic < 2); krole needs Kafka 0.11 record batches")}
+			}
+			continue
+		}
+		if rb.FirstOffset >= end {
+			break
+		}
+		if rb.LastOffset() < *next {
+			continue
+		}
+		for len(abortedTxns) > 0 && abortedTxns[0].FirstOffset <= rb.LastOffset() {
+			r.aborted[abortedTxns[0].ProducerID] = true
+			abortedTxns = abortedTxns[1:]
+		}
+		switch {
+		case rb.Control:
+			if isAbortMarker(rb) {
+				delete(r.aborted, rb.ProducerID)
+			}
+		case rb.IsTransactional && r.aborted[rb.ProducerID]:
+			// aborted data
+		default:
+			for _, rec := range rb.Records {
+				off := rb.FirstOffset + rec.OffsetDelta
+				if off < *next || off >= end {
+					continue
+				}
+				if err := r.add(off, rec); err != nil {
+					return false, err
+				}
+			}
+		}
+		*next = rb.LastOffset() + 1
+	}
+	return *next > start, nil
+}
+
+// add keeps rec when its key is a krole key of the role.
+func (r *roleReader) add(off int64, rec *sarama.Record) error {
+	key, err := codec.DecodeKey(rec.Key)
+	if err != nil || key.Role != r.role {
+		return nil // another application's record, or another role's
+	}
+	val, err := codec.DecodeRecord(rec.Value)
+	var newer *codec.UnknownVersionError
+	if errors.As(err, &newer) {
+		r.t.newerSkipped.Add(1)
+		return nil
+	}
+	if err == nil {
+		err = codec.CheckPair(key, val)
+	}
+	if err != nil {
+		return &Error{Kind: ErrRecord, Role: r.role, Err: fmt.Errorf("offset %d, key %s: %w", off, key, err)}
+	}
+	r.out = append(r.out, RoleRecord{Offset: off, Key: key, Record: val})
+	return nil
+}
+
+// isAbortMarker reports whether a control batch holds an ABORT marker. A
+// control record's key is int16 version, int16 type (0 abort, 1 commit).
+func isAbortMarker(rb *sarama.RecordBatch) bool {
+	if len(rb.Records) == 0 || len(rb.Records[0].Key) < 4 {
+		return false
+	}
+	return binary.BigEndian.Uint16(rb.Records[0].Key[2:4]) == 0
+}
+
+func sortAborted(a []*sarama.AbortedTransaction) {
+	// insertion sort: the list is short and usually sorted already
+	for i := 1; i < len(a); i++ {
+		for j := i; j > 0 && a[j].FirstOffset < a[j-1].FirstOffset; j-- {
+			a[j], a[j-1] = a[j-1], a[j]
+		}
+	}
+}
+
+// fetch sends one read_committed fetch of topic/partition at offset to the
+// partition's leader, retrying leadership errors (after a metadata
+// refresh) and lost connections. It returns the partition's block; its
+// Err is the broker's answer for the partition.
+func (t *BrokerTransport) fetch(ctx context.Context, topic string, partition int32, offset int64) (*sarama.FetchResponseBlock, error) {
+	var out *sarama.FetchResponseBlock
+	refresh := func() {
+		_, _ = call(ctx, nil, func() (struct{}, error) { return struct{}{}, t.client.RefreshMetadata(topic) })
+	}
+	err := t.retry(ctx, func() (bool, error) {
+		leader, err := call(ctx, nil, func() (*sarama.Broker, error) { return t.client.Leader(topic, partition) })
+		if err != nil {
+			return retriableErr(ctx, err), fmt.Errorf("finding the leader: %w", err)
+		}
+		req := &sarama.FetchRequest{
+			Version:      versionFetch,
+			MaxWaitTime:  int32(fetchMaxWait.Milliseconds()),
+			MinBytes:     1,
+			MaxBytes:     fetchMaxBytes,
+			Isolation:    sarama.ReadCommitted,
+			SessionID:    0,
+			SessionEpoch: -1, // no fetch session: a full, one-off fetch
+		}
+		req.AddBlock(topic, partition, offset, fetchPartitionMaxBytes, -1)
+		res, err := call(ctx, nil, func() (*sarama.FetchResponse, error) { return leader.Fetch(req) })
+		if err != nil {
+			if retriableErr(ctx, err) {
+				refresh()
+				return true, fmt.Errorf("leader %s: %w", leader.Addr(), err)
+			}
+			return false, err
+		}
+		blk := res.GetBlock(topic, partition)
+		if blk == nil {
+			return true, fmt.Errorf("leader %s answered without the partition", leader.Addr())
+		}
+		out = blk
+		switch blk.Err {
+		case sarama.ErrNotLeaderForPartition, sarama.ErrLeaderNotAvailable, sarama.ErrUnknownTopicOrPartition,
+			sarama.ErrFencedLeaderEpoch, sarama.ErrUnknownLeaderEpoch, sarama.ErrReplicaNotAvailable, sarama.ErrKafkaStorageError:
+			refresh()
+			return true, fmt.Errorf("leader %s: %w", leader.Addr(), blk.Err)
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// logStart asks the partition leader for the partition's first offset.
+func (t *BrokerTransport) logStart(ctx context.Context, topic string, partition int32) (int64, error) {
+	var start int64
+	err := t.retry(ctx, func() (bool, error) {
+		leader, err := call(ctx, nil, func() (*sarama.Broker, error) { return t.client.Leader(topic, partition) })
+		if err != nil {
+			return retriableErr(ctx, err), err
+		}
+		req := &sarama.OffsetRequest{Version: versionListOffsets, IsolationLevel: sarama.ReadCommitted}
+		req.AddBlock(topic, partition, sarama.OffsetOldest, 1)
+		res, err := call(ctx, nil, func() (*sarama.OffsetResponse, error) { return leader.GetAvailableOffsets(req) })
+		if err != nil {
+			return retriableErr(ctx, err), err
+		}
+		blk := res.GetBlock(topic, partition)
+		if blk == nil {
+			return true, errors.New("ListOffsets answered without the partition")
+		}
+		if blk.Err != sarama.ErrNoError {
+			if blk.Err == sarama.ErrNotLeaderForPartition || blk.Err == sarama.ErrLeaderNotAvailable {
+				_, _ = call(ctx, nil, func() (struct{}, error) { return struct{}{}, t.client.RefreshMetadata(topic) })
+				return true, blk.Err
+			}
+			return false, blk.Err
+		}
+		start = blk.Offset
+		return false, nil
+	})
+	return start, err
+}

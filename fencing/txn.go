@@ -1,0 +1,442 @@
+package fencing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/IBM/sarama"
+
+	"github.com/krabka/krole/codec"
+)
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// holder is the producer state a minted token binds: the transactional
+// id, the token, and per partition the sequence number its next batch
+// carries. A new token starts every sequence at 0.
+//
+// Sequence numbers continue across the transactions of one epoch (the
+// broker keeps the producer's last sequence per partition whether its
+// transaction committed or aborted). When a produce gets no definite answer
+// the next sequence is one of two values (the batch was appended or not);
+// next keeps every candidate, ascending. The next produce tries them from
+// the highest down: a candidate above the broker's expectation is refused
+// with OUT_OF_ORDER_SEQUENCE_NUMBER and appends nothing, and the highest
+// candidate was never sent, so it cannot be mistaken for a duplicate of an
+// earlier batch.
+type holder struct {
+	token codec.Token
+	txnID string
+
+	// sem admits one transaction of this token at a time. A transaction
+	// whose caller left (ctx ended) keeps it until its abort is done.
+	sem chan struct{}
+	// inflight counts broker calls of this token that a caller abandoned
+	// and that have not been answered yet.
+	inflight sync.WaitGroup
+
+	// Guarded by sem.
+	next  map[topicPartition][]int32
+	dirty bool // a transaction may be open at the coordinator: abort it before the next one
+}
+
+func newHolder(tok codec.Token, txnID string) *holder {
+	return &holder{token: tok, txnID: txnID, sem: make(chan struct{}, 1), next: make(map[topicPartition][]int32)}
+}
+
+// current returns the holder of role if its token is tok, else an
+// ErrNotHeld error.
+func (t *BrokerTransport) current(role codec.Role, tok codec.Token) (*holder, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.holders[role]
+	switch {
+	case h == nil:
+		return nil, &Error{Kind: ErrNotHeld, Role: role}
+	case h.token != tok:
+		return nil, &Error{Kind: ErrNotHeld, Role: role, Err: fmt.Errorf("token %s is not the newest this transport minted (%s)", tok, h.token)}
+	}
+	return h, nil
+}
+
+// forget drops h, if it is still the role's holder: its token is fenced
+// or its producer state is lost, and WriteLease with it returns ErrNotHeld
+// from now on.
+func (t *BrokerTransport) forget(role codec.Role, h *holder) {
+	t.mu.Lock()
+	if t.holders[role] == h {
+		delete(t.holders, role)
+	}
+	t.mu.Unlock()
+}
+
+// WriteLease implements [Transport]: one transaction under token that adds
+// the role's partition, produces the lease (key codec.LeaseKey(role)) and
+// commits. A token that is not the newest this transport minted for role
+// gets ErrNotHeld before any request is sent. A broker's PRODUCER_FENCED or
+// INVALID_PRODUCER_EPOCH anywhere in the transaction returns [Fenced] and
+// the transport forgets the token.
+func (t *BrokerTransport) WriteLease(ctx context.Context, role codec.Role, token codec.Token, lease codec.Lease) error {
+	val, err := codec.EncodeRecord(codec.Record{Lease: &lease})
+	if err != nil {
+		return &Error{Kind: ErrProducer, Role: role, Err: err}
+	}
+	return t.Transact(ctx, role, token, func(tx *Txn) error {
+		p, err := t.partitionOf(ctx, role)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Produce(t.cfg.Topic, p, codec.LeaseKey(role).Encode(), val)
+		return err
+	})
+}
+
+// Txn is one transaction under a role's token, handed to the function
+// passed to [BrokerTransport.Transact]. Its methods send at once (there is
+// no buffering), so a record is written, and an offset known, when Produce
+// returns; the transaction makes it visible to read_committed readers at
+// commit. A Txn is valid only inside that function, and not for
+// concurrent use.
+type Txn struct {
+	ctx    context.Context
+	t      *BrokerTransport
+	role   codec.Role
+	h      *holder
+	added  map[topicPartition]bool
+	groups map[string]bool
+	// started is set once a request that can begin the transaction at the
+	// coordinator has been sent: from then on ending it needs an EndTxn.
+	started bool
+	// err is the first failure of a Txn method; it dooms the transaction.
+	err error
+}
+
+// Role returns the role whose token the transaction writes under.
+func (tx *Txn) Role() codec.Role { return tx.role }
+
+// Token returns the token the transaction writes under.
+func (tx *Txn) Token() codec.Token { return tx.h.token }
+
+// Produce appends one record (a nil value is a tombstone) to
+// topic/partition inside the transaction and returns its offset. The first
+// write to a partition adds it to the transaction (AddPartitionsToTxn).
+// Errors: [ErrFenced] when a later token holds the role; [ErrProducer]
+// otherwise. Either dooms the transaction: it is aborted whatever the
+// function returns. A fence does not always show here: a leader that has
+// not seen the newer epoch may refuse the stale produce with another code
+// (kfake answers INVALID_TXN_STATE), and then the abort that follows is
+// refused as fenced and Transact returns [ErrFenced].
+func (tx *Txn) Produce(topic string, partition int32, key, value []byte) (int64, error) {
+	if tx.err != nil {
+		return -1, tx.err
+	}
+	off, err := tx.produce(topic, partition, key, value)
+	if err != nil {
+		tx.err = err
+	}
+	return off, err
+}
+
+func (tx *Txn) produce(topic string, partition int32, key, value []byte) (int64, error) {
+	t, h := tx.t, tx.h
+	tp := topicPartition{topic, partition}
+	if !tx.added[tp] {
+		tx.started = true
+		kerr, err := t.atTxnCoordinator(tx.ctx, &h.inflight, h.txnID, func(b *sarama.Broker) (sarama.KError, error) {
+			r, err := b.AddPartitionsToTxn(&sarama.AddPartitionsToTxnRequest{
+				Version:         versionAddPartitions,
+				TransactionalID: h.txnID,
+				ProducerID:      h.token.ProducerID,
+				ProducerEpoch:   h.token.Epoch,
+				TopicPartitions: map[string][]int32{topic: {partition}},
+			})
+			if err != nil {
+				return 0, err
+			}
+			for _, pe := range r.Errors[topic] {
+				if pe.Partition == partition {
+					return pe.Err, nil
+				}
+			}
+			return 0, permanent(fmt.Errorf("AddPartitionsToTxn answered without %s/%d", topic, partition))
+		})
+		if err := tx.fail("AddPartitionsToTxn", kerr, err); err != nil {
+			return -1, err
+		}
+		tx.added[tp] = true
+	}
+
+	cands := h.next[tp]
+	if len(cands) == 0 {
+		cands = []int32{0}
+	}
+	for i := len(cands) - 1; i >= 0; i-- {
+		seq := cands[i]
+		batch := newBatch(h.token.ProducerID, h.token.Epoch, seq, true, key, value)
+		off, kerr, err := t.produce(tx.ctx, &h.inflight, &h.txnID, topic, partition, batch)
+		switch {
+		case err != nil:
+			// No definite answer: the broker expects seq or seq+1 next.
+			h.next[tp] = append(slices.Clone(cands[:i+1]), seq+1)
+			return -1, tx.fail("Produce", 0, err)
+		case kerr == sarama.ErrOutOfOrderSequenceNumber && i > 0:
+			continue // seq was not the broker's expectation; nothing appended
+		case kerr == sarama.ErrNoError:
+			h.next[tp] = []int32{seq + 1}
+			return off, nil
+		default:
+			h.next[tp] = slices.Clone(cands[:i+1])
+			if kerr == sarama.ErrOutOfOrderSequenceNumber {
+				// Every candidate refused: the sequence state is lost, and
+				// only a new epoch restarts it.
+				tx.t.forget(tx.role, h)
+			}
+			return -1, tx.fail("Produce", kerr, nil)
+		}
+	}
+	return -1, tx.fail("Produce", sarama.ErrOutOfOrderSequenceNumber, nil)
+}
+
+// CommitOffsets commits a consumer group's offsets (the next offset to
+// read, per topic and partition) inside the transaction: AddOffsetsToTxn
+// at the transaction coordinator, then TxnOffsetCommit at the group's
+// coordinator. The offsets become the group's committed offsets when the
+// transaction commits, and never if it aborts. The group needs no members
+// (no generation is checked). Errors: as Produce.
+func (tx *Txn) CommitOffsets(group string, offsets map[string]map[int32]int64) error {
+	if tx.err != nil {
+		return tx.err
+	}
+	if err := tx.commitOffsets(group, offsets); err != nil {
+		tx.err = err
+		return err
+	}
+	return nil
+}
+
+func (tx *Txn) commitOffsets(group string, offsets map[string]map[int32]int64) error {
+	t, h := tx.t, tx.h
+	if group == "" {
+		return &Error{Kind: ErrProducer, Role: tx.role, Err: errors.New("CommitOffsets: empty group id")}
+	}
+	if !tx.groups[group] {
+		tx.started = true
+		kerr, err := t.atTxnCoordinator(tx.ctx, &h.inflight, h.txnID, func(b *sarama.Broker) (sarama.KError, error) {
+			r, err := b.AddOffsetsToTxn(&sarama.AddOffsetsToTxnRequest{
+				Version:         versionAddOffsets,
+				TransactionalID: h.txnID,
+				ProducerID:      h.token.ProducerID,
+				ProducerEpoch:   h.token.Epoch,
+				GroupID:         group,
+			})
+			if err != nil {
+				return 0, err
+			}
+			return r.Err, nil
+		})
+		if err := tx.fail("AddOffsetsToTxn", kerr, err); err != nil {
+			return err
+		}
+		tx.groups[group] = true
+	}
+	topics := make(map[string][]*sarama.PartitionOffsetMetadata, len(offsets))
+	for topic, ps := range offsets {
+		for p, off := range ps {
+			topics[topic] = append(topics[topic], &sarama.PartitionOffsetMetadata{Partition: p, Offset: off, LeaderEpoch: -1})
+		}
+	}
+	if len(topics) == 0 {
+		return nil
+	}
+	kerr, err := t.atGroupCoordinator(tx.ctx, &h.inflight, group, func(b *sarama.Broker) (sarama.KError, error) {
+		r, err := b.TxnOffsetCommit(&sarama.TxnOffsetCommitRequest{
+			Version:         versionTxnOffsetCommit,
+			TransactionalID: h.txnID,
+			GroupID:         group,
+			ProducerID:      h.token.ProducerID,
+			ProducerEpoch:   h.token.Epoch,
+			Topics:          topics,
+		})
+		if err != nil {
+			return 0, err
+		}
+		// The first error of any partition stands for the request; a
+		// retry resends every partition, which is harmless.
+		for _, pes := range r.Topics {
+			for _, pe := range pes {
+				if pe.Err != sarama.ErrNoError {
+					return pe.Err, nil
+				}
+			}
+		}
+		return sarama.ErrNoError, nil
+	})
+	return tx.fail("TxnOffsetCommit", kerr, err)
+}
+
+// fail turns the outcome of a transactional request into the Txn's error:
+// nil on success, Fenced for a fence code (forgetting the token),
+// ErrProducer otherwise.
+func (tx *Txn) fail(what string, kerr sarama.KError, err error) error {
+	switch {
+	case err != nil:
+		return &Error{Kind: ErrProducer, Role: tx.role, Err: fmt.Errorf("%s under token %s: %w", what, tx.h.token, err)}
+	case fenceCode(kerr):
+		tx.t.forget(tx.role, tx.h)
+		return Fenced(tx.role, fmt.Errorf("%s under token %s: %w", what, tx.h.token, kerrError(kerr)))
+	case kerr != sarama.ErrNoError:
+		return &Error{Kind: ErrProducer, Role: tx.role, Err: fmt.Errorf("%s under token %s: %w", what, tx.h.token, kerrError(kerr))}
+	}
+	return nil
+}
+
+// Transact runs fn inside one transaction under token, the token this
+// transport minted for role most recently (else ErrNotHeld, and no request
+// is sent). The transaction begins with the first write fn makes through
+// tx; when fn returns nil it commits (EndTxn commit), when fn returns an
+// error, or a tx method failed, it aborts (EndTxn abort) and Transact
+// returns that error. A fence seen anywhere (PRODUCER_FENCED,
+// INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING) returns [Fenced]
+// and forgets the token. Transactions of one token run one at a time.
+//
+// When ctx ends, Transact returns at once with an error wrapping
+// ctx.Err(); the abort of the transaction is sent in the background, after
+// any request ctx abandoned has been answered, and the token's next
+// transaction waits for it. A commit whose answer was lost returns
+// ErrProducer: the transaction may have committed.
+func (t *BrokerTransport) Transact(ctx context.Context, role codec.Role, token codec.Token, fn func(tx *Txn) error) error {
+	h, err := t.current(role, token)
+	if err != nil {
+		return err
+	}
+	select {
+	case h.sem <- struct{}{}:
+	case <-ctx.Done():
+		return &Error{Kind: ErrProducer, Role: role, Err: fmt.Errorf("waiting for the previous transaction of token %s: %w", token, ctx.Err())}
+	}
+	release := func() { <-h.sem }
+	// A newer AcquireEpoch, or a fence seen by the previous transaction,
+	// may have replaced h while this one waited.
+	if _, err := t.current(role, token); err != nil {
+		release()
+		return err
+	}
+	tx := &Txn{ctx: ctx, t: t, role: role, h: h, added: map[topicPartition]bool{}, groups: map[string]bool{}}
+	if h.dirty {
+		// The previous transaction of this token may still be open.
+		if err := tx.abort(ctx); err != nil {
+			release()
+			return err
+		}
+	}
+
+	ferr := func() error {
+		defer func() {
+			if p := recover(); p != nil {
+				t.abortLater(ctx, tx, release)
+				panic(p)
+			}
+		}()
+		return fn(tx)
+	}()
+	if ferr == nil && tx.err == nil {
+		if !tx.started {
+			release()
+			return nil
+		}
+		cerr := tx.end(ctx, true)
+		if cerr == nil {
+			release()
+			return nil
+		}
+		if IsFenced(cerr) {
+			release()
+			return cerr
+		}
+		tx.err = cerr
+	}
+	if tx.err != nil && IsFenced(tx.err) {
+		release()
+		return tx.err
+	}
+	result := ferr
+	if tx.err != nil {
+		result = tx.err
+	}
+	if ctx.Err() != nil {
+		t.abortLater(ctx, tx, release)
+		if errors.Is(result, ctx.Err()) {
+			return result
+		}
+		return &Error{Kind: ErrProducer, Role: role, Err: errors.Join(result, ctx.Err())}
+	}
+	aerr := tx.abort(ctx)
+	release()
+	if IsFenced(aerr) {
+		return Fenced(role, errors.Join(result, errors.Unwrap(aerr)))
+	}
+	return result
+}
+
+// abortLater aborts tx in the background, once every request of its token
+// that a caller abandoned has been answered, then calls release. It is the
+// cleanup of a transaction whose caller left (ctx ended) or whose function
+// panicked.
+func (t *BrokerTransport) abortLater(ctx context.Context, tx *Txn, release func()) {
+	t.bg.Add(1)
+	go func() {
+		defer t.bg.Done()
+		defer release()
+		tx.h.inflight.Wait()
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.RequestTimeout)
+		defer cancel()
+		_ = tx.abort(actx)
+	}()
+}
+
+// end sends EndTxn (commit or abort) and maps its answer.
+func (tx *Txn) end(ctx context.Context, commit bool) error {
+	h := tx.h
+	what := "EndTxn abort"
+	if commit {
+		what = "EndTxn commit"
+	}
+	h.dirty = true // until the coordinator confirms
+	kerr, err := tx.t.atTxnCoordinator(ctx, &h.inflight, h.txnID, func(b *sarama.Broker) (sarama.KError, error) {
+		r, err := b.EndTxn(&sarama.EndTxnRequest{
+			Version:           versionEndTxn,
+			TransactionalID:   h.txnID,
+			ProducerID:        h.token.ProducerID,
+			ProducerEpoch:     h.token.Epoch,
+			TransactionResult: commit,
+		})
+		if err != nil {
+			return 0, err
+		}
+		return r.Err, nil
+	})
+	if err == nil && (kerr == sarama.ErrNoError || (!commit && kerr == sarama.ErrInvalidTxnState)) {
+		// An abort answered INVALID_TXN_STATE finds no transaction open
+		// (it ended before, or never began): nothing is left to end.
+		h.dirty = false
+		return nil
+	}
+	if err == nil && fenceCode(kerr) {
+		h.dirty = false // a later epoch aborted it
+	}
+	return tx.fail(what, kerr, err)
+}
+
+// abort ends the transaction with EndTxn abort if it may be open.
+func (tx *Txn) abort(ctx context.Context) error {
+	if !tx.started && !tx.h.dirty {
+		return nil
+	}
+	return tx.end(ctx, false)
+}
