@@ -19,10 +19,10 @@ type Candidate struct {
 // RoleState is one role as the role topic says it is: its latest lease (nil
 // when none was ever written) and its candidates in rank order.
 type RoleState struct {
-	Role        codec.Role
-	Lease       *codec.Lease
-	LeaseOffset int64 // offset of Lease; -1 when Lease is nil
-	Candidates  []Candidate
+	Role        codec.Role   `json:"role"`
+	Lease       *codec.Lease `json:"lease"`
+	LeaseOffset int64        `json:"lease_offset"` // offset of Lease; -1 when Lease is nil
+	Candidates  []Candidate  `json:"candidates"`
 }
 
 // Holder returns the lease and true when a lease exists and has not expired

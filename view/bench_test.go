@@ -1,0 +1,293 @@
+package view
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/testcluster"
+)
+
+// Benchmarks. The restore benchmark writes its table once and then reads it
+// back; its size is opt-in, so that `go test -bench .` stays quick:
+//
+//	KROLE_BENCH_1M=1        10,000 roles x 100 registrations + 10,000 leases
+//	                        (1,010,000 records)
+//	KROLE_BENCH_ROLES=n     n roles x 100 registrations + n leases
+//	(default)               100 roles: 10,100 records
+//
+//	KROLE_BENCH_1M=1 go test -run '^$' -bench Restore -benchtime 3x ./view/
+
+const benchRegsPerRole = 100
+
+func benchRoles() int {
+	if os.Getenv("KROLE_BENCH_1M") != "" {
+		return 10_000
+	}
+	if n, err := strconv.Atoi(os.Getenv("KROLE_BENCH_ROLES")); err == nil && n > 0 {
+		return n
+	}
+	return 100
+}
+
+// fillTopic writes roles x benchRegsPerRole registrations (interleaved, as
+// members of many roles join over time) and one lease per role (in
+// transactions of 100 leases), and returns the number of records a
+// read_committed consumer is handed.
+func fillTopic(b *testing.B, c *testcluster.Cluster, nparts int32, roles int) int64 {
+	b.Helper()
+	sc, err := c.Config.Sarama()
+	require.NoError(b, err)
+	sc.Producer.Flush.Messages = 1000
+	sc.Producer.Flush.Frequency = 5 * time.Millisecond
+	sc.Producer.Flush.MaxMessages = 10_000
+	sc.Producer.Return.Successes = true
+	prod, err := sarama.NewAsyncProducer(c.Config.Brokers, sc)
+	require.NoError(b, err)
+	var acked, failed atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for range prod.Successes() {
+			acked.Add(1)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for range prod.Errors() {
+			failed.Add(1)
+		}
+	}()
+	name := func(i int) codec.Role { return codec.Role(fmt.Sprintf("role-%05d", i)) }
+	for m := 0; m < benchRegsPerRole; m++ {
+		member := codec.MemberID(fmt.Sprintf("member-%03d", m))
+		val, err := codec.EncodeRecord(codec.Record{Registration: &codec.Registration{Member: member, RegisteredAt: 1_700_000_000_000 + int64(m)}})
+		require.NoError(b, err)
+		for r := 0; r < roles; r++ {
+			role := name(r)
+			prod.Input() <- &sarama.ProducerMessage{Topic: c.Config.Topic, Partition: codec.Partition(role, nparts),
+				Key: sarama.StringEncoder(codec.RegistrationKey(role, member).String()), Value: sarama.ByteEncoder(val)}
+		}
+	}
+	prod.AsyncClose()
+	wg.Wait()
+	require.Zero(b, failed.Load(), "failed appends")
+
+	w := &writer{t: b, cfg: c.Config, nparts: nparts}
+	tp := w.txnProducer("bench")
+	defer tp.Close()
+	now := time.UnixMilli(1_700_000_000_000)
+	for r := 0; r < roles; r += 100 {
+		require.NoError(b, tp.BeginTxn())
+		var msgs []*sarama.ProducerMessage
+		for i := r; i < min(r+100, roles); i++ {
+			msgs = append(msgs, leaseMsg(b, w, name(i), mkLease("member-000", 1, now, time.Hour)))
+		}
+		require.NoError(b, tp.SendMessages(msgs))
+		require.NoError(b, tp.CommitTxn())
+	}
+	return acked.Load() + int64(roles)
+}
+
+func BenchmarkRestore(b *testing.B) {
+	const nparts = 3
+	roles := benchRoles()
+	c := testcluster.Start(b, testcluster.Options{Partitions: nparts})
+	start := time.Now()
+	total := fillTopic(b, c, nparts, roles)
+	b.Logf("wrote %d records (%d roles) in %v", total, roles, time.Since(start).Round(time.Millisecond))
+
+	restoreOnce := func(b *testing.B, dir string) {
+		v, err := New(Options{Config: c.Config, StateDir: dir})
+		require.NoError(b, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		errc := make(chan error, 1)
+		go func() { errc <- v.Run(ctx) }()
+		wctx, wcancel := context.WithTimeout(ctx, 10*time.Minute)
+		defer wcancel()
+		require.NoError(b, v.WaitCaughtUp(wctx))
+		b.StopTimer()
+		rs, err := v.Roles(ctx)
+		require.NoError(b, err)
+		require.Len(b, rs, roles)
+		cancel()
+		require.NoError(b, <-errc)
+		b.StartTimer()
+	}
+	restore := func(b *testing.B, dir func() string) {
+		for i := 0; i < b.N; i++ {
+			restoreOnce(b, dir())
+		}
+		b.ReportMetric(float64(total)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	}
+	b.Run("view-memory", func(b *testing.B) { restore(b, func() string { return "" }) })
+	b.Run("view-leveldb", func(b *testing.B) { restore(b, func() string { return b.TempDir() }) })
+	b.Run("view-leveldb-resume", func(b *testing.B) {
+		dir := b.TempDir()
+		restoreOnce(b, dir) // fill the state dir once, untimed
+		b.ResetTimer()
+		restore(b, func() string { return dir })
+	})
+	b.Run("sarama-consumer", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			readAll(b, c.Config, nparts, total)
+		}
+		b.ReportMetric(float64(total)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	})
+}
+
+// readAll reads the topic from its start with a plain read_committed sarama
+// consumer until it has been handed total records: the baseline. Like the
+// view's restore, the timer stops once everything is read.
+func readAll(b *testing.B, cfg fencing.Config, nparts int32, total int64) {
+	sc, err := cfg.Sarama()
+	require.NoError(b, err)
+	cons, err := sarama.NewConsumer(cfg.Brokers, sc)
+	require.NoError(b, err)
+	var n atomic.Int64
+	done := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	var pcs []sarama.PartitionConsumer
+	for p := int32(0); p < nparts; p++ {
+		pc, err := cons.ConsumePartition(cfg.Topic, p, sarama.OffsetOldest)
+		require.NoError(b, err)
+		pcs = append(pcs, pc)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-pc.Messages():
+					if n.Add(1) == total {
+						once.Do(func() { close(done) })
+					}
+				case <-done:
+					return
+				}
+			}
+		}()
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Minute):
+		b.Fatalf("read %d of %d records", n.Load(), total)
+	}
+	b.StopTimer() // closing waits out the consumer's long poll: not reading
+	wg.Wait()
+	for _, pc := range pcs {
+		_ = pc.Close()
+	}
+	_ = cons.Close()
+	b.StartTimer()
+}
+
+// lookupView is an offline view holding roles x cands candidates and a
+// lease per role.
+func lookupView(b *testing.B, roles, cands int) *View {
+	v, err := New(Options{Config: fencing.Config{Brokers: []string{"127.0.0.1:1"}}})
+	require.NoError(b, err)
+	v.nparts = 1
+	v.partIDs = []int32{0}
+	v.parts[0] = &partState{last: -1, caughtUpTo: -1}
+	close(v.started)
+	v.readyOnce.Do(func() { close(v.ready) })
+	b.Cleanup(v.stop)
+	off := int64(0)
+	l := mkLease("member-000", 1, time.UnixMilli(1_700_000_000_000), time.Hour)
+	for r := 0; r < roles; r++ {
+		role := codec.Role(fmt.Sprintf("role-%05d", r))
+		for m := 0; m < cands; m++ {
+			mem := codec.MemberID(fmt.Sprintf("member-%03d", m))
+			v.apply(0, off, codec.RegistrationKey(role, mem), codec.Record{Registration: &codec.Registration{Member: mem}}, "")
+			off++
+		}
+		v.apply(0, off, codec.LeaseKey(role), codec.Record{Lease: &l}, "")
+		off++
+	}
+	return v
+}
+
+func BenchmarkHolder(b *testing.B) {
+	for _, size := range []struct{ roles, cands int }{{100, 100}, {10_000, 100}, {10_000, 10}} {
+		b.Run(fmt.Sprintf("roles=%d/candidates=%d", size.roles, size.cands), func(b *testing.B) {
+			v := lookupView(b, size.roles, size.cands)
+			ctx := context.Background()
+			now := time.UnixMilli(1_700_000_001_000)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				_, held, err := v.Holder(ctx, "role-00042", now)
+				if err != nil || !held {
+					b.Fatal(held, err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkCandidates(b *testing.B) {
+	for _, size := range []struct{ roles, cands int }{{100, 100}, {10_000, 100}, {10_000, 10}} {
+		b.Run(fmt.Sprintf("roles=%d/candidates=%d", size.roles, size.cands), func(b *testing.B) {
+			v := lookupView(b, size.roles, size.cands)
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				cs, err := v.Candidates(ctx, "role-00042")
+				if err != nil || len(cs) != size.cands {
+					b.Fatal(len(cs), err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkWatchLatency measures the hot path of a waiting candidate: from
+// the start of a write until a Watch subscriber holds the change. The lease
+// case includes the transaction (begin, produce, commit) itself.
+func BenchmarkWatchLatency(b *testing.B) {
+	c := testcluster.Start(b, testcluster.Options{Partitions: 3})
+	w := newWriter(b, c, 3)
+	tp := w.txnProducer("bench")
+	v, _ := runView(b, c.Config, Options{})
+	caughtUp(b, v)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const role = codec.Role("hot")
+	ch := v.Watch(ctx, role)
+	wait := func(b *testing.B) {
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			b.Fatal("no change delivered")
+		}
+	}
+	now := time.UnixMilli(1_700_000_000_000)
+	n := 0 // every lease differs from the last, or there is no change to see
+	b.Run("lease-txn", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			n++
+			w.lease(tp, role, mkLease("a", 1, now, time.Duration(n)*time.Millisecond+time.Hour), true)
+			wait(b)
+		}
+	})
+	b.Run("register", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			w.register(role, codec.MemberID(fmt.Sprintf("m%d", i%2)))
+			wait(b)
+		}
+	})
+}

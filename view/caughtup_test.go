@@ -1,0 +1,185 @@
+package view
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/internal/testcluster"
+)
+
+// gokaRecovered waits (briefly) for goka's own notion of recovery, which
+// the view's topic manager makes reachable.
+func gokaRecovered(t *testing.T, v *View) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		gv := v.gv.Load()
+		return gv != nil && gv.Recovered()
+	}, 10*time.Second, 10*time.Millisecond, "goka's View.Recovered() never turned true")
+}
+
+func TestCaughtUpOnEmptyPartitions(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 3})
+	v, _ := runView(t, c.Config, Options{})
+	caughtUp(t, v)
+	assert.True(t, v.CaughtUp())
+	gokaRecovered(t, v)
+	s := v.Stats()
+	require.Len(t, s.Partitions, 3)
+	for _, ps := range s.Partitions {
+		assert.Equal(t, int64(0), ps.Next)
+		assert.Equal(t, int64(0), ps.CaughtUpTo)
+	}
+	snap, err := v.Snapshot(testCtx(t))
+	require.NoError(t, err)
+	assert.Empty(t, snap)
+}
+
+func TestCaughtUpOnPartitionEndingInMarker(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 2})
+	w := newWriter(t, c, 2)
+	tp := w.txnProducer("w")
+	now := time.Now()
+	byPart := rolesInPartitions("role", 2, 1)
+	r, q := byPart[0][0], byPart[1][0]
+	w.register(r, "a")
+	l := mkLease("a", 1, now, time.Minute)
+	off := w.lease(tp, r, l, true) // offset 1, commit marker at 2
+	w.lease(tp, r, mkLease("b", 2, now, time.Minute), false)
+
+	// Started after the writes: partition 0 ends in an abort marker
+	// (offsets 3 and 4), which a consumer is never handed.
+	v, _ := runView(t, c.Config, Options{})
+	caughtUp(t, v)
+	gokaRecovered(t, v)
+	got, held, err := v.Holder(testCtx(t), r, now)
+	require.NoError(t, err)
+	assert.True(t, held)
+	assert.Equal(t, l, got)
+	s := v.Stats()
+	assert.Equal(t, off+1, s.Partitions[0].Next)
+	assert.Equal(t, int64(5), s.Partitions[0].CaughtUpTo)
+	assert.Equal(t, int64(0), s.Partitions[1].CaughtUpTo)
+
+	// goka holds every partition back until all have recovered; the other
+	// partition must keep following the topic.
+	w.register(q, "x")
+	caughtUp(t, v)
+	cs, err := v.Candidates(testCtx(t), q)
+	require.NoError(t, err)
+	assert.Equal(t, []codec.MemberID{"x"}, members(cs))
+	assert.Eventually(t, func() bool { return v.Stats().Partitions[0].HighWatermark == 5 }, 5*time.Second, 10*time.Millisecond,
+		"the consumer reports the high watermark, markers included")
+}
+
+func TestCaughtUpWithOpenTransaction(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	w := newWriter(t, c, 1)
+	tp := w.txnProducer("w") // transaction timeout 10s
+	now := time.Now()
+	w.register("r", "a")
+	require.NoError(t, tp.BeginTxn())
+	_, _, err := tp.SendMessage(leaseMsg(t, w, "r", mkLease("a", 1, now, time.Minute)))
+	require.NoError(t, err)
+	w.register("r", "b") // after the open transaction's first offset
+
+	v, _ := runView(t, c.Config, Options{})
+	// Caught up means read up to the last stable offset: well before the
+	// transaction times out.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, v.WaitCaughtUp(ctx))
+	gokaRecovered(t, v)
+	st, err := v.Role(ctx, "r")
+	require.NoError(t, err)
+	assert.Nil(t, st.Lease, "an open transaction's lease does not show")
+	assert.Equal(t, []codec.MemberID{"a"}, members(st.Candidates), "nothing past the last stable offset shows")
+	assert.Equal(t, int64(1), v.Stats().Partitions[0].CaughtUpTo)
+
+	require.NoError(t, tp.CommitTxn())
+	caughtUp(t, v)
+	st, err = v.Role(testCtx(t), "r")
+	require.NoError(t, err)
+	require.NotNil(t, st.Lease)
+	assert.Equal(t, codec.MemberID("a"), st.Lease.Member)
+	assert.Equal(t, []codec.MemberID{"a", "b"}, members(st.Candidates))
+}
+
+// TestProberLastRecord checks the probe on a partition that ends in a long
+// run of aborted transactions (longer than the first probe window).
+func TestProberLastRecord(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	w := newWriter(t, c, 1)
+	tp := w.txnProducer("w")
+	now := time.Now()
+	w.register("r", "a")                                              // 0
+	last := w.lease(tp, "r", mkLease("a", 1, now, time.Minute), true) // 1, marker 2
+	for i := 0; i < 40; i++ {                                         // 3..82: data+abort marker
+		w.lease(tp, "r", mkLease("b", 2, now, time.Minute), false)
+	}
+	sc, err := c.Config.Sarama()
+	require.NoError(t, err)
+	client, err := sarama.NewClient(c.Config.Brokers, sc)
+	require.NoError(t, err)
+	defer client.Close()
+	pr := &prober{client: client, topic: c.Config.Topic}
+	ctx := testCtx(t)
+
+	lsos, err := pr.listOffsets(ctx, []int32{0}, sarama.OffsetNewest)
+	require.NoError(t, err)
+	require.Equal(t, int64(83), lsos[0])
+	got, err := pr.lastRecordBefore(ctx, 0, 0, lsos[0])
+	require.NoError(t, err)
+	assert.Equal(t, last, got)
+	got, err = pr.lastRecordBefore(ctx, 0, last+1, lsos[0])
+	require.NoError(t, err)
+	assert.Equal(t, int64(-1), got, "only markers and aborted records above the floor")
+	got, err = pr.lastRecordBefore(ctx, 0, 0, last)
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), got)
+	got, err = pr.lastRecordBefore(ctx, 0, 0, 0)
+	require.NoError(t, err)
+	assert.Equal(t, int64(-1), got)
+}
+
+// TestCrashMidWriteHoldsTheViewBackOnlyUntilTheTransactionTimesOut: a
+// holder dies inside its lease transaction. Until the coordinator aborts it
+// (after the transaction timeout), records behind it are invisible but the
+// view counts as caught up; afterwards they show, and the dead lease never
+// does.
+func TestCrashMidWriteHoldsTheViewBackOnlyUntilTheTransactionTimesOut(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	w := newWriter(t, c, 1)
+	v, _ := runView(t, c.Config, Options{})
+	caughtUp(t, v)
+	w.register("r", "a")
+	dead := w.txnProducerTimeout("dead", time.Second)
+	require.NoError(t, dead.BeginTxn())
+	_, _, err := dead.SendMessage(leaseMsg(t, w, "r", mkLease("a", 1, time.Now(), time.Minute)))
+	require.NoError(t, err)
+	// The holder is gone: no commit, no abort.
+	w.register("r", "b")
+
+	ctx := testCtx(t)
+	caughtUp(t, v)
+	cs, err := v.Candidates(ctx, "r")
+	require.NoError(t, err)
+	assert.Equal(t, []codec.MemberID{"a"}, members(cs), "b waits behind the open transaction")
+
+	require.Eventually(t, func() bool {
+		if v.WaitCaughtUp(ctx) != nil {
+			return false
+		}
+		cs, err := v.Candidates(ctx, "r")
+		return err == nil && len(cs) == 2
+	}, 20*time.Second, 50*time.Millisecond, "the coordinator's abort releases the records behind the transaction")
+	st, err := v.Role(ctx, "r")
+	require.NoError(t, err)
+	assert.Nil(t, st.Lease, "the dead holder's lease never shows")
+	assert.Equal(t, []codec.MemberID{"a", "b"}, members(st.Candidates))
+}

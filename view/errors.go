@@ -1,0 +1,48 @@
+package view
+
+import "errors"
+
+// ErrNotCaughtUp is returned, wrapped together with ctx.Err(), when a
+// lookup or [View.WaitCaughtUp] gives up because its context ended before
+// the table had caught up with the role topic. Both errors.Is(err,
+// ErrNotCaughtUp) and errors.Is(err, context.DeadlineExceeded) (or
+// context.Canceled) hold. The table was not consulted: no answer is given
+// from a half-read table.
+var ErrNotCaughtUp = errors.New("view: the table has not caught up with the role topic")
+
+// ErrStopped is returned by lookups and [View.WaitCaughtUp] once
+// [View.Run] has returned: the table is no longer updated, so it answers
+// nothing rather than answer from a table that silently falls behind.
+var ErrStopped = errors.New("view: stopped")
+
+// ErrAlreadyRun is returned by a second call of [View.Run]: a View runs
+// once. Make a new one with [New] to run again (with a StateDir it resumes
+// where the first left off).
+var ErrAlreadyRun = errors.New("view: Run was already called")
+
+// SkipReason says why the view skipped a record of the role topic.
+type SkipReason string
+
+// The reasons a record is skipped. Each skipped record is counted under its
+// reason in [Stats]; the first of each reason is logged at warn level with
+// its partition and offset, later ones at debug level.
+const (
+	// SkipKey: the key is not a krole key (another application's record,
+	// garbage, a bad role or member name).
+	SkipKey SkipReason = "bad_key"
+	// SkipValue: the value does not parse as a krole record.
+	SkipValue SkipReason = "bad_value"
+	// SkipVersion: the value was written in a newer format version than
+	// this reader knows (codec.UnknownVersionError).
+	SkipVersion SkipReason = "unknown_version"
+	// SkipMismatch: the value does not fit its key (a lease under a
+	// registration key, a registration of another member).
+	SkipMismatch SkipReason = "key_value_mismatch"
+	// SkipPartition: the role's records belong in another partition
+	// (codec.Partition); ranking by offset only holds within one partition,
+	// so a misplaced record is never applied.
+	SkipPartition SkipReason = "wrong_partition"
+)
+
+// SkipReasons lists every SkipReason, in a fixed order.
+var SkipReasons = []SkipReason{SkipKey, SkipValue, SkipVersion, SkipMismatch, SkipPartition}

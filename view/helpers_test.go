@@ -1,0 +1,239 @@
+package view
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/testcluster"
+)
+
+// TestMain fails the run when a goroutine of the view, goka or sarama
+// outlives the tests (sarama's metrics arbiter, from go-metrics, is
+// process-wide and allowed).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if leaked := waitNoLeaks(5 * time.Second); leaked != "" {
+			fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaked)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func waitNoLeaks(d time.Duration) string {
+	deadline := time.Now().Add(d)
+	for {
+		buf := make([]byte, 1<<22)
+		buf = buf[:runtime.Stack(buf, true)]
+		var leaked []string
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "TestMain") || strings.Contains(g, "waitNoLeaks") {
+				continue
+			}
+			if strings.Contains(g, "krole/view.") || strings.Contains(g, "lovoo/goka") || strings.Contains(g, "IBM/sarama") {
+				leaked = append(leaked, g)
+			}
+		}
+		if len(leaked) == 0 {
+			return ""
+		}
+		if time.Now().After(deadline) {
+			return strings.Join(leaked, "\n\n")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// testCtx is a context bounded well below the test timeout.
+func testCtx(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// runView starts a view on c and stops it (and checks Run's result) when
+// the test ends. The returned stop function stops it earlier.
+func runView(t testing.TB, cfg fencing.Config, opts Options) (*View, func()) {
+	t.Helper()
+	opts.Config = cfg
+	if opts.Logger == nil && os.Getenv("KROLE_TEST_LOG") != "" {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	v, err := New(opts)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- v.Run(ctx) }()
+	var stopped atomic.Bool
+	stop := func() {
+		if stopped.Swap(true) {
+			return
+		}
+		cancel()
+		select {
+		case err := <-errc:
+			require.NoError(t, err, "Run")
+		case <-time.After(20 * time.Second):
+			t.Errorf("Run did not return after cancel")
+		}
+	}
+	t.Cleanup(stop)
+	return v, stop
+}
+
+func caughtUp(t testing.TB, v *View) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, v.WaitCaughtUp(ctx))
+}
+
+// writer writes test records straight to the role topic with sarama: plain
+// appends for registrations, tombstones and poison, a transactional
+// producer for leases.
+type writer struct {
+	t      testing.TB
+	cfg    fencing.Config
+	nparts int32
+	plain  sarama.SyncProducer
+	txns   []sarama.SyncProducer
+}
+
+func newWriter(t testing.TB, c *testcluster.Cluster, nparts int32) *writer {
+	t.Helper()
+	sc, err := c.Config.Sarama()
+	require.NoError(t, err)
+	p, err := sarama.NewSyncProducer(c.Config.Brokers, sc)
+	require.NoError(t, err)
+	w := &writer{t: t, cfg: c.Config, nparts: nparts, plain: p}
+	t.Cleanup(func() {
+		for _, tp := range w.txns {
+			_ = tp.Close()
+		}
+		_ = w.plain.Close()
+	})
+	return w
+}
+
+func (w *writer) send(key string, value []byte, partition int32) int64 {
+	w.t.Helper()
+	msg := &sarama.ProducerMessage{Topic: w.cfg.Topic, Key: sarama.StringEncoder(key), Partition: partition}
+	if value != nil {
+		msg.Value = sarama.ByteEncoder(value)
+	}
+	_, off, err := w.plain.SendMessage(msg)
+	require.NoError(w.t, err)
+	return off
+}
+
+func (w *writer) part(role codec.Role) int32 { return codec.Partition(role, w.nparts) }
+
+// register appends member's registration and returns its offset.
+func (w *writer) register(role codec.Role, member codec.MemberID) int64 {
+	w.t.Helper()
+	b, err := codec.EncodeRecord(codec.Record{Registration: &codec.Registration{Member: member, RegisteredAt: time.Now().UnixMilli()}})
+	require.NoError(w.t, err)
+	return w.send(codec.RegistrationKey(role, member).String(), b, w.part(role))
+}
+
+// deregister appends a tombstone on member's registration.
+func (w *writer) deregister(role codec.Role, member codec.MemberID) int64 {
+	w.t.Helper()
+	return w.send(codec.RegistrationKey(role, member).String(), nil, w.part(role))
+}
+
+// txnProducer returns a new transactional producer (transaction timeout
+// 10s).
+func (w *writer) txnProducer(id string) sarama.SyncProducer {
+	w.t.Helper()
+	return w.txnProducerTimeout(id, 10*time.Second)
+}
+
+func (w *writer) txnProducerTimeout(id string, timeout time.Duration) sarama.SyncProducer {
+	w.t.Helper()
+	sc, err := w.cfg.Sarama()
+	require.NoError(w.t, err)
+	sc.Producer.Idempotent = true
+	sc.Producer.Transaction.ID = w.cfg.TransactionalID(id)
+	sc.Producer.Transaction.Timeout = timeout
+	sc.Net.MaxOpenRequests = 1
+	p, err := sarama.NewSyncProducer(w.cfg.Brokers, sc)
+	require.NoError(w.t, err)
+	w.txns = append(w.txns, p)
+	return p
+}
+
+func leaseMsg(t testing.TB, w *writer, role codec.Role, l codec.Lease) *sarama.ProducerMessage {
+	t.Helper()
+	b, err := codec.EncodeRecord(codec.Record{Lease: &l})
+	require.NoError(t, err)
+	return &sarama.ProducerMessage{Topic: w.cfg.Topic, Key: sarama.StringEncoder(codec.LeaseKey(role).String()),
+		Value: sarama.ByteEncoder(b), Partition: w.part(role)}
+}
+
+// lease writes l in one transaction of tp and commits (or aborts) it. It
+// returns the lease record's offset.
+func (w *writer) lease(tp sarama.SyncProducer, role codec.Role, l codec.Lease, commit bool) int64 {
+	w.t.Helper()
+	require.NoError(w.t, tp.BeginTxn())
+	_, off, err := tp.SendMessage(leaseMsg(w.t, w, role, l))
+	require.NoError(w.t, err)
+	if commit {
+		require.NoError(w.t, tp.CommitTxn())
+	} else {
+		require.NoError(w.t, tp.AbortTxn())
+	}
+	return off
+}
+
+func mkLease(member codec.MemberID, epoch int16, granted time.Time, d time.Duration) codec.Lease {
+	l, err := codec.NewLease(member, codec.Token{ProducerID: 7, Epoch: epoch}, granted.UnixMilli(), granted.Add(d).UnixMilli())
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
+
+func members(cs []Candidate) []codec.MemberID {
+	out := make([]codec.MemberID, len(cs))
+	for i, c := range cs {
+		out[i] = c.Member
+	}
+	return out
+}
+
+// rolesInPartitions returns n role names per partition, so a test can put
+// roles where it wants them.
+func rolesInPartitions(prefix string, nparts int32, n int) map[int32][]codec.Role {
+	out := map[int32][]codec.Role{}
+	for i := 0; ; i++ {
+		r := codec.Role(fmt.Sprintf("%s-%d", prefix, i))
+		p := codec.Partition(r, nparts)
+		if len(out[p]) < n {
+			out[p] = append(out[p], r)
+		}
+		full := true
+		for q := int32(0); q < nparts; q++ {
+			if len(out[q]) < n {
+				full = false
+			}
+		}
+		if full {
+			return out
+		}
+	}
+}

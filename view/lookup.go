@@ -1,0 +1,117 @@
+package view
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/krabka/krole/codec"
+)
+
+// Every lookup below reads the local table only, never the broker. It
+// waits until the view has caught up with the role topic (see
+// [View.WaitCaughtUp]; after the first time it does not wait at all); when
+// ctx ends first it returns an error matching both [ErrNotCaughtUp] and
+// ctx.Err(), and once Run has returned it returns [ErrStopped]. A lookup's
+// cost is that of the role it names (its candidates), never of the other
+// roles; Roles and Snapshot are the exceptions, by their nature. What a
+// lookup returns is a copy the caller owns.
+
+// Lookup returns role's state and whether the table knows the role (it has
+// a lease or a candidate). An unknown role gives RoleState{Role: role,
+// LeaseOffset: -1} and false.
+func (v *View) Lookup(ctx context.Context, role codec.Role) (RoleState, bool, error) {
+	if err := v.await(ctx); err != nil {
+		return RoleState{Role: role, LeaseOffset: -1}, false, err
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	e := v.roles[role]
+	return e.state(role), e != nil, nil
+}
+
+// Role returns role's state: its lease and ranked candidates. An unknown
+// role gives RoleState{Role: role, LeaseOffset: -1}; use [View.Lookup] to
+// tell it apart from a role without lease and candidates (which the table
+// does not keep).
+func (v *View) Role(ctx context.Context, role codec.Role) (RoleState, error) {
+	s, _, err := v.Lookup(ctx, role)
+	return s, err
+}
+
+// Holder returns role's latest lease and whether it holds at now: a lease
+// exists and now is before its deadline. A zero now means the view's clock
+// ([Options].Clock). It is the table's belief, not the broker's fence: a
+// holder that appears live here may already be fenced by a newer epoch
+// whose lease the table has not read yet. Its cost does not depend on the
+// number of candidates.
+func (v *View) Holder(ctx context.Context, role codec.Role, now time.Time) (lease codec.Lease, held bool, err error) {
+	if err := v.await(ctx); err != nil {
+		return codec.Lease{}, false, err
+	}
+	if now.IsZero() {
+		now = v.opts.Clock()
+	}
+	v.mu.RLock()
+	e := v.roles[role]
+	if e == nil || !e.hasLease {
+		v.mu.RUnlock()
+		return codec.Lease{}, false, nil
+	}
+	l := e.lease
+	v.mu.RUnlock()
+	return l, !l.Expired(now.UnixMilli()), nil
+}
+
+// Candidates returns role's candidates in rank order (rank 0 joined first),
+// or none for an unknown role.
+func (v *View) Candidates(ctx context.Context, role codec.Role) ([]Candidate, error) {
+	if err := v.await(ctx); err != nil {
+		return nil, err
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.roles[role].candidates(), nil
+}
+
+// Roles returns every role the table knows (with a lease or a candidate),
+// sorted.
+func (v *View) Roles(ctx context.Context) ([]codec.Role, error) {
+	if err := v.await(ctx); err != nil {
+		return nil, err
+	}
+	v.mu.RLock()
+	out := make([]codec.Role, 0, len(v.roles))
+	for r := range v.roles {
+		out = append(out, r)
+	}
+	v.mu.RUnlock()
+	slices.Sort(out)
+	return out, nil
+}
+
+// Snapshot returns every role the table knows, sorted by role name, as the
+// table held them at one instant: no record is applied while it is taken,
+// so it never mixes two states of the table. It costs a copy of the whole
+// table, during which the view applies nothing.
+func (v *View) Snapshot(ctx context.Context) ([]RoleState, error) {
+	if err := v.await(ctx); err != nil {
+		return nil, err
+	}
+	v.mu.RLock()
+	out := make([]RoleState, 0, len(v.roles))
+	for r, e := range v.roles {
+		out = append(out, e.state(r))
+	}
+	v.mu.RUnlock()
+	slices.SortFunc(out, func(a, b RoleState) int {
+		switch {
+		case a.Role < b.Role:
+			return -1
+		case a.Role > b.Role:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}

@@ -1,0 +1,67 @@
+package view
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/krabka/krole/fencing"
+)
+
+// DefaultReconnectBackoff is the default of [Options].ReconnectBackoff.
+const DefaultReconnectBackoff = time.Second
+
+// Options configure a [View]. The zero value of every field but Config is
+// usable.
+type Options struct {
+	// Config names the cluster and the role topic (Config.Topic, default
+	// "krole.roles"). Config.Brokers is required. The view reads with the
+	// sarama configuration of Config.Sarama(): read_committed isolation,
+	// its timeouts, TLS and SASL.
+	Config fencing.Config
+
+	// StateDir, when set, keeps the table on disk (goka's LevelDB storage,
+	// one database per partition under StateDir/<topic>.<partition>), so
+	// that a restart resumes from the last offset it read instead of
+	// rereading the topic. A state dir belongs to one topic of one cluster:
+	// delete it when the topic is recreated. Default "": the table lives in
+	// memory only and every Run reads the topic from its start.
+	StateDir string
+
+	// Logger receives the view's logs (and goka's, at info level). Default
+	// nil: logs are discarded.
+	Logger *slog.Logger
+
+	// Clock is the time source for [View.Holder] calls with a zero time.
+	// Default nil: time.Now.
+	Clock func() time.Time
+
+	// ReconnectBackoff is the first pause before the view reconnects after
+	// a consumer error; each further failure adds it again, up to ten
+	// times its value. Default 1s.
+	ReconnectBackoff time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	o.Config = o.Config.WithDefaults()
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.ReconnectBackoff == 0 {
+		o.ReconnectBackoff = DefaultReconnectBackoff
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	if err := o.Config.Validate(); err != nil {
+		return fmt.Errorf("view: %w", err)
+	}
+	if o.ReconnectBackoff < 0 {
+		return fmt.Errorf("view: ReconnectBackoff %v must not be negative", o.ReconnectBackoff)
+	}
+	return nil
+}

@@ -1,0 +1,294 @@
+package view
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/IBM/sarama"
+)
+
+// prober reads the ends of the role topic's partitions with read_committed
+// isolation, straight from the partition leaders. It is how the view knows
+// what "caught up" means (see [View.WaitCaughtUp]) and what goka's recovery
+// should stop at (see tailTopicManager).
+//
+// A consumer never sees the offsets of transaction markers or of aborted
+// records, so "the view has consumed up to the last stable offset" cannot be
+// read off the offsets it was handed. The prober answers the question the
+// view can check instead: which is the last record below the last stable
+// offset that a read_committed consumer will be handed? Once the view has
+// applied that record, everything after it up to the last stable offset is
+// markers and aborted data, and the view is caught up.
+//
+// A probe blocks for at most a few round trips, each bounded by the sarama
+// config's Net.ReadTimeout; it checks ctx between round trips only.
+type prober struct {
+	client sarama.Client
+	topic  string
+}
+
+// probeWindow is the first window (in offsets) read back from the last
+// stable offset when looking for the last record; it grows eightfold while
+// the window holds only markers and aborted records.
+const probeWindow = 32
+
+// probeMaxBytes bounds one partition's share of a probe fetch. The broker
+// still returns a first batch that is larger (KIP-74).
+const probeMaxBytes = 256 << 10
+
+var errOutOfRange = errors.New("offset out of range")
+
+// partitions returns the partition ids of the topic, refreshing metadata.
+func (pr *prober) partitions() ([]int32, error) {
+	if err := pr.client.RefreshMetadata(pr.topic); err != nil {
+		return nil, fmt.Errorf("metadata of topic %s: %w", pr.topic, err)
+	}
+	ps, err := pr.client.Partitions(pr.topic)
+	if err != nil {
+		return nil, fmt.Errorf("partitions of topic %s: %w", pr.topic, err)
+	}
+	return ps, nil
+}
+
+// listOffsets asks each partition's leader for an offset: sarama.OffsetNewest
+// with read_committed isolation gives the last stable offset (LSO), and
+// sarama.OffsetOldest gives the log start offset. One request per leader.
+func (pr *prober) listOffsets(ctx context.Context, parts []int32, which int64) (map[int32]int64, error) {
+	out := make(map[int32]int64, len(parts))
+	todo := parts
+	for attempt := 0; len(todo) > 0; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		byLeader := map[*sarama.Broker][]int32{}
+		for _, p := range todo {
+			b, err := pr.client.Leader(pr.topic, p)
+			if err != nil {
+				return nil, fmt.Errorf("leader of %s/%d: %w", pr.topic, p, err)
+			}
+			byLeader[b] = append(byLeader[b], p)
+		}
+		var retry []int32
+		var lastErr error
+		for b, ps := range byLeader {
+			req := sarama.NewOffsetRequest(pr.client.Config().Version)
+			req.IsolationLevel = sarama.ReadCommitted
+			for _, p := range ps {
+				req.AddBlock(pr.topic, p, which, 1)
+			}
+			resp, err := b.GetAvailableOffsets(req)
+			if err != nil {
+				lastErr = fmt.Errorf("list offsets at broker %s: %w", b.Addr(), err)
+				retry = append(retry, ps...)
+				continue
+			}
+			for _, p := range ps {
+				blk := resp.GetBlock(pr.topic, p)
+				switch {
+				case blk == nil:
+					lastErr = fmt.Errorf("list offsets of %s/%d: %w", pr.topic, p, sarama.ErrIncompleteResponse)
+					retry = append(retry, p)
+				case !errors.Is(blk.Err, sarama.ErrNoError):
+					lastErr = fmt.Errorf("list offsets of %s/%d: %w", pr.topic, p, blk.Err)
+					retry = append(retry, p)
+				case resp.Version == 0 && len(blk.Offsets) > 0:
+					out[p] = blk.Offsets[0]
+				default:
+					out[p] = blk.Offset
+				}
+			}
+		}
+		if len(retry) == 0 {
+			break
+		}
+		if attempt >= 2 {
+			return nil, lastErr
+		}
+		_ = pr.client.RefreshMetadata(pr.topic)
+		todo = retry
+	}
+	return out, nil
+}
+
+// tail is what one read_committed fetch says about [from, until).
+type tail struct {
+	last    int64 // highest offset of a record a consumer is handed; -1 if none
+	scanned int64 // every offset below scanned was looked at (>= from)
+	end     bool  // nothing more below until is stored
+}
+
+// fetchTail fetches partition p from offset from with read_committed
+// isolation and reports the highest offset in [from, until) of a record that
+// a read_committed consumer is handed: not a control record (transaction
+// marker) and not part of an aborted transaction.
+func (pr *prober) fetchTail(p int32, from, until int64) (tail, error) {
+	b, err := pr.client.Leader(pr.topic, p)
+	if err != nil {
+		return tail{}, fmt.Errorf("leader of %s/%d: %w", pr.topic, p, err)
+	}
+	req := &sarama.FetchRequest{
+		Version:      11,
+		MaxWaitTime:  0,
+		MinBytes:     0,
+		MaxBytes:     probeMaxBytes,
+		Isolation:    sarama.ReadCommitted,
+		SessionID:    0,
+		SessionEpoch: -1,
+	}
+	req.AddBlock(pr.topic, p, from, probeMaxBytes, -1)
+	resp, err := b.Fetch(req)
+	if err != nil {
+		return tail{}, fmt.Errorf("fetch %s/%d at %d: %w", pr.topic, p, from, err)
+	}
+	blk := resp.GetBlock(pr.topic, p)
+	if blk == nil {
+		return tail{}, fmt.Errorf("fetch %s/%d: %w", pr.topic, p, sarama.ErrIncompleteResponse)
+	}
+	switch {
+	case errors.Is(blk.Err, sarama.ErrOffsetOutOfRange):
+		return tail{}, errOutOfRange
+	case !errors.Is(blk.Err, sarama.ErrNoError):
+		return tail{}, fmt.Errorf("fetch %s/%d at %d: %w", pr.topic, p, from, blk.Err)
+	}
+	return scanBlock(blk, from, until), nil
+}
+
+// scanBlock walks the batches of one fetch response, dropping control
+// batches and the batches of aborted transactions the way a read_committed
+// consumer does (the same rule as sarama's consumer and the Java client).
+func scanBlock(blk *sarama.FetchResponseBlock, from, until int64) tail {
+	t := tail{last: -1, scanned: from}
+	aborted := append([]*sarama.AbortedTransaction(nil), blk.AbortedTransactions...)
+	sort.Slice(aborted, func(i, j int) bool { return aborted[i].FirstOffset < aborted[j].FirstOffset })
+	abortedPIDs := map[int64]bool{}
+	complete := 0
+	for _, rs := range blk.RecordsSet {
+		if rs == nil {
+			continue
+		}
+		if rs.MsgSet != nil { // legacy format: no transactions
+			if rs.MsgSet.PartialTrailingMessage && len(rs.MsgSet.Messages) == 0 {
+				break
+			}
+			for _, mb := range rs.MsgSet.Messages {
+				if mb.Offset >= from && mb.Offset < until && mb.Offset > t.last {
+					t.last = mb.Offset
+				}
+				if mb.Offset+1 > t.scanned {
+					t.scanned = mb.Offset + 1
+				}
+			}
+			complete++
+			continue
+		}
+		rb := rs.RecordBatch
+		if rb == nil || rb.PartialTrailingRecord {
+			break
+		}
+		if rb.FirstOffset >= until {
+			t.end = true
+			break
+		}
+		complete++
+		lastOff := rb.FirstOffset + int64(rb.LastOffsetDelta)
+		for len(aborted) > 0 && aborted[0].FirstOffset <= lastOff {
+			abortedPIDs[aborted[0].ProducerID] = true
+			aborted = aborted[1:]
+		}
+		if lastOff+1 > t.scanned {
+			t.scanned = lastOff + 1
+		}
+		if rb.Control {
+			if isAbortMarker(rb) {
+				delete(abortedPIDs, rb.ProducerID)
+			}
+			continue
+		}
+		if rb.IsTransactional && abortedPIDs[rb.ProducerID] {
+			continue
+		}
+		for _, r := range rb.Records {
+			off := rb.FirstOffset + r.OffsetDelta
+			if off >= from && off < until && off > t.last {
+				t.last = off
+			}
+		}
+	}
+	if complete == 0 || t.scanned >= until {
+		t.end = true
+	}
+	return t
+}
+
+// isAbortMarker reports whether a control batch is an abort marker: the key
+// of a control record is a version (int16) and a type (int16), 0 = abort.
+func isAbortMarker(rb *sarama.RecordBatch) bool {
+	if len(rb.Records) == 0 || len(rb.Records[0].Key) < 4 {
+		return false
+	}
+	k := rb.Records[0].Key
+	return int16(k[2])<<8|int16(k[3]) == 0
+}
+
+// scanRange reads [from, until) forward and returns the highest offset of a
+// record a read_committed consumer is handed, or -1.
+func (pr *prober) scanRange(ctx context.Context, p int32, from, until int64) (int64, error) {
+	last := int64(-1)
+	for from < until {
+		if err := ctx.Err(); err != nil {
+			return -1, err
+		}
+		t, err := pr.fetchTail(p, from, until)
+		if err != nil {
+			return -1, err
+		}
+		if t.last > last {
+			last = t.last
+		}
+		if t.end || t.scanned <= from {
+			break
+		}
+		from = t.scanned
+	}
+	return last, nil
+}
+
+// lastRecordBefore returns the highest offset in [floor, until) of a record
+// that a read_committed consumer of partition p is handed, or -1 when
+// [floor, until) holds only transaction markers and aborted records (or
+// nothing). It reads backwards from until in growing windows, so its cost
+// is that of the partition's tail of markers and aborted records, not of
+// the partition.
+func (pr *prober) lastRecordBefore(ctx context.Context, p int32, floor, until int64) (int64, error) {
+	if floor < 0 {
+		floor = 0
+	}
+	hi := until
+	for w := int64(probeWindow); hi > floor; w *= 8 {
+		lo := max(until-w, floor)
+		last, err := pr.scanRange(ctx, p, lo, hi)
+		if errors.Is(err, errOutOfRange) {
+			// lo is below the log start (records deleted) or the log
+			// was truncated: clamp to what the partition holds.
+			starts, lerr := pr.listOffsets(ctx, []int32{p}, sarama.OffsetOldest)
+			if lerr != nil {
+				return -1, lerr
+			}
+			if s := starts[p]; s > floor {
+				floor = s
+				continue
+			}
+			return -1, err
+		}
+		if err != nil {
+			return -1, err
+		}
+		if last >= 0 {
+			return last, nil
+		}
+		hi = lo
+	}
+	return -1, nil
+}

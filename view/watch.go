@@ -1,0 +1,329 @@
+package view
+
+import (
+	"context"
+	"reflect"
+	"sync"
+
+	"github.com/krabka/krole/codec"
+)
+
+// Change is what happened to one role between two states of the table.
+// Before is the role as the subscriber last saw it (as of its previous
+// Change of the role, or as of the Watch call), After is the role as the
+// table holds it when the Change is handed over. When a subscriber falls
+// behind, several changes of a role coalesce into one: the first Before and
+// the latest After. So Before and After are always states the table really
+// had, and the latest After is never lost, but intermediate states may be.
+//
+// The flags compare Before with After; several may hold at once. A lease
+// that merely expires is not a change of the table (no record is written):
+// use [RoleState.Holder] with the current time.
+type Change struct {
+	Role   codec.Role `json:"role"`
+	Before RoleState  `json:"before"`
+	After  RoleState  `json:"after"`
+	// Offset is the offset of the latest record folded into After.
+	Offset int64 `json:"offset"`
+
+	// HolderChanged: After's lease names a different member or token than
+	// Before's, or one of them has no lease. A new term of the same member
+	// (a new token) counts as a new holder.
+	HolderChanged bool `json:"holder_changed"`
+	// LeaseRenewed: the same member and token hold a lease with a new
+	// deadline, and it is not a release.
+	LeaseRenewed bool `json:"lease_renewed"`
+	// LeaseReleased: After's lease is a release (Deadline = GrantedAt + 1 ms,
+	// what a resigning holder writes) or the lease was deleted, and
+	// Before's lease was not that same release.
+	LeaseReleased bool `json:"lease_released"`
+	// CandidatesChanged: the ranked candidates differ (a member joined,
+	// left, or re-registered and moved to the back).
+	CandidatesChanged bool `json:"candidates_changed"`
+	// Joined are members registered in After but not in Before with the
+	// same offset: new candidates and re-registered ones. Left are members
+	// registered in Before but not in After.
+	Joined []codec.MemberID `json:"joined,omitempty"`
+	Left   []codec.MemberID `json:"left,omitempty"`
+}
+
+// Released reports whether l is a release: a lease written by a resigning
+// holder, which ends 1 ms after it was granted.
+func Released(l codec.Lease) bool { return l.Deadline-l.GrantedAt <= 1 }
+
+func sameTerm(a, b *codec.Lease) bool {
+	return a.Member == b.Member && a.Token == b.Token
+}
+
+// diff fills in what changed between c.Before and c.After; it reports
+// whether anything did.
+func (c *Change) diff() bool {
+	b, a := c.Before.Lease, c.After.Lease
+	switch {
+	case b == nil && a == nil:
+	case b == nil || a == nil:
+		c.HolderChanged = true
+		c.LeaseReleased = a == nil || Released(*a)
+	case !sameTerm(b, a):
+		c.HolderChanged = true
+		c.LeaseReleased = Released(*a)
+	case *a != *b:
+		if Released(*a) {
+			c.LeaseReleased = !Released(*b)
+			c.LeaseRenewed = false
+		} else {
+			c.LeaseRenewed = true
+		}
+	}
+	before := make(map[codec.MemberID]int64, len(c.Before.Candidates))
+	for _, x := range c.Before.Candidates {
+		before[x.Member] = x.Offset
+	}
+	for _, x := range c.After.Candidates {
+		if off, ok := before[x.Member]; !ok || off != x.Offset {
+			c.Joined = append(c.Joined, x.Member)
+		}
+		delete(before, x.Member)
+	}
+	for _, x := range c.Before.Candidates {
+		if _, gone := before[x.Member]; gone {
+			c.Left = append(c.Left, x.Member)
+		}
+	}
+	c.CandidatesChanged = len(c.Joined) > 0 || len(c.Left) > 0
+	// A lease rewritten at another offset with the same content changes
+	// nothing a subscriber acts on.
+	return c.HolderChanged || c.LeaseRenewed || c.LeaseReleased || c.CandidatesChanged
+}
+
+// subscriber is one Watch call. Its pending changes are kept per role, in
+// the order the roles first changed; the view only ever adds to them (under
+// v.mu, never blocking), and the subscriber's goroutine hands them over.
+type subscriber struct {
+	filter map[codec.Role]bool // nil: every role
+
+	mu      sync.Mutex
+	pending map[codec.Role]*pendingChange
+	queue   []codec.Role
+	wake    chan struct{} // capacity 1
+	out     chan Change
+}
+
+type pendingChange struct {
+	before RoleState
+	offset int64
+}
+
+func (s *subscriber) wants(role codec.Role) bool { return s.filter == nil || s.filter[role] }
+
+// Watch returns a channel of the changes of roles (every role when none is
+// given) that the table applies after the call. It does not block.
+//
+// Changes are handed over only once the view has caught up (see
+// [View.WaitCaughtUp]); changes applied while it catches up, or while the
+// subscriber is slow, coalesce per role (the first Before, the latest
+// After; see [Change]), so a slow subscriber never blocks the view and
+// never misses the latest state of a role. Changes of one role arrive in
+// order, each Before equal to the previous After; changes of different
+// roles arrive in the order the roles first changed.
+//
+// To start from a known state, call Watch first and then [View.Lookup] or
+// [View.Snapshot]: every change after the lookup is delivered, and a change
+// already reflected in the lookup may be delivered too (act on After).
+//
+// The channel is closed when ctx ends or when Run returns; pending changes
+// are then dropped. Watch called after Run has returned gives a closed
+// channel. Each call starts one goroutine, which ends when the channel is
+// closed.
+func (v *View) Watch(ctx context.Context, roles ...codec.Role) <-chan Change {
+	s := &subscriber{
+		pending: map[codec.Role]*pendingChange{},
+		wake:    make(chan struct{}, 1),
+		out:     make(chan Change),
+	}
+	if len(roles) > 0 {
+		s.filter = make(map[codec.Role]bool, len(roles))
+		for _, r := range roles {
+			s.filter[r] = true
+		}
+	}
+	v.mu.Lock()
+	if v.stopped {
+		v.mu.Unlock()
+		close(s.out)
+		return s.out
+	}
+	v.subs[s] = struct{}{}
+	v.subWG.Add(1)
+	v.mu.Unlock()
+	go v.serve(ctx, s)
+	return s.out
+}
+
+// serve hands s's pending changes over until ctx ends or the view stops.
+func (v *View) serve(ctx context.Context, s *subscriber) {
+	defer v.subWG.Done()
+	defer close(s.out)
+	defer func() {
+		v.mu.Lock()
+		delete(v.subs, s)
+		v.mu.Unlock()
+	}()
+	select {
+	case <-v.ready:
+	case <-v.done:
+		return
+	case <-ctx.Done():
+		return
+	}
+	for {
+		c, ok := v.next(s)
+		if !ok {
+			select {
+			case <-s.wake:
+				continue
+			case <-v.done:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+		if !c.diff() {
+			continue
+		}
+		select {
+		case s.out <- c:
+		case <-v.done:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// next takes s's oldest pending change and completes it with the role's
+// current state. Holding v.mu while doing so keeps the pair atomic with
+// respect to apply: the next change of the role starts from this After.
+func (v *View) next(s *subscriber) (Change, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.queue) == 0 {
+		return Change{}, false
+	}
+	role := s.queue[0]
+	s.queue[0] = ""
+	s.queue = s.queue[1:]
+	pc := s.pending[role]
+	delete(s.pending, role)
+	return Change{Role: role, Before: pc.before, After: v.roles[role].state(role), Offset: pc.offset}, true
+}
+
+// subsWithoutPending returns the subscribers that want role and have no
+// pending change of it, so need its state before the change. v.mu must be
+// held.
+func (v *View) subsWithoutPending(role codec.Role) []*subscriber {
+	var out []*subscriber
+	for s := range v.subs {
+		if !s.wants(role) {
+			continue
+		}
+		s.mu.Lock()
+		pc := s.pending[role]
+		s.mu.Unlock()
+		if pc == nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// publish records that role changed at offset: subscribers in fresh get a
+// pending change starting at before; every subscriber that wants role has
+// its pending offset moved on. It never blocks. v.mu must be held for
+// writing.
+func (v *View) publish(role codec.Role, fresh []*subscriber, before RoleState, offset int64) {
+	shared := false // before handed out once already: copy it for the next
+	for s := range v.subs {
+		if !s.wants(role) {
+			continue
+		}
+		s.mu.Lock()
+		if pc := s.pending[role]; pc != nil {
+			pc.offset = offset
+			s.mu.Unlock()
+			continue
+		}
+		isFresh := false
+		for _, f := range fresh {
+			if f == s {
+				isFresh = true
+				break
+			}
+		}
+		if isFresh {
+			b := before
+			if shared {
+				b = before.Clone()
+			}
+			shared = true
+			s.pending[role] = &pendingChange{before: b, offset: offset}
+			s.queue = append(s.queue, role)
+		}
+		s.mu.Unlock()
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Follow returns a channel of role's state: the state once the view has
+// caught up, then the state after every change of the role (an unknown role
+// is RoleState{Role: role, LeaseOffset: -1}). It does not block. A reader
+// that falls behind is never waited for: an unread state is replaced by the
+// newer one, so the last state sent is current, and intermediate ones may
+// be skipped. A state equal to the previous one is not sent again.
+//
+// The channel closes when ctx ends or Run returns; the goroutine that feeds
+// it has ended by then. With [View.Role], Follow makes *View a state source
+// for a member (processor.Source).
+func (v *View) Follow(ctx context.Context, role codec.Role) <-chan RoleState {
+	out := make(chan RoleState, 1)
+	changes := v.Watch(ctx, role) // first, so no change after the lookup is missed
+	go func() {
+		defer close(out)
+		st, err := v.Role(ctx, role)
+		if err != nil {
+			for range changes { // ends when ctx ends or the view stops
+			}
+			return
+		}
+		last := st
+		offer(out, st)
+		for c := range changes {
+			if reflect.DeepEqual(c.After, last) {
+				continue
+			}
+			last = c.After
+			offer(out, c.After.Clone())
+		}
+	}()
+	return out
+}
+
+// offer sends st on ch (capacity 1) without blocking, replacing a state the
+// reader has not taken. Only one goroutine may send on ch.
+func offer(ch chan RoleState, st RoleState) {
+	select {
+	case ch <- st:
+		return
+	default:
+	}
+	select {
+	case <-ch:
+	default:
+	}
+	ch <- st
+}
