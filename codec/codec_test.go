@@ -259,3 +259,13 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+func TestReleaseLease(t *testing.T) {
+	r := ReleaseLease("node-1", Token{3, 4})
+	require.NoError(t, r.Validate(), "a release is a valid lease")
+	assert.True(t, r.Released())
+	assert.True(t, r.Expired(1), "expired under every clock past 1970")
+	l, err := NewLease("node-1", Token{3, 4}, 100, 102)
+	require.NoError(t, err)
+	assert.False(t, l.Released(), "a 2 ms lease is not a release")
+}

@@ -114,8 +114,8 @@ type Registration struct {
 
 // Lease says that Member holds the role of its key under Token from
 // GrantedAt until Deadline (Unix ms). A lease whose Deadline is not after
-// the reader's now has expired; a released lease is one written with
-// Deadline = GrantedAt + 1 ms at release time (see [NewLease]).
+// the reader's now has expired; a released lease is the one
+// [ReleaseLease] builds.
 type Lease struct {
 	Member    MemberID `json:"member"`
 	Token     Token    `json:"token"`
@@ -147,6 +147,21 @@ func (l Lease) Validate() error {
 
 // Expired reports whether the lease has ended at nowMS (Unix ms).
 func (l Lease) Expired(nowMS int64) bool { return nowMS >= l.Deadline }
+
+// ReleaseLease returns the lease a resigning holder writes under its token:
+// granted_at 0, deadline 1 (Unix ms). It names who released the role and
+// under which token, and it is expired under every clock, so every reader
+// sees the role vacant as soon as it reads the record, with no clock
+// involved.
+func ReleaseLease(member MemberID, token Token) Lease {
+	return Lease{Member: member, Token: token, GrantedAt: 0, Deadline: 1}
+}
+
+// Released reports whether l is a release: a lease that ends at most 1 ms
+// after it was granted, as [ReleaseLease] writes. No lease a member grants
+// itself is that short, so readers treat a release as a vacancy whatever
+// the clocks say.
+func (l Lease) Released() bool { return l.Deadline-l.GrantedAt <= 1 }
 
 // Record is one value of the role topic: exactly one of Registration and
 // Lease is set, or neither for a tombstone.

@@ -142,6 +142,9 @@ func (c Config) Sarama() (*sarama.Config, error) {
 	sc.Metadata.Retry.Max = 2
 	sc.Metadata.Retry.Backoff = 200 * time.Millisecond
 	sc.Metadata.Timeout = c.DialTimeout + c.RequestTimeout
+	// A topic krole writes to must exist and be compacted: never let a
+	// metadata request create it with the broker's defaults.
+	sc.Metadata.AllowAutoTopicCreation = false
 	sc.Consumer.IsolationLevel = sarama.ReadCommitted
 	sc.Consumer.Return.Errors = true
 	sc.Producer.RequiredAcks = sarama.WaitForAll

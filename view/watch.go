@@ -49,7 +49,7 @@ type Change struct {
 
 // Released reports whether l is a release: a lease written by a resigning
 // holder, which ends 1 ms after it was granted.
-func Released(l codec.Lease) bool { return l.Deadline-l.GrantedAt <= 1 }
+func Released(l codec.Lease) bool { return l.Released() }
 
 func sameTerm(a, b *codec.Lease) bool {
 	return a.Member == b.Member && a.Token == b.Token

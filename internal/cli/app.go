@@ -1,0 +1,231 @@
+// Package cli is the krole command line: the urfave/cli/v2 app that
+// main.go runs, one file per command.
+//
+// # Adding a command
+//
+// Write the command in its own file as a func returning *ucli.Command and
+// add it to [commands]. The app gives every command, without more code:
+//
+//   - the global flags (--brokers, --topic, --txn-prefix, -o, TLS, SASL),
+//     read with [configFrom] and [outputFormat], wherever they appear on
+//     the command line (see normalizeArgs);
+//   - usage errors that print one line and a hint and exit 2: return
+//     [Usagef] or [InvalidName] (roleArg and memberArg do);
+//   - any other returned error printed as one line, exit 1;
+//   - ctx (c.Context) cancelled on SIGINT and SIGTERM, for long-running
+//     commands to return from cleanly with nil.
+//
+// Results go to stdout(c), notes to stderr(c): never os.Stdout, so tests
+// can run the app in-process through [Run].
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"runtime/debug"
+	"strings"
+
+	ucli "github.com/urfave/cli/v2"
+)
+
+// commands lists the app's commands, in the order the help shows them.
+// A new command is one line here.
+func commands() []*ucli.Command {
+	return []*ucli.Command{
+		devCommand(),
+		initCommand(),
+		registerCommand(),
+		resignCommand(),
+		describeCommand(),
+		recordsCommand(),
+		versionCommand(),
+	}
+}
+
+// Run runs the krole command line with args (without the program name),
+// writing results to stdout and messages to stderr, and returns the exit
+// code: [ExitOK], [ExitUsage] for a usage error or an invalid name,
+// [ExitFailure] for anything else. It never calls os.Exit and never prints
+// a stack trace. Cancelling ctx stops a long-running command (`krole dev`),
+// which then returns ExitOK.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(stderr, "krole: internal error: %v (please report it; KROLE_DEBUG=1 prints the stack)\n", p)
+			if os.Getenv("KROLE_DEBUG") != "" {
+				fmt.Fprintf(stderr, "%s", debug.Stack())
+			}
+			code = ExitFailure
+		}
+	}()
+	app := newApp(stdout, stderr)
+	err := app.RunContext(ctx, append([]string{app.Name}, normalizeArgs(app, args)...))
+	var ec ucli.ExitCoder
+	if errors.As(err, &ec) && strings.HasPrefix(ec.Error(), "No help topic for ") {
+		// `krole help nosuch`: urfave/cli's exit 3 is a usage error here.
+		err = &UsageError{Err: fmt.Errorf("unknown command %s", strings.TrimPrefix(ec.Error(), "No help topic for ")),
+			Hint: "see 'krole --help' for the commands"}
+	}
+	report(stderr, err)
+	return exitCode(err)
+}
+
+// newApp builds the app: a fresh one per run, since urfave/cli keeps state
+// in it.
+func newApp(stdout, stderr io.Writer) *ucli.App {
+	app := &ucli.App{
+		Name:      "krole",
+		HelpName:  "krole",
+		Usage:     "role succession (leader election with broker-enforced fencing) on Apache Kafka",
+		UsageText: "krole [global flags] COMMAND [flags] [ROLE]",
+		Description: "krole keeps, for each role, a queue of candidate members in join order on one\n" +
+			"compacted Kafka topic; one member holds the role under a lease, and the Kafka\n" +
+			"transaction coordinator fences the previous holder at the broker.\n\n" +
+			"Start a local cluster with `krole dev`, then `krole register ROLE --member M`.\n" +
+			"Flags may follow the command and its ROLE. Exit codes: 0 success, 2 usage error\n" +
+			"or invalid name, 1 anything else.",
+		Version:        version(),
+		Writer:         stdout,
+		ErrWriter:      stderr,
+		Flags:          globalFlags(),
+		Commands:       commands(),
+		Before:         checkOutput,
+		Action:         rootAction,
+		OnUsageError:   onUsageError,
+		ExitErrHandler: func(*ucli.Context, error) {}, // Run maps errors to exit codes
+	}
+	var tame func([]*ucli.Command)
+	tame = func(cmds []*ucli.Command) {
+		for _, cmd := range cmds {
+			if cmd.OnUsageError == nil {
+				cmd.OnUsageError = onUsageError
+			}
+			if cmd.CustomHelpTemplate == "" {
+				cmd.CustomHelpTemplate = ucli.CommandHelpTemplate + globalFlagsNote
+			}
+			tame(cmd.Subcommands)
+		}
+	}
+	tame(app.Commands)
+	return app
+}
+
+// globalFlagsNote ends the help of every command: urfave/cli shows only
+// the command's own flags there.
+const globalFlagsNote = `
+GLOBAL OPTIONS (anywhere on the command line; see 'krole --help'):
+   --brokers, --topic, --txn-prefix, -o/--output, --tls*, --sasl-*
+`
+
+// rootAction runs when no command was named, or an unknown one.
+func rootAction(c *ucli.Context) error {
+	if name := c.Args().First(); name != "" {
+		hint := "see 'krole --help' for the commands"
+		if s := closest(name, commandNames(c.App.Commands)); s != "" {
+			hint = fmt.Sprintf("did you mean 'krole %s'? %s", s, hint)
+		}
+		return &UsageError{Err: fmt.Errorf("unknown command %q", name), Hint: hint}
+	}
+	// No command: the help, on stderr, and a usage exit (as `go` does), so
+	// that a script that forgot its command fails.
+	w := c.App.Writer
+	c.App.Writer = c.App.ErrWriter
+	defer func() { c.App.Writer = w }()
+	_ = ucli.ShowAppHelp(c)
+	return ucli.Exit("", ExitUsage)
+}
+
+// flagInMessage finds the flag the flag package names, with one dash, in
+// its "invalid value" messages.
+var flagInMessage = regexp.MustCompile(` for (?:flag )?(-[A-Za-z0-9][A-Za-z0-9-]*):`)
+
+// onUsageError turns urfave/cli's flag parsing errors into one-line usage
+// errors, with a suggestion for a misspelt flag.
+func onUsageError(c *ucli.Context, err error, _ bool) error {
+	msg := err.Error()
+	hint := helpHint(c)
+	const undefined = "flag provided but not defined: -"
+	if n, ok := strings.CutPrefix(msg, undefined); ok {
+		msg = "unknown flag " + dashes(n)
+		var names []string
+		for _, f := range append(append([]ucli.Flag{}, c.App.Flags...), commandFlags(c)...) {
+			names = append(names, f.Names()...)
+		}
+		if s := closest(n, names); s != "" {
+			hint = fmt.Sprintf("did you mean %s? %s", dashes(s), hint)
+		}
+	} else if n, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		msg = "flag " + dashes(n) + " needs a value"
+	} else if m := flagInMessage.FindStringSubmatchIndex(msg); m != nil {
+		// "invalid boolean value "x" for -tls: parse error"
+		msg = msg[:m[2]] + dashes(msg[m[2]+1:m[3]]) + msg[m[3]:]
+	}
+	return &UsageError{Err: fmt.Errorf("%s", msg), Hint: hint}
+}
+
+func commandFlags(c *ucli.Context) []ucli.Flag {
+	if c.Command == nil {
+		return nil
+	}
+	return c.Command.Flags
+}
+
+func dashes(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+func commandNames(cmds []*ucli.Command) []string {
+	var names []string
+	for _, c := range cmds {
+		if !c.Hidden {
+			names = append(names, c.Names()...)
+		}
+	}
+	return names
+}
+
+// closest returns the candidate nearest to s when it is near enough to be
+// a likely typo (edit distance at most 2, or a prefix), else "".
+func closest(s string, candidates []string) string {
+	if len(s) >= 3 {
+		for _, c := range candidates {
+			if strings.HasPrefix(c, s) {
+				return c
+			}
+		}
+	}
+	best, bestD := "", 3
+	for _, c := range candidates {
+		if d := editDistance(s, c); d < bestD && d < len(c) {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

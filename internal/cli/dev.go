@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/devcluster"
+)
+
+func devCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "dev",
+		Usage:     "run an embedded Kafka-protocol cluster (kfake) with the role topic, until interrupted",
+		UsageText: "krole dev [--listen HOST:PORT] [--nodes N] [--data-dir DIR]",
+		Description: "Starts kfake, an embedded Kafka-protocol cluster, as real TCP servers, creates\n" +
+			"the compacted role topic (--topic), and prints one line when it is ready:\n\n" +
+			"   brokers: HOST:PORT[,HOST:PORT...]\n\n" +
+			"then runs until SIGINT or SIGTERM. --nodes N starts N brokers on consecutive\n" +
+			"ports; port 0 picks free ports (the line shows the real ones). --data-dir keeps\n" +
+			"the cluster's state across restarts. For development and tests only: one\n" +
+			"process, no replication.",
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: "listen", Value: DefaultBrokers, Usage: "`HOST:PORT` of the first broker; broker i listens on PORT+i"},
+			&ucli.IntFlag{Name: "nodes", Value: 1, Usage: "number of brokers, `N`"},
+			&ucli.StringFlag{Name: "data-dir", TakesFile: true, Usage: "keep the cluster's state in `DIR` across restarts (default: in memory)"},
+			&ucli.IntFlag{Name: "partitions", Value: 3, Usage: "partitions of the role topic, `N`, when it is created"},
+		},
+		Action: runDev,
+	}
+}
+
+func runDev(c *ucli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	listen, nodes, parts := c.String("listen"), c.Int("nodes"), c.Int("partitions")
+	host, portStr, err := net.SplitHostPort(listen)
+	port, perr := strconv.Atoi(portStr)
+	switch {
+	case err != nil || host == "" || perr != nil || port < 0 || port > 65535:
+		return Usagef(c, "--listen %q is not HOST:PORT (PORT 0-65535, 0 picks a free port)", listen)
+	case nodes < 1 || nodes > 64:
+		return Usagef(c, "--nodes %d: must be 1 to 64", nodes)
+	case port != 0 && port+nodes-1 > 65535:
+		return Usagef(c, "--listen %s with --nodes %d: the ports run past 65535", listen, nodes)
+	case parts < 1 || parts > 1000:
+		return Usagef(c, "--partitions %d: must be 1 to 1000", parts)
+	}
+	topic := strings.TrimSpace(c.String("topic"))
+	if err := (fencing.Config{Brokers: []string{listen}, Topic: topic}).Validate(); err != nil || topic == "" {
+		return Usagef(c, "--topic %q is not a valid Kafka topic name", topic)
+	}
+
+	ctx := c.Context
+	cluster, err := devcluster.Start(ctx, devcluster.Options{
+		Listen:     listen,
+		Nodes:      nodes,
+		DataDir:    c.String("data-dir"),
+		Topic:      topic,
+		Partitions: int32(parts),
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // interrupted while starting: not a failure
+		}
+		if addrInUse(err) {
+			return fmt.Errorf("cannot listen on %s: address already in use (another krole dev or Kafka?); choose another with --listen", listen)
+		}
+		return err
+	}
+	defer cluster.Close()
+
+	addrs := strings.Join(cluster.ListenAddrs(), ",")
+	if _, err := fmt.Fprintf(stdout(c), "brokers: %s\n", addrs); err != nil {
+		return err
+	}
+	note := fmt.Sprintf("krole dev: %d broker(s) up, topic %s ready; Ctrl-C stops the cluster", nodes, topic)
+	if dir := c.String("data-dir"); dir != "" {
+		note += "; state kept in " + dir
+	}
+	fmt.Fprintln(stderr(c), note)
+	var env []string
+	if addrs != DefaultBrokers {
+		env = append(env, "KROLE_BROKERS="+addrs)
+	}
+	if topic != fencing.DefaultTopic {
+		env = append(env, "KROLE_TOPIC="+topic)
+	}
+	if len(env) > 0 {
+		fmt.Fprintf(stderr(c), "krole dev: for the other commands: export %s\n", strings.Join(env, " "))
+	}
+
+	<-ctx.Done()
+	cluster.Close()
+	fmt.Fprintln(stderr(c), "krole dev: stopped")
+	return nil
+}

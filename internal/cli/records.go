@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+)
+
+func recordsCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "records",
+		Usage:     "list a role's records (registrations, leases, tombstones) in offset order",
+		UsageText: "krole records ROLE",
+		Description: "Reads the role's partition from its start with read_committed isolation (an\n" +
+			"aborted lease write never shows) and lists the role's records in offset order.\n" +
+			"A registration's offset is its member's join sequence. Compaction may have\n" +
+			"removed records that a later record of the same key replaced.\n\n" +
+			"JSON: an array, [] when the role has no records:\n" +
+			"  {\"offset\":N,\"kind\":\"registration\",\"member\":M,\"registered_at\":MS}\n" +
+			"  {\"offset\":N,\"kind\":\"lease\",\"member\":M,\"token\":{\"producer_id\":N,\"epoch\":N},\"granted_at\":MS,\"deadline\":MS}\n" +
+			"  {\"offset\":N,\"kind\":\"registration\",\"member\":M,\"tombstone\":true}  (a deregistration)\n" +
+			"  {\"offset\":N,\"kind\":\"lease\",\"tombstone\":true}\n" +
+			"Times are Unix milliseconds. A lease that its holder released on resigning has\n" +
+			"granted_at 0 and deadline 1 (the table says \"lease (released)\").",
+		ArgsUsage: "ROLE",
+		Action:    runRecords,
+	}
+}
+
+// recordJSON is one element of the JSON output of `krole records`. A
+// tombstone has kind and offset, member for a registration's, and
+// "tombstone":true; it has no times or token.
+type recordJSON struct {
+	Offset       int64        `json:"offset"`
+	Kind         string       `json:"kind"`
+	Member       string       `json:"member,omitempty"`
+	Tombstone    bool         `json:"tombstone,omitempty"`
+	RegisteredAt *int64       `json:"registered_at,omitempty"`
+	Token        *codec.Token `json:"token,omitempty"`
+	GrantedAt    *int64       `json:"granted_at,omitempty"`
+	Deadline     *int64       `json:"deadline,omitempty"`
+}
+
+func toJSON(r fencing.RoleRecord) recordJSON {
+	j := recordJSON{Offset: r.Offset, Kind: r.Key.Kind.String(), Member: string(r.Key.Member)}
+	switch {
+	case r.Record.Registration != nil:
+		g := r.Record.Registration
+		j.Member, j.RegisteredAt = string(g.Member), &g.RegisteredAt
+	case r.Record.Lease != nil:
+		l := r.Record.Lease
+		j.Member, j.Token, j.GrantedAt, j.Deadline = string(l.Member), &l.Token, &l.GrantedAt, &l.Deadline
+	default:
+		j.Tombstone = true
+	}
+	return j
+}
+
+func runRecords(c *ucli.Context) error {
+	role, err := roleArg(c)
+	if err != nil {
+		return err
+	}
+	t, err := openTransport(c)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	recs, err := t.ReadRoleRecords(c.Context, role)
+	if err != nil {
+		return err
+	}
+	if s, ok := t.(interface{ NewerRecordsSkipped() uint64 }); ok && s.NewerRecordsSkipped() > 0 {
+		fmt.Fprintf(stderr(c), "krole: warning: skipped %d record(s) of a newer format: a newer krole writes to topic %s\n",
+			s.NewerRecordsSkipped(), c.String("topic"))
+	}
+	if outputFormat(c) == FormatJSON {
+		out := make([]recordJSON, 0, len(recs)) // [] rather than null when empty
+		for _, r := range recs {
+			out = append(out, toJSON(r))
+		}
+		return writeJSON(stdout(c), out)
+	}
+	if len(recs) == 0 {
+		_, err := fmt.Fprintf(stdout(c), "role %s has no records\n", role)
+		return err
+	}
+	now := time.Now()
+	tw := newTable(stdout(c), "OFFSET", "KIND", "MEMBER", "TOKEN", "TIME", "DEADLINE")
+	for _, r := range recs {
+		j := toJSON(r)
+		kind := j.Kind
+		var tok, at, deadline string
+		switch {
+		case j.Tombstone:
+			kind += " tombstone"
+		case j.RegisteredAt != nil:
+			at = humanTime(*j.RegisteredAt, now)
+		case j.Token != nil && r.Record.Lease.Released():
+			kind += " (released)"
+			tok = j.Token.String()
+		case j.Token != nil:
+			tok = j.Token.String()
+			at = humanTime(*j.GrantedAt, now)
+			deadline = humanTime(*j.Deadline, now)
+		}
+		tw.row(strconv.FormatInt(j.Offset, 10), kind, j.Member, tok, at, deadline)
+	}
+	return tw.flush()
+}

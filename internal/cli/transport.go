@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/IBM/sarama"
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+)
+
+// roleClient is what the one-shot commands need from the cluster: the
+// read and registration calls of [fencing.Transport], and Close.
+type roleClient interface {
+	Register(ctx context.Context, role codec.Role, member codec.MemberID) (int64, error)
+	Deregister(ctx context.Context, role codec.Role, member codec.MemberID) error
+	ReadRoleRecords(ctx context.Context, role codec.Role) ([]fencing.RoleRecord, error)
+	Describe(ctx context.Context, role codec.Role) (codec.Token, bool, error)
+	Close() error
+}
+
+// openTransport connects to the cluster that the global flags name. When
+// no broker answers, the error says so, naming the addresses tried. The
+// errors of the calls on the returned client name the topic when it does
+// not exist. The caller closes the client.
+func openTransport(c *ucli.Context) (roleClient, error) {
+	cfg, err := configFrom(c)
+	if err != nil {
+		return nil, err
+	}
+	t, err := fencing.NewBrokerTransport(cfg)
+	if err != nil {
+		if errors.Is(err, fencing.ErrClient) {
+			return nil, &noBroker{Brokers: cfg.Brokers, SASL: cfg.SASL.Mechanism != "", Err: err}
+		}
+		return nil, err
+	}
+	return &explained{t: t, cfg: cfg}, nil
+}
+
+// explained passes every call to the transport and turns the errors a user
+// can fix into sentences that say how.
+type explained struct {
+	t   *fencing.BrokerTransport
+	cfg fencing.Config
+}
+
+func (e *explained) Register(ctx context.Context, role codec.Role, member codec.MemberID) (int64, error) {
+	off, err := e.t.Register(ctx, role, member)
+	return off, e.explain(err)
+}
+
+func (e *explained) Deregister(ctx context.Context, role codec.Role, member codec.MemberID) error {
+	return e.explain(e.t.Deregister(ctx, role, member))
+}
+
+func (e *explained) ReadRoleRecords(ctx context.Context, role codec.Role) ([]fencing.RoleRecord, error) {
+	recs, err := e.t.ReadRoleRecords(ctx, role)
+	return recs, e.explain(err)
+}
+
+func (e *explained) Describe(ctx context.Context, role codec.Role) (codec.Token, bool, error) {
+	tok, ok, err := e.t.Describe(ctx, role)
+	return tok, ok, e.explain(err)
+}
+
+func (e *explained) Close() error { return e.t.Close() }
+
+// NewerRecordsSkipped counts the records of a newer format that reads
+// skipped.
+func (e *explained) NewerRecordsSkipped() uint64 { return e.t.NewerRecordsSkipped() }
+
+func (e *explained) explain(err error) error {
+	if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+		return &missingTopic{Topic: e.cfg.Topic, Brokers: e.cfg.Brokers, Err: err}
+	}
+	return err
+}
+
+// missingTopic is the error of a command run before the role topic exists.
+type missingTopic struct {
+	Topic   string
+	Brokers []string
+	Err     error
+}
+
+func (e *missingTopic) Error() string {
+	init := "krole init"
+	if e.Topic != fencing.DefaultTopic {
+		init += " --topic " + e.Topic
+	}
+	return fmt.Sprintf("topic %s does not exist at %s: create it with '%s' (or check --topic)", e.Topic, strings.Join(e.Brokers, ","), init)
+}
+
+func (e *missingTopic) Unwrap() error { return e.Err }
