@@ -18,7 +18,7 @@ const (
 	DefaultTxnPrefix      = "krole."
 	DefaultDialTimeout    = 5 * time.Second
 	DefaultRequestTimeout = 10 * time.Second
-	DefaultTxnTimeout     = 15 * time.Second
+	DefaultTxnTimeout     = 5 * time.Second
 )
 
 // SASL mechanisms accepted in [SASLConfig].Mechanism.
@@ -63,7 +63,8 @@ type Config struct {
 	// TxnTimeout is the transaction timeout sent with InitProducerId: a
 	// transaction left open by a dead holder is aborted by the coordinator
 	// after it, and read_committed readers are held back at most this long.
-	// Keep it near the lease duration. Default 15s.
+	// Keep it below the lease duration minus the renew interval (the
+	// processor checks this). Default 5s, half the default lease.
 	TxnTimeout time.Duration
 	TLS        TLSConfig
 	SASL       SASLConfig

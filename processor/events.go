@@ -1,0 +1,98 @@
+package processor
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/krabka/krole/codec"
+)
+
+// Reason says why a member stopped holding a role.
+type Reason string
+
+// The revocation reasons.
+const (
+	// ReasonFenced: a later member took the role: the broker refused a
+	// renewal (fencing.ErrFenced), or the view showed a lease under a
+	// newer epoch of the token.
+	ReasonFenced Reason = "fenced"
+	// ReasonLeaseLost: no renewal succeeded within RenewDeadline, so the
+	// holder stopped on its own before anybody could take the role.
+	ReasonLeaseLost Reason = "lease lost"
+	// ReasonResigned: the holder handed the role over ([Member.Resign]).
+	ReasonResigned Reason = "resigned"
+	// ReasonContextEnded: the Member's context ended; unless KeepOnExit
+	// is set it resigned the role too.
+	ReasonContextEnded Reason = "context ended"
+	// ReasonWorkFailed: the work of [Member.Run] returned an error while
+	// the role was held; the member resigned the role (Event.Err is the
+	// error) and queues again.
+	ReasonWorkFailed Reason = "work failed"
+)
+
+// EventKind is the kind of an [Event].
+type EventKind int
+
+// The event kinds.
+const (
+	// Elected: this member took the role under Event.Token.
+	Elected EventKind = iota + 1
+	// Revoked: this member stopped holding the role (Event.Reason says
+	// why, Event.Err gives the cause when there is one).
+	Revoked
+	// HolderChanged: the holder of the role as the view shows it changed
+	// (another member, another token, or vacant), for observers. It does
+	// not fire on renewals.
+	HolderChanged
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case Elected:
+		return "elected"
+	case Revoked:
+		return "revoked"
+	case HolderChanged:
+		return "holder changed"
+	}
+	return fmt.Sprintf("event(%d)", int(k))
+}
+
+// Event is a transition reported by a [Member] to Options.OnEvent.
+//
+// For each role, Elected and Revoked alternate: every Elected is followed
+// by exactly one Revoked for the same token before the next Elected, and
+// Revoked never comes without Elected. When Run returns, every Elected has
+// had its Revoked. HolderChanged events interleave with them and report
+// the view, which may lag this member's own transitions.
+type Event struct {
+	Kind   EventKind
+	Role   codec.Role
+	Member codec.MemberID // this member
+	At     time.Time      // the local time of the transition
+	// Token is this member's token (Elected, Revoked).
+	Token codec.Token
+	// Reason is why the role was revoked (Revoked).
+	Reason Reason
+	// Err is the cause of a revocation when there is one: the fenced
+	// write's error, or the error work returned (Revoked).
+	Err error
+	// Holder is the lease of the holder as the view shows it, nil when
+	// the role is vacant (HolderChanged).
+	Holder *codec.Lease
+}
+
+func (e Event) String() string {
+	switch e.Kind {
+	case Elected:
+		return fmt.Sprintf("%s %s: elected with token %s", e.Role, e.Member, e.Token)
+	case Revoked:
+		return fmt.Sprintf("%s %s: revoked (%s), token %s", e.Role, e.Member, e.Reason, e.Token)
+	case HolderChanged:
+		if e.Holder == nil {
+			return fmt.Sprintf("%s: vacant", e.Role)
+		}
+		return fmt.Sprintf("%s: held by %s with token %s", e.Role, e.Holder.Member, e.Holder.Token)
+	}
+	return e.Kind.String()
+}

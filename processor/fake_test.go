@@ -1,0 +1,231 @@
+package processor
+
+import (
+	"context"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/view"
+)
+
+// t0 is the start of every test's fake time.
+var t0 = time.UnixMilli(1_700_000_000_000)
+
+// fakeClock is a Clock that moves only when a test says so.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+	armed  *sync.Cond // broadcast whenever a timer is armed
+}
+
+type fakeTimer struct {
+	c     *fakeClock
+	at    time.Time
+	ch    chan time.Time
+	f     func()
+	state int // 0 armed, 1 fired, 2 stopped
+}
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{now: t0}
+	c.armed = sync.NewCond(&c.mu)
+	return c
+}
+
+// waitTimers blocks until at least n timers are armed and not yet due.
+func (c *fakeClock) waitTimers(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		armed := 0
+		for _, t := range c.timers {
+			if t.state == 0 {
+				armed++
+			}
+		}
+		if armed >= n {
+			return
+		}
+		c.armed.Wait()
+	}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) NewTimer(d time.Duration) Timer {
+	t := &fakeTimer{c: c, ch: make(chan time.Time, 1)}
+	c.arm(t, d)
+	return t
+}
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
+	t := &fakeTimer{c: c, f: f}
+	c.arm(t, d)
+	return t
+}
+
+func (c *fakeClock) arm(t *fakeTimer, d time.Duration) {
+	c.mu.Lock()
+	t.at = c.now.Add(d)
+	c.timers = append(c.timers, t)
+	c.armed.Broadcast()
+	c.mu.Unlock()
+	c.Advance(0) // a timer due now fires now
+}
+
+// Advance moves the clock by d and fires, in time order, every timer due.
+// AfterFunc functions run on the caller's goroutine.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	now := c.now
+	var due []*fakeTimer
+	keep := c.timers[:0]
+	for _, t := range c.timers {
+		switch {
+		case t.state != 0:
+		case !t.at.After(now):
+			t.state = 1
+			due = append(due, t)
+		default:
+			keep = append(keep, t)
+		}
+	}
+	c.timers = keep
+	c.mu.Unlock()
+	sort.SliceStable(due, func(i, j int) bool { return due[i].at.Before(due[j].at) })
+	for _, t := range due {
+		if t.f != nil {
+			t.f()
+		} else {
+			t.ch <- now
+		}
+	}
+}
+
+// Set moves the clock to at (never backwards).
+func (c *fakeClock) Set(at time.Time) {
+	if d := at.Sub(c.Now()); d > 0 {
+		c.Advance(d)
+	}
+}
+
+func (t *fakeTimer) C() <-chan time.Time { return t.ch }
+
+func (t *fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	if t.state != 0 {
+		return false
+	}
+	t.state = 2
+	return true
+}
+
+// fakeSource is a Source whose state the test sets; Follow hands the test
+// a channel to push updates on.
+type fakeSource struct {
+	mu      sync.Mutex
+	st      view.RoleState
+	follows chan chan view.RoleState
+}
+
+func newFakeSource(st view.RoleState) *fakeSource {
+	return &fakeSource{st: st, follows: make(chan chan view.RoleState, 8)}
+}
+
+func (f *fakeSource) Role(ctx context.Context, role codec.Role) (view.RoleState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.st.Clone(), nil
+}
+
+func (f *fakeSource) Follow(ctx context.Context, role codec.Role) <-chan view.RoleState {
+	in := make(chan view.RoleState)
+	out := make(chan view.RoleState)
+	f.follows <- in
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case st := <-in:
+				select {
+				case out <- st:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// set changes what Role returns.
+func (f *fakeSource) set(st view.RoleState) {
+	f.mu.Lock()
+	f.st = st
+	f.mu.Unlock()
+}
+
+// state builds a RoleState: a lease (nil for none) at leaseOff, and
+// candidates given as member, offset pairs.
+func state(role codec.Role, lease *codec.Lease, leaseOff int64, cands ...any) view.RoleState {
+	st := view.RoleState{Role: role, Lease: lease, LeaseOffset: -1}
+	if lease != nil {
+		st.LeaseOffset = leaseOff
+	}
+	for i := 0; i+1 < len(cands); i += 2 {
+		st.Candidates = append(st.Candidates, view.Candidate{
+			Member: codec.MemberID(cands[i].(string)), Offset: int64(cands[i+1].(int)),
+		})
+	}
+	view.Rerank(st.Candidates)
+	return st
+}
+
+func leaseOf(member string, tok codec.Token, granted time.Time, d time.Duration) *codec.Lease {
+	return &codec.Lease{Member: codec.MemberID(member), Token: tok, GrantedAt: granted.UnixMilli(), Deadline: granted.Add(d).UnixMilli()}
+}
+
+// noLeaks fails the test if a goroutine of this package is still running
+// when the test ends.
+func noLeaks(t *testing.T) {
+	t.Helper()
+	t.Cleanup(func() {
+		var leaked []string
+		for range 200 {
+			leaked = leakedGoroutines()
+			if len(leaked) == 0 {
+				return
+			}
+			runtime.Gosched()
+			time.Sleep(5 * time.Millisecond) // let exiting goroutines finish exiting
+		}
+		t.Errorf("%d goroutines leaked:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
+	})
+}
+
+func leakedGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "krabka/krole/processor") && !strings.Contains(g, "testing.tRunner") &&
+			!strings.Contains(g, "leakedGoroutines") {
+			out = append(out, g)
+		}
+	}
+	return out
+}

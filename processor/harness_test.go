@@ -1,0 +1,187 @@
+package processor
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing/fencingtest"
+	"github.com/krabka/krole/view"
+)
+
+// harness drives one member's runner for role step by step: the test sets
+// the state the view shows, scripts the transport mock, moves the fake
+// clock and calls step. No goroutine runs the runner.
+type harness struct {
+	t   *testing.T
+	me  codec.MemberID
+	tr  *fencingtest.MockTransport
+	clk *fakeClock
+	src *fakeSource
+	reg *prometheus.Registry
+	m   *Member
+	r   *runner
+
+	mu     sync.Mutex
+	events []Event
+}
+
+func newHarness(t *testing.T, me codec.MemberID, s Settings) *harness {
+	t.Helper()
+	h := &harness{t: t, me: me, tr: fencingtest.NewMockTransport(t), clk: newFakeClock(),
+		src: newFakeSource(state(role, nil, 0)), reg: prometheus.NewRegistry()}
+	m, err := New(h.tr, h.src, me, []codec.Role{role}, Options{
+		Settings: s, Clock: h.clk, Registerer: h.reg, OnEvent: h.record, Logger: testLogger(t),
+	})
+	require.NoError(t, err)
+	h.m, h.r = m, m.runners[role]
+	return h
+}
+
+func (h *harness) record(e Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.events = append(h.events, e)
+}
+
+// see sets the state the member's view shows.
+func (h *harness) see(st view.RoleState) { h.r.st = st }
+
+// step performs one decision.
+func (h *harness) step() Action { return h.r.step(context.Background()) }
+
+// settle steps until the member waits, and returns the wait.
+func (h *harness) settle() Action {
+	h.t.Helper()
+	for range maxBurst {
+		if a := h.step(); a.Kind == DoWait {
+			return a
+		}
+	}
+	h.t.Fatal("the member never settled")
+	return Action{}
+}
+
+// until steps, moving the clock to each wait's end, until cond holds.
+func (h *harness) until(limit time.Time, cond func() bool) {
+	h.t.Helper()
+	for !cond() {
+		a := h.settle()
+		if cond() {
+			return
+		}
+		if a.Until.After(limit) {
+			h.t.Fatalf("nothing happened by %v (waiting until %v: %s)", limit.Sub(t0), a.Until.Sub(t0), a.Reason)
+		}
+		h.clk.Set(a.Until)
+	}
+}
+
+// transitions returns the Elected and Revoked events so far, as strings.
+func (h *harness) transitions() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, e := range h.events {
+		switch e.Kind {
+		case Elected:
+			out = append(out, "elected "+e.Token.String())
+		case Revoked:
+			out = append(out, "revoked "+string(e.Reason)+" "+e.Token.String())
+		}
+	}
+	return out
+}
+
+// last returns the last event of kind k.
+func (h *harness) last(k EventKind) (Event, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := len(h.events) - 1; i >= 0; i-- {
+		if h.events[i].Kind == k {
+			return h.events[i], true
+		}
+	}
+	return Event{}, false
+}
+
+func (h *harness) holders() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, e := range h.events {
+		if e.Kind == HolderChanged {
+			if e.Holder == nil {
+				out = append(out, "vacant")
+			} else {
+				out = append(out, string(e.Holder.Member)+" "+e.Holder.Token.String())
+			}
+		}
+	}
+	return out
+}
+
+// metric returns the value of a counter or gauge, or the sample count of a
+// histogram, with the given labels; 0 when absent.
+func (h *harness) metric(name string, labels ...string) float64 {
+	h.t.Helper()
+	fams, err := h.reg.Gather()
+	require.NoError(h.t, err)
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				if !hasLabel(m, labels[i], labels[i+1]) {
+					continue next
+				}
+			}
+			switch {
+			case m.Gauge != nil:
+				return m.Gauge.GetValue()
+			case m.Counter != nil:
+				return m.Counter.GetValue()
+			case m.Histogram != nil:
+				return float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return 0
+}
+
+func hasLabel(m *dto.Metric, k, v string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == k && l.GetValue() == v {
+			return true
+		}
+	}
+	return false
+}
+
+// leaseAt is the lease member writes under tok when its write begins at.
+func leaseAt(member codec.MemberID, tok codec.Token, at time.Time) codec.Lease {
+	return codec.Lease{Member: member, Token: tok, GrantedAt: at.UnixMilli(), Deadline: at.Add(DefaultLeaseDuration).UnixMilli()}
+}
+
+// testLogger logs through t at debug level, so every transition and
+// decision of a failing test shows.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}

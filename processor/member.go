@@ -1,0 +1,236 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+)
+
+// Options configure a [Member]. The zero value is usable: default
+// settings, the system clock, no logs, no metrics, no event callback.
+type Options struct {
+	// Settings are the timings; zero fields take their defaults (see
+	// [Settings]).
+	Settings Settings
+	// Clock is the local clock. Default the system clock.
+	Clock Clock
+	// Logger receives a structured record of every transition (Info),
+	// every failed call (Warn) and every decision (Debug). Default none.
+	Logger *slog.Logger
+	// Registerer receives the krole_ metrics of the member (see
+	// metrics.go). Default nil: no metrics, and nothing is registered
+	// globally.
+	Registerer prometheus.Registerer
+	// OnEvent receives the member's events (see [Event]). It is called
+	// from the member's goroutines, one call at a time (never
+	// concurrently, even across roles), in order for each role. It must
+	// return quickly and must not call [Member.Resign] (which waits for
+	// the goroutine that is calling it). Default none.
+	OnEvent func(Event)
+}
+
+// Work is the long-running part of a processor: it runs while this member
+// holds held.Role, and ctx ends when the role is lost (see [Member.Run]).
+type Work func(ctx context.Context, held Held) error
+
+// Member is one member of one or more roles: it registers as a candidate,
+// follows the roles through a [Source], challenges when its turn comes,
+// renews what it holds and steps down when it must. Create it with [New];
+// run it with [Member.Run].
+type Member struct {
+	t       fencing.Transport
+	src     Source
+	me      codec.MemberID
+	s       Settings
+	clk     Clock
+	log     *slog.Logger
+	met     metrics
+	onEvent func(Event)
+	evMu    sync.Mutex
+
+	runners map[codec.Role]*runner
+	order   []codec.Role
+
+	mu      sync.Mutex
+	started bool
+	running bool
+
+	works sync.WaitGroup
+
+	// idle, when set (tests), is called by a role's goroutine each time it
+	// is about to wait, with the time it will wake at the latest.
+	idle func(role codec.Role, until time.Time)
+}
+
+// New returns a Member named me for roles, which reads the roles from src
+// and acts through t. It validates the names and the settings (with
+// defaults applied) and registers the metrics; it does not block.
+func New(t fencing.Transport, src Source, me codec.MemberID, roles []codec.Role, opts Options) (*Member, error) {
+	if t == nil || src == nil {
+		return nil, errors.New("processor: a member needs a transport and a source")
+	}
+	if err := me.Validate(); err != nil {
+		return nil, fmt.Errorf("processor: %w", err)
+	}
+	if len(roles) == 0 {
+		return nil, errors.New("processor: a member needs at least one role")
+	}
+	s := opts.Settings.WithDefaults()
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	// The coordinator aborts a dead holder's open transaction after the
+	// transport's transaction timeout; until then read_committed readers
+	// (the view included) cannot see later renewals. It must fit in the
+	// same bound as the member's own call timeout.
+	if c, ok := t.(interface{ Config() fencing.Config }); ok {
+		if tt, lim := c.Config().TxnTimeout, s.LeaseDuration-s.RenewInterval; tt >= lim {
+			return nil, &SettingsError{Field: "transport transaction timeout", Value: tt, Rule: "must be shorter than",
+				Other: "lease duration - renew interval", OtherValue: lim}
+		}
+	}
+	m := &Member{
+		t: t, src: src, me: me, s: s,
+		clk: opts.Clock, log: opts.Logger, onEvent: opts.OnEvent,
+		runners: make(map[codec.Role]*runner, len(roles)),
+	}
+	if m.clk == nil {
+		m.clk = SystemClock()
+	}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	m.log = m.log.With("member", string(me))
+	met, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("processor: metrics: %w", err)
+	}
+	m.met = met
+	for _, r := range roles {
+		if err := r.Validate(); err != nil {
+			return nil, fmt.Errorf("processor: %w", err)
+		}
+		if _, dup := m.runners[r]; dup {
+			return nil, fmt.Errorf("processor: role %s given twice", r)
+		}
+		m.runners[r] = newRunner(m, r)
+		m.order = append(m.order, r)
+	}
+	return m, nil
+}
+
+// ID returns the member's id.
+func (m *Member) ID() codec.MemberID { return m.me }
+
+// Roles returns the roles the member runs, in the order given to New.
+func (m *Member) Roles() []codec.Role { return append([]codec.Role(nil), m.order...) }
+
+// Settings returns the settings the member runs with, defaults applied.
+func (m *Member) Settings() Settings { return m.s }
+
+// Run runs the member until ctx ends, then leaves, and returns nil (or
+// [ErrAlreadyRun]: a Member runs once). It blocks.
+//
+// Each role runs on its own goroutine: the member registers (unless the
+// view already shows it as a candidate), follows the role, challenges in
+// its turn, renews while it holds the role and steps down when a renewal
+// is fenced or cannot succeed before RenewDeadline.
+//
+// work, when not nil, runs on its own goroutine for each role while this
+// member holds it. Its ctx derives from Run's and is cancelled when the
+// role is lost (fenced, lease lost, resigned) or Run's ctx ends; it is
+// also cancelled by a timer at the local deadline (RenewDeadline after the
+// last successful write began), independently of any transport call in
+// flight. When the role is regained, work starts again, but never while
+// its previous run for the role has not returned. work returning nil
+// leaves the role held (its job is done); returning an error resigns the
+// role, which queues again after a backoff (revoked: work failed).
+//
+// The cancellation is local and best effort: the broker's fence is what
+// guarantees that a deposed holder's writes fail. A deposed holder whose
+// work keeps writing without its token is not stopped by anything here;
+// pass held.Token to a fenced writer.
+//
+// When ctx ends, Run cancels work and waits for it (up to the local
+// deadline) before resigning each held role and deregistering, on a fresh
+// context bounded by TransactionTimeout, unless KeepOnExit is set. Run
+// returns once every goroutine it started, work included, has returned.
+func (m *Member) Run(ctx context.Context, work Work) error {
+	m.mu.Lock()
+	if m.started {
+		m.mu.Unlock()
+		return ErrAlreadyRun
+	}
+	m.started, m.running = true, true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.running = false
+		m.mu.Unlock()
+	}()
+
+	var wg sync.WaitGroup
+	for _, role := range m.order {
+		r := m.runners[role]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.run(ctx, work)
+		}()
+	}
+	wg.Wait()
+	m.works.Wait()
+	return nil
+}
+
+// Resign hands role over if this member holds it: it cancels the role's
+// work and waits for it (up to the local deadline), writes the release
+// lease under its token so the next candidate challenges at once, and
+// deregisters; the member then registers again at the back of the queue.
+// It blocks until that is done or ctx ends. It returns [ErrNotHolder] when
+// the member does not hold role, [ErrNotRunning] when Run is not running,
+// [ErrUnknownRole], or the error of the release write (the role is given
+// up either way).
+func (m *Member) Resign(ctx context.Context, role codec.Role) error {
+	r, ok := m.runners[role]
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownRole, role)
+	}
+	m.mu.Lock()
+	running := m.running
+	m.mu.Unlock()
+	if !running {
+		return ErrNotRunning
+	}
+	req := make(chan error, 1)
+	select {
+	case r.resignCh <- req:
+	case <-r.exited:
+		return ErrNotRunning
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (m *Member) emit(e Event) {
+	if m.onEvent == nil {
+		return
+	}
+	m.evMu.Lock()
+	defer m.evMu.Unlock()
+	m.onEvent(e)
+}

@@ -1,0 +1,351 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+)
+
+var (
+	errDown   = &fencing.Error{Kind: fencing.ErrClient, Role: role, Err: errors.New("connection refused")}
+	errFenced = fencing.Fenced(role, errors.New("PRODUCER_FENCED"))
+	sec       = time.Second
+)
+
+// elect takes h's member from nothing to holder of role under tok at the
+// current time: it registers at offset off and wins an uncontested
+// challenge.
+func elect(t *testing.T, h *harness, tok codec.Token, off int64) {
+	t.Helper()
+	h.tr.On("Register", mock.Anything, role, h.me).Return(off, nil).Once()
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok, leaseAt(h.me, tok, h.clk.Now())).Return(nil).Once()
+	h.settle()
+	require.NotNil(t, h.r.hold, "elected")
+}
+
+func TestFirstElection(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	h.see(state(role, nil, 0))
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
+
+	assert.Equal(t, DoRegister, h.step().Kind)
+	assert.Equal(t, DoChallenge, h.step().Kind, "the sole candidate challenges without waiting for the view")
+	a := h.step()
+	assert.Equal(t, DoWait, a.Kind)
+	assert.Equal(t, t0.Add(2*sec), a.Until, "next: the renewal")
+
+	assert.Equal(t, []string{"elected 42/1"}, h.transitions())
+	e, _ := h.last(Elected)
+	assert.Equal(t, t0, e.At)
+	assert.Equal(t, Held{Role: role, Member: "a", Token: tok1, Lease: leaseAt("a", tok1, t0)}, *h.r.l.Held)
+	assert.Equal(t, 1.0, h.metric("krole_holder", "role", "controller", "member", "a"))
+	assert.Equal(t, 1.0, h.metric("krole_transitions_total", "transition", "elected"))
+}
+
+func TestRenewal(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	elect(t, h, tok1, 0)
+	for i := 1; i <= 3; i++ {
+		at := t0.Add(time.Duration(i) * 2 * sec)
+		h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, at)).Return(nil).Once()
+		h.clk.Set(at)
+		assert.Equal(t, DoRenew, h.step().Kind)
+		a := h.step()
+		assert.Equal(t, at.Add(2*sec), a.Until)
+	}
+	assert.Equal(t, []string{"elected 42/1"}, h.transitions(), "renewals are not transitions")
+	assert.Equal(t, leaseAt("a", tok1, t0.Add(6*sec)), h.r.l.Held.Lease)
+	assert.Equal(t, 3.0, h.metric("krole_renew_duration_seconds", "result", "ok"))
+}
+
+func TestRenewalFencedEndsLeadershipAtOnce(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	elect(t, h, tok1, 0)
+	h.see(state(role, leaseOf("a", tok1, t0, 10*sec), 1, "a", 0))
+	workCtx := h.r.hold.ctx
+
+	h.clk.Set(t0.Add(2 * sec))
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(2*sec))).Return(errFenced).Once()
+	assert.Equal(t, DoRenew, h.step().Kind)
+
+	assert.Nil(t, h.r.hold, "no longer the holder, at once")
+	assert.Error(t, workCtx.Err(), "work's context is cancelled")
+	assert.Equal(t, []string{"elected 42/1", "revoked fenced 42/1"}, h.transitions())
+	e, _ := h.last(Revoked)
+	assert.True(t, fencing.IsFenced(e.Err))
+	assert.Equal(t, t0.Add(2*sec), e.At)
+	assert.Equal(t, 1.0, h.metric("krole_fenced_total"))
+	assert.Equal(t, 0.0, h.metric("krole_holder", "member", "a"))
+	assert.Equal(t, 1.0, h.metric("krole_transitions_total", "transition", "fenced"))
+
+	// The view still shows its own lease: it does not challenge it, it
+	// waits for the deadline (or for the new holder's lease to show).
+	a := h.step()
+	assert.Equal(t, DoWait, a.Kind)
+	assert.Equal(t, t0.Add(10*sec), a.Until)
+}
+
+func TestHolderThatCannotRenewStopsOnItsOwn(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	elect(t, h, tok1, 0)
+	workCtx := h.r.hold.ctx
+	var attempts []time.Duration
+	h.tr.On("WriteLease", mock.Anything, role, tok1, mock.Anything).Return(errDown).
+		Run(func(mock.Arguments) { attempts = append(attempts, h.clk.Now().Sub(t0)) })
+
+	h.until(t0.Add(8*sec), func() bool { return workCtx.Err() != nil })
+	assert.Equal(t, t0.Add(8*sec), h.clk.Now(), "work is told to stop by the local deadline's timer")
+	assert.NotNil(t, h.r.hold, "before the runner even looks")
+
+	a := h.step()
+	assert.Equal(t, DoStepDown, a.Kind)
+	assert.Equal(t, []string{"elected 42/1", "revoked lease lost 42/1"}, h.transitions())
+	e, _ := h.last(Revoked)
+	assert.Equal(t, t0.Add(8*sec), e.At, "RenewDeadline after the last successful write began, before the lease's deadline at 10s")
+	// Retries back off from 250ms, doubling up to the renew interval.
+	ms := time.Millisecond
+	assert.Equal(t, []time.Duration{2 * sec, 2250 * ms, 2750 * ms, 3750 * ms, 5750 * ms, 7750 * ms}, attempts)
+	assert.Equal(t, 6.0, h.metric("krole_renew_duration_seconds", "result", "error"))
+}
+
+func TestExpiredLeaseTakenByTheTopRankedCandidate(t *testing.T) {
+	h := newHarness(t, "b", Settings{})
+	dead := leaseOf("x", tok1, t0.Add(-9*sec), 10*sec) // deadline t0+1s
+	h.see(state(role, dead, 4, "x", 1, "b", 2, "c", 3))
+
+	a := h.settle()
+	assert.Equal(t, t0.Add(sec), a.Until, "waits for the deadline")
+	assert.Empty(t, h.transitions())
+
+	h.clk.Set(a.Until)
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, t0.Add(sec))).Return(nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("x")).Return(nil).Once()
+	assert.Equal(t, DoChallenge, h.step().Kind, "the dead holder ranks last: b goes at once")
+	assert.Equal(t, []string{"elected 42/2"}, h.transitions())
+	assert.Equal(t, []string{"x 42/1", "vacant"}, h.holders())
+}
+
+func TestLowerRanksWaitAStaggerPerRank(t *testing.T) {
+	// a and b registered before c and died without a lease ever written.
+	h := newHarness(t, "c", Settings{})
+	h.see(state(role, nil, 0, "a", 1, "b", 2, "c", 3))
+
+	a := h.settle()
+	assert.Equal(t, t0.Add(2*sec), a.Until, "rank 2 waits two staggers")
+	h.clk.Set(t0.Add(sec))
+	assert.Equal(t, t0.Add(2*sec), h.settle().Until, "counted from when it saw the vacancy, not from now")
+
+	h.clk.Set(t0.Add(2 * sec))
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("c", tok1, t0.Add(2*sec))).Return(nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("b")).Return(nil).Once()
+	h.settle()
+	e, ok := h.last(Elected)
+	require.True(t, ok)
+	assert.Equal(t, t0.Add(2*sec), e.At, "two dead candidates ahead delay succession by exactly two staggers")
+
+	// Pruned, they delay no later succession: c is now first.
+	h.see(state(role, leaseOf("c", tok1, t0.Add(2*sec), 10*sec), 5, "c", 3, "d", 6))
+	assert.Equal(t, 0, h.r.st.Rank("c"))
+}
+
+func TestPrunedCandidateRegistersAgain(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	live := leaseOf("b", tok2, t0, 10*sec)
+	h.see(state(role, live, 6, "a", 1, "b", 5))
+	assert.Equal(t, t0.Add(10*sec), h.settle().Until, "a was registered (offset 1) and waits")
+	assert.Equal(t, int64(1), h.r.l.Registered, "adopted from the view: no Register call")
+
+	// The holder pruned a: the view shows newer records but not a.
+	h.see(state(role, live, 6, "b", 5, "c", 7))
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(8), nil).Once()
+	assert.Equal(t, DoRegister, h.step().Kind)
+	assert.Equal(t, 2, h.r.st.Rank("a"), "back of the queue")
+	assert.Equal(t, DoWait, h.step().Kind)
+}
+
+func TestTwoChallengersRacing(t *testing.T) {
+	// x's lease expired at t0. a (rank 0 once x ranks last) challenges at
+	// once; b, one stagger later, while a's write is still in flight
+	// (its view lags, or the stagger is too short). b's AcquireEpoch
+	// fences a, whose write is then refused.
+	a, b := newHarness(t, "a", Settings{}), newHarness(t, "b", Settings{})
+	st := state(role, leaseOf("x", tok1, t0.Add(-10*sec), 10*sec), 4, "x", 1, "a", 2, "b", 3)
+	a.see(st)
+	b.see(st)
+	assert.Equal(t, t0.Add(sec), b.settle().Until, "b is rank 1")
+
+	tokA, tokB := codec.Token{ProducerID: 42, Epoch: 2}, codec.Token{ProducerID: 42, Epoch: 3}
+	a.tr.On("AcquireEpoch", mock.Anything, role).Return(tokA, nil).Once()
+	a.tr.On("WriteLease", mock.Anything, role, tokA, mock.Anything).Return(errFenced).Once().Run(func(mock.Arguments) {
+		b.clk.Set(t0.Add(sec))
+		b.tr.On("AcquireEpoch", mock.Anything, role).Return(tokB, nil).Once()
+		b.tr.On("WriteLease", mock.Anything, role, tokB, leaseAt("b", tokB, t0.Add(sec))).Return(nil).Once()
+		b.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+		b.tr.On("Deregister", mock.Anything, role, codec.MemberID("x")).Return(nil).Once()
+		b.settle()
+	})
+	w := a.settle()
+	assert.Equal(t, []string{"elected 42/3"}, b.transitions())
+	assert.Empty(t, a.transitions(), "the fenced challenger was never elected")
+	assert.Equal(t, 1.0, a.metric("krole_fenced_total"))
+	assert.Equal(t, t0.Add(10*sec), w.Until, "the loser leaves this vacancy alone instead of fencing the winner back")
+
+	a.clk.Set(t0.Add(5 * sec))
+	assert.Equal(t, DoWait, a.step().Kind)
+	// The winner's lease shows: a waits for its deadline like any candidate.
+	a.see(state(role, leaseOf("b", tokB, t0.Add(sec), 10*sec), 7, "b", 3))
+	a.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(8), nil).Once()
+	assert.Equal(t, t0.Add(11*sec), a.settle().Until)
+}
+
+func TestHolderSeeingANewerTokenStepsDown(t *testing.T) {
+	// a won, then b (with a lagging view) fenced it. a learns it from the
+	// view before its next renewal would have been refused.
+	h := newHarness(t, "a", Settings{})
+	elect(t, h, tok1, 2)
+	h.clk.Set(t0.Add(sec))
+	h.see(state(role, leaseOf("b", tok2, t0.Add(sec), 10*sec), 9, "a", 2, "b", 3))
+	a := h.step()
+	assert.Equal(t, DoStepDown, a.Kind)
+	e, _ := h.last(Revoked)
+	assert.Equal(t, ReasonFenced, e.Reason)
+	assert.True(t, fencing.IsFenced(e.Err))
+}
+
+func TestResignationHandsOverWithoutWaitingForTheDeadline(t *testing.T) {
+	a, b := newHarness(t, "a", Settings{}), newHarness(t, "b", Settings{})
+	elect(t, a, tok1, 1)
+	held := state(role, leaseOf("a", tok1, t0, 10*sec), 3, "a", 1, "b", 2)
+	a.see(held)
+	b.see(held)
+	assert.Equal(t, t0.Add(10*sec), b.settle().Until, "b waits for a's deadline")
+
+	// One second in, a resigns.
+	a.clk.Set(t0.Add(sec))
+	b.clk.Set(t0.Add(sec))
+	release := codec.ReleaseLease("a", tok1)
+	a.tr.On("WriteLease", mock.Anything, role, tok1, release).Return(nil).Once()
+	a.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	q := make(chan error, 1)
+	a.r.requestResign(q)
+	assert.Equal(t, DoResign, a.step().Kind)
+	assert.NoError(t, <-q)
+	assert.Equal(t, []string{"elected 42/1", "revoked resigned 42/1"}, a.transitions())
+
+	// a queues again, at the back.
+	a.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(6), nil).Once()
+	assert.Equal(t, DoRegister, a.step().Kind)
+
+	// b sees the release (and a's tombstone) and takes over at once.
+	b.see(state(role, &release, 4, "b", 2))
+	b.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
+	b.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, t0.Add(sec))).Return(nil).Once()
+	b.settle()
+	e, ok := b.last(Elected)
+	require.True(t, ok)
+	assert.Equal(t, t0.Add(sec), e.At, "9s before a's deadline")
+
+	// Had the view delivered the release before the tombstone, a (named in
+	// the release) would rank last, behind b.
+	b2 := newHarness(t, "b", Settings{})
+	b2.see(state(role, &release, 4, "a", 1, "b", 2))
+	b2.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
+	b2.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, t0)).Return(nil).Once()
+	assert.Equal(t, DoChallenge, b2.step().Kind, "a released: b does not prune it")
+}
+
+func TestLeavingResignsOnAFreshContext(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	elect(t, h, tok1, 1)
+	fresh := mock.MatchedBy(func(ctx context.Context) bool { return ctx.Err() == nil })
+	h.tr.On("WriteLease", fresh, role, tok1, codec.ReleaseLease("a", tok1)).Return(errFenced).Once()
+	h.tr.On("Deregister", fresh, role, codec.MemberID("a")).Return(nil).Once()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	h.r.leave(ctx)
+	assert.Equal(t, []string{"elected 42/1", "revoked context ended 42/1"}, h.transitions(),
+		"a fenced release is fine: someone else holds the role")
+}
+
+func TestLeavingWithKeepOnExitWritesNothing(t *testing.T) {
+	h := newHarness(t, "a", Settings{KeepOnExit: true})
+	elect(t, h, tok1, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	h.r.leave(ctx)
+	assert.Equal(t, []string{"elected 42/1", "revoked context ended 42/1"}, h.transitions())
+}
+
+func TestFlappingNetwork(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	ms := time.Millisecond
+	h.see(state(role, nil, 0))
+
+	// Registering and challenging retry through failures, backing off.
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), errDown).Once()
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(codec.Token{}, errDown).Once()
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(500*ms))).Return(nil).Once()
+	h.until(t0.Add(sec), func() bool { return h.r.hold != nil })
+	assert.Equal(t, t0.Add(500*ms), h.r.RenewedAt(), "two backoffs of 250ms: a success resets the count")
+
+	// Renewals fail and succeed by turns: it keeps the role.
+	for _, ok := range []bool{false, true, false, false, true} {
+		var err error
+		if !ok {
+			err = errDown
+		}
+		h.tr.On("WriteLease", mock.Anything, role, tok1, mock.Anything).Return(err).Once()
+		a := h.settle()
+		h.clk.Set(a.Until)
+		h.step()
+	}
+	assert.Equal(t, []string{"elected 42/1"}, h.transitions())
+
+	// A longer outage: the lease is lost; then the network comes back and
+	// the member, alone, takes the role again under a new epoch.
+	lastOK := h.r.RenewedAt()
+	h.see(state(role, leaseOf("a", tok1, lastOK, 10*sec), 2, "a", 0))
+	h.tr.On("WriteLease", mock.Anything, role, tok1, mock.Anything).Return(errDown).Times(6) // at +2s, +2.25s, +2.75s, +3.75s, +5.75s, +7.75s
+	h.until(lastOK.Add(10*sec), func() bool { return h.r.hold == nil })
+	assert.Equal(t, lastOK.Add(8*sec), h.clk.Now())
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(codec.Token{}, errDown).Once()
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, mock.Anything).Return(nil).Once()
+	h.until(lastOK.Add(20*sec), func() bool { return h.r.hold != nil })
+	assert.Equal(t, []string{"elected 42/1", "revoked lease lost 42/1", "elected 42/2"}, h.transitions())
+	e, _ := h.last(Elected)
+	assert.Equal(t, lastOK.Add(10*sec+2*sec), e.At,
+		"its own lease's deadline, plus one backoff, at its cap (the renew interval) after so many failures")
+}
+
+func TestHolderChangedReportsChangesNotRenewals(t *testing.T) {
+	h := newHarness(t, "c", Settings{})
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("c")).Return(int64(9), nil).Once()
+	h.see(state(role, leaseOf("x", tok1, t0, 10*sec), 3, "x", 1))
+	h.settle()
+	h.see(state(role, leaseOf("x", tok1, t0.Add(2*sec), 10*sec), 5, "x", 1, "c", 9))
+	h.clk.Set(t0.Add(2 * sec))
+	h.settle()
+	h.see(state(role, leaseOf("y", tok2, t0.Add(3*sec), 10*sec), 7, "x", 1, "c", 9))
+	h.clk.Set(t0.Add(3 * sec))
+	h.settle()
+	h.clk.Set(t0.Add(13 * sec))
+	assert.Equal(t, t0.Add(14*sec), h.settle().Until, "c is rank 1 behind x")
+	assert.Equal(t, []string{"x 42/1", "y 42/2", "vacant"}, h.holders())
+}

@@ -1,0 +1,354 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/view"
+)
+
+// failsafe bounds how long a test waits for the member's goroutine to
+// reach its next wait; it is never reached when the test passes.
+const failsafe = 10 * time.Second
+
+// runDriver runs h's Member on its own goroutine in lockstep with the
+// test: the member reports each time it is about to wait, and the test
+// then moves the clock, pushes a state or ends the context.
+type runDriver struct {
+	*harness
+	idle   chan time.Time
+	upd    chan view.RoleState
+	cancel context.CancelFunc
+	errc   chan error
+}
+
+func startRun(t *testing.T, h *harness, work Work) *runDriver {
+	t.Helper()
+	noLeaks(t)
+	d := &runDriver{harness: h, idle: make(chan time.Time), errc: make(chan error, 1)}
+	h.m.idle = func(_ codec.Role, until time.Time) { d.idle <- until }
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	go func() { d.errc <- h.m.Run(ctx, work) }()
+	d.upd = <-h.src.follows
+	t.Cleanup(func() {
+		cancel()
+		deadline := time.After(failsafe)
+		for {
+			select {
+			case <-d.idle:
+			case <-d.errc:
+				return
+			case <-deadline:
+				t.Error("Run did not return (a goroutine of the member failed?)")
+				return
+			}
+		}
+	})
+	return d
+}
+
+// wait returns when the member waits next, with the time it waits until.
+func (d *runDriver) wait() time.Time {
+	d.t.Helper()
+	select {
+	case u := <-d.idle:
+		return u
+	case err := <-d.errc:
+		d.t.Fatalf("Run returned early: %v", err)
+	case <-time.After(failsafe):
+		d.t.Fatal("the member never reached its next wait")
+	}
+	return time.Time{}
+}
+
+// push delivers st as a view update and returns the member's next wait.
+func (d *runDriver) push(st view.RoleState) time.Time {
+	d.upd <- st
+	return d.wait()
+}
+
+// stop ends Run's context and returns what Run returns.
+func (d *runDriver) stop() error {
+	d.t.Helper()
+	d.cancel()
+	select {
+	case err := <-d.errc:
+		d.errc <- err // for the cleanup
+		return err
+	case <-time.After(failsafe):
+		d.t.Fatal("Run did not return")
+	}
+	return nil
+}
+
+func recv[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(failsafe):
+		t.Fatal("nothing received")
+	}
+	var zero T
+	return zero
+}
+
+// worker is a Work that reports when it starts and ends.
+type worker struct {
+	started chan Held
+	ended   chan time.Time // the fake time at which its context ended
+	clk     *fakeClock
+	runs    atomic.Int32
+	running atomic.Int32
+}
+
+func newWorker(clk *fakeClock) *worker {
+	return &worker{started: make(chan Held, 8), ended: make(chan time.Time, 8), clk: clk}
+}
+
+func (w *worker) work(ctx context.Context, held Held) error {
+	if w.running.Add(1) != 1 {
+		panic("two runs of work at once")
+	}
+	defer w.running.Add(-1)
+	w.runs.Add(1)
+	w.started <- held
+	<-ctx.Done()
+	w.ended <- w.clk.Now()
+	return nil
+}
+
+func TestRunWorkFollowsTheRole(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	w := newWorker(h.clk)
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
+	d := startRun(t, h, w.work)
+
+	assert.Equal(t, t0.Add(2*sec), d.wait())
+	held := recv(t, w.started)
+	assert.Equal(t, Held{Role: role, Member: "a", Token: tok1, Lease: leaseAt("a", tok1, t0)}, held)
+
+	// b took the role (its view lagged); a's view shows it a second
+	// later: a steps down and its work's context ends, at once.
+	h.clk.Set(t0.Add(sec))
+	tok3 := codec.Token{ProducerID: 42, Epoch: 3}
+	bLease := leaseOf("b", tok2, t0.Add(sec), 10*sec)
+	assert.Equal(t, t0.Add(11*sec), d.push(state(role, bLease, 5, "a", 0, "b", 1)), "a waits for b's deadline")
+	assert.Equal(t, t0.Add(sec), recv(t, w.ended))
+	assert.Equal(t, []string{"elected 42/1", "revoked fenced 42/1"}, h.transitions())
+
+	// b dies; at its deadline a takes the role back and work starts again.
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok3, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok3, leaseAt("a", tok3, t0.Add(11*sec))).Return(nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("b")).Return(nil).Once()
+	h.clk.Set(t0.Add(11 * sec))
+	assert.Equal(t, t0.Add(13*sec), d.wait())
+	assert.Equal(t, tok3, recv(t, w.started).Token)
+
+	// The context ends: work stops, then the role is released and a
+	// deregisters, so the next member needs no deadline.
+	h.tr.On("WriteLease", mock.Anything, role, tok3, codec.ReleaseLease("a", tok3)).Return(nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	require.NoError(t, d.stop())
+	recv(t, w.ended)
+	assert.Equal(t, int32(2), w.runs.Load())
+	assert.Equal(t, []string{"elected 42/1", "revoked fenced 42/1", "elected 42/3", "revoked context ended 42/3"}, h.transitions())
+	assert.ErrorIs(t, h.m.Run(context.Background(), nil), ErrAlreadyRun)
+}
+
+func TestRunResign(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	h.src.set(state(role, nil, 0, "b", 1))
+	w := newWorker(h.clk)
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(2), nil).Once()
+	d := startRun(t, h, w.work)
+	assert.Equal(t, t0.Add(sec), d.wait(), "rank 1 waits a stagger")
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(sec))).Return(nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("b")).Return(nil).Once()
+	h.clk.Set(t0.Add(sec)) // b, ahead, never challenged: pruned
+	assert.Equal(t, t0.Add(3*sec), d.wait())
+	recv(t, w.started)
+
+	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(7), nil).Once()
+	require.NoError(t, h.m.Resign(context.Background(), role))
+	recv(t, w.ended)
+	assert.Equal(t, t0.Add(2*sec), d.wait(), "queued again, behind b in its view: a stagger")
+	assert.Equal(t, []string{"elected 42/1", "revoked resigned 42/1"}, h.transitions())
+
+	assert.ErrorIs(t, h.m.Resign(context.Background(), role), ErrNotHolder)
+	d.wait()
+	assert.ErrorIs(t, h.m.Resign(context.Background(), "other"), ErrUnknownRole)
+
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	require.NoError(t, d.stop())
+	assert.ErrorIs(t, h.m.Resign(context.Background(), role), ErrNotRunning)
+}
+
+func TestRunWorkErrorResignsAndRetries(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	boom := errors.New("boom")
+	var runs atomic.Int32
+	started := make(chan Held, 4)
+	work := func(ctx context.Context, held Held) error {
+		started <- held
+		if runs.Add(1) == 1 {
+			return boom
+		}
+		<-ctx.Done()
+		return nil
+	}
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	d := startRun(t, h, work)
+	assert.Equal(t, t0.Add(2*sec), d.wait())
+	recv(t, started)
+	assert.Equal(t, t0.Add(250*time.Millisecond), d.wait(), "resigned; backs off before queueing again")
+	e, _ := h.last(Revoked)
+	assert.Equal(t, ReasonWorkFailed, e.Reason)
+	assert.ErrorIs(t, e.Err, boom)
+
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(3), nil).Once()
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, mock.Anything).Return(nil).Once()
+	h.clk.Set(t0.Add(250 * time.Millisecond))
+	d.wait()
+	assert.Equal(t, tok2, recv(t, started).Token)
+
+	h.tr.On("WriteLease", mock.Anything, role, tok2, codec.ReleaseLease("a", tok2)).Return(nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	require.NoError(t, d.stop())
+	assert.Equal(t, []string{"elected 42/1", "revoked work failed 42/1", "elected 42/2", "revoked context ended 42/2"}, h.transitions())
+}
+
+func TestRunLocalDeadlineStopsWorkWhileARenewalHangs(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	w := newWorker(h.clk)
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
+	d := startRun(t, h, w.work)
+	d.wait()
+	recv(t, w.started)
+
+	// The renewal hangs, ignoring its context (a stuck connection).
+	inFlight, unblock := make(chan struct{}), make(chan struct{})
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(2*sec))).Return(errDown).Once().
+		Run(func(mock.Arguments) { close(inFlight); <-unblock })
+	h.clk.Set(t0.Add(2 * sec))
+	recv(t, inFlight)
+
+	h.clk.Set(t0.Add(8 * sec))
+	assert.Equal(t, t0.Add(8*sec), recv(t, w.ended), "work stops at the local deadline, while the call still hangs")
+	assert.Equal(t, []string{"elected 42/1"}, h.transitions())
+
+	close(unblock)
+	d.wait()
+	assert.Equal(t, []string{"elected 42/1", "revoked lease lost 42/1"}, h.transitions())
+
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	require.NoError(t, d.stop())
+}
+
+func TestRunManyRoles(t *testing.T) {
+	noLeaks(t)
+	roles := []codec.Role{"r1", "r2", "r3"}
+	tr := newHarness(t, "a", Settings{}).tr
+	clk := newFakeClock()
+	src := newFakeSource(view.RoleState{LeaseOffset: -1})
+	var inCall atomic.Int32
+	elected := make(chan codec.Role, len(roles))
+	revoked := make(chan codec.Role, len(roles))
+	onEvent := func(e Event) {
+		if inCall.Add(1) != 1 {
+			panic("OnEvent called concurrently")
+		}
+		defer inCall.Add(-1)
+		switch e.Kind {
+		case Elected:
+			elected <- e.Role
+		case Revoked:
+			revoked <- e.Role
+		}
+	}
+	for i, r := range roles {
+		tok := codec.Token{ProducerID: int64(i), Epoch: 0}
+		tr.On("Register", mock.Anything, r, codec.MemberID("a")).Return(int64(0), nil).Once()
+		tr.On("AcquireEpoch", mock.Anything, r).Return(tok, nil).Once()
+		tr.On("WriteLease", mock.Anything, r, tok, leaseAt("a", tok, t0)).Return(nil).Once()
+		tr.On("WriteLease", mock.Anything, r, tok, codec.ReleaseLease("a", tok)).Return(nil).Once()
+		tr.On("Deregister", mock.Anything, r, codec.MemberID("a")).Return(nil).Once()
+	}
+	m, err := New(tr, src, "a", roles, Options{Clock: clk, OnEvent: onEvent, Logger: testLogger(t)})
+	require.NoError(t, err)
+	assert.Equal(t, roles, m.Roles())
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- m.Run(ctx, nil) }()
+	got := map[codec.Role]bool{}
+	for range roles {
+		got[recv(t, elected)] = true
+	}
+	assert.Len(t, got, len(roles))
+	cancel()
+	require.NoError(t, recv(t, errc))
+	assert.Len(t, revoked, len(roles))
+}
+
+func TestTransportSource(t *testing.T) {
+	noLeaks(t)
+	h := newHarness(t, "a", Settings{})
+	reg := func(off int64, m codec.MemberID) fencing.RoleRecord {
+		return fencing.RoleRecord{Offset: off, Key: codec.RegistrationKey(role, m),
+			Record: codec.Record{Registration: &codec.Registration{Member: m}}}
+	}
+	one := []fencing.RoleRecord{reg(0, "a")}
+	two := []fencing.RoleRecord{reg(0, "a"), reg(1, "b")}
+	h.tr.On("ReadRoleRecords", mock.Anything, role).Return(one, nil).Twice()
+	h.tr.On("ReadRoleRecords", mock.Anything, role).Return(nil, errDown).Once()
+	h.tr.On("ReadRoleRecords", mock.Anything, role).Return(two, nil)
+	src := &TransportSource{Transport: h.tr, Poll: sec, Clock: h.clk}
+
+	st, err := src.Role(context.Background(), role)
+	require.NoError(t, err)
+	assert.Equal(t, []codec.MemberID{"a"}, members(st))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := src.Follow(ctx, role)
+	assert.Equal(t, []codec.MemberID{"a"}, members(recv(t, ch)))
+	h.clk.waitTimers(1)
+	h.clk.Advance(sec) // the same state: nothing sent
+	h.clk.waitTimers(1)
+	h.clk.Advance(sec) // a failed read: skipped
+	h.clk.waitTimers(1)
+	h.clk.Advance(sec)
+	assert.Equal(t, []codec.MemberID{"a", "b"}, members(recv(t, ch)))
+	cancel()
+	for range ch {
+	}
+}
+
+func members(st view.RoleState) []codec.MemberID {
+	var out []codec.MemberID
+	for _, c := range st.Candidates {
+		out = append(out, c.Member)
+	}
+	return out
+}

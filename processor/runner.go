@@ -1,0 +1,526 @@
+package processor
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/view"
+)
+
+// maxBurst bounds the actions a role performs in a row without waiting; a
+// longer burst means a bug, and the runner backs off instead of spinning.
+const maxBurst = 16
+
+// runner runs the succession rules of one role on one goroutine. Every
+// field is owned by that goroutine, except resignCh and exited.
+type runner struct {
+	m    *Member
+	role codec.Role
+	log  *slog.Logger
+
+	st   view.RoleState
+	l    Local
+	hold *holding
+	work Work
+
+	lastWork  chan struct{} // closed when the last run of work returned
+	workFails int           // consecutive work runs that failed within a lease duration
+	workErr   error         // the error of the work run being resigned for
+
+	seen    *holderKey // the holder last reported by HolderChanged
+	resignQ chan error // the caller of Member.Resign waiting for this role
+
+	resignCh chan chan error
+	exited   chan struct{}
+}
+
+// holding is a role this member holds.
+type holding struct {
+	held    Held
+	ctx     context.Context // work's
+	cancel  context.CancelFunc
+	expiry  Timer // cancels ctx at the local deadline
+	started time.Time
+	res     chan error    // work's result; nil without work
+	done    chan struct{} // closed when work returned; nil without work
+}
+
+type holderKey struct {
+	member codec.MemberID
+	token  codec.Token
+	ok     bool
+}
+
+func newRunner(m *Member, role codec.Role) *runner {
+	return &runner{
+		m: m, role: role, l: NewLocal(),
+		st:       view.RoleState{Role: role, LeaseOffset: -1},
+		log:      m.log.With("role", string(role)),
+		resignCh: make(chan chan error),
+		exited:   make(chan struct{}),
+	}
+}
+
+// run is the role's goroutine: it returns after ctx ended and the member
+// left the role.
+func (r *runner) run(ctx context.Context, work Work) {
+	defer close(r.exited)
+	r.work = work
+	r.m.met.holder(r.role, r.m.me, false)
+	fctx, stopFollow := context.WithCancel(ctx)
+	updates := r.m.src.Follow(fctx, r.role)
+	defer func() {
+		stopFollow()
+		if updates != nil {
+			for range updates { // until the source's goroutine is done
+			}
+		}
+	}()
+	if !r.load(ctx) {
+		r.leave(ctx)
+		return
+	}
+	burst := 0
+	for {
+		if ctx.Err() != nil {
+			r.leave(ctx)
+			return
+		}
+		a := r.step(ctx)
+		until := a.Until
+		if a.Kind != DoWait {
+			if burst++; burst < maxBurst {
+				continue
+			}
+			r.log.Error("too many actions in a row; backing off", "last", a.Kind.String())
+			until = r.m.clk.Now().Add(r.m.s.RetryBackoff)
+		}
+		burst = 0
+		polling := updates == nil
+		if polling {
+			until = earliest(until, r.m.clk.Now().Add(r.m.s.RenewInterval))
+		}
+		t := r.m.clk.NewTimer(until.Sub(r.m.clk.Now()))
+		if r.m.idle != nil {
+			r.m.idle(r.role, until)
+		}
+		select {
+		case <-ctx.Done():
+		case st, ok := <-updates:
+			if ok {
+				r.st = st
+			} else {
+				updates = nil
+			}
+		case <-t.C():
+			if polling {
+				r.poll(ctx)
+			}
+		case q := <-r.resignCh:
+			r.requestResign(q)
+		case err := <-r.workResult():
+			r.workReturned(err)
+		}
+		t.Stop()
+	}
+}
+
+// load reads the role from the source, retrying with backoff until it
+// succeeds (true) or ctx ends (false).
+func (r *runner) load(ctx context.Context) bool {
+	for {
+		st, err := r.m.src.Role(ctx, r.role)
+		if err == nil {
+			r.st = st
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		r.l.Failures++
+		d := r.m.s.backoff(r.l.Failures)
+		r.log.Warn("reading the role failed; retrying", "err", err, "retry_in", d)
+		t := r.m.clk.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C():
+		}
+	}
+}
+
+func (r *runner) poll(ctx context.Context) {
+	st, err := r.m.src.Role(ctx, r.role)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("reading the role failed", "err", err)
+		}
+		return
+	}
+	r.st = st
+}
+
+// step observes the role, decides, and performs the action. It returns
+// the action.
+func (r *runner) step(ctx context.Context) Action {
+	now := r.m.clk.Now()
+	r.observeHolder(now)
+	r.l = r.l.Observe(r.st, r.m.me, now)
+	a := Decide(r.st, r.m.me, r.l, now, r.m.s)
+	if r.log.Enabled(ctx, slog.LevelDebug) {
+		r.log.Debug("decided", "action", a.Kind.String(), "reason", a.Reason, "until", a.Until)
+	}
+	switch a.Kind {
+	case DoRegister:
+		r.register(ctx, now, a.Reason)
+	case DoChallenge:
+		r.challenge(ctx, now, a.Prune)
+	case DoRenew:
+		r.renew(ctx, now)
+	case DoStepDown:
+		var cause error
+		if a.Revoke == ReasonFenced {
+			cause = fmt.Errorf("%w: %s", fencing.ErrFenced, a.Reason)
+		}
+		r.revoke(now, a.Revoke, cause, a.Reason)
+	case DoResign:
+		r.resign(ctx, a.Revoke)
+	}
+	return a
+}
+
+// observeHolder reports a HolderChanged event when the holder the view
+// shows at now differs from the last one reported.
+func (r *runner) observeHolder(now time.Time) {
+	var key holderKey
+	var cur *codec.Lease
+	if l, ok := r.st.Holder(now.UnixMilli()); ok {
+		key, cur = holderKey{member: l.Member, token: l.Token, ok: true}, &l
+	}
+	if r.seen != nil && *r.seen == key {
+		return
+	}
+	r.seen = &key
+	if cur == nil {
+		r.log.Info("holder changed: vacant")
+	} else {
+		r.log.Info("holder changed", "holder", string(cur.Member), "token", cur.Token.String())
+	}
+	r.m.emit(Event{Kind: HolderChanged, Role: r.role, Member: r.m.me, At: now, Holder: cur})
+}
+
+func (r *runner) callCtx(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return withTimeout(ctx, r.m.clk, d)
+}
+
+// failed records a failed call and schedules the retry, counted from
+// when the call returned. A call cut short by the end of ctx is not worth
+// a warning: the member is leaving.
+func (r *runner) failed(ctx context.Context, what string, err error) {
+	r.l.Failures++
+	d := r.m.s.backoff(r.l.Failures)
+	r.l.RetryAt = r.m.clk.Now().Add(d)
+	level := slog.LevelWarn
+	if ctx.Err() != nil {
+		level = slog.LevelDebug
+	}
+	r.log.Log(ctx, level, what+" failed", "err", err, "failures", r.l.Failures, "retry_in", d)
+}
+
+func (r *runner) succeeded() { r.l.Failures, r.l.RetryAt = 0, time.Time{} }
+
+func (r *runner) register(ctx context.Context, now time.Time, why string) {
+	cctx, cancel := r.callCtx(ctx, r.m.s.TransactionTimeout)
+	off, err := r.m.t.Register(cctx, r.role, r.m.me)
+	cancel()
+	if err != nil {
+		r.failed(ctx, "register", err)
+		return
+	}
+	r.succeeded()
+	r.l.Registered, r.l.RegisteredAt = off, now
+	r.st = withCandidate(r.st, r.m.me, off, now.UnixMilli())
+	r.log.Info("registered", "offset", off, "why", why)
+}
+
+func (r *runner) challenge(ctx context.Context, now time.Time, prune []codec.MemberID) {
+	cctx, cancel := r.callCtx(ctx, r.m.s.TransactionTimeout)
+	defer cancel()
+	tok, err := r.m.t.AcquireEpoch(cctx, r.role)
+	if err != nil {
+		r.failed(ctx, "challenge: acquire epoch", err)
+		return
+	}
+	start := r.m.clk.Now()
+	lease := r.lease(tok, start)
+	if err := r.m.t.WriteLease(cctx, r.role, tok, lease); err != nil {
+		if fencing.IsFenced(err) {
+			r.m.met.fenced(r.role)
+			r.l.LostKey, r.l.LostAt = r.l.VacantKey, now
+			r.log.Info("lost a challenge race: another member took the role", "token", tok.String())
+			return
+		}
+		r.failed(ctx, "challenge: write lease", err)
+		return
+	}
+	r.succeeded()
+	r.l.Held = &Held{Role: r.role, Member: r.m.me, Token: tok, Lease: lease}
+	r.l.RenewedAt = start
+	r.elected(start)
+	if len(prune) == 0 {
+		return
+	}
+	// The next renewal is due in RenewInterval: pruning must not delay it.
+	pctx, pcancel := r.callCtx(ctx, r.m.s.RenewInterval)
+	defer pcancel()
+	for _, p := range prune {
+		if err := r.m.t.Deregister(pctx, r.role, p); err != nil {
+			r.log.Warn("pruning a candidate failed", "candidate", string(p), "err", err)
+			continue
+		}
+		r.log.Info("pruned a candidate that did not challenge in its turn", "candidate", string(p))
+	}
+}
+
+// lease returns a lease of this member under tok whose write begins at
+// start.
+func (r *runner) lease(tok codec.Token, start time.Time) codec.Lease {
+	ms := start.UnixMilli()
+	return codec.Lease{Member: r.m.me, Token: tok, GrantedAt: ms, Deadline: ms + r.m.s.LeaseDuration.Milliseconds()}
+}
+
+// elected makes the member the holder of the role after a successful
+// challenge: it arms the local deadline, reports, and starts work.
+func (r *runner) elected(start time.Time) {
+	held := *r.l.Held
+	wctx, cancel := context.WithCancel(context.Background())
+	h := &holding{held: held, ctx: wctx, cancel: cancel, started: start}
+	h.expiry = r.m.clk.AfterFunc(start.Add(r.m.s.RenewDeadline).Sub(r.m.clk.Now()), cancel)
+	r.hold = h
+	r.m.met.holder(r.role, r.m.me, true)
+	r.m.met.transition(r.role, "elected")
+	r.log.Info("elected", "token", held.Token.String(), "deadline", held.Lease.Deadline)
+	r.m.emit(Event{Kind: Elected, Role: r.role, Member: r.m.me, At: start, Token: held.Token})
+	r.startWork(h)
+}
+
+// startWork starts work for h, after the previous run has returned.
+func (r *runner) startWork(h *holding) {
+	if r.work == nil {
+		return
+	}
+	prev := r.lastWork
+	h.done, h.res = make(chan struct{}), make(chan error, 1)
+	r.lastWork = h.done
+	work, held := r.work, h.held
+	r.m.works.Add(1)
+	go func() {
+		defer r.m.works.Done()
+		defer close(h.done)
+		if prev != nil {
+			<-prev // never two runs of a role's work at once
+		}
+		if h.ctx.Err() != nil {
+			return
+		}
+		h.res <- work(h.ctx, held)
+	}()
+}
+
+// workResult is the channel on which the running work's result comes,
+// nil when no work runs for a held role.
+func (r *runner) workResult() <-chan error {
+	if r.hold == nil {
+		return nil
+	}
+	return r.hold.res
+}
+
+// workReturned handles work returning while the role is held.
+func (r *runner) workReturned(err error) {
+	now := r.m.clk.Now()
+	r.hold.res = nil // it sends once
+	if err == nil {
+		r.log.Info("work returned; keeping the role")
+		return
+	}
+	if now.Sub(r.hold.started) >= r.m.s.LeaseDuration {
+		r.workFails = 0
+	}
+	r.workFails++
+	r.l.Resign = ReasonWorkFailed
+	r.l.RetryAt = now.Add(r.m.s.backoff(r.workFails))
+	r.hold.cancel()
+	r.workErr = err
+	r.log.Warn("work failed; resigning the role", "err", err)
+}
+
+func (r *runner) renew(ctx context.Context, now time.Time) {
+	h := r.l.Held
+	expiry := r.l.RenewedAt.Add(r.m.s.RenewDeadline)
+	cctx, cancel := r.callCtx(ctx, min(r.m.s.TransactionTimeout, expiry.Sub(now)))
+	lease := r.lease(h.Token, now)
+	err := r.m.t.WriteLease(cctx, r.role, h.Token, lease)
+	cancel()
+	took := r.m.clk.Now().Sub(now)
+	switch {
+	case fencing.IsFenced(err):
+		r.m.met.renewed(r.role, took, "fenced")
+		r.m.met.fenced(r.role)
+		r.revoke(r.m.clk.Now(), ReasonFenced, err, "the renewal was fenced")
+		return
+	case err != nil:
+		r.m.met.renewed(r.role, took, "error")
+		r.failed(ctx, "renew", err)
+		return
+	}
+	r.m.met.renewed(r.role, took, "ok")
+	r.succeeded()
+	if !r.hold.expiry.Stop() {
+		// The local deadline passed while the write was in flight: work
+		// has been told to stop, so the member stops too.
+		r.revoke(r.m.clk.Now(), ReasonLeaseLost, nil, "the renewal succeeded only after the local deadline")
+		return
+	}
+	r.l.RenewedAt = now
+	h.Lease = lease
+	r.hold.expiry = r.m.clk.AfterFunc(now.Add(r.m.s.RenewDeadline).Sub(r.m.clk.Now()), r.hold.cancel)
+	if r.log.Enabled(ctx, slog.LevelDebug) {
+		r.log.Debug("renewed", "token", h.Token.String(), "deadline", lease.Deadline, "took", took)
+	}
+}
+
+// revoke ends the holding: work's context is cancelled (without waiting
+// for work) and Revoked is reported.
+func (r *runner) revoke(now time.Time, why Reason, cause error, detail string) {
+	h := r.hold
+	if h == nil {
+		return
+	}
+	r.hold, r.l.Held = nil, nil
+	h.expiry.Stop()
+	h.cancel()
+	r.m.met.holder(r.role, r.m.me, false)
+	r.m.met.transition(r.role, string(why))
+	attrs := []any{"reason", string(why), "token", h.held.Token.String()}
+	if detail != "" {
+		attrs = append(attrs, "detail", detail)
+	}
+	if cause != nil {
+		attrs = append(attrs, "err", cause)
+	}
+	r.log.Info("revoked", attrs...)
+	r.m.emit(Event{Kind: Revoked, Role: r.role, Member: r.m.me, At: now, Token: h.held.Token, Reason: why, Err: cause})
+}
+
+// awaitWork waits for h's work to return, at most until the local
+// deadline.
+func (r *runner) awaitWork(h *holding) {
+	if h.done == nil {
+		return
+	}
+	left := r.l.RenewedAt.Add(r.m.s.RenewDeadline).Sub(r.m.clk.Now())
+	t := r.m.clk.NewTimer(left)
+	defer t.Stop()
+	select {
+	case <-h.done:
+	case <-t.C():
+		r.log.Warn("work did not return by the local deadline; going on without it")
+	}
+}
+
+// requestResign handles a call of Member.Resign.
+func (r *runner) requestResign(q chan error) {
+	if r.hold == nil {
+		q <- ErrNotHolder
+		return
+	}
+	r.l.Resign, r.resignQ = ReasonResigned, q
+}
+
+// resign gives up the role: it stops work and waits for it, reports
+// Revoked, writes the release lease, and deregisters this member, on a
+// fresh context bounded by TransactionTimeout.
+func (r *runner) resign(ctx context.Context, why Reason) {
+	r.l.Resign = ""
+	cctx, cancel := r.callCtx(context.WithoutCancel(ctx), r.m.s.TransactionTimeout)
+	defer cancel()
+	var werr error
+	if h := r.hold; h != nil {
+		h.cancel()
+		r.awaitWork(h)
+		cause := r.workErr
+		r.workErr = nil
+		r.revoke(r.m.clk.Now(), why, cause, "")
+		err := r.m.t.WriteLease(cctx, r.role, h.held.Token, codec.ReleaseLease(r.m.me, h.held.Token))
+		switch {
+		case err == nil:
+			r.log.Info("released the role", "token", h.held.Token.String())
+		case fencing.IsFenced(err):
+			r.m.met.fenced(r.role)
+			r.log.Info("release fenced: another member already holds the role")
+		default:
+			werr = err
+			r.log.Warn("writing the release failed; the lease runs to its deadline", "err", err)
+		}
+	}
+	if q := r.resignQ; q != nil {
+		r.resignQ = nil
+		q <- werr
+	}
+	reg := r.l.Registered
+	if c, ok := candidate(r.st, r.m.me); ok && c.Offset > r.l.Retired {
+		reg = max(reg, c.Offset)
+	}
+	if reg < 0 {
+		return
+	}
+	if err := r.m.t.Deregister(cctx, r.role, r.m.me); err != nil {
+		r.log.Warn("deregistering failed; the registration stays until a holder prunes it", "err", err)
+	} else {
+		r.log.Info("deregistered", "offset", reg)
+	}
+	r.l.Retired = max(r.l.Retired, reg)
+	r.l.Registered, r.l.RegisteredAt = -1, time.Time{}
+}
+
+// leave is the end of the role's goroutine, after ctx ended.
+func (r *runner) leave(ctx context.Context) {
+	if !r.m.s.KeepOnExit {
+		r.resign(ctx, ReasonContextEnded)
+		return
+	}
+	if h := r.hold; h != nil {
+		h.cancel()
+		r.awaitWork(h)
+		r.revoke(r.m.clk.Now(), ReasonContextEnded, nil, "leaving without resigning")
+	}
+	if q := r.resignQ; q != nil {
+		r.resignQ = nil
+		q <- nil
+	}
+}
+
+// withCandidate returns a copy of st in which member is a candidate
+// registered at offset off.
+func withCandidate(st view.RoleState, member codec.MemberID, off, nowMS int64) view.RoleState {
+	c := st.Clone()
+	cs := c.Candidates[:0]
+	for _, x := range c.Candidates {
+		if x.Member != member {
+			cs = append(cs, x)
+		}
+	}
+	c.Candidates = append(cs, view.Candidate{Member: member, Offset: off, RegisteredAt: nowMS})
+	view.Rerank(c.Candidates)
+	return c
+}
+
+// RenewedAt is for tests: when the last successful write of the held lease
+// began.
+func (r *runner) RenewedAt() time.Time { return r.l.RenewedAt }

@@ -1,0 +1,180 @@
+package processor
+
+import (
+	"fmt"
+	"time"
+)
+
+// DefaultLeaseDuration is the lease duration of a zero [Settings]. Every
+// other default is derived from the lease duration, so setting only
+// LeaseDuration scales the rest with it.
+const DefaultLeaseDuration = 10 * time.Second
+
+// Settings are the timings of the succession rules. The zero value is
+// usable: [Settings.WithDefaults] fills every zero field. With the default
+// lease of 10s the defaults are: renew every 2s, give up 8s after the last
+// renewal began, back off from 250ms, stagger 1s per rank, transaction
+// timeout 5s.
+//
+// Liveness rests on these timings and on the clocks; safety does not. Two
+// members may both believe they hold a role for a moment (clock skew, a
+// paused process), but the broker accepts lease writes under the newest
+// epoch only.
+type Settings struct {
+	// LeaseDuration is how long a lease lasts from the moment its write
+	// begins: a lease granted at T has deadline T+LeaseDuration, in the
+	// writer's wall clock. Others may challenge once their wall clock
+	// passes the deadline. Default 10s.
+	LeaseDuration time.Duration
+
+	// RenewInterval is how often the holder renews its lease, counted
+	// from the start of its last successful write. Default
+	// LeaseDuration/5 (2s).
+	RenewInterval time.Duration
+
+	// RenewDeadline is how long after the start of its last successful
+	// write a holder keeps acting as holder without another successful
+	// renewal. When it passes, the holder stops on its own (revoked:
+	// lease lost), measured on its own monotonic clock only. The gap to
+	// LeaseDuration is the margin for clock rate differences and for the
+	// held work to stop before anybody else may take the role. Default
+	// LeaseDuration*4/5 (8s).
+	RenewDeadline time.Duration
+
+	// RetryBackoff is the first wait after a failed call to the transport
+	// or source; it doubles with every consecutive failure, up to
+	// RenewInterval. A renewal is retried at this pace until
+	// RenewDeadline. Default RenewInterval/8 (250ms).
+	RetryBackoff time.Duration
+
+	// Stagger is how long each rank waits after the one ahead of it once
+	// a role is vacant: the candidate of effective rank r challenges
+	// r*Stagger after it observed the vacancy (on its local clock). A
+	// dead candidate ahead therefore delays succession by one Stagger,
+	// and n dead candidates by n*Stagger, once: the winner prunes them.
+	// It should exceed the time a candidate needs to see a vacancy and
+	// complete a challenge, or neighbouring ranks race (safely: the
+	// broker fences the loser). Default LeaseDuration/10 (1s).
+	Stagger time.Duration
+
+	// TransactionTimeout bounds every call the Member makes through the
+	// transport (a renewal is further bounded by RenewDeadline), and it
+	// is the transaction timeout to give the transport
+	// (fencing.Config.TxnTimeout): a lease write left open by a crashed
+	// holder holds back read_committed readers of its partition, for
+	// every role in it, until the coordinator aborts it after this long.
+	// Default LeaseDuration/2 (5s).
+	TransactionTimeout time.Duration
+
+	// KeepOnExit, when true, makes a Member whose context ends leave
+	// without writing anything: its lease runs out at its deadline and
+	// its registration stays (a restart under the same member id keeps
+	// its rank). Default false: a leaving member resigns each role it
+	// holds and deregisters, so a rolling restart hands roles over at
+	// once.
+	KeepOnExit bool
+}
+
+// WithDefaults returns s with every zero duration set to its default.
+func (s Settings) WithDefaults() Settings {
+	if s.LeaseDuration == 0 {
+		s.LeaseDuration = DefaultLeaseDuration
+	}
+	if s.RenewInterval == 0 {
+		s.RenewInterval = s.LeaseDuration / 5
+	}
+	if s.RenewDeadline == 0 {
+		s.RenewDeadline = s.LeaseDuration * 4 / 5
+	}
+	if s.RetryBackoff == 0 {
+		s.RetryBackoff = s.RenewInterval / 8
+	}
+	if s.Stagger == 0 {
+		s.Stagger = s.LeaseDuration / 10
+	}
+	if s.TransactionTimeout == 0 {
+		s.TransactionTimeout = s.LeaseDuration / 2
+	}
+	return s
+}
+
+// Validate reports the first impossible setting or combination as a
+// [*SettingsError] naming the values involved. It checks s as given; call
+// it on s.WithDefaults() to check what a Member would run with. It
+// requires:
+//
+//	2ms <= LeaseDuration
+//	0 < RetryBackoff <= RenewInterval < RenewDeadline <= LeaseDuration
+//	0 < Stagger
+//	0 < TransactionTimeout < LeaseDuration - RenewInterval
+//
+// The last bound keeps a transaction left open by a crashed writer from
+// hiding a healthy holder's renewals long enough for its lease to look
+// expired: the lease the readers last saw has at least
+// LeaseDuration-RenewInterval left when they are held back.
+func (s Settings) Validate() error {
+	pos := []struct {
+		name string
+		v    time.Duration
+	}{
+		{"lease duration", s.LeaseDuration},
+		{"renew interval", s.RenewInterval},
+		{"renew deadline", s.RenewDeadline},
+		{"retry backoff", s.RetryBackoff},
+		{"stagger", s.Stagger},
+		{"transaction timeout", s.TransactionTimeout},
+	}
+	for _, p := range pos {
+		if p.v <= 0 {
+			return &SettingsError{Field: p.name, Value: p.v, Rule: "must be positive"}
+		}
+	}
+	if s.LeaseDuration < 2*time.Millisecond {
+		return &SettingsError{Field: "lease duration", Value: s.LeaseDuration, Rule: "must be at least 2ms (leases are in milliseconds, and one of 1ms reads as a release)"}
+	}
+	if s.RenewInterval >= s.LeaseDuration {
+		return &SettingsError{Field: "renew interval", Value: s.RenewInterval, Rule: "must be shorter than", Other: "lease duration", OtherValue: s.LeaseDuration}
+	}
+	if s.RenewInterval >= s.RenewDeadline {
+		return &SettingsError{Field: "renew interval", Value: s.RenewInterval, Rule: "must be shorter than", Other: "renew deadline", OtherValue: s.RenewDeadline}
+	}
+	if s.RenewDeadline > s.LeaseDuration {
+		return &SettingsError{Field: "renew deadline", Value: s.RenewDeadline, Rule: "must not be longer than", Other: "lease duration", OtherValue: s.LeaseDuration}
+	}
+	if s.RetryBackoff > s.RenewInterval {
+		return &SettingsError{Field: "retry backoff", Value: s.RetryBackoff, Rule: "must not be longer than", Other: "renew interval", OtherValue: s.RenewInterval}
+	}
+	if lim := s.LeaseDuration - s.RenewInterval; s.TransactionTimeout >= lim {
+		return &SettingsError{Field: "transaction timeout", Value: s.TransactionTimeout, Rule: "must be shorter than", Other: "lease duration - renew interval", OtherValue: lim}
+	}
+	return nil
+}
+
+// backoff returns the wait after the n-th consecutive failure (n >= 1).
+func (s Settings) backoff(n int) time.Duration {
+	d := s.RetryBackoff
+	for i := 1; i < n && d < s.RenewInterval; i++ {
+		d *= 2
+	}
+	return min(d, s.RenewInterval)
+}
+
+// SettingsError is the error [Settings.Validate] returns. It matches
+// [ErrInvalidSettings] with errors.Is.
+type SettingsError struct {
+	Field      string
+	Value      time.Duration
+	Rule       string
+	Other      string        // the other setting of a cross-field rule; "" for a rule on Field alone
+	OtherValue time.Duration // its value
+}
+
+func (e *SettingsError) Error() string {
+	if e.Other == "" {
+		return fmt.Sprintf("processor settings: %s %v %s", e.Field, e.Value, e.Rule)
+	}
+	return fmt.Sprintf("processor settings: %s %v %s %s %v", e.Field, e.Value, e.Rule, e.Other, e.OtherValue)
+}
+
+// Is reports whether target is ErrInvalidSettings.
+func (e *SettingsError) Is(target error) bool { return target == ErrInvalidSettings }

@@ -1,0 +1,99 @@
+package processor
+
+import (
+	"context"
+	"reflect"
+	"time"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/view"
+)
+
+// Source is where a [Member] reads the state of a role: the goka view in
+// production (*view.View has both methods), a [TransportSource] without
+// one, a fake in tests. Implementations are safe for concurrent use.
+type Source interface {
+	// Role returns the state of role, blocking until the source has caught
+	// up with the role topic (or ctx ends, returning an error wrapping
+	// ctx.Err()). A Member calls it when it starts and whenever it has no
+	// updates to rely on.
+	Role(ctx context.Context, role codec.Role) (view.RoleState, error)
+
+	// Follow returns a channel of role's state, sent whenever it changes.
+	// Updates may be coalesced (a reader that falls behind gets the latest
+	// state) but the last one sent is current. The channel closes after
+	// ctx ends; the goroutine that feeds it, if any, has stopped by then.
+	// A nil channel means the source sends no updates, and the Member
+	// polls Role every RenewInterval instead.
+	Follow(ctx context.Context, role codec.Role) <-chan view.RoleState
+}
+
+// TransportSource is a [Source] that reads the role's partition through a
+// fencing.Transport (ReadRoleRecords, folded with view.Fold) every Poll.
+// It needs no view, at the price of a full read of the partition per poll
+// and of learning about a release up to Poll late; it suits tests, tools
+// and a handful of members.
+type TransportSource struct {
+	Transport fencing.Transport
+	// Poll is the interval between reads for Follow. Default 1s.
+	Poll time.Duration
+	// Clock drives the polling. Default the system clock.
+	Clock Clock
+}
+
+// Role reads the role's records and folds them.
+func (s *TransportSource) Role(ctx context.Context, role codec.Role) (view.RoleState, error) {
+	recs, err := s.Transport.ReadRoleRecords(ctx, role)
+	if err != nil {
+		return view.RoleState{}, err
+	}
+	return view.Fold(role, recs), nil
+}
+
+// Follow polls Role every Poll and sends the state when it differs from
+// the last one sent. Read errors are skipped (the next poll tries again).
+// The channel closes when ctx ends.
+func (s *TransportSource) Follow(ctx context.Context, role codec.Role) <-chan view.RoleState {
+	clk, poll := s.Clock, s.Poll
+	if clk == nil {
+		clk = SystemClock()
+	}
+	if poll <= 0 {
+		poll = time.Second
+	}
+	out := make(chan view.RoleState, 1)
+	go func() {
+		defer close(out)
+		var last *view.RoleState
+		for {
+			if st, err := s.Role(ctx, role); err == nil && (last == nil || !reflect.DeepEqual(*last, st)) {
+				last = &st
+				offer(out, st.Clone())
+			}
+			t := clk.NewTimer(poll)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C():
+			}
+		}
+	}()
+	return out
+}
+
+// offer sends st on ch (capacity 1) without blocking, replacing a state the
+// reader has not taken yet. Only one goroutine may send on ch.
+func offer(ch chan view.RoleState, st view.RoleState) {
+	select {
+	case ch <- st:
+		return
+	default:
+	}
+	select {
+	case <-ch:
+	default:
+	}
+	ch <- st
+}
