@@ -269,3 +269,20 @@ func TestReleaseLease(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, l.Released(), "a 2 ms lease is not a release")
 }
+
+func BenchmarkDecodeRecord(b *testing.B) {
+	v := []byte(`{"v":1,"kind":"registration","member":"node-1","registered_at":1700000000000}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeRecord(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestNewerVersionOfAnotherShape(t *testing.T) {
+	var uv *UnknownVersionError
+	_, err := DecodeRecord([]byte(`{"v":3,"member":{"id":7},"kind":["x"]}`))
+	require.True(t, errors.As(err, &uv), "a future shape is an unknown version, not garbage: %v", err)
+	assert.Equal(t, 3, uv.Version)
+}

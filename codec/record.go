@@ -1,7 +1,6 @@
 package codec
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -229,25 +228,27 @@ func DecodeRecord(b []byte) (Record, error) {
 	if len(b) == 0 {
 		return Record{}, nil
 	}
-	var head struct {
-		V *int `json:"v"`
-	}
-	if err := json.Unmarshal(b, &head); err != nil {
+	// One pass in the common case. A record of a newer version may not fit
+	// this version's shape, so a failed parse looks at the version alone
+	// before it calls the bytes malformed.
+	var w wire
+	w.V = -1
+	if err := json.Unmarshal(b, &w); err != nil {
+		var head struct {
+			V int `json:"v"`
+		}
+		if json.Unmarshal(b, &head) == nil && head.V > Version {
+			return Record{}, &UnknownVersionError{Version: head.V}
+		}
 		return Record{}, fmt.Errorf("%w: value is not a krole record: %w", ErrMalformed, err)
 	}
-	if head.V == nil {
+	switch {
+	case w.V == -1:
 		return Record{}, fmt.Errorf("%w: value has no format version", ErrMalformed)
-	}
-	if *head.V > Version {
-		return Record{}, &UnknownVersionError{Version: *head.V}
-	}
-	if *head.V < 1 {
-		return Record{}, fmt.Errorf("%w: format version %d", ErrMalformed, *head.V)
-	}
-	var w wire
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&w); err != nil {
-		return Record{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+	case w.V > Version:
+		return Record{}, &UnknownVersionError{Version: w.V}
+	case w.V < 1:
+		return Record{}, fmt.Errorf("%w: format version %d", ErrMalformed, w.V)
 	}
 	if err := w.Member.Validate(); err != nil {
 		return Record{}, fmt.Errorf("%w: %w", ErrMalformed, err)
