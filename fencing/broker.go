@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -478,7 +479,18 @@ func (t *BrokerTransport) produce(ctx context.Context, inflight *sync.WaitGroup,
 
 // newBatch builds a record batch of one record. A nil value is a tombstone.
 func newBatch(producerID int64, epoch int16, sequence int32, transactional bool, key, value []byte) *sarama.RecordBatch {
+	return newRecordBatch(producerID, epoch, sequence, transactional, []*sarama.Record{{Key: key, Value: value}})
+}
+
+// newRecordBatch builds a record batch of recs (at least one), setting
+// each record's offset delta. The batch's sequence numbers run from
+// sequence to sequence + len(recs) - 1 (wrapping as Kafka's do).
+func newRecordBatch(producerID int64, epoch int16, sequence int32, transactional bool, recs []*sarama.Record) *sarama.RecordBatch {
 	now := time.Now()
+	for i, r := range recs {
+		r.OffsetDelta = int64(i)
+		r.TimestampDelta = 0
+	}
 	return &sarama.RecordBatch{
 		Version:         2,
 		FirstTimestamp:  now,
@@ -487,9 +499,18 @@ func newBatch(producerID int64, epoch int16, sequence int32, transactional bool,
 		ProducerEpoch:   epoch,
 		FirstSequence:   sequence,
 		IsTransactional: transactional,
-		LastOffsetDelta: 0,
-		Records:         []*sarama.Record{{Key: key, Value: value}},
+		LastOffsetDelta: int32(len(recs) - 1),
+		Records:         recs,
 	}
+}
+
+// incrementSequence returns sequence + n with Kafka's wrap-around: after
+// math.MaxInt32 the sequence starts again at 0.
+func incrementSequence(sequence int32, n int) int32 {
+	if int64(sequence)+int64(n) > math.MaxInt32 {
+		return int32(int64(sequence) + int64(n) - math.MaxInt32 - 1)
+	}
+	return sequence + int32(n)
 }
 
 // kerrError makes a broker error code an error, naming the codes sarama's

@@ -53,8 +53,8 @@
 //   - Non-transactional writes are not fenced. Register and Deregister are
 //     plain appends that anyone may make; so is any write a deposed holder
 //     makes outside a transaction of its token (with a plain producer, to
-//     any topic). Only writes through WriteLease or
-//     [BrokerTransport.Transact] carry the token.
+//     any topic). Only writes through WriteLease, [BrokerTransport.Transact]
+//     or a [Writer] carry the token.
 //   - Readers must read with read_committed isolation: a read_uncommitted
 //     reader (goka's default, sarama's default) sees aborted writes of a
 //     fenced holder.
@@ -72,6 +72,15 @@
 //     ([codec.Token.Newer]); across a producer-id change (epoch exhaustion,
 //     or the transactional id expiring after transactional.id.expiration.ms
 //     without use) only the broker can tell which is current.
+//
+// # Application writes
+//
+// A holder writes its own records under its token with a [Writer]
+// ([BrokerTransport.Writer]): to any topic, in transactions of the role's
+// transactional id, so the fence covers them as it covers leases, and a
+// consumer group's offsets can commit in the same transaction
+// ([Txn.CommitOffsets]) for exactly-once processing (see package
+// processor/stream).
 //
 // # Context
 //

@@ -144,51 +144,100 @@ func (tx *Txn) Produce(topic string, partition int32, key, value []byte) (int64,
 }
 
 func (tx *Txn) produce(topic string, partition int32, key, value []byte) (int64, error) {
-	t, h := tx.t, tx.h
 	tp := topicPartition{topic, partition}
-	if !tx.added[tp] {
-		tx.started = true
-		kerr, err := t.atTxnCoordinator(tx.ctx, &h.inflight, h.txnID, func(b *sarama.Broker) (sarama.KError, error) {
-			r, err := b.AddPartitionsToTxn(&sarama.AddPartitionsToTxnRequest{
-				Version:         versionAddPartitions,
-				TransactionalID: h.txnID,
-				ProducerID:      h.token.ProducerID,
-				ProducerEpoch:   h.token.Epoch,
-				TopicPartitions: map[string][]int32{topic: {partition}},
-			})
-			if err != nil {
-				return 0, err
-			}
-			for _, pe := range r.Errors[topic] {
-				if pe.Partition == partition {
+	if err := tx.addPartitions([]topicPartition{tp}); err != nil {
+		return -1, err
+	}
+	return tx.produceRecords(tp, []*sarama.Record{{Key: key, Value: value}})
+}
+
+// addPartitions adds to the transaction, in one AddPartitionsToTxn, those
+// of tps it does not hold yet.
+func (tx *Txn) addPartitions(tps []topicPartition) error {
+	t, h := tx.t, tx.h
+	want := map[string][]int32{}
+	n := 0
+	for _, tp := range tps {
+		if !tx.added[tp] && !slices.Contains(want[tp.topic], tp.partition) {
+			want[tp.topic] = append(want[tp.topic], tp.partition)
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	tx.started = true
+	kerr, err := t.atTxnCoordinator(tx.ctx, &h.inflight, h.txnID, func(b *sarama.Broker) (sarama.KError, error) {
+		r, err := b.AddPartitionsToTxn(&sarama.AddPartitionsToTxnRequest{
+			Version:         versionAddPartitions,
+			TransactionalID: h.txnID,
+			ProducerID:      h.token.ProducerID,
+			ProducerEpoch:   h.token.Epoch,
+			TopicPartitions: want,
+		})
+		if err != nil {
+			return 0, err
+		}
+		// One partition's failure fails the request; the others are
+		// answered OPERATION_NOT_ATTEMPTED. Report the cause, a fence
+		// first.
+		answer := sarama.ErrNoError
+		for topic, ps := range want {
+			for _, p := range ps {
+				var pe *sarama.PartitionError
+				for _, e := range r.Errors[topic] {
+					if e.Partition == p {
+						pe = e
+						break
+					}
+				}
+				switch {
+				case pe == nil:
+					return 0, permanent(fmt.Errorf("AddPartitionsToTxn answered without %s/%d", topic, p))
+				case fenceCode(pe.Err):
 					return pe.Err, nil
+				case pe.Err == sarama.ErrNoError:
+				case answer == sarama.ErrNoError || answer == sarama.ErrOperationNotAttempted:
+					answer = pe.Err
 				}
 			}
-			return 0, permanent(fmt.Errorf("AddPartitionsToTxn answered without %s/%d", topic, partition))
-		})
-		if err := tx.fail("AddPartitionsToTxn", kerr, err); err != nil {
-			return -1, err
 		}
-		tx.added[tp] = true
+		return answer, nil
+	})
+	if err := tx.fail("AddPartitionsToTxn", kerr, err); err != nil {
+		return err
 	}
+	for topic, ps := range want {
+		for _, p := range ps {
+			tx.added[topicPartition{topic, p}] = true
+		}
+	}
+	return nil
+}
 
+// produceRecords appends recs, in one record batch, to tp, which the
+// transaction holds already, and returns the offset of the first (-1 when
+// the broker reports the batch a duplicate of one it appended before).
+func (tx *Txn) produceRecords(tp topicPartition, recs []*sarama.Record) (int64, error) {
+	t, h := tx.t, tx.h
 	cands := h.next[tp]
 	if len(cands) == 0 {
 		cands = []int32{0}
 	}
 	for i := len(cands) - 1; i >= 0; i-- {
 		seq := cands[i]
-		batch := newBatch(h.token.ProducerID, h.token.Epoch, seq, true, key, value)
-		off, kerr, err := t.produce(tx.ctx, &h.inflight, &h.txnID, topic, partition, batch)
+		batch := newRecordBatch(h.token.ProducerID, h.token.Epoch, seq, true, recs)
+		off, kerr, err := t.produce(tx.ctx, &h.inflight, &h.txnID, tp.topic, tp.partition, batch)
+		after := incrementSequence(seq, len(recs))
 		switch {
 		case err != nil:
-			// No definite answer: the broker expects seq or seq+1 next.
-			h.next[tp] = append(slices.Clone(cands[:i+1]), seq+1)
+			// No definite answer: the broker expects seq or after next.
+			h.next[tp] = append(slices.Clone(cands[:i+1]), after)
 			return -1, tx.fail("Produce", 0, err)
 		case kerr == sarama.ErrOutOfOrderSequenceNumber && i > 0:
 			continue // seq was not the broker's expectation; nothing appended
 		case kerr == sarama.ErrNoError:
-			h.next[tp] = []int32{seq + 1}
+			h.next[tp] = []int32{after}
 			return off, nil
 		default:
 			h.next[tp] = slices.Clone(cands[:i+1])

@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -373,6 +374,14 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 		r.m.met.renewed(r.role, took, "fenced")
 		r.m.met.fenced(r.role)
 		r.revoke(r.m.clk.Now(), ReasonFenced, err, "the renewal was fenced")
+		return
+	case errors.Is(err, fencing.ErrNotHeld):
+		// The transport forgot the token: another write under it (a
+		// fenced writer's, a stream's) was fenced first. The role is lost
+		// just the same.
+		r.m.met.renewed(r.role, took, "fenced")
+		r.m.met.fenced(r.role)
+		r.revoke(r.m.clk.Now(), ReasonFenced, err, "the token was fenced through another write")
 		return
 	case err != nil:
 		r.m.met.renewed(r.role, took, "error")

@@ -1,0 +1,304 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/testcluster"
+)
+
+// env is one test's cluster.
+type env struct {
+	t     *testing.T
+	c     *testcluster.Cluster
+	nodes int
+}
+
+// onEachCluster runs fn on a one-broker cluster and on a three-broker one
+// (where partition leaders and coordinators spread over the brokers).
+func onEachCluster(t *testing.T, fn func(t *testing.T, e *env)) {
+	t.Helper()
+	for _, nodes := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d brokers", nodes), func(t *testing.T) {
+			if nodes > 1 && testcluster.External() {
+				t.Skip("KROLE_BROKERS names an outside cluster; the one-broker run covers it")
+			}
+			fn(t, newEnv(t, nodes))
+		})
+	}
+}
+
+func newEnv(t *testing.T, nodes int) *env {
+	t.Helper()
+	return &env{t: t, c: testcluster.Start(t, testcluster.Options{Nodes: nodes, Partitions: 3}), nodes: nodes}
+}
+
+func (e *env) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	e.t.Cleanup(cancel)
+	return ctx
+}
+
+// transport connects a new BrokerTransport, closed when the test ends.
+func (e *env) transport() *fencing.BrokerTransport {
+	e.t.Helper()
+	tr, err := fencing.NewBrokerTransport(e.c.Config)
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { assert.NoError(e.t, tr.Close()) })
+	return tr
+}
+
+var seq atomic.Int64
+
+// name returns a fresh name under the test's prefix.
+func (e *env) name(what string) string {
+	return fmt.Sprintf("%s%s-%d", e.c.Config.TxnPrefix, what, seq.Add(1))
+}
+
+func (e *env) sarama() *sarama.Config {
+	e.t.Helper()
+	sc, err := e.c.Config.Sarama()
+	require.NoError(e.t, err)
+	return sc
+}
+
+// topic creates an application topic (cleanup.policy=delete).
+func (e *env) topic(what string, partitions int32) string {
+	e.t.Helper()
+	name := e.name(what)
+	admin, err := sarama.NewClusterAdmin(e.c.Config.Brokers, e.sarama())
+	require.NoError(e.t, err)
+	defer admin.Close()
+	del := "delete"
+	require.NoError(e.t, admin.CreateTopic(name, &sarama.TopicDetail{
+		NumPartitions: partitions, ReplicationFactor: 1,
+		ConfigEntries: map[string]*string{"cleanup.policy": &del},
+	}, false))
+	require.Eventually(e.t, func() bool {
+		md, err := admin.DescribeTopics([]string{name})
+		return err == nil && len(md) == 1 && md[0].Err == sarama.ErrNoError && len(md[0].Partitions) == int(partitions)
+	}, 10*time.Second, 20*time.Millisecond, "topic %s not visible", name)
+	return name
+}
+
+// inputKeys is the number of distinct keys of the input records.
+const inputKeys = 37
+
+// produce appends input records numbered from to to-1 (value the number,
+// key "key-<number mod inputKeys>", partitioned by key) and returns the
+// end offset of every partition of topic afterwards.
+func (e *env) produce(topic string, from, to int) map[int32]int64 {
+	e.t.Helper()
+	sc := e.sarama()
+	sc.Producer.Partitioner = sarama.NewHashPartitioner
+	client, err := sarama.NewClient(e.c.Config.Brokers, sc)
+	require.NoError(e.t, err)
+	defer client.Close()
+	prod, err := sarama.NewSyncProducerFromClient(client)
+	require.NoError(e.t, err)
+	defer prod.Close()
+	var msgs []*sarama.ProducerMessage
+	for n := from; n < to; n++ {
+		msgs = append(msgs, &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(fmt.Sprintf("key-%d", n%inputKeys)), Value: sarama.StringEncoder(strconv.Itoa(n))})
+	}
+	require.NoError(e.t, prod.SendMessages(msgs))
+	ps, err := client.Partitions(topic)
+	require.NoError(e.t, err)
+	end := map[int32]int64{}
+	for _, p := range ps {
+		off, err := client.GetOffset(topic, p, sarama.OffsetNewest)
+		require.NoError(e.t, err)
+		end[p] = off
+	}
+	return end
+}
+
+// read returns every record of topic with the given isolation. It appends
+// a plain marker record to each partition and reads up to it: a
+// read_committed reader gets past the marker only once every transaction
+// begun before it has ended, so the read sees each of them decided.
+func (e *env) read(topic string, isolation sarama.IsolationLevel) []*sarama.ConsumerMessage {
+	e.t.Helper()
+	sc := e.sarama()
+	sc.Consumer.IsolationLevel = isolation
+	sc.Consumer.MaxWaitTime = 10 * time.Millisecond // closing a partition consumer waits for its fetch
+	client, err := sarama.NewClient(e.c.Config.Brokers, sc)
+	require.NoError(e.t, err)
+	defer client.Close()
+	ps, err := client.Partitions(topic)
+	require.NoError(e.t, err)
+	prod, err := sarama.NewSyncProducerFromClient(client)
+	require.NoError(e.t, err)
+	defer prod.Close()
+	marker := fmt.Sprintf("end-of-read-%d", seq.Add(1))
+	cons, err := sarama.NewConsumerFromClient(client)
+	require.NoError(e.t, err)
+	defer cons.Close()
+	var out []*sarama.ConsumerMessage
+	for _, p := range ps {
+		_, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: topic, Partition: p, Key: sarama.StringEncoder(marker)})
+		require.NoError(e.t, err)
+		pc, err := cons.ConsumePartition(topic, p, sarama.OffsetOldest)
+		require.NoError(e.t, err)
+		timeout := time.After(30 * time.Second)
+	read:
+		for {
+			select {
+			case m := <-pc.Messages():
+				switch {
+				case string(m.Key) == marker:
+					break read
+				case strings.HasPrefix(string(m.Key), "end-of-read-"):
+				default:
+					out = append(out, m)
+				}
+			case err := <-pc.Errors():
+				e.t.Fatalf("reading %s/%d: %v", topic, p, err)
+			case <-timeout:
+				e.t.Fatalf("reading %s/%d: the marker did not show", topic, p)
+			}
+		}
+		require.NoError(e.t, pc.Close())
+	}
+	return out
+}
+
+// committedOffsets returns the group's committed offsets on topic.
+func (e *env) committedOffsets(group, topic string) map[int32]int64 {
+	e.t.Helper()
+	admin, err := sarama.NewClusterAdmin(e.c.Config.Brokers, e.sarama())
+	require.NoError(e.t, err)
+	defer admin.Close()
+	res, err := admin.ListConsumerGroupOffsets(group, nil)
+	out := map[int32]int64{}
+	if errors.Is(err, sarama.ErrGroupIDNotFound) {
+		return out // no offset committed yet (kfake's answer; Kafka answers none)
+	}
+	require.NoError(e.t, err)
+	for p, blk := range res.Blocks[topic] {
+		require.Equal(e.t, sarama.ErrNoError, blk.Err)
+		if blk.Offset >= 0 {
+			out[p] = blk.Offset
+		}
+	}
+	return out
+}
+
+// output is one record of the output topic: the input number it carries
+// and the holder that wrote it.
+type output struct {
+	n, holder int
+	key       string
+	partition int32
+	offset    int64
+}
+
+// outputs decodes the records the test transforms write ("<n>|<holder>").
+func outputs(t *testing.T, ms []*sarama.ConsumerMessage) []output {
+	t.Helper()
+	out := make([]output, 0, len(ms))
+	for _, m := range ms {
+		parts := strings.SplitN(string(m.Value), "|", 2)
+		require.Len(t, parts, 2, "output %q", m.Value)
+		n, err := strconv.Atoi(parts[0])
+		require.NoError(t, err)
+		h, err := strconv.Atoi(parts[1])
+		require.NoError(t, err)
+		out = append(out, output{n: n, holder: h, key: string(m.Key), partition: m.Partition, offset: m.Offset})
+	}
+	return out
+}
+
+// requireExactlyOnce asserts that outs hold every number in [0, n) exactly
+// once, and that the numbers of each key appear in increasing order
+// (records of a key are consumed in order and written to one partition).
+func requireExactlyOnce(t *testing.T, outs []output, n int) {
+	t.Helper()
+	count := make([]int, n)
+	var dups, gaps []int
+	for _, o := range outs {
+		require.True(t, o.n >= 0 && o.n < n, "output %d out of range", o.n)
+		count[o.n]++
+	}
+	for i, c := range count {
+		switch {
+		case c == 0:
+			gaps = append(gaps, i)
+		case c > 1:
+			dups = append(dups, i)
+		}
+	}
+	require.Empty(t, dups, "numbers written more than once")
+	require.Empty(t, gaps, "numbers never written")
+	require.Len(t, outs, n)
+
+	last := map[string]output{}
+	for _, o := range outs { // outs come partition by partition, in offset order
+		if prev, ok := last[o.key]; ok {
+			require.Equal(t, prev.partition, o.partition, "key %s in two partitions", o.key)
+			require.Less(t, prev.n, o.n, "key %s: %d written after %d", o.key, o.n, prev.n)
+		}
+		last[o.key] = o
+	}
+}
+
+// transformFor returns a Transform that writes "<n>|<holder>" with the
+// input's key to the default output, partitioned by key, and counts its
+// calls.
+func transformFor(holder int, calls *atomic.Int64) func(Message) ([]fencing.Message, error) {
+	return func(in Message) ([]fencing.Message, error) {
+		calls.Add(1)
+		return []fencing.Message{{Partition: fencing.PartitionByKey, Key: in.Key, Value: []byte(fmt.Sprintf("%s|%d", in.Value, holder))}}, nil
+	}
+}
+
+// done reports whether progress has reached end on every partition.
+func done(progress, end map[int32]int64) bool {
+	for p, off := range end {
+		if off > 0 && progress[p] < off {
+			return false
+		}
+	}
+	return true
+}
+
+// runToEnd runs Run with cfg until the group's committed offsets reach
+// end, then cancels it, and returns what Run returned. cfg.OnCommit, when
+// set, is called first. It fails the test when the test's own ctx ended
+// first (Run would then return nil without having finished).
+func (e *env) runToEnd(ctx context.Context, cfg Config, role codec.Role, tok codec.Token, end map[int32]int64) error {
+	e.t.Helper()
+	progress := e.committedOffsets(cfg.Group, cfg.Input)
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if done(progress, end) {
+		e.t.Fatalf("nothing to do: the group is at %v already", progress)
+	}
+	onCommit := cfg.OnCommit
+	cfg.OnCommit = func(cm Commit) {
+		if onCommit != nil {
+			onCommit(cm)
+		}
+		for p, off := range cm.Offsets {
+			progress[p] = off
+		}
+		if done(progress, end) {
+			cancel()
+		}
+	}
+	err := Run(rctx, cfg, role, tok)
+	require.NoError(e.t, ctx.Err(), "the test's time ran out before the run reached the end of the input")
+	return err
+}
