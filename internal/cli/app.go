@@ -40,8 +40,11 @@ func commands() []*ucli.Command {
 		initCommand(),
 		registerCommand(),
 		resignCommand(),
+		runCommand(),
 		describeCommand(),
 		recordsCommand(),
+		tableCommand(),
+		serveCommand(),
 		versionCommand(),
 	}
 }

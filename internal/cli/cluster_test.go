@@ -14,7 +14,6 @@ import (
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/testcluster"
-	"github.com/krabka/krole/processor"
 )
 
 // record is one element of `krole records -o json`, decoded loosely so that
@@ -127,7 +126,7 @@ func TestDescribe(t *testing.T) {
 	lease, err := codec.NewLease("node-1", tok, now, now+30_000)
 	require.NoError(t, err)
 	require.NoError(t, ft.WriteLease(ctx, "controller", tok, lease))
-	require.NoError(t, ft.WriteLease(ctx, "controller", tok, processor.ReleaseLease("node-1", tok)))
+	require.NoError(t, ft.WriteLease(ctx, "controller", tok, codec.ReleaseLease("node-1", tok)))
 	recs := records(t, c, "controller")
 	require.Len(t, recs, 2)
 	tokJSON := map[string]any{"producer_id": float64(tok.ProducerID), "epoch": float64(tok.Epoch)}

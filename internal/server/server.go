@@ -1,22 +1,35 @@
 // Package server is krole's HTTP lookup API over a view: read-only JSON
-// answers from the view's local table, and a server-sent-events stream of
-// its changes. Like the view, it reports what the table believes, not the
-// broker's fence.
+// answers from the view's local table, server-sent-event streams of its
+// changes, Prometheus metrics and a small live HTML page. Like the view, it
+// reports what the table believes, not the broker's fence.
 //
 // Routes (all GET):
 //
-//	/healthz                      200 once the view has caught up, else 503
-//	/v1/roles                     {"roles": [...]}, sorted
-//	/v1/roles/{role}              the role's state; 404 when the table does not know it
-//	/v1/roles/{role}/holder       {"role", "held", "lease", "at"}; ?at=<unix ms> (default now)
-//	/v1/roles/{role}/candidates   {"role", "candidates": [...]}, in rank order
-//	/v1/snapshot                  {"roles": [...]}: every role at one instant
-//	/v1/stats                     the view's counters
-//	/v1/watch?role=a&role=b       text/event-stream of changes ("event: change"); no role: all
+//	/                        an HTML page of the table, updated live (no external assets)
+//	/healthz                 200 {"caught_up":true} once the view has caught up, else 503
+//	/metrics                 Prometheus text format, every name prefixed krole_
+//	/v1/roles                [Row, ...]: every role the table knows, sorted (as `krole table -o json`)
+//	/v1/roles/{role}         Row; 404 {"error": ...} when the table does not know the role
+//	/v1/roles/{role}/watch   text/event-stream of the role's rows: the current one, then one per change
+//	/v1/watch?role=a&role=b  text/event-stream of the rows of the roles named (no role: every role)
+//	/v1/stats                the view's counters as JSON
+//
+// A [Row] is {"role", "holder", "candidates"}; see [NewRow]. Its "expired"
+// is judged when the answer is made, with the server's clock.
 //
 // A lookup made before the view has caught up waits up to Options.Wait and
 // then answers 503 with Retry-After; so does every lookup once the view has
 // stopped. Errors are JSON: {"error": "..."}.
+//
+// An event stream sends "data: <Row>" events: first the current row of
+// each role it follows (sorted by role; a role the table does not know
+// gives a row with holder null and no candidates), then one per change of
+// the table, and one when a lease shown as live runs out (see [Follow]).
+// Before the view has caught up it sends only heartbeats (": ping"
+// comments, every Options.Heartbeat). It ends when the client goes away,
+// the server shuts down (the request's context ends) or the view stops;
+// EventSource clients reconnect on their own and get the current rows
+// again.
 package server
 
 import (
@@ -27,7 +40,11 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/view"
@@ -35,43 +52,65 @@ import (
 
 // Table is what the server reads: *view.View implements it.
 type Table interface {
-	Lookup(ctx context.Context, role codec.Role) (view.RoleState, bool, error)
-	Holder(ctx context.Context, role codec.Role, now time.Time) (codec.Lease, bool, error)
-	Candidates(ctx context.Context, role codec.Role) ([]view.Candidate, error)
-	Roles(ctx context.Context) ([]codec.Role, error)
-	Snapshot(ctx context.Context) ([]view.RoleState, error)
-	Watch(ctx context.Context, roles ...codec.Role) <-chan view.Change
+	Lookuper
 	CaughtUp() bool
 	Stats() view.Stats
 }
 
 var _ Table = (*view.View)(nil)
 
-// DefaultWait is the default of [Options].Wait.
-const DefaultWait = 5 * time.Second
+// Defaults of [Options].
+const (
+	DefaultWait      = 5 * time.Second
+	DefaultHeartbeat = 15 * time.Second
+)
 
 // Options configure [New].
 type Options struct {
 	// Wait bounds how long a lookup waits for the view to catch up before
 	// answering 503. Default 5s.
 	Wait time.Duration
-	// Clock gives "now" for holder lookups without ?at. Default time.Now.
+	// Heartbeat is the interval of the ": ping" comments on event streams,
+	// which keep proxies from closing an idle stream. Default 15s.
+	Heartbeat time.Duration
+	// Clock gives "now", against which leases are judged expired. Default
+	// time.Now.
 	Clock func() time.Time
+	// Registry receives the server's collectors (see metrics.go), and
+	// /metrics serves it. Default: a registry of the server's own, never
+	// the global default registry. New fails when the collectors are
+	// already registered in it.
+	Registry *prometheus.Registry
 	// Logger receives request errors at debug level. Default: discarded.
 	Logger *slog.Logger
 }
 
 type server struct {
-	t    Table
-	opts Options
+	t       Table
+	opts    Options
+	lookups *prometheus.CounterVec
+}
+
+// The API routes counted in krole_lookups_total, by pattern.
+var apiRoutes = []string{
+	"/v1/roles",
+	"/v1/roles/{role}",
+	"/v1/roles/{role}/watch",
+	"/v1/watch",
+	"/v1/stats",
 }
 
 // New returns the HTTP handler of the lookup API over t. The handler is
-// safe for concurrent use; a watch request holds its connection until the
-// client goes away or the view stops.
-func New(t Table, opts Options) http.Handler {
+// safe for concurrent use; an event stream holds its connection until the
+// client goes away, the request's context ends or the view stops (so a
+// server that shuts down should cancel its requests' base context: see
+// http.Server.BaseContext).
+func New(t Table, opts Options) (http.Handler, error) {
 	if opts.Wait <= 0 {
 		opts.Wait = DefaultWait
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = DefaultHeartbeat
 	}
 	if opts.Clock == nil {
 		opts.Clock = time.Now
@@ -79,17 +118,49 @@ func New(t Table, opts Options) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &server{t: t, opts: opts}
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	s := &server{t: t, opts: opts, lookups: newLookups(apiRoutes)}
+	for _, c := range []prometheus.Collector{viewCollector{t}, s.lookups} {
+		if err := opts.Registry.Register(c); err != nil {
+			return nil, fmt.Errorf("server: registering metrics: %w", err)
+		}
+	}
+
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", page)
 	mux.HandleFunc("GET /healthz", s.health)
-	mux.HandleFunc("GET /v1/roles", s.roles)
-	mux.HandleFunc("GET /v1/roles/{role}", s.role)
-	mux.HandleFunc("GET /v1/roles/{role}/holder", s.holder)
-	mux.HandleFunc("GET /v1/roles/{role}/candidates", s.candidates)
-	mux.HandleFunc("GET /v1/snapshot", s.snapshot)
-	mux.HandleFunc("GET /v1/stats", s.stats)
-	mux.HandleFunc("GET /v1/watch", s.watch)
-	return mux
+	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}))
+	api := map[string]http.HandlerFunc{
+		"/v1/roles":              s.roles,
+		"/v1/roles/{role}":       s.role,
+		"/v1/roles/{role}/watch": s.watchRole,
+		"/v1/watch":              s.watch,
+		"/v1/stats":              s.stats,
+	}
+	for _, route := range apiRoutes {
+		mux.Handle("GET "+route, s.counted(route, api[route]))
+	}
+	mux.HandleFunc("/", notFound)
+	return mux, nil
+}
+
+func (s *server) counted(route string, h http.HandlerFunc) http.Handler {
+	c := s.lookups.WithLabelValues(route)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.Inc()
+		h(w, r)
+	})
+}
+
+func notFound(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeJSON(w, http.StatusMethodNotAllowed, errorBody("method %s not allowed: the API is read-only", r.Method))
+		return
+	}
+	writeJSON(w, http.StatusNotFound, errorBody("no such endpoint %s", r.URL.Path))
 }
 
 func (s *server) ctx(r *http.Request) (context.Context, context.CancelFunc) {
@@ -98,8 +169,15 @@ func (s *server) ctx(r *http.Request) (context.Context, context.CancelFunc) {
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func errorBody(format string, args ...any) map[string]string {
+	return map[string]string{"error": fmt.Sprintf(format, args...)}
 }
 
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
@@ -112,7 +190,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		code = http.StatusBadRequest
 	}
 	s.opts.Logger.Debug("lookup failed", "path", r.URL.Path, "status", code, "err", err)
-	writeJSON(w, code, map[string]string{"error": err.Error()})
+	writeJSON(w, code, errorBody("%s", err.Error()))
 }
 
 func pathRole(r *http.Request) (codec.Role, error) { return codec.NewRole(r.PathValue("role")) }
@@ -125,18 +203,22 @@ func (s *server) health(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, code, map[string]bool{"caught_up": code == http.StatusOK})
 }
 
+// nowHeader carries the server's clock (Unix ms) with GET /v1/roles, so
+// that the page counts leases down against the server's clock rather than
+// the browser's.
+const nowHeader = "X-Krole-Now"
+
 func (s *server) roles(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	rs, err := s.t.Roles(ctx)
+	var now time.Time
+	rows, err := Rows(ctx, s.t, func() time.Time { now = s.opts.Clock(); return now })
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if rs == nil {
-		rs = []codec.Role{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"roles": rs})
+	w.Header().Set(nowHeader, strconv.FormatInt(now.UnixMilli(), 10))
+	writeJSON(w, http.StatusOK, rows)
 }
 
 func (s *server) role(w http.ResponseWriter, r *http.Request) {
@@ -152,72 +234,12 @@ func (s *server) role(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.fail(w, r, err)
 	case !ok:
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("role %s has no lease and no candidate", role)})
+		writeJSON(w, http.StatusNotFound, errorBody("role %s is not in the table: it has no lease and no candidate", role))
 	default:
-		writeJSON(w, http.StatusOK, st)
+		now := s.opts.Clock()
+		w.Header().Set(nowHeader, strconv.FormatInt(now.UnixMilli(), 10))
+		writeJSON(w, http.StatusOK, NewRow(st, now))
 	}
-}
-
-func (s *server) holder(w http.ResponseWriter, r *http.Request) {
-	role, err := pathRole(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	at := s.opts.Clock()
-	if q := r.URL.Query().Get("at"); q != "" {
-		ms, err := strconv.ParseInt(q, 10, 64)
-		if err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "at must be Unix milliseconds"})
-			return
-		}
-		at = time.UnixMilli(ms)
-	}
-	ctx, cancel := s.ctx(r)
-	defer cancel()
-	l, held, err := s.t.Holder(ctx, role, at)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	var lease *codec.Lease
-	if l != (codec.Lease{}) {
-		lease = &l
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"role": role, "held": held, "lease": lease, "at": at.UnixMilli()})
-}
-
-func (s *server) candidates(w http.ResponseWriter, r *http.Request) {
-	role, err := pathRole(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	ctx, cancel := s.ctx(r)
-	defer cancel()
-	cs, err := s.t.Candidates(ctx, role)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if cs == nil {
-		cs = []view.Candidate{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"role": role, "candidates": cs})
-}
-
-func (s *server) snapshot(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := s.ctx(r)
-	defer cancel()
-	snap, err := s.t.Snapshot(ctx)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if snap == nil {
-		snap = []view.RoleState{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"roles": snap})
 }
 
 type partitionStats struct {
@@ -250,42 +272,87 @@ func (s *server) stats(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// watch streams changes as server-sent events until the client goes away
-// or the view stops. Nothing is sent before the view has caught up.
+func (s *server) watchRole(w http.ResponseWriter, r *http.Request) {
+	role, err := pathRole(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.stream(w, r, []codec.Role{role})
+}
+
 func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 	var roles []codec.Role
 	for _, q := range r.URL.Query()["role"] {
-		role, err := codec.NewRole(q)
-		if err != nil {
-			s.fail(w, r, err)
-			return
+		for _, name := range strings.Split(q, ",") {
+			role, err := codec.NewRole(name)
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			roles = append(roles, role)
 		}
-		roles = append(roles, role)
 	}
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "streaming unsupported"})
-		return
-	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	changes := s.t.Watch(ctx, roles...)
+	s.stream(w, r, roles)
+}
+
+// stream sends the rows of roles (every role when none) as server-sent
+// events, until the client goes away, the request's context ends or the
+// view stops.
+func (s *server) stream(w http.ResponseWriter, r *http.Request, roles []codec.Role) {
+	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	flusher.Flush()
-	for c := range changes {
-		b, err := json.Marshal(c)
-		if err != nil {
-			s.opts.Logger.Debug("encoding a change", "err", err)
-			continue
+	// retry: how long an EventSource waits before it reconnects.
+	if _, err := fmt.Fprint(w, "retry: 2000\n\n"); err != nil {
+		return
+	}
+	if !s.t.CaughtUp() {
+		fmt.Fprint(w, ": waiting for the view to catch up\n\n")
+	}
+	if err := rc.Flush(); err != nil {
+		s.opts.Logger.Debug("event stream: cannot flush", "err", err)
+		return
+	}
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	st := Follow(ctx, s.t, s.opts.Clock, roles...)
+	defer func() {
+		cancel()
+		for range st.C {
 		}
-		if _, err := fmt.Fprintf(w, "event: change\ndata: %s\n\n", b); err != nil {
-			cancel()
-			for range changes {
+	}()
+	beat := time.NewTicker(s.opts.Heartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case rows, ok := <-st.C:
+			if !ok {
+				if err := st.Err(); err != nil {
+					s.opts.Logger.Debug("event stream ended", "path", r.URL.Path, "err", err)
+				}
+				return
 			}
+			for _, row := range rows {
+				b, err := json.Marshal(row)
+				if err != nil {
+					s.opts.Logger.Debug("encoding a row", "err", err)
+					continue
+				}
+				if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+					return
+				}
+			}
+		case <-beat.C:
+			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
+				return
+			}
+		}
+		if err := rc.Flush(); err != nil {
 			return
 		}
-		flusher.Flush()
 	}
 }

@@ -5,13 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -19,75 +23,71 @@ import (
 	"github.com/krabka/krole/view"
 )
 
-// fakeTable answers from a fixed set of roles, or with err.
+// fakeTable answers from a set of roles, or with err. Changes sent on
+// changes are applied to the roles and handed to every watcher.
 type fakeTable struct {
-	mu      sync.Mutex
-	roles   map[codec.Role]view.RoleState
-	err     error
-	changes chan view.Change
-	watched []codec.Role
+	mu       sync.Mutex
+	roles    map[codec.Role]view.RoleState
+	err      error
+	caughtUp bool
+	watchers []*fakeWatcher
+	watched  chan []codec.Role // each Watch call's roles, when set
+}
+
+type fakeWatcher struct {
+	roles map[codec.Role]bool
+	ch    chan view.Change
+	ctx   context.Context
 }
 
 func (f *fakeTable) Lookup(_ context.Context, role codec.Role) (view.RoleState, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.err != nil {
-		return view.RoleState{}, false, f.err
+		return view.RoleState{Role: role, LeaseOffset: -1}, false, f.err
 	}
 	st, ok := f.roles[role]
 	if !ok {
 		return view.RoleState{Role: role, LeaseOffset: -1}, false, nil
 	}
-	return st, true, nil
-}
-
-func (f *fakeTable) Holder(ctx context.Context, role codec.Role, now time.Time) (codec.Lease, bool, error) {
-	st, _, err := f.Lookup(ctx, role)
-	if err != nil || st.Lease == nil {
-		return codec.Lease{}, false, err
-	}
-	l, held := st.Holder(now.UnixMilli())
-	if !held {
-		return *st.Lease, false, nil
-	}
-	return l, true, nil
-}
-
-func (f *fakeTable) Candidates(ctx context.Context, role codec.Role) ([]view.Candidate, error) {
-	st, _, err := f.Lookup(ctx, role)
-	return st.Candidates, err
-}
-
-func (f *fakeTable) Roles(context.Context) ([]codec.Role, error) {
-	if f.err != nil {
-		return nil, f.err
-	}
-	var out []codec.Role
-	for r := range f.roles {
-		out = append(out, r)
-	}
-	return out, nil
+	return st.Clone(), true, nil
 }
 
 func (f *fakeTable) Snapshot(context.Context) ([]view.RoleState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.err != nil {
 		return nil, f.err
 	}
-	var out []view.RoleState
+	out := []view.RoleState{}
 	for _, st := range f.roles {
-		out = append(out, st)
+		out = append(out, st.Clone())
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Role < out[j].Role })
 	return out, nil
 }
 
 func (f *fakeTable) Watch(ctx context.Context, roles ...codec.Role) <-chan view.Change {
+	w := &fakeWatcher{ch: make(chan view.Change, 16), ctx: ctx}
+	if len(roles) > 0 {
+		w.roles = map[codec.Role]bool{}
+		for _, r := range roles {
+			w.roles[r] = true
+		}
+	}
 	f.mu.Lock()
-	f.watched = roles
+	f.watchers = append(f.watchers, w)
+	watched := f.watched
 	f.mu.Unlock()
+	if watched != nil {
+		watched <- roles
+	}
 	out := make(chan view.Change)
 	go func() {
 		defer close(out)
 		for {
 			select {
-			case c := <-f.changes:
+			case c := <-w.ch:
 				select {
 				case out <- c:
 				case <-ctx.Done():
@@ -101,135 +101,409 @@ func (f *fakeTable) Watch(ctx context.Context, roles ...codec.Role) <-chan view.
 	return out
 }
 
-func (f *fakeTable) CaughtUp() bool { return f.err == nil }
-
-func (f *fakeTable) Stats() view.Stats {
-	return view.Stats{Applied: 3, Skipped: map[view.SkipReason]int64{view.SkipKey: 1}, Roles: len(f.roles), CaughtUp: true,
-		Partitions: []view.PartitionStats{{Partition: 0, Next: 4, HighWatermark: 5, Lag: 1, CaughtUpTo: 5}}}
-}
-
-func fixture() *fakeTable {
-	l := codec.Lease{Member: "a", Token: codec.Token{ProducerID: 9, Epoch: 2}, GrantedAt: 1000, Deadline: 2000}
-	return &fakeTable{
-		roles: map[codec.Role]view.RoleState{
-			"db": {Role: "db", Lease: &l, LeaseOffset: 4, Candidates: []view.Candidate{
-				{Member: "a", Offset: 1, Rank: 0}, {Member: "b", Offset: 3, Rank: 1}}},
-		},
-		changes: make(chan view.Change),
+// set makes st the role's state and hands the change to the watchers.
+func (f *fakeTable) set(st view.RoleState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	before := f.roles[st.Role]
+	if st.Lease == nil && len(st.Candidates) == 0 {
+		delete(f.roles, st.Role)
+	} else {
+		f.roles[st.Role] = st
+	}
+	for _, w := range f.watchers {
+		if w.ctx.Err() == nil && (w.roles == nil || w.roles[st.Role]) {
+			w.ch <- view.Change{Role: st.Role, Before: before, After: st.Clone()}
+		}
 	}
 }
 
-func get(t *testing.T, h http.Handler, path string) (*httptest.ResponseRecorder, map[string]any) {
+func (f *fakeTable) CaughtUp() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.caughtUp
+}
+
+func (f *fakeTable) Stats() view.Stats {
+	return view.Stats{Applied: 3, Skipped: map[view.SkipReason]int64{view.SkipKey: 1, view.SkipVersion: 2}, Roles: 2, CaughtUp: true,
+		Partitions: []view.PartitionStats{{Partition: 0, Next: 4, HighWatermark: 5, Lag: 1, CaughtUpTo: 5}, {Partition: 1, Next: 0, HighWatermark: 0}}}
+}
+
+var dbLease = codec.Lease{Member: "a", Token: codec.Token{ProducerID: 9, Epoch: 2}, GrantedAt: 1000, Deadline: 2000}
+
+// fixture has a role with a lease and two candidates, one with a lease and
+// no candidate, and one with a candidate and no lease.
+func fixture() *fakeTable {
+	l, l2 := dbLease, codec.Lease{Member: "x", Token: codec.Token{ProducerID: 4, Epoch: 0}, GrantedAt: 1000, Deadline: 1100}
+	return &fakeTable{
+		caughtUp: true,
+		roles: map[codec.Role]view.RoleState{
+			"db": {Role: "db", Lease: &l, LeaseOffset: 4, Candidates: []view.Candidate{
+				{Member: "a", Offset: 1, RegisteredAt: 900, Rank: 0}, {Member: "b", Offset: 3, RegisteredAt: 950, Rank: 1}}},
+			"cron":  {Role: "cron", Lease: &l2, LeaseOffset: 7},
+			"queue": {Role: "queue", LeaseOffset: -1, Candidates: []view.Candidate{{Member: "q", Offset: 2, RegisteredAt: 990}}},
+		},
+	}
+}
+
+func newHandler(t *testing.T, tb Table, opts Options) http.Handler {
+	t.Helper()
+	h, err := New(tb, opts)
+	require.NoError(t, err)
+	return h
+}
+
+func at(ms int64) func() time.Time { return func() time.Time { return time.UnixMilli(ms) } }
+
+func get(t *testing.T, h http.Handler, path string) *httptest.ResponseRecorder {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-	var body map[string]any
-	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body), rec.Body.String())
-	return rec, body
+	return rec
 }
 
-func TestLookups(t *testing.T) {
-	h := New(fixture(), Options{Clock: func() time.Time { return time.UnixMilli(1500) }})
+func TestRolesIsTheTableJSON(t *testing.T) {
+	h := newHandler(t, fixture(), Options{Clock: at(1500)})
 
-	rec, body := get(t, h, "/v1/roles")
-	assert.Equal(t, http.StatusOK, rec.Code)
-	assert.Equal(t, []any{"db"}, body["roles"])
+	rec := get(t, h, "/v1/roles")
+	require.Equal(t, http.StatusOK, rec.Code)
+	assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	assert.Equal(t, "1500", rec.Header().Get(nowHeader))
+	// The exact shape: roles sorted, a lease without candidates and
+	// candidates without a lease both present, candidates in rank order.
+	assert.JSONEq(t, `[
+	  {"role":"cron","holder":{"member":"x","token":{"producer_id":4,"epoch":0},"granted_at":1000,"deadline":1100,"expired":true},"candidates":[]},
+	  {"role":"db","holder":{"member":"a","token":{"producer_id":9,"epoch":2},"granted_at":1000,"deadline":2000,"expired":false},
+	   "candidates":[{"member":"a","offset":1,"registered_at":900,"rank":0},{"member":"b","offset":3,"registered_at":950,"rank":1}]},
+	  {"role":"queue","holder":null,"candidates":[{"member":"q","offset":2,"registered_at":990,"rank":0}]}
+	]`, rec.Body.String())
 
-	rec, body = get(t, h, "/v1/roles/db")
-	assert.Equal(t, http.StatusOK, rec.Code)
-	assert.Equal(t, "db", body["role"])
-	assert.Equal(t, float64(4), body["lease_offset"])
-	assert.Equal(t, "a", body["lease"].(map[string]any)["member"])
-	assert.Len(t, body["candidates"], 2)
+	rec = get(t, h, "/v1/roles/db")
+	require.Equal(t, http.StatusOK, rec.Code)
+	var one Row
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &one))
+	rows, err := Rows(context.Background(), fixture(), at(1500), "db")
+	require.NoError(t, err)
+	assert.Equal(t, rows, []Row{one}, "one element of the array")
+}
 
-	rec, body = get(t, h, "/v1/roles/db/holder")
-	assert.Equal(t, http.StatusOK, rec.Code)
-	assert.Equal(t, true, body["held"])
-	assert.Equal(t, float64(1500), body["at"])
-	rec, body = get(t, h, "/v1/roles/db/holder?at=2000")
-	assert.Equal(t, http.StatusOK, rec.Code)
-	assert.Equal(t, false, body["held"], "expired at its deadline")
-	assert.NotNil(t, body["lease"])
+func TestExpiredIsJudgedAtRequestTime(t *testing.T) {
+	clock := int64(1999)
+	h := newHandler(t, fixture(), Options{Clock: func() time.Time { return time.UnixMilli(clock) }})
+	expired := func() bool {
+		var r Row
+		require.NoError(t, json.Unmarshal(get(t, h, "/v1/roles/db").Body.Bytes(), &r))
+		require.NotNil(t, r.Holder)
+		return r.Holder.Expired
+	}
+	assert.False(t, expired())
+	clock = 2000
+	assert.True(t, expired(), "expired at its deadline")
+}
 
-	rec, body = get(t, h, "/v1/roles/db/candidates")
-	assert.Equal(t, http.StatusOK, rec.Code)
-	cs := body["candidates"].([]any)
-	require.Len(t, cs, 2)
-	assert.Equal(t, "b", cs[1].(map[string]any)["member"])
-	assert.Equal(t, float64(1), cs[1].(map[string]any)["rank"])
+func TestReleasedLeaseIsExpired(t *testing.T) {
+	r := NewRow(view.RoleState{Role: "db", Lease: new(codec.ReleaseLease("a", codec.Token{ProducerID: 1}))}, time.UnixMilli(0))
+	require.NotNil(t, r.Holder)
+	assert.True(t, r.Holder.Expired, "a release is expired under every clock")
+	assert.True(t, r.Holder.Released())
+	assert.Equal(t, []view.Candidate{}, r.Candidates, "never null")
+}
 
-	rec, _ = get(t, h, "/v1/roles/nobody")
+func TestRoleErrors(t *testing.T) {
+	h := newHandler(t, fixture(), Options{})
+	rec := get(t, h, "/v1/roles/nobody")
 	assert.Equal(t, http.StatusNotFound, rec.Code)
-	rec, body = get(t, h, "/v1/roles/nobody/candidates")
-	assert.Equal(t, http.StatusOK, rec.Code)
-	assert.Equal(t, []any{}, body["candidates"])
-	rec, _ = get(t, h, "/v1/roles/bad%20name")
+	assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	assert.JSONEq(t, `{"error":"role nobody is not in the table: it has no lease and no candidate"}`, rec.Body.String())
+
+	rec = get(t, h, "/v1/roles/bad%20name")
 	assert.Equal(t, http.StatusBadRequest, rec.Code)
-	rec, _ = get(t, h, "/v1/roles/db/holder?at=soon")
-	assert.Equal(t, http.StatusBadRequest, rec.Code)
+	assert.Contains(t, rec.Body.String(), `"error":"invalid role`)
 
-	rec, body = get(t, h, "/v1/snapshot")
-	assert.Equal(t, http.StatusOK, rec.Code)
-	assert.Len(t, body["roles"], 1)
+	rec = get(t, h, "/v2/nothing")
+	assert.Equal(t, http.StatusNotFound, rec.Code)
+	assert.JSONEq(t, `{"error":"no such endpoint /v2/nothing"}`, rec.Body.String())
 
-	rec, body = get(t, h, "/v1/stats")
-	assert.Equal(t, http.StatusOK, rec.Code)
-	assert.Equal(t, float64(3), body["applied"])
-	assert.Equal(t, float64(1), body["skipped"].(map[string]any)["bad_key"])
-	assert.Equal(t, float64(1), body["partitions"].([]any)[0].(map[string]any)["lag"])
-
-	rec, body = get(t, h, "/healthz")
-	assert.Equal(t, http.StatusOK, rec.Code)
-	assert.Equal(t, true, body["caught_up"])
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/roles", nil))
+	assert.Equal(t, http.StatusMethodNotAllowed, rec.Code)
 }
 
 func TestNotCaughtUpIs503(t *testing.T) {
 	f := fixture()
 	f.err = fmt.Errorf("%w: %w", view.ErrNotCaughtUp, context.DeadlineExceeded)
-	h := New(f, Options{})
-	for _, path := range []string{"/v1/roles", "/v1/roles/db", "/v1/roles/db/holder", "/v1/roles/db/candidates", "/v1/snapshot", "/healthz"} {
-		rec, _ := get(t, h, path)
+	f.caughtUp = false
+	h := newHandler(t, f, Options{Wait: time.Millisecond})
+	for _, path := range []string{"/v1/roles", "/v1/roles/db", "/healthz"} {
+		rec := get(t, h, path)
 		assert.Equal(t, http.StatusServiceUnavailable, rec.Code, path)
 	}
-	rec, body := get(t, h, "/v1/roles")
+	rec := get(t, h, "/v1/roles")
 	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
-	assert.Contains(t, body["error"], "not caught up")
+	assert.Contains(t, rec.Body.String(), "not caught up")
+	assert.JSONEq(t, `{"caught_up":false}`, get(t, h, "/healthz").Body.String())
+
+	f.err, f.caughtUp = nil, true
+	rec = get(t, h, "/healthz")
+	assert.Equal(t, http.StatusOK, rec.Code)
+	assert.JSONEq(t, `{"caught_up":true}`, rec.Body.String())
+
+	f.err = view.ErrStopped
+	assert.Equal(t, http.StatusServiceUnavailable, get(t, h, "/v1/roles/db").Code)
 }
 
-func TestWatchStreamsChanges(t *testing.T) {
-	f := fixture()
-	srv := httptest.NewServer(New(f, Options{}))
-	defer srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v1/watch?role=db&role=cache", nil)
+func TestStats(t *testing.T) {
+	rec := get(t, newHandler(t, fixture(), Options{}), "/v1/stats")
+	require.Equal(t, http.StatusOK, rec.Code)
+	var body map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
+	assert.Equal(t, float64(3), body["applied"])
+	assert.Equal(t, float64(1), body["skipped"].(map[string]any)["bad_key"])
+	assert.Equal(t, float64(1), body["partitions"].([]any)[0].(map[string]any)["lag"])
+}
+
+// metricLine matches one sample of the text format: name, labels, value.
+var metricLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})? (\S+)$`)
+
+func scrape(t *testing.T, h http.Handler) map[string]string {
+	t.Helper()
+	rec := get(t, h, "/metrics")
+	require.Equal(t, http.StatusOK, rec.Code)
+	assert.Contains(t, rec.Header().Get("Content-Type"), "text/plain")
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(rec.Body.String()), "\n") {
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		m := metricLine.FindStringSubmatch(line)
+		require.NotNil(t, m, "not a sample: %q", line)
+		assert.True(t, strings.HasPrefix(m[1], "krole_"), "metric %s is not prefixed krole_", m[1])
+		out[m[1]+m[2]] = m[3]
+	}
+	return out
+}
+
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h := newHandler(t, fixture(), Options{Registry: reg})
+	get(t, h, "/v1/roles")
+	get(t, h, "/v1/roles")
+	get(t, h, "/v1/roles/db")
+	get(t, h, "/v1/roles/nobody")
+	get(t, h, "/healthz") // not a lookup
+
+	m := scrape(t, h)
+	assert.Equal(t, "3", m["krole_view_records_applied_total"])
+	assert.Equal(t, "1", m[`krole_view_records_skipped_total{reason="bad_key"}`])
+	assert.Equal(t, "2", m[`krole_view_records_skipped_total{reason="unknown_version"}`])
+	assert.Equal(t, "0", m[`krole_view_records_skipped_total{reason="wrong_partition"}`], "every reason shows")
+	assert.Equal(t, "1", m[`krole_view_lag_records{partition="0"}`])
+	assert.Equal(t, "0", m[`krole_view_lag_records{partition="1"}`])
+	assert.Equal(t, "1", m["krole_view_caught_up"])
+	assert.Equal(t, "2", m["krole_view_roles"])
+	assert.Equal(t, "2", m[`krole_lookups_total{endpoint="/v1/roles"}`])
+	assert.Equal(t, "2", m[`krole_lookups_total{endpoint="/v1/roles/{role}"}`])
+	assert.Equal(t, "0", m[`krole_lookups_total{endpoint="/v1/watch"}`])
+	assert.NotContains(t, m, `krole_lookups_total{endpoint="/healthz"}`)
+
+	// The registry is the caller's: a second server on it is refused.
+	_, err := New(fixture(), Options{Registry: reg})
+	assert.ErrorContains(t, err, "registering metrics")
+}
+
+func TestPage(t *testing.T) {
+	rec := get(t, newHandler(t, fixture(), Options{}), "/")
+	require.Equal(t, http.StatusOK, rec.Code)
+	assert.Equal(t, "text/html; charset=utf-8", rec.Header().Get("Content-Type"))
+	body := rec.Body.String()
+	assert.Contains(t, body, `new EventSource("v1/watch")`)
+	assert.Contains(t, body, `<tbody id="roles">`)
+	assert.NotRegexp(t, `(?i)(src|href)\s*=\s*["']?(https?:)?//`, body, "no external assets")
+}
+
+// sse reads server-sent events from a stream.
+type sse struct {
+	t  *testing.T
+	sc *bufio.Scanner
+}
+
+func openSSE(t *testing.T, ctx context.Context, url string) (*sse, *http.Response) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	require.NoError(t, err)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
-	defer resp.Body.Close()
+	t.Cleanup(func() { resp.Body.Close() })
+	return &sse{t: t, sc: bufio.NewScanner(resp.Body)}, resp
+}
+
+// next returns the next event's data, or "" and the comment of the next
+// comment-only block.
+func (s *sse) next() (data, comment string) {
+	s.t.Helper()
+	for s.sc.Scan() {
+		line := s.sc.Text()
+		switch {
+		case line == "":
+			if data != "" || comment != "" {
+				return data, comment
+			}
+		case strings.HasPrefix(line, "data: "):
+			data += strings.TrimPrefix(line, "data: ")
+		case strings.HasPrefix(line, ":"):
+			comment = strings.TrimSpace(strings.TrimPrefix(line, ":"))
+		}
+	}
+	require.NoError(s.t, s.sc.Err())
+	require.Fail(s.t, "the stream ended")
+	return "", ""
+}
+
+// row returns the next event's row, skipping comments.
+func (s *sse) row() Row {
+	s.t.Helper()
+	for {
+		data, _ := s.next()
+		if data == "" {
+			continue
+		}
+		var r Row
+		require.NoError(s.t, json.Unmarshal([]byte(data), &r), data)
+		return r
+	}
+}
+
+func TestWatchRole(t *testing.T) {
+	f := fixture()
+	f.watched = make(chan []codec.Role, 1)
+	srv := httptest.NewServer(newHandler(t, f, Options{Clock: at(1500)}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	s, resp := openSSE(t, ctx, srv.URL+"/v1/roles/db/watch")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	assert.Equal(t, []codec.Role{"db"}, <-f.watched)
 
-	f.changes <- view.Change{Role: "db", Offset: 7, HolderChanged: true, Joined: []codec.MemberID{"c"}}
-	sc := bufio.NewScanner(resp.Body)
-	var lines []string
-	for sc.Scan() {
-		if sc.Text() == "" {
+	first := s.row()
+	assert.Equal(t, codec.Role("db"), first.Role)
+	require.NotNil(t, first.Holder)
+	assert.Equal(t, codec.MemberID("a"), first.Holder.Member)
+	assert.Len(t, first.Candidates, 2)
+
+	// A change of another role is not sent; one of db is.
+	f.set(view.RoleState{Role: "queue", LeaseOffset: -1})
+	l := codec.Lease{Member: "b", Token: codec.Token{ProducerID: 9, Epoch: 3}, GrantedAt: 1400, Deadline: 9000}
+	f.set(view.RoleState{Role: "db", Lease: &l, LeaseOffset: 8, Candidates: []view.Candidate{{Member: "b", Offset: 3, RegisteredAt: 950}}})
+	next := s.row()
+	assert.Equal(t, codec.Role("db"), next.Role)
+	assert.Equal(t, &Holder{Member: "b", Token: l.Token, GrantedAt: 1400, Deadline: 9000}, next.Holder)
+	assert.Equal(t, []view.Candidate{{Member: "b", Offset: 3, RegisteredAt: 950}}, next.Candidates)
+
+	// A role the table does not have: an empty row first, then its rows.
+	s2, _ := openSSE(t, ctx, srv.URL+"/v1/roles/newrole/watch")
+	<-f.watched
+	assert.Equal(t, Row{Role: "newrole", Candidates: []view.Candidate{}}, s2.row())
+	f.set(view.RoleState{Role: "newrole", LeaseOffset: -1, Candidates: []view.Candidate{{Member: "n", Offset: 1}}})
+	assert.Equal(t, Row{Role: "newrole", Candidates: []view.Candidate{{Member: "n", Offset: 1}}}, s2.row())
+
+	resp2 := get(t, newHandler(t, f, Options{}), "/v1/roles/no%2Fsuch/watch")
+	assert.Equal(t, http.StatusBadRequest, resp2.Code)
+}
+
+func TestWatchAllWithHeartbeats(t *testing.T) {
+	f := fixture()
+	f.watched = make(chan []codec.Role, 1)
+	srv := httptest.NewServer(newHandler(t, f, Options{Clock: at(1500), Heartbeat: 20 * time.Millisecond}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	s, _ := openSSE(t, ctx, srv.URL+"/v1/watch")
+	assert.Empty(t, <-f.watched, "every role")
+	var got []codec.Role
+	for range 3 {
+		got = append(got, s.row().Role)
+	}
+	assert.Equal(t, []codec.Role{"cron", "db", "queue"}, got, "the current rows first, sorted")
+
+	// Idle: heartbeats.
+	for {
+		data, comment := s.next()
+		require.Empty(t, data)
+		if comment == "ping" {
 			break
 		}
-		lines = append(lines, sc.Text())
 	}
-	require.Len(t, lines, 2)
-	assert.Equal(t, "event: change", lines[0])
-	var c map[string]any
-	require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(lines[1], "data: ")), &c))
-	assert.Equal(t, "db", c["role"])
-	assert.Equal(t, true, c["holder_changed"])
-	assert.Equal(t, []any{"c"}, c["joined"])
-	f.mu.Lock()
-	assert.Equal(t, []codec.Role{"db", "cache"}, f.watched)
-	f.mu.Unlock()
+	// A role that loses its last record shows as an empty row.
+	f.set(view.RoleState{Role: "queue", LeaseOffset: -1})
+	assert.Equal(t, Row{Role: "queue", Candidates: []view.Candidate{}}, s.row())
 
-	rec, _ := get(t, New(f, Options{}), "/v1/watch?role=no/such")
-	assert.Equal(t, http.StatusBadRequest, rec.Code)
+	// ?role= filters, and accepts a comma-separated list.
+	s2, _ := openSSE(t, ctx, srv.URL+"/v1/watch?role=db,cron")
+	assert.ElementsMatch(t, []codec.Role{"db", "cron"}, <-f.watched)
+	assert.Equal(t, codec.Role("cron"), s2.row().Role)
+	assert.Equal(t, codec.Role("db"), s2.row().Role)
+}
+
+// TestWatchWaitsForCatchUp: before the view has caught up, a stream sends
+// heartbeats and no rows; the rows follow once it has.
+func TestWatchWaitsForCatchUp(t *testing.T) {
+	f := fixture()
+	f.caughtUp = false
+	gate := &gatedTable{fakeTable: f, open: make(chan struct{})}
+	srv := httptest.NewServer(newHandler(t, gate, Options{Clock: at(1500), Heartbeat: 10 * time.Millisecond}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	s, resp := openSSE(t, ctx, srv.URL+"/v1/roles/db/watch")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	_, comment := s.next()
+	assert.Equal(t, "waiting for the view to catch up", comment)
+	for range 2 {
+		data, comment := s.next()
+		assert.Empty(t, data)
+		assert.Equal(t, "ping", comment)
+	}
+	close(gate.open)
+	assert.Equal(t, codec.Role("db"), s.row().Role)
+}
+
+// gatedTable blocks lookups until open is closed, as a view that has not
+// caught up does.
+type gatedTable struct {
+	*fakeTable
+	open chan struct{}
+}
+
+func (g *gatedTable) Lookup(ctx context.Context, role codec.Role) (view.RoleState, bool, error) {
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return view.RoleState{}, false, fmt.Errorf("%w: %w", view.ErrNotCaughtUp, ctx.Err())
+	}
+	return g.fakeTable.Lookup(ctx, role)
+}
+
+// TestStreamEndsWithItsContext: a server that shuts down cancels its
+// requests' base context, and the streams end.
+func TestStreamEndsWithItsContext(t *testing.T) {
+	base, stop := context.WithCancel(context.Background())
+	srv := httptest.NewUnstartedServer(newHandler(t, fixture(), Options{}))
+	srv.Config.BaseContext = func(net.Listener) context.Context { return base }
+	srv.Start()
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, _ := openSSE(t, ctx, srv.URL+"/v1/watch")
+	for range 3 {
+		s.row()
+	}
+	stop()
+	for s.sc.Scan() {
+		assert.NotContains(t, s.sc.Text(), "data:", "nothing after the end")
+	}
+	assert.NoError(t, s.sc.Err(), "the server ended the stream before the client gave up")
 }

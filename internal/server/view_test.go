@@ -2,57 +2,179 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/view"
 )
 
-// TestOverARealView serves a view of an embedded cluster.
-func TestOverARealView(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+// TestMain fails the run when a goroutine of the server, the view or sarama
+// outlives the tests (sarama's process-wide metrics ticker is allowed).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if leaked := leaks(5 * time.Second); leaked != "" {
+			fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaked)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func leaks(wait time.Duration) string {
+	deadline := time.Now().Add(wait)
+	for {
+		buf := make([]byte, 1<<22)
+		buf = buf[:runtime.Stack(buf, true)]
+		var leaked []string
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			switch {
+			case strings.Contains(g, "TestMain"), strings.Contains(g, "leaks("), strings.Contains(g, "rcrowley/go-metrics"):
+			case strings.Contains(g, "krabka/krole"), strings.Contains(g, "lovoo/goka"), strings.Contains(g, "IBM/sarama"):
+				leaked = append(leaked, g)
+			}
+		}
+		if len(leaked) == 0 {
+			return ""
+		}
+		if time.Now().After(deadline) {
+			return strings.Join(leaked, "\n\n")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// runView starts a view of c's role topic, stopped (and Run's result
+// checked) when the test ends.
+func runView(t *testing.T, c *testcluster.Cluster) *view.View {
+	t.Helper()
 	v, err := view.New(view.Options{Config: c.Config})
 	require.NoError(t, err)
-	h := New(v, Options{Wait: 50 * time.Millisecond})
-
-	rec, _ := get(t, h, "/v1/roles")
-	assert.Equal(t, http.StatusServiceUnavailable, rec.Code, "not running: not caught up")
-
-	sc, err := c.Config.Sarama()
-	require.NoError(t, err)
-	p, err := sarama.NewSyncProducer(c.Config.Brokers, sc)
-	require.NoError(t, err)
-	defer p.Close()
-	val, err := codec.EncodeRecord(codec.Record{Registration: &codec.Registration{Member: "m1", RegisteredAt: 1}})
-	require.NoError(t, err)
-	_, off, err := p.SendMessage(&sarama.ProducerMessage{Topic: c.Config.Topic, Partition: 0,
-		Key: sarama.StringEncoder(codec.RegistrationKey("svc", "m1").String()), Value: sarama.ByteEncoder(val)})
-	require.NoError(t, err)
-
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- v.Run(ctx) }()
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
-		require.NoError(t, <-errc)
-	}()
-	wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
-	defer wcancel()
-	require.NoError(t, v.WaitCaughtUp(wctx))
+		select {
+		case err := <-errc:
+			assert.NoError(t, err, "view Run")
+		case <-time.After(20 * time.Second):
+			t.Error("the view's Run did not return")
+		}
+	})
+	return v
+}
 
-	rec, body := get(t, h, "/v1/roles/svc/candidates")
+// members writes to the role topic as members do, through the transport.
+type members struct {
+	t  *testing.T
+	tr *fencing.BrokerTransport
+}
+
+func newMembers(t *testing.T, c *testcluster.Cluster) *members {
+	t.Helper()
+	tr, err := fencing.NewBrokerTransport(c.Config)
+	require.NoError(t, err)
+	t.Cleanup(func() { tr.Close() })
+	return &members{t: t, tr: tr}
+}
+
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (m *members) register(role codec.Role, member codec.MemberID) int64 {
+	m.t.Helper()
+	off, err := m.tr.Register(testCtx(m.t), role, member)
+	require.NoError(m.t, err)
+	return off
+}
+
+// lease makes member the holder of role for d, under a new epoch.
+func (m *members) lease(role codec.Role, member codec.MemberID, d time.Duration) codec.Lease {
+	m.t.Helper()
+	ctx := testCtx(m.t)
+	tok, err := m.tr.AcquireEpoch(ctx, role)
+	require.NoError(m.t, err)
+	now := time.Now()
+	l, err := codec.NewLease(member, tok, now.UnixMilli(), now.Add(d).UnixMilli())
+	require.NoError(m.t, err)
+	require.NoError(m.t, m.tr.WriteLease(ctx, role, tok, l))
+	return l
+}
+
+func caughtUp(t *testing.T, v *view.View) {
+	t.Helper()
+	require.NoError(t, v.WaitCaughtUp(testCtx(t)))
+}
+
+// TestOverARealView serves a view of an embedded cluster: the rows follow
+// what members write, the stream shows a new holder live and the expiry
+// of its lease.
+func TestOverARealView(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 2})
+	idle, err := view.New(view.Options{Config: c.Config})
+	require.NoError(t, err)
+	h := newHandler(t, idle, Options{Wait: 50 * time.Millisecond, Heartbeat: time.Second})
+	assert.Equal(t, http.StatusServiceUnavailable, get(t, h, "/v1/roles").Code, "not running: not caught up")
+	assert.Equal(t, http.StatusServiceUnavailable, get(t, h, "/healthz").Code)
+
+	m := newMembers(t, c)
+	off1 := m.register("svc", "m1")
+	off2 := m.register("svc", "m2")
+	m.register("solo", "s1")
+	l := m.lease("svc", "m1", time.Hour)
+	m.lease("leaseonly", "x", time.Hour)
+
+	rv := runView(t, c)
+	h = newHandler(t, rv, Options{Heartbeat: time.Second})
+	caughtUp(t, rv)
+	require.Equal(t, http.StatusOK, get(t, h, "/healthz").Code)
+
+	rec := get(t, h, "/v1/roles")
 	require.Equal(t, http.StatusOK, rec.Code)
-	cs := body["candidates"].([]any)
-	require.Len(t, cs, 1)
-	assert.Equal(t, "m1", cs[0].(map[string]any)["member"])
-	assert.Equal(t, float64(off), cs[0].(map[string]any)["offset"])
-	rec, _ = get(t, h, "/healthz")
-	assert.Equal(t, http.StatusOK, rec.Code)
+	var rows []Row
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &rows))
+	require.Len(t, rows, 3)
+	assert.Equal(t, []codec.Role{"leaseonly", "solo", "svc"}, []codec.Role{rows[0].Role, rows[1].Role, rows[2].Role})
+	assert.Empty(t, rows[0].Candidates)
+	assert.Nil(t, rows[1].Holder)
+	svc := rows[2]
+	assert.Equal(t, &Holder{Member: "m1", Token: l.Token, GrantedAt: l.GrantedAt, Deadline: l.Deadline}, svc.Holder)
+	require.Len(t, svc.Candidates, 2)
+	assert.Equal(t, view.Candidate{Member: "m1", Offset: off1, RegisteredAt: svc.Candidates[0].RegisteredAt, Rank: 0}, svc.Candidates[0])
+	assert.Equal(t, view.Candidate{Member: "m2", Offset: off2, RegisteredAt: svc.Candidates[1].RegisteredAt, Rank: 1}, svc.Candidates[1])
+
+	assert.Equal(t, http.StatusNotFound, get(t, h, "/v1/roles/nobody").Code)
+
+	// Live: a new holder with a short lease, then its expiry.
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	s, _ := openSSE(t, testCtx(t), srv.URL+"/v1/roles/svc/watch")
+	assert.Equal(t, "m1", string(s.row().Holder.Member))
+	l2 := m.lease("svc", "m2", 1500*time.Millisecond)
+	r := s.row()
+	require.NotNil(t, r.Holder)
+	assert.Equal(t, &Holder{Member: "m2", Token: l2.Token, GrantedAt: l2.GrantedAt, Deadline: l2.Deadline}, r.Holder, "not expired yet")
+	r = s.row()
+	require.NotNil(t, r.Holder)
+	assert.Equal(t, codec.MemberID("m2"), r.Holder.Member)
+	assert.True(t, r.Holder.Expired, "a row when the lease runs out")
+	assert.GreaterOrEqual(t, time.Now().UnixMilli(), l2.Deadline)
 }

@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/view"
+)
+
+// liveView is a view of the role topic that the global flags name, running
+// in the background for `krole table` and `krole serve`.
+type liveView struct {
+	*view.View
+	cfg    fencing.Config
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run has returned
+	err    error         // Run's error, explained; read after done
+}
+
+// startView starts a view of the role topic (with its table on disk under
+// stateDir when set) and returns at once. Its warnings go to the command's
+// stderr. It runs until [liveView.stop], not until c.Context ends, so that
+// the command decides what stops first.
+func startView(c *ucli.Context, stateDir string) (*liveView, error) {
+	cfg, err := configFrom(c)
+	if err != nil {
+		return nil, err
+	}
+	logger := slog.New(slog.NewTextHandler(stderr(c), &slog.HandlerOptions{
+		Level: slog.LevelWarn,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+	v, err := view.New(view.Options{Config: cfg, StateDir: stateDir, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(c.Context))
+	lv := &liveView{View: v, cfg: cfg, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(lv.done)
+		if err := v.Run(ctx); err != nil {
+			lv.err = explainRunError(cfg, err)
+		}
+	}()
+	return lv, nil
+}
+
+// ready waits until the view has caught up with the role topic. It fails
+// with the view's own error when the view stops first (no broker, no
+// topic), and when timeout (0: none) passes or ctx ends first.
+func (lv *liveView) ready(ctx context.Context, timeout time.Duration) error {
+	wctx, cancel := context.WithCancel(ctx)
+	if timeout > 0 {
+		wctx, cancel = context.WithTimeout(ctx, timeout)
+	}
+	defer cancel()
+	// A lookup waits for the view's first catch-up, which the view retries
+	// on its own when a probe of the topic's end fails.
+	caught := make(chan error, 1)
+	go func() {
+		_, err := lv.Roles(wctx)
+		caught <- err
+	}()
+	var err error
+	select {
+	case err = <-caught:
+	case <-lv.done:
+		cancel()
+		<-caught
+		err = view.ErrStopped
+	}
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, view.ErrStopped):
+		<-lv.done
+		if lv.err != nil {
+			return lv.err
+		}
+		return err
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("the view did not catch up with topic %s within %v (a transaction left open by a crashed holder holds readers back until it times out; see --timeout)",
+			lv.cfg.Topic, timeout)
+	}
+	return explainRunError(lv.cfg, err)
+}
+
+// stop stops the view, waits for it and returns Run's error, explained
+// (nil when it only stopped because it was asked to).
+func (lv *liveView) stop() error {
+	lv.cancel()
+	<-lv.done
+	return lv.err
+}

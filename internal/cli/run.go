@@ -1,0 +1,553 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/supervise"
+	"github.com/krabka/krole/processor"
+	"github.com/krabka/krole/view"
+)
+
+// Exit codes of `krole run` when CMD cannot be run, as shells, env and
+// timeout use them.
+const (
+	exitCannotExecute = 126 // CMD exists but cannot be executed
+	exitNotFound      = 127 // CMD does not exist
+)
+
+func runCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "run",
+		Usage: "campaign for a role and run a command while holding it",
+		UsageText: "krole run ROLE [--member M] [--lease-duration D] [--renew-interval D] [--stagger D]\n" +
+			"      [--kill-timeout D] -- CMD [ARGS...]",
+		Description: "Joins the candidates of ROLE as member M and campaigns for the role. While M\n" +
+			"holds ROLE, krole runs CMD in a process group of its own, with KROLE_ROLE,\n" +
+			"KROLE_MEMBER, KROLE_PRODUCER_ID and KROLE_EPOCH in its environment: the token\n" +
+			"under which M holds the role, for CMD to pass to whatever it writes.\n\n" +
+			"When the role is lost (a newer holder fenced M, or M could not renew its lease\n" +
+			"in time), krole sends CMD's process group SIGTERM, then SIGKILL after\n" +
+			"--kill-timeout, and campaigns again. When CMD exits by itself, krole resigns\n" +
+			"the role and exits with CMD's exit code. On SIGINT or SIGTERM, krole stops CMD,\n" +
+			"resigns (the next candidate takes over at once) and exits 0. If krole is\n" +
+			"killed, CMD is killed with it (on Linux, by a parent-death signal, which\n" +
+			"reaches CMD itself but not the processes CMD started: end a shell script with\n" +
+			"exec) and the role passes on when the lease ends.\n\n" +
+			"Every transition is one line on stderr, starting \"krole run: \". Put -- before\n" +
+			"CMD, so that its flags are not read as krole's. CMD's stdin is /dev/null.\n" +
+			"Exit codes: CMD's own when it exits by itself; 0 after SIGINT or SIGTERM; 2 for\n" +
+			"a usage error; 126 when CMD cannot be executed, 127 when it is not found; 1 for\n" +
+			"anything else.",
+		ArgsUsage: "ROLE -- CMD [ARGS...]",
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: "member", Aliases: []string{"m"}, EnvVars: []string{"KROLE_MEMBER"}, DefaultText: "HOSTNAME:PID",
+				Usage: "the member id, `M`: 1-128 characters of [A-Za-z0-9._:@-]"},
+			&ucli.DurationFlag{Name: "lease-duration", Value: processor.DefaultLeaseDuration, EnvVars: []string{"KROLE_LEASE_DURATION"},
+				Usage: "how long a lease lasts, `D`: a holder that dies without resigning keeps the role this long"},
+			&ucli.DurationFlag{Name: "renew-interval", EnvVars: []string{"KROLE_RENEW_INTERVAL"}, DefaultText: "lease duration / 5",
+				Usage: "how often the holder renews its lease, `D`"},
+			&ucli.DurationFlag{Name: "stagger", EnvVars: []string{"KROLE_STAGGER"}, DefaultText: "lease duration / 10",
+				Usage: "how long each rank waits after the one ahead of it before challenging for a vacant role, `D`"},
+			&ucli.DurationFlag{Name: "kill-timeout", EnvVars: []string{"KROLE_KILL_TIMEOUT"}, DefaultText: "lease duration / 5",
+				Usage: "how long CMD has to exit after SIGTERM before SIGKILL, `D`; the default stops CMD before " +
+					"a lease this member failed to renew can pass to another"},
+			&ucli.BoolFlag{Name: "verbose", EnvVars: []string{"KROLE_VERBOSE"},
+				Usage: "log the member's and the view's activity on stderr too, not only transitions and warnings"},
+		},
+		Action: runRun,
+	}
+}
+
+func runRun(c *ucli.Context) error {
+	args := c.Args().Slice()
+	if len(args) == 0 {
+		return &UsageError{Err: errors.New("run needs a ROLE and a command: krole run ROLE -- CMD [ARGS...]")}
+	}
+	role, err := codec.NewRole(args[0])
+	if err != nil {
+		return InvalidName(err)
+	}
+	if len(args) == 1 {
+		return &UsageError{Err: fmt.Errorf("run needs a command after the role: krole run %s -- CMD [ARGS...]", role)}
+	}
+	member, err := runMember(c)
+	if err != nil {
+		return err
+	}
+	settings, killTimeout, err := runSettings(c)
+	if err != nil {
+		return err
+	}
+	cfg, err := configFrom(c)
+	if err != nil {
+		return err
+	}
+	// A lease write left open by a crash holds back the readers of the
+	// role's partition until the coordinator aborts it: keep that within
+	// what the settings allow for (see processor.Settings).
+	cfg.TxnTimeout = settings.TransactionTimeout
+	path, cmdArgs := args[1], args[2:]
+	if _, err := exec.LookPath(path); err != nil {
+		return commandError(path, err)
+	}
+
+	lw := &lineWriter{w: stderr(c)}
+	level := slog.LevelWarn
+	if c.Bool("verbose") {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(&lineHandler{lw: lw, level: level})
+	if margin := settings.LeaseDuration - settings.RenewDeadline; killTimeout > margin {
+		lw.printf("note: --kill-timeout %v is longer than the %v between this member's own renewal deadline "+
+			"and the end of its lease: a CMD slow to stop may still run when another member takes the role", killTimeout, margin)
+	}
+
+	t, err := fencing.NewBrokerTransport(cfg)
+	if err != nil {
+		if errors.Is(err, fencing.ErrClient) {
+			return &noBroker{Brokers: cfg.Brokers, SASL: cfg.SASL.Mechanism != "", Err: err}
+		}
+		return err
+	}
+	defer t.Close()
+
+	// The view is the member's source. It stops after the member, which
+	// reads it until it has left.
+	v, err := view.New(view.Options{Config: cfg, Logger: logger})
+	if err != nil {
+		return err
+	}
+	vctx, stopView := context.WithCancel(context.WithoutCancel(c.Context))
+	viewDone := make(chan struct{})
+	var viewErr error
+	go func() {
+		defer close(viewDone)
+		viewErr = v.Run(vctx)
+	}()
+	defer func() {
+		stopView()
+		<-viewDone
+	}()
+	if err := waitForView(c.Context, v, viewDone); err != nil {
+		if c.Context.Err() != nil {
+			return nil // interrupted while starting
+		}
+		select {
+		case <-viewDone: // Run failed: its error says why
+			if viewErr != nil {
+				err = viewErr
+			}
+		default:
+		}
+		return explainRunError(cfg, err)
+	}
+
+	s := &runSession{
+		role: role, me: member, path: path, args: cmdArgs, kill: killTimeout,
+		stdout: lockedWriter(stdout(c), new(sync.Mutex)), stderr: lockedWriter(stderr(c), &lw.mu), lines: lw,
+	}
+	m, err := processor.New(t, v, member, []codec.Role{role}, processor.Options{
+		Settings: settings,
+		Logger:   logger,
+		OnEvent:  s.onEvent,
+	})
+	if err != nil {
+		return err
+	}
+	// The member's context ends on SIGINT or SIGTERM (c.Context), after
+	// the line that says so, or when CMD exits by itself.
+	mctx, stopMember := context.WithCancel(context.WithoutCancel(c.Context))
+	defer stopMember()
+	s.stopMember = stopMember
+	lw.printf("campaigning for %s as %s (lease %v, renew every %v, stagger %v)",
+		role, member, settings.LeaseDuration, settings.RenewInterval, settings.Stagger)
+	interrupted := context.AfterFunc(c.Context, func() {
+		lw.printf("interrupted; leaving %s", role)
+		stopMember()
+	})
+	memberDone := make(chan struct{})
+	go func() {
+		defer close(memberDone)
+		_ = m.Run(mctx, s.work) // returns nil once mctx has ended
+	}()
+
+	var failure error
+	select {
+	case <-memberDone:
+	case <-viewDone:
+		// A fatal error of the view (the topic was deleted, the state
+		// cannot be read): the member cannot follow the role any more.
+		cause := viewErr
+		if cause == nil {
+			cause = view.ErrStopped
+		}
+		failure = explainRunError(cfg, fmt.Errorf("following the role topic: %w", cause))
+		lw.printf("%s; leaving %s", oneLine(describeError(failure)), role)
+		stopMember()
+		<-memberDone
+	}
+	interrupted()
+
+	s.mu.Lock()
+	resigned, exit, startErr := s.resigned, s.exit, s.startErr
+	s.mu.Unlock()
+	if resigned != nil {
+		lw.printf("resigned %s (token %s)", role, *resigned)
+	} else {
+		lw.printf("left %s", role)
+	}
+	switch {
+	case failure != nil:
+		return failure
+	case startErr != nil:
+		return commandError(path, startErr)
+	case exit != nil && *exit != 0:
+		return ucli.Exit("", *exit)
+	}
+	return nil
+}
+
+// runMember returns the --member of `krole run`, by default HOSTNAME:PID.
+func runMember(c *ucli.Context) (codec.MemberID, error) {
+	s := c.String("member")
+	if s == "" {
+		return defaultMember(), nil
+	}
+	m, err := codec.NewMemberID(s)
+	if err != nil {
+		return "", InvalidName(err)
+	}
+	return m, nil
+}
+
+// defaultMember is HOSTNAME:PID, with the characters a member id does not
+// allow in the host name replaced by '-'.
+func defaultMember() codec.MemberID {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	suffix := ":" + strconv.Itoa(os.Getpid())
+	b := []byte(host)
+	for i, ch := range b {
+		if _, err := codec.NewMemberID(string(ch)); err != nil {
+			b[i] = '-'
+		}
+	}
+	if n := codec.MaxNameLen - len(suffix); len(b) > n {
+		b = b[:n]
+	}
+	return codec.MemberID(string(b) + suffix)
+}
+
+// runSettings returns the processor settings and the kill timeout that the
+// flags ask for; impossible values are usage errors.
+func runSettings(c *ucli.Context) (processor.Settings, time.Duration, error) {
+	for _, name := range []string{"lease-duration", "renew-interval", "stagger"} {
+		if c.IsSet(name) && c.Duration(name) <= 0 {
+			return processor.Settings{}, 0, Usagef(c, "--%s %v: must be positive", name, c.Duration(name))
+		}
+	}
+	if c.Duration("kill-timeout") < 0 {
+		return processor.Settings{}, 0, Usagef(c, "--kill-timeout %v: must not be negative", c.Duration("kill-timeout"))
+	}
+	s := processor.Settings{
+		LeaseDuration: c.Duration("lease-duration"),
+		RenewInterval: c.Duration("renew-interval"),
+		Stagger:       c.Duration("stagger"),
+	}.WithDefaults()
+	if err := s.Validate(); err != nil {
+		return s, 0, &UsageError{Err: err,
+			Hint: "the renew deadline is 4/5 and the transaction timeout 1/2 of --lease-duration; see 'krole run --help'"}
+	}
+	kill := s.LeaseDuration - s.RenewDeadline
+	if c.IsSet("kill-timeout") {
+		kill = c.Duration("kill-timeout")
+	}
+	return s, kill, nil
+}
+
+// waitForView returns nil once v has caught up with the role topic, or the
+// error that stopped it from doing so (v failing, ctx ending).
+func waitForView(ctx context.Context, v *view.View, viewDone <-chan struct{}) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	caught := make(chan error, 1)
+	go func() { caught <- v.WaitCaughtUp(wctx) }()
+	select {
+	case err := <-caught:
+		return err
+	case <-viewDone:
+		cancel()
+		if err := <-caught; err != nil {
+			return err
+		}
+		return view.ErrStopped
+	}
+}
+
+// explainRunError turns the errors of a view or transport into what the
+// one-shot commands say for them.
+func explainRunError(cfg fencing.Config, err error) error {
+	switch {
+	case errors.Is(err, sarama.ErrUnknownTopicOrPartition):
+		return &missingTopic{Topic: cfg.Topic, Brokers: cfg.Brokers, Err: err}
+	case errors.Is(err, fencing.ErrClient), errors.Is(err, sarama.ErrOutOfBrokers):
+		return &noBroker{Brokers: cfg.Brokers, SASL: cfg.SASL.Mechanism != "", Err: err}
+	}
+	return err
+}
+
+// commandError is the error of a CMD that cannot be started: exit 127 when
+// it does not exist, 126 when it cannot be executed.
+func commandError(path string, err error) error {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return ucli.Exit(fmt.Sprintf("command %q not found", path), exitNotFound)
+	}
+	var ee *exec.Error
+	if errors.As(err, &ee) {
+		err = ee.Err
+	}
+	return ucli.Exit(fmt.Sprintf("command %q cannot be executed: %v", path, err), exitCannotExecute)
+}
+
+// runSession is the state of one `krole run` that its member's events and
+// work share.
+type runSession struct {
+	role       codec.Role
+	me         codec.MemberID
+	path       string
+	args       []string
+	kill       time.Duration
+	stdout     io.Writer // CMD's
+	stderr     io.Writer // CMD's
+	lines      *lineWriter
+	stopMember context.CancelFunc
+
+	mu       sync.Mutex
+	held     *codec.Token // the token this member holds the role under, per the events
+	resigned *codec.Token // the token it resigned the role under when leaving
+	exit     *int         // CMD's exit code, when CMD exited by itself
+	startErr error        // why CMD could not be started
+}
+
+// onEvent prints the member's transitions, one line each. The processor
+// calls it one event at a time.
+func (s *runSession) onEvent(e processor.Event) {
+	s.mu.Lock()
+	held := s.held
+	switch e.Kind {
+	case processor.Elected:
+		tok := e.Token
+		s.held = &tok
+	case processor.Revoked:
+		s.held = nil
+		if e.Reason == processor.ReasonContextEnded {
+			tok := e.Token
+			s.resigned = &tok
+		}
+	}
+	s.mu.Unlock()
+
+	switch e.Kind {
+	case processor.Elected:
+		s.lines.printf("elected %s as %s (token %s)", e.Role, e.Member, e.Token)
+	case processor.Revoked:
+		switch e.Reason {
+		case processor.ReasonContextEnded:
+			// Reported once the member has left: "resigned ...".
+		case processor.ReasonFenced:
+			cause := "fenced"
+			if e.Err != nil {
+				cause = e.Err.Error()
+				if !strings.Contains(cause, "fenced") {
+					cause = "fenced: " + cause
+				}
+			}
+			s.lines.printf("revoked %s (token %s): %s", e.Role, e.Token, cause)
+		case processor.ReasonLeaseLost:
+			s.lines.printf("revoked %s (token %s): lease lost: no renewal succeeded in time", e.Role, e.Token)
+		default:
+			msg := string(e.Reason)
+			if e.Err != nil {
+				msg += ": " + e.Err.Error()
+			}
+			s.lines.printf("revoked %s (token %s): %s", e.Role, e.Token, msg)
+		}
+	case processor.HolderChanged:
+		switch {
+		case e.Holder == nil:
+			s.lines.printf("%s has no holder", e.Role)
+		case e.Holder.Member == s.me && held != nil && *held == e.Holder.Token:
+			// This member's own election, as the view shows it.
+		default:
+			s.lines.printf("holder of %s is now %s (token %s)", e.Role, e.Holder.Member, e.Holder.Token)
+		}
+	}
+}
+
+// work runs CMD while the member holds the role: it returns once CMD has
+// exited, by itself or stopped because ctx ended (the role was lost or
+// krole is leaving). CMD exiting by itself makes the member leave, which
+// resigns the role.
+func (s *runSession) work(ctx context.Context, held processor.Held) error {
+	child, err := supervise.Start(supervise.Spec{
+		Path: s.path,
+		Args: s.args,
+		Env: []string{
+			"KROLE_ROLE=" + string(held.Role),
+			"KROLE_MEMBER=" + string(held.Member),
+			"KROLE_PRODUCER_ID=" + strconv.FormatInt(held.Token.ProducerID, 10),
+			"KROLE_EPOCH=" + strconv.Itoa(int(held.Token.Epoch)),
+		},
+		Stdout: s.stdout,
+		Stderr: s.stderr,
+	})
+	if err != nil {
+		s.mu.Lock()
+		s.startErr = err
+		s.mu.Unlock()
+		s.lines.printf("cannot start CMD: %v; resigning %s", err, held.Role)
+		s.stopMember()
+		return nil
+	}
+	pid := child.Pid()
+	s.lines.printf("started CMD (pid %d) with token %s", pid, held.Token)
+	select {
+	case <-child.Done():
+		code := child.ExitCode()
+		s.mu.Lock()
+		s.exit = &code
+		s.mu.Unlock()
+		s.lines.printf("CMD (pid %d) exited by itself with code %d; resigning %s", pid, code, held.Role)
+		s.stopMember()
+		return nil
+	case <-ctx.Done():
+	}
+	s.lines.printf("stopping CMD (pid %d): SIGTERM, then SIGKILL after %v", pid, s.kill)
+	if killed, _ := child.Stop(context.Background(), s.kill); killed {
+		s.lines.printf("CMD (pid %d) killed after --kill-timeout %v", pid, s.kill)
+	} else {
+		s.lines.printf("CMD (pid %d) stopped with code %d", pid, child.ExitCode())
+	}
+	return nil
+}
+
+// lineWriter writes whole lines, "krole run: ...", one writer at a time.
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineWriter) printf(format string, args ...any) {
+	msg := oneLine(fmt.Sprintf(format, args...))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.w, "krole run: %s\n", msg)
+}
+
+// lockedWriter returns w for CMD's output. A file (the terminal, in
+// production) is handed to CMD as it is. Any other writer (a buffer, when
+// tests run the app in-process) is written by a goroutine of os/exec, so
+// it is wrapped to take mu around each write: mu is the lineWriter's for
+// stderr, where krole run writes its lines too.
+func lockedWriter(w io.Writer, mu *sync.Mutex) io.Writer {
+	if _, ok := w.(*os.File); ok {
+		return w
+	}
+	return &syncWriter{mu: mu, w: w}
+}
+
+type syncWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// lineHandler is the slog.Handler of `krole run`: one line per record,
+// "krole run: LEVEL: message key=value ...", through the same lineWriter as
+// the transitions.
+type lineHandler struct {
+	lw     *lineWriter
+	level  slog.Level
+	attrs  string // preformatted " key=value" pairs
+	prefix string // group prefix of the keys, "g."
+}
+
+func (h *lineHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level }
+
+func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(strings.ToLower(r.Level.String()))
+	b.WriteString(": ")
+	b.WriteString(r.Message)
+	b.WriteString(h.attrs)
+	r.Attrs(func(a slog.Attr) bool {
+		appendAttr(&b, h.prefix, a)
+		return true
+	})
+	h.lw.printf("%s", b.String())
+	return nil
+}
+
+func (h *lineHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	var b strings.Builder
+	b.WriteString(h.attrs)
+	for _, a := range as {
+		appendAttr(&b, h.prefix, a)
+	}
+	c := *h
+	c.attrs = b.String()
+	return &c
+}
+
+func (h *lineHandler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	c := *h
+	c.prefix += name + "."
+	return &c
+}
+
+func appendAttr(b *strings.Builder, prefix string, a slog.Attr) {
+	a.Value = a.Value.Resolve()
+	if a.Equal(slog.Attr{}) {
+		return
+	}
+	if a.Value.Kind() == slog.KindGroup {
+		for _, g := range a.Value.Group() {
+			appendAttr(b, prefix+a.Key+".", g)
+		}
+		return
+	}
+	v := a.Value.String()
+	if v == "" || strings.ContainsAny(v, " \t\"=") {
+		v = strconv.Quote(v)
+	}
+	b.WriteString(" ")
+	b.WriteString(prefix + a.Key)
+	b.WriteString("=")
+	b.WriteString(v)
+}

@@ -1,0 +1,441 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/testcluster"
+	"github.com/krabka/krole/processor"
+	"github.com/krabka/krole/view"
+)
+
+// Short timings for the tests of `krole run`: a lease of 2s, renewed every
+// 400ms, a stagger of 300ms. processor.Settings.Validate accepts them (the
+// transaction timeout is 1s, below lease - renew interval).
+const (
+	testLease   = 2 * time.Second
+	testRenew   = 400 * time.Millisecond
+	testStagger = 300 * time.Millisecond
+)
+
+func testTimingFlags() []string {
+	return []string{"--lease-duration", testLease.String(), "--renew-interval", testRenew.String(), "--stagger", testStagger.String()}
+}
+
+func TestRunUsageErrors(t *testing.T) {
+	t.Setenv("KROLE_MEMBER", "")
+	notExec := filepath.Join(t.TempDir(), "not-executable")
+	require.NoError(t, os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644))
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no role", []string{"run"}, ExitUsage, "run needs a ROLE and a command"},
+		{"no command", []string{"run", "controller", "--member", "node-1"}, ExitUsage, "run needs a command after the role: krole run controller -- CMD"},
+		{"no command after --", []string{"run", "controller", "--"}, ExitUsage, "run needs a command after the role"},
+		{"invalid role", []string{"run", "bad/role", "--", "true"}, ExitUsage, `invalid role "bad/role"`},
+		{"invalid member", []string{"run", "controller", "--member", "node 1", "--", "true"}, ExitUsage, `invalid member id "node 1"`},
+		{"lease not positive", []string{"run", "controller", "--lease-duration", "0s", "--", "true"}, ExitUsage, "--lease-duration 0s: must be positive"},
+		{"stagger not positive", []string{"run", "controller", "--stagger", "-1s", "--", "true"}, ExitUsage, "--stagger -1s: must be positive"},
+		{"negative kill timeout", []string{"run", "controller", "--kill-timeout", "-1s", "--", "true"}, ExitUsage, "--kill-timeout -1s: must not be negative"},
+		{"renew not shorter than lease", []string{"run", "controller", "--lease-duration", "2s", "--renew-interval", "2s", "--", "true"}, ExitUsage,
+			"renew interval 2s must be shorter than lease duration 2s"},
+		{"command not found", []string{"run", "controller", "--", "krole-no-such-command"}, exitNotFound, `command "krole-no-such-command" not found`},
+		{"command not executable", []string{"run", "controller", "--", notExec}, exitCannotExecute, "cannot be executed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// 127.0.0.1:1 refuses connections: none of these may get as
+			// far as the cluster.
+			r := run(t, append([]string{"--brokers", "127.0.0.1:1"}, tc.args...)...)
+			assertOneLineError(t, r, tc.code)
+			assert.Contains(t, r.Stderr, tc.want)
+			if tc.code == exitNotFound || tc.code == exitCannotExecute {
+				assert.Equal(t, 1, strings.Count(r.Stderr, "\n"), "one line: %q", r.Stderr)
+			}
+		})
+	}
+	// A missing command is said in one line: the message shows the syntax.
+	r := run(t, "--brokers", "127.0.0.1:1", "run", "controller")
+	assert.Equal(t, 1, strings.Count(r.Stderr, "\n"), "%q", r.Stderr)
+}
+
+func TestRunHelp(t *testing.T) {
+	r := run(t, "run", "--help")
+	requireOK(t, r)
+	for _, s := range []string{"krole run ROLE", "-- CMD [ARGS...]", "KROLE_PRODUCER_ID", "--kill-timeout", "(default: HOSTNAME:PID)", "(default: lease duration / 5)"} {
+		assert.Contains(t, r.Stdout, s)
+	}
+	assert.Contains(t, run(t, "--help").Stdout, "\n   run ")
+}
+
+func TestDefaultMember(t *testing.T) {
+	m := defaultMember()
+	require.NoError(t, m.Validate())
+	assert.True(t, strings.HasSuffix(string(m), ":"+strconv.Itoa(os.Getpid())), m)
+}
+
+// The flags may come in any order around ROLE, and everything after --
+// belongs to CMD, flags that krole also has included.
+func TestRunArgumentOrder(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	out := filepath.Join(t.TempDir(), "args")
+	args := append([]string{"run", "controller", "-m", "node-1", "--", "sh", "-c", `printf '%s\n' "$@" > "$0"`, out, "--member", "x", "-o", "json", "--"},
+		testTimingFlags()...)
+	// The timing flags after CMD are CMD's: krole runs with its defaults.
+	r := run(t, append(clusterFlags(c), args...)...)
+	requireOK(t, r)
+	got, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Equal(t, "--member\nx\n-o\njson\n--\n"+strings.Join(testTimingFlags(), "\n")+"\n", string(got))
+	assert.Contains(t, r.Stderr, "krole run: campaigning for controller as node-1 (lease 10s, renew every 2s, stagger 1s)\n")
+}
+
+var electedLine = regexp.MustCompile(`(?m)^krole run: elected (\S+) as (\S+) \(token (\d+)/(\d+)\)$`)
+
+// CMD exiting by itself ends krole with CMD's exit code, after it resigned
+// the role: the release is written and the registration removed.
+func TestRunCommandExitCode(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	for _, code := range []int{3, 0} {
+		t.Run(fmt.Sprint("exit ", code), func(t *testing.T) {
+			role := fmt.Sprintf("exit-%d", code)
+			script := fmt.Sprintf(`echo "$KROLE_ROLE $KROLE_MEMBER $KROLE_PRODUCER_ID $KROLE_EPOCH"; exit %d`, code)
+			args := append(append(append(clusterFlags(c), "run", role), testTimingFlags()...), "--member", "node-1", "--", "sh", "-c", script)
+			r := run(t, args...)
+			require.Equal(t, code, r.Code, "stderr:\n%s", r.Stderr)
+
+			m := electedLine.FindStringSubmatch(r.Stderr)
+			require.NotNil(t, m, "stderr:\n%s", r.Stderr)
+			assert.Equal(t, []string{role, "node-1"}, m[1:3])
+			assert.Equal(t, fmt.Sprintf("%s node-1 %s %s\n", role, m[3], m[4]), r.Stdout, "CMD's environment names the role, member and token")
+			token := m[3] + "/" + m[4]
+			assert.Regexp(t, fmt.Sprintf(`(?m)^krole run: started CMD \(pid \d+\) with token %s$`, token), r.Stderr)
+			assert.Regexp(t, fmt.Sprintf(`(?m)^krole run: CMD \(pid \d+\) exited by itself with code %d; resigning %s$`, code, role), r.Stderr)
+			assert.True(t, strings.HasSuffix(r.Stderr, fmt.Sprintf("krole run: resigned %s (token %s)\n", role, token)), "stderr:\n%s", r.Stderr)
+			for _, l := range strings.Split(strings.TrimSpace(r.Stderr), "\n") {
+				assert.True(t, strings.HasPrefix(l, "krole run: "), "every line is krole run's: %q", l)
+			}
+
+			// The last lease is the release under the same token, and the
+			// registration is gone.
+			recs := readRole(t, c.Config, codec.Role(role))
+			last := lastLease(recs)
+			require.NotNil(t, last)
+			assert.True(t, last.Released(), "%+v", last)
+			assert.Equal(t, token, last.Token.String())
+			assert.Empty(t, view.Fold(codec.Role(role), recs).Candidates)
+		})
+	}
+}
+
+// SIGINT or SIGTERM (here: the end of Run's context, which main cancels on
+// either) stops CMD, with SIGKILL after --kill-timeout when it ignores
+// SIGTERM, resigns and exits 0.
+func TestRunInterrupted(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	for _, tc := range []struct {
+		name   string
+		script string
+		want   string
+	}{
+		{"stops on SIGTERM", `echo $$ > "$0"; exec sleep 300`, `CMD \(pid \d+\) stopped with code 143`},
+		{"killed after the kill timeout", `trap "" TERM; echo $$ > "$0"; while :; do sleep 0.05; done`, `CMD \(pid \d+\) killed after --kill-timeout 300ms`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var stdout, stderr syncBuffer
+			done := make(chan int, 1)
+			args := append(append(append(clusterFlags(c), "run", "svc"), testTimingFlags()...),
+				"--member", "node-1", "--kill-timeout", "300ms", "--", "sh", "-c", tc.script, pidFile)
+			go func() { done <- Run(ctx, args, &stdout, &stderr) }()
+
+			pid := waitPidFile(t, pidFile, done)
+			require.True(t, processAlive(pid))
+			// CMD may run before krole run says that it started it.
+			require.Eventually(t, func() bool {
+				return strings.Contains(stderr.String(), fmt.Sprintf("krole run: started CMD (pid %d)", pid))
+			}, 10*time.Second, 5*time.Millisecond)
+			stopped := time.Now()
+			cancel()
+			select {
+			case code := <-done:
+				assert.Equal(t, ExitOK, code, "stderr:\n%s", stderr.String())
+			case <-time.After(30 * time.Second):
+				t.Fatalf("krole run did not return; stderr:\n%s", stderr.String())
+			}
+			assert.False(t, processAlive(pid), "CMD is gone when krole run returns")
+			out := stderr.String()
+			assert.Contains(t, out, fmt.Sprintf("krole run: interrupted; leaving svc\nkrole run: stopping CMD (pid %d): SIGTERM, then SIGKILL after 300ms\n", pid))
+			assert.Regexp(t, `(?m)^krole run: `+tc.want+`$`, out)
+			assert.Regexp(t, `krole run: resigned svc \(token \d+/\d+\)\n$`, out)
+
+			// The role was released, not left to expire.
+			last := lastLease(readRole(t, c.Config, "svc"))
+			require.NotNil(t, last)
+			assert.True(t, last.Released())
+			assert.Less(t, time.Since(stopped), testLease, "krole run returned before the lease would have run out")
+		})
+	}
+}
+
+// Several processor Members with one view, in one process: at every event,
+// at most one member holds the role, and at most one work runs. The roles
+// pass on by resignation (Member.Resign, and the end of a Member's
+// context).
+//
+// The members join one after the other: each is a candidate in the view
+// before the next starts. Members that start at the same moment may each
+// take the role in turn (see TestRunMembersStartTogether).
+func TestRunMembersInProcess(t *testing.T) {
+	h := newMembersHarness(t)
+	for _, id := range []codec.MemberID{"node-1", "node-2", "node-3"} {
+		h.start(id)
+		require.Eventually(t, func() bool {
+			cs, err := h.v.Candidates(context.Background(), h.role)
+			return err == nil && slices.ContainsFunc(cs, func(c view.Candidate) bool { return c.Member == id })
+		}, 10*time.Second, 10*time.Millisecond, "%s never showed as a candidate", id)
+	}
+
+	first := h.next("")
+	assert.Equal(t, codec.MemberID("node-1"), first, "the first to join takes the role")
+	// The holder resigns through Member.Resign: the next candidate takes
+	// the role without waiting for the lease; the first queues again.
+	start := time.Now()
+	require.NoError(t, h.members[first].m.Resign(context.Background(), h.role))
+	second := h.next(first)
+	assert.Less(t, time.Since(start), testLease-testRenew, "a resignation hands over before the lease could have run out")
+
+	// The second leaves (its context ends): it resigns on the way out.
+	start = time.Now()
+	h.stop(second)
+	third := h.next(second)
+	assert.Less(t, time.Since(start), testLease-testRenew)
+
+	// The third leaves; the first, queued again, takes the role back.
+	h.stop(third)
+	assert.Equal(t, first, h.next(third))
+	h.check()
+}
+
+// Members that start together, before they see each other's
+// registrations, must still take the role one at a time.
+//
+// Known to fail: processor's runner.register puts the member's own new
+// registration into its local copy of the state (withCandidate) at once,
+// so Decide ranks the member against the candidates its view has shown so
+// far, which may not include the registrations with lower offsets written
+// a moment earlier by the others. Each member then sees itself at rank 0
+// and challenges, fencing the one before; for a moment two members hold
+// the role (and run their work). The broker's fence keeps the lease
+// writes safe, but the works overlap. Waiting for the view to show the
+// registration (Decide's regPending) before ranking would close it.
+func TestRunMembersStartTogether(t *testing.T) {
+	if os.Getenv("KROLE_TEST_KNOWN_BUGS") == "" {
+		t.Skip("known to fail until processor ranks a new member from the view (see the comment); KROLE_TEST_KNOWN_BUGS=1 runs it")
+	}
+	h := newMembersHarness(t)
+	for _, id := range []codec.MemberID{"node-1", "node-2", "node-3"} {
+		h.start(id)
+	}
+	h.next("")
+	// Long enough for every member to have challenged, if it does.
+	time.Sleep(testLease)
+	h.check()
+}
+
+// membersHarness runs processor Members of one role with one view, and
+// checks from their events that at most one holds the role at a time.
+type membersHarness struct {
+	t       *testing.T
+	c       *testcluster.Cluster
+	role    codec.Role
+	v       *view.View
+	members map[codec.MemberID]*member
+
+	mu       sync.Mutex
+	holder   codec.MemberID // per the Elected and Revoked events
+	elected  chan codec.MemberID
+	overlaps []string
+	works    atomic.Int32
+	maxWorks atomic.Int32
+}
+
+type member struct {
+	m      *processor.Member
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newMembersHarness(t *testing.T) *membersHarness {
+	t.Helper()
+	h := &membersHarness{t: t, c: testcluster.Start(t, testcluster.Options{}), role: "controller",
+		members: map[codec.MemberID]*member{}, elected: make(chan codec.MemberID, 64)}
+	v, err := view.New(view.Options{Config: h.c.Config})
+	require.NoError(t, err)
+	h.v = v
+	vctx, stopView := context.WithCancel(context.Background())
+	viewDone := make(chan error, 1)
+	go func() { viewDone <- v.Run(vctx) }()
+	t.Cleanup(func() {
+		stopView()
+		assert.NoError(t, <-viewDone)
+	})
+	return h
+}
+
+func (h *membersHarness) onEvent(e processor.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.t.Logf("%s: %s", e.Member, e)
+	switch e.Kind {
+	case processor.Elected:
+		if h.holder != "" {
+			h.overlaps = append(h.overlaps, fmt.Sprintf("%s elected while %s holds the role", e.Member, h.holder))
+		}
+		h.holder = e.Member
+		h.elected <- e.Member
+	case processor.Revoked:
+		if h.holder == e.Member {
+			h.holder = ""
+		}
+	}
+}
+
+func (h *membersHarness) work(ctx context.Context, _ processor.Held) error {
+	n := h.works.Add(1)
+	defer h.works.Add(-1)
+	for {
+		m := h.maxWorks.Load()
+		if n <= m || h.maxWorks.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// start runs member id until the test ends or stop.
+func (h *membersHarness) start(id codec.MemberID) {
+	t := h.t
+	t.Helper()
+	settings := processor.Settings{LeaseDuration: testLease, RenewInterval: testRenew, Stagger: testStagger}
+	cfg := h.c.Config
+	cfg.TxnTimeout = settings.WithDefaults().TransactionTimeout
+	tr, err := fencing.NewBrokerTransport(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { tr.Close() })
+	m, err := processor.New(tr, h.v, id, []codec.Role{h.role}, processor.Options{Settings: settings, OnEvent: h.onEvent})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &member{m: m, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		assert.NoError(t, m.Run(ctx, h.work))
+	}()
+	t.Cleanup(func() { cancel(); <-r.done })
+	h.members[id] = r
+}
+
+// stop ends member id's context and waits for its Run to return.
+func (h *membersHarness) stop(id codec.MemberID) {
+	h.members[id].cancel()
+	<-h.members[id].done
+}
+
+// next returns the next member elected, which must not be not.
+func (h *membersHarness) next(not codec.MemberID) codec.MemberID {
+	h.t.Helper()
+	select {
+	case id := <-h.elected:
+		require.NotEqual(h.t, not, id, "the role passed to another member")
+		return id
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("nobody was elected")
+	}
+	return ""
+}
+
+// check asserts that no two members held the role, or ran work, at once.
+func (h *membersHarness) check() {
+	h.t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	assert.Empty(h.t, h.overlaps)
+	assert.LessOrEqual(h.t, h.maxWorks.Load(), int32(1), "never two works at once")
+}
+
+// readRole reads role's records through a transport of its own.
+func readRole(t *testing.T, cfg fencing.Config, role codec.Role) []fencing.RoleRecord {
+	t.Helper()
+	tr, err := fencing.NewBrokerTransport(cfg)
+	require.NoError(t, err)
+	defer tr.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	recs, err := tr.ReadRoleRecords(ctx, role)
+	require.NoError(t, err)
+	return recs
+}
+
+func lastLease(recs []fencing.RoleRecord) *codec.Lease {
+	for i := len(recs) - 1; i >= 0; i-- {
+		if recs[i].Key.Kind == codec.KindLease {
+			return recs[i].Record.Lease
+		}
+	}
+	return nil
+}
+
+// waitPidFile waits for CMD to write its pid to path, failing when krole
+// run returns first (its exit code comes on done).
+func waitPidFile(t *testing.T, path string, done <-chan int) int {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case code := <-done:
+			t.Fatalf("krole run returned %d before CMD wrote its pid", code)
+		default:
+		}
+		if b, err := os.ReadFile(path); err == nil && bytes.HasSuffix(b, []byte("\n")) {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			require.NoError(t, err)
+			return pid
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("CMD never wrote %s", path)
+	return 0
+}
+
+// processAlive reports whether pid is a live process (a zombie is dead).
+func processAlive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) S ...: the state follows the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
+}

@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/krabka/krole/internal/server"
+	"github.com/krabka/krole/view"
+)
+
+// DefaultServeListen is where `krole serve` listens by default: this
+// machine only.
+const DefaultServeListen = "127.0.0.1:8080"
+
+// serveShutdownTimeout bounds how long `krole serve` waits for requests in
+// flight when it stops.
+const serveShutdownTimeout = 5 * time.Second
+
+func serveCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "serve",
+		Usage:     "serve an HTTP lookup API, Prometheus metrics and a live page from a view of the role topic",
+		UsageText: "krole serve [--listen HOST:PORT] [--state-dir DIR]",
+		Description: "Follows the role topic in a local view and answers from it, until SIGINT or\n" +
+			"SIGTERM. It prints one line when it listens (port 0 picks a free port; the line\n" +
+			"shows the real one):\n\n" +
+			"   listening: http://HOST:PORT\n\n" +
+			"Endpoints (GET):\n" +
+			"   /                       a page of the table, updated live\n" +
+			"   /v1/roles               every role, as 'krole table -o json' prints them\n" +
+			"   /v1/roles/ROLE          one role; 404 {\"error\":...} when the table has no record of it\n" +
+			"   /v1/roles/ROLE/watch    server-sent events: the role's row, then one per change\n" +
+			"   /v1/watch[?role=R,...]  server-sent events of every role (or those named)\n" +
+			"   /v1/stats               the view's counters\n" +
+			"   /healthz                503 until the view has caught up with the topic, then 200\n" +
+			"   /metrics                Prometheus text format, names prefixed krole_\n\n" +
+			"A lookup made before the view has caught up waits up to 5s, then answers 503.\n" +
+			"Answers are what the topic says, not the broker's fence. There is no\n" +
+			"authentication: the default address is reachable from this machine only.",
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: "listen", Value: DefaultServeListen,
+				Usage: "`HOST:PORT` to serve on; port 0 picks a free port"},
+			&ucli.StringFlag{Name: "state-dir", TakesFile: true,
+				Usage: "keep the view's table in `DIR` (LevelDB), so that a restart reads only newer records (default: in memory)"},
+		},
+		Action: runServe,
+	}
+}
+
+func runServe(c *ucli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	listen := c.String("listen")
+	_, portStr, err := net.SplitHostPort(listen)
+	if port, perr := strconv.Atoi(portStr); err != nil || perr != nil || port < 0 || port > 65535 {
+		return Usagef(c, "--listen %q is not HOST:PORT (PORT 0-65535, 0 picks a free port)", listen)
+	}
+	if _, err := configFrom(c); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		if addrInUse(err) {
+			return fmt.Errorf("cannot listen on %s: address already in use; choose another with --listen", listen)
+		}
+		return fmt.Errorf("cannot listen on %s: %w", listen, err)
+	}
+	defer ln.Close()
+
+	lv, err := startView(c, c.String("state-dir"))
+	if err != nil {
+		return err
+	}
+	defer lv.stop()
+	h, err := server.New(lv.View, server.Options{})
+	if err != nil {
+		return err
+	}
+	// Requests run on base: cancelling it ends the event streams, which
+	// would otherwise keep Shutdown waiting.
+	base, cancelRequests := context.WithCancel(context.WithoutCancel(c.Context))
+	defer cancelRequests()
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          log.New(stderr(c), "krole serve: http: ", 0),
+	}
+	srv.RegisterOnShutdown(cancelRequests)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	if _, err := fmt.Fprintf(stdout(c), "listening: http://%s\n", ln.Addr()); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr(c), "krole serve: following topic %s at %s; Ctrl-C stops\n", lv.cfg.Topic, strings.Join(lv.cfg.Brokers, ","))
+	caught := make(chan struct{})
+	go func() {
+		defer close(caught)
+		if _, err := lv.Roles(c.Context); err == nil {
+			fmt.Fprintf(stderr(c), "krole serve: view caught up: %d role(s)\n", lv.Stats().Roles)
+		}
+	}()
+
+	var failure error
+	select {
+	case <-c.Context.Done():
+	case <-lv.done:
+		err := lv.err
+		if err == nil {
+			err = view.ErrStopped
+		}
+		failure = fmt.Errorf("following the role topic: %w", err)
+	case err := <-served:
+		failure = fmt.Errorf("serving on %s: %w", ln.Addr(), err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), serveShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) && failure == nil {
+		failure = err
+	}
+	_ = srv.Close()
+	if err := lv.stop(); err != nil && failure == nil {
+		failure = fmt.Errorf("following the role topic: %w", err)
+	}
+	<-caught
+	if failure == nil {
+		fmt.Fprintln(stderr(c), "krole serve: stopped")
+	}
+	return failure
+}

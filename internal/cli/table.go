@@ -1,0 +1,291 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/internal/server"
+	"github.com/krabka/krole/view"
+)
+
+// DefaultTableTimeout is the default of `krole table --timeout`.
+const DefaultTableTimeout = 30 * time.Second
+
+func tableCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "table",
+		Usage:     "show each role's holder, lease and ranked candidates, from a view of the role topic",
+		UsageText: "krole table [ROLE...] [--watch] [--timeout D]",
+		Description: "Restores the view of the role topic (reads it with read_committed isolation up\n" +
+			"to its last stable offset) and prints a row per role: the holder of its latest\n" +
+			"lease and its token, the time left on the lease (\"expired\" once its deadline\n" +
+			"has passed by this machine's clock, \"none\" without a lease), and the candidates\n" +
+			"in rank order (join order). With no ROLE, every role the topic has a record of;\n" +
+			"a ROLE it has none of shows with no holder and no candidates.\n\n" +
+			"This is what the topic says, not the broker's fence: a holder shown as live may\n" +
+			"already be fenced by a newer token whose lease is not written yet.\n\n" +
+			"JSON: an array in role order, [] when there are no roles:\n" +
+			"  {\"role\":R,\"holder\":{\"member\":M,\"token\":{\"producer_id\":N,\"epoch\":N},\"granted_at\":MS,\n" +
+			"   \"deadline\":MS,\"expired\":BOOL} or null,\n" +
+			"   \"candidates\":[{\"member\":M,\"offset\":N,\"registered_at\":MS,\"rank\":0},...]}\n" +
+			"Times are Unix milliseconds; \"expired\" is judged when the row is printed.\n" +
+			"GET /v1/roles of 'krole serve' answers the same.\n\n" +
+			"--watch keeps following the topic until interrupted. On a terminal (and without\n" +
+			"-o json) the table is redrawn on each change and the time left ticks down.\n" +
+			"Otherwise it prints one JSON row per line: first the current row of each role,\n" +
+			"then the row of a role each time it changes, and again when a lease it showed\n" +
+			"as live runs out (with \"expired\":true). A role that lost its last record shows\n" +
+			"as a row with no holder and no candidates.",
+		ArgsUsage: "[ROLE...]",
+		Flags: []ucli.Flag{
+			&ucli.BoolFlag{Name: "watch", Aliases: []string{"w"},
+				Usage: "keep the table live until interrupted: redrawn on a terminal, one JSON line per change otherwise"},
+			&ucli.DurationFlag{Name: "timeout", Value: DefaultTableTimeout,
+				Usage: "give up when the view has not caught up with the topic within `D` (0: wait as long as it takes)"},
+		},
+		Action: runTable,
+	}
+}
+
+// roleArgs returns the command's ROLE arguments, validated.
+func roleArgs(c *ucli.Context) ([]codec.Role, error) {
+	var roles []codec.Role
+	for _, a := range c.Args().Slice() {
+		r, err := codec.NewRole(a)
+		if err != nil {
+			return nil, InvalidName(err)
+		}
+		roles = append(roles, r)
+	}
+	return roles, nil
+}
+
+func runTable(c *ucli.Context) error {
+	roles, err := roleArgs(c)
+	if err != nil {
+		return err
+	}
+	timeout := c.Duration("timeout")
+	if timeout < 0 {
+		return Usagef(c, "--timeout %v: must not be negative", timeout)
+	}
+	watch := c.Bool("watch")
+	lv, err := startView(c, "")
+	if err != nil {
+		return err
+	}
+	defer lv.stop()
+
+	if err := lv.ready(c.Context, timeout); err != nil {
+		if watch && c.Context.Err() != nil {
+			return nil // interrupted: the end of a watch
+		}
+		return err
+	}
+	if !watch {
+		rows, err := server.Rows(c.Context, lv.View, time.Now, roles...)
+		if err != nil {
+			return err
+		}
+		if err := printRows(c, lv.cfg.Topic, rows); err != nil {
+			return err
+		}
+		return lv.stop()
+	}
+
+	ctx, cancel := context.WithCancel(c.Context)
+	defer cancel()
+	st := server.Follow(ctx, lv.View, time.Now, roles...)
+	if outputFormat(c) == FormatTable && isTerminal(stdout(c)) {
+		err = watchTerminal(stdout(c), st, roles, lv.cfg.Topic, time.Now, redrawEvery)
+	} else {
+		err = watchLines(stdout(c), st)
+	}
+	cancel()
+	for range st.C { // after a failed write: wait for the stream's end
+	}
+	if err != nil {
+		return err
+	}
+	if errors.Is(st.Err(), view.ErrStopped) {
+		if err := lv.stop(); err != nil {
+			return fmt.Errorf("following the role topic: %w", err)
+		}
+	}
+	return st.Err()
+}
+
+// printRows prints rows as -o asks.
+func printRows(c *ucli.Context, topic string, rows []server.Row) error {
+	if outputFormat(c) == FormatJSON {
+		return writeJSON(stdout(c), rows)
+	}
+	if len(rows) == 0 {
+		_, err := fmt.Fprintf(stdout(c), "topic %s has no roles\n", topic)
+		return err
+	}
+	return rowsTable(stdout(c), rows, time.Now())
+}
+
+// rowsTable writes rows as aligned columns, the time left judged at now.
+func rowsTable(w io.Writer, rows []server.Row, now time.Time) error {
+	tw := newTable(w, "ROLE", "HOLDER", "TOKEN", "LEFT", "CANDIDATES")
+	for _, r := range rows {
+		var holder, token string
+		if h := r.Holder; h != nil {
+			holder, token = string(h.Member), h.Token.String()
+		}
+		names := make([]string, len(r.Candidates))
+		for i, cd := range r.Candidates {
+			names[i] = string(cd.Member)
+		}
+		tw.row(string(r.Role), holder, token, timeLeft(r.Holder, now), strings.Join(names, ", "))
+	}
+	return tw.flush()
+}
+
+// timeLeft is the LEFT column: the time left on the lease at now,
+// "expired", "expired (released)" for a lease its holder released, or
+// "none" without a lease.
+func timeLeft(h *server.Holder, now time.Time) string {
+	switch {
+	case h == nil:
+		return "none"
+	case h.Released():
+		return "expired (released)"
+	}
+	d := time.UnixMilli(h.Deadline).Sub(now)
+	if h.Expired && d > 0 {
+		// Judged expired when the row was made; the clock cannot go back.
+		d = 0
+	}
+	switch {
+	case d <= 0:
+		return "expired"
+	case d < 10*time.Second:
+		return fmt.Sprintf("%.1fs", float64(d/(100*time.Millisecond))/10)
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d/time.Minute), int(d%time.Minute/time.Second))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+	}
+	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// watchLines prints each row of the stream as one line of JSON, until the
+// stream ends or a write fails.
+func watchLines(w io.Writer, st *server.Stream) error {
+	for rows := range st.C {
+		for _, r := range rows {
+			if err := writeJSON(w, r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// redrawEvery is how often a terminal's table is redrawn without a change,
+// for the time left to tick down.
+const redrawEvery = time.Second
+
+// watchTerminal keeps the table drawn on a terminal: redrawn on each batch
+// of the stream and every interval, until the stream ends or a write
+// fails. Roles that lose their last record leave the table, unless named
+// in roles.
+func watchTerminal(w io.Writer, st *server.Stream, roles []codec.Role, topic string, now func() time.Time, every time.Duration) error {
+	named := map[codec.Role]bool{}
+	for _, r := range roles {
+		named[r] = true
+	}
+	var shown []server.Row // sorted by role
+	drawn := false
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case rows, ok := <-st.C:
+			if !ok {
+				return nil
+			}
+			for _, r := range rows {
+				shown = upsertRow(shown, r, r.Empty() && !named[r.Role])
+			}
+			drawn = true
+		case <-tick.C:
+			if !drawn {
+				continue
+			}
+		}
+		if _, err := w.Write(frame(shown, topic, now())); err != nil {
+			return err
+		}
+	}
+}
+
+// upsertRow puts r into rows (sorted by role), or takes its role out when
+// drop is set.
+func upsertRow(rows []server.Row, r server.Row, drop bool) []server.Row {
+	i := 0
+	for i < len(rows) && rows[i].Role < r.Role {
+		i++
+	}
+	switch {
+	case i < len(rows) && rows[i].Role == r.Role && drop:
+		return append(rows[:i], rows[i+1:]...)
+	case i < len(rows) && rows[i].Role == r.Role:
+		rows[i] = r
+		return rows
+	case drop:
+		return rows
+	}
+	rows = append(rows, server.Row{})
+	copy(rows[i+1:], rows[i:])
+	rows[i] = r
+	return rows
+}
+
+// frame is one full screen of the watched table: the cursor home, each
+// line followed by "erase to the end of the line", and "erase below" at
+// the end, so that a redraw never flickers through a blank screen.
+func frame(rows []server.Row, topic string, now time.Time) []byte {
+	var body bytes.Buffer
+	fmt.Fprintf(&body, "krole table: topic %s, %s (Ctrl-C to stop)\n\n", topic, now.Format("15:04:05"))
+	if len(rows) == 0 {
+		fmt.Fprintf(&body, "topic %s has no roles\n", topic)
+	} else {
+		_ = rowsTable(&body, rows, now)
+	}
+	var out bytes.Buffer
+	out.WriteString("\x1b[H")
+	for _, line := range strings.SplitAfter(body.String(), "\n") {
+		if line == "" {
+			continue
+		}
+		out.WriteString(strings.TrimSuffix(line, "\n"))
+		out.WriteString("\x1b[K\n")
+	}
+	out.WriteString("\x1b[J")
+	return out.Bytes()
+}

@@ -1,0 +1,357 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/server"
+	"github.com/krabka/krole/internal/testcluster"
+	"github.com/krabka/krole/view"
+)
+
+// members writes to a role topic as members do, through the transport.
+type members struct {
+	t  *testing.T
+	tr *fencing.BrokerTransport
+}
+
+func newMembers(t *testing.T, c *testcluster.Cluster) *members {
+	t.Helper()
+	tr, err := fencing.NewBrokerTransport(c.Config)
+	require.NoError(t, err)
+	t.Cleanup(func() { tr.Close() })
+	return &members{t: t, tr: tr}
+}
+
+func (m *members) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	m.t.Cleanup(cancel)
+	return ctx
+}
+
+// register returns the registration's offset.
+func (m *members) register(role codec.Role, member codec.MemberID) int64 {
+	m.t.Helper()
+	off, err := m.tr.Register(m.ctx(), role, member)
+	require.NoError(m.t, err)
+	return off
+}
+
+// lease makes member the holder of role for d, under a new epoch.
+func (m *members) lease(role codec.Role, member codec.MemberID, d time.Duration) codec.Lease {
+	m.t.Helper()
+	now := time.Now()
+	return m.leaseAt(role, member, now, now.Add(d))
+}
+
+// leaseAt writes a lease of member for role from granted to deadline,
+// under a new epoch.
+func (m *members) leaseAt(role codec.Role, member codec.MemberID, granted, deadline time.Time) codec.Lease {
+	m.t.Helper()
+	ctx := m.ctx()
+	tok, err := m.tr.AcquireEpoch(ctx, role)
+	require.NoError(m.t, err)
+	l, err := codec.NewLease(member, tok, granted.UnixMilli(), deadline.UnixMilli())
+	require.NoError(m.t, err)
+	require.NoError(m.t, m.tr.WriteLease(ctx, role, tok, l))
+	return l
+}
+
+// fixtureRoles writes: db with a lease of m1 and candidates m1, m2; cron
+// with a lease and no candidate; queue with a candidate and no lease.
+func fixtureRoles(t *testing.T, c *testcluster.Cluster) (m *members, dbLease codec.Lease, dbOffsets [2]int64) {
+	t.Helper()
+	m = newMembers(t, c)
+	dbOffsets[0] = m.register("db", "m1")
+	dbOffsets[1] = m.register("db", "m2")
+	dbLease = m.lease("db", "m1", time.Hour)
+	m.lease("cron", "x1", time.Hour)
+	m.register("queue", "q1")
+	return m, dbLease, dbOffsets
+}
+
+func tableJSON(t *testing.T, c *testcluster.Cluster, roles ...string) (string, []map[string]any) {
+	t.Helper()
+	r := runOn(t, c, append(append([]string{"table"}, roles...), "-o", "json")...)
+	requireOK(t, r)
+	var rows []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &rows), r.Stdout)
+	return r.Stdout, rows
+}
+
+func keys(m map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestTableJSON(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	_, l, offs := fixtureRoles(t, c)
+
+	out, rows := tableJSON(t, c)
+	assert.Equal(t, 1, strings.Count(out, "\n"), "one JSON document")
+	require.Len(t, rows, 3)
+	for i, role := range []string{"cron", "db", "queue"} {
+		assert.Equal(t, role, rows[i]["role"], "role order")
+		assert.ElementsMatch(t, []string{"role", "holder", "candidates"}, keys(rows[i]))
+	}
+	assert.Equal(t, []any{}, rows[0]["candidates"], "a lease without candidates: [] not null")
+	assert.Nil(t, rows[2]["holder"], "candidates without a lease: holder null")
+	assert.Contains(t, rows[2], "holder")
+
+	var typed []server.Row
+	require.NoError(t, json.Unmarshal([]byte(out), &typed))
+	db := typed[1]
+	h := rows[1]["holder"].(map[string]any)
+	assert.ElementsMatch(t, []string{"member", "token", "granted_at", "deadline", "expired"}, keys(h))
+	assert.ElementsMatch(t, []string{"producer_id", "epoch"}, keys(h["token"].(map[string]any)))
+	assert.Equal(t, &server.Holder{Member: "m1", Token: l.Token, GrantedAt: l.GrantedAt, Deadline: l.Deadline, Expired: false}, db.Holder)
+	assert.Contains(t, out, `"producer_id":`+jsonInt(l.Token.ProducerID), "the token's int64 in full")
+	require.Len(t, db.Candidates, 2)
+	for i, m := range []codec.MemberID{"m1", "m2"} {
+		cand := rows[1]["candidates"].([]any)[i].(map[string]any)
+		assert.ElementsMatch(t, []string{"member", "offset", "registered_at", "rank"}, keys(cand))
+		assert.Equal(t, view.Candidate{Member: m, Offset: offs[i], RegisteredAt: db.Candidates[i].RegisteredAt, Rank: i}, db.Candidates[i], "rank order")
+		assert.InDelta(t, time.Now().UnixMilli(), db.Candidates[i].RegisteredAt, float64(time.Hour.Milliseconds()))
+	}
+
+	// Named roles: sorted, once each; one the table does not have shows
+	// with no holder and no candidates.
+	_, named := tableJSON(t, c, "queue", "nosuch", "db", "queue")
+	require.Len(t, named, 3)
+	assert.Equal(t, rows[1], named[0])
+	assert.Equal(t, map[string]any{"role": "nosuch", "holder": nil, "candidates": []any{}}, named[1])
+	assert.Equal(t, rows[2], named[2])
+}
+
+func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
+
+func TestTableText(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	m, l, _ := fixtureRoles(t, c)
+	m.leaseAt("short", "s1", time.Now().Add(-time.Minute), time.Now().Add(-time.Second))
+	rl := m.lease("resigned", "r1", time.Hour)
+	require.NoError(t, m.tr.WriteLease(m.ctx(), "resigned", rl.Token, codec.ReleaseLease("r1", rl.Token)))
+
+	r := runOn(t, c, "table", "nosuch")
+	requireOK(t, r)
+	assert.Regexp(t, `^ROLE\s+HOLDER\s+TOKEN\s+LEFT\s+CANDIDATES\nnosuch\s+-\s+-\s+none\s+-\n$`, r.Stdout)
+
+	r = runOn(t, c, "table")
+	requireOK(t, r)
+	lines := strings.Split(strings.TrimRight(r.Stdout, "\n"), "\n")
+	require.Len(t, lines, 6, r.Stdout)
+	assert.Regexp(t, `^cron\s+x1\s+\d+/\d+\s+(59m\d\ds|1h00m)\s+-$`, lines[1])
+	assert.Regexp(t, `^db\s+m1\s+`+l.Token.String()+`\s+(59m\d\ds|1h00m)\s+m1, m2$`, lines[2])
+	assert.Regexp(t, `^queue\s+-\s+-\s+none\s+q1$`, lines[3])
+	assert.Regexp(t, `^resigned\s+r1\s+\d+/\d+\s+expired \(released\)\s+-$`, lines[4])
+	assert.Regexp(t, `^short\s+s1\s+\d+/\d+\s+expired\s+-$`, lines[5])
+	assert.Equal(t, strings.Index(lines[0], "LEFT"), strings.Index(lines[3], "none"), "columns align")
+}
+
+func TestTableEmptyAndErrors(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	r := runOn(t, c, "table")
+	requireOK(t, r)
+	assert.Equal(t, "topic "+c.Config.Topic+" has no roles\n", r.Stdout)
+	r = runOn(t, c, "table", "-o", "json")
+	requireOK(t, r)
+	assert.Equal(t, "[]\n", r.Stdout)
+
+	r = runOn(t, c, "table", "db", "bad/role")
+	assertOneLineError(t, r, ExitUsage)
+	assert.Contains(t, r.Stderr, `krole: invalid role "bad/role": 1-128 characters of`)
+	r = runOn(t, c, "table", "--timeout", "-1s")
+	assertOneLineError(t, r, ExitUsage)
+
+	r = run(t, "table", "--brokers", "127.0.0.1:1")
+	assertOneLineError(t, r, ExitFailure)
+	assert.Contains(t, r.Stderr, "krole: no broker answered at 127.0.0.1:1")
+	r = run(t, "table", "--brokers", strings.Join(c.Config.Brokers, ","), "--topic", "no.such.topic")
+	assertOneLineError(t, r, ExitFailure)
+	assert.Contains(t, r.Stderr, "topic no.such.topic does not exist")
+}
+
+// background is a long-running command run in-process: its stdout is
+// read line by line, and cancelling its context stops it, as SIGINT does.
+type background struct {
+	t      *testing.T
+	cancel context.CancelFunc
+	done   chan int
+	lines  chan string
+	stderr *syncBuffer
+	code   *int
+}
+
+func startBackground(t *testing.T, args ...string) *background {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	outR, outW := io.Pipe()
+	b := &background{t: t, cancel: cancel, done: make(chan int, 1), lines: make(chan string, 1000), stderr: &syncBuffer{}}
+	go func() {
+		defer outW.Close()
+		b.done <- Run(ctx, args, outW, b.stderr)
+	}()
+	go func() {
+		defer close(b.lines)
+		sc := bufio.NewScanner(outR)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			b.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() { b.stop() })
+	return b
+}
+
+// line returns the next line of stdout; it fails the test when the command
+// ends first or prints nothing within a minute.
+func (b *background) line(what string) string {
+	b.t.Helper()
+	select {
+	case l, ok := <-b.lines:
+		require.True(b.t, ok, "%s: the command ended; stderr: %s", what, b.stderr.String())
+		return l
+	case <-time.After(time.Minute):
+		require.FailNow(b.t, "timed out", "%s; stderr: %s", what, b.stderr.String())
+	}
+	return ""
+}
+
+// stop cancels the command and returns its exit code.
+func (b *background) stop() int {
+	b.t.Helper()
+	if b.code != nil {
+		return *b.code
+	}
+	b.cancel()
+	select {
+	case code := <-b.done:
+		b.code = &code
+		for range b.lines {
+		}
+		return code
+	case <-time.After(time.Minute):
+		require.FailNow(b.t, "the command did not stop within a minute of its context ending", "stderr: %s", b.stderr.String())
+	}
+	return -1
+}
+
+func rowOf(t *testing.T, line string) server.Row {
+	t.Helper()
+	var r server.Row
+	require.NoError(t, json.Unmarshal([]byte(line), &r), line)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(line), &m))
+	assert.ElementsMatch(t, []string{"role", "holder", "candidates"}, keys(m), "the row shape")
+	return r
+}
+
+// TestTableWatchPipe: to a pipe, --watch prints the current rows, then one
+// JSON line per change, and a line when a lease it showed as live runs out;
+// an interrupt ends it with exit 0.
+func TestTableWatchPipe(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	m, l, _ := fixtureRoles(t, c)
+
+	b := startBackground(t, append([]string{"table", "--watch", "db", "fresh"}, clusterFlags(c)...)...)
+	first, second := rowOf(t, b.line("db's row")), rowOf(t, b.line("fresh's row"))
+	assert.Equal(t, codec.Role("db"), first.Role)
+	require.NotNil(t, first.Holder)
+	assert.Equal(t, l.Token, first.Holder.Token)
+	assert.Equal(t, server.Row{Role: "fresh", Candidates: []view.Candidate{}}, second, "a named role the table does not have")
+
+	// Changes of other roles do not show; db's new holder does, then its
+	// lease running out.
+	m.register("queue", "q2")
+	l2 := m.lease("db", "m2", 2*time.Second)
+	r := rowOf(t, b.line("db's new holder"))
+	assert.Equal(t, codec.Role("db"), r.Role)
+	assert.Equal(t, &server.Holder{Member: "m2", Token: l2.Token, GrantedAt: l2.GrantedAt, Deadline: l2.Deadline}, r.Holder)
+	off := m.register("fresh", "f1")
+	r = rowOf(t, b.line("fresh's first candidate"))
+	assert.Equal(t, server.Row{Role: "fresh", Candidates: []view.Candidate{{Member: "f1", Offset: off, RegisteredAt: r.Candidates[0].RegisteredAt}}}, r)
+	r = rowOf(t, b.line("db's lease runs out"))
+	assert.Equal(t, codec.Role("db"), r.Role)
+	require.NotNil(t, r.Holder)
+	assert.True(t, r.Holder.Expired)
+	assert.GreaterOrEqual(t, time.Now().UnixMilli(), l2.Deadline)
+
+	assert.Equal(t, ExitOK, b.stop(), "stderr: %s", b.stderr.String())
+	assert.NotContains(t, b.stderr.String(), "krole:", "no error")
+}
+
+func TestTimeLeft(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	h := func(deadline int64) *server.Holder {
+		return &server.Holder{Member: "m", GrantedAt: 900_000, Deadline: deadline}
+	}
+	for _, tc := range []struct {
+		h    *server.Holder
+		want string
+	}{
+		{nil, "none"},
+		{&server.Holder{Member: "m", GrantedAt: 0, Deadline: 1, Expired: true}, "expired (released)"},
+		{h(1_000_000), "expired"},
+		{h(999_000), "expired"},
+		{&server.Holder{Member: "m", GrantedAt: 900_000, Deadline: 1_005_000, Expired: true}, "expired"}, // judged so earlier
+		{h(1_004_250), "4.2s"},
+		{h(1_000_050), "0.0s"},
+		{h(1_042_900), "42s"},
+		{h(1_000_000 + 65_000), "1m05s"},
+		{h(1_000_000 + 2*3600_000 + 3*60_000), "2h03m"},
+		{h(1_000_000 + 3*86400_000), "3d"},
+	} {
+		assert.Equal(t, tc.want, timeLeft(tc.h, now), "%+v", tc.h)
+	}
+}
+
+// TestWatchTerminal: on a terminal the table is redrawn in place on each
+// change; a role that loses its last record leaves it unless it was named.
+func TestWatchTerminal(t *testing.T) {
+	ch := make(chan []server.Row)
+	st := &server.Stream{C: ch}
+	var out syncBuffer
+	done := make(chan error, 1)
+	now := func() time.Time { return time.UnixMilli(1_000_000) }
+	go func() { done <- watchTerminal(&out, st, []codec.Role{"named"}, "t.roles", now, time.Hour) }()
+
+	lease := &server.Holder{Member: "m1", Token: codec.Token{ProducerID: 7, Epoch: 1}, GrantedAt: 990_000, Deadline: 1_030_000}
+	ch <- []server.Row{
+		{Role: "a", Candidates: []view.Candidate{{Member: "c1"}}},
+		{Role: "b", Holder: lease, Candidates: []view.Candidate{{Member: "m1"}, {Member: "m2", Rank: 1}}},
+		{Role: "named", Candidates: []view.Candidate{}},
+	}
+	ch <- []server.Row{{Role: "a", Candidates: []view.Candidate{}}}      // a leaves
+	ch <- []server.Row{{Role: "0first", Candidates: []view.Candidate{}}} // never shown
+	close(ch)
+	require.NoError(t, <-done)
+
+	frames := strings.Split(out.String(), "\x1b[H")
+	require.Len(t, frames, 4, "one frame per batch: %q", out.String())
+	clean := func(f string) string { return strings.ReplaceAll(strings.ReplaceAll(f, "\x1b[K", ""), "\x1b[J", "") }
+	assert.Equal(t, "", frames[0])
+	assert.True(t, strings.HasSuffix(frames[1], "\x1b[J"), "each frame erases what is below it")
+	first := clean(frames[1])
+	assert.Regexp(t, `^krole table: topic t.roles, \d\d:\d\d:\d\d \(Ctrl-C to stop\)\n\nROLE\s+HOLDER\s+TOKEN\s+LEFT\s+CANDIDATES\n`, first)
+	assert.Regexp(t, `(?m)^a\s+-\s+-\s+none\s+c1$`, first)
+	assert.Regexp(t, `(?m)^b\s+m1\s+7/1\s+30s\s+m1, m2$`, first)
+	assert.Regexp(t, `(?m)^named\s+-\s+-\s+none\s+-$`, first)
+	second := clean(frames[2])
+	assert.NotRegexp(t, `(?m)^a\s`, second)
+	assert.Regexp(t, `(?m)^named\s`, second, "named roles stay")
+	assert.Equal(t, second, clean(frames[3]))
+}
