@@ -9,6 +9,16 @@
 //   - a lease, keyed by (role): the member that holds the role, its fencing
 //     token, and when the lease was granted and ends. Only the latest counts.
 //
+// # Names and tokens
+//
+// A [Role] is 1-128 characters of [A-Za-z0-9._-] and a [MemberID] 1-128 of
+// [A-Za-z0-9._:@-] (so host:pid and user@host work); [NewRole] and
+// [NewMemberID] check them, and every invalid input is an [*InvalidError]
+// matching [ErrInvalid]. A [Token] is the producer id and epoch that the
+// Kafka transaction coordinator minted for a role's transactional id; this
+// package only carries and compares tokens ([Token.Newer]), it never makes
+// one up.
+//
 // # Encoding
 //
 // Keys are plain text that reads well in a console consumer such as kcat:
@@ -28,6 +38,9 @@
 // A value whose version is newer than [Version] decodes to an
 // [*UnknownVersionError], never a panic, so an older reader skips a newer
 // writer's record and counts it. Times are Unix milliseconds.
+//
+// [KeyCodec] and [RecordCodec] are the goka codecs of keys and values, for
+// the view.
 //
 // The golden files in testdata/ pin these bytes; a change to the encoding
 // fails the golden test unless the files are rewritten with -update.

@@ -38,7 +38,10 @@ func (r Role) Validate() error { _, err := NewRole(string(r)); return err }
 // Validate reports whether m obeys the member id naming rule.
 func (m MemberID) Validate() error { _, err := NewMemberID(string(m)); return err }
 
-func (r Role) String() string     { return string(r) }
+// String returns the role name.
+func (r Role) String() string { return string(r) }
+
+// String returns the member id.
 func (m MemberID) String() string { return string(m) }
 
 func isRoleByte(c byte) bool {
@@ -73,8 +76,12 @@ func checkName(what, s string, ok func(byte) bool) error {
 // the same producer id and a higher epoch, or (after the coordinator rolls
 // the producer id over) a new producer id; see [Token.Newer].
 type Token struct {
+	// ProducerID is the producer id the coordinator assigned to the
+	// role's transactional id.
 	ProducerID int64 `json:"producer_id"`
-	Epoch      int16 `json:"epoch"`
+	// Epoch is the producer epoch: it rises by one each time a member
+	// takes the role (InitProducerId) under the same producer id.
+	Epoch int16 `json:"epoch"`
 }
 
 // NewToken validates a producer id and epoch: both must be >= 0.

@@ -21,6 +21,8 @@ const (
 	KindLease
 )
 
+// String returns "registration", "lease", or "kind(N)" for an unknown
+// kind.
 func (k Kind) String() string {
 	switch k {
 	case KindRegistration:
@@ -40,9 +42,9 @@ const (
 // Key is the key of a record in the role topic: the registration key of a
 // (role, member), or the lease key of a role (Member empty).
 type Key struct {
-	Kind   Kind
-	Role   Role
-	Member MemberID // empty for a lease key
+	Kind   Kind     // KindRegistration or KindLease
+	Role   Role     // the role the record belongs to
+	Member MemberID // the registered member; empty for a lease key
 }
 
 // RegistrationKey is the key of member's registration for role.
@@ -107,8 +109,8 @@ func DecodeKey(b []byte) (Key, error) {
 
 // Registration says that Member is a candidate for the role of its key.
 type Registration struct {
-	Member       MemberID `json:"member"`
-	RegisteredAt int64    `json:"registered_at"` // Unix ms
+	Member       MemberID `json:"member"`        // the candidate; the same as in the record's key
+	RegisteredAt int64    `json:"registered_at"` // Unix ms, the registering member's wall clock; informative only (rank is by offset)
 }
 
 // Lease says that Member holds the role of its key under Token from
@@ -116,10 +118,10 @@ type Registration struct {
 // the reader's now has expired; a released lease is the one
 // [ReleaseLease] builds.
 type Lease struct {
-	Member    MemberID `json:"member"`
-	Token     Token    `json:"token"`
-	GrantedAt int64    `json:"granted_at"` // Unix ms
-	Deadline  int64    `json:"deadline"`   // Unix ms
+	Member    MemberID `json:"member"`     // the holder
+	Token     Token    `json:"token"`      // the token the lease was written under
+	GrantedAt int64    `json:"granted_at"` // Unix ms, the holder's wall clock when the write began
+	Deadline  int64    `json:"deadline"`   // Unix ms, GrantedAt + the lease duration
 }
 
 // NewLease validates and returns a lease: a valid member and token, and a
@@ -165,8 +167,8 @@ func (l Lease) Released() bool { return l.Deadline-l.GrantedAt <= 1 }
 // Record is one value of the role topic: exactly one of Registration and
 // Lease is set, or neither for a tombstone.
 type Record struct {
-	Registration *Registration
-	Lease        *Lease
+	Registration *Registration // set for a registration value
+	Lease        *Lease        // set for a lease value
 }
 
 // Kind returns the kind of the record, or 0 for a tombstone.

@@ -14,11 +14,11 @@ import (
 
 // Defaults of [Config].
 const (
-	DefaultTopic          = "krole.roles"
-	DefaultTxnPrefix      = "krole."
-	DefaultDialTimeout    = 5 * time.Second
-	DefaultRequestTimeout = 10 * time.Second
-	DefaultTxnTimeout     = 5 * time.Second
+	DefaultTopic          = "krole.roles"    // Config.Topic
+	DefaultTxnPrefix      = "krole."         // Config.TxnPrefix
+	DefaultDialTimeout    = 5 * time.Second  // Config.DialTimeout
+	DefaultRequestTimeout = 10 * time.Second // Config.RequestTimeout
+	DefaultTxnTimeout     = 5 * time.Second  // Config.TxnTimeout
 )
 
 // SASL mechanisms accepted in [SASLConfig].Mechanism.
@@ -31,7 +31,7 @@ const (
 // TLSConfig enables TLS to the brokers. A zero TLSConfig with Enable set
 // uses the system roots.
 type TLSConfig struct {
-	Enable             bool
+	Enable             bool   // connect with TLS; implied by CAFile or CertFile
 	CAFile             string // PEM roots; empty: the system roots
 	CertFile, KeyFile  string // client certificate, for mutual TLS
 	ServerName         string // overrides the name checked in the broker's certificate
@@ -40,9 +40,9 @@ type TLSConfig struct {
 
 // SASLConfig enables SASL authentication.
 type SASLConfig struct {
-	Mechanism string // "" (off), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
-	User      string
-	Password  string
+	Mechanism string // "" (off), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (any case)
+	User      string // required with a mechanism
+	Password  string // the user's password
 }
 
 // Config says how to reach the cluster and where krole keeps its state.
@@ -66,8 +66,10 @@ type Config struct {
 	// Keep it below the lease duration minus the renew interval (the
 	// processor checks this). Default 5s, half the default lease.
 	TxnTimeout time.Duration
-	TLS        TLSConfig
-	SASL       SASLConfig
+	// TLS, when enabled, encrypts the connections. Default off.
+	TLS TLSConfig
+	// SASL, when a mechanism is set, authenticates them. Default off.
+	SASL SASLConfig
 }
 
 // WithDefaults returns c with every zero field set to its default.

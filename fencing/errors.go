@@ -16,8 +16,10 @@ var (
 	// the role (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH). The caller is no
 	// longer the holder and must stop acting as one at once.
 	ErrFenced = errors.New("fenced")
-	// ErrNotHeld: the token passed to WriteLease was never minted by this
-	// transport for the role, or a newer one has been minted since.
+	// ErrNotHeld: the token passed to WriteLease, Transact or a Writer is
+	// not the one this transport holds for the role: it never minted it,
+	// it has minted a newer one since, or it forgot the token when a
+	// write under it was fenced. No request is sent.
 	ErrNotHeld = errors.New("not held")
 	// ErrProducer: the cluster refused a produce or transaction request
 	// for a reason other than a fence.
@@ -31,18 +33,22 @@ var (
 )
 
 // Error is the error every Transport operation returns. Kind is one of the
-// sentinels above; Err is the cause and is returned by Unwrap.
+// sentinels above; Err is the cause and is returned by Unwrap. Match the
+// kind with errors.Is, and reach the fields with errors.As.
 type Error struct {
-	Kind error // ErrFenced, ErrNotHeld, ErrProducer, ErrClient, ErrAdmin, ErrRecord
-	Role codec.Role
-	Err  error
+	Kind error      // ErrFenced, ErrNotHeld, ErrProducer, ErrClient, ErrAdmin, ErrRecord
+	Role codec.Role // the role of the call; empty when the call names none
+	Err  error      // the cause (a sarama or broker error), or nil
 }
 
-// Fenced returns the error a deposed holder's write gets.
+// Fenced returns the error a deposed holder's write gets: an [*Error] of
+// kind [ErrFenced] for role, wrapping cause (which may be nil).
 func Fenced(role codec.Role, cause error) *Error {
 	return &Error{Kind: ErrFenced, Role: role, Err: cause}
 }
 
+// Error says what failed: "fenced: another member holds role R" for
+// ErrFenced, else the kind, the role and the cause.
 func (e *Error) Error() string {
 	switch e.Kind {
 	case ErrFenced:

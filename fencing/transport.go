@@ -13,9 +13,9 @@ import (
 // keeps the offset of every record it retains. The succession rules rank
 // candidates on it.
 type RoleRecord struct {
-	Offset int64
-	Key    codec.Key
-	Record codec.Record
+	Offset int64        // the record's offset in the role's partition
+	Key    codec.Key    // the decoded key
+	Record codec.Record // the decoded value; zero for a tombstone
 }
 
 // Transport holds every operation the succession rules need from a Kafka
@@ -39,7 +39,8 @@ type RoleRecord struct {
 // concurrent use by several goroutines.
 //
 // [BrokerTransport] is the implementation that talks to a cluster;
-// [MockTransport] is the testify mock the succession rules are tested with.
+// fencingtest.MockTransport is the testify mock the succession rules are
+// tested with.
 type Transport interface {
 	// AcquireEpoch mints a new epoch for role and fences the member that
 	// held it: InitProducerId on the role's transactional id. The

@@ -68,9 +68,10 @@ func KeyPartition(key []byte, n int32) int32 {
 // (AcquireEpoch), the cluster refuses every write of the Writer, and
 // nothing of a refused transaction becomes visible to read_committed
 // readers: the write fails with an error matching [ErrFenced]. This is
-// fencing enforced by the storage itself, which a leader election that
-// only hands out leases (etcd, Kubernetes) cannot give: there, a deposed
-// leader that has not yet noticed its loss still writes.
+// fencing enforced by the storage itself. An election that only hands out
+// leases cannot give it for a store it does not own (a Kubernetes Lease
+// never can; etcd and Consul can for writes to themselves only): there, a
+// deposed leader that has not yet noticed its loss still writes.
 //
 // The writes share the role's transactional id with the lease writes of
 // the same token (WriteLease): their transactions run one at a time, so a

@@ -1,0 +1,185 @@
+// Command exactlyonce is a krole processor that consumes an input topic,
+// uppercases the value of every record and writes it to an output topic,
+// exactly once across failovers.
+//
+// Run it as several processes with different member ids. Only the member
+// that holds the role processes. Each batch of input is one transaction
+// under the holder's token that writes the outputs and commits the input
+// offsets of the consumer group (package processor/stream), so a holder
+// that crashes, is stopped, or is deposed while it still runs leaves no
+// duplicate and no gap: the next holder resumes after the last committed
+// batch, and the broker refuses every write of the old token.
+//
+//	go run github.com/krabka/krole dev      # a cluster on 127.0.0.1:9092
+//	go run ./examples/exactlyonce --member a --input words --output WORDS --create-topics
+//	go run ./examples/exactlyonce --member b --input words --output WORDS
+//	kcat -P -b 127.0.0.1:9092 -t words      # type some lines
+//	kcat -C -b 127.0.0.1:9092 -t WORDS
+//
+// Ctrl-C (or SIGTERM) on the processing member makes it resign: the other
+// takes over at once. SIGKILL makes the other wait for the lease to run
+// out (--lease-duration), and then resume where the dead one committed.
+//
+// Read the output with read_committed isolation (kcat's default): a
+// read_uncommitted reader also sees the outputs of aborted transactions,
+// which the next holder writes again. The consumer group (--group) is
+// never joined; nothing else may commit offsets for it.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/processor"
+	"github.com/krabka/krole/processor/stream"
+	"github.com/krabka/krole/view"
+)
+
+func main() {
+	host, _ := os.Hostname()
+	brokers := flag.String("brokers", envOr("KROLE_BROKERS", "127.0.0.1:9092"), "bootstrap brokers, host:port[,...] (env KROLE_BROKERS)")
+	topic := flag.String("topic", envOr("KROLE_TOPIC", fencing.DefaultTopic), "the compacted role topic (env KROLE_TOPIC)")
+	role := flag.String("role", "uppercase", "the role to hold")
+	member := flag.String("member", fmt.Sprintf("%s:%d", host, os.Getpid()), "this member's id")
+	input := flag.String("input", "", "the topic to consume (required)")
+	output := flag.String("output", "", "the topic to write to (required)")
+	group := flag.String("group", "", "the consumer group whose offsets record the progress (default: the role)")
+	lease := flag.Duration("lease-duration", processor.DefaultLeaseDuration, "how long a lease lasts")
+	create := flag.Bool("create-topics", false, "create the input and output topics if they do not exist (for trying the example on krole dev)")
+	flag.Parse()
+
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, log, options{
+		brokers: strings.Split(*brokers, ","), topic: *topic, role: codec.Role(*role), member: codec.MemberID(*member),
+		input: *input, output: *output, group: *group, lease: *lease, create: *create,
+	})
+	if err != nil {
+		log.Error("exactlyonce stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	brokers       []string
+	topic         string
+	role          codec.Role
+	member        codec.MemberID
+	input, output string
+	group         string
+	lease         time.Duration
+	create        bool
+}
+
+// run holds the role as member until ctx ends, and processes the input
+// while it holds it. It resigns the role on the way out.
+func run(ctx context.Context, log *slog.Logger, o options) error {
+	if o.input == "" || o.output == "" {
+		return errors.New("--input and --output are required")
+	}
+	if o.group == "" {
+		o.group = string(o.role)
+	}
+	settings := processor.Settings{LeaseDuration: o.lease}.WithDefaults()
+	cfg := fencing.Config{
+		Brokers: o.brokers,
+		Topic:   o.topic,
+		// A holder that dies inside a transaction holds back readers until
+		// the coordinator aborts it: keep that within the lease.
+		TxnTimeout: settings.TransactionTimeout,
+	}
+	if o.create {
+		if err := createTopics(cfg, o.input, o.output); err != nil {
+			return err
+		}
+	}
+
+	// One transport for the member and the stream: a token is usable only
+	// by the transport that minted it.
+	tr, err := fencing.NewBrokerTransport(cfg)
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+
+	// The view follows the role topic, and the member follows the role
+	// through it. It outlives the member (which reads it while it
+	// resigns); if it fails, the member stops. It logs warnings only
+	// (goka, underneath, is chatty).
+	viewLog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	v, err := view.New(view.Options{Config: cfg, Logger: viewLog})
+	if err != nil {
+		return err
+	}
+	memberCtx, stopMember := context.WithCancelCause(ctx)
+	defer stopMember(nil)
+	viewCtx, stopView := context.WithCancel(context.WithoutCancel(ctx))
+	viewDone := make(chan struct{})
+	go func() {
+		defer close(viewDone)
+		if err := v.Run(viewCtx); err != nil {
+			stopMember(fmt.Errorf("the view stopped: %w", err))
+		}
+	}()
+	defer func() { stopView(); <-viewDone }()
+
+	m, err := processor.New(tr, v, o.member, []codec.Role{o.role}, processor.Options{Settings: settings, Logger: log})
+	if err != nil {
+		return err
+	}
+	log.Info("campaigning", "role", o.role, "member", o.member, "lease", settings.LeaseDuration)
+	// Run blocks until memberCtx ends. The stream runs while the member
+	// holds the role; its ctx ends when the role is lost.
+	err = m.Run(memberCtx, func(ctx context.Context, held processor.Held) error {
+		log.Info("processing", "input", o.input, "output", o.output, "group", o.group, "token", held.Token)
+		// stream.Run returns nil when ctx ends (the role was lost, or the
+		// member is leaving), and an error matching fencing.ErrFenced when
+		// a write was refused because another member holds the role.
+		return stream.Run(ctx, stream.Config{
+			Transport: tr,
+			Group:     o.group,
+			Input:     o.input,
+			Output:    o.output,
+			Transform: upper,
+			Logger:    log,
+			OnCommit: func(c stream.Commit) {
+				log.Debug("committed", "records", c.Records, "offsets", c.Offsets)
+			},
+		}, held.Role, held.Token)
+	})
+	if ctx.Err() == nil { // not interrupted: the view failed
+		return context.Cause(memberCtx)
+	}
+	return err
+}
+
+// upper is the transformation: the record's value in upper case, under
+// the same key, to the output topic (an empty Topic means Config.Output),
+// partitioned by key. It must have no effect other than its result: it
+// runs again for the records of a batch that was not committed.
+func upper(in stream.Message) ([]fencing.Message, error) {
+	value := in.Value
+	if value != nil { // nil is a tombstone; keep it one
+		value = bytes.ToUpper(value)
+	}
+	return []fencing.Message{{Partition: fencing.PartitionByKey, Key: in.Key, Value: value}}, nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,169 @@
+// Command fencedwriter is the smallest useful krole processor: while it
+// holds a role it writes one heartbeat record per interval through the
+// fenced writer, and while it does not, it writes nothing.
+//
+// Run it as several processes with different member ids. One holds the
+// role and writes; the others queue behind it and take over, one at a
+// time, when it stops. Every heartbeat names the member and the token it
+// was written under:
+//
+//	go run github.com/krabka/krole dev      # a cluster on 127.0.0.1:9092
+//	go run ./examples/fencedwriter --member a --output heartbeats --create-topics
+//	go run ./examples/fencedwriter --member b --output heartbeats
+//	kcat -C -b 127.0.0.1:9092 -t heartbeats -f '%k %s\n'
+//
+// Ctrl-C (or SIGTERM) on the writing process makes it resign: the next one
+// takes over at once. SIGKILL makes the next one wait for the lease to run
+// out (--lease-duration). SIGSTOP followed, after the lease, by SIGCONT
+// shows the fence: the paused process has lost the role, and the broker
+// refuses whatever it still tries to write under its old token, so the
+// heartbeats' tokens never go backwards.
+//
+// The output must be read with read_committed isolation (kcat's default):
+// each heartbeat is a transaction under the holder's token.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/processor"
+	"github.com/krabka/krole/view"
+)
+
+func main() {
+	host, _ := os.Hostname()
+	brokers := flag.String("brokers", envOr("KROLE_BROKERS", "127.0.0.1:9092"), "bootstrap brokers, host:port[,...] (env KROLE_BROKERS)")
+	topic := flag.String("topic", envOr("KROLE_TOPIC", fencing.DefaultTopic), "the compacted role topic (env KROLE_TOPIC)")
+	role := flag.String("role", "heartbeat", "the role to hold")
+	member := flag.String("member", fmt.Sprintf("%s:%d", host, os.Getpid()), "this member's id")
+	output := flag.String("output", "", "the topic to write heartbeats to (required)")
+	interval := flag.Duration("interval", time.Second, "the time between heartbeats")
+	lease := flag.Duration("lease-duration", processor.DefaultLeaseDuration, "how long a lease lasts")
+	create := flag.Bool("create-topics", false, "create the output topic if it does not exist (for trying the example on krole dev)")
+	flag.Parse()
+
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, log, options{
+		brokers: strings.Split(*brokers, ","), topic: *topic, role: codec.Role(*role), member: codec.MemberID(*member),
+		output: *output, interval: *interval, lease: *lease, create: *create,
+	})
+	if err != nil {
+		log.Error("fencedwriter stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	brokers  []string
+	topic    string
+	role     codec.Role
+	member   codec.MemberID
+	output   string
+	interval time.Duration
+	lease    time.Duration
+	create   bool
+}
+
+// run holds the role as member until ctx ends, and writes heartbeats while
+// it holds it. It resigns the role on the way out.
+func run(ctx context.Context, log *slog.Logger, o options) error {
+	if o.output == "" {
+		return errors.New("--output is required")
+	}
+	settings := processor.Settings{LeaseDuration: o.lease}.WithDefaults()
+	cfg := fencing.Config{
+		Brokers: o.brokers,
+		Topic:   o.topic,
+		// A holder that dies inside a transaction holds back readers until
+		// the coordinator aborts it: keep that within the lease.
+		TxnTimeout: settings.TransactionTimeout,
+	}
+	if o.create {
+		if err := createTopics(cfg, o.output); err != nil {
+			return err
+		}
+	}
+
+	// One transport for the member and its work: a token is usable only by
+	// the transport that minted it.
+	tr, err := fencing.NewBrokerTransport(cfg)
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+
+	// The view follows the role topic, and the member follows the role
+	// through it. It outlives the member (which reads it while it
+	// resigns); if it fails, the member stops. It logs warnings only
+	// (goka, underneath, is chatty).
+	viewLog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	v, err := view.New(view.Options{Config: cfg, Logger: viewLog})
+	if err != nil {
+		return err
+	}
+	memberCtx, stopMember := context.WithCancelCause(ctx)
+	defer stopMember(nil)
+	viewCtx, stopView := context.WithCancel(context.WithoutCancel(ctx))
+	viewDone := make(chan struct{})
+	go func() {
+		defer close(viewDone)
+		if err := v.Run(viewCtx); err != nil {
+			stopMember(fmt.Errorf("the view stopped: %w", err))
+		}
+	}()
+	defer func() { stopView(); <-viewDone }()
+
+	m, err := processor.New(tr, v, o.member, []codec.Role{o.role}, processor.Options{Settings: settings, Logger: log})
+	if err != nil {
+		return err
+	}
+	log.Info("campaigning", "role", o.role, "member", o.member, "lease", settings.LeaseDuration)
+	// Run blocks until memberCtx ends. Work runs while the member holds the
+	// role; its ctx ends when the role is lost.
+	err = m.Run(memberCtx, func(ctx context.Context, held processor.Held) error {
+		log.Info("writing heartbeats", "role", held.Role, "token", held.Token)
+		w := tr.Writer(held.Role, held.Token)
+		for n := 0; ; n++ {
+			err := w.Write(ctx, fencing.Message{
+				Topic: o.output, Partition: fencing.PartitionByKey,
+				Key:   []byte(held.Role),
+				Value: fmt.Appendf(nil, "%s %s %d", held.Member, held.Token, n),
+			})
+			if ctx.Err() != nil {
+				return nil // the role was lost, or the member is leaving
+			}
+			if err != nil {
+				return err // fencing.ErrFenced: another member holds the role now
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(o.interval):
+			}
+		}
+	})
+	if ctx.Err() == nil { // not interrupted: the view failed
+		return context.Cause(memberCtx)
+	}
+	return err
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
