@@ -29,6 +29,8 @@ type harness struct {
 	reg *prometheus.Registry
 	m   *Member
 	r   *runner
+	// noEcho holds the member's own registration back from its view.
+	noEcho bool
 
 	mu     sync.Mutex
 	events []Event
@@ -38,7 +40,7 @@ func newHarness(t *testing.T, me codec.MemberID, s Settings) *harness {
 	t.Helper()
 	h := &harness{t: t, me: me, tr: fencingtest.NewMockTransport(t), clk: newFakeClock(),
 		src: newFakeSource(state(role, nil, 0)), reg: prometheus.NewRegistry()}
-	m, err := New(h.tr, h.src, me, []codec.Role{role}, Options{
+	m, err := New(echoTransport{h.tr, h}, h.src, me, []codec.Role{role}, Options{
 		Settings: s, Clock: h.clk, Registerer: h.reg, OnEvent: h.record, Logger: testLogger(t),
 	})
 	require.NoError(t, err)
@@ -57,6 +59,39 @@ func (h *harness) see(st view.RoleState) { h.r.st = st }
 
 // step performs one decision.
 func (h *harness) step() Action { return h.r.step(context.Background()) }
+
+// echoTransport stands for a view that catches up at once: when the member
+// registers, its own registration shows in the member's state as soon as
+// Register returns (on the member's goroutine, as the real view's update
+// would arrive). h.noEcho holds it back.
+type echoTransport struct {
+	*fencingtest.MockTransport
+	h *harness
+}
+
+func (e echoTransport) Register(ctx context.Context, role codec.Role, member codec.MemberID) (int64, error) {
+	off, err := e.MockTransport.Register(ctx, role, member)
+	if err == nil && !e.h.noEcho {
+		r := e.h.m.runners[role]
+		r.st = withCandidate(r.st, member, off, e.h.clk.Now().UnixMilli())
+	}
+	return off, err
+}
+
+// withCandidate returns a copy of st in which member is a candidate
+// registered at offset off.
+func withCandidate(st view.RoleState, member codec.MemberID, off, nowMS int64) view.RoleState {
+	c := st.Clone()
+	cs := c.Candidates[:0]
+	for _, x := range c.Candidates {
+		if x.Member != member {
+			cs = append(cs, x)
+		}
+	}
+	c.Candidates = append(cs, view.Candidate{Member: member, Offset: off, RegisteredAt: nowMS})
+	view.Rerank(c.Candidates)
+	return c
+}
 
 // settle steps until the member waits, and returns the wait.
 func (h *harness) settle() Action {

@@ -40,7 +40,7 @@ func TestFirstElection(t *testing.T) {
 	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
 
 	assert.Equal(t, DoRegister, h.step().Kind)
-	assert.Equal(t, DoChallenge, h.step().Kind, "the sole candidate challenges without waiting for the view")
+	assert.Equal(t, DoChallenge, h.step().Kind, "once its view shows its registration, the sole candidate challenges")
 	a := h.step()
 	assert.Equal(t, DoWait, a.Kind)
 	assert.Equal(t, t0.Add(2*sec), a.Until, "next: the renewal")

@@ -2,10 +2,12 @@ package processor
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 
+	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
 )
 
@@ -27,4 +29,27 @@ func TestRenewalNotHeldEndsLeadershipAtOnce(t *testing.T) {
 	assert.Error(t, workCtx.Err(), "work's context is cancelled")
 	assert.Equal(t, []string{"elected 42/1", "revoked fenced 42/1"}, h.transitions())
 	assert.Equal(t, 1.0, h.metric("krole_fenced_total"))
+}
+
+// Members that start together must not each see themselves first: until
+// the view shows this member's own registration, it cannot know of the
+// registrations written before it (lower offsets), so it does not
+// challenge, however vacant the role looks.
+func TestNoChallengeBeforeTheViewShowsOwnRegistration(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	h.noEcho = true
+	h.see(state(role, nil, 0))
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(1), nil).Once()
+
+	assert.Equal(t, DoRegister, h.step().Kind)
+	a := h.step()
+	assert.Equal(t, DoWait, a.Kind, "the role is vacant, but a's registration is not in its view yet")
+	assert.Contains(t, a.Reason, "not in the view yet")
+
+	// The view catches up: b registered first, at offset 0.
+	h.see(state(role, nil, 2, "b", 0, "a", 1))
+	a = h.step()
+	assert.Equal(t, DoWait, a.Kind, "rank 1 waits its stagger behind b")
+	assert.Equal(t, t0.Add(time.Second), a.Until)
+	assert.Nil(t, h.r.hold)
 }

@@ -270,7 +270,8 @@ func TestRunLocalDeadlineStopsWorkWhileARenewalHangs(t *testing.T) {
 func TestRunManyRoles(t *testing.T) {
 	noLeaks(t)
 	roles := []codec.Role{"r1", "r2", "r3"}
-	tr := newHarness(t, "a", Settings{}).tr
+	h := newHarness(t, "a", Settings{})
+	tr := h.tr
 	clk := newFakeClock()
 	src := newFakeSource(view.RoleState{LeaseOffset: -1})
 	var inCall atomic.Int32
@@ -296,8 +297,9 @@ func TestRunManyRoles(t *testing.T) {
 		tr.On("WriteLease", mock.Anything, r, tok, codec.ReleaseLease("a", tok)).Return(nil).Once()
 		tr.On("Deregister", mock.Anything, r, codec.MemberID("a")).Return(nil).Once()
 	}
-	m, err := New(tr, src, "a", roles, Options{Clock: clk, OnEvent: onEvent, Logger: testLogger(t)})
+	m, err := New(echoTransport{tr, h}, src, "a", roles, Options{Clock: clk, OnEvent: onEvent, Logger: testLogger(t)})
 	require.NoError(t, err)
+	h.m = m
 	assert.Equal(t, roles, m.Roles())
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)

@@ -245,7 +245,6 @@ func (r *runner) register(ctx context.Context, now time.Time, why string) {
 	}
 	r.succeeded()
 	r.l.Registered, r.l.RegisteredAt = off, now
-	r.st = withCandidate(r.st, r.m.me, off, now.UnixMilli())
 	r.log.Info("registered", "offset", off, "why", why)
 }
 
@@ -513,21 +512,6 @@ func (r *runner) leave(ctx context.Context) {
 		r.resignQ = nil
 		q <- nil
 	}
-}
-
-// withCandidate returns a copy of st in which member is a candidate
-// registered at offset off.
-func withCandidate(st view.RoleState, member codec.MemberID, off, nowMS int64) view.RoleState {
-	c := st.Clone()
-	cs := c.Candidates[:0]
-	for _, x := range c.Candidates {
-		if x.Member != member {
-			cs = append(cs, x)
-		}
-	}
-	c.Candidates = append(cs, view.Candidate{Member: member, Offset: off, RegisteredAt: nowMS})
-	view.Rerank(c.Candidates)
-	return c
 }
 
 // RenewedAt is for tests: when the last successful write of the held lease

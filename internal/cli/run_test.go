@@ -240,19 +240,11 @@ func TestRunMembersInProcess(t *testing.T) {
 // Members that start together, before they see each other's
 // registrations, must still take the role one at a time.
 //
-// Known to fail: processor's runner.register puts the member's own new
-// registration into its local copy of the state (withCandidate) at once,
-// so Decide ranks the member against the candidates its view has shown so
-// far, which may not include the registrations with lower offsets written
-// a moment earlier by the others. Each member then sees itself at rank 0
-// and challenges, fencing the one before; for a moment two members hold
-// the role (and run their work). The broker's fence keeps the lease
-// writes safe, but the works overlap. Waiting for the view to show the
-// registration (Decide's regPending) before ranking would close it.
+// A member ranks itself only once its view shows its own registration:
+// every registration written before it (a lower offset in the same
+// partition) is visible by then. Ranking on a locally injected copy of
+// its registration let each member see itself at rank 0 and challenge.
 func TestRunMembersStartTogether(t *testing.T) {
-	if os.Getenv("KROLE_TEST_KNOWN_BUGS") == "" {
-		t.Skip("known to fail until processor ranks a new member from the view (see the comment); KROLE_TEST_KNOWN_BUGS=1 runs it")
-	}
 	h := newMembersHarness(t)
 	for _, id := range []codec.MemberID{"node-1", "node-2", "node-3"} {
 		h.start(id)
