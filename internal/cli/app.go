@@ -30,6 +30,8 @@ import (
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
+
+	"github.com/krabka/krole/internal/supervise"
 )
 
 // commands lists the app's commands, in the order the help shows them.
@@ -37,6 +39,7 @@ import (
 func commands() []*ucli.Command {
 	return []*ucli.Command{
 		devCommand(),
+		demoCommand(),
 		initCommand(),
 		registerCommand(),
 		resignCommand(),
@@ -56,6 +59,9 @@ func commands() []*ucli.Command {
 // a stack trace. Cancelling ctx stops a long-running command (`krole dev`),
 // which then returns ExitOK.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	if len(args) > 0 && args[0] == supervise.WatchdogCommand {
+		return supervise.Watchdog(args[1:]) // krole run's child, see supervise
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			fmt.Fprintf(stderr, "krole: internal error: %v (please report it; KROLE_DEBUG=1 prints the stack)\n", p)

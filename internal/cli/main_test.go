@@ -7,12 +7,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/krabka/krole/internal/supervise"
 )
 
 // TestMain fails the package when goroutines of krole, sarama or kfake
 // outlive the tests: every command must close what it opened, and `krole
 // dev` must stop its cluster when its context ends.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == supervise.WatchdogCommand {
+		os.Exit(supervise.Watchdog(os.Args[2:])) // krole run's watchdog under test
+	}
 	code := m.Run()
 	if code == 0 {
 		if leaked := leakedGoroutines(5 * time.Second); leaked != "" {

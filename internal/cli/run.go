@@ -408,8 +408,10 @@ func (s *runSession) onEvent(e processor.Event) {
 // resigns the role.
 func (s *runSession) work(ctx context.Context, held processor.Held) error {
 	child, err := supervise.Start(supervise.Spec{
-		Path: s.path,
-		Args: s.args,
+		Path:     s.path,
+		Args:     s.args,
+		Watchdog: watchdogArgv(),
+		Grace:    s.kill,
 		Env: []string{
 			"KROLE_ROLE=" + string(held.Role),
 			"KROLE_MEMBER=" + string(held.Member),
@@ -550,4 +552,16 @@ func appendAttr(b *strings.Builder, prefix string, a slog.Attr) {
 	b.WriteString(prefix + a.Key)
 	b.WriteString("=")
 	b.WriteString(v)
+}
+
+// watchdogArgv runs this very binary as the supervise watchdog, so that a krole
+// killed with SIGKILL takes CMD's whole process group with it, not only
+// CMD. Without a path to this binary, CMD runs without the watchdog (and only
+// CMD itself is sure to die with krole).
+func watchdogArgv() []string {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	return []string{exe, supervise.WatchdogCommand}
 }

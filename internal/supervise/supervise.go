@@ -1,7 +1,7 @@
 // Package supervise runs the command that `krole run` starts while it holds
 // a role: in its own process group, killed with its parent (Linux
-// parent-death signal), and stopped with SIGTERM, then SIGKILL after a
-// grace period.
+// parent-death signal; with the watchdog, its whole group is), and stopped
+// with SIGTERM, then SIGKILL after a grace period.
 package supervise
 
 import (
@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -31,6 +32,13 @@ type Spec struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	Stdin  io.Reader
+	// Watchdog, when set, is the argv prefix that runs this program as the
+	// watchdog (for krole: the krole binary and WatchdogCommand; see
+	// [Watchdog]), so that not only the command but every process in its
+	// group dies with a krole killed by SIGKILL. Grace is the watchdog's
+	// SIGTERM-to-SIGKILL period then.
+	Watchdog []string
+	Grace    time.Duration
 }
 
 // Start starts the command. The child gets SIGKILL if the starting thread of
@@ -46,7 +54,7 @@ func Start(spec Spec) (*Child, error) {
 	cmd.Args[0] = spec.Path
 	cmd.Env = append(os.Environ(), spec.Env...)
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = spec.Stdout, spec.Stderr, spec.Stdin
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = sysProcAttr(syscall.SIGKILL, true)
 	c := &Child{cmd: cmd, done: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
@@ -60,8 +68,22 @@ func Start(spec Spec) (*Child, error) {
 			started <- err
 			return
 		}
+		var dog *exec.Cmd
+		if len(spec.Watchdog) > 0 {
+			args := append(append([]string(nil), spec.Watchdog[1:]...),
+				strconv.Itoa(os.Getpid()), strconv.Itoa(cmd.Process.Pid), spec.Grace.String())
+			dog = exec.Command(spec.Watchdog[0], args...)
+			dog.SysProcAttr = sysProcAttr(DeathSignal, false)
+			if err := dog.Start(); err != nil {
+				dog = nil // the command runs, guarded by its own death signal only
+			}
+		}
 		started <- nil
 		c.err = cmd.Wait()
+		if dog != nil {
+			_ = dog.Process.Kill()
+			_ = dog.Wait()
+		}
 		close(c.done)
 	}()
 	if err := <-started; err != nil {

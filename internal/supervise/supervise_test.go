@@ -19,7 +19,11 @@ import (
 // When run as the "parent" helper, start a long sleep, print its pid, and
 // wait to be killed.
 func TestMain(m *testing.M) {
-	if os.Getenv("SUPERVISE_TEST_PARENT") == "1" {
+	if len(os.Args) > 1 && os.Args[1] == WatchdogCommand {
+		os.Exit(Watchdog(os.Args[2:]))
+	}
+	switch os.Getenv("SUPERVISE_TEST_PARENT") {
+	case "1":
 		c, err := Start(Spec{Path: "sleep", Args: []string{"300"}})
 		if err != nil {
 			os.Exit(3)
@@ -27,8 +31,25 @@ func TestMain(m *testing.M) {
 		os.Stdout.WriteString(strconv.Itoa(c.Pid()) + "\n")
 		<-c.Done()
 		os.Exit(0)
+	case "watchdog":
+		// A shell whose own child (the grandchild) prints its pid.
+		c, err := Start(Spec{Path: "sh", Args: []string{"-c", "sleep 300 & echo $!; wait"},
+			Watchdog: watchdogArgv(), Grace: time.Second, Stdout: os.Stdout})
+		if err != nil {
+			os.Exit(3)
+		}
+		<-c.Done()
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
+}
+
+func watchdogArgv() []string {
+	exe, err := os.Executable()
+	if err != nil {
+		panic(err)
+	}
+	return []string{exe, WatchdogCommand}
 }
 
 func TestExitCodeAndEnvPassThrough(t *testing.T) {
@@ -71,10 +92,46 @@ func TestStopKillsAfterGrace(t *testing.T) {
 }
 
 func TestChildDiesWithKilledParent(t *testing.T) {
+	pid := startParentAndKillIt(t, "1")
+	waitFor(t, func() bool { return !alive(pid) })
+}
+
+// With the watchdog, not only the command but its own children die with a
+// parent killed by SIGKILL.
+func TestGrandchildDiesWithKilledParentThanksToTheWatchdog(t *testing.T) {
+	pid := startParentAndKillIt(t, "watchdog")
+	waitFor(t, func() bool { return !alive(pid) })
+}
+
+func TestWatchdogKeepsExitCodeAndStop(t *testing.T) {
+	var out syncBuffer
+	c, err := Start(Spec{Path: "sh", Args: []string{"-c", `echo "$KROLE_EPOCH"; exit 5`}, Env: []string{"KROLE_EPOCH=9"},
+		Watchdog: watchdogArgv(), Grace: time.Second, Stdout: &out})
+	require.NoError(t, err)
+	<-c.Done()
+	assert.Equal(t, 5, c.ExitCode())
+	assert.Equal(t, "9\n", out.String())
+
+	out = syncBuffer{}
+	c, err = Start(Spec{Path: "sh", Args: []string{"-c", `trap 'echo term; exit 0' TERM; echo ready; while :; do sleep 0.05; done`},
+		Watchdog: watchdogArgv(), Grace: time.Minute, Stdout: &out})
+	require.NoError(t, err)
+	waitFor(t, func() bool { return strings.Contains(out.String(), "ready") })
+	killed, err := c.Stop(context.Background(), time.Minute)
+	require.NoError(t, err)
+	assert.False(t, killed)
+	assert.Contains(t, out.String(), "term")
+}
+
+// startParentAndKillIt runs this test binary as a parent in the given
+// mode, reads the pid it prints, checks that process runs, kills the
+// parent with SIGKILL and returns the pid.
+func startParentAndKillIt(t *testing.T, mode string) int {
+	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	parent := exec.Command(exe, "-test.run", "^$")
-	parent.Env = append(os.Environ(), "SUPERVISE_TEST_PARENT=1")
+	parent.Env = append(os.Environ(), "SUPERVISE_TEST_PARENT="+mode)
 	stdout, err := parent.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, parent.Start())
@@ -86,7 +143,7 @@ func TestChildDiesWithKilledParent(t *testing.T) {
 
 	require.NoError(t, parent.Process.Kill())
 	_ = parent.Wait()
-	waitFor(t, func() bool { return !alive(pid) })
+	return pid
 }
 
 // alive reports whether pid names a process that is not a zombie.

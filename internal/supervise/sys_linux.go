@@ -2,6 +2,6 @@ package supervise
 
 import "syscall"
 
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+func sysProcAttr(deathSig syscall.Signal, ownGroup bool) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: ownGroup, Pdeathsig: deathSig}
 }
