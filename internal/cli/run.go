@@ -46,9 +46,9 @@ func runCommand() *ucli.Command {
 			"--kill-timeout, and campaigns again. When CMD exits by itself, krole resigns\n" +
 			"the role and exits with CMD's exit code. On SIGINT or SIGTERM, krole stops CMD,\n" +
 			"resigns (the next candidate takes over at once) and exits 0. If krole is\n" +
-			"killed, CMD is killed with it (on Linux, by a parent-death signal, which\n" +
-			"reaches CMD itself but not the processes CMD started: end a shell script with\n" +
-			"exec) and the role passes on when the lease ends.\n\n" +
+			"killed, CMD is killed with it (on Linux: a parent-death signal kills CMD, and a\n" +
+			"small watchdog process SIGTERMs, then SIGKILLs, the rest of CMD's process\n" +
+			"group) and the role passes on when the lease ends.\n\n" +
 			"Every transition is one line on stderr, starting \"krole run: \". Put -- before\n" +
 			"CMD, so that its flags are not read as krole's. CMD's stdin is /dev/null.\n" +
 			"Exit codes: CMD's own when it exits by itself; 0 after SIGINT or SIGTERM; 2 for\n" +
