@@ -62,9 +62,17 @@ type Config struct {
 	RequestTimeout time.Duration
 	// TxnTimeout is the transaction timeout sent with InitProducerId: a
 	// transaction left open by a dead holder is aborted by the coordinator
-	// after it, and read_committed readers are held back at most this long.
-	// Keep it below the lease duration minus the renew interval (the
-	// processor checks this). Default 5s, half the default lease.
+	// once it has passed, and read_committed readers of its partitions are
+	// held back until then. Keep it below the lease duration minus the
+	// renew interval (the processor checks this). kfake aborts at the
+	// timeout exactly; Apache Kafka aborts only at its next check for
+	// timed-out transactions, every
+	// transaction.abort.timed.out.transaction.cleanup.interval.ms (default
+	// 10s), so there readers can be held back for TxnTimeout + that
+	// interval: pick a lease duration longer than TxnTimeout + 10s + the
+	// renew interval, or lower that broker setting. It must not exceed the
+	// broker's transaction.max.timeout.ms. Default 5s, half the default
+	// lease.
 	TxnTimeout time.Duration
 	// TLS, when enabled, encrypts the connections. Default off.
 	TLS TLSConfig

@@ -66,8 +66,16 @@
 //     and refusing older ones.
 //   - A transaction left open by a crashed holder holds read_committed
 //     readers of its partitions at the last stable offset until the
-//     coordinator aborts it, at most [Config.TxnTimeout] later (or until the
-//     next AcquireEpoch of the role aborts it at once).
+//     coordinator aborts it (or until the next AcquireEpoch of the role
+//     aborts it at once). kfake aborts it when [Config.TxnTimeout] has
+//     passed. Apache Kafka aborts timed-out transactions only when its
+//     periodic check runs, every
+//     transaction.abort.timed.out.transaction.cleanup.interval.ms (default
+//     10 s), so there the stall lasts up to TxnTimeout + that interval,
+//     hiding the renewals of every role in those partitions from
+//     read_committed readers. With Apache Kafka, pick a lease duration
+//     longer than TxnTimeout + 10 s + the renew interval, or lower that
+//     broker setting (see package processor).
 //   - Tokens of one role compare only within one producer id
 //     ([codec.Token.Newer]); across a producer-id change (epoch exhaustion,
 //     or the transactional id expiring after transactional.id.expiration.ms

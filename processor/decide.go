@@ -13,9 +13,17 @@ import (
 // The token is the authority: a fenced writer passes it with every write,
 // and a third party checks it with fencing.Transport.Describe.
 type Held struct {
-	Role   codec.Role
+	// Role is the role held.
+	Role codec.Role
+	// Member is this member, the holder.
 	Member codec.MemberID
-	Token  codec.Token
+	// Token is the token this member holds the role under, minted by the
+	// cluster when the member took the role. It is the same for the whole
+	// holding (renewals keep it). Pass it to fencing.BrokerTransport's
+	// Writer or Transact, or to processor/stream.Run, to have writes
+	// fenced; a write under it fails once a later member has taken the
+	// role.
+	Token codec.Token
 	// Lease is the lease written when this member was elected. Renewals
 	// move its deadline; the token stays.
 	Lease codec.Lease
@@ -49,6 +57,9 @@ const (
 
 var actionNames = [...]string{"wait", "register", "challenge", "renew", "step down", "resign"}
 
+// String returns the action's name as logs show it: "wait", "register",
+// "challenge", "renew", "step down", "resign", or "action(n)" for an
+// unknown kind.
 func (k ActionKind) String() string {
 	if k >= 0 && int(k) < len(actionNames) {
 		return actionNames[k]
@@ -58,6 +69,7 @@ func (k ActionKind) String() string {
 
 // Action is the outcome of [Decide].
 type Action struct {
+	// Kind is what to do.
 	Kind ActionKind
 	// Until is when to decide again (DoWait only).
 	Until time.Time
@@ -98,22 +110,30 @@ type Local struct {
 	Retired int64
 
 	// VacantSince is when this member first observed the current vacancy
-	// (local clock), and VacantKey which vacancy: the offset of the lease
-	// that ended, or -1 when the role never had one. Zero and noKey
-	// while the role is held.
+	// (local clock); zero while the role is held (or this member holds
+	// it).
 	VacantSince time.Time
-	VacantKey   int64
+	// VacantKey names the vacancy VacantSince belongs to: the offset of
+	// the lease that ended, or -1 when the role never had a lease;
+	// math.MinInt64 (no vacancy) while the role is held. A new key
+	// restarts the count of VacantSince.
+	VacantKey int64
 
-	// LostKey is the vacancy in which this member lost a challenge race
-	// (its lease write was fenced), at LostAt: it does not challenge the
-	// same vacancy again for a LeaseDuration, so the winner's lease has
-	// time to show instead of being fenced in turn.
+	// LostKey is the vacancy (a VacantKey) in which this member lost a
+	// challenge race (its lease write was fenced): it does not challenge
+	// the same vacancy again for a LeaseDuration after LostAt, so the
+	// winner's lease has time to show instead of being fenced in turn.
+	// math.MinInt64 when it has lost none.
 	LostKey int64
-	LostAt  time.Time
+	// LostAt is when this member lost the race of LostKey (local clock).
+	LostAt time.Time
 
-	// RetryAt is when to try again after Failures consecutive failed
-	// calls; zero when the last call succeeded.
-	RetryAt  time.Time
+	// RetryAt is when to try again after a failed call (local clock);
+	// zero when the last call succeeded.
+	RetryAt time.Time
+	// Failures counts the consecutive failed calls to the transport or
+	// the source; 0 after a success. The wait before RetryAt doubles
+	// with each, from RetryBackoff up to RenewInterval.
 	Failures int
 
 	// Resign, when set, asks to resign (or, leaving, to deregister) for

@@ -6,8 +6,8 @@
 // next (register, wait, challenge, renew, step down, resign). A [Member]
 // runs the rules for one member and one or many roles: it registers,
 // follows the roles through a [Source] (the view), performs the actions
-// through a fencing.Transport, reports [Event]s, and runs a processor's
-// [Work] while it holds a role ([Member.Run]).
+// through a fencing.Transport, reports each transition as an [Event], and
+// runs a processor's [Work] while it holds a role ([Member.Run]).
 //
 // # The rules
 //
@@ -41,23 +41,61 @@
 // context ends resigns every role it holds (unless KeepOnExit), so a
 // rolling restart hands roles over without waiting for a deadline.
 //
-// # What is guaranteed, and where
+// # Safety: the broker's fence, never clocks
 //
-// Safety does not rest on clocks. Two members may both believe for a
-// moment that they hold a role (a paused process, clock skew, a view that
-// lags), but a deposed holder's lease writes fail at the broker, because
-// the coordinator accepts transactional writes from the newest epoch only.
-// The fence covers writes made through the transport under the token, and
-// any write a processor makes transactionally under the same producer id
-// and epoch; it covers nothing else. Work that writes elsewhere must pass
-// [Held].Token along and have its target check it (fencing.Transport's
-// Describe tells the token that holds a role now).
+// Safety rests on one thing only: the epoch fence that the Kafka
+// transaction coordinator keeps on the role's transactional id
+// ([fencing.Config].TxnPrefix + role). Once AcquireEpoch has returned a
+// token for a role, the cluster refuses every transactional write, offset
+// commit and commit under an older epoch of that id, and aborts what the
+// older epoch left open, so no write under an older token becomes visible
+// to read_committed readers after that: of two members that both believe
+// they hold a role, only the newer can still write. No clock reading,
+// lease deadline, timer or setting takes part in that. Clock skew, a
+// paused process or a lagging view can make two members believe for a
+// moment that they hold a role; the older one's writes still fail.
 //
-// Liveness rests on clocks and the settings: how long a vacancy lasts
-// depends on the holder's lease duration, on the candidates' wall clocks
-// agreeing with the holder's within a fraction of the lease, and on
-// Stagger exceeding the time a candidate needs to see a vacancy and
-// complete a challenge.
+// The fence covers the lease writes the Member makes through the
+// transport, and any write made in a transaction of the role's
+// transactional id under the holding's token (see "Writing while holding"
+// below); it covers nothing else. Registrations are plain appends, and a
+// deposed holder that writes outside such a transaction, or does not
+// write at all, is not stopped by the broker.
+//
+// # Liveness: clocks, lease durations, the transaction timeout
+//
+// Liveness rests on clocks and the settings: how long a vacancy lasts, and
+// whether a healthy holder keeps its role, depends on
+//
+//   - the holder's LeaseDuration, RenewInterval and RenewDeadline, and its
+//     monotonic clock running at a rate close to the others';
+//   - the candidates' wall clocks agreeing with the holder's within a
+//     fraction of the lease (a candidate whose clock runs ahead sees the
+//     deadline pass early and challenges a healthy holder: a needless
+//     handover, never two writers);
+//   - Stagger exceeding the time a candidate needs to see a vacancy and
+//     complete a challenge;
+//   - the transaction timeout (Settings.TransactionTimeout, given to the
+//     transport as fencing.Config.TxnTimeout): a lease write left open by
+//     a holder that crashed mid-transaction holds back read_committed
+//     readers of its partition, the views of every role in that partition
+//     included, until the coordinator aborts it, so the renewals of healthy
+//     holders of those roles are hidden meanwhile. [Settings.Validate]
+//     requires TransactionTimeout < LeaseDuration - RenewInterval, and
+//     [New] the same of the transport's TxnTimeout, so that the lease
+//     readers last saw outlives the stall.
+//
+// That bound assumes the coordinator aborts a transaction when its timeout
+// passes, as kfake (the embedded cluster of krole dev and the tests) does.
+// Apache Kafka aborts timed-out transactions only when a periodic check
+// runs, every transaction.abort.timed.out.transaction.cleanup.interval.ms
+// (default 10 s), so there a holder that crashed mid-transaction can hide
+// renewals from read_committed readers for up to TxnTimeout + that
+// interval. With Apache Kafka, pick a LeaseDuration longer than
+// TxnTimeout + 10 s + RenewInterval (40 s or more when the other settings
+// take the defaults derived from the lease), or lower that broker setting;
+// otherwise such a crash can make candidates see a healthy holder's lease
+// expire and take its role.
 //
 // The cancellation of Work's context when a role is lost is local and
 // best effort: it happens when a renewal is fenced, when the view shows a
@@ -65,6 +103,22 @@
 // independent of any call in flight), which is before another member's
 // clock can see the lease expire if the clocks run at similar rates. It is
 // not a guarantee that no other member holds the role meanwhile.
+//
+// # Writing while holding
+//
+// Work that writes must carry [Held].Token, or its writes are not fenced.
+// To write to Kafka, let tr be the [fencing.BrokerTransport] given to
+// [New] (only the transport that minted a token can write under it) and
+// use a [fencing.Writer] for the holding, tr.Writer(held.Role,
+// held.Token), or tr.Transact for several writes and offset commits in
+// one transaction: both write in transactions of the role's transactional
+// id, so the broker refuses them once a later member has acquired the
+// role. For consume-transform-produce work, package
+// [github.com/krabka/krole/processor/stream] runs an exactly-once loop
+// under the token. To write elsewhere (a database, a service), pass the
+// token along and have the target refuse tokens older than the newest it
+// has seen, or ask [fencing.Transport].Describe for the token that holds
+// the role now.
 //
 // # Tokens
 //
@@ -83,6 +137,6 @@
 // Events are delivered to Options.OnEvent one at a time, in order for each
 // role (see [Event] for the Elected/Revoked pairing). Every transition is
 // logged with log/slog through Options.Logger (quiet by default).
-// Metrics, prefixed krole_, go to Options.Registerer (none by default): the
-// holder per role, transitions, renewal latency and fenced writes.
+// Metrics go to Options.Registerer (none by default); the names and labels
+// are listed there.
 package processor

@@ -46,6 +46,8 @@ const (
 	HolderChanged
 )
 
+// String returns the kind's name: "elected", "revoked", "holder
+// changed", or "event(n)" for an unknown kind.
 func (k EventKind) String() string {
 	switch k {
 	case Elected:
@@ -66,10 +68,15 @@ func (k EventKind) String() string {
 // had its Revoked. HolderChanged events interleave with them and report
 // the view, which may lag this member's own transitions.
 type Event struct {
-	Kind   EventKind
-	Role   codec.Role
-	Member codec.MemberID // this member
-	At     time.Time      // the local time of the transition
+	// Kind is what happened; it says which of the fields below are set.
+	Kind EventKind
+	// Role is the role the event is about (every kind).
+	Role codec.Role
+	// Member is this member, the one reporting (every kind).
+	Member codec.MemberID
+	// At is the local time of the transition (every kind): for Elected,
+	// when the winning lease write began.
+	At time.Time
 	// Token is this member's token (Elected, Revoked).
 	Token codec.Token
 	// Reason is why the role was revoked (Revoked).
@@ -82,6 +89,8 @@ type Event struct {
 	Holder *codec.Lease
 }
 
+// String returns a one-line description for logs, such as
+// "orders node-1: elected with token 7/3" or "orders: vacant".
 func (e Event) String() string {
 	switch e.Kind {
 	case Elected:

@@ -25,20 +25,43 @@ type Options struct {
 	// Logger receives a structured record of every transition (Info),
 	// every failed call (Warn) and every decision (Debug). Default none.
 	Logger *slog.Logger
-	// Registerer receives the krole_ metrics of the member (see
-	// metrics.go). Default nil: no metrics, and nothing is registered
-	// globally.
+	// Registerer receives the member's metrics. Default nil: no metrics,
+	// and nothing is registered globally. New registers these
+	// collectors; Members given the same Registerer share them (only
+	// krole_holder has a member label, so the others sum over them):
+	//
+	//	krole_holder{role,member}
+	//	    gauge: 1 while this member holds role, else 0.
+	//	krole_transitions_total{role,transition}
+	//	    counter: transition is elected, or the revocation reason with
+	//	    "_" for " ": fenced, lease_lost, resigned, context_ended,
+	//	    work_failed.
+	//	krole_renew_duration_seconds{role,result}
+	//	    histogram of lease renewals (challenges not included); result
+	//	    is ok, fenced or error. Buckets from 0.5ms, doubling, 16 of them.
+	//	krole_fenced_total{role}
+	//	    counter: writes of this member (challenge, renewal, release)
+	//	    refused because a later member holds role.
 	Registerer prometheus.Registerer
 	// OnEvent receives the member's events (see [Event]). It is called
 	// from the member's goroutines, one call at a time (never
-	// concurrently, even across roles), in order for each role. It must
-	// return quickly and must not call [Member.Resign] (which waits for
+	// concurrently, even across roles), in order for each role. The
+	// calling role's goroutine waits for it, and every other role's
+	// waits for its turn, so a slow OnEvent delays renewals: it must
+	// return quickly, and must not call [Member.Resign] (which waits for
 	// the goroutine that is calling it). Default none.
 	OnEvent func(Event)
 }
 
 // Work is the long-running part of a processor: it runs while this member
 // holds held.Role, and ctx ends when the role is lost (see [Member.Run]).
+//
+// Each holding gets one call, on a goroutine of its own. Calls for
+// different roles run concurrently; calls for one role never overlap (a
+// new holding's call starts only after the previous one has returned).
+// Work should return soon after ctx ends: until it does, the member does
+// not resign and its Run does not return (it stops waiting for work at
+// the local deadline, RenewDeadline after the last successful write).
 type Work func(ctx context.Context, held Held) error
 
 // Member is one member of one or more roles: it registers as a candidate,

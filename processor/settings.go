@@ -63,7 +63,12 @@ type Settings struct {
 	// (fencing.Config.TxnTimeout): a lease write left open by a crashed
 	// holder holds back read_committed readers of its partition, for
 	// every role in it, until the coordinator aborts it after this long.
-	// Default LeaseDuration/2 (5s).
+	// Apache Kafka aborts it only at its next check for timed-out
+	// transactions (transaction.abort.timed.out.transaction.cleanup.interval.ms,
+	// default 10s), so there the stall lasts up to TransactionTimeout +
+	// that interval: keep LeaseDuration above TransactionTimeout + 10s +
+	// RenewInterval, or lower that broker setting (see the package
+	// documentation). Default LeaseDuration/2 (5s).
 	TransactionTimeout time.Duration
 
 	// KeepOnExit, when true, makes a Member whose context ends leave
@@ -111,7 +116,11 @@ func (s Settings) WithDefaults() Settings {
 // The last bound keeps a transaction left open by a crashed writer from
 // hiding a healthy holder's renewals long enough for its lease to look
 // expired: the lease the readers last saw has at least
-// LeaseDuration-RenewInterval left when they are held back.
+// LeaseDuration-RenewInterval left when they are held back. It assumes
+// the coordinator aborts the transaction when its timeout passes, as kfake
+// does; Apache Kafka may take up to its
+// transaction.abort.timed.out.transaction.cleanup.interval.ms (default
+// 10s) longer, which Validate cannot see (see the package documentation).
 func (s Settings) Validate() error {
 	pos := []struct {
 		name string
@@ -162,13 +171,26 @@ func (s Settings) backoff(n int) time.Duration {
 // SettingsError is the error [Settings.Validate] returns. It matches
 // [ErrInvalidSettings] with errors.Is.
 type SettingsError struct {
-	Field      string
-	Value      time.Duration
-	Rule       string
-	Other      string        // the other setting of a cross-field rule; "" for a rule on Field alone
-	OtherValue time.Duration // its value
+	// Field is the setting at fault, in words ("renew interval"), or
+	// "transport transaction timeout" when New finds the transport's
+	// fencing.Config.TxnTimeout too long.
+	Field string
+	// Value is Field's value.
+	Value time.Duration
+	// Rule is what Value breaks, in words: "must be positive", or, for a
+	// cross-field rule, a comparison with Other ("must be shorter than").
+	Rule string
+	// Other is the other setting of a cross-field rule; "" for a rule on
+	// Field alone.
+	Other string
+	// OtherValue is Other's value.
+	OtherValue time.Duration
 }
 
+// Error returns "processor settings: " followed by Field, Value and Rule,
+// and Other and OtherValue for a cross-field rule, for example
+// "processor settings: renew interval 3s must be shorter than renew
+// deadline 2s".
 func (e *SettingsError) Error() string {
 	if e.Other == "" {
 		return fmt.Sprintf("processor settings: %s %v %s", e.Field, e.Value, e.Rule)

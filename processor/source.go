@@ -35,6 +35,7 @@ type Source interface {
 // and of learning about a release up to Poll late; it suits tests, tools
 // and a handful of members.
 type TransportSource struct {
+	// Transport is what the source reads through. Required.
 	Transport fencing.Transport
 	// Poll is the interval between reads for Follow. Default 1s.
 	Poll time.Duration
@@ -42,7 +43,9 @@ type TransportSource struct {
 	Clock Clock
 }
 
-// Role reads the role's records and folds them.
+// Role reads the role's records and folds them. It blocks for one read of
+// the role's partition; when ctx ends, the read stops and Role returns its
+// error.
 func (s *TransportSource) Role(ctx context.Context, role codec.Role) (view.RoleState, error) {
 	recs, err := s.Transport.ReadRoleRecords(ctx, role)
 	if err != nil {
@@ -52,8 +55,10 @@ func (s *TransportSource) Role(ctx context.Context, role codec.Role) (view.RoleS
 }
 
 // Follow polls Role every Poll and sends the state when it differs from
-// the last one sent. Read errors are skipped (the next poll tries again).
-// The channel closes when ctx ends.
+// the last one sent. It returns at once; the polling runs on a goroutine
+// of its own. Read errors are skipped (the next poll tries again). A
+// reader that falls behind gets the latest state only. The channel closes
+// after ctx ends, once the polling goroutine has stopped.
 func (s *TransportSource) Follow(ctx context.Context, role codec.Role) <-chan view.RoleState {
 	clk, poll := s.Clock, s.Poll
 	if clk == nil {

@@ -1,5 +1,8 @@
 // Package fencingtest holds the testify mock of fencing.Transport, for
-// tests of code that drives the seam without a broker.
+// tests of code that drives the seam without a broker (the succession
+// rules of package processor, with a fake clock). Tests that need the
+// behaviour of a real cluster (fencing, read_committed, transaction
+// timeouts) run against internal/testcluster instead.
 package fencingtest
 
 import (
@@ -15,15 +18,22 @@ import (
 // drives a fencing.Transport (the succession rules) without a broker. Script it
 // with On:
 //
-//	m := new(fencingtest.MockTransport)
+//	m := fencingtest.NewMockTransport(t)
 //	m.On("AcquireEpoch", mock.Anything, role).Return(token, nil)
 //	m.On("WriteLease", mock.Anything, role, token, mock.Anything).
 //		Return(fencing.Fenced(role, nil))
+//
+// Each method documents the values its Return takes; they must have
+// exactly those types (an untyped 5 is an int, not the int64 Register
+// needs), or the call panics. The methods never block and ignore ctx,
+// unless the test makes them (with WaitUntil, After or Run). A
+// MockTransport is safe for concurrent use, as testify mocks are.
 type MockTransport struct{ mock.Mock }
 
 var _ fencing.Transport = (*MockTransport)(nil)
 
-// NewMockTransport returns a mock that asserts its expectations when t ends.
+// NewMockTransport returns a mock bound to t: an unexpected call fails t,
+// and the expectations set with On are asserted when t ends (t.Cleanup).
 func NewMockTransport(t interface {
 	mock.TestingT
 	Cleanup(func())
@@ -34,36 +44,43 @@ func NewMockTransport(t interface {
 	return m
 }
 
-// AcquireEpoch implements fencing.Transport.
+// AcquireEpoch implements fencing.Transport. Return(token codec.Token,
+// err error); the token must be a codec.Token even when err is set.
 func (m *MockTransport) AcquireEpoch(ctx context.Context, role codec.Role) (codec.Token, error) {
 	a := m.Called(ctx, role)
 	return a.Get(0).(codec.Token), a.Error(1)
 }
 
-// ReadRoleRecords implements fencing.Transport.
+// ReadRoleRecords implements fencing.Transport. Return(recs
+// []fencing.RoleRecord, err error); recs may be nil.
 func (m *MockTransport) ReadRoleRecords(ctx context.Context, role codec.Role) ([]fencing.RoleRecord, error) {
 	a := m.Called(ctx, role)
 	recs, _ := a.Get(0).([]fencing.RoleRecord)
 	return recs, a.Error(1)
 }
 
-// Register implements fencing.Transport.
+// Register implements fencing.Transport. Return(offset int64, err error):
+// the offset of the registration, which ranks the member.
 func (m *MockTransport) Register(ctx context.Context, role codec.Role, member codec.MemberID) (int64, error) {
 	a := m.Called(ctx, role, member)
 	return a.Get(0).(int64), a.Error(1)
 }
 
-// Deregister implements fencing.Transport.
+// Deregister implements fencing.Transport. Return(err error).
 func (m *MockTransport) Deregister(ctx context.Context, role codec.Role, member codec.MemberID) error {
 	return m.Called(ctx, role, member).Error(0)
 }
 
-// WriteLease implements fencing.Transport.
+// WriteLease implements fencing.Transport. Return(err error); return
+// fencing.Fenced(role, cause) to play a later member that has taken the
+// role.
 func (m *MockTransport) WriteLease(ctx context.Context, role codec.Role, token codec.Token, lease codec.Lease) error {
 	return m.Called(ctx, role, token, lease).Error(0)
 }
 
-// Describe implements fencing.Transport.
+// Describe implements fencing.Transport. Return(token codec.Token, ok
+// bool, err error): the token that holds role now, and ok=false when no
+// member has ever held it.
 func (m *MockTransport) Describe(ctx context.Context, role codec.Role) (codec.Token, bool, error) {
 	a := m.Called(ctx, role)
 	return a.Get(0).(codec.Token), a.Bool(1), a.Error(2)

@@ -3,7 +3,15 @@
 //
 // kfake speaks the Kafka protocol (transactions, read_committed fetches,
 // DescribeTransactions, compaction settings) but it is a development
-// cluster: one process, no replication to other machines.
+// cluster: one process, no replication to other machines, and no state
+// kept across restarts unless Options.DataDir is set.
+//
+// Its timing differs from Apache Kafka's in one way that krole's settings
+// depend on: kfake aborts a transaction when its timeout passes, while
+// Apache Kafka aborts it only at its next periodic check
+// (transaction.abort.timed.out.transaction.cleanup.interval.ms, default
+// 10 s). Settings that pass against kfake may therefore be too tight for
+// Apache Kafka (see package processor).
 package devcluster
 
 import (
@@ -28,25 +36,34 @@ type Options struct {
 	// Nodes is the number of brokers. Default 1.
 	Nodes int
 	// DataDir, when set, keeps the cluster's state there across restarts.
+	// Default "": in memory, lost on Close.
 	DataDir string
-	// Topic is created compacted when set.
+	// Topic, when set, is created compacted (as a role topic) with
+	// Partitions partitions and replication factor 1. Default "": none.
 	Topic string
 	// Partitions of Topic. Default 3.
 	Partitions int32
-	// BrokerConfigs are passed to kfake (for example
-	// "transaction.max.timeout.ms").
+	// BrokerConfigs are broker settings passed to kfake (for example
+	// "transaction.max.timeout.ms"). Default none.
 	BrokerConfigs map[string]string
-	// Extra kfake options, for tests that inject faults.
+	// Extra are further kfake options, for tests that inject faults;
+	// they come after the options above and override them. Default none.
 	Extra []kfake.Opt
 }
 
-// Cluster is a running embedded cluster.
+// Cluster is a running embedded cluster. It embeds *kfake.Cluster, whose
+// methods reach it: ListenAddrs for the broker addresses, Close to stop
+// it (call it once done; it closes the listeners and drops the state
+// unless DataDir is set), and the control hooks (ControlKey and the like)
+// that tests use to inject faults.
 type Cluster struct {
 	*kfake.Cluster
 }
 
 // Start starts the cluster and, when opts.Topic is set, creates the topic.
-// It returns once every broker accepts connections.
+// It blocks until every broker accepts connections and the topic (if any)
+// shows in the metadata; ctx bounds only the wait for the topic, and when
+// it ends first Start closes the cluster and returns the error.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.Listen == "" {
 		opts.Listen = "127.0.0.1:0"
@@ -102,8 +119,15 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	return c, nil
 }
 
-// CreateTopic creates cfg.Topic as a compacted topic. A topic that exists
-// already is fine: CreateTopic is idempotent.
+// CreateTopic creates cfg.Topic as a compacted topic with partitions
+// partitions, on any Kafka-protocol cluster cfg reaches. A topic that
+// exists already is fine: CreateTopic is idempotent, and does not check
+// that the existing topic is compacted or has that many partitions.
+//
+// It blocks until the new topic shows in the metadata with every
+// partition, up to 10 s (an error after that), or until ctx ends (an
+// error wrapping ctx.Err()). ctx is checked between metadata requests;
+// the requests themselves are bounded by cfg's timeouts.
 func CreateTopic(ctx context.Context, cfg fencing.Config, partitions int32, replication int16) error {
 	cfg = cfg.WithDefaults()
 	sc, err := cfg.Sarama()

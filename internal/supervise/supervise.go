@@ -2,6 +2,17 @@
 // a role: in its own process group, killed with its parent (Linux
 // parent-death signal; with the watchdog, its whole group is), and stopped
 // with SIGTERM, then SIGKILL after a grace period.
+//
+// Killing the command when the role is lost is local and best effort, like
+// the cancellation of a processor's work: it fences nothing, and a
+// deposed command may still be writing when the next holder starts. A
+// target that must refuse a deposed command's writes has to check the
+// holding's token, which `krole run` passes in the command's environment
+// (KROLE_PRODUCER_ID, KROLE_EPOCH).
+//
+// On systems other than Linux there is no parent-death signal: a command
+// can outlive a krole killed with SIGKILL, though Stop still reaches its
+// whole process group.
 package supervise
 
 import (
@@ -17,7 +28,8 @@ import (
 	"time"
 )
 
-// Child is a running command. Its methods are safe for concurrent use.
+// Child is a command started by [Start]. Its methods are safe for
+// concurrent use.
 type Child struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited
@@ -26,25 +38,40 @@ type Child struct {
 
 // Spec says what to run.
 type Spec struct {
-	Path   string
-	Args   []string // not including the program name
-	Env    []string // added to the parent's environment
+	// Path is the program: a path, or a name looked up in PATH. It is
+	// also the child's argv[0]. Required.
+	Path string
+	// Args are the arguments, not including the program name. Default
+	// none.
+	Args []string
+	// Env is added to the parent's environment, as "KEY=value"; an entry
+	// overrides the parent's value of the same key. Default none.
+	Env []string
+	// Stdout, Stderr and Stdin are the child's standard streams, as in
+	// os/exec.Cmd; nil connects them to the null device.
 	Stdout io.Writer
 	Stderr io.Writer
 	Stdin  io.Reader
 	// Watchdog, when set, is the argv prefix that runs this program as the
 	// watchdog (for krole: the krole binary and WatchdogCommand; see
 	// [Watchdog]), so that not only the command but every process in its
-	// group dies with a krole killed by SIGKILL. Grace is the watchdog's
-	// SIGTERM-to-SIGKILL period then.
+	// group dies with a krole killed by SIGKILL. A watchdog that cannot
+	// start is skipped silently: the command then runs guarded by its own
+	// death signal only. Default none.
 	Watchdog []string
-	Grace    time.Duration
+	// Grace is the watchdog's SIGTERM-to-SIGKILL period, used only with
+	// Watchdog. Default 0: SIGKILL right after SIGTERM. (Child.Stop takes
+	// its own grace period.)
+	Grace time.Duration
 }
 
-// Start starts the command. The child gets SIGKILL if the starting thread of
-// this process dies (prctl PR_SET_PDEATHSIG), so it never outlives a
-// krole that was killed with SIGKILL; it runs in a process group of its
-// own, so Stop reaches its children too.
+// Start starts the command and returns once it has started (or failed
+// to: the program is not found or cannot be executed). On Linux the child
+// gets SIGKILL if the starting thread of this process dies (prctl
+// PR_SET_PDEATHSIG), so it never outlives a krole that was killed with
+// SIGKILL; it runs in a process group of its own, so Stop reaches its
+// children too. A goroutine, locked to the starting thread, waits for the
+// child until it exits, then closes Done.
 func Start(spec Spec) (*Child, error) {
 	path, err := exec.LookPath(spec.Path)
 	if err != nil {
@@ -95,7 +122,8 @@ func Start(spec Spec) (*Child, error) {
 // Pid returns the child's process id.
 func (c *Child) Pid() int { return c.cmd.Process.Pid }
 
-// Done is closed when the child has exited.
+// Done returns a channel that is closed when the child has exited (and its
+// watchdog, if any, has been ended). It is never sent on.
 func (c *Child) Done() <-chan struct{} { return c.done }
 
 // ExitCode returns the child's exit code once it has exited: its own code,
@@ -122,6 +150,10 @@ func (c *Child) ExitCode() int {
 // Stop sends SIGTERM to the child's process group and waits for it to
 // exit; after grace it sends SIGKILL and waits again. It blocks until the
 // child has exited or ctx ends, and returns whether SIGKILL was needed.
+// When ctx ends first, Stop sends SIGKILL at once (without waiting out
+// grace) and returns killed=true with ctx.Err() unless the child has
+// exited by then. A child that has exited already is left alone
+// (killed=false, nil).
 func (c *Child) Stop(ctx context.Context, grace time.Duration) (killed bool, err error) {
 	select {
 	case <-c.done:

@@ -12,7 +12,8 @@ import (
 // the watchdog (see [Spec].Watchdog). It is not a user-facing command.
 const WatchdogCommand = "__krole_watchdog"
 
-// DeathSignal is the watchdog's parent-death signal.
+// DeathSignal is the watchdog's parent-death signal (Linux only; see
+// [Watchdog]).
 const DeathSignal = syscall.SIGWINCH
 
 // Watchdog is the body of the watchdog process.
@@ -29,8 +30,10 @@ const DeathSignal = syscall.SIGWINCH
 // exits. While krole lives, krole ends the watchdog itself once the command
 // has exited.
 //
-// Its arguments: the parent's pid, the process group, the grace period. It
-// returns the process exit code.
+// Its arguments: the parent's pid, the process group, the grace period
+// (as time.ParseDuration reads it). It blocks until the parent has died,
+// then until the group is gone or the grace period has passed. It returns
+// the process exit code: 0, or 2 for bad arguments.
 func Watchdog(args []string) int {
 	if len(args) != 3 {
 		return 2

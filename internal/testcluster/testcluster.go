@@ -1,7 +1,15 @@
 // Package testcluster gives integration tests a Kafka-protocol cluster over
-// TCP: the one KROLE_BROKERS names when it is set (so the suite runs against
-// Apache Kafka or Redpanda), or an embedded kfake cluster started for the
-// test and closed when it ends.
+// TCP: the one KROLE_BROKERS names when it is set (host:port[,host:port],
+// so the suite runs against Apache Kafka or Redpanda), or an embedded kfake
+// cluster (package internal/devcluster) started for the test and closed
+// when it ends.
+//
+// The two differ in timing, not in the protocol. kfake aborts a timed-out
+// transaction when its timeout passes; Apache Kafka aborts it only at its
+// next check, every
+// transaction.abort.timed.out.transaction.cleanup.interval.ms (default 10
+// s), so a test whose bound rests on the abort must call
+// [Cluster.RequireFake] or allow for that interval.
 package testcluster
 
 import (
@@ -21,24 +29,42 @@ import (
 // transactional-id prefix (so tests never see each other's roles), and the
 // embedded cluster when there is one (nil for an external cluster).
 type Cluster struct {
+	// Config reaches the cluster, with defaults applied: Brokers from
+	// KROLE_BROKERS or the embedded cluster's listeners, and a Topic and
+	// TxnPrefix of this test's own ("krole-test-<unique>.roles" and
+	// "krole-test-<unique>."). The topic exists already, compacted, with
+	// Options.Partitions partitions and replication factor 1.
 	Config fencing.Config
-	Fake   *devcluster.Cluster
+	// Fake is the embedded cluster, for its control hooks (fault
+	// injection, coordinator placement); nil when KROLE_BROKERS names an
+	// outside cluster. It is closed when the test ends.
+	Fake *devcluster.Cluster
 }
 
 // Options of [Start].
 type Options struct {
-	Nodes      int   // brokers of the embedded cluster; default 1
-	Partitions int32 // partitions of the role topic; default 3
-	// BrokerConfigs for the embedded cluster only.
+	// Nodes is the number of brokers of the embedded cluster; ignored for
+	// an outside cluster. Default 1.
+	Nodes int
+	// Partitions is the number of partitions of the role topic. Default 3.
+	Partitions int32
+	// BrokerConfigs are broker settings of the embedded cluster (see
+	// devcluster.Options.BrokerConfigs); ignored for an outside cluster,
+	// whose settings the test cannot change. Default none.
 	BrokerConfigs map[string]string
 }
 
 var seq atomic.Int64
 
-// External reports whether KROLE_BROKERS names an outside cluster.
+// External reports whether KROLE_BROKERS names an outside cluster, that
+// is, whether [Start] will use it rather than start kfake.
 func External() bool { return os.Getenv("KROLE_BROKERS") != "" }
 
 // Start returns a cluster for t, with a compacted role topic of its own.
+// It blocks until the topic shows in the cluster's metadata (30 s at
+// most), and fails t (t.Fatalf) when the embedded cluster does not start or the
+// topic cannot be created. The embedded cluster, if any, is closed by
+// t.Cleanup; the topic is not deleted.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	if opts.Partitions <= 0 {
@@ -69,7 +95,8 @@ func Start(t testing.TB, opts Options) *Cluster {
 }
 
 // RequireFake skips t when the suite runs against an outside cluster and the
-// test needs the embedded one (to inject faults or place coordinators).
+// test needs the embedded one (to inject faults, place coordinators, or
+// rely on kfake's timing). It returns only when c.Fake is set.
 func (c *Cluster) RequireFake(t testing.TB) {
 	t.Helper()
 	if c.Fake == nil {

@@ -24,13 +24,24 @@ const (
 	maxRetryPause = time.Second
 )
 
-// Message is one input record handed to [Config].Transform.
+// Message is one input record handed to [Config].Transform. Headers are
+// not carried.
 type Message struct {
-	Topic     string
+	// Topic is the input topic (Config.Input).
+	Topic string
+	// Partition is the input partition the record was read from.
 	Partition int32
-	Offset    int64
-	Key       []byte
-	Value     []byte // nil for a tombstone
+	// Offset is the record's offset in Partition. Offsets of one
+	// partition reach Transform in increasing order, though not always
+	// consecutive (compaction, transaction markers, aborted records).
+	Offset int64
+	// Key is the record's key; nil when it has none.
+	Key []byte
+	// Value is the record's value; nil for a tombstone.
+	Value []byte
+	// Timestamp is the record's timestamp as the broker returns it: the
+	// producer's create time, or the broker's append time when the topic
+	// uses LogAppendTime.
 	Timestamp time.Time
 }
 
@@ -57,7 +68,8 @@ type Config struct {
 	// Input is the topic to consume. Required.
 	Input string
 	// Output is the topic of every output message whose Topic is empty.
-	// Required when Transform is nil.
+	// Required when Transform is nil; default none (then every output
+	// message must name its topic).
 	Output string
 	// Transform maps one input record to the records to write (none to
 	// drop it). A message with an empty Topic goes to Output; its
@@ -75,7 +87,9 @@ type Config struct {
 	// fill the batch. Default 0: a batch is what has already arrived.
 	Linger time.Duration
 	// OnCommit, when set, is called on Run's goroutine after each
-	// committed transaction.
+	// committed transaction, in commit order, never concurrently. Run
+	// waits for it before it reads the next batch, so it should return
+	// quickly. Default none.
 	OnCommit func(Commit)
 	// Logger receives warnings (retried transactions, consumer errors).
 	// Default: discard.
@@ -128,8 +142,9 @@ func (c Config) check() (Config, error) {
 
 // Run consumes cfg.Input, transforms it and writes the outputs for the
 // holding of role under token, exactly once (see the package
-// documentation), until ctx ends or the token loses the role. cfg.Transport
-// must be the transport that minted token for role.
+// documentation), until ctx ends or the token loses the role; it blocks
+// until then. cfg.Transport must be the transport that minted token for
+// role.
 //
 // Each batch is one transaction under token: the outputs of the batch's
 // records, then the group's offsets past them. Before it reads the
