@@ -29,5 +29,8 @@ fmt:
 dev: ## an embedded cluster on 127.0.0.1:9092
 	$(GO) run . dev
 
+demo: ## three members of a role, a failover and a handover, narrated
+	$(GO) run . demo
+
 clean:
 	rm -rf bin

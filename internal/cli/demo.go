@@ -1,0 +1,948 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/devcluster"
+	"github.com/krabka/krole/internal/server"
+	"github.com/krabka/krole/internal/supervise"
+	"github.com/krabka/krole/processor"
+	"github.com/krabka/krole/view"
+)
+
+// The demo's defaults: a lease short enough for the failover to take a few
+// seconds, and the role and members it shows.
+const (
+	demoLease     = 3 * time.Second
+	demoMinLease  = time.Second
+	demoPause     = time.Second
+	demoRole      = codec.Role("controller")
+	demoKeepAddr  = DefaultBrokers // with --keep: where the printed commands look without -b
+	demoFreeAddr  = "127.0.0.1:0"
+	demoStopGrace = 5 * time.Second // how long a member has to leave before SIGKILL
+)
+
+// demoMembers are the members the demo starts, in join order.
+var demoMembers = []codec.MemberID{"node-1", "node-2", "node-3"}
+
+// demoScript is the CMD each member runs while it holds the role: one line
+// that shows the token krole hands it, then a wait until it is stopped.
+const demoScript = `echo "$KROLE_MEMBER is doing the $KROLE_ROLE work under token $KROLE_PRODUCER_ID/$KROLE_EPOCH"; exec sleep 3600`
+
+func demoCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "demo",
+		Usage:     "watch a failover and a handover: an embedded cluster and three members of a role, as processes",
+		UsageText: "krole demo [--lease-duration D] [--listen HOST:PORT] [--pause D] [--keep]",
+		Description: "Starts an embedded Kafka-protocol cluster (as 'krole dev' does) and three\n" +
+			"'krole run' processes, node-1, node-2 and node-3, campaigning for the role\n" +
+			"controller, and says what happens at each step: the table; SIGKILL of the\n" +
+			"holder and the failover, with its time and the new fencing token; SIGTERM of\n" +
+			"the next holder, which resigns, and the handover, with its time. Then it stops\n" +
+			"everything it started and exits 0; with the default lease it takes about ten\n" +
+			"seconds. Times are measured from the signal to the new holder's lease showing\n" +
+			"in the demo's own view of the role topic.\n\n" +
+			"--keep leaves the cluster (on 127.0.0.1:9092, or a free port when that is taken,\n" +
+			"unless --listen says otherwise) and three members running, and prints commands\n" +
+			"to try in another terminal; Ctrl-C then stops everything. The members die with\n" +
+			"the demo in any case.",
+		Flags: []ucli.Flag{
+			&ucli.DurationFlag{Name: "lease-duration", Value: demoLease,
+				Usage: "the members' lease, `D`: a killed holder is replaced about this long after it dies"},
+			&ucli.StringFlag{Name: "listen", DefaultText: demoFreeAddr + ", or " + demoKeepAddr + " with --keep",
+				Usage: "`HOST:PORT` of the embedded cluster; port 0 picks a free port"},
+			&ucli.DurationFlag{Name: "pause", Value: demoPause,
+				Usage: "pause `D` between the steps, to read along"},
+			&ucli.BoolFlag{Name: "keep",
+				Usage: "leave the cluster and the members running until Ctrl-C, and print what to try next"},
+		},
+		Action: runDemo,
+	}
+}
+
+// errDemoInterrupted ends the demo's steps when SIGINT or SIGTERM came.
+var errDemoInterrupted = errors.New("interrupted")
+
+func runDemo(c *ucli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	lease, pause, keep := c.Duration("lease-duration"), c.Duration("pause"), c.Bool("keep")
+	settings := processor.Settings{LeaseDuration: lease}.WithDefaults()
+	switch {
+	case lease < demoMinLease:
+		return Usagef(c, "--lease-duration %v: the demo needs at least %v", lease, demoMinLease)
+	case pause < 0:
+		return Usagef(c, "--pause %v: must not be negative", pause)
+	}
+	if err := settings.Validate(); err != nil {
+		return Usagef(c, "--lease-duration %v: %v", lease, err)
+	}
+	listen, fallback := c.String("listen"), false
+	if listen == "" {
+		listen = demoFreeAddr
+		if keep {
+			listen, fallback = demoKeepAddr, true
+		}
+	}
+	host, portStr, err := net.SplitHostPort(listen)
+	if port, perr := strconv.Atoi(portStr); err != nil || host == "" || perr != nil || port < 0 || port > 65535 {
+		return Usagef(c, "--listen %q is not HOST:PORT (PORT 0-65535, 0 picks a free port)", listen)
+	}
+	topic := strings.TrimSpace(c.String("topic"))
+	if err := (fencing.Config{Brokers: []string{listen}, Topic: topic}).Validate(); err != nil || topic == "" {
+		return Usagef(c, "--topic %q is not a valid Kafka topic name", topic)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("cannot find the krole executable to start the members: %w", err)
+	}
+
+	d := &demo{
+		ctx:      c.Context,
+		out:      &lockedOut{w: stdout(c)},
+		exe:      exe,
+		invoke:   demoInvocation(exe),
+		role:     demoRole,
+		settings: settings,
+		pause:    pause,
+		topic:    topic,
+		prefix:   c.String("txn-prefix"),
+		exited:   make(chan *demoMember, len(demoMembers)*4),
+	}
+	defer d.stopAll() // on every path: the members leave before the cluster stops
+	err = d.run(listen, fallback, keep)
+	if errors.Is(err, errDemoInterrupted) || (err != nil && d.ctx.Err() != nil) {
+		d.say("")
+		d.step("Interrupted: stopping everything the demo started.")
+		d.stopAll()
+		d.result("Stopped.")
+		return nil
+	}
+	return err
+}
+
+// demo is one run of `krole demo`.
+type demo struct {
+	ctx      context.Context
+	out      *lockedOut
+	exe      string // the krole binary the members run
+	invoke   string // how the user runs krole, for the commands printed
+	role     codec.Role
+	settings processor.Settings
+	pause    time.Duration
+	topic    string
+	prefix   string // the transactional-id prefix
+	brokers  string // the cluster's address, once started
+
+	cleanups []func() // run in reverse order by stopAll
+
+	mu      sync.Mutex
+	members []*demoMember    // every member started, live or not
+	exited  chan *demoMember // members that exited unasked
+
+	states <-chan view.RoleState // the role as the demo's view follows it
+	state  view.RoleState        // the latest of states
+}
+
+// demoMember is one `krole run` process of the demo.
+type demoMember struct {
+	name  codec.MemberID
+	child *supervise.Child
+	out   *prefixWriter
+
+	mu     sync.Mutex
+	asked  bool // the demo asked it to exit (or killed it)
+	cmdPid int  // the pid of the CMD it started last, from its output
+}
+
+func (m *demoMember) expectExit() {
+	m.mu.Lock()
+	m.asked = true
+	m.mu.Unlock()
+}
+
+func (m *demoMember) lastCmd() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cmdPid
+}
+
+func (d *demo) run(listen string, fallback, keep bool) error {
+	start := time.Now()
+	d.say("krole demo: three members campaign for the role %q; one holds it at a time, under a lease.", d.role)
+	d.say("Each step says what it does; Ctrl-C stops the demo and everything it started at any time.")
+	d.say("")
+
+	// 1. The cluster.
+	d.step("Starting an embedded Kafka-protocol cluster (kfake, in this process)...")
+	cluster, err := d.startCluster(listen, fallback)
+	if err != nil {
+		return err
+	}
+	d.cleanups = append(d.cleanups, func() { cluster.Close() })
+	d.brokers = strings.Join(cluster.ListenAddrs(), ",")
+	d.detail("brokers %s; role topic %s (compacted) created.", d.brokers, d.topic)
+
+	cfg := fencing.Config{Brokers: []string{d.brokers}, Topic: d.topic, TxnPrefix: d.prefix}.WithDefaults()
+	if err := d.follow(cfg); err != nil {
+		return err
+	}
+
+	// 2. The members, one after the other: join order is rank.
+	if err := d.sleep(); err != nil {
+		return err
+	}
+	d.step("Starting %d members as separate processes, one after the other: the order they join in is their rank.", len(demoMembers))
+	d.detail("Each one runs:")
+	d.detail("  %s", d.runCommandLineAs("krole", "node-N"))
+	d.detail("While a member holds the role, krole runs the command after -- with its fencing token in")
+	d.detail("KROLE_PRODUCER_ID and KROLE_EPOCH; when it loses the role, krole stops the command.")
+	for i, name := range demoMembers {
+		m, err := d.startMember(name)
+		if err != nil {
+			return err
+		}
+		if _, _, err := d.await(fmt.Sprintf("%s to join the queue", name), 20*time.Second, func(st view.RoleState) bool {
+			return st.Rank(name) >= 0
+		}); err != nil {
+			return err
+		}
+		if i == 0 {
+			st, _, err := d.await(fmt.Sprintf("%s to take the role", name), 20*time.Second, func(st view.RoleState) bool {
+				return st.Lease != nil && !st.Lease.Released() && st.Lease.Member == m.name
+			})
+			if err != nil {
+				return err
+			}
+			d.waitCmd(m, 5*time.Second)
+			d.detail("%s was first: it holds %s under token %s, minted by the Kafka transaction coordinator.", name, d.role, st.Lease.Token)
+		}
+	}
+
+	if err := d.sleep(); err != nil {
+		return err
+	}
+	d.step("The table: what the role topic says, as 'krole table' shows it.")
+	d.table()
+
+	// 3. SIGKILL of the holder: the failover.
+	if err := d.sleep(); err != nil {
+		return err
+	}
+	holder := d.holderMember()
+	if holder == nil {
+		return fmt.Errorf("no member of the demo holds %s", d.role)
+	}
+	old := *d.state.Lease
+	next := d.nextInLine(holder.name)
+	d.step("Killing the holder, %s (pid %d), with SIGKILL.", holder.name, holder.child.Pid())
+	d.detail("It cannot resign: the others wait for its lease to run out (it ends at most %v after", d.settings.LeaseDuration)
+	d.detail("its last renewal), then %s, next in line, challenges and gets a new token.", next)
+	cmdPid := holder.lastCmd()
+	holder.expectExit()
+	killed := time.Now()
+	if err := syscall.Kill(holder.child.Pid(), syscall.SIGKILL); err != nil {
+		return fmt.Errorf("killing %s (pid %d): %w", holder.name, holder.child.Pid(), err)
+	}
+	<-holder.child.Done()
+	d.checkCmdGone(holder.name, cmdPid)
+	st, at, err := d.await("a new holder after the SIGKILL", 3*d.settings.LeaseDuration+20*time.Second, func(st view.RoleState) bool {
+		return st.Lease != nil && !st.Lease.Released() && st.Lease.Member != holder.name && st.Lease.Token.Newer(old.Token)
+	})
+	if err != nil {
+		return err
+	}
+	newHolder := d.member(st.Lease.Member)
+	if newHolder != nil {
+		d.waitCmd(newHolder, 5*time.Second)
+	}
+	d.result("Failover: %s holds %s %s after the SIGKILL, under token %s (%s held %s).",
+		st.Lease.Member, d.role, round(at.Sub(killed)), st.Lease.Token, holder.name, old.Token)
+	d.detail("The epoch went up: the brokers now refuse every transactional write under %s.", old.Token)
+	// The winner deregisters the dead holder right after its lease write.
+	if _, _, err := d.await("the dead holder to leave the queue", time.Second, func(st view.RoleState) bool {
+		return st.Rank(holder.name) < 0
+	}); err == nil {
+		d.detail("%s also took %s out of the queue: the winner prunes a holder whose lease ran out.", st.Lease.Member, holder.name)
+	} else if errors.Is(err, errDemoInterrupted) {
+		return err
+	}
+	d.table()
+
+	// 4. SIGTERM of the new holder: it resigns, the handover.
+	if err := d.sleep(); err != nil {
+		return err
+	}
+	if newHolder == nil {
+		return fmt.Errorf("the new holder %s is not a member of the demo", st.Lease.Member)
+	}
+	old = *st.Lease
+	next = d.nextInLine(newHolder.name)
+	d.step("Asking %s (pid %d) to resign, with SIGTERM.", newHolder.name, newHolder.child.Pid())
+	d.detail("It stops its command, writes a released lease under its token and leaves the queue, so")
+	d.detail("%s takes over at once, without waiting for the lease to run out.", next)
+	newHolder.expectExit()
+	termed := time.Now()
+	if err := syscall.Kill(newHolder.child.Pid(), syscall.SIGTERM); err != nil {
+		return fmt.Errorf("signalling %s (pid %d): %w", newHolder.name, newHolder.child.Pid(), err)
+	}
+	st, at, err = d.await("a new holder after the resignation", d.settings.LeaseDuration+20*time.Second, func(st view.RoleState) bool {
+		return st.Lease != nil && !st.Lease.Released() && st.Lease.Member != newHolder.name && st.Lease.Token.Newer(old.Token)
+	})
+	if err != nil {
+		return err
+	}
+	handover := at.Sub(termed)
+	if m := d.member(st.Lease.Member); m != nil {
+		d.waitCmd(m, 5*time.Second)
+	}
+	if err := d.waitExit(newHolder, demoStopGrace); err != nil {
+		return err
+	}
+	d.result("Handover: %s holds %s %s after the SIGTERM, under token %s (%s held %s).",
+		st.Lease.Member, d.role, round(handover), st.Lease.Token, newHolder.name, old.Token)
+	d.detail("%s exited with code %d.", newHolder.name, newHolder.child.ExitCode())
+	// Its deregistration follows its released lease.
+	if _, _, err := d.await("the resigned holder to leave the queue", 2*time.Second, func(st view.RoleState) bool {
+		return st.Rank(newHolder.name) < 0
+	}); errors.Is(err, errDemoInterrupted) {
+		return err
+	}
+	d.table()
+
+	if keep {
+		return d.keep()
+	}
+
+	// 5. The end.
+	if err := d.sleep(); err != nil {
+		return err
+	}
+	d.step("Stopping the members (SIGTERM: each resigns or leaves the queue) and the cluster.")
+	d.stopMembers()
+	d.result("Done in %s. To play with the members yourself: %s", round(time.Since(start)), d.invokeDemoKeep())
+	return nil
+}
+
+// startCluster starts the embedded cluster on listen; when fallback is set
+// and listen is in use, on a free port instead.
+func (d *demo) startCluster(listen string, fallback bool) (*devcluster.Cluster, error) {
+	opts := devcluster.Options{Listen: listen, Topic: d.topic, Partitions: 3}
+	cluster, err := devcluster.Start(d.ctx, opts)
+	if err != nil && fallback && addrInUse(err) {
+		d.detail("%s is in use (another krole dev or Kafka?): using a free port instead.", listen)
+		opts.Listen = demoFreeAddr
+		cluster, err = devcluster.Start(d.ctx, opts)
+	}
+	switch {
+	case err == nil:
+		return cluster, nil
+	case d.ctx.Err() != nil:
+		return nil, errDemoInterrupted
+	case addrInUse(err):
+		return nil, fmt.Errorf("cannot listen on %s: address already in use (another krole dev or Kafka?); choose another with --listen", listen)
+	}
+	return nil, err
+}
+
+// follow starts the demo's own view of the role topic, and waits until it
+// has caught up.
+func (d *demo) follow(cfg fencing.Config) error {
+	v, err := view.New(view.Options{Config: cfg})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(d.ctx))
+	done := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(done)
+		runErr = v.Run(ctx)
+	}()
+	d.cleanups = append(d.cleanups, func() {
+		cancel()
+		<-done
+	})
+	if err := waitForView(d.ctx, v, done); err != nil {
+		if d.ctx.Err() != nil {
+			return errDemoInterrupted
+		}
+		if runErr != nil {
+			err = runErr
+		}
+		return explainRunError(cfg, err)
+	}
+	d.states = v.Follow(ctx, d.role)
+	d.state = view.RoleState{Role: d.role, LeaseOffset: -1}
+	return nil
+}
+
+// startMember starts `krole run` for name, its output prefixed with its
+// name.
+func (d *demo) startMember(name codec.MemberID) (*demoMember, error) {
+	if err := d.ctx.Err(); err != nil {
+		return nil, errDemoInterrupted
+	}
+	m := &demoMember{name: name}
+	m.out = &prefixWriter{out: d.out, prefix: fmt.Sprintf("  [%s] ", name), onLine: func(line string) {
+		if pid := startedCmdPid(line); pid != 0 {
+			m.mu.Lock()
+			m.cmdPid = pid
+			m.mu.Unlock()
+		}
+	}}
+	child, err := supervise.Start(supervise.Spec{
+		Path:   d.exe,
+		Args:   d.runArgs(name),
+		Env:    demoEnv(),
+		Stdout: m.out,
+		Stderr: m.out,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting member %s: %w", name, err)
+	}
+	m.child = child
+	d.mu.Lock()
+	d.members = append(d.members, m)
+	d.mu.Unlock()
+	d.detail("%s: started, pid %d", name, child.Pid())
+	go func() {
+		<-child.Done()
+		m.out.flush()
+		m.mu.Lock()
+		asked := m.asked
+		m.mu.Unlock()
+		if !asked {
+			d.detail("%s (pid %d) exited %s", name, child.Pid(), exitText(child.ExitCode()))
+			select {
+			case d.exited <- m:
+			default:
+			}
+		}
+	}()
+	return m, nil
+}
+
+// runArgs are the arguments of the `krole run` of member name.
+func (d *demo) runArgs(name codec.MemberID) []string {
+	args := []string{"run", string(d.role), "--member", string(name),
+		"--brokers", d.brokers, "--topic", d.topic, "--txn-prefix", d.prefix,
+		"--lease-duration", d.settings.LeaseDuration.String(), "--", "sh", "-c", demoScript}
+	return args
+}
+
+// runCommandLine is the `krole run` command line of member name, as a
+// person would type it.
+func (d *demo) runCommandLine(name string) string {
+	return d.runCommandLineAs(d.invoke, name)
+}
+
+// runCommandLineAs is runCommandLine with krole run as prog.
+func (d *demo) runCommandLineAs(prog, name string) string {
+	return fmt.Sprintf("%s -- sh -c '%s'",
+		d.commandAs(prog, fmt.Sprintf("run %s --member %s --lease-duration %v", d.role, name, d.settings.LeaseDuration)), demoScript)
+}
+
+// command is the krole command line to run sub, with the connection flags
+// that differ from the defaults.
+func (d *demo) command(sub string) string { return d.commandAs(d.invoke, sub) }
+
+// commandAs is command with krole run as prog.
+func (d *demo) commandAs(prog, sub string) string {
+	parts := []string{prog}
+	if sub != "" {
+		parts = append(parts, sub)
+	}
+	if d.brokers != "" && d.brokers != DefaultBrokers {
+		parts = append(parts, "-b", d.brokers)
+	}
+	if d.topic != fencing.DefaultTopic {
+		parts = append(parts, "--topic", d.topic)
+	}
+	if d.prefix != fencing.DefaultTxnPrefix {
+		parts = append(parts, "--txn-prefix", d.prefix)
+	}
+	return strings.Join(parts, " ")
+}
+
+// invokeDemoKeep is the command line of `krole demo --keep`.
+func (d *demo) invokeDemoKeep() string {
+	return d.invoke + " demo --keep"
+}
+
+// demoEnv clears the KROLE_ variables of the environment for the members:
+// the demo names its own cluster, without TLS or SASL, and its own timings.
+// (An empty variable counts as unset.)
+func demoEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "KROLE_") {
+			env = append(env, k+"=")
+		}
+	}
+	return env
+}
+
+// demoInvocation is how the person running the demo runs krole: "go run ."
+// under go run, "krole" when that is the binary on the PATH, else the path
+// it was started as.
+func demoInvocation(exe string) string {
+	if strings.Contains(exe, string(filepath.Separator)+"go-build") {
+		return "go run ."
+	}
+	base := filepath.Base(exe)
+	if p, err := exec.LookPath(base); err == nil {
+		if a, err1 := os.Stat(p); err1 == nil {
+			if b, err2 := os.Stat(exe); err2 == nil && os.SameFile(a, b) {
+				return base
+			}
+		}
+	}
+	if arg0 := os.Args[0]; strings.Contains(arg0, string(filepath.Separator)) {
+		return arg0
+	}
+	return exe
+}
+
+// await waits until the role's state, as the demo's view follows it,
+// satisfies ok, and returns it with the time the view showed it. It fails
+// when a member exits unasked, when timeout passes, and when the demo is
+// interrupted.
+func (d *demo) await(what string, timeout time.Duration, ok func(view.RoleState) bool) (view.RoleState, time.Time, error) {
+	if ok(d.state) {
+		return d.state, time.Now(), nil
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case st, open := <-d.states:
+			if !open {
+				if d.ctx.Err() != nil {
+					return st, time.Time{}, errDemoInterrupted
+				}
+				return st, time.Time{}, fmt.Errorf("waiting for %s: the view of the role topic stopped", what)
+			}
+			d.state = st
+			if ok(st) {
+				return st, time.Now(), nil
+			}
+		case m := <-d.exited:
+			return d.state, time.Time{}, fmt.Errorf("member %s exited %s while waiting for %s%s",
+				m.name, exitText(m.child.ExitCode()), what, m.out.lastLine())
+		case <-d.ctx.Done():
+			return d.state, time.Time{}, errDemoInterrupted
+		case <-t.C:
+			return d.state, time.Time{}, fmt.Errorf("waited %v for %s in vain", timeout, what)
+		}
+	}
+}
+
+// waitCmd waits (a little) until m has started its command, so that the
+// command's line comes before the demo's next one.
+func (d *demo) waitCmd(m *demoMember, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for m.lastCmd() == 0 || !m.out.seen(demoWorkLine) {
+		if time.Now().After(deadline) || d.ctx.Err() != nil {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// demoWorkLine is what the members' command prints.
+const demoWorkLine = "work under token"
+
+// waitExit waits until m has exited, up to timeout.
+func (d *demo) waitExit(m *demoMember, timeout time.Duration) error {
+	select {
+	case <-m.child.Done():
+		return nil
+	case <-d.ctx.Done():
+		return errDemoInterrupted
+	case <-time.After(timeout):
+		return fmt.Errorf("%s (pid %d) did not exit within %v of SIGTERM", m.name, m.child.Pid(), timeout)
+	}
+}
+
+// checkCmdGone says whether the command of a killed member died with it.
+// Without Linux's parent-death signal it may not have: the demo stops it.
+func (d *demo) checkCmdGone(name codec.MemberID, pid int) {
+	if pid == 0 {
+		return
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for pidAlive(pid) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !pidAlive(pid) {
+		d.detail("%s is gone, and its command (pid %d) died with it.", name, pid)
+		return
+	}
+	d.detail("%s is gone, but its command (pid %d) outlived it (no parent-death signal on %s): the demo kills it.", name, pid, runtime.GOOS)
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+}
+
+// holderMember is the member that the latest state names as the holder.
+func (d *demo) holderMember() *demoMember {
+	if d.state.Lease == nil || d.state.Lease.Released() {
+		return nil
+	}
+	return d.member(d.state.Lease.Member)
+}
+
+// member returns the live member named name, or nil.
+func (d *demo) member(name codec.MemberID) *demoMember {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i := len(d.members) - 1; i >= 0; i-- {
+		if m := d.members[i]; m.name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// nextInLine is the live candidate ranked first after holder.
+func (d *demo) nextInLine(holder codec.MemberID) codec.MemberID {
+	for _, c := range d.state.Candidates {
+		if m := d.member(c.Member); c.Member != holder && m != nil && !exitedChild(m.child) {
+			return c.Member
+		}
+	}
+	return "the next member"
+}
+
+func exitedChild(c *supervise.Child) bool {
+	select {
+	case <-c.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// keep leaves everything running until the demo is interrupted, after
+// bringing the stopped members back and printing what to try.
+func (d *demo) keep() error {
+	if err := d.sleep(); err != nil {
+		return err
+	}
+	var back []codec.MemberID
+	for _, name := range demoMembers {
+		if m := d.member(name); m == nil || exitedChild(m.child) {
+			back = append(back, name)
+		}
+	}
+	d.step("Bringing %s back, so that three members run: they join at the back of the queue.", joinNames(back))
+	for _, name := range back {
+		if _, err := d.startMember(name); err != nil {
+			return err
+		}
+		if _, _, err := d.await(fmt.Sprintf("%s to join the queue", name), 20*time.Second, func(st view.RoleState) bool {
+			return st.Rank(name) >= 0
+		}); err != nil {
+			return err
+		}
+	}
+	holder := d.holderMember()
+	d.say("")
+	d.step("The cluster and the members keep running. In another terminal, try:")
+	type try struct{ cmd, what string }
+	tries := []try{
+		{d.command("table --watch"), "the holder, its lease ticking down, the queue"},
+		{d.command("describe " + string(d.role)), "the token the transaction coordinator has for the role"},
+		{d.command("serve"), "the same table in a browser, at http://127.0.0.1:8080"},
+	}
+	if holder != nil {
+		tries = append(tries,
+			try{fmt.Sprintf("kill -9 %d", holder.child.Pid()), fmt.Sprintf("kill the holder, %s, and watch the failover", holder.name)},
+			try{fmt.Sprintf("kill %d", holder.child.Pid()), "or make it resign, and watch the handover"})
+	}
+	width := 0
+	for _, t := range tries {
+		width = max(width, len(t.cmd))
+	}
+	for _, t := range tries {
+		d.detail("  %-*s  # %s", width, t.cmd, t.what)
+	}
+	d.detail("  %s", d.runCommandLine("node-4"))
+	d.detail("  %-*s  # join the queue yourself (Ctrl-C there resigns)", width, "")
+	if d.brokers != DefaultBrokers {
+		d.detail("(or 'export KROLE_BROKERS=%s' and leave out -b)", d.brokers)
+	}
+	d.detail("Members: %s.", d.memberList())
+	d.detail("The members' lines keep coming here. Ctrl-C stops everything.")
+	<-d.ctx.Done()
+	d.say("")
+	d.step("Stopping the members and the cluster.")
+	d.stopMembers()
+	d.result("Stopped.")
+	return nil
+}
+
+// memberList names the live members and their pids, the holder first.
+func (d *demo) memberList() string {
+	var parts []string
+	for _, c := range d.state.Candidates {
+		m := d.member(c.Member)
+		if m == nil || exitedChild(m.child) {
+			continue
+		}
+		p := fmt.Sprintf("%s (pid %d", m.name, m.child.Pid())
+		if l := d.state.Lease; l != nil && !l.Released() && l.Member == m.name {
+			p += ", the holder"
+		}
+		parts = append(parts, p+")")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// stopMembers stops every member that still runs: SIGTERM (it resigns or
+// leaves the queue), then SIGKILL after demoStopGrace.
+func (d *demo) stopMembers() {
+	d.mu.Lock()
+	members := append([]*demoMember(nil), d.members...)
+	d.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, m := range members {
+		m.expectExit()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if killed, _ := m.child.Stop(context.Background(), demoStopGrace); killed {
+				d.detail("%s (pid %d) did not leave within %v: killed", m.name, m.child.Pid(), demoStopGrace)
+			}
+			<-m.child.Done()
+			m.out.flush()
+		}()
+	}
+	wg.Wait()
+}
+
+// stopAll stops what the demo started, members first: they resign through
+// the cluster, which stops last.
+func (d *demo) stopAll() {
+	d.stopMembers()
+	for i := len(d.cleanups) - 1; i >= 0; i-- {
+		d.cleanups[i]()
+	}
+	d.cleanups = nil
+}
+
+// table prints the role's row as `krole table` does.
+func (d *demo) table() {
+	var b bytes.Buffer
+	_ = rowsTable(&b, []server.Row{server.NewRow(d.state, time.Now())}, time.Now())
+	for _, line := range strings.SplitAfter(b.String(), "\n") {
+		if line != "" {
+			d.out.write("    " + line)
+		}
+	}
+}
+
+// sleep pauses between steps, for a person to read along; it fails when
+// the demo is interrupted.
+func (d *demo) sleep() error {
+	if d.pause > 0 {
+		select {
+		case <-time.After(d.pause):
+		case <-d.ctx.Done():
+		}
+	}
+	if d.ctx.Err() != nil {
+		return errDemoInterrupted
+	}
+	return nil
+}
+
+// say, step, detail and result print the demo's own lines: a plain line, a
+// step ("==> "), a line under a step, and an outcome ("<== ").
+func (d *demo) say(format string, args ...any) {
+	d.out.write(fmt.Sprintf(format, args...) + "\n")
+}
+
+func (d *demo) step(format string, args ...any) {
+	d.out.write("==> " + fmt.Sprintf(format, args...) + "\n")
+}
+
+func (d *demo) detail(format string, args ...any) {
+	d.out.write("    " + fmt.Sprintf(format, args...) + "\n")
+}
+
+func (d *demo) result(format string, args ...any) {
+	d.out.write("<== " + fmt.Sprintf(format, args...) + "\n")
+}
+
+// round shows a measured time with a precision that reads well.
+func round(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond)
+	case d >= 10*time.Millisecond:
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(100 * time.Microsecond)
+}
+
+// exitText says how a process with exit code code (128+signal for a
+// signal, as supervise reports it) ended.
+func exitText(code int) string {
+	if code > 128 {
+		sig := syscall.Signal(code - 128)
+		name := map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT"}[sig]
+		if name == "" {
+			name = fmt.Sprintf("signal %d", int(sig))
+		}
+		return fmt.Sprintf("(killed by %s: %v)", name, sig)
+	}
+	return fmt.Sprintf("with code %d", code)
+}
+
+func joinNames(names []codec.MemberID) string {
+	s := make([]string, len(names))
+	for i, n := range names {
+		s[i] = string(n)
+	}
+	switch len(s) {
+	case 0:
+		return "no one"
+	case 1:
+		return s[0]
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
+}
+
+// startedCmdRE matches the line of `krole run` that says it started CMD.
+var startedCmdRE = regexp.MustCompile(`^krole run: started CMD \(pid (\d+)\)`)
+
+func startedCmdPid(line string) int {
+	m := startedCmdRE.FindStringSubmatch(line)
+	if m == nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(m[1])
+	return pid
+}
+
+// pidAlive reports whether process pid runs (a zombie does not count).
+func pidAlive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		if runtime.GOOS == "linux" {
+			return false
+		}
+		return syscall.Kill(pid, 0) == nil
+	}
+	// pid (comm) S ...: the state follows the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
+}
+
+// lockedOut writes whole chunks to w, one writer at a time.
+type lockedOut struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (o *lockedOut) write(s string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, _ = io.WriteString(o.w, s)
+}
+
+// prefixWriter writes the output of a member to out line by line, each
+// line prefixed.
+type prefixWriter struct {
+	out    *lockedOut
+	prefix string
+	onLine func(string)
+
+	mu    sync.Mutex
+	buf   []byte
+	last  string
+	lines []string // the last few, for seen
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.buf = append(p.buf, b...)
+	for {
+		i := bytes.IndexByte(p.buf, '\n')
+		if i < 0 {
+			break
+		}
+		p.emit(string(p.buf[:i]))
+		p.buf = p.buf[i+1:]
+	}
+	return len(b), nil
+}
+
+func (p *prefixWriter) emit(line string) {
+	line = strings.TrimRight(line, "\r")
+	p.last = line
+	p.lines = append(p.lines, line)
+	if len(p.lines) > 16 {
+		p.lines = p.lines[1:]
+	}
+	if p.onLine != nil {
+		p.onLine(line)
+	}
+	p.out.write(p.prefix + line + "\n")
+}
+
+// flush writes an unfinished last line.
+func (p *prefixWriter) flush() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.buf) > 0 {
+		p.emit(string(p.buf))
+		p.buf = nil
+	}
+}
+
+// lastLine is ": " and the member's last line, or "" when it printed none.
+func (p *prefixWriter) lastLine() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	last := strings.TrimPrefix(strings.TrimPrefix(p.last, "krole: "), "krole run: ")
+	if last == "" {
+		return ""
+	}
+	return ": " + last
+}
+
+// seen reports whether one of the member's recent lines contains s.
+func (p *prefixWriter) seen(s string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.lines {
+		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
+}
