@@ -7,6 +7,8 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -15,6 +17,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/krabka/krole/codec"
@@ -67,6 +71,9 @@ func runCommand() *ucli.Command {
 			&ucli.DurationFlag{Name: "kill-timeout", EnvVars: []string{"KROLE_KILL_TIMEOUT"}, DefaultText: "lease duration / 5",
 				Usage: "how long CMD has to exit after SIGTERM before SIGKILL, `D`; the default stops CMD before " +
 					"a lease this member failed to renew can pass to another"},
+			&ucli.StringFlag{Name: "metrics-listen", EnvVars: []string{"KROLE_METRICS_LISTEN"}, DefaultText: "off",
+				Usage: "serve the member's Prometheus metrics (krole_holder, krole_transitions_total, " +
+					"krole_renew_duration_seconds, krole_fenced_total) at http://`HOST:PORT`/metrics; port 0 picks a free port"},
 			&ucli.BoolFlag{Name: "verbose", EnvVars: []string{"KROLE_VERBOSE"},
 				Usage: "log the member's and the view's activity on stderr too, not only transitions and warnings"},
 		},
@@ -162,10 +169,16 @@ func runRun(c *ucli.Context) error {
 		role: role, me: member, path: path, args: cmdArgs, kill: killTimeout,
 		stdout: lockedWriter(stdout(c), new(sync.Mutex)), stderr: lockedWriter(stderr(c), &lw.mu), lines: lw,
 	}
+	reg, stopMetrics, err := serveMetrics(c.String("metrics-listen"), lw)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	m, err := processor.New(t, v, member, []codec.Role{role}, processor.Options{
-		Settings: settings,
-		Logger:   logger,
-		OnEvent:  s.onEvent,
+		Settings:   settings,
+		Logger:     logger,
+		OnEvent:    s.onEvent,
+		Registerer: reg,
 	})
 	if err != nil {
 		return err
@@ -564,4 +577,28 @@ func watchdogArgv() []string {
 		return nil
 	}
 	return []string{exe, supervise.WatchdogCommand}
+}
+
+// serveMetrics serves a registry of its own at http://addr/metrics, for the
+// member to register its metrics in, and says where on stderr. An empty
+// addr serves nothing and returns a nil registerer (no metrics).
+func serveMetrics(addr string, lw *lineWriter) (prometheus.Registerer, func(), error) {
+	if addr == "" {
+		return nil, func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--metrics-listen: cannot listen on %s: %w", addr, err)
+	}
+	reg := prometheus.NewRegistry()
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln) // returns when srv is closed
+	}()
+	lw.printf("metrics at http://%s/metrics", ln.Addr())
+	return reg, func() { _ = srv.Close(); <-done }, nil
 }
