@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/internal/testcluster"
 )
 
 // TestExactlyOnce runs examples/exactlyonce as two processes of one role,
@@ -24,7 +25,7 @@ func TestExactlyOnce(t *testing.T) {
 	e := newEnv(t)
 	bin := build(t, "exactlyonce")
 	in, out := e.topic("in", 3), e.topic("out", 3)
-	role, group := e.name("upper"), e.name("group")
+	role, group := e.c.Name("upper"), e.c.Name("group")
 	args := append(e.flags(), "--role", role, "--group", group, "--input", in, "--output", out, "--lease-duration", "2s")
 	procs := map[codec.MemberID]*proc{
 		"a": start(t, bin, "a", args...),
@@ -100,37 +101,14 @@ func TestExactlyOnce(t *testing.T) {
 // records of each key in increasing order within one partition.
 func requireUppercasedOnce(t *testing.T, outs []*sarama.ConsumerMessage, n int) {
 	t.Helper()
-	count := make([]int, n)
-	type seen struct {
-		partition int32
-		i         int
-	}
-	last := map[string]seen{}
+	nums := make([]testcluster.Numbered, 0, len(outs))
 	for _, m := range outs { // partition by partition, in offset order
 		num, ok := strings.CutPrefix(string(m.Value), "RECORD-")
 		require.True(t, ok, "output %q is not an uppercased input", m.Value)
 		i, err := strconv.Atoi(num)
 		require.NoError(t, err, "output %q", m.Value)
-		require.True(t, i >= 0 && i < n, "output %q out of range", m.Value)
-		count[i]++
-		key := string(m.Key)
-		require.Equal(t, fmt.Sprintf("key-%d", i%7), key, "output %q", m.Value)
-		if prev, ok := last[key]; ok {
-			require.Equal(t, prev.partition, m.Partition, "key %s in two partitions", key)
-			require.Less(t, prev.i, i, "key %s: record %d written after %d", key, i, prev.i)
-		}
-		last[key] = seen{m.Partition, i}
+		require.Equal(t, fmt.Sprintf("key-%d", i%7), string(m.Key), "output %q", m.Value)
+		nums = append(nums, testcluster.Numbered{N: i, Key: string(m.Key), Partition: m.Partition})
 	}
-	var dups, gaps []int
-	for i, c := range count {
-		switch {
-		case c == 0:
-			gaps = append(gaps, i)
-		case c > 1:
-			dups = append(dups, i)
-		}
-	}
-	require.Empty(t, dups, "records written more than once")
-	require.Empty(t, gaps, "records never written")
-	require.Len(t, outs, n)
+	testcluster.RequireExactlyOnce(t, nums, n)
 }

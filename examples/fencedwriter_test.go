@@ -34,7 +34,7 @@ import (
 func TestFencedWriter(t *testing.T) {
 	e := newEnv(t)
 	bin := build(t, "fencedwriter")
-	role, out := e.name("beat"), e.name("heartbeats")
+	role, out := e.c.Name("beat"), e.c.Name("heartbeats")
 	args := append(e.flags(), "--role", role, "--output", out, "--create-topics", "--interval", "20ms", "--lease-duration", "1s")
 
 	a := start(t, bin, "a", args...)

@@ -15,7 +15,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -57,43 +56,16 @@ func newEnv(t *testing.T) *env {
 	return &env{t: t, c: testcluster.Start(t, testcluster.Options{Partitions: 1})}
 }
 
-var seq atomic.Int64
-
-// name returns a name for a topic, role or group that no other test uses
-// (the cluster's transactional-id prefix is unique to the test).
-func (e *env) name(what string) string {
-	return fmt.Sprintf("%s%s-%d", e.c.Config.TxnPrefix, what, seq.Add(1))
-}
-
 // flags are the flags that point an example at the test's cluster.
 func (e *env) flags() []string {
 	return []string{"--brokers", strings.Join(e.c.Config.Brokers, ","), "--topic", e.c.Config.Topic}
 }
 
-func (e *env) sarama() *sarama.Config {
-	e.t.Helper()
-	sc, err := e.c.Config.Sarama()
-	require.NoError(e.t, err)
-	return sc
-}
-
-// topic creates an application topic (cleanup.policy=delete).
+// topic creates an application topic (cleanup.policy=delete) with a name
+// of its own and returns the name.
 func (e *env) topic(what string, partitions int32) string {
 	e.t.Helper()
-	name := e.name(what)
-	admin, err := sarama.NewClusterAdmin(e.c.Config.Brokers, e.sarama())
-	require.NoError(e.t, err)
-	defer admin.Close()
-	del := "delete"
-	require.NoError(e.t, admin.CreateTopic(name, &sarama.TopicDetail{
-		NumPartitions: partitions, ReplicationFactor: 1,
-		ConfigEntries: map[string]*string{"cleanup.policy": &del},
-	}, false))
-	require.Eventually(e.t, func() bool {
-		md, err := admin.DescribeTopics([]string{name})
-		return err == nil && len(md) == 1 && md[0].Err == sarama.ErrNoError && len(md[0].Partitions) == int(partitions)
-	}, waitFor, 20*time.Millisecond, "topic %s not visible", name)
-	return name
+	return e.c.Topic(e.t, e.c.Name(what), partitions, waitFor)
 }
 
 // producer appends records to one topic, partitioned by key the way
@@ -106,7 +78,7 @@ type producer struct {
 
 func (e *env) producer(topic string) *producer {
 	e.t.Helper()
-	sc := e.sarama()
+	sc := e.c.Sarama(e.t)
 	sc.Producer.Partitioner = sarama.NewHashPartitioner
 	client, err := sarama.NewClient(e.c.Config.Brokers, sc)
 	require.NoError(e.t, err)
@@ -147,7 +119,7 @@ func (p *producer) end() (map[int32]int64, error) {
 
 // committed returns the group's committed offsets on topic.
 func (e *env) committed(group, topic string) (map[int32]int64, error) {
-	admin, err := sarama.NewClusterAdmin(e.c.Config.Brokers, e.sarama())
+	admin, err := sarama.NewClusterAdmin(e.c.Config.Brokers, e.c.Sarama(e.t))
 	if err != nil {
 		return nil, err
 	}
@@ -192,53 +164,11 @@ func (e *env) waitCommitted(group, topic string, end map[int32]int64) {
 }
 
 // readCommitted returns every record of topic as a read_committed consumer
-// sees it, partition by partition in offset order. It appends a marker
-// record to each partition and reads up to it: a read_committed reader
-// gets past the marker only once every transaction begun before it has
-// ended, so the read sees each of them decided.
+// sees it, partition by partition in offset order, read up to a marker
+// (see testcluster.Cluster.ReadAll).
 func (e *env) readCommitted(topic string) []*sarama.ConsumerMessage {
 	e.t.Helper()
-	sc := e.sarama() // read_committed
-	sc.Consumer.MaxWaitTime = 10 * time.Millisecond
-	client, err := sarama.NewClient(e.c.Config.Brokers, sc)
-	require.NoError(e.t, err)
-	defer client.Close()
-	prod, err := sarama.NewSyncProducerFromClient(client)
-	require.NoError(e.t, err)
-	defer prod.Close()
-	cons, err := sarama.NewConsumerFromClient(client)
-	require.NoError(e.t, err)
-	defer cons.Close()
-	ps, err := client.Partitions(topic)
-	require.NoError(e.t, err)
-	marker := fmt.Sprintf("end-of-read-%d", seq.Add(1))
-	var out []*sarama.ConsumerMessage
-	for _, p := range ps {
-		_, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: topic, Partition: p, Key: sarama.StringEncoder(marker)})
-		require.NoError(e.t, err)
-		pc, err := cons.ConsumePartition(topic, p, sarama.OffsetOldest)
-		require.NoError(e.t, err)
-		timeout := time.After(waitFor)
-	read:
-		for {
-			select {
-			case m := <-pc.Messages():
-				switch {
-				case string(m.Key) == marker:
-					break read
-				case strings.HasPrefix(string(m.Key), "end-of-read-"):
-				default:
-					out = append(out, m)
-				}
-			case err := <-pc.Errors():
-				e.t.Fatalf("reading %s/%d: %v", topic, p, err)
-			case <-timeout:
-				e.t.Fatalf("reading %s/%d: the marker did not show", topic, p)
-			}
-		}
-		require.NoError(e.t, pc.Close())
-	}
-	return out
+	return e.c.ReadAll(e.t, topic, sarama.ReadCommitted, waitFor)
 }
 
 // roleState reads role's records from the role topic and folds them.

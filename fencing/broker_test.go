@@ -57,15 +57,6 @@ func (e *env) ctx() context.Context {
 	return ctx
 }
 
-// transport connects a new BrokerTransport, closed when the test ends.
-func (e *env) transport() *fencing.BrokerTransport {
-	e.t.Helper()
-	tr, err := fencing.NewBrokerTransport(e.c.Config)
-	require.NoError(e.t, err)
-	e.t.Cleanup(func() { assert.NoError(e.t, tr.Close()) })
-	return tr
-}
-
 // place makes the role's transaction coordinator and its partition leader
 // different brokers on a multi-broker cluster, and checks that they are.
 func (e *env) place(role codec.Role) {
@@ -118,7 +109,7 @@ func TestAcquireEpochFencesTheEarlierHolder(t *testing.T) {
 	onEachCluster(t, func(t *testing.T, e *env) {
 		ctx := e.ctx()
 		role := codec.Role("scheduler")
-		a, b := e.transport(), e.transport()
+		a, b := e.c.Transport(e.t), e.c.Transport(e.t)
 		tokA, err := a.AcquireEpoch(ctx, role)
 		require.NoError(t, err)
 		e.place(role)
@@ -159,7 +150,7 @@ func TestAcquireEpochAbortsTheOpenTransactionOfTheEarlierHolder(t *testing.T) {
 	onEachCluster(t, func(t *testing.T, e *env) {
 		ctx := e.ctx()
 		role := codec.Role("compactor")
-		a, b := e.transport(), e.transport()
+		a, b := e.c.Transport(e.t), e.c.Transport(e.t)
 		tokA, err := a.AcquireEpoch(ctx, role)
 		require.NoError(t, err)
 		e.place(role)
@@ -196,7 +187,7 @@ func TestDescribeReportsTheNewestToken(t *testing.T) {
 	onEachCluster(t, func(t *testing.T, e *env) {
 		ctx := e.ctx()
 		role := codec.Role("billing")
-		a, b, third := e.transport(), e.transport(), e.transport()
+		a, b, third := e.c.Transport(e.t), e.c.Transport(e.t), e.c.Transport(e.t)
 
 		_, ok, err := third.Describe(ctx, "never-held")
 		require.NoError(t, err)
@@ -234,7 +225,7 @@ func TestAbortedLeaseWritesNeverShow(t *testing.T) {
 	onEachCluster(t, func(t *testing.T, e *env) {
 		ctx := e.ctx()
 		role := codec.Role("indexer")
-		tr := e.transport()
+		tr := e.c.Transport(e.t)
 		tok, err := tr.AcquireEpoch(ctx, role)
 		require.NoError(t, err)
 		e.place(role)
@@ -301,7 +292,7 @@ func TestTransactAbandonedByItsContextIsAborted(t *testing.T) {
 	onEachCluster(t, func(t *testing.T, e *env) {
 		ctx := e.ctx()
 		role := codec.Role("mailer")
-		tr := e.transport()
+		tr := e.c.Transport(e.t)
 		tok, err := tr.AcquireEpoch(ctx, role)
 		require.NoError(t, err)
 		e.place(role)
@@ -343,7 +334,7 @@ func TestRegistrationsRankByOffset(t *testing.T) {
 		ctx := e.ctx()
 		role := codec.Role("gateway")
 		e.place(role)
-		tr := e.transport()
+		tr := e.c.Transport(e.t)
 		before := time.Now().UnixMilli()
 		members := []codec.MemberID{"m1", "m2", "m3"}
 		offs := map[codec.MemberID]int64{}
@@ -387,7 +378,7 @@ func TestWriteLeaseWithATokenNotHeld(t *testing.T) {
 	onEachCluster(t, func(t *testing.T, e *env) {
 		ctx := e.ctx()
 		role := codec.Role("reporter")
-		a, b := e.transport(), e.transport()
+		a, b := e.c.Transport(e.t), e.c.Transport(e.t)
 		tokA0, err := a.AcquireEpoch(ctx, role)
 		require.NoError(t, err)
 		tokA, err := a.AcquireEpoch(ctx, role)
@@ -437,7 +428,7 @@ func TestRolesSharingAPartitionNeverMix(t *testing.T) {
 		require.Equal(t, codec.Partition(r1, partitions), codec.Partition(r2, partitions))
 		e.place(r1)
 		e.place(r2)
-		tr := e.transport()
+		tr := e.c.Transport(e.t)
 		t1, err := tr.AcquireEpoch(ctx, r1)
 		require.NoError(t, err)
 		t2, err := tr.AcquireEpoch(ctx, r2)
@@ -502,7 +493,7 @@ func TestTransactCommitsOffsets(t *testing.T) {
 		role := codec.Role("pipeline")
 		group := e.c.Config.TxnPrefix + "group"
 		input := e.c.Config.Topic
-		a, b := e.transport(), e.transport()
+		a, b := e.c.Transport(e.t), e.c.Transport(e.t)
 		tok, err := a.AcquireEpoch(ctx, role)
 		require.NoError(t, err)
 		e.place(role)
@@ -659,7 +650,7 @@ func TestFencedInTheMiddleOfATransaction(t *testing.T) {
 			onEachCluster(t, func(t *testing.T, e *env) {
 				ctx := e.ctx()
 				role := codec.Role("ledger")
-				a, b := e.transport(), e.transport()
+				a, b := e.c.Transport(e.t), e.c.Transport(e.t)
 				tokA, err := a.AcquireEpoch(ctx, role)
 				require.NoError(t, err)
 				e.place(role)
@@ -716,7 +707,7 @@ func TestReadRoleRecordsStopsAtTheLastStableOffset(t *testing.T) {
 	onEachCluster(t, func(t *testing.T, e *env) {
 		ctx := e.ctx()
 		role := codec.Role("stable")
-		holder, other := e.transport(), e.transport()
+		holder, other := e.c.Transport(e.t), e.c.Transport(e.t)
 		tok, err := holder.AcquireEpoch(ctx, role)
 		require.NoError(t, err)
 		e.place(role)
@@ -757,7 +748,7 @@ func TestTransactPanicAbortsTheTransaction(t *testing.T) {
 	onEachCluster(t, func(t *testing.T, e *env) {
 		ctx := e.ctx()
 		role := codec.Role("panicky")
-		tr := e.transport()
+		tr := e.c.Transport(e.t)
 		tok, err := tr.AcquireEpoch(ctx, role)
 		require.NoError(t, err)
 		e.place(role)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,7 +27,7 @@ func TestWriterDeposedHolderIsRefused(t *testing.T) {
 		ctx := e.ctx()
 		role := codec.Role("publisher")
 		topic := e.dataTopic(3)
-		a, b, c := e.transport(), e.transport(), e.transport()
+		a, b, c := e.c.Transport(e.t), e.c.Transport(e.t), e.c.Transport(e.t)
 		msg := func(v string) fencing.Message {
 			return fencing.Message{Topic: topic, Partition: fencing.PartitionByKey, Key: []byte("k-" + v), Value: []byte(v)}
 		}
@@ -109,7 +108,7 @@ func TestWriterPartitionsByKey(t *testing.T) {
 		ctx := e.ctx()
 		const n = 5
 		topic := e.dataTopic(n)
-		tr := e.transport()
+		tr := e.c.Transport(e.t)
 		role := codec.Role("keyed")
 		tok, err := tr.AcquireEpoch(ctx, role)
 		require.NoError(t, err)
@@ -152,7 +151,7 @@ func TestWriterLargeWritesKeepOrderAndSequence(t *testing.T) {
 	onEachCluster(t, func(t *testing.T, e *env) {
 		ctx := e.ctx()
 		topic := e.dataTopic(2)
-		tr := e.transport()
+		tr := e.c.Transport(e.t)
 		role := codec.Role("bulk")
 		tok, err := tr.AcquireEpoch(ctx, role)
 		require.NoError(t, err)
@@ -189,7 +188,7 @@ func TestWriterTransactAbortsOnError(t *testing.T) {
 	onEachCluster(t, func(t *testing.T, e *env) {
 		ctx := e.ctx()
 		topic := e.dataTopic(3)
-		tr := e.transport()
+		tr := e.c.Transport(e.t)
 		role := codec.Role("batcher")
 		tok, err := tr.AcquireEpoch(ctx, role)
 		require.NoError(t, err)
@@ -217,7 +216,7 @@ func TestWriterRefusesBadMessages(t *testing.T) {
 	c := onOneBroker(t)
 	ctx := c.ctx()
 	topic := c.dataTopic(3)
-	tr := c.transport()
+	tr := c.c.Transport(t)
 	role := codec.Role("strict")
 	tok, err := tr.AcquireEpoch(ctx, role)
 	require.NoError(t, err)
@@ -241,7 +240,7 @@ func TestWriterRefusesBadMessages(t *testing.T) {
 	}
 	require.NoError(t, w.Write(ctx, good), "the token still writes")
 
-	other := c.transport()
+	other := c.c.Transport(t)
 	err = other.Writer(role, tok).Write(ctx, good)
 	assert.ErrorIs(t, err, fencing.ErrNotHeld, "a token another transport minted")
 	err = other.Writer(role, tok).Write(ctx)
@@ -258,80 +257,18 @@ func onOneBroker(t *testing.T) *env {
 	return &env{t: t, c: testcluster.Start(t, testcluster.Options{Nodes: 1, Partitions: partitions}), nodes: 1}
 }
 
-var topicSeq atomic.Int64
-
 // dataTopic creates an application topic (cleanup.policy=delete) of
 // partitions partitions and returns its name.
 func (e *env) dataTopic(partitions int32) string {
 	e.t.Helper()
-	name := fmt.Sprintf("%sdata-%d", e.c.Config.TxnPrefix, topicSeq.Add(1))
-	sc, err := e.c.Config.Sarama()
-	require.NoError(e.t, err)
-	admin, err := sarama.NewClusterAdmin(e.c.Config.Brokers, sc)
-	require.NoError(e.t, err)
-	defer admin.Close()
-	del := "delete"
-	require.NoError(e.t, admin.CreateTopic(name, &sarama.TopicDetail{
-		NumPartitions: partitions, ReplicationFactor: 1,
-		ConfigEntries: map[string]*string{"cleanup.policy": &del},
-	}, false))
-	require.Eventually(e.t, func() bool {
-		md, err := admin.DescribeTopics([]string{name})
-		return err == nil && len(md) == 1 && md[0].Err == sarama.ErrNoError && len(md[0].Partitions) == int(partitions)
-	}, 10*time.Second, 20*time.Millisecond, "topic %s not visible", name)
-	return name
+	return e.c.Topic(e.t, e.c.Name("data"), partitions, 10*time.Second)
 }
 
 // read returns every record of topic with the given isolation, partition
-// by partition. It appends a plain marker record to each partition and
-// reads up to it: a read_committed reader gets past the marker only once
-// every transaction begun before it has ended, so the read sees each of
-// them committed or aborted, never pending.
+// by partition, read up to a marker (see testcluster.Cluster.ReadAll).
 func (e *env) read(topic string, isolation sarama.IsolationLevel) []*sarama.ConsumerMessage {
 	e.t.Helper()
-	sc, err := e.c.Config.Sarama()
-	require.NoError(e.t, err)
-	sc.Consumer.IsolationLevel = isolation
-	sc.Consumer.MaxWaitTime = 10 * time.Millisecond // closing a partition consumer waits for its fetch
-	client, err := sarama.NewClient(e.c.Config.Brokers, sc)
-	require.NoError(e.t, err)
-	defer client.Close()
-	ps, err := client.Partitions(topic)
-	require.NoError(e.t, err)
-	prod, err := sarama.NewSyncProducerFromClient(client)
-	require.NoError(e.t, err)
-	defer prod.Close()
-	marker := fmt.Sprintf("end-of-read-%d", topicSeq.Add(1))
-	cons, err := sarama.NewConsumerFromClient(client)
-	require.NoError(e.t, err)
-	defer cons.Close()
-	var out []*sarama.ConsumerMessage
-	for _, p := range ps {
-		_, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: topic, Partition: p, Key: sarama.StringEncoder(marker)})
-		require.NoError(e.t, err)
-		pc, err := cons.ConsumePartition(topic, p, sarama.OffsetOldest)
-		require.NoError(e.t, err)
-		timeout := time.After(20 * time.Second)
-	read:
-		for {
-			select {
-			case m := <-pc.Messages():
-				switch {
-				case string(m.Key) == marker:
-					break read
-				case strings.HasPrefix(string(m.Key), "end-of-read-"):
-				default:
-					out = append(out, m)
-				}
-			case err := <-pc.Errors():
-				e.t.Fatalf("reading %s/%d: %v", topic, p, err)
-			case <-timeout:
-				e.t.Fatalf("reading %s/%d: the marker did not show", topic, p)
-			}
-		}
-		require.NoError(e.t, pc.Close())
-	}
-	return out
+	return e.c.ReadAll(e.t, topic, isolation, 20*time.Second)
 }
 
 func values(ms []*sarama.ConsumerMessage) []string {

@@ -6,31 +6,14 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/krole/internal/testcluster"
 )
-
-// syncBuffer is a bytes.Buffer safe for one writer and one reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestDev runs `krole dev` in-process on a free port, uses the cluster it
 // announces, and stops it by cancelling its context, as SIGINT does.
@@ -38,7 +21,7 @@ func TestDev(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	outR, outW := io.Pipe()
-	var errOut syncBuffer
+	var errOut testcluster.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		defer outW.Close()

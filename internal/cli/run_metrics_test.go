@@ -20,7 +20,7 @@ func TestRunServesMetrics(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testcluster.SyncBuffer
 	done := make(chan int, 1)
 	args := append(append(append(clusterFlags(c), "run", "metered"), testTimingFlags()...),
 		"--member", "node-1", "--metrics-listen", "127.0.0.1:0", "--", "sh", "-c", "exec sleep 300")

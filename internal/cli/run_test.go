@@ -163,7 +163,7 @@ func TestRunInterrupted(t *testing.T) {
 			pidFile := filepath.Join(t.TempDir(), "pid")
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			var stdout, stderr syncBuffer
+			var stdout, stderr testcluster.SyncBuffer
 			done := make(chan int, 1)
 			args := append(append(append(clusterFlags(c), "run", "svc"), testTimingFlags()...),
 				"--member", "node-1", "--kill-timeout", "300ms", "--", "sh", "-c", tc.script, pidFile)

@@ -107,7 +107,7 @@ func TestServe(t *testing.T) {
 	assert.Equal(t, codec.Role("queue"), first.Role)
 	assert.Nil(t, first.Holder)
 	require.Len(t, first.Candidates, 1)
-	l := m.lease("queue", "q1", time.Hour)
+	l := m.Lease("queue", "q1", time.Hour)
 	next := <-events
 	require.NotNil(t, next.Holder, "the new holder, live")
 	assert.Equal(t, l.Token, next.Holder.Token)

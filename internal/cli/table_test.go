@@ -13,70 +13,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
-	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/server"
 	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/view"
 )
 
-// members writes to a role topic as members do, through the transport.
-type members struct {
-	t  *testing.T
-	tr *fencing.BrokerTransport
-}
-
-func newMembers(t *testing.T, c *testcluster.Cluster) *members {
-	t.Helper()
-	tr, err := fencing.NewBrokerTransport(c.Config)
-	require.NoError(t, err)
-	t.Cleanup(func() { tr.Close() })
-	return &members{t: t, tr: tr}
-}
-
-func (m *members) ctx() context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	m.t.Cleanup(cancel)
-	return ctx
-}
-
-// register returns the registration's offset.
-func (m *members) register(role codec.Role, member codec.MemberID) int64 {
-	m.t.Helper()
-	off, err := m.tr.Register(m.ctx(), role, member)
-	require.NoError(m.t, err)
-	return off
-}
-
-// lease makes member the holder of role for d, under a new epoch.
-func (m *members) lease(role codec.Role, member codec.MemberID, d time.Duration) codec.Lease {
-	m.t.Helper()
-	now := time.Now()
-	return m.leaseAt(role, member, now, now.Add(d))
-}
-
-// leaseAt writes a lease of member for role from granted to deadline,
-// under a new epoch.
-func (m *members) leaseAt(role codec.Role, member codec.MemberID, granted, deadline time.Time) codec.Lease {
-	m.t.Helper()
-	ctx := m.ctx()
-	tok, err := m.tr.AcquireEpoch(ctx, role)
-	require.NoError(m.t, err)
-	l, err := codec.NewLease(member, tok, granted.UnixMilli(), deadline.UnixMilli())
-	require.NoError(m.t, err)
-	require.NoError(m.t, m.tr.WriteLease(ctx, role, tok, l))
-	return l
-}
-
 // fixtureRoles writes: db with a lease of m1 and candidates m1, m2; cron
 // with a lease and no candidate; queue with a candidate and no lease.
-func fixtureRoles(t *testing.T, c *testcluster.Cluster) (m *members, dbLease codec.Lease, dbOffsets [2]int64) {
+func fixtureRoles(t *testing.T, c *testcluster.Cluster) (m *testcluster.Members, dbLease codec.Lease, dbOffsets [2]int64) {
 	t.Helper()
-	m = newMembers(t, c)
-	dbOffsets[0] = m.register("db", "m1")
-	dbOffsets[1] = m.register("db", "m2")
-	dbLease = m.lease("db", "m1", time.Hour)
-	m.lease("cron", "x1", time.Hour)
-	m.register("queue", "q1")
+	m = c.Members(t)
+	dbOffsets[0] = m.Register("db", "m1")
+	dbOffsets[1] = m.Register("db", "m2")
+	dbLease = m.Lease("db", "m1", time.Hour)
+	m.Lease("cron", "x1", time.Hour)
+	m.Register("queue", "q1")
 	return m, dbLease, dbOffsets
 }
 
@@ -142,9 +93,9 @@ func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
 func TestTableText(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{})
 	m, l, _ := fixtureRoles(t, c)
-	m.leaseAt("short", "s1", time.Now().Add(-time.Minute), time.Now().Add(-time.Second))
-	rl := m.lease("resigned", "r1", time.Hour)
-	require.NoError(t, m.tr.WriteLease(m.ctx(), "resigned", rl.Token, codec.ReleaseLease("r1", rl.Token)))
+	m.LeaseAt("short", "s1", time.Now().Add(-time.Minute), time.Now().Add(-time.Second))
+	rl := m.Lease("resigned", "r1", time.Hour)
+	require.NoError(t, m.Transport.WriteLease(m.Context(), "resigned", rl.Token, codec.ReleaseLease("r1", rl.Token)))
 
 	r := runOn(t, c, "table", "nosuch")
 	requireOK(t, r)
@@ -192,7 +143,7 @@ type background struct {
 	cancel context.CancelFunc
 	done   chan int
 	lines  chan string
-	stderr *syncBuffer
+	stderr *testcluster.SyncBuffer
 	code   *int
 }
 
@@ -200,7 +151,7 @@ func startBackground(t *testing.T, args ...string) *background {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	outR, outW := io.Pipe()
-	b := &background{t: t, cancel: cancel, done: make(chan int, 1), lines: make(chan string, 1000), stderr: &syncBuffer{}}
+	b := &background{t: t, cancel: cancel, done: make(chan int, 1), lines: make(chan string, 1000), stderr: &testcluster.SyncBuffer{}}
 	go func() {
 		defer outW.Close()
 		b.done <- Run(ctx, args, outW, b.stderr)
@@ -276,12 +227,12 @@ func TestTableWatchPipe(t *testing.T) {
 
 	// Changes of other roles do not show; db's new holder does, then its
 	// lease running out.
-	m.register("queue", "q2")
-	l2 := m.lease("db", "m2", 2*time.Second)
+	m.Register("queue", "q2")
+	l2 := m.Lease("db", "m2", 2*time.Second)
 	r := rowOf(t, b.line("db's new holder"))
 	assert.Equal(t, codec.Role("db"), r.Role)
 	assert.Equal(t, &server.Holder{Member: "m2", Token: l2.Token, GrantedAt: l2.GrantedAt, Deadline: l2.Deadline}, r.Holder)
-	off := m.register("fresh", "f1")
+	off := m.Register("fresh", "f1")
 	r = rowOf(t, b.line("fresh's first candidate"))
 	assert.Equal(t, server.Row{Role: "fresh", Candidates: []view.Candidate{{Member: "f1", Offset: off, RegisteredAt: r.Candidates[0].RegisteredAt}}}, r)
 	r = rowOf(t, b.line("db's lease runs out"))
@@ -324,7 +275,7 @@ func TestTimeLeft(t *testing.T) {
 func TestWatchTerminal(t *testing.T) {
 	ch := make(chan []server.Row)
 	st := &server.Stream{C: ch}
-	var out syncBuffer
+	var out testcluster.SyncBuffer
 	done := make(chan error, 1)
 	now := func() time.Time { return time.UnixMilli(1_000_000) }
 	go func() { done <- watchTerminal(&out, st, []codec.Role{"named"}, "t.roles", now, time.Hour) }()

@@ -130,6 +130,45 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 // the requests themselves are bounded by cfg's timeouts.
 func CreateTopic(ctx context.Context, cfg fencing.Config, partitions int32, replication int16) error {
 	cfg = cfg.WithDefaults()
+	err := CreateNewTopic(ctx, cfg, TopicSpec{Name: cfg.Topic, Partitions: partitions, Replication: replication, CleanupPolicy: "compact"})
+	var te *sarama.TopicError
+	if errors.As(err, &te) && te.Err == sarama.ErrTopicAlreadyExists {
+		return nil
+	}
+	return err
+}
+
+// TopicSpec is a topic for [CreateNewTopic] to create.
+type TopicSpec struct {
+	// Name of the topic.
+	Name string
+	// Partitions is the number of partitions.
+	Partitions int32
+	// Replication is the replication factor.
+	Replication int16
+	// CleanupPolicy is the topic's cleanup.policy: "compact" for a role
+	// topic, "delete" for an application topic.
+	CleanupPolicy string
+	// Visible bounds the wait for the new topic to show in the metadata
+	// with every partition. Default 10 s.
+	Visible time.Duration
+}
+
+// CreateNewTopic creates the topic spec describes, on any Kafka-protocol
+// cluster cfg reaches (cfg.Topic plays no part). Unlike [CreateTopic] it
+// is not idempotent: a topic that exists already is an error, a
+// *sarama.TopicError with sarama.ErrTopicAlreadyExists (wrapped), so that
+// a caller that means a fresh topic learns of a clash of names.
+//
+// It blocks until the new topic shows in the metadata with every
+// partition, up to spec.Visible (an error after that), or until ctx ends
+// (ctx.Err()). ctx is checked between metadata requests; the requests
+// themselves are bounded by cfg's timeouts.
+func CreateNewTopic(ctx context.Context, cfg fencing.Config, spec TopicSpec) error {
+	if spec.Visible <= 0 {
+		spec.Visible = 10 * time.Second
+	}
+	cfg = cfg.WithDefaults()
 	sc, err := cfg.Sarama()
 	if err != nil {
 		return err
@@ -139,31 +178,27 @@ func CreateTopic(ctx context.Context, cfg fencing.Config, partitions int32, repl
 		return fmt.Errorf("no broker answered at %v: %w", cfg.Brokers, err)
 	}
 	defer admin.Close()
-	compact := "compact"
-	err = admin.CreateTopic(cfg.Topic, &sarama.TopicDetail{
-		NumPartitions:     partitions,
-		ReplicationFactor: replication,
-		ConfigEntries:     map[string]*string{"cleanup.policy": &compact},
+	policy := spec.CleanupPolicy
+	err = admin.CreateTopic(spec.Name, &sarama.TopicDetail{
+		NumPartitions:     spec.Partitions,
+		ReplicationFactor: spec.Replication,
+		ConfigEntries:     map[string]*string{"cleanup.policy": &policy},
 	}, false)
-	var te *sarama.TopicError
-	if errors.As(err, &te) && te.Err == sarama.ErrTopicAlreadyExists {
-		return nil
-	}
 	if err != nil {
-		return fmt.Errorf("creating topic %s: %w", cfg.Topic, err)
+		return fmt.Errorf("creating topic %s: %w", spec.Name, err)
 	}
 	// Wait until metadata shows the topic, so the caller can use it at once.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(spec.Visible)
 	for {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		md, err := admin.DescribeTopics([]string{cfg.Topic})
-		if err == nil && len(md) == 1 && md[0].Err == sarama.ErrNoError && len(md[0].Partitions) == int(partitions) {
+		md, err := admin.DescribeTopics([]string{spec.Name})
+		if err == nil && len(md) == 1 && md[0].Err == sarama.ErrNoError && len(md[0].Partitions) == int(spec.Partitions) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("topic %s not visible after creation", cfg.Topic)
+			return fmt.Errorf("topic %s not visible after creation", spec.Name)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -34,11 +34,11 @@ func TestPageInChromium(t *testing.T) {
 		t.Skip("chromium not installed: apt-get install chromium (or set KROLE_CHROMIUM to a Chrome/Chromium binary)")
 	}
 	c := testcluster.Start(t, testcluster.Options{Partitions: 2})
-	m := newMembers(t, c)
-	m.register("db", "m1")
-	m.register("db", "m2")
-	l1 := m.lease("db", "m1", time.Hour)
-	m.register("queue", "q1")
+	m := c.Members(t)
+	m.Register("db", "m1")
+	m.Register("db", "m2")
+	l1 := m.Lease("db", "m1", time.Hour)
+	m.Register("queue", "q1")
 
 	v := runView(t, c)
 	caughtUp(t, v)
@@ -77,7 +77,7 @@ func TestPageInChromium(t *testing.T) {
 	page.waitFor("the stream is connected", `document.getElementById("status").textContent`, &status, func() bool { return status == "live" })
 
 	// Live: a new holder, under a new token, with a short lease.
-	l2 := m.lease("db", "m2", 3*time.Second)
+	l2 := m.Lease("db", "m2", 3*time.Second)
 	page.waitFor("the page shows db held by m2", table, &rows, func() bool {
 		db := rowOf(rows, "db")
 		return len(db) == 5 && db[1] == "m2"
@@ -88,7 +88,7 @@ func TestPageInChromium(t *testing.T) {
 		assert.Regexp(t, live, db[3])
 	}
 	// Live: a new role.
-	m.register("cron", "c1")
+	m.Register("cron", "c1")
 	page.waitFor("the page shows the new role cron", table, &rows, func() bool { return len(rowOf(rows, "cron")) == 5 })
 	assert.Equal(t, []string{"cron", "none", "-", "none", "c1"}, rowOf(rows, "cron"))
 	// The countdown runs out on the page.

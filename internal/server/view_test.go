@@ -3,12 +3,8 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
-	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/view"
 )
@@ -24,37 +19,7 @@ import (
 // TestMain fails the run when a goroutine of the server, the view or sarama
 // outlives the tests (sarama's process-wide metrics ticker is allowed).
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if leaked := leaks(5 * time.Second); leaked != "" {
-			fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaked)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-func leaks(wait time.Duration) string {
-	deadline := time.Now().Add(wait)
-	for {
-		buf := make([]byte, 1<<22)
-		buf = buf[:runtime.Stack(buf, true)]
-		var leaked []string
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			switch {
-			case strings.Contains(g, "TestMain"), strings.Contains(g, "leaks("), strings.Contains(g, "rcrowley/go-metrics"):
-			case strings.Contains(g, "krabka/krole"), strings.Contains(g, "lovoo/goka"), strings.Contains(g, "IBM/sarama"):
-				leaked = append(leaked, g)
-			}
-		}
-		if len(leaked) == 0 {
-			return ""
-		}
-		if time.Now().After(deadline) {
-			return strings.Join(leaked, "\n\n")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testcluster.VerifyNoLeaks(m, "krabka/krole", "lovoo/goka", "IBM/sarama")
 }
 
 // runView starts a view of c's role topic, stopped (and Run's result
@@ -78,45 +43,11 @@ func runView(t *testing.T, c *testcluster.Cluster) *view.View {
 	return v
 }
 
-// members writes to the role topic as members do, through the transport.
-type members struct {
-	t  *testing.T
-	tr *fencing.BrokerTransport
-}
-
-func newMembers(t *testing.T, c *testcluster.Cluster) *members {
-	t.Helper()
-	tr, err := fencing.NewBrokerTransport(c.Config)
-	require.NoError(t, err)
-	t.Cleanup(func() { tr.Close() })
-	return &members{t: t, tr: tr}
-}
-
 func testCtx(t *testing.T) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-func (m *members) register(role codec.Role, member codec.MemberID) int64 {
-	m.t.Helper()
-	off, err := m.tr.Register(testCtx(m.t), role, member)
-	require.NoError(m.t, err)
-	return off
-}
-
-// lease makes member the holder of role for d, under a new epoch.
-func (m *members) lease(role codec.Role, member codec.MemberID, d time.Duration) codec.Lease {
-	m.t.Helper()
-	ctx := testCtx(m.t)
-	tok, err := m.tr.AcquireEpoch(ctx, role)
-	require.NoError(m.t, err)
-	now := time.Now()
-	l, err := codec.NewLease(member, tok, now.UnixMilli(), now.Add(d).UnixMilli())
-	require.NoError(m.t, err)
-	require.NoError(m.t, m.tr.WriteLease(ctx, role, tok, l))
-	return l
 }
 
 func caughtUp(t *testing.T, v *view.View) {
@@ -135,12 +66,12 @@ func TestOverARealView(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, get(t, h, "/v1/roles").Code, "not running: not caught up")
 	assert.Equal(t, http.StatusServiceUnavailable, get(t, h, "/healthz").Code)
 
-	m := newMembers(t, c)
-	off1 := m.register("svc", "m1")
-	off2 := m.register("svc", "m2")
-	m.register("solo", "s1")
-	l := m.lease("svc", "m1", time.Hour)
-	m.lease("leaseonly", "x", time.Hour)
+	m := c.Members(t)
+	off1 := m.Register("svc", "m1")
+	off2 := m.Register("svc", "m2")
+	m.Register("solo", "s1")
+	l := m.Lease("svc", "m1", time.Hour)
+	m.Lease("leaseonly", "x", time.Hour)
 
 	rv := runView(t, c)
 	h = newHandler(t, rv, Options{Heartbeat: time.Second})
@@ -168,7 +99,7 @@ func TestOverARealView(t *testing.T) {
 	t.Cleanup(srv.Close)
 	s, _ := openSSE(t, testCtx(t), srv.URL+"/v1/roles/svc/watch")
 	assert.Equal(t, "m1", string(s.row().Holder.Member))
-	l2 := m.lease("svc", "m2", 1500*time.Millisecond)
+	l2 := m.Lease("svc", "m2", 1500*time.Millisecond)
 	r := s.row()
 	require.NotNil(t, r.Holder)
 	assert.Equal(t, &Holder{Member: "m2", Token: l2.Token, GrantedAt: l2.GrantedAt, Deadline: l2.Deadline}, r.Holder, "not expired yet")

@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/krole/internal/testcluster"
 )
 
 // When run as the "parent" helper, start a long sleep, print its pid, and
@@ -69,7 +71,7 @@ func TestStartUnknownCommand(t *testing.T) {
 }
 
 func TestStopSendsTermFirst(t *testing.T) {
-	var out syncBuffer
+	var out testcluster.SyncBuffer
 	c, err := Start(Spec{Path: "sh", Args: []string{"-c", `trap 'echo term; exit 0' TERM; echo ready; while :; do sleep 0.05; done`}, Stdout: &out})
 	require.NoError(t, err)
 	waitFor(t, func() bool { return strings.Contains(out.String(), "ready") })
@@ -81,7 +83,7 @@ func TestStopSendsTermFirst(t *testing.T) {
 }
 
 func TestStopKillsAfterGrace(t *testing.T) {
-	var out syncBuffer
+	var out testcluster.SyncBuffer
 	c, err := Start(Spec{Path: "sh", Args: []string{"-c", `trap '' TERM; echo ready; while :; do sleep 0.05; done`}, Stdout: &out})
 	require.NoError(t, err)
 	waitFor(t, func() bool { return strings.Contains(out.String(), "ready") })
@@ -104,7 +106,7 @@ func TestGrandchildDiesWithKilledParentThanksToTheWatchdog(t *testing.T) {
 }
 
 func TestWatchdogKeepsExitCodeAndStop(t *testing.T) {
-	var out syncBuffer
+	var out testcluster.SyncBuffer
 	c, err := Start(Spec{Path: "sh", Args: []string{"-c", `echo "$KROLE_EPOCH"; exit 5`}, Env: []string{"KROLE_EPOCH=9"},
 		Watchdog: watchdogArgv(), Grace: time.Second, Stdout: &out})
 	require.NoError(t, err)
@@ -112,7 +114,7 @@ func TestWatchdogKeepsExitCodeAndStop(t *testing.T) {
 	assert.Equal(t, 5, c.ExitCode())
 	assert.Equal(t, "9\n", out.String())
 
-	out = syncBuffer{}
+	out = testcluster.SyncBuffer{}
 	c, err = Start(Spec{Path: "sh", Args: []string{"-c", `trap 'echo term; exit 0' TERM; echo ready; while :; do sleep 0.05; done`},
 		Watchdog: watchdogArgv(), Grace: time.Minute, Stdout: &out})
 	require.NoError(t, err)

@@ -10,6 +10,13 @@
 // transaction.abort.timed.out.transaction.cleanup.interval.ms (default 10
 // s), so a test whose bound rests on the abort must call
 // [Cluster.RequireFake] or allow for that interval.
+//
+// It also holds what the tests of several packages share: fresh names
+// and application topics ([Cluster.Name], [Cluster.Topic]), a read of
+// everything decided so far ([Cluster.ReadAll]), transports and member
+// writes ([Cluster.Transport], [Cluster.Members]), the exactly-once check
+// of outputs ([RequireExactlyOnce]), the goroutine-leak check of TestMain
+// ([VerifyNoLeaks]) and a buffer safe for concurrent use ([SyncBuffer]).
 package testcluster
 
 import (

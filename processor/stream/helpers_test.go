@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
@@ -51,46 +50,10 @@ func (e *env) ctx() context.Context {
 	return ctx
 }
 
-// transport connects a new BrokerTransport, closed when the test ends.
-func (e *env) transport() *fencing.BrokerTransport {
-	e.t.Helper()
-	tr, err := fencing.NewBrokerTransport(e.c.Config)
-	require.NoError(e.t, err)
-	e.t.Cleanup(func() { assert.NoError(e.t, tr.Close()) })
-	return tr
-}
-
-var seq atomic.Int64
-
-// name returns a fresh name under the test's prefix.
-func (e *env) name(what string) string {
-	return fmt.Sprintf("%s%s-%d", e.c.Config.TxnPrefix, what, seq.Add(1))
-}
-
-func (e *env) sarama() *sarama.Config {
-	e.t.Helper()
-	sc, err := e.c.Config.Sarama()
-	require.NoError(e.t, err)
-	return sc
-}
-
 // topic creates an application topic (cleanup.policy=delete).
 func (e *env) topic(what string, partitions int32) string {
 	e.t.Helper()
-	name := e.name(what)
-	admin, err := sarama.NewClusterAdmin(e.c.Config.Brokers, e.sarama())
-	require.NoError(e.t, err)
-	defer admin.Close()
-	del := "delete"
-	require.NoError(e.t, admin.CreateTopic(name, &sarama.TopicDetail{
-		NumPartitions: partitions, ReplicationFactor: 1,
-		ConfigEntries: map[string]*string{"cleanup.policy": &del},
-	}, false))
-	require.Eventually(e.t, func() bool {
-		md, err := admin.DescribeTopics([]string{name})
-		return err == nil && len(md) == 1 && md[0].Err == sarama.ErrNoError && len(md[0].Partitions) == int(partitions)
-	}, 10*time.Second, 20*time.Millisecond, "topic %s not visible", name)
-	return name
+	return e.c.Topic(e.t, e.c.Name(what), partitions, 10*time.Second)
 }
 
 // inputKeys is the number of distinct keys of the input records.
@@ -101,7 +64,7 @@ const inputKeys = 37
 // end offset of every partition of topic afterwards.
 func (e *env) produce(topic string, from, to int) map[int32]int64 {
 	e.t.Helper()
-	sc := e.sarama()
+	sc := e.c.Sarama(e.t)
 	sc.Producer.Partitioner = sarama.NewHashPartitioner
 	client, err := sarama.NewClient(e.c.Config.Brokers, sc)
 	require.NoError(e.t, err)
@@ -125,60 +88,17 @@ func (e *env) produce(topic string, from, to int) map[int32]int64 {
 	return end
 }
 
-// read returns every record of topic with the given isolation. It appends
-// a plain marker record to each partition and reads up to it: a
-// read_committed reader gets past the marker only once every transaction
-// begun before it has ended, so the read sees each of them decided.
+// read returns every record of topic with the given isolation, read up
+// to a marker (see testcluster.Cluster.ReadAll).
 func (e *env) read(topic string, isolation sarama.IsolationLevel) []*sarama.ConsumerMessage {
 	e.t.Helper()
-	sc := e.sarama()
-	sc.Consumer.IsolationLevel = isolation
-	sc.Consumer.MaxWaitTime = 10 * time.Millisecond // closing a partition consumer waits for its fetch
-	client, err := sarama.NewClient(e.c.Config.Brokers, sc)
-	require.NoError(e.t, err)
-	defer client.Close()
-	ps, err := client.Partitions(topic)
-	require.NoError(e.t, err)
-	prod, err := sarama.NewSyncProducerFromClient(client)
-	require.NoError(e.t, err)
-	defer prod.Close()
-	marker := fmt.Sprintf("end-of-read-%d", seq.Add(1))
-	cons, err := sarama.NewConsumerFromClient(client)
-	require.NoError(e.t, err)
-	defer cons.Close()
-	var out []*sarama.ConsumerMessage
-	for _, p := range ps {
-		_, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: topic, Partition: p, Key: sarama.StringEncoder(marker)})
-		require.NoError(e.t, err)
-		pc, err := cons.ConsumePartition(topic, p, sarama.OffsetOldest)
-		require.NoError(e.t, err)
-		timeout := time.After(30 * time.Second)
-	read:
-		for {
-			select {
-			case m := <-pc.Messages():
-				switch {
-				case string(m.Key) == marker:
-					break read
-				case strings.HasPrefix(string(m.Key), "end-of-read-"):
-				default:
-					out = append(out, m)
-				}
-			case err := <-pc.Errors():
-				e.t.Fatalf("reading %s/%d: %v", topic, p, err)
-			case <-timeout:
-				e.t.Fatalf("reading %s/%d: the marker did not show", topic, p)
-			}
-		}
-		require.NoError(e.t, pc.Close())
-	}
-	return out
+	return e.c.ReadAll(e.t, topic, isolation, 30*time.Second)
 }
 
 // committedOffsets returns the group's committed offsets on topic.
 func (e *env) committedOffsets(group, topic string) map[int32]int64 {
 	e.t.Helper()
-	admin, err := sarama.NewClusterAdmin(e.c.Config.Brokers, e.sarama())
+	admin, err := sarama.NewClusterAdmin(e.c.Config.Brokers, e.c.Sarama(e.t))
 	require.NoError(e.t, err)
 	defer admin.Close()
 	res, err := admin.ListConsumerGroupOffsets(group, nil)
@@ -226,32 +146,11 @@ func outputs(t *testing.T, ms []*sarama.ConsumerMessage) []output {
 // (records of a key are consumed in order and written to one partition).
 func requireExactlyOnce(t *testing.T, outs []output, n int) {
 	t.Helper()
-	count := make([]int, n)
-	var dups, gaps []int
-	for _, o := range outs {
-		require.True(t, o.n >= 0 && o.n < n, "output %d out of range", o.n)
-		count[o.n]++
-	}
-	for i, c := range count {
-		switch {
-		case c == 0:
-			gaps = append(gaps, i)
-		case c > 1:
-			dups = append(dups, i)
-		}
-	}
-	require.Empty(t, dups, "numbers written more than once")
-	require.Empty(t, gaps, "numbers never written")
-	require.Len(t, outs, n)
-
-	last := map[string]output{}
+	nums := make([]testcluster.Numbered, 0, len(outs))
 	for _, o := range outs { // outs come partition by partition, in offset order
-		if prev, ok := last[o.key]; ok {
-			require.Equal(t, prev.partition, o.partition, "key %s in two partitions", o.key)
-			require.Less(t, prev.n, o.n, "key %s: %d written after %d", o.key, o.n, prev.n)
-		}
-		last[o.key] = o
+		nums = append(nums, testcluster.Numbered{N: o.n, Key: o.key, Partition: o.partition})
 	}
+	testcluster.RequireExactlyOnce(t, nums, n)
 }
 
 // transformFor returns a Transform that writes "<n>|<holder>" with the

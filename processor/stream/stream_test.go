@@ -90,7 +90,7 @@ func (c *chain) start(i int) *holder {
 	c.holders = append(c.holders, h)
 	c.started <- h
 
-	tr := c.e.transport()
+	tr := c.e.c.Transport(c.e.t)
 	tok, err := tr.AcquireEpoch(c.ctx, c.role)
 	if !assert.NoError(c.t, err, "holder %d acquires", i) {
 		h.err = err
@@ -188,7 +188,7 @@ func TestExactlyOnceAcrossFailovers(t *testing.T) {
 		end := e.produce(input, 0, n)
 		c := &chain{
 			t: t, e: e, ctx: e.ctx(), role: "pipeline",
-			base:     Config{Group: e.name("group"), Input: input, Output: output, BatchSize: 50},
+			base:     Config{Group: e.c.Name("group"), Input: input, Output: output, BatchSize: 50},
 			end:      end,
 			schedule: []failover{pausedMidTxn, fencedAfterOffsets, cancelledMidTxn, fencedBetweenTxns, cancelledCleanly, fencedAfterOutputs},
 			started:  make(chan *holder, 16),
@@ -250,8 +250,8 @@ func TestResumesFromTheCommittedOffsets(t *testing.T) {
 		ctx := e.ctx()
 		role := codec.Role("resumer")
 		input, output := e.topic("input", 3), e.topic("output", 3)
-		group := e.name("group")
-		a, b := e.transport(), e.transport()
+		group := e.c.Name("group")
+		a, b := e.c.Transport(e.t), e.c.Transport(e.t)
 		tokA, err := a.AcquireEpoch(ctx, role)
 		require.NoError(t, err)
 
@@ -313,11 +313,11 @@ func TestRunReportsTheLostRole(t *testing.T) {
 	ctx := e.ctx()
 	role := codec.Role("loser")
 	input, output := e.topic("input", 3), e.topic("output", 3)
-	a, b := e.transport(), e.transport()
+	a, b := e.c.Transport(e.t), e.c.Transport(e.t)
 	tokA, err := a.AcquireEpoch(ctx, role)
 	require.NoError(t, err)
 	var calls atomic.Int64
-	cfg := Config{Transport: a, Group: e.name("group"), Input: input, Output: output, Transform: transformFor(0, &calls)}
+	cfg := Config{Transport: a, Group: e.c.Name("group"), Input: input, Output: output, Transform: transformFor(0, &calls)}
 
 	// A token the transport never minted: refused before anything is read.
 	err = Run(ctx, Config{Transport: b, Group: cfg.Group, Input: input, Output: output}, role, tokA)
@@ -366,8 +366,8 @@ func TestTransformErrorCommitsNothingOfItsBatch(t *testing.T) {
 	ctx := e.ctx()
 	role := codec.Role("picky")
 	input, output := e.topic("input", 3), e.topic("output", 3)
-	group := e.name("group")
-	tr := e.transport()
+	group := e.c.Name("group")
+	tr := e.c.Transport(e.t)
 	tok, err := tr.AcquireEpoch(ctx, role)
 	require.NoError(t, err)
 	end := e.produce(input, 0, 200)
@@ -407,8 +407,8 @@ func TestFailedTransactionsResumeFromTheCommittedOffsets(t *testing.T) {
 	ctx := e.ctx()
 	role := codec.Role("resilient")
 	input, output := e.topic("input", 3), e.topic("output", 3)
-	group := e.name("group")
-	tr := e.transport()
+	group := e.c.Name("group")
+	tr := e.c.Transport(e.t)
 	tok, err := tr.AcquireEpoch(ctx, role)
 	require.NoError(t, err)
 	const n = 600
@@ -444,13 +444,13 @@ func TestRunReturnsNilWhenItsContextEnds(t *testing.T) {
 	e := newEnv(t, 1)
 	ctx := e.ctx()
 	role := codec.Role("idle")
-	tr := e.transport()
+	tr := e.c.Transport(e.t)
 	tok, err := tr.AcquireEpoch(ctx, role)
 	require.NoError(t, err)
 	rctx, cancel := context.WithCancel(ctx)
 	res := make(chan error, 1)
 	go func() {
-		res <- Run(rctx, Config{Transport: tr, Group: e.name("group"), Input: e.topic("input", 2), Output: "out"}, role, tok)
+		res <- Run(rctx, Config{Transport: tr, Group: e.c.Name("group"), Input: e.topic("input", 2), Output: "out"}, role, tok)
 	}()
 	time.Sleep(100 * time.Millisecond) // let it reach its read
 	cancel()
@@ -487,12 +487,12 @@ func TestDefaultTransformForwardsAndLingerBatches(t *testing.T) {
 	ctx := e.ctx()
 	role := codec.Role("forwarder")
 	input, output := e.topic("input", 2), e.topic("output", 3)
-	tr := e.transport()
+	tr := e.c.Transport(e.t)
 	tok, err := tr.AcquireEpoch(ctx, role)
 	require.NoError(t, err)
 	end := e.produce(input, 0, 120)
 	var batches []int
-	require.NoError(t, e.runToEnd(ctx, Config{Transport: tr, Group: e.name("group"), Input: input, Output: output,
+	require.NoError(t, e.runToEnd(ctx, Config{Transport: tr, Group: e.c.Name("group"), Input: input, Output: output,
 		BatchSize: 1000, Linger: 200 * time.Millisecond,
 		OnCommit: func(cm Commit) {
 			batches = append(batches, cm.Records)
