@@ -67,8 +67,9 @@ func (v *View) decode(p int32, key, value []byte) (codec.Key, codec.Record, Skip
 }
 
 // apply folds one record handed to the view into the index. A record at or
-// below the partition's last handed offset is a replay (goka reconnected)
-// and is ignored. It reports whether the table changed, and for a skipped
+// below the partition's last offset is a replay (goka reconnected, or the
+// consumer started at the last record restored from the state dir) and is
+// not applied again. It reports whether the table changed, and for a skipped
 // record whether it is the first of its reason.
 func (v *View) apply(p int32, off int64, k codec.Key, rec codec.Record, reason SkipReason) (changed, replay, first bool) {
 	v.mu.Lock()
@@ -77,10 +78,11 @@ func (v *View) apply(p int32, off int64, k codec.Key, rec codec.Record, reason S
 	if ps == nil { // not a partition the view knows: cannot happen with goka
 		return false, true, false
 	}
+	v.handed(ps, p, off)
 	if off <= ps.last {
 		return false, true, false
 	}
-	v.handed(ps, p, off)
+	ps.last = off
 	if reason != "" {
 		v.skipped[reason]++
 		return false, false, v.skipped[reason] == 1

@@ -201,7 +201,7 @@ func lookupView(b *testing.B, roles, cands int) *View {
 	require.NoError(b, err)
 	v.nparts = 1
 	v.partIDs = []int32{0}
-	v.parts[0] = &partState{last: -1, caughtUpTo: -1}
+	v.parts[0] = newPartState()
 	close(v.started)
 	v.readyOnce.Do(func() { close(v.ready) })
 	b.Cleanup(v.stop)
@@ -289,5 +289,139 @@ func BenchmarkWatchLatency(b *testing.B) {
 			w.register(role, codec.MemberID(fmt.Sprintf("m%d", i%2)))
 			wait(b)
 		}
+	})
+}
+
+// BenchmarkFirstRecordAfterCatchUp measures a view's first moments: a new
+// view is started, WaitCaughtUp returns, and a registration is written at
+// once; the figure is from the start of that write until a Watch
+// subscriber holds the change (first-record-ms), beside the time from Run
+// to WaitCaughtUp's return (catch-up-ms). Each iteration starts a cluster
+// and a view, so the timer runs over the whole iteration and ns/op is
+// suppressed. Run it with a fixed count:
+//
+//	go test -run '^$' -bench FirstRecordAfterCatchUp -benchtime 10x ./view/
+//
+// "with-records": every partition holds a record when the view starts, so
+// its first catch-up proves that the consumer that follows the topic is
+// fetching. "empty": the partitions are empty, which the first catch-up
+// cannot prove (see the package doc, "A view's first moments").
+func BenchmarkFirstRecordAfterCatchUp(b *testing.B) {
+	for _, prefill := range []bool{true, false} {
+		name := "empty"
+		if prefill {
+			name = "with-records"
+		}
+		b.Run(name, func(b *testing.B) {
+			var first, worst, catchUp time.Duration
+			for i := 0; i < b.N; i++ {
+				c := testcluster.Start(b, testcluster.Options{Partitions: 3})
+				w := newWriter(b, c, 3)
+				if prefill {
+					for p, rs := range rolesInPartitions("pre", 3, 1) {
+						require.Equal(b, p, w.part(rs[0]))
+						w.register(rs[0], "x")
+					}
+				}
+				start := time.Now()
+				v, stop := runView(b, c.Config, Options{})
+				caughtUp(b, v)
+				catchUp += time.Since(start)
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				ch := v.Watch(ctx, "hot")
+				t0 := time.Now()
+				w.register("hot", "m")
+				select {
+				case <-ch:
+				case <-ctx.Done():
+					b.Fatal("no change delivered")
+				}
+				d := time.Since(t0)
+				first += d
+				worst = max(worst, d)
+				cancel()
+				stop()
+			}
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(float64(first.Microseconds())/1000/float64(b.N), "first-record-ms")
+			b.ReportMetric(float64(worst.Microseconds())/1000, "max-ms")
+			b.ReportMetric(float64(catchUp.Microseconds())/1000/float64(b.N), "catch-up-ms")
+		})
+	}
+}
+
+// BenchmarkApply measures the view's own work per record, without Kafka:
+// decoding a record and folding it into the index, as goka hands it over
+// (View.update), for the shape of BenchmarkRestore (benchRoles() roles x
+// 100 registrations, interleaved, then a lease per role), in memory, with
+// no subscriber. One op is one whole table; "decode" is codec.DecodeKey
+// and codec.DecodeRecord alone over the same records.
+func BenchmarkApply(b *testing.B) {
+	const nparts = 3
+	roles := benchRoles()
+	type rec struct {
+		p     int32
+		key   string
+		value []byte
+	}
+	var recs []rec
+	name := func(i int) codec.Role { return codec.Role(fmt.Sprintf("role-%05d", i)) }
+	for m := 0; m < benchRegsPerRole; m++ {
+		member := codec.MemberID(fmt.Sprintf("member-%03d", m))
+		val, err := codec.EncodeRecord(codec.Record{Registration: &codec.Registration{Member: member, RegisteredAt: 1_700_000_000_000 + int64(m)}})
+		require.NoError(b, err)
+		for r := 0; r < roles; r++ {
+			recs = append(recs, rec{codec.Partition(name(r), nparts), codec.RegistrationKey(name(r), member).String(), val})
+		}
+	}
+	l := mkLease("member-000", 1, time.UnixMilli(1_700_000_000_000), time.Hour)
+	lval, err := codec.EncodeRecord(codec.Record{Lease: &l})
+	require.NoError(b, err)
+	for r := 0; r < roles; r++ {
+		recs = append(recs, rec{codec.Partition(name(r), nparts), codec.LeaseKey(name(r)).String(), lval})
+	}
+	perRecord := func(b *testing.B) {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(recs)), "ns/record")
+		b.ReportMetric(float64(len(recs))*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	}
+	b.Run("update", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			v, err := New(Options{Config: fencing.Config{Brokers: []string{"127.0.0.1:1"}}})
+			require.NoError(b, err)
+			v.nparts = nparts
+			next := make([]int64, nparts)
+			for p := int32(0); p < nparts; p++ {
+				v.partIDs = append(v.partIDs, p)
+				v.parts[p] = newPartState()
+			}
+			b.StartTimer()
+			for _, r := range recs {
+				if err := v.update(updateCtx{p: r.p, off: next[r.p]}, nil, r.key, r.value); err != nil {
+					b.Fatal(err)
+				}
+				next[r.p]++
+			}
+			b.StopTimer()
+			require.Len(b, v.roles, roles)
+			v.stop()
+			b.StartTimer()
+		}
+		perRecord(b)
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			for _, r := range recs {
+				if _, err := codec.DecodeKey([]byte(r.key)); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := codec.DecodeRecord(r.value); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		perRecord(b)
 	})
 }

@@ -31,8 +31,9 @@
 //     [ErrNotCaughtUp]. After Run has returned it fails with [ErrStopped].
 //   - After the first catch-up a lookup answers at once, from the table as
 //     it stands: it follows the topic with the consumer's lag (about a fetch
-//     round trip). A caller that needs "at least everything committed before
-//     now" calls [View.WaitCaughtUp] first, which costs a broker round trip.
+//     round trip; see "A view's first moments" for the one exception). A
+//     caller that needs "at least everything committed before now" calls
+//     [View.WaitCaughtUp] first, which costs a broker round trip.
 //   - A lookup costs what the role it names holds (its candidates), never
 //     the other roles.
 //   - Records that do not decode (garbage, a newer format version, a key
@@ -44,16 +45,46 @@
 //
 // # Caught up
 //
-// goka v1.1.14 considers a partition recovered once it has been handed the
-// record at high watermark - 1. A partition whose last offset is a
-// transaction marker (every committed lease write ends with one) never gets
-// there, nor does one with an open transaction, and goka holds back every
-// other partition until all have recovered. The view replaces goka's
-// notion: it asks the partition leaders for the last stable offset and
-// reads the partition's tail back from it to find the last record that a
-// read_committed consumer is handed; the partition is caught up once the
-// view has applied that record. goka's own recovery is pointed at the same
-// record (its topic manager is wrapped), so it finishes too.
+// goka v1.1.14 runs each partition in two phases, each with a consumer of
+// its own: recovery reads until it has been handed the record at high
+// watermark - 1, then closes its consumer, and once every partition has
+// recovered another consumer follows the topic. A partition whose last
+// offset is a transaction marker (every committed lease write ends with
+// one) never gets there, nor does one with an open transaction. The view
+// replaces that notion with its own: it asks the partition leaders for
+// the last stable offset and reads the partition's tail back from it to
+// find the last record that a read_committed consumer is handed; the
+// partition is caught up once the view has applied that record (see
+// [View.WaitCaughtUp]). goka's recovery is made to read nothing (its topic
+// manager is wrapped), so one consumer per partition reads the topic, from
+// its start or from the state dir's offset, for the whole Run.
+//
+// # A view's first moments
+//
+// The first catch-up also waits until each partition's consumer, the one
+// that follows the topic from then on, has handed the view the last record
+// it can be handed below the last stable offset. (After a restart from the
+// state dir with nothing new to read, the consumer starts at the last
+// stored record and hands it again; the view does not apply it twice.) A
+// consumer that has handed a record is subscribed at the broker and
+// fetching, so a record committed after the first catch-up reaches the
+// table one fetch later, as it does later on: about the time the writer
+// takes to read its own acknowledgement.
+//
+// The exception is a partition that holds no such record when the view
+// starts: an empty partition (in a new topic, say), or one holding only
+// transaction markers and aborted records from where the consumer starts.
+// Nothing proves that its consumer fetches, and sarama's consumer collects
+// new partition subscriptions for 100ms (partitionConsumersBatchTimeout)
+// before their first fetch. A record committed to such a partition in that
+// window, the first ~100ms after the first catch-up, reaches the table
+// only with that first fetch: up to ~100ms late (docs/BENCHMARKS.md,
+// section View, has the figures). The same holds for ~100ms after the view
+// restarts a partition's consumer on an error (see [View.Run]). This
+// cannot be closed from outside sarama: the batching has no setting, and
+// sarama gives no sign of a first fetch that returned nothing (a partition
+// consumer's HighWaterMarkOffset comes from ListOffsets when it starts,
+// and only a fetch that returns records changes it).
 //
 // # State on disk
 //

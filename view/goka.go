@@ -14,22 +14,35 @@ import (
 	"github.com/lovoo/goka/storage"
 )
 
-// This file is the glue between the view and goka v1.1.14. Three things
+// This file is the glue between the view and goka v1.1.14. Four things
 // are replaced:
 //
 //   - the consumer: built from fencing.Config.Sarama(), so it reads with
-//     read_committed isolation (goka's default config reads uncommitted);
-//   - the topic manager: goka's recovery reads a partition until it has been
-//     handed the record at "newest offset - 1", and asks the topic manager
-//     for that offset. The high watermark it would get is never reached when
-//     a partition ends in a transaction marker or holds an open transaction,
-//     and View.Recovered() would never turn true (and goka holds back every
-//     other partition until all have recovered). tailTopicManager answers
-//     with one past the last record a read_committed consumer is handed
-//     below the last stable offset instead;
+//     read_committed isolation (goka's default config reads uncommitted),
+//     and wrapped (trackingConsumer) so that the view knows when goka
+//     starts a partition consumer and where;
+//   - the topic manager: goka runs a partition in two phases, recovery and
+//     catch-up, each with its own partition consumer. Recovery reads until
+//     it has been handed the record at "newest offset - 1" (which it asks
+//     the topic manager for), closes its consumer, and only when every
+//     partition has recovered does goka start the consumer that follows
+//     the topic. That restart costs the view its first moments: closing
+//     waits out the consumer's long poll, and sarama batches a new
+//     partition subscription for 100ms (partitionConsumersBatchTimeout)
+//     before it fetches, so records committed just after the view caught
+//     up would reach it 100-300ms late. The high watermark is also never
+//     reached when a partition ends in a transaction marker or holds an
+//     open transaction. The view has its own notion of caught up (see
+//     View.WaitCaughtUp), so it does not need goka's recovery at all:
+//     tailTopicManager answers the recovery phase's question with the
+//     offset recovery starts at, so that recovery reads nothing, and one
+//     consumer per partition reads the topic from its start (or from the
+//     state dir's offset) for the whole Run;
 //   - the storage: the in-memory index is the table the lookups read; goka's
 //     storage only persists it (LevelDB, with StateDir) or keeps the offset
-//     (memory).
+//     (memory). The LevelDB storage is kept in goka's recovery mode (the
+//     offset is written every 30s and on close, not with every record)
+//     until the view's first catch-up, as goka's recovery would have.
 //
 // goka's View closes neither its consumer nor its topic manager when Run
 // returns; gokaResources does.
@@ -53,8 +66,24 @@ func (r *gokaResources) consumerBuilder(v *View, sc *sarama.Config) goka.SaramaC
 		r.consumers = append(r.consumers, cons)
 		r.mu.Unlock()
 		v.consumer.Store(&cons)
-		return cons, nil
+		return &trackingConsumer{Consumer: cons, v: v}, nil
 	}
+}
+
+// trackingConsumer tells the view where goka starts each partition
+// consumer.
+type trackingConsumer struct {
+	sarama.Consumer
+	v *View
+}
+
+// ConsumePartition starts goka's partition consumer and tells the view.
+func (c *trackingConsumer) ConsumePartition(topic string, partition int32, offset int64) (sarama.PartitionConsumer, error) {
+	pc, err := c.Consumer.ConsumePartition(topic, partition, offset)
+	if err == nil && topic == c.v.topic {
+		c.v.consumerStarted(partition, offset)
+	}
+	return pc, err
 }
 
 func (r *gokaResources) topicManagerBuilder(v *View, sc *sarama.Config) goka.TopicManagerBuilder {
@@ -89,34 +118,25 @@ func (r *gokaResources) close(log *slog.Logger) {
 	r.consumers, r.tmgrs = nil, nil
 }
 
-// tailTopicManager is goka's topic manager with one answer changed: the
-// newest offset of a role topic partition is one past the last record that
-// a read_committed consumer is handed below the last stable offset (or the
-// log start when there is none), which is what goka's recovery waits for.
+// tailTopicManager is goka's topic manager with one answer changed: in a
+// partition's recovery phase, the newest offset is the offset recovery
+// starts at, so that goka's recovery reads nothing and marks the partition
+// recovered at once (see the top of this file). Afterwards, and for any
+// other question, it answers as goka's own.
 type tailTopicManager struct {
 	goka.TopicManager
 	v      *View
 	closed atomic.Bool
 }
 
+// GetOffset answers goka's questions about offsets.
 func (t *tailTopicManager) GetOffset(topic string, partition int32, which int64) (int64, error) {
-	if which != sarama.OffsetNewest || topic != t.v.topic {
-		return t.TopicManager.GetOffset(topic, partition, which)
+	if which == sarama.OffsetNewest && topic == t.v.topic {
+		if off, ok := t.v.recoveryEnd(partition); ok {
+			return off, nil
+		}
 	}
-	ctx := t.v.runContext()
-	pr := t.v.prober
-	lsos, err := pr.listOffsets(ctx, []int32{partition}, sarama.OffsetNewest)
-	if err != nil {
-		return 0, err
-	}
-	last, err := pr.lastRecordBefore(ctx, partition, 0, lsos[partition])
-	if err != nil {
-		return 0, err
-	}
-	if last < 0 {
-		return t.TopicManager.GetOffset(topic, partition, sarama.OffsetOldest)
-	}
-	return last + 1, nil
+	return t.TopicManager.GetOffset(topic, partition, which)
 }
 
 // Close closes the topic manager once.
@@ -125,6 +145,57 @@ func (t *tailTopicManager) Close() error {
 		return nil
 	}
 	return t.TopicManager.Close()
+}
+
+// recoveryEnd is the newest offset goka's recovery of partition p is given
+// (see tailTopicManager): one past the offset its storage reported, which
+// is where recovery starts, or 0. ok is false once p has recovered.
+func (v *View) recoveryEnd(p int32) (off int64, ok bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	ps := v.parts[p]
+	if ps == nil || ps.gokaRecovered {
+		return 0, false
+	}
+	return max(ps.reported+1, 0), true
+}
+
+// reportedOffset records the offset partition p's storage gave goka.
+func (v *View) reportedOffset(p int32, off int64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if ps := v.parts[p]; ps != nil {
+		ps.reported = off
+	}
+}
+
+// recovered records that goka's recovery phase of partition p has ended.
+func (v *View) recovered(p int32) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if ps := v.parts[p]; ps != nil {
+		ps.gokaRecovered = true
+	}
+}
+
+// consumerStarted records that goka started a consumer of partition p at
+// offset. Only a consumer started after the recovery phase follows the
+// topic (recovery reads nothing, but would close its consumer).
+func (v *View) consumerStarted(p int32, offset int64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	ps := v.parts[p]
+	if ps == nil {
+		return
+	}
+	ps.consumers++
+	if !ps.gokaRecovered {
+		return
+	}
+	if ps.from < 0 {
+		close(ps.consuming)
+	}
+	ps.from = offset
 }
 
 func (v *View) runContext() context.Context {
@@ -164,18 +235,31 @@ type memStore struct {
 	offset atomic.Int64 // offset+1; 0 = none stored
 }
 
+// Open registers the partition with the view: nothing is stored.
 func (s *memStore) Open() error {
 	s.v.seed(s.p, nil, -1)
 	return nil
 }
 
+// GetOffset gives goka the offset of the last record handed to it in this
+// Run, so that a reconnect resumes after it; def before the first.
 func (s *memStore) GetOffset(def int64) (int64, error) {
+	off := def
 	if o := s.offset.Load(); o > 0 {
-		return o - 1, nil
+		off = o - 1
 	}
-	return def, nil
+	s.v.reportedOffset(s.p, off)
+	return off, nil
 }
 
+// MarkRecovered records the end of goka's recovery phase, which reads
+// nothing (see tailTopicManager).
+func (s *memStore) MarkRecovered() error {
+	s.v.recovered(s.p)
+	return nil
+}
+
+// SetOffset keeps the offset of the record goka has just handed over.
 func (s *memStore) SetOffset(o int64) error {
 	s.offset.Store(o + 1)
 	return nil
@@ -187,8 +271,38 @@ type diskStore struct {
 	storage.Storage
 	v *View
 	p int32
+
+	// steady: goka's storage has been marked recovered, so it writes the
+	// offset with every record. Only goka's partition goroutine uses it.
+	steady bool
 }
 
+// GetOffset gives goka the stored offset minus one, so that the consumer
+// starts at the last record it read and hands it again (a replay, which
+// the view does not apply twice): the view's first catch-up takes that
+// record as proof that the consumer is fetching (see catchUpPartition).
+func (s *diskStore) GetOffset(def int64) (int64, error) {
+	off, err := s.Storage.GetOffset(def)
+	if err != nil {
+		return 0, err
+	}
+	if off >= 0 {
+		off--
+	}
+	s.v.reportedOffset(s.p, off)
+	return off, nil
+}
+
+// MarkRecovered records the end of goka's recovery phase, which reads
+// nothing (see tailTopicManager). goka's storage stays in its recovery
+// mode until the view's first catch-up: see SetOffset.
+func (s *diskStore) MarkRecovered() error {
+	s.v.recovered(s.p)
+	return nil
+}
+
+// Open opens the LevelDB database and loads the stored table into the
+// view's index.
 func (s *diskStore) Open() error {
 	if err := s.Storage.Open(); err != nil {
 		return err
@@ -227,7 +341,20 @@ func (s *diskStore) Open() error {
 // offset 0 as "nothing stored" and never writes it, so a partition whose
 // only record is at offset 0 would reread it after a restart (harmless, as
 // the view ignores replays, but a reread nonetheless); write it here.
+//
+// Until the view's first catch-up, goka's storage is left in its recovery
+// mode, where it keeps the offset in memory and writes it every 30s and on
+// close: a restore does not write the offset a million times. A restart
+// after a crash may then reread records the state dir already holds, which
+// the view does not apply twice. The first record after the first catch-up
+// switches the storage to writing the offset with every record.
 func (s *diskStore) SetOffset(o int64) error {
+	if !s.steady && s.v.isReady() {
+		s.steady = true
+		if err := s.Storage.MarkRecovered(); err != nil {
+			return err
+		}
+	}
 	if err := s.Storage.SetOffset(o); err != nil {
 		return err
 	}
@@ -270,8 +397,13 @@ func decodeStored(b []byte) (int64, []byte, bool) {
 // gokaLogger sends goka's log lines to slog at info level.
 type gokaLogger struct{ l *slog.Logger }
 
-func (g gokaLogger) Print(a ...any)   { g.l.Info(strings.TrimSpace(fmt.Sprint(a...))) }
+// Print logs goka's line at info level.
+func (g gokaLogger) Print(a ...any) { g.l.Info(strings.TrimSpace(fmt.Sprint(a...))) }
+
+// Println logs goka's line at info level.
 func (g gokaLogger) Println(a ...any) { g.l.Info(strings.TrimSpace(fmt.Sprintln(a...))) }
+
+// Printf logs goka's formatted line at info level.
 func (g gokaLogger) Printf(f string, a ...any) {
 	g.l.Info(strings.TrimSpace(fmt.Sprintf(f, a...)))
 }

@@ -11,8 +11,7 @@ import (
 
 // prober reads the ends of the role topic's partitions with read_committed
 // isolation, straight from the partition leaders. It is how the view knows
-// what "caught up" means (see [View.WaitCaughtUp]) and what goka's recovery
-// should stop at (see tailTopicManager).
+// what "caught up" means (see [View.WaitCaughtUp]).
 //
 // A consumer never sees the offsets of transaction markers or of aborted
 // records, so "the view has consumed up to the last stable offset" cannot be

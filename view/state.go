@@ -10,19 +10,42 @@ import (
 // Candidate is a registered member of a role, ranked by the offset of its
 // registration: rank 0 joined first.
 type Candidate struct {
-	Member       codec.MemberID `json:"member"`
-	Offset       int64          `json:"offset"`
-	RegisteredAt int64          `json:"registered_at"`
-	Rank         int            `json:"rank"`
+	// Member is the registered member.
+	Member codec.MemberID `json:"member"`
+
+	// Offset is the offset of the member's registration record in the
+	// role's partition. It orders the candidates: a member that
+	// re-registers gets a new, higher offset and moves to the back.
+	Offset int64 `json:"offset"`
+
+	// RegisteredAt is the registering member's wall clock (Unix ms) as its
+	// registration record says. It is informative only: the rank is by
+	// Offset, never by this clock.
+	RegisteredAt int64 `json:"registered_at"`
+
+	// Rank is the candidate's place among the role's candidates, 0 first.
+	// The lookups, Fold and Rerank fill it in; it is not stored.
+	Rank int `json:"rank"`
 }
 
 // RoleState is one role as the role topic says it is: its latest lease (nil
 // when none was ever written) and its candidates in rank order.
 type RoleState struct {
-	Role        codec.Role   `json:"role"`
-	Lease       *codec.Lease `json:"lease"`
-	LeaseOffset int64        `json:"lease_offset"` // offset of Lease; -1 when Lease is nil
-	Candidates  []Candidate  `json:"candidates"`
+	// Role is the role's name.
+	Role codec.Role `json:"role"`
+
+	// Lease is the role's latest lease record as written, nil when there is
+	// none (never written, or deleted by a lease tombstone). It may have
+	// expired, or be a release (see [codec.Lease.Released]): use
+	// [RoleState.Holder] to ask whether it holds at a given time.
+	Lease *codec.Lease `json:"lease"`
+
+	// LeaseOffset is the offset of Lease's record; -1 when Lease is nil.
+	LeaseOffset int64 `json:"lease_offset"`
+
+	// Candidates are the role's registered members in rank order, Rank
+	// filled in; nil when there are none.
+	Candidates []Candidate `json:"candidates"`
 }
 
 // Holder returns the lease and true when a lease exists and has not expired

@@ -7,38 +7,51 @@ type Stats struct {
 	// Applied counts the records folded into the table since Run started
 	// (records restored from the state dir are not counted).
 	Applied int64
+
 	// Skipped counts the records skipped, by reason; every reason of
 	// [SkipReasons] is present.
 	Skipped map[SkipReason]int64
+
 	// Roles is the number of roles the table knows.
 	Roles int
+
 	// CaughtUp is [View.CaughtUp].
 	CaughtUp bool
+
 	// LastCatchUp is when the latest successful [View.WaitCaughtUp]
 	// returned (by the view's clock); zero if none has.
 	LastCatchUp time.Time
+
 	// ProbeError is the error of the latest failed probe of the topic's end,
 	// nil once a later one succeeds.
 	ProbeError error
+
 	// Partitions holds one entry per partition, by partition id.
 	Partitions []PartitionStats
 }
 
 // PartitionStats is one partition's progress.
 type PartitionStats struct {
+	// Partition is the partition's id.
 	Partition int32
-	// Next is the offset after the last record handed to the view
-	// (applied or skipped): where it reads next.
+
+	// Next is the offset after the last record the view has applied,
+	// skipped or restored from the state dir: where it reads next.
 	Next int64
-	// HighWatermark is the partition's high watermark as of the consumer's
-	// latest fetch; -1 before the first.
+
+	// HighWatermark is the partition's high watermark (transaction markers
+	// and open transactions included) as the view's consumer last learned
+	// it: when it started, then from each fetch that returned records. -1
+	// when unknown, or 0 (an empty partition).
 	HighWatermark int64
+
 	// Lag is HighWatermark - Next (0 when unknown). It is an upper bound of
 	// the records the view has yet to read: transaction markers, aborted
 	// records and records of open transactions count too, so a partition
 	// that ends in a marker shows a lag of 1 when fully read. Use
 	// CaughtUpTo or [View.WaitCaughtUp] for the exact notion.
 	Lag int64
+
 	// CaughtUpTo is the last stable offset up to which the latest
 	// successful [View.WaitCaughtUp] found the partition read; -1 if none.
 	CaughtUpTo int64

@@ -15,7 +15,19 @@ type roleEntry struct {
 	leaseOffset int64
 	cands       []Candidate // sorted by Offset; Rank is filled in on the way out
 	lastOffset  int64       // offset of the latest record applied to the role
+
+	// byMember maps each candidate to its registration offset, so that
+	// finding a member costs a map lookup and a binary search instead of a
+	// scan (which made loading a role of n candidates cost n²). find builds
+	// it when the role has indexFrom candidates or more; nil until then,
+	// and after a bulk load (a restore from the state dir builds none for
+	// roles that do not change).
+	byMember map[codec.MemberID]int64
 }
+
+// indexFrom is the number of candidates from which a role indexes them by
+// member.
+const indexFrom = 16
 
 func (e *roleEntry) empty() bool { return !e.hasLease && len(e.cands) == 0 }
 
@@ -48,13 +60,51 @@ func (e *roleEntry) candidates() []Candidate {
 	return out
 }
 
+// find returns the position of member's registration in e.cands, or -1.
 func (e *roleEntry) find(m codec.MemberID) int {
-	for i := range e.cands {
-		if e.cands[i].Member == m {
-			return i
-		}
+	if e.byMember == nil && len(e.cands) >= indexFrom {
+		e.reindex()
 	}
-	return -1
+	if e.byMember == nil {
+		for i := range e.cands {
+			if e.cands[i].Member == m {
+				return i
+			}
+		}
+		return -1
+	}
+	off, ok := e.byMember[m]
+	if !ok {
+		return -1
+	}
+	i := sort.Search(len(e.cands), func(i int) bool { return e.cands[i].Offset >= off })
+	if i < len(e.cands) && e.cands[i].Member == m {
+		return i
+	}
+	return -1 // cannot happen: byMember follows cands
+}
+
+// remove takes the candidate at position i out.
+func (e *roleEntry) remove(i int) {
+	if e.byMember != nil {
+		delete(e.byMember, e.cands[i].Member)
+	}
+	e.cands = append(e.cands[:i], e.cands[i+1:]...)
+}
+
+// indexed keeps byMember, if built, in step with a candidate just placed.
+func (e *roleEntry) indexed(c Candidate) {
+	if e.byMember != nil {
+		e.byMember[c.Member] = c.Offset
+	}
+}
+
+// reindex builds byMember from e.cands.
+func (e *roleEntry) reindex() {
+	e.byMember = make(map[codec.MemberID]int64, len(e.cands))
+	for _, c := range e.cands {
+		e.byMember[c.Member] = c.Offset
+	}
 }
 
 // register puts member's registration at offset in rank order. A
@@ -66,18 +116,19 @@ func (e *roleEntry) register(m codec.MemberID, offset, registeredAt int64) bool 
 		if e.cands[i].Offset >= offset {
 			return false
 		}
-		e.cands = append(e.cands[:i], e.cands[i+1:]...)
+		e.remove(i)
 	}
 	c := Candidate{Member: m, Offset: offset, RegisteredAt: registeredAt}
 	n := len(e.cands)
 	if n == 0 || e.cands[n-1].Offset < offset {
 		e.cands = append(e.cands, c)
-		return true
+	} else {
+		i := sort.Search(n, func(i int) bool { return e.cands[i].Offset > offset })
+		e.cands = append(e.cands, Candidate{})
+		copy(e.cands[i+1:], e.cands[i:])
+		e.cands[i] = c
 	}
-	i := sort.Search(n, func(i int) bool { return e.cands[i].Offset > offset })
-	e.cands = append(e.cands, Candidate{})
-	copy(e.cands[i+1:], e.cands[i:])
-	e.cands[i] = c
+	e.indexed(c)
 	return true
 }
 
@@ -88,7 +139,7 @@ func (e *roleEntry) deregister(m codec.MemberID, offset int64) bool {
 	if i < 0 || e.cands[i].Offset > offset {
 		return false
 	}
-	e.cands = append(e.cands[:i], e.cands[i+1:]...)
+	e.remove(i)
 	return true
 }
 
@@ -110,9 +161,11 @@ func (e *roleEntry) dropLease(offset int64) bool {
 	return true
 }
 
-// sortCands restores rank order after a bulk load in key order.
+// sortCands restores rank order after a bulk load in key order; the member
+// index is dropped, and built again by the next find that needs it.
 func (e *roleEntry) sortCands() {
 	sort.Slice(e.cands, func(i, j int) bool { return e.cands[i].Offset < e.cands[j].Offset })
+	e.byMember = nil
 }
 
 // applyTo applies one decoded record to e and reports whether e changed.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"testing"
 	"time"
 
@@ -45,43 +46,100 @@ func TestEntryRanksReplaysAndOutOfOrder(t *testing.T) {
 
 // TestTableAgreesWithFold feeds random records to the view's index and to
 // Fold (which the succession rules use on ReadRoleRecords) and requires the
-// same answer for every role.
+// same answer for every role: with few members per role, and with enough
+// for the index to find members through byMember.
 func TestTableAgreesWithFold(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	v := offlineView(t, 3)
-	f := &feeder{t: t, v: v}
-	var recs []fencing.RoleRecord
-	roles := []codec.Role{"r0", "r1", "r2", "r3", "r4"}
-	mems := []codec.MemberID{"a", "b", "c", "d", "e", "f"}
-	for i := 0; i < 2000; i++ {
-		role := roles[rng.IntN(len(roles))]
-		m := mems[rng.IntN(len(mems))]
-		var k codec.Key
-		var r codec.Record
-		switch n := rng.IntN(10); {
-		case n < 5:
-			k, r = codec.RegistrationKey(role, m), codec.Record{Registration: &codec.Registration{Member: m, RegisteredAt: int64(i)}}
-		case n < 8:
-			k = codec.RegistrationKey(role, m)
-		case n < 9:
-			l := mkLease(m, int16(i%100), time.UnixMilli(int64(i)), time.Second)
-			k, r = codec.LeaseKey(role), codec.Record{Lease: &l}
-		default:
-			k = codec.LeaseKey(role)
-		}
-		off := f.put(role, k, r)
-		recs = append(recs, fencing.RoleRecord{Offset: off, Key: k, Record: r})
+	for _, nmem := range []int{6, 3 * indexFrom} {
+		t.Run(fmt.Sprintf("members=%d", nmem), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, uint64(nmem)))
+			v := offlineView(t, 3)
+			f := &feeder{t: t, v: v}
+			var recs []fencing.RoleRecord
+			roles := []codec.Role{"r0", "r1", "r2", "r3", "r4"}
+			var mems []codec.MemberID
+			for i := 0; i < nmem; i++ {
+				mems = append(mems, codec.MemberID(fmt.Sprintf("m%02d", i)))
+			}
+			for i := 0; i < 400*nmem; i++ {
+				role := roles[rng.IntN(len(roles))]
+				m := mems[rng.IntN(len(mems))]
+				var k codec.Key
+				var r codec.Record
+				switch n := rng.IntN(10); {
+				case n < 6:
+					k, r = codec.RegistrationKey(role, m), codec.Record{Registration: &codec.Registration{Member: m, RegisteredAt: int64(i)}}
+				case n < 8:
+					k = codec.RegistrationKey(role, m)
+				case n < 9:
+					l := mkLease(m, int16(i%100), time.UnixMilli(int64(i)), time.Second)
+					k, r = codec.LeaseKey(role), codec.Record{Lease: &l}
+				default:
+					k = codec.LeaseKey(role)
+				}
+				off := f.put(role, k, r)
+				recs = append(recs, fencing.RoleRecord{Offset: off, Key: k, Record: r})
+			}
+			v.readyOnce.Do(func() { close(v.ready) })
+			indexed := 0
+			for _, role := range roles {
+				got, err := v.Role(testCtx(t), role)
+				require.NoError(t, err)
+				want := Fold(role, recs)
+				if len(want.Candidates) == 0 {
+					want.Candidates = nil
+				}
+				assert.Equal(t, want, got, fmt.Sprintf("role %s", role))
+				if e := v.roles[role]; e != nil && e.byMember != nil {
+					indexed++
+					assert.Len(t, e.byMember, len(e.cands), "role %s: byMember follows the candidates", role)
+					for _, c := range e.cands {
+						assert.Equal(t, c.Offset, e.byMember[c.Member], "role %s member %s", role, c.Member)
+					}
+				}
+			}
+			if nmem > indexFrom {
+				assert.Positive(t, indexed, "some role reached indexFrom candidates")
+			}
+		})
 	}
-	v.readyOnce.Do(func() { close(v.ready) })
-	for _, role := range roles {
-		got, err := v.Role(testCtx(t), role)
+}
+
+// TestSeedIndexesLargeRoles: a role restored from the state dir (records in
+// key order) with more than indexFrom candidates is ranked by offset, and
+// the records that follow find its members through the member index, which
+// the first of them builds.
+func TestSeedIndexesLargeRoles(t *testing.T) {
+	v := offlineView(t, 1)
+	const n = indexFrom + 4
+	var recs []storedRecord
+	var folded []fencing.RoleRecord
+	for i := n - 1; i >= 0; i-- { // key order is not offset order
+		m := codec.MemberID(fmt.Sprintf("m%02d", i))
+		off := int64(10 * (n - i))
+		b, err := codec.EncodeRecord(codec.Record{Registration: &codec.Registration{Member: m, RegisteredAt: 1}})
 		require.NoError(t, err)
-		want := Fold(role, recs)
-		if len(want.Candidates) == 0 {
-			want.Candidates = nil
-		}
-		assert.Equal(t, want, got, fmt.Sprintf("role %s", role))
+		recs = append(recs, storedRecord{key: codec.RegistrationKey("r", m).String(), offset: off, value: b})
+		folded = append(folded, fencing.RoleRecord{Offset: off, Key: codec.RegistrationKey("r", m),
+			Record: codec.Record{Registration: &codec.Registration{Member: m, RegisteredAt: 1}}})
 	}
+	v.seed(0, recs, int64(10*n))
+	assert.Nil(t, v.roles["r"].byMember, "a restore builds no index")
+	f := &feeder{t: t, v: v, next: map[int32]int64{0: int64(10*n + 1)}}
+	for _, m := range []codec.MemberID{"m03", "m17"} {
+		off := f.unreg("r", m)
+		folded = append(folded, fencing.RoleRecord{Offset: off, Key: codec.RegistrationKey("r", m)})
+	}
+	off := f.reg("r", "m05") // moves to the back
+	folded = append(folded, fencing.RoleRecord{Offset: off, Key: codec.RegistrationKey("r", "m05"),
+		Record: codec.Record{Registration: &codec.Registration{Member: "m05", RegisteredAt: 1}}})
+	v.readyOnce.Do(func() { close(v.ready) })
+	got, err := v.Role(testCtx(t), "r")
+	require.NoError(t, err)
+	sort.Slice(folded, func(i, j int) bool { return folded[i].Offset < folded[j].Offset })
+	assert.Equal(t, Fold("r", folded), got)
+	e := v.roles["r"]
+	require.NotNil(t, e.byMember)
+	assert.Len(t, e.byMember, n-2)
 }
 
 type failingStorage struct{ storage.Null }

@@ -65,9 +65,25 @@ type View struct {
 
 // partState is what the view knows of one partition.
 type partState struct {
-	last       int64 // offset of the last record handed to the view (applied or skipped); -1 none
+	last       int64 // offset of the last record applied or skipped, or restored from the state dir; -1 none
 	seeded     bool
 	caughtUpTo int64 // LSO that the latest catch-up confirmed; -1 none
+
+	// live is the highest offset the partition's consumer has handed to
+	// the view in this Run, replays included; -1 none. Catch-up waiters
+	// wait on it: a record handed proves the consumer is fetching.
+	live int64
+
+	// goka's side of the partition (see goka.go).
+	gokaRecovered bool          // goka's recovery phase has ended (it reads nothing)
+	reported      int64         // the offset the storage last reported to goka
+	from          int64         // where the consumer that follows the topic started; -1 before
+	consuming     chan struct{} // closed once that consumer has started
+	consumers     int           // consumers goka started for the partition (each ConsumePartition)
+}
+
+func newPartState() *partState {
+	return &partState{last: -1, caughtUpTo: -1, live: -1, reported: -1, from: -1, consuming: make(chan struct{})}
 }
 
 type waiter struct {
@@ -106,7 +122,9 @@ func New(opts Options) (*View, error) {
 // holds it, for one) or written. Other errors after the start (a broker
 // going away, a failed fetch) are not fatal: the view logs them and
 // reconnects the partition (see [Options].ReconnectBackoff), and lookups
-// keep answering from the table meanwhile.
+// keep answering from the table meanwhile. A reconnected partition's new
+// consumer reads from where the old one stopped; like any new sarama
+// partition consumer, it fetches ~100ms after it starts.
 //
 // Run returns nil when ctx ends. Before returning it closes its connections
 // and the state dir, closes every [View.Watch] channel, and fails lookups
@@ -151,7 +169,7 @@ func (v *View) Run(ctx context.Context) (err error) {
 	v.mu.Lock()
 	v.prober, v.partIDs, v.nparts, v.runCtx = pr, parts, int32(len(parts)), ctx
 	for _, p := range parts {
-		v.parts[p] = &partState{last: -1, caughtUpTo: -1}
+		v.parts[p] = newPartState()
 	}
 	v.mu.Unlock()
 
@@ -295,6 +313,14 @@ func (v *View) CaughtUp() bool {
 // first success marks the view ready: lookups stop waiting and
 // [View.CaughtUp] turns true. Run performs that first call itself.
 //
+// Until the first success, a call also waits for each partition's consumer
+// (the one that follows the topic for the rest of the Run) to have started
+// and handed the view the last record below the LSO that it can be handed,
+// which proves that it is fetching: a record committed afterwards reaches
+// the table one fetch later. A partition that holds no such record cannot
+// be proven this way and may show its first records up to ~100ms late;
+// see the package doc, "A view's first moments".
+//
 // Called before Run, it waits for Run to start. When ctx ends first it
 // returns an error matching both [ErrNotCaughtUp] and ctx.Err(); once Run
 // has returned it returns [ErrStopped]; a failed probe returns its error
@@ -307,24 +333,13 @@ func (v *View) WaitCaughtUp(ctx context.Context) error {
 	if err := v.waitChan(ctx, v.seeded); err != nil {
 		return err
 	}
+	first := !v.isReady()
 	lsos, err := v.prober.listOffsets(ctx, v.partIDs, sarama.OffsetNewest)
 	if err != nil {
 		return v.probeErr(ctx, err)
 	}
 	for _, p := range v.partIDs {
-		lso := lsos[p]
-		last := v.lastOf(p)
-		if last >= lso-1 {
-			continue
-		}
-		target, err := v.prober.lastRecordBefore(ctx, p, last+1, lso)
-		if err != nil {
-			return v.probeErr(ctx, err)
-		}
-		if target < 0 {
-			continue
-		}
-		if err := v.waitHanded(ctx, p, target); err != nil {
+		if err := v.catchUpPartition(ctx, p, lsos[p], first); err != nil {
 			return err
 		}
 	}
@@ -401,6 +416,73 @@ func (v *View) await(ctx context.Context) error {
 	}
 }
 
+// catchUpPartition waits until partition p is caught up to lso (see
+// WaitCaughtUp).
+//
+// The first catch-up also proves that the partition's consumer is the one
+// that follows the topic from then on and that it is fetching: it waits
+// for goka to start that consumer, and for the consumer to hand the view
+// the last record below lso that it can be handed (the consumer starts at
+// the last record restored from the state dir, so a restart with nothing
+// new still hands one). A consumer that has handed a record is subscribed
+// at the broker, so a record committed afterwards reaches the view one
+// fetch later. Only a partition that holds no such record (empty, or only
+// transaction markers and aborted records from where the consumer
+// started) cannot be proven this way; see the package doc, "A view's
+// first moments".
+func (v *View) catchUpPartition(ctx context.Context, p int32, lso int64, first bool) error {
+	var floor int64
+	if first {
+		from, err := v.waitConsumer(ctx, p)
+		if err != nil {
+			return err
+		}
+		live := v.liveOf(p)
+		if live >= from && live >= lso-1 {
+			return nil
+		}
+		floor = max(from, live+1)
+	} else {
+		last := v.lastOf(p)
+		if last >= lso-1 {
+			return nil
+		}
+		floor = last + 1
+	}
+	target, err := v.prober.lastRecordBefore(ctx, p, floor, lso)
+	if err != nil {
+		return v.probeErr(ctx, err)
+	}
+	if target < 0 {
+		return nil
+	}
+	return v.waitHanded(ctx, p, target)
+}
+
+// isReady reports whether the first catch-up has succeeded.
+func (v *View) isReady() bool {
+	select {
+	case <-v.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitConsumer waits until goka has started the consumer that follows
+// partition p (after its recovery phase) and returns its start offset.
+func (v *View) waitConsumer(ctx context.Context, p int32) (int64, error) {
+	v.mu.RLock()
+	ps := v.parts[p]
+	v.mu.RUnlock()
+	if err := v.waitChan(ctx, ps.consuming); err != nil {
+		return 0, err
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return ps.from, nil
+}
+
 func (v *View) lastOf(p int32) int64 {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
@@ -410,15 +492,24 @@ func (v *View) lastOf(p int32) int64 {
 	return -1
 }
 
-// waitHanded blocks until the view has been handed the record at offset
-// target of partition p (or a later one).
+func (v *View) liveOf(p int32) int64 {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if ps := v.parts[p]; ps != nil {
+		return ps.live
+	}
+	return -1
+}
+
+// waitHanded blocks until the partition's consumer has handed the view
+// the record at offset target of partition p (or a later one) in this Run.
 func (v *View) waitHanded(ctx context.Context, p int32, target int64) error {
 	v.mu.Lock()
 	if v.stopped {
 		v.mu.Unlock()
 		return ErrStopped
 	}
-	if v.parts[p].last >= target {
+	if v.parts[p].live >= target {
 		v.mu.Unlock()
 		return nil
 	}
@@ -443,10 +534,14 @@ func (v *View) waitHanded(ctx context.Context, p int32, target int64) error {
 	}
 }
 
-// handed records that partition p's record at offset was handed to the
-// view, and wakes the waiters it satisfies. v.mu must be held.
+// handed records that partition p's consumer handed the view the record at
+// offset (a replay or not), and wakes the waiters it satisfies. v.mu must
+// be held.
 func (v *View) handed(ps *partState, p int32, offset int64) {
-	ps.last = offset
+	if offset <= ps.live {
+		return
+	}
+	ps.live = offset
 	if len(v.waiters) == 0 {
 		return
 	}

@@ -20,9 +20,20 @@ import (
 // that merely expires is not a change of the table (no record is written):
 // use [RoleState.Holder] with the current time.
 type Change struct {
-	Role   codec.Role `json:"role"`
-	Before RoleState  `json:"before"`
-	After  RoleState  `json:"after"`
+	// Role is the role that changed.
+	Role codec.Role `json:"role"`
+
+	// Before is the role as this subscriber last saw it: the After of its
+	// previous Change of the role, or the role as the table held it when
+	// Watch was called (LeaseOffset -1 and no candidates for a role the
+	// table did not know).
+	Before RoleState `json:"before"`
+
+	// After is the role as the table holds it when the Change is handed
+	// over (LeaseOffset -1 and no candidates for a role the table no
+	// longer knows).
+	After RoleState `json:"after"`
+
 	// Offset is the offset of the latest record folded into After.
 	Offset int64 `json:"offset"`
 
@@ -30,21 +41,27 @@ type Change struct {
 	// Before's, or one of them has no lease. A new term of the same member
 	// (a new token) counts as a new holder.
 	HolderChanged bool `json:"holder_changed"`
+
 	// LeaseRenewed: the same member and token hold a lease with a new
 	// deadline, and it is not a release.
 	LeaseRenewed bool `json:"lease_renewed"`
+
 	// LeaseReleased: After's lease is a release (Deadline = GrantedAt + 1 ms,
 	// what a resigning holder writes) or the lease was deleted, and
 	// Before's lease was not that same release.
 	LeaseReleased bool `json:"lease_released"`
+
 	// CandidatesChanged: the ranked candidates differ (a member joined,
 	// left, or re-registered and moved to the back).
 	CandidatesChanged bool `json:"candidates_changed"`
-	// Joined are members registered in After but not in Before with the
-	// same offset: new candidates and re-registered ones. Left are members
-	// registered in Before but not in After.
+
+	// Joined are the members registered in After but not in Before with the
+	// same offset: new candidates and re-registered ones, in rank order.
 	Joined []codec.MemberID `json:"joined,omitempty"`
-	Left   []codec.MemberID `json:"left,omitempty"`
+
+	// Left are the members registered in Before but not in After, in
+	// Before's rank order.
+	Left []codec.MemberID `json:"left,omitempty"`
 }
 
 // Released reports whether l is a release: a lease written by a resigning

@@ -99,7 +99,7 @@ func offlineView(t *testing.T, nparts int32) *View {
 	v.nparts = nparts
 	for p := int32(0); p < nparts; p++ {
 		v.partIDs = append(v.partIDs, p)
-		v.parts[p] = &partState{last: -1, caughtUpTo: -1}
+		v.parts[p] = newPartState()
 	}
 	close(v.started)
 	t.Cleanup(v.stop)
