@@ -13,6 +13,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/internal/ctxcall"
 )
 
 // Kafka error codes that sarama's table may not name, or that this file
@@ -280,31 +281,7 @@ func (t *BrokerTransport) partitionOf(ctx context.Context, role codec.Role) (int
 
 // call runs fn and waits for it or for ctx, whichever comes first.
 func call[T any](ctx context.Context, inflight *sync.WaitGroup, fn func() (T, error)) (T, error) {
-	var zero T
-	if err := ctx.Err(); err != nil {
-		return zero, err
-	}
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	if inflight != nil {
-		inflight.Add(1)
-	}
-	go func() {
-		if inflight != nil {
-			defer inflight.Done()
-		}
-		v, err := fn()
-		ch <- result{v, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		return zero, ctx.Err()
-	}
+	return ctxcall.Do(ctx, inflight, fn)
 }
 
 // permanentError marks an error that retrying cannot cure.

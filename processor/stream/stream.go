@@ -12,6 +12,7 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/ctxcall"
 )
 
 // DefaultBatchSize is the default of [Config].BatchSize.
@@ -366,25 +367,7 @@ func (h hook) call() error {
 // (sarama's calls take no ctx; an abandoned call ends on its own within
 // the client's timeouts).
 func call[T any](ctx context.Context, fn func() (T, error)) (T, error) {
-	var zero T
-	if err := ctx.Err(); err != nil {
-		return zero, err
-	}
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		v, err := fn()
-		ch <- result{v, err}
-	}()
-	select {
-	case res := <-ch:
-		return res.v, res.err
-	case <-ctx.Done():
-		return zero, ctx.Err()
-	}
+	return ctxcall.Do(ctx, nil, fn)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
