@@ -171,11 +171,16 @@ func TestRequireExactlyOnce(t *testing.T) {
 
 // leakyWait blocks until release is closed: a goroutine the leak check
 // must find.
-func leakyWait(release chan struct{}) { <-release }
+//go:noinline
+func leakyWait(started, release chan struct{}) {
+	close(started)
+	<-release
+}
 
 func TestLeakedGoroutines(t *testing.T) {
-	release := make(chan struct{})
-	go leakyWait(release)
+	started, release := make(chan struct{}), make(chan struct{})
+	go leakyWait(started, release)
+	<-started // a goroutine not yet running shows only its go statement's wrapper
 	pkgs := []string{"testcluster.leakyWait"}
 	leaked := leakedGoroutines(100*time.Millisecond, pkgs)
 	assert.Contains(t, leaked, "testcluster.leakyWait")
