@@ -42,9 +42,9 @@ func runInit(c *ucli.Context) error {
 	parts, rf := c.Int("partitions"), c.Int("replication-factor")
 	switch {
 	case parts < 1 || parts > 100000:
-		return Usagef(c, "--partitions %d: must be at least 1", parts)
+		return Usagef(c, "--partitions %d: must be 1 to 100000", parts)
 	case rf < 0 || rf > 32767:
-		return Usagef(c, "--replication-factor %d: must be at least 1 (or 0 for the default)", rf)
+		return Usagef(c, "--replication-factor %d: must be 1 to 32767 (or 0 for the default)", rf)
 	}
 	cfg, err := configFrom(c)
 	if err != nil {

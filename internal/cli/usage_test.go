@@ -35,6 +35,8 @@ func TestUsageErrors(t *testing.T) {
 		{"dev takes no argument", []string{"dev", "extra"}, []string{"dev takes no arguments"}},
 		{"dev with a bad listen address", []string{"dev", "--listen", "9092"}, []string{`--listen "9092"`}},
 		{"bad bool flag value", []string{"records", "controller", "--tls=maybe"}, []string{"--tls", "maybe"}},
+		{"too many partitions", []string{"init", "--partitions", "200000"}, []string{"--partitions 200000: must be 1 to 100000"}},
+		{"replication factor out of range", []string{"init", "--replication-factor", "40000"}, []string{"--replication-factor 40000: must be 1 to 32767"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -171,6 +171,7 @@ func TestRequireExactlyOnce(t *testing.T) {
 
 // leakyWait blocks until release is closed: a goroutine the leak check
 // must find.
+//
 //go:noinline
 func leakyWait(started, release chan struct{}) {
 	close(started)
