@@ -18,7 +18,7 @@ type MemberID string
 
 // NewRole validates s as a role name.
 func NewRole(s string) (Role, error) {
-	if err := checkName("role", s, isRoleByte); err != nil {
+	if err := checkName("role", roleRule, s, isRoleByte); err != nil {
 		return "", err
 	}
 	return Role(s), nil
@@ -26,7 +26,7 @@ func NewRole(s string) (Role, error) {
 
 // NewMemberID validates s as a member id.
 func NewMemberID(s string) (MemberID, error) {
-	if err := checkName("member id", s, isMemberByte); err != nil {
+	if err := checkName("member id", memberRule, s, isMemberByte); err != nil {
 		return "", err
 	}
 	return MemberID(s), nil
@@ -51,11 +51,13 @@ func isRoleByte(c byte) bool {
 
 func isMemberByte(c byte) bool { return isRoleByte(c) || c == ':' || c == '@' }
 
-func checkName(what, s string, ok func(byte) bool) error {
-	rule := "1-128 characters of [A-Za-z0-9._-]"
-	if what == "member id" {
-		rule = "1-128 characters of [A-Za-z0-9._:@-]"
-	}
+// The naming rules, as InvalidError.Rule states them.
+const (
+	roleRule   = "1-128 characters of [A-Za-z0-9._-]"
+	memberRule = "1-128 characters of [A-Za-z0-9._:@-]"
+)
+
+func checkName(what, rule, s string, ok func(byte) bool) error {
 	switch {
 	case len(s) == 0:
 		return &InvalidError{What: what, Value: s, Rule: rule + ": it is empty"}

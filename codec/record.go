@@ -34,7 +34,6 @@ func (k Kind) String() string {
 }
 
 const (
-	keyPrefix   = "krole/"
 	regPrefix   = "krole/reg/"
 	leasePrefix = "krole/lease/"
 )

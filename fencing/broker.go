@@ -71,6 +71,7 @@ type BrokerTransport struct {
 	mu      sync.Mutex
 	holders map[codec.Role]*holder // the newest token minted per role
 
+	bgMu         sync.Mutex     // orders bg.Add (abortLater) before bg.Wait (Close)
 	bg           sync.WaitGroup // cleanups (aborts) running after a caller's ctx ended
 	closed       atomic.Bool
 	newerSkipped atomic.Uint64
@@ -86,10 +87,7 @@ var _ Transport = (*BrokerTransport)(nil)
 // naming the setting.
 func NewBrokerTransport(cfg Config) (*BrokerTransport, error) {
 	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("fencing config: %w", err)
-	}
-	sc, err := cfg.Sarama()
+	sc, err := cfg.Sarama() // validates cfg
 	if err != nil {
 		return nil, fmt.Errorf("fencing config: %w", err)
 	}
@@ -119,7 +117,10 @@ func (t *BrokerTransport) NewerRecordsSkipped() uint64 { return t.newerSkipped.L
 // the transport held stay valid at the cluster until a later AcquireEpoch
 // fences them; Close does not release a role.
 func (t *BrokerTransport) Close() error {
-	if t.closed.Swap(true) {
+	t.bgMu.Lock()
+	already := t.closed.Swap(true)
+	t.bgMu.Unlock()
+	if already {
 		return nil
 	}
 	done := make(chan struct{})
@@ -258,14 +259,17 @@ func (t *BrokerTransport) appendPlain(ctx context.Context, role codec.Role, key,
 
 // partitionOf returns the partition of role in the role topic.
 func (t *BrokerTransport) partitionOf(ctx context.Context, role codec.Role) (int32, error) {
-	ps, err := call(ctx, nil, func() ([]int32, error) { return t.client.Partitions(t.cfg.Topic) })
-	if err == nil && len(ps) == 0 {
-		err = fmt.Errorf("topic %s has no partitions", t.cfg.Topic)
-	}
+	n, err := t.partitionCount(ctx, t.cfg.Topic, false)
 	if err != nil {
-		return -1, &Error{Kind: ErrClient, Role: role, Err: fmt.Errorf("partitions of %s: %w", t.cfg.Topic, err)}
+		return -1, &Error{Kind: ErrClient, Role: role, Err: err}
 	}
-	return codec.Partition(role, int32(len(ps))), nil
+	return codec.Partition(role, n), nil
+}
+
+// refreshMetadata refreshes the client's metadata of topic, for at most as
+// long as ctx lasts. A failure is left to the next lookup to report.
+func (t *BrokerTransport) refreshMetadata(ctx context.Context, topic string) {
+	_, _ = call(ctx, nil, func() (struct{}, error) { return struct{}{}, t.client.RefreshMetadata(topic) })
 }
 
 // ---- broker calls under a ctx ----
@@ -357,6 +361,7 @@ func (t *BrokerTransport) atCoordinator(ctx context.Context, inflight *sync.Wait
 	find func() (*sarama.Broker, error), refresh func() error, do func(*sarama.Broker) (sarama.KError, error),
 ) (sarama.KError, error) {
 	var answer sarama.KError
+	refreshNow := func() { _, _ = call(ctx, nil, func() (struct{}, error) { return struct{}{}, refresh() }) }
 	err := t.retry(ctx, func() (bool, error) {
 		b, err := call(ctx, nil, find)
 		if err != nil {
@@ -365,7 +370,7 @@ func (t *BrokerTransport) atCoordinator(ctx context.Context, inflight *sync.Wait
 		kerr, err := call(ctx, inflight, func() (sarama.KError, error) { return do(b) })
 		if err != nil {
 			if retriableErr(ctx, err) {
-				_, _ = call(ctx, nil, func() (struct{}, error) { return struct{}{}, refresh() })
+				refreshNow()
 				return true, fmt.Errorf("coordinator %s: %w", b.Addr(), err)
 			}
 			return false, err
@@ -373,7 +378,7 @@ func (t *BrokerTransport) atCoordinator(ctx context.Context, inflight *sync.Wait
 		answer = kerr
 		switch kerr {
 		case sarama.ErrNotCoordinatorForConsumer, sarama.ErrConsumerCoordinatorNotAvailable:
-			_, _ = call(ctx, nil, func() (struct{}, error) { return struct{}{}, refresh() })
+			refreshNow()
 			return true, nil
 		case sarama.ErrOffsetsLoadInProgress, sarama.ErrConcurrentTransactions:
 			return true, nil
@@ -400,9 +405,6 @@ func (t *BrokerTransport) produce(ctx context.Context, inflight *sync.WaitGroup,
 		offset int64 = -1
 		answer sarama.KError
 	)
-	refresh := func() {
-		_, _ = call(ctx, nil, func() (struct{}, error) { return struct{}{}, t.client.RefreshMetadata(topic) })
-	}
 	err := t.retry(ctx, func() (bool, error) {
 		leader, err := call(ctx, nil, func() (*sarama.Broker, error) { return t.client.Leader(topic, partition) })
 		if err != nil {
@@ -418,7 +420,7 @@ func (t *BrokerTransport) produce(ctx context.Context, inflight *sync.WaitGroup,
 		res, err := call(ctx, inflight, func() (*sarama.ProduceResponse, error) { return leader.Produce(req) })
 		if err != nil {
 			if retriableErr(ctx, err) {
-				refresh()
+				t.refreshMetadata(ctx, topic)
 				return true, fmt.Errorf("leader %s of %s/%d: %w", leader.Addr(), topic, partition, err)
 			}
 			return false, err
@@ -435,7 +437,7 @@ func (t *BrokerTransport) produce(ctx context.Context, inflight *sync.WaitGroup,
 			answer = sarama.ErrNoError
 		case sarama.ErrNotLeaderForPartition, sarama.ErrLeaderNotAvailable, sarama.ErrUnknownTopicOrPartition,
 			sarama.ErrFencedLeaderEpoch, sarama.ErrUnknownLeaderEpoch, sarama.ErrKafkaStorageError:
-			refresh()
+			t.refreshMetadata(ctx, topic)
 			return true, nil
 		case sarama.ErrNotEnoughReplicas, sarama.ErrNotEnoughReplicasAfterAppend, sarama.ErrRequestTimedOut:
 			return true, nil

@@ -192,9 +192,6 @@ func sortAborted(a []*sarama.AbortedTransaction) {
 // Err is the broker's answer for the partition.
 func (t *BrokerTransport) fetch(ctx context.Context, topic string, partition int32, offset int64) (*sarama.FetchResponseBlock, error) {
 	var out *sarama.FetchResponseBlock
-	refresh := func() {
-		_, _ = call(ctx, nil, func() (struct{}, error) { return struct{}{}, t.client.RefreshMetadata(topic) })
-	}
 	err := t.retry(ctx, func() (bool, error) {
 		leader, err := call(ctx, nil, func() (*sarama.Broker, error) { return t.client.Leader(topic, partition) })
 		if err != nil {
@@ -213,7 +210,7 @@ func (t *BrokerTransport) fetch(ctx context.Context, topic string, partition int
 		res, err := call(ctx, nil, func() (*sarama.FetchResponse, error) { return leader.Fetch(req) })
 		if err != nil {
 			if retriableErr(ctx, err) {
-				refresh()
+				t.refreshMetadata(ctx, topic)
 				return true, fmt.Errorf("leader %s: %w", leader.Addr(), err)
 			}
 			return false, err
@@ -226,7 +223,7 @@ func (t *BrokerTransport) fetch(ctx context.Context, topic string, partition int
 		switch blk.Err {
 		case sarama.ErrNotLeaderForPartition, sarama.ErrLeaderNotAvailable, sarama.ErrUnknownTopicOrPartition,
 			sarama.ErrFencedLeaderEpoch, sarama.ErrUnknownLeaderEpoch, sarama.ErrReplicaNotAvailable, sarama.ErrKafkaStorageError:
-			refresh()
+			t.refreshMetadata(ctx, topic)
 			return true, fmt.Errorf("leader %s: %w", leader.Addr(), blk.Err)
 		}
 		return false, nil
@@ -257,7 +254,7 @@ func (t *BrokerTransport) logStart(ctx context.Context, topic string, partition 
 		}
 		if blk.Err != sarama.ErrNoError {
 			if blk.Err == sarama.ErrNotLeaderForPartition || blk.Err == sarama.ErrLeaderNotAvailable {
-				_, _ = call(ctx, nil, func() (struct{}, error) { return struct{}{}, t.client.RefreshMetadata(topic) })
+				t.refreshMetadata(ctx, topic)
 				return true, blk.Err
 			}
 			return false, blk.Err

@@ -438,6 +438,15 @@ func (t *BrokerTransport) Transact(ctx context.Context, role codec.Role, token c
 // cleanup of a transaction whose caller left (ctx ended) or whose function
 // panicked.
 func (t *BrokerTransport) abortLater(ctx context.Context, tx *Txn, release func()) {
+	t.bgMu.Lock()
+	defer t.bgMu.Unlock()
+	if t.closed.Load() {
+		// The connections are closing: the coordinator aborts the
+		// transaction when its timeout passes, or the next holder's
+		// epoch does.
+		release()
+		return
+	}
 	t.bg.Add(1)
 	go func() {
 		defer t.bg.Done()

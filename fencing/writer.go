@@ -193,11 +193,17 @@ func (tx *Txn) partitionFor(m Message, counts map[string]int32) (int32, error) {
 		return -1, fmt.Errorf("topic %s: invalid partition %d", m.Topic, m.Partition)
 	}
 	n, ok := counts[m.Topic]
-	if !ok || m.Partition >= n {
-		// An unknown topic, or a partition beyond what the cached metadata
-		// knows: it may have been added since, so ask the cluster again.
-		var err error
-		if n, err = tx.t.partitionCount(tx.ctx, m.Topic, ok); err != nil {
+	var err error
+	if !ok {
+		if n, err = tx.t.partitionCount(tx.ctx, m.Topic, false); err != nil {
+			return -1, err
+		}
+		counts[m.Topic] = n
+	}
+	if m.Partition >= n {
+		// A partition beyond what the cached metadata knows: it may have
+		// been added since, so ask the cluster again.
+		if n, err = tx.t.partitionCount(tx.ctx, m.Topic, true); err != nil {
 			return -1, err
 		}
 		counts[m.Topic] = n
