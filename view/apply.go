@@ -94,8 +94,7 @@ func (v *View) apply(p int32, off int64, k codec.Key, rec codec.Record, reason S
 		e = &roleEntry{leaseOffset: -1, lastOffset: -1}
 	}
 	var before RoleState
-	subs := v.subsWithoutPending(k.Role)
-	if len(subs) > 0 {
+	if v.needsBefore(k.Role) {
 		before = e.state(k.Role)
 	}
 	if !applyTo(e, k, rec, off) {
@@ -107,7 +106,7 @@ func (v *View) apply(p int32, off int64, k codec.Key, rec codec.Record, reason S
 	case isNew:
 		v.roles[k.Role] = e
 	}
-	v.publish(k.Role, subs, before, off)
+	v.publish(k.Role, before, off)
 	return true, false, false
 }
 
@@ -128,14 +127,10 @@ func (v *View) seed(p int32, recs []storedRecord, offset int64) {
 			e = &roleEntry{leaseOffset: -1, lastOffset: -1}
 			v.roles[k.Role] = e
 		}
-		if _, ok := touched[k.Role]; !ok {
-			touched[k.Role] = e
-		}
+		touched[k.Role] = e
 		switch {
 		case rec.Lease != nil:
-			if !e.hasLease || sr.offset > e.leaseOffset {
-				e.lease, e.hasLease, e.leaseOffset = *rec.Lease, true, sr.offset
-			}
+			e.setLease(*rec.Lease, sr.offset)
 		case rec.Registration != nil:
 			e.cands = append(e.cands, Candidate{Member: k.Member, Offset: sr.offset, RegisteredAt: rec.Registration.RegisteredAt})
 		}
@@ -145,8 +140,8 @@ func (v *View) seed(p int32, recs []storedRecord, offset int64) {
 	}
 	for role, e := range touched {
 		e.sortCands()
-		if subs := v.subsWithoutPending(role); len(subs) > 0 {
-			v.publish(role, subs, RoleState{Role: role, LeaseOffset: -1}, e.lastOffset)
+		if v.needsBefore(role) {
+			v.publish(role, RoleState{Role: role, LeaseOffset: -1}, e.lastOffset)
 		}
 	}
 	ps := v.parts[p]

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"time"
@@ -104,14 +105,6 @@ func (v *View) Snapshot(ctx context.Context) ([]RoleState, error) {
 		out = append(out, e.state(r))
 	}
 	v.mu.RUnlock()
-	slices.SortFunc(out, func(a, b RoleState) int {
-		switch {
-		case a.Role < b.Role:
-			return -1
-		case a.Role > b.Role:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b RoleState) int { return cmp.Compare(a.Role, b.Role) })
 	return out, nil
 }

@@ -237,11 +237,10 @@ func (v *View) next(s *subscriber) (Change, bool) {
 	return Change{Role: role, Before: pc.before, After: v.roles[role].state(role), Offset: pc.offset}, true
 }
 
-// subsWithoutPending returns the subscribers that want role and have no
-// pending change of it, so need its state before the change. v.mu must be
+// needsBefore reports whether a subscriber wants role and has no pending
+// change of it, so needs the role's state before the change. v.mu must be
 // held.
-func (v *View) subsWithoutPending(role codec.Role) []*subscriber {
-	var out []*subscriber
+func (v *View) needsBefore(role codec.Role) bool {
 	for s := range v.subs {
 		if !s.wants(role) {
 			continue
@@ -250,17 +249,20 @@ func (v *View) subsWithoutPending(role codec.Role) []*subscriber {
 		pc := s.pending[role]
 		s.mu.Unlock()
 		if pc == nil {
-			out = append(out, s)
+			return true
 		}
 	}
-	return out
+	return false
 }
 
-// publish records that role changed at offset: subscribers in fresh get a
-// pending change starting at before; every subscriber that wants role has
-// its pending offset moved on. It never blocks. v.mu must be held for
-// writing.
-func (v *View) publish(role codec.Role, fresh []*subscriber, before RoleState, offset int64) {
+// publish records that role changed at offset: every subscriber that wants
+// role gets a pending change starting at before, or has its pending offset
+// moved on when it has one already. before must be the role's state before
+// the change whenever [View.needsBefore] reported true under the same hold
+// of v.mu (pending changes are added here and taken only under v.mu, so no
+// subscriber gains or loses one in between). It never blocks. v.mu must be
+// held for writing.
+func (v *View) publish(role codec.Role, before RoleState, offset int64) {
 	shared := false // before handed out once already: copy it for the next
 	for s := range v.subs {
 		if !s.wants(role) {
@@ -272,22 +274,13 @@ func (v *View) publish(role codec.Role, fresh []*subscriber, before RoleState, o
 			s.mu.Unlock()
 			continue
 		}
-		isFresh := false
-		for _, f := range fresh {
-			if f == s {
-				isFresh = true
-				break
-			}
+		b := before
+		if shared {
+			b = before.Clone()
 		}
-		if isFresh {
-			b := before
-			if shared {
-				b = before.Clone()
-			}
-			shared = true
-			s.pending[role] = &pendingChange{before: b, offset: offset}
-			s.queue = append(s.queue, role)
-		}
+		shared = true
+		s.pending[role] = &pendingChange{before: b, offset: offset}
+		s.queue = append(s.queue, role)
 		s.mu.Unlock()
 		select {
 		case s.wake <- struct{}{}:
@@ -318,7 +311,7 @@ func (v *View) Follow(ctx context.Context, role codec.Role) <-chan RoleState {
 			return
 		}
 		last := st
-		offer(out, st)
+		offer(out, st.Clone())
 		for c := range changes {
 			if reflect.DeepEqual(c.After, last) {
 				continue

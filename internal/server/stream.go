@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"time"
@@ -167,7 +168,7 @@ func follow(ctx context.Context, t Lookuper, now func() time.Time, roles []codec
 					expired = append(expired, st)
 				}
 			}
-			slices.SortFunc(expired, func(a, b view.RoleState) int { return compareRoles(a.Role, b.Role) })
+			slices.SortFunc(expired, func(a, b view.RoleState) int { return cmp.Compare(a.Role, b.Role) })
 			for _, st := range expired {
 				if !send(st) {
 					return nil
@@ -191,14 +192,4 @@ func untilNextExpiry(live map[codec.Role]view.RoleState, now time.Time) time.Dur
 		}
 	}
 	return max(next, minRearm)
-}
-
-func compareRoles(a, b codec.Role) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
