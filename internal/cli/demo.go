@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,13 +103,12 @@ func runDemo(c *ucli.Context) error {
 			listen, fallback = demoKeepAddr, true
 		}
 	}
-	host, portStr, err := net.SplitHostPort(listen)
-	if port, perr := strconv.Atoi(portStr); err != nil || host == "" || perr != nil || port < 0 || port > 65535 {
-		return Usagef(c, "--listen %q is not HOST:PORT (PORT 0-65535, 0 picks a free port)", listen)
+	if _, err := checkListen(c, listen, true); err != nil {
+		return err
 	}
-	topic := strings.TrimSpace(c.String("topic"))
-	if err := (fencing.Config{Brokers: []string{listen}, Topic: topic}).Validate(); err != nil || topic == "" {
-		return Usagef(c, "--topic %q is not a valid Kafka topic name", topic)
+	topic, err := clusterTopic(c, listen)
+	if err != nil {
+		return err
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -387,8 +385,12 @@ func (d *demo) follow(cfg fencing.Config) error {
 		if d.ctx.Err() != nil {
 			return errDemoInterrupted
 		}
-		if runErr != nil {
-			err = runErr
+		select {
+		case <-done: // Run failed: its error says why
+			if runErr != nil {
+				err = runErr
+			}
+		default: // Run still runs: runErr is not to be read
 		}
 		return explainRunError(cfg, err)
 	}

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"net"
-	"strconv"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
@@ -39,11 +37,10 @@ func runDev(c *ucli.Context) error {
 		return err
 	}
 	listen, nodes, parts := c.String("listen"), c.Int("nodes"), c.Int("partitions")
-	host, portStr, err := net.SplitHostPort(listen)
-	port, perr := strconv.Atoi(portStr)
+	port, err := checkListen(c, listen, true)
 	switch {
-	case err != nil || host == "" || perr != nil || port < 0 || port > 65535:
-		return Usagef(c, "--listen %q is not HOST:PORT (PORT 0-65535, 0 picks a free port)", listen)
+	case err != nil:
+		return err
 	case nodes < 1 || nodes > 64:
 		return Usagef(c, "--nodes %d: must be 1 to 64", nodes)
 	case port != 0 && port+nodes-1 > 65535:
@@ -51,9 +48,9 @@ func runDev(c *ucli.Context) error {
 	case parts < 1 || parts > 1000:
 		return Usagef(c, "--partitions %d: must be 1 to 1000", parts)
 	}
-	topic := strings.TrimSpace(c.String("topic"))
-	if err := (fencing.Config{Brokers: []string{listen}, Topic: topic}).Validate(); err != nil || topic == "" {
-		return Usagef(c, "--topic %q is not a valid Kafka topic name", topic)
+	topic, err := clusterTopic(c, listen)
+	if err != nil {
+		return err
 	}
 
 	ctx := c.Context

@@ -3,6 +3,8 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
@@ -159,4 +161,26 @@ func checkOutput(c *ucli.Context) error {
 		return nil
 	}
 	return &UsageError{Err: fmt.Errorf("--output %q: must be table or json", c.String("output"))}
+}
+
+// checkListen checks listen, the --listen of a command that serves, and
+// returns its port (0 picks a free one). An address that is not HOST:PORT
+// (with a HOST when needHost is set) is a usage error.
+func checkListen(c *ucli.Context, listen string, needHost bool) (int, error) {
+	host, portStr, err := net.SplitHostPort(listen)
+	port, perr := strconv.Atoi(portStr)
+	if err != nil || (needHost && host == "") || perr != nil || port < 0 || port > 65535 {
+		return 0, Usagef(c, "--listen %q is not HOST:PORT (PORT 0-65535, 0 picks a free port)", listen)
+	}
+	return port, nil
+}
+
+// clusterTopic returns the --topic of a command that starts the embedded
+// cluster on listen (checked already), checked as a Kafka topic name.
+func clusterTopic(c *ucli.Context, listen string) (string, error) {
+	topic := strings.TrimSpace(c.String("topic"))
+	if err := (fencing.Config{Brokers: []string{listen}, Topic: topic}).Validate(); err != nil || topic == "" {
+		return "", Usagef(c, "--topic %q is not a valid Kafka topic name", topic)
+	}
+	return topic, nil
 }

@@ -60,9 +60,12 @@ func startView(c *ucli.Context, stateDir string) (*liveView, error) {
 // with the view's own error when the view stops first (no broker, no
 // topic), and when timeout (0: none) passes or ctx ends first.
 func (lv *liveView) ready(ctx context.Context, timeout time.Duration) error {
-	wctx, cancel := context.WithCancel(ctx)
+	var wctx context.Context
+	var cancel context.CancelFunc
 	if timeout > 0 {
 		wctx, cancel = context.WithTimeout(ctx, timeout)
+	} else {
+		wctx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
 	// A lookup waits for the view's first catch-up, which the view retries

@@ -125,11 +125,8 @@ func runRun(c *ucli.Context) error {
 			"and the end of its lease: a CMD slow to stop may still run when another member takes the role", killTimeout, margin)
 	}
 
-	t, err := fencing.NewBrokerTransport(cfg)
+	t, err := dialTransport(cfg)
 	if err != nil {
-		if errors.Is(err, fencing.ErrClient) {
-			return &noBroker{Brokers: cfg.Brokers, SASL: cfg.SASL.Mechanism != "", Err: err}
-		}
 		return err
 	}
 	defer t.Close()

@@ -7,7 +7,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -61,9 +60,8 @@ func runServe(c *ucli.Context) error {
 		return err
 	}
 	listen := c.String("listen")
-	_, portStr, err := net.SplitHostPort(listen)
-	if port, perr := strconv.Atoi(portStr); err != nil || perr != nil || port < 0 || port > 65535 {
-		return Usagef(c, "--listen %q is not HOST:PORT (PORT 0-65535, 0 picks a free port)", listen)
+	if _, err := checkListen(c, listen, false); err != nil {
+		return err
 	}
 	if _, err := configFrom(c); err != nil {
 		return err

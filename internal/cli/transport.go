@@ -32,6 +32,16 @@ func openTransport(c *ucli.Context) (roleClient, error) {
 	if err != nil {
 		return nil, err
 	}
+	t, err := dialTransport(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &explained{t: t, cfg: cfg}, nil
+}
+
+// dialTransport connects to the cluster of cfg. When no broker answers,
+// the error says so, naming the addresses tried.
+func dialTransport(cfg fencing.Config) (*fencing.BrokerTransport, error) {
 	t, err := fencing.NewBrokerTransport(cfg)
 	if err != nil {
 		if errors.Is(err, fencing.ErrClient) {
@@ -39,7 +49,7 @@ func openTransport(c *ucli.Context) (roleClient, error) {
 		}
 		return nil, err
 	}
-	return &explained{t: t, cfg: cfg}, nil
+	return t, nil
 }
 
 // explained passes every call to the transport and turns the errors a user
