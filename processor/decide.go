@@ -308,10 +308,8 @@ func turn(st view.RoleState, me codec.MemberID) (rank int, prune []codec.MemberI
 }
 
 func candidate(st view.RoleState, me codec.MemberID) (view.Candidate, bool) {
-	for _, c := range st.Candidates {
-		if c.Member == me {
-			return c, true
-		}
+	if i := st.Rank(me); i >= 0 {
+		return st.Candidates[i], true
 	}
 	return view.Candidate{}, false
 }

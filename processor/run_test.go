@@ -199,6 +199,46 @@ func TestRunResign(t *testing.T) {
 	assert.ErrorIs(t, h.m.Resign(context.Background(), role), ErrNotRunning)
 }
 
+// The release write gets its whole TransactionTimeout, however long the
+// wait for work before it took.
+func TestRunResignAfterSlowWork(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	h.src.set(state(role, nil, 0))
+	started, cancelled, finish := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	work := func(ctx context.Context, _ Held) error {
+		close(started)
+		<-ctx.Done()
+		close(cancelled)
+		<-finish
+		return nil
+	}
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(1), nil).Once()
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
+	d := startRun(t, h, work)
+	d.wait()
+	recv(t, started)
+
+	var releaseCtxErr error
+	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(nil).Once().
+		Run(func(args mock.Arguments) { releaseCtxErr = args.Get(0).(context.Context).Err() })
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(2), nil).Once()
+	h.noEcho = true // the new registration stays on its way: no second challenge
+	resigned := make(chan error, 1)
+	go func() { resigned <- h.m.Resign(context.Background(), role) }()
+	recv(t, cancelled)
+	h.clk.waitTimers(2)    // the local deadline and the wait for work
+	h.clk.Advance(6 * sec) // past TransactionTimeout (5s), before the local deadline (8s)
+	close(finish)
+	require.NoError(t, recv(t, resigned))
+	assert.NoError(t, releaseCtxErr, "the release write's context")
+	d.wait()
+
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	require.NoError(t, d.stop())
+}
+
 func TestRunWorkErrorResignsAndRetries(t *testing.T) {
 	h := newHarness(t, "a", Settings{})
 	boom := errors.New("boom")

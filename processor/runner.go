@@ -136,7 +136,7 @@ func (r *runner) load(ctx context.Context) bool {
 	for {
 		st, err := r.m.src.Role(ctx, r.role)
 		if err == nil {
-			r.st = st
+			r.st, r.l.Failures = st, 0
 			return true
 		}
 		if ctx.Err() != nil {
@@ -456,12 +456,17 @@ func (r *runner) requestResign(q chan error) {
 // fresh context bounded by TransactionTimeout.
 func (r *runner) resign(ctx context.Context, why Reason) {
 	r.l.Resign = ""
+	h := r.hold
+	if h != nil {
+		h.cancel()
+		r.awaitWork(h)
+	}
+	// After the wait for work, which may last up to the local deadline:
+	// the release and the deregistration get their full TransactionTimeout.
 	cctx, cancel := r.callCtx(context.WithoutCancel(ctx), r.m.s.TransactionTimeout)
 	defer cancel()
 	var werr error
-	if h := r.hold; h != nil {
-		h.cancel()
-		r.awaitWork(h)
+	if h != nil {
 		cause := r.workErr
 		r.workErr = nil
 		r.revoke(r.m.clk.Now(), why, cause, "")
