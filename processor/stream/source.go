@@ -165,6 +165,9 @@ func (s *source) forward(topic string, p int32, pc sarama.PartitionConsumer) {
 		select {
 		case m, ok := <-msgs:
 			if !ok {
+				if last == nil {
+					last = errors.New("no error reported")
+				}
 				s.dead <- fmt.Errorf("stream: the consumer of %s/%d stopped: %w", topic, p, last)
 				return
 			}
