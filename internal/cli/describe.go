@@ -38,10 +38,6 @@ func runDescribe(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := configFrom(c)
-	if err != nil {
-		return err
-	}
 	t, err := openTransport(c)
 	if err != nil {
 		return err
@@ -60,9 +56,9 @@ func runDescribe(c *ucli.Context) error {
 	}
 	tw := newTable(stdout(c), "ROLE", "HELD", "PRODUCER ID", "EPOCH", "TRANSACTIONAL ID")
 	if ok {
-		tw.row(string(role), "yes", fmt.Sprint(tok.ProducerID), fmt.Sprint(tok.Epoch), cfg.TransactionalID(string(role)))
+		tw.row(string(role), "yes", fmt.Sprint(tok.ProducerID), fmt.Sprint(tok.Epoch), t.Config().TransactionalID(string(role)))
 	} else {
-		tw.row(string(role), "no", "", "", cfg.TransactionalID(string(role)))
+		tw.row(string(role), "no", "", "", t.Config().TransactionalID(string(role)))
 	}
 	return tw.flush()
 }

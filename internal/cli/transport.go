@@ -20,6 +20,9 @@ type roleClient interface {
 	Deregister(ctx context.Context, role codec.Role, member codec.MemberID) error
 	ReadRoleRecords(ctx context.Context, role codec.Role) ([]fencing.RoleRecord, error)
 	Describe(ctx context.Context, role codec.Role) (codec.Token, bool, error)
+	// Config is the configuration the client connected with, defaults
+	// applied.
+	Config() fencing.Config
 	Close() error
 }
 
@@ -79,6 +82,8 @@ func (e *explained) Describe(ctx context.Context, role codec.Role) (codec.Token,
 }
 
 func (e *explained) Close() error { return e.t.Close() }
+
+func (e *explained) Config() fencing.Config { return e.t.Config() }
 
 // NewerRecordsSkipped counts the records of a newer format that reads
 // skipped.
