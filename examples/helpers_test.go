@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/krabka/krole/rolestate"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +26,6 @@ import (
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/testcluster"
-	"github.com/krabka/krole/view"
 )
 
 // waitFor bounds every wait for a process or the cluster to get somewhere.
@@ -172,7 +172,7 @@ func (e *env) readCommitted(topic string) []*sarama.ConsumerMessage {
 }
 
 // roleState reads role's records from the role topic and folds them.
-func (e *env) roleState(role string) view.RoleState {
+func (e *env) roleState(role string) rolestate.State {
 	e.t.Helper()
 	tr, err := fencing.NewBrokerTransport(e.c.Config)
 	require.NoError(e.t, err)
@@ -181,7 +181,7 @@ func (e *env) roleState(role string) view.RoleState {
 	defer cancel()
 	recs, err := tr.ReadRoleRecords(ctx, codec.Role(role))
 	require.NoError(e.t, err)
-	return view.Fold(codec.Role(role), recs)
+	return rolestate.Fold(codec.Role(role), recs)
 }
 
 // holder returns the member that holds role by its latest lease, and

@@ -4,19 +4,14 @@ import (
 	"context"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/rolestate"
 )
 
 // RoleRecord is one record of a role's partition: its offset, decoded key
-// and decoded value (a tombstone has a zero Record).
-//
-// The offset is the join sequence of a registration, because compaction
-// keeps the offset of every record it retains. The succession rules rank
-// candidates on it.
-type RoleRecord struct {
-	Offset int64        // the record's offset in the role's partition
-	Key    codec.Key    // the decoded key
-	Record codec.Record // the decoded value; zero for a tombstone
-}
+// and decoded value (a tombstone has a zero Record). It is
+// [rolestate.Record], so that [rolestate.Fold] takes what ReadRoleRecords
+// returns.
+type RoleRecord = rolestate.Record
 
 // Transport holds every operation the succession rules need from a Kafka
 // cluster, and nothing else. The rules decide who registers, who challenges

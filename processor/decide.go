@@ -2,11 +2,11 @@ package processor
 
 import (
 	"fmt"
+	"github.com/krabka/krole/rolestate"
 	"math"
 	"time"
 
 	"github.com/krabka/krole/codec"
-	"github.com/krabka/krole/view"
 )
 
 // Held is a role this member holds: what work is given (see [Member.Run]).
@@ -150,7 +150,7 @@ func NewLocal() Local {
 // this member's registration when the state shows one newer than it knew
 // (a restart under the same member id keeps its rank), and records when
 // the current vacancy was first seen.
-func (l Local) Observe(st view.RoleState, me codec.MemberID, now time.Time) Local {
+func (l Local) Observe(st rolestate.State, me codec.MemberID, now time.Time) Local {
 	if c, ok := candidate(st, me); ok && c.Offset > l.Retired && c.Offset > l.Registered {
 		l.Registered, l.RegisteredAt = c.Offset, time.Time{}
 	}
@@ -191,7 +191,7 @@ func (l Local) Observe(st view.RoleState, me codec.MemberID, now time.Time) Loca
 //     The challenge prunes the candidates of lower effective rank, who did
 //     not challenge in their turn, and the member whose lease expired
 //     (not one that released: it deregistered itself).
-func Decide(st view.RoleState, me codec.MemberID, l Local, now time.Time, s Settings) Action {
+func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Settings) Action {
 	nowMS := now.UnixMilli()
 	if l.Resign != "" {
 		return Action{Kind: DoResign, Revoke: l.Resign, Reason: string(l.Resign)}
@@ -256,7 +256,7 @@ const (
 
 // registration says whether this member is a candidate in st, on its way
 // to becoming one (until when), or must register (and why).
-func (l Local) registration(st view.RoleState, me codec.MemberID, now time.Time, s Settings) (regStatus, time.Time, string) {
+func (l Local) registration(st rolestate.State, me codec.MemberID, now time.Time, s Settings) (regStatus, time.Time, string) {
 	if c, ok := candidate(st, me); ok && c.Offset == l.Registered {
 		return regVisible, time.Time{}, ""
 	}
@@ -274,7 +274,7 @@ func (l Local) registration(st view.RoleState, me codec.MemberID, now time.Time,
 // vacancy reports whether the role is vacant at nowMS (no lease, a
 // release, or an expired lease) and which vacancy: the offset of the lease
 // that ended, or -1.
-func vacancy(st view.RoleState, nowMS int64) (key int64, vacant bool) {
+func vacancy(st rolestate.State, nowMS int64) (key int64, vacant bool) {
 	if st.Lease == nil {
 		return -1, true
 	}
@@ -286,7 +286,7 @@ func vacancy(st view.RoleState, nowMS int64) (key int64, vacant bool) {
 
 // turn returns me's effective rank in a vacancy (the member named in the
 // lease that ended ranks last) and the candidates its challenge prunes.
-func turn(st view.RoleState, me codec.MemberID) (rank int, prune []codec.MemberID) {
+func turn(st rolestate.State, me codec.MemberID) (rank int, prune []codec.MemberID) {
 	var last codec.MemberID
 	expired := false
 	if st.Lease != nil {
@@ -307,14 +307,14 @@ func turn(st view.RoleState, me codec.MemberID) (rank int, prune []codec.MemberI
 	return rank, prune
 }
 
-func candidate(st view.RoleState, me codec.MemberID) (view.Candidate, bool) {
+func candidate(st rolestate.State, me codec.MemberID) (rolestate.Candidate, bool) {
 	if i := st.Rank(me); i >= 0 {
 		return st.Candidates[i], true
 	}
-	return view.Candidate{}, false
+	return rolestate.Candidate{}, false
 }
 
-func maxOffset(st view.RoleState) int64 {
+func maxOffset(st rolestate.State) int64 {
 	m := st.LeaseOffset
 	for _, c := range st.Candidates {
 		m = max(m, c.Offset)

@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"github.com/krabka/krole/rolestate"
 	"testing"
 	"time"
 
@@ -8,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
-	"github.com/krabka/krole/view"
 )
 
 const role = codec.Role("controller")
@@ -39,7 +39,7 @@ func TestDecide(t *testing.T) {
 	sec := time.Second
 	type tc struct {
 		name  string
-		st    view.RoleState
+		st    rolestate.State
 		l     Local
 		now   time.Time
 		want  ActionKind
@@ -84,10 +84,10 @@ func TestDecide(t *testing.T) {
 			l:   func() Local { l := local(3); l.VacantSince, l.VacantKey = t0, -1; return l }(),
 			now: t0.Add(sec), want: DoWait, until: t0.Add(2 * sec)},
 		{name: "release: next candidate challenges at once, before any deadline",
-			st: func() view.RoleState { r := codec.ReleaseLease("x", tok1); return state(role, &r, 6, "me", 3) }(),
+			st: func() rolestate.State { r := codec.ReleaseLease("x", tok1); return state(role, &r, 6, "me", 3) }(),
 			l:  local(3), now: t0, want: DoChallenge},
 		{name: "release by a member still registered: it ranks last and is not pruned",
-			st: func() view.RoleState { r := codec.ReleaseLease("x", tok1); return state(role, &r, 6, "x", 1, "me", 3) }(),
+			st: func() rolestate.State { r := codec.ReleaseLease("x", tok1); return state(role, &r, 6, "x", 1, "me", 3) }(),
 			l:  local(3), now: t0, want: DoChallenge},
 		{name: "the member whose lease expired ranks last",
 			st:  state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 1, "a", 2, "b", 3),

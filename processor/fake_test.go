@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"github.com/krabka/krole/rolestate"
 	"runtime"
 	"sort"
 	"strings"
@@ -10,7 +11,6 @@ import (
 	"time"
 
 	"github.com/krabka/krole/codec"
-	"github.com/krabka/krole/view"
 )
 
 // t0 is the start of every test's fake time.
@@ -136,23 +136,23 @@ func (t *fakeTimer) Stop() bool {
 // a channel to push updates on.
 type fakeSource struct {
 	mu      sync.Mutex
-	st      view.RoleState
-	follows chan chan view.RoleState
+	st      rolestate.State
+	follows chan chan rolestate.State
 }
 
-func newFakeSource(st view.RoleState) *fakeSource {
-	return &fakeSource{st: st, follows: make(chan chan view.RoleState, 8)}
+func newFakeSource(st rolestate.State) *fakeSource {
+	return &fakeSource{st: st, follows: make(chan chan rolestate.State, 8)}
 }
 
-func (f *fakeSource) Role(ctx context.Context, role codec.Role) (view.RoleState, error) {
+func (f *fakeSource) Role(ctx context.Context, role codec.Role) (rolestate.State, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.st.Clone(), nil
 }
 
-func (f *fakeSource) Follow(ctx context.Context, role codec.Role) <-chan view.RoleState {
-	in := make(chan view.RoleState)
-	out := make(chan view.RoleState)
+func (f *fakeSource) Follow(ctx context.Context, role codec.Role) <-chan rolestate.State {
+	in := make(chan rolestate.State)
+	out := make(chan rolestate.State)
 	f.follows <- in
 	go func() {
 		defer close(out)
@@ -173,7 +173,7 @@ func (f *fakeSource) Follow(ctx context.Context, role codec.Role) <-chan view.Ro
 }
 
 // set changes what Role returns.
-func (f *fakeSource) set(st view.RoleState) {
+func (f *fakeSource) set(st rolestate.State) {
 	f.mu.Lock()
 	f.st = st
 	f.mu.Unlock()
@@ -181,17 +181,17 @@ func (f *fakeSource) set(st view.RoleState) {
 
 // state builds a RoleState: a lease (nil for none) at leaseOff, and
 // candidates given as member, offset pairs.
-func state(role codec.Role, lease *codec.Lease, leaseOff int64, cands ...any) view.RoleState {
-	st := view.RoleState{Role: role, Lease: lease, LeaseOffset: -1}
+func state(role codec.Role, lease *codec.Lease, leaseOff int64, cands ...any) rolestate.State {
+	st := rolestate.State{Role: role, Lease: lease, LeaseOffset: -1}
 	if lease != nil {
 		st.LeaseOffset = leaseOff
 	}
 	for i := 0; i+1 < len(cands); i += 2 {
-		st.Candidates = append(st.Candidates, view.Candidate{
+		st.Candidates = append(st.Candidates, rolestate.Candidate{
 			Member: codec.MemberID(cands[i].(string)), Offset: int64(cands[i+1].(int)),
 		})
 	}
-	view.Rerank(st.Candidates)
+	rerank(st.Candidates)
 	return st
 }
 
@@ -228,4 +228,13 @@ func leakedGoroutines() []string {
 		}
 	}
 	return out
+}
+
+// rerank sorts candidates by offset and renumbers their ranks, as the view
+// and rolestate.Fold hand them out.
+func rerank(cs []rolestate.Candidate) {
+	sort.Slice(cs, func(i, j int) bool { return cs[i].Offset < cs[j].Offset })
+	for i := range cs {
+		cs[i].Rank = i
+	}
 }

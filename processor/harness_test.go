@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"github.com/krabka/krole/rolestate"
 	"log/slog"
 	"strings"
 	"sync"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing/fencingtest"
-	"github.com/krabka/krole/view"
 )
 
 // harness drives one member's runner for role step by step: the test sets
@@ -55,7 +55,7 @@ func (h *harness) record(e Event) {
 }
 
 // see sets the state the member's view shows.
-func (h *harness) see(st view.RoleState) { h.r.st = st }
+func (h *harness) see(st rolestate.State) { h.r.st = st }
 
 // step performs one decision.
 func (h *harness) step() Action { return h.r.step(context.Background()) }
@@ -80,7 +80,7 @@ func (e echoTransport) Register(ctx context.Context, role codec.Role, member cod
 
 // withCandidate returns a copy of st in which member is a candidate
 // registered at offset off.
-func withCandidate(st view.RoleState, member codec.MemberID, off, nowMS int64) view.RoleState {
+func withCandidate(st rolestate.State, member codec.MemberID, off, nowMS int64) rolestate.State {
 	c := st.Clone()
 	cs := c.Candidates[:0]
 	for _, x := range c.Candidates {
@@ -88,8 +88,8 @@ func withCandidate(st view.RoleState, member codec.MemberID, off, nowMS int64) v
 			cs = append(cs, x)
 		}
 	}
-	c.Candidates = append(cs, view.Candidate{Member: member, Offset: off, RegisteredAt: nowMS})
-	view.Rerank(c.Candidates)
+	c.Candidates = append(cs, rolestate.Candidate{Member: member, Offset: off, RegisteredAt: nowMS})
+	rerank(c.Candidates)
 	return c
 }
 

@@ -30,6 +30,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/krabka/krole/rolestate"
 	"log/slog"
 	"os"
 	"slices"
@@ -320,7 +321,7 @@ func (e *env) view() *view.View {
 
 // state returns role as the observer view holds it once it has caught up
 // with everything committed before the call.
-func (e *env) state(role codec.Role) view.RoleState {
+func (e *env) state(role codec.Role) rolestate.State {
 	e.t.Helper()
 	ctx := e.ctx(10 * time.Second)
 	require.NoError(e.t, e.obs.WaitCaughtUp(ctx))
@@ -1042,7 +1043,7 @@ func TestIntegrationKilledMidTransactionDoesNotStallTheView(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the transaction did not open")
 	}
-	granted := func(st view.RoleState) int64 {
+	granted := func(st rolestate.State) int64 {
 		if st.Lease == nil || st.Lease.Member != a.id {
 			return 0
 		}

@@ -3,6 +3,7 @@ package processor
 import (
 	"context"
 	"errors"
+	"github.com/krabka/krole/rolestate"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
-	"github.com/krabka/krole/view"
 )
 
 // failsafe bounds how long a test waits for the member's goroutine to
@@ -26,7 +26,7 @@ const failsafe = 10 * time.Second
 type runDriver struct {
 	*harness
 	idle   chan time.Time
-	upd    chan view.RoleState
+	upd    chan rolestate.State
 	cancel context.CancelFunc
 	errc   chan error
 }
@@ -72,7 +72,7 @@ func (d *runDriver) wait() time.Time {
 }
 
 // push delivers st as a view update and returns the member's next wait.
-func (d *runDriver) push(st view.RoleState) time.Time {
+func (d *runDriver) push(st rolestate.State) time.Time {
 	d.upd <- st
 	return d.wait()
 }
@@ -313,7 +313,7 @@ func TestRunManyRoles(t *testing.T) {
 	h := newHarness(t, "a", Settings{})
 	tr := h.tr
 	clk := newFakeClock()
-	src := newFakeSource(view.RoleState{LeaseOffset: -1})
+	src := newFakeSource(rolestate.State{LeaseOffset: -1})
 	var inCall atomic.Int32
 	elected := make(chan codec.Role, len(roles))
 	revoked := make(chan codec.Role, len(roles))
@@ -387,7 +387,7 @@ func TestTransportSource(t *testing.T) {
 	}
 }
 
-func members(st view.RoleState) []codec.MemberID {
+func members(st rolestate.State) []codec.MemberID {
 	var out []codec.MemberID
 	for _, c := range st.Candidates {
 		out = append(out, c.Member)

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/krabka/krole/rolestate"
 	"log/slog"
 	"time"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
-	"github.com/krabka/krole/view"
 )
 
 // maxBurst bounds the actions a role performs in a row without waiting; a
@@ -23,7 +23,7 @@ type runner struct {
 	role codec.Role
 	log  *slog.Logger
 
-	st   view.RoleState
+	st   rolestate.State
 	l    Local
 	hold *holding
 	work Work
@@ -59,7 +59,7 @@ type holderKey struct {
 func newRunner(m *Member, role codec.Role) *runner {
 	return &runner{
 		m: m, role: role, l: NewLocal(),
-		st:       view.RoleState{Role: role, LeaseOffset: -1},
+		st:       rolestate.State{Role: role, LeaseOffset: -1},
 		log:      m.log.With("role", string(role)),
 		resignCh: make(chan chan error),
 		exited:   make(chan struct{}),

@@ -2,12 +2,12 @@ package processor
 
 import (
 	"context"
+	"github.com/krabka/krole/rolestate"
 	"reflect"
 	"time"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
-	"github.com/krabka/krole/view"
 )
 
 // Source is where a [Member] reads the state of a role: the goka view in
@@ -18,7 +18,7 @@ type Source interface {
 	// up with the role topic (or ctx ends, returning an error wrapping
 	// ctx.Err()). A Member calls it when it starts and whenever it has no
 	// updates to rely on.
-	Role(ctx context.Context, role codec.Role) (view.RoleState, error)
+	Role(ctx context.Context, role codec.Role) (rolestate.State, error)
 
 	// Follow returns a channel of role's state, sent whenever it changes.
 	// Updates may be coalesced (a reader that falls behind gets the latest
@@ -26,7 +26,7 @@ type Source interface {
 	// ctx ends; the goroutine that feeds it, if any, has stopped by then.
 	// A nil channel means the source sends no updates, and the Member
 	// polls Role every RenewInterval instead.
-	Follow(ctx context.Context, role codec.Role) <-chan view.RoleState
+	Follow(ctx context.Context, role codec.Role) <-chan rolestate.State
 }
 
 // TransportSource is a [Source] that reads the role's partition through a
@@ -46,12 +46,12 @@ type TransportSource struct {
 // Role reads the role's records and folds them. It blocks for one read of
 // the role's partition; when ctx ends, the read stops and Role returns its
 // error.
-func (s *TransportSource) Role(ctx context.Context, role codec.Role) (view.RoleState, error) {
+func (s *TransportSource) Role(ctx context.Context, role codec.Role) (rolestate.State, error) {
 	recs, err := s.Transport.ReadRoleRecords(ctx, role)
 	if err != nil {
-		return view.RoleState{}, err
+		return rolestate.State{}, err
 	}
-	return view.Fold(role, recs), nil
+	return rolestate.Fold(role, recs), nil
 }
 
 // Follow polls Role every Poll and sends the state when it differs from
@@ -59,7 +59,7 @@ func (s *TransportSource) Role(ctx context.Context, role codec.Role) (view.RoleS
 // of its own. Read errors are skipped (the next poll tries again). A
 // reader that falls behind gets the latest state only. The channel closes
 // after ctx ends, once the polling goroutine has stopped.
-func (s *TransportSource) Follow(ctx context.Context, role codec.Role) <-chan view.RoleState {
+func (s *TransportSource) Follow(ctx context.Context, role codec.Role) <-chan rolestate.State {
 	clk, poll := s.Clock, s.Poll
 	if clk == nil {
 		clk = SystemClock()
@@ -67,10 +67,10 @@ func (s *TransportSource) Follow(ctx context.Context, role codec.Role) <-chan vi
 	if poll <= 0 {
 		poll = time.Second
 	}
-	out := make(chan view.RoleState, 1)
+	out := make(chan rolestate.State, 1)
 	go func() {
 		defer close(out)
-		var last *view.RoleState
+		var last *rolestate.State
 		for {
 			if st, err := s.Role(ctx, role); err == nil && (last == nil || !reflect.DeepEqual(*last, st)) {
 				last = &st
@@ -90,7 +90,7 @@ func (s *TransportSource) Follow(ctx context.Context, role codec.Role) <-chan vi
 
 // offer sends st on ch (capacity 1) without blocking, replacing a state the
 // reader has not taken yet. Only one goroutine may send on ch.
-func offer(ch chan view.RoleState, st view.RoleState) {
+func offer(ch chan rolestate.State, st rolestate.State) {
 	select {
 	case ch <- st:
 		return

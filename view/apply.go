@@ -3,6 +3,7 @@ package view
 import (
 	"errors"
 	"fmt"
+	"github.com/krabka/krole/rolestate"
 	"log/slog"
 
 	"github.com/lovoo/goka"
@@ -93,7 +94,7 @@ func (v *View) apply(p int32, off int64, k codec.Key, rec codec.Record, reason S
 	if isNew {
 		e = &roleEntry{leaseOffset: -1, lastOffset: -1}
 	}
-	var before RoleState
+	var before rolestate.State
 	if v.needsBefore(k.Role) {
 		before = e.state(k.Role)
 	}
@@ -132,7 +133,7 @@ func (v *View) seed(p int32, recs []storedRecord, offset int64) {
 		case rec.Lease != nil:
 			e.setLease(*rec.Lease, sr.offset)
 		case rec.Registration != nil:
-			e.cands = append(e.cands, Candidate{Member: k.Member, Offset: sr.offset, RegisteredAt: rec.Registration.RegisteredAt})
+			e.cands = append(e.cands, rolestate.Candidate{Member: k.Member, Offset: sr.offset, RegisteredAt: rec.Registration.RegisteredAt})
 		}
 		if sr.offset > e.lastOffset {
 			e.lastOffset = sr.offset
@@ -141,7 +142,7 @@ func (v *View) seed(p int32, recs []storedRecord, offset int64) {
 	for role, e := range touched {
 		e.sortCands()
 		if v.needsBefore(role) {
-			v.publish(role, RoleState{Role: role, LeaseOffset: -1}, e.lastOffset)
+			v.publish(role, rolestate.State{Role: role, LeaseOffset: -1}, e.lastOffset)
 		}
 	}
 	ps := v.parts[p]

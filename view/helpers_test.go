@@ -3,6 +3,7 @@ package view
 import (
 	"context"
 	"fmt"
+	"github.com/krabka/krole/rolestate"
 	"log/slog"
 	"os"
 	"runtime"
@@ -208,7 +209,7 @@ func mkLease(member codec.MemberID, epoch int16, granted time.Time, d time.Durat
 	return l
 }
 
-func members(cs []Candidate) []codec.MemberID {
+func members(cs []rolestate.Candidate) []codec.MemberID {
 	out := make([]codec.MemberID, len(cs))
 	for i, c := range cs {
 		out[i] = c.Member

@@ -3,6 +3,7 @@ package view
 import (
 	"cmp"
 	"context"
+	"github.com/krabka/krole/rolestate"
 	"slices"
 	"time"
 
@@ -19,11 +20,11 @@ import (
 // lookup returns is a copy the caller owns.
 
 // Lookup returns role's state and whether the table knows the role (it has
-// a lease or a candidate). An unknown role gives RoleState{Role: role,
+// a lease or a candidate). An unknown role gives rolestate.State{Role: role,
 // LeaseOffset: -1} and false.
-func (v *View) Lookup(ctx context.Context, role codec.Role) (RoleState, bool, error) {
+func (v *View) Lookup(ctx context.Context, role codec.Role) (rolestate.State, bool, error) {
 	if err := v.await(ctx); err != nil {
-		return RoleState{Role: role, LeaseOffset: -1}, false, err
+		return rolestate.State{Role: role, LeaseOffset: -1}, false, err
 	}
 	v.mu.RLock()
 	defer v.mu.RUnlock()
@@ -32,10 +33,10 @@ func (v *View) Lookup(ctx context.Context, role codec.Role) (RoleState, bool, er
 }
 
 // Role returns role's state: its lease and ranked candidates. An unknown
-// role gives RoleState{Role: role, LeaseOffset: -1}; use [View.Lookup] to
+// role gives rolestate.State{Role: role, LeaseOffset: -1}; use [View.Lookup] to
 // tell it apart from a role without lease and candidates (which the table
 // does not keep).
-func (v *View) Role(ctx context.Context, role codec.Role) (RoleState, error) {
+func (v *View) Role(ctx context.Context, role codec.Role) (rolestate.State, error) {
 	s, _, err := v.Lookup(ctx, role)
 	return s, err
 }
@@ -66,7 +67,7 @@ func (v *View) Holder(ctx context.Context, role codec.Role, now time.Time) (leas
 
 // Candidates returns role's candidates in rank order (rank 0 joined first),
 // or none for an unknown role.
-func (v *View) Candidates(ctx context.Context, role codec.Role) ([]Candidate, error) {
+func (v *View) Candidates(ctx context.Context, role codec.Role) ([]rolestate.Candidate, error) {
 	if err := v.await(ctx); err != nil {
 		return nil, err
 	}
@@ -95,16 +96,16 @@ func (v *View) Roles(ctx context.Context) ([]codec.Role, error) {
 // table held them at one instant: no record is applied while it is taken,
 // so it never mixes two states of the table. It costs a copy of the whole
 // table, during which the view applies nothing.
-func (v *View) Snapshot(ctx context.Context) ([]RoleState, error) {
+func (v *View) Snapshot(ctx context.Context) ([]rolestate.State, error) {
 	if err := v.await(ctx); err != nil {
 		return nil, err
 	}
 	v.mu.RLock()
-	out := make([]RoleState, 0, len(v.roles))
+	out := make([]rolestate.State, 0, len(v.roles))
 	for r, e := range v.roles {
 		out = append(out, e.state(r))
 	}
 	v.mu.RUnlock()
-	slices.SortFunc(out, func(a, b RoleState) int { return cmp.Compare(a.Role, b.Role) })
+	slices.SortFunc(out, func(a, b rolestate.State) int { return cmp.Compare(a.Role, b.Role) })
 	return out, nil
 }

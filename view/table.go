@@ -1,6 +1,7 @@
 package view
 
 import (
+	"github.com/krabka/krole/rolestate"
 	"sort"
 
 	"github.com/krabka/krole/codec"
@@ -13,8 +14,8 @@ type roleEntry struct {
 	lease       codec.Lease
 	hasLease    bool
 	leaseOffset int64
-	cands       []Candidate // sorted by Offset; Rank is filled in on the way out
-	lastOffset  int64       // offset of the latest record applied to the role
+	cands       []rolestate.Candidate // sorted by Offset; Rank is filled in on the way out
+	lastOffset  int64                 // offset of the latest record applied to the role
 
 	// byMember maps each candidate to its registration offset, so that
 	// finding a member costs a map lookup and a binary search instead of a
@@ -31,10 +32,10 @@ const indexFrom = 16
 
 func (e *roleEntry) empty() bool { return !e.hasLease && len(e.cands) == 0 }
 
-// state copies the entry out as a RoleState, ranks filled in. Its cost is
+// state copies the entry out as a rolestate.State, ranks filled in. Its cost is
 // linear in the role's candidates.
-func (e *roleEntry) state(role codec.Role) RoleState {
-	s := RoleState{Role: role, LeaseOffset: -1}
+func (e *roleEntry) state(role codec.Role) rolestate.State {
+	s := rolestate.State{Role: role, LeaseOffset: -1}
 	if e == nil {
 		return s
 	}
@@ -48,11 +49,11 @@ func (e *roleEntry) state(role codec.Role) RoleState {
 
 // candidates copies the candidates out in rank order, ranks filled in; nil
 // when there are none.
-func (e *roleEntry) candidates() []Candidate {
+func (e *roleEntry) candidates() []rolestate.Candidate {
 	if e == nil || len(e.cands) == 0 {
 		return nil
 	}
-	out := make([]Candidate, len(e.cands))
+	out := make([]rolestate.Candidate, len(e.cands))
 	for i, c := range e.cands {
 		c.Rank = i
 		out[i] = c
@@ -93,7 +94,7 @@ func (e *roleEntry) remove(i int) {
 }
 
 // indexed keeps byMember, if built, in step with a candidate just placed.
-func (e *roleEntry) indexed(c Candidate) {
+func (e *roleEntry) indexed(c rolestate.Candidate) {
 	if e.byMember != nil {
 		e.byMember[c.Member] = c.Offset
 	}
@@ -118,13 +119,13 @@ func (e *roleEntry) register(m codec.MemberID, offset, registeredAt int64) bool 
 		}
 		e.remove(i)
 	}
-	c := Candidate{Member: m, Offset: offset, RegisteredAt: registeredAt}
+	c := rolestate.Candidate{Member: m, Offset: offset, RegisteredAt: registeredAt}
 	n := len(e.cands)
 	if n == 0 || e.cands[n-1].Offset < offset {
 		e.cands = append(e.cands, c)
 	} else {
 		i := sort.Search(n, func(i int) bool { return e.cands[i].Offset > offset })
-		e.cands = append(e.cands, Candidate{})
+		e.cands = append(e.cands, rolestate.Candidate{})
 		copy(e.cands[i+1:], e.cands[i:])
 		e.cands[i] = c
 	}

@@ -3,6 +3,7 @@ package view
 import (
 	"errors"
 	"fmt"
+	"github.com/krabka/krole/rolestate"
 	"math/rand/v2"
 	"sort"
 	"testing"
@@ -84,7 +85,7 @@ func TestTableAgreesWithFold(t *testing.T) {
 			for _, role := range roles {
 				got, err := v.Role(testCtx(t), role)
 				require.NoError(t, err)
-				want := Fold(role, recs)
+				want := rolestate.Fold(role, recs)
 				if len(want.Candidates) == 0 {
 					want.Candidates = nil
 				}
@@ -136,7 +137,7 @@ func TestSeedIndexesLargeRoles(t *testing.T) {
 	got, err := v.Role(testCtx(t), "r")
 	require.NoError(t, err)
 	sort.Slice(folded, func(i, j int) bool { return folded[i].Offset < folded[j].Offset })
-	assert.Equal(t, Fold("r", folded), got)
+	assert.Equal(t, rolestate.Fold("r", folded), got)
 	e := v.roles["r"]
 	require.NotNil(t, e.byMember)
 	assert.Len(t, e.byMember, n-2)

@@ -3,6 +3,7 @@ package view
 import (
 	"context"
 	"errors"
+	"github.com/krabka/krole/rolestate"
 	"testing"
 	"time"
 
@@ -57,7 +58,7 @@ func TestJoinOrderTombstonesAndReregistration(t *testing.T) {
 	st, known, err = v.Lookup(ctx, "nobody")
 	require.NoError(t, err)
 	assert.False(t, known)
-	assert.Equal(t, RoleState{Role: "nobody", LeaseOffset: -1}, st)
+	assert.Equal(t, rolestate.State{Role: "nobody", LeaseOffset: -1}, st)
 
 	// The last candidate leaving removes the role from the table.
 	w.deregister(other, "x")

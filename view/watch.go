@@ -2,6 +2,7 @@ package view
 
 import (
 	"context"
+	"github.com/krabka/krole/rolestate"
 	"reflect"
 	"sync"
 
@@ -18,7 +19,7 @@ import (
 //
 // The flags compare Before with After; several may hold at once. A lease
 // that merely expires is not a change of the table (no record is written):
-// use [RoleState.Holder] with the current time.
+// use [rolestate.State.Holder] with the current time.
 type Change struct {
 	// Role is the role that changed.
 	Role codec.Role `json:"role"`
@@ -27,12 +28,12 @@ type Change struct {
 	// previous Change of the role, or the role as the table held it when
 	// Watch was called (LeaseOffset -1 and no candidates for a role the
 	// table did not know).
-	Before RoleState `json:"before"`
+	Before rolestate.State `json:"before"`
 
 	// After is the role as the table holds it when the Change is handed
 	// over (LeaseOffset -1 and no candidates for a role the table no
 	// longer knows).
-	After RoleState `json:"after"`
+	After rolestate.State `json:"after"`
 
 	// Offset is the offset of the latest record folded into After.
 	Offset int64 `json:"offset"`
@@ -64,10 +65,6 @@ type Change struct {
 	Left []codec.MemberID `json:"left,omitempty"`
 }
 
-// Released reports whether l is a release: a lease written by a resigning
-// holder, which ends 1 ms after it was granted.
-func Released(l codec.Lease) bool { return l.Released() }
-
 func sameTerm(a, b *codec.Lease) bool {
 	return a.Member == b.Member && a.Token == b.Token
 }
@@ -80,13 +77,13 @@ func (c *Change) diff() bool {
 	case b == nil && a == nil:
 	case b == nil || a == nil:
 		c.HolderChanged = true
-		c.LeaseReleased = a == nil || Released(*a)
+		c.LeaseReleased = a == nil || a.Released()
 	case !sameTerm(b, a):
 		c.HolderChanged = true
-		c.LeaseReleased = Released(*a)
+		c.LeaseReleased = a.Released()
 	case *a != *b:
-		if Released(*a) {
-			c.LeaseReleased = !Released(*b)
+		if a.Released() {
+			c.LeaseReleased = !b.Released()
 			c.LeaseRenewed = false
 		} else {
 			c.LeaseRenewed = true
@@ -127,7 +124,7 @@ type subscriber struct {
 }
 
 type pendingChange struct {
-	before RoleState
+	before rolestate.State
 	offset int64
 }
 
@@ -262,7 +259,7 @@ func (v *View) needsBefore(role codec.Role) bool {
 // of v.mu (pending changes are added here and taken only under v.mu, so no
 // subscriber gains or loses one in between). It never blocks. v.mu must be
 // held for writing.
-func (v *View) publish(role codec.Role, before RoleState, offset int64) {
+func (v *View) publish(role codec.Role, before rolestate.State, offset int64) {
 	shared := false // before handed out once already: copy it for the next
 	for s := range v.subs {
 		if !s.wants(role) {
@@ -291,7 +288,7 @@ func (v *View) publish(role codec.Role, before RoleState, offset int64) {
 
 // Follow returns a channel of role's state: the state once the view has
 // caught up, then the state after every change of the role (an unknown role
-// is RoleState{Role: role, LeaseOffset: -1}). It does not block. A reader
+// is rolestate.State{Role: role, LeaseOffset: -1}). It does not block. A reader
 // that falls behind is never waited for: an unread state is replaced by the
 // newer one, so the last state sent is current, and intermediate ones may
 // be skipped. A state equal to the previous one is not sent again.
@@ -299,8 +296,8 @@ func (v *View) publish(role codec.Role, before RoleState, offset int64) {
 // The channel closes when ctx ends or Run returns; the goroutine that feeds
 // it has ended by then. With [View.Role], Follow makes *View a state source
 // for a member (processor.Source).
-func (v *View) Follow(ctx context.Context, role codec.Role) <-chan RoleState {
-	out := make(chan RoleState, 1)
+func (v *View) Follow(ctx context.Context, role codec.Role) <-chan rolestate.State {
+	out := make(chan rolestate.State, 1)
 	changes := v.Watch(ctx, role) // first, so no change after the lookup is missed
 	go func() {
 		defer close(out)
@@ -325,7 +322,7 @@ func (v *View) Follow(ctx context.Context, role codec.Role) <-chan RoleState {
 
 // offer sends st on ch (capacity 1) without blocking, replacing a state the
 // reader has not taken. Only one goroutine may send on ch.
-func offer(ch chan RoleState, st RoleState) {
+func offer(ch chan rolestate.State, st rolestate.State) {
 	select {
 	case ch <- st:
 		return

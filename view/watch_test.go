@@ -3,6 +3,7 @@ package view
 import (
 	"context"
 	"fmt"
+	"github.com/krabka/krole/rolestate"
 	"testing"
 	"time"
 
@@ -162,7 +163,7 @@ func TestWatchCoalescesForASlowSubscriber(t *testing.T) {
 	v.readyOnce.Do(func() { close(v.ready) })
 
 	c := recv(t, ch)
-	assert.Equal(t, RoleState{Role: "r", LeaseOffset: -1}, c.Before, "the first Before")
+	assert.Equal(t, rolestate.State{Role: "r", LeaseOffset: -1}, c.Before, "the first Before")
 	assert.Equal(t, []codec.MemberID{"a", "c"}, members(c.After.Candidates), "the latest After")
 	require.NotNil(t, c.After.Lease)
 	assert.Equal(t, mkLease("a", 1, now, 1001*time.Second), *c.After.Lease)
@@ -196,7 +197,7 @@ func TestWatchNeverBlocksTheView(t *testing.T) {
 	}
 	// Whatever the subscriber took before falling behind, it ends with
 	// every role's final state, and no more than that per role's backlog.
-	final := map[codec.Role]RoleState{}
+	final := map[codec.Role]rolestate.State{}
 	deadline := time.After(10 * time.Second)
 	for len(final) < roles || !allFinal(final, rounds) {
 		select {
@@ -211,7 +212,7 @@ func TestWatchNeverBlocksTheView(t *testing.T) {
 	}
 }
 
-func allFinal(m map[codec.Role]RoleState, n int) bool {
+func allFinal(m map[codec.Role]rolestate.State, n int) bool {
 	for _, st := range m {
 		if len(st.Candidates) != n {
 			return false
@@ -240,17 +241,17 @@ func TestChangeFlags(t *testing.T) {
 	a1released := mkLease("a", 1, now.Add(2*time.Second), time.Millisecond)
 	a2 := mkLease("a", 2, now, 10*time.Second)
 	b1 := mkLease("b", 1, now, 10*time.Second)
-	st := func(l *codec.Lease, cs ...Candidate) RoleState {
-		s := RoleState{Role: "r", LeaseOffset: -1, Lease: l, Candidates: cs}
+	st := func(l *codec.Lease, cs ...rolestate.Candidate) rolestate.State {
+		s := rolestate.State{Role: "r", LeaseOffset: -1, Lease: l, Candidates: cs}
 		if l != nil {
 			s.LeaseOffset = 1
 		}
 		return s
 	}
-	ca, cb, ca2 := Candidate{Member: "a", Offset: 1}, Candidate{Member: "b", Offset: 2}, Candidate{Member: "a", Offset: 5}
+	ca, cb, ca2 := rolestate.Candidate{Member: "a", Offset: 1}, rolestate.Candidate{Member: "b", Offset: 2}, rolestate.Candidate{Member: "a", Offset: 5}
 	for _, tc := range []struct {
 		name                                      string
-		before, after                             RoleState
+		before, after                             rolestate.State
 		holder, renewed, released, cands, changed bool
 		joined, left                              []codec.MemberID
 	}{
@@ -286,7 +287,7 @@ func TestFollowSendsCurrentStateThenChanges(t *testing.T) {
 	ctx := testCtx(t)
 	states := v.Follow(ctx, "r")
 
-	recvState := func() RoleState {
+	recvState := func() rolestate.State {
 		t.Helper()
 		select {
 		case st, ok := <-states:
@@ -294,7 +295,7 @@ func TestFollowSendsCurrentStateThenChanges(t *testing.T) {
 			return st
 		case <-time.After(10 * time.Second):
 			t.Fatal("no state sent")
-			return RoleState{}
+			return rolestate.State{}
 		}
 	}
 	assert.Equal(t, []codec.MemberID{"a"}, members(recvState().Candidates), "the state as of the catch-up comes first")

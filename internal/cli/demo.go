@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/krabka/krole/rolestate"
 	"io"
 	"os"
 	"os/exec"
@@ -158,8 +159,8 @@ type demo struct {
 	members []*demoMember    // every member started, live or not
 	exited  chan *demoMember // members that exited unasked
 
-	states <-chan view.RoleState // the role as the demo's view follows it
-	state  view.RoleState        // the latest of states
+	states <-chan rolestate.State // the role as the demo's view follows it
+	state  rolestate.State        // the latest of states
 }
 
 // demoMember is one `krole run` process of the demo.
@@ -220,13 +221,13 @@ func (d *demo) run(listen string, fallback, keep bool) error {
 		if err != nil {
 			return err
 		}
-		if _, _, err := d.await(fmt.Sprintf("%s to join the queue", name), 20*time.Second, func(st view.RoleState) bool {
+		if _, _, err := d.await(fmt.Sprintf("%s to join the queue", name), 20*time.Second, func(st rolestate.State) bool {
 			return st.Rank(name) >= 0
 		}); err != nil {
 			return err
 		}
 		if i == 0 {
-			st, _, err := d.await(fmt.Sprintf("%s to take the role", name), 20*time.Second, func(st view.RoleState) bool {
+			st, _, err := d.await(fmt.Sprintf("%s to take the role", name), 20*time.Second, func(st rolestate.State) bool {
 				return st.Lease != nil && !st.Lease.Released() && st.Lease.Member == m.name
 			})
 			if err != nil {
@@ -264,7 +265,7 @@ func (d *demo) run(listen string, fallback, keep bool) error {
 	}
 	<-holder.child.Done()
 	d.checkCmdGone(holder.name, cmdPid)
-	st, at, err := d.await("a new holder after the SIGKILL", 3*d.settings.LeaseDuration+20*time.Second, func(st view.RoleState) bool {
+	st, at, err := d.await("a new holder after the SIGKILL", 3*d.settings.LeaseDuration+20*time.Second, func(st rolestate.State) bool {
 		return st.Lease != nil && !st.Lease.Released() && st.Lease.Member != holder.name && st.Lease.Token.Newer(old.Token)
 	})
 	if err != nil {
@@ -278,7 +279,7 @@ func (d *demo) run(listen string, fallback, keep bool) error {
 		st.Lease.Member, d.role, round(at.Sub(killed)), st.Lease.Token, holder.name, old.Token)
 	d.detail("The epoch went up: the brokers now refuse every transactional write under %s.", old.Token)
 	// The winner deregisters the dead holder right after its lease write.
-	if _, _, err := d.await("the dead holder to leave the queue", time.Second, func(st view.RoleState) bool {
+	if _, _, err := d.await("the dead holder to leave the queue", time.Second, func(st rolestate.State) bool {
 		return st.Rank(holder.name) < 0
 	}); err == nil {
 		d.detail("%s also took %s out of the queue: the winner prunes a holder whose lease ran out.", st.Lease.Member, holder.name)
@@ -304,7 +305,7 @@ func (d *demo) run(listen string, fallback, keep bool) error {
 	if err := syscall.Kill(newHolder.child.Pid(), syscall.SIGTERM); err != nil {
 		return fmt.Errorf("signalling %s (pid %d): %w", newHolder.name, newHolder.child.Pid(), err)
 	}
-	st, at, err = d.await("a new holder after the resignation", d.settings.LeaseDuration+20*time.Second, func(st view.RoleState) bool {
+	st, at, err = d.await("a new holder after the resignation", d.settings.LeaseDuration+20*time.Second, func(st rolestate.State) bool {
 		return st.Lease != nil && !st.Lease.Released() && st.Lease.Member != newHolder.name && st.Lease.Token.Newer(old.Token)
 	})
 	if err != nil {
@@ -321,7 +322,7 @@ func (d *demo) run(listen string, fallback, keep bool) error {
 		st.Lease.Member, d.role, round(handover), st.Lease.Token, newHolder.name, old.Token)
 	d.detail("%s exited with code %d.", newHolder.name, newHolder.child.ExitCode())
 	// Its deregistration follows its released lease.
-	if _, _, err := d.await("the resigned holder to leave the queue", 2*time.Second, func(st view.RoleState) bool {
+	if _, _, err := d.await("the resigned holder to leave the queue", 2*time.Second, func(st rolestate.State) bool {
 		return st.Rank(newHolder.name) < 0
 	}); errors.Is(err, errDemoInterrupted) {
 		return err
@@ -395,7 +396,7 @@ func (d *demo) follow(cfg fencing.Config) error {
 		return explainRunError(cfg, err)
 	}
 	d.states = v.Follow(ctx, d.role)
-	d.state = view.RoleState{Role: d.role, LeaseOffset: -1}
+	d.state = rolestate.State{Role: d.role, LeaseOffset: -1}
 	return nil
 }
 
@@ -530,7 +531,7 @@ func demoInvocation(exe string) string {
 // satisfies ok, and returns it with the time the view showed it. It fails
 // when a member exits unasked, when timeout passes, and when the demo is
 // interrupted.
-func (d *demo) await(what string, timeout time.Duration, ok func(view.RoleState) bool) (view.RoleState, time.Time, error) {
+func (d *demo) await(what string, timeout time.Duration, ok func(rolestate.State) bool) (rolestate.State, time.Time, error) {
 	if ok(d.state) {
 		return d.state, time.Now(), nil
 	}
@@ -662,7 +663,7 @@ func (d *demo) keep() error {
 		if _, err := d.startMember(name); err != nil {
 			return err
 		}
-		if _, _, err := d.await(fmt.Sprintf("%s to join the queue", name), 20*time.Second, func(st view.RoleState) bool {
+		if _, _, err := d.await(fmt.Sprintf("%s to join the queue", name), 20*time.Second, func(st rolestate.State) bool {
 			return st.Rank(name) >= 0
 		}); err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/krabka/krole/rolestate"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +25,6 @@ import (
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/testcluster"
-	"github.com/krabka/krole/view"
 )
 
 // schedulingSlack is added to the bounds on failover that the tests
@@ -67,7 +67,7 @@ func TestRunProcesses(t *testing.T) {
 		// Members join one at a time: each is a candidate before the next
 		// starts (see TestRunMembersStartTogether for why).
 		require.Eventually(t, func() bool {
-			st := view.Fold(role, readRole(t, c.Config, role))
+			st := rolestate.Fold(role, readRole(t, c.Config, role))
 			return st.Rank(codec.MemberID(member)) >= 0
 		}, 20*time.Second, 20*time.Millisecond, "%s never registered; stderr:\n%s", member, p.stderr())
 		return p

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/krabka/krole/rolestate"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -141,7 +142,7 @@ func TestRunCommandExitCode(t *testing.T) {
 			require.NotNil(t, last)
 			assert.True(t, last.Released(), "%+v", last)
 			assert.Equal(t, token, last.Token.String())
-			assert.Empty(t, view.Fold(codec.Role(role), recs).Candidates)
+			assert.Empty(t, rolestate.Fold(codec.Role(role), recs).Candidates)
 		})
 	}
 }
@@ -212,7 +213,7 @@ func TestRunMembersInProcess(t *testing.T) {
 		h.start(id)
 		require.Eventually(t, func() bool {
 			cs, err := h.v.Candidates(context.Background(), h.role)
-			return err == nil && slices.ContainsFunc(cs, func(c view.Candidate) bool { return c.Member == id })
+			return err == nil && slices.ContainsFunc(cs, func(c rolestate.Candidate) bool { return c.Member == id })
 		}, 10*time.Second, 10*time.Millisecond, "%s never showed as a candidate", id)
 	}
 

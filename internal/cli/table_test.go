@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"github.com/krabka/krole/rolestate"
 	"io"
 	"strings"
 	"testing"
@@ -15,7 +16,6 @@ import (
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/server"
 	"github.com/krabka/krole/internal/testcluster"
-	"github.com/krabka/krole/view"
 )
 
 // fixtureRoles writes: db with a lease of m1 and candidates m1, m2; cron
@@ -75,7 +75,7 @@ func TestTableJSON(t *testing.T) {
 	for i, m := range []codec.MemberID{"m1", "m2"} {
 		cand := rows[1]["candidates"].([]any)[i].(map[string]any)
 		assert.ElementsMatch(t, []string{"member", "offset", "registered_at", "rank"}, keys(cand))
-		assert.Equal(t, view.Candidate{Member: m, Offset: offs[i], RegisteredAt: db.Candidates[i].RegisteredAt, Rank: i}, db.Candidates[i], "rank order")
+		assert.Equal(t, rolestate.Candidate{Member: m, Offset: offs[i], RegisteredAt: db.Candidates[i].RegisteredAt, Rank: i}, db.Candidates[i], "rank order")
 		assert.InDelta(t, time.Now().UnixMilli(), db.Candidates[i].RegisteredAt, float64(time.Hour.Milliseconds()))
 	}
 
@@ -223,7 +223,7 @@ func TestTableWatchPipe(t *testing.T) {
 	assert.Equal(t, codec.Role("db"), first.Role)
 	require.NotNil(t, first.Holder)
 	assert.Equal(t, l.Token, first.Holder.Token)
-	assert.Equal(t, server.Row{Role: "fresh", Candidates: []view.Candidate{}}, second, "a named role the table does not have")
+	assert.Equal(t, server.Row{Role: "fresh", Candidates: []rolestate.Candidate{}}, second, "a named role the table does not have")
 
 	// Changes of other roles do not show; db's new holder does, then its
 	// lease running out.
@@ -234,7 +234,7 @@ func TestTableWatchPipe(t *testing.T) {
 	assert.Equal(t, &server.Holder{Member: "m2", Token: l2.Token, GrantedAt: l2.GrantedAt, Deadline: l2.Deadline}, r.Holder)
 	off := m.Register("fresh", "f1")
 	r = rowOf(t, b.line("fresh's first candidate"))
-	assert.Equal(t, server.Row{Role: "fresh", Candidates: []view.Candidate{{Member: "f1", Offset: off, RegisteredAt: r.Candidates[0].RegisteredAt}}}, r)
+	assert.Equal(t, server.Row{Role: "fresh", Candidates: []rolestate.Candidate{{Member: "f1", Offset: off, RegisteredAt: r.Candidates[0].RegisteredAt}}}, r)
 	r = rowOf(t, b.line("db's lease runs out"))
 	assert.Equal(t, codec.Role("db"), r.Role)
 	require.NotNil(t, r.Holder)
@@ -282,12 +282,12 @@ func TestWatchTerminal(t *testing.T) {
 
 	lease := &server.Holder{Member: "m1", Token: codec.Token{ProducerID: 7, Epoch: 1}, GrantedAt: 990_000, Deadline: 1_030_000}
 	ch <- []server.Row{
-		{Role: "a", Candidates: []view.Candidate{{Member: "c1"}}},
-		{Role: "b", Holder: lease, Candidates: []view.Candidate{{Member: "m1"}, {Member: "m2", Rank: 1}}},
-		{Role: "named", Candidates: []view.Candidate{}},
+		{Role: "a", Candidates: []rolestate.Candidate{{Member: "c1"}}},
+		{Role: "b", Holder: lease, Candidates: []rolestate.Candidate{{Member: "m1"}, {Member: "m2", Rank: 1}}},
+		{Role: "named", Candidates: []rolestate.Candidate{}},
 	}
-	ch <- []server.Row{{Role: "a", Candidates: []view.Candidate{}}}      // a leaves
-	ch <- []server.Row{{Role: "0first", Candidates: []view.Candidate{}}} // never shown
+	ch <- []server.Row{{Role: "a", Candidates: []rolestate.Candidate{}}}      // a leaves
+	ch <- []server.Row{{Role: "0first", Candidates: []rolestate.Candidate{}}} // never shown
 	close(ch)
 	require.NoError(t, <-done)
 

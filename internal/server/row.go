@@ -1,10 +1,10 @@
 package server
 
 import (
+	"github.com/krabka/krole/rolestate"
 	"time"
 
 	"github.com/krabka/krole/codec"
-	"github.com/krabka/krole/view"
 )
 
 // Row is one role as `krole table -o json`, GET /v1/roles and the watch
@@ -16,9 +16,9 @@ import (
 //
 // Times are Unix milliseconds. Candidates are in rank order and never null.
 type Row struct {
-	Role       codec.Role       `json:"role"`
-	Holder     *Holder          `json:"holder"`
-	Candidates []view.Candidate `json:"candidates"`
+	Role       codec.Role            `json:"role"`
+	Holder     *Holder               `json:"holder"`
+	Candidates []rolestate.Candidate `json:"candidates"`
 }
 
 // Holder is the latest lease of a role. Expired is computed when the row
@@ -43,8 +43,8 @@ func (h *Holder) lease() codec.Lease {
 
 // NewRow returns st as a [Row], its lease's expiry judged at now. It copies
 // what it keeps: the row shares nothing with st.
-func NewRow(st view.RoleState, now time.Time) Row {
-	r := Row{Role: st.Role, Candidates: make([]view.Candidate, len(st.Candidates))}
+func NewRow(st rolestate.State, now time.Time) Row {
+	r := Row{Role: st.Role, Candidates: make([]rolestate.Candidate, len(st.Candidates))}
 	copy(r.Candidates, st.Candidates)
 	if l := st.Lease; l != nil {
 		r.Holder = &Holder{

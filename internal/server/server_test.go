@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/krabka/krole/rolestate"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -27,7 +28,7 @@ import (
 // changes are applied to the roles and handed to every watcher.
 type fakeTable struct {
 	mu       sync.Mutex
-	roles    map[codec.Role]view.RoleState
+	roles    map[codec.Role]rolestate.State
 	err      error
 	caughtUp bool
 	watchers []*fakeWatcher
@@ -40,26 +41,26 @@ type fakeWatcher struct {
 	ctx   context.Context
 }
 
-func (f *fakeTable) Lookup(_ context.Context, role codec.Role) (view.RoleState, bool, error) {
+func (f *fakeTable) Lookup(_ context.Context, role codec.Role) (rolestate.State, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
-		return view.RoleState{Role: role, LeaseOffset: -1}, false, f.err
+		return rolestate.State{Role: role, LeaseOffset: -1}, false, f.err
 	}
 	st, ok := f.roles[role]
 	if !ok {
-		return view.RoleState{Role: role, LeaseOffset: -1}, false, nil
+		return rolestate.State{Role: role, LeaseOffset: -1}, false, nil
 	}
 	return st.Clone(), true, nil
 }
 
-func (f *fakeTable) Snapshot(context.Context) ([]view.RoleState, error) {
+func (f *fakeTable) Snapshot(context.Context) ([]rolestate.State, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
 		return nil, f.err
 	}
-	out := []view.RoleState{}
+	out := []rolestate.State{}
 	for _, st := range f.roles {
 		out = append(out, st.Clone())
 	}
@@ -102,7 +103,7 @@ func (f *fakeTable) Watch(ctx context.Context, roles ...codec.Role) <-chan view.
 }
 
 // set makes st the role's state and hands the change to the watchers.
-func (f *fakeTable) set(st view.RoleState) {
+func (f *fakeTable) set(st rolestate.State) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	before := f.roles[st.Role]
@@ -137,11 +138,11 @@ func fixture() *fakeTable {
 	l, l2 := dbLease, codec.Lease{Member: "x", Token: codec.Token{ProducerID: 4, Epoch: 0}, GrantedAt: 1000, Deadline: 1100}
 	return &fakeTable{
 		caughtUp: true,
-		roles: map[codec.Role]view.RoleState{
-			"db": {Role: "db", Lease: &l, LeaseOffset: 4, Candidates: []view.Candidate{
+		roles: map[codec.Role]rolestate.State{
+			"db": {Role: "db", Lease: &l, LeaseOffset: 4, Candidates: []rolestate.Candidate{
 				{Member: "a", Offset: 1, RegisteredAt: 900, Rank: 0}, {Member: "b", Offset: 3, RegisteredAt: 950, Rank: 1}}},
 			"cron":  {Role: "cron", Lease: &l2, LeaseOffset: 7},
-			"queue": {Role: "queue", LeaseOffset: -1, Candidates: []view.Candidate{{Member: "q", Offset: 2, RegisteredAt: 990}}},
+			"queue": {Role: "queue", LeaseOffset: -1, Candidates: []rolestate.Candidate{{Member: "q", Offset: 2, RegisteredAt: 990}}},
 		},
 	}
 }
@@ -202,11 +203,11 @@ func TestExpiredIsJudgedAtRequestTime(t *testing.T) {
 }
 
 func TestReleasedLeaseIsExpired(t *testing.T) {
-	r := NewRow(view.RoleState{Role: "db", Lease: new(codec.ReleaseLease("a", codec.Token{ProducerID: 1}))}, time.UnixMilli(0))
+	r := NewRow(rolestate.State{Role: "db", Lease: new(codec.ReleaseLease("a", codec.Token{ProducerID: 1}))}, time.UnixMilli(0))
 	require.NotNil(t, r.Holder)
 	assert.True(t, r.Holder.Expired, "a release is expired under every clock")
 	assert.True(t, r.Holder.Released())
-	assert.Equal(t, []view.Candidate{}, r.Candidates, "never null")
+	assert.Equal(t, []rolestate.Candidate{}, r.Candidates, "never null")
 }
 
 func TestRoleErrors(t *testing.T) {
@@ -393,20 +394,20 @@ func TestWatchRole(t *testing.T) {
 	assert.Len(t, first.Candidates, 2)
 
 	// A change of another role is not sent; one of db is.
-	f.set(view.RoleState{Role: "queue", LeaseOffset: -1})
+	f.set(rolestate.State{Role: "queue", LeaseOffset: -1})
 	l := codec.Lease{Member: "b", Token: codec.Token{ProducerID: 9, Epoch: 3}, GrantedAt: 1400, Deadline: 9000}
-	f.set(view.RoleState{Role: "db", Lease: &l, LeaseOffset: 8, Candidates: []view.Candidate{{Member: "b", Offset: 3, RegisteredAt: 950}}})
+	f.set(rolestate.State{Role: "db", Lease: &l, LeaseOffset: 8, Candidates: []rolestate.Candidate{{Member: "b", Offset: 3, RegisteredAt: 950}}})
 	next := s.row()
 	assert.Equal(t, codec.Role("db"), next.Role)
 	assert.Equal(t, &Holder{Member: "b", Token: l.Token, GrantedAt: 1400, Deadline: 9000}, next.Holder)
-	assert.Equal(t, []view.Candidate{{Member: "b", Offset: 3, RegisteredAt: 950}}, next.Candidates)
+	assert.Equal(t, []rolestate.Candidate{{Member: "b", Offset: 3, RegisteredAt: 950}}, next.Candidates)
 
 	// A role the table does not have: an empty row first, then its rows.
 	s2, _ := openSSE(t, ctx, srv.URL+"/v1/roles/newrole/watch")
 	<-f.watched
-	assert.Equal(t, Row{Role: "newrole", Candidates: []view.Candidate{}}, s2.row())
-	f.set(view.RoleState{Role: "newrole", LeaseOffset: -1, Candidates: []view.Candidate{{Member: "n", Offset: 1}}})
-	assert.Equal(t, Row{Role: "newrole", Candidates: []view.Candidate{{Member: "n", Offset: 1}}}, s2.row())
+	assert.Equal(t, Row{Role: "newrole", Candidates: []rolestate.Candidate{}}, s2.row())
+	f.set(rolestate.State{Role: "newrole", LeaseOffset: -1, Candidates: []rolestate.Candidate{{Member: "n", Offset: 1}}})
+	assert.Equal(t, Row{Role: "newrole", Candidates: []rolestate.Candidate{{Member: "n", Offset: 1}}}, s2.row())
 
 	resp2 := get(t, newHandler(t, f, Options{}), "/v1/roles/no%2Fsuch/watch")
 	assert.Equal(t, http.StatusBadRequest, resp2.Code)
@@ -437,8 +438,8 @@ func TestWatchAllWithHeartbeats(t *testing.T) {
 		}
 	}
 	// A role that loses its last record shows as an empty row.
-	f.set(view.RoleState{Role: "queue", LeaseOffset: -1})
-	assert.Equal(t, Row{Role: "queue", Candidates: []view.Candidate{}}, s.row())
+	f.set(rolestate.State{Role: "queue", LeaseOffset: -1})
+	assert.Equal(t, Row{Role: "queue", Candidates: []rolestate.Candidate{}}, s.row())
 
 	// ?role= filters, and accepts a comma-separated list.
 	s2, _ := openSSE(t, ctx, srv.URL+"/v1/watch?role=db,cron")
@@ -478,11 +479,11 @@ type gatedTable struct {
 	open chan struct{}
 }
 
-func (g *gatedTable) Lookup(ctx context.Context, role codec.Role) (view.RoleState, bool, error) {
+func (g *gatedTable) Lookup(ctx context.Context, role codec.Role) (rolestate.State, bool, error) {
 	select {
 	case <-g.open:
 	case <-ctx.Done():
-		return view.RoleState{}, false, fmt.Errorf("%w: %w", view.ErrNotCaughtUp, ctx.Err())
+		return rolestate.State{}, false, fmt.Errorf("%w: %w", view.ErrNotCaughtUp, ctx.Err())
 	}
 	return g.fakeTable.Lookup(ctx, role)
 }

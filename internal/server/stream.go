@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"github.com/krabka/krole/rolestate"
 	"slices"
 	"time"
 
@@ -12,8 +13,8 @@ import (
 
 // Lookuper is what [Rows] and [Follow] read: *view.View implements it.
 type Lookuper interface {
-	Lookup(ctx context.Context, role codec.Role) (view.RoleState, bool, error)
-	Snapshot(ctx context.Context) ([]view.RoleState, error)
+	Lookup(ctx context.Context, role codec.Role) (rolestate.State, bool, error)
+	Snapshot(ctx context.Context) ([]rolestate.State, error)
 	Watch(ctx context.Context, roles ...codec.Role) <-chan view.Change
 }
 
@@ -39,14 +40,14 @@ func Rows(ctx context.Context, t Lookuper, now func() time.Time, roles ...codec.
 
 // states reads the named roles (sorted, deduplicated) or, with none, the
 // whole table.
-func states(ctx context.Context, t Lookuper, roles []codec.Role) ([]view.RoleState, error) {
+func states(ctx context.Context, t Lookuper, roles []codec.Role) ([]rolestate.State, error) {
 	if len(roles) == 0 {
 		return t.Snapshot(ctx)
 	}
 	roles = slices.Clone(roles)
 	slices.Sort(roles)
 	roles = slices.Compact(roles)
-	out := make([]view.RoleState, 0, len(roles))
+	out := make([]rolestate.State, 0, len(roles))
 	for _, r := range roles {
 		st, _, err := t.Lookup(ctx, r)
 		if err != nil {
@@ -120,8 +121,8 @@ func follow(ctx context.Context, t Lookuper, now func() time.Time, roles []codec
 	}
 	// live holds the roles whose row showed a lease not yet expired, to
 	// show them again when the lease runs out.
-	live := map[codec.Role]view.RoleState{}
-	send := func(sts ...view.RoleState) bool {
+	live := map[codec.Role]rolestate.State{}
+	send := func(sts ...rolestate.State) bool {
 		at := now()
 		rows := make([]Row, 0, len(sts))
 		for _, st := range sts {
@@ -162,13 +163,13 @@ func follow(ctx context.Context, t Lookuper, now func() time.Time, roles []codec
 			}
 		case <-timer.C:
 			at := now().UnixMilli()
-			var expired []view.RoleState
+			var expired []rolestate.State
 			for _, st := range live {
 				if st.Lease.Expired(at) {
 					expired = append(expired, st)
 				}
 			}
-			slices.SortFunc(expired, func(a, b view.RoleState) int { return cmp.Compare(a.Role, b.Role) })
+			slices.SortFunc(expired, func(a, b rolestate.State) int { return cmp.Compare(a.Role, b.Role) })
 			for _, st := range expired {
 				if !send(st) {
 					return nil
@@ -184,7 +185,7 @@ const minRearm = 10 * time.Millisecond
 
 // untilNextExpiry is how long until the earliest deadline in live (an
 // hour when there is none).
-func untilNextExpiry(live map[codec.Role]view.RoleState, now time.Time) time.Duration {
+func untilNextExpiry(live map[codec.Role]rolestate.State, now time.Time) time.Duration {
 	next := time.Hour
 	for _, st := range live {
 		if d := time.UnixMilli(st.Lease.Deadline).Sub(now); d < next {

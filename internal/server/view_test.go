@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"github.com/krabka/krole/rolestate"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -89,8 +90,8 @@ func TestOverARealView(t *testing.T) {
 	svc := rows[2]
 	assert.Equal(t, &Holder{Member: "m1", Token: l.Token, GrantedAt: l.GrantedAt, Deadline: l.Deadline}, svc.Holder)
 	require.Len(t, svc.Candidates, 2)
-	assert.Equal(t, view.Candidate{Member: "m1", Offset: off1, RegisteredAt: svc.Candidates[0].RegisteredAt, Rank: 0}, svc.Candidates[0])
-	assert.Equal(t, view.Candidate{Member: "m2", Offset: off2, RegisteredAt: svc.Candidates[1].RegisteredAt, Rank: 1}, svc.Candidates[1])
+	assert.Equal(t, rolestate.Candidate{Member: "m1", Offset: off1, RegisteredAt: svc.Candidates[0].RegisteredAt, Rank: 0}, svc.Candidates[0])
+	assert.Equal(t, rolestate.Candidate{Member: "m2", Offset: off2, RegisteredAt: svc.Candidates[1].RegisteredAt, Rank: 1}, svc.Candidates[1])
 
 	assert.Equal(t, http.StatusNotFound, get(t, h, "/v1/roles/nobody").Code)
 

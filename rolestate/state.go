@@ -1,11 +1,23 @@
-package view
+package rolestate
 
 import (
 	"sort"
 
 	"github.com/krabka/krole/codec"
-	"github.com/krabka/krole/fencing"
 )
+
+// Record is one record of a role's partition: its offset, decoded key and
+// decoded value (a tombstone has a zero Record). fencing.RoleRecord is
+// this type.
+//
+// The offset is the join sequence of a registration, because compaction
+// keeps the offset of every record it retains. The succession rules rank
+// candidates on it.
+type Record struct {
+	Offset int64        // the record's offset in the role's partition
+	Key    codec.Key    // the decoded key
+	Record codec.Record // the decoded value; zero for a tombstone
+}
 
 // Candidate is a registered member of a role, ranked by the offset of its
 // registration: rank 0 joined first.
@@ -24,20 +36,20 @@ type Candidate struct {
 	RegisteredAt int64 `json:"registered_at"`
 
 	// Rank is the candidate's place among the role's candidates, 0 first.
-	// The lookups, Fold and Rerank fill it in; it is not stored.
+	// The view's lookups and Fold fill it in; it is not stored.
 	Rank int `json:"rank"`
 }
 
-// RoleState is one role as the role topic says it is: its latest lease (nil
+// State is one role as the role topic says it is: its latest lease (nil
 // when none was ever written) and its candidates in rank order.
-type RoleState struct {
+type State struct {
 	// Role is the role's name.
 	Role codec.Role `json:"role"`
 
 	// Lease is the role's latest lease record as written, nil when there is
 	// none (never written, or deleted by a lease tombstone). It may have
 	// expired, or be a release (see [codec.Lease.Released]): use
-	// [RoleState.Holder] to ask whether it holds at a given time.
+	// [State.Holder] to ask whether it holds at a given time.
 	Lease *codec.Lease `json:"lease"`
 
 	// LeaseOffset is the offset of Lease's record; -1 when Lease is nil.
@@ -51,7 +63,7 @@ type RoleState struct {
 // Holder returns the lease and true when a lease exists and has not expired
 // at nowMS (Unix ms). It is what the table believes, not what the broker
 // enforces: only the broker's fence is authoritative.
-func (s RoleState) Holder(nowMS int64) (codec.Lease, bool) {
+func (s State) Holder(nowMS int64) (codec.Lease, bool) {
 	if s.Lease == nil || s.Lease.Expired(nowMS) {
 		return codec.Lease{}, false
 	}
@@ -60,7 +72,7 @@ func (s RoleState) Holder(nowMS int64) (codec.Lease, bool) {
 
 // Rank returns member's rank among the candidates, or -1 when it is not a
 // candidate.
-func (s RoleState) Rank(member codec.MemberID) int {
+func (s State) Rank(member codec.MemberID) int {
 	for i, c := range s.Candidates {
 		if c.Member == member {
 			return i
@@ -70,7 +82,7 @@ func (s RoleState) Rank(member codec.MemberID) int {
 }
 
 // Clone returns a deep copy, safe to hand to another goroutine.
-func (s RoleState) Clone() RoleState {
+func (s State) Clone() State {
 	c := s
 	if s.Lease != nil {
 		l := *s.Lease
@@ -82,9 +94,9 @@ func (s RoleState) Clone() RoleState {
 
 // Fold applies records of one role, in offset order, to an empty state and
 // returns the result: the same answer the view keeps incrementally. The
-// succession rules use it on [fencing.Transport.ReadRoleRecords].
-func Fold(role codec.Role, records []fencing.RoleRecord) RoleState {
-	s := RoleState{Role: role, LeaseOffset: -1}
+// succession rules use it on fencing.Transport.ReadRoleRecords.
+func Fold(role codec.Role, records []Record) State {
+	s := State{Role: role, LeaseOffset: -1}
 	regs := map[codec.MemberID]Candidate{}
 	for _, r := range records {
 		if r.Key.Role != role {
@@ -109,14 +121,9 @@ func Fold(role codec.Role, records []fencing.RoleRecord) RoleState {
 	for _, c := range regs {
 		s.Candidates = append(s.Candidates, c)
 	}
-	Rerank(s.Candidates)
-	return s
-}
-
-// Rerank sorts candidates by offset and renumbers their ranks.
-func Rerank(cs []Candidate) {
-	sort.Slice(cs, func(i, j int) bool { return cs[i].Offset < cs[j].Offset })
-	for i := range cs {
-		cs[i].Rank = i
+	sort.Slice(s.Candidates, func(i, j int) bool { return s.Candidates[i].Offset < s.Candidates[j].Offset })
+	for i := range s.Candidates {
+		s.Candidates[i].Rank = i
 	}
+	return s
 }
