@@ -21,6 +21,15 @@ var (
 	// it has minted a newer one since, or it forgot the token when a
 	// write under it was fenced. No request is sent.
 	ErrNotHeld = errors.New("not held")
+	// ErrUnknownOutcome: a request of a transaction under the token got
+	// no definite answer (a timeout, a lost connection), so what it wrote
+	// may still reach the broker later. The transport retires the token
+	// at once: no request follows under its epoch (calls with it return
+	// ErrNotHeld from then on), and what the transaction wrote is aborted
+	// when the next epoch of the role is minted or the transaction times
+	// out, never committed. The holding that the token identifies is
+	// over; the caller must stop acting as holder, as for ErrFenced.
+	ErrUnknownOutcome = errors.New("unknown outcome")
 	// ErrProducer: the cluster refused a produce or transaction request
 	// for a reason other than a fence.
 	ErrProducer = errors.New("producer")
@@ -36,7 +45,7 @@ var (
 // sentinels above; Err is the cause and is returned by Unwrap. Match the
 // kind with errors.Is, and reach the fields with errors.As.
 type Error struct {
-	Kind error      // ErrFenced, ErrNotHeld, ErrProducer, ErrClient, ErrAdmin, ErrRecord
+	Kind error      // ErrFenced, ErrNotHeld, ErrUnknownOutcome, ErrProducer, ErrClient, ErrAdmin, ErrRecord
 	Role codec.Role // the role of the call; empty when the call names none
 	Err  error      // the cause (a sarama or broker error), or nil
 }

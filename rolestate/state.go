@@ -127,3 +127,17 @@ func Fold(role codec.Role, records []Record) State {
 	}
 	return s
 }
+
+// Confirmed is a role's state read after a confirmation that the reader
+// has caught up with the role's partition (processor.Source's Confirm):
+// every record committed when the confirmation started is in State.
+type Confirmed struct {
+	// State is the role's state, current as of the confirmation.
+	State State
+	// OpenProducerID is the producer id of the transaction that holds the
+	// partition's last stable offset below its high watermark (an open
+	// transaction, which read_committed readers cannot read past until it
+	// ends), or -1 when none does. A reader cannot tell what happened to
+	// the role after that transaction began.
+	OpenProducerID int64
+}
