@@ -2,6 +2,7 @@ package rolestate
 
 import (
 	"sort"
+	"time"
 
 	"github.com/krabka/krole/codec"
 )
@@ -54,6 +55,12 @@ type State struct {
 
 	// LeaseOffset is the offset of Lease's record; -1 when Lease is nil.
 	LeaseOffset int64 `json:"lease_offset"`
+
+	// LeaseSeenAt is when the reader that built this state first saw
+	// Lease's record, on the reader's own clock; zero when it does not
+	// say. Time left on a lease, as an observer judges it, runs from here
+	// (see [LeaseSpan]), never from the holder's wall-clock deadline.
+	LeaseSeenAt time.Time `json:"-"`
 
 	// Candidates are the role's registered members in rank order, Rank
 	// filled in; nil when there are none.
@@ -140,4 +147,22 @@ type Confirmed struct {
 	// ends), or -1 when none does. A reader cannot tell what happened to
 	// the role after that transaction began.
 	OpenProducerID int64
+}
+
+// MaxLeaseSpan is the longest span an observer credits a lease with: a
+// lease whose Deadline - GrantedAt is longer counts as this long, so a
+// record written with a deadline far ahead cannot keep a role unheld for
+// longer.
+const MaxLeaseSpan = 10 * time.Minute
+
+// LeaseSpan returns the time l grants its holder as an observer counts
+// it: Deadline - GrantedAt, capped at [MaxLeaseSpan]; 0 for a release or
+// a lease that grants nothing. It reads no clock: the span is the
+// difference of two readings of the writer's clock, so a writer's clock
+// offset does not change it.
+func LeaseSpan(l codec.Lease) time.Duration {
+	if l.Released() || l.Deadline <= l.GrantedAt {
+		return 0
+	}
+	return min(time.Duration(l.Deadline-l.GrantedAt)*time.Millisecond, MaxLeaseSpan)
 }
