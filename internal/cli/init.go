@@ -87,17 +87,11 @@ func runInit(c *ucli.Context) error {
 	if len(md[0].Partitions) > 0 {
 		res.ReplicationFactor = len(md[0].Partitions[0].Replicas)
 	}
-	entries, err := admin.DescribeConfig(sarama.ConfigResource{
-		Type: sarama.TopicResource, Name: cfg.Topic, ConfigNames: []string{"cleanup.policy"},
-	})
+	conf, err := devcluster.TopicConfigs(admin, cfg.Topic, "cleanup.policy")
 	if err != nil {
 		return fmt.Errorf("reading the configuration of topic %s: %w", cfg.Topic, err)
 	}
-	for _, e := range entries {
-		if e.Name == "cleanup.policy" {
-			res.CleanupPolicy = e.Value
-		}
-	}
+	res.CleanupPolicy = conf["cleanup.policy"]
 	policies := strings.Split(res.CleanupPolicy, ",")
 	compact, del := false, false
 	for _, p := range policies {

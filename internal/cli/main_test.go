@@ -15,5 +15,5 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == supervise.WatchdogCommand {
 		os.Exit(supervise.Watchdog(os.Args[2:])) // krole run's watchdog under test
 	}
-	testcluster.VerifyNoLeaks(m, "krabka/krole", "IBM/sarama", "pkg/kfake")
+	testcluster.VerifyNoLeaks(m)
 }

@@ -203,3 +203,26 @@ func CreateNewTopic(ctx context.Context, cfg fencing.Config, spec TopicSpec) err
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TopicConfigs returns the configuration entries of topic, by name, as
+// admin's DescribeConfigs reports them; names, when given, limit the
+// entries asked for. A topic the cluster does not know is an error.
+func TopicConfigs(admin sarama.ClusterAdmin, topic string, names ...string) (map[string]string, error) {
+	res, err := admin.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: topic, ConfigNames: names}}, sarama.DescribeConfigsOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, r := range res {
+		if r.Name != topic {
+			continue
+		}
+		if r.ErrorCode != sarama.ErrNoError {
+			return nil, &sarama.DescribeConfigError{Err: r.ErrorCode, ErrMsg: r.ErrorMsg}
+		}
+		for _, e := range r.Configs {
+			out[e.Name] = e.Value
+		}
+	}
+	return out, nil
+}

@@ -20,7 +20,7 @@ import (
 // TestMain fails the run when a goroutine of the server, the view or sarama
 // outlives the tests (sarama's process-wide metrics ticker is allowed).
 func TestMain(m *testing.M) {
-	testcluster.VerifyNoLeaks(m, "krabka/krole", "lovoo/goka", "IBM/sarama")
+	testcluster.VerifyNoLeaks(m)
 }
 
 // runView starts a view of c's role topic, stopped (and Run's result

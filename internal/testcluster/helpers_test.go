@@ -3,6 +3,7 @@ package testcluster
 import (
 	"context"
 	"errors"
+	"go.uber.org/goleak"
 	"runtime"
 	"strings"
 	"testing"
@@ -46,15 +47,13 @@ func cleanupPolicy(t *testing.T, c *Cluster, topic string) string {
 	admin, err := sarama.NewClusterAdmin(c.Config.Brokers, c.Sarama(t))
 	require.NoError(t, err)
 	defer admin.Close()
-	entries, err := admin.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: topic})
+	conf, err := devcluster.TopicConfigs(admin, topic)
 	require.NoError(t, err)
-	for _, e := range entries {
-		if e.Name == "cleanup.policy" {
-			return e.Value
-		}
+	v, ok := conf["cleanup.policy"]
+	if !ok {
+		t.Fatalf("no cleanup.policy in the config of %s", topic)
 	}
-	t.Fatalf("no cleanup.policy in the config of %s", topic)
-	return ""
+	return v
 }
 
 // Topic creates a fresh application topic, and fails on a name in use;
@@ -178,16 +177,20 @@ func leakyWait(started, release chan struct{}) {
 	<-release
 }
 
-func TestLeakedGoroutines(t *testing.T) {
+// The options the leak checks run with must not hide a goroutine of the
+// code under test.
+func TestLeakOptionsFindALeak(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
 	go leakyWait(started, release)
 	<-started // a goroutine not yet running shows only its go statement's wrapper
-	pkgs := []string{"testcluster.leakyWait"}
-	leaked := leakedGoroutines(100*time.Millisecond, pkgs)
-	assert.Contains(t, leaked, "testcluster.leakyWait")
+	err := goleak.Find(LeakOptions()...)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "testcluster.leakyWait")
 	close(release)
-	assert.Empty(t, leakedGoroutines(5*time.Second, pkgs))
-	assert.Empty(t, leakedGoroutines(0, []string{"testcluster.leakedGoroutines"}), "the calling goroutine does not count")
+	// Other tests of the package may still be running: only ours counts.
+	if err := goleak.Find(LeakOptions()...); err != nil {
+		assert.NotContains(t, err.Error(), "testcluster.leakyWait")
+	}
 }
 
 func TestSyncBuffer(t *testing.T) {
