@@ -22,6 +22,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/election"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/supervise"
 	"github.com/krabka/krole/processor"
@@ -105,10 +106,6 @@ func runRun(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	// A lease write left open by a crash holds back the readers of the
-	// role's partition until the coordinator aborts it: keep that within
-	// what the settings allow for (see processor.Settings).
-	cfg.TxnTimeout = settings.TransactionTimeout
 	path, cmdArgs := args[1], args[2:]
 	if _, err := exec.LookPath(path); err != nil {
 		return commandError(path, err)
@@ -125,94 +122,78 @@ func runRun(c *ucli.Context) error {
 			"and the end of its lease: a CMD slow to stop may still run when another member takes the role", killTimeout, margin)
 	}
 
-	t, err := dialTransport(cfg)
-	if err != nil {
-		return err
-	}
-	defer t.Close()
-
-	// The view is the member's source. It stops after the member, which
-	// reads it until it has left.
-	v, err := view.New(view.Options{Config: cfg, Logger: logger})
-	if err != nil {
-		return err
-	}
-	vctx, stopView := context.WithCancel(context.WithoutCancel(c.Context))
-	viewDone := make(chan struct{})
-	var viewErr error
-	go func() {
-		defer close(viewDone)
-		viewErr = v.Run(vctx)
-	}()
-	defer func() {
-		stopView()
-		<-viewDone
-	}()
-	if err := waitForView(c.Context, v, viewDone); err != nil {
-		if c.Context.Err() != nil {
-			return nil // interrupted while starting
-		}
-		select {
-		case <-viewDone: // Run failed: its error says why
-			if viewErr != nil {
-				err = viewErr
-			}
-		default:
-		}
-		return explainRunError(cfg, err)
-	}
-
 	s := &runSession{
 		role: role, me: member, path: path, args: cmdArgs, kill: killTimeout,
 		stdout: lockedWriter(stdout(c), new(sync.Mutex)), stderr: lockedWriter(stderr(c), &lw.mu), lines: lw,
 	}
-	reg, stopMetrics, err := serveMetrics(c.String("metrics-listen"), lw)
+	reg, metricsAddr, stopMetrics, err := serveMetrics(c.String("metrics-listen"))
 	if err != nil {
 		return err
 	}
 	defer stopMetrics()
-	m, err := processor.New(t, v, member, []codec.Role{role}, processor.Options{
+
+	// The session's context ends on SIGINT or SIGTERM (c.Context), after
+	// the line that says so, or when CMD exits by itself. Until the member
+	// starts, an interrupt ends it quietly.
+	sctx, stopSession := context.WithCancel(context.WithoutCancel(c.Context))
+	defer stopSession()
+	s.stopMember = stopSession
+	quiet := context.AfterFunc(c.Context, stopSession)
+	interrupted := func() bool { return false }
+	started := false // the member started (OnReady said so)
+	sess, err := election.New(election.Config{
+		Cluster:    cfg,
+		Member:     member,
+		Roles:      []codec.Role{role},
 		Settings:   settings,
 		Logger:     logger,
-		OnEvent:    s.onEvent,
+		ViewLogger: logger,
 		Registerer: reg,
+		OnEvent:    s.onEvent,
+		OnReady: func() {
+			if !quiet() {
+				return // interrupted while starting: the member leaves at once
+			}
+			started = true
+			if metricsAddr != "" {
+				lw.printf("metrics at http://%s/metrics", metricsAddr)
+			}
+			lw.printf("campaigning for %s as %s (lease %v, renew every %v, stagger %v)",
+				role, member, settings.LeaseDuration, settings.RenewInterval, settings.Stagger)
+			interrupted = context.AfterFunc(c.Context, func() {
+				lw.printf("interrupted; leaving %s", role)
+				stopSession()
+			})
+		},
 	})
 	if err != nil {
-		return err
+		return explainRunError(cfg, err)
 	}
-	// The member's context ends on SIGINT or SIGTERM (c.Context), after
-	// the line that says so, or when CMD exits by itself.
-	mctx, stopMember := context.WithCancel(context.WithoutCancel(c.Context))
-	defer stopMember()
-	s.stopMember = stopMember
-	lw.printf("campaigning for %s as %s (lease %v, renew every %v, stagger %v)",
-		role, member, settings.LeaseDuration, settings.RenewInterval, settings.Stagger)
-	interrupted := context.AfterFunc(c.Context, func() {
-		lw.printf("interrupted; leaving %s", role)
-		stopMember()
-	})
-	memberDone := make(chan struct{})
-	go func() {
-		defer close(memberDone)
-		_ = m.Run(mctx, s.work) // returns nil once mctx has ended
-	}()
+	defer sess.Close()
 
-	var failure error
-	select {
-	case <-memberDone:
-	case <-viewDone:
-		// A fatal error of the view (the topic was deleted, the state
-		// cannot be read): the member cannot follow the role any more.
-		cause := viewErr
-		if cause == nil {
-			cause = view.ErrStopped
-		}
-		failure = explainRunError(cfg, fmt.Errorf("following the role topic: %w", cause))
-		lw.printf("%s; leaving %s", oneLine(describeError(failure)), role)
-		stopMember()
-		<-memberDone
-	}
+	// Run returns once the member has left and the view has stopped.
+	err = sess.Run(sctx, s.work)
+	quiet()
 	interrupted()
+	var failure error
+	var ve *election.ViewError
+	switch {
+	case errors.As(err, &ve) && ve.CaughtUp:
+		// A fatal error of the view (the topic was deleted, the state
+		// cannot be read): the member could not follow the role any
+		// more, and has left.
+		failure = explainRunError(cfg, fmt.Errorf("following the role topic: %w", ve.Err))
+		lw.printf("%s; leaving %s", oneLine(describeError(failure)), role)
+	case errors.As(err, &ve): // the view never caught up
+		if c.Context.Err() != nil {
+			return nil // interrupted while starting
+		}
+		return explainRunError(cfg, ve.Err)
+	case err != nil:
+		return err
+	case !started:
+		return nil // interrupted while starting
+	}
 
 	s.mu.Lock()
 	resigned, exit, startErr := s.resigned, s.exit, s.startErr
@@ -383,12 +364,15 @@ func (s *runSession) onEvent(e processor.Event) {
 		case processor.ReasonContextEnded:
 			// Reported once the member has left: "resigned ...".
 		case processor.ReasonFenced:
+			// A fencing.ErrFenced says "fenced: ..." itself; another
+			// cause (the transport no longer holds the token,
+			// fencing.ErrNotHeld) is said to be one.
 			cause := "fenced"
-			if e.Err != nil {
+			switch {
+			case errors.Is(e.Err, fencing.ErrFenced):
 				cause = e.Err.Error()
-				if !strings.Contains(cause, "fenced") {
-					cause = "fenced: " + cause
-				}
+			case e.Err != nil:
+				cause = "fenced: " + e.Err.Error()
 			}
 			s.lines.printf("revoked %s (token %s): %s", e.Role, e.Token, cause)
 		case processor.ReasonLeaseLost:
@@ -577,15 +561,16 @@ func watchdogArgv() []string {
 }
 
 // serveMetrics serves a registry of its own at http://addr/metrics, for the
-// member to register its metrics in, and says where on stderr. An empty
-// addr serves nothing and returns a nil registerer (no metrics).
-func serveMetrics(addr string, lw *lineWriter) (prometheus.Registerer, func(), error) {
+// member to register its metrics in, and returns the address it listens
+// on. An empty addr serves nothing and returns a nil registerer (no
+// metrics) and an empty address.
+func serveMetrics(addr string) (prometheus.Registerer, string, func(), error) {
 	if addr == "" {
-		return nil, func() {}, nil
+		return nil, "", func() {}, nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--metrics-listen: cannot listen on %s: %w", addr, err)
+		return nil, "", nil, fmt.Errorf("--metrics-listen: cannot listen on %s: %w", addr, err)
 	}
 	reg := prometheus.NewRegistry()
 	mux := http.NewServeMux()
@@ -596,6 +581,5 @@ func serveMetrics(addr string, lw *lineWriter) (prometheus.Registerer, func(), e
 		defer close(done)
 		_ = srv.Serve(ln) // returns when srv is closed
 	}()
-	lw.printf("metrics at http://%s/metrics", ln.Addr())
-	return reg, func() { _ = srv.Close(); <-done }, nil
+	return reg, ln.Addr().String(), func() { _ = srv.Close(); <-done }, nil
 }
