@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -125,6 +127,10 @@ func runRun(c *ucli.Context) error {
 	s := &runSession{
 		role: role, me: member, path: path, args: cmdArgs, kill: killTimeout,
 		stdout: lockedWriter(stdout(c), new(sync.Mutex)), stderr: lockedWriter(stderr(c), &lw.mu), lines: lw,
+		report: openReport(),
+	}
+	if s.report != nil {
+		defer s.report.Close()
 	}
 	reg, metricsAddr, stopMetrics, err := serveMetrics(c.String("metrics-listen"))
 	if err != nil {
@@ -318,6 +324,44 @@ func commandError(path string, err error) error {
 	return ucli.Exit(fmt.Sprintf("command %q cannot be executed: %v", path, err), exitCannotExecute)
 }
 
+// reportFDEnv names a file descriptor, inherited from the process that
+// started `krole run`, to which it writes one JSON object per line for
+// each CMD it starts (see [runReport]). `krole demo` passes a pipe there
+// to learn the pids of the members' CMDs as data, rather than from the
+// text of their lines. It is an interface between two processes of one
+// krole build, not documented for users.
+const reportFDEnv = "KROLE_RUN_REPORT_FD"
+
+// runReport is a line written to [reportFDEnv]'s descriptor.
+type runReport struct {
+	Event string `json:"event"` // "cmd_started"
+	Pid   int    `json:"pid"`   // CMD's pid
+	Token string `json:"token"` // the token CMD runs under, "producerID/epoch"
+}
+
+// openReport returns the writer of [reportFDEnv], or nil when it is not
+// set or does not name an inherited pipe. It unsets the variable, so that
+// CMD does not inherit it, and marks the descriptor close-on-exec, so that
+// neither CMD nor the watchdog inherits the pipe: its reader sees the end
+// of the stream when krole run exits.
+func openReport() *os.File {
+	s, ok := os.LookupEnv(reportFDEnv)
+	if !ok {
+		return nil
+	}
+	_ = os.Unsetenv(reportFDEnv)
+	fd, err := strconv.Atoi(s)
+	if err != nil || fd < 3 {
+		return nil
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
+		return nil // not open, or not a pipe: not one the starter passed
+	}
+	syscall.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), "krole-run-report")
+}
+
 // runSession is the state of one `krole run` that its member's events and
 // work share.
 type runSession struct {
@@ -330,6 +374,7 @@ type runSession struct {
 	stderr     io.Writer // CMD's
 	lines      *lineWriter
 	stopMember context.CancelFunc
+	report     *os.File // see reportFDEnv; nil: none
 
 	mu       sync.Mutex
 	held     *codec.Token // the token this member holds the role under, per the events
@@ -425,6 +470,7 @@ func (s *runSession) work(ctx context.Context, held processor.Held) error {
 	}
 	pid := child.Pid()
 	s.lines.printf("started CMD (pid %d) with token %s", pid, held.Token)
+	s.reportf(runReport{Event: "cmd_started", Pid: pid, Token: held.Token.String()})
 	select {
 	case <-child.Done():
 		code := child.ExitCode()
@@ -443,6 +489,22 @@ func (s *runSession) work(ctx context.Context, held processor.Held) error {
 		s.lines.printf("CMD (pid %d) stopped with code %d", pid, child.ExitCode())
 	}
 	return nil
+}
+
+// reportf writes r to the report descriptor, if any, as one line. A
+// failed write (the reader has gone) is ignored: the report is for the
+// reader's convenience only.
+func (s *runSession) reportf(r runReport) {
+	if s.report == nil {
+		return
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, _ = s.report.Write(append(b, '\n'))
 }
 
 // lineWriter writes whole lines, "krole run: ...", one writer at a time.
