@@ -54,6 +54,12 @@ type Config struct {
 	// Run waits for it. It is not called when Run ends before that (ctx
 	// ended, or the view failed). Default none.
 	OnReady func()
+	// OnFatal is called once by [Session.Run] when the view fails for
+	// good, with the [*ViewError] Run will return, before the member
+	// leaves (so before the Revoked events of its leaving, and before its
+	// work's ctx ends). Run waits for it. It is not called when Run ends
+	// because ctx ended. Default none.
+	OnFatal func(*ViewError)
 }
 
 // Session is one member of one or more roles together with the view and
@@ -67,6 +73,7 @@ type Session struct {
 	m       *processor.Member
 	log     *slog.Logger
 	onReady func()
+	onFatal func(*ViewError)
 
 	mu      sync.Mutex
 	started bool // Run was called, or Close
@@ -124,7 +131,7 @@ func New(cfg Config) (*Session, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Session{t: t, v: v, vr: v, m: m, log: log, onReady: cfg.OnReady}, nil
+	return &Session{t: t, v: v, vr: v, m: m, log: log, onReady: cfg.OnReady, onFatal: cfg.OnFatal}, nil
 }
 
 // viewRunner is what Run needs of the view to run it: *view.View.
@@ -142,8 +149,9 @@ type viewRunner interface {
 // the holding's token, use [Session.Writer].
 //
 // Run returns nil when ctx ended; a [*ViewError] when the view failed
-// (before it caught up, or later: then the member has resigned and left
-// first); [ErrAlreadyRun] when called a second time or after Close.
+// (it stopped with an error, or its first catch-up probe failed; after
+// the catch-up, the member has resigned and left first); [ErrAlreadyRun]
+// when called a second time or after Close.
 func (s *Session) Run(ctx context.Context, work processor.Work) error {
 	s.mu.Lock()
 	if s.started {
@@ -155,8 +163,8 @@ func (s *Session) Run(ctx context.Context, work processor.Work) error {
 	defer s.closeTransport()
 
 	// The member's ctx ends with Run's, or when the view fails. The view's
-	// ends only after the member has left: the member reads it while it
-	// resigns and deregisters.
+	// ends only after the member has left, so that the member's lookups
+	// answer until then.
 	mctx, stopMember := context.WithCancelCause(ctx)
 	defer stopMember(nil)
 	vctx, stopView := context.WithCancel(context.WithoutCancel(ctx))
@@ -167,6 +175,16 @@ func (s *Session) Run(ctx context.Context, work processor.Work) error {
 		mu       sync.Mutex
 		caughtUp bool
 	)
+	fatal := func(err error) *ViewError { // at most one: see the two paths below
+		mu.Lock()
+		verr := &ViewError{CaughtUp: caughtUp, Err: err}
+		mu.Unlock()
+		if s.onFatal != nil {
+			s.onFatal(verr)
+		}
+		stopMember(verr)
+		return verr
+	}
 	g.Go(func() error {
 		err := s.vr.Run(vctx)
 		if err == nil && vctx.Err() == nil {
@@ -175,11 +193,7 @@ func (s *Session) Run(ctx context.Context, work processor.Work) error {
 		if err == nil {
 			return nil
 		}
-		mu.Lock()
-		verr := &ViewError{CaughtUp: caughtUp, Err: err}
-		mu.Unlock()
-		stopMember(verr)
-		return verr
+		return fatal(err)
 	})
 	g.Go(func() error {
 		defer stopView()
@@ -187,7 +201,7 @@ func (s *Session) Run(ctx context.Context, work processor.Work) error {
 			if mctx.Err() != nil || errors.Is(err, view.ErrStopped) {
 				return nil // ctx ended, or the view failed: its goroutine says why
 			}
-			return &ViewError{Err: err}
+			return fatal(err) // a failed probe; the view then stops without an error
 		}
 		mu.Lock()
 		caughtUp = mctx.Err() == nil

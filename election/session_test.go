@@ -188,6 +188,12 @@ func TestSessionViewFailsAtStart(t *testing.T) {
 	rec := newRecorder()
 	cfg := config(c, "node-1", "controller", rec)
 	cfg.Cluster.Topic = c.Name("missing")
+	cfg.OnFatal = func(ve *ViewError) {
+		assert.False(t, ve.CaughtUp)
+		rec.mu.Lock()
+		rec.seen = append(rec.seen, "fatal")
+		rec.mu.Unlock()
+	}
 	sess, err := New(cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
@@ -200,7 +206,7 @@ func TestSessionViewFailsAtStart(t *testing.T) {
 	assert.ErrorIs(t, err, sarama.ErrUnknownTopicOrPartition)
 	require.NoError(t, ctx.Err(), "Run returned because the view failed, not because ctx ended")
 	seen, _ := rec.snapshot()
-	assert.Empty(t, seen, "neither OnReady nor any event")
+	assert.Equal(t, []string{"fatal"}, seen, "neither OnReady nor any event")
 	assert.False(t, worked.Load())
 }
 
@@ -232,7 +238,15 @@ func TestSessionViewFailureEndsTheMember(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
 	const role = codec.Role("controller")
 	rec := newRecorder()
-	sess, err := New(config(c, "node-1", role, rec))
+	cfg := config(c, "node-1", role, rec)
+	var fatals []*ViewError
+	cfg.OnFatal = func(ve *ViewError) {
+		fatals = append(fatals, ve)
+		rec.mu.Lock()
+		rec.seen = append(rec.seen, "fatal")
+		rec.mu.Unlock()
+	}
+	sess, err := New(cfg)
 	require.NoError(t, err)
 	fv := &failingView{viewRunner: sess.vr, fail: make(chan error, 1)}
 	sess.vr = fv
@@ -259,7 +273,11 @@ func TestSessionViewFailureEndsTheMember(t *testing.T) {
 		t.Fatal("Run did not return after the view failed")
 	}
 	assert.True(t, workDone.Load(), "the work was cancelled and returned before Run did")
-	_, evs := rec.snapshot()
+	seen, evs := rec.snapshot()
+	require.Len(t, fatals, 1)
+	assert.True(t, fatals[0].CaughtUp)
+	assert.ErrorIs(t, fatals[0], boom)
+	assert.Equal(t, []string{"fatal", "revoked"}, seen[len(seen)-2:], "OnFatal comes before the member leaves: %v", seen)
 	last := evs[len(evs)-1]
 	for i := len(evs) - 1; i >= 0 && last.Kind != processor.Revoked; i-- {
 		last = evs[i]

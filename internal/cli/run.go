@@ -146,7 +146,8 @@ func runRun(c *ucli.Context) error {
 	s.stopMember = stopSession
 	quiet := context.AfterFunc(c.Context, stopSession)
 	interrupted := func() bool { return false }
-	started := false // the member started (OnReady said so)
+	started := false  // the member started (OnReady said so)
+	var failure error // why the member left, when not asked to (OnFatal)
 	sess, err := election.New(election.Config{
 		Cluster:    cfg,
 		Member:     member,
@@ -171,6 +172,16 @@ func runRun(c *ucli.Context) error {
 				stopSession()
 			})
 		},
+		OnFatal: func(ve *election.ViewError) {
+			if !ve.CaughtUp {
+				return // said once Run has returned, without a member to leave
+			}
+			// A fatal error of the view (the topic was deleted, the state
+			// cannot be read): the member cannot follow the role any
+			// more, and leaves now.
+			failure = explainRunError(cfg, fmt.Errorf("following the role topic: %w", ve.Err))
+			lw.printf("%s; leaving %s", oneLine(describeError(failure)), role)
+		},
 	})
 	if err != nil {
 		return explainRunError(cfg, err)
@@ -181,15 +192,10 @@ func runRun(c *ucli.Context) error {
 	err = sess.Run(sctx, s.work)
 	quiet()
 	interrupted()
-	var failure error
 	var ve *election.ViewError
 	switch {
 	case errors.As(err, &ve) && ve.CaughtUp:
-		// A fatal error of the view (the topic was deleted, the state
-		// cannot be read): the member could not follow the role any
-		// more, and has left.
-		failure = explainRunError(cfg, fmt.Errorf("following the role topic: %w", ve.Err))
-		lw.printf("%s; leaving %s", oneLine(describeError(failure)), role)
+		// failure is set, and said, by OnFatal.
 	case errors.As(err, &ve): // the view never caught up
 		if c.Context.Err() != nil {
 			return nil // interrupted while starting
