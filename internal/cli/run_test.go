@@ -409,9 +409,7 @@ func (h *membersHarness) check() {
 	cur, ok, err := h.probe.Describe(ctx, h.role)
 	require.NoError(t, err)
 	require.True(t, ok, "the coordinator knows the role's transactional id")
-	known := map[string]bool{}
 	for _, hd := range holdings {
-		known[hd.token.String()] = true
 		assert.False(t, hd.token.Newer(cur), "%s held %s, newer than the coordinator's %s", hd.member, hd.token, cur)
 		if hd.token == cur {
 			continue
@@ -423,6 +421,16 @@ func (h *membersHarness) check() {
 
 	msgs := h.c.ReadAll(t, h.out, sarama.ReadCommitted, 30*time.Second)
 	require.NotEmpty(t, msgs, "the holders wrote")
+	// A work registers its holding before it writes: every token in msgs
+	// is among the holdings by now (a holding may have begun since the
+	// Describe above).
+	h.mu.Lock()
+	holdings = slices.Clone(h.holdings)
+	h.mu.Unlock()
+	known := map[string]bool{}
+	for _, hd := range holdings {
+		known[hd.token.String()] = true
+	}
 	var last codec.Token
 	for i, m := range msgs {
 		require.NotEqual(t, zombieValue, string(m.Value), "a write under a deposed token was committed (%s, offset %d)", m.Key, m.Offset)
