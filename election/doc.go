@@ -28,9 +28,19 @@
 //
 // A fatal error of the view (the role topic deleted, a state dir that
 // cannot be written; see [view.View.Run]) ends the member as if ctx had
-// ended, in the same order, and Run returns it as a [*ViewError]. The
+// ended, in the same order, after Config.OnFatal has been told, and Run
+// returns it as a [*ViewError]. So does a failed first catch-up probe,
+// before the member has started. The
 // member itself has no fatal errors: a lost role is an event
 // ([processor.Event]), not an error, and the member campaigns again.
+//
+// # Defaults
+//
+// Only Config.Cluster.Brokers, Config.Member and Config.Roles are
+// required. The settings default as [processor.Settings] says (a 10s
+// lease, the rest derived from it), the role topic is "krole.roles", the
+// view keeps its table in memory, and there are no logs, metrics or
+// callbacks unless Config names them.
 //
 // # What it exposes
 //
