@@ -12,28 +12,28 @@ import (
 )
 
 // TestReadmeExamples checks that the Go code of the README's "Library API"
-// is the code of the examples in processor/example_test.go, which go test
+// is the code of the examples in election/example_test.go, which go test
 // compiles, and that the README's complete program builds as it stands.
 func TestReadmeExamples(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the README's program; skipped with -short")
 	}
 	readme := read(t, "../README.md")
-	src := read(t, "../processor/example_test.go")
+	src := read(t, "../election/example_test.go")
 	var blocks []string
 	for _, m := range regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(readme, -1) {
 		blocks = append(blocks, m[1])
 	}
 
-	run := exampleBody(t, src, "ExampleMember_Run")
+	run := exampleBody(t, src, "ExampleSession_Run")
 	program := ""
 	for _, b := range blocks {
 		if strings.Contains(b, run) {
 			program = b
 		}
 	}
-	require.NotEmpty(t, program, "no Go block of README.md holds the body of ExampleMember_Run; copy it from processor/example_test.go:\n%s", run)
-	require.True(t, strings.HasPrefix(program, "package main\n"), "the README's copy of ExampleMember_Run is not a complete program")
+	require.NotEmpty(t, program, "no Go block of README.md holds the body of ExampleSession_Run; copy it from election/example_test.go:\n%s", run)
+	require.True(t, strings.HasPrefix(program, "package main\n"), "the README's copy of ExampleSession_Run is not a complete program")
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(program), 0o644))
 	build := exec.Command("go", "build", "-o", filepath.Join(dir, "readme"), filepath.Join(dir, "main.go"))
@@ -41,15 +41,15 @@ func TestReadmeExamples(t *testing.T) {
 	require.NoError(t, err, "the README's program does not build:\n%s", out)
 
 	// The stream example, without its declarations, one tab less indented.
-	body := exampleBody(t, src, "ExampleMember_Run_exactlyOnce")
+	body := exampleBody(t, src, "ExampleSession_Run_exactlyOnce")
 	_, core, ok := strings.Cut(body, "\n\t)\n")
-	require.True(t, ok, "ExampleMember_Run_exactlyOnce does not start with a var block")
+	require.True(t, ok, "ExampleSession_Run_exactlyOnce does not start with a var block")
 	core = regexp.MustCompile(`(?m)^\t`).ReplaceAllString(core, "")
 	found := false
 	for _, b := range blocks {
 		found = found || strings.Contains(b, core)
 	}
-	require.True(t, found, "no Go block of README.md holds the core of ExampleMember_Run_exactlyOnce; copy it from processor/example_test.go:\n%s", core)
+	require.True(t, found, "no Go block of README.md holds the core of ExampleSession_Run_exactlyOnce; copy it from election/example_test.go:\n%s", core)
 }
 
 // exampleBody returns the lines between "func name() {" and its closing
@@ -57,7 +57,7 @@ func TestReadmeExamples(t *testing.T) {
 func exampleBody(t *testing.T, src, name string) string {
 	t.Helper()
 	_, rest, ok := strings.Cut(src, "\nfunc "+name+"() {\n")
-	require.True(t, ok, "no %s in processor/example_test.go", name)
+	require.True(t, ok, "no %s in election/example_test.go", name)
 	body, _, ok := strings.Cut(rest, "\n}\n")
 	require.True(t, ok, "%s does not end", name)
 	return body + "\n"

@@ -107,6 +107,10 @@ func NewBrokerTransport(cfg Config) (*BrokerTransport, error) {
 // Config returns the effective configuration (defaults applied).
 func (t *BrokerTransport) Config() Config { return t.cfg }
 
+// TxnTimeout implements [TxnTimeouter]: the effective
+// [Config].TxnTimeout.
+func (t *BrokerTransport) TxnTimeout() time.Duration { return t.cfg.TxnTimeout }
+
 // NewerRecordsSkipped counts the records of a newer value format that
 // ReadRoleRecords skipped (see [codec.UnknownVersionError]). A non-zero
 // count means a newer krole writes to the role topic.

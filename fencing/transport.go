@@ -2,6 +2,7 @@ package fencing
 
 import (
 	"context"
+	"time"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/rolestate"
@@ -90,3 +91,50 @@ type Transport interface {
 	// coordinator reports a fault other than an unknown transactional id.
 	Describe(ctx context.Context, role codec.Role) (token codec.Token, ok bool, err error)
 }
+
+// Optional capabilities of a [Transport]. Code that holds a Transport
+// checks for them with a type assertion on these named interfaces, never
+// on an undeclared method set; a Transport that lacks one (the testify
+// mock, fencingtest.MockTransport, lacks all three) simply does not offer
+// it, and the caller says what it does instead.
+
+// TxnTimeouter is a [Transport] whose transactions are aborted by the
+// coordinator after a known timeout: a transaction left open by a holder
+// that crashed mid-write holds back read_committed readers of its
+// partition for that long (see [Config].TxnTimeout). processor.New checks
+// it against the lease settings when the transport offers it;
+// [BrokerTransport] does.
+type TxnTimeouter interface {
+	// TxnTimeout returns the transaction timeout the transport sends with
+	// InitProducerId. It does not block.
+	TxnTimeout() time.Duration
+}
+
+// FencedWriter is a [Transport] that can write application records under
+// a token it minted, in transactions of the role's transactional id, so
+// that the broker refuses them once a later member holds the role.
+// [BrokerTransport] does; only the transport that minted a token can
+// write under it.
+type FencedWriter interface {
+	// Writer returns the fenced writer of role under token; see
+	// [BrokerTransport.Writer].
+	Writer(role codec.Role, token codec.Token) *Writer
+	// Transact runs fn in one transaction under token; see
+	// [BrokerTransport.Transact].
+	Transact(ctx context.Context, role codec.Role, token codec.Token, fn func(tx *Txn) error) error
+}
+
+// SkipCounter is a [Transport] that counts the records of a newer value
+// format its reads skipped (see [codec.UnknownVersionError]); a non-zero
+// count means a newer krole writes to the role topic. [BrokerTransport]
+// does.
+type SkipCounter interface {
+	// NewerRecordsSkipped returns the count so far. It does not block.
+	NewerRecordsSkipped() uint64
+}
+
+var (
+	_ TxnTimeouter = (*BrokerTransport)(nil)
+	_ FencedWriter = (*BrokerTransport)(nil)
+	_ SkipCounter  = (*BrokerTransport)(nil)
+)

@@ -210,7 +210,7 @@ func later(a, b codec.Token) bool {
 }
 
 // recTransport is a BrokerTransport that records the tokens it is given
-// and the lease writes the broker accepts. Config is promoted, so
+// and the lease writes the broker accepts. TxnTimeout is promoted, so
 // processor.New still checks the transaction timeout.
 type recTransport struct {
 	*fencing.BrokerTransport

@@ -95,7 +95,11 @@ type Member struct {
 
 // New returns a Member named me for roles, which reads the roles from src
 // and acts through t. It validates the names and the settings (with
-// defaults applied) and registers the metrics; it does not block.
+// defaults applied) and registers the metrics; it does not block. When t
+// is a [fencing.TxnTimeouter] (as [fencing.BrokerTransport] is), its
+// transaction timeout must be shorter than LeaseDuration - RenewInterval,
+// as Settings.TransactionTimeout must: otherwise New returns a
+// [*SettingsError]. A transport that is not one is not checked.
 func New(t fencing.Transport, src Source, me codec.MemberID, roles []codec.Role, opts Options) (*Member, error) {
 	if t == nil || src == nil {
 		return nil, errors.New("processor: a member needs a transport and a source")
@@ -113,9 +117,10 @@ func New(t fencing.Transport, src Source, me codec.MemberID, roles []codec.Role,
 	// The coordinator aborts a dead holder's open transaction after the
 	// transport's transaction timeout; until then read_committed readers
 	// (the view included) cannot see later renewals. It must fit in the
-	// same bound as the member's own call timeout.
-	if c, ok := t.(interface{ Config() fencing.Config }); ok {
-		if tt, lim := c.Config().TxnTimeout, s.LeaseDuration-s.RenewInterval; tt >= lim {
+	// same bound as the member's own call timeout. A transport that does
+	// not say its timeout (fencingtest.MockTransport) is not checked.
+	if c, ok := t.(fencing.TxnTimeouter); ok {
+		if tt, lim := c.TxnTimeout(), s.LeaseDuration-s.RenewInterval; tt >= lim {
 			return nil, &SettingsError{Field: "transport transaction timeout", Value: tt, Rule: "must be shorter than",
 				Other: "lease duration - renew interval", OtherValue: lim}
 		}

@@ -40,10 +40,10 @@ import (
 	"time"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/election"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/processor"
 	"github.com/krabka/krole/processor/stream"
-	"github.com/krabka/krole/view"
 )
 
 func main() {
@@ -92,63 +92,42 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	if o.group == "" {
 		o.group = string(o.role)
 	}
-	settings := processor.Settings{LeaseDuration: o.lease}.WithDefaults()
-	cfg := fencing.Config{
-		Brokers: o.brokers,
-		Topic:   o.topic,
-		// A holder that dies inside a transaction holds back readers until
-		// the coordinator aborts it: keep that within the lease.
-		TxnTimeout: settings.TransactionTimeout,
-	}
+	cfg := fencing.Config{Brokers: o.brokers, Topic: o.topic}
 	if o.create {
 		if err := createTopics(cfg, o.input, o.output); err != nil {
 			return err
 		}
 	}
 
-	// One transport for the member and the stream: a token is usable only
-	// by the transport that minted it.
-	tr, err := fencing.NewBrokerTransport(cfg)
+	// The session connects one transport for the member and the stream (a
+	// token is usable only by the transport that minted it), and follows
+	// the role topic with a view. Its transaction timeout comes from the
+	// lease settings. The view logs warnings only (goka, underneath, is
+	// chatty).
+	sess, err := election.New(election.Config{
+		Cluster:    cfg,
+		Member:     o.member,
+		Roles:      []codec.Role{o.role},
+		Settings:   processor.Settings{LeaseDuration: o.lease},
+		Logger:     log,
+		ViewLogger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
 	if err != nil {
 		return err
 	}
-	defer tr.Close()
-
-	// The view follows the role topic, and the member follows the role
-	// through it. It outlives the member (which reads it while it
-	// resigns); if it fails, the member stops. It logs warnings only
-	// (goka, underneath, is chatty).
-	viewLog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	v, err := view.New(view.Options{Config: cfg, Logger: viewLog})
-	if err != nil {
-		return err
-	}
-	memberCtx, stopMember := context.WithCancelCause(ctx)
-	defer stopMember(nil)
-	viewCtx, stopView := context.WithCancel(context.WithoutCancel(ctx))
-	viewDone := make(chan struct{})
-	go func() {
-		defer close(viewDone)
-		if err := v.Run(viewCtx); err != nil {
-			stopMember(fmt.Errorf("the view stopped: %w", err))
-		}
-	}()
-	defer func() { stopView(); <-viewDone }()
-
-	m, err := processor.New(tr, v, o.member, []codec.Role{o.role}, processor.Options{Settings: settings, Logger: log})
-	if err != nil {
-		return err
-	}
+	defer sess.Close()
+	settings := sess.Member().Settings()
 	log.Info("campaigning", "role", o.role, "member", o.member, "lease", settings.LeaseDuration)
-	// Run blocks until memberCtx ends. The stream runs while the member
-	// holds the role; its ctx ends when the role is lost.
-	err = m.Run(memberCtx, func(ctx context.Context, held processor.Held) error {
+	// Run blocks until ctx ends (or the view fails), then resigns. The
+	// stream runs while the member holds the role; its ctx ends when the
+	// role is lost.
+	return sess.Run(ctx, func(ctx context.Context, held processor.Held) error {
 		log.Info("processing", "input", o.input, "output", o.output, "group", o.group, "token", held.Token)
 		// stream.Run returns nil when ctx ends (the role was lost, or the
 		// member is leaving), and an error matching fencing.ErrFenced when
 		// a write was refused because another member holds the role.
 		return stream.Run(ctx, stream.Config{
-			Transport: tr,
+			Transport: sess.Transport(),
 			Group:     o.group,
 			Input:     o.input,
 			Output:    o.output,
@@ -159,10 +138,6 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 			},
 		}, held.Role, held.Token)
 	})
-	if ctx.Err() == nil { // not interrupted: the view failed
-		return context.Cause(memberCtx)
-	}
-	return err
 }
 
 // upper is the transformation: the record's value in upper case, under

@@ -36,9 +36,9 @@ import (
 	"time"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/election"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/processor"
-	"github.com/krabka/krole/view"
 )
 
 func main() {
@@ -83,59 +83,38 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	if o.output == "" {
 		return errors.New("--output is required")
 	}
-	settings := processor.Settings{LeaseDuration: o.lease}.WithDefaults()
-	cfg := fencing.Config{
-		Brokers: o.brokers,
-		Topic:   o.topic,
-		// A holder that dies inside a transaction holds back readers until
-		// the coordinator aborts it: keep that within the lease.
-		TxnTimeout: settings.TransactionTimeout,
-	}
+	cfg := fencing.Config{Brokers: o.brokers, Topic: o.topic}
 	if o.create {
 		if err := createTopics(cfg, o.output); err != nil {
 			return err
 		}
 	}
 
-	// One transport for the member and its work: a token is usable only by
-	// the transport that minted it.
-	tr, err := fencing.NewBrokerTransport(cfg)
+	// The session connects one transport for the member and its work (a
+	// token is usable only by the transport that minted it), and follows
+	// the role topic with a view. Its transaction timeout comes from the
+	// lease settings. The view logs warnings only (goka, underneath, is
+	// chatty).
+	sess, err := election.New(election.Config{
+		Cluster:    cfg,
+		Member:     o.member,
+		Roles:      []codec.Role{o.role},
+		Settings:   processor.Settings{LeaseDuration: o.lease},
+		Logger:     log,
+		ViewLogger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
 	if err != nil {
 		return err
 	}
-	defer tr.Close()
-
-	// The view follows the role topic, and the member follows the role
-	// through it. It outlives the member (which reads it while it
-	// resigns); if it fails, the member stops. It logs warnings only
-	// (goka, underneath, is chatty).
-	viewLog := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	v, err := view.New(view.Options{Config: cfg, Logger: viewLog})
-	if err != nil {
-		return err
-	}
-	memberCtx, stopMember := context.WithCancelCause(ctx)
-	defer stopMember(nil)
-	viewCtx, stopView := context.WithCancel(context.WithoutCancel(ctx))
-	viewDone := make(chan struct{})
-	go func() {
-		defer close(viewDone)
-		if err := v.Run(viewCtx); err != nil {
-			stopMember(fmt.Errorf("the view stopped: %w", err))
-		}
-	}()
-	defer func() { stopView(); <-viewDone }()
-
-	m, err := processor.New(tr, v, o.member, []codec.Role{o.role}, processor.Options{Settings: settings, Logger: log})
-	if err != nil {
-		return err
-	}
+	defer sess.Close()
+	settings := sess.Member().Settings()
 	log.Info("campaigning", "role", o.role, "member", o.member, "lease", settings.LeaseDuration)
-	// Run blocks until memberCtx ends. Work runs while the member holds the
-	// role; its ctx ends when the role is lost.
-	err = m.Run(memberCtx, func(ctx context.Context, held processor.Held) error {
+	// Run blocks until ctx ends (or the view fails), then resigns. Work
+	// runs while the member holds the role; its ctx ends when the role is
+	// lost.
+	return sess.Run(ctx, func(ctx context.Context, held processor.Held) error {
 		log.Info("writing heartbeats", "role", held.Role, "token", held.Token)
-		w := tr.Writer(held.Role, held.Token)
+		w := sess.Writer(held)
 		for n := 0; ; n++ {
 			err := w.Write(ctx, fencing.Message{
 				Topic: o.output, Partition: fencing.PartitionByKey,
@@ -155,10 +134,6 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 			}
 		}
 	})
-	if ctx.Err() == nil { // not interrupted: the view failed
-		return context.Cause(memberCtx)
-	}
-	return err
 }
 
 func envOr(name, def string) string {

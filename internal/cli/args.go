@@ -135,8 +135,8 @@ func flagIndex(flags []ucli.Flag, extra ...ucli.Flag) map[string]bool {
 			continue
 		}
 		takes := true
-		if tv, ok := f.(interface{ TakesValue() bool }); ok {
-			takes = tv.TakesValue()
+		if df, ok := f.(ucli.DocGenerationFlag); ok { // every flag of urfave/cli's
+			takes = df.TakesValue()
 		}
 		for _, n := range f.Names() {
 			m[n] = takes

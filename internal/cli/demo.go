@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/krabka/krole/rolestate"
@@ -10,9 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -171,13 +170,31 @@ type demoMember struct {
 
 	mu     sync.Mutex
 	asked  bool // the demo asked it to exit (or killed it)
-	cmdPid int  // the pid of the CMD it started last, from its output
+	cmdPid int  // the pid of the CMD it started last, as it reported it
 }
 
 func (m *demoMember) expectExit() {
 	m.mu.Lock()
 	m.asked = true
 	m.mu.Unlock()
+}
+
+// readReports reads the member's reports until the member exits (the
+// end of the pipe), and closes r.
+func (m *demoMember) readReports(r *os.File) {
+	defer r.Close()
+	dec := json.NewDecoder(r)
+	for {
+		var rep runReport
+		if err := dec.Decode(&rep); err != nil {
+			return // io.EOF: the member exited
+		}
+		if rep.Event == "cmd_started" {
+			m.mu.Lock()
+			m.cmdPid = rep.Pid
+			m.mu.Unlock()
+		}
+	}
 }
 
 func (m *demoMember) lastCmd() int {
@@ -407,23 +424,27 @@ func (d *demo) startMember(name codec.MemberID) (*demoMember, error) {
 		return nil, errDemoInterrupted
 	}
 	m := &demoMember{name: name}
-	m.out = &prefixWriter{out: d.out, prefix: fmt.Sprintf("  [%s] ", name), onLine: func(line string) {
-		if pid := startedCmdPid(line); pid != 0 {
-			m.mu.Lock()
-			m.cmdPid = pid
-			m.mu.Unlock()
-		}
-	}}
-	child, err := supervise.Start(supervise.Spec{
-		Path:   d.exe,
-		Args:   d.runArgs(name),
-		Env:    demoEnv(),
-		Stdout: m.out,
-		Stderr: m.out,
-	})
+	m.out = &prefixWriter{out: d.out, prefix: fmt.Sprintf("  [%s] ", name)}
+	// The member reports the pid of each CMD it starts on a pipe of its
+	// own, as JSON (see reportFDEnv): the demo reads it as data.
+	rep, repW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("starting member %s: %w", name, err)
 	}
+	child, err := supervise.Start(supervise.Spec{
+		Path:       d.exe,
+		Args:       d.runArgs(name),
+		Env:        append(demoEnv(), reportFDEnv+"=3"),
+		ExtraFiles: []*os.File{repW},
+		Stdout:     m.out,
+		Stderr:     m.out,
+	})
+	repW.Close() // the member holds the only write end now
+	if err != nil {
+		rep.Close()
+		return nil, fmt.Errorf("starting member %s: %w", name, err)
+	}
+	go m.readReports(rep) // ends when the member exits
 	m.child = child
 	d.mu.Lock()
 	d.members = append(d.members, m)
@@ -837,18 +858,6 @@ func joinNames(names []codec.MemberID) string {
 	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
 
-// startedCmdRE matches the line of `krole run` that says it started CMD.
-var startedCmdRE = regexp.MustCompile(`^krole run: started CMD \(pid (\d+)\)`)
-
-func startedCmdPid(line string) int {
-	m := startedCmdRE.FindStringSubmatch(line)
-	if m == nil {
-		return 0
-	}
-	pid, _ := strconv.Atoi(m[1])
-	return pid
-}
-
 // pidAlive reports whether process pid runs (a zombie does not count).
 func pidAlive(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -881,7 +890,6 @@ func (o *lockedOut) write(s string) {
 type prefixWriter struct {
 	out    *lockedOut
 	prefix string
-	onLine func(string)
 
 	mu    sync.Mutex
 	buf   []byte
@@ -910,9 +918,6 @@ func (p *prefixWriter) emit(line string) {
 	p.lines = append(p.lines, line)
 	if len(p.lines) > 16 {
 		p.lines = p.lines[1:]
-	}
-	if p.onLine != nil {
-		p.onLine(line)
 	}
 	p.out.write(p.prefix + line + "\n")
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"os/exec"
 	"regexp"
 	"runtime"
@@ -66,6 +67,11 @@ func TestDemo(t *testing.T) {
 		assert.NotEqual(t, h[1], h[5])
 		assert.True(t, demoToken(t, h[3], h[4]).Newer(demoToken(t, h[6], h[7])), "the handover's token is newer: %s", h[0])
 		assert.Regexp(t, `(?m)^<== Done in `, out)
+		// The demo knows the killed holder's CMD pid (the member reports it
+		// on a pipe, as data): it is the pid the member's line names.
+		gone := regexp.MustCompile(`(?m)^ +(\S+) is gone, and its command \(pid (\d+)\) died with it\.$`).FindStringSubmatch(out)
+		require.NotNil(t, gone, "the demo did not check the killed holder's command")
+		assert.Regexp(t, fmt.Sprintf(`(?m)^  \[%s\] krole run: started CMD \(pid %s\) `, regexp.QuoteMeta(gone[1]), gone[2]), out)
 		demoNoSurvivors(t, out)
 	})
 

@@ -75,7 +75,7 @@ func runRecords(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	if s, ok := t.(interface{ NewerRecordsSkipped() uint64 }); ok && s.NewerRecordsSkipped() > 0 {
+	if s, ok := t.(fencing.SkipCounter); ok && s.NewerRecordsSkipped() > 0 {
 		fmt.Fprintf(stderr(c), "krole: warning: skipped %d record(s) of a newer format: a newer krole writes to topic %s\n",
 			s.NewerRecordsSkipped(), c.String("topic"))
 	}

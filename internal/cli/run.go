@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -22,6 +24,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/election"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/supervise"
 	"github.com/krabka/krole/processor"
@@ -105,10 +108,6 @@ func runRun(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	// A lease write left open by a crash holds back the readers of the
-	// role's partition until the coordinator aborts it: keep that within
-	// what the settings allow for (see processor.Settings).
-	cfg.TxnTimeout = settings.TransactionTimeout
 	path, cmdArgs := args[1], args[2:]
 	if _, err := exec.LookPath(path); err != nil {
 		return commandError(path, err)
@@ -125,94 +124,88 @@ func runRun(c *ucli.Context) error {
 			"and the end of its lease: a CMD slow to stop may still run when another member takes the role", killTimeout, margin)
 	}
 
-	t, err := dialTransport(cfg)
-	if err != nil {
-		return err
-	}
-	defer t.Close()
-
-	// The view is the member's source. It stops after the member, which
-	// reads it until it has left.
-	v, err := view.New(view.Options{Config: cfg, Logger: logger})
-	if err != nil {
-		return err
-	}
-	vctx, stopView := context.WithCancel(context.WithoutCancel(c.Context))
-	viewDone := make(chan struct{})
-	var viewErr error
-	go func() {
-		defer close(viewDone)
-		viewErr = v.Run(vctx)
-	}()
-	defer func() {
-		stopView()
-		<-viewDone
-	}()
-	if err := waitForView(c.Context, v, viewDone); err != nil {
-		if c.Context.Err() != nil {
-			return nil // interrupted while starting
-		}
-		select {
-		case <-viewDone: // Run failed: its error says why
-			if viewErr != nil {
-				err = viewErr
-			}
-		default:
-		}
-		return explainRunError(cfg, err)
-	}
-
 	s := &runSession{
 		role: role, me: member, path: path, args: cmdArgs, kill: killTimeout,
 		stdout: lockedWriter(stdout(c), new(sync.Mutex)), stderr: lockedWriter(stderr(c), &lw.mu), lines: lw,
+		report: openReport(),
 	}
-	reg, stopMetrics, err := serveMetrics(c.String("metrics-listen"), lw)
+	if s.report != nil {
+		defer s.report.Close()
+	}
+	reg, metricsAddr, stopMetrics, err := serveMetrics(c.String("metrics-listen"))
 	if err != nil {
 		return err
 	}
 	defer stopMetrics()
-	m, err := processor.New(t, v, member, []codec.Role{role}, processor.Options{
+
+	// The session's context ends on SIGINT or SIGTERM (c.Context), after
+	// the line that says so, or when CMD exits by itself. Until the member
+	// starts, an interrupt ends it quietly.
+	sctx, stopSession := context.WithCancel(context.WithoutCancel(c.Context))
+	defer stopSession()
+	s.stopMember = stopSession
+	quiet := context.AfterFunc(c.Context, stopSession)
+	interrupted := func() bool { return false }
+	started := false  // the member started (OnReady said so)
+	var failure error // why the member left, when not asked to (OnFatal)
+	sess, err := election.New(election.Config{
+		Cluster:    cfg,
+		Member:     member,
+		Roles:      []codec.Role{role},
 		Settings:   settings,
 		Logger:     logger,
-		OnEvent:    s.onEvent,
+		ViewLogger: logger,
 		Registerer: reg,
+		OnEvent:    s.onEvent,
+		OnReady: func() {
+			if !quiet() {
+				return // interrupted while starting: the member leaves at once
+			}
+			started = true
+			if metricsAddr != "" {
+				lw.printf("metrics at http://%s/metrics", metricsAddr)
+			}
+			lw.printf("campaigning for %s as %s (lease %v, renew every %v, stagger %v)",
+				role, member, settings.LeaseDuration, settings.RenewInterval, settings.Stagger)
+			interrupted = context.AfterFunc(c.Context, func() {
+				lw.printf("interrupted; leaving %s", role)
+				stopSession()
+			})
+		},
+		OnFatal: func(ve *election.ViewError) {
+			if !ve.CaughtUp {
+				return // said once Run has returned, without a member to leave
+			}
+			// A fatal error of the view (the topic was deleted, the state
+			// cannot be read): the member cannot follow the role any
+			// more, and leaves now.
+			failure = explainRunError(cfg, fmt.Errorf("following the role topic: %w", ve.Err))
+			lw.printf("%s; leaving %s", oneLine(describeError(failure)), role)
+		},
 	})
 	if err != nil {
-		return err
+		return explainRunError(cfg, err)
 	}
-	// The member's context ends on SIGINT or SIGTERM (c.Context), after
-	// the line that says so, or when CMD exits by itself.
-	mctx, stopMember := context.WithCancel(context.WithoutCancel(c.Context))
-	defer stopMember()
-	s.stopMember = stopMember
-	lw.printf("campaigning for %s as %s (lease %v, renew every %v, stagger %v)",
-		role, member, settings.LeaseDuration, settings.RenewInterval, settings.Stagger)
-	interrupted := context.AfterFunc(c.Context, func() {
-		lw.printf("interrupted; leaving %s", role)
-		stopMember()
-	})
-	memberDone := make(chan struct{})
-	go func() {
-		defer close(memberDone)
-		_ = m.Run(mctx, s.work) // returns nil once mctx has ended
-	}()
+	defer sess.Close()
 
-	var failure error
-	select {
-	case <-memberDone:
-	case <-viewDone:
-		// A fatal error of the view (the topic was deleted, the state
-		// cannot be read): the member cannot follow the role any more.
-		cause := viewErr
-		if cause == nil {
-			cause = view.ErrStopped
-		}
-		failure = explainRunError(cfg, fmt.Errorf("following the role topic: %w", cause))
-		lw.printf("%s; leaving %s", oneLine(describeError(failure)), role)
-		stopMember()
-		<-memberDone
-	}
+	// Run returns once the member has left and the view has stopped.
+	err = sess.Run(sctx, s.work)
+	quiet()
 	interrupted()
+	var ve *election.ViewError
+	switch {
+	case errors.As(err, &ve) && ve.CaughtUp:
+		// failure is set, and said, by OnFatal.
+	case errors.As(err, &ve): // the view never caught up
+		if c.Context.Err() != nil {
+			return nil // interrupted while starting
+		}
+		return explainRunError(cfg, ve.Err)
+	case err != nil:
+		return err
+	case !started:
+		return nil // interrupted while starting
+	}
 
 	s.mu.Lock()
 	resigned, exit, startErr := s.resigned, s.exit, s.startErr
@@ -337,6 +330,44 @@ func commandError(path string, err error) error {
 	return ucli.Exit(fmt.Sprintf("command %q cannot be executed: %v", path, err), exitCannotExecute)
 }
 
+// reportFDEnv names a file descriptor, inherited from the process that
+// started `krole run`, to which it writes one JSON object per line for
+// each CMD it starts (see [runReport]). `krole demo` passes a pipe there
+// to learn the pids of the members' CMDs as data, rather than from the
+// text of their lines. It is an interface between two processes of one
+// krole build, not documented for users.
+const reportFDEnv = "KROLE_RUN_REPORT_FD"
+
+// runReport is a line written to [reportFDEnv]'s descriptor.
+type runReport struct {
+	Event string `json:"event"` // "cmd_started"
+	Pid   int    `json:"pid"`   // CMD's pid
+	Token string `json:"token"` // the token CMD runs under, "producerID/epoch"
+}
+
+// openReport returns the writer of [reportFDEnv], or nil when it is not
+// set or does not name an inherited pipe. It unsets the variable, so that
+// CMD does not inherit it, and marks the descriptor close-on-exec, so that
+// neither CMD nor the watchdog inherits the pipe: its reader sees the end
+// of the stream when krole run exits.
+func openReport() *os.File {
+	s, ok := os.LookupEnv(reportFDEnv)
+	if !ok {
+		return nil
+	}
+	_ = os.Unsetenv(reportFDEnv)
+	fd, err := strconv.Atoi(s)
+	if err != nil || fd < 3 {
+		return nil
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
+		return nil // not open, or not a pipe: not one the starter passed
+	}
+	syscall.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), "krole-run-report")
+}
+
 // runSession is the state of one `krole run` that its member's events and
 // work share.
 type runSession struct {
@@ -349,6 +380,7 @@ type runSession struct {
 	stderr     io.Writer // CMD's
 	lines      *lineWriter
 	stopMember context.CancelFunc
+	report     *os.File // see reportFDEnv; nil: none
 
 	mu       sync.Mutex
 	held     *codec.Token // the token this member holds the role under, per the events
@@ -383,12 +415,15 @@ func (s *runSession) onEvent(e processor.Event) {
 		case processor.ReasonContextEnded:
 			// Reported once the member has left: "resigned ...".
 		case processor.ReasonFenced:
+			// A fencing.ErrFenced says "fenced: ..." itself; another
+			// cause (the transport no longer holds the token,
+			// fencing.ErrNotHeld) is said to be one.
 			cause := "fenced"
-			if e.Err != nil {
+			switch {
+			case errors.Is(e.Err, fencing.ErrFenced):
 				cause = e.Err.Error()
-				if !strings.Contains(cause, "fenced") {
-					cause = "fenced: " + cause
-				}
+			case e.Err != nil:
+				cause = "fenced: " + e.Err.Error()
 			}
 			s.lines.printf("revoked %s (token %s): %s", e.Role, e.Token, cause)
 		case processor.ReasonLeaseLost:
@@ -441,6 +476,7 @@ func (s *runSession) work(ctx context.Context, held processor.Held) error {
 	}
 	pid := child.Pid()
 	s.lines.printf("started CMD (pid %d) with token %s", pid, held.Token)
+	s.reportf(runReport{Event: "cmd_started", Pid: pid, Token: held.Token.String()})
 	select {
 	case <-child.Done():
 		code := child.ExitCode()
@@ -459,6 +495,22 @@ func (s *runSession) work(ctx context.Context, held processor.Held) error {
 		s.lines.printf("CMD (pid %d) stopped with code %d", pid, child.ExitCode())
 	}
 	return nil
+}
+
+// reportf writes r to the report descriptor, if any, as one line. A
+// failed write (the reader has gone) is ignored: the report is for the
+// reader's convenience only.
+func (s *runSession) reportf(r runReport) {
+	if s.report == nil {
+		return
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, _ = s.report.Write(append(b, '\n'))
 }
 
 // lineWriter writes whole lines, "krole run: ...", one writer at a time.
@@ -577,15 +629,16 @@ func watchdogArgv() []string {
 }
 
 // serveMetrics serves a registry of its own at http://addr/metrics, for the
-// member to register its metrics in, and says where on stderr. An empty
-// addr serves nothing and returns a nil registerer (no metrics).
-func serveMetrics(addr string, lw *lineWriter) (prometheus.Registerer, func(), error) {
+// member to register its metrics in, and returns the address it listens
+// on. An empty addr serves nothing and returns a nil registerer (no
+// metrics) and an empty address.
+func serveMetrics(addr string) (prometheus.Registerer, string, func(), error) {
 	if addr == "" {
-		return nil, func() {}, nil
+		return nil, "", func() {}, nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--metrics-listen: cannot listen on %s: %w", addr, err)
+		return nil, "", nil, fmt.Errorf("--metrics-listen: cannot listen on %s: %w", addr, err)
 	}
 	reg := prometheus.NewRegistry()
 	mux := http.NewServeMux()
@@ -596,6 +649,5 @@ func serveMetrics(addr string, lw *lineWriter) (prometheus.Registerer, func(), e
 		defer close(done)
 		_ = srv.Serve(ln) // returns when srv is closed
 	}()
-	lw.printf("metrics at http://%s/metrics", ln.Addr())
-	return reg, func() { _ = srv.Close(); <-done }, nil
+	return reg, ln.Addr().String(), func() { _ = srv.Close(); <-done }, nil
 }

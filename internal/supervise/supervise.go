@@ -52,6 +52,9 @@ type Spec struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	Stdin  io.Reader
+	// ExtraFiles are open files the child inherits, as file descriptors
+	// 3, 4, ... (os/exec.Cmd.ExtraFiles). Default none.
+	ExtraFiles []*os.File
 	// Watchdog, when set, is the argv prefix that runs this program as the
 	// watchdog (for krole: the krole binary and WatchdogCommand; see
 	// [Watchdog]), so that not only the command but every process in its
@@ -81,6 +84,7 @@ func Start(spec Spec) (*Child, error) {
 	cmd.Args[0] = spec.Path
 	cmd.Env = append(os.Environ(), spec.Env...)
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = spec.Stdout, spec.Stderr, spec.Stdin
+	cmd.ExtraFiles = spec.ExtraFiles
 	cmd.SysProcAttr = sysProcAttr(syscall.SIGKILL, true)
 	c := &Child{cmd: cmd, done: make(chan struct{})}
 	started := make(chan error, 1)

@@ -1,0 +1,266 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/processor"
+	"github.com/krabka/krole/view"
+)
+
+// Config configures a [Session]: the cluster, the member and its roles,
+// the timings, and where logs, metrics and events go. Member, Roles and
+// Cluster.Brokers are required; every other zero field takes its default.
+type Config struct {
+	// Cluster names the brokers, the role topic (default "krole.roles"),
+	// the transactional-id prefix (default "krole."), TLS and SASL; see
+	// [fencing.Config]. Cluster.TxnTimeout is not read: the session sets
+	// it to Settings.TransactionTimeout, the one place to change it.
+	Cluster fencing.Config
+	// Member is this member's id. Required.
+	Member codec.MemberID
+	// Roles are the roles the member campaigns for, at least one.
+	Roles []codec.Role
+	// Settings are the timings; zero fields take their defaults, derived
+	// from LeaseDuration (default 10s; see [processor.Settings]).
+	Settings processor.Settings
+	// StateDir, when set, keeps the view's table on disk; see
+	// [view.Options].StateDir. Default "": in memory.
+	StateDir string
+	// Logger receives the member's logs; see [processor.Options].Logger.
+	// Default none.
+	Logger *slog.Logger
+	// ViewLogger receives the view's logs, and goka's (chatty at info
+	// level). Default none.
+	ViewLogger *slog.Logger
+	// Registerer receives the member's metrics; see
+	// [processor.Options].Registerer. Default none.
+	Registerer prometheus.Registerer
+	// OnEvent receives the member's events, one call at a time, in order
+	// per role; it must return quickly and must not call Resign. See
+	// [processor.Options].OnEvent. Default none.
+	OnEvent func(processor.Event)
+	// OnReady is called once by [Session.Run], on Run's goroutine group,
+	// when the view has caught up with the role topic and just before the
+	// member starts to register and campaign, so before any OnEvent call.
+	// Run waits for it. It is not called when Run ends before that (ctx
+	// ended, or the view failed). Default none.
+	OnReady func()
+	// OnFatal is called once by [Session.Run] when the view fails for
+	// good, with the [*ViewError] Run will return, before the member
+	// leaves (so before the Revoked events of its leaving, and before its
+	// work's ctx ends). Run waits for it. It is not called when Run ends
+	// because ctx ended. Default none.
+	OnFatal func(*ViewError)
+}
+
+// Session is one member of one or more roles together with the view and
+// the transport it runs on; see the package documentation for what it
+// starts and in which order it stops. Create it with [New], run it with
+// [Session.Run]. Its methods are safe for concurrent use.
+type Session struct {
+	t       *fencing.BrokerTransport
+	v       *view.View
+	vr      viewRunner // v; a test wraps it to fail on demand
+	m       *processor.Member
+	log     *slog.Logger
+	onReady func()
+	onFatal func(*ViewError)
+
+	mu      sync.Mutex
+	started bool // Run was called, or Close
+}
+
+// New validates cfg, connects to the cluster and builds the view and the
+// member; it starts nothing. It blocks for the connection only: like
+// [fencing.NewBrokerTransport], it fails when no broker answers, with an
+// error matching [fencing.ErrClient]. Invalid settings return an error
+// matching [processor.ErrInvalidSettings]; other invalid values a plain
+// error naming them.
+//
+// The returned Session holds the connection until [Session.Run] returns;
+// a Session that will not be run must be closed with [Session.Close].
+func New(cfg Config) (*Session, error) {
+	s := cfg.Settings.WithDefaults()
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	cluster := cfg.Cluster
+	// A lease write left open by a crash holds back the readers of the
+	// role's partition until the coordinator aborts it: keep that within
+	// what the settings allow for.
+	cluster.TxnTimeout = s.TransactionTimeout
+	if err := cfg.Member.Validate(); err != nil {
+		return nil, fmt.Errorf("election: %w", err)
+	}
+	if len(cfg.Roles) == 0 {
+		return nil, errors.New("election: a session needs at least one role")
+	}
+	for _, r := range cfg.Roles {
+		if err := r.Validate(); err != nil {
+			return nil, fmt.Errorf("election: %w", err)
+		}
+	}
+	v, err := view.New(view.Options{Config: cluster, StateDir: cfg.StateDir, Logger: cfg.ViewLogger})
+	if err != nil {
+		return nil, err
+	}
+	t, err := fencing.NewBrokerTransport(cluster)
+	if err != nil {
+		return nil, err
+	}
+	m, err := processor.New(t, v, cfg.Member, cfg.Roles, processor.Options{
+		Settings:   s,
+		Logger:     cfg.Logger,
+		Registerer: cfg.Registerer,
+		OnEvent:    cfg.OnEvent,
+	})
+	if err != nil {
+		_ = t.Close()
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Session{t: t, v: v, vr: v, m: m, log: log, onReady: cfg.OnReady, onFatal: cfg.OnFatal}, nil
+}
+
+// viewRunner is what Run needs of the view to run it: *view.View.
+type viewRunner interface {
+	Run(ctx context.Context) error
+	WaitCaughtUp(ctx context.Context) error
+}
+
+// Run runs the view and the member until ctx ends, then stops them and
+// closes the transport; see the package documentation for the order. It
+// blocks until every goroutine it started has returned, work included.
+//
+// work runs while the member holds a role, as in [processor.Member.Run]:
+// its ctx ends when the role is lost or Run's ctx ends. To write under
+// the holding's token, use [Session.Writer].
+//
+// Run returns nil when ctx ended; a [*ViewError] when the view failed
+// (it stopped with an error, or its first catch-up probe failed; after
+// the catch-up, the member has resigned and left first); [ErrAlreadyRun]
+// when called a second time or after Close.
+func (s *Session) Run(ctx context.Context, work processor.Work) error {
+	s.mu.Lock()
+	if s.started {
+		s.mu.Unlock()
+		return ErrAlreadyRun
+	}
+	s.started = true
+	s.mu.Unlock()
+	defer s.closeTransport()
+
+	// The member's ctx ends with Run's, or when the view fails. The view's
+	// ends only after the member has left, so that the member's lookups
+	// answer until then.
+	mctx, stopMember := context.WithCancelCause(ctx)
+	defer stopMember(nil)
+	vctx, stopView := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopView()
+
+	var (
+		g        errgroup.Group
+		mu       sync.Mutex
+		caughtUp bool
+	)
+	fatal := func(err error) *ViewError { // at most one: see the two paths below
+		mu.Lock()
+		verr := &ViewError{CaughtUp: caughtUp, Err: err}
+		mu.Unlock()
+		if s.onFatal != nil {
+			s.onFatal(verr)
+		}
+		stopMember(verr)
+		return verr
+	}
+	g.Go(func() error {
+		err := s.vr.Run(vctx)
+		if err == nil && vctx.Err() == nil {
+			err = view.ErrStopped // Run returns nil only when its ctx ends
+		}
+		if err == nil {
+			return nil
+		}
+		return fatal(err)
+	})
+	g.Go(func() error {
+		defer stopView()
+		if err := s.vr.WaitCaughtUp(mctx); err != nil {
+			if mctx.Err() != nil || errors.Is(err, view.ErrStopped) {
+				return nil // ctx ended, or the view failed: its goroutine says why
+			}
+			return fatal(err) // a failed probe; the view then stops without an error
+		}
+		mu.Lock()
+		caughtUp = mctx.Err() == nil
+		mu.Unlock()
+		if !caughtUp {
+			return nil
+		}
+		if s.onReady != nil {
+			s.onReady()
+		}
+		return s.m.Run(mctx, work) // returns once mctx has ended and the member has left
+	})
+	return g.Wait()
+}
+
+// Resign hands role over if this member holds it; see
+// [processor.Member.Resign]. It blocks until the release is written or ctx
+// ends.
+func (s *Session) Resign(ctx context.Context, role codec.Role) error { return s.m.Resign(ctx, role) }
+
+// Writer returns the fenced writer of held: it writes under held.Token,
+// in transactions of held.Role's transactional id, and fails with an
+// error matching [fencing.ErrFenced] once a later member holds the role.
+// It sends nothing; see [fencing.BrokerTransport.Writer].
+func (s *Session) Writer(held processor.Held) *fencing.Writer {
+	return s.t.Writer(held.Role, held.Token)
+}
+
+// Transport returns the transport the member acts through, the one that
+// mints its tokens: use it for [fencing.BrokerTransport.Transact], for
+// package processor/stream, or for Describe. It is closed when Run
+// returns.
+func (s *Session) Transport() *fencing.BrokerTransport { return s.t }
+
+// View returns the view the member follows its roles through, for
+// lookups and watches. It answers while Run runs; see package view.
+func (s *Session) View() *view.View { return s.v }
+
+// Member returns the member. Run runs it: do not call its Run.
+func (s *Session) Member() *processor.Member { return s.m }
+
+// Close releases the connection of a Session that has not been run, and
+// makes a later Run return [ErrAlreadyRun]. Once Run has been called it
+// does nothing (Run closes the transport when it returns), so it is safe
+// to defer right after New. It does not block beyond closing the
+// connection.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	started := s.started
+	s.started = true
+	s.mu.Unlock()
+	if started {
+		return nil
+	}
+	return s.t.Close()
+}
+
+func (s *Session) closeTransport() {
+	if err := s.t.Close(); err != nil {
+		s.log.Warn("closing the transport", "err", err)
+	}
+}
