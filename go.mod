@@ -13,11 +13,8 @@ require (
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 	github.com/urfave/cli/v2 v2.27.7
 	github.com/xdg-go/scram v1.4.0
-<<<<<<< HEAD
 	go.uber.org/goleak v1.3.0
-=======
 	golang.org/x/sync v0.23.0
->>>>>>> entry
 )
 
 require (

@@ -21,7 +21,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testcluster.VerifyNoLeaks(m, "krabka/krole", "lovoo/goka", "IBM/sarama")
+	testcluster.VerifyNoLeaks(m)
 }
 
 // Short timings: a lease of 2s, so a transaction timeout of 1s.
