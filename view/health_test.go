@@ -11,6 +11,7 @@ import (
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/devcluster"
 	"github.com/krabka/krole/internal/testcluster"
+	"github.com/krabka/krole/rolestate"
 )
 
 // healthy waits until the view reports itself healthy.
@@ -186,4 +187,15 @@ func TestLeaseSeenAt(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, st.Lease)
 	assert.Equal(t, t3, st.LeaseSeenAt, "restored from the state dir: stamped when restored")
+}
+
+// unseen returns states without LeaseSeenAt, which only the view that
+// applied a lease knows, to compare tables.
+func unseen(states ...rolestate.State) []rolestate.State {
+	out := make([]rolestate.State, len(states))
+	for i, st := range states {
+		st.LeaseSeenAt = time.Time{}
+		out[i] = st
+	}
+	return out
 }
