@@ -245,9 +245,9 @@ func (s *server) health(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, code, newHealthBody(h, s.t.CaughtUp()))
 }
 
-// nowHeader carries the server's clock (Unix ms) with GET /v1/roles, so
-// that the page counts leases down against the server's clock rather than
-// the browser's.
+// nowHeader carries the server's clock (Unix ms) with GET /v1/roles and
+// /v1/roles/{role}: the moment at which the rows' "expired" and "left_ms"
+// were judged.
 const nowHeader = "X-Krole-Now"
 
 func (s *server) roles(w http.ResponseWriter, r *http.Request) {
