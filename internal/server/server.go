@@ -90,8 +90,10 @@ type Options struct {
 	// Heartbeat is the interval of the ": ping" comments on event streams,
 	// which keep proxies from closing an idle stream. Default 15s.
 	Heartbeat time.Duration
-	// Clock gives "now", against which leases are judged expired. Default
-	// time.Now.
+	// Clock gives "now", against which leases are judged expired. A
+	// lease's end is counted from when the view applied it, on the view's
+	// clock (see [LeaseEnd]), so this must be the view's clock
+	// (view.Options.Clock). Default time.Now, the view's default.
 	Clock func() time.Time
 	// Registry receives the server's collectors (see metrics.go), and
 	// /metrics serves it. Default: a registry of the server's own, never
