@@ -316,6 +316,7 @@ func TestMetrics(t *testing.T) {
 	assert.Equal(t, "1", m[`krole_view_lag_records{partition="0"}`])
 	assert.Equal(t, "0", m[`krole_view_lag_records{partition="1"}`])
 	assert.Equal(t, "1", m["krole_view_caught_up"])
+	assert.Equal(t, "1", m["krole_view_healthy"])
 	assert.Equal(t, "2", m["krole_view_roles"])
 	assert.Equal(t, "2", m[`krole_lookups_total{endpoint="/v1/roles"}`])
 	assert.Equal(t, "2", m[`krole_lookups_total{endpoint="/v1/roles/{role}"}`])
@@ -538,7 +539,10 @@ func TestHealthz(t *testing.T) {
 		"last_contact":"2030-01-02T03:04:05Z","caught_up_at":"2030-01-02T03:04:04Z"}`, rec.Body.String())
 	assert.Equal(t, http.StatusOK, get(t, h, "/v1/roles").Code, "lookups answer from the table meanwhile")
 
+	assert.Equal(t, "0", scrape(t, h)["krole_view_healthy"])
+
 	f.health = &view.Health{Healthy: true, LastContact: contact, CaughtUpAt: contact}
+	assert.Equal(t, "1", scrape(t, h)["krole_view_healthy"])
 	rec = get(t, h, "/healthz")
 	assert.Equal(t, http.StatusOK, rec.Code)
 	assert.JSONEq(t, `{"healthy":true,"caught_up":true,"unreachable":false,"last_contact":"2030-01-02T03:04:05Z","caught_up_at":"2030-01-02T03:04:05Z"}`, rec.Body.String())
