@@ -19,6 +19,7 @@ import (
 // error (see failRun).
 func (v *View) update(uc goka.UpdateContext, st storage.Storage, key string, value []byte) error {
 	p, off := uc.Partition(), uc.Offset()
+	v.health.contact(v.opts.Clock())
 	k, rec, reason, derr := v.decode(p, []byte(key), value)
 	changed, replay, first := v.apply(p, off, k, rec, reason)
 	if replay {
@@ -101,6 +102,7 @@ func (v *View) apply(p int32, off int64, k codec.Key, rec codec.Record, reason S
 	if !applyTo(e, k, rec, off) {
 		return false, false, false
 	}
+	v.leaseApplied(e, k)
 	switch {
 	case e.empty():
 		delete(v.roles, k.Role)
@@ -132,6 +134,7 @@ func (v *View) seed(p int32, recs []storedRecord, offset int64) {
 		switch {
 		case rec.Lease != nil:
 			e.setLease(*rec.Lease, sr.offset)
+			v.leaseApplied(e, k)
 		case rec.Registration != nil:
 			e.cands = append(e.cands, rolestate.Candidate{Member: k.Member, Offset: sr.offset, RegisteredAt: rec.Registration.RegisteredAt})
 		}

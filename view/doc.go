@@ -100,6 +100,30 @@
 // the view: its pending changes coalesce per role, keeping the first Before
 // and the latest After, so it may miss intermediate states but never the
 // latest one. [View.Follow] is the same for one role as a stream of states,
-// starting with the current one; with [View.Role] it makes a *View the
-// state source of a member.
+// starting with the current one; with [View.Role] and [View.Confirm] it
+// makes a *View the state source of a member.
+//
+// # Confirmation, freshness and the observer's clock
+//
+// [View.Confirm] is the check a member makes before it challenges: one
+// ListOffsets round trip to the role's partition leader, a wait until the
+// table holds everything below the partition's last stable offset, and one
+// Fetch to name the producer of a transaction left open there. It fails,
+// rather than answer from the table, when the cluster cannot be reached,
+// when ctx ends first, or when the partition's offsets went backwards
+// ([ErrRewound]).
+//
+// [View.Health] says, without blocking, whether the table is current: the
+// view probes the topic's end every [Options].HealthInterval, and is
+// unhealthy when no broker has answered it for [Options].StaleAfter, when
+// it has not been confirmed caught up for that long, or when a probe found
+// the topic holding less than the view read (the topic was recreated, or
+// the cluster restarted without its data; the view reports it but does not
+// rebuild its table). Lookups keep answering from the table meanwhile.
+//
+// Each lease in a state carries LeaseSeenAt: when this view applied (or
+// restored) the lease record, on the view's clock ([Options].Clock).
+// Expiry judged from it plus the lease's span ([rolestate.LeaseSpan]) does
+// not depend on the holder's clock; a view that first reads a lease when
+// it starts stamps it then, so it credits the lease with its whole span.
 package view

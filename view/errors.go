@@ -20,6 +20,13 @@ var ErrStopped = errors.New("view: stopped")
 // where the first left off).
 var ErrAlreadyRun = errors.New("view: Run was already called")
 
+// ErrRewound is returned (wrapped) by [View.Confirm] when the partition's
+// last stable offset is below what the view has read of it: the topic was
+// recreated, or the cluster restarted without its data. The table no longer
+// describes the topic; [View.Health] reports it too. A view does not
+// recover from it: restart it (and delete its state dir).
+var ErrRewound = errors.New("view: the role topic's offsets went backwards")
+
 // SkipReason says why the view skipped a record of the role topic.
 type SkipReason string
 

@@ -32,9 +32,24 @@ type Options struct {
 	// nil: logs are discarded.
 	Logger *slog.Logger
 
-	// Clock is the time source for [View.Holder] calls with a zero time.
-	// Default nil: time.Now.
+	// Clock is the view's time source: for [View.Holder] calls with a
+	// zero time, for stamping each lease with when the view applied it
+	// (rolestate.State.LeaseSeenAt), and for [View.Health]. Only
+	// differences of its readings matter, so it may be any clock that
+	// does not jump (time.Now's readings carry a monotonic clock). Default
+	// nil: time.Now.
 	Clock func() time.Time
+
+	// HealthInterval is how often the view probes the end of the role
+	// topic to confirm that it is caught up and that a broker answers
+	// (see [View.Health]): one ListOffsets round trip per partition
+	// leader while nothing new is committed. Default 1s.
+	HealthInterval time.Duration
+
+	// StaleAfter bounds the view's freshness: [View.Health] reports the
+	// view unhealthy when no broker has answered it for longer than this,
+	// or when it has not been confirmed caught up for longer. Default 5s.
+	StaleAfter time.Duration
 
 	// ReconnectBackoff is the first pause before the view reconnects after
 	// a consumer error; each further failure adds it again, up to ten
@@ -53,12 +68,21 @@ func (o Options) withDefaults() Options {
 	if o.ReconnectBackoff == 0 {
 		o.ReconnectBackoff = DefaultReconnectBackoff
 	}
+	if o.HealthInterval == 0 {
+		o.HealthInterval = DefaultHealthInterval
+	}
+	if o.StaleAfter == 0 {
+		o.StaleAfter = DefaultStaleAfter
+	}
 	return o
 }
 
 func (o Options) validate() error {
 	if err := o.Config.Validate(); err != nil {
 		return fmt.Errorf("view: %w", err)
+	}
+	if o.HealthInterval < 0 || o.StaleAfter < 0 {
+		return fmt.Errorf("view: HealthInterval %v and StaleAfter %v must not be negative", o.HealthInterval, o.StaleAfter)
 	}
 	if o.ReconnectBackoff < 0 {
 		return fmt.Errorf("view: ReconnectBackoff %v must not be negative", o.ReconnectBackoff)

@@ -3,6 +3,7 @@ package view
 import (
 	"github.com/krabka/krole/rolestate"
 	"sort"
+	"time"
 
 	"github.com/krabka/krole/codec"
 )
@@ -14,6 +15,7 @@ type roleEntry struct {
 	lease       codec.Lease
 	hasLease    bool
 	leaseOffset int64
+	leaseSeenAt time.Time             // when the view applied or restored the lease, by its clock
 	cands       []rolestate.Candidate // sorted by Offset; Rank is filled in on the way out
 	lastOffset  int64                 // offset of the latest record applied to the role
 
@@ -41,7 +43,7 @@ func (e *roleEntry) state(role codec.Role) rolestate.State {
 	}
 	if e.hasLease {
 		l := e.lease
-		s.Lease, s.LeaseOffset = &l, e.leaseOffset
+		s.Lease, s.LeaseOffset, s.LeaseSeenAt = &l, e.leaseOffset, e.leaseSeenAt
 	}
 	s.Candidates = e.candidates()
 	return s

@@ -61,6 +61,8 @@ type View struct {
 	fatal     context.CancelCauseFunc
 	caughtAt  time.Time
 	lastProbe error
+
+	health viewHealth // see health.go
 }
 
 // partState is what the view knows of one partition.
@@ -195,10 +197,14 @@ func (v *View) Run(ctx context.Context) (err error) {
 	v.log.Debug("view starting", "partitions", len(parts), "state_dir", v.opts.StateDir)
 
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		v.initialCatchUp(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		v.monitor(ctx)
 	}()
 	err = gv.Run(ctx)
 	cause := context.Cause(ctx)

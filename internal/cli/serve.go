@@ -40,7 +40,9 @@ func serveCommand() *ucli.Command {
 			"   /v1/roles/ROLE/watch    server-sent events: the role's row, then one per change\n" +
 			"   /v1/watch[?role=R,...]  server-sent events of every role (or those named)\n" +
 			"   /v1/stats               the view's counters\n" +
-			"   /healthz                503 until the view has caught up with the topic, then 200\n" +
+			"   /healthz                200 while the view is current; 503 with {\"reason\":...} before it\n" +
+			"                           has caught up, or when no broker has answered it (or its data\n" +
+			"                           has not been confirmed current) for 5s\n" +
 			"   /metrics                Prometheus text format, names prefixed krole_\n\n" +
 			"A lookup made before the view has caught up waits up to 5s, then answers 503.\n" +
 			"Answers are what the topic says, not the broker's fence. There is no\n" +

@@ -27,24 +27,35 @@ func tableCommand() *ucli.Command {
 		UsageText: "krole table [ROLE...] [--watch] [--timeout D]",
 		Description: "Restores the view of the role topic (reads it with read_committed isolation up\n" +
 			"to its last stable offset) and prints a row per role: the holder of its latest\n" +
-			"lease and its token, the time left on the lease (\"expired\" once its deadline\n" +
-			"has passed by this machine's clock, \"none\" without a lease), and the candidates\n" +
-			"in rank order (join order). With no ROLE, every role the topic has a record of;\n" +
-			"a ROLE it has none of shows with no holder and no candidates.\n\n" +
+			"lease and its token, the time left on the lease, and the candidates in rank\n" +
+			"order (join order). With no ROLE, every role the topic has a record of; a ROLE\n" +
+			"it has none of shows with no holder and no candidates.\n\n" +
+			"LEFT is the time left as this machine judges it, as a candidate would: the\n" +
+			"lease's span (deadline - granted_at, by the holder's clock) counted from when\n" +
+			"this view read the lease record, on this machine's clock; never the holder's\n" +
+			"deadline alone, which is off by as much as the holder's clock. A view that\n" +
+			"first reads a lease when it starts counts its whole span from then. \"expired\"\n" +
+			"once that time is up, \"none\" without a lease.\n\n" +
 			"This is what the topic says, not the broker's fence: a holder shown as live may\n" +
 			"already be fenced by a newer token whose lease is not written yet.\n\n" +
 			"JSON: an array in role order, [] when there are no roles:\n" +
 			"  {\"role\":R,\"holder\":{\"member\":M,\"token\":{\"producer_id\":N,\"epoch\":N},\"granted_at\":MS,\n" +
-			"   \"deadline\":MS,\"expired\":BOOL} or null,\n" +
+			"   \"deadline\":MS,\"expired\":BOOL,\"left_ms\":N} or null,\n" +
 			"   \"candidates\":[{\"member\":M,\"offset\":N,\"registered_at\":MS,\"rank\":0},...]}\n" +
-			"Times are Unix milliseconds; \"expired\" is judged when the row is printed.\n" +
+			"Times are Unix milliseconds; \"expired\" and \"left_ms\" (LEFT) are judged when\n" +
+			"the row is printed.\n" +
 			"GET /v1/roles of 'krole serve' answers the same.\n\n" +
 			"--watch keeps following the topic until interrupted. On a terminal (and without\n" +
 			"-o json) the table is redrawn on each change and the time left ticks down.\n" +
 			"Otherwise it prints one JSON row per line: first the current row of each role,\n" +
 			"then the row of a role each time it changes, and again when a lease it showed\n" +
 			"as live runs out (with \"expired\":true). A role that lost its last record shows\n" +
-			"as a row with no holder and no candidates.",
+			"as a row with no holder and no candidates.\n\n" +
+			"When no broker has answered the view for 5s, or its data has not been confirmed\n" +
+			"current for that long, --watch says so: on a terminal, a line above the table\n" +
+			"(\"cluster unreachable since T; data as of T\"); otherwise a line on stderr, and\n" +
+			"another when the view is current again. The rows keep showing the table as of\n" +
+			"then.",
 		ArgsUsage: "[ROLE...]",
 		Flags: []ucli.Flag{
 			&ucli.BoolFlag{Name: "watch", Aliases: []string{"w"},
@@ -106,9 +117,16 @@ func runTable(c *ucli.Context) error {
 	defer cancel()
 	st := server.Follow(ctx, lv.View, time.Now, roles...)
 	if outputFormat(c) == FormatTable && isTerminal(stdout(c)) {
-		err = watchTerminal(stdout(c), st, roles, lv.cfg.Topic, time.Now, redrawEvery)
+		err = watchTerminal(stdout(c), st, roles, lv.cfg.Topic, time.Now, lv.Health, redrawEvery)
 	} else {
+		noted := make(chan struct{})
+		go func() {
+			defer close(noted)
+			noteHealth(ctx, stderr(c), lv.Health, redrawEvery)
+		}()
 		err = watchLines(stdout(c), st)
+		cancel()
+		<-noted
 	}
 	cancel()
 	for range st.C { // after a failed write: wait for the stream's end
@@ -153,9 +171,10 @@ func rowsTable(w io.Writer, rows []server.Row, now time.Time) error {
 	return tw.flush()
 }
 
-// timeLeft is the LEFT column: the time left on the lease at now,
-// "expired", "expired (released)" for a lease its holder released, or
-// "none" without a lease.
+// timeLeft is the LEFT column: the time left on the lease at now as this
+// observer judges it (until h.Ends, see server.LeaseEnd; h.LeftMS in a row
+// without Ends), "expired", "expired (released)" for a lease its holder
+// released, or "none" without a lease.
 func timeLeft(h *server.Holder, now time.Time) string {
 	switch {
 	case h == nil:
@@ -163,7 +182,10 @@ func timeLeft(h *server.Holder, now time.Time) string {
 	case h.Released():
 		return "expired (released)"
 	}
-	d := time.UnixMilli(h.Deadline).Sub(now)
+	d := time.Duration(h.LeftMS) * time.Millisecond
+	if !h.Ends.IsZero() {
+		d = h.Ends.Sub(now)
+	}
 	if h.Expired && d > 0 {
 		// Judged expired when the row was made; the clock cannot go back.
 		d = 0
@@ -212,9 +234,10 @@ const redrawEvery = time.Second
 
 // watchTerminal keeps the table drawn on a terminal: redrawn on each batch
 // of the stream and every interval, until the stream ends or a write
-// fails. Roles that lose their last record leave the table, unless named
-// in roles.
-func watchTerminal(w io.Writer, st *server.Stream, roles []codec.Role, topic string, now func() time.Time, every time.Duration) error {
+// fails, with a line about the view's health when it is not healthy.
+// Roles that lose their last record leave the table, unless named in
+// roles.
+func watchTerminal(w io.Writer, st *server.Stream, roles []codec.Role, topic string, now func() time.Time, health func() view.Health, every time.Duration) error {
 	named := map[codec.Role]bool{}
 	for _, r := range roles {
 		named[r] = true
@@ -238,7 +261,7 @@ func watchTerminal(w io.Writer, st *server.Stream, roles []codec.Role, topic str
 				continue
 			}
 		}
-		if _, err := w.Write(frame(shown, topic, now())); err != nil {
+		if _, err := w.Write(frame(shown, topic, now(), health())); err != nil {
 			return err
 		}
 	}
@@ -269,9 +292,13 @@ func upsertRow(rows []server.Row, r server.Row, drop bool) []server.Row {
 // frame is one full screen of the watched table: the cursor home, each
 // line followed by "erase to the end of the line", and "erase below" at
 // the end, so that a redraw never flickers through a blank screen.
-func frame(rows []server.Row, topic string, now time.Time) []byte {
+func frame(rows []server.Row, topic string, now time.Time, h view.Health) []byte {
 	var body bytes.Buffer
-	fmt.Fprintf(&body, "krole table: topic %s, %s (Ctrl-C to stop)\n\n", topic, now.Format("15:04:05"))
+	fmt.Fprintf(&body, "krole table: topic %s, %s (Ctrl-C to stop)\n", topic, now.Format("15:04:05"))
+	if !h.Healthy {
+		fmt.Fprintf(&body, "%s\n", healthLine(h))
+	}
+	body.WriteString("\n")
 	if len(rows) == 0 {
 		fmt.Fprintf(&body, "topic %s has no roles\n", topic)
 	} else {
@@ -288,4 +315,48 @@ func frame(rows []server.Row, topic string, now time.Time) []byte {
 	}
 	out.WriteString("\x1b[J")
 	return out.Bytes()
+}
+
+// healthLine says in one line why the view is not current, since when the
+// cluster is unreachable and as of when the data is current.
+func healthLine(h view.Health) string {
+	var line string
+	switch {
+	case h.Unreachable && !h.LastContact.IsZero():
+		line = "cluster unreachable since " + clock(h.LastContact)
+	case h.Unreachable:
+		line = "cluster unreachable"
+	default:
+		line = "not current: " + h.Reason
+	}
+	if !h.CaughtUpAt.IsZero() {
+		line += "; data as of " + clock(h.CaughtUpAt)
+	}
+	return line
+}
+
+// clock shows t as this machine's time of day.
+func clock(t time.Time) string { return t.Local().Format("15:04:05") }
+
+// noteHealth writes a line to w each time the view stops or starts being
+// healthy (after it first was), checking every interval until ctx ends.
+func noteHealth(ctx context.Context, w io.Writer, health func() view.Health, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	wasHealthy := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		h := health()
+		switch {
+		case !h.Healthy && wasHealthy:
+			fmt.Fprintf(w, "krole table: %s; the rows are the table as of then\n", healthLine(h))
+		case h.Healthy && !wasHealthy:
+			fmt.Fprintln(w, "krole table: the view is current again")
+		}
+		wasHealthy = h.Healthy
+	}
 }

@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"github.com/krabka/krole/rolestate"
 	"io"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +18,8 @@ import (
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/server"
 	"github.com/krabka/krole/internal/testcluster"
+	"github.com/krabka/krole/rolestate"
+	"github.com/krabka/krole/view"
 )
 
 // fixtureRoles writes: db with a lease of m1 and candidates m1, m2; cron
@@ -67,9 +71,10 @@ func TestTableJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &typed))
 	db := typed[1]
 	h := rows[1]["holder"].(map[string]any)
-	assert.ElementsMatch(t, []string{"member", "token", "granted_at", "deadline", "expired"}, keys(h))
+	assert.ElementsMatch(t, []string{"member", "token", "granted_at", "deadline", "expired", "left_ms"}, keys(h))
 	assert.ElementsMatch(t, []string{"producer_id", "epoch"}, keys(h["token"].(map[string]any)))
-	assert.Equal(t, &server.Holder{Member: "m1", Token: l.Token, GrantedAt: l.GrantedAt, Deadline: l.Deadline, Expired: false}, db.Holder)
+	assert.Equal(t, &server.Holder{Member: "m1", Token: l.Token, GrantedAt: l.GrantedAt, Deadline: l.Deadline, Expired: false, LeftMS: db.Holder.LeftMS}, db.Holder)
+	assert.LessOrEqual(t, db.Holder.LeftMS, time.Hour.Milliseconds())
 	assert.Contains(t, out, `"producer_id":`+jsonInt(l.Token.ProducerID), "the token's int64 in full")
 	require.Len(t, db.Candidates, 2)
 	for i, m := range []codec.MemberID{"m1", "m2"} {
@@ -105,11 +110,16 @@ func TestTableText(t *testing.T) {
 	requireOK(t, r)
 	lines := strings.Split(strings.TrimRight(r.Stdout, "\n"), "\n")
 	require.Len(t, lines, 6, r.Stdout)
-	assert.Regexp(t, `^cron\s+x1\s+\d+/\d+\s+(59m\d\ds|1h00m)\s+-$`, lines[1])
-	assert.Regexp(t, `^db\s+m1\s+`+l.Token.String()+`\s+(59m\d\ds|1h00m)\s+m1, m2$`, lines[2])
+	// An hour's lease: a view credits a lease with rolestate.MaxLeaseSpan
+	// at most.
+	assert.Regexp(t, `^cron\s+x1\s+\d+/\d+\s+(9m[0-5]\ds|10m00s)\s+-$`, lines[1])
+	assert.Regexp(t, `^db\s+m1\s+`+l.Token.String()+`\s+(9m[0-5]\ds|10m00s)\s+m1, m2$`, lines[2])
 	assert.Regexp(t, `^queue\s+-\s+-\s+none\s+q1$`, lines[3])
 	assert.Regexp(t, `^resigned\s+r1\s+\d+/\d+\s+expired \(released\)\s+-$`, lines[4])
-	assert.Regexp(t, `^short\s+s1\s+\d+/\d+\s+expired\s+-$`, lines[5])
+	// Expired by its holder's clock a second ago, a 59 s lease: a view
+	// that first reads it now counts its span from now, as a candidate
+	// that starts now would.
+	assert.Regexp(t, `^short\s+s1\s+\d+/\d+\s+\d+(\.\d)?s\s+-$`, lines[5])
 	assert.Equal(t, strings.Index(lines[0], "LEFT"), strings.Index(lines[3], "none"), "columns align")
 }
 
@@ -231,7 +241,9 @@ func TestTableWatchPipe(t *testing.T) {
 	l2 := m.Lease("db", "m2", 2*time.Second)
 	r := rowOf(t, b.line("db's new holder"))
 	assert.Equal(t, codec.Role("db"), r.Role)
-	assert.Equal(t, &server.Holder{Member: "m2", Token: l2.Token, GrantedAt: l2.GrantedAt, Deadline: l2.Deadline}, r.Holder)
+	require.NotNil(t, r.Holder)
+	assert.Equal(t, &server.Holder{Member: "m2", Token: l2.Token, GrantedAt: l2.GrantedAt, Deadline: l2.Deadline, LeftMS: r.Holder.LeftMS}, r.Holder)
+	assert.LessOrEqual(t, r.Holder.LeftMS, int64(2000))
 	off := m.Register("fresh", "f1")
 	r = rowOf(t, b.line("fresh's first candidate"))
 	assert.Equal(t, server.Row{Role: "fresh", Candidates: []rolestate.Candidate{{Member: "f1", Offset: off, RegisteredAt: r.Candidates[0].RegisteredAt}}}, r)
@@ -247,8 +259,9 @@ func TestTableWatchPipe(t *testing.T) {
 
 func TestTimeLeft(t *testing.T) {
 	now := time.UnixMilli(1_000_000)
-	h := func(deadline int64) *server.Holder {
-		return &server.Holder{Member: "m", GrantedAt: 900_000, Deadline: deadline}
+	// The holder's clock does not matter: the time left runs to Ends.
+	h := func(ends int64) *server.Holder {
+		return &server.Holder{Member: "m", GrantedAt: 5_000_000, Deadline: 5_100_000, Ends: time.UnixMilli(ends)}
 	}
 	for _, tc := range []struct {
 		h    *server.Holder
@@ -258,7 +271,8 @@ func TestTimeLeft(t *testing.T) {
 		{&server.Holder{Member: "m", GrantedAt: 0, Deadline: 1, Expired: true}, "expired (released)"},
 		{h(1_000_000), "expired"},
 		{h(999_000), "expired"},
-		{&server.Holder{Member: "m", GrantedAt: 900_000, Deadline: 1_005_000, Expired: true}, "expired"}, // judged so earlier
+		{&server.Holder{Member: "m", GrantedAt: 900_000, Deadline: 1_005_000, Ends: time.UnixMilli(1_005_000), Expired: true}, "expired"}, // judged so earlier
+		{&server.Holder{Member: "m", GrantedAt: 900_000, Deadline: 9_005_000, LeftMS: 4_250}, "4.2s"},                                     // from JSON: no Ends
 		{h(1_004_250), "4.2s"},
 		{h(1_000_050), "0.0s"},
 		{h(1_042_900), "42s"},
@@ -278,9 +292,17 @@ func TestWatchTerminal(t *testing.T) {
 	var out testcluster.SyncBuffer
 	done := make(chan error, 1)
 	now := func() time.Time { return time.UnixMilli(1_000_000) }
-	go func() { done <- watchTerminal(&out, st, []codec.Role{"named"}, "t.roles", now, time.Hour) }()
+	var frames atomic.Int32 // health is asked once per frame
+	contact := time.UnixMilli(990_000)
+	health := func() view.Health {
+		if frames.Add(1) >= 3 { // the third frame: the cluster went away
+			return view.Health{Unreachable: true, Reason: "no broker", LastContact: contact, CaughtUpAt: contact.Add(-time.Second)}
+		}
+		return view.Health{Healthy: true}
+	}
+	go func() { done <- watchTerminal(&out, st, []codec.Role{"named"}, "t.roles", now, health, time.Hour) }()
 
-	lease := &server.Holder{Member: "m1", Token: codec.Token{ProducerID: 7, Epoch: 1}, GrantedAt: 990_000, Deadline: 1_030_000}
+	lease := &server.Holder{Member: "m1", Token: codec.Token{ProducerID: 7, Epoch: 1}, GrantedAt: 990_000, Deadline: 1_030_000, Ends: time.UnixMilli(1_030_000)}
 	ch <- []server.Row{
 		{Role: "a", Candidates: []rolestate.Candidate{{Member: "c1"}}},
 		{Role: "b", Holder: lease, Candidates: []rolestate.Candidate{{Member: "m1"}, {Member: "m2", Rank: 1}}},
@@ -291,18 +313,66 @@ func TestWatchTerminal(t *testing.T) {
 	close(ch)
 	require.NoError(t, <-done)
 
-	frames := strings.Split(out.String(), "\x1b[H")
-	require.Len(t, frames, 4, "one frame per batch: %q", out.String())
+	drawn := strings.Split(out.String(), "\x1b[H")
+	require.Len(t, drawn, 4, "one frame per batch: %q", out.String())
 	clean := func(f string) string { return strings.ReplaceAll(strings.ReplaceAll(f, "\x1b[K", ""), "\x1b[J", "") }
-	assert.Equal(t, "", frames[0])
-	assert.True(t, strings.HasSuffix(frames[1], "\x1b[J"), "each frame erases what is below it")
-	first := clean(frames[1])
+	assert.Equal(t, "", drawn[0])
+	assert.True(t, strings.HasSuffix(drawn[1], "\x1b[J"), "each frame erases what is below it")
+	first := clean(drawn[1])
 	assert.Regexp(t, `^krole table: topic t.roles, \d\d:\d\d:\d\d \(Ctrl-C to stop\)\n\nROLE\s+HOLDER\s+TOKEN\s+LEFT\s+CANDIDATES\n`, first)
 	assert.Regexp(t, `(?m)^a\s+-\s+-\s+none\s+c1$`, first)
 	assert.Regexp(t, `(?m)^b\s+m1\s+7/1\s+30s\s+m1, m2$`, first)
 	assert.Regexp(t, `(?m)^named\s+-\s+-\s+none\s+-$`, first)
-	second := clean(frames[2])
+	second := clean(drawn[2])
 	assert.NotRegexp(t, `(?m)^a\s`, second)
 	assert.Regexp(t, `(?m)^named\s`, second, "named roles stay")
-	assert.Equal(t, second, clean(frames[3]))
+	assert.NotContains(t, second, "unreachable")
+	third := clean(drawn[3])
+	assert.Contains(t, third, "\ncluster unreachable since "+clock(contact)+"; data as of "+clock(contact.Add(-time.Second))+"\n",
+		"the health line under the title")
+	assert.Equal(t, second[strings.Index(second, "ROLE"):], third[strings.Index(third, "ROLE"):], "the same table as of then")
+}
+
+// TestTableWatchSaysWhenTheClusterIsUnreachable: to a pipe, --watch
+// notes on stderr when the cluster stops answering, and keeps running.
+func TestTableWatchSaysWhenTheClusterIsUnreachable(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	c.RequireFake(t)
+	fixtureRoles(t, c)
+	b := startBackground(t, append([]string{"table", "--watch", "db"}, clusterFlags(c)...)...)
+	assert.Equal(t, codec.Role("db"), rowOf(t, b.line("db's row")).Role)
+	assert.NotContains(t, b.stderr.String(), "unreachable")
+
+	c.Fake.Close()
+	require.Eventually(t, func() bool { return strings.Contains(b.stderr.String(), "krole table: cluster unreachable since ") },
+		time.Minute, 50*time.Millisecond, "stderr: %s", b.stderr.String())
+	assert.Regexp(t, `krole table: cluster unreachable since \d\d:\d\d:\d\d; data as of \d\d:\d\d:\d\d; the rows are the table as of then\n`, b.stderr.String())
+	assert.Equal(t, ExitOK, b.stop(), "stderr: %s", b.stderr.String())
+}
+
+// TestTableLeftIsTheObservers: a holder whose clock runs 30 s ahead writes
+// a 20 s lease; LEFT and left_ms show at most its span, not the 50 s to
+// its deadline.
+func TestTableLeftIsTheObservers(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	m := c.Members(t)
+	now := time.Now()
+	l := m.LeaseAt("skewed", "s1", now.Add(30*time.Second), now.Add(50*time.Second))
+
+	_, rows := tableJSON(t, c, "skewed")
+	require.Len(t, rows, 1)
+	h := rows[0]["holder"].(map[string]any)
+	assert.Equal(t, float64(l.Deadline), h["deadline"])
+	assert.Equal(t, false, h["expired"])
+	assert.LessOrEqual(t, h["left_ms"], float64(20_000))
+
+	r := runOn(t, c, "table", "skewed")
+	requireOK(t, r)
+	lines := strings.Split(strings.TrimRight(r.Stdout, "\n"), "\n")
+	require.Len(t, lines, 2, r.Stdout)
+	m2 := regexp.MustCompile(`^skewed\s+s1\s+\d+/\d+\s+(\d+)(\.\d)?s\s+-$`).FindStringSubmatch(lines[1])
+	require.NotNil(t, m2, lines[1])
+	secs, err := strconv.Atoi(m2[1])
+	require.NoError(t, err)
+	assert.LessOrEqual(t, secs, 20, "LEFT: %s", lines[1])
 }

@@ -97,6 +97,46 @@ func TestPageInChromium(t *testing.T) {
 		return len(db) == 5 && db[3] == "expired"
 	})
 	assert.GreaterOrEqual(t, time.Now().UnixMilli(), l2.Deadline-1000, "not before the deadline (1s for clock rounding)")
+
+	// A holder whose clock runs 30 s ahead writes a 20 s lease: the page
+	// shows at most its span left, not the 50 s to its deadline.
+	now := time.Now()
+	m.LeaseAt("skewed", "s1", now.Add(30*time.Second), now.Add(50*time.Second))
+	page.waitFor("the page shows skewed's lease", table, &rows, func() bool {
+		r := rowOf(rows, "skewed")
+		return len(r) == 5 && r[1] == "s1"
+	})
+	assert.LessOrEqual(t, seconds(t, rowOf(rows, "skewed")[3]), 20.0, "time left as this observer judges it")
+
+	// The cluster goes away: the page stops claiming "live", says since
+	// when the cluster is unreachable and as of when the data is current.
+	if c.Fake == nil {
+		t.Log("KROLE_BROKERS names an outside cluster: the test cannot stop it")
+		return
+	}
+	page.waitFor("the status is live", `document.getElementById("status").textContent`, &status, func() bool { return status == "live" })
+	c.Fake.Close()
+	page.waitFor("the page says the cluster is unreachable", `document.getElementById("status").textContent`, &status, func() bool {
+		return strings.HasPrefix(status, "cluster unreachable since ") && strings.Contains(status, "; data as of ")
+	})
+	var class string
+	require.NoError(t, page.eval(testCtx(t), `document.getElementById("status").className`, &class))
+	assert.NotEqual(t, "live", class)
+}
+
+// seconds parses a time left the page shows ("4.2s", "42s", "1m05s").
+func seconds(t *testing.T, s string) float64 {
+	t.Helper()
+	m := regexp.MustCompile(`^(?:(\d+)m)?(\d+(?:\.\d)?)s$`).FindStringSubmatch(s)
+	require.NotNil(t, m, "not a time left: %q", s)
+	var mins, secs float64
+	if m[1] != "" {
+		_, err := fmt.Sscan(m[1], &mins)
+		require.NoError(t, err)
+	}
+	_, err := fmt.Sscan(m[2], &secs)
+	require.NoError(t, err)
+	return 60*mins + secs
 }
 
 // chromiumBinary returns the browser to drive, or "" when there is none.

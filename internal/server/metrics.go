@@ -15,6 +15,7 @@ import (
 //	krole_view_records_skipped_total{reason}   records skipped, by reason (bad_key, bad_value, ...)
 //	krole_view_lag_records{partition}          high watermark minus the next offset to read (an upper bound)
 //	krole_view_caught_up                       1 once the view has caught up and while it runs, else 0
+//	krole_view_healthy                         1 while the view is healthy (view.View.Health, as /healthz), else 0
 //	krole_view_roles                           roles the table knows
 //	krole_lookups_total{endpoint}              API requests served, by route (e.g. /v1/roles/{role})
 //
@@ -30,18 +31,23 @@ var (
 		[]string{"partition"}, nil)
 	descCaughtUp = prometheus.NewDesc("krole_view_caught_up",
 		"1 once the view has caught up with the role topic and while it runs, else 0.", nil, nil)
+	descHealthy = prometheus.NewDesc("krole_view_healthy",
+		"1 while the view is healthy: a broker answered it and it was confirmed caught up within its bound (as /healthz), else 0.", nil, nil)
 	descRoles = prometheus.NewDesc("krole_view_roles",
 		"Roles the view's table knows (with a lease or a candidate).", nil, nil)
 )
 
 // statsSource is what the view collector reads.
-type statsSource interface{ Stats() view.Stats }
+type statsSource interface {
+	Stats() view.Stats
+	Health() view.Health
+}
 
 // viewCollector exports a view's Stats, read once per scrape.
 type viewCollector struct{ t statsSource }
 
 func (c viewCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descApplied, descSkipped, descLag, descCaughtUp, descRoles} {
+	for _, d := range []*prometheus.Desc{descApplied, descSkipped, descLag, descCaughtUp, descHealthy, descRoles} {
 		ch <- d
 	}
 }
@@ -60,6 +66,11 @@ func (c viewCollector) Collect(ch chan<- prometheus.Metric) {
 		caught = 1
 	}
 	ch <- prometheus.MustNewConstMetric(descCaughtUp, prometheus.GaugeValue, caught)
+	healthy := 0.0
+	if c.t.Health().Healthy {
+		healthy = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descHealthy, prometheus.GaugeValue, healthy)
 	ch <- prometheus.MustNewConstMetric(descRoles, prometheus.GaugeValue, float64(st.Roles))
 }
 

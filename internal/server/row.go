@@ -1,8 +1,9 @@
 package server
 
 import (
-	"github.com/krabka/krole/rolestate"
 	"time"
+
+	"github.com/krabka/krole/rolestate"
 
 	"github.com/krabka/krole/codec"
 )
@@ -11,26 +12,36 @@ import (
 // streams show it: the one JSON shape of a role, built by [NewRow] only.
 //
 //	{"role":R,
-//	 "holder":{"member":M,"token":{"producer_id":N,"epoch":N},"granted_at":MS,"deadline":MS,"expired":BOOL} or null,
+//	 "holder":{"member":M,"token":{"producer_id":N,"epoch":N},"granted_at":MS,"deadline":MS,"expired":BOOL,"left_ms":N} or null,
 //	 "candidates":[{"member":M,"offset":N,"registered_at":MS,"rank":0},...]}
 //
-// Times are Unix milliseconds. Candidates are in rank order and never null.
+// Times are Unix milliseconds (granted_at and deadline by the holder's
+// clock). Candidates are in rank order and never null.
 type Row struct {
 	Role       codec.Role            `json:"role"`
 	Holder     *Holder               `json:"holder"`
 	Candidates []rolestate.Candidate `json:"candidates"`
 }
 
-// Holder is the latest lease of a role. Expired is computed when the row
-// is built, from the lease's deadline and the local clock: it is what the
-// table believes, not the broker's fence. A released lease (the one a
-// resigning holder writes) is always expired.
+// Holder is the latest lease of a role. Expired and LeftMS are computed
+// when the row is built, as this observer judges the lease: it runs out
+// at [LeaseEnd], the lease's span counted from when the view applied its
+// record, never at the holder's wall-clock deadline, which is as far off
+// as the holder's clock is. It is what the table believes, not the
+// broker's fence. A released lease (the one a resigning holder writes) is
+// always expired.
 type Holder struct {
 	Member    codec.MemberID `json:"member"`
 	Token     codec.Token    `json:"token"`
 	GrantedAt int64          `json:"granted_at"`
 	Deadline  int64          `json:"deadline"`
 	Expired   bool           `json:"expired"`
+	// LeftMS is the time left on the lease when the row was built, in
+	// milliseconds: LeaseEnd minus now, 0 once expired.
+	LeftMS int64 `json:"left_ms"`
+	// Ends is [LeaseEnd] on the clock of the process that built the row;
+	// zero in a row decoded from JSON.
+	Ends time.Time `json:"-"`
 }
 
 // Released reports whether the holder's lease is a release, written by a
@@ -41,21 +52,40 @@ func (h *Holder) lease() codec.Lease {
 	return codec.Lease{Member: h.Member, Token: h.Token, GrantedAt: h.GrantedAt, Deadline: h.Deadline}
 }
 
-// NewRow returns st as a [Row], its lease's expiry judged at now. It copies
-// what it keeps: the row shares nothing with st.
+// NewRow returns st as a [Row], its lease's expiry judged at now (see
+// [LeaseEnd]). It copies what it keeps: the row shares nothing with st.
 func NewRow(st rolestate.State, now time.Time) Row {
 	r := Row{Role: st.Role, Candidates: make([]rolestate.Candidate, len(st.Candidates))}
 	copy(r.Candidates, st.Candidates)
 	if l := st.Lease; l != nil {
+		end := LeaseEnd(st)
 		r.Holder = &Holder{
 			Member:    l.Member,
 			Token:     l.Token,
 			GrantedAt: l.GrantedAt,
 			Deadline:  l.Deadline,
-			Expired:   l.Expired(now.UnixMilli()) || l.Released(),
+			Expired:   l.Released() || !now.Before(end),
+			Ends:      end,
+		}
+		if !r.Holder.Expired {
+			r.Holder.LeftMS = end.Sub(now).Milliseconds()
 		}
 	}
 	return r
+}
+
+// LeaseEnd returns when st's lease runs out as this observer judges it:
+// st.LeaseSeenAt (when the view applied the lease record, on its clock)
+// plus [rolestate.LeaseSpan] of the lease. A holder's clock that runs
+// ahead or behind does not move it; a view that first saw the lease when
+// it started counts the whole span from then. For a state without
+// LeaseSeenAt (a source that does not stamp it) it is the lease's
+// deadline. st.Lease must not be nil.
+func LeaseEnd(st rolestate.State) time.Time {
+	if st.LeaseSeenAt.IsZero() {
+		return time.UnixMilli(st.Lease.Deadline)
+	}
+	return st.LeaseSeenAt.Add(rolestate.LeaseSpan(*st.Lease))
 }
 
 // Empty reports whether the row has neither a lease nor a candidate: the

@@ -6,7 +6,7 @@
 // Routes (all GET):
 //
 //	/                        an HTML page of the table, updated live (no external assets)
-//	/healthz                 200 {"caught_up":true} once the view has caught up, else 503
+//	/healthz                 200 when the view is healthy, else 503 with the reason (see below)
 //	/metrics                 Prometheus text format, every name prefixed krole_
 //	/v1/roles                [Row, ...]: every role the table knows, sorted (as `krole table -o json`)
 //	/v1/roles/{role}         Row; 404 {"error": ...} when the table does not know the role
@@ -15,7 +15,23 @@
 //	/v1/stats                the view's counters as JSON
 //
 // A [Row] is {"role", "holder", "candidates"}; see [NewRow]. Its "expired"
-// is judged when the answer is made, with the server's clock.
+// and "left_ms" are judged when the answer is made, with the server's
+// clock, from when the view applied the lease record plus the lease's
+// span ([LeaseEnd]), never from the holder's wall-clock deadline alone.
+//
+// /healthz answers [view.View.Health]:
+//
+//	{"healthy":BOOL, "caught_up":BOOL, "unreachable":BOOL,
+//	 "reason":"..." (only when not healthy),
+//	 "last_contact":TIME, "caught_up_at":TIME (each only once it happened)}
+//
+// with 200 when healthy, 503 otherwise: before the view has caught up,
+// once it has stopped, when no broker has answered it for longer than the
+// view's StaleAfter ("unreachable": true), when it has not been confirmed
+// caught up for longer than that, or when the topic's offsets went
+// backwards. last_contact is when a broker last answered the view,
+// caught_up_at when its data was last confirmed current (RFC 3339, UTC).
+// Lookups keep answering from the table meanwhile.
 //
 // A lookup made before the view has caught up waits up to Options.Wait and
 // then answers 503 with Retry-After; so does every lookup once the view has
@@ -55,6 +71,7 @@ type Table interface {
 	Lookuper
 	CaughtUp() bool
 	Stats() view.Stats
+	Health() view.Health
 }
 
 var _ Table = (*view.View)(nil)
@@ -73,8 +90,10 @@ type Options struct {
 	// Heartbeat is the interval of the ": ping" comments on event streams,
 	// which keep proxies from closing an idle stream. Default 15s.
 	Heartbeat time.Duration
-	// Clock gives "now", against which leases are judged expired. Default
-	// time.Now.
+	// Clock gives "now", against which leases are judged expired. A
+	// lease's end is counted from when the view applied it, on the view's
+	// clock (see [LeaseEnd]), so this must be the view's clock
+	// (view.Options.Clock). Default time.Now, the view's default.
 	Clock func() time.Time
 	// Registry receives the server's collectors (see metrics.go), and
 	// /metrics serves it. Default: a registry of the server's own, never
@@ -195,17 +214,42 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 func pathRole(r *http.Request) (codec.Role, error) { return codec.NewRole(r.PathValue("role")) }
 
-func (s *server) health(w http.ResponseWriter, _ *http.Request) {
-	code := http.StatusOK
-	if !s.t.CaughtUp() {
-		code = http.StatusServiceUnavailable
-	}
-	writeJSON(w, code, map[string]bool{"caught_up": code == http.StatusOK})
+// healthBody is the JSON of GET /healthz; see the package doc.
+type healthBody struct {
+	Healthy     bool   `json:"healthy"`
+	CaughtUp    bool   `json:"caught_up"`
+	Unreachable bool   `json:"unreachable"`
+	Reason      string `json:"reason,omitempty"`
+	LastContact string `json:"last_contact,omitempty"`
+	CaughtUpAt  string `json:"caught_up_at,omitempty"`
 }
 
-// nowHeader carries the server's clock (Unix ms) with GET /v1/roles, so
-// that the page counts leases down against the server's clock rather than
-// the browser's.
+// newHealthBody returns h (and whether the view has caught up) as
+// GET /healthz shows it.
+func newHealthBody(h view.Health, caughtUp bool) healthBody {
+	b := healthBody{Healthy: h.Healthy, CaughtUp: caughtUp, Unreachable: h.Unreachable, Reason: h.Reason}
+	if !h.LastContact.IsZero() {
+		b.LastContact = h.LastContact.UTC().Format(time.RFC3339Nano)
+	}
+	if !h.CaughtUpAt.IsZero() {
+		b.CaughtUpAt = h.CaughtUpAt.UTC().Format(time.RFC3339Nano)
+	}
+	return b
+}
+
+func (s *server) health(w http.ResponseWriter, _ *http.Request) {
+	h := s.t.Health()
+	code := http.StatusOK
+	if !h.Healthy {
+		code = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, code, newHealthBody(h, s.t.CaughtUp()))
+}
+
+// nowHeader carries the server's clock (Unix ms) with GET /v1/roles and
+// /v1/roles/{role}: the moment at which the rows' "expired" and "left_ms"
+// were judged.
 const nowHeader = "X-Krole-Now"
 
 func (s *server) roles(w http.ResponseWriter, r *http.Request) {

@@ -31,6 +31,7 @@ type fakeTable struct {
 	roles    map[codec.Role]rolestate.State
 	err      error
 	caughtUp bool
+	health   *view.Health // nil: healthy when caught up
 	watchers []*fakeWatcher
 	watched  chan []codec.Role // each Watch call's roles, when set
 }
@@ -125,6 +126,18 @@ func (f *fakeTable) CaughtUp() bool {
 	return f.caughtUp
 }
 
+func (f *fakeTable) Health() view.Health {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.health != nil {
+		return *f.health
+	}
+	if !f.caughtUp {
+		return view.Health{Reason: "the view has not caught up with the role topic yet"}
+	}
+	return view.Health{Healthy: true}
+}
+
 func (f *fakeTable) Stats() view.Stats {
 	return view.Stats{Applied: 3, Skipped: map[view.SkipReason]int64{view.SkipKey: 1, view.SkipVersion: 2}, Roles: 2, CaughtUp: true,
 		Partitions: []view.PartitionStats{{Partition: 0, Next: 4, HighWatermark: 5, Lag: 1, CaughtUpTo: 5}, {Partition: 1, Next: 0, HighWatermark: 0}}}
@@ -173,8 +186,8 @@ func TestRolesIsTheTableJSON(t *testing.T) {
 	// The exact shape: roles sorted, a lease without candidates and
 	// candidates without a lease both present, candidates in rank order.
 	assert.JSONEq(t, `[
-	  {"role":"cron","holder":{"member":"x","token":{"producer_id":4,"epoch":0},"granted_at":1000,"deadline":1100,"expired":true},"candidates":[]},
-	  {"role":"db","holder":{"member":"a","token":{"producer_id":9,"epoch":2},"granted_at":1000,"deadline":2000,"expired":false},
+	  {"role":"cron","holder":{"member":"x","token":{"producer_id":4,"epoch":0},"granted_at":1000,"deadline":1100,"expired":true,"left_ms":0},"candidates":[]},
+	  {"role":"db","holder":{"member":"a","token":{"producer_id":9,"epoch":2},"granted_at":1000,"deadline":2000,"expired":false,"left_ms":500},
 	   "candidates":[{"member":"a","offset":1,"registered_at":900,"rank":0},{"member":"b","offset":3,"registered_at":950,"rank":1}]},
 	  {"role":"queue","holder":null,"candidates":[{"member":"q","offset":2,"registered_at":990,"rank":0}]}
 	]`, rec.Body.String())
@@ -185,6 +198,7 @@ func TestRolesIsTheTableJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &one))
 	rows, err := Rows(context.Background(), fixture(), at(1500), "db")
 	require.NoError(t, err)
+	rows[0].Holder.Ends = time.Time{} // not in the JSON
 	assert.Equal(t, rows, []Row{one}, "one element of the array")
 }
 
@@ -242,12 +256,13 @@ func TestNotCaughtUpIs503(t *testing.T) {
 	rec := get(t, h, "/v1/roles")
 	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
 	assert.Contains(t, rec.Body.String(), "not caught up")
-	assert.JSONEq(t, `{"caught_up":false}`, get(t, h, "/healthz").Body.String())
+	assert.JSONEq(t, `{"healthy":false,"caught_up":false,"unreachable":false,"reason":"the view has not caught up with the role topic yet"}`,
+		get(t, h, "/healthz").Body.String())
 
 	f.err, f.caughtUp = nil, true
 	rec = get(t, h, "/healthz")
 	assert.Equal(t, http.StatusOK, rec.Code)
-	assert.JSONEq(t, `{"caught_up":true}`, rec.Body.String())
+	assert.JSONEq(t, `{"healthy":true,"caught_up":true,"unreachable":false}`, rec.Body.String())
 
 	f.err = view.ErrStopped
 	assert.Equal(t, http.StatusServiceUnavailable, get(t, h, "/v1/roles/db").Code)
@@ -301,6 +316,7 @@ func TestMetrics(t *testing.T) {
 	assert.Equal(t, "1", m[`krole_view_lag_records{partition="0"}`])
 	assert.Equal(t, "0", m[`krole_view_lag_records{partition="1"}`])
 	assert.Equal(t, "1", m["krole_view_caught_up"])
+	assert.Equal(t, "1", m["krole_view_healthy"])
 	assert.Equal(t, "2", m["krole_view_roles"])
 	assert.Equal(t, "2", m[`krole_lookups_total{endpoint="/v1/roles"}`])
 	assert.Equal(t, "2", m[`krole_lookups_total{endpoint="/v1/roles/{role}"}`])
@@ -399,7 +415,7 @@ func TestWatchRole(t *testing.T) {
 	f.set(rolestate.State{Role: "db", Lease: &l, LeaseOffset: 8, Candidates: []rolestate.Candidate{{Member: "b", Offset: 3, RegisteredAt: 950}}})
 	next := s.row()
 	assert.Equal(t, codec.Role("db"), next.Role)
-	assert.Equal(t, &Holder{Member: "b", Token: l.Token, GrantedAt: 1400, Deadline: 9000}, next.Holder)
+	assert.Equal(t, &Holder{Member: "b", Token: l.Token, GrantedAt: 1400, Deadline: 9000, LeftMS: 7500}, next.Holder)
 	assert.Equal(t, []rolestate.Candidate{{Member: "b", Offset: 3, RegisteredAt: 950}}, next.Candidates)
 
 	// A role the table does not have: an empty row first, then its rows.
@@ -507,4 +523,56 @@ func TestStreamEndsWithItsContext(t *testing.T) {
 		assert.NotContains(t, s.sc.Text(), "data:", "nothing after the end")
 	}
 	assert.NoError(t, s.sc.Err(), "the server ended the stream before the client gave up")
+}
+
+// TestHealthz: /healthz is the view's Health: 503 with its reason and
+// times when unhealthy (caught up or not), 200 when healthy.
+func TestHealthz(t *testing.T) {
+	f := fixture()
+	h := newHandler(t, f, Options{})
+	contact := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	f.health = &view.Health{Unreachable: true, Reason: "no broker has answered the view for 6s", LastContact: contact, CaughtUpAt: contact.Add(-time.Second)}
+	rec := get(t, h, "/healthz")
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code, "unhealthy although caught up")
+	assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	assert.JSONEq(t, `{"healthy":false,"caught_up":true,"unreachable":true,"reason":"no broker has answered the view for 6s",
+		"last_contact":"2030-01-02T03:04:05Z","caught_up_at":"2030-01-02T03:04:04Z"}`, rec.Body.String())
+	assert.Equal(t, http.StatusOK, get(t, h, "/v1/roles").Code, "lookups answer from the table meanwhile")
+
+	assert.Equal(t, "0", scrape(t, h)["krole_view_healthy"])
+
+	f.health = &view.Health{Healthy: true, LastContact: contact, CaughtUpAt: contact}
+	assert.Equal(t, "1", scrape(t, h)["krole_view_healthy"])
+	rec = get(t, h, "/healthz")
+	assert.Equal(t, http.StatusOK, rec.Code)
+	assert.JSONEq(t, `{"healthy":true,"caught_up":true,"unreachable":false,"last_contact":"2030-01-02T03:04:05Z","caught_up_at":"2030-01-02T03:04:05Z"}`, rec.Body.String())
+}
+
+// TestTimeLeftIsTheObservers: a lease's time left runs from when the view
+// applied it plus its span, whatever deadline the holder's clock wrote.
+func TestTimeLeftIsTheObservers(t *testing.T) {
+	seen := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	// The holder's clock runs 30 s ahead: granted 30 s in the future, a
+	// 2 s lease.
+	l := codec.Lease{Member: "a", Token: codec.Token{ProducerID: 1}, GrantedAt: seen.Add(30 * time.Second).UnixMilli(), Deadline: seen.Add(32 * time.Second).UnixMilli()}
+	st := rolestate.State{Role: "db", Lease: &l, LeaseSeenAt: seen}
+	r := NewRow(st, seen.Add(500*time.Millisecond))
+	require.NotNil(t, r.Holder)
+	assert.False(t, r.Holder.Expired)
+	assert.Equal(t, int64(1500), r.Holder.LeftMS, "the span from when it was seen, not 31.5 s")
+	assert.Equal(t, seen.Add(2*time.Second), r.Holder.Ends)
+	r = NewRow(st, seen.Add(2*time.Second))
+	assert.True(t, r.Holder.Expired, "expired at the end of its span, 30 s before its deadline")
+	assert.Equal(t, int64(0), r.Holder.LeftMS)
+
+	// A holder 30 s behind: not expired before its span has passed.
+	l2 := codec.Lease{Member: "a", Token: codec.Token{ProducerID: 1}, GrantedAt: seen.Add(-30 * time.Second).UnixMilli(), Deadline: seen.Add(-28 * time.Second).UnixMilli()}
+	r = NewRow(rolestate.State{Role: "db", Lease: &l2, LeaseSeenAt: seen}, seen.Add(time.Second))
+	assert.False(t, r.Holder.Expired)
+	assert.Equal(t, int64(1000), r.Holder.LeftMS)
+
+	// A span longer than rolestate.MaxLeaseSpan counts as that.
+	l3 := codec.Lease{Member: "a", Token: codec.Token{ProducerID: 1}, GrantedAt: 0, Deadline: seen.Add(1000 * time.Hour).UnixMilli()}
+	r = NewRow(rolestate.State{Role: "db", Lease: &l3, LeaseSeenAt: seen}, seen)
+	assert.Equal(t, rolestate.MaxLeaseSpan.Milliseconds(), r.Holder.LeftMS)
 }

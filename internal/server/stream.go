@@ -3,11 +3,11 @@ package server
 import (
 	"cmp"
 	"context"
-	"github.com/krabka/krole/rolestate"
 	"slices"
 	"time"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/rolestate"
 	"github.com/krabka/krole/view"
 )
 
@@ -82,10 +82,10 @@ func (s *Stream) Err() error { return s.err }
 //     renewed or released, a candidate joined or left), the row as the
 //     table holds the role when it is handed over; a role that lost its
 //     last record shows as an empty row;
-//   - and a row when the deadline of a lease that the stream showed as not
-//     expired passes, with Expired now true: no record marks that moment,
-//     so the stream keeps its own timer (wall-clock time; expiry itself is
-//     judged with now).
+//   - and a row when a lease that the stream showed as not expired runs
+//     out ([LeaseEnd]), with Expired now true: no record marks that
+//     moment, so the stream keeps its own timer (wall-clock time; expiry
+//     itself is judged with now).
 //
 // A slow reader blocks nobody: the view coalesces a role's changes while
 // the reader is busy (see [view.View.Watch]), so intermediate states may
@@ -162,10 +162,10 @@ func follow(ctx context.Context, t Lookuper, now func() time.Time, roles []codec
 				return nil
 			}
 		case <-timer.C:
-			at := now().UnixMilli()
+			at := now()
 			var expired []rolestate.State
 			for _, st := range live {
-				if st.Lease.Expired(at) {
+				if !at.Before(LeaseEnd(st)) {
 					expired = append(expired, st)
 				}
 			}
@@ -183,12 +183,12 @@ func follow(ctx context.Context, t Lookuper, now func() time.Time, roles []codec
 // running behind the timer cannot make it spin.
 const minRearm = 10 * time.Millisecond
 
-// untilNextExpiry is how long until the earliest deadline in live (an
+// untilNextExpiry is how long until the earliest lease end in live (an
 // hour when there is none).
 func untilNextExpiry(live map[codec.Role]rolestate.State, now time.Time) time.Duration {
 	next := time.Hour
 	for _, st := range live {
-		if d := time.UnixMilli(st.Lease.Deadline).Sub(now); d < next {
+		if d := LeaseEnd(st).Sub(now); d < next {
 			next = d
 		}
 	}
