@@ -30,7 +30,8 @@ type BrokerTransport struct {
 	client sarama.Client
 
 	mu      sync.Mutex
-	holders map[codec.Role]*holder // the newest token minted per role
+	holders map[codec.Role]*holder     // the newest token minted per role
+	retired map[codec.Role]codec.Token // per role, the token retired after an unknown outcome, until the next AcquireEpoch
 
 	bgMu         sync.Mutex     // orders bg.Add (abortLater) before bg.Wait (Close)
 	bg           sync.WaitGroup // cleanups (aborts) running after a caller's ctx ended
@@ -62,7 +63,7 @@ func NewBrokerTransport(cfg Config) (*BrokerTransport, error) {
 	if err != nil {
 		return nil, &Error{Kind: ErrClient, Err: fmt.Errorf("no broker answered at %s: %w", strings.Join(cfg.Brokers, ","), err)}
 	}
-	return &BrokerTransport{cfg: cfg, client: client, holders: make(map[codec.Role]*holder)}, nil
+	return &BrokerTransport{cfg: cfg, client: client, holders: make(map[codec.Role]*holder), retired: make(map[codec.Role]codec.Token)}, nil
 }
 
 // Config returns the effective configuration (defaults applied).
@@ -134,6 +135,7 @@ func (t *BrokerTransport) AcquireEpoch(ctx context.Context, role codec.Role) (co
 	}
 	t.mu.Lock()
 	t.holders[role] = newHolder(tok, txnID)
+	delete(t.retired, role)
 	t.mu.Unlock()
 	return tok, nil
 }

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,6 +47,23 @@ const (
 	versionDescribeTxns    = 0
 )
 
+// leaderMovedCodes are the answers of a partition's leader (to produce,
+// fetch and list-offsets alike) that say the partition's leadership moved
+// or is not settled: the client refreshes its metadata and resends,
+// within its retry budget. None of them means the request took effect.
+var leaderMovedCodes = []sarama.KError{
+	sarama.ErrNotLeaderForPartition,   // NOT_LEADER_OR_FOLLOWER (6)
+	sarama.ErrLeaderNotAvailable,      // LEADER_NOT_AVAILABLE (5)
+	sarama.ErrUnknownTopicOrPartition, // UNKNOWN_TOPIC_OR_PARTITION (3): metadata not yet propagated
+	sarama.ErrReplicaNotAvailable,     // REPLICA_NOT_AVAILABLE (9)
+	sarama.ErrFencedLeaderEpoch,       // FENCED_LEADER_EPOCH (74)
+	sarama.ErrUnknownLeaderEpoch,      // UNKNOWN_LEADER_EPOCH (75)
+	sarama.ErrKafkaStorageError,       // KAFKA_STORAGE_ERROR (56): the replica's log dir failed; leadership moves
+}
+
+// leaderMoved reports whether k is one of leaderMovedCodes.
+func leaderMoved(k sarama.KError) bool { return slices.Contains(leaderMovedCodes, k) }
+
 // Retry and fetch tuning.
 const (
 	retryBackoffFirst = 10 * time.Millisecond
@@ -68,14 +87,55 @@ func (t *BrokerTransport) refreshMetadata(ctx context.Context, topic string) {
 // the connection's read timeout (cfg.RequestTimeout) passes. call runs each
 // on a goroutine of its own and returns as soon as ctx ends, with ctx.Err();
 // the abandoned call finishes in the background within the read timeout and
-// its answer is dropped. A transaction that abandons a call records it in
-// its holder's in-flight group, so the abort that cleans up after it is sent
-// only once the abandoned request has been answered (an abort overtaken by
-// a late produce would leave that produce in an open transaction).
+// its answer is dropped.
+//
+// A request that was sent and got no answer (a lost connection, a read
+// timeout, or a caller that stopped waiting) may still reach the broker
+// later and take effect there: send marks its error as [noAnswerError].
+// Outside a transaction such a request is resent (Register's append may
+// then show twice; Describe and AcquireEpoch are answered again). Under a
+// token it is not: the transaction retires the token (see txn.go), except
+// for EndTxn commit, which is resent until it is answered.
 
 // call runs fn and waits for it or for ctx, whichever comes first.
 func call[T any](ctx context.Context, inflight *sync.WaitGroup, fn func() (T, error)) (T, error) {
 	return ctxcall.Do(ctx, inflight, fn)
+}
+
+// noAnswerError is the error of a request that was (or may have been)
+// sent and got no answer: its outcome is unknown.
+type noAnswerError struct{ error }
+
+func (e noAnswerError) Unwrap() error { return e.error }
+
+// noAnswer reports whether err says that a request got no answer.
+func noAnswer(err error) bool {
+	var na noAnswerError
+	return errors.As(err, &na)
+}
+
+// send is call for a request to a broker: an error of a request that may
+// have left the client is a [noAnswerError]. A ctx that ended before the
+// call, or an error sarama returns before writing (no connection, a
+// version the broker lacks), means nothing was sent.
+func send[T any](ctx context.Context, inflight *sync.WaitGroup, fn func() (T, error)) (T, error) {
+	if err := ctx.Err(); err != nil {
+		var zero T
+		return zero, err
+	}
+	v, err := call(ctx, inflight, fn)
+	if err == nil || notSent(err) {
+		return v, err
+	}
+	return v, noAnswerError{err}
+}
+
+// notSent reports whether a sarama broker call's error means that the
+// request never left the client.
+func notSent(err error) bool {
+	var oe *net.OpError
+	return errors.Is(err, sarama.ErrNotConnected) || errors.Is(err, sarama.ErrUnsupportedVersion) ||
+		errors.Is(err, sarama.ErrClosedClient) || (errors.As(err, &oe) && oe.Op == "dial")
 }
 
 // permanentError marks an error that retrying cannot cure.
@@ -131,7 +191,8 @@ func (t *BrokerTransport) retry(ctx context.Context, attempt func() (again bool,
 // connection re-finds) the coordinator, and retries
 // COORDINATOR_LOAD_IN_PROGRESS and CONCURRENT_TRANSACTIONS. It returns the
 // first other error code (ErrNoError on success), or err when no answer
-// came.
+// came. A request under a token (inflight is its holder's group) that got
+// no answer is not resent: err is then a [noAnswerError].
 func (t *BrokerTransport) atTxnCoordinator(ctx context.Context, inflight *sync.WaitGroup, txnID string, do func(*sarama.Broker) (sarama.KError, error)) (sarama.KError, error) {
 	return t.atCoordinator(ctx, inflight,
 		func() (*sarama.Broker, error) { return t.client.TransactionCoordinator(txnID) },
@@ -157,9 +218,9 @@ func (t *BrokerTransport) atCoordinator(ctx context.Context, inflight *sync.Wait
 		if err != nil {
 			return retriableErr(ctx, err), fmt.Errorf("finding the coordinator: %w", err)
 		}
-		kerr, err := call(ctx, inflight, func() (sarama.KError, error) { return do(b) })
+		kerr, err := send(ctx, inflight, func() (sarama.KError, error) { return do(b) })
 		if err != nil {
-			if retriableErr(ctx, err) {
+			if retriableErr(ctx, err) && (inflight == nil || !noAnswer(err)) {
 				refreshNow()
 				return true, fmt.Errorf("coordinator %s: %w", b.Addr(), err)
 			}
@@ -186,10 +247,11 @@ func (t *BrokerTransport) atCoordinator(ctx context.Context, inflight *sync.Wait
 // definite answer came (the batch may or may not have been appended: the
 // connection was lost, or the last answer was REQUEST_TIMED_OUT or
 // NOT_ENOUGH_REPLICAS_AFTER_APPEND).
-// Leadership errors refresh the metadata and resend; a lost connection
-// resends the same batch, which a broker deduplicates when the batch carries
-// a producer id and sequence. DUPLICATE_SEQUENCE_NUMBER counts as success
-// (offset -1): the batch was appended by an earlier attempt.
+// Leadership errors ([leaderMovedCodes]) refresh the metadata and resend.
+// A lost connection resends the same batch outside a transaction; under a
+// transaction (txnID set) it returns a [noAnswerError] instead, since the
+// lost request may still arrive. DUPLICATE_SEQUENCE_NUMBER counts as
+// success (offset -1): the batch was appended by an earlier attempt.
 func (t *BrokerTransport) produce(ctx context.Context, inflight *sync.WaitGroup, txnID *string, topic string, partition int32, batch *sarama.RecordBatch) (int64, sarama.KError, error) {
 	var (
 		offset int64 = -1
@@ -207,9 +269,9 @@ func (t *BrokerTransport) produce(ctx context.Context, inflight *sync.WaitGroup,
 			Version:         versionProduce,
 		}
 		req.AddBatch(topic, partition, batch)
-		res, err := call(ctx, inflight, func() (*sarama.ProduceResponse, error) { return leader.Produce(req) })
+		res, err := send(ctx, inflight, func() (*sarama.ProduceResponse, error) { return leader.Produce(req) })
 		if err != nil {
-			if retriableErr(ctx, err) {
+			if retriableErr(ctx, err) && (txnID == nil || !noAnswer(err)) {
 				t.refreshMetadata(ctx, topic)
 				return true, fmt.Errorf("leader %s of %s/%d: %w", leader.Addr(), topic, partition, err)
 			}
@@ -220,15 +282,15 @@ func (t *BrokerTransport) produce(ctx context.Context, inflight *sync.WaitGroup,
 			return true, fmt.Errorf("leader %s answered without %s/%d", leader.Addr(), topic, partition)
 		}
 		answer = blk.Err
+		if leaderMoved(blk.Err) {
+			t.refreshMetadata(ctx, topic)
+			return true, nil
+		}
 		switch blk.Err {
 		case sarama.ErrNoError:
 			offset = blk.Offset
 		case sarama.ErrDuplicateSequenceNumber:
 			answer = sarama.ErrNoError
-		case sarama.ErrNotLeaderForPartition, sarama.ErrLeaderNotAvailable, sarama.ErrUnknownTopicOrPartition,
-			sarama.ErrFencedLeaderEpoch, sarama.ErrUnknownLeaderEpoch, sarama.ErrKafkaStorageError:
-			t.refreshMetadata(ctx, topic)
-			return true, nil
 		case sarama.ErrNotEnoughReplicas, sarama.ErrNotEnoughReplicasAfterAppend, sarama.ErrRequestTimedOut:
 			return true, nil
 		}
@@ -353,9 +415,7 @@ func (t *BrokerTransport) fetch(ctx context.Context, topic string, partition int
 			return true, fmt.Errorf("leader %s answered without the partition", leader.Addr())
 		}
 		out = blk
-		switch blk.Err {
-		case sarama.ErrNotLeaderForPartition, sarama.ErrLeaderNotAvailable, sarama.ErrUnknownTopicOrPartition,
-			sarama.ErrFencedLeaderEpoch, sarama.ErrUnknownLeaderEpoch, sarama.ErrReplicaNotAvailable, sarama.ErrKafkaStorageError:
+		if leaderMoved(blk.Err) {
 			t.refreshMetadata(ctx, topic)
 			return true, fmt.Errorf("leader %s: %w", leader.Addr(), blk.Err)
 		}
@@ -385,11 +445,11 @@ func (t *BrokerTransport) logStart(ctx context.Context, topic string, partition 
 		if blk == nil {
 			return true, errors.New("ListOffsets answered without the partition")
 		}
+		if leaderMoved(blk.Err) {
+			t.refreshMetadata(ctx, topic)
+			return true, blk.Err
+		}
 		if blk.Err != sarama.ErrNoError {
-			if blk.Err == sarama.ErrNotLeaderForPartition || blk.Err == sarama.ErrLeaderNotAvailable {
-				t.refreshMetadata(ctx, topic)
-				return true, blk.Err
-			}
 			return false, blk.Err
 		}
 		start = blk.Offset
