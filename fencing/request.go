@@ -114,16 +114,29 @@ func noAnswer(err error) bool {
 	return errors.As(err, &na)
 }
 
-// send is call for a request to a broker: an error of a request that may
+// send is call for a request to broker b: an error of a request that may
 // have left the client is a [noAnswerError]. A ctx that ended before the
 // call, or an error sarama returns before writing (no connection, a
 // version the broker lacks), means nothing was sent.
-func send[T any](ctx context.Context, inflight *sync.WaitGroup, fn func() (T, error)) (T, error) {
+//
+// When the request gets no answer, send closes b's connection as soon as
+// sarama lets go of it (at once after an error; after the read timeout
+// when ctx abandoned the call): sarama keeps a connection whose read
+// timed out open but dead, answering every later request on it with the
+// old timeout, even though it writes those requests out. The client
+// reopens the connection at the next lookup of the broker.
+func send[T any](ctx context.Context, inflight *sync.WaitGroup, b *sarama.Broker, fn func() (T, error)) (T, error) {
 	if err := ctx.Err(); err != nil {
 		var zero T
 		return zero, err
 	}
-	v, err := call(ctx, inflight, fn)
+	v, err := call(ctx, inflight, func() (T, error) {
+		v, err := fn()
+		if err != nil && !notSent(err) {
+			_ = b.Close()
+		}
+		return v, err
+	})
 	if err == nil || notSent(err) {
 		return v, err
 	}
@@ -218,7 +231,7 @@ func (t *BrokerTransport) atCoordinator(ctx context.Context, inflight *sync.Wait
 		if err != nil {
 			return retriableErr(ctx, err), fmt.Errorf("finding the coordinator: %w", err)
 		}
-		kerr, err := send(ctx, inflight, func() (sarama.KError, error) { return do(b) })
+		kerr, err := send(ctx, inflight, b, func() (sarama.KError, error) { return do(b) })
 		if err != nil {
 			if retriableErr(ctx, err) && (inflight == nil || !noAnswer(err)) {
 				refreshNow()
@@ -269,7 +282,7 @@ func (t *BrokerTransport) produce(ctx context.Context, inflight *sync.WaitGroup,
 			Version:         versionProduce,
 		}
 		req.AddBatch(topic, partition, batch)
-		res, err := send(ctx, inflight, func() (*sarama.ProduceResponse, error) { return leader.Produce(req) })
+		res, err := send(ctx, inflight, leader, func() (*sarama.ProduceResponse, error) { return leader.Produce(req) })
 		if err != nil {
 			if retriableErr(ctx, err) && (txnID == nil || !noAnswer(err)) {
 				t.refreshMetadata(ctx, topic)
@@ -402,7 +415,7 @@ func (t *BrokerTransport) fetch(ctx context.Context, topic string, partition int
 			SessionEpoch: -1, // no fetch session: a full, one-off fetch
 		}
 		req.AddBlock(topic, partition, offset, fetchPartitionMaxBytes, -1)
-		res, err := call(ctx, nil, func() (*sarama.FetchResponse, error) { return leader.Fetch(req) })
+		res, err := send(ctx, nil, leader, func() (*sarama.FetchResponse, error) { return leader.Fetch(req) })
 		if err != nil {
 			if retriableErr(ctx, err) {
 				t.refreshMetadata(ctx, topic)
@@ -437,7 +450,7 @@ func (t *BrokerTransport) logStart(ctx context.Context, topic string, partition 
 		}
 		req := &sarama.OffsetRequest{Version: versionListOffsets, IsolationLevel: sarama.ReadCommitted}
 		req.AddBlock(topic, partition, sarama.OffsetOldest, 1)
-		res, err := call(ctx, nil, func() (*sarama.OffsetResponse, error) { return leader.GetAvailableOffsets(req) })
+		res, err := send(ctx, nil, leader, func() (*sarama.OffsetResponse, error) { return leader.GetAvailableOffsets(req) })
 		if err != nil {
 			return retriableErr(ctx, err), err
 		}

@@ -163,10 +163,11 @@ func (n *Net) Open(prefix string) int {
 
 // Held is a hold rule ([Net.Hold]) and the requests it holds.
 type Held struct {
-	n        *Net
-	rule     Rule
-	taken    int
-	released bool
+	n         *Net
+	rule      Rule
+	taken     int
+	delivered int
+	released  bool
 }
 
 // Hold holds the requests rule matches from now on (at most rule.Count),
@@ -199,6 +200,28 @@ func (h *Held) Wait(ctx context.Context, k int) error {
 	h.n.mu.Lock()
 	defer h.n.mu.Unlock()
 	for h.taken < k {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		h.n.cond.Wait()
+	}
+	return nil
+}
+
+// WaitDelivered blocks until k of the requests the rule took have been
+// handed to the broker after the release (the broker has read them; its
+// answer may still be on the way), or ctx ends (then it returns
+// ctx.Err()). Requests dropped under [DropOnClose] are never delivered.
+func (h *Held) WaitDelivered(ctx context.Context, k int) error {
+	stop := context.AfterFunc(ctx, func() {
+		h.n.mu.Lock()
+		h.n.cond.Broadcast()
+		h.n.mu.Unlock()
+	})
+	defer stop()
+	h.n.mu.Lock()
+	defer h.n.mu.Unlock()
+	for h.delivered < k {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -414,6 +437,10 @@ func (c *conn) forward() {
 		n.mu.Lock()
 		if err != nil {
 			return
+		}
+		if f.hold != nil {
+			f.hold.delivered++
+			n.cond.Broadcast()
 		}
 	}
 }

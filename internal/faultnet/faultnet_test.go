@@ -89,6 +89,9 @@ func TestHeldRequestAfterTheClientGaveUp(t *testing.T) {
 				"nothing reaches the broker while held")
 
 			held.Release()
+			if tc.want != nil {
+				require.NoError(t, held.WaitDelivered(ctx(t), 1))
+			}
 			if tc.want == nil {
 				assert.Empty(t, values(c.ReadAll(t, topic, sarama.ReadUncommitted, 10*time.Second)))
 				return
