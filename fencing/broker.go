@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/internal/ctxcall"
 )
 
 // Close waits up to this many request timeouts for background aborts.
@@ -28,6 +30,7 @@ const closeCleanupGraceFactor = 2
 type BrokerTransport struct {
 	cfg    Config
 	client sarama.Client
+	conns  *ctxcall.Conns // every connection of client, to close those of abandoned requests
 
 	mu      sync.Mutex
 	holders map[codec.Role]*holder     // the newest token minted per role
@@ -59,11 +62,16 @@ func NewBrokerTransport(cfg Config) (*BrokerTransport, error) {
 	if !sc.Version.IsAtLeast(sarama.V3_0_0_0) {
 		sc.Version = sarama.V3_0_0_0
 	}
+	// Every connection goes through conns, so that a request abandoned
+	// by its ctx can be cut short (see send).
+	conns := ctxcall.NewConns(&net.Dialer{Timeout: sc.Net.DialTimeout, KeepAlive: sc.Net.KeepAlive})
+	sc.Net.Proxy.Enable = true
+	sc.Net.Proxy.Dialer = conns
 	client, err := sarama.NewClient(cfg.Brokers, sc)
 	if err != nil {
 		return nil, &Error{Kind: ErrClient, Err: fmt.Errorf("no broker answered at %s: %w", strings.Join(cfg.Brokers, ","), err)}
 	}
-	return &BrokerTransport{cfg: cfg, client: client, holders: make(map[codec.Role]*holder), retired: make(map[codec.Role]codec.Token)}, nil
+	return &BrokerTransport{cfg: cfg, client: client, conns: conns, holders: make(map[codec.Role]*holder), retired: make(map[codec.Role]codec.Token)}, nil
 }
 
 // Config returns the effective configuration (defaults applied).
@@ -102,7 +110,10 @@ func (t *BrokerTransport) Close() error {
 // id at its transaction coordinator. Retriable answers
 // (COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
 // CONCURRENT_TRANSACTIONS) and lost connections are retried with a short
-// backoff, bounded by ctx and cfg.RequestTimeout.
+// backoff, bounded by ctx and cfg.RequestTimeout. When ctx ends while the
+// request is out, its connection is closed at once; what a late delivery
+// can still do is in the package documentation ("Requests the caller
+// gave up on").
 func (t *BrokerTransport) AcquireEpoch(ctx context.Context, role codec.Role) (codec.Token, error) {
 	if err := role.Validate(); err != nil {
 		return codec.Token{}, &Error{Kind: ErrProducer, Role: role, Err: err}

@@ -166,19 +166,53 @@
 //     unclean leader election that loses the marker loses the guarantee,
 //     as it loses committed data.
 //
+// # Requests the caller gave up on
+//
+// When ctx ends while a request is out, the transport closes its
+// connections to that broker at once (ctxcall.Conns; a reset, so bytes
+// still in the client's send buffer are discarded), rather than when the
+// request's read timeout passes. A request the broker has not read by then
+// never takes effect; requests queued behind it on the connection were
+// never written, and are sent again on a new connection.
+//
+// For AcquireEpoch this means that an abandoned InitProducerId does not
+// bump the epoch later unseen, as long as the close overtakes it (tested
+// with a request held in the network and dropped at the close). A close
+// cannot recall bytes that already left the machine: a broker that has
+// read the request, or a network that holds it and delivers it anyway,
+// still bumps the epoch once. That bump is harmless to safety: its answer
+// is read by no one, so no member holds the new epoch, and it fences
+// older tokens exactly as a challenge does. It costs liveness: the holder
+// it fenced loses the role at its next write, and the role goes through
+// succession again. The same holds for an InitProducerId that got no
+// answer and was sent again (AcquireEpoch resends after a lost connection
+// within its budget): a late first attempt fences the token the retry
+// returned.
+//
+// KIP-360's conditional InitProducerId (naming the current producer id
+// and epoch) would make more late requests harmless: Apache Kafka refuses
+// it with PRODUCER_FENCED once the epoch has moved (kfake accepts a stale
+// epoch). It is not used: [Transport.AcquireEpoch] names no expected
+// token, so the transport would have to Describe first, and a late
+// request would still bump when nothing else moved the epoch; and Apache
+// Kafka's coordinator, when it finds an open transaction, fences the epoch,
+// aborts, answers CONCURRENT_TRANSACTIONS and then refuses the retry that
+// names the old epoch (its last epoch is reset by the fence), so taking
+// over from a crashed holder would need a Describe-and-retry loop. What
+// keeps a stale challenger from challenging at all is the check that its
+// view has caught up before AcquireEpoch (package processor).
+//
 // # Context
 //
 // sarama's broker calls take no context. BrokerTransport runs each on a
 // goroutine and returns as soon as ctx ends, with an error wrapping
-// ctx.Err(); the abandoned call ends on its own within
-// [Config.RequestTimeout] (the connection's read timeout). A request that
-// was out when ctx ended has an unknown outcome: in a transaction it
-// retires the token, as above. The connection of a request that got no
-// answer is closed as soon as sarama lets go of it (sarama holds a
-// connection for the whole round trip, so after an abandoned call that is
-// when the read timeout passes), and reopened at the next request; sarama
-// would otherwise keep it open but unusable. Retries of retriable answers
-// are bounded by ctx and by [Config.RequestTimeout]. A transaction whose
-// ctx ended while none of its requests was out is aborted in the
-// background; the token's next transaction waits for that abort.
+// ctx.Err(), and closes the abandoned request's connection (above). A
+// request that was out when ctx ended has an unknown outcome: in a
+// transaction it retires the token, as above. The connection of a request
+// that got no answer for another reason (a read timeout) is closed too,
+// and dialled again at the next request; sarama would otherwise keep it
+// open but unusable. Retries of retriable answers are bounded by ctx and
+// by [Config.RequestTimeout]. A transaction whose ctx ended while none of
+// its requests was out is aborted in the background; the token's next
+// transaction waits for that abort.
 package fencing

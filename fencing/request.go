@@ -114,29 +114,32 @@ func noAnswer(err error) bool {
 	return errors.As(err, &na)
 }
 
-// send is call for a request to broker b: an error of a request that may
+// send is call for request fn to broker b: an error of a request that may
 // have left the client is a [noAnswerError]. A ctx that ended before the
 // call, or an error sarama returns before writing (no connection, a
-// version the broker lacks), means nothing was sent.
+// version the broker lacks, a connection closed by an abandon), means
+// nothing was sent.
 //
-// When the request gets no answer, send closes b's connection as soon as
-// sarama lets go of it (at once after an error; after the read timeout
-// when ctx abandoned the call): sarama keeps a connection whose read
-// timed out open but dead, answering every later request on it with the
-// old timeout, even though it writes those requests out. The client
-// reopens the connection at the next lookup of the broker.
-func send[T any](ctx context.Context, inflight *sync.WaitGroup, b *sarama.Broker, fn func() (T, error)) (T, error) {
+// When ctx ends while the request is out, send closes the connections to
+// b at once (ctxcall.Conns.Close), so that a request the broker has not
+// read yet never takes effect, as far as a close can ensure it (see the
+// package documentation). When the request gets no answer for another
+// reason (a read timeout, a lost connection), send closes b: sarama keeps
+// a connection whose read timed out open but dead, answering every later
+// request on it with the old timeout although it writes them out. The
+// client dials again at the next lookup of the broker.
+func send[T any](ctx context.Context, t *BrokerTransport, inflight *sync.WaitGroup, b *sarama.Broker, fn func() (T, error)) (T, error) {
 	if err := ctx.Err(); err != nil {
 		var zero T
 		return zero, err
 	}
-	v, err := call(ctx, inflight, func() (T, error) {
+	v, err := ctxcall.DoOr(ctx, inflight, func() (T, error) {
 		v, err := fn()
 		if err != nil && !notSent(err) {
 			_ = b.Close()
 		}
 		return v, err
-	})
+	}, func() { t.conns.Close(b.Addr()) })
 	if err == nil || notSent(err) {
 		return v, err
 	}
@@ -147,7 +150,7 @@ func send[T any](ctx context.Context, inflight *sync.WaitGroup, b *sarama.Broker
 // request never left the client.
 func notSent(err error) bool {
 	var oe *net.OpError
-	return errors.Is(err, sarama.ErrNotConnected) || errors.Is(err, sarama.ErrUnsupportedVersion) ||
+	return errors.Is(err, sarama.ErrNotConnected) || errors.Is(err, sarama.ErrUnsupportedVersion) || errors.Is(err, ctxcall.ErrAbandoned) ||
 		errors.Is(err, sarama.ErrClosedClient) || (errors.As(err, &oe) && oe.Op == "dial")
 }
 
@@ -231,7 +234,7 @@ func (t *BrokerTransport) atCoordinator(ctx context.Context, inflight *sync.Wait
 		if err != nil {
 			return retriableErr(ctx, err), fmt.Errorf("finding the coordinator: %w", err)
 		}
-		kerr, err := send(ctx, inflight, b, func() (sarama.KError, error) { return do(b) })
+		kerr, err := send(ctx, t, inflight, b, func() (sarama.KError, error) { return do(b) })
 		if err != nil {
 			if retriableErr(ctx, err) && (inflight == nil || !noAnswer(err)) {
 				refreshNow()
@@ -282,7 +285,7 @@ func (t *BrokerTransport) produce(ctx context.Context, inflight *sync.WaitGroup,
 			Version:         versionProduce,
 		}
 		req.AddBatch(topic, partition, batch)
-		res, err := send(ctx, inflight, leader, func() (*sarama.ProduceResponse, error) { return leader.Produce(req) })
+		res, err := send(ctx, t, inflight, leader, func() (*sarama.ProduceResponse, error) { return leader.Produce(req) })
 		if err != nil {
 			if retriableErr(ctx, err) && (txnID == nil || !noAnswer(err)) {
 				t.refreshMetadata(ctx, topic)
@@ -415,7 +418,7 @@ func (t *BrokerTransport) fetch(ctx context.Context, topic string, partition int
 			SessionEpoch: -1, // no fetch session: a full, one-off fetch
 		}
 		req.AddBlock(topic, partition, offset, fetchPartitionMaxBytes, -1)
-		res, err := send(ctx, nil, leader, func() (*sarama.FetchResponse, error) { return leader.Fetch(req) })
+		res, err := send(ctx, t, nil, leader, func() (*sarama.FetchResponse, error) { return leader.Fetch(req) })
 		if err != nil {
 			if retriableErr(ctx, err) {
 				t.refreshMetadata(ctx, topic)
@@ -450,7 +453,7 @@ func (t *BrokerTransport) logStart(ctx context.Context, topic string, partition 
 		}
 		req := &sarama.OffsetRequest{Version: versionListOffsets, IsolationLevel: sarama.ReadCommitted}
 		req.AddBlock(topic, partition, sarama.OffsetOldest, 1)
-		res, err := send(ctx, nil, leader, func() (*sarama.OffsetResponse, error) { return leader.GetAvailableOffsets(req) })
+		res, err := send(ctx, t, nil, leader, func() (*sarama.OffsetResponse, error) { return leader.GetAvailableOffsets(req) })
 		if err != nil {
 			return retriableErr(ctx, err), err
 		}

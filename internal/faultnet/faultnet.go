@@ -167,6 +167,7 @@ type Held struct {
 	rule      Rule
 	taken     int
 	delivered int
+	orphaned  int // taken requests whose client closed the connection before their delivery
 	released  bool
 }
 
@@ -222,6 +223,27 @@ func (h *Held) WaitDelivered(ctx context.Context, k int) error {
 	h.n.mu.Lock()
 	defer h.n.mu.Unlock()
 	for h.delivered < k {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		h.n.cond.Wait()
+	}
+	return nil
+}
+
+// WaitOrphaned blocks until the clients of k of the requests the rule took
+// have closed their connections while the requests were still held (or
+// queued behind a held one), or ctx ends (then it returns ctx.Err()).
+func (h *Held) WaitOrphaned(ctx context.Context, k int) error {
+	stop := context.AfterFunc(ctx, func() {
+		h.n.mu.Lock()
+		h.n.cond.Broadcast()
+		h.n.mu.Unlock()
+	})
+	defer stop()
+	h.n.mu.Lock()
+	defer h.n.mu.Unlock()
+	for h.orphaned < k {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -377,6 +399,11 @@ func (c *conn) read() {
 		n.mu.Lock()
 		if err != nil {
 			c.clientGone = true
+			for _, f := range c.queue {
+				if f.hold != nil {
+					f.hold.orphaned++
+				}
+			}
 			n.cond.Broadcast()
 			n.mu.Unlock()
 			return
