@@ -116,3 +116,54 @@ func stalledArrangement(t *testing.T, c *testcluster.Cluster, role codec.Role) (
 	require.NotEqual(t, coord, leader)
 	return out, leader
 }
+
+const endTxnKey = 26 // kmsg.EndTxn
+
+// A commit without an answer is sent again under the same epoch until it
+// is answered: the write returns nil, its record shows once (the late
+// first commit changes nothing), and the token stays held. When no answer
+// comes before ctx ends, the write returns ErrUnknownOutcome, meaning
+// "may have committed": the token is retired, and the commit, delivered
+// late, does make the record visible.
+func TestCommitWithoutAnswer(t *testing.T) {
+	c, fn := testcluster.StartFaulty(t, testcluster.Options{Nodes: 1, Partitions: partitions})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cfg := c.Config
+	cfg.ClientID = "committer"
+	cfg.RequestTimeout = 500 * time.Millisecond
+	tr, err := fencing.NewBrokerTransport(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, tr.Close()) })
+	out := c.Topic(t, c.Name("out"), 1, 10*time.Second)
+	role := codec.Role("committer")
+	tok, err := tr.AcquireEpoch(ctx, role)
+	require.NoError(t, err)
+	w := tr.Writer(role, tok)
+	msg := func(v string) fencing.Message { return fencing.Message{Topic: out, Partition: 0, Value: []byte(v)} }
+
+	t.Run("answered on a resend", func(t *testing.T) {
+		held := fn.Hold(faultnet.Rule{APIKey: endTxnKey, Node: faultnet.AnyNode, ClientID: "committer", Count: 1})
+		require.NoError(t, w.Write(ctx, msg("C1")), "the resent commit is answered")
+		assert.Equal(t, 1, held.Count(), "the first commit was held")
+		held.Release()
+		require.NoError(t, held.WaitDelivered(ctx, 1))
+		require.NoError(t, w.Write(ctx, msg("C2")), "the token is still held")
+		assert.Equal(t, []string{"C1", "C2"}, values(c.ReadAll(t, out, sarama.ReadCommitted, 10*time.Second)))
+	})
+
+	t.Run("never answered", func(t *testing.T) {
+		held := fn.Hold(faultnet.Rule{APIKey: endTxnKey, Node: faultnet.AnyNode, ClientID: "committer"})
+		wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
+		defer wcancel()
+		err := w.Write(wctx, msg("C3"))
+		require.ErrorIs(t, err, fencing.ErrUnknownOutcome)
+		assert.Contains(t, err.Error(), "may have committed")
+		assert.ErrorIs(t, w.Write(ctx, msg("C4")), fencing.ErrNotHeld, "the token is retired")
+		held.Release()
+		require.NoError(t, held.WaitDelivered(ctx, 1))
+		require.Eventually(t, func() bool {
+			return assert.ObjectsAreEqual([]string{"C1", "C2", "C3"}, values(c.ReadAll(t, out, sarama.ReadCommitted, 10*time.Second)))
+		}, 10*time.Second, 20*time.Millisecond, "the late commit commits: it may have committed, and it did")
+	})
+}
