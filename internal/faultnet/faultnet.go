@@ -20,6 +20,13 @@
 //     returned heal function is called; then what was sent meanwhile is
 //     delivered both ways. The client runs on (its own timeouts fire).
 //
+// A test waits for the rules to act with [Held.Wait] (requests taken),
+// [Held.WaitOrphaned] (their clients closed the connection) and
+// [Held.WaitDelivered] (handed to the broker after the release), and
+// counts open client connections with [Net.Open].
+// testcluster.StartFaulty (package internal/testcluster) starts an
+// embedded cluster with a Net in front of every broker.
+//
 // A connection's client id is read from each request's header, so the
 // rules apply from the first request of a connection; the broker's answers
 // on a connection that has not sent a request yet are not held by a
@@ -74,10 +81,10 @@ const (
 // Rule chooses requests.
 type Rule struct {
 	// APIKey is the request's api key (kmsg.Produce and the like, as
-	// int16), or AnyKey.
+	// int16), or AnyKey. The zero value is Produce.
 	APIKey int16
 	// Node is the broker node the request goes to (the node given to
-	// [Net.Wrap]), or AnyNode.
+	// [Net.Wrap]), or AnyNode. The zero value is node 0, not AnyNode.
 	Node int32
 	// ClientID is a prefix of the request's client id; "" matches every
 	// client.
