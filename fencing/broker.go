@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,45 +16,8 @@ import (
 	"github.com/krabka/krole/internal/ctxcall"
 )
 
-// Kafka error codes that sarama's table may not name, or that this file
-// gives a meaning of its own.
-const (
-	kerrProducerFenced           = sarama.KError(90)  // PRODUCER_FENCED
-	kerrInvalidProducerEpoch     = sarama.KError(47)  // INVALID_PRODUCER_EPOCH
-	kerrInvalidProducerIDMapping = sarama.KError(49)  // INVALID_PRODUCER_ID_MAPPING
-	kerrTransactionalIDNotFound  = sarama.KError(105) // TRANSACTIONAL_ID_NOT_FOUND
-)
-
-// Protocol versions of the requests this file builds by hand. sarama clamps
-// each to the range the broker advertises (ApiVersions), so they are the
-// newest the client sends, not a requirement on the broker. The EndTxn
-// version stays below 5 on purpose: from v5 (KIP-890, transaction version
-// 2) the coordinator bumps the epoch at every commit, and a token would no
-// longer name a holder (see the package documentation).
-const (
-	versionInitProducerID  = 4  // flexible; PRODUCER_FENCED
-	versionAddPartitions   = 3  // single-transaction form (v4+ is batched)
-	versionAddOffsets      = 3  // flexible
-	versionTxnOffsetCommit = 2  // no group generation: the group is joined by no one
-	versionEndTxn          = 3  // pre-KIP-890: the epoch stays across commits
-	versionProduce         = 9  // flexible; v10 only adds KIP-951 leader hints
-	versionFetch           = 11 // read_committed, LSO, aborted transactions, log start offset
-	versionListOffsets     = 6
-	versionDescribeTxns    = 0
-)
-
-// Retry, fetch and shutdown tuning.
-const (
-	retryBackoffFirst = 10 * time.Millisecond
-	retryBackoffMax   = 250 * time.Millisecond
-	// fetchMaxWait is 0: a read fetches only below the LSO it has learnt
-	// (or once, to learn it), so the broker need never wait for data.
-	fetchMaxWait           = time.Duration(0)
-	fetchMaxBytes          = 8 << 20
-	fetchPartitionMaxBytes = 4 << 20
-	// Close waits up to this many request timeouts for background aborts.
-	closeCleanupGraceFactor = 2
-)
+// Close waits up to this many request timeouts for background aborts.
+const closeCleanupGraceFactor = 2
 
 // BrokerTransport is the [Transport] that talks to a Kafka cluster through
 // sarama. It keeps one sarama client (metadata, coordinators and broker
@@ -67,9 +30,11 @@ const (
 type BrokerTransport struct {
 	cfg    Config
 	client sarama.Client
+	conns  *ctxcall.Conns // every connection of client, to close those of abandoned requests
 
 	mu      sync.Mutex
-	holders map[codec.Role]*holder // the newest token minted per role
+	holders map[codec.Role]*holder     // the newest token minted per role
+	retired map[codec.Role]codec.Token // per role, the token retired after an unknown outcome, until the next AcquireEpoch
 
 	bgMu         sync.Mutex     // orders bg.Add (abortLater) before bg.Wait (Close)
 	bg           sync.WaitGroup // cleanups (aborts) running after a caller's ctx ended
@@ -97,11 +62,16 @@ func NewBrokerTransport(cfg Config) (*BrokerTransport, error) {
 	if !sc.Version.IsAtLeast(sarama.V3_0_0_0) {
 		sc.Version = sarama.V3_0_0_0
 	}
+	// Every connection goes through conns, so that a request abandoned
+	// by its ctx can be cut short (see send).
+	conns := ctxcall.NewConns(&net.Dialer{Timeout: sc.Net.DialTimeout, KeepAlive: sc.Net.KeepAlive})
+	sc.Net.Proxy.Enable = true
+	sc.Net.Proxy.Dialer = conns
 	client, err := sarama.NewClient(cfg.Brokers, sc)
 	if err != nil {
 		return nil, &Error{Kind: ErrClient, Err: fmt.Errorf("no broker answered at %s: %w", strings.Join(cfg.Brokers, ","), err)}
 	}
-	return &BrokerTransport{cfg: cfg, client: client, holders: make(map[codec.Role]*holder)}, nil
+	return &BrokerTransport{cfg: cfg, client: client, conns: conns, holders: make(map[codec.Role]*holder), retired: make(map[codec.Role]codec.Token)}, nil
 }
 
 // Config returns the effective configuration (defaults applied).
@@ -144,7 +114,10 @@ func (t *BrokerTransport) Close() error {
 // id at its transaction coordinator. Retriable answers
 // (COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
 // CONCURRENT_TRANSACTIONS) and lost connections are retried with a short
-// backoff, bounded by ctx and cfg.RequestTimeout.
+// backoff, bounded by ctx and cfg.RequestTimeout. When ctx ends while the
+// request is out, its connection is closed at once; what a late delivery
+// can still do is in the package documentation ("Requests the caller
+// gave up on").
 func (t *BrokerTransport) AcquireEpoch(ctx context.Context, role codec.Role) (codec.Token, error) {
 	if err := role.Validate(); err != nil {
 		return codec.Token{}, &Error{Kind: ErrProducer, Role: role, Err: err}
@@ -177,6 +150,7 @@ func (t *BrokerTransport) AcquireEpoch(ctx context.Context, role codec.Role) (co
 	}
 	t.mu.Lock()
 	t.holders[role] = newHolder(tok, txnID)
+	delete(t.retired, role)
 	t.mu.Unlock()
 	return tok, nil
 }
@@ -268,267 +242,4 @@ func (t *BrokerTransport) partitionOf(ctx context.Context, role codec.Role) (int
 		return -1, &Error{Kind: ErrClient, Role: role, Err: err}
 	}
 	return codec.Partition(role, n), nil
-}
-
-// refreshMetadata refreshes the client's metadata of topic, for at most as
-// long as ctx lasts. A failure is left to the next lookup to report.
-func (t *BrokerTransport) refreshMetadata(ctx context.Context, topic string) {
-	_, _ = call(ctx, nil, func() (struct{}, error) { return struct{}{}, t.client.RefreshMetadata(topic) })
-}
-
-// ---- broker calls under a ctx ----
-//
-// sarama's broker calls take no ctx: they block until the broker answers or
-// the connection's read timeout (cfg.RequestTimeout) passes. call runs each
-// on a goroutine of its own and returns as soon as ctx ends, with ctx.Err();
-// the abandoned call finishes in the background within the read timeout and
-// its answer is dropped. A transaction that abandons a call records it in
-// its holder's in-flight group, so the abort that cleans up after it is sent
-// only once the abandoned request has been answered (an abort overtaken by
-// a late produce would leave that produce in an open transaction).
-
-// call runs fn and waits for it or for ctx, whichever comes first.
-func call[T any](ctx context.Context, inflight *sync.WaitGroup, fn func() (T, error)) (T, error) {
-	return ctxcall.Do(ctx, inflight, fn)
-}
-
-// permanentError marks an error that retrying cannot cure.
-type permanentError struct{ error }
-
-func (e permanentError) Unwrap() error { return e.error }
-
-func permanent(err error) error { return permanentError{err} }
-
-// retriableErr reports whether a transport-level error (no answer from the
-// broker) is worth another attempt.
-func retriableErr(ctx context.Context, err error) bool {
-	var pe permanentError
-	switch {
-	case ctx.Err() != nil, errors.As(err, &pe),
-		errors.Is(err, sarama.ErrClosedClient), errors.Is(err, sarama.ErrUnsupportedVersion):
-		return false
-	}
-	return true
-}
-
-// retry runs attempt until it says stop, backing off between attempts.
-// Attempts stop when ctx ends or cfg.RequestTimeout has passed since the
-// first; the last attempt's error is returned (ctx.Err() when ctx ended).
-func (t *BrokerTransport) retry(ctx context.Context, attempt func() (again bool, err error)) error {
-	budget := time.Now().Add(t.cfg.RequestTimeout)
-	backoff := retryBackoffFirst
-	for {
-		again, err := attempt()
-		if !again {
-			return err
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if time.Now().Add(backoff).After(budget) {
-			return err
-		}
-		timer := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return ctx.Err()
-		case <-timer.C:
-		}
-		backoff = min(2*backoff, retryBackoffMax)
-	}
-}
-
-// atTxnCoordinator sends a request to the transaction coordinator of txnID
-// through do, which returns the broker's error code or a transport error.
-// It finds (and after NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE or a lost
-// connection re-finds) the coordinator, and retries
-// COORDINATOR_LOAD_IN_PROGRESS and CONCURRENT_TRANSACTIONS. It returns the
-// first other error code (ErrNoError on success), or err when no answer
-// came.
-func (t *BrokerTransport) atTxnCoordinator(ctx context.Context, inflight *sync.WaitGroup, txnID string, do func(*sarama.Broker) (sarama.KError, error)) (sarama.KError, error) {
-	return t.atCoordinator(ctx, inflight,
-		func() (*sarama.Broker, error) { return t.client.TransactionCoordinator(txnID) },
-		func() error { return t.client.RefreshTransactionCoordinator(txnID) },
-		do)
-}
-
-// atGroupCoordinator is atTxnCoordinator for a consumer group's coordinator.
-func (t *BrokerTransport) atGroupCoordinator(ctx context.Context, inflight *sync.WaitGroup, group string, do func(*sarama.Broker) (sarama.KError, error)) (sarama.KError, error) {
-	return t.atCoordinator(ctx, inflight,
-		func() (*sarama.Broker, error) { return t.client.Coordinator(group) },
-		func() error { return t.client.RefreshCoordinator(group) },
-		do)
-}
-
-func (t *BrokerTransport) atCoordinator(ctx context.Context, inflight *sync.WaitGroup,
-	find func() (*sarama.Broker, error), refresh func() error, do func(*sarama.Broker) (sarama.KError, error),
-) (sarama.KError, error) {
-	var answer sarama.KError
-	refreshNow := func() { _, _ = call(ctx, nil, func() (struct{}, error) { return struct{}{}, refresh() }) }
-	err := t.retry(ctx, func() (bool, error) {
-		b, err := call(ctx, nil, find)
-		if err != nil {
-			return retriableErr(ctx, err), fmt.Errorf("finding the coordinator: %w", err)
-		}
-		kerr, err := call(ctx, inflight, func() (sarama.KError, error) { return do(b) })
-		if err != nil {
-			if retriableErr(ctx, err) {
-				refreshNow()
-				return true, fmt.Errorf("coordinator %s: %w", b.Addr(), err)
-			}
-			return false, err
-		}
-		answer = kerr
-		switch kerr {
-		case sarama.ErrNotCoordinatorForConsumer, sarama.ErrConsumerCoordinatorNotAvailable:
-			refreshNow()
-			return true, nil
-		case sarama.ErrOffsetsLoadInProgress, sarama.ErrConcurrentTransactions:
-			return true, nil
-		}
-		return false, nil
-	})
-	if err != nil {
-		return 0, err
-	}
-	return answer, nil
-}
-
-// produce sends batch to the leader of topic/partition and returns the
-// base offset the broker assigned, or its error code, or err when no
-// definite answer came (the batch may or may not have been appended: the
-// connection was lost, or the last answer was REQUEST_TIMED_OUT or
-// NOT_ENOUGH_REPLICAS_AFTER_APPEND).
-// Leadership errors refresh the metadata and resend; a lost connection
-// resends the same batch, which a broker deduplicates when the batch carries
-// a producer id and sequence. DUPLICATE_SEQUENCE_NUMBER counts as success
-// (offset -1): the batch was appended by an earlier attempt.
-func (t *BrokerTransport) produce(ctx context.Context, inflight *sync.WaitGroup, txnID *string, topic string, partition int32, batch *sarama.RecordBatch) (int64, sarama.KError, error) {
-	var (
-		offset int64 = -1
-		answer sarama.KError
-	)
-	err := t.retry(ctx, func() (bool, error) {
-		leader, err := call(ctx, nil, func() (*sarama.Broker, error) { return t.client.Leader(topic, partition) })
-		if err != nil {
-			return retriableErr(ctx, err), fmt.Errorf("finding the leader of %s/%d: %w", topic, partition, err)
-		}
-		req := &sarama.ProduceRequest{
-			TransactionalID: txnID,
-			RequiredAcks:    sarama.WaitForAll,
-			Timeout:         int32(t.cfg.RequestTimeout / time.Millisecond),
-			Version:         versionProduce,
-		}
-		req.AddBatch(topic, partition, batch)
-		res, err := call(ctx, inflight, func() (*sarama.ProduceResponse, error) { return leader.Produce(req) })
-		if err != nil {
-			if retriableErr(ctx, err) {
-				t.refreshMetadata(ctx, topic)
-				return true, fmt.Errorf("leader %s of %s/%d: %w", leader.Addr(), topic, partition, err)
-			}
-			return false, err
-		}
-		blk := res.GetBlock(topic, partition)
-		if blk == nil {
-			return true, fmt.Errorf("leader %s answered without %s/%d", leader.Addr(), topic, partition)
-		}
-		answer = blk.Err
-		switch blk.Err {
-		case sarama.ErrNoError:
-			offset = blk.Offset
-		case sarama.ErrDuplicateSequenceNumber:
-			answer = sarama.ErrNoError
-		case sarama.ErrNotLeaderForPartition, sarama.ErrLeaderNotAvailable, sarama.ErrUnknownTopicOrPartition,
-			sarama.ErrFencedLeaderEpoch, sarama.ErrUnknownLeaderEpoch, sarama.ErrKafkaStorageError:
-			t.refreshMetadata(ctx, topic)
-			return true, nil
-		case sarama.ErrNotEnoughReplicas, sarama.ErrNotEnoughReplicasAfterAppend, sarama.ErrRequestTimedOut:
-			return true, nil
-		}
-		return false, nil
-	})
-	if err != nil {
-		return -1, 0, err
-	}
-	switch answer {
-	case sarama.ErrRequestTimedOut, sarama.ErrNotEnoughReplicasAfterAppend:
-		// Retries ran out on an answer that a broker may give after
-		// appending: the outcome is unknown.
-		return -1, 0, fmt.Errorf("no definite answer for %s/%d: %w", topic, partition, answer)
-	}
-	return offset, answer, nil
-}
-
-// newBatch builds a record batch of one record. A nil value is a tombstone.
-func newBatch(producerID int64, epoch int16, sequence int32, transactional bool, key, value []byte) *sarama.RecordBatch {
-	return newRecordBatch(producerID, epoch, sequence, transactional, []*sarama.Record{{Key: key, Value: value}})
-}
-
-// newRecordBatch builds a record batch of recs (at least one), setting
-// each record's offset delta. The batch's sequence numbers run from
-// sequence to sequence + len(recs) - 1 (wrapping as Kafka's do).
-func newRecordBatch(producerID int64, epoch int16, sequence int32, transactional bool, recs []*sarama.Record) *sarama.RecordBatch {
-	now := time.Now()
-	for i, r := range recs {
-		r.OffsetDelta = int64(i)
-		r.TimestampDelta = 0
-	}
-	return &sarama.RecordBatch{
-		Version:         2,
-		FirstTimestamp:  now,
-		MaxTimestamp:    now,
-		ProducerID:      producerID,
-		ProducerEpoch:   epoch,
-		FirstSequence:   sequence,
-		IsTransactional: transactional,
-		LastOffsetDelta: int32(len(recs) - 1),
-		Records:         recs,
-	}
-}
-
-// incrementSequence returns sequence + n with Kafka's wrap-around: after
-// math.MaxInt32 the sequence starts again at 0.
-func incrementSequence(sequence int32, n int) int32 {
-	if int64(sequence)+int64(n) > math.MaxInt32 {
-		return int32(int64(sequence) + int64(n) - math.MaxInt32 - 1)
-	}
-	return sequence + int32(n)
-}
-
-// kerrError makes a broker error code an error, naming the codes sarama's
-// table does not.
-func kerrError(k sarama.KError) error {
-	switch k {
-	case kerrTransactionalIDNotFound:
-		return kafkaCode{k, "TRANSACTIONAL_ID_NOT_FOUND"}
-	case kerrProducerFenced:
-		return kafkaCode{k, "PRODUCER_FENCED"}
-	}
-	return k
-}
-
-// kafkaCode is a broker error code with its Kafka name. It matches the
-// sarama.KError of the same code with errors.Is.
-type kafkaCode struct {
-	code sarama.KError
-	name string
-}
-
-func (k kafkaCode) Error() string { return fmt.Sprintf("kafka error %d (%s)", int16(k.code), k.name) }
-
-func (k kafkaCode) Is(target error) bool {
-	var c sarama.KError
-	return errors.As(target, &c) && c == k.code
-}
-
-// fenceCode reports whether a broker error code says that a later epoch
-// holds the transactional id: PRODUCER_FENCED (coordinator paths, and
-// kfake's answer to a stale epoch there), INVALID_PRODUCER_EPOCH (a
-// partition leader's answer to a stale produce, and older coordinators'),
-// and INVALID_PRODUCER_ID_MAPPING (the coordinator no longer knows the
-// producer id: the transactional id expired and may be held under a new
-// one; the token can never write again).
-func fenceCode(k sarama.KError) bool {
-	return k == kerrProducerFenced || k == kerrInvalidProducerEpoch || k == kerrInvalidProducerIDMapping
 }

@@ -1,8 +1,8 @@
 // Package fencing is the seam between krole's succession rules and a Kafka
 // cluster: the [Transport] interface, its implementation over sarama
 // ([BrokerTransport]), and the error kinds every Transport returns
-// ([ErrFenced], [ErrNotHeld], [ErrProducer], [ErrClient], [ErrAdmin],
-// [ErrRecord]). The testify mock lives in package fencingtest.
+// ([ErrFenced], [ErrNotHeld], [ErrUnknownOutcome], [ErrProducer],
+// [ErrClient], [ErrAdmin], [ErrRecord]). The testify mock lives in package fencingtest.
 //
 // # What a token is
 //
@@ -90,14 +90,129 @@
 // ([Txn.CommitOffsets]) for exactly-once processing (see package
 // processor/stream).
 //
+// # When a request gets no answer
+//
+// A request of a transaction under a token that gets no definite answer
+// (a lost connection, a read timeout, or the caller's ctx ending while it
+// is out) may still reach the broker later: a stalled broker or a slow
+// network can deliver it long after the client gave up. BrokerTransport
+// then retires the token at once: the call returns an [*Error] of kind
+// [ErrUnknownOutcome], the transport forgets the token (later calls with
+// it get [ErrNotHeld], saying that it was retired after an unknown
+// outcome), and it sends no further request under that epoch, in
+// particular no EndTxn abort. The holding is over; the member must
+// acquire again, which mints a new token, as for any new holding (a
+// token still names one holding and never changes during it).
+//
+// Why no abort: with the transaction protocol this package speaks, EndTxn
+// does not move the epoch, so an abort under epoch e writes abort markers
+// of epoch e. A produce of epoch e that reaches its partition's leader
+// after that marker is not older than anything the partition has seen:
+// it is appended, and begins a new transaction of the producer at that
+// partition, which the next commit of epoch e (its transaction adds the
+// partition again) makes visible. This is how a write that returned an
+// error became visible before this rule (faults issue, section 1).
+//
+// Why leaving the transaction open is sound: an open transaction of epoch
+// e ends only when the coordinator aborts it, and Apache Kafka's
+// coordinator fences the epoch before it aborts. The role's next
+// InitProducerId (TransactionCoordinator.handleInitProducerId, state
+// Ongoing) bumps the epoch to e+1 (prepareFenceProducerEpoch), writes
+// abort markers carrying e+1 to every partition of the transaction, and
+// answers CONCURRENT_TRANSACTIONS, so the retried InitProducerId bumps
+// again; a transaction older than its timeout is aborted the same way, at
+// the coordinator's periodic check. At each partition, a batch of epoch e
+// that arrived before the marker is aborted by it, and one that arrives
+// after is refused, because its epoch is older than the producer's last
+// (INVALID_PRODUCER_EPOCH; ProducerAppendInfo). A late batch can only
+// reach a partition that the transaction had added at the coordinator (a
+// produce is sent only once AddPartitionsToTxn has been answered), so
+// every such partition gets a marker; a late offset commit
+// (TxnOffsetCommit) is a transactional batch of epoch e in
+// __consumer_offsets, a partition AddOffsetsToTxn had added, and is
+// covered the same way. A late AddPartitionsToTxn, AddOffsetsToTxn or
+// EndTxn of epoch e reaches a coordinator that has moved past e, which
+// refuses it (PRODUCER_FENCED). So nothing of a call that returned an
+// error ever commits, whatever the network does later.
+//
+// kfake (checked in its txns.go) aborts the open transaction at
+// InitProducerId with markers of the old epoch and bumps after, but its
+// produce path checks a batch's epoch against the producer's current
+// epoch, shared with the coordinator in one process, so a late batch of e
+// is refused (INVALID_PRODUCER_EPOCH) from the bump on; at a transaction
+// timeout it bumps first, as Kafka does.
+//
+// The one exception is the commit. An EndTxn commit without an answer may
+// have committed. The transport sends the same EndTxn commit again, under
+// the same epoch, until it is answered or ctx ends (the coordinator
+// answers a repeated commit of a committed transaction with success): a
+// success returns nil. If no success comes, the call returns
+// ErrUnknownOutcome, and in this case only it means "may have committed":
+// the transaction's writes (and, for a stream, its offsets with them)
+// became visible together, or never will. Every other error of a
+// transactional call promises that nothing the call wrote ever becomes
+// visible to read_committed readers.
+//
+// Limits:
+//   - read_uncommitted readers see the late batch.
+//   - Until the role's next AcquireEpoch or the transaction timeout
+//     aborts the open transaction, read_committed readers of its
+//     partitions stop at it (as for a crashed holder, above); a member
+//     that re-acquires at once ends the stall at once.
+//   - A network fault that costs a request its answer costs the holder
+//     its holding: safety is bought with an extra handover.
+//   - The argument rests on the partition's producer state (the epoch of
+//     the last marker), which Kafka rebuilds from the replicated log; an
+//     unclean leader election that loses the marker loses the guarantee,
+//     as it loses committed data.
+//
+// # Requests the caller gave up on
+//
+// When ctx ends while a request is out, the transport closes its
+// connections to that broker at once (ctxcall.Conns; a reset, so bytes
+// still in the client's send buffer are discarded), rather than when the
+// request's read timeout passes. A request the broker has not read by then
+// never takes effect; requests queued behind it on the connection were
+// never written, and are sent again on a new connection.
+//
+// For AcquireEpoch this means that an abandoned InitProducerId does not
+// bump the epoch later unseen, as long as the close overtakes it (tested
+// with a request held in the network and dropped at the close). A close
+// cannot recall bytes that already left the machine: a broker that has
+// read the request, or a network that holds it and delivers it anyway,
+// still bumps the epoch once. That bump is harmless to safety: its answer
+// is read by no one, so no member holds the new epoch, and it fences
+// older tokens exactly as a challenge does. It costs liveness: the holder
+// it fenced loses the role at its next write, and the role goes through
+// succession again. The same holds for an InitProducerId that got no
+// answer and was sent again (AcquireEpoch resends after a lost connection
+// within its budget): a late first attempt fences the token the retry
+// returned.
+//
+// KIP-360's conditional InitProducerId (naming the current producer id
+// and epoch) would make more late requests harmless: Apache Kafka refuses
+// it with PRODUCER_FENCED once the epoch has moved (kfake accepts a stale
+// epoch). It is not used: [Transport.AcquireEpoch] names no expected
+// token, so the transport would have to Describe first, and a late
+// request would still bump when nothing else moved the epoch; and Apache
+// Kafka's coordinator, when it finds an open transaction, fences the epoch,
+// aborts, answers CONCURRENT_TRANSACTIONS and then refuses the retry that
+// names the old epoch (its last epoch is reset by the fence), so taking
+// over from a crashed holder would need a Describe-and-retry loop. What
+// keeps a stale challenger from challenging at all is the check that its
+// view has caught up before AcquireEpoch (package processor).
+//
 // # Context
 //
 // sarama's broker calls take no context. BrokerTransport runs each on a
-// goroutine and returns as soon as ctx ends, with an error that wraps
-// ctx.Err(); the abandoned call ends on its own within
-// [Config.RequestTimeout] (the connection's read timeout). Retries of
-// retriable answers are bounded by ctx and by [Config.RequestTimeout].
-// A transaction abandoned by its ctx is aborted in the background once its
-// abandoned requests are answered; the token's next transaction waits for
-// that abort.
+// goroutine and returns as soon as ctx ends, with an error wrapping
+// ctx.Err(), and closes the abandoned request's connection (above). A
+// request that was out when ctx ended has an unknown outcome: in a
+// transaction it retires the token, as above. The connection of a request
+// that got no answer for another reason (a read timeout) is closed too,
+// and dialled again at the next request; sarama would otherwise keep it
+// open but unusable. Retries of retriable answers are bounded by ctx and
+// by [Config.RequestTimeout]. A transaction whose ctx ended while none of
+// its requests was out is aborted in the background; the token's next
+// transaction waits for that abort.
 package fencing

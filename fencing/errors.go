@@ -18,8 +18,10 @@ var (
 	ErrFenced = errors.New("fenced")
 	// ErrNotHeld: the token passed to WriteLease, Transact or a Writer is
 	// not the one this transport holds for the role: it never minted it,
-	// it has minted a newer one since, or it forgot the token when a
-	// write under it was fenced. No request is sent.
+	// it has minted a newer one since, it forgot the token when a write
+	// under it was fenced, or it retired the token after an unknown
+	// outcome (ErrUnknownOutcome; the message says so). No request is
+	// sent.
 	ErrNotHeld = errors.New("not held")
 	// ErrUnknownOutcome: a request of a transaction under the token got
 	// no definite answer (a timeout, a lost connection), so what it wrote
@@ -29,6 +31,10 @@ var (
 	// when the next epoch of the role is minted or the transaction times
 	// out, never committed. The holding that the token identifies is
 	// over; the caller must stop acting as holder, as for ErrFenced.
+	// One case differs: when the request without an answer was the
+	// transaction's EndTxn commit, resent until ctx ended without a
+	// success, the transaction may have committed (see the package
+	// documentation).
 	ErrUnknownOutcome = errors.New("unknown outcome")
 	// ErrProducer: the cluster refused a produce or transaction request
 	// for a reason other than a fence.

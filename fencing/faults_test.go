@@ -54,60 +54,93 @@ func TestProduceRetryIsDeduplicated(t *testing.T) {
 	})
 }
 
-// When no produce of a transaction gets a definite answer, the write fails
-// with ErrProducer and the transaction is aborted; the next transaction of
-// the epoch finds the sequence number the broker expects, whether the lost
-// batch was appended or not.
-func TestLostProduceAnswerKeepsTheSequence(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		appended bool
-	}{
-		{"appended, answered REQUEST_TIMED_OUT", true},
-		{"connection closed before the append", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			onEachCluster(t, func(t *testing.T, e *env) {
-				ctx := e.ctx()
-				role := codec.Role("sequence")
-				tr := e.faultyTransport()
-				tok, err := tr.AcquireEpoch(ctx, role)
-				require.NoError(t, err)
-				e.place(role)
-				l0, l1, l2, l3 := lease(t, "n0", tok), lease(t, "n1", tok), lease(t, "n2", tok), lease(t, "n3", tok)
-				require.NoError(t, tr.WriteLease(ctx, role, tok, l0))
+// When the leader answers every produce of a transaction
+// REQUEST_TIMED_OUT (it may have appended the batch), the write fails with
+// ErrProducer and the transaction is aborted; the next transaction of the
+// epoch finds the sequence number the broker expects.
+func TestAmbiguousProduceAnswerKeepsTheSequence(t *testing.T) {
+	onEachCluster(t, func(t *testing.T, e *env) {
+		ctx := e.ctx()
+		role := codec.Role("sequence")
+		tr := e.faultyTransport()
+		tok, err := tr.AcquireEpoch(ctx, role)
+		require.NoError(t, err)
+		e.place(role)
+		l0, l1, l2, l3 := lease(t, "n0", tok), lease(t, "n1", tok), lease(t, "n2", tok), lease(t, "n3", tok)
+		require.NoError(t, tr.WriteLease(ctx, role, tok, l0))
 
-				var stop func()
-				if tc.appended {
-					h := e.c.Fake.Fault(kfakeFault(e.c.Config.Topic, kerr.RequestTimedOut, -1))
-					stop = h.Remove
-				} else {
-					var active atomic.Bool
-					active.Store(true)
-					e.c.Fake.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-						if !active.Load() {
-							e.c.Fake.DropControl()
-							return nil, nil, false
-						}
-						e.c.Fake.KeepControl()
-						return nil, errors.New("injected: connection closed"), true
-					})
-					stop = func() { active.Store(false) }
+		h := e.c.Fake.Fault(kfakeFault(e.c.Config.Topic, kerr.RequestTimedOut, -1))
+		err = tr.WriteLease(ctx, role, tok, l1)
+		h.Remove()
+		require.Error(t, err)
+		assert.ErrorIs(t, err, fencing.ErrProducer)
+		assert.False(t, fencing.IsFenced(err))
+
+		require.NoError(t, tr.WriteLease(ctx, role, tok, l2), "the next write finds the sequence")
+		require.NoError(t, tr.WriteLease(ctx, role, tok, l3))
+		recs, err := tr.ReadRoleRecords(ctx, role)
+		require.NoError(t, err)
+		assert.Equal(t, []codec.Lease{l0, l2, l3}, leases(recs), "the failed write was aborted")
+	})
+}
+
+// A produce whose connection breaks before an answer has an unknown
+// outcome: the write returns ErrUnknownOutcome, the token is retired (the
+// next write gets ErrNotHeld, saying so, and sends nothing), and what the
+// write sent never shows: the next token's AcquireEpoch aborts it.
+func TestLostProduceAnswerRetiresTheToken(t *testing.T) {
+	onEachCluster(t, func(t *testing.T, e *env) {
+		ctx := e.ctx()
+		role := codec.Role("retire")
+		tr := e.faultyTransport()
+		tok, err := tr.AcquireEpoch(ctx, role)
+		require.NoError(t, err)
+		e.place(role)
+		l0, l1 := lease(t, "n0", tok), lease(t, "n1", tok)
+		require.NoError(t, tr.WriteLease(ctx, role, tok, l0))
+
+		var active, lost, reacquired atomic.Bool
+		active.Store(true)
+		var after atomic.Int32 // transactional requests after the lost produce, before the next AcquireEpoch
+		e.c.Fake.Control(func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+			e.c.Fake.KeepControl()
+			switch kreq.(type) {
+			case *kmsg.EndTxnRequest, *kmsg.AddPartitionsToTxnRequest, *kmsg.ProduceRequest:
+				if lost.Load() && !reacquired.Load() {
+					after.Add(1)
 				}
-				err = tr.WriteLease(ctx, role, tok, l1)
-				stop()
-				require.Error(t, err)
-				assert.ErrorIs(t, err, fencing.ErrProducer)
-				assert.False(t, fencing.IsFenced(err))
-
-				require.NoError(t, tr.WriteLease(ctx, role, tok, l2), "the next write finds the sequence")
-				require.NoError(t, tr.WriteLease(ctx, role, tok, l3))
-				recs, err := tr.ReadRoleRecords(ctx, role)
-				require.NoError(t, err)
-				assert.Equal(t, []codec.Lease{l0, l2, l3}, leases(recs), "the failed write was aborted")
-			})
+			}
+			return nil, nil, false
 		})
-	}
+		e.c.Fake.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+			if !active.Load() {
+				e.c.Fake.DropControl()
+				return nil, nil, false
+			}
+			e.c.Fake.KeepControl()
+			lost.Store(true)
+			return nil, errors.New("injected: connection closed"), true
+		})
+		err = tr.WriteLease(ctx, role, tok, l1)
+		active.Store(false)
+		require.Error(t, err)
+		assert.ErrorIs(t, err, fencing.ErrUnknownOutcome)
+		assert.False(t, fencing.IsFenced(err))
+
+		err = tr.WriteLease(ctx, role, tok, lease(t, "n2", tok))
+		require.ErrorIs(t, err, fencing.ErrNotHeld)
+		assert.Contains(t, err.Error(), "retired after an unknown outcome")
+		assert.Zero(t, after.Load(), "nothing is sent under a retired token, not even an abort")
+
+		reacquired.Store(true)
+		tok2, err := tr.AcquireEpoch(ctx, role)
+		require.NoError(t, err)
+		l3 := lease(t, "n3", tok2)
+		require.NoError(t, tr.WriteLease(ctx, role, tok2, l3))
+		recs, err := tr.ReadRoleRecords(ctx, role)
+		require.NoError(t, err)
+		assert.Equal(t, []codec.Lease{l0, l3}, leases(recs), "the write without an answer never shows")
+	})
 }
 
 func kfakeFault(topic string, code *kerr.Error, count int) kfake.Fault {

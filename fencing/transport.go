@@ -78,8 +78,12 @@ type Transport interface {
 	//
 	// Errors: [ErrFenced] when the broker rejects token because a later
 	// member has taken role; [ErrNotHeld] when this transport never minted
-	// token for role (or has since minted a newer one); [ErrProducer] for
-	// every other failure of the write.
+	// token for role (or has since minted a newer one, or retired it);
+	// [ErrUnknownOutcome] when a request of the write got no definite
+	// answer: the token is retired and the holding is over, as for
+	// ErrFenced; [ErrProducer] for every other failure of the write.
+	// Except for ErrUnknownOutcome after a commit without an answer, an
+	// error means that the lease never becomes visible.
 	WriteLease(ctx context.Context, role codec.Role, token codec.Token, lease codec.Lease) error
 
 	// Describe asks the transaction coordinator which token holds role now,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -44,6 +45,10 @@ type holder struct {
 	// Guarded by sem.
 	next  map[topicPartition][]int32
 	dirty bool // a transaction may be open at the coordinator: abort it before the next one
+
+	// retired is set, under BrokerTransport.mu, when a request under the
+	// token got no answer: nothing more is sent under it.
+	retired bool
 }
 
 func newHolder(tok codec.Token, txnID string) *holder {
@@ -57,6 +62,8 @@ func (t *BrokerTransport) current(role codec.Role, tok codec.Token) (*holder, er
 	defer t.mu.Unlock()
 	h := t.holders[role]
 	switch {
+	case h == nil && t.retired[role] == tok:
+		return nil, &Error{Kind: ErrNotHeld, Role: role, Err: fmt.Errorf("token %s was retired after an unknown outcome: a request under it got no definite answer", tok)}
 	case h == nil:
 		return nil, &Error{Kind: ErrNotHeld, Role: role}
 	case h.token != tok:
@@ -74,6 +81,28 @@ func (t *BrokerTransport) forget(role codec.Role, h *holder) {
 		delete(t.holders, role)
 	}
 	t.mu.Unlock()
+}
+
+// retire ends h after a request under its token got no definite answer:
+// the transport forgets it, remembers the token as retired (so calls with
+// it say why they get ErrNotHeld), and sends nothing more under it. The
+// transaction stays open at the coordinator until the next AcquireEpoch
+// of the role or its timeout aborts it (see the package documentation).
+func (t *BrokerTransport) retire(role codec.Role, h *holder) {
+	t.mu.Lock()
+	h.retired = true
+	if t.holders[role] == h {
+		delete(t.holders, role)
+		t.retired[role] = h.token
+	}
+	t.mu.Unlock()
+}
+
+// isRetired reports whether h was retired.
+func (t *BrokerTransport) isRetired(h *holder) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return h.retired
 }
 
 // WriteLease implements [Transport]: one transaction under token that adds
@@ -330,10 +359,14 @@ func (tx *Txn) commitOffsets(group string, offsets map[string]map[int32]int64) e
 }
 
 // fail turns the outcome of a transactional request into the Txn's error:
-// nil on success, Fenced for a fence code (forgetting the token),
+// nil on success, ErrUnknownOutcome when the request got no answer
+// (retiring the token), Fenced for a fence code (forgetting the token),
 // ErrProducer otherwise.
 func (tx *Txn) fail(what string, kerr sarama.KError, err error) error {
 	switch {
+	case noAnswer(err):
+		tx.t.retire(tx.role, tx.h)
+		return &Error{Kind: ErrUnknownOutcome, Role: tx.role, Err: fmt.Errorf("%s under token %s got no answer; the token is retired: %w", what, tx.h.token, err)}
 	case err != nil:
 		return &Error{Kind: ErrProducer, Role: tx.role, Err: fmt.Errorf("%s under token %s: %w", what, tx.h.token, err)}
 	case fenceCode(kerr):
@@ -354,11 +387,23 @@ func (tx *Txn) fail(what string, kerr sarama.KError, err error) error {
 // INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING) returns [Fenced]
 // and forgets the token. Transactions of one token run one at a time.
 //
-// When ctx ends, Transact returns at once with an error wrapping
-// ctx.Err(); the abort of the transaction is sent in the background, after
-// any request ctx abandoned has been answered, and the token's next
-// transaction waits for it. A commit whose answer was lost returns
-// ErrProducer: the transaction may have committed.
+// A request of the transaction that gets no definite answer (a lost
+// connection, a read timeout, or ctx ending while it is out) returns an
+// [*Error] of kind [ErrUnknownOutcome] and retires the token: no request
+// follows under it (no abort either), and every later call with it gets
+// ErrNotHeld. What the transaction wrote is then aborted by the role's
+// next AcquireEpoch or by the transaction timeout, and never commits
+// (see the package documentation). The one exception is the commit: an
+// EndTxn commit without an answer is sent again, under the same epoch,
+// until it is answered or ctx ends. An answer of success returns nil; if
+// no success comes, Transact returns ErrUnknownOutcome, and in this case
+// only it means that the transaction may have committed. Every other
+// error means that nothing the call wrote ever becomes visible to
+// read_committed readers.
+//
+// When ctx ends while no request is out, Transact returns at once with an
+// error wrapping ctx.Err(); the abort of the transaction is sent in the
+// background, and the token's next transaction waits for it.
 func (t *BrokerTransport) Transact(ctx context.Context, role codec.Role, token codec.Token, fn func(tx *Txn) error) error {
 	h, err := t.current(role, token)
 	if err != nil {
@@ -370,8 +415,8 @@ func (t *BrokerTransport) Transact(ctx context.Context, role codec.Role, token c
 		return &Error{Kind: ErrProducer, Role: role, Err: fmt.Errorf("waiting for the previous transaction of token %s: %w", token, ctx.Err())}
 	}
 	release := func() { <-h.sem }
-	// A newer AcquireEpoch, or a fence seen by the previous transaction,
-	// may have replaced h while this one waited.
+	// A newer AcquireEpoch, or a fence or unknown outcome seen by the
+	// previous transaction, may have replaced h while this one waited.
 	if _, err := t.current(role, token); err != nil {
 		release()
 		return err
@@ -404,13 +449,13 @@ func (t *BrokerTransport) Transact(ctx context.Context, role codec.Role, token c
 			release()
 			return nil
 		}
-		if IsFenced(cerr) {
+		if ends(cerr) {
 			release()
 			return cerr
 		}
 		tx.err = cerr
 	}
-	if tx.err != nil && IsFenced(tx.err) {
+	if tx.err != nil && ends(tx.err) {
 		release()
 		return tx.err
 	}
@@ -427,23 +472,30 @@ func (t *BrokerTransport) Transact(ctx context.Context, role codec.Role, token c
 	}
 	aerr := tx.abort(ctx)
 	release()
-	if IsFenced(aerr) {
+	switch {
+	case IsFenced(aerr):
 		return Fenced(role, errors.Join(result, errors.Unwrap(aerr)))
+	case errors.Is(aerr, ErrUnknownOutcome):
+		return &Error{Kind: ErrUnknownOutcome, Role: role, Err: errors.Join(result, errors.Unwrap(aerr))}
 	}
 	return result
 }
 
-// abortLater aborts tx in the background, once every request of its token
-// that a caller abandoned has been answered, then calls release. It is the
-// cleanup of a transaction whose caller left (ctx ended) or whose function
-// panicked.
+// ends reports whether err ends the token's holding: a fence, or an
+// unknown outcome that retired it.
+func ends(err error) bool { return IsFenced(err) || errors.Is(err, ErrUnknownOutcome) }
+
+// abortLater aborts tx in the background, then calls release. It is the
+// cleanup of a transaction whose caller left (ctx ended) while no request
+// was out, or whose function panicked. A token retired meanwhile sends
+// nothing.
 func (t *BrokerTransport) abortLater(ctx context.Context, tx *Txn, release func()) {
 	t.bgMu.Lock()
 	defer t.bgMu.Unlock()
-	if t.closed.Load() {
-		// The connections are closing: the coordinator aborts the
-		// transaction when its timeout passes, or the next holder's
-		// epoch does.
+	if t.closed.Load() || t.isRetired(tx.h) {
+		// The connections are closing, or nothing may be sent under the
+		// token: the coordinator aborts the transaction when its timeout
+		// passes, or the next holder's epoch does.
 		release()
 		return
 	}
@@ -452,13 +504,22 @@ func (t *BrokerTransport) abortLater(ctx context.Context, tx *Txn, release func(
 		defer t.bg.Done()
 		defer release()
 		tx.h.inflight.Wait()
+		if t.isRetired(tx.h) {
+			return
+		}
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.RequestTimeout)
 		defer cancel()
 		_ = tx.abort(actx)
 	}()
 }
 
-// end sends EndTxn (commit or abort) and maps its answer.
+// end sends EndTxn (commit or abort) and maps its answer. An abort that
+// gets no answer retires the token. A commit that gets no answer is sent
+// again, under the same epoch (the coordinator answers a repeated commit
+// of a committed transaction with success), until an answer comes or ctx
+// ends; once a commit went unanswered, only a success is a definite
+// outcome, and any other end is ErrUnknownOutcome (it may have
+// committed).
 func (tx *Txn) end(ctx context.Context, commit bool) error {
 	h := tx.h
 	what := "EndTxn abort"
@@ -466,19 +527,48 @@ func (tx *Txn) end(ctx context.Context, commit bool) error {
 		what = "EndTxn commit"
 	}
 	h.dirty = true // until the coordinator confirms
-	kerr, err := tx.t.atTxnCoordinator(ctx, &h.inflight, h.txnID, func(b *sarama.Broker) (sarama.KError, error) {
-		r, err := b.EndTxn(&sarama.EndTxnRequest{
-			Version:           versionEndTxn,
-			TransactionalID:   h.txnID,
-			ProducerID:        h.token.ProducerID,
-			ProducerEpoch:     h.token.Epoch,
-			TransactionResult: commit,
+	endTxn := func() (sarama.KError, error) {
+		return tx.t.atTxnCoordinator(ctx, &h.inflight, h.txnID, func(b *sarama.Broker) (sarama.KError, error) {
+			r, err := b.EndTxn(&sarama.EndTxnRequest{
+				Version:           versionEndTxn,
+				TransactionalID:   h.txnID,
+				ProducerID:        h.token.ProducerID,
+				ProducerEpoch:     h.token.Epoch,
+				TransactionResult: commit,
+			})
+			if err != nil {
+				return 0, err
+			}
+			return r.Err, nil
 		})
-		if err != nil {
-			return 0, err
+	}
+	kerr, err := endTxn()
+	if commit && noAnswer(err) {
+		lost := err
+		backoff := retryBackoffFirst
+		for err != nil && ctx.Err() == nil {
+			timer := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+			case <-timer.C:
+			}
+			backoff = min(2*backoff, retryBackoffMax)
+			if ctx.Err() != nil {
+				break
+			}
+			kerr, err = endTxn()
 		}
-		return r.Err, nil
-	})
+		if err == nil && kerr == sarama.ErrNoError {
+			h.dirty = false
+			return nil
+		}
+		if err == nil {
+			err = kerrError(kerr)
+		}
+		tx.t.retire(tx.role, h)
+		return &Error{Kind: ErrUnknownOutcome, Role: tx.role, Err: fmt.Errorf("%s under token %s got no answer, and no success since: the transaction may have committed; the token is retired: %w", what, h.token, errors.Join(lost, err))}
+	}
 	if err == nil && (kerr == sarama.ErrNoError || (!commit && kerr == sarama.ErrInvalidTxnState)) {
 		// An abort answered INVALID_TXN_STATE finds no transaction open
 		// (it ended before, or never began): nothing is left to end.

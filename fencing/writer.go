@@ -110,7 +110,9 @@ func (w *Writer) Token() codec.Token { return w.token }
 //
 // Errors: [ErrFenced] when a later member holds the role (nothing of the
 // transaction shows); [ErrNotHeld] when the transport does not hold the
-// token; [ErrProducer] for every other failure, including a message that
+// token; [ErrUnknownOutcome] when a request got no definite answer (the
+// token is retired; nothing shows, unless the request was the commit);
+// [ErrProducer] for every other failure, including a message that
 // names no topic, an unknown topic or a partition the topic does not have
 // (refused before anything is sent). See [BrokerTransport.Transact] for
 // what an ended ctx does.

@@ -3,10 +3,12 @@ package ctxcall
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestDoReturnsTheResult(t *testing.T) {
@@ -33,4 +35,64 @@ func TestDoDoesNotStartAfterTheContextEnded(t *testing.T) {
 	_, err := Do(ctx, nil, func() (int, error) { called = true; return 0, nil })
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.False(t, called)
+}
+
+func TestDoOrCallsAbandonBeforeReturning(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	release := make(chan struct{})
+	defer close(release)
+	abandoned := 0
+	go cancel()
+	_, err := DoOr(ctx, nil, func() (int, error) { <-release; return 1, nil }, func() { abandoned++ })
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, 1, abandoned)
+}
+
+func TestDoOrDoesNotAbandonAFinishedCall(t *testing.T) {
+	abandoned := false
+	v, err := DoOr(context.Background(), nil, func() (int, error) { return 3, nil }, func() { abandoned = true })
+	assert.NoError(t, err)
+	assert.Equal(t, 3, v)
+	assert.False(t, abandoned)
+}
+
+// Close resets every connection Conns dialed to the address: a read
+// blocked on one returns, and a later write fails with ErrAbandoned,
+// which matches net.ErrClosed. Connections to other addresses stay.
+func TestConnsClose(t *testing.T) {
+	listen := func() net.Listener {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				t.Cleanup(func() { _ = c.Close() })
+			}
+		}()
+		return ln
+	}
+	a, b := listen(), listen()
+	cs := NewConns(&net.Dialer{})
+	ca, err := cs.Dial("tcp", a.Addr().String())
+	require.NoError(t, err)
+	cb, err := cs.Dial("tcp", b.Addr().String())
+	require.NoError(t, err)
+	defer cb.Close()
+	readErr := make(chan error, 1)
+	go func() { _, err := ca.Read(make([]byte, 1)); readErr <- err }()
+
+	assert.Equal(t, 1, cs.Close(a.Addr().String()))
+	assert.Error(t, <-readErr, "the blocked read returns")
+	_, err = ca.Write([]byte("x"))
+	assert.ErrorIs(t, err, ErrAbandoned)
+	assert.ErrorIs(t, err, net.ErrClosed)
+	assert.Equal(t, 0, cs.Open(a.Addr().String()))
+	assert.Equal(t, 1, cs.Open(b.Addr().String()))
+	_, err = cb.Write([]byte("x"))
+	assert.NoError(t, err, "another address's connection stays")
+	assert.NoError(t, ca.Close())
 }

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -46,6 +47,11 @@ type Options struct {
 	// BrokerConfigs are broker settings passed to kfake (for example
 	// "transaction.max.timeout.ms"). Default none.
 	BrokerConfigs map[string]string
+	// WrapListener, when set, wraps the listener of each broker kfake
+	// opens (faultnet.Net.Wrap fits): node is the broker's node id for
+	// the brokers Start creates (kfake opens them in node order); a
+	// broker added later (AddNode) gets the next number. Default nil.
+	WrapListener func(node int32, ln net.Listener) net.Listener
 	// Extra are further kfake options, for tests that inject faults;
 	// they come after the options above and override them. Default none.
 	Extra []kfake.Opt
@@ -82,12 +88,17 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil || port < 0 || port+opts.Nodes-1 > 65535 {
 		return nil, fmt.Errorf("--listen %q: port must be 0-65535 (and leave room for %d nodes)", opts.Listen, opts.Nodes)
 	}
+	var opened atomic.Int32 // listeners opened so far: the next node id
 	kopts := []kfake.Opt{
 		kfake.NumBrokers(opts.Nodes),
 		kfake.ClusterID("krole-dev"),
 		kfake.ListenFn(func(network, addr string) (net.Listener, error) {
 			_, p, _ := net.SplitHostPort(addr)
-			return net.Listen(network, net.JoinHostPort(host, p))
+			ln, err := net.Listen(network, net.JoinHostPort(host, p))
+			if err != nil || opts.WrapListener == nil {
+				return ln, err
+			}
+			return opts.WrapListener(opened.Add(1)-1, ln), nil
 		}),
 	}
 	if port != 0 {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/devcluster"
+	"github.com/krabka/krole/internal/faultnet"
 )
 
 // Cluster is what a test gets: a config naming a fresh topic and a fresh
@@ -59,6 +60,11 @@ type Options struct {
 	// devcluster.Options.BrokerConfigs); ignored for an outside cluster,
 	// whose settings the test cannot change. Default none.
 	BrokerConfigs map[string]string
+	// Faults, when set, puts this faultnet.Net between every client and
+	// every broker of the embedded cluster (see [StartFaulty]); it is
+	// closed when the test ends. Ignored for an outside cluster. Default
+	// nil.
+	Faults *faultnet.Net
 }
 
 var seq atomic.Int64
@@ -86,11 +92,21 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if b := os.Getenv("KROLE_BROKERS"); b != "" {
 		cfg.Brokers = strings.Split(b, ",")
 	} else {
-		fake, err := devcluster.Start(ctx, devcluster.Options{Nodes: opts.Nodes, BrokerConfigs: opts.BrokerConfigs})
+		dopts := devcluster.Options{Nodes: opts.Nodes, BrokerConfigs: opts.BrokerConfigs}
+		if opts.Faults != nil {
+			dopts.WrapListener = opts.Faults.Wrap
+		}
+		fake, err := devcluster.Start(ctx, dopts)
 		if err != nil {
 			t.Fatalf("start embedded cluster: %v", err)
 		}
 		t.Cleanup(fake.Close)
+		if opts.Faults != nil {
+			// Registered after fake.Close, so it runs first: held
+			// requests are dropped and the connections end before the
+			// brokers stop.
+			t.Cleanup(func() { _ = opts.Faults.Close() })
+		}
 		c.Fake = fake
 		cfg.Brokers = fake.ListenAddrs()
 	}
@@ -99,6 +115,19 @@ func Start(t testing.TB, opts Options) *Cluster {
 		t.Fatalf("create role topic: %v", err)
 	}
 	return c
+}
+
+// StartFaulty is [Start] on the embedded cluster with a new faultnet.Net
+// between every client and every broker, which it returns for the test
+// to set rules on (hold, drop, partition). It skips t when KROLE_BROKERS
+// names an outside cluster, where faultnet cannot sit.
+func StartFaulty(t testing.TB, opts Options) (*Cluster, *faultnet.Net) {
+	t.Helper()
+	if External() {
+		t.Skip("needs faultnet in front of the embedded cluster; KROLE_BROKERS names an outside cluster")
+	}
+	opts.Faults = faultnet.New()
+	return Start(t, opts), opts.Faults
 }
 
 // RequireFake skips t when the suite runs against an outside cluster and the

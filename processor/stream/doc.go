@@ -41,10 +41,20 @@
 //     exactly after the last committed batch: no record is skipped (no
 //     gap) and none whose outputs are committed is processed again (no
 //     duplicate).
-//   - When a transaction fails for another reason (a broker error, a
-//     commit whose answer was lost), Run aborts what may be open, reads the
-//     committed offsets again and resumes from them, so a commit that did
-//     land is not repeated and one that did not is redone.
+//   - When a transaction fails for another reason (a broker error), Run
+//     aborts what may be open, reads the committed offsets again and
+//     resumes from them, so a commit that did land is not repeated and one
+//     that did not is redone.
+//   - When a request of a transaction gets no answer (a lost connection,
+//     a timeout), its bytes may still reach a broker later. The transport
+//     then retires the token (fencing.ErrUnknownOutcome): Run sends
+//     nothing more under it, not even an abort, and returns the error; the
+//     holding is over. The next holder's AcquireEpoch aborts the open
+//     transaction, and a late write of it is refused as a stale epoch, so
+//     its outputs and offsets never show. A commit without an answer is
+//     sent again until it is answered; if it never is, the batch may have
+//     committed, outputs and offsets together, and the next holder resumes
+//     after it or redoes it accordingly.
 //
 // The outputs of the records of one input partition are written in input
 // order, and records with the same key keep their order when they go to

@@ -158,13 +158,24 @@ func (c Config) check() (Config, error) {
 // Run returns:
 //   - nil when ctx ends: every batch committed so far stays, the batch in
 //     flight (if any) is aborted, and the next holder resumes after the
-//     last committed batch;
+//     last committed batch. When a request of that batch was out as ctx
+//     ended, the transport retires the token (fencing.ErrUnknownOutcome)
+//     and the batch is aborted by the role's next AcquireEpoch or its
+//     transaction timeout instead; later calls with the token get
+//     fencing.ErrNotHeld;
 //   - an error matching fencing.ErrFenced when the token no longer holds
 //     the role: the broker refused a write because a later member acquired
 //     it, or the transport no longer holds the token (it was fenced in
 //     another transaction, such as a lease renewal, or replaced by a newer
 //     one; the error then matches fencing.ErrNotHeld too). The caller has
 //     lost the role;
+//   - an error matching fencing.ErrUnknownOutcome when a request of a
+//     batch's transaction got no answer: the transport retired the token,
+//     Run sends nothing more under it, and the caller has lost the role
+//     as for a fence. The batch never becomes visible, except when its
+//     commit was the request without an answer: then it may have
+//     committed (its outputs and offsets together, so exactly-once
+//     holds either way);
 //   - the error of Transform, wrapped, when it fails (nothing of its batch
 //     is committed);
 //   - any other error when the configuration is invalid, the input cannot
@@ -265,6 +276,8 @@ func (r *runner) outcome(ctx context.Context, err error) error {
 		return err
 	case errors.Is(err, fencing.ErrNotHeld):
 		return fencing.Fenced(r.role, err)
+	case errors.Is(err, fencing.ErrUnknownOutcome) && ctx.Err() == nil:
+		return err
 	case ctx.Err() != nil:
 		return nil
 	}
@@ -320,7 +333,7 @@ func (r *runner) session(ctx context.Context, client sarama.Client) (int, error)
 			return r.cfg.hooks.afterOffsets.call()
 		})
 		if err != nil {
-			if fencing.IsFenced(err) || errors.Is(err, fencing.ErrNotHeld) || ctx.Err() != nil {
+			if fencing.IsFenced(err) || errors.Is(err, fencing.ErrNotHeld) || errors.Is(err, fencing.ErrUnknownOutcome) || ctx.Err() != nil {
 				return commits, err
 			}
 			return commits, retriable{fmt.Errorf("stream: transaction of %d records: %w", len(batch), err)}
