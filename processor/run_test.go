@@ -366,7 +366,7 @@ func TestTransportSource(t *testing.T) {
 	}
 	one := []fencing.RoleRecord{reg(0, "a")}
 	two := []fencing.RoleRecord{reg(0, "a"), reg(1, "b")}
-	h.tr.On("ReadRoleRecords", mock.Anything, role).Return(one, nil).Twice()
+	h.tr.On("ReadRoleRecords", mock.Anything, role).Return(one, nil).Times(3)
 	h.tr.On("ReadRoleRecords", mock.Anything, role).Return(nil, errDown).Once()
 	h.tr.On("ReadRoleRecords", mock.Anything, role).Return(two, nil)
 	src := &TransportSource{Transport: h.tr, Poll: sec, Clock: h.clk}
@@ -374,6 +374,10 @@ func TestTransportSource(t *testing.T) {
 	st, err := src.Role(context.Background(), role)
 	require.NoError(t, err)
 	assert.Equal(t, []codec.MemberID{"a"}, members(st))
+	c, err := src.Confirm(context.Background(), role)
+	require.NoError(t, err)
+	assert.Equal(t, []codec.MemberID{"a"}, members(c.State), "one read to the last stable offset")
+	assert.Equal(t, int64(-1), c.OpenProducerID, "a transport source cannot see open transactions")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := src.Follow(ctx, role)
