@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/processor"
+	"github.com/krabka/krole/rolestate"
 )
 
 // offsetClock is the system clock set off by a fixed offset: a machine
@@ -153,5 +155,104 @@ func TestIntegrationFrozenPartitionCausesNoElectionStorm(t *testing.T) {
 	holder, tok := e.settled(roleB, 10*time.Second)
 	assert.Equal(t, a.id, holder)
 	e.agree(roleB, holder, tok)
+	e.rec.checkFence(t)
+}
+
+// staleSource is a member's source whose view stops moving while frozen
+// (a lagging view, or one cut off from the cluster): Role answers the
+// state of when it froze and Follow sends nothing, while Confirm still
+// asks the partition's leader.
+type staleSource struct {
+	*confirmSource
+	mu     sync.Mutex
+	frozen *rolestate.State
+}
+
+func (s *staleSource) freeze(st rolestate.State) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.frozen = &st
+}
+
+func (s *staleSource) thaw() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.frozen = nil
+}
+
+func (s *staleSource) isFrozen() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.frozen != nil
+}
+
+func (s *staleSource) Role(ctx context.Context, role codec.Role) (rolestate.State, error) {
+	s.mu.Lock()
+	f := s.frozen
+	s.mu.Unlock()
+	if f != nil {
+		return f.Clone(), nil
+	}
+	return s.confirmSource.Role(ctx, role)
+}
+
+func (s *staleSource) Follow(ctx context.Context, role codec.Role) <-chan rolestate.State {
+	in := s.confirmSource.Follow(ctx, role)
+	out := make(chan rolestate.State)
+	go func() {
+		defer close(out)
+		for st := range in {
+			if s.isFrozen() {
+				continue
+			}
+			select {
+			case out <- st:
+			case <-ctx.Done():
+			}
+		}
+	}()
+	return out
+}
+
+// A candidate whose view stops moving (it lags, or is cut off) sees the
+// holder's lease expire on its clock. Before it challenges it confirms
+// with the partition's leader, finds the renewals it missed, each a lease
+// record it has not seen expire, and does not fence the healthy holder.
+func TestIntegrationLaggingViewDoesNotFenceAHealthyHolder(t *testing.T) {
+	e := newEnv(t, itTxnTimeout)
+	role := codec.Role("lagged")
+	s := itSettings()
+	a := e.start("node-a", []codec.Role{role}, s, nil)
+	holder, tokA := e.soleHolder(role, 10*time.Second)
+	require.Equal(t, a.id, holder)
+
+	src := &staleSource{confirmSource: e.source(e.view())}
+	m, err := processor.New(&recTransport{BrokerTransport: e.transport(), rec: e.rec, member: "node-b"}, src, "node-b",
+		[]codec.Role{role}, processor.Options{Settings: s, Logger: testLog("node-b"), OnEvent: e.rec.onEvent})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		assert.NoError(t, m.Run(ctx, nil))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	await(t, 5*time.Second, "node-b is a candidate", func() bool { return slices.Contains(e.candidates(role), "node-b") })
+	time.Sleep(s.RenewInterval) // node-b's own view shows its registration
+	st, err := src.confirmSource.Role(e.ctx(5*time.Second), role)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, st.Rank("node-b"), 0)
+	src.freeze(st)
+
+	time.Sleep(4 * s.LeaseDuration)
+	assert.Empty(t, e.rec.find(processor.Elected, role, func(ev stamped) bool { return ev.Member == "node-b" }),
+		"node-b challenged a healthy holder from its stale view")
+	assert.Empty(t, e.rec.find(processor.Revoked, role, nil), "node-a lost the role while healthy")
+	src.thaw()
+	assert.Equal(t, map[codec.MemberID]codec.Token{a.id: tokA}, e.rec.holders(role))
+	assert.Equal(t, tokA, e.describe(role))
 	e.rec.checkFence(t)
 }
