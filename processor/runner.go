@@ -12,12 +12,6 @@ import (
 	"github.com/krabka/krole/rolestate"
 )
 
-// MaxWorkBackoff caps the campaign backoff after work failed: after the
-// n-th consecutive failure of work (each within a LeaseDuration of its
-// election) a member waits RenewInterval * 2^(n-1), at most this long,
-// before it registers and campaigns again.
-const MaxWorkBackoff = 5 * time.Minute
-
 // maxBurst bounds the actions a role performs in a row without waiting; a
 // longer burst means a bug, and the runner backs off instead of spinning.
 const maxBurst = 16
@@ -232,10 +226,12 @@ func (r *runner) confirm(ctx context.Context, now time.Time) bool {
 	}
 	// A confirmation is not a success of the challenge: the failure count
 	// (and so the backoff) stays until the challenge's calls succeed.
+	was := r.l.confOpen
 	r.st = c.State
 	r.l = r.l.Confirmed(now, c.OpenProducerID)
-	if c.OpenProducerID >= 0 {
-		r.log.Debug("confirmed: the partition's readers are held back by an open transaction", "producer_id", c.OpenProducerID)
+	if r.l.heldBack(r.st) && c.OpenProducerID != was {
+		r.log.Info("not challenging: the partition's readers are held back by another producer's open transaction, so the lease may have been renewed behind it",
+			"producer_id", c.OpenProducerID, "confirm_again_in", r.m.s.RenewInterval)
 	}
 	return true
 }

@@ -170,6 +170,12 @@ func (s Settings) backoff(n int) time.Duration {
 	return min(d, s.RenewInterval)
 }
 
+// MaxWorkBackoff caps the campaign backoff after work failed: after the
+// n-th consecutive failure of work (each within a LeaseDuration of its
+// election) a member waits RenewInterval * 2^(n-1), at most this long,
+// before it registers and campaigns again.
+const MaxWorkBackoff = 5 * time.Minute
+
 // workBackoff returns the campaign backoff after the n-th consecutive
 // failure of work (n >= 1): RenewInterval doubled n-1 times, at most
 // [MaxWorkBackoff].
