@@ -74,7 +74,10 @@
 // the member's own lease under that token as live; the member, and only
 // it, may challenge that lease at once (after a confirmation, pruning
 // nobody): it fences only its former self. Any other lease follows the
-// normal rules.
+// normal rules. (ErrNotHeld says only that the transport no longer holds
+// the token; when a later member fenced it, the confirmation shows that
+// member's lease once written, and only a challenger whose lease write is
+// still in flight can be fenced in turn: a race the broker settles.)
 //
 // A resigning holder stops its work, writes the release lease (granted_at
 // 0, deadline 1: expired under every clock) under its token and
@@ -100,7 +103,10 @@
 // they hold a role, only the newer can still write. No clock reading,
 // lease deadline, timer or setting takes part in that. Clock skew, a
 // paused process or a lagging view can make two members believe for a
-// moment that they hold a role; the older one's writes still fail.
+// moment that they hold a role; the older one's writes still fail. The
+// observer-clock expiry, the confirmation before a challenge and the
+// held-back rule make such moments and needless handovers rarer; safety
+// does not rest on them.
 //
 // The fence covers the lease writes the Member makes through the
 // transport, and any write made in a transaction of the role's
