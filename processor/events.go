@@ -52,9 +52,11 @@ const (
 	// Revoked: this member stopped holding the role (Event.Reason says
 	// why, Event.Err gives the cause when there is one).
 	Revoked
-	// HolderChanged: the holder of the role as the view shows it changed
-	// (another member, another token, or vacant), for observers. It does
-	// not fire on renewals.
+	// HolderChanged: the holder of the role, as this member judges it
+	// from its view, changed (another member, another token, or vacant),
+	// for observers. A lease counts until its span has passed since this
+	// member first saw it (see the package doc). It does not fire on
+	// renewals.
 	HolderChanged
 )
 
