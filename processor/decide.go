@@ -2,11 +2,11 @@ package processor
 
 import (
 	"fmt"
-	"github.com/krabka/krole/rolestate"
 	"math"
 	"time"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/rolestate"
 )
 
 // Held is a role this member holds: what work is given (see [Member.Run]).
@@ -42,7 +42,8 @@ const (
 	DoRegister
 	// DoChallenge: take the role: AcquireEpoch, then WriteLease of a new
 	// lease under the new token; once that succeeds, deregister
-	// Action.Prune.
+	// Action.Prune. Decide says it only right after a confirmation (see
+	// DoConfirm) taken at the same time.
 	DoChallenge
 	// DoRenew: write the held lease again under the same token with a new
 	// deadline.
@@ -53,13 +54,18 @@ const (
 	// DoResign: stop acting as holder, write the release lease (if the
 	// role is held) and deregister this member.
 	DoResign
+	// DoConfirm: the rules say challenge, on the state the member has;
+	// confirm that state first (Source.Confirm), record the confirmation
+	// with [Local.Confirmed] and decide again at the same time, on the
+	// confirmed state.
+	DoConfirm
 )
 
-var actionNames = [...]string{"wait", "register", "challenge", "renew", "step down", "resign"}
+var actionNames = [...]string{"wait", "register", "challenge", "renew", "step down", "resign", "confirm"}
 
 // String returns the action's name as logs show it: "wait", "register",
-// "challenge", "renew", "step down", "resign", or "action(n)" for an
-// unknown kind.
+// "challenge", "renew", "step down", "resign", "confirm", or "action(n)"
+// for an unknown kind.
 func (k ActionKind) String() string {
 	if k >= 0 && int(k) < len(actionNames) {
 		return actionNames[k]
@@ -86,81 +92,89 @@ type Action struct {
 // noKey is a vacancy key that matches no vacancy.
 const noKey = math.MinInt64
 
-// Local is what a member knows of a role beyond the shared state: what it
-// holds, its own registration, what it has observed and what it has
-// tried. [NewLocal] returns the state of a member that has done nothing
-// yet; [Local.Observe] folds in an observation of the role; the Member
-// updates the rest as it performs actions.
+// Local is what one member knows of one role beyond the shared state: what
+// it holds, its own registration, when it observed the role's lease, what
+// it has tried and what it confirmed. Its bookkeeping is unexported:
+// [NewLocal] returns the state of a member that has done nothing yet,
+// [Local.Observe] folds in an observation of the role, and the Member
+// records the outcome of its actions. A Local is a value: the methods
+// return an updated copy.
 type Local struct {
-	// Held is the role as this member holds it; nil when it does not.
-	Held *Held
-	// RenewedAt is when the last successful write of the held lease
-	// began, on the local clock.
-	RenewedAt time.Time
+	held      *Held     // the role as this member holds it; nil when it does not
+	renewedAt time.Time // when the last successful write of the held lease began
 
-	// Registered is the offset of this member's live registration as it
-	// knows it: written by itself or seen in the state; -1 for none.
-	Registered int64
-	// RegisteredAt is when this member wrote Registered (local clock);
-	// zero when it was adopted from the state.
-	RegisteredAt time.Time
-	// Retired is the highest offset of a registration of this member that
-	// it has deregistered itself; the state may still show it for a
-	// while. -1 for none.
-	Retired int64
+	registered   int64     // offset of its live registration as it knows it; -1 none
+	registeredAt time.Time // when it wrote registered; zero when adopted from the state
+	retired      int64     // highest offset of an own registration it deregistered; -1 none
 
-	// VacantSince is when this member first observed the current vacancy
-	// (local clock); zero while the role is held (or this member holds
-	// it).
-	VacantSince time.Time
-	// VacantKey names the vacancy VacantSince belongs to: the offset of
-	// the lease that ended, or -1 when the role never had a lease;
-	// math.MinInt64 (no vacancy) while the role is held. A new key
-	// restarts the count of VacantSince.
-	VacantKey int64
+	// The lease as observed: the offset of the lease record last seen
+	// (a renewal is a new record, at a new offset) and when this member
+	// first saw that record, on its own clock. Expiry is judged from
+	// here, never from the writer's wall clock.
+	leaseOff  int64
+	leaseSeen time.Time
 
-	// LostKey is the vacancy (a VacantKey) in which this member lost a
-	// challenge race (its lease write was fenced): it does not challenge
-	// the same vacancy again for a LeaseDuration after LostAt, so the
-	// winner's lease has time to show instead of being fenced in turn.
-	// math.MinInt64 when it has lost none.
-	LostKey int64
-	// LostAt is when this member lost the race of LostKey (local clock).
-	LostAt time.Time
+	vacantSince time.Time // when it first observed the current vacancy
+	vacantKey   int64     // the vacancy: offset of the lease that ended, -1 never held, noKey none
 
-	// RetryAt is when to try again after a failed call (local clock);
-	// zero when the last call succeeded.
-	RetryAt time.Time
-	// Failures counts the consecutive failed calls to the transport or
-	// the source; 0 after a success. The wait before RetryAt doubles
-	// with each, from RetryBackoff up to RenewInterval.
-	Failures int
+	// lostAt is when this member was fenced or lost a challenge race;
+	// lostOff is the offset of the lease its state showed then. Until a
+	// lease at a higher offset shows (or a LeaseDuration has passed) it
+	// does not challenge again. lostAt is zero when there is no such loss.
+	lostAt  time.Time
+	lostOff int64
 
-	// Resign, when set, asks to resign (or, leaving, to deregister) for
-	// that reason.
-	Resign Reason
+	// retiredTok is the token of this member's last holding when the
+	// transport retired it (a write under it got ErrUnknownOutcome or
+	// ErrNotHeld); nil otherwise.
+	retiredTok *codec.Token
+
+	confAt   time.Time // when the last confirmation was taken; zero for none
+	confOpen int64     // its Confirmed.OpenProducerID
+
+	retryAt  time.Time // when to try again after a failed call; zero after a success
+	failures int       // consecutive failed calls
+
+	campaignAt time.Time // no campaigning before this (work failed)
+
+	resign Reason // a resignation asked for, or ""
 }
 
 // NewLocal returns the Local of a member that has not done anything yet.
 func NewLocal() Local {
-	return Local{Registered: -1, Retired: -1, VacantKey: noKey, LostKey: noKey}
+	return Local{registered: -1, retired: -1, leaseOff: -1, vacantKey: noKey, lostOff: noKey, confOpen: -1}
 }
 
-// Observe returns l updated with an observation of st at now: it adopts
-// this member's registration when the state shows one newer than it knew
-// (a restart under the same member id keeps its rank), and records when
-// the current vacancy was first seen.
+// Held returns the role as this member holds it, nil when it does not.
+func (l Local) Held() *Held { return l.held }
+
+// Observe returns l updated with an observation of st at now (this
+// member's clock): it adopts this member's registration when the state
+// shows one newer than it knew (a restart under the same member id keeps
+// its rank), notes when it first saw the role's current lease record, and
+// when it first saw the current vacancy.
 func (l Local) Observe(st rolestate.State, me codec.MemberID, now time.Time) Local {
-	if c, ok := candidate(st, me); ok && c.Offset > l.Retired && c.Offset > l.Registered {
-		l.Registered, l.RegisteredAt = c.Offset, time.Time{}
+	if c, ok := candidate(st, me); ok && c.Offset > l.retired && c.Offset > l.registered {
+		l.registered, l.registeredAt = c.Offset, time.Time{}
 	}
-	key, vacant := vacancy(st, now.UnixMilli())
+	if st.LeaseOffset != l.leaseOff || l.leaseSeen.IsZero() {
+		l.leaseOff, l.leaseSeen = st.LeaseOffset, now
+	}
+	key, vacant, _ := l.vacancy(st, me, now)
 	switch {
-	case l.Held != nil || !vacant:
-		l.VacantSince, l.VacantKey = time.Time{}, noKey
-	case l.VacantKey != key || l.VacantSince.IsZero():
-		l.VacantSince, l.VacantKey = now, key
+	case l.held != nil || !vacant:
+		l.vacantSince, l.vacantKey = time.Time{}, noKey
+	case l.vacantKey != key || l.vacantSince.IsZero():
+		l.vacantSince, l.vacantKey = now, key
 	}
+	return l
+}
+
+// Confirmed returns l with a confirmation of the role's state taken at
+// now: openProducerID is [rolestate.Confirmed].OpenProducerID. [Decide]
+// challenges only on a confirmation taken at the time it is given.
+func (l Local) Confirmed(now time.Time, openProducerID int64) Local {
+	l.confAt, l.confOpen = now, openProducerID
 	return l
 }
 
@@ -168,36 +182,59 @@ func (l Local) Observe(st rolestate.State, me codec.MemberID, now time.Time) Loc
 // this member (me), what it knows locally (l, after [Local.Observe]), the
 // local time and the settings, it says what to do next. It is pure.
 //
+// A lease's expiry is judged on this member's clock: a lease record
+// expires LeaseSpan (rolestate.LeaseSpan: its Deadline - GrantedAt,
+// capped at rolestate.MaxLeaseSpan) after this member first observed it,
+// whatever the writer's wall clock said.
+//
 // The rules, in order:
 //
-//  1. A resignation asked for (l.Resign) comes first: DoResign.
+//  1. A resignation asked for comes first: DoResign.
 //  2. A holder stops (DoStepDown, lease lost) once RenewDeadline has passed
 //     since its last successful write began, on its local clock. It stops
 //     (DoStepDown, fenced) when the view shows a lease under a newer epoch
-//     of its token. It renews every RenewInterval (or at RetryAt after a
-//     failure), and otherwise waits.
-//  3. A member that is not a candidate registers (DoRegister): at start,
+//     of its token. It renews every RenewInterval (or at the retry time
+//     after a failure), and otherwise waits.
+//  3. After a failed call it waits for its retry time; after its work
+//     failed it waits for the campaign backoff.
+//  4. A member that is not a candidate registers (DoRegister): at start,
 //     when it was pruned (the state shows records newer than its
 //     registration but not the registration), or when its registration
 //     has not shown in the view for a LeaseDuration. It waits while its
 //     new registration is on its way to the view.
-//  4. After a failed call it waits until RetryAt.
-//  5. While the lease is live (neither expired at now in wall-clock
-//     milliseconds nor a release) it waits until the lease's deadline.
-//  6. The role is vacant. Candidates rank by registration offset, except
+//  5. While the lease is live (not a release, and its span has not passed
+//     since this member first observed the record) it waits for its
+//     expiry. Exception: a lease of this member under a token that the
+//     transport retired (its holding ended on an unknown outcome) is
+//     vacant at once for this member: challenging it fences only its
+//     former self.
+//  6. A member that was fenced, or lost a challenge race, does not
+//     challenge again until the view shows a lease at a higher offset
+//     than the one it showed then, or a LeaseDuration has passed (by then
+//     the winner's lease write, bounded by its TransactionTimeout, has
+//     shown or failed).
+//  7. The role is vacant. Candidates rank by registration offset, except
 //     that the member named in the lease that ended ranks last (it let
 //     the lease go). The candidate of effective rank r challenges once
-//     r*Stagger has passed since it observed the vacancy (l.VacantSince).
-//     The challenge prunes the candidates of lower effective rank, who did
-//     not challenge in their turn, and the member whose lease expired
+//     r*Stagger has passed since it observed the vacancy. (A member
+//     taking back its own retired lease goes at once and prunes nobody.)
+//  8. Before it challenges it confirms (DoConfirm): only a confirmation
+//     taken at now lets it challenge, and on the confirmed state the
+//     rules above must still say so. When the confirmation shows the
+//     partition's readers held back by an open transaction of a producer
+//     other than the one named in the role's lease (another role's
+//     transaction: the lease may have been renewed behind it), the
+//     expiry it sees may be frozen time: it does not challenge, and
+//     confirms again a RenewInterval later.
+//  9. DoChallenge: it prunes the candidates of lower effective rank, who
+//     did not challenge in their turn, and the member whose lease expired
 //     (not one that released: it deregistered itself).
 func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Settings) Action {
-	nowMS := now.UnixMilli()
-	if l.Resign != "" {
-		return Action{Kind: DoResign, Revoke: l.Resign, Reason: string(l.Resign)}
+	if l.resign != "" {
+		return Action{Kind: DoResign, Revoke: l.resign, Reason: string(l.resign)}
 	}
-	if h := l.Held; h != nil {
-		expiry := l.RenewedAt.Add(s.RenewDeadline)
+	if h := l.held; h != nil {
+		expiry := l.renewedAt.Add(s.RenewDeadline)
 		if !now.Before(expiry) {
 			return Action{Kind: DoStepDown, Revoke: ReasonLeaseLost,
 				Reason: fmt.Sprintf("no successful renewal within the renew deadline %v", s.RenewDeadline)}
@@ -206,17 +243,20 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 			return Action{Kind: DoStepDown, Revoke: ReasonFenced,
 				Reason: fmt.Sprintf("the view shows %s holding under newer token %s (ours %s)", st.Lease.Member, st.Lease.Token, h.Token)}
 		}
-		next := l.RenewedAt.Add(s.RenewInterval)
-		if l.RetryAt.After(next) {
-			next = l.RetryAt
+		next := l.renewedAt.Add(s.RenewInterval)
+		if l.retryAt.After(next) {
+			next = l.retryAt
 		}
 		if !now.Before(next) {
 			return Action{Kind: DoRenew, Reason: "renew interval passed"}
 		}
 		return Action{Kind: DoWait, Until: earliest(next, expiry), Reason: "holding; next renewal"}
 	}
-	if now.Before(l.RetryAt) {
-		return Action{Kind: DoWait, Until: l.RetryAt, Reason: fmt.Sprintf("backing off after %d failures", l.Failures)}
+	if now.Before(l.retryAt) {
+		return Action{Kind: DoWait, Until: l.retryAt, Reason: fmt.Sprintf("backing off after %d failures", l.failures)}
+	}
+	if now.Before(l.campaignAt) {
+		return Action{Kind: DoWait, Until: l.campaignAt, Reason: "work failed; backing off before campaigning again"}
 	}
 	switch status, until, why := l.registration(st, me, now, s); status {
 	case regMissing:
@@ -224,24 +264,39 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 	case regPending:
 		return Action{Kind: DoWait, Until: until, Reason: why}
 	}
-	key, vacant := vacancy(st, nowMS)
+	_, vacant, expiry := l.vacancy(st, me, now)
 	if !vacant {
-		left := time.Duration(st.Lease.Deadline-nowMS) * time.Millisecond
-		return Action{Kind: DoWait, Until: now.Add(left),
-			Reason: fmt.Sprintf("%s holds the role under token %s until its deadline", st.Lease.Member, st.Lease.Token)}
+		return Action{Kind: DoWait, Until: expiry,
+			Reason: fmt.Sprintf("%s holds the role under token %s; its lease expires in %v on this member's clock",
+				st.Lease.Member, st.Lease.Token, expiry.Sub(now))}
 	}
-	if key == l.LostKey {
-		if until := l.LostAt.Add(s.LeaseDuration); now.Before(until) {
-			return Action{Kind: DoWait, Until: until, Reason: "lost a challenge race; waiting for the winner's lease"}
+	own := l.ownRetired(st, me)
+	if !own && !l.lostAt.IsZero() && st.LeaseOffset <= l.lostOff {
+		if until := l.lostAt.Add(s.LeaseDuration); now.Before(until) {
+			return Action{Kind: DoWait, Until: until,
+				Reason: fmt.Sprintf("fenced or lost a challenge; waiting for a lease newer than offset %d", l.lostOff)}
 		}
 	}
-	rank, prune := turn(st, me)
-	since := l.VacantSince
+	rank, prune := 0, []codec.MemberID(nil)
+	if !own {
+		rank, prune = turn(st, me)
+	}
+	since := l.vacantSince
 	if since.IsZero() {
 		since = now
 	}
 	if at := since.Add(time.Duration(rank) * s.Stagger); now.Before(at) {
 		return Action{Kind: DoWait, Until: at, Reason: fmt.Sprintf("vacant; rank %d waits its turn", rank)}
+	}
+	if fresh := !l.confAt.IsZero() && !now.Before(l.confAt) && now.Before(l.confAt.Add(s.RenewInterval)); fresh && l.heldBack(st) {
+		return Action{Kind: DoWait, Until: l.confAt.Add(s.RenewInterval),
+			Reason: fmt.Sprintf("looks vacant, but readers of the partition are held back by an open transaction of producer %d; not judging expiry on frozen time", l.confOpen)}
+	}
+	if !l.confAt.Equal(now) {
+		return Action{Kind: DoConfirm, Reason: fmt.Sprintf("vacant; rank %d confirms the state before it challenges", rank)}
+	}
+	if own {
+		return Action{Kind: DoChallenge, Reason: fmt.Sprintf("the transport retired this member's token %s; taking the role back", st.Lease.Token)}
 	}
 	return Action{Kind: DoChallenge, Prune: prune, Reason: fmt.Sprintf("vacant; rank %d challenges", rank)}
 }
@@ -257,31 +312,71 @@ const (
 // registration says whether this member is a candidate in st, on its way
 // to becoming one (until when), or must register (and why).
 func (l Local) registration(st rolestate.State, me codec.MemberID, now time.Time, s Settings) (regStatus, time.Time, string) {
-	if c, ok := candidate(st, me); ok && c.Offset == l.Registered {
+	if c, ok := candidate(st, me); ok && c.Offset == l.registered {
 		return regVisible, time.Time{}, ""
 	}
 	switch {
-	case l.Registered < 0:
+	case l.registered < 0:
 		return regMissing, time.Time{}, "not registered"
-	case maxOffset(st) > l.Registered:
-		return regMissing, time.Time{}, fmt.Sprintf("registration at offset %d was pruned", l.Registered)
-	case !l.RegisteredAt.IsZero() && now.Before(l.RegisteredAt.Add(s.LeaseDuration)):
-		return regPending, l.RegisteredAt.Add(s.LeaseDuration), fmt.Sprintf("registration at offset %d not in the view yet", l.Registered)
+	case maxOffset(st) > l.registered:
+		return regMissing, time.Time{}, fmt.Sprintf("registration at offset %d was pruned", l.registered)
+	case !l.registeredAt.IsZero() && now.Before(l.registeredAt.Add(s.LeaseDuration)):
+		return regPending, l.registeredAt.Add(s.LeaseDuration), fmt.Sprintf("registration at offset %d not in the view yet", l.registered)
 	}
-	return regMissing, time.Time{}, fmt.Sprintf("registration at offset %d never showed in the view", l.Registered)
+	return regMissing, time.Time{}, fmt.Sprintf("registration at offset %d never showed in the view", l.registered)
 }
 
-// vacancy reports whether the role is vacant at nowMS (no lease, a
-// release, or an expired lease) and which vacancy: the offset of the lease
-// that ended, or -1.
-func vacancy(st rolestate.State, nowMS int64) (key int64, vacant bool) {
+// vacancy reports whether the role is vacant at now as this member judges
+// it (no lease, a release, this member's own lease under a token the
+// transport retired, or a lease whose span has passed since this member
+// first observed it) and which vacancy: the offset of the lease that
+// ended, or -1. When the role is not vacant, expiry is when its lease
+// expires on this member's clock.
+func (l Local) vacancy(st rolestate.State, me codec.MemberID, now time.Time) (key int64, vacant bool, expiry time.Time) {
 	if st.Lease == nil {
-		return -1, true
+		return -1, true, time.Time{}
 	}
-	if st.Lease.Released() || st.Lease.Expired(nowMS) {
-		return st.LeaseOffset, true
+	if st.Lease.Released() || l.ownRetired(st, me) {
+		return st.LeaseOffset, true, time.Time{}
 	}
-	return noKey, false
+	seen := l.leaseSeen
+	if l.leaseOff != st.LeaseOffset || seen.IsZero() {
+		seen = now // not observed before: it counts from now
+	}
+	expiry = seen.Add(rolestate.LeaseSpan(*st.Lease))
+	if !now.Before(expiry) {
+		return st.LeaseOffset, true, time.Time{}
+	}
+	return noKey, false, expiry
+}
+
+// holder returns the lease of st and true when it holds at now as this
+// member judges it.
+func (l Local) holder(st rolestate.State, me codec.MemberID, now time.Time) (codec.Lease, bool) {
+	if _, vacant, _ := l.vacancy(st, me, now); vacant {
+		return codec.Lease{}, false
+	}
+	return *st.Lease, true
+}
+
+// ownRetired reports whether st's lease is this member's, under the token
+// the transport retired.
+func (l Local) ownRetired(st rolestate.State, me codec.MemberID) bool {
+	return l.retiredTok != nil && st.Lease != nil && st.Lease.Member == me && st.Lease.Token == *l.retiredTok &&
+		!st.Lease.Released()
+}
+
+// heldBack reports whether the last confirmation showed the partition's
+// readers held back by an open transaction that is not of the producer
+// named in st's lease: a transaction of another role (or, with no lease,
+// of anyone), behind which the lease may have been renewed. An open
+// transaction of the lease's own producer id is the role's own (a holder
+// or challenger that died mid-write): AcquireEpoch aborts it.
+func (l Local) heldBack(st rolestate.State) bool {
+	if l.confOpen < 0 {
+		return false
+	}
+	return st.Lease == nil || st.Lease.Token.ProducerID != l.confOpen
 }
 
 // turn returns me's effective rank in a vacancy (the member named in the

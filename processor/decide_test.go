@@ -1,7 +1,6 @@
 package processor
 
 import (
-	"github.com/krabka/krole/rolestate"
 	"testing"
 	"time"
 
@@ -9,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/rolestate"
 )
 
 const role = codec.Role("controller")
@@ -23,25 +23,34 @@ func defaults() Settings { return Settings{}.WithDefaults() }
 // local builds a Local for a member registered at off (seen in the view).
 func local(off int64) Local {
 	l := NewLocal()
-	l.Registered = off
+	l.registered = off
+	return l
+}
+
+// seenAt returns l having first observed the lease record at offset off at
+// at (its own clock).
+func seenAt(l Local, off int64, at time.Time) Local {
+	l.leaseOff, l.leaseSeen = off, at
 	return l
 }
 
 func holder(tok codec.Token, renewedAt time.Time) Local {
 	l := local(0)
-	l.Held = &Held{Role: role, Member: "me", Token: tok, Lease: *leaseOf("me", tok, renewedAt, 10*time.Second)}
-	l.RenewedAt = renewedAt
+	l.held = &Held{Role: role, Member: "me", Token: tok, Lease: *leaseOf("me", tok, renewedAt, 10*time.Second)}
+	l.renewedAt = renewedAt
 	return l
 }
 
 func TestDecide(t *testing.T) {
 	s := defaults()
-	sec := time.Second
+	sec, minute := time.Second, time.Minute
+	const unconfirmed = -2 // tc.open: no confirmation at now
 	type tc struct {
 		name  string
 		st    rolestate.State
 		l     Local
 		now   time.Time
+		open  int64 // the OpenProducerID of a confirmation taken at now; unconfirmed for none
 		want  ActionKind
 		until time.Time
 		prune []codec.MemberID
@@ -49,62 +58,135 @@ func TestDecide(t *testing.T) {
 	}
 	cases := []tc{
 		{name: "first election: not registered", st: state(role, nil, 0), l: NewLocal(), now: t0, want: DoRegister},
-		{name: "first election: sole candidate challenges at once", st: state(role, nil, 0, "me", 0), l: local(0), now: t0, want: DoChallenge},
+		{name: "first election: sole candidate confirms before it challenges", st: state(role, nil, 0, "me", 0), l: local(0), now: t0,
+			open: unconfirmed, want: DoConfirm},
+		{name: "first election: sole candidate challenges once confirmed", st: state(role, nil, 0, "me", 0), l: local(0), now: t0, open: -1, want: DoChallenge},
 		{name: "registration on its way to the view waits",
-			st: state(role, nil, 0), l: func() Local { l := local(5); l.RegisteredAt = t0; return l }(),
+			st: state(role, nil, 0), l: func() Local { l := local(5); l.registeredAt = t0; return l }(),
 			now: t0.Add(sec), want: DoWait, until: t0.Add(10 * sec)},
 		{name: "registration not seen for a lease registers again",
-			st: state(role, nil, 0), l: func() Local { l := local(5); l.RegisteredAt = t0; return l }(),
+			st: state(role, nil, 0), l: func() Local { l := local(5); l.registeredAt = t0; return l }(),
 			now: t0.Add(10 * sec), want: DoRegister},
 		{name: "pruned: newer records but not our registration",
-			st: state(role, nil, 0, "x", 9), l: func() Local { l := local(5); l.RegisteredAt = t0; return l }(),
+			st: state(role, nil, 0, "x", 9), l: func() Local { l := local(5); l.registeredAt = t0; return l }(),
 			now: t0.Add(sec), want: DoRegister},
 		{name: "stale own registration in the view does not count",
-			st: state(role, nil, 0, "me", 3), l: func() Local { l := local(7); l.RegisteredAt = t0; l.Retired = 3; return l }(),
+			st: state(role, nil, 0, "me", 3), l: func() Local { l := local(7); l.registeredAt = t0; l.retired = 3; return l }(),
 			now: t0, want: DoWait, until: t0.Add(10 * sec)},
 		{name: "deregistered own registration still in the view: register",
-			st: state(role, nil, 0, "me", 3), l: func() Local { l := NewLocal(); l.Retired = 3; return l }(),
+			st: state(role, nil, 0, "me", 3), l: func() Local { l := NewLocal(); l.retired = 3; return l }(),
 			now: t0, want: DoRegister},
-		{name: "live lease of another: wait for its deadline",
-			st: state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2), l: local(2),
+		{name: "live lease of another: wait for its span after it was first observed",
+			st: state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2), l: seenAt(local(2), 4, t0),
 			now: t0.Add(3 * sec), want: DoWait, until: t0.Add(10 * sec)},
+		{name: "a lease observed late counts from its observation, not from its deadline",
+			st: state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2), l: seenAt(local(2), 4, t0.Add(4*sec)),
+			now: t0.Add(10 * sec), want: DoWait, until: t0.Add(14 * sec)},
+		{name: "a freshly started member counts a lease it never saw renewed from its first observation",
+			st: state(role, leaseOf("x", tok1, t0.Add(-time.Hour), 10*sec), 4, "x", 1, "me", 2), l: local(2),
+			now: t0, want: DoWait, until: t0.Add(10 * sec)},
+		{name: "a renewal is a new record: the count restarts",
+			st: state(role, leaseOf("x", tok1, t0.Add(8*sec), 10*sec), 9, "x", 1, "me", 2), l: seenAt(local(2), 4, t0),
+			now: t0.Add(12 * sec), want: DoWait, until: t0.Add(22 * sec)},
+		{name: "holder's clock 60s ahead: its lease expires one span after it was observed, not 60s later",
+			st: state(role, leaseOf("x", tok1, t0.Add(minute), 10*sec), 4, "x", 1, "me", 2), l: seenAt(local(2), 4, t0),
+			now: t0.Add(10 * sec), open: -1, want: DoChallenge, prune: []codec.MemberID{"x"}},
+		{name: "holder's clock 60s ahead: live until then",
+			st: state(role, leaseOf("x", tok1, t0.Add(minute), 10*sec), 4, "x", 1, "me", 2), l: seenAt(local(2), 4, t0),
+			now: t0.Add(9 * sec), want: DoWait, until: t0.Add(10 * sec)},
+		{name: "holder's clock 60s behind: its deadline has passed on our clock, yet its lease is live",
+			st: state(role, leaseOf("x", tok1, t0.Add(-minute), 10*sec), 4, "x", 1, "me", 2), l: seenAt(local(2), 4, t0),
+			now: t0.Add(sec), want: DoWait, until: t0.Add(10 * sec)},
+		{name: "a lease granting more than MaxLeaseSpan counts as MaxLeaseSpan",
+			st: state(role, leaseOf("x", tok1, t0, 365*24*time.Hour), 4, "x", 1, "me", 2), l: seenAt(local(2), 4, t0),
+			now: t0.Add(sec), want: DoWait, until: t0.Add(rolestate.MaxLeaseSpan)},
 		{name: "expired lease: top-ranked live candidate challenges and prunes the dead holder",
-			st: state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2, "y", 3), l: local(2),
-			now: t0.Add(10 * sec), want: DoChallenge, prune: []codec.MemberID{"x"}},
+			st: state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2, "y", 3), l: seenAt(local(2), 4, t0),
+			now: t0.Add(10 * sec), open: -1, want: DoChallenge, prune: []codec.MemberID{"x"}},
 		{name: "expired lease: rank 1 waits one stagger",
 			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y", 2, "me", 3),
-			l:   func() Local { l := local(3); l.VacantSince, l.VacantKey = t0.Add(10*sec), 4; return l }(),
+			l:   func() Local { l := seenAt(local(3), 4, t0); l.vacantSince, l.vacantKey = t0.Add(10*sec), 4; return l }(),
 			now: t0.Add(10 * sec), want: DoWait, until: t0.Add(11 * sec)},
 		{name: "expired lease: rank 1 challenges after one stagger, prunes the skipped and the dead holder",
 			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y", 2, "me", 3),
-			l:   func() Local { l := local(3); l.VacantSince, l.VacantKey = t0.Add(10*sec), 4; return l }(),
-			now: t0.Add(11 * sec), want: DoChallenge, prune: []codec.MemberID{"x", "y"}},
+			l:   func() Local { l := seenAt(local(3), 4, t0); l.vacantSince, l.vacantKey = t0.Add(10*sec), 4; return l }(),
+			now: t0.Add(11 * sec), open: -1, want: DoChallenge, prune: []codec.MemberID{"x", "y"}},
 		{name: "no lease: rank 2 waits two staggers",
 			st:  state(role, nil, 0, "a", 1, "b", 2, "me", 3),
-			l:   func() Local { l := local(3); l.VacantSince, l.VacantKey = t0, -1; return l }(),
+			l:   func() Local { l := local(3); l.vacantSince, l.vacantKey = t0, -1; return l }(),
 			now: t0.Add(sec), want: DoWait, until: t0.Add(2 * sec)},
 		{name: "release: next candidate challenges at once, before any deadline",
 			st: func() rolestate.State { r := codec.ReleaseLease("x", tok1); return state(role, &r, 6, "me", 3) }(),
-			l:  local(3), now: t0, want: DoChallenge},
+			l:  local(3), now: t0, open: -1, want: DoChallenge},
 		{name: "release by a member still registered: it ranks last and is not pruned",
 			st: func() rolestate.State { r := codec.ReleaseLease("x", tok1); return state(role, &r, 6, "x", 1, "me", 3) }(),
-			l:  local(3), now: t0, want: DoChallenge},
+			l:  local(3), now: t0, open: -1, want: DoChallenge},
 		{name: "the member whose lease expired ranks last",
 			st:  state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 1, "a", 2, "b", 3),
-			l:   func() Local { l := local(1); l.VacantSince, l.VacantKey = t0.Add(10*sec), 4; return l }(),
+			l:   func() Local { l := seenAt(local(1), 4, t0); l.vacantSince, l.vacantKey = t0.Add(10*sec), 4; return l }(),
 			now: t0.Add(10 * sec), want: DoWait, until: t0.Add(12 * sec)},
-		{name: "lost a race: leaves the vacancy alone for a lease",
+
+		// Confirmation and held-back partitions.
+		{name: "held back by another producer's open transaction: no challenge, confirm again a renew interval later",
+			st: state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2), l: seenAt(local(2), 4, t0),
+			now: t0.Add(10 * sec), open: 99, want: DoWait, until: t0.Add(12 * sec)},
+		{name: "held back, decided again before the next confirmation is due: still waits",
+			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2),
+			l:   func() Local { return seenAt(local(2), 4, t0).Confirmed(t0.Add(10*sec), 99) }(),
+			now: t0.Add(11 * sec), open: unconfirmed, want: DoWait, until: t0.Add(12 * sec)},
+		{name: "held back a renew interval ago: confirms again",
+			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2),
+			l:   func() Local { return seenAt(local(2), 4, t0).Confirmed(t0.Add(10*sec), 99) }(),
+			now: t0.Add(12 * sec), open: unconfirmed, want: DoConfirm},
+		{name: "held back by the role's own producer id (a holder that died mid-write): challenges, AcquireEpoch aborts it",
+			st: state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2), l: seenAt(local(2), 4, t0),
+			now: t0.Add(10 * sec), open: 42, want: DoChallenge, prune: []codec.MemberID{"x"}},
+		{name: "held back with no lease to name a producer: waits",
+			st: state(role, nil, 0, "me", 2), l: local(2), now: t0, open: 42, want: DoWait, until: t0.Add(2 * sec)},
+
+		// Losses.
+		{name: "fenced: leaves the lease it saw alone until a newer one shows",
+			st:  state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 1, "a", 2),
+			l:   func() Local { l := seenAt(local(1), 4, t0); l.lostAt, l.lostOff = t0.Add(3*sec), 4; return l }(),
+			now: t0.Add(10 * sec), want: DoWait, until: t0.Add(13 * sec)},
+		{name: "lost a race with no lease: leaves the vacancy alone for a lease",
 			st:  state(role, nil, 0, "me", 1),
-			l:   func() Local { l := local(1); l.LostKey, l.LostAt = -1, t0; return l }(),
+			l:   func() Local { l := local(1); l.lostAt, l.lostOff = t0, -1; return l }(),
 			now: t0.Add(sec), want: DoWait, until: t0.Add(10 * sec)},
-		{name: "lost a race a lease ago: challenges again",
+		{name: "lost a race a lease ago and no newer lease showed: confirms, then may challenge",
 			st:  state(role, nil, 0, "me", 1),
-			l:   func() Local { l := local(1); l.LostKey, l.LostAt = -1, t0; return l }(),
-			now: t0.Add(10 * sec), want: DoChallenge},
+			l:   func() Local { l := local(1); l.lostAt, l.lostOff = t0, -1; return l }(),
+			now: t0.Add(10 * sec), open: -1, want: DoChallenge},
+		{name: "fenced, and a newer lease showed and expired: the normal rules",
+			st:  state(role, leaseOf("a", tok2, t0, 10*sec), 6, "me", 1, "a", 2),
+			l:   func() Local { l := seenAt(local(1), 6, t0); l.lostAt, l.lostOff = t0, 4; return l }(),
+			now: t0.Add(10 * sec), open: -1, want: DoChallenge, prune: []codec.MemberID{"a"}},
+
+		// Retired tokens.
+		{name: "own lease under the retired token: takes the role back at once, pruning nobody",
+			st:  state(role, leaseOf("me", tok1, t0, 10*sec), 4, "a", 1, "me", 2),
+			l:   func() Local { l := seenAt(local(2), 4, t0); l.retiredTok = &tok1; return l }(),
+			now: t0.Add(3 * sec), open: -1, want: DoChallenge},
+		{name: "own lease under the retired token: confirms first",
+			st:  state(role, leaseOf("me", tok1, t0, 10*sec), 4, "a", 1, "me", 2),
+			l:   func() Local { l := seenAt(local(2), 4, t0); l.retiredTok = &tok1; return l }(),
+			now: t0.Add(3 * sec), open: unconfirmed, want: DoConfirm},
+		{name: "retired token, but the view shows a newer lease: the normal rules",
+			st:  state(role, leaseOf("a", tok2, t0, 10*sec), 5, "a", 1, "me", 2),
+			l:   func() Local { l := seenAt(local(2), 5, t0); l.retiredTok = &tok1; return l }(),
+			now: t0.Add(3 * sec), want: DoWait, until: t0.Add(10 * sec)},
+
+		// Backoffs.
 		{name: "backing off after a failure",
 			st:  state(role, nil, 0, "me", 1),
-			l:   func() Local { l := local(1); l.RetryAt, l.Failures = t0.Add(sec), 1; return l }(),
+			l:   func() Local { l := local(1); l.retryAt, l.failures = t0.Add(sec), 1; return l }(),
 			now: t0, want: DoWait, until: t0.Add(sec)},
+		{name: "backing off campaigning after work failed",
+			st:  state(role, nil, 0),
+			l:   func() Local { l := NewLocal(); l.campaignAt = t0.Add(8 * sec); return l }(),
+			now: t0, want: DoWait, until: t0.Add(8 * sec)},
+
+		// The holder.
 		{name: "holder waits for the renew interval",
 			st: state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 0), l: holder(tok1, t0),
 			now: t0.Add(sec), want: DoWait, until: t0.Add(2 * sec)},
@@ -115,7 +197,7 @@ func TestDecide(t *testing.T) {
 			st: state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 0),
 			l: func() Local {
 				l := holder(tok1, t0)
-				l.RetryAt, l.Failures = t0.Add(2500*time.Millisecond), 1
+				l.retryAt, l.failures = t0.Add(2500*time.Millisecond), 1
 				return l
 			}(),
 			now: t0.Add(2 * sec), want: DoWait, until: t0.Add(2500 * time.Millisecond)},
@@ -130,12 +212,15 @@ func TestDecide(t *testing.T) {
 			now: t0.Add(sec), want: DoWait, until: t0.Add(2 * sec)},
 		{name: "resignation comes first",
 			st:  state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 0),
-			l:   func() Local { l := holder(tok1, t0); l.Resign = ReasonResigned; return l }(),
+			l:   func() Local { l := holder(tok1, t0); l.resign = ReasonResigned; return l }(),
 			now: t0.Add(sec), want: DoResign, why: ReasonResigned},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			l := c.l.Observe(c.st, "me", c.now)
+			if c.want == DoChallenge || (c.open != unconfirmed && c.open != 0) {
+				l = l.Confirmed(c.now, c.open)
+			}
 			a := Decide(c.st, "me", l, c.now, s)
 			require.Equal(t, c.want.String(), a.Kind.String(), "reason: %s", a.Reason)
 			assert.NotEmpty(t, a.Reason)
@@ -144,36 +229,43 @@ func TestDecide(t *testing.T) {
 			}
 			assert.Equal(t, c.prune, a.Prune)
 			assert.Equal(t, c.why, a.Revoke)
+			if c.want == DoChallenge {
+				// Never without a confirmation taken now.
+				unconf := c.l.Observe(c.st, "me", c.now)
+				assert.Equal(t, DoConfirm.String(), Decide(c.st, "me", unconf, c.now, s).Kind.String())
+			}
 		})
 	}
 }
 
 func TestObserveAdoptsOwnRegistration(t *testing.T) {
 	l := NewLocal().Observe(state(role, nil, 0, "a", 1, "me", 4), "me", t0)
-	assert.Equal(t, int64(4), l.Registered)
-	assert.True(t, l.RegisteredAt.IsZero())
+	assert.Equal(t, int64(4), l.registered)
+	assert.True(t, l.registeredAt.IsZero())
 
 	// A registration it deregistered itself is not adopted again.
 	l = NewLocal()
-	l.Retired = 4
+	l.retired = 4
 	l = l.Observe(state(role, nil, 0, "me", 4), "me", t0)
-	assert.Equal(t, int64(-1), l.Registered)
+	assert.Equal(t, int64(-1), l.registered)
 }
 
 func TestObserveKeepsVacancyUntilANewLease(t *testing.T) {
-	expired := leaseOf("x", tok1, t0.Add(-10*time.Second), 10*time.Second)
-	l := NewLocal().Observe(state(role, expired, 4, "x", 1, "me", 2), "me", t0)
-	assert.Equal(t, t0, l.VacantSince)
+	old := leaseOf("x", tok1, t0.Add(-10*time.Second), 10*time.Second)
+	l := NewLocal().Observe(state(role, old, 4, "x", 1, "me", 2), "me", t0)
+	assert.True(t, l.vacantSince.IsZero(), "a lease first observed now is live for its span, whatever its deadline says")
+	l = l.Observe(state(role, old, 4, "x", 1, "me", 2), "me", t0.Add(10*time.Second))
+	assert.Equal(t, t0.Add(10*time.Second), l.vacantSince)
 	// Candidates come and go: the same vacancy.
-	l = l.Observe(state(role, expired, 4, "me", 2), "me", t0.Add(time.Second))
-	assert.Equal(t, t0, l.VacantSince)
-	// A live lease ends the vacancy; its expiry is a new one.
-	live := leaseOf("y", tok2, t0.Add(time.Second), 10*time.Second)
-	l = l.Observe(state(role, live, 7, "me", 2), "me", t0.Add(2*time.Second))
-	assert.True(t, l.VacantSince.IsZero())
-	l = l.Observe(state(role, live, 7, "me", 2), "me", t0.Add(11*time.Second))
-	assert.Equal(t, t0.Add(11*time.Second), l.VacantSince)
-	assert.Equal(t, int64(7), l.VacantKey)
+	l = l.Observe(state(role, old, 4, "me", 2), "me", t0.Add(11*time.Second))
+	assert.Equal(t, t0.Add(10*time.Second), l.vacantSince)
+	// A new lease ends the vacancy; its expiry is a new one.
+	live := leaseOf("y", tok2, t0.Add(12*time.Second), 10*time.Second)
+	l = l.Observe(state(role, live, 7, "me", 2), "me", t0.Add(12*time.Second))
+	assert.True(t, l.vacantSince.IsZero())
+	l = l.Observe(state(role, live, 7, "me", 2), "me", t0.Add(22*time.Second))
+	assert.Equal(t, t0.Add(22*time.Second), l.vacantSince)
+	assert.Equal(t, int64(7), l.vacantKey)
 }
 
 func TestReleaseLease(t *testing.T) {
@@ -186,4 +278,6 @@ func TestReleaseLease(t *testing.T) {
 	assert.False(t, (*leaseOf("me", tok1, t0, 2*time.Millisecond)).Released(), "the shortest lease Validate allows")
 	_, held := state(role, &r, 3).Holder(skewed)
 	assert.False(t, held)
+	_, held = NewLocal().Observe(state(role, &r, 3), "me", t0).holder(state(role, &r, 3), "me", t0)
+	assert.False(t, held, "a release holds for no observer")
 }

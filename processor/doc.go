@@ -17,29 +17,79 @@
 // LeaseDuration. A renewal answered fenced ends its leadership at once. A
 // holder that has not renewed successfully within RenewDeadline of the
 // start of its last successful write stops on its own, measured on its own
-// monotonic clock only, before others (whose clocks see the deadline
-// LeaseDuration after that start) may take over.
+// monotonic clock only, before others may take over (see Liveness).
+//
+// Every other member judges a lease on its own clock, never on the
+// writer's deadline: a lease record (each renewal is a new record, at a
+// new offset) expires rolestate.LeaseSpan(lease) after this member first
+// observed it, that is Deadline - GrantedAt (two readings of the writer's
+// clock, so the writer's clock offset does not enter), capped at
+// rolestate.MaxLeaseSpan. The observation is the member's own (kept in its
+// [Local]; the view's LeaseSeenAt, on the view's clock, is not used). A
+// member that has just started counts a lease it has never seen renewed
+// from its first observation: it waits one span at most, even for a lease
+// whose holder died long ago.
 //
 // A role is vacant when it has no lease, its lease is a release (see
-// [codec.ReleaseLease]) or the lease's deadline has passed on the local wall
-// clock. Then the candidates challenge in turn: the member named in the
-// lease that ended ranks last (it let the lease go), and the candidate of
-// effective rank r challenges r*Stagger after it first observed the
-// vacancy, on its local clock. A challenge is AcquireEpoch (which fences
-// any previous holder at the broker) followed by a lease write under the
-// new token. The winner deregisters ("prunes") the candidates that did not
-// challenge in their turn and the member whose lease expired, so dead
-// registrations delay one succession by a Stagger each and then are gone.
-// A live member that was pruned sees that it is no longer a candidate and
-// registers again, at the back. A challenger whose lease write is fenced
-// lost a race; it leaves that vacancy alone for a LeaseDuration so the
-// winner's lease can show.
+// [codec.ReleaseLease]) or its lease has expired as above. Then the
+// candidates challenge in turn: the member named in the lease that ended
+// ranks last (it let the lease go), and the candidate of effective rank r
+// challenges r*Stagger after it first observed the vacancy, on its local
+// clock. Before a challenge, the candidate confirms the role's state
+// ([Source].Confirm: one round trip to the partition's leader, and a wait
+// until its source holds everything committed below the last stable
+// offset) and decides again on the confirmed state; it challenges only if
+// the rules still say so, and never from a failed confirmation (it backs
+// off, RetryBackoff doubling up to RenewInterval). So a member back from
+// a network partition, a pause or with a lagging view sees the renewals it
+// missed, each a record it has not yet seen expire, and does not fence
+// their holder. A challenge is AcquireEpoch (which fences any previous
+// holder at the broker) followed by a lease write under the new token.
+// The winner deregisters ("prunes") the candidates that did not challenge
+// in their turn and the member whose lease expired, so dead registrations
+// delay one succession by a Stagger each and then are gone. A live member
+// that was pruned sees that it is no longer a candidate and registers
+// again, at the back.
+//
+// A member that was fenced (its renewal refused) or lost a challenge race
+// (its lease write after AcquireEpoch refused) does not challenge that
+// role again until its view shows a lease at a higher offset than the one
+// it showed then, or LeaseDuration has passed: the winner's lease write is
+// bounded by the winner's TransactionTimeout, shorter than that, so by
+// then it has shown or failed. A stale vacancy is not challenged twice.
+//
+// While a confirmation shows the partition's readers held back by an open
+// transaction of a producer other than the one named in the role's lease
+// (rolestate.Confirmed.OpenProducerID; with no lease, any open
+// transaction), the lease may have been renewed behind that transaction:
+// the time it looks expired is frozen time. The candidate does not
+// challenge, and confirms again every RenewInterval until the transaction
+// ends. An open transaction of the lease's own producer id (the role's
+// transactional id: a holder or challenger that died mid-write) does not
+// hold it back: AcquireEpoch aborts that transaction.
+//
+// A holding ends at once, without a write, when the transport retires its
+// token (a renewal answered fencing.ErrUnknownOutcome or
+// fencing.ErrNotHeld; revoked: [ReasonTokenRetired]). The view still shows
+// the member's own lease under that token as live; the member, and only
+// it, may challenge that lease at once (after a confirmation, pruning
+// nobody): it fences only its former self. Any other lease follows the
+// normal rules. (ErrNotHeld says only that the transport no longer holds
+// the token; when a later member fenced it, the confirmation shows that
+// member's lease once written, and only a challenger whose lease write is
+// still in flight can be fenced in turn: a race the broker settles.)
 //
 // A resigning holder stops its work, writes the release lease (granted_at
 // 0, deadline 1: expired under every clock) under its token and
 // deregisters, so the next candidate challenges at once. A Member whose
 // context ends resigns every role it holds (unless KeepOnExit), so a
-// rolling restart hands roles over without waiting for a deadline.
+// rolling restart hands roles over without waiting for a deadline. Work
+// that returns an error resigns the role too; the member then waits before
+// it registers and campaigns again: RenewInterval after the first failure,
+// doubling with each consecutive one (a holding whose work ran at least a
+// LeaseDuration restarts the count), at most [MaxWorkBackoff]. Each
+// failure is logged with its cause and the wait, and counted in
+// krole_work_failures_total.
 //
 // # Safety: the broker's fence, never clocks
 //
@@ -53,7 +103,10 @@
 // they hold a role, only the newer can still write. No clock reading,
 // lease deadline, timer or setting takes part in that. Clock skew, a
 // paused process or a lagging view can make two members believe for a
-// moment that they hold a role; the older one's writes still fail.
+// moment that they hold a role; the older one's writes still fail. The
+// observer-clock expiry, the confirmation before a challenge and the
+// held-back rule make such moments and needless handovers rarer; safety
+// does not rest on them.
 //
 // The fence covers the lease writes the Member makes through the
 // transport, and any write made in a transaction of the role's
@@ -67,12 +120,18 @@
 // Liveness rests on clocks and the settings: how long a vacancy lasts, and
 // whether a healthy holder keeps its role, depends on
 //
-//   - the holder's LeaseDuration, RenewInterval and RenewDeadline, and its
-//     monotonic clock running at a rate close to the others';
-//   - the candidates' wall clocks agreeing with the holder's within a
-//     fraction of the lease (a candidate whose clock runs ahead sees the
-//     deadline pass early and challenges a healthy holder: a needless
-//     handover, never two writers);
+//   - the holder's LeaseDuration, RenewInterval and RenewDeadline, and the
+//     members' monotonic clocks running at similar rates. Wall clocks may
+//     disagree by any offset: a candidate counts a lease's span on its own
+//     clock from when it first saw the record, which is after the holder
+//     began the write, so a healthy holder is not challenged early however
+//     far its clock is off, and a dead holder is replaced one span (+
+//     Stagger per live rank ahead, + the view's lag) after the candidate
+//     saw its last renewal, never a clock offset later. The holder stops at
+//     RenewDeadline after the start of its last successful write, before
+//     any observer's span (counted from a later moment) can run out;
+//   - rolestate.MaxLeaseSpan (10 minutes): a lease record claiming a longer
+//     span keeps a role unheld for that long at most;
 //   - Stagger exceeding the time a candidate needs to see a vacancy and
 //     complete a challenge;
 //   - the transaction timeout (Settings.TransactionTimeout, given to the
@@ -83,7 +142,14 @@
 //     holders of those roles are hidden meanwhile. [Settings.Validate]
 //     requires TransactionTimeout < LeaseDuration - RenewInterval, and
 //     [New] the same of the transport's TxnTimeout, so that the lease
-//     readers last saw outlives the stall.
+//     readers last saw outlives the stall. That bound does not cover
+//     another process's transactions (another role's holder with a longer
+//     timeout): there the held-back rule above keeps the candidates of the
+//     partition's other roles from taking a healthy holder's role, at the
+//     price that a holder that dies during such a stall is replaced only
+//     once it ends. A [TransportSource] cannot see open transactions
+//     (its Confirm always reports none), so members on one do not have
+//     that protection.
 //
 // That bound assumes the coordinator aborts a transaction when its timeout
 // passes, as kfake (the embedded cluster of krole dev and the tests) does.
@@ -98,11 +164,12 @@
 // expire and take its role.
 //
 // The cancellation of Work's context when a role is lost is local and
-// best effort: it happens when a renewal is fenced, when the view shows a
-// newer token, and at the latest when RenewDeadline passes (a timer
-// independent of any call in flight), which is before another member's
-// clock can see the lease expire if the clocks run at similar rates. It is
-// not a guarantee that no other member holds the role meanwhile.
+// best effort: it happens when a renewal is fenced or its token retired,
+// when the view shows a newer token, and at the latest when RenewDeadline
+// passes (a timer independent of any call in flight), which is before
+// another member's span for the lease can run out if the clocks run at
+// similar rates. It is not a guarantee that no other member holds the role
+// meanwhile.
 //
 // # Writing while holding
 //
@@ -131,6 +198,13 @@
 // with as the token, or the rules' "newer token in the view" check must
 // compare producer ids only; that is the transport's concern, not the
 // rules'.
+//
+// A token is never used again after the transport retires it (a request
+// under it got no definite answer, fencing.ErrUnknownOutcome): its holding
+// ends, and a new holding, with a new token from AcquireEpoch, begins only
+// through a challenge. So a token always identifies one holding; Work, and
+// anything that checks tokens, learns of a new one only through a new
+// Elected event and a new call of Work.
 //
 // # Events, logs, metrics
 //

@@ -26,8 +26,20 @@ const (
 	ReasonContextEnded Reason = "context ended"
 	// ReasonWorkFailed: the work of [Member.Run] returned an error while
 	// the role was held; the member resigned the role (Event.Err is the
-	// error) and queues again.
+	// error) and queues again after a campaign backoff that doubles with
+	// each consecutive failure (from RenewInterval, at most
+	// [MaxWorkBackoff]).
 	ReasonWorkFailed Reason = "work failed"
+	// ReasonTokenRetired: the transport retired the holding's token, so
+	// nothing can be written under it any more: a write under it got no
+	// definite answer (fencing.ErrUnknownOutcome), or the transport no
+	// longer holds it (fencing.ErrNotHeld: it retired it after such an
+	// answer or a fenced write through a Writer, Transact or a stream
+	// sharing the transport). The holding ends at once (Event.Err is the
+	// renewal's error). While the view still shows this member's own lease
+	// under that token, the member may challenge again at once: that
+	// fences only its former self.
+	ReasonTokenRetired Reason = "token retired"
 )
 
 // EventKind is the kind of an [Event].
@@ -40,9 +52,11 @@ const (
 	// Revoked: this member stopped holding the role (Event.Reason says
 	// why, Event.Err gives the cause when there is one).
 	Revoked
-	// HolderChanged: the holder of the role as the view shows it changed
-	// (another member, another token, or vacant), for observers. It does
-	// not fire on renewals.
+	// HolderChanged: the holder of the role, as this member judges it
+	// from its view, changed (another member, another token, or vacant),
+	// for observers. A lease counts until its span has passed since this
+	// member first saw it (see the package doc). It does not fire on
+	// renewals.
 	HolderChanged
 )
 

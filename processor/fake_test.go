@@ -2,7 +2,6 @@ package processor
 
 import (
 	"context"
-	"github.com/krabka/krole/rolestate"
 	"runtime"
 	"sort"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/rolestate"
 )
 
 // t0 is the start of every test's fake time.
@@ -138,6 +138,10 @@ type fakeSource struct {
 	mu      sync.Mutex
 	st      rolestate.State
 	follows chan chan rolestate.State
+	// confirm, when set, answers Confirm; without it Confirm answers
+	// Role's state and no open transaction.
+	confirm  func(codec.Role) (rolestate.Confirmed, error)
+	confirms int // calls of Confirm
 }
 
 func newFakeSource(st rolestate.State) *fakeSource {
@@ -148,6 +152,24 @@ func (f *fakeSource) Role(ctx context.Context, role codec.Role) (rolestate.State
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.st.Clone(), nil
+}
+
+func (f *fakeSource) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirmed, error) {
+	f.mu.Lock()
+	f.confirms++
+	confirm, st := f.confirm, f.st.Clone()
+	f.mu.Unlock()
+	if confirm != nil {
+		return confirm(role)
+	}
+	return rolestate.Confirmed{State: st, OpenProducerID: -1}, nil
+}
+
+// confirmed returns the number of Confirm calls so far.
+func (f *fakeSource) confirmed() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.confirms
 }
 
 func (f *fakeSource) Follow(ctx context.Context, role codec.Role) <-chan rolestate.State {

@@ -2,7 +2,6 @@ package processor
 
 import (
 	"context"
-	"github.com/krabka/krole/rolestate"
 	"log/slog"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing/fencingtest"
+	"github.com/krabka/krole/rolestate"
 )
 
 // harness drives one member's runner for role step by step: the test sets
@@ -31,6 +31,10 @@ type harness struct {
 	r   *runner
 	// noEcho holds the member's own registration back from its view.
 	noEcho bool
+	// open is the OpenProducerID the source's Confirm reports (-1 none);
+	// confirmErr, when set, is the error it returns.
+	open       int64
+	confirmErr error
 
 	mu     sync.Mutex
 	events []Event
@@ -45,6 +49,15 @@ func newHarness(t *testing.T, me codec.MemberID, s Settings) *harness {
 	})
 	require.NoError(t, err)
 	h.m, h.r = m, m.runners[role]
+	h.open = -1
+	// Confirm answers what the member's view shows (the view is caught
+	// up), on the member's goroutine, which owns r.st.
+	h.src.confirm = func(codec.Role) (rolestate.Confirmed, error) {
+		if h.confirmErr != nil {
+			return rolestate.Confirmed{}, h.confirmErr
+		}
+		return rolestate.Confirmed{State: h.r.st.Clone(), OpenProducerID: h.open}, nil
+	}
 	return h
 }
 

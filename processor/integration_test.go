@@ -343,7 +343,7 @@ func (e *env) describe(role codec.Role) codec.Token {
 type node struct {
 	id     codec.MemberID
 	tr     *recTransport
-	src    *view.View
+	src    *confirmSource
 	m      *processor.Member
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -353,10 +353,16 @@ type node struct {
 // not) when the test ends.
 func (e *env) start(id codec.MemberID, roles []codec.Role, s processor.Settings, work processor.Work) *node {
 	e.t.Helper()
+	return e.startClock(id, roles, s, work, nil)
+}
+
+// startClock is start with the member's clock clk (nil: the system clock).
+func (e *env) startClock(id codec.MemberID, roles []codec.Role, s processor.Settings, work processor.Work, clk processor.Clock) *node {
+	e.t.Helper()
 	n := &node{id: id, tr: &recTransport{BrokerTransport: e.transport(), rec: e.rec, member: id}, done: make(chan struct{})}
-	n.src = e.view()
+	n.src = e.source(e.view())
 	m, err := processor.New(n.tr, n.src, id, roles, processor.Options{
-		Settings: s, Logger: testLog(string(id)), OnEvent: e.rec.onEvent,
+		Settings: s, Logger: testLog(string(id)), OnEvent: e.rec.onEvent, Clock: clk,
 	})
 	require.NoError(e.t, err)
 	n.m = m

@@ -35,13 +35,20 @@ type Options struct {
 	//	krole_transitions_total{role,transition}
 	//	    counter: transition is elected, or the revocation reason with
 	//	    "_" for " ": fenced, lease_lost, resigned, context_ended,
-	//	    work_failed.
+	//	    work_failed, token_retired.
 	//	krole_renew_duration_seconds{role,result}
 	//	    histogram of lease renewals (challenges not included); result
-	//	    is ok, fenced or error. Buckets from 0.5ms, doubling, 16 of them.
+	//	    is ok, fenced, retired (the token was retired: see
+	//	    ReasonTokenRetired) or error. Buckets from 0.5ms, doubling, 16
+	//	    of them.
 	//	krole_fenced_total{role}
 	//	    counter: writes of this member (challenge, renewal, release)
 	//	    refused because a later member holds role.
+	//	krole_work_failures_total{role}
+	//	    counter: runs of work that returned an error.
+	//	krole_campaign_backoff_seconds{role}
+	//	    gauge: the wait before campaigning again after the last work
+	//	    failure (see ReasonWorkFailed); 0 once elected.
 	Registerer prometheus.Registerer
 	// OnEvent receives the member's events (see [Event]). It is called
 	// from the member's goroutines, one call at a time (never
@@ -180,7 +187,9 @@ func (m *Member) Settings() Settings { return m.s }
 // flight. When the role is regained, work starts again, but never while
 // its previous run for the role has not returned. work returning nil
 // leaves the role held (its job is done); returning an error resigns the
-// role, which queues again after a backoff (revoked: work failed).
+// role (revoked: work failed), and the member campaigns again after a
+// backoff that doubles with each consecutive failure, from RenewInterval
+// up to [MaxWorkBackoff].
 //
 // The cancellation is local and best effort: the broker's fence is what
 // guarantees that a deposed holder's writes fail. A deposed holder whose

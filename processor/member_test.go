@@ -48,7 +48,7 @@ func TestFirstElection(t *testing.T) {
 	assert.Equal(t, []string{"elected 42/1"}, h.transitions())
 	e, _ := h.last(Elected)
 	assert.Equal(t, t0, e.At)
-	assert.Equal(t, Held{Role: role, Member: "a", Token: tok1, Lease: leaseAt("a", tok1, t0)}, *h.r.l.Held)
+	assert.Equal(t, Held{Role: role, Member: "a", Token: tok1, Lease: leaseAt("a", tok1, t0)}, *h.r.l.Held())
 	assert.Equal(t, 1.0, h.metric("krole_holder", "role", "controller", "member", "a"))
 	assert.Equal(t, 1.0, h.metric("krole_transitions_total", "transition", "elected"))
 }
@@ -65,7 +65,7 @@ func TestRenewal(t *testing.T) {
 		assert.Equal(t, at.Add(2*sec), a.Until)
 	}
 	assert.Equal(t, []string{"elected 42/1"}, h.transitions(), "renewals are not transitions")
-	assert.Equal(t, leaseAt("a", tok1, t0.Add(6*sec)), h.r.l.Held.Lease)
+	assert.Equal(t, leaseAt("a", tok1, t0.Add(6*sec)), h.r.l.Held().Lease)
 	assert.Equal(t, 3.0, h.metric("krole_renew_duration_seconds", "result", "ok"))
 }
 
@@ -74,6 +74,7 @@ func TestRenewalFencedEndsLeadershipAtOnce(t *testing.T) {
 	elect(t, h, tok1, 0)
 	h.see(state(role, leaseOf("a", tok1, t0, 10*sec), 1, "a", 0))
 	workCtx := h.r.hold.ctx
+	confirms := h.src.confirmed()
 
 	h.clk.Set(t0.Add(2 * sec))
 	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(2*sec))).Return(errFenced).Once()
@@ -89,11 +90,19 @@ func TestRenewalFencedEndsLeadershipAtOnce(t *testing.T) {
 	assert.Equal(t, 0.0, h.metric("krole_holder", "member", "a"))
 	assert.Equal(t, 1.0, h.metric("krole_transitions_total", "transition", "fenced"))
 
-	// The view still shows its own lease: it does not challenge it, it
-	// waits for the deadline (or for the new holder's lease to show).
+	// The view still shows its own lease, first observed at 2s: it does
+	// not challenge it; it waits for its span on its own clock, and then
+	// for a newer lease (the winner's) for a lease after the fence.
 	a := h.step()
 	assert.Equal(t, DoWait, a.Kind)
-	assert.Equal(t, t0.Add(10*sec), a.Until)
+	assert.Equal(t, t0.Add(12*sec), a.Until)
+	// The winner's lease shows: a waits for it like any candidate.
+	h.clk.Set(t0.Add(3 * sec))
+	h.see(state(role, leaseOf("b", tok2, t0.Add(sec), 10*sec), 3, "a", 0, "b", 2))
+	a = h.step()
+	assert.Equal(t, DoWait, a.Kind)
+	assert.Equal(t, t0.Add(13*sec), a.Until)
+	assert.Equal(t, confirms, h.src.confirmed(), "no challenge was even considered")
 }
 
 func TestHolderThatCannotRenewStopsOnItsOwn(t *testing.T) {
@@ -121,18 +130,21 @@ func TestHolderThatCannotRenewStopsOnItsOwn(t *testing.T) {
 
 func TestExpiredLeaseTakenByTheTopRankedCandidate(t *testing.T) {
 	h := newHarness(t, "b", Settings{})
-	dead := leaseOf("x", tok1, t0.Add(-9*sec), 10*sec) // deadline t0+1s
+	// b starts and sees x's lease, whose deadline says 1s left; b never
+	// saw it renewed, so it counts the lease's span from now.
+	dead := leaseOf("x", tok1, t0.Add(-9*sec), 10*sec)
 	h.see(state(role, dead, 4, "x", 1, "b", 2, "c", 3))
 
 	a := h.settle()
-	assert.Equal(t, t0.Add(sec), a.Until, "waits for the deadline")
+	assert.Equal(t, t0.Add(10*sec), a.Until, "waits one span from its first observation")
 	assert.Empty(t, h.transitions())
 
 	h.clk.Set(a.Until)
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, t0.Add(sec))).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, t0.Add(10*sec))).Return(nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("x")).Return(nil).Once()
 	assert.Equal(t, DoChallenge, h.step().Kind, "the dead holder ranks last: b goes at once")
+	assert.Equal(t, 1, h.src.confirmed(), "after one confirmation")
 	assert.Equal(t, []string{"elected 42/2"}, h.transitions())
 	assert.Equal(t, []string{"x 42/1", "vacant"}, h.holders())
 }
@@ -167,7 +179,7 @@ func TestPrunedCandidateRegistersAgain(t *testing.T) {
 	live := leaseOf("b", tok2, t0, 10*sec)
 	h.see(state(role, live, 6, "a", 1, "b", 5))
 	assert.Equal(t, t0.Add(10*sec), h.settle().Until, "a was registered (offset 1) and waits")
-	assert.Equal(t, int64(1), h.r.l.Registered, "adopted from the view: no Register call")
+	assert.Equal(t, int64(1), h.r.l.registered, "adopted from the view: no Register call")
 
 	// The holder pruned a: the view shows newer records but not a.
 	h.see(state(role, live, 6, "b", 5, "c", 7))
@@ -186,6 +198,8 @@ func TestTwoChallengersRacing(t *testing.T) {
 	st := state(role, leaseOf("x", tok1, t0.Add(-10*sec), 10*sec), 4, "x", 1, "a", 2, "b", 3)
 	a.see(st)
 	b.see(st)
+	a.r.l = seenAt(a.r.l, 4, t0.Add(-10*sec)) // both saw it written 10s ago
+	b.r.l = seenAt(b.r.l, 4, t0.Add(-10*sec))
 	assert.Equal(t, t0.Add(sec), b.settle().Until, "b is rank 1")
 
 	tokA, tokB := codec.Token{ProducerID: 42, Epoch: 2}, codec.Token{ProducerID: 42, Epoch: 3}
@@ -206,10 +220,10 @@ func TestTwoChallengersRacing(t *testing.T) {
 
 	a.clk.Set(t0.Add(5 * sec))
 	assert.Equal(t, DoWait, a.step().Kind)
-	// The winner's lease shows: a waits for its deadline like any candidate.
+	// The winner's lease shows: a waits for its span like any candidate.
 	a.see(state(role, leaseOf("b", tokB, t0.Add(sec), 10*sec), 7, "b", 3))
 	a.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(8), nil).Once()
-	assert.Equal(t, t0.Add(11*sec), a.settle().Until)
+	assert.Equal(t, t0.Add(15*sec), a.settle().Until)
 }
 
 func TestHolderSeeingANewerTokenStepsDown(t *testing.T) {

@@ -17,6 +17,8 @@ type metrics interface {
 	transition(role codec.Role, what string)
 	renewed(role codec.Role, d time.Duration, result string)
 	fenced(role codec.Role)
+	workFailed(role codec.Role, backoff time.Duration)
+	campaignBackoff(role codec.Role, d time.Duration)
 }
 
 type noMetrics struct{}
@@ -25,18 +27,24 @@ func (noMetrics) holder(codec.Role, codec.MemberID, bool)   {}
 func (noMetrics) transition(codec.Role, string)             {}
 func (noMetrics) renewed(codec.Role, time.Duration, string) {}
 func (noMetrics) fenced(codec.Role)                         {}
+func (noMetrics) workFailed(codec.Role, time.Duration)      {}
+func (noMetrics) campaignBackoff(codec.Role, time.Duration) {}
 
 // promMetrics are the Prometheus collectors of a Member:
 //
 //	krole_holder{role,member}                  1 while this member holds role, else 0
-//	krole_transitions_total{role,transition}   elected, fenced, lease_lost, resigned, context_ended, work_failed
-//	krole_renew_duration_seconds{role,result}  latency of renewals; result ok, fenced or error
+//	krole_transitions_total{role,transition}   elected, fenced, lease_lost, resigned, context_ended, work_failed, token_retired
+//	krole_renew_duration_seconds{role,result}  latency of renewals; result ok, fenced, retired or error
 //	krole_fenced_total{role}                   writes refused because a later member holds role
+//	krole_work_failures_total{role}            runs of work that returned an error
+//	krole_campaign_backoff_seconds{role}       the campaign backoff after the last work failure; 0 once elected
 type promMetrics struct {
 	holding     *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
 	renew       *prometheus.HistogramVec
 	fencedTotal *prometheus.CounterVec
+	workFails   *prometheus.CounterVec
+	backoff     *prometheus.GaugeVec
 }
 
 // newMetrics registers the collectors with reg, or returns the quiet
@@ -57,12 +65,20 @@ func newMetrics(reg prometheus.Registerer) (metrics, error) {
 		}, []string{"role", "transition"}),
 		renew: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "krole_renew_duration_seconds",
-			Help:    "Latency of lease renewals by result (ok, fenced, error).",
+			Help:    "Latency of lease renewals by result (ok, fenced, retired, error).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"role", "result"}),
 		fencedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "krole_fenced_total",
 			Help: "Lease writes of this member refused because a later member holds the role.",
+		}, []string{"role"}),
+		workFails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "krole_work_failures_total",
+			Help: "Runs of the member's work that returned an error while the role was held.",
+		}, []string{"role"}),
+		backoff: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "krole_campaign_backoff_seconds",
+			Help: "The wait before campaigning again after the last failure of work; 0 once elected.",
 		}, []string{"role"}),
 	}
 	var err error
@@ -76,6 +92,12 @@ func newMetrics(reg prometheus.Registerer) (metrics, error) {
 		return nil, err
 	}
 	if m.fencedTotal, err = register(reg, m.fencedTotal); err != nil {
+		return nil, err
+	}
+	if m.workFails, err = register(reg, m.workFails); err != nil {
+		return nil, err
+	}
+	if m.backoff, err = register(reg, m.backoff); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -111,3 +133,12 @@ func (m *promMetrics) renewed(role codec.Role, d time.Duration, result string) {
 }
 
 func (m *promMetrics) fenced(role codec.Role) { m.fencedTotal.WithLabelValues(string(role)).Inc() }
+
+func (m *promMetrics) workFailed(role codec.Role, backoff time.Duration) {
+	m.workFails.WithLabelValues(string(role)).Inc()
+	m.campaignBackoff(role, backoff)
+}
+
+func (m *promMetrics) campaignBackoff(role codec.Role, d time.Duration) {
+	m.backoff.WithLabelValues(string(role)).Set(d.Seconds())
+}

@@ -6,29 +6,78 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/rolestate"
 )
 
-// A fenced writer or stream that shares the member's transport can be
-// fenced first; the transport then forgets the token and the renewal gets
-// ErrNotHeld. That is a lost role too, not a retry.
-func TestRenewalNotHeldEndsLeadershipAtOnce(t *testing.T) {
+// A renewal answered ErrUnknownOutcome, or ErrNotHeld (the transport
+// retired the token after such an answer, or after a fenced write through
+// a writer or stream that shares it), ends the holding at once. The view
+// still shows the member's own lease under the retired token as live: the
+// member takes the role back at once under a new token (it fences only its
+// former self), and prunes nobody.
+func TestRenewalOnARetiredTokenEndsTheHoldingAndTakesTheRoleBack(t *testing.T) {
+	for _, kind := range []error{fencing.ErrUnknownOutcome, fencing.ErrNotHeld} {
+		t.Run(kind.Error(), func(t *testing.T) {
+			h := newHarness(t, "a", Settings{})
+			elect(t, h, tok1, 0)
+			h.see(state(role, leaseOf("a", tok1, t0, 10*sec), 1, "a", 0, "b", 3))
+			h.settle()
+			workCtx := h.r.hold.ctx
+
+			h.clk.Set(t0.Add(2 * sec))
+			retired := &fencing.Error{Kind: kind, Role: role}
+			h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(2*sec))).Return(retired).Once()
+			assert.Equal(t, DoRenew, h.step().Kind)
+
+			assert.Nil(t, h.r.hold, "no longer the holder, at once")
+			assert.Error(t, workCtx.Err(), "work's context is cancelled")
+			assert.Equal(t, []string{"elected 42/1", "revoked token retired 42/1"}, h.transitions())
+			e, _ := h.last(Revoked)
+			assert.ErrorIs(t, e.Err, kind)
+			assert.Equal(t, 0.0, h.metric("krole_fenced_total"), "not a fence")
+			assert.Equal(t, 1.0, h.metric("krole_transitions_total", "transition", "token_retired"))
+
+			// Its own lease under tok1 looks live for 8s more: it goes at
+			// once, after a confirmation, and deregisters nobody (b saw
+			// no vacancy).
+			h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
+			h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("a", tok2, t0.Add(2*sec))).Return(nil).Once()
+			confirms := h.src.confirmed()
+			assert.Equal(t, DoChallenge, h.step().Kind)
+			assert.Equal(t, confirms+1, h.src.confirmed())
+			assert.Equal(t, []string{"elected 42/1", "revoked token retired 42/1", "elected 42/2"}, h.transitions())
+		})
+	}
+}
+
+// The quick way back is for the member's own lease under the retired
+// token only: when the confirmed state shows another member's newer lease,
+// the normal rules apply, and it waits for that lease.
+func TestRetiredTokenDoesNotChallengeANewerLease(t *testing.T) {
 	h := newHarness(t, "a", Settings{})
 	elect(t, h, tok1, 0)
-	h.see(state(role, leaseOf("a", tok1, t0, 10*sec), 1, "a", 0))
-	workCtx := h.r.hold.ctx
-
+	h.see(state(role, leaseOf("a", tok1, t0, 10*sec), 1, "a", 0, "b", 3))
+	h.settle()
 	h.clk.Set(t0.Add(2 * sec))
-	notHeld := &fencing.Error{Kind: fencing.ErrNotHeld, Role: role}
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(2*sec))).Return(notHeld).Once()
-	assert.Equal(t, DoRenew, h.step().Kind)
+	h.tr.On("WriteLease", mock.Anything, role, tok1, mock.Anything).
+		Return(&fencing.Error{Kind: fencing.ErrUnknownOutcome, Role: role}).Once()
+	h.step()
+	require.Nil(t, h.r.hold)
 
-	assert.Nil(t, h.r.hold, "no longer the holder, at once")
-	assert.Error(t, workCtx.Err(), "work's context is cancelled")
-	assert.Equal(t, []string{"elected 42/1", "revoked fenced 42/1"}, h.transitions())
-	assert.Equal(t, 1.0, h.metric("krole_fenced_total"))
+	// b took the role meanwhile; the view had not shown it, the
+	// confirmation does.
+	newer := state(role, leaseOf("b", tok2, t0.Add(sec), 10*sec), 4, "a", 0, "b", 3)
+	h.src.confirm = func(codec.Role) (rolestate.Confirmed, error) {
+		return rolestate.Confirmed{State: newer, OpenProducerID: -1}, nil
+	}
+	a := h.step()
+	assert.Equal(t, DoWait, a.Kind, "no AcquireEpoch: the mock would fail on it")
+	assert.Equal(t, t0.Add(12*sec), a.Until, "b's lease, first seen now, runs a span")
+	assert.Equal(t, []string{"elected 42/1", "revoked token retired 42/1"}, h.transitions())
 }
 
 // Members that start together must not each see themselves first: until

@@ -260,7 +260,7 @@ func TestRunWorkErrorResignsAndRetries(t *testing.T) {
 	d := startRun(t, h, work)
 	assert.Equal(t, t0.Add(2*sec), d.wait())
 	recv(t, started)
-	assert.Equal(t, t0.Add(250*time.Millisecond), d.wait(), "resigned; backs off before queueing again")
+	assert.Equal(t, t0.Add(2*sec), d.wait(), "resigned; backs off a renew interval before queueing again")
 	e, _ := h.last(Revoked)
 	assert.Equal(t, ReasonWorkFailed, e.Reason)
 	assert.ErrorIs(t, e.Err, boom)
@@ -268,7 +268,7 @@ func TestRunWorkErrorResignsAndRetries(t *testing.T) {
 	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(3), nil).Once()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
 	h.tr.On("WriteLease", mock.Anything, role, tok2, mock.Anything).Return(nil).Once()
-	h.clk.Set(t0.Add(250 * time.Millisecond))
+	h.clk.Set(t0.Add(2 * sec))
 	d.wait()
 	assert.Equal(t, tok2, recv(t, started).Token)
 
@@ -340,6 +340,9 @@ func TestRunManyRoles(t *testing.T) {
 	m, err := New(echoTransport{tr, h}, src, "a", roles, Options{Clock: clk, OnEvent: onEvent, Logger: testLogger(t)})
 	require.NoError(t, err)
 	h.m = m
+	src.confirm = func(r codec.Role) (rolestate.Confirmed, error) { // on r's goroutine, which owns its state
+		return rolestate.Confirmed{State: m.runners[r].st.Clone(), OpenProducerID: -1}, nil
+	}
 	assert.Equal(t, roles, m.Roles())
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -363,7 +366,7 @@ func TestTransportSource(t *testing.T) {
 	}
 	one := []fencing.RoleRecord{reg(0, "a")}
 	two := []fencing.RoleRecord{reg(0, "a"), reg(1, "b")}
-	h.tr.On("ReadRoleRecords", mock.Anything, role).Return(one, nil).Twice()
+	h.tr.On("ReadRoleRecords", mock.Anything, role).Return(one, nil).Times(3)
 	h.tr.On("ReadRoleRecords", mock.Anything, role).Return(nil, errDown).Once()
 	h.tr.On("ReadRoleRecords", mock.Anything, role).Return(two, nil)
 	src := &TransportSource{Transport: h.tr, Poll: sec, Clock: h.clk}
@@ -371,6 +374,10 @@ func TestTransportSource(t *testing.T) {
 	st, err := src.Role(context.Background(), role)
 	require.NoError(t, err)
 	assert.Equal(t, []codec.MemberID{"a"}, members(st))
+	c, err := src.Confirm(context.Background(), role)
+	require.NoError(t, err)
+	assert.Equal(t, []codec.MemberID{"a"}, members(c.State), "one read to the last stable offset")
+	assert.Equal(t, int64(-1), c.OpenProducerID, "a transport source cannot see open transactions")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := src.Follow(ctx, role)

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/krabka/krole/rolestate"
 	"log/slog"
 	"time"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/rolestate"
 )
 
 // maxBurst bounds the actions a role performs in a row without waiting; a
@@ -29,7 +29,7 @@ type runner struct {
 	work Work
 
 	lastWork  chan struct{} // closed when the last run of work returned
-	workFails int           // consecutive work runs that failed within a lease duration
+	workFails int           // consecutive work runs that failed within a lease duration of their election
 	workErr   error         // the error of the work run being resigned for
 
 	seen    *holderKey // the holder last reported by HolderChanged
@@ -136,14 +136,14 @@ func (r *runner) load(ctx context.Context) bool {
 	for {
 		st, err := r.m.src.Role(ctx, r.role)
 		if err == nil {
-			r.st, r.l.Failures = st, 0
+			r.st, r.l.failures = st, 0
 			return true
 		}
 		if ctx.Err() != nil {
 			return false
 		}
-		r.l.Failures++
-		d := r.m.s.backoff(r.l.Failures)
+		r.l.failures++
+		d := r.m.s.backoff(r.l.failures)
 		r.log.Warn("reading the role failed; retrying", "err", err, "retry_in", d)
 		t := r.m.clk.NewTimer(d)
 		select {
@@ -167,14 +167,20 @@ func (r *runner) poll(ctx context.Context) {
 }
 
 // step observes the role, decides, and performs the action. It returns
-// the action.
+// the action. When the rules say confirm, it confirms and decides again at
+// the same time on the confirmed state, so a challenge always follows a
+// confirmation that still says challenge.
 func (r *runner) step(ctx context.Context) Action {
 	now := r.m.clk.Now()
-	r.observeHolder(now)
-	r.l = r.l.Observe(r.st, r.m.me, now)
-	a := Decide(r.st, r.m.me, r.l, now, r.m.s)
-	if r.log.Enabled(ctx, slog.LevelDebug) {
-		r.log.Debug("decided", "action", a.Kind.String(), "reason", a.Reason, "until", a.Until)
+	a := r.decide(ctx, now)
+	if a.Kind == DoConfirm {
+		if !r.confirm(ctx, now) {
+			return a // the next decision waits for the retry
+		}
+		if a = r.decide(ctx, now); a.Kind == DoConfirm {
+			// Cannot happen: the confirmation was taken at now.
+			return Action{Kind: DoWait, Until: now.Add(r.m.s.RetryBackoff), Reason: "confirmed, yet asked to confirm again"}
+		}
 	}
 	switch a.Kind {
 	case DoRegister:
@@ -195,12 +201,47 @@ func (r *runner) step(ctx context.Context) Action {
 	return a
 }
 
-// observeHolder reports a HolderChanged event when the holder the view
-// shows at now differs from the last one reported.
+// decide observes the role at now and applies the rules.
+func (r *runner) decide(ctx context.Context, now time.Time) Action {
+	r.l = r.l.Observe(r.st, r.m.me, now)
+	r.observeHolder(now)
+	a := Decide(r.st, r.m.me, r.l, now, r.m.s)
+	if r.log.Enabled(ctx, slog.LevelDebug) {
+		r.log.Debug("decided", "action", a.Kind.String(), "reason", a.Reason, "until", a.Until)
+	}
+	return a
+}
+
+// confirm asks the source to confirm the role's state (Source.Confirm),
+// bounded by TransactionTimeout, and records the confirmation taken at
+// now. It returns false when the confirmation failed (the member backs off
+// and challenges from nothing less).
+func (r *runner) confirm(ctx context.Context, now time.Time) bool {
+	cctx, cancel := r.callCtx(ctx, r.m.s.TransactionTimeout)
+	c, err := r.m.src.Confirm(cctx, r.role)
+	cancel()
+	if err != nil {
+		r.failed(ctx, "confirming the role's state before a challenge", err)
+		return false
+	}
+	// A confirmation is not a success of the challenge: the failure count
+	// (and so the backoff) stays until the challenge's calls succeed.
+	was := r.l.confOpen
+	r.st = c.State
+	r.l = r.l.Confirmed(now, c.OpenProducerID)
+	if r.l.heldBack(r.st) && c.OpenProducerID != was {
+		r.log.Info("not challenging: the partition's readers are held back by another producer's open transaction, so the lease may have been renewed behind it",
+			"producer_id", c.OpenProducerID, "confirm_again_in", r.m.s.RenewInterval)
+	}
+	return true
+}
+
+// observeHolder reports a HolderChanged event when the holder at now, as
+// this member judges it, differs from the last one reported.
 func (r *runner) observeHolder(now time.Time) {
 	var key holderKey
 	var cur *codec.Lease
-	if l, ok := r.st.Holder(now.UnixMilli()); ok {
+	if l, ok := r.l.holder(r.st, r.m.me, now); ok {
 		key, cur = holderKey{member: l.Member, token: l.Token, ok: true}, &l
 	}
 	if r.seen != nil && *r.seen == key {
@@ -223,17 +264,17 @@ func (r *runner) callCtx(ctx context.Context, d time.Duration) (context.Context,
 // when the call returned. A call cut short by the end of ctx is not worth
 // a warning: the member is leaving.
 func (r *runner) failed(ctx context.Context, what string, err error) {
-	r.l.Failures++
-	d := r.m.s.backoff(r.l.Failures)
-	r.l.RetryAt = r.m.clk.Now().Add(d)
+	r.l.failures++
+	d := r.m.s.backoff(r.l.failures)
+	r.l.retryAt = r.m.clk.Now().Add(d)
 	level := slog.LevelWarn
 	if ctx.Err() != nil {
 		level = slog.LevelDebug
 	}
-	r.log.Log(ctx, level, what+" failed", "err", err, "failures", r.l.Failures, "retry_in", d)
+	r.log.Log(ctx, level, what+" failed", "err", err, "failures", r.l.failures, "retry_in", d)
 }
 
-func (r *runner) succeeded() { r.l.Failures, r.l.RetryAt = 0, time.Time{} }
+func (r *runner) succeeded() { r.l.failures, r.l.retryAt = 0, time.Time{} }
 
 func (r *runner) register(ctx context.Context, now time.Time, why string) {
 	cctx, cancel := r.callCtx(ctx, r.m.s.TransactionTimeout)
@@ -244,7 +285,7 @@ func (r *runner) register(ctx context.Context, now time.Time, why string) {
 		return
 	}
 	r.succeeded()
-	r.l.Registered, r.l.RegisteredAt = off, now
+	r.l.registered, r.l.registeredAt = off, now
 	r.log.Info("registered", "offset", off, "why", why)
 }
 
@@ -261,17 +302,18 @@ func (r *runner) challenge(ctx context.Context, now time.Time, prune []codec.Mem
 	if err := r.m.t.WriteLease(cctx, r.role, tok, lease); err != nil {
 		if fencing.IsFenced(err) {
 			r.m.met.fenced(r.role)
-			r.l.LostKey, r.l.LostAt = r.l.VacantKey, now
-			r.log.Info("lost a challenge race: another member took the role", "token", tok.String())
+			r.lost(now)
+			r.log.Info("lost a challenge race: another member took the role; waiting for its lease", "token", tok.String(), "lease_offset", r.st.LeaseOffset)
 			return
 		}
 		r.failed(ctx, "challenge: write lease", err)
 		return
 	}
 	r.succeeded()
-	r.l.Held = &Held{Role: r.role, Member: r.m.me, Token: tok, Lease: lease}
-	r.l.RenewedAt = start
-	r.elected(start)
+	r.l.held = &Held{Role: r.role, Member: r.m.me, Token: tok, Lease: lease}
+	r.l.renewedAt = start
+	r.l.lostAt, r.l.lostOff, r.l.retiredTok = time.Time{}, noKey, nil
+	r.elected(ctx, start)
 	if len(prune) == 0 {
 		return
 	}
@@ -294,16 +336,25 @@ func (r *runner) lease(tok codec.Token, start time.Time) codec.Lease {
 	return codec.Lease{Member: r.m.me, Token: tok, GrantedAt: ms, Deadline: ms + r.m.s.LeaseDuration.Milliseconds()}
 }
 
+// lost records that this member was fenced or lost a challenge race at
+// now: it does not challenge again until a lease newer than the one its
+// state shows now has shown (see Decide, rule 6).
+func (r *runner) lost(now time.Time) {
+	r.l.lostAt, r.l.lostOff = now, r.st.LeaseOffset
+}
+
 // elected makes the member the holder of the role after a successful
-// challenge: it arms the local deadline, reports, and starts work.
-func (r *runner) elected(start time.Time) {
-	held := *r.l.Held
-	wctx, cancel := context.WithCancel(context.Background())
+// challenge: it arms the local deadline, reports, and starts work on a
+// context derived from ctx (Run's).
+func (r *runner) elected(ctx context.Context, start time.Time) {
+	held := *r.l.held
+	wctx, cancel := context.WithCancel(ctx)
 	h := &holding{held: held, ctx: wctx, cancel: cancel, started: start}
 	h.expiry = r.m.clk.AfterFunc(start.Add(r.m.s.RenewDeadline).Sub(r.m.clk.Now()), cancel)
 	r.hold = h
 	r.m.met.holder(r.role, r.m.me, true)
 	r.m.met.transition(r.role, "elected")
+	r.m.met.campaignBackoff(r.role, 0)
 	r.log.Info("elected", "token", held.Token.String(), "deadline", held.Lease.Deadline)
 	r.m.emit(Event{Kind: Elected, Role: r.role, Member: r.m.me, At: start, Token: held.Token})
 	r.startWork(h)
@@ -353,16 +404,19 @@ func (r *runner) workReturned(err error) {
 		r.workFails = 0
 	}
 	r.workFails++
-	r.l.Resign = ReasonWorkFailed
-	r.l.RetryAt = now.Add(r.m.s.backoff(r.workFails))
+	d := r.m.s.workBackoff(r.workFails)
+	r.l.resign = ReasonWorkFailed
+	r.l.campaignAt = now.Add(d)
 	r.hold.cancel()
 	r.workErr = err
-	r.log.Warn("work failed; resigning the role", "err", err)
+	r.m.met.workFailed(r.role, d)
+	r.log.Warn("work failed; resigning the role and backing off before campaigning again",
+		"err", err, "consecutive_failures", r.workFails, "campaign_in", d)
 }
 
 func (r *runner) renew(ctx context.Context, now time.Time) {
-	h := r.l.Held
-	expiry := r.l.RenewedAt.Add(r.m.s.RenewDeadline)
+	h := r.l.held
+	expiry := r.l.renewedAt.Add(r.m.s.RenewDeadline)
 	cctx, cancel := r.callCtx(ctx, min(r.m.s.TransactionTimeout, expiry.Sub(now)))
 	lease := r.lease(h.Token, now)
 	err := r.m.t.WriteLease(cctx, r.role, h.Token, lease)
@@ -372,15 +426,18 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 	case fencing.IsFenced(err):
 		r.m.met.renewed(r.role, took, "fenced")
 		r.m.met.fenced(r.role)
+		r.lost(r.m.clk.Now())
 		r.revoke(r.m.clk.Now(), ReasonFenced, err, "the renewal was fenced")
 		return
-	case errors.Is(err, fencing.ErrNotHeld):
-		// The transport forgot the token: another write under it (a
-		// fenced writer's, a stream's) was fenced first. The role is lost
-		// just the same.
-		r.m.met.renewed(r.role, took, "fenced")
-		r.m.met.fenced(r.role)
-		r.revoke(r.m.clk.Now(), ReasonFenced, err, "the token was fenced through another write")
+	case errors.Is(err, fencing.ErrUnknownOutcome), errors.Is(err, fencing.ErrNotHeld):
+		// The transport retired the token: this renewal, or another
+		// write under the token (a fenced writer's, a stream's), got no
+		// definite answer or was fenced. No write follows under it, so
+		// the holding is over at once.
+		r.m.met.renewed(r.role, took, "retired")
+		tok := h.Token
+		r.l.retiredTok = &tok
+		r.revoke(r.m.clk.Now(), ReasonTokenRetired, err, "the transport retired the holding's token")
 		return
 	case err != nil:
 		r.m.met.renewed(r.role, took, "error")
@@ -395,7 +452,7 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 		r.revoke(r.m.clk.Now(), ReasonLeaseLost, nil, "the renewal succeeded only after the local deadline")
 		return
 	}
-	r.l.RenewedAt = now
+	r.l.renewedAt = now
 	h.Lease = lease
 	r.hold.expiry = r.m.clk.AfterFunc(now.Add(r.m.s.RenewDeadline).Sub(r.m.clk.Now()), r.hold.cancel)
 	if r.log.Enabled(ctx, slog.LevelDebug) {
@@ -410,7 +467,7 @@ func (r *runner) revoke(now time.Time, why Reason, cause error, detail string) {
 	if h == nil {
 		return
 	}
-	r.hold, r.l.Held = nil, nil
+	r.hold, r.l.held = nil, nil
 	h.expiry.Stop()
 	h.cancel()
 	r.m.met.holder(r.role, r.m.me, false)
@@ -432,7 +489,7 @@ func (r *runner) awaitWork(h *holding) {
 	if h.done == nil {
 		return
 	}
-	left := r.l.RenewedAt.Add(r.m.s.RenewDeadline).Sub(r.m.clk.Now())
+	left := r.l.renewedAt.Add(r.m.s.RenewDeadline).Sub(r.m.clk.Now())
 	t := r.m.clk.NewTimer(left)
 	defer t.Stop()
 	select {
@@ -448,14 +505,14 @@ func (r *runner) requestResign(q chan error) {
 		q <- ErrNotHolder
 		return
 	}
-	r.l.Resign, r.resignQ = ReasonResigned, q
+	r.l.resign, r.resignQ = ReasonResigned, q
 }
 
 // resign gives up the role: it stops work and waits for it, reports
 // Revoked, writes the release lease, and deregisters this member, on a
 // fresh context bounded by TransactionTimeout.
 func (r *runner) resign(ctx context.Context, why Reason) {
-	r.l.Resign = ""
+	r.l.resign = ""
 	h := r.hold
 	if h != nil {
 		h.cancel()
@@ -486,8 +543,8 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 		r.resignQ = nil
 		q <- werr
 	}
-	reg := r.l.Registered
-	if c, ok := candidate(r.st, r.m.me); ok && c.Offset > r.l.Retired {
+	reg := r.l.registered
+	if c, ok := candidate(r.st, r.m.me); ok && c.Offset > r.l.retired {
 		reg = max(reg, c.Offset)
 	}
 	if reg < 0 {
@@ -498,8 +555,8 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 	} else {
 		r.log.Info("deregistered", "offset", reg)
 	}
-	r.l.Retired = max(r.l.Retired, reg)
-	r.l.Registered, r.l.RegisteredAt = -1, time.Time{}
+	r.l.retired = max(r.l.retired, reg)
+	r.l.registered, r.l.registeredAt = -1, time.Time{}
 }
 
 // leave is the end of the role's goroutine, after ctx ended.
@@ -521,4 +578,4 @@ func (r *runner) leave(ctx context.Context) {
 
 // RenewedAt is for tests: when the last successful write of the held lease
 // began.
-func (r *runner) RenewedAt() time.Time { return r.l.RenewedAt }
+func (r *runner) RenewedAt() time.Time { return r.l.renewedAt }

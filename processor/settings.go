@@ -23,8 +23,10 @@ const DefaultLeaseDuration = 10 * time.Second
 type Settings struct {
 	// LeaseDuration is how long a lease lasts from the moment its write
 	// begins: a lease granted at T has deadline T+LeaseDuration, in the
-	// writer's wall clock. Others may challenge once their wall clock
-	// passes the deadline. Default 10s.
+	// writer's wall clock. Others judge its expiry on their own clocks:
+	// they may challenge once Deadline - GrantedAt (capped at
+	// rolestate.MaxLeaseSpan) has passed since they first observed the
+	// lease record. Default 10s.
 	LeaseDuration time.Duration
 
 	// RenewInterval is how often the holder renews its lease, counted
@@ -166,6 +168,23 @@ func (s Settings) backoff(n int) time.Duration {
 		d *= 2
 	}
 	return min(d, s.RenewInterval)
+}
+
+// MaxWorkBackoff caps the campaign backoff after work failed: after the
+// n-th consecutive failure of work (each within a LeaseDuration of its
+// election) a member waits RenewInterval * 2^(n-1), at most this long,
+// before it registers and campaigns again.
+const MaxWorkBackoff = 5 * time.Minute
+
+// workBackoff returns the campaign backoff after the n-th consecutive
+// failure of work (n >= 1): RenewInterval doubled n-1 times, at most
+// [MaxWorkBackoff].
+func (s Settings) workBackoff(n int) time.Duration {
+	d := s.RenewInterval
+	for i := 1; i < n && d < MaxWorkBackoff; i++ {
+		d *= 2
+	}
+	return min(d, MaxWorkBackoff)
 }
 
 // SettingsError is the error [Settings.Validate] returns. It matches

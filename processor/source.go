@@ -2,16 +2,16 @@ package processor
 
 import (
 	"context"
-	"github.com/krabka/krole/rolestate"
 	"reflect"
 	"time"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/rolestate"
 )
 
 // Source is where a [Member] reads the state of a role: the goka view in
-// production (*view.View has both methods), a [TransportSource] without
+// production (*view.View has these methods), a [TransportSource] without
 // one, a fake in tests. Implementations are safe for concurrent use.
 type Source interface {
 	// Role returns the state of role, blocking until the source has caught
@@ -27,13 +27,32 @@ type Source interface {
 	// A nil channel means the source sends no updates, and the Member
 	// polls Role every RenewInterval instead.
 	Follow(ctx context.Context, role codec.Role) <-chan rolestate.State
+
+	// Confirm returns role's state once the source holds every record of
+	// the role's partition that was committed when Confirm was called:
+	// one round trip to the partition's leader for its last stable
+	// offset, then a wait until the source has read up to it. It also
+	// says whether an open transaction holds the partition's last stable
+	// offset below its high watermark (rolestate.Confirmed's
+	// OpenProducerID), which keeps readers from seeing anything written
+	// after it began. It blocks until then or until ctx ends (returning an
+	// error wrapping ctx.Err()). A Member calls it before every challenge
+	// and challenges only if the rules still say so on the confirmed state;
+	// it never challenges from a failed Confirm.
+	Confirm(ctx context.Context, role codec.Role) (rolestate.Confirmed, error)
 }
 
 // TransportSource is a [Source] that reads the role's partition through a
-// fencing.Transport (ReadRoleRecords, folded with view.Fold) every Poll.
-// It needs no view, at the price of a full read of the partition per poll
-// and of learning about a release up to Poll late; it suits tests, tools
-// and a handful of members.
+// fencing.Transport (ReadRoleRecords, folded with rolestate.Fold) every
+// Poll. It needs no view, at the price of a full read of the partition per
+// poll and of learning about a release up to Poll late; it suits tests,
+// tools and a handful of members.
+//
+// Its Confirm cannot tell an open transaction from none (the transport
+// does not say), so it always reports OpenProducerID -1: a member on a
+// TransportSource does not recognize a partition held back by another
+// role's open transaction, and may take a role whose renewals that
+// transaction hides.
 type TransportSource struct {
 	// Transport is what the source reads through. Required.
 	Transport fencing.Transport
@@ -52,6 +71,18 @@ func (s *TransportSource) Role(ctx context.Context, role codec.Role) (rolestate.
 		return rolestate.State{}, err
 	}
 	return rolestate.Fold(role, recs), nil
+}
+
+// Confirm reads the role's partition once, up to its last stable offset
+// (ReadRoleRecords), and returns the folded state with OpenProducerID -1
+// (see [TransportSource]). It blocks for that one read; when ctx ends, the
+// read stops and Confirm returns its error.
+func (s *TransportSource) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirmed, error) {
+	st, err := s.Role(ctx, role)
+	if err != nil {
+		return rolestate.Confirmed{}, err
+	}
+	return rolestate.Confirmed{State: st, OpenProducerID: -1}, nil
 }
 
 // Follow polls Role every Poll and sends the state when it differs from

@@ -1,0 +1,191 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/rolestate"
+)
+
+// A member never challenges from a failed confirmation: it backs off with
+// the retry backoff, and AcquireEpoch is never called meanwhile (the mock
+// fails on an unexpected call).
+func TestNoChallengeFromAFailedConfirmation(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	h.see(state(role, nil, 0, "a", 0))
+	h.confirmErr = errDown
+	var waits []time.Duration
+	for range 4 {
+		a := h.settle()
+		waits = append(waits, a.Until.Sub(h.clk.Now()))
+		h.clk.Set(a.Until)
+	}
+	ms := time.Millisecond
+	assert.Equal(t, []time.Duration{250 * ms, 500 * ms, 1000 * ms, 2000 * ms}, waits, "the retry backoff, doubling")
+	assert.Equal(t, 4, h.src.confirmed())
+	assert.Empty(t, h.transitions())
+
+	h.confirmErr = nil
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, h.clk.Now())).Return(nil).Once()
+	assert.Equal(t, DoChallenge, h.step().Kind)
+	assert.Equal(t, []string{"elected 42/1"}, h.transitions())
+}
+
+// A member back from a pause (or a partition, or with a lagging view)
+// finds on its clock that the lease it last saw has long expired. Its
+// view still shows that lease; the confirmation shows the holder's
+// latest renewal, a record it has not seen expire: it does not challenge.
+func TestBackFromAPauseNoChallengeOfALeaseNotSeenExpire(t *testing.T) {
+	h := newHarness(t, "b", Settings{})
+	h.see(state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "b", 2))
+	assert.Equal(t, t0.Add(10*sec), h.settle().Until)
+
+	h.clk.Set(t0.Add(30 * sec)) // the pause
+	renewed := state(role, leaseOf("x", tok1, t0.Add(28*sec), 10*sec), 40, "x", 1, "b", 2)
+	h.src.confirm = func(codec.Role) (rolestate.Confirmed, error) {
+		return rolestate.Confirmed{State: renewed, OpenProducerID: -1}, nil
+	}
+	a := h.step()
+	assert.Equal(t, DoWait, a.Kind, "no AcquireEpoch: the mock would fail on it")
+	assert.Equal(t, t0.Add(40*sec), a.Until, "the renewal, first seen now, runs a span")
+	assert.Equal(t, 1, h.src.confirmed())
+	assert.Equal(t, renewed, h.r.st, "the confirmed state replaces the stale one")
+}
+
+// While the confirmation shows the partition held back by another
+// producer's open transaction (another role's), a lease that looks expired
+// may have been renewed behind it: no challenge; the member confirms again
+// every RenewInterval. Once the transaction is gone and the lease is still
+// the same record, it challenges.
+func TestHeldBackPartitionNoChallengeOnFrozenTime(t *testing.T) {
+	h := newHarness(t, "b", Settings{})
+	h.see(state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "b", 2))
+	h.settle()
+	h.open = 77 // not 42, the role's producer id
+	h.clk.Set(t0.Add(10 * sec))
+	for i := range 5 {
+		a := h.settle()
+		assert.Equal(t, DoWait, a.Kind)
+		assert.Equal(t, h.clk.Now().Add(2*sec), a.Until, "confirms again a renew interval later")
+		assert.Contains(t, a.Reason, "open transaction of producer 77")
+		assert.Equal(t, i+1, h.src.confirmed())
+		h.clk.Set(a.Until)
+	}
+	h.open = -1
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, t0.Add(20*sec))).Return(nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("x")).Return(nil).Once()
+	assert.Equal(t, DoChallenge, h.step().Kind)
+	assert.Equal(t, []string{"elected 42/2"}, h.transitions())
+}
+
+// A challenger that lost the race (its lease write was fenced) does not
+// challenge the same vacancy again while the view shows no newer lease,
+// for a LeaseDuration: the winner's lease has that long to show.
+func TestLostChallengeWaitsForANewerLease(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	h.see(state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "a", 2))
+	h.r.l = seenAt(h.r.l, 4, t0.Add(-10*sec))
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(codec.Token{ProducerID: 42, Epoch: 3}, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, mock.Anything, mock.Anything).Return(errFenced).Once()
+	a := h.settle()
+	assert.Equal(t, t0.Add(10*sec), a.Until)
+	assert.Contains(t, a.Reason, "waiting for a lease newer than offset 4")
+	for _, at := range []time.Duration{sec, 5 * sec, 9 * sec} {
+		h.clk.Set(t0.Add(at))
+		assert.Equal(t, DoWait, h.step().Kind, "no second AcquireEpoch: the mock would fail on it")
+	}
+	// The winner's lease shows: a waits for it like any candidate.
+	h.see(state(role, leaseOf("y", codec.Token{ProducerID: 42, Epoch: 4}, t0, 10*sec), 6, "y", 0, "a", 2))
+	assert.Equal(t, t0.Add(19*sec), h.settle().Until)
+	assert.Equal(t, 1.0, h.metric("krole_fenced_total"))
+}
+
+// Work that fails at once makes the member resign; it campaigns again
+// after a backoff that doubles from RenewInterval, so it does not mint a
+// new epoch every few seconds.
+func TestRunWorkThatAlwaysFailsBacksOffCampaigning(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	boom := errors.New("output topic missing")
+	work := func(context.Context, Held) error { return boom }
+	var elected []time.Duration // when AcquireEpoch was called
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil)
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).
+		Run(func(mock.Arguments) { elected = append(elected, h.clk.Now().Sub(t0)) })
+	h.tr.On("WriteLease", mock.Anything, role, mock.Anything, mock.Anything).Return(nil)
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil)
+	d := startRun(t, h, work)
+
+	horizon := t0.Add(2 * time.Minute)
+	for {
+		u := d.wait()
+		if held := h.transitions(); len(held)%2 == 1 {
+			continue // elected: its work's failure is on its way to the member
+		}
+		if u.After(horizon) {
+			break
+		}
+		h.clk.Set(u)
+	}
+	assert.Equal(t, []time.Duration{0, 2 * sec, 6 * sec, 14 * sec, 30 * sec, 62 * sec}, elected,
+		"campaigns after 2s, 4s, 8s, 16s, 32s: not a new epoch every 2s")
+	assert.Equal(t, 6.0, h.metric("krole_work_failures_total", "role", string(role)))
+	assert.Equal(t, 64.0, h.metric("krole_campaign_backoff_seconds", "role", string(role)))
+	e, _ := h.last(Revoked)
+	assert.Equal(t, ReasonWorkFailed, e.Reason)
+	assert.ErrorIs(t, e.Err, boom)
+	require.NoError(t, d.stop())
+}
+
+func TestWorkBackoffIsCapped(t *testing.T) {
+	s := defaults()
+	assert.Equal(t, 2*sec, s.workBackoff(1))
+	assert.Equal(t, 4*sec, s.workBackoff(2))
+	assert.Equal(t, 256*sec, s.workBackoff(8))
+	assert.Equal(t, MaxWorkBackoff, s.workBackoff(9))
+	assert.Equal(t, MaxWorkBackoff, s.workBackoff(1000))
+}
+
+type ctxKey struct{}
+
+// Work's context derives from Run's: it carries Run's values, and ends
+// when Run's context ends.
+func TestRunWorkContextDerivesFromRuns(t *testing.T) {
+	noLeaks(t)
+	h := newHarness(t, "a", Settings{})
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	type seen struct {
+		value any
+		ended bool // the ctx ended because Run's did, with the runner blocked
+	}
+	got := make(chan any, 1)
+	ended := make(chan error, 1)
+	h.m.idle = func(codec.Role, time.Time) {}
+	work := func(ctx context.Context, _ Held) error {
+		got <- ctx.Value(ctxKey{})
+		<-ctx.Done()
+		ended <- context.Cause(ctx)
+		return nil
+	}
+	ctx, cancel := context.WithCancelCause(context.WithValue(context.Background(), ctxKey{}, "from Run"))
+	errc := make(chan error, 1)
+	go func() { errc <- h.m.Run(ctx, work) }()
+	<-h.src.follows
+	assert.Equal(t, "from Run", recv(t, got), "Run's value is visible in work's ctx")
+	stopped := errors.New("Run's ctx cancelled")
+	cancel(stopped)
+	assert.ErrorIs(t, recv(t, ended), stopped, "work's ctx ended with Run's, carrying its cause")
+	require.NoError(t, recv(t, errc))
+}
