@@ -1,10 +1,3 @@
-// The examples hand a *view.View to processor.New, which needs
-// (*view.View).Confirm (processor.Source); that method is written in
-// parallel in package view. Until it is in, this file builds only with
-// -tags viewconfirm. Remove this constraint when it is.
-
-//go:build viewconfirm
-
 package processor_test
 
 import (

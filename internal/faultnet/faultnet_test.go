@@ -14,7 +14,7 @@ import (
 	"github.com/krabka/krole/internal/testcluster"
 )
 
-func TestMain(m *testing.M) { testcluster.VerifyNoLeaks(m, "krabka/krole", "IBM/sarama", "kfake") }
+func TestMain(m *testing.M) { testcluster.VerifyNoLeaks(m) }
 
 const produceKey = 0 // kmsg.Produce
 
