@@ -23,6 +23,7 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/processor"
+	"github.com/krabka/krole/view"
 )
 
 // viewWarmup is how long a new view is given after its first catch-up
@@ -48,7 +49,7 @@ type benchMember struct {
 	stop func()
 }
 
-func newBenchMember(b *testing.B, tr *recTransport, src *confirmSource, id codec.MemberID, roles []codec.Role, s processor.Settings, ch chan<- stamped) *benchMember {
+func newBenchMember(b *testing.B, tr *recTransport, src *view.View, id codec.MemberID, roles []codec.Role, s processor.Settings, ch chan<- stamped) *benchMember {
 	b.Helper()
 	m, err := processor.New(tr, src, id, roles, processor.Options{Settings: s, OnEvent: elections(ch), Logger: testLog(string(id))})
 	require.NoError(b, err)
@@ -74,8 +75,8 @@ func (bm *benchMember) run(b *testing.B) {
 }
 
 // benchNode is a transport and a view of their own, as a separate node has.
-func (e *env) benchNode(id codec.MemberID) (*recTransport, *confirmSource) {
-	return &recTransport{BrokerTransport: e.transport(), rec: e.rec, member: id}, e.source(e.view())
+func (e *env) benchNode(id codec.MemberID) (*recTransport, *view.View) {
+	return &recTransport{BrokerTransport: e.transport(), rec: e.rec, member: id}, e.view()
 }
 
 func waitElected(b *testing.B, ch <-chan stamped, d time.Duration) stamped {
@@ -180,7 +181,7 @@ func BenchmarkSuccessionHandover(b *testing.B) {
 	s := itSettings()
 	type mem struct {
 		bm  *benchMember
-		src *confirmSource
+		src *view.View
 		ch  chan stamped
 	}
 	ms := map[codec.MemberID]*mem{}

@@ -16,6 +16,7 @@ import (
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/processor"
 	"github.com/krabka/krole/rolestate"
+	"github.com/krabka/krole/view"
 )
 
 // offsetClock is the system clock set off by a fixed offset: a machine
@@ -163,7 +164,7 @@ func TestIntegrationFrozenPartitionCausesNoElectionStorm(t *testing.T) {
 // state of when it froze and Follow sends nothing, while Confirm still
 // asks the partition's leader.
 type staleSource struct {
-	*confirmSource
+	*view.View
 	mu     sync.Mutex
 	frozen *rolestate.State
 }
@@ -193,11 +194,11 @@ func (s *staleSource) Role(ctx context.Context, role codec.Role) (rolestate.Stat
 	if f != nil {
 		return f.Clone(), nil
 	}
-	return s.confirmSource.Role(ctx, role)
+	return s.View.Role(ctx, role)
 }
 
 func (s *staleSource) Follow(ctx context.Context, role codec.Role) <-chan rolestate.State {
-	in := s.confirmSource.Follow(ctx, role)
+	in := s.View.Follow(ctx, role)
 	out := make(chan rolestate.State)
 	go func() {
 		defer close(out)
@@ -226,7 +227,7 @@ func TestIntegrationLaggingViewDoesNotFenceAHealthyHolder(t *testing.T) {
 	holder, tokA := e.soleHolder(role, 10*time.Second)
 	require.Equal(t, a.id, holder)
 
-	src := &staleSource{confirmSource: e.source(e.view())}
+	src := &staleSource{View: e.view()}
 	m, err := processor.New(&recTransport{BrokerTransport: e.transport(), rec: e.rec, member: "node-b"}, src, "node-b",
 		[]codec.Role{role}, processor.Options{Settings: s, Logger: testLog("node-b"), OnEvent: e.rec.onEvent})
 	require.NoError(t, err)
@@ -242,7 +243,7 @@ func TestIntegrationLaggingViewDoesNotFenceAHealthyHolder(t *testing.T) {
 	})
 	await(t, 5*time.Second, "node-b is a candidate", func() bool { return slices.Contains(e.candidates(role), "node-b") })
 	time.Sleep(s.RenewInterval) // node-b's own view shows its registration
-	st, err := src.confirmSource.Role(e.ctx(5*time.Second), role)
+	st, err := src.View.Role(e.ctx(5*time.Second), role)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, st.Rank("node-b"), 0)
 	src.freeze(st)

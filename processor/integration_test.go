@@ -343,7 +343,7 @@ func (e *env) describe(role codec.Role) codec.Token {
 type node struct {
 	id     codec.MemberID
 	tr     *recTransport
-	src    *confirmSource
+	src    *view.View
 	m      *processor.Member
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -360,7 +360,7 @@ func (e *env) start(id codec.MemberID, roles []codec.Role, s processor.Settings,
 func (e *env) startClock(id codec.MemberID, roles []codec.Role, s processor.Settings, work processor.Work, clk processor.Clock) *node {
 	e.t.Helper()
 	n := &node{id: id, tr: &recTransport{BrokerTransport: e.transport(), rec: e.rec, member: id}, done: make(chan struct{})}
-	n.src = e.source(e.view())
+	n.src = e.view()
 	m, err := processor.New(n.tr, n.src, id, roles, processor.Options{
 		Settings: s, Logger: testLog(string(id)), OnEvent: e.rec.onEvent, Clock: clk,
 	})
