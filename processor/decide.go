@@ -131,6 +131,13 @@ type Local struct {
 
 	confAt   time.Time // when the last confirmation was taken; zero for none
 	confOpen int64     // its Confirmed.OpenProducerID
+	confOff  int64     // its Confirmed.OpenOffset
+	// openSince is when a confirmation first showed the open transaction
+	// at (confOpen, confOff); zero when the last showed none. moved: the
+	// confirmation before the last, taken less than a RenewInterval
+	// earlier, showed readers at another offset, so they are not frozen.
+	openSince time.Time
+	moved     bool
 
 	retryAt  time.Time // when to try again after a failed call; zero after a success
 	failures int       // consecutive failed calls
@@ -142,7 +149,7 @@ type Local struct {
 
 // NewLocal returns the Local of a member that has not done anything yet.
 func NewLocal() Local {
-	return Local{registered: -1, retired: -1, leaseOff: -1, vacantKey: noKey, lostOff: noKey, confOpen: -1}
+	return Local{registered: -1, retired: -1, leaseOff: -1, vacantKey: noKey, lostOff: noKey, confOpen: -1, confOff: -1}
 }
 
 // Held returns the role as this member holds it, nil when it does not.
@@ -171,12 +178,30 @@ func (l Local) Observe(st rolestate.State, me codec.MemberID, now time.Time) Loc
 }
 
 // Confirmed returns l with a confirmation of the role's state taken at
-// now: openProducerID is [rolestate.Confirmed].OpenProducerID. [Decide]
-// challenges only on a confirmation taken at the time it is given.
-func (l Local) Confirmed(now time.Time, openProducerID int64) Local {
-	l.confAt, l.confOpen = now, openProducerID
+// now: c is what [Source].Confirm returned (its State is not kept here).
+// [Decide] challenges only on a confirmation taken at the time it is
+// given.
+func (l Local) Confirmed(now time.Time, c rolestate.Confirmed) Local {
+	recent := !l.confAt.IsZero() && now.Sub(l.confAt) < maxConfirmGap
+	switch {
+	case c.OpenProducerID < 0:
+		l.openSince, l.moved = time.Time{}, false
+	case recent && l.confOpen == c.OpenProducerID && l.confOff == c.OpenOffset && !l.openSince.IsZero():
+		l.moved = false // the same transaction, still open: readers frozen since openSince
+	default:
+		// A transaction not seen open before. Readers moved since the
+		// last confirmation if that one, taken recently, stopped at
+		// another offset.
+		l.moved = recent && l.confOpen >= 0 && l.confOff != c.OpenOffset
+		l.openSince = now
+	}
+	l.confAt, l.confOpen, l.confOff = now, c.OpenProducerID, c.OpenOffset
 	return l
 }
+
+// maxConfirmGap is how far apart two confirmations may be for the later
+// one to tell, by comparing the two, whether readers moved in between.
+const maxConfirmGap = 5 * time.Second
 
 // Decide is the succession rules: given the role as the view sees it (st),
 // this member (me), what it knows locally (l, after [Local.Observe]), the
@@ -222,10 +247,12 @@ func (l Local) Confirmed(now time.Time, openProducerID int64) Local {
 //     taken at now lets it challenge, and on the confirmed state the
 //     rules above must still say so. When the confirmation shows the
 //     partition's readers held back by an open transaction of a producer
-//     other than the one named in the role's lease (another role's
-//     transaction: the lease may have been renewed behind it), the
-//     expiry it sees may be frozen time: it does not challenge, and
-//     confirms again a RenewInterval later.
+//     other than the one named in the role's live lease (another role's
+//     transaction: the lease may have been renewed behind it), it confirms
+//     again a RetryBackoff later; if that shows the same transaction open
+//     at the same offset, the expiry it sees may be frozen time: it does
+//     not challenge, and confirms again every RenewInterval. Readers that
+//     moved between the two confirmations are not held back.
 //  9. DoChallenge: it prunes the candidates of lower effective rank, who
 //     did not challenge in their turn, and the member whose lease expired
 //     (not one that released: it deregistered itself).
@@ -289,8 +316,17 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 		return Action{Kind: DoWait, Until: at, Reason: fmt.Sprintf("vacant; rank %d waits its turn", rank)}
 	}
 	if fresh := !l.confAt.IsZero() && !now.Before(l.confAt) && now.Before(l.confAt.Add(s.RenewInterval)); fresh && l.heldBack(st) {
-		return Action{Kind: DoWait, Until: l.confAt.Add(s.RenewInterval),
-			Reason: fmt.Sprintf("looks vacant, but readers of the partition are held back by an open transaction of producer %d; not judging expiry on frozen time", l.confOpen)}
+		switch until := l.confAt.Add(s.RetryBackoff); {
+		case !l.openSince.Equal(l.confAt):
+			return Action{Kind: DoWait, Until: l.confAt.Add(s.RenewInterval),
+				Reason: fmt.Sprintf("looks vacant, but readers of the partition are held back by an open transaction of producer %d since %v; not judging expiry on frozen time", l.confOpen, l.openSince)}
+		case now.Before(until):
+			// First seen: a transaction in flight for milliseconds (a
+			// renewal of another role) or one that froze readers long
+			// ago. Look again shortly (below: DoConfirm).
+			return Action{Kind: DoWait, Until: until,
+				Reason: fmt.Sprintf("looks vacant, but an open transaction of producer %d holds readers of the partition back; confirming again to see whether it ends", l.confOpen)}
+		}
 	}
 	if !l.confAt.Equal(now) {
 		return Action{Kind: DoConfirm, Reason: fmt.Sprintf("vacant; rank %d confirms the state before it challenges", rank)}
@@ -367,16 +403,19 @@ func (l Local) ownRetired(st rolestate.State, me codec.MemberID) bool {
 }
 
 // heldBack reports whether the last confirmation showed the partition's
-// readers held back by an open transaction that is not of the producer
-// named in st's lease: a transaction of another role (or, with no lease,
-// of anyone), behind which the lease may have been renewed. An open
-// transaction of the lease's own producer id is the role's own (a holder
-// or challenger that died mid-write): AcquireEpoch aborts it.
+// readers held back by an open transaction behind which st's lease may
+// have been renewed: a live holder's lease (not a release: a role let go
+// has no holder whose renewals could hide) and a transaction of another
+// producer (another role's). An open transaction of the lease's own
+// producer id is the role's own (a holder or challenger that died
+// mid-write): AcquireEpoch aborts it. Readers that moved between two
+// recent confirmations (the transaction open now began after the last)
+// are not held back: what the lease's holder wrote before is in view.
 func (l Local) heldBack(st rolestate.State) bool {
-	if l.confOpen < 0 {
+	if l.confOpen < 0 || l.moved || st.Lease == nil || st.Lease.Released() {
 		return false
 	}
-	return st.Lease == nil || st.Lease.Token.ProducerID != l.confOpen
+	return st.Lease.Token.ProducerID != l.confOpen
 }
 
 // turn returns me's effective rank in a vacancy (the member named in the

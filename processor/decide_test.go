@@ -46,15 +46,17 @@ func TestDecide(t *testing.T) {
 	sec, minute := time.Second, time.Minute
 	const unconfirmed = -2 // tc.open: no confirmation at now
 	type tc struct {
-		name  string
-		st    rolestate.State
-		l     Local
-		now   time.Time
-		open  int64 // the OpenProducerID of a confirmation taken at now; unconfirmed for none
-		want  ActionKind
-		until time.Time
-		prune []codec.MemberID
-		why   Reason
+		name string
+		st   rolestate.State
+		l    Local
+		now  time.Time
+		open int64 // the OpenProducerID of a confirmation taken at now; unconfirmed for none
+		// openOff is that confirmation's OpenOffset (0 when open names none).
+		openOff int64
+		want    ActionKind
+		until   time.Time
+		prune   []codec.MemberID
+		why     Reason
 	}
 	cases := []tc{
 		{name: "first election: not registered", st: state(role, nil, 0), l: NewLocal(), now: t0, want: DoRegister},
@@ -127,22 +129,37 @@ func TestDecide(t *testing.T) {
 			now: t0.Add(10 * sec), want: DoWait, until: t0.Add(12 * sec)},
 
 		// Confirmation and held-back partitions.
-		{name: "held back by another producer's open transaction: no challenge, confirm again a renew interval later",
+		{name: "an open transaction of another producer, first seen: no challenge, confirms again after a retry backoff",
 			st: state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2), l: seenAt(local(2), 4, t0),
-			now: t0.Add(10 * sec), open: 99, want: DoWait, until: t0.Add(12 * sec)},
-		{name: "held back, decided again before the next confirmation is due: still waits",
+			now: t0.Add(10 * sec), open: 99, want: DoWait, until: t0.Add(10*sec + 250*time.Millisecond)},
+		{name: "the same transaction still open at the same offset: readers frozen, no challenge, confirms again a renew interval later",
 			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2),
-			l:   func() Local { return seenAt(local(2), 4, t0).Confirmed(t0.Add(10*sec), 99) }(),
+			l:   func() Local { return seenAt(local(2), 4, t0).Confirmed(t0.Add(10*sec), confirmedOpen(99, 7)) }(),
+			now: t0.Add(10*sec + 250*time.Millisecond), open: 99, openOff: 7, want: DoWait, until: t0.Add(12*sec + 250*time.Millisecond)},
+		{name: "another transaction open at a later offset: readers moved, challenges",
+			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2),
+			l:   func() Local { return seenAt(local(2), 4, t0).Confirmed(t0.Add(10*sec), confirmedOpen(99, 7)) }(),
+			now: t0.Add(10*sec + 250*time.Millisecond), open: 99, openOff: 9, want: DoChallenge, prune: []codec.MemberID{"x"}},
+		{name: "frozen, decided again before the next confirmation is due: still waits",
+			st: state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2),
+			l: func() Local {
+				return seenAt(local(2), 4, t0).Confirmed(t0.Add(9*sec), confirmedOpen(99, 7)).Confirmed(t0.Add(10*sec), confirmedOpen(99, 7))
+			}(),
 			now: t0.Add(11 * sec), open: unconfirmed, want: DoWait, until: t0.Add(12 * sec)},
-		{name: "held back a renew interval ago: confirms again",
-			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2),
-			l:   func() Local { return seenAt(local(2), 4, t0).Confirmed(t0.Add(10*sec), 99) }(),
+		{name: "frozen a renew interval ago: confirms again",
+			st: state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2),
+			l: func() Local {
+				return seenAt(local(2), 4, t0).Confirmed(t0.Add(9*sec), confirmedOpen(99, 7)).Confirmed(t0.Add(10*sec), confirmedOpen(99, 7))
+			}(),
 			now: t0.Add(12 * sec), open: unconfirmed, want: DoConfirm},
 		{name: "held back by the role's own producer id (a holder that died mid-write): challenges, AcquireEpoch aborts it",
 			st: state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2), l: seenAt(local(2), 4, t0),
 			now: t0.Add(10 * sec), open: 42, want: DoChallenge, prune: []codec.MemberID{"x"}},
-		{name: "held back with no lease to name a producer: waits",
-			st: state(role, nil, 0, "me", 2), l: local(2), now: t0, open: 42, want: DoWait, until: t0.Add(2 * sec)},
+		{name: "an open transaction with no lease: no holder's renewal can hide behind it, challenges",
+			st: state(role, nil, 0, "me", 2), l: local(2), now: t0, open: 42, want: DoChallenge},
+		{name: "an open transaction after a release: no holder's renewal can hide behind it, challenges",
+			st: func() rolestate.State { r := codec.ReleaseLease("x", tok1); return state(role, &r, 6, "me", 3) }(),
+			l:  local(3), now: t0, open: 99, want: DoChallenge},
 
 		// Losses.
 		{name: "fenced: leaves the lease it saw alone until a newer one shows",
@@ -219,7 +236,7 @@ func TestDecide(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			l := c.l.Observe(c.st, "me", c.now)
 			if c.want == DoChallenge || (c.open != unconfirmed && c.open != 0) {
-				l = l.Confirmed(c.now, c.open)
+				l = l.Confirmed(c.now, confirmedOpen(c.open, c.openOff))
 			}
 			a := Decide(c.st, "me", l, c.now, s)
 			require.Equal(t, c.want.String(), a.Kind.String(), "reason: %s", a.Reason)
@@ -280,4 +297,13 @@ func TestReleaseLease(t *testing.T) {
 	assert.False(t, held)
 	_, held = NewLocal().Observe(state(role, &r, 3), "me", t0).holder(state(role, &r, 3), "me", t0)
 	assert.False(t, held, "a release holds for no observer")
+}
+
+// confirmedOpen is a confirmation that shows an open transaction of
+// producer pid at offset off (pid -1: none).
+func confirmedOpen(pid, off int64) rolestate.Confirmed {
+	if pid < 0 {
+		off = -1
+	}
+	return rolestate.Confirmed{OpenProducerID: pid, OpenOffset: off}
 }

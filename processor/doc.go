@@ -58,15 +58,21 @@
 // bounded by the winner's TransactionTimeout, shorter than that, so by
 // then it has shown or failed. A stale vacancy is not challenged twice.
 //
-// While a confirmation shows the partition's readers held back by an open
-// transaction of a producer other than the one named in the role's lease
-// (rolestate.Confirmed.OpenProducerID; with no lease, any open
-// transaction), the lease may have been renewed behind that transaction:
-// the time it looks expired is frozen time. The candidate does not
-// challenge, and confirms again every RenewInterval until the transaction
-// ends. An open transaction of the lease's own producer id (the role's
-// transactional id: a holder or challenger that died mid-write) does not
-// hold it back: AcquireEpoch aborts that transaction.
+// While confirmations show the partition's readers held back by an open
+// transaction of a producer other than the one named in the role's live
+// lease (rolestate.Confirmed.OpenProducerID), the lease may have been
+// renewed behind that transaction: the time it looks expired is frozen
+// time. A transaction seen open for the first time may be one in flight
+// for milliseconds (another role's renewal), so the candidate confirms
+// again a RetryBackoff later: if the same transaction is still open at the
+// same offset (Confirmed.OpenOffset), readers are frozen, and it does not
+// challenge, confirming again every RenewInterval until the transaction
+// ends; if readers have moved (no open transaction, or one at another
+// offset), it goes on. An open transaction of the lease's own producer id
+// (the role's transactional id: a holder or challenger that died
+// mid-write) does not hold it back: AcquireEpoch aborts that transaction.
+// Nor does one after a release or with no lease: no holder's renewal can
+// hide behind it.
 //
 // A holding ends at once, without a write, when the transport retires its
 // token (a renewal answered fencing.ErrUnknownOutcome or

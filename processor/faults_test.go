@@ -71,17 +71,21 @@ func TestHeldBackPartitionNoChallengeOnFrozenTime(t *testing.T) {
 	h.settle()
 	h.open = 77 // not 42, the role's producer id
 	h.clk.Set(t0.Add(10 * sec))
+	a := h.settle()
+	assert.Equal(t, DoWait, a.Kind)
+	assert.Equal(t, h.clk.Now().Add(250*time.Millisecond), a.Until, "first seen: confirms again after a retry backoff")
+	h.clk.Set(a.Until)
 	for i := range 5 {
 		a := h.settle()
 		assert.Equal(t, DoWait, a.Kind)
-		assert.Equal(t, h.clk.Now().Add(2*sec), a.Until, "confirms again a renew interval later")
+		assert.Equal(t, h.clk.Now().Add(2*sec), a.Until, "frozen: confirms again a renew interval later")
 		assert.Contains(t, a.Reason, "open transaction of producer 77")
-		assert.Equal(t, i+1, h.src.confirmed())
+		assert.Equal(t, i+2, h.src.confirmed())
 		h.clk.Set(a.Until)
 	}
 	h.open = -1
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, t0.Add(20*sec))).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, t0.Add(20*sec+250*time.Millisecond))).Return(nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("x")).Return(nil).Once()
 	assert.Equal(t, DoChallenge, h.step().Kind)
 	assert.Equal(t, []string{"elected 42/2"}, h.transitions())

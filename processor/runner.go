@@ -226,10 +226,10 @@ func (r *runner) confirm(ctx context.Context, now time.Time) bool {
 	}
 	// A confirmation is not a success of the challenge: the failure count
 	// (and so the backoff) stays until the challenge's calls succeed.
-	was := r.l.confOpen
+	wasFrozen := r.l.heldBack(r.st) && !r.l.openSince.Equal(r.l.confAt)
 	r.st = c.State
-	r.l = r.l.Confirmed(now, c.OpenProducerID)
-	if r.l.heldBack(r.st) && c.OpenProducerID != was {
+	r.l = r.l.Confirmed(now, c)
+	if r.l.heldBack(r.st) && !r.l.openSince.Equal(now) && !wasFrozen {
 		r.log.Info("not challenging: the partition's readers are held back by another producer's open transaction, so the lease may have been renewed behind it",
 			"producer_id", c.OpenProducerID, "confirm_again_in", r.m.s.RenewInterval)
 	}

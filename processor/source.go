@@ -82,7 +82,7 @@ func (s *TransportSource) Confirm(ctx context.Context, role codec.Role) (rolesta
 	if err != nil {
 		return rolestate.Confirmed{}, err
 	}
-	return rolestate.Confirmed{State: st, OpenProducerID: -1}, nil
+	return rolestate.Confirmed{State: st, OpenProducerID: -1, OpenOffset: -1}, nil
 }
 
 // Follow polls Role every Poll and sends the state when it differs from

@@ -147,6 +147,12 @@ type Confirmed struct {
 	// ends), or -1 when none does. A reader cannot tell what happened to
 	// the role after that transaction began.
 	OpenProducerID int64
+	// OpenOffset is the first offset of that transaction (the partition's
+	// last stable offset), or -1 when none holds readers back. Two
+	// confirmations that show a transaction open at the same offset show
+	// readers frozen behind it in between; a different offset shows them
+	// moving.
+	OpenOffset int64
 }
 
 // MaxLeaseSpan is the longest span an observer credits a lease with: a

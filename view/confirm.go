@@ -26,7 +26,8 @@ import (
 // read_uncommitted isolation (one Fetch round trip): when a transaction
 // starts there (an open transaction holds the last stable offset below the
 // high watermark), Confirmed.OpenProducerID is that transaction's producer
-// id, from its first batch's header; otherwise -1. The records of that
+// id, from its first batch's header, and Confirmed.OpenOffset its first
+// offset (the last stable offset); otherwise both are -1. The records of that
 // transaction, and everything after its first offset, are not in State,
 // even if the transaction has committed since. A transaction that began at
 // the last stable offset just after the ListOffsets answered may be
@@ -40,7 +41,7 @@ import (
 // bounded by the config's RequestTimeout. Called before Run, it waits for
 // Run to start.
 func (v *View) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirmed, error) {
-	none := rolestate.Confirmed{State: rolestate.State{Role: role, LeaseOffset: -1}, OpenProducerID: -1}
+	none := rolestate.Confirmed{State: rolestate.State{Role: role, LeaseOffset: -1}, OpenProducerID: -1, OpenOffset: -1}
 	if err := v.waitChan(ctx, v.started); err != nil {
 		return none, err
 	}
@@ -79,7 +80,11 @@ func (v *View) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirme
 	if v.stopped {
 		return none, ErrStopped
 	}
-	return rolestate.Confirmed{State: v.roles[role].state(role), OpenProducerID: open}, nil
+	c := rolestate.Confirmed{State: v.roles[role].state(role), OpenProducerID: open, OpenOffset: -1}
+	if open >= 0 {
+		c.OpenOffset = lso
+	}
+	return c, nil
 }
 
 // confirmPartition waits until partition p is caught up to lso (its last
