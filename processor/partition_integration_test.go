@@ -232,11 +232,13 @@ func TestIntegrationPartitionedHolderDoesNotFenceItsSuccessor(t *testing.T) {
 	// brokers now), nothing may change hands. Meanwhile node-b and node-c
 	// stay candidates, and node-a comes back behind them.
 	for time.Since(healed) < 3*s.LeaseDuration {
-		cands := e.candidates(role)
-		assert.True(t, slices.Contains(cands, b.id) && slices.Contains(cands, c.id),
-			"%v after the heal, the candidates are %v: node-b or node-c was pruned", time.Since(healed).Round(time.Millisecond), cands)
+		if cands := e.candidates(role); !slices.Contains(cands, b.id) || !slices.Contains(cands, c.id) {
+			t.Errorf("%v after the heal, the candidates are %v: node-b or node-c was pruned", time.Since(healed).Round(time.Millisecond), cands)
+			break
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	time.Sleep(time.Until(healed.Add(3 * s.LeaseDuration)))
 	close(stopDescribe)
 	tokens := <-described
 
@@ -350,9 +352,13 @@ func TestIntegrationPartitionedCandidateDoesNotFenceTheHolder(t *testing.T) {
 	heal()
 	healed := time.Now()
 	for time.Since(healed) < 3*s.LeaseDuration {
-		assert.Equal(t, want, e.candidates(role), "%v after the heal", time.Since(healed).Round(time.Millisecond))
+		if cands := e.candidates(role); !slices.Equal(want, cands) {
+			t.Errorf("%v after the heal, the candidates are %v, not %v", time.Since(healed).Round(time.Millisecond), cands, want)
+			break
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	time.Sleep(time.Until(healed.Add(3 * s.LeaseDuration)))
 	close(stopDescribe)
 
 	assert.Equal(t, []codec.Token{tokA}, <-described, "the tokens Describe named")
