@@ -39,8 +39,9 @@
 // Only Config.Cluster.Brokers, Config.Member and Config.Roles are
 // required. The settings default as [processor.Settings] says (a 10s
 // lease, the rest derived from it), the role topic is "krole.roles", the
-// view keeps its table in memory, and there are no logs, metrics or
-// callbacks unless Config names them.
+// Kafka client id is "krole-" + the member (one per member, so the
+// brokers tell members apart), the view keeps its table in memory, and
+// there are no logs, metrics or callbacks unless Config names them.
 //
 // # What it exposes
 //

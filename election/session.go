@@ -24,6 +24,9 @@ type Config struct {
 	// the transactional-id prefix (default "krole."), TLS and SASL; see
 	// [fencing.Config]. Cluster.TxnTimeout is not read: the session sets
 	// it to Settings.TransactionTimeout, the one place to change it.
+	// Cluster.ClientID defaults to "krole-" + Member, so that brokers
+	// (their logs and quotas) tell the members apart; the view's clients
+	// add suffixes to it.
 	Cluster fencing.Config
 	// Member is this member's id. Required.
 	Member codec.MemberID
@@ -98,6 +101,9 @@ func New(cfg Config) (*Session, error) {
 	// role's partition until the coordinator aborts it: keep that within
 	// what the settings allow for.
 	cluster.TxnTimeout = s.TransactionTimeout
+	if cluster.ClientID == "" {
+		cluster.ClientID = "krole-" + string(cfg.Member)
+	}
 	if err := cfg.Member.Validate(); err != nil {
 		return nil, fmt.Errorf("election: %w", err)
 	}

@@ -108,6 +108,9 @@ func runRun(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	// No flag names a client id: the session's default, "krole-" + the
+	// member, tells this member's connections apart at the brokers.
+	cfg.ClientID = ""
 	path, cmdArgs := args[1], args[2:]
 	if _, err := exec.LookPath(path); err != nil {
 		return commandError(path, err)
