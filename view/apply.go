@@ -3,7 +3,6 @@ package view
 import (
 	"errors"
 	"fmt"
-	"github.com/krabka/krole/rolestate"
 	"log/slog"
 
 	"github.com/lovoo/goka"
@@ -67,96 +66,42 @@ func (v *View) decode(p int32, key, value []byte) (codec.Key, codec.Record, Skip
 	return k, r, "", nil
 }
 
-// apply folds one record handed to the view into the index. A record at or
-// below the partition's last offset is a replay (goka reconnected, or the
-// consumer started at the last record restored from the state dir) and is
-// not applied again. It reports whether the table changed, and for a skipped
-// record whether it is the first of its reason.
+// apply passes one record handed to the view through the catch-up
+// protocol and the index. A record at or below the partition's last offset
+// is a replay (goka reconnected, or the consumer started at the last
+// record restored from the state dir) and is not applied again. Otherwise
+// the record is folded into the index (or counted as skipped) before the
+// partition's progress moves past it, so that a catch-up waiter woken by
+// the record finds it in the table. It reports whether the table changed,
+// and for a skipped record whether it is the first of its reason. Only
+// partition p's goroutine calls it for p.
 func (v *View) apply(p int32, off int64, k codec.Key, rec codec.Record, reason SkipReason) (changed, replay, first bool) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	ps := v.parts[p]
-	if ps == nil { // not a partition the view knows: cannot happen with goka
+	if v.progress.replay(p, off) {
 		return false, true, false
 	}
-	v.handed(ps, p, off)
-	if off <= ps.last {
-		return false, true, false
-	}
-	ps.last = off
 	if reason != "" {
-		v.skipped[reason]++
-		return false, false, v.skipped[reason] == 1
+		first = v.index.skip(reason)
+	} else {
+		changed = v.index.apply(k, rec, off)
 	}
-	v.applied++
-	e := v.roles[k.Role]
-	isNew := e == nil
-	if isNew {
-		e = &roleEntry{leaseOffset: -1, lastOffset: -1}
-	}
-	var before rolestate.State
-	if v.needsBefore(k.Role) {
-		before = e.state(k.Role)
-	}
-	if !applyTo(e, k, rec, off) {
-		return false, false, false
-	}
-	switch {
-	case e.empty():
-		delete(v.roles, k.Role)
-	case isNew:
-		v.roles[k.Role] = e
-	}
-	v.publish(k.Role, before, off)
-	return true, false, false
+	v.progress.done(p, off)
+	return changed, false, first
 }
 
 // seed loads a partition's stored table into the index (recs in any order)
 // and records the partition's stored offset. It is called once per
 // partition, when goka opens the partition's storage.
 func (v *View) seed(p int32, recs []storedRecord, offset int64) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	touched := map[codec.Role]*roleEntry{}
+	decoded := make([]decodedRecord, 0, len(recs))
 	for _, sr := range recs {
 		k, rec, reason, _ := v.decode(p, []byte(sr.key), sr.value)
-		if reason != "" || rec.Tombstone() {
+		if reason != "" {
 			continue
 		}
-		e := v.roles[k.Role]
-		if e == nil {
-			e = &roleEntry{leaseOffset: -1, lastOffset: -1}
-			v.roles[k.Role] = e
-		}
-		touched[k.Role] = e
-		switch {
-		case rec.Lease != nil:
-			e.setLease(*rec.Lease, sr.offset)
-		case rec.Registration != nil:
-			e.cands = append(e.cands, rolestate.Candidate{Member: k.Member, Offset: sr.offset, RegisteredAt: rec.Registration.RegisteredAt})
-		}
-		if sr.offset > e.lastOffset {
-			e.lastOffset = sr.offset
-		}
+		decoded = append(decoded, decodedRecord{key: k, rec: rec, offset: sr.offset})
 	}
-	for role, e := range touched {
-		e.sortCands()
-		if v.needsBefore(role) {
-			v.publish(role, rolestate.State{Role: role, LeaseOffset: -1}, e.lastOffset)
-		}
-	}
-	ps := v.parts[p]
-	if ps == nil || ps.seeded {
-		return
-	}
-	ps.seeded = true
-	if offset > ps.last {
-		ps.last = offset
-	}
-	v.nseeded++
-	if v.nseeded == len(v.parts) {
-		close(v.seeded)
-	}
+	v.index.seed(decoded)
+	v.progress.seed(p, offset)
 	if len(recs) > 0 || offset >= 0 {
 		v.log.Info("view resumed partition from state dir", "partition", p, "records", len(recs), "offset", offset)
 	}

@@ -199,9 +199,7 @@ func readAll(b *testing.B, cfg fencing.Config, nparts int32, total int64) {
 func lookupView(b *testing.B, roles, cands int) *View {
 	v, err := New(Options{Config: fencing.Config{Brokers: []string{"127.0.0.1:1"}}})
 	require.NoError(b, err)
-	v.nparts = 1
-	v.partIDs = []int32{0}
-	v.parts[0] = newPartState()
+	v.setOffline(1)
 	close(v.started)
 	v.readyOnce.Do(func() { close(v.ready) })
 	b.Cleanup(v.stop)
@@ -390,12 +388,8 @@ func BenchmarkApply(b *testing.B) {
 			b.StopTimer()
 			v, err := New(Options{Config: fencing.Config{Brokers: []string{"127.0.0.1:1"}}})
 			require.NoError(b, err)
-			v.nparts = nparts
+			v.setOffline(nparts)
 			next := make([]int64, nparts)
-			for p := int32(0); p < nparts; p++ {
-				v.partIDs = append(v.partIDs, p)
-				v.parts[p] = newPartState()
-			}
 			b.StartTimer()
 			for _, r := range recs {
 				if err := v.update(updateCtx{p: r.p, off: next[r.p]}, nil, r.key, r.value); err != nil {
@@ -404,7 +398,7 @@ func BenchmarkApply(b *testing.B) {
 				next[r.p]++
 			}
 			b.StopTimer()
-			require.Len(b, v.roles, roles)
+			require.Len(b, v.index.roles, roles)
 			v.stop()
 			b.StartTimer()
 		}

@@ -18,7 +18,7 @@ import (
 func gokaRecovered(t *testing.T, v *View) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		gv := v.gv.Load()
+		gv := v.glue.gv.Load()
 		return gv != nil && gv.Recovered()
 	}, 10*time.Second, 10*time.Millisecond, "goka's View.Recovered() never turned true")
 }
@@ -189,10 +189,8 @@ func TestCrashMidWriteHoldsTheViewBackOnlyUntilTheTransactionTimesOut(t *testing
 // consumer that follows the topic started (-1: not yet) and the highest
 // offset it has handed the view (-1: none).
 func consumerState(v *View, p int32) (consumers int, recovered bool, from, live int64) {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	ps := v.parts[p]
-	return ps.consumers, ps.gokaRecovered, ps.from, ps.live
+	gp := v.glue.state(p)
+	return gp.consumers, gp.recovered, gp.from, v.progress.liveOf(p)
 }
 
 // TestFirstCatchUpLeavesTheConsumerFetching: goka runs a partition in two

@@ -65,7 +65,7 @@ func (r *gokaResources) consumerBuilder(v *View, sc *sarama.Config) goka.SaramaC
 		r.mu.Lock()
 		r.consumers = append(r.consumers, cons)
 		r.mu.Unlock()
-		v.consumer.Store(&cons)
+		v.glue.consumer.Store(&cons)
 		return &trackingConsumer{Consumer: cons, v: v}, nil
 	}
 }
@@ -81,7 +81,7 @@ type trackingConsumer struct {
 func (c *trackingConsumer) ConsumePartition(topic string, partition int32, offset int64) (sarama.PartitionConsumer, error) {
 	pc, err := c.Consumer.ConsumePartition(topic, partition, offset)
 	if err == nil && topic == c.v.topic {
-		c.v.consumerStarted(partition, offset)
+		c.v.glue.consumerStarted(partition, offset)
 	}
 	return pc, err
 }
@@ -132,7 +132,7 @@ type tailTopicManager struct {
 // GetOffset answers goka's questions about offsets.
 func (t *tailTopicManager) GetOffset(topic string, partition int32, which int64) (int64, error) {
 	if which == sarama.OffsetNewest && topic == t.v.topic {
-		if off, ok := t.v.recoveryEnd(partition); ok {
+		if off, ok := t.v.glue.recoveryEnd(partition); ok {
 			return off, nil
 		}
 	}
@@ -147,61 +147,118 @@ func (t *tailTopicManager) Close() error {
 	return t.TopicManager.Close()
 }
 
+// gokaGlue is what goka tells the view about its partitions: where each
+// partition's storage reported its offset, whether goka's recovery phase
+// has ended, and where goka started the consumer that follows the topic.
+// Every field of a gokaPart is guarded by mu; gv and consumer are set once
+// by Run and its builders.
+type gokaGlue struct {
+	gv       atomic.Pointer[goka.View] // for tests: goka's own Recovered()
+	consumer atomic.Pointer[sarama.Consumer]
+
+	mu    sync.Mutex
+	parts map[int32]*gokaPart
+}
+
+// gokaPart is goka's side of one partition.
+type gokaPart struct {
+	recovered bool          // goka's recovery phase has ended (it reads nothing)
+	reported  int64         // the offset the storage last reported to goka
+	from      int64         // where the consumer that follows the topic started; -1 before
+	consuming chan struct{} // closed once that consumer has started
+	consumers int           // consumers goka started for the partition (each ConsumePartition)
+}
+
+func newGokaGlue() *gokaGlue { return &gokaGlue{parts: map[int32]*gokaPart{}} }
+
+func (g *gokaGlue) addPartitions(parts []int32) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, p := range parts {
+		g.parts[p] = &gokaPart{reported: -1, from: -1, consuming: make(chan struct{})}
+	}
+}
+
 // recoveryEnd is the newest offset goka's recovery of partition p is given
 // (see tailTopicManager): one past the offset its storage reported, which
 // is where recovery starts, or 0. ok is false once p has recovered.
-func (v *View) recoveryEnd(p int32) (off int64, ok bool) {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	ps := v.parts[p]
-	if ps == nil || ps.gokaRecovered {
+func (g *gokaGlue) recoveryEnd(p int32) (off int64, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gp := g.parts[p]
+	if gp == nil || gp.recovered {
 		return 0, false
 	}
-	return max(ps.reported+1, 0), true
+	return max(gp.reported+1, 0), true
 }
 
 // reportedOffset records the offset partition p's storage gave goka.
-func (v *View) reportedOffset(p int32, off int64) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if ps := v.parts[p]; ps != nil {
-		ps.reported = off
+func (g *gokaGlue) reportedOffset(p int32, off int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gp := g.parts[p]; gp != nil {
+		gp.reported = off
 	}
 }
 
-// recovered records that goka's recovery phase of partition p has ended.
-func (v *View) recovered(p int32) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if ps := v.parts[p]; ps != nil {
-		ps.gokaRecovered = true
+// markRecovered records that goka's recovery phase of partition p has
+// ended.
+func (g *gokaGlue) markRecovered(p int32) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gp := g.parts[p]; gp != nil {
+		gp.recovered = true
 	}
 }
 
 // consumerStarted records that goka started a consumer of partition p at
 // offset. Only a consumer started after the recovery phase follows the
 // topic (recovery reads nothing, but would close its consumer).
-func (v *View) consumerStarted(p int32, offset int64) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	ps := v.parts[p]
-	if ps == nil {
+func (g *gokaGlue) consumerStarted(p int32, offset int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gp := g.parts[p]
+	if gp == nil {
 		return
 	}
-	ps.consumers++
-	if !ps.gokaRecovered {
+	gp.consumers++
+	if !gp.recovered {
 		return
 	}
-	if ps.from < 0 {
-		close(ps.consuming)
+	if gp.from < 0 {
+		close(gp.consuming)
 	}
-	ps.from = offset
+	gp.from = offset
+}
+
+// waitConsumer waits until goka has started the consumer that follows
+// partition p (after its recovery phase) and returns its start offset. It
+// gives ErrStopped once done is closed.
+func (g *gokaGlue) waitConsumer(ctx context.Context, done <-chan struct{}, p int32) (int64, error) {
+	g.mu.Lock()
+	gp := g.parts[p]
+	g.mu.Unlock()
+	select {
+	case <-gp.consuming:
+	case <-done:
+		return 0, ErrStopped
+	case <-ctx.Done():
+		return 0, notCaughtUp(ctx)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return gp.from, nil
+}
+
+// state is partition p's goka side, for tests.
+func (g *gokaGlue) state(p int32) gokaPart {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return *g.parts[p]
 }
 
 func (v *View) runContext() context.Context {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	if v.runCtx == nil {
+	if v.runCtx == nil { // set by Run before goka starts
 		return context.Background()
 	}
 	return v.runCtx
@@ -248,14 +305,14 @@ func (s *memStore) GetOffset(def int64) (int64, error) {
 	if o := s.offset.Load(); o > 0 {
 		off = o - 1
 	}
-	s.v.reportedOffset(s.p, off)
+	s.v.glue.reportedOffset(s.p, off)
 	return off, nil
 }
 
 // MarkRecovered records the end of goka's recovery phase, which reads
 // nothing (see tailTopicManager).
 func (s *memStore) MarkRecovered() error {
-	s.v.recovered(s.p)
+	s.v.glue.markRecovered(s.p)
 	return nil
 }
 
@@ -289,7 +346,7 @@ func (s *diskStore) GetOffset(def int64) (int64, error) {
 	if off >= 0 {
 		off--
 	}
-	s.v.reportedOffset(s.p, off)
+	s.v.glue.reportedOffset(s.p, off)
 	return off, nil
 }
 
@@ -297,7 +354,7 @@ func (s *diskStore) GetOffset(def int64) (int64, error) {
 // nothing (see tailTopicManager). goka's storage stays in its recovery
 // mode until the view's first catch-up: see SetOffset.
 func (s *diskStore) MarkRecovered() error {
-	s.v.recovered(s.p)
+	s.v.glue.markRecovered(s.p)
 	return nil
 }
 

@@ -238,3 +238,14 @@ func rolesInPartitions(prefix string, nparts int32, n int) map[int32][]codec.Rol
 		}
 	}
 }
+
+// setOffline gives a View that Run never started nparts partitions, so
+// that a test can feed its table through apply.
+func (v *View) setOffline(nparts int32) {
+	v.nparts = nparts
+	for p := int32(0); p < nparts; p++ {
+		v.partIDs = append(v.partIDs, p)
+	}
+	v.progress.addPartitions(v.partIDs)
+	v.glue.addPartitions(v.partIDs)
+}

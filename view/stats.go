@@ -58,27 +58,30 @@ type PartitionStats struct {
 }
 
 // Stats returns the view's counters. It does not block on the view nor do
-// any I/O.
+// any I/O. The table's counters and the partitions' progress are read one
+// after the other, not at one instant.
 func (v *View) Stats() Stats {
 	var hwms map[string]map[int32]int64
-	if c := v.consumer.Load(); c != nil {
+	if c := v.glue.consumer.Load(); c != nil {
 		hwms = (*c).HighWaterMarks()
 	}
-	v.mu.RLock()
-	defer v.mu.RUnlock()
 	s := Stats{
-		Applied:     v.applied,
-		Skipped:     make(map[SkipReason]int64, len(SkipReasons)),
-		Roles:       len(v.roles),
-		CaughtUp:    v.CaughtUp(),
-		LastCatchUp: v.caughtAt,
-		ProbeError:  v.lastProbe,
+		Skipped:  make(map[SkipReason]int64, len(SkipReasons)),
+		CaughtUp: v.CaughtUp(),
 	}
+	ix := v.index
+	ix.mu.RLock()
+	s.Applied, s.Roles = ix.applied, len(ix.roles)
 	for _, r := range SkipReasons {
-		s.Skipped[r] = v.skipped[r]
+		s.Skipped[r] = ix.skipped[r]
 	}
-	for _, p := range v.partIDs {
-		ps := v.parts[p]
+	ix.mu.RUnlock()
+	pg := v.progress
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	s.LastCatchUp, s.ProbeError = pg.caughtAt, pg.lastProbe
+	for p := int32(0); p < int32(len(pg.parts)); p++ {
+		ps := pg.parts[p]
 		st := PartitionStats{Partition: p, Next: ps.last + 1, HighWatermark: -1, CaughtUpTo: ps.caughtUpTo}
 		if h, ok := hwms[v.topic][p]; ok && h > 0 {
 			st.HighWatermark = h

@@ -97,11 +97,7 @@ func offlineView(t *testing.T, nparts int32) *View {
 	t.Helper()
 	v, err := New(Options{Config: fencing.Config{Brokers: []string{"127.0.0.1:1"}}})
 	require.NoError(t, err)
-	v.nparts = nparts
-	for p := int32(0); p < nparts; p++ {
-		v.partIDs = append(v.partIDs, p)
-		v.parts[p] = newPartState()
-	}
+	v.setOffline(nparts)
 	close(v.started)
 	t.Cleanup(v.stop)
 	return v
