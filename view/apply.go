@@ -121,3 +121,9 @@ func (v *View) logSkip(reason SkipReason, first bool, p int32, off int64, key st
 	}
 	v.log.Log(v.runContext(), lvl, msg, "reason", string(reason), "partition", p, "offset", off, "key", key, "err", err)
 }
+
+// wentBackwards is told by the consumer that a partition's offsets went
+// backwards.
+func (v *View) wentBackwards(e *OffsetsWentBackwardsError) {
+	v.log.Warn("view: the role topic's offsets went backwards", "err", e)
+}

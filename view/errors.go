@@ -1,6 +1,9 @@
 package view
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // ErrNotCaughtUp is returned, wrapped together with ctx.Err(), when a
 // lookup or [View.WaitCaughtUp] gives up because its context ended before
@@ -19,6 +22,25 @@ var ErrStopped = errors.New("view: stopped")
 // once. Make a new one with [New] to run again (with a StateDir it resumes
 // where the first left off).
 var ErrAlreadyRun = errors.New("view: Run was already called")
+
+// OffsetsWentBackwardsError says that a partition of the role topic now
+// ends below the offset the view had read up to: the topic was deleted and
+// created again, or the cluster restarted without its data. The view
+// rebuilds its table when it sees one (see the package doc, "When the
+// topic starts over"); [Stats].Rebuilds counts them.
+type OffsetsWentBackwardsError struct {
+	Topic     string
+	Partition int32
+	// Offset is where the view was to read next; End is the partition's
+	// end (the high watermark, or the last stable offset) as the broker
+	// now gives it, below Offset.
+	Offset, End int64
+}
+
+func (e *OffsetsWentBackwardsError) Error() string {
+	return fmt.Sprintf("view: partition %s/%d ends at offset %d, below offset %d that the view had read up to: the topic was recreated or the cluster lost its data",
+		e.Topic, e.Partition, e.End, e.Offset)
+}
 
 // SkipReason says why the view skipped a record of the role topic.
 type SkipReason string

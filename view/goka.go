@@ -54,14 +54,11 @@ type gokaResources struct {
 	tmgrs     []*tailTopicManager
 }
 
-func (r *gokaResources) consumerBuilder(v *View, sc *sarama.Config) goka.SaramaConsumerBuilder {
+func (r *gokaResources) consumerBuilder(v *View, client sarama.Client, sc *sarama.Config) goka.SaramaConsumerBuilder {
 	return func(brokers []string, clientID string) (sarama.Consumer, error) {
 		c := *sc
 		c.ClientID = clientID
-		cons, err := sarama.NewConsumer(brokers, &c)
-		if err != nil {
-			return nil, err
-		}
+		var cons sarama.Consumer = newFetchConsumer(client, &c, v.wentBackwards)
 		r.mu.Lock()
 		r.consumers = append(r.consumers, cons)
 		r.mu.Unlock()

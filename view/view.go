@@ -143,7 +143,7 @@ func (v *View) Run(ctx context.Context) (err error) {
 		goka.WithViewLogger(gokaLogger{v.opts.Logger.With("component", "goka", "topic", v.topic)}),
 		goka.WithViewCallback(v.update),
 		goka.WithViewStorageBuilder(v.storageBuilder()),
-		goka.WithViewConsumerSaramaBuilder(res.consumerBuilder(v, sc)),
+		goka.WithViewConsumerSaramaBuilder(res.consumerBuilder(v, client, sc)),
 		goka.WithViewTopicManagerBuilder(res.topicManagerBuilder(v, sc)),
 		goka.WithViewAutoReconnect(),
 		goka.WithViewBackoffBuilder(func() (goka.Backoff, error) {
