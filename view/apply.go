@@ -19,6 +19,9 @@ import (
 func (v *View) update(uc goka.UpdateContext, st storage.Storage, key string, value []byte) error {
 	p, off := uc.Partition(), uc.Offset()
 	k, rec, reason, derr := v.decode(p, []byte(key), value)
+	if reason == "" && k.Kind == codec.KindLease {
+		reason, derr = checkAuthor(rec, batchOf(uc))
+	}
 	changed, replay, first := v.apply(p, off, k, rec, reason)
 	if replay {
 		return nil
@@ -64,6 +67,36 @@ func (v *View) decode(p int32, key, value []byte) (codec.Key, codec.Record, Skip
 		return k, r, SkipMismatch, err
 	}
 	return k, r, "", nil
+}
+
+// batchOf returns the batch header the view's consumer set on the record
+// (see consumer.go); a record without one counts as a plain append.
+func batchOf(uc goka.UpdateContext) batchInfo {
+	if h := uc.Headers(); h != nil {
+		if b, ok := decodeBatchInfo(h[BatchHeader]); ok {
+			return b
+		}
+	}
+	return batchInfo{producerID: -1, epoch: -1}
+}
+
+// checkAuthor decides whether a lease record (a lease, a release, or a
+// tombstone on a lease key) counts: only a lease written in a transaction
+// by the producer id and epoch of its own token does. krole never writes a
+// lease tombstone, and a tombstone names no token, so none counts. See the
+// package doc, "Who can write what".
+func checkAuthor(rec codec.Record, b batchInfo) (SkipReason, error) {
+	switch {
+	case rec.Lease == nil:
+		return SkipForged, errors.New("a tombstone on a lease key: krole never writes one, and it names no token")
+	case !b.transactional:
+		return SkipForged, fmt.Errorf("lease of %s under token %d/%d not written in a transaction (batch producer id %d)",
+			rec.Lease.Member, rec.Lease.Token.ProducerID, rec.Lease.Token.Epoch, b.producerID)
+	case b.producerID != rec.Lease.Token.ProducerID || b.epoch != rec.Lease.Token.Epoch:
+		return SkipForged, fmt.Errorf("lease of %s names token %d/%d but was written by producer id %d epoch %d",
+			rec.Lease.Member, rec.Lease.Token.ProducerID, rec.Lease.Token.Epoch, b.producerID, b.epoch)
+	}
+	return "", nil
 }
 
 // apply passes one record handed to the view through the catch-up

@@ -48,7 +48,7 @@ func TestCaughtUpOnPartitionEndingInMarker(t *testing.T) {
 	byPart := rolesInPartitions("role", 2, 1)
 	r, q := byPart[0][0], byPart[1][0]
 	w.register(r, "a")
-	l := mkLease("a", 1, now, time.Minute)
+	l := tp.sign(mkLease("a", 1, now, time.Minute))
 	off := w.lease(tp, r, l, true) // offset 1, commit marker at 2
 	w.lease(tp, r, mkLease("b", 2, now, time.Minute), false)
 

@@ -64,7 +64,13 @@ const (
 	// (codec.Partition); ranking by offset only holds within one partition,
 	// so a misplaced record is never applied.
 	SkipPartition SkipReason = "wrong_partition"
+	// SkipForged: a lease or release that was not written in a transaction
+	// by the producer id and epoch of the token it names (a plain append,
+	// another transactional id's write, an older or newer epoch's), or a
+	// tombstone on a lease key, which krole never writes. See the package
+	// doc, "Who can write what".
+	SkipForged SkipReason = "forged"
 )
 
 // SkipReasons lists every SkipReason, in a fixed order.
-var SkipReasons = []SkipReason{SkipKey, SkipValue, SkipVersion, SkipMismatch, SkipPartition}
+var SkipReasons = []SkipReason{SkipKey, SkipValue, SkipVersion, SkipMismatch, SkipPartition, SkipForged}

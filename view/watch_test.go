@@ -52,7 +52,7 @@ func TestWatchDeliversEachKindOfChange(t *testing.T) {
 	assert.False(t, ch.HolderChanged)
 
 	now := time.UnixMilli(1_700_000_000_000)
-	l := mkLease("a", 1, now, 10*time.Second)
+	l := tp.sign(mkLease("a", 1, now, 10*time.Second))
 	w.lease(tp, role, l, true)
 	ch = recv(t, only)
 	assert.True(t, ch.HolderChanged)
