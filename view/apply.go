@@ -115,7 +115,7 @@ func (v *View) apply(p int32, off int64, k codec.Key, rec codec.Record, reason S
 	if reason != "" {
 		first = v.index.skip(reason)
 	} else {
-		changed = v.index.apply(k, rec, off)
+		changed = v.index.apply(p, k, rec, off)
 	}
 	v.progress.done(p, off)
 	return changed, false, first
@@ -153,10 +153,4 @@ func (v *View) logSkip(reason SkipReason, first bool, p int32, off int64, key st
 		msg = "view skipped a record (first of its kind; later ones are logged at debug level and counted in Stats)"
 	}
 	v.log.Log(v.runContext(), lvl, msg, "reason", string(reason), "partition", p, "offset", off, "key", key, "err", err)
-}
-
-// wentBackwards is told by the consumer that a partition's offsets went
-// backwards.
-func (v *View) wentBackwards(e *OffsetsWentBackwardsError) {
-	v.log.Warn("view: the role topic's offsets went backwards", "err", e)
 }

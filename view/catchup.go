@@ -29,6 +29,8 @@ type progress struct {
 	stopped   bool
 	caughtAt  time.Time
 	lastProbe error
+	rebuilds  int64
+	resetc    chan struct{} // closed and replaced at each partition reset
 }
 
 // partProgress is what the view knows of one partition's progress.
@@ -41,6 +43,10 @@ type partProgress struct {
 	// the view in this Run, replays included; -1 none. Catch-up waiters
 	// wait on it: a record handed proves the consumer is fetching.
 	live int64
+
+	// resets counts the partition's resets (see rebuild.go), so that a
+	// catch-up adopts only a rebuild that began before it probed.
+	resets int
 }
 
 type waiter struct {
@@ -50,7 +56,7 @@ type waiter struct {
 }
 
 func newProgress() *progress {
-	return &progress{seeded: make(chan struct{}), parts: map[int32]*partProgress{}}
+	return &progress{seeded: make(chan struct{}), parts: map[int32]*partProgress{}, resetc: make(chan struct{})}
 }
 
 // addPartitions registers the topic's partitions; called once, before
@@ -193,7 +199,39 @@ func (pg *progress) reset(p int32) {
 	defer pg.mu.Unlock()
 	if ps := pg.parts[p]; ps != nil {
 		ps.last, ps.live, ps.caughtUpTo = -1, -1, -1
+		ps.resets++
 	}
+	close(pg.resetc)
+	pg.resetc = make(chan struct{})
+}
+
+// lastAndReset returns partition p's last offset and a channel closed at
+// the next partition reset.
+func (pg *progress) lastAndReset(p int32) (int64, <-chan struct{}) {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	last := int64(-1)
+	if ps := pg.parts[p]; ps != nil {
+		last = ps.last
+	}
+	return last, pg.resetc
+}
+
+func (pg *progress) countRebuild() {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	pg.rebuilds++
+}
+
+// resetCounts returns each partition's reset count.
+func (pg *progress) resetCounts() map[int32]int {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	out := make(map[int32]int, len(pg.parts))
+	for p, ps := range pg.parts {
+		out[p] = ps.resets
+	}
+	return out
 }
 
 // waitHanded blocks until the partition's consumer has handed the view
@@ -282,21 +320,49 @@ func (v *View) WaitCaughtUp(ctx context.Context) error {
 	if err := v.waitChan(ctx, v.progress.seeded); err != nil {
 		return err
 	}
+	for {
+		again, err := v.catchUpOnce(ctx)
+		if err != nil || again {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		v.readyOnce.Do(func() { close(v.ready) })
+		return nil
+	}
+}
+
+// catchUpOnce probes every partition's end and waits until the view has
+// read up to it. A partition whose rebuild (see rebuild.go) began before
+// the probe is caught up with its new log then, and the index adopts its
+// rebuilt table; again is true when a partition is still being rebuilt
+// (its reset came during the call), so that the caller probes again.
+func (v *View) catchUpOnce(ctx context.Context) (again bool, err error) {
 	first := !v.isReady()
+	resets := v.progress.resetCounts()
 	lsos, err := v.prober.listOffsets(ctx, v.partIDs, sarama.OffsetNewest)
 	if err != nil {
-		return v.probeErr(ctx, err)
+		return false, v.probeErr(ctx, err)
 	}
 	for _, p := range v.partIDs {
 		if err := v.catchUpPartition(ctx, p, lsos[p], first); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if v.progress.caughtUp(lsos, v.opts.Clock()) {
-		return ErrStopped
+		return false, ErrStopped
 	}
-	v.readyOnce.Do(func() { close(v.ready) })
-	return nil
+	var stable []int32
+	for p, n := range v.progress.resetCounts() {
+		if resets[p] == n {
+			stable = append(stable, p)
+		}
+	}
+	if done := v.index.adopt(stable); len(done) > 0 {
+		v.log.Info("view rebuilt the table of partitions whose offsets went backwards", "partitions", done)
+	}
+	return v.index.rebuildPending(), nil
 }
 
 func (v *View) probeErr(ctx context.Context, err error) error {
@@ -327,6 +393,22 @@ func (v *View) probeErr(ctx context.Context, err error) error {
 // started) cannot be proven this way; see the package doc, "A view's
 // first moments".
 func (v *View) catchUpPartition(ctx context.Context, p int32, lso int64, first bool) error {
+	for {
+		last, reset := v.progress.lastAndReset(p)
+		if lso >= last+1 {
+			break
+		}
+		// The partition went backwards: wait for the view to reset it
+		// (see rebuild.go), then read it from its start.
+		select {
+		case <-reset:
+		case <-v.done:
+			return ErrStopped
+		case <-ctx.Done():
+			v.progress.probeFailed(&OffsetsWentBackwardsError{Topic: v.topic, Partition: p, Offset: last + 1, End: lso})
+			return notCaughtUp(ctx)
+		}
+	}
 	var floor int64
 	if first {
 		from, err := v.glue.waitConsumer(ctx, v.done, p)
@@ -355,24 +437,43 @@ func (v *View) catchUpPartition(ctx context.Context, p int32, lso int64, first b
 	return v.waitHanded(ctx, p, target)
 }
 
-// initialCatchUp runs WaitCaughtUp until it succeeds once, so that lookups
-// start answering; a failed probe is retried after a pause.
-func (v *View) initialCatchUp(ctx context.Context) {
+// catchUpLoop runs WaitCaughtUp until it succeeds once, so that lookups
+// start answering, and again after each partition reset until it
+// succeeds, so that the rebuilt table is adopted (see rebuild.go). It
+// returns when ctx ends or the view stops.
+func (v *View) catchUpLoop(ctx context.Context) {
+	msg := "view caught up with the role topic"
+	for {
+		if !v.catchUp(ctx, msg) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-v.rebuildc:
+		}
+		msg = "view caught up again after a rebuild"
+	}
+}
+
+// catchUp runs WaitCaughtUp until it succeeds (true) or ctx ends or the
+// view stops (false); a failed probe is retried after a pause.
+func (v *View) catchUp(ctx context.Context, msg string) bool {
 	pause := 100 * time.Millisecond
 	for {
 		start := time.Now()
 		err := v.WaitCaughtUp(ctx)
 		if err == nil {
-			v.log.Info("view caught up with the role topic", "took", time.Since(start).Round(time.Millisecond))
-			return
+			v.log.Info(msg, "took", time.Since(start).Round(time.Millisecond))
+			return true
 		}
 		if ctx.Err() != nil || errors.Is(err, ErrStopped) {
-			return
+			return false
 		}
 		v.log.Warn("view catch-up probe failed; retrying", "err", err, "in", pause)
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-time.After(pause):
 		}
 		pause = min(2*pause, 10*v.opts.ReconnectBackoff)

@@ -354,7 +354,8 @@ func (pc *fetchPartition) deliverLoop() {
 		case <-pc.dying:
 			return
 		case chunk, ok := <-pc.chunks:
-			if !ok {
+			if !ok { // the fetcher ended, which it does only when closed
+				<-pc.dying
 				return
 			}
 			for _, m := range chunk {
@@ -439,8 +440,9 @@ func (pc *fetchPartition) fetchLoop() {
 				}
 				continue
 			}
-			if !ok {
-				return // the offsets went backwards: reported
+			if !ok { // the offsets went backwards: reported; goka closes us
+				<-pc.dying
+				return
 			}
 			clear(aborted)
 			continue

@@ -118,8 +118,9 @@ func (r *gokaResources) close(log *slog.Logger) {
 // tailTopicManager is goka's topic manager with one answer changed: in a
 // partition's recovery phase, the newest offset is the offset recovery
 // starts at, so that goka's recovery reads nothing and marks the partition
-// recovered at once (see the top of this file). Afterwards, and for any
-// other question, it answers as goka's own.
+// recovered at once (see the top of this file). Afterwards it answers as
+// goka's own, except that a newest offset below the offset the view has
+// read is an error (the offsets went backwards; see rebuild.go).
 type tailTopicManager struct {
 	goka.TopicManager
 	v      *View
@@ -128,12 +129,26 @@ type tailTopicManager struct {
 
 // GetOffset answers goka's questions about offsets.
 func (t *tailTopicManager) GetOffset(topic string, partition int32, which int64) (int64, error) {
-	if which == sarama.OffsetNewest && topic == t.v.topic {
-		if off, ok := t.v.glue.recoveryEnd(partition); ok {
-			return off, nil
-		}
+	if which != sarama.OffsetNewest || topic != t.v.topic {
+		return t.TopicManager.GetOffset(topic, partition, which)
 	}
-	return t.TopicManager.GetOffset(topic, partition, which)
+	if off, ok := t.v.glue.recoveryEnd(partition); ok {
+		return off, nil
+	}
+	end, err := t.TopicManager.GetOffset(topic, partition, which)
+	if err != nil {
+		return end, err
+	}
+	// goka asks this when it starts the partition's consumer. An end below
+	// what the view has read means the offsets went backwards: goka would
+	// start the consumer at the end and never read what lies below it (see
+	// rebuild.go). The error makes goka start over, after the reset.
+	if last := t.v.progress.lastOf(partition); end < last+1 {
+		e := &OffsetsWentBackwardsError{Topic: topic, Partition: partition, Offset: last + 1, End: end}
+		t.v.wentBackwards(e)
+		return 0, e
+	}
+	return end, nil
 }
 
 // Close closes the topic manager once.
@@ -164,6 +179,7 @@ type gokaPart struct {
 	from      int64         // where the consumer that follows the topic started; -1 before
 	consuming chan struct{} // closed once that consumer has started
 	consumers int           // consumers goka started for the partition (each ConsumePartition)
+	reset     bool          // the offsets went backwards: the storage resets at goka's next GetOffset
 }
 
 func newGokaGlue() *gokaGlue { return &gokaGlue{parts: map[int32]*gokaPart{}} }
@@ -247,6 +263,32 @@ func (g *gokaGlue) waitConsumer(ctx context.Context, done <-chan struct{}, p int
 	return gp.from, nil
 }
 
+// markReset marks partition p for a reset (see rebuild.go); it reports
+// false when one was pending already.
+func (g *gokaGlue) markReset(p int32) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gp := g.parts[p]
+	if gp == nil || gp.reset {
+		return false
+	}
+	gp.reset = true
+	return true
+}
+
+// takeReset reports whether partition p was marked for a reset, and
+// unmarks it.
+func (g *gokaGlue) takeReset(p int32) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gp := g.parts[p]
+	if gp == nil || !gp.reset {
+		return false
+	}
+	gp.reset = false
+	return true
+}
+
 // state is partition p's goka side, for tests.
 func (g *gokaGlue) state(p int32) gokaPart {
 	g.mu.Lock()
@@ -297,7 +339,13 @@ func (s *memStore) Open() error {
 
 // GetOffset gives goka the offset of the last record handed to it in this
 // Run, so that a reconnect resumes after it; def before the first.
+//
+// After the partition's offsets went backwards it forgets the offset
+// first (see rebuild.go).
 func (s *memStore) GetOffset(def int64) (int64, error) {
+	if s.v.resetPartition(s.p) {
+		s.offset.Store(0)
+	}
 	off := def
 	if o := s.offset.Load(); o > 0 {
 		off = o - 1
@@ -327,15 +375,54 @@ type diskStore struct {
 	p int32
 
 	// steady: goka's storage has been marked recovered, so it writes the
-	// offset with every record. Only goka's partition goroutine uses it.
-	steady bool
+	// offset with every record. cleared: the storage was emptied after the
+	// partition's offsets went backwards, and no offset was set since.
+	// Only goka's partition goroutine uses them.
+	steady, cleared bool
+}
+
+// clear deletes every key of the partition's database, the offset too.
+func (s *diskStore) clear() error {
+	it, err := s.Storage.Iterator()
+	if err != nil {
+		return fmt.Errorf("clearing state of partition %d: %w", s.p, err)
+	}
+	var keys []string
+	for it.Next() {
+		keys = append(keys, string(it.Key()))
+	}
+	err = it.Err()
+	it.Release()
+	if err != nil {
+		return fmt.Errorf("clearing state of partition %d: %w", s.p, err)
+	}
+	for _, k := range append(keys, gokaOffsetKey) {
+		if err := s.Storage.Delete(k); err != nil {
+			return fmt.Errorf("clearing state of partition %d: %w", s.p, err)
+		}
+	}
+	return nil
 }
 
 // GetOffset gives goka the stored offset minus one, so that the consumer
 // starts at the last record it read and hands it again (a replay, which
 // the view does not apply twice): the view's first catch-up takes that
 // record as proof that the consumer is fetching (see catchUpPartition).
+//
+// After the partition's offsets went backwards it deletes everything
+// stored first, and answers def until goka sets an offset again (see
+// rebuild.go).
 func (s *diskStore) GetOffset(def int64) (int64, error) {
+	if s.v.resetPartition(s.p) {
+		if err := s.clear(); err != nil {
+			return 0, err
+		}
+		s.cleared = true
+	}
+	if s.cleared {
+		s.v.glue.reportedOffset(s.p, def)
+		return def, nil
+	}
 	off, err := s.Storage.GetOffset(def)
 	if err != nil {
 		return 0, err
@@ -403,6 +490,7 @@ func (s *diskStore) Open() error {
 // the view does not apply twice. The first record after the first catch-up
 // switches the storage to writing the offset with every record.
 func (s *diskStore) SetOffset(o int64) error {
+	s.cleared = false
 	if !s.steady && s.v.isReady() {
 		s.steady = true
 		if err := s.Storage.MarkRecovered(); err != nil {

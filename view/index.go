@@ -25,19 +25,30 @@ type index struct {
 	applied int64
 	skipped map[SkipReason]int64
 
-	// rebuild, when not nil, is the table being read again from the start
-	// after the topic's offsets went backwards (see rebuild.go): records
-	// are applied to it instead of roles, and nothing is published, until
-	// adopt makes it the table.
-	rebuild map[codec.Role]*roleEntry
+	// rebuilding holds the partitions being read again from their start
+	// after their offsets went backwards (see rebuild.go). Records of those
+	// partitions' roles are applied to rebuild instead of roles, and
+	// nothing is published, until adopt moves them into roles. nparts
+	// (set once, before any record) maps a role to its partition.
+	rebuilding map[int32]bool
+	rebuild    map[codec.Role]*roleEntry
+	nparts     int32
 }
 
 func newIndex() *index {
 	return &index{
-		roles:   map[codec.Role]*roleEntry{},
-		subs:    map[*subscriber]struct{}{},
-		skipped: map[SkipReason]int64{},
+		roles:      map[codec.Role]*roleEntry{},
+		subs:       map[*subscriber]struct{}{},
+		skipped:    map[SkipReason]int64{},
+		rebuilding: map[int32]bool{},
+		rebuild:    map[codec.Role]*roleEntry{},
 	}
+}
+
+func (ix *index) setPartitions(n int32) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.nparts = n
 }
 
 // skip counts a skipped record and reports whether it is the first of its
@@ -49,14 +60,14 @@ func (ix *index) skip(reason SkipReason) (first bool) {
 	return ix.skipped[reason] == 1
 }
 
-// apply folds one decoded record at offset into the table and publishes
-// the change. It reports whether the table changed.
-func (ix *index) apply(k codec.Key, rec codec.Record, off int64) bool {
+// apply folds one decoded record at offset of partition p into the table
+// and publishes the change. It reports whether the table changed.
+func (ix *index) apply(p int32, k codec.Key, rec codec.Record, off int64) bool {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.applied++
 	roles, live := ix.roles, true
-	if ix.rebuild != nil {
+	if ix.rebuilding[p] {
 		roles, live = ix.rebuild, false
 	}
 	e := roles[k.Role]
@@ -117,49 +128,73 @@ func (ix *index) seed(recs []decodedRecord) {
 	}
 }
 
-// startRebuild makes records go to an empty table, invisible to lookups,
-// until adopt.
-func (ix *index) startRebuild() {
+// startRebuild makes partition p's records go to an empty table,
+// invisible to lookups, until adopt. The table keeps p's roles as they
+// were meanwhile.
+func (ix *index) startRebuild(p int32) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	ix.rebuild = map[codec.Role]*roleEntry{}
+	ix.rebuilding[p] = true
+	for role := range ix.rebuild {
+		if codec.Partition(role, ix.nparts) == p {
+			delete(ix.rebuild, role)
+		}
+	}
 }
 
-// adopt makes the rebuilt table the table, publishing to subscribers every
-// role whose state differs (a role gone from the rebuilt table changes to
-// an unknown role). It does nothing when no rebuild is under way.
-func (ix *index) adopt() {
+// adopt makes the rebuilt table of each partition of parts that is being
+// rebuilt the table, publishing to subscribers every role of it whose
+// state changes (a role gone from the rebuilt table changes to an unknown
+// role). It returns the partitions adopted.
+func (ix *index) adopt(parts []int32) []int32 {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	if ix.rebuild == nil {
-		return
-	}
-	old, next := ix.roles, ix.rebuild
-	type change struct {
-		role   codec.Role
-		before rolestate.State
-		offset int64
-	}
-	var changes []change
-	for role, e := range old {
-		c := change{role: role, offset: -1}
-		if ix.needsBefore(role) {
-			c.before = e.state(role)
-		}
-		if n := next[role]; n != nil {
-			c.offset = n.lastOffset
-		}
-		changes = append(changes, c)
-	}
-	for role, e := range next {
-		if old[role] == nil {
-			changes = append(changes, change{role: role, before: rolestate.State{Role: role, LeaseOffset: -1}, offset: e.lastOffset})
+	var done []int32
+	for _, p := range parts {
+		if ix.rebuilding[p] {
+			done = append(done, p)
+			delete(ix.rebuilding, p)
 		}
 	}
-	ix.roles, ix.rebuild = next, nil
-	for _, c := range changes {
-		ix.publish(c.role, c.before, c.offset)
+	if len(done) == 0 {
+		return nil
 	}
+	adopted := map[int32]bool{}
+	for _, p := range done {
+		adopted[p] = true
+	}
+	// The state before of every role of the adopted partitions, old or
+	// new, and the offset of its latest record in the rebuilt table.
+	befores := map[codec.Role]rolestate.State{}
+	offsets := map[codec.Role]int64{}
+	for role, e := range ix.roles {
+		if adopted[codec.Partition(role, ix.nparts)] {
+			befores[role] = e.state(role)
+			offsets[role] = -1
+			delete(ix.roles, role)
+		}
+	}
+	for role, e := range ix.rebuild {
+		if adopted[codec.Partition(role, ix.nparts)] {
+			if _, ok := befores[role]; !ok {
+				befores[role] = rolestate.State{Role: role, LeaseOffset: -1}
+			}
+			offsets[role] = e.lastOffset
+			ix.roles[role] = e
+			delete(ix.rebuild, role)
+		}
+	}
+	for role, before := range befores {
+		ix.publish(role, before, offsets[role])
+	}
+	return done
+}
+
+// rebuildPending reports whether a partition is being rebuilt.
+func (ix *index) rebuildPending() bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return len(ix.rebuilding) > 0
 }
 
 // stop marks the index stopped (Watch then gives closed channels) and

@@ -26,6 +26,12 @@ type Stats struct {
 	// nil once a later one succeeds.
 	ProbeError error
 
+	// Rebuilds counts the partitions whose offsets went backwards (the
+	// topic recreated, the cluster restarted without its data) since Run
+	// started, each rebuilt from its start (see the package doc, "When the
+	// topic starts over").
+	Rebuilds int64
+
 	// Partitions holds one entry per partition, by partition id.
 	Partitions []PartitionStats
 }
@@ -79,7 +85,7 @@ func (v *View) Stats() Stats {
 	pg := v.progress
 	pg.mu.Lock()
 	defer pg.mu.Unlock()
-	s.LastCatchUp, s.ProbeError = pg.caughtAt, pg.lastProbe
+	s.LastCatchUp, s.ProbeError, s.Rebuilds = pg.caughtAt, pg.lastProbe, pg.rebuilds
 	for p := int32(0); p < int32(len(pg.parts)); p++ {
 		ps := pg.parts[p]
 		st := PartitionStats{Partition: p, Next: ps.last + 1, HighWatermark: -1, CaughtUpTo: ps.caughtUpTo}

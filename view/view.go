@@ -53,6 +53,7 @@ type View struct {
 	done      chan struct{} // closed when Run returns
 	readyOnce sync.Once
 	stopOnce  sync.Once
+	rebuildc  chan struct{} // capacity 1: a partition started a rebuild (see rebuild.go)
 
 	// Set by Run before started is closed, read-only afterwards.
 	prober  *prober
@@ -80,6 +81,7 @@ func New(opts Options) (*View, error) {
 		started:  make(chan struct{}),
 		ready:    make(chan struct{}),
 		done:     make(chan struct{}),
+		rebuildc: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -135,6 +137,7 @@ func (v *View) Run(ctx context.Context) (err error) {
 	v.prober, v.partIDs, v.nparts, v.runCtx = pr, parts, int32(len(parts)), ctx
 	v.progress.addPartitions(parts)
 	v.glue.addPartitions(parts)
+	v.index.setPartitions(int32(len(parts)))
 
 	res := &gokaResources{}
 	defer res.close(v.log)
@@ -161,7 +164,7 @@ func (v *View) Run(ctx context.Context) (err error) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		v.initialCatchUp(ctx)
+		v.catchUpLoop(ctx)
 	}()
 	err = gv.Run(ctx)
 	cause := context.Cause(ctx)
