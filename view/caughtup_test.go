@@ -194,11 +194,11 @@ func consumerState(v *View, p int32) (consumers int, recovered bool, from, live 
 }
 
 // TestFirstCatchUpLeavesTheConsumerFetching: goka runs a partition in two
-// phases, recovery and catch-up, each with its own consumer, and sarama
-// delays a new consumer's first fetch (it batches new subscriptions for
-// 100ms). A view that reported caught up once recovery had read the last
-// record showed the records committed in its next 100-300ms that much
-// late. The first catch-up must leave every partition that holds a record
+// phases, recovery and catch-up, each with its own consumer, and a new
+// consumer's first fetch comes late (sarama's batched new subscriptions
+// for 100ms). A view that reported caught up once recovery had read the
+// last record showed the records committed in its next 100-300ms that
+// much late. The first catch-up must leave every partition that holds a record
 // read by the one consumer that follows the topic for the rest of the Run,
 // and that consumer must have handed the view a record, so it is
 // subscribed and fetching.

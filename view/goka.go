@@ -14,38 +14,76 @@ import (
 	"github.com/lovoo/goka/storage"
 )
 
-// This file is the glue between the view and goka v1.1.14. Four things
-// are replaced:
+// This file is the glue between the view and goka v1.1.14. goka stays the
+// engine: it owns a goroutine per partition, opens the partition's storage,
+// starts and restarts the partition's consumer, and calls the view's
+// update callback with each record. The view changes goka's behaviour only
+// through goka's own extension points:
 //
-//   - the consumer: built from fencing.Config.Sarama(), so it reads with
-//     read_committed isolation (goka's default config reads uncommitted),
-//     and wrapped (trackingConsumer) so that the view knows when goka
-//     starts a partition consumer and where;
-//   - the topic manager: goka runs a partition in two phases, recovery and
-//     catch-up, each with its own partition consumer. Recovery reads until
-//     it has been handed the record at "newest offset - 1" (which it asks
-//     the topic manager for), closes its consumer, and only when every
-//     partition has recovered does goka start the consumer that follows
-//     the topic. That restart costs the view its first moments: closing
-//     waits out the consumer's long poll, and sarama batches a new
-//     partition subscription for 100ms (partitionConsumersBatchTimeout)
-//     before it fetches, so records committed just after the view caught
-//     up would reach it 100-300ms late. The high watermark is also never
-//     reached when a partition ends in a transaction marker or holds an
-//     open transaction. The view has its own notion of caught up (see
-//     View.WaitCaughtUp), so it does not need goka's recovery at all:
-//     tailTopicManager answers the recovery phase's question with the
-//     offset recovery starts at, so that recovery reads nothing, and one
+//   - the consumer (WithViewConsumerSaramaBuilder): the view's own
+//     (consumer.go), read_committed, which also hands the view each
+//     record's batch header; trackingConsumer tells the view where goka
+//     starts each partition consumer;
+//   - the topic manager (WithViewTopicManagerBuilder): tailTopicManager
+//     answers the recovery phase's "newest offset" with the offset
+//     recovery starts at, so that goka's recovery reads nothing, and one
 //     consumer per partition reads the topic from its start (or from the
-//     state dir's offset) for the whole Run;
-//   - the storage: the in-memory index is the table the lookups read; goka's
-//     storage only persists it (LevelDB, with StateDir) or keeps the offset
-//     (memory). The LevelDB storage is kept in goka's recovery mode (the
-//     offset is written every 30s and on close, not with every record)
-//     until the view's first catch-up, as goka's recovery would have.
+//     state dir's offset) for the whole Run. The view has its own notion
+//     of caught up (View.WaitCaughtUp), which goka's recovery cannot give:
+//     it never ends on a partition whose last offset is a transaction
+//     marker or inside an open transaction, and it would close its
+//     consumer and start another when it ends;
+//   - the storage (WithViewStorageBuilder): the in-memory index is the
+//     table the lookups read; goka's storage only persists it (LevelDB,
+//     with StateDir) or keeps the offset (memory). The LevelDB storage is
+//     kept in goka's recovery mode (the offset is written every 30s and on
+//     close, not with every record) until the view's first catch-up, as
+//     goka's recovery would have.
 //
-// goka's View closes neither its consumer nor its topic manager when Run
-// returns; gokaResources does.
+// The batch header reaches the update callback as a record header,
+// BatchHeader, that the view's consumer sets on every record; it drops
+// the record's own headers, so a writer cannot forge the header under any
+// name. A header rather than a side channel, because goka hands a record's
+// headers to the callback with the record (UpdateContext.Headers), on the
+// same goroutine, in the same order: nothing to pair up. It costs one
+// 11-byte value per batch, shared by the batch's records, and a map built
+// only for lease records (the only ones the view checks).
+//
+// What correctness relies on in goka v1.1.14, each with the test that
+// fails if an upgrade changes it:
+//
+//  1. goka's default consumer config (DefaultConfig) reads uncommitted
+//     records, so the view must hand goka a consumer of its own
+//     (TestGokaDefaultConsumerConfigReadsUncommitted).
+//  2. Each partition's load asks the storage's GetOffset (with goka's "not
+//     stored" marker, -3, as default) and then the topic manager for the
+//     oldest and newest offsets; the consumer starts one past the stored
+//     offset, or at the oldest offset when nothing is stored. diskStore
+//     answers one less than it stored, so that the consumer hands the last
+//     stored record again (TestGokaStartsTheConsumerAfterTheStoredOffset,
+//     TestFirstCatchUpAfterResumeReplaysOneRecord).
+//  3. Recovery reads until it has been handed a record at newest - 1 or
+//     beyond, then calls the storage's MarkRecovered; when the start is at
+//     or past newest it reads nothing and marks the partition recovered
+//     at once; a partition ending in a transaction marker is not
+//     recovered until a record after the marker arrives, and
+//     View.Recovered() stays false until then
+//     (TestGokaRecoveryEndsAtNewestMinusOne,
+//     TestGokaStartsTheConsumerAfterTheStoredOffset).
+//  4. The update callback is called once per record, in offset order per
+//     partition, from the partition's goroutine, with the record's headers
+//     (UpdateContext.Headers), followed by the storage's SetOffset
+//     (TestGokaRecoveryEndsAtNewestMinusOne, TestForgedLeasesAreSkipped).
+//  5. With WithViewAutoReconnect, an error on a partition consumer's Errors
+//     (or from the topic manager while starting one) makes goka close the
+//     consumer (AsyncClose), drain Messages and Errors until both are
+//     closed, wait its backoff, and load the partition again from the
+//     storage's offset; Messages closing without an error ends the
+//     partition for good, so the view's consumer closes its channels only
+//     after AsyncClose (TestRecreatedTopicIsRebuilt,
+//     TestStateDirOfARecreatedTopicIsRebuilt).
+//  6. goka's View closes neither its consumer nor its topic manager when
+//     Run returns; gokaResources does (the leak check in TestMain).
 
 // gokaResources keeps what goka builds, to close it after goka's Run.
 type gokaResources struct {

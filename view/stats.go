@@ -46,9 +46,8 @@ type PartitionStats struct {
 	Next int64
 
 	// HighWatermark is the partition's high watermark (transaction markers
-	// and open transactions included) as the view's consumer last learned
-	// it: when it started, then from each fetch that returned records. -1
-	// when unknown, or 0 (an empty partition).
+	// and open transactions included) as the view's consumer's latest
+	// fetch answer gave it. -1 when unknown, or 0 (an empty partition).
 	HighWatermark int64
 
 	// Lag is HighWatermark - Next (0 when unknown). It is an upper bound of

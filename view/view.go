@@ -90,11 +90,13 @@ func New(opts Options) (*View, error) {
 // blocks until then, or until a fatal error: the topic is missing, no
 // broker answers at start, the state dir cannot be opened (another process
 // holds it, for one) or written. Other errors after the start (a broker
-// going away, a failed fetch) are not fatal: the view logs them and
-// reconnects the partition (see [Options].ReconnectBackoff), and lookups
-// keep answering from the table meanwhile. A reconnected partition's new
-// consumer reads from where the old one stopped; like any new sarama
-// partition consumer, it fetches ~100ms after it starts.
+// going away, a failed fetch, a leader move) are not fatal: the
+// partition's consumer refreshes the metadata and fetches again, after
+// three failures in a row goka restarts the partition's consumer (see
+// [Options].ReconnectBackoff), and lookups keep answering from the table
+// meanwhile. A restarted consumer reads from where the old one stopped. A
+// partition whose offsets went backwards is rebuilt (see the package doc,
+// "When the topic starts over").
 //
 // Run returns nil when ctx ends. Before returning it closes its connections
 // and the state dir, closes every [View.Watch] channel, and fails lookups
