@@ -18,7 +18,15 @@ import (
 // error (see failRun).
 func (v *View) update(uc goka.UpdateContext, st storage.Storage, key string, value []byte) error {
 	p, off := uc.Partition(), uc.Offset()
-	k, rec, reason, derr := v.decode(p, []byte(key), value)
+	var k codec.Key
+	var rec codec.Record
+	var reason SkipReason
+	var derr error
+	if d, ok := v.predecoded(p, off); ok {
+		k, rec, reason, derr = d.k, d.rec, d.reason, d.err
+	} else {
+		k, rec, reason, derr = v.decode(p, []byte(key), value)
+	}
 	if reason == "" && k.Kind == codec.KindLease {
 		reason, derr = checkAuthor(rec, batchOf(uc))
 	}

@@ -115,7 +115,8 @@ var errConsumerClosed = errors.New("view: the consumer is closed")
 type fetchConsumer struct {
 	client     sarama.Client
 	conf       *sarama.Config
-	backwards  func(*OffsetsWentBackwardsError) // may be nil
+	backwards  func(*OffsetsWentBackwardsError)                                     // may be nil
+	prepare    func(topic string, partition int32, chunk []*sarama.ConsumerMessage) // may be nil; see predecode.go
 	mu         sync.Mutex
 	partitions map[string]map[int32]*fetchPartition
 	closed     bool
@@ -457,6 +458,9 @@ func (pc *fetchPartition) fetchLoop() {
 		chunk := pc.take(blk, aborted)
 		if len(chunk) == 0 {
 			continue
+		}
+		if pc.c.prepare != nil {
+			pc.c.prepare(pc.topic, pc.partition, chunk)
 		}
 		select {
 		case pc.chunks <- chunk:

@@ -96,7 +96,9 @@ func (r *gokaResources) consumerBuilder(v *View, client sarama.Client, sc *saram
 	return func(brokers []string, clientID string) (sarama.Consumer, error) {
 		c := *sc
 		c.ClientID = clientID
-		var cons sarama.Consumer = newFetchConsumer(client, &c, v.wentBackwards)
+		fc := newFetchConsumer(client, &c, v.wentBackwards)
+		fc.prepare = v.prepare
+		var cons sarama.Consumer = fc
 		r.mu.Lock()
 		r.consumers = append(r.consumers, cons)
 		r.mu.Unlock()
@@ -114,6 +116,9 @@ type trackingConsumer struct {
 
 // ConsumePartition starts goka's partition consumer and tells the view.
 func (c *trackingConsumer) ConsumePartition(topic string, partition int32, offset int64) (sarama.PartitionConsumer, error) {
+	if topic == c.v.topic {
+		c.v.predecode.reset(partition)
+	}
 	pc, err := c.Consumer.ConsumePartition(topic, partition, offset)
 	if err == nil && topic == c.v.topic {
 		c.v.glue.consumerStarted(partition, offset)

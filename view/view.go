@@ -42,9 +42,10 @@ type View struct {
 	log   *slog.Logger
 	topic string
 
-	index    *index
-	progress *progress
-	glue     *gokaGlue
+	index     *index
+	progress  *progress
+	glue      *gokaGlue
+	predecode *predecoder // set by Run before goka starts; nil offline
 
 	// The run lifecycle.
 	runOnce   atomic.Bool
@@ -140,6 +141,7 @@ func (v *View) Run(ctx context.Context) (err error) {
 	v.progress.addPartitions(parts)
 	v.glue.addPartitions(parts)
 	v.index.setPartitions(int32(len(parts)))
+	v.predecode = newPredecoder(v, parts)
 
 	res := &gokaResources{}
 	defer res.close(v.log)
