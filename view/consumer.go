@@ -51,10 +51,10 @@ import (
 //     [*OffsetsWentBackwardsError], goes to Errors and to the view (see
 //     rebuild.go), and the partition consumer stops fetching.
 //
-// AsyncClose stops fetching after the fetch in flight (at most
-// MaxWaitTime plus a round trip) and closes Messages and Errors; Close
-// does the same, waits, and returns the errors not yet read from Errors,
-// as sarama's does. Consumer.Close closes every partition consumer still
+// AsyncClose stops fetching (it closes the partition's connection, which
+// ends a fetch in flight) and closes Messages and Errors; Close does the
+// same, waits, and returns the errors not yet read from Errors, as
+// sarama's does. Consumer.Close closes every partition consumer still
 // open; the sarama.Client it was built on stays open (its owner closes
 // it).
 
@@ -272,15 +272,18 @@ func (c *fetchConsumer) PauseAll() { c.each(func(pc *fetchPartition) { pc.Pause(
 // ResumeAll resumes every partition consumer.
 func (c *fetchConsumer) ResumeAll() { c.each(func(pc *fetchPartition) { pc.Resume() }) }
 
-// fetchPartition is one partition consumer. fetchLoop owns next, broker
-// and aborted; deliverLoop owns messages.
+// fetchPartition is one partition consumer. fetchLoop owns next and the
+// aborted-producer set; deliverLoop owns messages.
 type fetchPartition struct {
 	c         *fetchConsumer
 	topic     string
 	partition int32
 
-	next   int64          // the next offset to fetch
-	broker *sarama.Broker // this consumer's own connection to the leader; nil when none
+	next int64 // the next offset to fetch
+	// conn is this consumer's own connection to the leader; nil when none.
+	// fetchLoop opens it; AsyncClose closes it too, so that a fetch in
+	// flight ends at once.
+	conn atomic.Pointer[sarama.Broker]
 
 	messages chan *sarama.ConsumerMessage
 	errors   chan *sarama.ConsumerError
@@ -294,9 +297,15 @@ type fetchPartition struct {
 	resume   chan struct{} // capacity 1
 }
 
-// AsyncClose stops the partition consumer: the fetch in flight completes,
-// then Messages and Errors are closed. It does not block.
-func (pc *fetchPartition) AsyncClose() { pc.closing.Do(func() { close(pc.dying) }) }
+// AsyncClose stops the partition consumer: the fetch in flight is cut
+// short (its connection is closed), then Messages and Errors are closed.
+// It does not block.
+func (pc *fetchPartition) AsyncClose() {
+	pc.closing.Do(func() {
+		close(pc.dying)
+		pc.disconnect()
+	})
+}
 
 // Close stops the partition consumer and waits until it has stopped,
 // draining Messages; it returns the errors left on Errors as
@@ -402,6 +411,9 @@ func (pc *fetchPartition) fetchLoop() {
 	failures := 0
 	backoff := fetchRetryMin
 	fail := func(err error) bool {
+		if pc.isDying() {
+			return false
+		}
 		failures++
 		pc.disconnect()
 		_ = pc.c.client.RefreshMetadata(pc.topic)
@@ -482,16 +494,20 @@ func (pc *fetchPartition) report(err error) {
 // fetch sends one read_committed fetch at pc.next to the partition leader
 // on this consumer's own connection, opening it when needed.
 func (pc *fetchPartition) fetch() (*sarama.FetchResponseBlock, error) {
-	if pc.broker == nil {
+	b := pc.conn.Load()
+	if b == nil {
 		leader, err := pc.c.client.Leader(pc.topic, pc.partition)
 		if err != nil {
 			return nil, fmt.Errorf("leader of %s/%d: %w", pc.topic, pc.partition, err)
 		}
-		b := sarama.NewBroker(leader.Addr())
+		b = sarama.NewBroker(leader.Addr())
 		if err := b.Open(pc.c.conf); err != nil {
 			return nil, fmt.Errorf("connecting to %s: %w", leader.Addr(), err)
 		}
-		pc.broker = b
+		if !pc.conn.CompareAndSwap(nil, b) || pc.isDying() {
+			_ = b.Close()
+			return nil, errConsumerClosed
+		}
 	}
 	req := &sarama.FetchRequest{
 		Version:      consumerFetchVersion,
@@ -503,9 +519,9 @@ func (pc *fetchPartition) fetch() (*sarama.FetchResponseBlock, error) {
 		SessionEpoch: -1, // no fetch session: a full fetch each time
 	}
 	req.AddBlock(pc.topic, pc.partition, pc.next, consumerPartitionMaxBytes, -1)
-	resp, err := pc.broker.Fetch(req)
+	resp, err := b.Fetch(req)
 	if err != nil {
-		return nil, fmt.Errorf("fetch %s/%d at offset %d from %s: %w", pc.topic, pc.partition, pc.next, pc.broker.Addr(), err)
+		return nil, fmt.Errorf("fetch %s/%d at offset %d from %s: %w", pc.topic, pc.partition, pc.next, b.Addr(), err)
 	}
 	blk := resp.GetBlock(pc.topic, pc.partition)
 	if blk == nil {
@@ -515,9 +531,8 @@ func (pc *fetchPartition) fetch() (*sarama.FetchResponseBlock, error) {
 }
 
 func (pc *fetchPartition) disconnect() {
-	if pc.broker != nil {
-		_ = pc.broker.Close()
-		pc.broker = nil
+	if b := pc.conn.Swap(nil); b != nil {
+		_ = b.Close()
 	}
 }
 
