@@ -42,6 +42,12 @@
 //     first of each kind at warn level, with partition and offset); every
 //     other record is applied as if they were not there. A key whose latest
 //     value is unreadable keeps its last readable value.
+//   - A lease or release counts only when it was written in a transaction
+//     by the producer id and epoch of the token it names; any other lease
+//     record is skipped the same way (see "Who can write what").
+//   - When the topic starts over (recreated, or the cluster restarted
+//     without its data), the table is rebuilt from it (see "When the topic
+//     starts over", which also says when this cannot be seen).
 //
 // # Caught up
 //
