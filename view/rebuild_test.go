@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/devcluster"
 	"github.com/krabka/krole/internal/testcluster"
 )
@@ -171,4 +172,57 @@ func TestStateDirOfARecreatedTopicIsRebuilt(t *testing.T) {
 	}
 	assert.Equal(t, map[codec.Role][]codec.MemberID{r: {"z", "x"}, q: {"y"}}, byRole)
 	assert.Equal(t, int64(nparts), v2.Stats().Rebuilds)
+}
+
+// TestRestartedClusterWithoutDataIsRebuilt: the cluster stops and a new
+// one, without the old data, starts on the same address (an in-memory
+// `krole dev` restarted); the view reconnects, notices that the offsets
+// went backwards, and shows the new records only.
+func TestRestartedClusterWithoutDataIsRebuilt(t *testing.T) {
+	if testcluster.External() {
+		t.Skip("restarts the embedded cluster; KROLE_BROKERS names an outside cluster")
+	}
+	const nparts = 1
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := func(listen string) *devcluster.Cluster {
+		t.Helper()
+		for {
+			fake, err := devcluster.Start(ctx, devcluster.Options{Listen: listen})
+			if err == nil {
+				return fake
+			}
+			select { // the old listener's port may take a moment to free
+			case <-ctx.Done():
+				require.NoError(t, err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	fake := start("127.0.0.1:0")
+	addr := fake.ListenAddrs()[0]
+	c := &testcluster.Cluster{Config: fencing.Config{Brokers: []string{addr}, Topic: "krole-restart.roles", TxnPrefix: "krole-restart."}.WithDefaults(), Fake: fake}
+	require.NoError(t, devcluster.CreateTopic(ctx, c.Config, nparts, 1))
+	w := newWriter(t, c, nparts)
+	for _, m := range []codec.MemberID{"a", "b", "c"} {
+		w.register("r", m)
+	}
+	v, _ := runView(t, c.Config, Options{ReconnectBackoff: 20 * time.Millisecond})
+	caughtUp(t, v)
+	changes := v.Watch(testCtx(t), "r")
+
+	fake.Close()
+	fake = start(addr)
+	defer fake.Close()
+	require.NoError(t, devcluster.CreateTopic(ctx, c.Config, nparts, 1))
+	w2 := newWriter(t, c, nparts)
+	w2.register("r", "z")
+
+	got := changesUntil(t, changes, func(m map[codec.Role]Change) bool {
+		ch, ok := m["r"]
+		return ok && len(ch.After.Candidates) == 1
+	})
+	assert.Equal(t, []codec.MemberID{"z"}, members(got["r"].After.Candidates))
+	assert.Equal(t, []codec.MemberID{"a", "b", "c"}, members(got["r"].Before.Candidates))
+	assert.Equal(t, int64(1), v.Stats().Rebuilds)
 }
