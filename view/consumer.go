@@ -100,8 +100,8 @@ const (
 	// consumerFetchMaxBytes bounds a fetch answer; a partition's share is
 	// consumerPartitionMaxBytes. The broker still returns a first batch
 	// that is larger (KIP-74).
-	consumerFetchMaxBytes     = 32 << 20
-	consumerPartitionMaxBytes = 16 << 20
+	consumerFetchMaxBytes     = 16 << 20
+	consumerPartitionMaxBytes = 4 << 20
 	// fetchFailuresReported: failed fetches in a row after which the error
 	// is also sent on Errors.
 	fetchFailuresReported = 3
