@@ -18,7 +18,7 @@ import (
 func gokaRecovered(t *testing.T, v *View) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		gv := v.gv.Load()
+		gv := v.glue.gv.Load()
 		return gv != nil && gv.Recovered()
 	}, 10*time.Second, 10*time.Millisecond, "goka's View.Recovered() never turned true")
 }
@@ -48,7 +48,7 @@ func TestCaughtUpOnPartitionEndingInMarker(t *testing.T) {
 	byPart := rolesInPartitions("role", 2, 1)
 	r, q := byPart[0][0], byPart[1][0]
 	w.register(r, "a")
-	l := mkLease("a", 1, now, time.Minute)
+	l := tp.sign(mkLease("a", 1, now, time.Minute))
 	off := w.lease(tp, r, l, true) // offset 1, commit marker at 2
 	w.lease(tp, r, mkLease("b", 2, now, time.Minute), false)
 
@@ -189,18 +189,16 @@ func TestCrashMidWriteHoldsTheViewBackOnlyUntilTheTransactionTimesOut(t *testing
 // consumer that follows the topic started (-1: not yet) and the highest
 // offset it has handed the view (-1: none).
 func consumerState(v *View, p int32) (consumers int, recovered bool, from, live int64) {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	ps := v.parts[p]
-	return ps.consumers, ps.gokaRecovered, ps.from, ps.live
+	gp := v.glue.state(p)
+	return gp.consumers, gp.recovered, gp.from, v.progress.liveOf(p)
 }
 
 // TestFirstCatchUpLeavesTheConsumerFetching: goka runs a partition in two
-// phases, recovery and catch-up, each with its own consumer, and sarama
-// delays a new consumer's first fetch (it batches new subscriptions for
-// 100ms). A view that reported caught up once recovery had read the last
-// record showed the records committed in its next 100-300ms that much
-// late. The first catch-up must leave every partition that holds a record
+// phases, recovery and catch-up, each with its own consumer, and a new
+// consumer's first fetch comes late (sarama's batched new subscriptions
+// for 100ms). A view that reported caught up once recovery had read the
+// last record showed the records committed in its next 100-300ms that
+// much late. The first catch-up must leave every partition that holds a record
 // read by the one consumer that follows the topic for the rest of the Run,
 // and that consumer must have handed the view a record, so it is
 // subscribed and fetching.
