@@ -2,12 +2,14 @@ package view
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/testcluster"
@@ -285,4 +287,54 @@ func TestFirstCatchUpAfterResumeReplaysOneRecord(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []codec.MemberID{"a", "b", "c"}, members(cs))
 	assert.Equal(t, int64(1), v2.Stats().Applied)
+}
+
+// TestCatchUpIgnoresARecordAppliedAfterItsProbe: WaitCaughtUp probes the
+// partition's end, and a record committed after that answer is applied
+// before WaitCaughtUp looks at what the view has read. The partition did
+// not go backwards (the record is past the probed end because it came
+// later), so WaitCaughtUp returns at once rather than wait for a rebuild
+// that never comes.
+func TestCatchUpIgnoresARecordAppliedAfterItsProbe(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	c.RequireFake(t)
+	w := newWriter(t, c, 1)
+	w.register("db", "a") // offset 0: the end is 1
+	v, _ := runView(t, c.Config, Options{HealthInterval: time.Hour})
+	caughtUp(t, v)
+	healthy(t, v) // the monitor's first probe is done; the next is an hour away
+
+	var armed atomic.Bool
+	armed.Store(true)
+	c.Fake.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake.KeepControl()
+		lr := req.(*kmsg.ListOffsetsRequest)
+		if lr.IsolationLevel != 1 || !armed.CompareAndSwap(true, false) {
+			return nil, nil, false
+		}
+		// Answer the end as it is now (1), after a record at offset 1
+		// has been committed and applied.
+		c.Fake.SleepControl(func() {
+			w.register("db", "b")
+			assert.Eventually(t, func() bool { return v.progress.lastOf(0) == 1 }, 20*time.Second, time.Millisecond)
+		})
+		resp := lr.ResponseKind().(*kmsg.ListOffsetsResponse)
+		resp.Version = lr.Version
+		for _, rt := range lr.Topics {
+			st := kmsg.NewListOffsetsResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewListOffsetsResponseTopicPartition()
+				sp.Partition, sp.Offset, sp.Timestamp, sp.LeaderEpoch = rp.Partition, 1, -1, -1
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, v.WaitCaughtUp(ctx))
+	assert.False(t, armed.Load(), "the probe was answered with the earlier end")
+	assert.True(t, v.Health().Healthy, "nothing went backwards")
 }
