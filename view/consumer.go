@@ -36,7 +36,9 @@ import (
 //     partition's long poll from holding back another's answer (a broker
 //     answers the requests of one connection in order).
 //   - One goroutine fetches, another hands the records to goka, so the next
-//     fetch is under way while goka applies the last one.
+//     fetch is under way while goka applies the last one. Each fetch a
+//     broker answers (whatever the answer) is reported to the view's
+//     health (fetchConsumer.answered: the view's last contact).
 //   - Leader moves (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE,
 //     UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH and the like) and
 //     lost connections: refresh the topic's metadata, reconnect to the

@@ -59,9 +59,9 @@ type Health struct {
 	// its table, as it was at CaughtUpAt.
 	Unreachable bool
 
-	// LastContact is when a broker last answered the view (a probe of the
-	// topic's end, or a fetch that handed it records), by the view's
-	// clock; zero when none has.
+	// LastContact is when a broker last answered the view (a probe round
+	// trip, or a fetch of the view's consumer, with records or without),
+	// by the view's clock; zero when none has.
 	LastContact time.Time
 
 	// CaughtUpAt is when the view was last confirmed caught up with the

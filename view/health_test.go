@@ -281,3 +281,41 @@ func unseen(states ...rolestate.State) []rolestate.State {
 	}
 	return out
 }
+
+// TestIdleFetchesAreContact: with every probe held at the broker and
+// nothing written, the long polls of the view's consumer, answered empty,
+// still count as a broker answering: the view is not reported
+// unreachable, only not confirmed caught up.
+func TestIdleFetchesAreContact(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	c.RequireFake(t)
+	clk := newFakeClock()
+	v, _ := runView(t, c.Config, Options{Clock: clk.Now, HealthInterval: 20 * time.Millisecond})
+	caughtUp(t, v)
+	healthy(t, v)
+	release, held := make(chan struct{}), make(chan struct{}, 1)
+	t.Cleanup(func() { close(release) })
+	c.Fake.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake.KeepControl()
+		if req.(*kmsg.ListOffsetsRequest).IsolationLevel == 1 { // a probe's
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			c.Fake.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	select { // the monitor's next probe is held, and with it the monitor
+	case <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the monitor sent no probe")
+	}
+	clk.Advance(time.Minute)
+	var h Health
+	require.Eventually(t, func() bool { h = v.Health(); return h.LastContact.Equal(clk.Now()) },
+		20*time.Second, 10*time.Millisecond, "an idle fetch of the consumer was answered")
+	assert.False(t, h.Unreachable)
+	assert.False(t, h.Healthy)
+	assert.Contains(t, h.Reason, "caught up", "not confirmed caught up for a minute")
+}
