@@ -144,7 +144,12 @@
 // written past the view's next offset before the view fetches again is
 // not seen to go backwards: offsets alone cannot tell (Kafka's topic ids
 // could; sarama's fetch does not send them), and the view then reads on
-// from its offset and never sees the new records below it.
+// from its offset and never sees the new records below it. Nor is a
+// partition rebuilt that only a probe sees going backwards (its new last
+// stable offset is below what the view read, held there by an open
+// transaction, while its end is past the consumer's next offset): the
+// consumer reads on, and Confirm and Health keep reporting it until the
+// view is restarted without its state dir.
 //
 // # State on disk
 //

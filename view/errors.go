@@ -26,14 +26,16 @@ var ErrAlreadyRun = errors.New("view: Run was already called")
 // ErrRewound is returned (wrapped, together with an
 // [*OffsetsWentBackwardsError] naming the partition) by [View.Confirm]
 // while the role's partition has gone backwards and the view has not yet
-// rebuilt it: the partition's last stable offset was found below what the
-// view had read of it (the topic was recreated, or the cluster restarted
-// without its data), and the table still describes the old log. The view
+// rebuilt it: the partition's end (its last stable offset or high
+// watermark) was found below what the view had read of it (the topic was
+// recreated, or the cluster restarted without its data), and the table
+// still describes the old log. The view
 // rebuilds the partition's table from its start (see the package doc,
 // "When the topic starts over"); once the rebuilt table has caught up and
 // replaced the old one, Confirm answers again and [View.Health] is healthy
-// again. Until then Health reports it too. Retry Confirm later; there is
-// nothing to restart.
+// again. Until then Health reports it too. Retry Confirm later; only when
+// the view cannot rebuild (see the package doc) does it stay, until the
+// view is restarted without its state dir.
 var ErrRewound = errors.New("view: the role topic's offsets went backwards")
 
 // OffsetsWentBackwardsError says that a partition of the role topic now

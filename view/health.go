@@ -217,6 +217,6 @@ func (v *View) healthProbe(ctx context.Context) {
 
 // rewoundReason is Health's reason for a partition marked rewound.
 func rewoundReason(e *OffsetsWentBackwardsError) string {
-	return fmt.Sprintf("the role topic's offsets went backwards: partition %d ends at %d, below the %d the view had read (the topic was recreated or the cluster lost its data); the view is rebuilding the partition's table from its start, and is healthy again once the rebuilt table has caught up",
+	return fmt.Sprintf("the role topic's offsets went backwards: partition %d ends at %d, below the %d the view had read (the topic was recreated or the cluster lost its data); the view is unhealthy until it has rebuilt the partition's table from the new log",
 		e.Partition, e.End, e.Offset)
 }
