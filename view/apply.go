@@ -3,7 +3,6 @@ package view
 import (
 	"errors"
 	"fmt"
-	"github.com/krabka/krole/rolestate"
 	"log/slog"
 
 	"github.com/lovoo/goka"
@@ -19,8 +18,18 @@ import (
 // error (see failRun).
 func (v *View) update(uc goka.UpdateContext, st storage.Storage, key string, value []byte) error {
 	p, off := uc.Partition(), uc.Offset()
-	v.health.contact(v.opts.Clock())
-	k, rec, reason, derr := v.decode(p, []byte(key), value)
+	var k codec.Key
+	var rec codec.Record
+	var reason SkipReason
+	var derr error
+	if d, ok := v.predecoded(p, off); ok {
+		k, rec, reason, derr = d.k, d.rec, d.reason, d.err
+	} else {
+		k, rec, reason, derr = v.decode(p, []byte(key), value)
+	}
+	if reason == "" && k.Kind == codec.KindLease {
+		reason, derr = checkAuthor(rec, batchOf(uc))
+	}
 	changed, replay, first := v.apply(p, off, k, rec, reason)
 	if replay {
 		return nil
@@ -68,98 +77,72 @@ func (v *View) decode(p int32, key, value []byte) (codec.Key, codec.Record, Skip
 	return k, r, "", nil
 }
 
-// apply folds one record handed to the view into the index. A record at or
-// below the partition's last offset is a replay (goka reconnected, or the
-// consumer started at the last record restored from the state dir) and is
-// not applied again. It reports whether the table changed, and for a skipped
-// record whether it is the first of its reason.
-func (v *View) apply(p int32, off int64, k codec.Key, rec codec.Record, reason SkipReason) (changed, replay, first bool) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	ps := v.parts[p]
-	if ps == nil { // not a partition the view knows: cannot happen with goka
-		return false, true, false
+// batchOf returns the batch header the view's consumer set on the record
+// (see consumer.go); a record without one counts as a plain append.
+func batchOf(uc goka.UpdateContext) batchInfo {
+	if h := uc.Headers(); h != nil {
+		if b, ok := decodeBatchInfo(h[BatchHeader]); ok {
+			return b
+		}
 	}
-	v.handed(ps, p, off)
-	if off <= ps.last {
-		return false, true, false
-	}
-	ps.last = off
-	if reason != "" {
-		v.skipped[reason]++
-		return false, false, v.skipped[reason] == 1
-	}
-	v.applied++
-	e := v.roles[k.Role]
-	isNew := e == nil
-	if isNew {
-		e = &roleEntry{leaseOffset: -1, lastOffset: -1}
-	}
-	var before rolestate.State
-	if v.needsBefore(k.Role) {
-		before = e.state(k.Role)
-	}
-	if !applyTo(e, k, rec, off) {
-		return false, false, false
-	}
-	v.leaseApplied(e, k)
+	return batchInfo{producerID: -1, epoch: -1}
+}
+
+// checkAuthor decides whether a lease record (a lease, a release, or a
+// tombstone on a lease key) counts: only a lease written in a transaction
+// by the producer id and epoch of its own token does. krole never writes a
+// lease tombstone, and a tombstone names no token, so none counts. See the
+// package doc, "Who can write what".
+func checkAuthor(rec codec.Record, b batchInfo) (SkipReason, error) {
 	switch {
-	case e.empty():
-		delete(v.roles, k.Role)
-	case isNew:
-		v.roles[k.Role] = e
+	case rec.Lease == nil:
+		return SkipForged, errors.New("a tombstone on a lease key: krole never writes one, and it names no token")
+	case !b.transactional:
+		return SkipForged, fmt.Errorf("lease of %s under token %d/%d not written in a transaction (batch producer id %d)",
+			rec.Lease.Member, rec.Lease.Token.ProducerID, rec.Lease.Token.Epoch, b.producerID)
+	case b.producerID != rec.Lease.Token.ProducerID || b.epoch != rec.Lease.Token.Epoch:
+		return SkipForged, fmt.Errorf("lease of %s names token %d/%d but was written by producer id %d epoch %d",
+			rec.Lease.Member, rec.Lease.Token.ProducerID, rec.Lease.Token.Epoch, b.producerID, b.epoch)
 	}
-	v.publish(k.Role, before, off)
-	return true, false, false
+	return "", nil
+}
+
+// apply passes one record handed to the view through the catch-up
+// protocol and the index. A record at or below the partition's last offset
+// is a replay (goka reconnected, or the consumer started at the last
+// record restored from the state dir) and is not applied again. Otherwise
+// the record is folded into the index (or counted as skipped) before the
+// partition's progress moves past it, so that a catch-up waiter woken by
+// the record finds it in the table. It reports whether the table changed,
+// and for a skipped record whether it is the first of its reason. Only
+// partition p's goroutine calls it for p.
+func (v *View) apply(p int32, off int64, k codec.Key, rec codec.Record, reason SkipReason) (changed, replay, first bool) {
+	if v.progress.replay(p, off) {
+		return false, true, false
+	}
+	if reason != "" {
+		first = v.index.skip(reason)
+	} else {
+		changed = v.index.apply(p, k, rec, off)
+	}
+	v.progress.done(p, off)
+	return changed, false, first
 }
 
 // seed loads a partition's stored table into the index (recs in any order)
 // and records the partition's stored offset. It is called once per
 // partition, when goka opens the partition's storage.
 func (v *View) seed(p int32, recs []storedRecord, offset int64) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	touched := map[codec.Role]*roleEntry{}
+	decoded := make([]decodedRecord, 0, len(recs))
 	for _, sr := range recs {
 		k, rec, reason, _ := v.decode(p, []byte(sr.key), sr.value)
-		if reason != "" || rec.Tombstone() {
+		if reason != "" {
 			continue
 		}
-		e := v.roles[k.Role]
-		if e == nil {
-			e = &roleEntry{leaseOffset: -1, lastOffset: -1}
-			v.roles[k.Role] = e
-		}
-		touched[k.Role] = e
-		switch {
-		case rec.Lease != nil:
-			e.setLease(*rec.Lease, sr.offset)
-			v.leaseApplied(e, k)
-		case rec.Registration != nil:
-			e.cands = append(e.cands, rolestate.Candidate{Member: k.Member, Offset: sr.offset, RegisteredAt: rec.Registration.RegisteredAt})
-		}
-		if sr.offset > e.lastOffset {
-			e.lastOffset = sr.offset
-		}
+		decoded = append(decoded, decodedRecord{key: k, rec: rec, offset: sr.offset})
 	}
-	for role, e := range touched {
-		e.sortCands()
-		if v.needsBefore(role) {
-			v.publish(role, rolestate.State{Role: role, LeaseOffset: -1}, e.lastOffset)
-		}
-	}
-	ps := v.parts[p]
-	if ps == nil || ps.seeded {
-		return
-	}
-	ps.seeded = true
-	if offset > ps.last {
-		ps.last = offset
-	}
-	v.nseeded++
-	if v.nseeded == len(v.parts) {
-		close(v.seeded)
-	}
+	v.index.seed(decoded)
+	v.progress.seed(p, offset)
 	if len(recs) > 0 || offset >= 0 {
 		v.log.Info("view resumed partition from state dir", "partition", p, "records", len(recs), "offset", offset)
 	}

@@ -2,12 +2,14 @@ package view
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/testcluster"
@@ -18,7 +20,7 @@ import (
 func gokaRecovered(t *testing.T, v *View) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		gv := v.gv.Load()
+		gv := v.glue.gv.Load()
 		return gv != nil && gv.Recovered()
 	}, 10*time.Second, 10*time.Millisecond, "goka's View.Recovered() never turned true")
 }
@@ -48,7 +50,7 @@ func TestCaughtUpOnPartitionEndingInMarker(t *testing.T) {
 	byPart := rolesInPartitions("role", 2, 1)
 	r, q := byPart[0][0], byPart[1][0]
 	w.register(r, "a")
-	l := mkLease("a", 1, now, time.Minute)
+	l := tp.sign(mkLease("a", 1, now, time.Minute))
 	off := w.lease(tp, r, l, true) // offset 1, commit marker at 2
 	w.lease(tp, r, mkLease("b", 2, now, time.Minute), false)
 
@@ -189,18 +191,16 @@ func TestCrashMidWriteHoldsTheViewBackOnlyUntilTheTransactionTimesOut(t *testing
 // consumer that follows the topic started (-1: not yet) and the highest
 // offset it has handed the view (-1: none).
 func consumerState(v *View, p int32) (consumers int, recovered bool, from, live int64) {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	ps := v.parts[p]
-	return ps.consumers, ps.gokaRecovered, ps.from, ps.live
+	gp := v.glue.state(p)
+	return gp.consumers, gp.recovered, gp.from, v.progress.liveOf(p)
 }
 
 // TestFirstCatchUpLeavesTheConsumerFetching: goka runs a partition in two
-// phases, recovery and catch-up, each with its own consumer, and sarama
-// delays a new consumer's first fetch (it batches new subscriptions for
-// 100ms). A view that reported caught up once recovery had read the last
-// record showed the records committed in its next 100-300ms that much
-// late. The first catch-up must leave every partition that holds a record
+// phases, recovery and catch-up, each with its own consumer, and a new
+// consumer's first fetch comes late (sarama's batched new subscriptions
+// for 100ms). A view that reported caught up once recovery had read the
+// last record showed the records committed in its next 100-300ms that
+// much late. The first catch-up must leave every partition that holds a record
 // read by the one consumer that follows the topic for the rest of the Run,
 // and that consumer must have handed the view a record, so it is
 // subscribed and fetching.
@@ -287,4 +287,54 @@ func TestFirstCatchUpAfterResumeReplaysOneRecord(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []codec.MemberID{"a", "b", "c"}, members(cs))
 	assert.Equal(t, int64(1), v2.Stats().Applied)
+}
+
+// TestCatchUpIgnoresARecordAppliedAfterItsProbe: WaitCaughtUp probes the
+// partition's end, and a record committed after that answer is applied
+// before WaitCaughtUp looks at what the view has read. The partition did
+// not go backwards (the record is past the probed end because it came
+// later), so WaitCaughtUp returns at once rather than wait for a rebuild
+// that never comes.
+func TestCatchUpIgnoresARecordAppliedAfterItsProbe(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	c.RequireFake(t)
+	w := newWriter(t, c, 1)
+	w.register("db", "a") // offset 0: the end is 1
+	v, _ := runView(t, c.Config, Options{HealthInterval: time.Hour})
+	caughtUp(t, v)
+	healthy(t, v) // the monitor's first probe is done; the next is an hour away
+
+	var armed atomic.Bool
+	armed.Store(true)
+	c.Fake.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake.KeepControl()
+		lr := req.(*kmsg.ListOffsetsRequest)
+		if lr.IsolationLevel != 1 || !armed.CompareAndSwap(true, false) {
+			return nil, nil, false
+		}
+		// Answer the end as it is now (1), after a record at offset 1
+		// has been committed and applied.
+		c.Fake.SleepControl(func() {
+			w.register("db", "b")
+			assert.Eventually(t, func() bool { return v.progress.lastOf(0) == 1 }, 20*time.Second, time.Millisecond)
+		})
+		resp := lr.ResponseKind().(*kmsg.ListOffsetsResponse)
+		resp.Version = lr.Version
+		for _, rt := range lr.Topics {
+			st := kmsg.NewListOffsetsResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewListOffsetsResponseTopicPartition()
+				sp.Partition, sp.Offset, sp.Timestamp, sp.LeaderEpoch = rp.Partition, 1, -1, -1
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, v.WaitCaughtUp(ctx))
+	assert.False(t, armed.Load(), "the probe was answered with the earlier end")
+	assert.True(t, v.Health().Healthy, "nothing went backwards")
 }

@@ -34,9 +34,13 @@ import (
 // reported too.
 //
 // Errors: when ctx ends first, an error matching both [ErrNotCaughtUp] and
-// ctx.Err(); once Run has returned, [ErrStopped]; when the partition's
-// last stable offset is below what the view has read, [ErrRewound]
-// (wrapped); a failed probe, its error wrapped. No state is returned with
+// ctx.Err(); once Run has returned, [ErrStopped]; while the partition's
+// offsets have gone backwards (its last stable offset found below what the
+// view had read, by this call's probe or earlier by the view) and the view
+// has not yet replaced its table with one rebuilt from the partition's new
+// log, an error matching both [ErrRewound] and [*OffsetsWentBackwardsError]
+// (without a round trip when the view knew it already); a failed probe,
+// its error wrapped. No state is returned with
 // an error. A round trip in flight is not interrupted by ctx: it is
 // bounded by the config's RequestTimeout. Called before Run, it waits for
 // Run to start.
@@ -45,71 +49,80 @@ func (v *View) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirme
 	if err := v.waitChan(ctx, v.started); err != nil {
 		return none, err
 	}
-	if err := v.waitChan(ctx, v.seeded); err != nil {
+	if err := v.waitChan(ctx, v.progress.seeded); err != nil {
 		return none, err
 	}
 	p := codec.Partition(role, v.nparts)
+	if e := v.progress.rewoundOf(p); e != nil {
+		return none, rewound(e)
+	}
 	first := !v.isReady()
-	read := v.readSoFar()[p]
+	mark := v.progress.marks()[p]
 	lsos, err := v.prober.listOffsets(ctx, []int32{p}, sarama.OffsetNewest)
 	if err != nil {
 		return none, v.probeErr(ctx, err)
 	}
-	v.health.contact(v.opts.Clock())
 	lso := lsos[p]
-	if r := rewoundAt(p, lso, read); r != "" {
-		return none, fmt.Errorf("view: %w: %s", ErrRewound, r)
+	if lso < mark.read {
+		v.progress.markRewound(&OffsetsWentBackwardsError{Topic: v.topic, Partition: p, Offset: mark.read, End: lso}, mark.resets)
+	}
+	if e := v.progress.rewoundOf(p); e != nil {
+		return none, rewound(e)
 	}
 	open, err := v.prober.openProducer(p, lso)
 	if err != nil {
 		return none, v.probeErr(ctx, err)
 	}
 	if first {
-		err = v.catchUpPartition(ctx, p, lso, true)
+		err = v.catchUpPartition(ctx, p, lso, mark, true)
 		if err == nil {
-			v.confirmedTo(p, lso)
+			v.progress.confirmedTo(p, lso, mark.resets)
 		}
 	} else {
-		err = v.confirmPartition(ctx, p, lso)
+		err = v.confirmPartition(ctx, p, lso, mark)
 	}
 	if err != nil {
 		return none, err
 	}
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	if v.stopped {
-		return none, ErrStopped
+	if e := v.progress.rewoundOf(p); e != nil {
+		return none, rewound(e) // it went backwards while the view caught up
 	}
-	c := rolestate.Confirmed{State: v.roles[role].state(role), OpenProducerID: open, OpenOffset: -1}
+	ix := v.index
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	select {
+	case <-v.done:
+		return none, ErrStopped
+	default:
+	}
+	if ix.rebuilding[p] { // cannot be without a mark: a reset follows one
+		return none, rewound(&OffsetsWentBackwardsError{Topic: v.topic, Partition: p, Offset: mark.read, End: lso})
+	}
+	c := rolestate.Confirmed{State: ix.roles[role].state(role), OpenProducerID: open, OpenOffset: -1}
 	if open >= 0 {
 		c.OpenOffset = lso
 	}
 	return c, nil
 }
 
+// rewound is Confirm's error for a partition whose offsets went backwards
+// and that the view has not rebuilt yet: it matches both ErrRewound and e.
+func rewound(e *OffsetsWentBackwardsError) error {
+	return fmt.Errorf("%w: %w", ErrRewound, e)
+}
+
 // confirmPartition waits until partition p is caught up to lso (its last
-// stable offset, probed after the view's first catch-up), and records it.
-// A partition already confirmed up to lso needs no round trip.
-func (v *View) confirmPartition(ctx context.Context, p int32, lso int64) error {
-	v.mu.RLock()
-	done := lso <= v.parts[p].caughtUpTo
-	v.mu.RUnlock()
-	if !done {
-		if err := v.catchUpPartition(ctx, p, lso, false); err != nil {
+// stable offset, probed after mark was taken and after the view's first
+// catch-up), and records it. A partition already confirmed up to lso
+// needs no round trip.
+func (v *View) confirmPartition(ctx context.Context, p int32, lso int64, mark readMark) error {
+	if lso > v.progress.caughtUpToOf(p) || lso < mark.read {
+		if err := v.catchUpPartition(ctx, p, lso, mark, false); err != nil {
 			return err
 		}
 	}
-	v.confirmedTo(p, lso)
+	v.progress.confirmedTo(p, lso, mark.resets)
 	return nil
-}
-
-// confirmedTo records that partition p was found caught up to lso.
-func (v *View) confirmedTo(p int32, lso int64) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if ps := v.parts[p]; lso > ps.caughtUpTo {
-		ps.caughtUpTo = lso
-	}
 }
 
 // openProducer fetches partition p at lso with read_uncommitted isolation
@@ -135,6 +148,7 @@ func (pr *prober) openProducer(p int32, lso int64) (int64, error) {
 	if err != nil {
 		return -1, fmt.Errorf("fetch %s/%d at %d: %w", pr.topic, p, lso, err)
 	}
+	pr.answer()
 	blk := resp.GetBlock(pr.topic, p)
 	if blk == nil {
 		return -1, fmt.Errorf("fetch %s/%d: %w", pr.topic, p, sarama.ErrIncompleteResponse)

@@ -29,12 +29,19 @@ type consumerGate struct {
 
 func holdConsumer(t *testing.T, c *testcluster.Cluster) *consumerGate {
 	t.Helper()
+	return holdConsumerIf(t, c, func(*kmsg.FetchRequest) bool { return true })
+}
+
+// holdConsumerIf is holdConsumer for the consumer's fetches that hold
+// says to hold; the others pass.
+func holdConsumerIf(t *testing.T, c *testcluster.Cluster, hold func(*kmsg.FetchRequest) bool) *consumerGate {
+	t.Helper()
 	c.RequireFake(t)
 	g := &consumerGate{c: c, open: make(chan struct{}), waiting: make(chan struct{})}
 	c.Fake.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.Fake.KeepControl()
-		if req.(*kmsg.FetchRequest).MaxWaitMillis == 0 {
-			return nil, nil, false // a probe
+		if fr := req.(*kmsg.FetchRequest); fr.MaxWaitMillis == 0 || !hold(fr) {
+			return nil, nil, false // a probe, or a fetch let through
 		}
 		g.mu.Lock()
 		open := g.open

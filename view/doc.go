@@ -42,6 +42,12 @@
 //     first of each kind at warn level, with partition and offset); every
 //     other record is applied as if they were not there. A key whose latest
 //     value is unreadable keeps its last readable value.
+//   - A lease or release counts only when it was written in a transaction
+//     by the producer id and epoch of the token it names; any other lease
+//     record is skipped the same way (see "Who can write what").
+//   - When the topic starts over (recreated, or the cluster restarted
+//     without its data), the table is rebuilt from it (see "When the topic
+//     starts over", which also says when this cannot be seen).
 //
 // # Caught up
 //
@@ -59,32 +65,91 @@
 // manager is wrapped), so one consumer per partition reads the topic, from
 // its start or from the state dir's offset, for the whole Run.
 //
+// That consumer is the view's own (goka is handed it as its sarama
+// consumer): raw read_committed fetches on a connection per partition,
+// which drop aborted transactions and transaction markers as Kafka's own
+// consumer does, and which hand the view each record's batch producer id,
+// epoch and transactional flag (see "Who can write what"). goka.go lists
+// what the view relies on in goka, each with a test.
+//
 // # A view's first moments
 //
 // The first catch-up also waits until each partition's consumer, the one
-// that follows the topic from then on, has handed the view the last record
-// it can be handed below the last stable offset. (After a restart from the
-// state dir with nothing new to read, the consumer starts at the last
-// stored record and hands it again; the view does not apply it twice.) A
-// consumer that has handed a record is subscribed at the broker and
-// fetching, so a record committed after the first catch-up reaches the
-// table one fetch later, as it does later on: about the time the writer
-// takes to read its own acknowledgement.
+// that follows the topic from then on, has started, and for a partition
+// holding records below the last stable offset, until it has handed the
+// view the last of them. (After a restart from the state dir with nothing
+// new to read, the consumer starts at the last stored record and hands it
+// again; the view does not apply it twice.) A partition consumer fetches
+// from the moment it starts, so a record committed after the first
+// catch-up reaches the table one fetch later, as it does later on: about
+// the time the writer takes to read its own acknowledgement. For a
+// partition that held no such record (an empty partition, say) the first
+// fetch may still be opening its connection when the first catch-up
+// returns; a record committed then waits for that connection, a round
+// trip or two (docs/BENCHMARKS.md, section View, has the figures). The
+// same holds after the view restarts a partition's consumer on an error
+// (see [View.Run]).
 //
-// The exception is a partition that holds no such record when the view
-// starts: an empty partition (in a new topic, say), or one holding only
-// transaction markers and aborted records from where the consumer starts.
-// Nothing proves that its consumer fetches, and sarama's consumer collects
-// new partition subscriptions for 100ms (partitionConsumersBatchTimeout)
-// before their first fetch. A record committed to such a partition in that
-// window, the first ~100ms after the first catch-up, reaches the table
-// only with that first fetch: up to ~100ms late (docs/BENCHMARKS.md,
-// section View, has the figures). The same holds for ~100ms after the view
-// restarts a partition's consumer on an error (see [View.Run]). This
-// cannot be closed from outside sarama: the batching has no setting, and
-// sarama gives no sign of a first fetch that returned nothing (a partition
-// consumer's HighWaterMarkOffset comes from ListOffsets when it starts,
-// and only a fetch that returns records changes it).
+// # Who can write what
+//
+// A lease or a release counts only when it was written in a transaction
+// by the producer id and epoch of the token it names: its record batch is
+// transactional and the batch's producer id and epoch equal the lease's
+// Token. Any other lease record is skipped as forged ([SkipForged]),
+// counted and logged like the other skips: a plain append (producer id -1,
+// or an idempotent producer's own id, not transactional), a transaction
+// under another transactional id (another producer id), a write under an
+// older or newer epoch than the one the lease names, and any tombstone on
+// a lease key (krole never writes one, and it names no token). The view
+// reads committed batches only, and the coordinator binds a producer id
+// to one transactional id (InitProducerId), so a lease naming the token
+// of the role's transactional id can be written only by a producer that
+// holds that transactional id at that epoch: the holder, whose write the
+// broker fences once a newer epoch exists.
+//
+// What the check does not stop: registrations and their tombstones are
+// plain appends by design (a member registers without a transaction), so
+// a principal with Write on the role topic can still add candidates and
+// remove them, which changes the ranking and who challenges next; it
+// cannot make a lease count, so it cannot depose a holder or keep a role
+// vacant. The ACLs that matter: Write on the role topic lets a principal
+// register (and forge registrations); a lease needs, in addition, Write
+// (and Describe) on the TransactionalId <prefix><role> (krole.<role> by
+// default). Grant the latter only to the role's members. Write on the
+// topic alone cannot forge a lease; Write on the topic plus that
+// transactional id can take the role through the broker's fence, as any
+// member can.
+//
+// # When the topic starts over
+//
+// A partition whose log now ends below the offset the view has read has
+// gone backwards: the topic was deleted and created again, or the cluster
+// restarted without its data. The view sees it when its consumer is told
+// that its next offset is out of range and the partition's end is below
+// it, or when goka restarts the partition's consumer and the end is below
+// what the view (or its state dir) holds. It then reads that partition
+// again from its start into a table of its own (with a state dir, it
+// clears the partition's database first) and, once that has caught up,
+// replaces the partition's roles with it: subscribers get each changed
+// role (Before the old state, After the rebuilt one), [Stats].Rebuilds
+// counts it, and a warning is logged. Until then lookups answer from the
+// old table, [View.WaitCaughtUp] waits, [View.Confirm] fails with
+// [ErrRewound] for the partition's roles, and [View.Health] reports that
+// the offsets went backwards; a probe of Confirm, WaitCaughtUp or the
+// health monitor that finds the partition's end below what the view had
+// read before it probed counts as seeing it too. Once the rebuilt table
+// has replaced the old one, Confirm answers and Health is healthy again;
+// each lease of the rebuilt table is stamped (LeaseSeenAt) when it
+// replaces the old one. A partition recreated and
+// written past the view's next offset before the view fetches again is
+// not seen to go backwards: offsets alone cannot tell (Kafka's topic ids
+// could; sarama's fetch does not send them), and the view then reads on
+// from its offset and never sees the new records below it. Nor is a
+// partition rebuilt that only a probe sees going backwards (its new last
+// stable offset is below what the view read, held there by an open
+// transaction, while its end is past the consumer's next offset): the
+// consumer reads on, and Confirm and Health keep reporting it until the
+// view is restarted without its state dir.
 //
 // # State on disk
 //
@@ -110,19 +175,21 @@
 // table holds everything below the partition's last stable offset, and one
 // Fetch to name the producer of a transaction left open there. It fails,
 // rather than answer from the table, when the cluster cannot be reached,
-// when ctx ends first, or when the partition's offsets went backwards
-// ([ErrRewound]).
+// when ctx ends first, or while the partition's offsets have gone
+// backwards and the view has not yet rebuilt its table ([ErrRewound]; see
+// "When the topic starts over").
 //
 // [View.Health] says, without blocking, whether the table is current: the
 // view probes the topic's end every [Options].HealthInterval, and is
 // unhealthy when no broker has answered it for [Options].StaleAfter, when
-// it has not been confirmed caught up for that long, or when a probe found
-// the topic holding less than the view read (the topic was recreated, or
-// the cluster restarted without its data; the view reports it but does not
-// rebuild its table). Lookups keep answering from the table meanwhile.
+// it has not been confirmed caught up for that long, or while a partition
+// whose offsets went backwards (the topic was recreated, or the cluster
+// restarted without its data) has not been rebuilt yet (see "When the
+// topic starts over"). Lookups keep answering from the table meanwhile.
 //
 // Each lease in a state carries LeaseSeenAt: when this view applied (or
-// restored) the lease record, on the view's clock ([Options].Clock).
+// restored) the lease record, on the view's clock ([Options].Clock); a
+// lease of a rebuilt table, when that table replaced the old one.
 // Expiry judged from it plus the lease's span ([rolestate.LeaseSpan]) does
 // not depend on the holder's clock; a view that first reads a lease when
 // it starts stamps it then, so it credits the lease with its whole span.

@@ -1,6 +1,9 @@
 package view
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // ErrNotCaughtUp is returned, wrapped together with ctx.Err(), when a
 // lookup or [View.WaitCaughtUp] gives up because its context ended before
@@ -20,12 +23,39 @@ var ErrStopped = errors.New("view: stopped")
 // where the first left off).
 var ErrAlreadyRun = errors.New("view: Run was already called")
 
-// ErrRewound is returned (wrapped) by [View.Confirm] when the partition's
-// last stable offset is below what the view has read of it: the topic was
-// recreated, or the cluster restarted without its data. The table no longer
-// describes the topic; [View.Health] reports it too. A view does not
-// recover from it: restart it (and delete its state dir).
+// ErrRewound is returned (wrapped, together with an
+// [*OffsetsWentBackwardsError] naming the partition) by [View.Confirm]
+// while the role's partition has gone backwards and the view has not yet
+// rebuilt it: the partition's end (its last stable offset or high
+// watermark) was found below what the view had read of it (the topic was
+// recreated, or the cluster restarted without its data), and the table
+// still describes the old log. The view
+// rebuilds the partition's table from its start (see the package doc,
+// "When the topic starts over"); once the rebuilt table has caught up and
+// replaced the old one, Confirm answers again and [View.Health] is healthy
+// again. Until then Health reports it too. Retry Confirm later; only when
+// the view cannot rebuild (see the package doc) does it stay, until the
+// view is restarted without its state dir.
 var ErrRewound = errors.New("view: the role topic's offsets went backwards")
+
+// OffsetsWentBackwardsError says that a partition of the role topic now
+// ends below the offset the view had read up to: the topic was deleted and
+// created again, or the cluster restarted without its data. The view
+// rebuilds its table when it sees one (see the package doc, "When the
+// topic starts over"); [Stats].Rebuilds counts them.
+type OffsetsWentBackwardsError struct {
+	Topic     string
+	Partition int32
+	// Offset is where the view was to read next; End is the partition's
+	// end (the high watermark, or the last stable offset) as the broker
+	// now gives it, below Offset.
+	Offset, End int64
+}
+
+func (e *OffsetsWentBackwardsError) Error() string {
+	return fmt.Sprintf("view: partition %s/%d ends at offset %d, below offset %d that the view had read up to: the topic was recreated or the cluster lost its data",
+		e.Topic, e.Partition, e.End, e.Offset)
+}
 
 // SkipReason says why the view skipped a record of the role topic.
 type SkipReason string
@@ -49,7 +79,13 @@ const (
 	// (codec.Partition); ranking by offset only holds within one partition,
 	// so a misplaced record is never applied.
 	SkipPartition SkipReason = "wrong_partition"
+	// SkipForged: a lease or release that was not written in a transaction
+	// by the producer id and epoch of the token it names (a plain append,
+	// another transactional id's write, an older or newer epoch's), or a
+	// tombstone on a lease key, which krole never writes. See the package
+	// doc, "Who can write what".
+	SkipForged SkipReason = "forged"
 )
 
 // SkipReasons lists every SkipReason, in a fixed order.
-var SkipReasons = []SkipReason{SkipKey, SkipValue, SkipVersion, SkipMismatch, SkipPartition}
+var SkipReasons = []SkipReason{SkipKey, SkipValue, SkipVersion, SkipMismatch, SkipPartition, SkipForged}

@@ -14,38 +14,76 @@ import (
 	"github.com/lovoo/goka/storage"
 )
 
-// This file is the glue between the view and goka v1.1.14. Four things
-// are replaced:
+// This file is the glue between the view and goka v1.1.14. goka stays the
+// engine: it owns a goroutine per partition, opens the partition's storage,
+// starts and restarts the partition's consumer, and calls the view's
+// update callback with each record. The view changes goka's behaviour only
+// through goka's own extension points:
 //
-//   - the consumer: built from fencing.Config.Sarama(), so it reads with
-//     read_committed isolation (goka's default config reads uncommitted),
-//     and wrapped (trackingConsumer) so that the view knows when goka
-//     starts a partition consumer and where;
-//   - the topic manager: goka runs a partition in two phases, recovery and
-//     catch-up, each with its own partition consumer. Recovery reads until
-//     it has been handed the record at "newest offset - 1" (which it asks
-//     the topic manager for), closes its consumer, and only when every
-//     partition has recovered does goka start the consumer that follows
-//     the topic. That restart costs the view its first moments: closing
-//     waits out the consumer's long poll, and sarama batches a new
-//     partition subscription for 100ms (partitionConsumersBatchTimeout)
-//     before it fetches, so records committed just after the view caught
-//     up would reach it 100-300ms late. The high watermark is also never
-//     reached when a partition ends in a transaction marker or holds an
-//     open transaction. The view has its own notion of caught up (see
-//     View.WaitCaughtUp), so it does not need goka's recovery at all:
-//     tailTopicManager answers the recovery phase's question with the
-//     offset recovery starts at, so that recovery reads nothing, and one
+//   - the consumer (WithViewConsumerSaramaBuilder): the view's own
+//     (consumer.go), read_committed, which also hands the view each
+//     record's batch header; trackingConsumer tells the view where goka
+//     starts each partition consumer;
+//   - the topic manager (WithViewTopicManagerBuilder): tailTopicManager
+//     answers the recovery phase's "newest offset" with the offset
+//     recovery starts at, so that goka's recovery reads nothing, and one
 //     consumer per partition reads the topic from its start (or from the
-//     state dir's offset) for the whole Run;
-//   - the storage: the in-memory index is the table the lookups read; goka's
-//     storage only persists it (LevelDB, with StateDir) or keeps the offset
-//     (memory). The LevelDB storage is kept in goka's recovery mode (the
-//     offset is written every 30s and on close, not with every record)
-//     until the view's first catch-up, as goka's recovery would have.
+//     state dir's offset) for the whole Run. The view has its own notion
+//     of caught up (View.WaitCaughtUp), which goka's recovery cannot give:
+//     it never ends on a partition whose last offset is a transaction
+//     marker or inside an open transaction, and it would close its
+//     consumer and start another when it ends;
+//   - the storage (WithViewStorageBuilder): the in-memory index is the
+//     table the lookups read; goka's storage only persists it (LevelDB,
+//     with StateDir) or keeps the offset (memory). The LevelDB storage is
+//     kept in goka's recovery mode (the offset is written every 30s and on
+//     close, not with every record) until the view's first catch-up, as
+//     goka's recovery would have.
 //
-// goka's View closes neither its consumer nor its topic manager when Run
-// returns; gokaResources does.
+// The batch header reaches the update callback as a record header,
+// BatchHeader, that the view's consumer sets on every record; it drops
+// the record's own headers, so a writer cannot forge the header under any
+// name. A header rather than a side channel, because goka hands a record's
+// headers to the callback with the record (UpdateContext.Headers), on the
+// same goroutine, in the same order: nothing to pair up. It costs one
+// 11-byte value per batch, shared by the batch's records, and a map built
+// only for lease records (the only ones the view checks).
+//
+// What correctness relies on in goka v1.1.14, each with the test that
+// fails if an upgrade changes it:
+//
+//  1. goka's default consumer config (DefaultConfig) reads uncommitted
+//     records, so the view must hand goka a consumer of its own
+//     (TestGokaDefaultConsumerConfigReadsUncommitted).
+//  2. Each partition's load asks the storage's GetOffset (with goka's "not
+//     stored" marker, -3, as default) and then the topic manager for the
+//     oldest and newest offsets; the consumer starts one past the stored
+//     offset, or at the oldest offset when nothing is stored. diskStore
+//     answers one less than it stored, so that the consumer hands the last
+//     stored record again (TestGokaStartsTheConsumerAfterTheStoredOffset,
+//     TestFirstCatchUpAfterResumeReplaysOneRecord).
+//  3. Recovery reads until it has been handed a record at newest - 1 or
+//     beyond, then calls the storage's MarkRecovered; when the start is at
+//     or past newest it reads nothing and marks the partition recovered
+//     at once; a partition ending in a transaction marker is not
+//     recovered until a record after the marker arrives, and
+//     View.Recovered() stays false until then
+//     (TestGokaRecoveryEndsAtNewestMinusOne,
+//     TestGokaStartsTheConsumerAfterTheStoredOffset).
+//  4. The update callback is called once per record, in offset order per
+//     partition, from the partition's goroutine, with the record's headers
+//     (UpdateContext.Headers), followed by the storage's SetOffset
+//     (TestGokaRecoveryEndsAtNewestMinusOne, TestForgedLeasesAreSkipped).
+//  5. With WithViewAutoReconnect, an error on a partition consumer's Errors
+//     (or from the topic manager while starting one) makes goka close the
+//     consumer (AsyncClose), drain Messages and Errors until both are
+//     closed, wait its backoff, and load the partition again from the
+//     storage's offset; Messages closing without an error ends the
+//     partition for good, so the view's consumer closes its channels only
+//     after AsyncClose (TestRecreatedTopicIsRebuilt,
+//     TestStateDirOfARecreatedTopicIsRebuilt).
+//  6. goka's View closes neither its consumer nor its topic manager when
+//     Run returns; gokaResources does (the leak check in TestMain).
 
 // gokaResources keeps what goka builds, to close it after goka's Run.
 type gokaResources struct {
@@ -54,18 +92,18 @@ type gokaResources struct {
 	tmgrs     []*tailTopicManager
 }
 
-func (r *gokaResources) consumerBuilder(v *View, sc *sarama.Config) goka.SaramaConsumerBuilder {
+func (r *gokaResources) consumerBuilder(v *View, client sarama.Client, sc *sarama.Config) goka.SaramaConsumerBuilder {
 	return func(brokers []string, clientID string) (sarama.Consumer, error) {
 		c := *sc
 		c.ClientID = clientID
-		cons, err := sarama.NewConsumer(brokers, &c)
-		if err != nil {
-			return nil, err
-		}
+		fc := newFetchConsumer(client, &c, v.wentBackwards)
+		fc.prepare = v.prepare
+		fc.answered = v.contact
+		var cons sarama.Consumer = fc
 		r.mu.Lock()
 		r.consumers = append(r.consumers, cons)
 		r.mu.Unlock()
-		v.consumer.Store(&cons)
+		v.glue.consumer.Store(&cons)
 		return &trackingConsumer{Consumer: cons, v: v}, nil
 	}
 }
@@ -79,9 +117,12 @@ type trackingConsumer struct {
 
 // ConsumePartition starts goka's partition consumer and tells the view.
 func (c *trackingConsumer) ConsumePartition(topic string, partition int32, offset int64) (sarama.PartitionConsumer, error) {
+	if topic == c.v.topic {
+		c.v.predecode.reset(partition)
+	}
 	pc, err := c.Consumer.ConsumePartition(topic, partition, offset)
 	if err == nil && topic == c.v.topic {
-		c.v.consumerStarted(partition, offset)
+		c.v.glue.consumerStarted(partition, offset)
 	}
 	return pc, err
 }
@@ -121,8 +162,9 @@ func (r *gokaResources) close(log *slog.Logger) {
 // tailTopicManager is goka's topic manager with one answer changed: in a
 // partition's recovery phase, the newest offset is the offset recovery
 // starts at, so that goka's recovery reads nothing and marks the partition
-// recovered at once (see the top of this file). Afterwards, and for any
-// other question, it answers as goka's own.
+// recovered at once (see the top of this file). Afterwards it answers as
+// goka's own, except that a newest offset below the offset the view has
+// read is an error (the offsets went backwards; see rebuild.go).
 type tailTopicManager struct {
 	goka.TopicManager
 	v      *View
@@ -131,12 +173,26 @@ type tailTopicManager struct {
 
 // GetOffset answers goka's questions about offsets.
 func (t *tailTopicManager) GetOffset(topic string, partition int32, which int64) (int64, error) {
-	if which == sarama.OffsetNewest && topic == t.v.topic {
-		if off, ok := t.v.recoveryEnd(partition); ok {
-			return off, nil
-		}
+	if which != sarama.OffsetNewest || topic != t.v.topic {
+		return t.TopicManager.GetOffset(topic, partition, which)
 	}
-	return t.TopicManager.GetOffset(topic, partition, which)
+	if off, ok := t.v.glue.recoveryEnd(partition); ok {
+		return off, nil
+	}
+	end, err := t.TopicManager.GetOffset(topic, partition, which)
+	if err != nil {
+		return end, err
+	}
+	// goka asks this when it starts the partition's consumer. An end below
+	// what the view has read means the offsets went backwards: goka would
+	// start the consumer at the end and never read what lies below it (see
+	// rebuild.go). The error makes goka start over, after the reset.
+	if last := t.v.progress.lastOf(partition); end < last+1 {
+		e := &OffsetsWentBackwardsError{Topic: topic, Partition: partition, Offset: last + 1, End: end}
+		t.v.wentBackwards(e)
+		return 0, e
+	}
+	return end, nil
 }
 
 // Close closes the topic manager once.
@@ -147,61 +203,145 @@ func (t *tailTopicManager) Close() error {
 	return t.TopicManager.Close()
 }
 
+// gokaGlue is what goka tells the view about its partitions: where each
+// partition's storage reported its offset, whether goka's recovery phase
+// has ended, and where goka started the consumer that follows the topic.
+// Every field of a gokaPart is guarded by mu; gv and consumer are set once
+// by Run and its builders.
+type gokaGlue struct {
+	gv       atomic.Pointer[goka.View] // for tests: goka's own Recovered()
+	consumer atomic.Pointer[sarama.Consumer]
+
+	mu    sync.Mutex
+	parts map[int32]*gokaPart
+}
+
+// gokaPart is goka's side of one partition.
+type gokaPart struct {
+	recovered bool          // goka's recovery phase has ended (it reads nothing)
+	reported  int64         // the offset the storage last reported to goka
+	from      int64         // where the consumer that follows the topic started; -1 before
+	consuming chan struct{} // closed once that consumer has started
+	consumers int           // consumers goka started for the partition (each ConsumePartition)
+	reset     bool          // the offsets went backwards: the storage resets at goka's next GetOffset
+}
+
+func newGokaGlue() *gokaGlue { return &gokaGlue{parts: map[int32]*gokaPart{}} }
+
+func (g *gokaGlue) addPartitions(parts []int32) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, p := range parts {
+		g.parts[p] = &gokaPart{reported: -1, from: -1, consuming: make(chan struct{})}
+	}
+}
+
 // recoveryEnd is the newest offset goka's recovery of partition p is given
 // (see tailTopicManager): one past the offset its storage reported, which
 // is where recovery starts, or 0. ok is false once p has recovered.
-func (v *View) recoveryEnd(p int32) (off int64, ok bool) {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	ps := v.parts[p]
-	if ps == nil || ps.gokaRecovered {
+func (g *gokaGlue) recoveryEnd(p int32) (off int64, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gp := g.parts[p]
+	if gp == nil || gp.recovered {
 		return 0, false
 	}
-	return max(ps.reported+1, 0), true
+	return max(gp.reported+1, 0), true
 }
 
 // reportedOffset records the offset partition p's storage gave goka.
-func (v *View) reportedOffset(p int32, off int64) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if ps := v.parts[p]; ps != nil {
-		ps.reported = off
+func (g *gokaGlue) reportedOffset(p int32, off int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gp := g.parts[p]; gp != nil {
+		gp.reported = off
 	}
 }
 
-// recovered records that goka's recovery phase of partition p has ended.
-func (v *View) recovered(p int32) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if ps := v.parts[p]; ps != nil {
-		ps.gokaRecovered = true
+// markRecovered records that goka's recovery phase of partition p has
+// ended.
+func (g *gokaGlue) markRecovered(p int32) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gp := g.parts[p]; gp != nil {
+		gp.recovered = true
 	}
 }
 
 // consumerStarted records that goka started a consumer of partition p at
 // offset. Only a consumer started after the recovery phase follows the
 // topic (recovery reads nothing, but would close its consumer).
-func (v *View) consumerStarted(p int32, offset int64) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	ps := v.parts[p]
-	if ps == nil {
+func (g *gokaGlue) consumerStarted(p int32, offset int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gp := g.parts[p]
+	if gp == nil {
 		return
 	}
-	ps.consumers++
-	if !ps.gokaRecovered {
+	gp.consumers++
+	if !gp.recovered {
 		return
 	}
-	if ps.from < 0 {
-		close(ps.consuming)
+	if gp.from < 0 {
+		close(gp.consuming)
 	}
-	ps.from = offset
+	gp.from = offset
+}
+
+// waitConsumer waits until goka has started the consumer that follows
+// partition p (after its recovery phase) and returns its start offset. It
+// gives ErrStopped once done is closed.
+func (g *gokaGlue) waitConsumer(ctx context.Context, done <-chan struct{}, p int32) (int64, error) {
+	g.mu.Lock()
+	gp := g.parts[p]
+	g.mu.Unlock()
+	select {
+	case <-gp.consuming:
+	case <-done:
+		return 0, ErrStopped
+	case <-ctx.Done():
+		return 0, notCaughtUp(ctx)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return gp.from, nil
+}
+
+// markReset marks partition p for a reset (see rebuild.go); it reports
+// false when one was pending already.
+func (g *gokaGlue) markReset(p int32) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gp := g.parts[p]
+	if gp == nil || gp.reset {
+		return false
+	}
+	gp.reset = true
+	return true
+}
+
+// takeReset reports whether partition p was marked for a reset, and
+// unmarks it.
+func (g *gokaGlue) takeReset(p int32) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gp := g.parts[p]
+	if gp == nil || !gp.reset {
+		return false
+	}
+	gp.reset = false
+	return true
+}
+
+// state is partition p's goka side, for tests.
+func (g *gokaGlue) state(p int32) gokaPart {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return *g.parts[p]
 }
 
 func (v *View) runContext() context.Context {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	if v.runCtx == nil {
+	if v.runCtx == nil { // set by Run before goka starts
 		return context.Background()
 	}
 	return v.runCtx
@@ -243,19 +383,25 @@ func (s *memStore) Open() error {
 
 // GetOffset gives goka the offset of the last record handed to it in this
 // Run, so that a reconnect resumes after it; def before the first.
+//
+// After the partition's offsets went backwards it forgets the offset
+// first (see rebuild.go).
 func (s *memStore) GetOffset(def int64) (int64, error) {
+	if s.v.resetPartition(s.p) {
+		s.offset.Store(0)
+	}
 	off := def
 	if o := s.offset.Load(); o > 0 {
 		off = o - 1
 	}
-	s.v.reportedOffset(s.p, off)
+	s.v.glue.reportedOffset(s.p, off)
 	return off, nil
 }
 
 // MarkRecovered records the end of goka's recovery phase, which reads
 // nothing (see tailTopicManager).
 func (s *memStore) MarkRecovered() error {
-	s.v.recovered(s.p)
+	s.v.glue.markRecovered(s.p)
 	return nil
 }
 
@@ -273,15 +419,54 @@ type diskStore struct {
 	p int32
 
 	// steady: goka's storage has been marked recovered, so it writes the
-	// offset with every record. Only goka's partition goroutine uses it.
-	steady bool
+	// offset with every record. cleared: the storage was emptied after the
+	// partition's offsets went backwards, and no offset was set since.
+	// Only goka's partition goroutine uses them.
+	steady, cleared bool
+}
+
+// clear deletes every key of the partition's database, the offset too.
+func (s *diskStore) clear() error {
+	it, err := s.Storage.Iterator()
+	if err != nil {
+		return fmt.Errorf("clearing state of partition %d: %w", s.p, err)
+	}
+	var keys []string
+	for it.Next() {
+		keys = append(keys, string(it.Key()))
+	}
+	err = it.Err()
+	it.Release()
+	if err != nil {
+		return fmt.Errorf("clearing state of partition %d: %w", s.p, err)
+	}
+	for _, k := range append(keys, gokaOffsetKey) {
+		if err := s.Storage.Delete(k); err != nil {
+			return fmt.Errorf("clearing state of partition %d: %w", s.p, err)
+		}
+	}
+	return nil
 }
 
 // GetOffset gives goka the stored offset minus one, so that the consumer
 // starts at the last record it read and hands it again (a replay, which
 // the view does not apply twice): the view's first catch-up takes that
 // record as proof that the consumer is fetching (see catchUpPartition).
+//
+// After the partition's offsets went backwards it deletes everything
+// stored first, and answers def until goka sets an offset again (see
+// rebuild.go).
 func (s *diskStore) GetOffset(def int64) (int64, error) {
+	if s.v.resetPartition(s.p) {
+		if err := s.clear(); err != nil {
+			return 0, err
+		}
+		s.cleared = true
+	}
+	if s.cleared {
+		s.v.glue.reportedOffset(s.p, def)
+		return def, nil
+	}
 	off, err := s.Storage.GetOffset(def)
 	if err != nil {
 		return 0, err
@@ -289,7 +474,7 @@ func (s *diskStore) GetOffset(def int64) (int64, error) {
 	if off >= 0 {
 		off--
 	}
-	s.v.reportedOffset(s.p, off)
+	s.v.glue.reportedOffset(s.p, off)
 	return off, nil
 }
 
@@ -297,7 +482,7 @@ func (s *diskStore) GetOffset(def int64) (int64, error) {
 // nothing (see tailTopicManager). goka's storage stays in its recovery
 // mode until the view's first catch-up: see SetOffset.
 func (s *diskStore) MarkRecovered() error {
-	s.v.recovered(s.p)
+	s.v.glue.markRecovered(s.p)
 	return nil
 }
 
@@ -349,6 +534,7 @@ func (s *diskStore) Open() error {
 // the view does not apply twice. The first record after the first catch-up
 // switches the storage to writing the offset with every record.
 func (s *diskStore) SetOffset(o int64) error {
+	s.cleared = false
 	if !s.steady && s.v.isReady() {
 		s.steady = true
 		if err := s.Storage.MarkRecovered(); err != nil {

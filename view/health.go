@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-
-	"github.com/krabka/krole/codec"
 )
 
 // This file is the view's account of its own freshness ([View.Health]) and
@@ -16,17 +14,22 @@ import (
 //
 // Freshness rests on two readings of the view's clock ([Options].Clock):
 //
-//   - the last contact: when a broker last answered the view. A probe of
-//     the topic's end that succeeds is one (the view probes every
-//     [Options].HealthInterval, and [View.WaitCaughtUp] and [View.Confirm]
-//     probe too), and so is a fetch that hands the view records (the
-//     consumer calls viewHealth.contact);
+//   - the last contact: when a broker last answered the view. Each answer
+//     to a probe round trip is one (the prober calls View.contact; the
+//     view probes every [Options].HealthInterval, and [View.WaitCaughtUp]
+//     and [View.Confirm] probe too), and so is each answer to a fetch of
+//     the view's consumer, records or none (consumer.go calls it too);
 //   - the last catch-up: when the view was last confirmed to hold every
 //     record of the whole topic that was stable when the probe started.
 //     The periodic probe confirms it with one ListOffsets round trip per
 //     leader while nothing new is committed (a partition whose last stable
 //     offset has not moved since the last confirmation needs nothing
 //     more), and waits for the records when something is.
+//
+// Beside them, Health reports a partition whose offsets went backwards
+// for as long as the catch-up protocol holds its rewound mark: from when
+// the consumer or a probe finds it until the rebuilt table replaces the
+// old one (see rebuild.go).
 //
 // Neither reading says anything about what the broker enforces; they only
 // bound how old the table's picture of the topic may be.
@@ -42,7 +45,8 @@ const (
 type Health struct {
 	// Healthy: Run is running, the view has caught up, a broker answered
 	// it within [Options].StaleAfter, it was confirmed caught up within
-	// StaleAfter, and no partition's offsets went backwards.
+	// StaleAfter, and no partition whose offsets went backwards is still
+	// waiting for its rebuilt table.
 	Healthy bool
 
 	// Reason says why the view is not healthy, in one sentence; "" when
@@ -55,9 +59,9 @@ type Health struct {
 	// its table, as it was at CaughtUpAt.
 	Unreachable bool
 
-	// LastContact is when a broker last answered the view (a probe of the
-	// topic's end, or a fetch that handed it records), by the view's
-	// clock; zero when none has.
+	// LastContact is when a broker last answered the view (a probe round
+	// trip, or a fetch of the view's consumer, with records or without),
+	// by the view's clock; zero when none has.
 	LastContact time.Time
 
 	// CaughtUpAt is when the view was last confirmed caught up with the
@@ -73,12 +77,14 @@ type viewHealth struct {
 	mu      sync.Mutex
 	started time.Time // when the health monitor started (Run)
 	last    time.Time // the last contact with a broker
-	rewound string    // the latest probe's finding that offsets went back; "" none
 }
 
-// contact records that a broker answered the view at now. The view's
-// consumer calls it for each fetch answer it gets (today: each record
-// handed to the view); it never blocks on the view.
+// contact records that a broker answered the view, now by the view's
+// clock. The view's consumer calls it for each fetch answer it gets, and
+// the prober for each probe answer; it never blocks on the view.
+func (v *View) contact() { v.health.contact(v.opts.Clock()) }
+
+// contact records that a broker answered the view at now.
 func (h *viewHealth) contact(now time.Time) {
 	h.mu.Lock()
 	if now.After(h.last) {
@@ -87,10 +93,10 @@ func (h *viewHealth) contact(now time.Time) {
 	h.mu.Unlock()
 }
 
-func (h *viewHealth) read() (started, last time.Time, rewound string) {
+func (h *viewHealth) read() (started, last time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.started, h.last, h.rewound
+	return h.started, h.last
 }
 
 // Health returns the view's freshness at this moment, by its clock. It
@@ -100,18 +106,20 @@ func (h *viewHealth) read() (started, last time.Time, rewound string) {
 // The view is unhealthy when Run is not running, before its first
 // catch-up, when no broker has answered it for longer than
 // [Options].StaleAfter, when it has not been confirmed caught up for
-// longer than StaleAfter, or when a probe found a partition's last stable
-// offset below what the view has read (the topic was recreated, or the
-// cluster lost its data). The view probes every [Options].HealthInterval,
+// longer than StaleAfter, or while a partition whose offsets went
+// backwards (its end found below what the view had read: the topic was
+// recreated, or the cluster lost its data) has not been rebuilt: from when
+// the view's consumer or a probe finds it until the table rebuilt from the
+// partition's new log has caught up and replaced the old one (see the
+// package doc, "When the topic starts over"); then the view is healthy
+// again. The view probes every [Options].HealthInterval,
 // so a healthy view reaching a healthy cluster stays healthy; a cluster
 // that stops answering makes it unhealthy within StaleAfter plus one
 // HealthInterval.
 func (v *View) Health() Health {
 	now := v.opts.Clock()
-	started, last, rewound := v.health.read()
-	v.mu.RLock()
-	caught, stopped := v.caughtAt, v.stopped
-	v.mu.RUnlock()
+	started, last := v.health.read()
+	caught, stopped, rewound := v.progress.freshness()
 	if caught.After(last) {
 		last = caught // a catch-up is an answer of the brokers
 	}
@@ -131,8 +139,8 @@ func (v *View) Health() Health {
 		h.Reason = fmt.Sprintf("no broker has answered the view since it started %v ago", roundAge(now.Sub(started)))
 	case h.Unreachable:
 		h.Reason = fmt.Sprintf("no broker has answered the view for %v (since %s)", roundAge(now.Sub(last)), last.UTC().Format(time.RFC3339))
-	case rewound != "":
-		h.Reason = rewound
+	case rewound != nil:
+		h.Reason = rewoundReason(rewound)
 	case !v.isReady():
 		h.Reason = "the view has not caught up with the role topic yet"
 	case now.Sub(caught) > v.opts.StaleAfter:
@@ -156,7 +164,7 @@ func (v *View) monitor(ctx context.Context) {
 	v.health.mu.Lock()
 	v.health.started = v.opts.Clock()
 	v.health.mu.Unlock()
-	if v.waitChan(ctx, v.started) != nil || v.waitChan(ctx, v.seeded) != nil {
+	if v.waitChan(ctx, v.started) != nil || v.waitChan(ctx, v.progress.seeded) != nil {
 		return
 	}
 	t := time.NewTimer(0)
@@ -173,73 +181,42 @@ func (v *View) monitor(ctx context.Context) {
 }
 
 // healthProbe is one round of the monitor: one ListOffsets round trip per
-// leader, then, once the view is ready, a catch-up of every partition,
-// bounded by StaleAfter.
+// leader, then, once the view is ready and no partition is marked rewound,
+// a catch-up of every partition, bounded by StaleAfter. A partition found
+// gone backwards is marked rewound (see rebuild.go).
 func (v *View) healthProbe(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, v.opts.StaleAfter)
 	defer cancel()
-	read := v.readSoFar()
+	marks := v.progress.marks()
 	lsos, err := v.prober.listOffsets(ctx, v.partIDs, sarama.OffsetNewest)
 	if err != nil {
 		_ = v.probeErr(ctx, err)
 		return
 	}
-	v.health.contact(v.opts.Clock())
-	rewound := ""
+	rewound := false
 	for _, p := range v.partIDs {
-		if r := rewoundAt(p, lsos[p], read[p]); r != "" {
-			rewound = r
-			break
+		m := marks[p]
+		if lsos[p] < m.read {
+			e := &OffsetsWentBackwardsError{Topic: v.topic, Partition: p, Offset: m.read, End: lsos[p]}
+			v.progress.markRewound(e, m.resets)
+		}
+		if v.progress.rewoundOf(p) != nil {
+			rewound = true
 		}
 	}
-	v.health.mu.Lock()
-	v.health.rewound = rewound
-	v.health.mu.Unlock()
-	if rewound != "" || !v.isReady() {
+	if rewound || !v.isReady() {
 		return
 	}
 	for _, p := range v.partIDs {
-		if err := v.confirmPartition(ctx, p, lsos[p]); err != nil {
+		if err := v.confirmPartition(ctx, p, lsos[p], marks[p]); err != nil {
 			return
 		}
 	}
-	v.mu.Lock()
-	v.caughtAt = v.opts.Clock()
-	v.lastProbe = nil
-	v.mu.Unlock()
+	v.progress.caughtUp(nil, nil, v.opts.Clock())
 }
 
-// readSoFar returns, per partition, the offset up to which the view has
-// read it: past the last record applied (or restored), and at least the
-// last stable offset of the latest confirmed catch-up. Taken before a
-// probe, it is below every last stable offset the probe can see.
-func (v *View) readSoFar() map[int32]int64 {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	out := make(map[int32]int64, len(v.parts))
-	for p, ps := range v.parts {
-		out[p] = max(ps.last+1, ps.caughtUpTo)
-	}
-	return out
-}
-
-// rewoundAt returns, when partition p's last stable offset lso (probed
-// after read was taken) is below read, a sentence saying so; "" otherwise.
-// The last stable offset never moves back on a partition that keeps its
-// log, and every record the view applied was below it when applied.
-func rewoundAt(p int32, lso, read int64) string {
-	if lso >= read {
-		return ""
-	}
-	return fmt.Sprintf("the role topic's offsets went backwards: partition %d ends at %d, below the %d the view has read (the topic was recreated or the cluster lost its data); restart the view, and delete its state dir",
-		p, lso, read)
-}
-
-// leaseApplied stamps the role's lease with the view's clock when the
-// record just applied (or restored) to e is a lease: it is
-// [rolestate.State].LeaseSeenAt.
-func (v *View) leaseApplied(e *roleEntry, k codec.Key) {
-	if k.Kind == codec.KindLease {
-		e.leaseSeenAt = v.opts.Clock()
-	}
+// rewoundReason is Health's reason for a partition marked rewound.
+func rewoundReason(e *OffsetsWentBackwardsError) string {
+	return fmt.Sprintf("the role topic's offsets went backwards: partition %d ends at %d, below the %d the view had read (the topic was recreated or the cluster lost its data); the view is unhealthy until it has rebuilt the partition's table from the new log",
+		e.Partition, e.End, e.Offset)
 }

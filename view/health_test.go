@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/devcluster"
@@ -99,9 +100,64 @@ func TestHealthWhenTheViewLags(t *testing.T) {
 	assert.Equal(t, clk.Now(), h.CaughtUpAt)
 }
 
+// fetchesFromStart says whether a fetch reads some partition from offset
+// 0: the first fetch of a rebuild.
+func fetchesFromStart(fr *kmsg.FetchRequest) bool {
+	for _, tp := range fr.Topics {
+		for _, p := range tp.Partitions {
+			if p.FetchOffset == 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// rewoundUntilRebuilt checks a view whose partition 0 went backwards while
+// its rebuild is held at gate g: Health reports it and Confirm fails with
+// ErrRewound, also once the rebuild has started (its first fetch is held);
+// once g opens, the rebuilt table is adopted and both recover, Confirm
+// answering from the rebuilt table: role db with candidate z only. clk is
+// the view's fake clock, nil for time.Now.
+func rewoundUntilRebuilt(t *testing.T, v *View, g *consumerGate, clk *fakeClock) rolestate.Confirmed {
+	t.Helper()
+	var h Health
+	require.Eventually(t, func() bool {
+		h = v.Health()
+		return !h.Unreachable && strings.Contains(h.Reason, "backwards")
+	}, 20*time.Second, 10*time.Millisecond, "Health never reported the offsets going backwards")
+	assert.False(t, h.Healthy)
+	g.held(t) // the partition was reset: its rebuild reads from offset 0
+	assert.Equal(t, int64(1), v.Stats().Rebuilds)
+	for range 3 { // probes of the monitor come and go: the mark holds
+		if clk != nil {
+			clk.Advance(time.Millisecond)
+		}
+		since := h.LastContact
+		require.Eventually(t, func() bool { h = v.Health(); return h.LastContact.After(since) },
+			20*time.Second, 5*time.Millisecond, "a probe answered")
+		assert.False(t, h.Healthy, "still rebuilding")
+		assert.Contains(t, h.Reason, "backwards")
+		_, err := v.Confirm(testCtx(t), "db")
+		require.ErrorIs(t, err, ErrRewound, "still rebuilding")
+		var ob *OffsetsWentBackwardsError
+		require.ErrorAs(t, err, &ob)
+		assert.Equal(t, int32(0), ob.Partition)
+	}
+
+	g.release()
+	healthy(t, v)
+	conf, err := v.Confirm(testCtx(t), "db")
+	require.NoError(t, err, "rebuilt and caught up: Confirm answers again")
+	assert.Equal(t, []codec.MemberID{"z"}, members(conf.State.Candidates), "the rebuilt table")
+	assert.True(t, v.Health().Healthy)
+	return conf
+}
+
 // TestHealthWhenTheTopicStartsOver: a view restored from its state dir
 // onto a topic that holds less than it read (the topic was recreated)
-// says so, and Confirm refuses to confirm.
+// says so, and Confirm refuses to confirm, until the view has rebuilt the
+// partition's table from the new topic; then both recover.
 func TestHealthWhenTheTopicStartsOver(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
 	m := c.Members(t)
@@ -121,16 +177,42 @@ func TestHealthWhenTheTopicStartsOver(t *testing.T) {
 	require.NoError(t, devcluster.CreateTopic(testCtx(t), cfg, 1, 1))
 	w := newWriter(t, &testcluster.Cluster{Config: cfg}, 1)
 	w.register("db", "z")
-	v2, _ := runView(t, cfg, Options{StateDir: dir, HealthInterval: 20 * time.Millisecond})
-	var h Health
-	require.Eventually(t, func() bool {
-		h = v2.Health()
-		return h.Reason != "" && !h.Unreachable && strings.Contains(h.Reason, "backwards")
-	},
-		20*time.Second, 10*time.Millisecond, "%+v", h)
-	assert.False(t, h.Healthy)
-	_, err := v2.Confirm(testCtx(t), "db")
-	assert.ErrorIs(t, err, ErrRewound)
+	g := holdConsumerIf(t, c2, fetchesFromStart)
+	v2, _ := runView(t, cfg, Options{StateDir: dir, HealthInterval: 20 * time.Millisecond, ReconnectBackoff: 20 * time.Millisecond})
+	rewoundUntilRebuilt(t, v2, g, nil)
+}
+
+// TestHealthAndConfirmRecoverAfterARebuild: the role topic is recreated
+// under a running, healthy view. Health reports the offsets going
+// backwards and Confirm fails with ErrRewound from when the view notices
+// until its rebuilt table replaces the old one, including while the
+// partition is being read again from its start (when what the view has
+// read is back at 0); then both recover, and a lease of the rebuilt table
+// carries a LeaseSeenAt of the view's clock.
+func TestHealthAndConfirmRecoverAfterARebuild(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	c.RequireFake(t)
+	w := newWriter(t, c, 1)
+	for _, mem := range []codec.MemberID{"a", "b", "c", "d"} {
+		w.register("db", mem)
+	}
+	clk := newFakeClock()
+	v, _ := runView(t, c.Config, Options{Clock: clk.Now, HealthInterval: 20 * time.Millisecond, ReconnectBackoff: 20 * time.Millisecond})
+	caughtUp(t, v)
+	healthy(t, v)
+	conf, err := v.Confirm(testCtx(t), "db")
+	require.NoError(t, err)
+	require.Len(t, conf.State.Candidates, 4)
+
+	g := holdConsumerIf(t, c, fetchesFromStart)
+	recreateTopic(t, c, 1)
+	w.register("db", "z")
+	tp := w.txnProducer("db")
+	w.lease(tp, "db", mkLease("z", 0, time.Now(), time.Hour), true)
+	clk.Advance(time.Minute)
+	conf = rewoundUntilRebuilt(t, v, g, clk)
+	require.NotNil(t, conf.State.Lease, "the rebuilt table's lease")
+	assert.Equal(t, clk.Now(), conf.State.LeaseSeenAt, "stamped by the view's clock, after the clock moved")
 }
 
 // TestLeaseSeenAt: each lease carries when the view applied it, by the
@@ -198,4 +280,42 @@ func unseen(states ...rolestate.State) []rolestate.State {
 		out[i] = st
 	}
 	return out
+}
+
+// TestIdleFetchesAreContact: with every probe held at the broker and
+// nothing written, the long polls of the view's consumer, answered empty,
+// still count as a broker answering: the view is not reported
+// unreachable, only not confirmed caught up.
+func TestIdleFetchesAreContact(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	c.RequireFake(t)
+	clk := newFakeClock()
+	v, _ := runView(t, c.Config, Options{Clock: clk.Now, HealthInterval: 20 * time.Millisecond})
+	caughtUp(t, v)
+	healthy(t, v)
+	release, held := make(chan struct{}), make(chan struct{}, 1)
+	t.Cleanup(func() { close(release) })
+	c.Fake.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake.KeepControl()
+		if req.(*kmsg.ListOffsetsRequest).IsolationLevel == 1 { // a probe's
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			c.Fake.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	select { // the monitor's next probe is held, and with it the monitor
+	case <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the monitor sent no probe")
+	}
+	clk.Advance(time.Minute)
+	var h Health
+	require.Eventually(t, func() bool { h = v.Health(); return h.LastContact.Equal(clk.Now()) },
+		20*time.Second, 10*time.Millisecond, "an idle fetch of the consumer was answered")
+	assert.False(t, h.Unreachable)
+	assert.False(t, h.Healthy)
+	assert.Contains(t, h.Reason, "caught up", "not confirmed caught up for a minute")
 }

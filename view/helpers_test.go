@@ -14,6 +14,8 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
@@ -111,7 +113,7 @@ type writer struct {
 	cfg    fencing.Config
 	nparts int32
 	plain  sarama.SyncProducer
-	txns   []sarama.SyncProducer
+	txns   []*txnProducer
 }
 
 func newWriter(t testing.TB, c *testcluster.Cluster, nparts int32) *writer {
@@ -158,24 +160,93 @@ func (w *writer) deregister(role codec.Role, member codec.MemberID) int64 {
 }
 
 // txnProducer returns a new transactional producer (transaction timeout
-// 10s).
-func (w *writer) txnProducer(id string) sarama.SyncProducer {
+// 10s) on the transactional id w.cfg.TransactionalID(id).
+func (w *writer) txnProducer(id string) *txnProducer {
 	w.t.Helper()
 	return w.txnProducerTimeout(id, 10*time.Second)
 }
 
-func (w *writer) txnProducerTimeout(id string, timeout time.Duration) sarama.SyncProducer {
+func (w *writer) txnProducerTimeout(id string, timeout time.Duration) *txnProducer {
 	w.t.Helper()
-	sc, err := w.cfg.Sarama()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(w.cfg.Brokers...),
+		kgo.TransactionalID(w.cfg.TransactionalID(id)),
+		kgo.TransactionTimeout(timeout),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		// The transaction protocol krole's writer speaks (sarama's): the
+		// epoch moves only at InitProducerId, not at every commit (KIP-890
+		// from Apache Kafka 4.0, which kfake and franz-go speak).
+		kgo.MaxVersions(kversion.V3_9_0()))
 	require.NoError(w.t, err)
-	sc.Producer.Idempotent = true
-	sc.Producer.Transaction.ID = w.cfg.TransactionalID(id)
-	sc.Producer.Transaction.Timeout = timeout
-	sc.Net.MaxOpenRequests = 1
-	p, err := sarama.NewSyncProducer(w.cfg.Brokers, sc)
+	pid, epoch, err := cl.ProducerID(context.Background())
 	require.NoError(w.t, err)
-	w.txns = append(w.txns, p)
-	return p
+	tp := &txnProducer{t: w.t, cl: cl, token: codec.Token{ProducerID: pid, Epoch: epoch}}
+	w.txns = append(w.txns, tp)
+	return tp
+}
+
+// txnProducer is a transactional producer (franz-go's, which tells its
+// producer id and epoch) with the calls of sarama's SyncProducer that the
+// tests use. It writes every lease under its own token, as a real holder
+// does: a lease it is handed has its Token replaced (see sign).
+type txnProducer struct {
+	t     testing.TB
+	cl    *kgo.Client
+	token codec.Token
+}
+
+// sign returns l with tp's token: the lease tp writes for it.
+func (tp *txnProducer) sign(l codec.Lease) codec.Lease {
+	l.Token = tp.token
+	return l
+}
+
+func (tp *txnProducer) BeginTxn() error { return tp.cl.BeginTransaction() }
+
+func (tp *txnProducer) CommitTxn() error {
+	return tp.cl.EndTransaction(context.Background(), kgo.TryCommit)
+}
+
+func (tp *txnProducer) AbortTxn() error {
+	return tp.cl.EndTransaction(context.Background(), kgo.TryAbort)
+}
+
+func (tp *txnProducer) Close() error { tp.cl.Close(); return nil }
+
+// SendMessage produces msg in the open transaction (a lease is signed with
+// tp's token) and returns its partition and offset.
+func (tp *txnProducer) SendMessage(msg *sarama.ProducerMessage) (int32, int64, error) {
+	rs, err := tp.produce(msg)
+	if err != nil {
+		return 0, 0, err
+	}
+	return rs[0].Partition, rs[0].Offset, nil
+}
+
+// SendMessages produces msgs in the open transaction.
+func (tp *txnProducer) SendMessages(msgs []*sarama.ProducerMessage) error {
+	_, err := tp.produce(msgs...)
+	return err
+}
+
+func (tp *txnProducer) produce(msgs ...*sarama.ProducerMessage) ([]*kgo.Record, error) {
+	recs := make([]*kgo.Record, len(msgs))
+	for i, m := range msgs {
+		k, err := m.Key.Encode()
+		require.NoError(tp.t, err)
+		var v []byte
+		if m.Value != nil {
+			v, err = m.Value.Encode()
+			require.NoError(tp.t, err)
+			if r, derr := codec.DecodeRecord(v); derr == nil && r.Lease != nil {
+				l := tp.sign(*r.Lease)
+				v, err = codec.EncodeRecord(codec.Record{Lease: &l})
+				require.NoError(tp.t, err)
+			}
+		}
+		recs[i] = &kgo.Record{Topic: m.Topic, Partition: m.Partition, Key: k, Value: v}
+	}
+	res := tp.cl.ProduceSync(context.Background(), recs...)
+	return recs, res.FirstErr()
 }
 
 func leaseMsg(t testing.TB, w *writer, role codec.Role, l codec.Lease) *sarama.ProducerMessage {
@@ -188,7 +259,7 @@ func leaseMsg(t testing.TB, w *writer, role codec.Role, l codec.Lease) *sarama.P
 
 // lease writes l in one transaction of tp and commits (or aborts) it. It
 // returns the lease record's offset.
-func (w *writer) lease(tp sarama.SyncProducer, role codec.Role, l codec.Lease, commit bool) int64 {
+func (w *writer) lease(tp *txnProducer, role codec.Role, l codec.Lease, commit bool) int64 {
 	w.t.Helper()
 	require.NoError(w.t, tp.BeginTxn())
 	_, off, err := tp.SendMessage(leaseMsg(w.t, w, role, l))
@@ -237,4 +308,15 @@ func rolesInPartitions(prefix string, nparts int32, n int) map[int32][]codec.Rol
 			return out
 		}
 	}
+}
+
+// setOffline gives a View that Run never started nparts partitions, so
+// that a test can feed its table through apply.
+func (v *View) setOffline(nparts int32) {
+	v.nparts = nparts
+	for p := int32(0); p < nparts; p++ {
+		v.partIDs = append(v.partIDs, p)
+	}
+	v.progress.addPartitions(v.partIDs)
+	v.glue.addPartitions(v.partIDs)
 }

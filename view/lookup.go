@@ -26,9 +26,9 @@ func (v *View) Lookup(ctx context.Context, role codec.Role) (rolestate.State, bo
 	if err := v.await(ctx); err != nil {
 		return rolestate.State{Role: role, LeaseOffset: -1}, false, err
 	}
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	e := v.roles[role]
+	v.index.mu.RLock()
+	defer v.index.mu.RUnlock()
+	e := v.index.roles[role]
 	return e.state(role), e != nil, nil
 }
 
@@ -54,14 +54,14 @@ func (v *View) Holder(ctx context.Context, role codec.Role, now time.Time) (leas
 	if now.IsZero() {
 		now = v.opts.Clock()
 	}
-	v.mu.RLock()
-	e := v.roles[role]
+	v.index.mu.RLock()
+	e := v.index.roles[role]
 	if e == nil || !e.hasLease {
-		v.mu.RUnlock()
+		v.index.mu.RUnlock()
 		return codec.Lease{}, false, nil
 	}
 	l := e.lease
-	v.mu.RUnlock()
+	v.index.mu.RUnlock()
 	return l, !l.Expired(now.UnixMilli()), nil
 }
 
@@ -71,9 +71,9 @@ func (v *View) Candidates(ctx context.Context, role codec.Role) ([]rolestate.Can
 	if err := v.await(ctx); err != nil {
 		return nil, err
 	}
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	return v.roles[role].candidates(), nil
+	v.index.mu.RLock()
+	defer v.index.mu.RUnlock()
+	return v.index.roles[role].candidates(), nil
 }
 
 // Roles returns every role the table knows (with a lease or a candidate),
@@ -82,12 +82,12 @@ func (v *View) Roles(ctx context.Context) ([]codec.Role, error) {
 	if err := v.await(ctx); err != nil {
 		return nil, err
 	}
-	v.mu.RLock()
-	out := make([]codec.Role, 0, len(v.roles))
-	for r := range v.roles {
+	v.index.mu.RLock()
+	out := make([]codec.Role, 0, len(v.index.roles))
+	for r := range v.index.roles {
 		out = append(out, r)
 	}
-	v.mu.RUnlock()
+	v.index.mu.RUnlock()
 	slices.Sort(out)
 	return out, nil
 }
@@ -100,12 +100,12 @@ func (v *View) Snapshot(ctx context.Context) ([]rolestate.State, error) {
 	if err := v.await(ctx); err != nil {
 		return nil, err
 	}
-	v.mu.RLock()
-	out := make([]rolestate.State, 0, len(v.roles))
-	for r, e := range v.roles {
+	v.index.mu.RLock()
+	out := make([]rolestate.State, 0, len(v.index.roles))
+	for r, e := range v.index.roles {
 		out = append(out, e.state(r))
 	}
-	v.mu.RUnlock()
+	v.index.mu.RUnlock()
 	slices.SortFunc(out, func(a, b rolestate.State) int { return cmp.Compare(a.Role, b.Role) })
 	return out, nil
 }

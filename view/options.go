@@ -24,8 +24,12 @@ type Options struct {
 	// one database per partition under StateDir/<topic>.<partition>), so
 	// that a restart resumes from the last offset it read instead of
 	// rereading the topic. A state dir belongs to one topic of one cluster:
-	// delete it when the topic is recreated. Default "": the table lives in
-	// memory only and every Run reads the topic from its start.
+	// a topic recreated shorter than the state dir's offsets is noticed and
+	// its partitions' state cleared (see the package doc, "When the topic
+	// starts over"), but one recreated and written past them is not, so
+	// delete the state dir when the topic is recreated. Default "": the
+	// table lives in memory only and every Run reads the topic from its
+	// start.
 	StateDir string
 
 	// Logger receives the view's logs (and goka's, at info level). Default

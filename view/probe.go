@@ -26,6 +26,16 @@ import (
 type prober struct {
 	client sarama.Client
 	topic  string
+	// answered, when set, is called after each round trip a broker
+	// answered (see health.go); it must not block.
+	answered func()
+}
+
+// answer records a broker's answer (see prober.answered).
+func (pr *prober) answer() {
+	if pr.answered != nil {
+		pr.answered()
+	}
 }
 
 // probeWindow is the first window (in offsets) read back from the last
@@ -83,6 +93,7 @@ func (pr *prober) listOffsets(ctx context.Context, parts []int32, which int64) (
 				retry = append(retry, ps...)
 				continue
 			}
+			pr.answer()
 			for _, p := range ps {
 				blk := resp.GetBlock(pr.topic, p)
 				switch {
@@ -141,6 +152,7 @@ func (pr *prober) fetchTail(p int32, from, until int64) (tail, error) {
 	if err != nil {
 		return tail{}, fmt.Errorf("fetch %s/%d at %d: %w", pr.topic, p, from, err)
 	}
+	pr.answer()
 	blk := resp.GetBlock(pr.topic, p)
 	if blk == nil {
 		return tail{}, fmt.Errorf("fetch %s/%d: %w", pr.topic, p, sarama.ErrIncompleteResponse)

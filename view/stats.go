@@ -26,6 +26,12 @@ type Stats struct {
 	// nil once a later one succeeds.
 	ProbeError error
 
+	// Rebuilds counts the partitions whose offsets went backwards (the
+	// topic recreated, the cluster restarted without its data) since Run
+	// started, each rebuilt from its start (see the package doc, "When the
+	// topic starts over").
+	Rebuilds int64
+
 	// Partitions holds one entry per partition, by partition id.
 	Partitions []PartitionStats
 }
@@ -40,9 +46,8 @@ type PartitionStats struct {
 	Next int64
 
 	// HighWatermark is the partition's high watermark (transaction markers
-	// and open transactions included) as the view's consumer last learned
-	// it: when it started, then from each fetch that returned records. -1
-	// when unknown, or 0 (an empty partition).
+	// and open transactions included) as the view's consumer's latest
+	// fetch answer gave it. -1 when unknown, or 0 (an empty partition).
 	HighWatermark int64
 
 	// Lag is HighWatermark - Next (0 when unknown). It is an upper bound of
@@ -58,27 +63,30 @@ type PartitionStats struct {
 }
 
 // Stats returns the view's counters. It does not block on the view nor do
-// any I/O.
+// any I/O. The table's counters and the partitions' progress are read one
+// after the other, not at one instant.
 func (v *View) Stats() Stats {
 	var hwms map[string]map[int32]int64
-	if c := v.consumer.Load(); c != nil {
+	if c := v.glue.consumer.Load(); c != nil {
 		hwms = (*c).HighWaterMarks()
 	}
-	v.mu.RLock()
-	defer v.mu.RUnlock()
 	s := Stats{
-		Applied:     v.applied,
-		Skipped:     make(map[SkipReason]int64, len(SkipReasons)),
-		Roles:       len(v.roles),
-		CaughtUp:    v.CaughtUp(),
-		LastCatchUp: v.caughtAt,
-		ProbeError:  v.lastProbe,
+		Skipped:  make(map[SkipReason]int64, len(SkipReasons)),
+		CaughtUp: v.CaughtUp(),
 	}
+	ix := v.index
+	ix.mu.RLock()
+	s.Applied, s.Roles = ix.applied, len(ix.roles)
 	for _, r := range SkipReasons {
-		s.Skipped[r] = v.skipped[r]
+		s.Skipped[r] = ix.skipped[r]
 	}
-	for _, p := range v.partIDs {
-		ps := v.parts[p]
+	ix.mu.RUnlock()
+	pg := v.progress
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	s.LastCatchUp, s.ProbeError, s.Rebuilds = pg.caughtAt, pg.lastProbe, pg.rebuilds
+	for p := int32(0); p < int32(len(pg.parts)); p++ {
+		ps := pg.parts[p]
 		st := PartitionStats{Partition: p, Next: ps.last + 1, HighWatermark: -1, CaughtUpTo: ps.caughtUpTo}
 		if h, ok := hwms[v.topic][p]; ok && h > 0 {
 			st.HighWatermark = h

@@ -90,7 +90,7 @@ func TestTableAgreesWithFold(t *testing.T) {
 					want.Candidates = nil
 				}
 				assert.Equal(t, want, unseen(got)[0], fmt.Sprintf("role %s", role))
-				if e := v.roles[role]; e != nil && e.byMember != nil {
+				if e := v.index.roles[role]; e != nil && e.byMember != nil {
 					indexed++
 					assert.Len(t, e.byMember, len(e.cands), "role %s: byMember follows the candidates", role)
 					for _, c := range e.cands {
@@ -124,7 +124,7 @@ func TestSeedIndexesLargeRoles(t *testing.T) {
 			Record: codec.Record{Registration: &codec.Registration{Member: m, RegisteredAt: 1}}})
 	}
 	v.seed(0, recs, int64(10*n))
-	assert.Nil(t, v.roles["r"].byMember, "a restore builds no index")
+	assert.Nil(t, v.index.roles["r"].byMember, "a restore builds no index")
 	f := &feeder{t: t, v: v, next: map[int32]int64{0: int64(10*n + 1)}}
 	for _, m := range []codec.MemberID{"m03", "m17"} {
 		off := f.unreg("r", m)
@@ -138,7 +138,7 @@ func TestSeedIndexesLargeRoles(t *testing.T) {
 	require.NoError(t, err)
 	sort.Slice(folded, func(i, j int) bool { return folded[i].Offset < folded[j].Offset })
 	assert.Equal(t, rolestate.Fold("r", folded), got)
-	e := v.roles["r"]
+	e := v.index.roles["r"]
 	require.NotNil(t, e.byMember)
 	assert.Len(t, e.byMember, n-2)
 }

@@ -83,7 +83,7 @@ func TestLeaseReplacementHolderAndAbortedWrites(t *testing.T) {
 	tp := w.txnProducer("writer-1")
 
 	now := time.UnixMilli(1_700_000_000_000)
-	l1 := mkLease("a", 1, now, 10*time.Second)
+	l1 := tp.sign(mkLease("a", 1, now, 10*time.Second))
 	off1 := w.lease(tp, role, l1, true)
 	caughtUp(t, v)
 
@@ -106,7 +106,7 @@ func TestLeaseReplacementHolderAndAbortedWrites(t *testing.T) {
 	assert.Equal(t, off1, st.LeaseOffset)
 
 	// A later lease replaces it.
-	l2 := mkLease("b", 3, now.Add(5*time.Second), 10*time.Second)
+	l2 := tp.sign(mkLease("b", 3, now.Add(5*time.Second), 10*time.Second))
 	off2 := w.lease(tp, role, l2, true)
 	caughtUp(t, v)
 	st, err = v.Role(ctx, role)
@@ -116,12 +116,15 @@ func TestLeaseReplacementHolderAndAbortedWrites(t *testing.T) {
 	assert.Equal(t, off2, st.LeaseOffset)
 	assert.Greater(t, off2, off1)
 
-	// A lease tombstone deletes the lease (and the role, having no candidate).
+	// A lease tombstone names no token: krole never writes one, and the
+	// view skips it as forged.
 	w.send(codec.LeaseKey(role).String(), nil, w.part(role))
 	caughtUp(t, v)
-	_, known, err := v.Lookup(ctx, role)
+	st, err = v.Role(ctx, role)
 	require.NoError(t, err)
-	assert.False(t, known)
+	require.NotNil(t, st.Lease)
+	assert.Equal(t, l2, *st.Lease)
+	assert.Equal(t, int64(1), v.Stats().Skipped[SkipForged])
 }
 
 func TestPoisonRecordsAreSkippedAndCounted(t *testing.T) {
@@ -182,7 +185,7 @@ func TestRestartResumesFromStateDir(t *testing.T) {
 	w.register("r2", "c")
 	w.register("r1", "c")
 	w.deregister("r1", "b")
-	l := mkLease("a", 1, now, time.Minute)
+	l := tp.sign(mkLease("a", 1, now, time.Minute))
 	w.lease(tp, "r1", l, true)
 
 	v1, stop1 := runView(t, c.Config, Options{StateDir: dir})

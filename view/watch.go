@@ -112,7 +112,7 @@ func (c *Change) diff() bool {
 
 // subscriber is one Watch call. Its pending changes are kept per role, in
 // the order the roles first changed; the view only ever adds to them (under
-// v.mu, never blocking), and the subscriber's goroutine hands them over.
+// index.mu, never blocking), and the subscriber's goroutine hands them over.
 type subscriber struct {
 	filter map[codec.Role]bool // nil: every role
 
@@ -161,27 +161,29 @@ func (v *View) Watch(ctx context.Context, roles ...codec.Role) <-chan Change {
 			s.filter[r] = true
 		}
 	}
-	v.mu.Lock()
-	if v.stopped {
-		v.mu.Unlock()
+	ix := v.index
+	ix.mu.Lock()
+	if ix.stopped {
+		ix.mu.Unlock()
 		close(s.out)
 		return s.out
 	}
-	v.subs[s] = struct{}{}
-	v.subWG.Add(1)
-	v.mu.Unlock()
+	ix.subs[s] = struct{}{}
+	ix.subWG.Add(1)
+	ix.mu.Unlock()
 	go v.serve(ctx, s)
 	return s.out
 }
 
 // serve hands s's pending changes over until ctx ends or the view stops.
 func (v *View) serve(ctx context.Context, s *subscriber) {
-	defer v.subWG.Done()
+	ix := v.index
+	defer ix.subWG.Done()
 	defer close(s.out)
 	defer func() {
-		v.mu.Lock()
-		delete(v.subs, s)
-		v.mu.Unlock()
+		ix.mu.Lock()
+		delete(ix.subs, s)
+		ix.mu.Unlock()
 	}()
 	select {
 	case <-v.ready:
@@ -191,7 +193,7 @@ func (v *View) serve(ctx context.Context, s *subscriber) {
 		return
 	}
 	for {
-		c, ok := v.next(s)
+		c, ok := ix.next(s)
 		if !ok {
 			select {
 			case <-s.wake:
@@ -216,11 +218,11 @@ func (v *View) serve(ctx context.Context, s *subscriber) {
 }
 
 // next takes s's oldest pending change and completes it with the role's
-// current state. Holding v.mu while doing so keeps the pair atomic with
+// current state. Holding ix.mu while doing so keeps the pair atomic with
 // respect to apply: the next change of the role starts from this After.
-func (v *View) next(s *subscriber) (Change, bool) {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
+func (ix *index) next(s *subscriber) (Change, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.queue) == 0 {
@@ -231,14 +233,14 @@ func (v *View) next(s *subscriber) (Change, bool) {
 	s.queue = s.queue[1:]
 	pc := s.pending[role]
 	delete(s.pending, role)
-	return Change{Role: role, Before: pc.before, After: v.roles[role].state(role), Offset: pc.offset}, true
+	return Change{Role: role, Before: pc.before, After: ix.roles[role].state(role), Offset: pc.offset}, true
 }
 
 // needsBefore reports whether a subscriber wants role and has no pending
-// change of it, so needs the role's state before the change. v.mu must be
+// change of it, so needs the role's state before the change. ix.mu must be
 // held.
-func (v *View) needsBefore(role codec.Role) bool {
-	for s := range v.subs {
+func (ix *index) needsBefore(role codec.Role) bool {
+	for s := range ix.subs {
 		if !s.wants(role) {
 			continue
 		}
@@ -255,13 +257,13 @@ func (v *View) needsBefore(role codec.Role) bool {
 // publish records that role changed at offset: every subscriber that wants
 // role gets a pending change starting at before, or has its pending offset
 // moved on when it has one already. before must be the role's state before
-// the change whenever [View.needsBefore] reported true under the same hold
-// of v.mu (pending changes are added here and taken only under v.mu, so no
-// subscriber gains or loses one in between). It never blocks. v.mu must be
-// held for writing.
-func (v *View) publish(role codec.Role, before rolestate.State, offset int64) {
+// the change whenever [index.needsBefore] reported true under the same
+// hold of ix.mu (pending changes are added here and taken only under
+// ix.mu, so no subscriber gains or loses one in between). It never blocks.
+// ix.mu must be held for writing.
+func (ix *index) publish(role codec.Role, before rolestate.State, offset int64) {
 	shared := false // before handed out once already: copy it for the next
-	for s := range v.subs {
+	for s := range ix.subs {
 		if !s.wants(role) {
 			continue
 		}

@@ -52,7 +52,7 @@ func TestWatchDeliversEachKindOfChange(t *testing.T) {
 	assert.False(t, ch.HolderChanged)
 
 	now := time.UnixMilli(1_700_000_000_000)
-	l := mkLease("a", 1, now, 10*time.Second)
+	l := tp.sign(mkLease("a", 1, now, 10*time.Second))
 	w.lease(tp, role, l, true)
 	ch = recv(t, only)
 	assert.True(t, ch.HolderChanged)
@@ -97,11 +97,7 @@ func offlineView(t *testing.T, nparts int32) *View {
 	t.Helper()
 	v, err := New(Options{Config: fencing.Config{Brokers: []string{"127.0.0.1:1"}}})
 	require.NoError(t, err)
-	v.nparts = nparts
-	for p := int32(0); p < nparts; p++ {
-		v.partIDs = append(v.partIDs, p)
-		v.parts[p] = newPartState()
-	}
+	v.setOffline(nparts)
 	close(v.started)
 	t.Cleanup(v.stop)
 	return v

@@ -1,0 +1,654 @@
+package view
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// This file is the view's own sarama.Consumer, which goka is handed
+// through goka.WithViewConsumerSaramaBuilder (see goka.go for why and for
+// what goka relies on). Each partition consumer reads with raw
+// read_committed Fetch requests, on a connection of its own to the
+// partition's leader:
+//
+//   - Isolation read_committed, Fetch v11: the broker returns batches up to
+//     the last stable offset and the index of aborted transactions. Aborted
+//     batches are dropped as Kafka's Java consumer drops them: a
+//     transactional batch of producer P is aborted when an aborted
+//     transaction of P begins at or before it and P's abort marker has not
+//     come yet. Control batches (transaction markers) are skipped. Every
+//     batch, kept or dropped, moves the next offset past its last offset,
+//     so a partition ending in a marker does not stall the read.
+//   - Each record handed to goka carries one header, [BatchHeader], set by
+//     the consumer from the record's batch header: the batch's producer id,
+//     producer epoch and transactional flag. A record's own headers are
+//     dropped (the view uses none), so a writer cannot forge that header:
+//     whatever it put there under any name is gone.
+//   - A long poll: MinBytes 1 and MaxWaitTime from the config
+//     (fetchMaxWait), so a committed record is answered at once and an idle
+//     poll returns after MaxWaitTime. A connection per partition keeps one
+//     partition's long poll from holding back another's answer (a broker
+//     answers the requests of one connection in order).
+//   - One goroutine fetches, another hands the records to goka, so the next
+//     fetch is under way while goka applies the last one. Each fetch a
+//     broker answers (whatever the answer) is reported to the view's
+//     health (fetchConsumer.answered: the view's last contact).
+//   - Leader moves (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE,
+//     UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH and the like) and
+//     lost connections: refresh the topic's metadata, reconnect to the
+//     leader and fetch again, pausing 50ms doubling to 1s. After
+//     fetchFailuresReported failures in a row the error is also sent on
+//     Errors, which makes goka close the partition consumer and start a
+//     new one after its backoff (from the offset its storage holds).
+//   - OFFSET_OUT_OF_RANGE: the partition's log start and high watermark are
+//     asked for. Below the log start (records deleted by retention), the
+//     read moves on to the log start. Past the high watermark, the
+//     partition's offsets went backwards: the error, an
+//     [*OffsetsWentBackwardsError], goes to Errors and to the view (see
+//     rebuild.go), and the partition consumer stops fetching.
+//
+// AsyncClose stops fetching (it closes the partition's connection, which
+// ends a fetch in flight) and closes Messages and Errors; Close does the
+// same, waits, and returns the errors not yet read from Errors, as
+// sarama's does. Consumer.Close closes every partition consumer still
+// open; the sarama.Client it was built on stays open (its owner closes
+// it).
+
+// BatchHeader is the name of the header that the view's consumer sets on
+// every record it hands to goka: the record's batch producer id (8 bytes,
+// big-endian), producer epoch (2 bytes) and flags (1 byte; bit 0: the
+// batch is transactional). A plain, non-idempotent append has producer id
+// -1.
+const BatchHeader = "krole.batch"
+
+// batchInfo is what the view learns from a record's batch header.
+type batchInfo struct {
+	producerID    int64
+	epoch         int16
+	transactional bool
+}
+
+func encodeBatchInfo(rb *sarama.RecordBatch) []*sarama.RecordHeader {
+	b := make([]byte, 11)
+	binary.BigEndian.PutUint64(b[0:8], uint64(rb.ProducerID))
+	binary.BigEndian.PutUint16(b[8:10], uint16(rb.ProducerEpoch))
+	if rb.IsTransactional {
+		b[10] = 1
+	}
+	return []*sarama.RecordHeader{{Key: []byte(BatchHeader), Value: b}}
+}
+
+func decodeBatchInfo(v []byte) (batchInfo, bool) {
+	if len(v) != 11 {
+		return batchInfo{}, false
+	}
+	return batchInfo{
+		producerID:    int64(binary.BigEndian.Uint64(v[0:8])),
+		epoch:         int16(binary.BigEndian.Uint16(v[8:10])),
+		transactional: v[10]&1 != 0,
+	}, true
+}
+
+const (
+	// consumerFetchVersion: read_committed, LSO, aborted transactions, log
+	// start offset (Kafka 2.3+; the config says 2.8).
+	consumerFetchVersion = 11
+	// consumerFetchMaxBytes bounds a fetch answer; a partition's share is
+	// consumerPartitionMaxBytes. The broker still returns a first batch
+	// that is larger (KIP-74).
+	consumerFetchMaxBytes     = 16 << 20
+	consumerPartitionMaxBytes = 4 << 20
+	// fetchFailuresReported: failed fetches in a row after which the error
+	// is also sent on Errors.
+	fetchFailuresReported = 3
+	fetchRetryMin         = 50 * time.Millisecond
+	fetchRetryMax         = time.Second
+)
+
+var errConsumerClosed = errors.New("view: the consumer is closed")
+
+// fetchConsumer is the view's sarama.Consumer (see the top of this file).
+type fetchConsumer struct {
+	client     sarama.Client
+	conf       *sarama.Config
+	backwards  func(*OffsetsWentBackwardsError)                                     // may be nil
+	prepare    func(topic string, partition int32, chunk []*sarama.ConsumerMessage) // may be nil; see predecode.go
+	answered   func()                                                               // may be nil; called for each fetch answer (see health.go)
+	mu         sync.Mutex
+	partitions map[string]map[int32]*fetchPartition
+	closed     bool
+}
+
+func newFetchConsumer(client sarama.Client, conf *sarama.Config, backwards func(*OffsetsWentBackwardsError)) *fetchConsumer {
+	return &fetchConsumer{client: client, conf: conf, backwards: backwards, partitions: map[string]map[int32]*fetchPartition{}}
+}
+
+// Topics returns the cluster's topics, from the client's metadata.
+func (c *fetchConsumer) Topics() ([]string, error) { return c.client.Topics() }
+
+// Partitions returns the topic's partition ids, from the client's metadata.
+func (c *fetchConsumer) Partitions(topic string) ([]int32, error) { return c.client.Partitions(topic) }
+
+// ConsumePartition starts reading topic/partition at offset (or at
+// sarama.OffsetOldest / sarama.OffsetNewest, resolved with one ListOffsets
+// round trip). It does not block on the broker otherwise: a leader that
+// cannot be reached shows as errors on Errors. A second consumer of the
+// same partition gives sarama.ConfigurationError, as sarama's does.
+func (c *fetchConsumer) ConsumePartition(topic string, partition int32, offset int64) (sarama.PartitionConsumer, error) {
+	if offset == sarama.OffsetOldest || offset == sarama.OffsetNewest {
+		o, err := c.client.GetOffset(topic, partition, offset)
+		if err != nil {
+			return nil, err
+		}
+		offset = o
+	}
+	if offset < 0 {
+		return nil, sarama.ErrOffsetOutOfRange
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errConsumerClosed
+	}
+	if c.partitions[topic][partition] != nil {
+		return nil, sarama.ConfigurationError("that topic/partition is already being consumed")
+	}
+	pc := &fetchPartition{
+		c:         c,
+		topic:     topic,
+		partition: partition,
+		next:      offset,
+		messages:  make(chan *sarama.ConsumerMessage, c.conf.ChannelBufferSize),
+		errors:    make(chan *sarama.ConsumerError, c.conf.ChannelBufferSize),
+		chunks:    make(chan []*sarama.ConsumerMessage, 2),
+		dying:     make(chan struct{}),
+		ended:     make(chan struct{}),
+		resume:    make(chan struct{}, 1),
+	}
+	pc.hwm.Store(-1)
+	if c.partitions[topic] == nil {
+		c.partitions[topic] = map[int32]*fetchPartition{}
+	}
+	c.partitions[topic][partition] = pc
+	pc.wg.Add(2)
+	go pc.fetchLoop()
+	go pc.deliverLoop()
+	go func() {
+		pc.wg.Wait()
+		close(pc.ended)
+		c.mu.Lock()
+		if c.partitions[topic][partition] == pc {
+			delete(c.partitions[topic], partition)
+		}
+		c.mu.Unlock()
+	}()
+	return pc, nil
+}
+
+// HighWaterMarks returns each partition consumer's high watermark, as its
+// latest fetch answer gave it (partitions not fetched yet are absent).
+func (c *fetchConsumer) HighWaterMarks() map[string]map[int32]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]map[int32]int64, len(c.partitions))
+	for t, ps := range c.partitions {
+		out[t] = make(map[int32]int64, len(ps))
+		for p, pc := range ps {
+			if h := pc.hwm.Load(); h >= 0 {
+				out[t][p] = h
+			}
+		}
+	}
+	return out
+}
+
+// Close closes every partition consumer still open and waits for them. It
+// does not close the client.
+func (c *fetchConsumer) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	var pcs []*fetchPartition
+	for _, ps := range c.partitions {
+		for _, pc := range ps {
+			pcs = append(pcs, pc)
+		}
+	}
+	c.mu.Unlock()
+	for _, pc := range pcs {
+		pc.AsyncClose()
+		go func() { // goka may have stopped reading: drain for it
+			for range pc.messages {
+			}
+		}()
+		go func() {
+			for range pc.errors {
+			}
+		}()
+	}
+	for _, pc := range pcs {
+		<-pc.ended
+	}
+	return nil
+}
+
+func (c *fetchConsumer) each(f func(*fetchPartition)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ps := range c.partitions {
+		for _, pc := range ps {
+			f(pc)
+		}
+	}
+}
+
+// Pause stops fetching the given partitions after their fetch in flight.
+func (c *fetchConsumer) Pause(tps map[string][]int32) {
+	c.each(func(pc *fetchPartition) {
+		for _, p := range tps[pc.topic] {
+			if p == pc.partition {
+				pc.Pause()
+			}
+		}
+	})
+}
+
+// Resume resumes the given partitions.
+func (c *fetchConsumer) Resume(tps map[string][]int32) {
+	c.each(func(pc *fetchPartition) {
+		for _, p := range tps[pc.topic] {
+			if p == pc.partition {
+				pc.Resume()
+			}
+		}
+	})
+}
+
+// PauseAll pauses every partition consumer.
+func (c *fetchConsumer) PauseAll() { c.each(func(pc *fetchPartition) { pc.Pause() }) }
+
+// ResumeAll resumes every partition consumer.
+func (c *fetchConsumer) ResumeAll() { c.each(func(pc *fetchPartition) { pc.Resume() }) }
+
+// fetchPartition is one partition consumer. fetchLoop owns next and the
+// aborted-producer set; deliverLoop owns messages.
+type fetchPartition struct {
+	c         *fetchConsumer
+	topic     string
+	partition int32
+
+	next int64 // the next offset to fetch
+	// conn is this consumer's own connection to the leader; nil when none.
+	// fetchLoop opens it; AsyncClose closes it too, so that a fetch in
+	// flight ends at once.
+	conn atomic.Pointer[sarama.Broker]
+
+	messages chan *sarama.ConsumerMessage
+	errors   chan *sarama.ConsumerError
+	chunks   chan []*sarama.ConsumerMessage // fetchLoop to deliverLoop
+	dying    chan struct{}                  // closed by AsyncClose
+	ended    chan struct{}                  // closed when both loops have ended
+	closing  sync.Once
+	wg       sync.WaitGroup
+	hwm      atomic.Int64
+	paused   atomic.Bool
+	resume   chan struct{} // capacity 1
+}
+
+// AsyncClose stops the partition consumer: the fetch in flight is cut
+// short (its connection is closed), then Messages and Errors are closed.
+// It does not block.
+func (pc *fetchPartition) AsyncClose() {
+	pc.closing.Do(func() {
+		close(pc.dying)
+		pc.disconnect()
+	})
+}
+
+// Close stops the partition consumer and waits until it has stopped,
+// draining Messages; it returns the errors left on Errors as
+// sarama.ConsumerErrors, or nil.
+func (pc *fetchPartition) Close() error {
+	pc.AsyncClose()
+	go func() {
+		for range pc.messages {
+		}
+	}()
+	var errs sarama.ConsumerErrors
+	for e := range pc.errors {
+		errs = append(errs, e)
+	}
+	<-pc.ended
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// Messages returns the records, in offset order. It is closed after
+// AsyncClose or Close.
+func (pc *fetchPartition) Messages() <-chan *sarama.ConsumerMessage { return pc.messages }
+
+// Errors returns the errors (see the top of this file). It is closed after
+// AsyncClose or Close.
+func (pc *fetchPartition) Errors() <-chan *sarama.ConsumerError { return pc.errors }
+
+// HighWaterMarkOffset is the high watermark of the latest fetch answer, or
+// -1 before the first.
+func (pc *fetchPartition) HighWaterMarkOffset() int64 { return pc.hwm.Load() }
+
+// Pause stops fetching after the fetch in flight.
+func (pc *fetchPartition) Pause() { pc.paused.Store(true) }
+
+// Resume resumes fetching.
+func (pc *fetchPartition) Resume() {
+	pc.paused.Store(false)
+	select {
+	case pc.resume <- struct{}{}:
+	default:
+	}
+}
+
+// IsPaused reports whether the partition consumer is paused.
+func (pc *fetchPartition) IsPaused() bool { return pc.paused.Load() }
+
+// deliverLoop hands the fetched records to goka, in order, until the
+// consumer is closed.
+func (pc *fetchPartition) deliverLoop() {
+	defer pc.wg.Done()
+	defer close(pc.messages)
+	for {
+		select {
+		case <-pc.dying:
+			return
+		case chunk, ok := <-pc.chunks:
+			if !ok { // the fetcher ended, which it does only when closed
+				<-pc.dying
+				return
+			}
+			for _, m := range chunk {
+				select {
+				case pc.messages <- m:
+				case <-pc.dying:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (pc *fetchPartition) isDying() bool {
+	select {
+	case <-pc.dying:
+		return true
+	default:
+		return false
+	}
+}
+
+// pause waits for d, or until the consumer is closed (false).
+func (pc *fetchPartition) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-pc.dying:
+		return false
+	}
+}
+
+// fetchLoop fetches until the consumer is closed or the partition's
+// offsets went backwards.
+func (pc *fetchPartition) fetchLoop() {
+	defer pc.wg.Done()
+	defer close(pc.errors)
+	defer close(pc.chunks)
+	defer pc.disconnect()
+	aborted := map[int64]bool{}
+	failures := 0
+	backoff := fetchRetryMin
+	fail := func(err error) bool {
+		if pc.isDying() {
+			return false
+		}
+		failures++
+		pc.disconnect()
+		_ = pc.c.client.RefreshMetadata(pc.topic)
+		if failures >= fetchFailuresReported {
+			pc.report(err)
+		}
+		if !pc.pause(backoff) {
+			return false
+		}
+		backoff = min(2*backoff, fetchRetryMax)
+		return true
+	}
+	for !pc.isDying() {
+		if pc.paused.Load() {
+			select {
+			case <-pc.resume:
+			case <-pc.dying:
+				return
+			case <-time.After(fetchMaxWait):
+			}
+			continue
+		}
+		blk, err := pc.fetch()
+		if err != nil {
+			if !fail(err) {
+				return
+			}
+			continue
+		}
+		switch {
+		case errors.Is(blk.Err, sarama.ErrNoError):
+		case errors.Is(blk.Err, sarama.ErrOffsetOutOfRange):
+			ok, err := pc.outOfRange()
+			if err != nil {
+				if !fail(err) {
+					return
+				}
+				continue
+			}
+			if !ok { // the offsets went backwards: reported; goka closes us
+				<-pc.dying
+				return
+			}
+			clear(aborted)
+			continue
+		default:
+			if !fail(fmt.Errorf("fetch %s/%d at offset %d: %w", pc.topic, pc.partition, pc.next, blk.Err)) {
+				return
+			}
+			continue
+		}
+		failures, backoff = 0, fetchRetryMin
+		pc.hwm.Store(blk.HighWaterMarkOffset)
+		chunk := pc.take(blk, aborted)
+		if len(chunk) == 0 {
+			continue
+		}
+		if pc.c.prepare != nil {
+			pc.c.prepare(pc.topic, pc.partition, chunk)
+		}
+		select {
+		case pc.chunks <- chunk:
+		case <-pc.dying:
+			return
+		}
+	}
+}
+
+// report sends err on Errors unless the consumer is closing or nobody reads.
+func (pc *fetchPartition) report(err error) {
+	select {
+	case pc.errors <- &sarama.ConsumerError{Topic: pc.topic, Partition: pc.partition, Err: err}:
+	case <-pc.dying:
+	default: // Errors is full: goka restarts on the first one anyway
+	}
+}
+
+// fetch sends one read_committed fetch at pc.next to the partition leader
+// on this consumer's own connection, opening it when needed.
+func (pc *fetchPartition) fetch() (*sarama.FetchResponseBlock, error) {
+	b := pc.conn.Load()
+	if b == nil {
+		leader, err := pc.c.client.Leader(pc.topic, pc.partition)
+		if err != nil {
+			return nil, fmt.Errorf("leader of %s/%d: %w", pc.topic, pc.partition, err)
+		}
+		b = sarama.NewBroker(leader.Addr())
+		if err := b.Open(pc.c.conf); err != nil {
+			return nil, fmt.Errorf("connecting to %s: %w", leader.Addr(), err)
+		}
+		if !pc.conn.CompareAndSwap(nil, b) || pc.isDying() {
+			_ = b.Close()
+			return nil, errConsumerClosed
+		}
+	}
+	req := &sarama.FetchRequest{
+		Version:      consumerFetchVersion,
+		MaxWaitTime:  int32(pc.c.conf.Consumer.MaxWaitTime.Milliseconds()),
+		MinBytes:     1,
+		MaxBytes:     consumerFetchMaxBytes,
+		Isolation:    sarama.ReadCommitted,
+		SessionID:    0,
+		SessionEpoch: -1, // no fetch session: a full fetch each time
+	}
+	req.AddBlock(pc.topic, pc.partition, pc.next, consumerPartitionMaxBytes, -1)
+	resp, err := b.Fetch(req)
+	if err != nil {
+		return nil, fmt.Errorf("fetch %s/%d at offset %d from %s: %w", pc.topic, pc.partition, pc.next, b.Addr(), err)
+	}
+	if pc.c.answered != nil {
+		pc.c.answered()
+	}
+	blk := resp.GetBlock(pc.topic, pc.partition)
+	if blk == nil {
+		return nil, fmt.Errorf("fetch %s/%d: %w", pc.topic, pc.partition, sarama.ErrIncompleteResponse)
+	}
+	return blk, nil
+}
+
+func (pc *fetchPartition) disconnect() {
+	if b := pc.conn.Swap(nil); b != nil {
+		_ = b.Close()
+	}
+}
+
+// outOfRange handles OFFSET_OUT_OF_RANGE at pc.next: below the log start
+// it moves pc.next there and returns true; past the high watermark it
+// reports that the offsets went backwards and returns false.
+func (pc *fetchPartition) outOfRange() (bool, error) {
+	_ = pc.c.client.RefreshMetadata(pc.topic)
+	start, err := pc.c.client.GetOffset(pc.topic, pc.partition, sarama.OffsetOldest)
+	if err != nil {
+		return false, fmt.Errorf("log start of %s/%d: %w", pc.topic, pc.partition, err)
+	}
+	end, err := pc.c.client.GetOffset(pc.topic, pc.partition, sarama.OffsetNewest)
+	if err != nil {
+		return false, fmt.Errorf("log end of %s/%d: %w", pc.topic, pc.partition, err)
+	}
+	switch {
+	case pc.next < start:
+		pc.next = start
+		return true, nil
+	case pc.next > end:
+		e := &OffsetsWentBackwardsError{Topic: pc.topic, Partition: pc.partition, Offset: pc.next, End: end}
+		if pc.c.backwards != nil {
+			pc.c.backwards(e)
+		}
+		pc.report(e)
+		return false, nil
+	default:
+		return true, nil // the range moved between the two answers: fetch again
+	}
+}
+
+// take turns the batches of one fetch answer into records for goka,
+// dropping control batches and aborted transactions, and moves pc.next
+// past every batch. aborted holds the producers inside an aborted
+// transaction at pc.next; it carries over from one fetch to the next.
+func (pc *fetchPartition) take(blk *sarama.FetchResponseBlock, aborted map[int64]bool) []*sarama.ConsumerMessage {
+	abortedTxns := append([]*sarama.AbortedTransaction(nil), blk.AbortedTransactions...)
+	sortAborted(abortedTxns)
+	var out []*sarama.ConsumerMessage
+	for _, rs := range blk.RecordsSet {
+		if rs == nil {
+			continue
+		}
+		rb := rs.RecordBatch
+		if rb == nil { // the legacy format (magic < 2): Kafka 0.11+ writes batches
+			if rs.MsgSet != nil {
+				for _, mb := range rs.MsgSet.Messages {
+					if mb.Offset >= pc.next && mb.Msg != nil {
+						out = append(out, &sarama.ConsumerMessage{Topic: pc.topic, Partition: pc.partition,
+							Offset: mb.Offset, Key: mb.Msg.Key, Value: mb.Msg.Value, Timestamp: mb.Msg.Timestamp,
+							Headers: []*sarama.RecordHeader{{Key: []byte(BatchHeader), Value: plainBatch}}})
+						pc.next = mb.Offset + 1
+					}
+				}
+			}
+			continue
+		}
+		if rb.PartialTrailingRecord {
+			break
+		}
+		last := rb.FirstOffset + int64(rb.LastOffsetDelta)
+		if last < pc.next {
+			continue
+		}
+		for len(abortedTxns) > 0 && abortedTxns[0].FirstOffset <= last {
+			aborted[abortedTxns[0].ProducerID] = true
+			abortedTxns = abortedTxns[1:]
+		}
+		switch {
+		case rb.Control:
+			if isAbortMarker(rb) {
+				delete(aborted, rb.ProducerID)
+			}
+		case rb.IsTransactional && aborted[rb.ProducerID]:
+			// aborted data: never handed over
+		default:
+			hdr := encodeBatchInfo(rb)
+			for _, r := range rb.Records {
+				off := rb.FirstOffset + r.OffsetDelta
+				if off < pc.next {
+					continue
+				}
+				ts := rb.FirstTimestamp.Add(r.TimestampDelta)
+				if rb.LogAppendTime {
+					ts = rb.MaxTimestamp
+				}
+				out = append(out, &sarama.ConsumerMessage{Topic: pc.topic, Partition: pc.partition,
+					Offset: off, Key: r.Key, Value: r.Value, Timestamp: ts, BlockTimestamp: rb.MaxTimestamp, Headers: hdr})
+			}
+		}
+		pc.next = last + 1
+	}
+	return out
+}
+
+// plainBatch is the batch header of a record in the legacy format: no
+// producer, not transactional.
+var plainBatch = func() []byte {
+	b := make([]byte, 11)
+	binary.BigEndian.PutUint64(b[0:8], ^uint64(0))
+	binary.BigEndian.PutUint16(b[8:10], ^uint16(0))
+	return b
+}()
+
+func sortAborted(a []*sarama.AbortedTransaction) {
+	// insertion sort: the list is short and usually sorted already
+	for i := 1; i < len(a); i++ {
+		for j := i; j > 0 && a[j].FirstOffset < a[j-1].FirstOffset; j-- {
+			a[j], a[j-1] = a[j-1], a[j]
+		}
+	}
+}

@@ -1,0 +1,145 @@
+package view
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/internal/testcluster"
+)
+
+// stranger is a client with Write on the role topic and nothing else that
+// krole gives its members: franz-go, plain appends (idempotent or not) and
+// transactions under a transactional id of its own.
+func stranger(t *testing.T, c *testcluster.Cluster, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	opts = append([]kgo.Opt{kgo.SeedBrokers(c.Config.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.MaxVersions(kversion.V3_9_0())}, opts...)
+	cl, err := kgo.NewClient(opts...)
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func leaseRecord(t *testing.T, w *writer, role codec.Role, l codec.Lease) *kgo.Record {
+	t.Helper()
+	b, err := codec.EncodeRecord(codec.Record{Lease: &l})
+	require.NoError(t, err)
+	return &kgo.Record{Topic: w.cfg.Topic, Partition: w.part(role), Key: codec.LeaseKey(role).Encode(), Value: b}
+}
+
+// TestForgedLeasesAreSkipped: a lease or release counts only when it was
+// written in a transaction by the producer id and epoch it names. A
+// stranger's plain appends (a lease naming another member, a higher epoch
+// and a far deadline; a release of the holder's own token; a lease under
+// the stranger's own idempotent producer id), and its transactional write
+// under another transactional id naming the holder's token, are skipped
+// and counted as forged; the holder's leases still apply.
+func TestForgedLeasesAreSkipped(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 2})
+	w := newWriter(t, c, 2)
+	role := codec.Role("scheduler")
+	holder := w.txnProducer(string(role))
+	v, _ := runView(t, c.Config, Options{})
+	ctx := testCtx(t)
+	now := time.Now()
+	tok := holder.token
+
+	w.register(role, "a")
+	w.register(role, "b")
+	held := holder.sign(mkLease("a", 0, now, time.Minute))
+	w.lease(holder, role, held, true)
+	caughtUp(t, v)
+	changes := v.Watch(ctx, role)
+
+	// A plain append (no producer id at all) of a lease naming another
+	// member, a higher epoch and a deadline an hour ahead.
+	plain := stranger(t, c, kgo.DisableIdempotentWrite())
+	forged, err := codec.NewLease("mallory", codec.Token{ProducerID: tok.ProducerID, Epoch: tok.Epoch + 5}, now.UnixMilli(), now.Add(time.Hour).UnixMilli())
+	require.NoError(t, err)
+	require.NoError(t, plain.ProduceSync(ctx, leaseRecord(t, w, role, forged)).FirstErr())
+	// A forged release: the holder's own token, granted_at 0.
+	release, err := codec.NewLease("a", tok, 0, 1)
+	require.NoError(t, err)
+	require.NoError(t, plain.ProduceSync(ctx, leaseRecord(t, w, role, release)).FirstErr())
+
+	// An idempotent plain append naming its own producer id and epoch: a
+	// real batch producer, but not a transaction.
+	idem := stranger(t, c)
+	pid, epoch, err := idem.ProducerID(ctx)
+	require.NoError(t, err)
+	own, err := codec.NewLease("mallory", codec.Token{ProducerID: pid, Epoch: epoch}, now.UnixMilli(), now.Add(time.Hour).UnixMilli())
+	require.NoError(t, err)
+	require.NoError(t, idem.ProduceSync(ctx, leaseRecord(t, w, role, own)).FirstErr())
+
+	// A committed transaction under another transactional id, naming the
+	// holder's token.
+	txn := stranger(t, c, kgo.TransactionalID(c.Config.TransactionalID("stranger")))
+	require.NoError(t, txn.BeginTransaction())
+	stolen, err := codec.NewLease("mallory", tok, now.UnixMilli(), now.Add(time.Hour).UnixMilli())
+	require.NoError(t, err)
+	require.NoError(t, txn.ProduceSync(ctx, leaseRecord(t, w, role, stolen)).FirstErr())
+	require.NoError(t, txn.EndTransaction(ctx, kgo.TryCommit))
+
+	caughtUp(t, v)
+	got, ok, err := v.Holder(ctx, role, time.Time{})
+	require.NoError(t, err)
+	assert.True(t, ok, "the holder still holds")
+	assert.Equal(t, held, got)
+	assert.Equal(t, int64(4), v.Stats().Skipped[SkipForged])
+
+	// The real holder's renewal still applies, and it is the first change a
+	// subscriber sees: no forged lease got into the table.
+	renewed := holder.sign(mkLease("a", 0, now, 2*time.Minute))
+	w.lease(holder, role, renewed, true)
+	caughtUp(t, v)
+	got, _, err = v.Holder(ctx, role, time.Time{})
+	require.NoError(t, err)
+	assert.Equal(t, renewed, got)
+	select {
+	case ch := <-changes:
+		assert.True(t, ch.LeaseRenewed, "the first change is the renewal: %+v", ch)
+		assert.Equal(t, held, *ch.Before.Lease)
+		assert.Equal(t, renewed, *ch.After.Lease)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the renewal was not delivered")
+	}
+	cs, err := v.Candidates(ctx, role)
+	require.NoError(t, err)
+	assert.Equal(t, []codec.MemberID{"a", "b"}, members(cs), "registrations are plain appends and still count")
+}
+
+// TestCheckAuthor: the rule itself, batch by batch.
+func TestCheckAuthor(t *testing.T) {
+	tok := codec.Token{ProducerID: 9, Epoch: 3}
+	l, err := codec.NewLease("a", tok, 1, 2)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		rec  codec.Record
+		b    batchInfo
+		ok   bool
+	}{
+		{"its own transaction", codec.Record{Lease: &l}, batchInfo{9, 3, true}, true},
+		{"plain append", codec.Record{Lease: &l}, batchInfo{-1, -1, false}, false},
+		{"idempotent append with the same producer", codec.Record{Lease: &l}, batchInfo{9, 3, false}, false},
+		{"older epoch", codec.Record{Lease: &l}, batchInfo{9, 2, true}, false},
+		{"newer epoch", codec.Record{Lease: &l}, batchInfo{9, 4, true}, false},
+		{"another producer", codec.Record{Lease: &l}, batchInfo{10, 3, true}, false},
+		{"tombstone in a transaction", codec.Record{}, batchInfo{9, 3, true}, false},
+	} {
+		reason, err := checkAuthor(tc.rec, tc.b)
+		if tc.ok {
+			assert.Empty(t, reason, tc.name)
+			assert.NoError(t, err, tc.name)
+		} else {
+			assert.Equal(t, SkipForged, reason, tc.name)
+			assert.Error(t, err, tc.name)
+		}
+	}
+}

@@ -1,0 +1,233 @@
+package view
+
+import (
+	"sync"
+	"time"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/rolestate"
+)
+
+// index is the view's first concept: the table the lookups read (each
+// role's lease and ranked candidates), its record counters, and the Watch
+// subscribers it publishes changes to. It knows nothing of partitions,
+// offsets to wait for, or goka: it is handed decoded records in offset
+// order per role (see apply.go) and answers lookups.
+//
+// Each lease in the table carries when the index applied it, by the view's
+// clock (roleEntry.leaseSeenAt, [rolestate.State].LeaseSeenAt): stamped
+// when a lease record is applied, when it is restored from the state dir,
+// and again when a rebuilt table replaces the old one (adopt), so that a
+// lease is never credited with a span that began before lookups could see
+// it.
+//
+// Every field but clock is guarded by mu. A subscriber's pending changes are added
+// under mu and taken under mu (see watch.go), so a change and the state
+// before it are always paired.
+type index struct {
+	clock   func() time.Time // the view's clock; set once by newIndex
+	mu      sync.RWMutex
+	roles   map[codec.Role]*roleEntry
+	subs    map[*subscriber]struct{}
+	subWG   sync.WaitGroup // one per subscriber goroutine
+	stopped bool           // no subscriber is added any more
+	applied int64
+	skipped map[SkipReason]int64
+
+	// rebuilding holds the partitions being read again from their start
+	// after their offsets went backwards (see rebuild.go). Records of those
+	// partitions' roles are applied to rebuild instead of roles, and
+	// nothing is published, until adopt moves them into roles. nparts
+	// (set once, before any record) maps a role to its partition.
+	rebuilding map[int32]bool
+	rebuild    map[codec.Role]*roleEntry
+	nparts     int32
+}
+
+func newIndex(clock func() time.Time) *index {
+	return &index{
+		clock:      clock,
+		roles:      map[codec.Role]*roleEntry{},
+		subs:       map[*subscriber]struct{}{},
+		skipped:    map[SkipReason]int64{},
+		rebuilding: map[int32]bool{},
+		rebuild:    map[codec.Role]*roleEntry{},
+	}
+}
+
+func (ix *index) setPartitions(n int32) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.nparts = n
+}
+
+// skip counts a skipped record and reports whether it is the first of its
+// reason.
+func (ix *index) skip(reason SkipReason) (first bool) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.skipped[reason]++
+	return ix.skipped[reason] == 1
+}
+
+// apply folds one decoded record at offset of partition p into the table
+// and publishes the change. It reports whether the table changed.
+func (ix *index) apply(p int32, k codec.Key, rec codec.Record, off int64) bool {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.applied++
+	roles, live := ix.roles, true
+	if ix.rebuilding[p] {
+		roles, live = ix.rebuild, false
+	}
+	e := roles[k.Role]
+	isNew := e == nil
+	if isNew {
+		e = &roleEntry{leaseOffset: -1, lastOffset: -1}
+	}
+	var before rolestate.State
+	if live && ix.needsBefore(k.Role) {
+		before = e.state(k.Role)
+	}
+	if !applyTo(e, k, rec, off) {
+		return false
+	}
+	if k.Kind == codec.KindLease && e.hasLease {
+		e.leaseSeenAt = ix.clock()
+	}
+	switch {
+	case e.empty():
+		delete(roles, k.Role)
+	case isNew:
+		roles[k.Role] = e
+	}
+	if live {
+		ix.publish(k.Role, before, off)
+	}
+	return true
+}
+
+// seed loads stored records of one partition (in any order) into the
+// table; recs must have decoded cleanly.
+func (ix *index) seed(recs []decodedRecord) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	touched := map[codec.Role]*roleEntry{}
+	now := ix.clock()
+	for _, r := range recs {
+		if r.rec.Tombstone() {
+			continue
+		}
+		e := ix.roles[r.key.Role]
+		if e == nil {
+			e = &roleEntry{leaseOffset: -1, lastOffset: -1}
+			ix.roles[r.key.Role] = e
+		}
+		touched[r.key.Role] = e
+		switch {
+		case r.rec.Lease != nil:
+			e.setLease(*r.rec.Lease, r.offset)
+			e.leaseSeenAt = now
+		case r.rec.Registration != nil:
+			e.cands = append(e.cands, rolestate.Candidate{Member: r.key.Member, Offset: r.offset, RegisteredAt: r.rec.Registration.RegisteredAt})
+		}
+		if r.offset > e.lastOffset {
+			e.lastOffset = r.offset
+		}
+	}
+	for role, e := range touched {
+		e.sortCands()
+		if ix.needsBefore(role) {
+			ix.publish(role, rolestate.State{Role: role, LeaseOffset: -1}, e.lastOffset)
+		}
+	}
+}
+
+// startRebuild makes partition p's records go to an empty table,
+// invisible to lookups, until adopt. The table keeps p's roles as they
+// were meanwhile.
+func (ix *index) startRebuild(p int32) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.rebuilding[p] = true
+	for role := range ix.rebuild {
+		if codec.Partition(role, ix.nparts) == p {
+			delete(ix.rebuild, role)
+		}
+	}
+}
+
+// adopt makes the rebuilt table of each partition of parts that is being
+// rebuilt the table, publishing to subscribers every role of it whose
+// state changes (a role gone from the rebuilt table changes to an unknown
+// role). It returns the partitions adopted.
+func (ix *index) adopt(parts []int32) []int32 {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	var done []int32
+	for _, p := range parts {
+		if ix.rebuilding[p] {
+			done = append(done, p)
+			delete(ix.rebuilding, p)
+		}
+	}
+	if len(done) == 0 {
+		return nil
+	}
+	adopted := map[int32]bool{}
+	for _, p := range done {
+		adopted[p] = true
+	}
+	// The state before of every role of the adopted partitions, old or
+	// new, and the offset of its latest record in the rebuilt table.
+	befores := map[codec.Role]rolestate.State{}
+	offsets := map[codec.Role]int64{}
+	for role, e := range ix.roles {
+		if adopted[codec.Partition(role, ix.nparts)] {
+			befores[role] = e.state(role)
+			offsets[role] = -1
+			delete(ix.roles, role)
+		}
+	}
+	now := ix.clock()
+	for role, e := range ix.rebuild {
+		if adopted[codec.Partition(role, ix.nparts)] {
+			if e.hasLease {
+				e.leaseSeenAt = now // lookups see the lease from now on
+			}
+			if _, ok := befores[role]; !ok {
+				befores[role] = rolestate.State{Role: role, LeaseOffset: -1}
+			}
+			offsets[role] = e.lastOffset
+			ix.roles[role] = e
+			delete(ix.rebuild, role)
+		}
+	}
+	for role, before := range befores {
+		ix.publish(role, before, offsets[role])
+	}
+	return done
+}
+
+// rebuildPending reports whether a partition is being rebuilt.
+func (ix *index) rebuildPending() bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return len(ix.rebuilding) > 0
+}
+
+// stop marks the index stopped (Watch then gives closed channels) and
+// waits for the subscribers' goroutines, which the caller has woken.
+func (ix *index) stop() {
+	ix.mu.Lock()
+	ix.stopped = true
+	ix.mu.Unlock()
+	ix.subWG.Wait()
+}
+
+// decodedRecord is a record of the state dir, decoded.
+type decodedRecord struct {
+	key    codec.Key
+	rec    codec.Record
+	offset int64
+}
