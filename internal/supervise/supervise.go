@@ -73,8 +73,12 @@ type Spec struct {
 // gets SIGKILL if the starting thread of this process dies (prctl
 // PR_SET_PDEATHSIG), so it never outlives a krole that was killed with
 // SIGKILL; it runs in a process group of its own, so Stop reaches its
-// children too. A goroutine, locked to the starting thread, waits for the
-// child until it exits, then closes Done.
+// children too. With spec.Watchdog, Start returns once the watchdog has
+// started too; a process killed in the instant between starting the child
+// and starting its watchdog leaves the child's own children running (the
+// child itself still dies by its parent-death signal). A goroutine, locked
+// to the starting thread, waits for the child until it exits, then closes
+// Done.
 func Start(spec Spec) (*Child, error) {
 	path, err := exec.LookPath(spec.Path)
 	if err != nil {

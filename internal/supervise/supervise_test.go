@@ -40,6 +40,9 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			os.Exit(3)
 		}
+		// Start has returned: the watchdog runs (see Start's doc on the
+		// instant before it does).
+		os.Stderr.WriteString("watchdog started\n")
 		<-c.Done()
 		os.Exit(0)
 	}
@@ -136,12 +139,21 @@ func startParentAndKillIt(t *testing.T, mode string) int {
 	parent.Env = append(os.Environ(), "SUPERVISE_TEST_PARENT="+mode)
 	stdout, err := parent.StdoutPipe()
 	require.NoError(t, err)
+	stderr, err := parent.StderrPipe()
+	require.NoError(t, err)
 	require.NoError(t, parent.Start())
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	require.NoError(t, err)
 	pid, err := strconv.Atoi(strings.TrimSpace(line))
 	require.NoError(t, err)
 	require.True(t, alive(pid), "the child runs while its parent does")
+	if mode == "watchdog" {
+		// The shell may print its child's pid before Start has started
+		// the watchdog; kill the parent only once it has.
+		line, err := bufio.NewReader(stderr).ReadString('\n')
+		require.NoError(t, err)
+		require.Equal(t, "watchdog started\n", line)
+	}
 
 	require.NoError(t, parent.Process.Kill())
 	_ = parent.Wait()
