@@ -28,6 +28,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kversion"
+
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/devcluster"
 	"github.com/krabka/krole/internal/faultnet"
@@ -65,6 +68,12 @@ type Options struct {
 	// closed when the test ends. Ignored for an outside cluster. Default
 	// nil.
 	Faults *faultnet.Net
+	// MaxVersions, when set, caps the maximum request versions the
+	// embedded cluster advertises and accepts (kfake.MaxVersions), so a
+	// test runs as against that broker ([RealBrokers] has the tables of
+	// Apache Kafka 3.0 and 4.0 and of Redpanda). Ignored for an outside
+	// cluster, whose versions are its own. Default nil: kfake's own.
+	MaxVersions *kversion.Versions
 }
 
 var seq atomic.Int64
@@ -95,6 +104,9 @@ func Start(t testing.TB, opts Options) *Cluster {
 		dopts := devcluster.Options{Nodes: opts.Nodes, BrokerConfigs: opts.BrokerConfigs}
 		if opts.Faults != nil {
 			dopts.WrapListener = opts.Faults.Wrap
+		}
+		if opts.MaxVersions != nil {
+			dopts.Extra = append(dopts.Extra, kfake.MaxVersions(opts.MaxVersions))
 		}
 		fake, err := devcluster.Start(ctx, dopts)
 		if err != nil {
