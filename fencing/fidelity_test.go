@@ -5,8 +5,11 @@ package fencing_test
 // Apache Kafka or Redpanda would; each test names the source it follows.
 
 import (
+	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/assert"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/testcluster"
 )
 
 // fenceAnswers are the answers of real brokers to a write under a token
@@ -157,4 +161,114 @@ func TestTokensOfDifferentProducerIDsAreNotOrdered(t *testing.T) {
 	assert.False(t, fresh.Newer(old))
 	assert.False(t, old.Newer(fresh))
 	assert.True(t, codec.Token{ProducerID: 7, Epoch: 43}.Newer(old), "a gap in epochs still orders")
+}
+
+// A transaction timeout longer than the broker's transaction.max.timeout.ms
+// is refused by the coordinator at every InitProducerId; the transport
+// refuses it at start, with both numbers, before any holding is tried.
+// kfake reports transaction.max.timeout.ms (set through BrokerConfigs).
+func TestTxnTimeoutAboveTheBrokersMaximumIsRefusedAtStart(t *testing.T) {
+	if testcluster.External() {
+		t.Skip("sets a broker setting of the embedded cluster")
+	}
+	c := testcluster.Start(t, testcluster.Options{BrokerConfigs: map[string]string{fencing.BrokerMaxTxnTimeout: "3000"}})
+	cfg := c.Config
+	cfg.TxnTimeout = 5 * time.Second
+	tr, err := fencing.NewBrokerTransport(cfg)
+	if err == nil {
+		_ = tr.Close()
+	}
+	require.Error(t, err)
+	assert.ErrorIs(t, err, fencing.ErrBrokerSettings)
+	var bse *fencing.BrokerSettingsError
+	require.ErrorAs(t, err, &bse)
+	assert.True(t, bse.Refused)
+	assert.Equal(t, 3*time.Second, bse.BrokerValue)
+	assert.Contains(t, err.Error(), "transaction.max.timeout.ms=3000")
+	assert.Contains(t, err.Error(), "5s")
+
+	cfg.TxnTimeout = 2 * time.Second
+	tr, err = fencing.NewBrokerTransport(cfg)
+	require.NoError(t, err)
+	defer tr.Close()
+	got, err := tr.StartTxnSettings()
+	require.NoError(t, err)
+	assert.Equal(t, 3*time.Second, got.MaxTxnTimeout)
+	_, err = tr.AcquireEpoch(context.Background(), "under-the-max")
+	require.NoError(t, err)
+}
+
+// answerBrokerConfigs makes the embedded cluster answer DescribeConfigs of
+// a broker as Apache Kafka does, with the given settings (kfake does not
+// know transaction.abort.timed.out.transaction.cleanup.interval.ms). It
+// returns a func that replaces the settings.
+func answerBrokerConfigs(c *testcluster.Cluster, initial map[string]string) (set func(map[string]string)) {
+	var cur atomic.Pointer[map[string]string]
+	cur.Store(&initial)
+	c.Fake.ControlKey(int16(kmsg.DescribeConfigs), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake.KeepControl()
+		req := kreq.(*kmsg.DescribeConfigsRequest)
+		res := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+		settings := *cur.Load()
+		for _, rr := range req.Resources {
+			if rr.ResourceType != kmsg.ConfigResourceTypeBroker {
+				return nil, nil, false
+			}
+			r := kmsg.NewDescribeConfigsResponseResource()
+			r.ResourceType, r.ResourceName = rr.ResourceType, rr.ResourceName
+			for _, name := range rr.ConfigNames {
+				if v, ok := settings[name]; ok {
+					rc := kmsg.NewDescribeConfigsResponseResourceConfig()
+					rc.Name, rc.Value = name, kmsg.StringPtr(v)
+					r.Configs = append(r.Configs, rc)
+				}
+			}
+			res.Resources = append(res.Resources, r)
+		}
+		return res, nil, true
+	})
+	return func(m map[string]string) { cur.Store(&m) }
+}
+
+// The stall rule against the broker's abort interval: a stock Apache
+// Kafka (10 s) breaks it with a 10 s lease, renew 2 s and transaction
+// timeout 5 s (the old defaults), and holds with processor's defaults; a
+// broker that does not report the interval (kfake, Redpanda) is assumed
+// to have the 10 s default, and the warning says so.
+func TestBrokerAbortIntervalIsCheckedAgainstTheTimings(t *testing.T) {
+	if testcluster.External() {
+		t.Skip("makes the embedded cluster answer as Apache Kafka does")
+	}
+	c := testcluster.Start(t, testcluster.Options{})
+	bare := c.Transport(t)
+	unreported, err := bare.StartTxnSettings()
+	require.NoError(t, err)
+	assert.Equal(t, 15*time.Minute, unreported.MaxTxnTimeout, "kfake reports the maximum")
+	assert.Zero(t, unreported.AbortInterval, "kfake does not report the interval")
+	err = unreported.CheckTimings(5*time.Second, 10*time.Second, 2*time.Second)
+	var bse *fencing.BrokerSettingsError
+	require.ErrorAs(t, err, &bse)
+	assert.True(t, bse.Assumed)
+	assert.False(t, bse.Refused)
+
+	set := answerBrokerConfigs(c, map[string]string{fencing.BrokerMaxTxnTimeout: "900000", fencing.BrokerAbortInterval: "10000"})
+	got, err := c.Transport(t).StartTxnSettings()
+	require.NoError(t, err)
+	assert.Equal(t, 10*time.Second, got.AbortInterval)
+	assert.Equal(t, 15*time.Minute, got.MaxTxnTimeout)
+
+	err = got.CheckTimings(5*time.Second, 10*time.Second, 2*time.Second)
+	require.ErrorAs(t, err, &bse)
+	assert.False(t, bse.Refused, "a warning")
+	assert.False(t, bse.Assumed)
+	assert.ErrorIs(t, err, fencing.ErrBrokerSettings)
+	assert.Contains(t, err.Error(), "transaction.abort.timed.out.transaction.cleanup.interval.ms=10000")
+	assert.Contains(t, err.Error(), "15s")
+
+	assert.NoError(t, got.CheckTimings(5*time.Second, 20*time.Second, 4*time.Second))
+
+	set(map[string]string{fencing.BrokerAbortInterval: "1000"})
+	lowered, err := c.Transport(t).StartTxnSettings()
+	require.NoError(t, err)
+	assert.NoError(t, lowered.CheckTimings(5*time.Second, 10*time.Second, 2*time.Second), "a lowered interval lets the short lease hold")
 }
