@@ -2,6 +2,7 @@ package testcluster_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/testcluster"
+	"github.com/krabka/krole/rolestate"
 	"github.com/krabka/krole/view"
 )
 
@@ -140,3 +142,210 @@ func TestVersionMatrix(t *testing.T) {
 		})
 	}
 }
+
+// runView runs a view of c's role topic (its table in dir when dir is set)
+// until the returned stop is called, which waits for Run to return nil.
+func runView(t *testing.T, c *testcluster.Cluster, dir string) (*view.View, func()) {
+	t.Helper()
+	v, err := view.New(view.Options{Config: c.Config, StateDir: dir})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- v.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		require.NoError(t, <-done)
+	}
+	t.Cleanup(stop)
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer wcancel()
+	require.NoError(t, v.WaitCaughtUp(wctx))
+	return v, stop
+}
+
+// roleState is what compaction must not change of a role's state: the
+// lease with its offset, and the candidates with theirs (their ranks).
+type roleState struct {
+	Lease       *codec.Lease
+	LeaseOffset int64
+	Candidates  []rolestate.Candidate
+}
+
+func stateOf(t *testing.T, v *view.View, role codec.Role) roleState {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, v.WaitCaughtUp(ctx))
+	st, err := v.Role(ctx, role)
+	require.NoError(t, err)
+	return roleState{Lease: st.Lease, LeaseOffset: st.LeaseOffset, Candidates: st.Candidates}
+}
+
+// Compaction of the role topic (kfake's Compact and ApplyRetention, as the
+// log cleaner would run them) between elections changes nothing the
+// succession rules read: the lease and its offset, the candidates and
+// their offsets (their ranks), for a fresh view and for a view resumed
+// from its state dir; and the next election goes on from there. It does
+// remove records (superseded leases, the registration a member replaced,
+// an aborted lease write).
+func TestCompactionKeepsRankingHoldersAndResumedView(t *testing.T) {
+	if testcluster.External() {
+		t.Skip("compacts the embedded cluster's topic")
+	}
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	role, other := codec.Role("compacted"), codec.Role("neighbour")
+	tr := c.Transport(t)
+	for _, m := range []codec.MemberID{"node-1", "node-2", "node-3"} {
+		_, err := tr.Register(ctx, role, m)
+		require.NoError(t, err)
+	}
+	_, err := tr.Register(ctx, role, "node-1") // node-1 moves to the back
+	require.NoError(t, err)
+	_, err = tr.Register(ctx, other, "node-9")
+	require.NoError(t, err)
+
+	lease := func(m codec.MemberID, tok codec.Token) codec.Lease {
+		now := time.Now().UnixMilli()
+		l, err := codec.NewLease(m, tok, now, now+30_000)
+		require.NoError(t, err)
+		return l
+	}
+	// First election: node-2 holds and renews; an aborted write under its
+	// token; node-3 takes over and renews.
+	tok2, err := tr.AcquireEpoch(ctx, role)
+	require.NoError(t, err)
+	for i := 0; i < 3; i++ {
+		require.NoError(t, tr.WriteLease(ctx, role, tok2, lease("node-2", tok2)))
+	}
+	aborted := errors.New("aborted on purpose")
+	err = tr.Transact(ctx, role, tok2, func(tx *fencing.Txn) error {
+		v, err := codec.EncodeRecord(codec.Record{Lease: ptr(lease("node-2", tok2))})
+		require.NoError(t, err)
+		_, err = tx.Produce(c.Config.Topic, 0, codec.LeaseKey(role).Encode(), v)
+		require.NoError(t, err)
+		return aborted
+	})
+	require.ErrorIs(t, err, aborted)
+	tr3 := c.Transport(t)
+	tok3, err := tr3.AcquireEpoch(ctx, role)
+	require.NoError(t, err)
+	for i := 0; i < 3; i++ {
+		require.NoError(t, tr3.WriteLease(ctx, role, tok3, lease("node-3", tok3)))
+	}
+	tokN, err := tr.AcquireEpoch(ctx, other)
+	require.NoError(t, err)
+	require.NoError(t, tr.WriteLease(ctx, other, tokN, lease("node-9", tokN)))
+
+	dir := t.TempDir()
+	resumed, stop := runView(t, c, dir)
+	before, beforeOther := stateOf(t, resumed, role), stateOf(t, resumed, other)
+	require.NotNil(t, before.Lease)
+	assert.Equal(t, codec.MemberID("node-3"), before.Lease.Member)
+	var ranks []codec.MemberID
+	for _, cand := range before.Candidates {
+		ranks = append(ranks, cand.Member)
+	}
+	assert.Equal(t, []codec.MemberID{"node-2", "node-3", "node-1"}, ranks)
+	stop()
+	recsBefore, err := tr.ReadRoleRecords(ctx, role)
+	require.NoError(t, err)
+
+	c.Fake.Compact()
+	c.Fake.ApplyRetention()
+
+	recsAfter, err := tr.ReadRoleRecords(ctx, role)
+	require.NoError(t, err)
+	assert.Less(t, len(recsAfter), len(recsBefore), "compaction removed records")
+	t.Logf("role records: %d before compaction, %d after", len(recsBefore), len(recsAfter))
+
+	fresh, _ := runView(t, c, "")
+	assert.Equal(t, before, stateOf(t, fresh, role), "a fresh view reads the same state from the compacted topic")
+	assert.Equal(t, beforeOther, stateOf(t, fresh, other))
+	resumed, _ = runView(t, c, dir)
+	assert.Equal(t, before, stateOf(t, resumed, role), "a view resumed from its state dir is unchanged")
+	assert.Equal(t, beforeOther, stateOf(t, resumed, other))
+
+	// The next election: node-2 (first in rank) takes over, fencing node-3.
+	tok2b, err := tr.AcquireEpoch(ctx, role)
+	require.NoError(t, err)
+	assert.True(t, fencing.IsFenced(tr3.WriteLease(ctx, role, tok3, lease("node-3", tok3))), "node-3 is fenced")
+	l := lease("node-2", tok2b)
+	require.NoError(t, tr.WriteLease(ctx, role, tok2b, l))
+	require.NoError(t, tr.Deregister(ctx, role, "node-3"))
+	c.Fake.Compact()
+	for name, v := range map[string]*view.View{"fresh": fresh, "resumed": resumed} {
+		st := stateOf(t, v, role)
+		require.NotNil(t, st.Lease, name)
+		assert.Equal(t, l, *st.Lease, name)
+		ranks = ranks[:0]
+		for _, cand := range st.Candidates {
+			ranks = append(ranks, cand.Member)
+		}
+		assert.Equal(t, []codec.MemberID{"node-2", "node-1"}, ranks, name)
+	}
+}
+
+// What a view offline for longer than delete.retention.ms can miss: the
+// log cleaner removed a deregistration's tombstone (and the registration
+// it removed) before the view read them, so a view resumed from its state
+// dir keeps the removed candidate. A view that rereads the topic (its
+// state dir deleted) is right. Documented in README ("krole init") and
+// internal/cli/init.go.
+func TestViewOfflineLongerThanDeleteRetentionKeepsARemovedCandidate(t *testing.T) {
+	if testcluster.External() {
+		t.Skip("compacts the embedded cluster's topic")
+	}
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	role := codec.Role("forgotten")
+	tr := c.Transport(t)
+	for _, m := range []codec.MemberID{"node-1", "node-2"} {
+		_, err := tr.Register(ctx, role, m)
+		require.NoError(t, err)
+	}
+	dir := t.TempDir()
+	v, stop := runView(t, c, dir)
+	require.Len(t, stateOf(t, v, role).Candidates, 2)
+	stop()
+
+	// While the view is offline: node-2 leaves, and the tombstone is
+	// older than delete.retention.ms (0 here) when the cleaner runs.
+	require.NoError(t, tr.Deregister(ctx, role, "node-2"))
+	_, err := tr.Register(ctx, role, "node-3") // so the tombstone is not the last batch
+	require.NoError(t, err)
+	setTopicConfig(t, c, "delete.retention.ms", "0")
+	c.Fake.Compact()
+
+	resumed, _ := runView(t, c, dir)
+	var stale []codec.MemberID
+	for _, cand := range stateOf(t, resumed, role).Candidates {
+		stale = append(stale, cand.Member)
+	}
+	assert.Equal(t, []codec.MemberID{"node-1", "node-2", "node-3"}, stale, "the removed candidate stays in the resumed table")
+
+	fresh, _ := runView(t, c, t.TempDir())
+	var right []codec.MemberID
+	for _, cand := range stateOf(t, fresh, role).Candidates {
+		right = append(right, cand.Member)
+	}
+	assert.Equal(t, []codec.MemberID{"node-1", "node-3"}, right, "a view with a new state dir is right")
+}
+
+func setTopicConfig(t *testing.T, c *testcluster.Cluster, name, value string) {
+	t.Helper()
+	admin, err := sarama.NewClusterAdmin(c.Config.Brokers, c.Sarama(t))
+	require.NoError(t, err)
+	defer admin.Close()
+	require.NoError(t, admin.IncrementalAlterConfig(sarama.TopicResource, c.Config.Topic,
+		map[string]sarama.IncrementalAlterConfigsEntry{name: {Operation: sarama.IncrementalAlterConfigsOperationSet, Value: &value}}, false))
+}
+
+func ptr[T any](v T) *T { return &v }
