@@ -1,15 +1,28 @@
 package testcluster
 
 import (
+	"fmt"
+	"os"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 )
+
+// VersionsEnv names the environment variable that caps every embedded
+// cluster [Start] starts (when Options.MaxVersions is nil) with one of the
+// tables of [RealBrokers], by its Key: KROLE_TEST_VERSIONS=redpanda
+// go test ./... runs the whole suite as against Redpanda's versions. An
+// unknown key fails the test.
+const VersionsEnv = "KROLE_TEST_VERSIONS"
 
 // BrokerVersions is a named table of the maximum request versions a real
 // broker advertises, for [Options].MaxVersions.
 type BrokerVersions struct {
 	// Name says which broker and release, for test names.
 	Name string
+	// Key names the table in [VersionsEnv]: "kafka-3.0", "kafka-4.0",
+	// "redpanda".
+	Key string
 	// Versions are the maxima per request key; a key the broker does not
 	// serve is absent.
 	Versions *kversion.Versions
@@ -29,9 +42,9 @@ type BrokerVersions struct {
 // above them.
 func RealBrokers() []BrokerVersions {
 	return []BrokerVersions{
-		{Name: "Apache Kafka 3.0", Versions: kversion.V3_0_0()},
-		{Name: "Apache Kafka 4.0", Versions: kversion.V4_0_0()},
-		{Name: "Redpanda 24.3", Versions: RedpandaVersions()},
+		{Name: "Apache Kafka 3.0", Key: "kafka-3.0", Versions: kversion.V3_0_0()},
+		{Name: "Apache Kafka 4.0", Key: "kafka-4.0", Versions: kversion.V4_0_0()},
+		{Name: "Redpanda 24.3", Key: "redpanda", Versions: RedpandaVersions()},
 	}
 }
 
@@ -95,4 +108,21 @@ func RedpandaVersions() *kversion.Versions {
 		res.ApiKeys = append(res.ApiKeys, ak)
 	}
 	return kversion.FromApiVersionsResponse(&res)
+}
+
+// versionsFromEnv returns the table [VersionsEnv] names, nil when it is
+// unset, and an error for an unknown key.
+func versionsFromEnv() (*kversion.Versions, error) {
+	key := os.Getenv(VersionsEnv)
+	if key == "" {
+		return nil, nil
+	}
+	var keys []string
+	for _, b := range RealBrokers() {
+		if b.Key == key {
+			return b.Versions, nil
+		}
+		keys = append(keys, b.Key)
+	}
+	return nil, fmt.Errorf("%s=%q: not one of %v", VersionsEnv, key, keys)
 }
