@@ -84,9 +84,12 @@
 //     transaction.abort.timed.out.transaction.cleanup.interval.ms (default
 //     10 s), so there the stall lasts up to TxnTimeout + that interval,
 //     hiding the renewals of every role in those partitions from
-//     read_committed readers. With Apache Kafka, pick a lease duration
-//     longer than TxnTimeout + 10 s + the renew interval, or lower that
-//     broker setting (see package processor).
+//     read_committed readers (Redpanda likewise, every
+//     abort_timed_out_transactions_interval_ms, 10 s). Package processor
+//     says what its members do about it and why its defaults stay;
+//     [BrokerTxnSettings.CheckTimings] checks timings against a broker's
+//     interval, and [NewBrokerTransport] refuses a TxnTimeout above the
+//     broker's transaction.max.timeout.ms.
 //   - Tokens of one role compare only within one producer id
 //     ([codec.Token.Newer]); across a producer-id change (epoch exhaustion,
 //     or the transactional id expiring after transactional.id.expiration.ms
