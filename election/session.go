@@ -137,6 +137,15 @@ func New(cfg Config) (*Session, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	// The transport refused a TxnTimeout above the brokers' maximum; say
+	// what the brokers' abort interval makes of the stall rule (see
+	// processor.Settings: members on a view are not endangered by it).
+	if bs, err := t.StartTxnSettings(); err == nil {
+		if err := bs.CheckTimings(s.TransactionTimeout, s.LeaseDuration, s.RenewInterval); err != nil {
+			log.Info("a transaction left open by a crash can hold the role topic's readers back longer than a lease; "+
+				"challenges of that partition's roles wait until it ends", "broker", err.Error())
+		}
+	}
 	return &Session{t: t, v: v, vr: v, m: m, log: log, onReady: cfg.OnReady, onFatal: cfg.OnFatal}, nil
 }
 

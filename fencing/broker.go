@@ -40,6 +40,9 @@ type BrokerTransport struct {
 	bg           sync.WaitGroup // cleanups (aborts) running after a caller's ctx ended
 	closed       atomic.Bool
 	newerSkipped atomic.Uint64
+
+	startTxn    BrokerTxnSettings // what NewBrokerTransport's DescribeConfigs found
+	startTxnErr error
 }
 
 var _ Transport = (*BrokerTransport)(nil)
@@ -50,6 +53,15 @@ var _ Transport = (*BrokerTransport)(nil)
 // sarama's metadata retries, with an [*Error] of kind [ErrClient] that says
 // which addresses did not answer. An invalid cfg returns a plain error
 // naming the setting.
+//
+// It then asks one broker for its transaction settings (one
+// DescribeConfigs, bounded by cfg.RequestTimeout; see
+// [BrokerTransport.StartTxnSettings]) and refuses a cfg.TxnTimeout longer
+// than the broker's transaction.max.timeout.ms, which the coordinator
+// would refuse at every AcquireEpoch: the error matches
+// [ErrBrokerSettings] and names both values. When the broker does not
+// answer that request (it refuses it, or does not report the setting),
+// nothing is checked.
 func NewBrokerTransport(cfg Config) (*BrokerTransport, error) {
 	cfg = cfg.WithDefaults()
 	sc, err := cfg.Sarama() // validates cfg
@@ -71,7 +83,26 @@ func NewBrokerTransport(cfg Config) (*BrokerTransport, error) {
 	if err != nil {
 		return nil, &Error{Kind: ErrClient, Err: fmt.Errorf("no broker answered at %s: %w", strings.Join(cfg.Brokers, ","), err)}
 	}
-	return &BrokerTransport{cfg: cfg, client: client, conns: conns, holders: make(map[codec.Role]*holder), retired: make(map[codec.Role]codec.Token)}, nil
+	t := &BrokerTransport{cfg: cfg, client: client, conns: conns, holders: make(map[codec.Role]*holder), retired: make(map[codec.Role]codec.Token)}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout)
+	t.startTxn, t.startTxnErr = t.BrokerTxnSettings(ctx)
+	cancel()
+	if t.startTxnErr == nil {
+		if err := t.startTxn.CheckTxnTimeout(cfg.TxnTimeout); err != nil {
+			_ = client.Close()
+			return nil, fmt.Errorf("fencing config: TxnTimeout: %w", err)
+		}
+	}
+	return t, nil
+}
+
+// StartTxnSettings returns what the broker said of its transaction
+// settings when NewBrokerTransport asked (one DescribeConfigs, see
+// [BrokerTransport.BrokerTxnSettings]), or that request's error: a
+// broker that refused it, or did not answer within the request timeout.
+// It sends nothing.
+func (t *BrokerTransport) StartTxnSettings() (BrokerTxnSettings, error) {
+	return t.startTxn, t.startTxnErr
 }
 
 // Config returns the effective configuration (defaults applied).

@@ -10,6 +10,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
@@ -644,9 +645,21 @@ func committedOffsets(t *testing.T, e *env, group, topic string) map[int32]int64
 // answers the stale produce INVALID_TXN_STATE (the partition left the
 // aborted transaction), which Produce reports as ErrProducer, and the abort
 // that follows is refused with PRODUCER_FENCED: Transact reports fenced.
+// Apache Kafka and Redpanda answer that produce INVALID_PRODUCER_EPOCH
+// (the abort markers carry the bumped epoch: ProducerAppendInfo.java,
+// checkProducerEpoch; redpanda src/v/cluster/rm_stm.cc): the test accepts
+// both, and the "as real brokers answer" case makes kfake answer 47 there
+// (a fault on that produce), which must be fenced.
 func TestFencedInTheMiddleOfATransaction(t *testing.T) {
-	for _, newHolderOpen := range []bool{true, false} {
-		t.Run(fmt.Sprintf("new holder's transaction open: %v", newHolderOpen), func(t *testing.T) {
+	for _, tc := range []struct {
+		newHolderOpen, realAnswer bool
+	}{{true, false}, {false, false}, {false, true}} {
+		newHolderOpen := tc.newHolderOpen
+		name := fmt.Sprintf("new holder's transaction open: %v", newHolderOpen)
+		if tc.realAnswer {
+			name += ", as real brokers answer"
+		}
+		t.Run(name, func(t *testing.T) {
 			onEachCluster(t, func(t *testing.T, e *env) {
 				ctx := e.ctx()
 				role := codec.Role("ledger")
@@ -668,6 +681,11 @@ func TestFencedInTheMiddleOfATransaction(t *testing.T) {
 					tokB, err := b.AcquireEpoch(ctx, role)
 					require.NoError(t, err)
 					if !newHolderOpen {
+						if tc.realAnswer {
+							e.c.RequireFake(t)
+							h := e.c.Fake.Fault(kfakeFault(topic, kerr.InvalidProducerEpoch, 1))
+							defer h.Remove()
+						}
 						_, produceErr = txA.Produce(topic, p, key, val("node-a", tokA))
 						return produceErr
 					}
@@ -684,8 +702,14 @@ func TestFencedInTheMiddleOfATransaction(t *testing.T) {
 				if newHolderOpen {
 					assert.True(t, fencing.IsFenced(produceErr), "the leader refuses the stale epoch: %v", errors.Unwrap(produceErr))
 					assert.ErrorIs(t, produceErr, sarama.ErrInvalidProducerEpoch)
-				} else {
-					assert.ErrorIs(t, produceErr, fencing.ErrProducer)
+				} else if tc.realAnswer || !fencing.IsFenced(produceErr) {
+					if tc.realAnswer {
+						assert.True(t, fencing.IsFenced(produceErr), "INVALID_PRODUCER_EPOCH is a fence: %v", errors.Unwrap(produceErr))
+						assert.ErrorIs(t, produceErr, sarama.ErrInvalidProducerEpoch)
+					} else { // kfake's own answer
+						assert.ErrorIs(t, produceErr, fencing.ErrProducer)
+						assert.ErrorIs(t, produceErr, sarama.ErrInvalidTxnState)
+					}
 				}
 				assert.True(t, fencing.IsFenced(err), "got %v (cause %v)", err, errors.Unwrap(err))
 

@@ -11,7 +11,14 @@
 // coordinator returns for InitProducerId on that id ([Transport.AcquireEpoch]).
 // The cluster mints it, never a client. Each InitProducerId raises the epoch
 // (or, when the epoch is exhausted, moves to a new producer id at epoch 0)
-// and aborts any transaction the previous epoch left open.
+// and aborts any transaction the previous epoch left open. Epochs of
+// successive holdings are increasing, not consecutive: on Apache Kafka a
+// takeover of a holder with a transaction open costs two increments (the
+// coordinator fences and aborts with one, answers CONCURRENT_TRANSACTIONS,
+// and the retried InitProducerId raises again; three with transaction
+// version 2), and a coordinator-side abort on timeout raises it too.
+// AcquireEpoch retries CONCURRENT_TRANSACTIONS within
+// [Config.RequestTimeout].
 //
 // With the transaction protocol this package speaks (EndTxn below version 5,
 // what sarama sends, and what Kafka before 4.0 uses by default), the epoch
@@ -38,10 +45,14 @@
 // every transactional write, offset commit and commit of any token of that
 // role older than T: AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit
 // and EndTxn answer PRODUCER_FENCED (INVALID_PRODUCER_EPOCH on older
-// brokers), and a partition leader that has seen the newer epoch refuses a
-// produce of the older one with INVALID_PRODUCER_EPOCH (a produce that
-// slips through still needs an EndTxn commit, which the coordinator
-// refuses). The older token's open transaction is
+// brokers and on Redpanda), and a partition leader that has seen the newer
+// epoch refuses a produce of the older one with INVALID_PRODUCER_EPOCH (a
+// produce that slips through still needs an EndTxn commit, which the
+// coordinator refuses). kfake answers a stale produce to a partition that
+// left the aborted transaction with INVALID_TXN_STATE instead (an
+// [ErrProducer]; the abort that follows is fenced), where Apache Kafka and
+// Redpanda answer INVALID_PRODUCER_EPOCH: the abort markers carry the
+// bumped epoch (ProducerAppendInfo.java, checkProducerEpoch). The older token's open transaction is
 // aborted, so nothing it wrote in it becomes visible to read_committed
 // readers. A write under T that commits is therefore ordered after every
 // write of an older token that ever became visible. [BrokerTransport]
@@ -73,13 +84,27 @@
 //     transaction.abort.timed.out.transaction.cleanup.interval.ms (default
 //     10 s), so there the stall lasts up to TxnTimeout + that interval,
 //     hiding the renewals of every role in those partitions from
-//     read_committed readers. With Apache Kafka, pick a lease duration
-//     longer than TxnTimeout + 10 s + the renew interval, or lower that
-//     broker setting (see package processor).
+//     read_committed readers (Redpanda likewise, every
+//     abort_timed_out_transactions_interval_ms, 10 s). Package processor
+//     says what its members do about it and why its defaults stay;
+//     [BrokerTxnSettings.CheckTimings] checks timings against a broker's
+//     interval, and [NewBrokerTransport] refuses a TxnTimeout above the
+//     broker's transaction.max.timeout.ms.
 //   - Tokens of one role compare only within one producer id
 //     ([codec.Token.Newer]); across a producer-id change (epoch exhaustion,
 //     or the transactional id expiring after transactional.id.expiration.ms
-//     without use) only the broker can tell which is current.
+//     without use, 7 days by default) only the broker can tell which is
+//     current: Newer says neither is newer, so a holder does not step down
+//     because its view shows a lease of another producer id, and the
+//     succession rules rank that lease by its offset like any other. The
+//     broker's fence decides: the old token's next write is refused, with
+//     PRODUCER_FENCED, INVALID_PRODUCER_EPOCH or INVALID_PRODUCER_ID_MAPPING
+//     (Apache Kafka), or TRANSACTIONAL_ID_NOT_FOUND (105) or
+//     UNKNOWN_PRODUCER_ID (59) (Redpanda, src/v/kafka/server/errors.h,
+//     map_tx_errc), and each of these is [ErrFenced]: the token is
+//     forgotten and its holding ends at that write, not at the holder's
+//     renew deadline. A holder renews every few seconds, so its
+//     transactional id does not expire while it holds.
 //
 // # Application writes
 //

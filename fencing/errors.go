@@ -13,8 +13,11 @@ import (
 //	if errors.Is(err, fencing.ErrFenced) { ... stop acting as holder ... }
 var (
 	// ErrFenced: the broker refused a write because a later member holds
-	// the role (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH). The caller is no
-	// longer the holder and must stop acting as one at once.
+	// the role (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH), or because the
+	// token's producer id is gone, so that it can never commit again
+	// (INVALID_PRODUCER_ID_MAPPING; Redpanda's TRANSACTIONAL_ID_NOT_FOUND
+	// and UNKNOWN_PRODUCER_ID after the transactional id expired). The
+	// caller is no longer the holder and must stop acting as one at once.
 	ErrFenced = errors.New("fenced")
 	// ErrNotHeld: the token passed to WriteLease, Transact or a Writer is
 	// not the one this transport holds for the role: it never minted it,

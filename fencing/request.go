@@ -27,6 +27,7 @@ const (
 	kerrInvalidProducerEpoch     = sarama.KError(47)  // INVALID_PRODUCER_EPOCH
 	kerrInvalidProducerIDMapping = sarama.KError(49)  // INVALID_PRODUCER_ID_MAPPING
 	kerrTransactionalIDNotFound  = sarama.KError(105) // TRANSACTIONAL_ID_NOT_FOUND
+	kerrUnknownProducerID        = sarama.KError(59)  // UNKNOWN_PRODUCER_ID
 )
 
 // Protocol versions of the requests this file builds by hand. sarama clamps
@@ -390,11 +391,24 @@ func (k kafkaCode) Is(target error) bool {
 // holds the transactional id: PRODUCER_FENCED (coordinator paths, and
 // kfake's answer to a stale epoch there), INVALID_PRODUCER_EPOCH (a
 // partition leader's answer to a stale produce, and older coordinators'),
-// and INVALID_PRODUCER_ID_MAPPING (the coordinator no longer knows the
+// INVALID_PRODUCER_ID_MAPPING (the coordinator no longer knows the
 // producer id: the transactional id expired and may be held under a new
-// one; the token can never write again).
+// one; the token can never write again), and Redpanda's answers once the
+// transactional id expired (transactional.id.expiration.ms) or its
+// producer state is gone: TRANSACTIONAL_ID_NOT_FOUND (105) and
+// UNKNOWN_PRODUCER_ID (59) (redpanda-data/redpanda src/v/cluster/tx_gateway_frontend.cc,
+// src/v/cluster/rm_stm.cc). Each of the last three means that the token
+// can never commit again: the role's next token may have a new producer id
+// at epoch 0, which codec.Token.Newer does not order against the old one,
+// so the holding must end here, at the broker's word, rather than at the
+// holder's renew deadline.
 func fenceCode(k sarama.KError) bool {
-	return k == kerrProducerFenced || k == kerrInvalidProducerEpoch || k == kerrInvalidProducerIDMapping
+	switch k {
+	case kerrProducerFenced, kerrInvalidProducerEpoch, kerrInvalidProducerIDMapping,
+		kerrTransactionalIDNotFound, kerrUnknownProducerID:
+		return true
+	}
+	return false
 }
 
 // fetch sends one read_committed fetch of topic/partition at offset to the

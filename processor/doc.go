@@ -159,15 +159,23 @@
 //
 // That bound assumes the coordinator aborts a transaction when its timeout
 // passes, as kfake (the embedded cluster of krole dev and the tests) does.
-// Apache Kafka aborts timed-out transactions only when a periodic check
-// runs, every transaction.abort.timed.out.transaction.cleanup.interval.ms
-// (default 10 s), so there a holder that crashed mid-transaction can hide
-// renewals from read_committed readers for up to TxnTimeout + that
-// interval. With Apache Kafka, pick a LeaseDuration longer than
-// TxnTimeout + 10 s + RenewInterval (40 s or more when the other settings
-// take the defaults derived from the lease), or lower that broker setting;
-// otherwise such a crash can make candidates see a healthy holder's lease
-// expire and take its role.
+// Apache Kafka and Redpanda abort timed-out transactions only when a
+// periodic check runs, every
+// transaction.abort.timed.out.transaction.cleanup.interval.ms (Redpanda:
+// abort_timed_out_transactions_interval_ms; default 10 s for both), so
+// there a holder that crashed mid-transaction can hide renewals from
+// read_committed readers for up to TxnTimeout + that interval, 15 s with
+// the defaults: longer than the bound above. Members reading through a
+// view are kept from taking a healthy holder's role meanwhile by the
+// held-back rule above (the crashed holder's transaction is another
+// producer's), so the default settings are kept (see [Settings] for the
+// reasoning); what the longer stall costs is succession of the
+// partition's other roles delayed until it ends. Members on a
+// [TransportSource] have no such rule: with them, on a stock broker, pick
+// a LeaseDuration longer than TxnTimeout + 10 s + RenewInterval (20 s with
+// TransactionTimeout 5 s and the derived RenewInterval of 4 s), or lower
+// that broker setting; otherwise such a crash can make candidates see a
+// healthy holder's lease expire and take its role.
 //
 // The cancellation of Work's context when a role is lost is local and
 // best effort: it happens when a renewal is fenced or its token retired,

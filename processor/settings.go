@@ -20,6 +20,34 @@ const DefaultLeaseDuration = 10 * time.Second
 // members may both believe they hold a role for a moment (clock skew, a
 // paused process), but the broker accepts lease writes under the newest
 // epoch only.
+//
+// The defaults on a stock Apache Kafka or Redpanda. Both abort a
+// transaction that outlived its timeout only at a periodic check, every
+// transaction.abort.timed.out.transaction.cleanup.interval.ms (Apache
+// Kafka, TransactionStateManagerConfig.java) or
+// abort_timed_out_transactions_interval_ms (Redpanda,
+// src/v/config/configuration.cc), 10s by default. A lease write left
+// open by a holder that crashed mid-write therefore holds the
+// read_committed readers of its partition back for up to
+// TransactionTimeout + 10s = 15s, longer than the default lease less a
+// renew interval (8s): the old rule LeaseDuration > TransactionTimeout +
+// 10s + RenewInterval does not hold for the defaults, and would need a
+// lease of 20s or more. The defaults stay at a lease of 10s, because that
+// rule no longer guards against what it was for: a member reading through
+// a view (*view.View, what election.Session and krole run use) does not
+// challenge while its confirmations show the partition's readers held
+// back by another producer's open transaction (see the package
+// documentation), so the stall cannot make a healthy holder of another
+// role in that partition look expired; the crashed holder's own role is
+// taken over as usual (AcquireEpoch aborts its transaction). What the
+// stall still costs: challenges of the partition's other roles wait for
+// it to end, so a holder of one of them that dies during it is replaced
+// up to TransactionTimeout + the broker's interval later than its lease
+// says. The rule still matters for members on a [TransportSource] (it
+// cannot see open transactions): there, on a stock broker, use
+// LeaseDuration >= 20s with TransactionTimeout 5s (20s > 5s + 10s + 4s),
+// or lower the broker's interval. fencing.BrokerTxnSettings.CheckTimings
+// checks a set of timings against what a broker reports.
 type Settings struct {
 	// LeaseDuration is how long a lease lasts from the moment its write
 	// begins: a lease granted at T has deadline T+LeaseDuration, in the
@@ -65,12 +93,16 @@ type Settings struct {
 	// (fencing.Config.TxnTimeout): a lease write left open by a crashed
 	// holder holds back read_committed readers of its partition, for
 	// every role in it, until the coordinator aborts it after this long.
-	// Apache Kafka aborts it only at its next check for timed-out
-	// transactions (transaction.abort.timed.out.transaction.cleanup.interval.ms,
+	// Apache Kafka and Redpanda abort it only at their next check for
+	// timed-out transactions (transaction.abort.timed.out.transaction.cleanup.interval.ms,
 	// default 10s), so there the stall lasts up to TransactionTimeout +
-	// that interval: keep LeaseDuration above TransactionTimeout + 10s +
-	// RenewInterval, or lower that broker setting (see the package
-	// documentation). Default LeaseDuration/2 (5s).
+	// that interval; members reading through a view do not take a
+	// healthy holder's role behind it (see "The defaults on a stock
+	// Apache Kafka or Redpanda" above), members on a TransportSource need
+	// LeaseDuration above TransactionTimeout + 10s + RenewInterval. It
+	// must not exceed the brokers' transaction.max.timeout.ms (default
+	// 15 min), which fencing.NewBrokerTransport checks at start. Default
+	// LeaseDuration/2 (5s).
 	TransactionTimeout time.Duration
 
 	// KeepOnExit, when true, makes a Member whose context ends leave

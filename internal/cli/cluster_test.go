@@ -141,19 +141,32 @@ func TestDescribe(t *testing.T) {
 	assert.Regexp(t, `(?m)^\d+\s+lease \(released\)\s+node-1\s+`+tok.String()+`\s+-\s+-$`, r.Stdout)
 }
 
+// init creates the role topic with the settings the design needs and says
+// what it set; run again, it leaves the topic as it is and reports them.
 func TestInit(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{})
 	topic := c.Config.Topic + ".init"
 	args := []string{"init", "--partitions", "2", "--replication-factor", "1", "--brokers", strings.Join(c.Config.Brokers, ","), "--topic", topic, "-o", "json"}
-	want := fmt.Sprintf(`{"topic":%q,"partitions":2,"replication_factor":1,"cleanup_policy":"compact"}`, topic)
-	for i := 0; i < 2; i++ { // running it twice is fine
-		r := run(t, args...)
-		requireOK(t, r)
-		assert.JSONEq(t, want, r.Stdout, "run %d", i+1)
-	}
-	r := run(t, "init", "--brokers", strings.Join(c.Config.Brokers, ","), "--topic", topic)
+	configs := `{"cleanup.policy":"compact","segment.ms":"3600000","min.compaction.lag.ms":"600000","delete.retention.ms":"604800000"}`
+	r := run(t, args...)
 	requireOK(t, r)
-	assert.Equal(t, fmt.Sprintf("topic %s ready: cleanup.policy=compact, 2 partitions, replication factor 1\n", topic), r.Stdout)
+	assert.Empty(t, r.Stderr, "every setting taken")
+	assert.JSONEq(t, fmt.Sprintf(`{"topic":%q,"created":true,"partitions":2,"replication_factor":1,"cleanup_policy":"compact","configs":%s,
+		"set":["cleanup.policy=compact","segment.ms=3600000","min.compaction.lag.ms=600000","delete.retention.ms=604800000"]}`, topic, configs), r.Stdout)
+	r = run(t, args...) // running it again is fine
+	requireOK(t, r)
+	assert.JSONEq(t, fmt.Sprintf(`{"topic":%q,"created":false,"partitions":2,"replication_factor":1,"cleanup_policy":"compact","configs":%s,"set":[]}`,
+		topic, configs), r.Stdout)
+
+	r = run(t, "init", "--brokers", strings.Join(c.Config.Brokers, ","), "--topic", topic)
+	requireOK(t, r)
+	assert.Equal(t, fmt.Sprintf("topic %s ready: cleanup.policy=compact, 2 partitions, replication factor 1 (existed; left as it is)\n"+
+		"  settings: segment.ms=3600000, min.compaction.lag.ms=600000, delete.retention.ms=604800000\n", topic), r.Stdout)
+
+	other := c.Config.Topic + ".init2"
+	r = run(t, "init", "--brokers", strings.Join(c.Config.Brokers, ","), "--topic", other, "--rf", "1", "--delete-retention", "720h")
+	requireOK(t, r)
+	assert.Contains(t, r.Stdout, "(created; set cleanup.policy=compact, segment.ms=3600000, min.compaction.lag.ms=600000, delete.retention.ms=2592000000)")
 }
 
 func TestMissingTopic(t *testing.T) {

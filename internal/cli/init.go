@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/IBM/sarama"
 	ucli "github.com/urfave/cli/v2"
@@ -10,18 +13,49 @@ import (
 	"github.com/krabka/krole/internal/devcluster"
 )
 
+// The role topic's settings that init sets on a topic it creates, besides
+// cleanup.policy=compact:
+//
+//   - segment.ms 1h: the log cleaner compacts closed segments only, and the
+//     default (7 days) would keep a week of renewals uncompacted;
+//   - min.compaction.lag.ms 10min (rolestate.MaxLeaseSpan): every record,
+//     superseded or not, stays readable at least that long, so
+//     `krole records` shows the recent history of a role;
+//   - delete.retention.ms, --delete-retention (default 7 days): how long a
+//     tombstone (a deregistration) and the transaction markers stay after
+//     compaction. A view with a state dir (`krole serve --state-dir`,
+//     election.Config.StateDir) that is offline for longer may never see
+//     a tombstone: the removed candidate then stays in its table. Delete
+//     the state dir of a view that was offline that long.
+const (
+	roleTopicSegmentMS           = "3600000"
+	roleTopicMinCompactionLagMS  = "600000"
+	defaultRoleTopicDeleteRetain = 7 * 24 * time.Hour
+)
+
+// roleTopicConfigs are the names init reports, in order.
+var roleTopicConfigs = []string{"cleanup.policy", "segment.ms", "min.compaction.lag.ms", "delete.retention.ms"}
+
 func initCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "init",
 		Usage:     "create the compacted role topic on a cluster (running it again is fine)",
-		UsageText: "krole init [--partitions N] [--replication-factor N]",
-		Description: "Creates --topic with cleanup.policy=compact. When the topic exists already,\n" +
-			"init leaves it as it is and checks that it is compacted: a topic that deletes\n" +
-			"old records would lose registrations, so init fails on one.",
+		UsageText: "krole init [--partitions N] [--replication-factor N] [--delete-retention D]",
+		Description: "Creates --topic with cleanup.policy=compact, segment.ms=3600000 (1h),\n" +
+			"min.compaction.lag.ms=600000 (10m) and delete.retention.ms=--delete-retention,\n" +
+			"and says what it set (a setting the cluster refuses is a warning). When the\n" +
+			"topic exists already, init leaves it as it is, reports those settings, and\n" +
+			"checks that it is compacted: a topic that deletes old records would lose\n" +
+			"registrations, so init fails on one.\n\n" +
+			"A view that keeps its table in a state dir (krole serve --state-dir) and is\n" +
+			"offline for longer than delete.retention.ms may miss a deregistration: the\n" +
+			"removed candidate stays in its table. Delete the state dir of such a view.",
 		Flags: []ucli.Flag{
 			&ucli.IntFlag{Name: "partitions", Value: 3, Usage: "partitions of the role topic, `N` (all of a role's records share one)"},
 			&ucli.IntFlag{Name: "replication-factor", Aliases: []string{"rf"}, Value: 0,
 				Usage: "replicas of each partition, `N`; 0: 3, or the number of brokers when fewer"},
+			&ucli.DurationFlag{Name: "delete-retention", Value: defaultRoleTopicDeleteRetain,
+				Usage: "delete.retention.ms of a new topic, `D`: the longest a view with a state dir may be offline and still see every deregistration"},
 		},
 		Action: runInit,
 	}
@@ -29,10 +63,13 @@ func initCommand() *ucli.Command {
 
 // initResult is the JSON output of `krole init`.
 type initResult struct {
-	Topic             string `json:"topic"`
-	Partitions        int    `json:"partitions"`
-	ReplicationFactor int    `json:"replication_factor"`
-	CleanupPolicy     string `json:"cleanup_policy"`
+	Topic             string            `json:"topic"`
+	Created           bool              `json:"created"`
+	Partitions        int               `json:"partitions"`
+	ReplicationFactor int               `json:"replication_factor"`
+	CleanupPolicy     string            `json:"cleanup_policy"`
+	Configs           map[string]string `json:"configs"` // roleTopicConfigs as the cluster reports them
+	Set               []string          `json:"set"`     // the settings this run set ("name=value"); empty for an existing topic
 }
 
 func runInit(c *ucli.Context) error {
@@ -45,6 +82,8 @@ func runInit(c *ucli.Context) error {
 		return Usagef(c, "--partitions %d: must be 1 to 100000", parts)
 	case rf < 0 || rf > 32767:
 		return Usagef(c, "--replication-factor %d: must be 1 to 32767 (or 0 for the default)", rf)
+	case c.Duration("delete-retention") < time.Millisecond:
+		return Usagef(c, "--delete-retention %v: must be at least 1ms", c.Duration("delete-retention"))
 	}
 	cfg, err := configFrom(c)
 	if err != nil {
@@ -67,11 +106,33 @@ func runInit(c *ucli.Context) error {
 		}
 		rf = min(3, max(1, len(brokers)))
 	}
-	if err := devcluster.CreateTopic(c.Context, cfg, int32(parts), int16(rf)); err != nil {
+	res := initResult{Topic: cfg.Topic, Set: []string{}}
+	err = devcluster.CreateNewTopic(c.Context, cfg, devcluster.TopicSpec{Name: cfg.Topic, Partitions: int32(parts), Replication: int16(rf), CleanupPolicy: "compact"})
+	var te *sarama.TopicError
+	switch {
+	case errors.As(err, &te) && te.Err == sarama.ErrTopicAlreadyExists:
+	case err != nil:
 		return err
+	default:
+		res.Created = true
+		res.Set = append(res.Set, "cleanup.policy=compact")
+		for _, kv := range [][2]string{
+			{"segment.ms", roleTopicSegmentMS},
+			{"min.compaction.lag.ms", roleTopicMinCompactionLagMS},
+			{"delete.retention.ms", strconv.FormatInt(c.Duration("delete-retention").Milliseconds(), 10)},
+		} {
+			// One request per setting: a cluster that does not know one
+			// (kfake has no min.compaction.lag.ms) refuses only that one.
+			v := kv[1]
+			err := admin.IncrementalAlterConfig(sarama.TopicResource, cfg.Topic,
+				map[string]sarama.IncrementalAlterConfigsEntry{kv[0]: {Operation: sarama.IncrementalAlterConfigsOperationSet, Value: &v}}, false)
+			if err != nil {
+				fmt.Fprintf(stderr(c), "krole: warning: topic %s: the cluster refused %s=%s: %v\n", cfg.Topic, kv[0], v, err)
+				continue
+			}
+			res.Set = append(res.Set, kv[0]+"="+v)
+		}
 	}
-
-	res := initResult{Topic: cfg.Topic}
 	md, err := admin.DescribeTopics([]string{cfg.Topic})
 	if err != nil {
 		return fmt.Errorf("describing topic %s: %w", cfg.Topic, err)
@@ -87,11 +148,17 @@ func runInit(c *ucli.Context) error {
 	if len(md[0].Partitions) > 0 {
 		res.ReplicationFactor = len(md[0].Partitions[0].Replicas)
 	}
-	conf, err := devcluster.TopicConfigs(admin, cfg.Topic, "cleanup.policy")
+	conf, err := devcluster.TopicConfigs(admin, cfg.Topic, roleTopicConfigs...)
 	if err != nil {
 		return fmt.Errorf("reading the configuration of topic %s: %w", cfg.Topic, err)
 	}
 	res.CleanupPolicy = conf["cleanup.policy"]
+	res.Configs = map[string]string{}
+	for _, name := range roleTopicConfigs {
+		if v, ok := conf[name]; ok {
+			res.Configs[name] = v
+		}
+	}
 	policies := strings.Split(res.CleanupPolicy, ",")
 	compact, del := false, false
 	for _, p := range policies {
@@ -110,7 +177,17 @@ func runInit(c *ucli.Context) error {
 	if outputFormat(c) == FormatJSON {
 		return writeJSON(stdout(c), res)
 	}
-	_, err = fmt.Fprintf(stdout(c), "topic %s ready: cleanup.policy=%s, %d partitions, replication factor %d\n",
-		res.Topic, res.CleanupPolicy, res.Partitions, res.ReplicationFactor)
+	var found []string
+	for _, name := range roleTopicConfigs {
+		if v, ok := res.Configs[name]; ok && name != "cleanup.policy" {
+			found = append(found, name+"="+v)
+		}
+	}
+	what := "existed; left as it is"
+	if res.Created {
+		what = "created; set " + strings.Join(res.Set, ", ")
+	}
+	_, err = fmt.Fprintf(stdout(c), "topic %s ready: cleanup.policy=%s, %d partitions, replication factor %d (%s)\n  settings: %s\n",
+		res.Topic, res.CleanupPolicy, res.Partitions, res.ReplicationFactor, what, strings.Join(found, ", "))
 	return err
 }

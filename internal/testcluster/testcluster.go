@@ -11,6 +11,13 @@
 // s), so a test whose bound rests on the abort must call
 // [Cluster.RequireFake] or allow for that interval.
 //
+// The embedded cluster can advertise the request versions of a real
+// broker ([Options].MaxVersions, or [VersionsEnv] for a whole run:
+// KROLE_TEST_VERSIONS=redpanda, kafka-3.0 or kafka-4.0; [RealBrokers]), so
+// that the suite shows krole's requests negotiate down to what Apache
+// Kafka 3.0 and 4.0 and Redpanda serve. TestVersionMatrix runs the core
+// operations under each table in every run.
+//
 // It also holds what the tests of several packages share: fresh names
 // and application topics ([Cluster.Name], [Cluster.Topic]), a read of
 // everything decided so far ([Cluster.ReadAll]), transports and member
@@ -27,6 +34,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/devcluster"
@@ -65,6 +75,13 @@ type Options struct {
 	// closed when the test ends. Ignored for an outside cluster. Default
 	// nil.
 	Faults *faultnet.Net
+	// MaxVersions, when set, caps the maximum request versions the
+	// embedded cluster advertises and accepts (kfake.MaxVersions), so a
+	// test runs as against that broker ([RealBrokers] has the tables of
+	// Apache Kafka 3.0 and 4.0 and of Redpanda). Ignored for an outside
+	// cluster, whose versions are its own. Default nil: the table
+	// [VersionsEnv] names, else kfake's own.
+	MaxVersions *kversion.Versions
 }
 
 var seq atomic.Int64
@@ -95,6 +112,16 @@ func Start(t testing.TB, opts Options) *Cluster {
 		dopts := devcluster.Options{Nodes: opts.Nodes, BrokerConfigs: opts.BrokerConfigs}
 		if opts.Faults != nil {
 			dopts.WrapListener = opts.Faults.Wrap
+		}
+		if opts.MaxVersions == nil {
+			v, err := versionsFromEnv()
+			if err != nil {
+				t.Fatalf("%v", err)
+			}
+			opts.MaxVersions = v
+		}
+		if opts.MaxVersions != nil {
+			dopts.Extra = append(dopts.Extra, kfake.MaxVersions(opts.MaxVersions))
 		}
 		fake, err := devcluster.Start(ctx, dopts)
 		if err != nil {
