@@ -224,23 +224,35 @@ func TestRunMembersInProcess(t *testing.T) {
 	assert.Equal(t, codec.MemberID("node-1"), first, "the first to join takes the role")
 	// The holder resigns through Member.Resign: the next candidate takes
 	// the role without waiting for the lease; the first queues again.
-	start := time.Now()
 	require.NoError(t, h.members[first].m.Resign(context.Background(), h.role))
 	second := h.next(first)
-	assert.Less(t, time.Since(start), testLease-testRenew, "a resignation hands over before the lease could have run out")
+	h.handedOverByRelease(first, second)
 	h.check()
 
 	// The second leaves (its context ends): it resigns on the way out.
-	start = time.Now()
 	h.stop(second)
 	third := h.next(second)
-	assert.Less(t, time.Since(start), testLease-testRenew)
+	h.handedOverByRelease(second, third)
 	h.check()
 
 	// The third leaves; the first, queued again, takes the role back.
 	h.stop(third)
 	assert.Equal(t, first, h.next(third))
+	h.handedOverByRelease(third, first)
 	h.check()
+}
+
+// handedOverByRelease asserts, through the role's records, that to took
+// the role after from's release: the role passed on by resignation, not
+// by the expiry of from's lease.
+func (h *membersHarness) handedOverByRelease(from, to codec.MemberID) {
+	h.t.Helper()
+	recs := readRole(h.t, h.c.Config, h.role)
+	rel := lastLeaseOf(recs, from, true)
+	require.NotNil(h.t, rel, "%s wrote no release", from)
+	next := firstLeaseAfter(recs, rel)
+	require.NotNil(h.t, next, "no lease after %s's release", from)
+	assert.Equal(h.t, to, next.lease.Member, "the lease after %s's release", from)
 }
 
 // Members that start together, before they see each other's
