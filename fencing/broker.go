@@ -118,11 +118,12 @@ func (t *BrokerTransport) Close() error {
 // request is out, its connection is closed at once; what a late delivery
 // can still do is in the package documentation ("Requests the caller
 // gave up on").
-func (t *BrokerTransport) AcquireEpoch(ctx context.Context, role codec.Role) (codec.Token, error) {
+func (t *BrokerTransport) AcquireEpoch(ctx context.Context, role codec.Role) (_ codec.Token, err error) {
 	if err := role.Validate(); err != nil {
 		return codec.Token{}, &Error{Kind: ErrProducer, Role: role, Err: err}
 	}
 	txnID := t.cfg.TransactionalID(string(role))
+	defer func() { err = needs{txnOp: "WRITE", txnID: txnID}.authz(err) }()
 	var res *sarama.InitProducerIDResponse
 	kerr, err := t.atTxnCoordinator(ctx, nil, txnID, func(b *sarama.Broker) (sarama.KError, error) {
 		r, err := b.InitProducerID(&sarama.InitProducerIDRequest{
@@ -159,11 +160,12 @@ func (t *BrokerTransport) AcquireEpoch(ctx context.Context, role codec.Role) (co
 // transactional id at its coordinator. TRANSACTIONAL_ID_NOT_FOUND, and a
 // state without a producer id or epoch (-1) or in state Dead, mean that no
 // one holds the role (ok=false).
-func (t *BrokerTransport) Describe(ctx context.Context, role codec.Role) (codec.Token, bool, error) {
+func (t *BrokerTransport) Describe(ctx context.Context, role codec.Role) (_ codec.Token, _ bool, err error) {
 	if err := role.Validate(); err != nil {
 		return codec.Token{}, false, &Error{Kind: ErrAdmin, Role: role, Err: err}
 	}
 	txnID := t.cfg.TransactionalID(string(role))
+	defer func() { err = needs{txnOp: "DESCRIBE", txnID: txnID}.authz(err) }()
 	var st sarama.TransactionState
 	kerr, err := t.atTxnCoordinator(ctx, nil, txnID, func(b *sarama.Broker) (sarama.KError, error) {
 		r, err := b.DescribeTransactions(&sarama.DescribeTransactionsRequest{
@@ -219,7 +221,8 @@ func (t *BrokerTransport) Deregister(ctx context.Context, role codec.Role, membe
 	return err
 }
 
-func (t *BrokerTransport) appendPlain(ctx context.Context, role codec.Role, key, value []byte) (int64, error) {
+func (t *BrokerTransport) appendPlain(ctx context.Context, role codec.Role, key, value []byte) (_ int64, err error) {
+	defer func() { err = needs{topicOp: "WRITE", topic: t.cfg.Topic}.authz(err) }()
 	p, err := t.partitionOf(ctx, role)
 	if err != nil {
 		return -1, err

@@ -101,9 +101,13 @@ func report(w io.Writer, err error) {
 func describeError(err error) string {
 	var fe *fencing.Error
 	var nb *noBroker
+	var ae *fencing.AuthorizationError
 	switch {
 	case errors.As(err, &nb):
 		return nb.Error()
+	case errors.As(err, &ae):
+		// The one thing to fix, whatever the call: the ACL it names.
+		return ae.Error()
 	case errors.Is(err, context.Canceled):
 		return "interrupted"
 	case errors.As(err, &fe) && fe.Role == "" && fe.Err != nil:

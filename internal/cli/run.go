@@ -121,7 +121,19 @@ func runRun(c *ucli.Context) error {
 	if c.Bool("verbose") {
 		level = slog.LevelInfo
 	}
-	logger := slog.New(&lineHandler{lw: lw, level: level})
+	// An authorization failure stops the member (see authzStop): denied
+	// is its error, said as the command's.
+	var (
+		deniedMu sync.Mutex
+		denied   error
+		leave    = func() {}
+	)
+	logger := slog.New(newAuthzStop(&lineHandler{lw: lw, level: level}, func(err error) {
+		deniedMu.Lock()
+		denied = err
+		deniedMu.Unlock()
+		leave()
+	}))
 	if margin := settings.LeaseDuration - settings.RenewDeadline; killTimeout > margin {
 		lw.printf("note: --kill-timeout %v is longer than the %v between this member's own renewal deadline "+
 			"and the end of its lease: a CMD slow to stop may still run when another member takes the role", killTimeout, margin)
@@ -147,6 +159,7 @@ func runRun(c *ucli.Context) error {
 	sctx, stopSession := context.WithCancel(context.WithoutCancel(c.Context))
 	defer stopSession()
 	s.stopMember = stopSession
+	leave = stopSession
 	quiet := context.AfterFunc(c.Context, stopSession)
 	interrupted := func() bool { return false }
 	started := false  // the member started (OnReady said so)
@@ -213,6 +226,9 @@ func runRun(c *ucli.Context) error {
 	s.mu.Lock()
 	resigned, exit, startErr := s.resigned, s.exit, s.startErr
 	s.mu.Unlock()
+	deniedMu.Lock()
+	authErr := denied
+	deniedMu.Unlock()
 	if resigned != nil {
 		lw.printf("resigned %s (token %s)", role, *resigned)
 	} else {
@@ -221,6 +237,8 @@ func runRun(c *ucli.Context) error {
 	switch {
 	case failure != nil:
 		return failure
+	case authErr != nil:
+		return authErr
 	case startErr != nil:
 		return commandError(path, startErr)
 	case exit != nil && *exit != 0:
