@@ -72,6 +72,17 @@ func (e *AuthorizationError) Is(target error) bool { return target == ErrNotAuth
 // for want of an ACL.
 func IsNotAuthorized(err error) bool { return errors.Is(err, ErrNotAuthorized) }
 
+// notAuthorizedCode reports whether err carries one of the four
+// authorization codes.
+func notAuthorizedCode(err error) bool {
+	var code sarama.KError
+	if !errors.As(err, &code) {
+		return false
+	}
+	_, ok := authzCodes[code]
+	return ok
+}
+
 // needs says which ACL an operation needs on each kind of resource it
 // touches: the operation and the resource's name. A zero field names
 // nothing.

@@ -238,7 +238,9 @@ func TestACLs(t *testing.T) {
 		require.Equal(t, ExitOK, r.Code, "stderr:\n%s", r.Stderr)
 		assert.Contains(t, r.Stdout, `"role":"ctl"`)
 
-		r = runProc(t, bin, c.as("reader"), limit, "describe", "ctl")
+		// A refusal is final: describe does not resend until its request
+		// budget (the request timeout) runs out.
+		r = runProc(t, bin, c.as("reader"), fencing.DefaultRequestTimeout, "describe", "ctl")
 		assert.Equal(t, ExitFailure, r.Code)
 		assert.Equal(t, "krole: not authorized: DESCRIBE on TransactionalId acl.ctl (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)\n", r.Stderr)
 	})
