@@ -65,8 +65,13 @@ func NewBrokerTransport(cfg Config) (*BrokerTransport, error) {
 	// Every connection goes through conns, so that a request abandoned
 	// by its ctx can be cut short (see send).
 	conns := ctxcall.NewConns(&net.Dialer{Timeout: sc.Net.DialTimeout, KeepAlive: sc.Net.KeepAlive})
+	sc.Net.Proxy.Dialer = withTLS(sc, conns)
 	sc.Net.Proxy.Enable = true
-	sc.Net.Proxy.Dialer = conns
+	// A handshake that cannot succeed fails here, once, rather than at
+	// every retry of the client's first metadata request.
+	if err := CheckTLS(context.Background(), cfg); err != nil {
+		return nil, err
+	}
 	client, err := sarama.NewClient(cfg.Brokers, sc)
 	if err != nil {
 		return nil, &Error{Kind: ErrClient, Err: fmt.Errorf("no broker answered at %s: %w", strings.Join(cfg.Brokers, ","), err)}

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -138,7 +139,11 @@ func (c Config) Validate() error {
 func (c Config) TransactionalID(role string) string { return c.WithDefaults().TxnPrefix + role }
 
 // Sarama returns the sarama configuration for c: Kafka 2.8 protocol
-// versions, read_committed isolation, the timeouts, TLS and SASL.
+// versions, read_committed isolation, the timeouts, TLS and SASL. With TLS,
+// Net.Proxy.Dialer is a dialer that completes the TLS handshake within
+// DialTimeout (a failure is a [*TLSHandshakeError]) and Net.TLS.Enable is
+// off, so that sarama does not wrap the connection again; a caller that
+// replaces the dialer must do the handshake itself.
 func (c Config) Sarama() (*sarama.Config, error) {
 	c = c.WithDefaults()
 	if err := c.Validate(); err != nil {
@@ -168,8 +173,11 @@ func (c Config) Sarama() (*sarama.Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		sc.Net.TLS.Enable = true
-		sc.Net.TLS.Config = tc
+		// The dialer does the handshake, within the dial timeout (see
+		// tlsdial.go); sarama must not wrap the connection again.
+		sc.Net.TLS.Enable = false
+		sc.Net.Proxy.Enable = true
+		sc.Net.Proxy.Dialer = &tlsDialer{d: &net.Dialer{Timeout: c.DialTimeout, KeepAlive: sc.Net.KeepAlive}, cfg: tc, timeout: c.DialTimeout}
 	}
 	if m := strings.ToUpper(c.SASL.Mechanism); m != "" {
 		sc.Net.SASL.Enable = true

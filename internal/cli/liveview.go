@@ -41,6 +41,11 @@ func startView(c *ucli.Context, stateDir string) (*liveView, error) {
 			return a
 		},
 	}))
+	// A TLS handshake that cannot succeed fails the command at once; the
+	// view would retry it.
+	if err := fencing.CheckTLS(c.Context, cfg); err != nil {
+		return nil, explainRunError(cfg, err)
+	}
 	v, err := view.New(view.Options{Config: cfg, StateDir: stateDir, Logger: logger})
 	if err != nil {
 		return nil, err

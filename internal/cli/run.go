@@ -333,7 +333,7 @@ func explainRunError(cfg fencing.Config, err error) error {
 	case errors.Is(err, sarama.ErrUnknownTopicOrPartition):
 		return &missingTopic{Topic: cfg.Topic, Brokers: cfg.Brokers, Err: err}
 	case errors.Is(err, fencing.ErrClient), errors.Is(err, sarama.ErrOutOfBrokers):
-		return &noBroker{Brokers: cfg.Brokers, SASL: cfg.SASL.Mechanism != "", Err: err}
+		return &noBroker{Brokers: cfg.Brokers, SASL: cfg.SASL.Mechanism != "", Plaintext: plaintext(cfg), Err: err}
 	}
 	return err
 }
