@@ -3,8 +3,10 @@ package fencing
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -43,8 +45,34 @@ type TLSConfig struct {
 type SASLConfig struct {
 	Mechanism string // "" (off), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (any case)
 	User      string // required with a mechanism
-	Password  string // the user's password
+	Password  string // the user's password; never printed (see String)
 }
+
+// String shows the mechanism and the user, never the password, so that a
+// config printed or logged (%v, %+v, %#v, JSON, slog) keeps it secret.
+func (s SASLConfig) String() string {
+	pw := ""
+	if s.Password != "" {
+		pw = "[redacted]"
+	}
+	return fmt.Sprintf("{Mechanism:%s User:%s Password:%s}", s.Mechanism, s.User, pw)
+}
+
+// GoString is String, for %#v.
+func (s SASLConfig) GoString() string { return "fencing.SASLConfig" + s.String() }
+
+// MarshalJSON writes the mechanism and the user, and the password as
+// "[redacted]" when there is one.
+func (s SASLConfig) MarshalJSON() ([]byte, error) {
+	pw := ""
+	if s.Password != "" {
+		pw = "[redacted]"
+	}
+	return json.Marshal(struct{ Mechanism, User, Password string }{s.Mechanism, s.User, pw})
+}
+
+// LogValue is String, for log/slog.
+func (s SASLConfig) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
 // Config says how to reach the cluster and where krole keeps its state.
 type Config struct {
