@@ -163,6 +163,13 @@ func TestACLs(t *testing.T) {
 		assert.Equal(t, "krole: not authorized: WRITE on TransactionalId acl.ctl (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)", lastLine(r.Stderr))
 		assert.Equal(t, 1, strings.Count(r.Stderr, "not authorized"), "one line names the ACL; stderr:\n%s", r.Stderr)
 		assert.NotContains(t, r.Stderr, "elected")
+		// It left the candidates as it went.
+		r = runProc(t, bin, c.as("reader"), limit, "records", "ctl", "-o", "json")
+		require.Equal(t, ExitOK, r.Code, "stderr:\n%s", r.Stderr)
+		require.Contains(t, r.Stdout, `"member":"nw-1"`, "it registered")
+		r = runProc(t, bin, c.as("reader"), limit, "table", "ctl", "-o", "json")
+		require.Equal(t, ExitOK, r.Code, "stderr:\n%s", r.Stderr)
+		assert.NotContains(t, r.Stdout, "nw-1", "it is no longer a candidate")
 	})
 
 	t.Run("member with the README's ACLs", func(t *testing.T) {

@@ -60,7 +60,8 @@ func runCommand() *ucli.Command {
 			"CMD, so that its flags are not read as krole's. CMD's stdin is /dev/null.\n" +
 			"Exit codes: CMD's own when it exits by itself; 0 after SIGINT or SIGTERM; 2 for\n" +
 			"a usage error; 126 when CMD cannot be executed, 127 when it is not found; 1 for\n" +
-			"anything else.",
+			"anything else, such as an ACL the cluster refuses (\"not authorized: ...\"):\n" +
+			"no retry can add one, so krole leaves at the first refusal.",
 		ArgsUsage: "ROLE -- CMD [ARGS...]",
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "member", Aliases: []string{"m"}, EnvVars: []string{"KROLE_MEMBER"}, DefaultText: "HOSTNAME:PID",
