@@ -48,8 +48,10 @@ var _ Transport = (*BrokerTransport)(nil)
 // cfg.WithDefaults and cfg.Validate, and fetches the cluster's metadata
 // once, so an unreachable cluster fails here, within the dial timeout and
 // sarama's metadata retries, with an [*Error] of kind [ErrClient] that says
-// which addresses did not answer. An invalid cfg returns a plain error
-// naming the setting.
+// which addresses did not answer. With TLS, a handshake that fails with
+// every bootstrap broker fails here at once ([CheckTLS]), wrapping the
+// [*TLSHandshakeError]s. An invalid cfg returns a plain error naming the
+// setting.
 func NewBrokerTransport(cfg Config) (*BrokerTransport, error) {
 	cfg = cfg.WithDefaults()
 	sc, err := cfg.Sarama() // validates cfg
