@@ -28,7 +28,7 @@ func TestConfigKeepsThePasswordSecret(t *testing.T) {
 		"%v": fmt.Sprintf("%v", cfg), "%+v": fmt.Sprintf("%+v", cfg), "%#v": fmt.Sprintf("%#v", cfg),
 		"%+v of SASL": fmt.Sprintf("%+v", cfg.SASL), "%s of SASL": fmt.Sprintf("%s", cfg.SASL),
 		"%+v of a pointer": fmt.Sprintf("%+v", &cfg),
-		"JSON": string(js), "slog text": text.String(), "slog JSON": jsonLog.String(),
+		"JSON":             string(js), "slog text": text.String(), "slog JSON": jsonLog.String(),
 	} {
 		assert.NotContains(t, out, pw, name)
 		assert.Contains(t, out, "alice", "%s still shows the user", name)
