@@ -6,10 +6,14 @@ package fencing
 // turn the bare code into an [*AuthorizationError] naming it.
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/IBM/sarama"
+
+	"github.com/krabka/krole/codec"
 )
 
 // ErrNotAuthorized matches, with errors.Is, every error whose cause is an
@@ -71,6 +75,32 @@ func (e *AuthorizationError) Is(target error) bool { return target == ErrNotAuth
 // IsNotAuthorized reports whether err says that the cluster refused a call
 // for want of an ACL.
 func IsNotAuthorized(err error) bool { return errors.Is(err, ErrNotAuthorized) }
+
+// AuthorizationOf returns the [*AuthorizationError] that err carries. When
+// err carries one of the four authorization codes bare (the error of a
+// client other than [BrokerTransport], such as the view's), it returns one
+// made for it: need's operation and name when the code is about need's
+// Resource, else the code's resource alone. It returns nil when err is no
+// refusal.
+func AuthorizationOf(err error, need AuthorizationError) *AuthorizationError {
+	var a *AuthorizationError
+	if errors.As(err, &a) {
+		return a
+	}
+	var code sarama.KError
+	if !errors.As(err, &code) {
+		return nil
+	}
+	c, ok := authzCodes[code]
+	if !ok {
+		return nil
+	}
+	a = &AuthorizationError{Resource: c.resource, Code: code, Err: err}
+	if c.resource == need.Resource {
+		a.Operation, a.Name = need.Operation, need.Name
+	}
+	return a
+}
 
 // notAuthorizedCode reports whether err carries one of the four
 // authorization codes.
@@ -145,4 +175,30 @@ func (n needs) fill(a *AuthorizationError) {
 	if name != "" {
 		a.Name = name
 	}
+}
+
+// CheckRead returns nil when the cluster lets this transport read role's
+// partition of the role topic, and an [*Error] of kind [ErrClient]
+// wrapping an [*AuthorizationError] (READ on the topic) when it refuses.
+// It reads no record: its one fetch asks for an offset past any log's end,
+// and a broker checks Read before it looks at the offset, so it answers
+// TOPIC_AUTHORIZATION_FAILED or OFFSET_OUT_OF_RANGE. A member that cannot
+// read learns it here, before it registers, rather than from a view that
+// never sees its registration. Other failures return their error. It
+// blocks for a metadata lookup and a fetch, bounded by ctx and
+// cfg.RequestTimeout.
+func (t *BrokerTransport) CheckRead(ctx context.Context, role codec.Role) (err error) {
+	defer func() { err = needs{topicOp: "READ", topic: t.cfg.Topic}.authz(err) }()
+	p, err := t.partitionOf(ctx, role)
+	if err != nil {
+		return err
+	}
+	blk, err := t.fetch(ctx, t.cfg.Topic, p, math.MaxInt64)
+	if err != nil {
+		return &Error{Kind: ErrClient, Role: role, Err: fmt.Errorf("fetch %s/%d: %w", t.cfg.Topic, p, err)}
+	}
+	if notAuthorizedCode(blk.Err) {
+		return &Error{Kind: ErrClient, Role: role, Err: fmt.Errorf("fetch %s/%d: %w", t.cfg.Topic, p, blk.Err)}
+	}
+	return nil
 }

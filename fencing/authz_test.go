@@ -78,6 +78,10 @@ func TestAuthorizationErrors(t *testing.T) {
 			fencing.ErrClient,
 			fencing.AuthorizationError{Operation: "READ", Resource: fencing.ResourceTopic, Name: topic, Code: sarama.ErrTopicAuthorizationFailed},
 			"not authorized: READ on Topic authz.roles (TOPIC_AUTHORIZATION_FAILED)"},
+		{"CheckRead", func(ctx context.Context) error { return tr.CheckRead(ctx, role) },
+			fencing.ErrClient,
+			fencing.AuthorizationError{Operation: "READ", Resource: fencing.ResourceTopic, Name: topic, Code: sarama.ErrTopicAuthorizationFailed},
+			"not authorized: READ on Topic authz.roles (TOPIC_AUTHORIZATION_FAILED)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Bounded well below the minute of RequestTimeout: the
@@ -98,4 +102,14 @@ func TestAuthorizationErrors(t *testing.T) {
 			assert.Equal(t, tc.want, *ae)
 		})
 	}
+
+	t.Run("CheckRead allowed", func(t *testing.T) {
+		admin, err := fencing.NewBrokerTransport(cfg("admin"))
+		require.NoError(t, err)
+		defer admin.Close()
+		assert.NoError(t, admin.CheckRead(ctx, role), "an empty partition")
+		_, err = admin.Register(ctx, role, "m-1")
+		require.NoError(t, err)
+		assert.NoError(t, admin.CheckRead(ctx, role), "a partition with a record")
+	})
 }

@@ -8,20 +8,30 @@ import (
 	"github.com/krabka/krole/fencing"
 )
 
-// authzStop is the slog.Handler in front of `krole run`'s own: the first
-// record that carries an authorization failure ([fencing.ErrNotAuthorized],
-// matched with errors.Is on the record's error values) is not printed but
-// handed to stop, once. The member retries a failed call with a backoff,
-// so it would not spin; but no retry can add a missing ACL, so krole run
-// leaves and exits 1 with the one line that names the ACL.
+// authzStop is a slog.Handler in front of a command's own, for the logs
+// of a member and of a view: the first record that carries an
+// authorization failure (an error value that [fencing.AuthorizationOf]
+// finds a refusal in; a bare code comes from the view, whose one need is
+// Read on the role topic) is not printed but handed to stop, once, as an
+// [*fencing.AuthorizationError]. The member and the view retry a failed
+// call with a backoff, so they would not spin; but no retry can add a
+// missing ACL, so the command stops and exits 1 with the one line that
+// names the ACL.
 type authzStop struct {
-	next slog.Handler
-	once *sync.Once
-	stop func(error)
+	next  slog.Handler
+	topic string // the role topic
+	once  *sync.Once
+	stop  func(error)
 }
 
-func newAuthzStop(next slog.Handler, stop func(error)) *authzStop {
-	return &authzStop{next: next, once: new(sync.Once), stop: stop}
+func newAuthzStop(next slog.Handler, topic string, stop func(error)) *authzStop {
+	return &authzStop{next: next, topic: topic, once: new(sync.Once), stop: stop}
+}
+
+// refusal returns the authorization failure that err carries, or nil; a
+// bare code is taken for the view's (Read on the role topic).
+func refusal(err error, topic string) *fencing.AuthorizationError {
+	return fencing.AuthorizationOf(err, fencing.AuthorizationError{Operation: "READ", Resource: fencing.ResourceTopic, Name: topic})
 }
 
 func (h *authzStop) Enabled(ctx context.Context, l slog.Level) bool {
@@ -31,9 +41,11 @@ func (h *authzStop) Enabled(ctx context.Context, l slog.Level) bool {
 func (h *authzStop) Handle(ctx context.Context, r slog.Record) error {
 	var denied error
 	r.Attrs(func(a slog.Attr) bool {
-		if err, ok := a.Value.Any().(error); ok && fencing.IsNotAuthorized(err) {
-			denied = err
-			return false
+		if err, ok := a.Value.Any().(error); ok {
+			if ae := refusal(err, h.topic); ae != nil {
+				denied = ae
+				return false
+			}
 		}
 		return true
 	})

@@ -129,7 +129,7 @@ func runRun(c *ucli.Context) error {
 		denied   error
 		leave    = func() {}
 	)
-	logger := slog.New(newAuthzStop(&lineHandler{lw: lw, level: level}, func(err error) {
+	logger := slog.New(newAuthzStop(&lineHandler{lw: lw, level: level}, cfg.Topic, func(err error) {
 		deniedMu.Lock()
 		denied = err
 		deniedMu.Unlock()
@@ -204,6 +204,11 @@ func runRun(c *ucli.Context) error {
 		return explainRunError(cfg, err)
 	}
 	defer sess.Close()
+	// A member that may not read the role topic would register, and then
+	// wait for a view that never sees it: say so now.
+	if err := sess.Transport().CheckRead(c.Context, role); fencing.IsNotAuthorized(err) {
+		return err
+	}
 
 	// Run returns once the member has left and the view has stopped.
 	err = sess.Run(sctx, s.work)
@@ -330,6 +335,9 @@ func waitForView(ctx context.Context, v *view.View, viewDone <-chan struct{}) er
 // explainRunError turns the errors of a view or transport into what the
 // one-shot commands say for them.
 func explainRunError(cfg fencing.Config, err error) error {
+	if ae := refusal(err, cfg.Topic); ae != nil {
+		return ae
+	}
 	switch {
 	case errors.Is(err, sarama.ErrUnknownTopicOrPartition):
 		return &missingTopic{Topic: cfg.Topic, Brokers: cfg.Brokers, Err: err}
