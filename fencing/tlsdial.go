@@ -65,16 +65,22 @@ func (t *tlsDialer) Dial(network, addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := t.cfg
+	return handshake(context.Background(), conn, t.cfg, addr, t.timeout)
+}
+
+// handshake completes a TLS handshake as a client on conn with addr,
+// within timeout or until ctx ends. It closes conn when the handshake
+// fails, with a [*TLSHandshakeError].
+func handshake(ctx context.Context, conn net.Conn, cfg *tls.Config, addr string, timeout time.Duration) (net.Conn, error) {
 	if cfg.ServerName == "" {
 		cfg = cfg.Clone()
 		cfg.ServerName, _, _ = net.SplitHostPort(addr)
 	}
 	tc := tls.Client(conn, cfg)
-	_ = conn.SetDeadline(time.Now().Add(t.timeout))
-	if err := tc.Handshake(); err != nil {
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	if err := tc.HandshakeContext(ctx); err != nil {
 		_ = conn.Close()
-		return nil, handshakeError(addr, t.timeout, err)
+		return nil, handshakeError(addr, timeout, err)
 	}
 	_ = conn.SetDeadline(time.Time{})
 	return tc, nil
@@ -107,8 +113,9 @@ func withTLS(sc *sarama.Config, d netDialer) netDialer {
 // once, and returns an [*Error] of kind [ErrClient] wrapping the
 // [*TLSHandshakeError]s when every one failed; nil when TLS is off, when
 // one handshake succeeded, or when a broker could not be dialled at all
-// (the client reports that). It blocks for cfg.DialTimeout at most, or
-// until ctx ends. An invalid cfg returns its error.
+// (the client reports that). It blocks for cfg.DialTimeout at most; when
+// ctx ends first, it returns ctx.Err() once its dials have stopped. An
+// invalid cfg returns its error.
 func CheckTLS(ctx context.Context, cfg Config) error {
 	cfg = cfg.WithDefaults()
 	sc, err := cfg.Sarama()
@@ -120,38 +127,37 @@ func CheckTLS(ctx context.Context, cfg Config) error {
 		return nil
 	}
 	var (
+		wg   sync.WaitGroup
 		mu   sync.Mutex
 		errs []error
-		wg   sync.WaitGroup
+		good bool
 	)
-	ok = false
+	d := &net.Dialer{Timeout: cfg.DialTimeout}
 	for _, addr := range cfg.Brokers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			conn, err := td.Dial("tcp", addr)
+		wg.Go(func() {
+			conn, err := d.DialContext(ctx, "tcp", addr)
+			if err == nil {
+				conn, err = handshake(ctx, conn, td.cfg, addr, cfg.DialTimeout)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			var he *TLSHandshakeError
 			switch {
 			case err == nil:
 				_ = conn.Close()
-				ok = true
-			case errors.As(err, &he):
+				good = true
+			case errors.As(err, &he) && ctx.Err() == nil:
 				errs = append(errs, err)
 			default:
-				ok = true // not a TLS failure: the client will say what it is
+				good = true // not a TLS failure: the client will say what it is
 			}
-		}()
+		})
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
+	wg.Wait()
+	switch {
+	case ctx.Err() != nil:
 		return ctx.Err()
-	}
-	if ok {
+	case good:
 		return nil
 	}
 	return &Error{Kind: ErrClient, Err: fmt.Errorf("no broker answered at %s: %w", strings.Join(cfg.Brokers, ","), errors.Join(errs...))}
