@@ -3,6 +3,7 @@ package fencing_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -112,4 +113,36 @@ func TestAuthorizationErrors(t *testing.T) {
 		require.NoError(t, err)
 		assert.NoError(t, admin.CheckRead(ctx, role), "a partition with a record")
 	})
+}
+
+func TestAuthorizationErrorMessages(t *testing.T) {
+	cause := fmt.Errorf("InitProducerId: %w", sarama.ErrTransactionalIDAuthorizationFailed)
+	for _, tc := range []struct {
+		err  fencing.AuthorizationError
+		want string
+	}{
+		{fencing.AuthorizationError{Operation: "WRITE", Resource: fencing.ResourceTransactionalID, Name: "krole.ctl", Code: sarama.ErrTransactionalIDAuthorizationFailed},
+			"not authorized: WRITE on TransactionalId krole.ctl (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)"},
+		{fencing.AuthorizationError{Operation: "READ", Resource: fencing.ResourceGroup, Name: "g", Code: sarama.ErrGroupAuthorizationFailed},
+			"not authorized: READ on Group g (GROUP_AUTHORIZATION_FAILED)"},
+		{fencing.AuthorizationError{Resource: fencing.ResourceCluster, Code: sarama.ErrClusterAuthorizationFailed},
+			"not authorized: Cluster (CLUSTER_AUTHORIZATION_FAILED)"},
+		{fencing.AuthorizationError{Operation: "WRITE", Resource: fencing.ResourceTopic, Code: sarama.ErrTopicAuthorizationFailed},
+			"not authorized: WRITE on Topic (TOPIC_AUTHORIZATION_FAILED)"},
+	} {
+		assert.Equal(t, tc.want, tc.err.Error())
+	}
+	// A bare code from another client: named for the need when the
+	// resource matches, by its resource alone otherwise.
+	need := fencing.AuthorizationError{Operation: "READ", Resource: fencing.ResourceTopic, Name: "krole.roles"}
+	a := fencing.AuthorizationOf(fmt.Errorf("fetch: %w", sarama.ErrTopicAuthorizationFailed), need)
+	require.NotNil(t, a)
+	assert.Equal(t, "not authorized: READ on Topic krole.roles (TOPIC_AUTHORIZATION_FAILED)", a.Error())
+	a = fencing.AuthorizationOf(cause, need)
+	require.NotNil(t, a)
+	assert.Equal(t, "not authorized: TransactionalId (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)", a.Error())
+	assert.ErrorIs(t, a, fencing.ErrNotAuthorized)
+	assert.ErrorIs(t, a, sarama.ErrTransactionalIDAuthorizationFailed)
+	assert.Nil(t, fencing.AuthorizationOf(fmt.Errorf("x: %w", sarama.ErrNotLeaderForPartition), need))
+	assert.Nil(t, fencing.AuthorizationOf(nil, need))
 }
