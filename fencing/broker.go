@@ -51,8 +51,10 @@ var _ Transport = (*BrokerTransport)(nil)
 // cfg.WithDefaults and cfg.Validate, and fetches the cluster's metadata
 // once, so an unreachable cluster fails here, within the dial timeout and
 // sarama's metadata retries, with an [*Error] of kind [ErrClient] that says
-// which addresses did not answer. An invalid cfg returns a plain error
-// naming the setting.
+// which addresses did not answer. With TLS, a handshake that fails with
+// every bootstrap broker fails here at once ([CheckTLS]), wrapping the
+// [*TLSHandshakeError]s. An invalid cfg returns a plain error naming the
+// setting.
 //
 // It then asks one broker for its transaction settings (one
 // DescribeConfigs, bounded by cfg.RequestTimeout; see
@@ -77,8 +79,13 @@ func NewBrokerTransport(cfg Config) (*BrokerTransport, error) {
 	// Every connection goes through conns, so that a request abandoned
 	// by its ctx can be cut short (see send).
 	conns := ctxcall.NewConns(&net.Dialer{Timeout: sc.Net.DialTimeout, KeepAlive: sc.Net.KeepAlive})
+	sc.Net.Proxy.Dialer = withTLS(sc, conns)
 	sc.Net.Proxy.Enable = true
-	sc.Net.Proxy.Dialer = conns
+	// A handshake that cannot succeed fails here, once, rather than at
+	// every retry of the client's first metadata request.
+	if err := CheckTLS(context.Background(), cfg); err != nil {
+		return nil, err
+	}
 	client, err := sarama.NewClient(cfg.Brokers, sc)
 	if err != nil {
 		return nil, &Error{Kind: ErrClient, Err: fmt.Errorf("no broker answered at %s: %w", strings.Join(cfg.Brokers, ","), err)}
@@ -149,11 +156,12 @@ func (t *BrokerTransport) Close() error {
 // request is out, its connection is closed at once; what a late delivery
 // can still do is in the package documentation ("Requests the caller
 // gave up on").
-func (t *BrokerTransport) AcquireEpoch(ctx context.Context, role codec.Role) (codec.Token, error) {
+func (t *BrokerTransport) AcquireEpoch(ctx context.Context, role codec.Role) (_ codec.Token, err error) {
 	if err := role.Validate(); err != nil {
 		return codec.Token{}, &Error{Kind: ErrProducer, Role: role, Err: err}
 	}
 	txnID := t.cfg.TransactionalID(string(role))
+	defer func() { err = needs{txnOp: "WRITE", txnID: txnID}.authz(err) }()
 	var res *sarama.InitProducerIDResponse
 	kerr, err := t.atTxnCoordinator(ctx, nil, txnID, func(b *sarama.Broker) (sarama.KError, error) {
 		r, err := b.InitProducerID(&sarama.InitProducerIDRequest{
@@ -190,11 +198,12 @@ func (t *BrokerTransport) AcquireEpoch(ctx context.Context, role codec.Role) (co
 // transactional id at its coordinator. TRANSACTIONAL_ID_NOT_FOUND, and a
 // state without a producer id or epoch (-1) or in state Dead, mean that no
 // one holds the role (ok=false).
-func (t *BrokerTransport) Describe(ctx context.Context, role codec.Role) (codec.Token, bool, error) {
+func (t *BrokerTransport) Describe(ctx context.Context, role codec.Role) (_ codec.Token, _ bool, err error) {
 	if err := role.Validate(); err != nil {
 		return codec.Token{}, false, &Error{Kind: ErrAdmin, Role: role, Err: err}
 	}
 	txnID := t.cfg.TransactionalID(string(role))
+	defer func() { err = needs{txnOp: "DESCRIBE", txnID: txnID}.authz(err) }()
 	var st sarama.TransactionState
 	kerr, err := t.atTxnCoordinator(ctx, nil, txnID, func(b *sarama.Broker) (sarama.KError, error) {
 		r, err := b.DescribeTransactions(&sarama.DescribeTransactionsRequest{
@@ -250,7 +259,8 @@ func (t *BrokerTransport) Deregister(ctx context.Context, role codec.Role, membe
 	return err
 }
 
-func (t *BrokerTransport) appendPlain(ctx context.Context, role codec.Role, key, value []byte) (int64, error) {
+func (t *BrokerTransport) appendPlain(ctx context.Context, role codec.Role, key, value []byte) (_ int64, err error) {
+	defer func() { err = needs{topicOp: "WRITE", topic: t.cfg.Topic}.authz(err) }()
 	p, err := t.partitionOf(ctx, role)
 	if err != nil {
 		return -1, err

@@ -3,8 +3,11 @@ package fencing
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -42,8 +45,34 @@ type TLSConfig struct {
 type SASLConfig struct {
 	Mechanism string // "" (off), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (any case)
 	User      string // required with a mechanism
-	Password  string // the user's password
+	Password  string // the user's password; never printed (see String)
 }
+
+// String shows the mechanism and the user, never the password, so that a
+// config printed or logged (%v, %+v, %#v, JSON, slog) keeps it secret.
+func (s SASLConfig) String() string {
+	pw := ""
+	if s.Password != "" {
+		pw = "[redacted]"
+	}
+	return fmt.Sprintf("{Mechanism:%s User:%s Password:%s}", s.Mechanism, s.User, pw)
+}
+
+// GoString is String, for %#v.
+func (s SASLConfig) GoString() string { return "fencing.SASLConfig" + s.String() }
+
+// MarshalJSON writes the mechanism and the user, and the password as
+// "[redacted]" when there is one.
+func (s SASLConfig) MarshalJSON() ([]byte, error) {
+	pw := ""
+	if s.Password != "" {
+		pw = "[redacted]"
+	}
+	return json.Marshal(struct{ Mechanism, User, Password string }{s.Mechanism, s.User, pw})
+}
+
+// LogValue is String, for log/slog.
+func (s SASLConfig) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
 // Config says how to reach the cluster and where krole keeps its state.
 type Config struct {
@@ -138,7 +167,11 @@ func (c Config) Validate() error {
 func (c Config) TransactionalID(role string) string { return c.WithDefaults().TxnPrefix + role }
 
 // Sarama returns the sarama configuration for c: Kafka 2.8 protocol
-// versions, read_committed isolation, the timeouts, TLS and SASL.
+// versions, read_committed isolation, the timeouts, TLS and SASL. With TLS,
+// Net.Proxy.Dialer is a dialer that completes the TLS handshake within
+// DialTimeout (a failure is a [*TLSHandshakeError]) and Net.TLS.Enable is
+// off, so that sarama does not wrap the connection again; a caller that
+// replaces the dialer must do the handshake itself.
 func (c Config) Sarama() (*sarama.Config, error) {
 	c = c.WithDefaults()
 	if err := c.Validate(); err != nil {
@@ -168,8 +201,11 @@ func (c Config) Sarama() (*sarama.Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		sc.Net.TLS.Enable = true
-		sc.Net.TLS.Config = tc
+		// The dialer does the handshake, within the dial timeout (see
+		// tlsdial.go); sarama must not wrap the connection again.
+		sc.Net.TLS.Enable = false
+		sc.Net.Proxy.Enable = true
+		sc.Net.Proxy.Dialer = &tlsDialer{d: &net.Dialer{Timeout: c.DialTimeout, KeepAlive: sc.Net.KeepAlive}, cfg: tc, timeout: c.DialTimeout}
 	}
 	if m := strings.ToUpper(c.SASL.Mechanism); m != "" {
 		sc.Net.SASL.Enable = true

@@ -240,4 +240,23 @@
 // by [Config.RequestTimeout]. A transaction whose ctx ended while none of
 // its requests was out is aborted in the background; the token's next
 // transaction waits for that abort.
+//
+// # Authorization and TLS
+//
+// A broker with an authorizer refuses a call whose principal lacks an ACL
+// with TOPIC_, GROUP_, CLUSTER_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+// No retry can add an ACL: the refusal is never resent, and the error
+// (of the call's usual kind) wraps an [*AuthorizationError] that names the
+// ACL the call needs (WRITE on the TransactionalId for AcquireEpoch and
+// the transactions, DESCRIBE on it for Describe, WRITE on the role topic
+// for Register, READ on it for ReadRoleRecords); it matches
+// [ErrNotAuthorized].
+//
+// With TLS, a connection's handshake completes within
+// [Config.DialTimeout] when it is dialled, and a failed one is a
+// [*TLSHandshakeError]; [NewBrokerTransport] tries one with every
+// bootstrap broker first ([CheckTLS]), so that TLS against a plaintext
+// listener fails once, within the dial timeout, rather than at every
+// retry of the client's first request. [SASLConfig] never prints its
+// password.
 package fencing

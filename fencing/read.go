@@ -32,10 +32,11 @@ import (
 // Aborted batches are dropped the way Kafka's own consumer does it: a
 // transactional batch of producer P is aborted when an aborted transaction
 // of P begins at or before it and P's abort marker has not come yet.
-func (t *BrokerTransport) ReadRoleRecords(ctx context.Context, role codec.Role) ([]RoleRecord, error) {
+func (t *BrokerTransport) ReadRoleRecords(ctx context.Context, role codec.Role) (_ []RoleRecord, err error) {
 	if err := role.Validate(); err != nil {
 		return nil, &Error{Kind: ErrClient, Role: role, Err: err}
 	}
+	defer func() { err = needs{topicOp: "READ", topic: t.cfg.Topic}.authz(err) }()
 	p, err := t.partitionOf(ctx, role)
 	if err != nil {
 		return nil, err

@@ -168,7 +168,8 @@ func retriableErr(ctx context.Context, err error) bool {
 	var pe permanentError
 	switch {
 	case ctx.Err() != nil, errors.As(err, &pe),
-		errors.Is(err, sarama.ErrClosedClient), errors.Is(err, sarama.ErrUnsupportedVersion):
+		errors.Is(err, sarama.ErrClosedClient), errors.Is(err, sarama.ErrUnsupportedVersion),
+		notAuthorizedCode(err): // no retry adds an ACL
 		return false
 	}
 	return true

@@ -111,7 +111,10 @@ func (t *BrokerTransport) isRetired(h *holder) bool {
 // gets ErrNotHeld before any request is sent. A broker's PRODUCER_FENCED or
 // INVALID_PRODUCER_EPOCH anywhere in the transaction returns [Fenced] and
 // the transport forgets the token.
-func (t *BrokerTransport) WriteLease(ctx context.Context, role codec.Role, token codec.Token, lease codec.Lease) error {
+func (t *BrokerTransport) WriteLease(ctx context.Context, role codec.Role, token codec.Token, lease codec.Lease) (err error) {
+	defer func() {
+		err = needs{txnOp: "WRITE", txnID: t.cfg.TransactionalID(string(role)), topicOp: "WRITE", topic: t.cfg.Topic}.authz(err)
+	}()
 	val, err := codec.EncodeRecord(codec.Record{Lease: &lease})
 	if err != nil {
 		return &Error{Kind: ErrProducer, Role: role, Err: err}
@@ -404,7 +407,11 @@ func (tx *Txn) fail(what string, kerr sarama.KError, err error) error {
 // When ctx ends while no request is out, Transact returns at once with an
 // error wrapping ctx.Err(); the abort of the transaction is sent in the
 // background, and the token's next transaction waits for it.
-func (t *BrokerTransport) Transact(ctx context.Context, role codec.Role, token codec.Token, fn func(tx *Txn) error) error {
+func (t *BrokerTransport) Transact(ctx context.Context, role codec.Role, token codec.Token, fn func(tx *Txn) error) (err error) {
+	// The topics and groups are fn's; the transactional id is the role's.
+	defer func() {
+		err = needs{txnOp: "WRITE", txnID: t.cfg.TransactionalID(string(role)), topicOp: "WRITE", groupOp: "READ"}.authz(err)
+	}()
 	h, err := t.current(role, token)
 	if err != nil {
 		return err

@@ -101,9 +101,13 @@ func report(w io.Writer, err error) {
 func describeError(err error) string {
 	var fe *fencing.Error
 	var nb *noBroker
+	var ae *fencing.AuthorizationError
 	switch {
 	case errors.As(err, &nb):
 		return nb.Error()
+	case errors.As(err, &ae):
+		// The one thing to fix, whatever the call: the ACL it names.
+		return ae.Error()
 	case errors.Is(err, context.Canceled):
 		return "interrupted"
 	case errors.As(err, &fe) && fe.Role == "" && fe.Err != nil:
@@ -117,14 +121,27 @@ func describeError(err error) string {
 type noBroker struct {
 	Brokers []string
 	SASL    bool // SASL was configured: an EOF may be a refused login
-	Err     error
+	// Plaintext: the command connected without TLS, so an EOF may be a
+	// TLS listener's answer.
+	Plaintext bool
+	Err       error
+}
+
+// plaintext reports whether cfg connects without TLS.
+func plaintext(cfg fencing.Config) bool {
+	return !cfg.TLS.Enable && cfg.TLS.CAFile == "" && cfg.TLS.CertFile == ""
 }
 
 func (e *noBroker) Error() string {
 	addrs := strings.Join(e.Brokers, ",")
 	var cve *tls.CertificateVerificationError
 	var rhe tls.RecordHeaderError
+	var he *fencing.TLSHandshakeError
 	switch {
+	case errors.As(e.Err, &he) && he.NotTLS && he.Timeout > 0:
+		return fmt.Sprintf("TLS handshake with %s failed: no answer within %v: is the listener plaintext? drop --tls (and --tls-ca)", addrs, he.Timeout)
+	case errors.As(e.Err, &he) && he.NotTLS:
+		return fmt.Sprintf("TLS handshake with %s failed: the broker does not speak TLS there (%s): is the listener plaintext? drop --tls (and --tls-ca)", addrs, rootCause(e.Err))
 	case errors.Is(e.Err, sarama.ErrSASLAuthenticationFailed):
 		return fmt.Sprintf("SASL authentication failed at %s: check --sasl-mechanism, --sasl-user and the password (%s)", addrs, rootCause(e.Err))
 	case errors.As(e.Err, &cve):
@@ -133,8 +150,14 @@ func (e *noBroker) Error() string {
 		return fmt.Sprintf("TLS with %s failed: the broker does not speak TLS there (%s)", addrs, rootCause(e.Err))
 	}
 	msg := fmt.Sprintf("no broker answered at %s: %s", addrs, rootCause(e.Err))
-	if e.SASL && (errors.Is(e.Err, io.EOF) || errors.Is(e.Err, io.ErrUnexpectedEOF)) {
+	closed := errors.Is(e.Err, io.EOF) || errors.Is(e.Err, io.ErrUnexpectedEOF)
+	switch {
+	case closed && e.SASL && e.Plaintext:
+		msg += " (the broker closed the connection; check --sasl-mechanism, --sasl-user and the password, or, if its listener uses TLS, add --tls)"
+	case closed && e.SASL:
 		msg += " (the broker closed the connection; check --sasl-mechanism, --sasl-user and the password)"
+	case closed && e.Plaintext:
+		msg += " (the broker closed the connection: is the listener TLS? add --tls, or --tls-ca; or does it need SASL? set --sasl-mechanism)"
 	}
 	return msg
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
@@ -21,6 +22,9 @@ type liveView struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when Run has returned
 	err    error         // Run's error, explained; read after done
+
+	mu     sync.Mutex
+	denied error // the authorization failure that stopped the view
 }
 
 // startView starts a view of the role topic (with its table on disk under
@@ -32,7 +36,8 @@ func startView(c *ucli.Context, stateDir string) (*liveView, error) {
 	if err != nil {
 		return nil, err
 	}
-	logger := slog.New(slog.NewTextHandler(stderr(c), &slog.HandlerOptions{
+	lv := &liveView{cfg: cfg, done: make(chan struct{})}
+	logger := slog.New(newAuthzStop(slog.NewTextHandler(stderr(c), &slog.HandlerOptions{
 		Level: slog.LevelWarn,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
 			if len(groups) == 0 && a.Key == slog.TimeKey {
@@ -40,20 +45,43 @@ func startView(c *ucli.Context, stateDir string) (*liveView, error) {
 			}
 			return a
 		},
-	}))
+	}), cfg.Topic, lv.deny))
+	// A TLS handshake that cannot succeed fails the command at once; the
+	// view would retry it.
+	if err := fencing.CheckTLS(c.Context, cfg); err != nil {
+		return nil, explainRunError(cfg, err)
+	}
 	v, err := view.New(view.Options{Config: cfg, StateDir: stateDir, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(c.Context))
-	lv := &liveView{View: v, cfg: cfg, cancel: cancel, done: make(chan struct{})}
+	lv.View, lv.cancel = v, cancel
 	go func() {
 		defer close(lv.done)
-		if err := v.Run(ctx); err != nil {
+		err := v.Run(ctx)
+		lv.mu.Lock()
+		denied := lv.denied
+		lv.mu.Unlock()
+		switch {
+		case denied != nil:
+			lv.err = denied
+		case err != nil:
 			lv.err = explainRunError(cfg, err)
 		}
 	}()
 	return lv, nil
+}
+
+// deny stops the view for an authorization failure, which becomes its
+// error: no retry of the view's can add the ACL.
+func (lv *liveView) deny(err error) {
+	lv.mu.Lock()
+	lv.denied = err
+	lv.mu.Unlock()
+	if lv.cancel != nil { // set before the view runs, which is when it logs
+		lv.cancel()
+	}
 }
 
 // ready waits until the view has caught up with the role topic. It fails

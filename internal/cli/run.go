@@ -60,7 +60,8 @@ func runCommand() *ucli.Command {
 			"CMD, so that its flags are not read as krole's. CMD's stdin is /dev/null.\n" +
 			"Exit codes: CMD's own when it exits by itself; 0 after SIGINT or SIGTERM; 2 for\n" +
 			"a usage error; 126 when CMD cannot be executed, 127 when it is not found; 1 for\n" +
-			"anything else.",
+			"anything else, such as an ACL the cluster refuses (\"not authorized: ...\"):\n" +
+			"no retry can add one, so krole leaves at the first refusal.",
 		ArgsUsage: "ROLE -- CMD [ARGS...]",
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "member", Aliases: []string{"m"}, EnvVars: []string{"KROLE_MEMBER"}, DefaultText: "HOSTNAME:PID",
@@ -121,7 +122,19 @@ func runRun(c *ucli.Context) error {
 	if c.Bool("verbose") {
 		level = slog.LevelInfo
 	}
-	logger := slog.New(&lineHandler{lw: lw, level: level})
+	// An authorization failure stops the member (see authzStop): denied
+	// is its error, said as the command's.
+	var (
+		deniedMu sync.Mutex
+		denied   error
+		leave    = func() {}
+	)
+	logger := slog.New(newAuthzStop(&lineHandler{lw: lw, level: level}, cfg.Topic, func(err error) {
+		deniedMu.Lock()
+		denied = err
+		deniedMu.Unlock()
+		leave()
+	}))
 	if margin := settings.LeaseDuration - settings.RenewDeadline; killTimeout > margin {
 		lw.printf("note: --kill-timeout %v is longer than the %v between this member's own renewal deadline "+
 			"and the end of its lease: a CMD slow to stop may still run when another member takes the role", killTimeout, margin)
@@ -147,6 +160,7 @@ func runRun(c *ucli.Context) error {
 	sctx, stopSession := context.WithCancel(context.WithoutCancel(c.Context))
 	defer stopSession()
 	s.stopMember = stopSession
+	leave = stopSession
 	quiet := context.AfterFunc(c.Context, stopSession)
 	interrupted := func() bool { return false }
 	started := false  // the member started (OnReady said so)
@@ -190,6 +204,11 @@ func runRun(c *ucli.Context) error {
 		return explainRunError(cfg, err)
 	}
 	defer sess.Close()
+	// A member that may not read the role topic would register, and then
+	// wait for a view that never sees it: say so now.
+	if err := sess.Transport().CheckRead(c.Context, role); fencing.IsNotAuthorized(err) {
+		return err
+	}
 
 	// Run returns once the member has left and the view has stopped.
 	err = sess.Run(sctx, s.work)
@@ -213,6 +232,9 @@ func runRun(c *ucli.Context) error {
 	s.mu.Lock()
 	resigned, exit, startErr := s.resigned, s.exit, s.startErr
 	s.mu.Unlock()
+	deniedMu.Lock()
+	authErr := denied
+	deniedMu.Unlock()
 	if resigned != nil {
 		lw.printf("resigned %s (token %s)", role, *resigned)
 	} else {
@@ -221,6 +243,8 @@ func runRun(c *ucli.Context) error {
 	switch {
 	case failure != nil:
 		return failure
+	case authErr != nil:
+		return authErr
 	case startErr != nil:
 		return commandError(path, startErr)
 	case exit != nil && *exit != 0:
@@ -311,11 +335,14 @@ func waitForView(ctx context.Context, v *view.View, viewDone <-chan struct{}) er
 // explainRunError turns the errors of a view or transport into what the
 // one-shot commands say for them.
 func explainRunError(cfg fencing.Config, err error) error {
+	if ae := refusal(err, cfg.Topic); ae != nil {
+		return ae
+	}
 	switch {
 	case errors.Is(err, sarama.ErrUnknownTopicOrPartition):
 		return &missingTopic{Topic: cfg.Topic, Brokers: cfg.Brokers, Err: err}
 	case errors.Is(err, fencing.ErrClient), errors.Is(err, sarama.ErrOutOfBrokers):
-		return &noBroker{Brokers: cfg.Brokers, SASL: cfg.SASL.Mechanism != "", Err: err}
+		return &noBroker{Brokers: cfg.Brokers, SASL: cfg.SASL.Mechanism != "", Plaintext: plaintext(cfg), Err: err}
 	}
 	return err
 }

@@ -48,7 +48,7 @@ func dialTransport(cfg fencing.Config) (*fencing.BrokerTransport, error) {
 	t, err := fencing.NewBrokerTransport(cfg)
 	if err != nil {
 		if errors.Is(err, fencing.ErrClient) {
-			return nil, &noBroker{Brokers: cfg.Brokers, SASL: cfg.SASL.Mechanism != "", Err: err}
+			return nil, &noBroker{Brokers: cfg.Brokers, SASL: cfg.SASL.Mechanism != "", Plaintext: plaintext(cfg), Err: err}
 		}
 		return nil, err
 	}

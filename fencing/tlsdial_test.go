@@ -1,0 +1,114 @@
+package fencing_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/devcluster"
+	"github.com/krabka/krole/internal/testcluster"
+)
+
+// TestTLSHandshake dials with TLS a plaintext listener, a TLS listener
+// whose certificate is not trusted, and one that is. A handshake that
+// cannot succeed fails NewBrokerTransport once, with a
+// *TLSHandshakeError, before the dial timeout has passed three times:
+// the client's metadata retries (three attempts) do not repeat it.
+func TestTLSHandshake(t *testing.T) {
+	if testcluster.External() {
+		t.Skip("needs embedded clusters with and without TLS; KROLE_BROKERS names an outside cluster")
+	}
+	caFile, serverTLS := testCA(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	plain, err := devcluster.Start(ctx, devcluster.Options{})
+	require.NoError(t, err)
+	t.Cleanup(plain.Close)
+	secure, err := devcluster.Start(ctx, devcluster.Options{Extra: []kfake.Opt{kfake.TLS(serverTLS)}})
+	require.NoError(t, err)
+	t.Cleanup(secure.Close)
+	// kfake's plaintext listener never answers a ClientHello: the
+	// handshake runs into the dial timeout.
+	const dial = 500 * time.Millisecond
+
+	t.Run("plaintext listener", func(t *testing.T) {
+		cfg := fencing.Config{Brokers: plain.ListenAddrs(), DialTimeout: dial, TLS: fencing.TLSConfig{CAFile: caFile}}
+		start := time.Now()
+		_, err := fencing.NewBrokerTransport(cfg)
+		took := time.Since(start)
+		require.Error(t, err)
+		assert.ErrorIs(t, err, fencing.ErrClient)
+		var he *fencing.TLSHandshakeError
+		require.True(t, errors.As(err, &he), "%v", err)
+		assert.True(t, he.NotTLS)
+		assert.Equal(t, dial, he.Timeout)
+		assert.Equal(t, plain.ListenAddrs()[0], he.Addr)
+		assert.Less(t, took, 3*dial, "the handshake was repeated")
+	})
+	t.Run("untrusted certificate", func(t *testing.T) {
+		cfg := fencing.Config{Brokers: secure.ListenAddrs(), DialTimeout: dial, TLS: fencing.TLSConfig{Enable: true}}
+		err := fencing.CheckTLS(ctx, cfg)
+		var he *fencing.TLSHandshakeError
+		require.True(t, errors.As(err, &he), "%v", err)
+		assert.False(t, he.NotTLS)
+		var cve *tls.CertificateVerificationError
+		assert.True(t, errors.As(err, &cve), "%v", err)
+	})
+	t.Run("trusted certificate", func(t *testing.T) {
+		cfg := fencing.Config{Brokers: secure.ListenAddrs(), Topic: "tls.roles", DialTimeout: dial, TLS: fencing.TLSConfig{CAFile: caFile}}
+		require.NoError(t, fencing.CheckTLS(ctx, cfg))
+		tr, err := fencing.NewBrokerTransport(cfg)
+		require.NoError(t, err)
+		require.NoError(t, devcluster.CreateTopic(ctx, cfg, 1, 1))
+		_, err = tr.Register(ctx, "ctl", "m-1")
+		assert.NoError(t, err)
+		assert.NoError(t, tr.Close())
+	})
+	t.Run("no TLS", func(t *testing.T) {
+		assert.NoError(t, fencing.CheckTLS(ctx, fencing.Config{Brokers: []string{"127.0.0.1:1"}}))
+	})
+}
+
+// testCA writes a self-signed CA certificate for 127.0.0.1 to a file and
+// returns the file and the server's TLS config.
+func testCA(t *testing.T) (string, *tls.Config) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "krole test broker"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	require.NoError(t, os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	return caFile, &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
+	}
+}
