@@ -401,3 +401,36 @@ func members(st rolestate.State) []codec.MemberID {
 	}
 	return out
 }
+
+// A renewal in flight when Run's context ends is not cut short: cutting
+// it would leave its outcome unknown, retire the token, and leave the
+// successor waiting for the lease to run out instead of taking the
+// released role at once. It finishes (bounded by its own timeout), and
+// the member then releases the role and deregisters.
+func TestRunEndDuringARenewalLetsItFinishThenReleases(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	h.src.set(state(role, nil, 0))
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
+	d := startRun(t, h, nil)
+	assert.Equal(t, t0.Add(2*sec), d.wait())
+
+	var callErr error
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(2*sec))).Run(func(args mock.Arguments) {
+		d.cancel() // Run's context ends while the renewal is in flight
+		callErr = args.Get(0).(context.Context).Err()
+	}).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	h.clk.Set(t0.Add(2 * sec))
+	select {
+	case err := <-d.errc:
+		d.errc <- err // for the cleanup
+		require.NoError(t, err)
+	case <-time.After(failsafe):
+		t.Fatal("Run did not return")
+	}
+	assert.NoError(t, callErr, "the renewal's context outlives Run's")
+	assert.Equal(t, []string{"elected 42/1", "revoked context ended 42/1"}, h.transitions())
+}

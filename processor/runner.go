@@ -299,7 +299,13 @@ func (r *runner) challenge(ctx context.Context, now time.Time, prune []codec.Mem
 	}
 	start := r.m.clk.Now()
 	lease := r.lease(tok, start)
-	if err := r.m.t.WriteLease(cctx, r.role, tok, lease); err != nil {
+	// The lease write is not cut short by the end of Run's context either
+	// (see renew): once it has committed, the member releases the role on
+	// its way out; cut short, it might commit unseen and hold the role
+	// for a lease.
+	wctx, wcancel := r.callCtx(context.WithoutCancel(ctx), r.m.s.TransactionTimeout)
+	defer wcancel()
+	if err := r.m.t.WriteLease(wctx, r.role, tok, lease); err != nil {
 		if fencing.IsFenced(err) {
 			r.m.met.fenced(r.role)
 			r.lost(now)
@@ -417,7 +423,11 @@ func (r *runner) workReturned(err error) {
 func (r *runner) renew(ctx context.Context, now time.Time) {
 	h := r.l.held
 	expiry := r.l.renewedAt.Add(r.m.s.RenewDeadline)
-	cctx, cancel := r.callCtx(ctx, min(r.m.s.TransactionTimeout, expiry.Sub(now)))
+	// Not cut short when Run's context ends: a renewal cut short has an
+	// unknown outcome, which retires the token, and then no release can
+	// follow; the successor would wait for the lease to run out. It is
+	// bounded by its own timeout, and the member leaves right after it.
+	cctx, cancel := r.callCtx(context.WithoutCancel(ctx), min(r.m.s.TransactionTimeout, expiry.Sub(now)))
 	lease := r.lease(h.Token, now)
 	err := r.m.t.WriteLease(cctx, r.role, h.Token, lease)
 	cancel()
