@@ -196,9 +196,11 @@ func (m *Member) Settings() Settings { return m.s }
 // work keeps writing without its token is not stopped by anything here;
 // pass held.Token to a fenced writer.
 //
-// When ctx ends, Run cancels work and waits for it (up to the local
-// deadline) before resigning each held role and deregistering, on a fresh
-// context bounded by TransactionTimeout, unless KeepOnExit is set. Run
+// When ctx ends, a lease write in flight (a renewal, a challenge's) is
+// not cut short but finishes, bounded by its own timeout; then Run cancels
+// work and waits for it (up to the local deadline) before resigning each
+// held role and deregistering, on a fresh context bounded by
+// TransactionTimeout, unless KeepOnExit is set. Run
 // returns once every goroutine it started, work included, has returned.
 func (m *Member) Run(ctx context.Context, work Work) error {
 	m.mu.Lock()
