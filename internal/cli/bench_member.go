@@ -92,7 +92,9 @@ func acquireOnce(ctx context.Context, e *benchEnv, s processor.Settings, r int) 
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
-	go func() { done <- sess.Run(rctx, func(ctx context.Context, _ processor.Held) error { <-ctx.Done(); return nil }) }()
+	go func() {
+		done <- sess.Run(rctx, func(ctx context.Context, _ processor.Held) error { <-ctx.Done(); return nil })
+	}()
 	defer func() { cancel(); <-done }()
 	select {
 	case at := <-elected:
