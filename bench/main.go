@@ -133,7 +133,7 @@ func startEtcd() (string, func(), error) {
 	}
 	cfg := embed.NewConfig()
 	cfg.Dir = dir
-	cfg.LogLevel = "error"
+	cfg.LogLevel = "fatal" // its shutdown logs errors of closed listeners
 	cu, pu := freeURL(), freeURL()
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
