@@ -383,4 +383,3 @@ func runCandidate(args []string) error {
 	_ = sess.Orphan // the resigned key is gone; the session's lease may lapse
 	return nil
 }
-
