@@ -38,6 +38,10 @@ type Result struct {
 	// clock) the new holder's lease write began.
 	PastDeadline *Dist `json:"past_deadline,omitempty"`
 
+	// Phases, when set, break each sample down: what part of it each
+	// step took (see the kind's documentation), in milliseconds.
+	Phases map[string]*Dist `json:"phases,omitempty"`
+
 	// Renew only.
 	RenewalsPerS    *float64 `json:"renewals_per_s,omitempty"`
 	MissedDeadlines *int     `json:"missed_deadlines,omitempty"`
@@ -123,6 +127,16 @@ func WriteText(w io.Writer, r Result) {
 	if d := r.PastDeadline; d != nil {
 		fmt.Fprintf(w, "%-16s new holder acts past the dead lease's deadline: min %s  median %s  p90 %s  p99 %s  max %s ms\n", "",
 			ms(d.MinMS), ms(d.MedianMS), ms(d.P90MS), ms(d.P99MS), ms(d.MaxMS))
+	}
+	phases := make([]string, 0, len(r.Phases))
+	for k := range r.Phases {
+		phases = append(phases, k)
+	}
+	sort.Strings(phases)
+	for _, k := range phases {
+		d := r.Phases[k]
+		fmt.Fprintf(w, "%-16s phase %-22s median %s  p90 %s  p99 %s  max %s ms\n", "", k,
+			ms(d.MedianMS), ms(d.P90MS), ms(d.P99MS), ms(d.MaxMS))
 	}
 	if r.RenewalsPerS != nil {
 		fmt.Fprintf(w, "%-16s renewals/s %.1f  missed deadlines %d  member CPU %.3f s/1000 renewals",

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,6 +43,8 @@ func benchCommand() *ucli.Command {
 			&ucli.StringSliceFlag{Name: "peer", TakesFile: true,
 				Usage: "results (`FILE`s of -o json, such as the etcd peer's) to draw next to this run in --chart"},
 			&ucli.StringFlag{Name: "label", Hidden: true, Usage: "the run's label in the chart and in compare"},
+			&ucli.StringFlag{Name: "cpuprofile", TakesFile: true,
+				Usage: "write a pprof CPU profile of this process (the embedded cluster, the bench's view) into `FILE`"},
 		}, extra...)
 	}
 	members := &ucli.IntFlag{Name: "members", Value: benchMembers, Usage: "`N` member processes campaign for the role"}
@@ -140,14 +143,15 @@ func positive(c *ucli.Context, name string) (int, error) {
 // benchEnv is where a bench runs: the cluster, the role topic and the
 // bench's own view of it.
 type benchEnv struct {
-	ctx     context.Context
-	cfg     fencing.Config
-	brokers string
-	exe     string
-	view    *view.View
-	stops   []func()
-	errOut  io.Writer
-	run     string // a tag unique to this run, for role and member names
+	ctx      context.Context
+	cfg      fencing.Config
+	brokers  string
+	exe      string
+	view     *view.View
+	stops    []func()
+	errOut   io.Writer
+	run      string // a tag unique to this run, for role and member names
+	embedded bool   // the cluster runs in this process
 }
 
 // startBenchEnv starts the embedded cluster (unless --brokers was given)
@@ -162,12 +166,20 @@ func startBenchEnv(c *ucli.Context) (*benchEnv, error) {
 		return nil, fmt.Errorf("cannot find the krole executable to start the members: %w", err)
 	}
 	e := &benchEnv{ctx: c.Context, exe: exe, errOut: stderr(c), run: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)}
+	if path := c.String("cpuprofile"); path != "" {
+		stop, err := startCPUProfile(path)
+		if err != nil {
+			return nil, err
+		}
+		e.stops = append(e.stops, stop)
+	}
 	if !c.IsSet("brokers") {
 		cluster, err := devcluster.Start(c.Context, devcluster.Options{Topic: cfg.Topic, Partitions: 3})
 		if err != nil {
 			return nil, fmt.Errorf("starting the embedded cluster: %w", err)
 		}
 		e.stops = append(e.stops, func() { cluster.Close() })
+		e.embedded = true
 		cfg.Brokers = cluster.ListenAddrs()
 	}
 	e.cfg = cfg
@@ -370,7 +382,7 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 			return err
 		}
 	}
-	var samples, past []float64
+	var samples, past, release, successor []float64
 	for r := range rounds {
 		if _, err := f.await("a holder", s.LeaseDuration+benchWait, func(st rolestate.State) bool {
 			return liveHolder(st) && f.members[st.Lease.Member] != nil && len(st.Candidates) >= n
@@ -391,6 +403,7 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 		}
 		f.asked[holder.name] = true
 		last := old // the dead holder's last lease the view showed
+		var released time.Time
 		sent := time.Now()
 		if err := syscall.Kill(holder.child.Pid(), sig); err != nil {
 			return fmt.Errorf("signalling %s (pid %d): %w", holder.name, holder.child.Pid(), err)
@@ -401,6 +414,9 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 			if st.Lease != nil && st.Lease.Member == holder.name && !st.Lease.Released() {
 				last = *st.Lease
 			}
+			if st.Lease != nil && st.Lease.Member == holder.name && st.Lease.Released() && released.IsZero() {
+				released = time.Now()
+			}
 		})
 		if err != nil {
 			return err
@@ -408,6 +424,10 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 		samples = append(samples, float64(at.Sub(sent).Microseconds())/1000)
 		if kind == "failover" {
 			past = append(past, float64(f.state.Lease.GrantedAt-last.Deadline))
+		}
+		if !released.IsZero() {
+			release = append(release, float64(released.Sub(sent).Microseconds())/1000)
+			successor = append(successor, float64(at.Sub(released).Microseconds())/1000)
 		}
 		e.progress("%s round %d/%d: %.2f ms", kind, r+1, rounds, samples[len(samples)-1])
 		select {
@@ -436,11 +456,33 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 	if kind == "failover" {
 		res.PastDeadline = chart.NewDist(past)
 	}
+	if len(release) > 0 {
+		// signal -> the release shows in the bench's view (the holder stops
+		// its command and writes the release), then -> the successor's
+		// lease shows (it sees the release, confirms, takes the epoch and
+		// writes its lease, and the bench's view reads it).
+		res.Phases = map[string]*chart.Dist{"signal_to_release_shows": chart.NewDist(release),
+			"release_to_new_lease_shows": chart.NewDist(successor)}
+	}
 	return writeBench(c, res)
 }
 
+// startCPUProfile profiles this process into path until the returned
+// func is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
 func (e *benchEnv) clusterName() string {
-	if len(e.stops) > 1 {
+	if e.embedded {
 		return "embedded (kfake, in the bench process)"
 	}
 	return e.brokers
