@@ -42,6 +42,11 @@ type Result struct {
 	// step took (see the kind's documentation), in milliseconds.
 	Phases map[string]*Dist `json:"phases,omitempty"`
 
+	// Rounds, when set, are each round's figures in the order they ran
+	// (the samples and phases above are sorted, which loses which went
+	// together).
+	Rounds []map[string]float64 `json:"rounds,omitempty"`
+
 	// Renew only.
 	RenewalsPerS    *float64 `json:"renewals_per_s,omitempty"`
 	MissedDeadlines *int     `json:"missed_deadlines,omitempty"`

@@ -382,7 +382,8 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 			return err
 		}
 	}
-	var samples, past, release, successor []float64
+	var samples, past, release, successor, lastLag, newLag []float64
+	var detail []map[string]float64
 	for r := range rounds {
 		if _, err := f.await("a holder", s.LeaseDuration+benchWait, func(st rolestate.State) bool {
 			return liveHolder(st) && f.members[st.Lease.Member] != nil && len(st.Candidates) >= n
@@ -404,6 +405,7 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 		f.asked[holder.name] = true
 		last := old // the dead holder's last lease the view showed
 		var released time.Time
+		lastSeen := f.state.LeaseSeenAt
 		sent := time.Now()
 		if err := syscall.Kill(holder.child.Pid(), sig); err != nil {
 			return fmt.Errorf("signalling %s (pid %d): %w", holder.name, holder.child.Pid(), err)
@@ -412,7 +414,7 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 			return liveHolder(st) && st.Lease.Member != holder.name && st.Lease.Token.Newer(old.Token)
 		}, func(st rolestate.State) {
 			if st.Lease != nil && st.Lease.Member == holder.name && !st.Lease.Released() {
-				last = *st.Lease
+				last, lastSeen = *st.Lease, st.LeaseSeenAt
 			}
 			if st.Lease != nil && st.Lease.Member == holder.name && st.Lease.Released() && released.IsZero() {
 				released = time.Now()
@@ -424,11 +426,27 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 		samples = append(samples, float64(at.Sub(sent).Microseconds())/1000)
 		if kind == "failover" {
 			past = append(past, float64(f.state.Lease.GrantedAt-last.Deadline))
+			if !lastSeen.IsZero() {
+				lastLag = append(lastLag, float64(lastSeen.UnixMilli()-last.GrantedAt))
+			}
+			newLag = append(newLag, float64(at.UnixMilli()-f.state.Lease.GrantedAt))
 		}
 		if !released.IsZero() {
 			release = append(release, float64(released.Sub(sent).Microseconds())/1000)
 			successor = append(successor, float64(at.Sub(released).Microseconds())/1000)
 		}
+		round := map[string]float64{"ms": samples[len(samples)-1]}
+		if kind == "failover" {
+			round["past_deadline_ms"] = past[len(past)-1]
+			round["new_lease_write_to_view_ms"] = newLag[len(newLag)-1]
+			if !lastSeen.IsZero() {
+				round["last_lease_write_to_view_ms"] = lastLag[len(lastLag)-1]
+			}
+		}
+		if !released.IsZero() {
+			round["signal_to_release_shows_ms"] = release[len(release)-1]
+		}
+		detail = append(detail, round)
 		e.progress("%s round %d/%d: %.2f ms", kind, r+1, rounds, samples[len(samples)-1])
 		select {
 		case <-holder.child.Done():
@@ -453,8 +471,16 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 		"cluster": e.clusterName(), "signal": map[bool]string{true: "SIGKILL", false: "SIGTERM"}[kind == "failover"],
 	}}
 	res.Stats = chart.Summarize(res.SamplesMS)
+	res.Rounds = detail
 	if kind == "failover" {
 		res.PastDeadline = chart.NewDist(past)
+	}
+	if kind == "failover" {
+		// Whole milliseconds (leases carry Unix ms): the bench's view saw
+		// the dead holder's last lease this long after its write began, and
+		// the new holder's likewise.
+		res.Phases = map[string]*chart.Dist{"last_lease_write_to_view": chart.NewDist(lastLag),
+			"new_lease_write_to_view": chart.NewDist(newLag)}
 	}
 	if len(release) > 0 {
 		// signal -> the release shows in the bench's view (the holder stops
