@@ -390,6 +390,17 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 		}, nil); err != nil {
 			return err
 		}
+		// A member that has just joined judges the lease it first sees
+		// from that moment, not from its write (it never saw it written):
+		// a failover right after a join would measure that wait, up to a
+		// renew interval. So wait until every member has seen a lease
+		// written after it joined: a renewal that shows after the joins.
+		joined := f.state.LeaseOffset
+		if _, err := f.await("a renewal after the joins", s.LeaseDuration+benchWait, func(st rolestate.State) bool {
+			return liveHolder(st) && st.LeaseOffset > joined
+		}, nil); err != nil {
+			return err
+		}
 		if kind == "failover" {
 			// A random phase of the renew interval, as a crash would have.
 			if err := sleepCtx(c.Context, rand.N(s.RenewInterval)); err != nil {
