@@ -244,6 +244,17 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// tail is the last n lines.
+func (t *tailBuffer) tail(n int) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
 func (t *tailBuffer) last() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -401,11 +412,12 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 		}, nil); err != nil {
 			return err
 		}
-		if kind == "failover" {
-			// A random phase of the renew interval, as a crash would have.
-			if err := sleepCtx(c.Context, rand.N(s.RenewInterval)); err != nil {
-				return err
-			}
+		// A random phase of the renew interval, as a crash or a shutdown
+		// would have. (Right after a renewal shows, the holder may still
+		// wait for its EndTxn's answer: a SIGTERM then cancels the
+		// renewal, which retires the token, and there is no release.)
+		if err := sleepCtx(c.Context, rand.N(s.RenewInterval)); err != nil {
+			return err
 		}
 		old := *f.state.Lease
 		holder := f.members[old.Member]
@@ -463,6 +475,10 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 		case <-holder.child.Done():
 		case <-time.After(benchWait):
 			return fmt.Errorf("%s (pid %d) did not exit within %v of the signal", holder.name, holder.child.Pid(), benchWait)
+		}
+		if kind == "handover" && released.IsZero() {
+			fmt.Fprintf(e.errOut, "\nhandover round %d: %s wrote no release the view showed; it said: %s\n",
+				r+1, holder.name, strings.ReplaceAll(strings.TrimSpace(holder.out.tail(6)), "\n", " | "))
 		}
 		delete(f.members, holder.name)
 		// Back, at the back of the queue, under the same name.
