@@ -93,6 +93,7 @@ func benchCommand() *ucli.Command {
 					&ucli.IntFlag{Name: "roles", Value: 100, Usage: "the member holds `K` roles"},
 					lease, renew,
 					&ucli.DurationFlag{Name: "duration", Value: 30 * time.Second, Usage: "measure for `T` once every role is held"},
+					&ucli.StringFlag{Name: "member-cpuprofile", TakesFile: true, Usage: "write a pprof CPU profile of the member process over T into `FILE`"},
 				),
 				Action: runBenchRenew,
 			},
