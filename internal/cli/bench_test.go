@@ -101,7 +101,8 @@ func TestBench(t *testing.T) {
 		checkBenchResult(t, r.Stdout, "acquire", 3)
 		r = run(t, "bench", "acquire", "--rounds", "2")
 		requireOK(t, r)
-		assert.Regexp(t, `^krole acquire +n=2 +min [0-9.]+ +median [0-9.]+ +p90 [0-9.]+ +p99 [0-9.]+ +max [0-9.]+ ms\n$`, r.Stdout)
+		assert.Regexp(t, `^krole acquire +n=2 +min [0-9.]+ +median [0-9.]+ +p90 [0-9.]+ +p99 [0-9.]+ +max [0-9.]+ ms\n`, r.Stdout)
+		assert.Regexp(t, `(?m)^ +phase write_lease +median [0-9.]+ `, r.Stdout, "where the time went")
 	})
 
 	t.Run("renew", func(t *testing.T) {
@@ -162,5 +163,6 @@ func TestBenchUsageErrors(t *testing.T) {
 		r := run(t, tc.args...)
 		assertOneLineError(t, r, ExitUsage)
 		assert.Contains(t, r.Stderr, tc.want, "%v", tc.args)
+		assert.Contains(t, r.Stderr, "see 'krole bench "+tc.args[1]+" --help'", "the hint names the subcommand")
 	}
 }
