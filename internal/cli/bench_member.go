@@ -283,14 +283,19 @@ func runBenchRenew(c *ucli.Context) error {
 		rep       memberReport
 		steady    bool
 		cpu0      float64
+		cpu1      float64
 		reportErr error
 	)
 	sc := bufio.NewScanner(pr)
 	sc.Buffer(make([]byte, 1<<20), 1<<30)
-	start := time.Now()
-	go func() { // progress while measuring
-		<-c.Context.Done()
-		_ = syscall.Kill(child.Pid(), syscall.SIGTERM)
+	readDone := make(chan struct{})
+	defer close(readDone)
+	go func() { // Ctrl-C: the member leaves, and its pipe ends
+		select {
+		case <-c.Context.Done():
+			_ = syscall.Kill(child.Pid(), syscall.SIGTERM)
+		case <-readDone:
+		}
 	}()
 	for sc.Scan() {
 		var r memberReport
@@ -301,16 +306,13 @@ func runBenchRenew(c *ucli.Context) error {
 		switch r.Event {
 		case "steady":
 			steady, cpu0 = true, selfCPU()
-			start = time.Now()
 			e.progress("renew: %d roles held; measuring for %v", k, dur)
 		case "report":
-			rep = r
+			rep, cpu1 = r, selfCPU()
 		}
 	}
 	pr.Close()
-	cpu1 := selfCPU()
 	<-child.Done()
-	_ = start
 	fmt.Fprintln(e.errOut)
 	if reportErr != nil {
 		return reportErr
