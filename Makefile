@@ -6,7 +6,7 @@ TIMEOUT ?= 9m
 LIBPKGS ?= ./codec/... ./rolestate/... ./fencing/... ./view/... ./processor/... ./election/...
 FUZZTIME ?= 20s
 
-.PHONY: all build test test-race fuzz bench lint check fmt dev demo clean
+.PHONY: all build test test-race fuzz bench bench-compare lint check fmt dev demo clean
 
 all: lint test build
 
@@ -24,6 +24,35 @@ fuzz: ## a short fuzz run of the codec's decoder (FUZZTIME, default 20s)
 
 bench: ## the Go benchmarks (see docs/BENCHMARKS.md)
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+# bench-compare: krole bench against etcd's election (bench/, a module of its
+# own), same scenarios, same machine, same run. BENCH_TTL is etcd's session
+# TTL and krole's lease; etcd keeps alive every TTL/3, so krole runs with
+# --renew-interval TTL/3 as well as with its default (lease/5).
+BENCH_TTL     ?= 3s
+BENCH_RI      ?= 1s
+BENCH_ROUNDS  ?= 30
+BENCH_FROUNDS ?= 20
+BENCH_MEMBERS ?= 3
+BENCH_OUT     ?= bin/bench-compare
+BENCH_CHART   ?= docs/bench-compare.svg
+
+bench-compare: build ## krole bench and the etcd peer, side by side, with ratios and a chart (BENCH_CHART)
+	cd bench && GOFLAGS=-mod=mod $(GO) build -o ../bin/etcd-election-bench .
+	mkdir -p $(BENCH_OUT)
+	bin/etcd-election-bench acquire  --rounds $(BENCH_ROUNDS) --ttl $(BENCH_TTL) -o json > $(BENCH_OUT)/etcd-acquire.json
+	bin/krole bench acquire --rounds $(BENCH_ROUNDS) --lease-duration $(BENCH_TTL) -o json > $(BENCH_OUT)/krole-acquire.json
+	bin/etcd-election-bench handover --members $(BENCH_MEMBERS) --rounds $(BENCH_ROUNDS) --ttl $(BENCH_TTL) -o json > $(BENCH_OUT)/etcd-handover.json
+	bin/krole bench handover --members $(BENCH_MEMBERS) --rounds $(BENCH_ROUNDS) --lease-duration $(BENCH_TTL) -o json > $(BENCH_OUT)/krole-handover.json
+	bin/etcd-election-bench failover --members $(BENCH_MEMBERS) --rounds $(BENCH_FROUNDS) --ttl $(BENCH_TTL) -o json > $(BENCH_OUT)/etcd-failover.json
+	bin/krole bench failover --members $(BENCH_MEMBERS) --rounds $(BENCH_FROUNDS) --lease-duration $(BENCH_TTL) --renew-interval $(BENCH_RI) \
+		--label "krole failover RI=TTL/3" -o json > $(BENCH_OUT)/krole-failover.json
+	bin/krole bench failover --members $(BENCH_MEMBERS) --rounds $(BENCH_FROUNDS) --lease-duration $(BENCH_TTL) \
+		--label "krole failover default RI" -o json > $(BENCH_OUT)/krole-failover-default.json
+	bin/krole bench compare --chart $(BENCH_CHART) \
+		$(BENCH_OUT)/krole-acquire.json $(BENCH_OUT)/etcd-acquire.json \
+		$(BENCH_OUT)/krole-handover.json $(BENCH_OUT)/etcd-handover.json \
+		$(BENCH_OUT)/krole-failover.json $(BENCH_OUT)/krole-failover-default.json $(BENCH_OUT)/etcd-failover.json
 
 lint: ## go vet, a gofmt check and staticcheck (the version pinned by go.mod's tool line)
 	$(GO) vet $(PKGS)

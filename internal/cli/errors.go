@@ -57,7 +57,11 @@ func helpHint(c *ucli.Context) string {
 	if c == nil || c.Command == nil || c.Command.Name == "" || c.Command.Name == c.App.Name {
 		return "see 'krole --help'"
 	}
-	return fmt.Sprintf("see 'krole %s --help'", c.Command.Name)
+	name := c.Command.Name
+	if full, ok := strings.CutPrefix(c.Command.HelpName, c.App.Name+" "); ok && strings.HasSuffix(full, " "+name) {
+		name = full // a subcommand: "bench renew"
+	}
+	return fmt.Sprintf("see 'krole %s --help'", name)
 }
 
 // exitCode maps the error a command returned to the process exit code.
