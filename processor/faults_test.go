@@ -193,3 +193,35 @@ func TestRunWorkContextDerivesFromRuns(t *testing.T) {
 	assert.ErrorIs(t, recv(t, ended), stopped, "work's ctx ended with Run's, carrying its cause")
 	require.NoError(t, recv(t, errc))
 }
+
+// Candidates held back by frozen readers all wait past their turns; when
+// the readers thaw, the turns count again from then, so they do not all
+// challenge at once: b, ranked behind a, waits a stagger after the thaw.
+func TestThawedPartitionKeepsTheStagger(t *testing.T) {
+	h := newHarness(t, "b", Settings{})
+	h.see(state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "a", 2, "b", 3))
+	h.settle()
+	h.open = 77
+	h.clk.Set(t0.Add(10 * sec))
+	a := h.settle()
+	assert.Contains(t, a.Reason, "rank 1 waits its turn")
+	h.clk.Set(a.Until) // its turn: an open transaction, first seen
+	a = h.settle()
+	h.clk.Set(a.Until) // seen again: frozen
+	a = h.settle()
+	assert.Contains(t, a.Reason, "open transaction of producer 77 since")
+	h.clk.Set(a.Until) // well past b's turn (one stagger after the vacancy)
+	h.open = -1
+	a = h.settle()
+	assert.Equal(t, DoWait, a.Kind)
+	assert.Equal(t, h.clk.Now().Add(sec), a.Until, "rank 1 waits a stagger from the thaw")
+	assert.Empty(t, h.transitions())
+	thawed := h.clk.Now()
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, thawed.Add(sec))).Return(nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("x")).Return(nil).Once()
+	h.clk.Set(a.Until)
+	h.settle()
+	assert.Equal(t, []string{"elected 42/2"}, h.transitions())
+}

@@ -233,6 +233,12 @@ func (r *runner) confirm(ctx context.Context, now time.Time) bool {
 		r.log.Info("not challenging: the partition's readers are held back by another producer's open transaction, so the lease may have been renewed behind it",
 			"producer_id", c.OpenProducerID, "confirm_again_in", r.m.s.RenewInterval)
 	}
+	if wasFrozen && !r.l.heldBack(r.st) && !r.l.vacantSince.IsZero() {
+		// Every candidate of the partition waited on the same frozen
+		// readers, each past its turn by now: count the turns again from
+		// the thaw, or they would all challenge at once.
+		r.l.vacantSince = now
+	}
 	return true
 }
 
