@@ -69,11 +69,11 @@
 // challenge, confirming again every RenewInterval until the transaction
 // ends; if readers have moved (no open transaction, or one at another
 // offset), it goes on, and the candidates' turns (rank × Stagger) count
-again from the thaw, since every candidate of the partition waited past
-its turn on the same frozen readers. An open transaction of the lease's
-own producer id
-// (the role's transactional id: a holder or challenger that died
-// mid-write) does not hold it back: AcquireEpoch aborts that transaction.
+// again from the thaw, since every candidate of the partition waited past
+// its turn on the same frozen readers. An open transaction of the lease's
+// own producer id (the role's transactional id: a holder or challenger
+// that died mid-write) does not hold it back: AcquireEpoch aborts that
+// transaction.
 // Nor does one after a release or with no lease: no holder's renewal can
 // hide behind it.
 //
