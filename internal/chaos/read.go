@@ -1,0 +1,79 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// sentinelKey marks the record the driver appends to every partition once
+// the members are gone: a reader that has reached it in every partition
+// has read everything committed before.
+const sentinelKey = "chaos/end"
+
+// writeSentinels appends a plain (non-transactional) sentinel record to
+// every partition of the topics, with franz-go's kgo.
+func writeSentinels(ctx context.Context, brokers []string, topics map[string]int32) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for t, n := range topics {
+		for p := range n {
+			recs = append(recs, &kgo.Record{Topic: t, Partition: p, Key: []byte(sentinelKey)})
+		}
+	}
+	return cl.ProduceSync(ctx, recs...).FirstErr()
+}
+
+// readAll reads every committed record of the topics with read_committed
+// isolation through franz-go's kgo (nothing of krole's read path), from
+// the start of each partition until its sentinel, and returns them per
+// topic in offset order per partition, sentinels left out. It blocks
+// until then or until ctx ends.
+func readAll(ctx context.Context, brokers []string, topics map[string]int32) (map[string][]*kgo.Record, error) {
+	parts := map[string]map[int32]kgo.Offset{}
+	left := 0
+	for t, n := range topics {
+		parts[t] = map[int32]kgo.Offset{}
+		for p := range n {
+			parts[t][p] = kgo.NewOffset().AtStart()
+			left++
+		}
+	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(brokers...),
+		kgo.ConsumePartitions(parts),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	out := map[string][]*kgo.Record{}
+	done := map[string]map[int32]bool{}
+	for left > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("reading the topics: %d partitions not read to their end: %w", left, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if done[r.Topic] == nil {
+				done[r.Topic] = map[int32]bool{}
+			}
+			if done[r.Topic][r.Partition] {
+				return
+			}
+			if string(r.Key) == sentinelKey {
+				done[r.Topic][r.Partition] = true
+				left--
+				return
+			}
+			out[r.Topic] = append(out[r.Topic], r)
+		})
+	}
+	return out, nil
+}
