@@ -282,4 +282,3 @@ func (m *memberProc) work(ctx context.Context, held processor.Held) error {
 		}
 	}
 }
-
