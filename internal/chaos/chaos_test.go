@@ -61,6 +61,9 @@ func TestChaos(t *testing.T) {
 		Member:   bin,
 		Dir:      dir,
 		Log:      testLog{t},
+		// Members' clocks apart by up to 10 s, five leases: package
+		// processor judges expiry on the observer's clock.
+		MaxClockOffset: 5 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

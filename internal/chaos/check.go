@@ -383,11 +383,33 @@ func checkFailovers(h History, r *Report, add addFunc) {
 	}
 }
 
+// Explains is how many elections of one role fault f can explain, and
+// until when (Unix ms); see the package documentation. A member fault
+// explains one election of each role its target held (a kill, a stop or a
+// restart ends one holding), within a lease of its end. A broker fault
+// explains one election per role, and one more for every RenewDeadline
+// (4/5 of the lease) it lasted beyond the first, since a holder that
+// cannot renew loses its lease at most once per RenewDeadline, within a
+// lease and a request timeout of its end. Starts of members and clock
+// offsets explain nothing.
+func Explains(s Settings, f Fault) (n int, until int64) {
+	switch {
+	case f.Member():
+		return 1, f.End + ms(s.Lease)
+	case f.Broker():
+		return 1 + int((f.End-f.Start)/max(ms(s.Lease*4/5), 1)), f.End + ms(s.Lease+s.RequestTimeout)
+	}
+	return 0, 0
+}
+
 // checkElections: every election of a role after its first is explained
-// by a fault, or is a race right after an explained one; see the package
-// documentation.
+// by a fault whose budget for the role is not spent, or is a race right
+// after an explained one; see the package documentation.
 func checkElections(h History, r *Report, add addFunc) {
 	s := h.Settings
+	faults := append([]Fault(nil), h.Faults...)
+	sort.SliceStable(faults, func(i, j int) bool { return faults[i].Start < faults[j].Start })
+	used := map[string]int{} // fault index/role -> elections explained
 	var prev *Election
 	prevRace := false
 	for i := range r.Elections {
@@ -396,20 +418,22 @@ func checkElections(h History, r *Report, add addFunc) {
 			e.Cause, prev, prevRace = "first", e, false
 			continue
 		}
+		if h.Shutdown != 0 && e.At >= h.Shutdown {
+			e.Cause, prev = "shutdown", e // members resign in turn: not judged
+			continue
+		}
 		from, to := prev.At, e.At
 		if prev.Minted != 0 {
 			from = min(from, prev.Minted)
 		}
-		for _, f := range h.Faults {
-			end := f.End + ms(s.Lease)
-			switch {
-			case f.Member() && (f.Target == prev.Member || f.Kind == FaultShutdown):
-			case f.Broker():
-				end += ms(s.RequestTimeout)
-			default:
+		for fi, f := range faults {
+			n, until := Explains(s, f)
+			if n == 0 || f.Member() && f.Target != prev.Member && f.Kind != FaultShutdown {
 				continue
 			}
-			if f.Start <= to && end >= from {
+			k := fmt.Sprintf("%d/%s", fi, e.Role)
+			if f.Start <= to && until >= from && used[k] < n {
+				used[k]++
 				e.Cause = fmt.Sprintf("%s %s%s at %s", f.Kind, f.Target, f.Detail, stamp(f.Start))
 				break
 			}

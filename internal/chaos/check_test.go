@@ -185,3 +185,29 @@ func TestFailoverBoundCountsInjectedDelay(t *testing.T) {
 	h.Faults = append(h.Faults, Fault{Kind: FaultError, Start: t0 + 9000, End: t0 + 9500})
 	assert.Equal(t, base+500*time.Millisecond+time.Second, FailoverBound(h, t0+1000), "a fault after the bound adds nothing")
 }
+
+// A broker fault explains one election per role (one more per
+// RenewDeadline it lasts): a storm in its shadow is reported.
+func TestCheckBrokerFaultExplainsOneElectionPerRole(t *testing.T) {
+	h := clean()
+	h.Faults = append(h.Faults, Fault{Kind: FaultDrop, Detail: "EndTxn", Start: t0 + 4000, End: t0 + 4100})
+	elect := func(member string, e int16, at int64) {
+		h.Events = append(h.Events,
+			Event{Kind: "minted", Role: "r", Member: member, PID: 1, Epoch: e, Wall: at},
+			Event{Kind: "elected", Role: "r", Member: member, PID: 1, Epoch: e, Wall: at + 10})
+		h.Leases = append(h.Leases, lease("r", member, tok(e), int64(len(h.Leases))))
+	}
+	elect("c", 2, t0+5100) // the drop
+	r := Check(h)
+	assert.Empty(t, r.Violations)
+	assert.Contains(t, r.Elections[2].Cause, "drop")
+
+	elect("d", 3, t0+6000) // a race with c's
+	elect("c", 4, t0+6500) // nothing left to explain it
+	r = Check(h)
+	assert.Equal(t, []Kind{KindElections}, kinds(r))
+	assert.Equal(t, 1, r.Races)
+
+	n, _ := Explains(h.Settings, Fault{Kind: FaultDrop, Start: 0, End: 3300})
+	assert.Equal(t, 3, n, "one per RenewDeadline (1.6s) more")
+}

@@ -153,7 +153,14 @@ func Run(ctx context.Context, cfg Config) (*Report, *History, error) {
 	}
 	d.roles = append(d.roles, streamRole)
 	for i := range cfg.Members {
-		d.members = append(d.members, &proc{name: fmt.Sprintf("m%d", i), events: filepath.Join(cfg.Dir, fmt.Sprintf("m%d.events", i))})
+		m := &proc{name: fmt.Sprintf("m%d", i), events: filepath.Join(cfg.Dir, fmt.Sprintf("m%d.events", i))}
+		// A fresh log: a directory of an earlier run must not mix in.
+		for _, p := range []string{m.events, filepath.Join(cfg.Dir, m.name+".stderr")} {
+			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, nil, err
+			}
+		}
+		d.members = append(d.members, m)
 	}
 	defer d.killAll()
 	for _, m := range d.members {
