@@ -197,7 +197,9 @@ func Run(ctx context.Context, cfg Config) (*Report, *History, error) {
 	}
 	stopFill()
 	h.FaultsUntil = now()
+	d.logf("fault phase over; undoing the faults still on")
 	pending.Wait() // every fault removed, every member running again
+	d.logf("waiting for the input's last appends")
 	inputEnds := <-ends
 	fmt.Fprintf(cfg.Log, "faults until %s; waiting for the stream to consume %v\n", stamp(h.FaultsUntil), inputEnds)
 	if !d.waitStream(ctx, inputEnds, cfg.Settle) {
@@ -345,18 +347,24 @@ func (d *driver) killAll() {
 // returns each partition's end offset.
 func (d *driver) fill(ctx context.Context) map[int32]int64 {
 	ends := map[int32]int64{}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...), kgo.RecordDeliveryTimeout(10*time.Second))
 	if err != nil {
 		return ends
 	}
 	defer cl.Close()
+	// The last appends get their own ctx, bounded, so that they complete
+	// or fail.
+	pctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(15*time.Second, cancel) })
+	defer stop()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i := 0; ctx.Err() == nil; i++ {
 		v := []byte(strconv.Itoa(i))
 		wg.Add(1)
 		// Produced with their own ctx, so the last ones complete.
-		cl.Produce(context.Background(), &kgo.Record{Topic: inTopic, Key: v, Value: v}, func(r *kgo.Record, err error) {
+		cl.Produce(pctx, &kgo.Record{Topic: inTopic, Key: v, Value: v}, func(r *kgo.Record, err error) {
 			defer wg.Done()
 			if err == nil {
 				mu.Lock()
