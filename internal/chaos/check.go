@@ -93,6 +93,16 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "elections: %d (most: %d of role %s; races between neighbouring ranks: %d)\n", len(r.Elections), most, mostRole, r.Races)
 	fmt.Fprintf(w, "failovers: %d\n", len(r.Failovers))
 	fmt.Fprintf(w, "max failover: %d ms\n", r.MaxFailover().Milliseconds())
+	if len(r.Failovers) > 0 {
+		tight := r.Failovers[0]
+		for _, f := range r.Failovers {
+			if float64(f.Took)/float64(f.Bound) > float64(tight.Took)/float64(tight.Bound) {
+				tight = f
+			}
+		}
+		fmt.Fprintf(w, "closest to its bound: %s of %s at %s, role %s: %d ms of %d ms\n",
+			tight.Fault, tight.Member, stamp(tight.At), tight.Role, tight.Took.Milliseconds(), tight.Bound.Milliseconds())
+	}
 	fmt.Fprintf(w, "violations: %d\n", len(r.Violations))
 }
 

@@ -38,7 +38,7 @@ func (d *driver) inject(pending *sync.WaitGroup) {
 	lease := d.cfg.Lease
 	span := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(r.Int64N(int64(hi-lo)+1)) }
 	switch n := r.IntN(100); {
-	case n < 36: // a member fault
+	case n < 45: // a member fault
 		var free []*proc
 		busy := 0
 		for _, m := range d.members {
@@ -52,6 +52,11 @@ func (d *driver) inject(pending *sync.WaitGroup) {
 		}
 		if busy >= 2 || len(free) == 0 { // keep three members up
 			return
+		}
+		// Three times in four, a member that holds a role now (by the
+		// event logs), so that most member faults cause a failover.
+		if holders := d.holders(free); len(holders) > 0 && r.IntN(4) > 0 {
+			free = holders
 		}
 		m := free[r.IntN(len(free))]
 		m.mu.Lock()
@@ -93,7 +98,7 @@ func (d *driver) inject(pending *sync.WaitGroup) {
 				d.restart(m, off)
 			})
 		}
-	case n < 76: // a request key answered with an error, delayed or dropped
+	case n < 80: // a request key answered with an error, delayed or dropped
 		fk := faultKeys[r.IntN(len(faultKeys))]
 		how := r.IntN(3)
 		dur := span(100*time.Millisecond, lease)
@@ -239,4 +244,26 @@ func (d *driver) restart(m *proc, off time.Duration) {
 
 func (d *driver) logf(format string, args ...any) {
 	fmt.Fprintf(d.cfg.Log, "%s %s\n", stamp(now()), fmt.Sprintf(format, args...))
+}
+
+// holders are the members of ms that hold a role now, by their event logs.
+func (d *driver) holders(ms []*proc) []*proc {
+	var h History
+	for _, m := range ms {
+		evs, _ := ReadEvents(m.events)
+		h.Events = append(h.Events, evs...)
+	}
+	open := map[string]bool{}
+	for _, hd := range holdings(h) {
+		if hd.until > now() {
+			open[hd.member] = true
+		}
+	}
+	var out []*proc
+	for _, m := range ms {
+		if open[m.name] {
+			out = append(out, m)
+		}
+	}
+	return out
 }
