@@ -83,11 +83,8 @@
 //   - failover: for each SIGKILL or SIGSTOP at time k of a member that held
 //     a role (by its event log: after its elected line, before its revoked
 //     line or its next start), the role's next token is elected (its
-//     elected line, else its minted line) within
-//
-//     bound = Lease + Renew + Stagger*(Members-1) + Tolerance + injected
-//
-//     after k. Lease + Renew: the vacancy shows at most a lease after the
+//     elected line, else its minted line) within "Lease + Renew +
+//     Stagger*(Members-1) + Tolerance + injected" after k. Lease + Renew: the vacancy shows at most a lease after the
 //     holder's last renewal is observed, which is at most a renew interval
 //     before k; Stagger*(Members-1): every other candidate ahead in rank
 //     may be down; injected: for each broker fault whose span [Start,
