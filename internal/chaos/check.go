@@ -58,6 +58,9 @@ type Election struct {
 
 // Report is the checker's verdict.
 type Report struct {
+	// Records, Leases, Inputs and Outputs count what was read back.
+	Records, Leases, Inputs, Outputs int
+
 	Faults     int
 	Failovers  []Failover
 	Elections  []Election
@@ -89,6 +92,7 @@ func (r *Report) Write(w io.Writer) {
 			most, mostRole = n, role
 		}
 	}
+	fmt.Fprintf(w, "read: %d leases, %d numbered records, %d stream inputs, %d stream outputs\n", r.Leases, r.Records, r.Inputs, r.Outputs)
 	fmt.Fprintf(w, "faults: %d\n", r.Faults)
 	fmt.Fprintf(w, "elections: %d (most: %d of role %s; races between neighbouring ranks: %d)\n", len(r.Elections), most, mostRole, r.Races)
 	fmt.Fprintf(w, "failovers: %d\n", len(r.Failovers))
@@ -108,7 +112,7 @@ func (r *Report) Write(w io.Writer) {
 
 // Check judges h; see the package documentation for the rules.
 func Check(h History) *Report {
-	r := &Report{}
+	r := &Report{Records: len(h.Records), Leases: len(h.Leases), Inputs: len(h.Inputs), Outputs: len(h.Outputs)}
 	for _, f := range h.Faults {
 		if f.Kind != FaultStart && f.Kind != FaultShutdown {
 			r.Faults++
