@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // sentinelKey marks the record the driver appends to every partition once
@@ -76,4 +78,41 @@ func readAll(ctx context.Context, brokers []string, topics map[string]int32) (ma
 		})
 	}
 	return out, nil
+}
+
+// endOffsets returns the high watermark of each partition of topic (n
+// partitions), asking each partition's leader with kgo.
+func endOffsets(ctx context.Context, brokers []string, topic string, n int32) (map[int32]int64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrListOffsetsRequest()
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	for p := range n {
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp = p, -1
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	ends := map[int32]int64{}
+	for _, sh := range cl.RequestSharded(ctx, req) {
+		if sh.Err != nil {
+			return nil, sh.Err
+		}
+		for _, t := range sh.Resp.(*kmsg.ListOffsetsResponse).Topics {
+			for _, p := range t.Partitions {
+				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+					return nil, fmt.Errorf("end offset of %s/%d: %w", topic, p.Partition, err)
+				}
+				ends[p.Partition] = p.Offset
+			}
+		}
+	}
+	if len(ends) != int(n) {
+		return nil, fmt.Errorf("end offsets of %s: %d of %d partitions answered", topic, len(ends), n)
+	}
+	return ends, nil
 }

@@ -174,8 +174,8 @@ func Run(ctx context.Context, cfg Config) (*Report, *History, error) {
 		Members:  cfg.Members, StreamRole: streamRole,
 	}
 	fillCtx, stopFill := context.WithCancel(ctx)
-	ends := make(chan map[int32]int64, 1)
-	go func() { ends <- d.fill(fillCtx) }()
+	ends := make(chan struct{})
+	go func() { d.fill(fillCtx); close(ends) }()
 
 	h.FaultsFrom = now()
 	fmt.Fprintf(cfg.Log, "faults from %s for %s\n", stamp(h.FaultsFrom), cfg.Duration)
@@ -200,7 +200,15 @@ func Run(ctx context.Context, cfg Config) (*Report, *History, error) {
 	d.logf("fault phase over; undoing the faults still on")
 	pending.Wait() // every fault removed, every member running again
 	d.logf("waiting for the input's last appends")
-	inputEnds := <-ends
+	<-ends
+	// An append the filler gave up on may still be held by a delay
+	// control (up to 1.5 request timeouts): let it land, then take the
+	// input's end from the brokers, not from the filler.
+	time.Sleep(2 * cfg.RequestTimeout)
+	inputEnds, err := endOffsets(ctx, brokers, inTopic, topicParts[inTopic])
+	if err != nil {
+		return nil, nil, err
+	}
 	fmt.Fprintf(cfg.Log, "faults until %s; waiting for the stream to consume %v\n", stamp(h.FaultsUntil), inputEnds)
 	if !d.waitStream(ctx, inputEnds, cfg.Settle) {
 		fmt.Fprintf(cfg.Log, "the stream did not consume its input within %s\n", cfg.Settle)
@@ -344,41 +352,30 @@ func (d *driver) killAll() {
 }
 
 // fill appends numbered values to the stream's input until ctx ends, and
-// returns each partition's end offset.
-func (d *driver) fill(ctx context.Context) map[int32]int64 {
-	ends := map[int32]int64{}
+// until its last appends have been answered (or given up on, 15 s after
+// ctx ended).
+func (d *driver) fill(ctx context.Context) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...), kgo.RecordDeliveryTimeout(10*time.Second))
 	if err != nil {
-		return ends
+		d.logf("the input's client: %v", err)
+		return
 	}
 	defer cl.Close()
-	// The last appends get their own ctx, bounded, so that they complete
-	// or fail.
 	pctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { time.AfterFunc(15*time.Second, cancel) })
 	defer stop()
-	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i := 0; ctx.Err() == nil; i++ {
 		v := []byte(strconv.Itoa(i))
 		wg.Add(1)
-		// Produced with their own ctx, so the last ones complete.
-		cl.Produce(pctx, &kgo.Record{Topic: inTopic, Key: v, Value: v}, func(r *kgo.Record, err error) {
-			defer wg.Done()
-			if err == nil {
-				mu.Lock()
-				ends[r.Partition] = max(ends[r.Partition], r.Offset+1)
-				mu.Unlock()
-			}
-		})
+		cl.Produce(pctx, &kgo.Record{Topic: inTopic, Key: v, Value: v}, func(*kgo.Record, error) { wg.Done() })
 		select {
 		case <-ctx.Done():
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	wg.Wait()
-	return ends
 }
 
 // waitStream waits until the stream's commits, as the members' event logs
