@@ -17,7 +17,8 @@ import (
 // CHAOS_DURATION (default 30s) with seed CHAOS_SEED (random when unset;
 // logged first so that a failing run can be replayed), and fails when the
 // checker reports any violation. CHAOS_DIR keeps the event and fault logs
-// there (default: a temporary directory, removed afterwards).
+// there (default: a temporary directory, removed afterwards). CHAOS_ONLY
+// ("member", "request" or "cluster") restricts the faults to one class.
 func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the chaos run takes CHAOS_DURATION")
@@ -61,6 +62,7 @@ func TestChaos(t *testing.T) {
 		Member:   bin,
 		Dir:      dir,
 		Log:      testLog{t},
+		Only:     os.Getenv("CHAOS_ONLY"),
 		// Members' clocks apart by up to 10 s, five leases: package
 		// processor judges expiry on the observer's clock.
 		MaxClockOffset: 5 * time.Second,

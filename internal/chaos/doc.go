@@ -50,8 +50,12 @@
 //     (ControlKey with SleepControl, so some answers come after the
 //     client gave up); connections closed instead of an answer.
 //   - cluster faults (20%): RehashCoordinators, MoveTopicPartition,
-//     ShufflePartitionLeaders, and RemoveNode followed by AddNode of the
-//     same node and port lease/2 to 2 leases later.
+//     ShufflePartitionLeaders, and RemoveNode followed lease/2 to 2 leases
+//     later by AddNode of a new node (a new id and port: kfake keeps a
+//     removed node's connections open and answering, and clients that
+//     find the same id at the same address again stay on them, which no
+//     real broker does). Members started later get the nodes of the
+//     moment as their bootstrap brokers.
 //
 // After Config.Duration the faults are undone, the driver waits (up to
 // Config.Settle) for the stream to commit the whole input, sends SIGTERM

@@ -59,6 +59,9 @@ type Config struct {
 	// Tolerance is added to the failover bound; see the package
 	// documentation. Default 2*Lease + 2s.
 	Tolerance time.Duration
+	// Only, when "member", "request" or "cluster", injects faults of that
+	// class only (to look into a finding). Default "": all.
+	Only string
 	// Settle bounds the wait, after the fault phase, for the stream to
 	// consume the whole input. Default 30s.
 	Settle time.Duration
@@ -137,12 +140,10 @@ func Run(ctx context.Context, cfg Config) (*Report, *History, error) {
 		rnd:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		cl:      cl,
 		brokers: brokers,
-		nodes:   map[int32]int{},
 		away:    map[int32]bool{},
 	}
-	for i, a := range brokers {
-		_, p, _ := strings.Cut(a, ":")
-		d.nodes[int32(i)], _ = strconv.Atoi(p)
+	for i := range brokers {
+		d.nodes = append(d.nodes, int32(i))
 	}
 	if d.faultLog, err = os.Create(filepath.Join(cfg.Dir, "faults.jsonl")); err != nil {
 		return nil, nil, err
@@ -205,6 +206,7 @@ func Run(ctx context.Context, cfg Config) (*Report, *History, error) {
 	// control (up to 1.5 request timeouts): let it land, then take the
 	// input's end from the brokers, not from the filler.
 	time.Sleep(2 * cfg.RequestTimeout)
+	brokers = cl.ListenAddrs() // the nodes now: some may have been replaced
 	inputEnds, err := endOffsets(ctx, brokers, inTopic, topicParts[inTopic])
 	if err != nil {
 		return nil, nil, err
@@ -241,7 +243,7 @@ type driver struct {
 	rnd      *rand.Rand // used on the fault loop's goroutine only
 	cl       *devcluster.Cluster
 	brokers  []string
-	nodes    map[int32]int // node id -> port, of the nodes ever started
+	nodes    []int32 // the nodes started, removed ones included (see away)
 	roles    []string
 	members  []*proc
 	faultMu  sync.Mutex
@@ -283,7 +285,7 @@ func (d *driver) start(m *proc, off time.Duration) error {
 		return err
 	}
 	cmd := exec.Command(d.cfg.Member,
-		"-brokers", strings.Join(d.brokers, ","),
+		"-brokers", strings.Join(d.cl.ListenAddrs(), ","),
 		"-role-topic", roleTopic, "-out", outTopic, "-in", inTopic, "-stream-out", streamOut, "-group", group,
 		"-member", m.name, "-roles", strings.Join(d.roles, ","), "-stream-role", streamRole,
 		"-events", m.events, "-clock-offset", off.String(), "-lease", d.cfg.Lease.String(),

@@ -87,10 +87,15 @@ func main() {
 		DialTimeout:    *reqTimeout,
 		RequestTimeout: *reqTimeout,
 	}
-	var logger *slog.Logger
+	// Warnings go to stderr (the driver keeps it as <member>.stderr): the
+	// member's failed calls and the stream's retried transactions and
+	// consumer errors. -v adds every transition.
+	level := slog.LevelWarn
 	if *verbose {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+		level = slog.LevelInfo
 	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	m.logger = logger
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	m.log.write(Event{Kind: "start", Offset: offset.Milliseconds(), PID: int64(os.Getpid())})
@@ -169,6 +174,7 @@ type memberProc struct {
 	out, in, streamOut, group string
 	stream                    codec.Role
 	every                     time.Duration
+	logger                    *slog.Logger
 }
 
 func (m *memberProc) run(ctx context.Context, cluster fencing.Config, me codec.MemberID, roles []codec.Role, lease time.Duration, clk offsetClock, logger *slog.Logger) error {
@@ -256,6 +262,7 @@ func (m *memberProc) work(ctx context.Context, held processor.Held) error {
 			Input:     m.in,
 			Output:    m.streamOut,
 			BatchSize: 20,
+			Logger:    m.logger.With("member", string(held.Member)),
 			OnCommit: func(c stream.Commit) {
 				m.log.write(Event{Kind: "commit", Role: string(held.Role), PID: held.Token.ProducerID, Epoch: held.Token.Epoch, Offsets: c.Offsets})
 			},
