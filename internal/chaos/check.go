@@ -61,7 +61,10 @@ type Report struct {
 	// Records, Leases, Inputs and Outputs count what was read back.
 	Records, Leases, Inputs, Outputs int
 
-	Faults     int
+	Faults int
+	// Exits are the member processes that ended on their own (not a
+	// check of their own; see each one's detail).
+	Exits      []Fault
 	Failovers  []Failover
 	Elections  []Election
 	Races      int
@@ -94,6 +97,10 @@ func (r *Report) Write(w io.Writer) {
 	}
 	fmt.Fprintf(w, "read: %d leases, %d numbered records, %d stream inputs, %d stream outputs\n", r.Leases, r.Records, r.Inputs, r.Outputs)
 	fmt.Fprintf(w, "faults: %d\n", r.Faults)
+	for _, e := range r.Exits {
+		fmt.Fprintf(w, "member exit: %s at %s: %s\n", e.Target, stamp(e.Start), e.Detail)
+	}
+	fmt.Fprintf(w, "member exits: %d\n", len(r.Exits))
 	fmt.Fprintf(w, "elections: %d (most: %d of role %s; races between neighbouring ranks: %d)\n", len(r.Elections), most, mostRole, r.Races)
 	fmt.Fprintf(w, "failovers: %d\n", len(r.Failovers))
 	fmt.Fprintf(w, "max failover: %d ms\n", r.MaxFailover().Milliseconds())
@@ -114,7 +121,11 @@ func (r *Report) Write(w io.Writer) {
 func Check(h History) *Report {
 	r := &Report{Records: len(h.Records), Leases: len(h.Leases), Inputs: len(h.Inputs), Outputs: len(h.Outputs)}
 	for _, f := range h.Faults {
-		if f.Kind != FaultStart && f.Kind != FaultShutdown {
+		switch f.Kind {
+		case FaultStart, FaultShutdown:
+		case FaultExit:
+			r.Exits = append(r.Exits, f)
+		default:
 			r.Faults++
 		}
 	}

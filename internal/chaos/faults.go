@@ -233,7 +233,7 @@ func (d *driver) liveNode() int32 {
 	defer d.faultMu.Unlock()
 	var live []int32
 	for _, n := range d.nodes {
-		if !d.away[n] {
+		if !d.away[n] && n != d.ctrl {
 			live = append(live, n)
 		}
 	}

@@ -65,6 +65,7 @@ const (
 	FaultRestart  FaultKind = "restart"  // SIGTERM of a member (it resigns), started again at End
 	FaultStart    FaultKind = "start"    // a member process started, with its clock offset in Detail
 	FaultShutdown FaultKind = "shutdown" // the end of the run: every member gets SIGTERM
+	FaultExit     FaultKind = "exit"     // not injected: a member process ended on its own (Detail: its status and last stderr line); started again 1 s later
 	FaultError    FaultKind = "error"    // a request key answered with an error code
 	FaultDelay    FaultKind = "delay"    // requests of a key held for a while before the broker answers
 	FaultDrop     FaultKind = "drop"     // requests of a key answered by closing the connection
@@ -85,7 +86,7 @@ type Fault struct {
 // Member reports whether f is a fault of a member process.
 func (f Fault) Member() bool {
 	switch f.Kind {
-	case FaultKill, FaultStop, FaultRestart, FaultShutdown:
+	case FaultKill, FaultStop, FaultRestart, FaultShutdown, FaultExit:
 		return true
 	}
 	return false

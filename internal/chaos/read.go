@@ -116,3 +116,17 @@ func endOffsets(ctx context.Context, brokers []string, topic string, n int32) (m
 	}
 	return ends, nil
 }
+
+// controller asks the cluster, with kgo, which node is its controller.
+func controller(ctx context.Context, brokers []string) (int32, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	if err != nil {
+		return 0, fmt.Errorf("asking for the controller: %w", err)
+	}
+	return resp.ControllerID, nil
+}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -145,6 +146,12 @@ func Run(ctx context.Context, cfg Config) (*Report, *History, error) {
 	for i := range brokers {
 		d.nodes = append(d.nodes, int32(i))
 	}
+	// kfake's controller stays the node it was at the start even when that
+	// node is removed, and then no client finds a controller again (a real
+	// cluster elects another): never remove it.
+	if d.ctrl, err = controller(ctx, brokers); err != nil {
+		return nil, nil, err
+	}
 	if d.faultLog, err = os.Create(filepath.Join(cfg.Dir, "faults.jsonl")); err != nil {
 		return nil, nil, err
 	}
@@ -217,8 +224,10 @@ func Run(ctx context.Context, cfg Config) (*Report, *History, error) {
 	}
 
 	h.Shutdown = now()
+	d.ending.Store(true)
 	d.record(Fault{Kind: FaultShutdown, Start: h.Shutdown, End: h.Shutdown})
 	d.stopAll(5 * time.Second)
+	d.sup.Wait()
 	// Transactions a killed member left open are aborted after the
 	// transaction timeout; the sentinels' reader waits for that anyway.
 	if err := writeSentinels(ctx, brokers, topicParts); err != nil {
@@ -250,6 +259,9 @@ type driver struct {
 	faultLog *os.File
 	faults   []Fault
 	away     map[int32]bool // nodes removed and not yet added back
+	sup      sync.WaitGroup // the goroutines that wait for member processes
+	ending   atomic.Bool    // the members are being stopped for good
+	ctrl     int32          // the controller node, never removed
 }
 
 // proc is a member process.
@@ -259,7 +271,8 @@ type proc struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	done   chan struct{}
-	busy   bool // a fault holds it (killed, stopped, restarting)
+	busy   bool          // a fault holds it (killed, stopped, restarting)
+	off    time.Duration // its clock offset
 }
 
 func (d *driver) record(f Fault) {
@@ -296,10 +309,33 @@ func (d *driver) start(m *proc, off time.Duration) error {
 		return err
 	}
 	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); stderr.Close(); close(done) }()
 	m.mu.Lock()
-	m.cmd, m.done = cmd, done
+	m.cmd, m.done, m.off = cmd, done, off
 	m.mu.Unlock()
+	d.sup.Add(1)
+	go func() {
+		defer d.sup.Done()
+		err := cmd.Wait()
+		stderr.Close()
+		close(done)
+		m.mu.Lock()
+		expected := m.busy || d.ending.Load()
+		if !expected {
+			m.busy = true // until started again
+		}
+		m.mu.Unlock()
+		if expected {
+			return
+		}
+		// The member ended on its own: say so, and start it again.
+		t := now()
+		d.record(Fault{Kind: FaultExit, Target: m.name, Detail: fmt.Sprintf("%v: %s", err, lastLine(filepath.Join(d.cfg.Dir, m.name+".stderr"))), Start: t, End: t})
+		d.logf("%s exited on its own (%v); starting it again", m.name, err)
+		time.Sleep(time.Second)
+		if !d.ending.Load() {
+			d.restart(m, off)
+		}
+	}()
 	t := now()
 	d.record(Fault{Kind: FaultStart, Target: m.name, Detail: "clock offset " + off.String(), Start: t, End: t})
 	fmt.Fprintf(d.cfg.Log, "%s start %s (pid %d, clock offset %s)\n", stamp(t), m.name, cmd.Process.Pid, off)
@@ -341,6 +377,8 @@ func (d *driver) stopAll(grace time.Duration) {
 }
 
 func (d *driver) killAll() {
+	d.ending.Store(true)
+	defer d.sup.Wait()
 	for _, m := range d.members {
 		m.signal(syscall.SIGCONT)
 		m.signal(syscall.SIGKILL)
@@ -473,4 +511,18 @@ func decodeLease(b []byte) (Lease, error) {
 		return Lease{}, errors.New("not a lease value: " + string(b))
 	}
 	return Lease{Member: w.Member, Token: Token{PID: *w.ProducerID, Epoch: *w.Epoch}, GrantedAt: *w.GrantedAt, Deadline: *w.Deadline}, nil
+}
+
+// lastLine is the last non-empty line of the file at path, clipped.
+func lastLine(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	l := lines[len(lines)-1]
+	if len(l) > 300 {
+		l = l[:300]
+	}
+	return l
 }
