@@ -225,7 +225,12 @@ func (m *memberProc) run(ctx context.Context, cluster fencing.Config, me codec.M
 		}
 	}()
 	if err := v.WaitCaughtUp(mctx); err != nil {
-		return nil
+		if ctx.Err() != nil {
+			return nil
+		}
+		// As election.Session: a failed first catch-up probe, or the
+		// view's failure, ends the member.
+		return fmt.Errorf("view catch-up: %w", err)
 	}
 	err = mem.Run(mctx, m.work)
 	stopView()
