@@ -64,11 +64,15 @@ type Report struct {
 	Faults int
 	// Exits are the member processes that ended on their own (not a
 	// check of their own; see each one's detail).
-	Exits      []Fault
-	Failovers  []Failover
-	Elections  []Election
-	Races      int
-	Violations []Violation
+	Exits     []Fault
+	Failovers []Failover
+	Elections []Election
+	Races     int
+	// RaceChain is the most concurrent races in a row (see
+	// checkElections), RaceChainAt the last election of that chain.
+	RaceChain   int
+	RaceChainAt Election
+	Violations  []Violation
 }
 
 // MaxFailover is the longest failover measured.
@@ -102,6 +106,10 @@ func (r *Report) Write(w io.Writer) {
 	}
 	fmt.Fprintf(w, "member exits: %d\n", len(r.Exits))
 	fmt.Fprintf(w, "elections: %d (most: %d of role %s; races between neighbouring ranks: %d)\n", len(r.Elections), most, mostRole, r.Races)
+	if r.RaceChain > 1 {
+		fmt.Fprintf(w, "longest chain of concurrent challenges: %d elections of role %s within a stagger of each other, the last %s (token %s) at %s\n",
+			r.RaceChain+1, r.RaceChainAt.Role, r.RaceChainAt.Member, r.RaceChainAt.Token, stamp(r.RaceChainAt.At))
+	}
 	fmt.Fprintf(w, "failovers: %d\n", len(r.Failovers))
 	fmt.Fprintf(w, "max failover: %d ms\n", r.MaxFailover().Milliseconds())
 	if len(r.Failovers) > 0 {
@@ -437,6 +445,7 @@ func checkElections(h History, r *Report, add addFunc) {
 	used := map[string]int{} // fault index/role -> elections explained
 	var prev *Election
 	prevRace := false
+	chain := 0 // concurrent races in a row
 	for i := range r.Elections {
 		e := &r.Elections[i]
 		if prev == nil || prev.Role != e.Role {
@@ -465,14 +474,23 @@ func checkElections(h History, r *Report, add addFunc) {
 		}
 		switch {
 		case e.Cause != "":
-			prevRace = false
+			prevRace, chain = false, 0
+		case e.Minted != 0 && e.Minted-prev.At < ms(s.Stagger) && chain < h.Members-1:
+			// Minted less than a stagger after the previous election:
+			// a challenge already under way, concurrent with it.
+			chain++
+			e.Cause, prevRace = fmt.Sprintf("race (concurrent, %d in a row)", chain), true
+			r.Races++
+			if chain > r.RaceChain {
+				r.RaceChain, r.RaceChainAt = chain, *e
+			}
 		case !prevRace && e.Minted != 0 && e.Minted-prev.At < ms(s.Lease):
 			e.Cause, prevRace = "race", true
 			r.Races++
 		default:
 			add(KindElections, e.Role, "election of %s (token %s) at %s after %s (token %s) at %s: no fault explains it",
 				e.Member, e.Token, stamp(e.At), prev.Member, prev.Token, stamp(prev.At))
-			prevRace = false
+			prevRace, chain = false, 0
 		}
 		prev = e
 	}

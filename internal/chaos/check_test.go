@@ -211,3 +211,29 @@ func TestCheckBrokerFaultExplainsOneElectionPerRole(t *testing.T) {
 	n, _ := Explains(h.Settings, Fault{Kind: FaultDrop, Start: 0, End: 3300})
 	assert.Equal(t, 3, n, "one per RenewDeadline (1.6s) more")
 }
+
+// Challenges already under way when the previous election happened
+// (minted less than a stagger after it) race with it: up to Members-1 of
+// them in a row are explained, one more is not.
+func TestCheckConcurrentChallenges(t *testing.T) {
+	h := clean()
+	h.Members = 3
+	elect := func(member string, e int16, at int64) {
+		h.Events = append(h.Events,
+			Event{Kind: "minted", Role: "r", Member: member, PID: 1, Epoch: e, Wall: at},
+			Event{Kind: "elected", Role: "r", Member: member, PID: 1, Epoch: e, Wall: at + 10})
+		h.Leases = append(h.Leases, lease("r", member, tok(e), int64(len(h.Leases))))
+	}
+	elect("c", 2, t0+3020) // b's election (the kill) at 3000
+	elect("a", 3, t0+3040)
+	r := Check(h)
+	assert.Empty(t, r.Violations)
+	assert.Equal(t, 2, r.RaceChain)
+	var sb strings.Builder
+	r.Write(&sb)
+	assert.Contains(t, sb.String(), "longest chain of concurrent challenges: 3 elections of role r")
+
+	elect("b", 4, t0+3060)
+	r = Check(h)
+	assert.Equal(t, []Kind{KindElections}, kinds(r), "a third concurrent challenge among three members")
+}

@@ -108,10 +108,14 @@
 //     [Start, End + Lease + RequestTimeout]. Member starts and clock
 //     offsets explain nothing: with expiry judged on the observer's clock
 //     they must not cause elections. An election not explained by a fault
-//     is a race when its token was minted less than a lease after the
-//     previous election, and that one was not itself a race: neighbouring
-//     ranks racing for the vacancy the fault opened (the "races" count of
-//     the summary). Elections after the shutdown are not judged.
+//     is a race (the "races" count of the summary) when its token was
+//     minted less than a Stagger after the previous election, up to
+//     Members-1 such in a row (challenges already under way, concurrent
+//     with the one that won; the summary names the longest chain), or
+//     when it was minted less than a lease after the previous election
+//     and that one was not itself a race (a neighbouring rank racing for
+//     the vacancy the fault opened). Elections after the shutdown are not
+//     judged.
 //
 // The checker's own tests (check_test.go) feed it hand-made histories with
 // one violation of each kind and require that it reports it.
