@@ -1,0 +1,501 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Kind is the kind of a violation: which check failed.
+type Kind string
+
+// The checks. See the package documentation for each one's exact rule.
+const (
+	KindOrder       Kind = "order"        // a role's committed fenced writes go back to an older token
+	KindUnfenced    Kind = "unfenced"     // a fenced write committed under another producer id/epoch than the token it names
+	KindStale       Kind = "stale"        // a lease of a token committed after a newer token's first lease
+	KindAuthor      Kind = "author"       // a lease not written by the member that minted its token, or not under its token
+	KindExactlyOnce Kind = "exactly-once" // the stream lost, duplicated or invented an input
+	KindFailover    Kind = "failover"     // no new holder within the bound after a kill or stop
+	KindElections   Kind = "elections"    // an election no fault explains
+)
+
+// Violation is one failed check, with its evidence.
+type Violation struct {
+	Kind     Kind
+	Role     string
+	Evidence string
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("VIOLATION %s role=%s: %s", v.Kind, v.Role, v.Evidence)
+}
+
+// Failover is one measured failover: the holder of Role was killed or
+// stopped at At, and the next holder was elected Took later.
+type Failover struct {
+	Role   string
+	Member string
+	Fault  FaultKind
+	At     int64
+	Took   time.Duration
+	Bound  time.Duration
+}
+
+// Election is one holding of a role as the role topic shows it: the first
+// committed lease of a token.
+type Election struct {
+	Role   string
+	Member string
+	Token  Token
+	At     int64 // system clock, Unix ms: the elected line, else the minted line, else the batch timestamp
+	Minted int64 // the minted line's system time, 0 when absent
+	// Cause says what explains it: "first", a fault, "race" or "" (none).
+	Cause string
+}
+
+// Report is the checker's verdict.
+type Report struct {
+	// Records, Leases, Inputs and Outputs count what was read back.
+	Records, Leases, Inputs, Outputs int
+
+	Faults int
+	// Exits are the member processes that ended on their own (not a
+	// check of their own; see each one's detail).
+	Exits     []Fault
+	Failovers []Failover
+	Elections []Election
+	Races     int
+	// RaceChain is the most concurrent races in a row (see
+	// checkElections), RaceChainAt the last election of that chain.
+	RaceChain   int
+	RaceChainAt Election
+	Violations  []Violation
+}
+
+// MaxFailover is the longest failover measured.
+func (r *Report) MaxFailover() time.Duration {
+	var m time.Duration
+	for _, f := range r.Failovers {
+		m = max(m, f.Took)
+	}
+	return m
+}
+
+// Write prints every violation with its evidence, then the summary.
+func (r *Report) Write(w io.Writer) {
+	for _, v := range r.Violations {
+		fmt.Fprintln(w, v)
+	}
+	per := map[string]int{}
+	for _, e := range r.Elections {
+		per[e.Role]++
+	}
+	most, mostRole := 0, ""
+	for role, n := range per {
+		if n > most || (n == most && role < mostRole) {
+			most, mostRole = n, role
+		}
+	}
+	fmt.Fprintf(w, "read: %d leases, %d numbered records, %d stream inputs, %d stream outputs\n", r.Leases, r.Records, r.Inputs, r.Outputs)
+	fmt.Fprintf(w, "faults: %d\n", r.Faults)
+	for _, e := range r.Exits {
+		fmt.Fprintf(w, "member exit: %s at %s: %s\n", e.Target, stamp(e.Start), e.Detail)
+	}
+	fmt.Fprintf(w, "member exits: %d\n", len(r.Exits))
+	fmt.Fprintf(w, "elections: %d (most: %d of role %s; races between neighbouring ranks: %d)\n", len(r.Elections), most, mostRole, r.Races)
+	if r.RaceChain > 1 {
+		fmt.Fprintf(w, "longest chain of concurrent challenges: %d elections of role %s within a stagger of each other, the last %s (token %s) at %s\n",
+			r.RaceChain+1, r.RaceChainAt.Role, r.RaceChainAt.Member, r.RaceChainAt.Token, stamp(r.RaceChainAt.At))
+	}
+	fmt.Fprintf(w, "failovers: %d\n", len(r.Failovers))
+	fmt.Fprintf(w, "max failover: %d ms\n", r.MaxFailover().Milliseconds())
+	if len(r.Failovers) > 0 {
+		tight := r.Failovers[0]
+		for _, f := range r.Failovers {
+			if float64(f.Took)/float64(f.Bound) > float64(tight.Took)/float64(tight.Bound) {
+				tight = f
+			}
+		}
+		fmt.Fprintf(w, "closest to its bound: %s of %s at %s, role %s: %d ms of %d ms\n",
+			tight.Fault, tight.Member, stamp(tight.At), tight.Role, tight.Took.Milliseconds(), tight.Bound.Milliseconds())
+	}
+	fmt.Fprintf(w, "violations: %d\n", len(r.Violations))
+}
+
+// Check judges h; see the package documentation for the rules.
+func Check(h History) *Report {
+	r := &Report{Records: len(h.Records), Leases: len(h.Leases), Inputs: len(h.Inputs), Outputs: len(h.Outputs)}
+	for _, f := range h.Faults {
+		switch f.Kind {
+		case FaultStart, FaultShutdown:
+		case FaultExit:
+			r.Exits = append(r.Exits, f)
+		default:
+			r.Faults++
+		}
+	}
+	add := func(k Kind, role, format string, args ...any) {
+		r.Violations = append(r.Violations, Violation{Kind: k, Role: role, Evidence: fmt.Sprintf(format, args...)})
+	}
+	checkWrites(h, add)
+	checkLeases(h, add)
+	checkStream(h, add)
+	r.Elections = elections(h)
+	checkFailovers(h, r, add)
+	checkElections(h, r, add)
+	return r
+}
+
+type addFunc func(k Kind, role, format string, args ...any)
+
+// checkWrites: per role and partition, in offset order, the tokens of
+// committed fenced writes never go back (order), and each was committed
+// under the token it names (unfenced).
+func checkWrites(h History, add addFunc) {
+	type key struct {
+		role string
+		part int32
+	}
+	last := map[key]Record{}
+	for _, rec := range h.Records {
+		if rec.Batch.Token() != rec.Token() {
+			add(KindUnfenced, rec.Role, "record seq %d of %s names token %s but its batch was written by producer %s (partition %d offset %d)",
+				rec.Seq, rec.Member, rec.Token(), rec.Batch.Token(), rec.Partition, rec.Offset)
+		}
+		k := key{rec.Role, rec.Partition}
+		if prev, ok := last[k]; ok && rec.Token().Less(prev.Token()) {
+			add(KindOrder, rec.Role, "partition %d: offset %d (member %s, token %s, seq %d) follows offset %d (member %s, token %s, seq %d)",
+				rec.Partition, rec.Offset, rec.Member, rec.Token(), rec.Seq, prev.Offset, prev.Member, prev.Token(), prev.Seq)
+		}
+		if prev, ok := last[k]; !ok || !rec.Token().Less(prev.Token()) {
+			last[k] = rec
+		}
+	}
+	lastOut := map[int32]StreamOut{}
+	for _, o := range h.Outputs {
+		if prev, ok := lastOut[o.Partition]; ok && o.Token().Less(prev.Token()) {
+			add(KindOrder, h.StreamRole, "stream output partition %d: offset %d (value %s, token %s) follows offset %d (value %s, token %s)",
+				o.Partition, o.Offset, o.Value, o.Token(), prev.Offset, prev.Value, prev.Token())
+			continue
+		}
+		lastOut[o.Partition] = o
+	}
+}
+
+// minters maps (role, token) to the minted event.
+func minters(h History) map[string]Event {
+	m := map[string]Event{}
+	for _, e := range h.Events {
+		if e.Kind == "minted" {
+			k := e.Role + "@" + e.Token().String()
+			if _, ok := m[k]; !ok {
+				m[k] = e
+			}
+		}
+	}
+	return m
+}
+
+// checkLeases: per role, in offset order, no lease of a token after the
+// first lease of a newer one (stale); each lease committed under the
+// token it names, by the member whose event log minted that token
+// (author).
+func checkLeases(h History, add addFunc) {
+	mint := minters(h)
+	newest := map[string]Lease{} // per role, the first lease of the newest token so far
+	for _, l := range h.Leases {
+		if l.Batch.Token() != l.Token {
+			add(KindAuthor, l.Role, "lease at partition %d offset %d names %s token %s but was written by producer %s",
+				l.Partition, l.Offset, l.Member, l.Token, l.Batch.Token())
+		}
+		switch e, ok := mint[l.Role+"@"+l.Token.String()]; {
+		case !ok:
+			add(KindAuthor, l.Role, "lease at partition %d offset %d names %s token %s, which no member's event log minted",
+				l.Partition, l.Offset, l.Member, l.Token)
+		case e.Member != l.Member:
+			add(KindAuthor, l.Role, "lease at partition %d offset %d names member %s, but token %s was minted by %s",
+				l.Partition, l.Offset, l.Member, l.Token, e.Member)
+		}
+		n, ok := newest[l.Role]
+		switch {
+		case !ok || n.Token.Less(l.Token):
+			newest[l.Role] = l
+		case l.Token.Less(n.Token):
+			add(KindStale, l.Role, "lease of %s token %s at offset %d committed after the first lease of newer token %s (%s) at offset %d",
+				l.Member, l.Token, l.Offset, n.Token, n.Member, n.Offset)
+		}
+	}
+}
+
+// checkStream: every committed input value is in the committed output
+// exactly once, and the output holds nothing else.
+func checkStream(h History, add addFunc) {
+	in := map[string]int{}
+	for _, v := range h.Inputs {
+		in[v]++
+	}
+	out := map[string][]StreamOut{}
+	for _, o := range h.Outputs {
+		out[o.Value] = append(out[o.Value], o)
+	}
+	var missing []string
+	for v := range in {
+		if len(out[v]) == 0 {
+			missing = append(missing, v)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		add(KindExactlyOnce, h.StreamRole, "%d of %d inputs never in the output: %s", len(missing), len(in), clip(missing))
+	}
+	vals := make([]string, 0, len(out))
+	for v := range out {
+		vals = append(vals, v)
+	}
+	sort.Strings(vals)
+	for _, v := range vals {
+		os := out[v]
+		switch {
+		case in[v] == 0:
+			add(KindExactlyOnce, h.StreamRole, "output %q (partition %d offset %d, token %s) is no input", v, os[0].Partition, os[0].Offset, os[0].Token())
+		case len(os) > in[v]:
+			var where []string
+			for _, o := range os {
+				where = append(where, fmt.Sprintf("p%d@%d by %s", o.Partition, o.Offset, o.Token()))
+			}
+			add(KindExactlyOnce, h.StreamRole, "input %q is in the output %d times: %s", v, len(os), strings.Join(where, ", "))
+		}
+	}
+}
+
+func clip(s []string) string {
+	if len(s) > 20 {
+		return strings.Join(s[:20], " ") + fmt.Sprintf(" ... (%d more)", len(s)-20)
+	}
+	return strings.Join(s, " ")
+}
+
+// elections lists, per role in offset order, the first committed lease of
+// each token (releases included: a release under a token that never wrote
+// a lease still shows a holding).
+func elections(h History) []Election {
+	mint := minters(h)
+	elected := map[string]Event{}
+	for _, e := range h.Events {
+		if e.Kind == "elected" {
+			elected[e.Role+"@"+e.Token().String()] = e
+		}
+	}
+	seen := map[string]bool{}
+	var out []Election
+	for _, l := range h.Leases {
+		k := l.Role + "@" + l.Token.String()
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		e := Election{Role: l.Role, Member: l.Member, Token: l.Token, At: l.Timestamp}
+		if m, ok := mint[k]; ok {
+			e.At, e.Minted = m.Wall, m.Wall
+		}
+		if el, ok := elected[k]; ok {
+			e.At = el.Wall
+		}
+		out = append(out, e)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Role != out[j].Role {
+			return out[i].Role < out[j].Role
+		}
+		return out[i].Token.Less(out[j].Token)
+	})
+	return out
+}
+
+// holding is a span during which a member held a role, by its own event
+// log: from its elected line until its revoked line for the token, or the
+// member's next start (the process died), or forever.
+type holding struct {
+	role, member string
+	token        Token
+	from, until  int64
+}
+
+func holdings(h History) []holding {
+	const forever = int64(1) << 62
+	var hs []holding
+	open := map[string]int{} // member/role -> index in hs
+	for _, e := range sortedEvents(h.Events) {
+		switch e.Kind {
+		case "start":
+			for k, i := range open {
+				if hs[i].member == e.Member {
+					hs[i].until = e.Wall
+					delete(open, k)
+				}
+			}
+		case "elected":
+			hs = append(hs, holding{role: e.Role, member: e.Member, token: e.Token(), from: e.Wall, until: forever})
+			open[e.Member+"/"+e.Role] = len(hs) - 1
+		case "revoked":
+			if i, ok := open[e.Member+"/"+e.Role]; ok && hs[i].token == e.Token() {
+				hs[i].until = e.Wall
+				delete(open, e.Member+"/"+e.Role)
+			}
+		}
+	}
+	return hs
+}
+
+func sortedEvents(evs []Event) []Event {
+	s := append([]Event(nil), evs...)
+	sort.SliceStable(s, func(i, j int) bool { return s[i].Wall < s[j].Wall })
+	return s
+}
+
+// FailoverBound is the longest a role may stay without a holder after
+// its holder was killed or stopped at k: Lease + Renew + Stagger*(Members-1)
+// + Tolerance, plus the injected delay, which is, for every broker fault
+// whose span [Start, End+RequestTimeout] overlaps [k, k+that base], its
+// length End-Start+RequestTimeout.
+func FailoverBound(h History, k int64) time.Duration {
+	s := h.Settings
+	base := s.Lease + s.Renew + time.Duration(max(h.Members-1, 0))*s.Stagger + s.Tolerance
+	var injected time.Duration
+	for _, f := range h.Faults {
+		if !f.Broker() {
+			continue
+		}
+		if f.Start <= k+ms(base) && f.End+ms(s.RequestTimeout) >= k {
+			injected += time.Duration(f.End-f.Start)*time.Millisecond + s.RequestTimeout
+		}
+	}
+	return base + injected
+}
+
+// checkFailovers: after each kill or stop of a member, every role it held
+// then has a new holder (an election of a newer token) within
+// FailoverBound, unless that bound runs past the shutdown.
+func checkFailovers(h History, r *Report, add addFunc) {
+	hs := holdings(h)
+	for _, f := range h.Faults {
+		if f.Kind != FaultKill && f.Kind != FaultStop {
+			continue
+		}
+		for _, hd := range hs {
+			if hd.member != f.Target || hd.from > f.Start || hd.until <= f.Start {
+				continue
+			}
+			bound := FailoverBound(h, f.Start)
+			var next *Election
+			for i := range r.Elections {
+				e := &r.Elections[i]
+				if e.Role == hd.role && hd.token.Less(e.Token) {
+					next = e
+					break
+				}
+			}
+			switch {
+			case next != nil && next.At <= f.Start:
+				// taken over before the fault: no failover to measure
+			case next != nil:
+				took := time.Duration(next.At-f.Start) * time.Millisecond
+				r.Failovers = append(r.Failovers, Failover{Role: hd.role, Member: hd.member, Fault: f.Kind, At: f.Start, Took: took, Bound: bound})
+				if took > bound {
+					add(KindFailover, hd.role, "%s of holder %s (token %s) at %s: next holder %s (token %s) elected %d ms later, bound %d ms",
+						f.Kind, hd.member, hd.token, stamp(f.Start), next.Member, next.Token, took.Milliseconds(), bound.Milliseconds())
+				}
+			case f.Start+ms(bound) < h.Shutdown:
+				add(KindFailover, hd.role, "%s of holder %s (token %s) at %s: no new holder before the shutdown %d ms later, bound %d ms",
+					f.Kind, hd.member, hd.token, stamp(f.Start), h.Shutdown-f.Start, bound.Milliseconds())
+			}
+		}
+	}
+}
+
+// Explains is how many elections of one role fault f can explain, and
+// until when (Unix ms); see the package documentation. A member fault
+// explains one election of each role its target held (a kill, a stop or a
+// restart ends one holding), within a lease of its end. A broker fault
+// explains one election per role, and one more for every RenewDeadline
+// (4/5 of the lease) it lasted beyond the first, since a holder that
+// cannot renew loses its lease at most once per RenewDeadline, within a
+// lease and a request timeout of its end. Starts of members and clock
+// offsets explain nothing.
+func Explains(s Settings, f Fault) (n int, until int64) {
+	switch {
+	case f.Member():
+		return 1, f.End + ms(s.Lease)
+	case f.Broker():
+		return 1 + int((f.End-f.Start)/max(ms(s.Lease*4/5), 1)), f.End + ms(s.Lease+s.RequestTimeout)
+	}
+	return 0, 0
+}
+
+// checkElections: every election of a role after its first is explained
+// by a fault whose budget for the role is not spent, or is a race right
+// after an explained one; see the package documentation.
+func checkElections(h History, r *Report, add addFunc) {
+	s := h.Settings
+	faults := append([]Fault(nil), h.Faults...)
+	sort.SliceStable(faults, func(i, j int) bool { return faults[i].Start < faults[j].Start })
+	used := map[string]int{} // fault index/role -> elections explained
+	var prev *Election
+	prevRace := false
+	chain := 0 // concurrent races in a row
+	for i := range r.Elections {
+		e := &r.Elections[i]
+		if prev == nil || prev.Role != e.Role {
+			e.Cause, prev, prevRace = "first", e, false
+			continue
+		}
+		if h.Shutdown != 0 && e.At >= h.Shutdown {
+			e.Cause, prev = "shutdown", e // members resign in turn: not judged
+			continue
+		}
+		from, to := prev.At, e.At
+		if prev.Minted != 0 {
+			from = min(from, prev.Minted)
+		}
+		for fi, f := range faults {
+			n, until := Explains(s, f)
+			if n == 0 || f.Member() && f.Target != prev.Member && f.Kind != FaultShutdown {
+				continue
+			}
+			k := fmt.Sprintf("%d/%s", fi, e.Role)
+			if f.Start <= to && until >= from && used[k] < n {
+				used[k]++
+				e.Cause = fmt.Sprintf("%s %s%s at %s", f.Kind, f.Target, f.Detail, stamp(f.Start))
+				break
+			}
+		}
+		switch {
+		case e.Cause != "":
+			prevRace, chain = false, 0
+		case e.Minted != 0 && e.Minted-prev.At < ms(s.Stagger) && chain < h.Members-1:
+			// Minted less than a stagger after the previous election:
+			// a challenge already under way, concurrent with it.
+			chain++
+			e.Cause, prevRace = fmt.Sprintf("race (concurrent, %d in a row)", chain), true
+			r.Races++
+			if chain > r.RaceChain {
+				r.RaceChain, r.RaceChainAt = chain, *e
+			}
+		case !prevRace && e.Minted != 0 && e.Minted-prev.At < ms(s.Lease):
+			e.Cause, prevRace = "race", true
+			r.Races++
+		default:
+			add(KindElections, e.Role, "election of %s (token %s) at %s after %s (token %s) at %s: no fault explains it",
+				e.Member, e.Token, stamp(e.At), prev.Member, prev.Token, stamp(prev.At))
+			prevRace, chain = false, 0
+		}
+		prev = e
+	}
+}
+
+func stamp(unixMS int64) string {
+	return time.UnixMilli(unixMS).UTC().Format("15:04:05.000")
+}

@@ -1,0 +1,239 @@
+package chaos
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A hand-made history in which nothing is wrong: role r held by a under
+// 1/0, a killed at t0+1000, b elected under 1/1 at t0+3000; the stream
+// passes inputs 0 1 2 on exactly once.
+const t0 = int64(1_700_000_000_000)
+
+func tok(e int16) Token { return Token{PID: 1, Epoch: e} }
+
+func clean() History {
+	return History{
+		Settings:   Settings{Lease: 2 * time.Second, Renew: 400 * time.Millisecond, Stagger: 200 * time.Millisecond, RequestTimeout: time.Second, Tolerance: time.Second},
+		Members:    2,
+		StreamRole: "stream",
+		FaultsFrom: t0, FaultsUntil: t0 + 10_000, Shutdown: t0 + 20_000,
+		Events: []Event{
+			{Kind: "start", Member: "a", Wall: t0 - 100},
+			{Kind: "start", Member: "b", Wall: t0 - 100},
+			{Kind: "minted", Role: "r", Member: "a", PID: 1, Epoch: 0, Wall: t0},
+			{Kind: "elected", Role: "r", Member: "a", PID: 1, Epoch: 0, Wall: t0 + 10},
+			{Kind: "minted", Role: "r", Member: "b", PID: 1, Epoch: 1, Wall: t0 + 2990},
+			{Kind: "elected", Role: "r", Member: "b", PID: 1, Epoch: 1, Wall: t0 + 3000},
+		},
+		Faults: []Fault{{Kind: FaultKill, Target: "a", Start: t0 + 1000, End: t0 + 4000}},
+		Leases: []Lease{
+			lease("r", "a", tok(0), 0),
+			lease("r", "a", tok(0), 1),
+			lease("r", "b", tok(1), 2),
+		},
+		Records: []Record{
+			record("r", "a", tok(0), 0, 0),
+			record("r", "a", tok(0), 1, 1),
+			record("r", "b", tok(1), 0, 2),
+		},
+		Inputs:  []string{"0", "1", "2"},
+		Outputs: []StreamOut{out("0", tok(0), 0), out("1", tok(0), 1), out("2", tok(1), 2)},
+	}
+}
+
+func lease(role, member string, t Token, off int64) Lease {
+	return Lease{Role: role, Member: member, Token: t, GrantedAt: t0, Deadline: t0 + 2000,
+		Batch: Batch{Offset: off, ProducerID: t.PID, ProducerEpoch: t.Epoch}}
+}
+
+func record(role, member string, t Token, seq, off int64) Record {
+	return Record{Role: role, Member: member, PID: t.PID, Epoch: t.Epoch, Seq: seq,
+		Batch: Batch{Offset: off, ProducerID: t.PID, ProducerEpoch: t.Epoch}}
+}
+
+func out(v string, t Token, off int64) StreamOut {
+	return StreamOut{Value: v, Batch: Batch{Offset: off, ProducerID: t.PID, ProducerEpoch: t.Epoch}}
+}
+
+func kinds(r *Report) []Kind {
+	var ks []Kind
+	for _, v := range r.Violations {
+		ks = append(ks, v.Kind)
+	}
+	return ks
+}
+
+func TestCheckCleanHistory(t *testing.T) {
+	r := Check(clean())
+	assert.Empty(t, r.Violations)
+	require.Len(t, r.Failovers, 1, "the kill of a is a failover")
+	assert.Equal(t, 2000*time.Millisecond, r.Failovers[0].Took)
+	require.Len(t, r.Elections, 2)
+	assert.Contains(t, r.Elections[1].Cause, "kill")
+	var sb strings.Builder
+	r.Write(&sb)
+	for _, line := range []string{"faults: 1\n", "failovers: 1\n", "max failover: 2000 ms\n", "violations: 0\n"} {
+		assert.Contains(t, sb.String(), line)
+	}
+}
+
+// Each case breaks the clean history in one way; the checker must report
+// exactly that kind.
+func TestCheckReportsEachViolation(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		kind   Kind
+		break_ func(h *History)
+	}{
+		{"a record of an older token after a newer one", KindOrder, func(h *History) {
+			h.Records = append(h.Records, record("r", "a", tok(0), 2, 3))
+		}},
+		{"a stream output of an older token after a newer one", KindOrder, func(h *History) {
+			h.Inputs = append(h.Inputs, "3")
+			h.Outputs = append(h.Outputs, out("3", tok(0), 3))
+		}},
+		{"a record committed under another producer than it names", KindUnfenced, func(h *History) {
+			h.Records[2].ProducerEpoch = 7
+		}},
+		{"a lease of an older token after a newer token's first lease", KindStale, func(h *History) {
+			h.Leases = append(h.Leases, lease("r", "a", tok(0), 3))
+		}},
+		{"a lease naming another member than the minter", KindAuthor, func(h *History) {
+			h.Leases[2].Member = "a"
+		}},
+		{"a lease written by another producer than its token", KindAuthor, func(h *History) {
+			h.Leases[1].ProducerID = 99
+		}},
+		{"a lease of a token nobody minted", KindAuthor, func(h *History) {
+			h.Events = h.Events[:4] // b's minted and elected lines gone
+			h.Events = append(h.Events, Event{Kind: "elected", Role: "r", Member: "b", PID: 1, Epoch: 1, Wall: t0 + 3000})
+		}},
+		{"an input lost", KindExactlyOnce, func(h *History) {
+			h.Outputs = h.Outputs[:2]
+		}},
+		{"an input twice", KindExactlyOnce, func(h *History) {
+			h.Outputs = append(h.Outputs, out("2", tok(1), 3))
+		}},
+		{"an output that is no input", KindExactlyOnce, func(h *History) {
+			h.Outputs = append(h.Outputs, out("9", tok(1), 3))
+		}},
+		{"a failover slower than the bound", KindFailover, func(h *History) {
+			// bound: 2s + 0.4s + 1*0.2s + 1s = 3.6s after the kill
+			h.Events[4].Wall, h.Events[5].Wall = t0+4690, t0+4700
+		}},
+		{"no new holder after a kill", KindFailover, func(h *History) {
+			h.Faults[0].Start = t0 + 3500 // b's holding, killed; nobody follows
+			h.Faults[0].Target = "b"
+		}},
+		{"an election no fault explains", KindElections, func(h *History) {
+			h.Faults = nil
+			h.Events[4].Wall, h.Events[5].Wall = t0+5000, t0+5010 // not a race: more than a lease after a's election
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := clean()
+			tc.break_(&h)
+			r := Check(h)
+			require.NotEmpty(t, r.Violations)
+			assert.Contains(t, kinds(r), tc.kind)
+			for _, v := range r.Violations {
+				assert.NotEmpty(t, v.Evidence)
+			}
+			var sb strings.Builder
+			r.Write(&sb)
+			assert.Contains(t, sb.String(), "VIOLATION "+string(tc.kind))
+			assert.NotContains(t, sb.String(), "violations: 0\n")
+		})
+	}
+}
+
+// A race between neighbouring ranks right after an explained election is
+// explained once, not twice in a row. (a was killed; b's election is
+// explained by it, c's is a race with b's, and b's second is a storm.)
+func TestCheckRaceExplainsOneElection(t *testing.T) {
+	h := clean()
+	h.Events = append(h.Events,
+		Event{Kind: "minted", Role: "r", Member: "c", PID: 1, Epoch: 2, Wall: t0 + 3100},
+		Event{Kind: "elected", Role: "r", Member: "c", PID: 1, Epoch: 2, Wall: t0 + 3110},
+	)
+	h.Leases = append(h.Leases, lease("r", "c", tok(2), 3))
+	r := Check(h)
+	assert.Empty(t, r.Violations)
+	assert.Equal(t, 1, r.Races)
+
+	h.Events = append(h.Events,
+		Event{Kind: "minted", Role: "r", Member: "b", PID: 1, Epoch: 3, Wall: t0 + 3200},
+		Event{Kind: "elected", Role: "r", Member: "b", PID: 1, Epoch: 3, Wall: t0 + 3210},
+	)
+	h.Leases = append(h.Leases, lease("r", "b", tok(3), 4))
+	r = Check(h)
+	assert.Equal(t, []Kind{KindElections}, kinds(r), "a second race in a row is a storm")
+}
+
+// The failover bound grows by the broker faults around the kill.
+func TestFailoverBoundCountsInjectedDelay(t *testing.T) {
+	h := clean()
+	base := FailoverBound(h, t0+1000)
+	assert.Equal(t, 3600*time.Millisecond, base)
+	h.Faults = append(h.Faults, Fault{Kind: FaultDelay, Start: t0 + 1500, End: t0 + 2000})
+	assert.Equal(t, base+500*time.Millisecond+time.Second, FailoverBound(h, t0+1000))
+	h.Faults = append(h.Faults, Fault{Kind: FaultError, Start: t0 + 9000, End: t0 + 9500})
+	assert.Equal(t, base+500*time.Millisecond+time.Second, FailoverBound(h, t0+1000), "a fault after the bound adds nothing")
+}
+
+// A broker fault explains one election per role (one more per
+// RenewDeadline it lasts): a storm in its shadow is reported.
+func TestCheckBrokerFaultExplainsOneElectionPerRole(t *testing.T) {
+	h := clean()
+	h.Faults = append(h.Faults, Fault{Kind: FaultDrop, Detail: "EndTxn", Start: t0 + 4000, End: t0 + 4100})
+	elect := func(member string, e int16, at int64) {
+		h.Events = append(h.Events,
+			Event{Kind: "minted", Role: "r", Member: member, PID: 1, Epoch: e, Wall: at},
+			Event{Kind: "elected", Role: "r", Member: member, PID: 1, Epoch: e, Wall: at + 10})
+		h.Leases = append(h.Leases, lease("r", member, tok(e), int64(len(h.Leases))))
+	}
+	elect("c", 2, t0+5100) // the drop
+	r := Check(h)
+	assert.Empty(t, r.Violations)
+	assert.Contains(t, r.Elections[2].Cause, "drop")
+
+	elect("d", 3, t0+6000) // a race with c's
+	elect("c", 4, t0+6500) // nothing left to explain it
+	r = Check(h)
+	assert.Equal(t, []Kind{KindElections}, kinds(r))
+	assert.Equal(t, 1, r.Races)
+
+	n, _ := Explains(h.Settings, Fault{Kind: FaultDrop, Start: 0, End: 3300})
+	assert.Equal(t, 3, n, "one per RenewDeadline (1.6s) more")
+}
+
+// Challenges already under way when the previous election happened
+// (minted less than a stagger after it) race with it: up to Members-1 of
+// them in a row are explained, one more is not.
+func TestCheckConcurrentChallenges(t *testing.T) {
+	h := clean()
+	h.Members = 3
+	elect := func(member string, e int16, at int64) {
+		h.Events = append(h.Events,
+			Event{Kind: "minted", Role: "r", Member: member, PID: 1, Epoch: e, Wall: at},
+			Event{Kind: "elected", Role: "r", Member: member, PID: 1, Epoch: e, Wall: at + 10})
+		h.Leases = append(h.Leases, lease("r", member, tok(e), int64(len(h.Leases))))
+	}
+	elect("c", 2, t0+3020) // b's election (the kill) at 3000
+	elect("a", 3, t0+3040)
+	r := Check(h)
+	assert.Empty(t, r.Violations)
+	assert.Equal(t, 2, r.RaceChain)
+	var sb strings.Builder
+	r.Write(&sb)
+	assert.Contains(t, sb.String(), "longest chain of concurrent challenges: 3 elections of role r")
+
+	elect("b", 4, t0+3060)
+	r = Check(h)
+	assert.Equal(t, []Kind{KindElections}, kinds(r), "a third concurrent challenge among three members")
+}

@@ -1,0 +1,122 @@
+// Package chaos is krole's chaos suite: member processes holding roles on
+// an embedded cluster while faults are injected at random, and an
+// independent checker that reads everything back afterwards and judges
+// it. `make chaos` runs TestChaos for CHAOS_DURATION (default 5m) with
+// seed CHAOS_SEED (random when unset, logged first); `make test` runs it
+// for 30 s.
+//
+// # The run
+//
+// [Run] starts a 3-broker embedded cluster (package internal/devcluster)
+// in the test process, so that the driver reaches kfake's controls, and
+// Config.Members (5) processes of the member program (internal/chaos/member,
+// built with `go build` by [BuildMember]). Each member is a candidate for
+// all Config.Roles (20) roles, with Config.Lease (2 s) and the timings
+// processor.Settings derives from it (renew 400 ms, stagger 200 ms,
+// transaction timeout 1 s), and a request timeout of 1 s. It is wired as
+// election.Session wires a member (view, transport, processor.Member; the
+// view outlives the member, the transport both), with a processor.Clock
+// and a view clock that run a per-process offset ahead of the system
+// clock, drawn from [-MaxClockOffset, +MaxClockOffset] at every start
+// (TestChaos: 5 s, two and a half leases).
+//
+// While it holds a role, a member writes numbered records (role, member,
+// token, sequence) through a fencing.Writer under the holding's token to
+// the topic chaos.out, keyed by role, every Config.WriteEvery; while it
+// holds the role "stream" it runs processor/stream from chaos.in, which
+// the driver fills with consecutive numbers every 50 ms, to chaos.stream.
+// Each member appends its events to a JSON-lines file the driver names:
+// "start"; "minted" as soon as AcquireEpoch returns a token, before any
+// lease is written under it; "elected" and "revoked" from processor's
+// events; "commit" after each stream transaction; each with the member's
+// own time and the system time.
+//
+// The faults, chosen with the seed, one every Config.FaultEvery (1 s) on
+// average, each logged with its start and end to faults.jsonl:
+//
+//   - member faults (45%; at most two members down at once, three times
+//     in four a member that holds a role): SIGKILL, restarted after
+//     lease/2 to 3 leases; SIGSTOP, SIGCONT after 1.25 to 2 leases;
+//     restart (SIGTERM: the member resigns, then starts again). Every
+//     start draws a new clock offset.
+//   - request faults (35%) on InitProducerId, AddPartitionsToTxn, Produce,
+//     EndTxn or Fetch, for 100 ms to a lease: the error codes real brokers
+//     answer (CONCURRENT_TRANSACTIONS, NOT_COORDINATOR,
+//     COORDINATOR_LOAD_IN_PROGRESS on the coordinator's requests;
+//     NOT_ENOUGH_REPLICAS, INVALID_PRODUCER_EPOCH, NOT_LEADER_OR_FOLLOWER
+//     on Produce, not on the driver's own input; NOT_LEADER_OR_FOLLOWER,
+//     UNKNOWN_SERVER_ERROR on Fetch) through kfake's Fault; requests
+//     held 50 ms to 1.5 request timeouts before the broker answers
+//     (ControlKey with SleepControl, so some answers come after the
+//     client gave up); connections closed instead of an answer.
+//   - cluster faults (20%): RehashCoordinators, MoveTopicPartition,
+//     ShufflePartitionLeaders, and RemoveNode followed lease/2 to 2 leases
+//     later by AddNode of a new node (a new id and port: kfake keeps a
+//     removed node's connections open and answering, and clients that
+//     find the same id at the same address again stay on them, which no
+//     real broker does). Members started later get the nodes of the
+//     moment as their bootstrap brokers.
+//
+// After Config.Duration the faults are undone, the driver waits (up to
+// Config.Settle) for the stream to commit the whole input, sends SIGTERM
+// to every member (SIGKILL after 5 s), appends a plain sentinel record to
+// every partition, and reads every partition up to its sentinel with
+// read_committed isolation through franz-go's kgo: nothing of krole's
+// read path (no sarama, no package of krole) reads the results. Lease
+// values are decoded here, from their JSON, not through package codec.
+//
+// # The checks
+//
+// [Check] judges a [History] and reports each [Violation] with its
+// evidence, then a summary with the lines "faults: N", "failovers: N",
+// "max failover: X ms" and "violations: N". Token order is (producer id,
+// epoch); kfake never reuses a producer id.
+//
+//   - order: per role and partition of chaos.out, and per partition of
+//     chaos.stream, the tokens of committed records in offset order never
+//     decrease.
+//   - unfenced: every committed record of chaos.out was written in a batch
+//     whose producer id and epoch are the token the record names.
+//   - stale: per role, no lease of a token is committed (in offset order
+//     of the role's partition) after the first lease of a newer token.
+//   - author: every lease on the role topic was written in a batch of the
+//     producer id and epoch it names, and names the member whose event log
+//     minted that token for that role.
+//   - exactly-once: every committed value of chaos.in is in chaos.stream
+//     exactly once, and chaos.stream holds nothing else.
+//   - failover: for each SIGKILL or SIGSTOP at time k of a member that held
+//     a role (by its event log: after its elected line, before its revoked
+//     line or its next start), the role's next token is elected (its
+//     elected line, else its minted line) within "Lease + Renew +
+//     Stagger*(Members-1) + Tolerance + injected" after k. Lease + Renew: the vacancy shows at most a lease after the
+//     holder's last renewal is observed, which is at most a renew interval
+//     before k; Stagger*(Members-1): every other candidate ahead in rank
+//     may be down; injected: for each broker fault whose span [Start,
+//     End + RequestTimeout] overlaps [k, k + the bound without it], its
+//     length End-Start plus one RequestTimeout (the client's wait to give
+//     up on a request). Tolerance (default 2*Lease + 2 s) is the margin
+//     for a loaded 2-core machine: the member's scheduling, the view's
+//     fetch wait (500 ms), the challenge's round trips. A role whose bound
+//     runs past the shutdown without a new holder is not judged.
+//   - elections: per role, each election (the first committed lease of a
+//     token) after the first is explained, or it is a violation. Faults
+//     explain elections of a role in time order, each up to its budget
+//     ([Explains]): a kill, stop or restart of the previous holder, or the
+//     shutdown, explains one, if it started before the election and ended
+//     no more than a lease before the previous election began; a broker
+//     fault explains 1 + (End-Start)/RenewDeadline of each role, within
+//     [Start, End + Lease + RequestTimeout]. Member starts and clock
+//     offsets explain nothing: with expiry judged on the observer's clock
+//     they must not cause elections. An election not explained by a fault
+//     is a race (the "races" count of the summary) when its token was
+//     minted less than a Stagger after the previous election, up to
+//     Members-1 such in a row (challenges already under way, concurrent
+//     with the one that won; the summary names the longest chain), or
+//     when it was minted less than a lease after the previous election
+//     and that one was not itself a race (a neighbouring rank racing for
+//     the vacancy the fault opened). Elections after the shutdown are not
+//     judged.
+//
+// The checker's own tests (check_test.go) feed it hand-made histories with
+// one violation of each kind and require that it reports it.
+package chaos

@@ -1,0 +1,202 @@
+package chaos
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Token is a role's token as the checker sees it: the producer id and
+// epoch of the role's transactional id.
+type Token struct {
+	PID   int64 `json:"pid"`
+	Epoch int16 `json:"epoch"`
+}
+
+// String renders t as pid/epoch.
+func (t Token) String() string { return fmt.Sprintf("%d/%d", t.PID, t.Epoch) }
+
+// Less reports whether t is older than u. Tokens of one producer id
+// order by epoch; across producer ids (an exhausted epoch, an expired
+// transactional id) only the broker knows, and the checker orders them by
+// producer id, which is what kfake, which never reuses a producer id,
+// allocates in increasing order.
+func (t Token) Less(u Token) bool {
+	if t.PID != u.PID {
+		return t.PID < u.PID
+	}
+	return t.Epoch < u.Epoch
+}
+
+// Event is one line of a member's event log, as the member program
+// writes it (see internal/chaos/member).
+type Event struct {
+	// Kind is "start", "minted", "elected", "revoked" or "commit".
+	Kind   string `json:"kind"`
+	Role   string `json:"role,omitempty"`
+	Member string `json:"member"`
+	// PID and Epoch are the token (minted, elected, revoked, commit);
+	// PID is the OS process id on "start".
+	PID   int64 `json:"pid,omitempty"`
+	Epoch int16 `json:"epoch"`
+	// At is the member's own clock (offset applied), Wall the system
+	// clock, both Unix ms.
+	At      int64           `json:"at"`
+	Wall    int64           `json:"wall"`
+	Reason  string          `json:"reason,omitempty"`
+	Err     string          `json:"err,omitempty"`
+	Offset  int64           `json:"offset_ms,omitempty"`
+	Offsets map[int32]int64 `json:"offsets,omitempty"`
+}
+
+// Token returns the event's token.
+func (e Event) Token() Token { return Token{PID: e.PID, Epoch: e.Epoch} }
+
+// FaultKind names a fault the driver injects.
+type FaultKind string
+
+// The faults. Member faults name their target member; broker faults name
+// the request key or the cluster operation in Detail.
+const (
+	FaultKill     FaultKind = "kill"     // SIGKILL of a member; restarted later (a "start" fault)
+	FaultStop     FaultKind = "stop"     // SIGSTOP of a member, SIGCONT at End
+	FaultRestart  FaultKind = "restart"  // SIGTERM of a member (it resigns), started again at End
+	FaultStart    FaultKind = "start"    // a member process started, with its clock offset in Detail
+	FaultShutdown FaultKind = "shutdown" // the end of the run: every member gets SIGTERM
+	FaultExit     FaultKind = "exit"     // not injected: a member process ended on its own (Detail: its status and last stderr line); started again 1 s later
+	FaultError    FaultKind = "error"    // a request key answered with an error code
+	FaultDelay    FaultKind = "delay"    // requests of a key held for a while before the broker answers
+	FaultDrop     FaultKind = "drop"     // requests of a key answered by closing the connection
+	FaultCluster  FaultKind = "cluster"  // a cluster operation: RehashCoordinators, MoveTopicPartition, ShufflePartitionLeaders, RemoveNode/AddNode
+)
+
+// Fault is one injected fault: what, on whom, and when (system clock,
+// Unix ms). End is when it was removed (SIGCONT, restart, the control
+// dropped, the node added back); End equals Start for an instant fault.
+type Fault struct {
+	Kind   FaultKind `json:"kind"`
+	Target string    `json:"target,omitempty"` // the member, for member faults
+	Detail string    `json:"detail,omitempty"`
+	Start  int64     `json:"start"`
+	End    int64     `json:"end"`
+}
+
+// Member reports whether f is a fault of a member process.
+func (f Fault) Member() bool {
+	switch f.Kind {
+	case FaultKill, FaultStop, FaultRestart, FaultShutdown, FaultExit:
+		return true
+	}
+	return false
+}
+
+// Broker reports whether f is a fault of the brokers.
+func (f Fault) Broker() bool {
+	switch f.Kind {
+	case FaultError, FaultDelay, FaultDrop, FaultCluster:
+		return true
+	}
+	return false
+}
+
+// Batch is where a record was committed: its partition and offset, and
+// the producer id and epoch of its batch.
+type Batch struct {
+	Partition     int32
+	Offset        int64
+	ProducerID    int64
+	ProducerEpoch int16
+	Timestamp     int64 // Unix ms, the producer's
+}
+
+// Token returns the batch's producer id and epoch as a token.
+func (b Batch) Token() Token { return Token{PID: b.ProducerID, Epoch: b.ProducerEpoch} }
+
+// Lease is one committed lease record of the role topic.
+type Lease struct {
+	Role      string
+	Member    string
+	Token     Token // the token the lease names
+	GrantedAt int64
+	Deadline  int64
+	Batch
+}
+
+// Released reports whether l is a release (see codec.ReleaseLease).
+func (l Lease) Released() bool { return l.Deadline-l.GrantedAt <= 1 }
+
+// Record is one committed numbered record a holder wrote through
+// fencing.Writer: the value the member program writes, and its batch.
+type Record struct {
+	Role   string `json:"role"`
+	Member string `json:"member"`
+	PID    int64  `json:"pid"`
+	Epoch  int16  `json:"epoch"`
+	Seq    int64  `json:"seq"`
+	Batch  `json:"-"`
+}
+
+// Token returns the token the record names.
+func (r Record) Token() Token { return Token{PID: r.PID, Epoch: r.Epoch} }
+
+// StreamOut is one committed record of the stream's output.
+type StreamOut struct {
+	Value string
+	Batch
+}
+
+// History is everything the checker judges: what the members said, what
+// the driver did, and what the cluster committed.
+type History struct {
+	// Settings are the run's timings, from which the bounds derive.
+	Settings Settings
+	// Members is the number of member processes.
+	Members int
+	// StreamRole is the role that runs the stream.
+	StreamRole string
+	// FaultsFrom and FaultsUntil bound the fault phase; Shutdown is when
+	// the members were told to leave (system clock, Unix ms).
+	FaultsFrom, FaultsUntil, Shutdown int64
+
+	Events  []Event
+	Faults  []Fault
+	Leases  []Lease  // in offset order per partition
+	Records []Record // in offset order per partition
+	Inputs  []string // the committed values of the stream's input
+	Outputs []StreamOut
+}
+
+// Settings are the timings a run uses, from which the checker's bounds
+// derive (see the package documentation).
+type Settings struct {
+	Lease, Renew, Stagger, RequestTimeout time.Duration
+	// Tolerance is the slack added to the failover bound for a loaded
+	// machine.
+	Tolerance time.Duration
+}
+
+// ReadEvents reads a member's event log. A last line cut short (the
+// member was killed while writing it) is dropped.
+func ReadEvents(path string) ([]Event, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var evs []Event
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			continue
+		}
+		evs = append(evs, e)
+	}
+	return evs, sc.Err()
+}
+
+// ms is d in milliseconds.
+func ms(d time.Duration) int64 { return d.Milliseconds() }

@@ -1,0 +1,296 @@
+// Command member is one member process of the chaos suite (package
+// internal/chaos): it campaigns for every role it is given, through a
+// view, a transport and a processor.Member wired as election.Session wires
+// them, with a processor.Clock that runs Offset ahead of (or behind) the
+// system clock. While it holds a role it writes numbered records under the
+// holding's token through a fencing.Writer; while it holds the stream role
+// it runs an exactly-once processor/stream pipeline instead.
+//
+// It appends one JSON object per line to the file -events names (see
+// chaos.Event): "start" once, "minted" as soon as AcquireEpoch returned a
+// token (before any lease is written under it, so a lease under a token
+// always has its minted line, even when the process is killed right after),
+// "elected" and "revoked" from processor's events, and "commit" after each
+// stream transaction. Every line carries the member's own time (its offset
+// clock, "at") and the system time ("wall"), both Unix ms. Each line is one
+// write(2) to a file opened O_APPEND, so a SIGKILL loses no line already
+// written.
+//
+// SIGTERM or SIGINT end the member gracefully: it resigns its roles and
+// deregisters.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/processor"
+	"github.com/krabka/krole/processor/stream"
+	"github.com/krabka/krole/view"
+)
+
+func main() {
+	var (
+		brokers    = flag.String("brokers", "", "comma-separated broker addresses")
+		roleTopic  = flag.String("role-topic", "", "the role topic")
+		txnPrefix  = flag.String("txn-prefix", "chaos.", "the transactional-id prefix")
+		out        = flag.String("out", "", "the topic of the numbered records")
+		in         = flag.String("in", "", "the stream's input topic")
+		streamOut  = flag.String("stream-out", "", "the stream's output topic")
+		group      = flag.String("group", "", "the stream's consumer group")
+		member     = flag.String("member", "", "this member's id")
+		roles      = flag.String("roles", "", "comma-separated roles")
+		streamRole = flag.String("stream-role", "", "the role that runs the stream")
+		events     = flag.String("events", "", "the event log (JSON lines, appended)")
+		offset     = flag.Duration("clock-offset", 0, "how far this member's clock runs ahead of the system clock")
+		lease      = flag.Duration("lease", 2*time.Second, "the lease duration")
+		reqTimeout = flag.Duration("request-timeout", time.Second, "the transport's request timeout")
+		every      = flag.Duration("write-every", 250*time.Millisecond, "the pause between numbered records")
+		verbose    = flag.Bool("v", false, "log the member's transitions to stderr")
+	)
+	flag.Parse()
+	f, err := os.OpenFile(*events, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "member:", err)
+		os.Exit(2)
+	}
+	m := &memberProc{
+		log:       &eventLog{f: f, member: *member, clk: offsetClock{*offset}},
+		out:       *out,
+		in:        *in,
+		streamOut: *streamOut,
+		group:     *group,
+		stream:    codec.Role(*streamRole),
+		every:     *every,
+	}
+	var rs []codec.Role
+	for _, r := range strings.Split(*roles, ",") {
+		rs = append(rs, codec.Role(r))
+	}
+	cluster := fencing.Config{
+		Brokers:        strings.Split(*brokers, ","),
+		Topic:          *roleTopic,
+		TxnPrefix:      *txnPrefix,
+		ClientID:       "chaos-" + *member,
+		DialTimeout:    *reqTimeout,
+		RequestTimeout: *reqTimeout,
+	}
+	// Warnings go to stderr (the driver keeps it as <member>.stderr): the
+	// member's failed calls and the stream's retried transactions and
+	// consumer errors. -v adds every transition.
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	m.logger = logger
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	m.log.write(Event{Kind: "start", Offset: offset.Milliseconds(), PID: int64(os.Getpid())})
+	if err := m.run(ctx, cluster, codec.MemberID(*member), rs, *lease, offsetClock{*offset}, logger); err != nil {
+		fmt.Fprintln(os.Stderr, "member:", err)
+		os.Exit(1)
+	}
+}
+
+// Event is one line of the event log; chaos.Event reads it.
+type Event struct {
+	Kind    string           `json:"kind"`
+	Role    string           `json:"role,omitempty"`
+	Member  string           `json:"member"`
+	PID     int64            `json:"pid,omitempty"` // the token's producer id; the OS pid on "start"
+	Epoch   int16            `json:"epoch"`
+	At      int64            `json:"at"`   // the member's own clock, Unix ms
+	Wall    int64            `json:"wall"` // the system clock, Unix ms
+	Reason  string           `json:"reason,omitempty"`
+	Err     string           `json:"err,omitempty"`
+	Offset  int64            `json:"offset_ms,omitempty"`
+	Offsets map[int32]int64  `json:"offsets,omitempty"`
+	Extra   map[string]int64 `json:"extra,omitempty"`
+}
+
+type eventLog struct {
+	mu     sync.Mutex
+	f      *os.File
+	member string
+	clk    offsetClock
+}
+
+func (l *eventLog) write(e Event) {
+	e.Member = l.member
+	if e.At == 0 {
+		e.At = l.clk.Now().UnixMilli()
+	}
+	e.Wall = time.Now().UnixMilli()
+	b, _ := json.Marshal(e)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, _ = l.f.Write(append(b, '\n'))
+}
+
+// offsetClock is the system clock shifted by d: wall readings and
+// monotonic readings move together, as on a machine whose clock is set d
+// ahead.
+type offsetClock struct{ d time.Duration }
+
+func (c offsetClock) Now() time.Time { return time.Now().Add(c.d) }
+func (c offsetClock) NewTimer(d time.Duration) processor.Timer {
+	return processor.SystemClock().NewTimer(d)
+}
+func (c offsetClock) AfterFunc(d time.Duration, f func()) processor.Timer {
+	return processor.SystemClock().AfterFunc(d, f)
+}
+
+// minting logs every token AcquireEpoch returns before the caller can
+// write a lease under it.
+type minting struct {
+	*fencing.BrokerTransport
+	log *eventLog
+}
+
+func (t minting) AcquireEpoch(ctx context.Context, role codec.Role) (codec.Token, error) {
+	tok, err := t.BrokerTransport.AcquireEpoch(ctx, role)
+	if err == nil {
+		t.log.write(Event{Kind: "minted", Role: string(role), PID: tok.ProducerID, Epoch: tok.Epoch})
+	}
+	return tok, err
+}
+
+type memberProc struct {
+	log                       *eventLog
+	tr                        *fencing.BrokerTransport
+	out, in, streamOut, group string
+	stream                    codec.Role
+	every                     time.Duration
+	logger                    *slog.Logger
+}
+
+func (m *memberProc) run(ctx context.Context, cluster fencing.Config, me codec.MemberID, roles []codec.Role, lease time.Duration, clk offsetClock, logger *slog.Logger) error {
+	s := processor.Settings{LeaseDuration: lease}.WithDefaults()
+	cluster.TxnTimeout = s.TransactionTimeout
+	v, err := view.New(view.Options{Config: cluster, Clock: clk.Now})
+	if err != nil {
+		return err
+	}
+	// A broker may be away (a fault): keep trying until ctx ends.
+	for {
+		m.tr, err = fencing.NewBrokerTransport(cluster)
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	mem, err := processor.New(minting{m.tr, m.log}, v, me, roles, processor.Options{
+		Settings: s,
+		Clock:    clk,
+		Logger:   logger,
+		OnEvent:  m.onEvent,
+	})
+	if err != nil {
+		_ = m.tr.Close()
+		return err
+	}
+	// The order of election.Session.Run: the view outlives the member, the
+	// transport outlives both.
+	defer m.tr.Close()
+	vctx, stopView := context.WithCancel(context.Background())
+	defer stopView()
+	verr := make(chan error, 1)
+	go func() { verr <- v.Run(vctx) }()
+	mctx, stopMember := context.WithCancel(ctx)
+	defer stopMember()
+	go func() {
+		select {
+		case err := <-verr:
+			fmt.Fprintln(os.Stderr, "member: view:", err)
+			stopMember()
+			verr <- err
+		case <-mctx.Done():
+		}
+	}()
+	if err := v.WaitCaughtUp(mctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		// As election.Session: a failed first catch-up probe, or the
+		// view's failure, ends the member.
+		return fmt.Errorf("view catch-up: %w", err)
+	}
+	err = mem.Run(mctx, m.work)
+	stopView()
+	return err
+}
+
+func (m *memberProc) onEvent(e processor.Event) {
+	switch e.Kind {
+	case processor.Elected:
+		m.log.write(Event{Kind: "elected", Role: string(e.Role), PID: e.Token.ProducerID, Epoch: e.Token.Epoch, At: e.At.UnixMilli()})
+	case processor.Revoked:
+		ev := Event{Kind: "revoked", Role: string(e.Role), PID: e.Token.ProducerID, Epoch: e.Token.Epoch, At: e.At.UnixMilli(), Reason: string(e.Reason)}
+		if e.Err != nil {
+			ev.Err = e.Err.Error()
+		}
+		m.log.write(ev)
+	}
+}
+
+// Record is the value of a numbered record; chaos.Record reads it.
+type Record struct {
+	Role   string `json:"role"`
+	Member string `json:"member"`
+	PID    int64  `json:"pid"`
+	Epoch  int16  `json:"epoch"`
+	Seq    int64  `json:"seq"`
+}
+
+func (m *memberProc) work(ctx context.Context, held processor.Held) error {
+	if held.Role == m.stream {
+		err := stream.Run(ctx, stream.Config{
+			Transport: m.tr,
+			Group:     m.group,
+			Input:     m.in,
+			Output:    m.streamOut,
+			BatchSize: 20,
+			Logger:    m.logger.With("member", string(held.Member)),
+			OnCommit: func(c stream.Commit) {
+				m.log.write(Event{Kind: "commit", Role: string(held.Role), PID: held.Token.ProducerID, Epoch: held.Token.Epoch, Offsets: c.Offsets})
+			},
+		}, held.Role, held.Token)
+		if err != nil && ctx.Err() == nil && !errors.Is(err, fencing.ErrFenced) {
+			return err // the member resigns and campaigns again
+		}
+		return nil
+	}
+	w := m.tr.Writer(held.Role, held.Token)
+	key := []byte(held.Role)
+	for seq := int64(0); ; seq++ {
+		v, _ := json.Marshal(Record{Role: string(held.Role), Member: string(held.Member), PID: held.Token.ProducerID, Epoch: held.Token.Epoch, Seq: seq})
+		err := w.Write(ctx, fencing.Message{Topic: m.out, Partition: fencing.PartitionByKey, Key: key, Value: v})
+		if errors.Is(err, fencing.ErrFenced) || ctx.Err() != nil {
+			return nil // the role is lost; the member notices on its own
+		}
+		// Any other error: the record is not committed (issue 8, 1);
+		// the next one goes on under the same token.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(m.every):
+		}
+	}
+}
