@@ -32,6 +32,10 @@ type Config struct {
 	Member codec.MemberID
 	// Roles are the roles the member campaigns for, at least one.
 	Roles []codec.Role
+	// Value is carried in the member's registrations, for readers to find
+	// the holder by (its address, say): [view.View.Leader], `krole leader`.
+	// At most [codec.MaxValueLen] bytes of UTF-8. Default "": none.
+	Value string
 	// Settings are the timings; zero fields take their defaults, derived
 	// from LeaseDuration (default 10s; see [processor.Settings]).
 	Settings processor.Settings
@@ -107,6 +111,9 @@ func New(cfg Config) (*Session, error) {
 	if err := cfg.Member.Validate(); err != nil {
 		return nil, fmt.Errorf("election: %w", err)
 	}
+	if err := codec.CheckValue(cfg.Value); err != nil {
+		return nil, fmt.Errorf("election: %w", err)
+	}
 	if len(cfg.Roles) == 0 {
 		return nil, errors.New("election: a session needs at least one role")
 	}
@@ -123,7 +130,7 @@ func New(cfg Config) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := processor.New(t, v, cfg.Member, cfg.Roles, processor.Options{
+	m, err := processor.New(valueTransport{t, cfg.Value}, v, cfg.Member, cfg.Roles, processor.Options{
 		Settings:   s,
 		Logger:     cfg.Logger,
 		Registerer: cfg.Registerer,
@@ -147,6 +154,18 @@ func New(cfg Config) (*Session, error) {
 		}
 	}
 	return &Session{t: t, v: v, vr: v, m: m, log: log, onReady: cfg.OnReady, onFatal: cfg.OnFatal}, nil
+}
+
+// valueTransport registers the member with its value; every other call
+// (and fencing.TxnTimeouter) is the broker transport's own.
+type valueTransport struct {
+	*fencing.BrokerTransport
+	value string
+}
+
+// Register implements fencing.Transport with the session's value.
+func (t valueTransport) Register(ctx context.Context, role codec.Role, member codec.MemberID) (int64, error) {
+	return t.RegisterValue(ctx, role, member, t.value)
 }
 
 // viewRunner is what Run needs of the view to run it: *view.View.

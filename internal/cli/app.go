@@ -44,6 +44,7 @@ func commands() []*ucli.Command {
 		registerCommand(),
 		resignCommand(),
 		runCommand(),
+		leaderCommand(),
 		describeCommand(),
 		recordsCommand(),
 		tableCommand(),

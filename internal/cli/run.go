@@ -65,6 +65,7 @@ func runCommand() *ucli.Command {
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "member", Aliases: []string{"m"}, EnvVars: []string{"KROLE_MEMBER"}, DefaultText: "HOSTNAME:PID",
 				Usage: "the member id, `M`: 1-128 characters of [A-Za-z0-9._:@-]"},
+			valueFlag(),
 			&ucli.DurationFlag{Name: "lease-duration", Value: processor.DefaultLeaseDuration, EnvVars: []string{"KROLE_LEASE_DURATION"},
 				Usage: "how long a lease lasts, `D`: a holder that dies without resigning keeps the role this long"},
 			&ucli.DurationFlag{Name: "renew-interval", EnvVars: []string{"KROLE_RENEW_INTERVAL"}, DefaultText: "lease duration / 5",
@@ -97,6 +98,10 @@ func runRun(c *ucli.Context) error {
 		return &UsageError{Err: fmt.Errorf("run needs a command after the role: krole run %s -- CMD [ARGS...]", role)}
 	}
 	member, err := runMember(c)
+	if err != nil {
+		return err
+	}
+	value, err := valueArg(c)
 	if err != nil {
 		return err
 	}
@@ -155,6 +160,7 @@ func runRun(c *ucli.Context) error {
 		Cluster:    cfg,
 		Member:     member,
 		Roles:      []codec.Role{role},
+		Value:      value,
 		Settings:   settings,
 		Logger:     logger,
 		ViewLogger: logger,

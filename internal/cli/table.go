@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -39,9 +41,11 @@ func tableCommand() *ucli.Command {
 			"This is what the topic says, not the broker's fence: a holder shown as live may\n" +
 			"already be fenced by a newer token whose lease is not written yet.\n\n" +
 			"JSON: an array in role order, [] when there are no roles:\n" +
-			"  {\"role\":R,\"holder\":{\"member\":M,\"token\":{\"producer_id\":N,\"epoch\":N},\"granted_at\":MS,\n" +
+			"  {\"role\":R,\"holder\":{\"member\":M,\"value\":V,\"token\":{\"producer_id\":N,\"epoch\":N},\"granted_at\":MS,\n" +
 			"   \"deadline\":MS,\"expired\":BOOL,\"left_ms\":N} or null,\n" +
-			"   \"candidates\":[{\"member\":M,\"offset\":N,\"registered_at\":MS,\"rank\":0},...]}\n" +
+			"   \"candidates\":[{\"member\":M,\"offset\":N,\"registered_at\":MS,\"value\":V,\"rank\":0},...]}\n" +
+			"\"value\" is the member's --value, left out when it has none; VALUE shows the\n" +
+			"holder's.\n" +
 			"Times are Unix milliseconds; \"expired\" and \"left_ms\" (LEFT) are judged when\n" +
 			"the row is printed.\n" +
 			"GET /v1/roles of 'krole serve' answers the same.\n\n" +
@@ -156,19 +160,29 @@ func printRows(c *ucli.Context, topic string, rows []server.Row) error {
 
 // rowsTable writes rows as aligned columns, the time left judged at now.
 func rowsTable(w io.Writer, rows []server.Row, now time.Time) error {
-	tw := newTable(w, "ROLE", "HOLDER", "TOKEN", "LEFT", "CANDIDATES")
+	tw := newTable(w, "ROLE", "HOLDER", "VALUE", "TOKEN", "LEFT", "CANDIDATES")
 	for _, r := range rows {
-		var holder, token string
+		var holder, value, token string
 		if h := r.Holder; h != nil {
-			holder, token = string(h.Member), h.Token.String()
+			holder, value, token = string(h.Member), shownValue(h.Value), h.Token.String()
 		}
 		names := make([]string, len(r.Candidates))
 		for i, cd := range r.Candidates {
 			names[i] = string(cd.Member)
 		}
-		tw.row(string(r.Role), holder, token, timeLeft(r.Holder, now), strings.Join(names, ", "))
+		tw.row(string(r.Role), holder, value, token, timeLeft(r.Holder, now), strings.Join(names, ", "))
 	}
 	return tw.flush()
+}
+
+// shownValue is the VALUE column: the value as it is, or quoted when it
+// has a space or a character that is not printable, so that it stays one
+// cell.
+func shownValue(v string) string {
+	if strings.IndexFunc(v, func(r rune) bool { return r == ' ' || !unicode.IsPrint(r) }) >= 0 {
+		return strconv.Quote(v)
+	}
+	return v
 }
 
 // timeLeft is the LEFT column: the time left on the lease at now as this

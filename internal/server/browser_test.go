@@ -35,7 +35,8 @@ func TestPageInChromium(t *testing.T) {
 	}
 	c := testcluster.Start(t, testcluster.Options{Partitions: 2})
 	m := c.Members(t)
-	m.Register("db", "m1")
+	_, err := m.Transport.RegisterValue(m.Context(), "db", "m1", "10.0.0.1:80")
+	require.NoError(t, err)
 	m.Register("db", "m2")
 	l1 := m.Lease("db", "m1", time.Hour)
 	m.Register("queue", "q1")
@@ -66,13 +67,13 @@ func TestPageInChromium(t *testing.T) {
 	var rows [][]string
 	page.waitFor("the page shows db held by m1 and queue without holder", table, &rows, func() bool {
 		db, q := rowOf(rows, "db"), rowOf(rows, "queue")
-		return len(db) == 5 && db[1] == "m1" && len(q) == 5
+		return len(db) == 6 && db[1] == "m1" && len(q) == 6
 	})
 	db, q := rowOf(rows, "db"), rowOf(rows, "queue")
-	assert.Equal(t, []string{"db", "m1", l1.Token.String()}, db[:3])
-	assert.Regexp(t, live, db[3], "time left on an hour's lease")
-	assert.Equal(t, "m1, m2", db[4], "candidates in rank order")
-	assert.Equal(t, []string{"queue", "none", "-", "none", "q1"}, q)
+	assert.Equal(t, []string{"db", "m1", "10.0.0.1:80", l1.Token.String()}, db[:4], "holder, its value, token")
+	assert.Regexp(t, live, db[4], "time left on an hour's lease")
+	assert.Equal(t, "m1, m2", db[5], "candidates in rank order")
+	assert.Equal(t, []string{"queue", "none", "-", "-", "none", "q1"}, q)
 	var status string
 	page.waitFor("the stream is connected", `document.getElementById("status").textContent`, &status, func() bool { return status == "live" })
 
@@ -80,21 +81,22 @@ func TestPageInChromium(t *testing.T) {
 	l2 := m.Lease("db", "m2", 3*time.Second)
 	page.waitFor("the page shows db held by m2", table, &rows, func() bool {
 		db := rowOf(rows, "db")
-		return len(db) == 5 && db[1] == "m2"
+		return len(db) == 6 && db[1] == "m2"
 	})
 	db = rowOf(rows, "db")
-	assert.Equal(t, l2.Token.String(), db[2])
+	assert.Equal(t, "-", db[2], "m2 registered no value")
+	assert.Equal(t, l2.Token.String(), db[3])
 	if time.Now().UnixMilli() < l2.Deadline-500 { // not on a slow machine
-		assert.Regexp(t, live, db[3])
+		assert.Regexp(t, live, db[4])
 	}
 	// Live: a new role.
 	m.Register("cron", "c1")
-	page.waitFor("the page shows the new role cron", table, &rows, func() bool { return len(rowOf(rows, "cron")) == 5 })
-	assert.Equal(t, []string{"cron", "none", "-", "none", "c1"}, rowOf(rows, "cron"))
+	page.waitFor("the page shows the new role cron", table, &rows, func() bool { return len(rowOf(rows, "cron")) == 6 })
+	assert.Equal(t, []string{"cron", "none", "-", "-", "none", "c1"}, rowOf(rows, "cron"))
 	// The countdown runs out on the page.
 	page.waitFor("db's lease shows expired", table, &rows, func() bool {
 		db := rowOf(rows, "db")
-		return len(db) == 5 && db[3] == "expired"
+		return len(db) == 6 && db[4] == "expired"
 	})
 	assert.GreaterOrEqual(t, time.Now().UnixMilli(), l2.Deadline-1000, "not before the deadline (1s for clock rounding)")
 
@@ -104,9 +106,9 @@ func TestPageInChromium(t *testing.T) {
 	m.LeaseAt("skewed", "s1", now.Add(30*time.Second), now.Add(50*time.Second))
 	page.waitFor("the page shows skewed's lease", table, &rows, func() bool {
 		r := rowOf(rows, "skewed")
-		return len(r) == 5 && r[1] == "s1"
+		return len(r) == 6 && r[1] == "s1"
 	})
-	assert.LessOrEqual(t, seconds(t, rowOf(rows, "skewed")[3]), 20.0, "time left as this observer judges it")
+	assert.LessOrEqual(t, seconds(t, rowOf(rows, "skewed")[4]), 20.0, "time left as this observer judges it")
 
 	// The cluster goes away: the page stops claiming "live", says since
 	// when the cluster is unreachable and as of when the data is current.
