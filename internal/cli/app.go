@@ -45,6 +45,7 @@ func commands() []*ucli.Command {
 		resignCommand(),
 		runCommand(),
 		leaderCommand(),
+		observeCommand(),
 		describeCommand(),
 		recordsCommand(),
 		tableCommand(),

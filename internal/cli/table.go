@@ -64,6 +64,8 @@ func tableCommand() *ucli.Command {
 		Flags: []ucli.Flag{
 			&ucli.BoolFlag{Name: "watch", Aliases: []string{"w"},
 				Usage: "keep the table live until interrupted: redrawn on a terminal, one JSON line per change otherwise"},
+			&ucli.BoolFlag{Name: "changes",
+				Usage: "with --watch: show a row only when the role's holder changes (a new holder or token, or none), not on renewals or candidates"},
 			&ucli.DurationFlag{Name: "timeout", Value: DefaultTableTimeout,
 				Usage: "give up when the view has not caught up with the topic within `D` (0: wait as long as it takes)"},
 		},
@@ -120,20 +122,24 @@ func runTable(c *ucli.Context) error {
 	ctx, cancel := context.WithCancel(c.Context)
 	defer cancel()
 	st := server.Follow(ctx, lv.View, time.Now, roles...)
+	rowsC := st.C
+	if c.Bool("changes") {
+		rowsC = holderChanges(st.C)
+	}
 	if outputFormat(c) == FormatTable && isTerminal(stdout(c)) {
-		err = watchTerminal(stdout(c), st, roles, lv.cfg.Topic, time.Now, lv.Health, redrawEvery)
+		err = watchTerminal(stdout(c), rowsC, roles, lv.cfg.Topic, time.Now, lv.Health, redrawEvery)
 	} else {
 		noted := make(chan struct{})
 		go func() {
 			defer close(noted)
 			noteHealth(ctx, stderr(c), lv.Health, redrawEvery)
 		}()
-		err = watchLines(stdout(c), st)
+		err = watchLines(stdout(c), rowsC)
 		cancel()
 		<-noted
 	}
 	cancel()
-	for range st.C { // after a failed write: wait for the stream's end
+	for range rowsC { // after a failed write: wait for the stream's end
 	}
 	if err != nil {
 		return err
@@ -231,8 +237,8 @@ func isTerminal(w io.Writer) bool {
 
 // watchLines prints each row of the stream as one line of JSON, until the
 // stream ends or a write fails.
-func watchLines(w io.Writer, st *server.Stream) error {
-	for rows := range st.C {
+func watchLines(w io.Writer, c <-chan []server.Row) error {
+	for rows := range c {
 		for _, r := range rows {
 			if err := writeJSON(w, r); err != nil {
 				return err
@@ -251,7 +257,7 @@ const redrawEvery = time.Second
 // fails, with a line about the view's health when it is not healthy.
 // Roles that lose their last record leave the table, unless named in
 // roles.
-func watchTerminal(w io.Writer, st *server.Stream, roles []codec.Role, topic string, now func() time.Time, health func() view.Health, every time.Duration) error {
+func watchTerminal(w io.Writer, st <-chan []server.Row, roles []codec.Role, topic string, now func() time.Time, health func() view.Health, every time.Duration) error {
 	named := map[codec.Role]bool{}
 	for _, r := range roles {
 		named[r] = true
@@ -262,7 +268,7 @@ func watchTerminal(w io.Writer, st *server.Stream, roles []codec.Role, topic str
 	defer tick.Stop()
 	for {
 		select {
-		case rows, ok := <-st.C:
+		case rows, ok := <-st:
 			if !ok {
 				return nil
 			}

@@ -300,7 +300,7 @@ func TestWatchTerminal(t *testing.T) {
 		}
 		return view.Health{Healthy: true}
 	}
-	go func() { done <- watchTerminal(&out, st, []codec.Role{"named"}, "t.roles", now, health, time.Hour) }()
+	go func() { done <- watchTerminal(&out, st.C, []codec.Role{"named"}, "t.roles", now, health, time.Hour) }()
 
 	lease := &server.Holder{Member: "m1", Token: codec.Token{ProducerID: 7, Epoch: 1}, GrantedAt: 990_000, Deadline: 1_030_000, Ends: time.UnixMilli(1_030_000)}
 	ch <- []server.Row{
