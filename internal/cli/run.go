@@ -513,6 +513,9 @@ func (s *runSession) onEvent(e processor.Event) {
 				cause = "fenced: " + e.Err.Error()
 			}
 			s.lines.printf("revoked %s (token %s): %s", e.Role, e.Token, cause)
+		case processor.ReasonDeregistered:
+			s.lines.printf("revoked %s (token %s): this member's registration was removed (krole resign); "+
+				"released the role to the next candidate, joining again at the back", e.Role, e.Token)
 		case processor.ReasonLeaseLost:
 			s.lines.printf("revoked %s (token %s): lease lost: no renewal succeeded in time", e.Role, e.Token)
 		default:
