@@ -29,7 +29,7 @@ func resignCommand() *ucli.Command {
 		Flags: []ucli.Flag{memberFlag(),
 			&ucli.DurationFlag{Name: "wait", Value: 5 * time.Second,
 				Usage: "how long to wait for a holding M to release the role, `D` (0: do not wait)"}},
-		Action:    runResign,
+		Action: runResign,
 	}
 }
 
