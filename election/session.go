@@ -82,6 +82,9 @@ type Session struct {
 	onReady func()
 	onFatal func(*ViewError)
 
+	vt *values  // the values the member registers with
+	tr *tracker // the member's events, for the Elections
+
 	mu      sync.Mutex
 	started bool // Run was called, or Close
 }
@@ -130,11 +133,19 @@ func New(cfg Config) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := processor.New(valueTransport{t, cfg.Value}, v, cfg.Member, cfg.Roles, processor.Options{
+	vals := &values{def: cfg.Value}
+	tr := newTracker()
+	onEvent := func(e processor.Event) {
+		tr.note(e)
+		if cfg.OnEvent != nil {
+			cfg.OnEvent(e)
+		}
+	}
+	m, err := processor.New(valueTransport{t, vals}, v, cfg.Member, cfg.Roles, processor.Options{
 		Settings:   s,
 		Logger:     cfg.Logger,
 		Registerer: cfg.Registerer,
-		OnEvent:    cfg.OnEvent,
+		OnEvent:    onEvent,
 	})
 	if err != nil {
 		_ = t.Close()
@@ -153,19 +164,19 @@ func New(cfg Config) (*Session, error) {
 				"challenges of that partition's roles wait until it ends", "broker", err.Error())
 		}
 	}
-	return &Session{t: t, v: v, vr: v, m: m, log: log, onReady: cfg.OnReady, onFatal: cfg.OnFatal}, nil
+	return &Session{t: t, v: v, vr: v, m: m, log: log, onReady: cfg.OnReady, onFatal: cfg.OnFatal, vt: vals, tr: tr}, nil
 }
 
 // valueTransport registers the member with its value; every other call
 // (and fencing.TxnTimeouter) is the broker transport's own.
 type valueTransport struct {
 	*fencing.BrokerTransport
-	value string
+	values *values
 }
 
-// Register implements fencing.Transport with the session's value.
+// Register implements fencing.Transport with the session's value for role.
 func (t valueTransport) Register(ctx context.Context, role codec.Role, member codec.MemberID) (int64, error) {
-	return t.RegisterValue(ctx, role, member, t.value)
+	return t.RegisterValue(ctx, role, member, t.values.get(role))
 }
 
 // viewRunner is what Run needs of the view to run it: *view.View.
@@ -195,6 +206,7 @@ func (s *Session) Run(ctx context.Context, work processor.Work) error {
 	s.started = true
 	s.mu.Unlock()
 	defer s.closeTransport()
+	defer s.tr.end()
 
 	// The member's ctx ends with Run's, or when the view fails. The view's
 	// ends only after the member has left, so that the member's lookups
@@ -290,6 +302,7 @@ func (s *Session) Close() error {
 	if started {
 		return nil
 	}
+	s.tr.end()
 	return s.t.Close()
 }
 
