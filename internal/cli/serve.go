@@ -67,7 +67,8 @@ func runServe(c *ucli.Context) error {
 	if _, err := checkListen(c, listen, false); err != nil {
 		return err
 	}
-	if _, err := configFrom(c); err != nil {
+	cfg, err := configFrom(c)
+	if err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", listen)
@@ -78,6 +79,14 @@ func runServe(c *ucli.Context) error {
 		return fmt.Errorf("cannot listen on %s: %w", listen, err)
 	}
 	defer ln.Close()
+	// A cluster that does not answer at the start is an error before
+	// "listening:", not after it; once serving, the page and /healthz
+	// say when the cluster goes away.
+	probe, err := dialTransport(cfg)
+	if err != nil {
+		return err
+	}
+	_ = probe.Close()
 
 	lv, err := startView(c, c.String("state-dir"))
 	if err != nil {
