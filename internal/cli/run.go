@@ -63,7 +63,10 @@ func runCommand() *ucli.Command {
 			"in time), krole sends CMD's process group SIGTERM, then SIGKILL after\n" +
 			"--kill-timeout, and campaigns again. When CMD exits by itself, krole resigns\n" +
 			"the role and exits with CMD's exit code. On SIGINT or SIGTERM, krole stops CMD,\n" +
-			"resigns (the next candidate takes over at once) and exits 0. If krole is\n" +
+			"resigns (the next candidate takes over at once) and exits 0. A second SIGINT or\n" +
+			"SIGTERM while it stops (CMD slow to exit within --kill-timeout, say) ends krole\n" +
+			"at once, with a line saying so, without resigning: exit 130 (143 for SIGTERM).\n" +
+			"If krole is\n" +
 			"killed, CMD is killed with it (on Linux: a parent-death signal kills CMD, and a\n" +
 			"small watchdog process SIGTERMs, then SIGKILLs, the rest of CMD's process\n" +
 			"group) and the role passes on when the lease ends.\n\n" +
