@@ -76,10 +76,11 @@ func (e *Election) Campaign(ctx context.Context, value string) (Holding, error) 
 	if err := codec.CheckValue(value); err != nil {
 		return Holding{}, fmt.Errorf("election: %w", err)
 	}
-	if e.s.vt.set(e.role, value) {
-		if _, err := e.s.t.RegisterValue(ctx, e.role, e.s.m.ID(), value); err != nil {
-			return Holding{}, err
-		}
+	if err := e.s.vt.change(e.role, value, func() error {
+		_, err := e.s.t.RegisterValue(ctx, e.role, e.s.m.ID(), value)
+		return err
+	}); err != nil {
+		return Holding{}, err
 	}
 	for {
 		tok, held, changed, done := e.s.tr.holding(e.role)
@@ -240,9 +241,32 @@ func (t *tracker) holder(role codec.Role) (*codec.Lease, bool, <-chan struct{}, 
 
 // values are the values a session registers with, per role.
 type values struct {
+	// reg is held across each registration's append, the member's and
+	// Campaign's, so that the last one appended carries the latest value.
+	reg sync.Mutex
+
 	mu  sync.Mutex
 	def string
 	by  map[codec.Role]string
+}
+
+// register appends a registration of role with its current value,
+// through write, under v.reg.
+func (v *values) register(role codec.Role, write func(value string) (int64, error)) (int64, error) {
+	v.reg.Lock()
+	defer v.reg.Unlock()
+	return write(v.get(role))
+}
+
+// change makes value role's and, when it changed, registers with it
+// through write, under v.reg.
+func (v *values) change(role codec.Role, value string, write func() error) error {
+	v.reg.Lock()
+	defer v.reg.Unlock()
+	if !v.set(role, value) {
+		return nil
+	}
+	return write()
 }
 
 func (v *values) get(role codec.Role) string {

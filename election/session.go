@@ -176,7 +176,7 @@ type valueTransport struct {
 
 // Register implements fencing.Transport with the session's value for role.
 func (t valueTransport) Register(ctx context.Context, role codec.Role, member codec.MemberID) (int64, error) {
-	return t.RegisterValue(ctx, role, member, t.values.get(role))
+	return t.values.register(role, func(value string) (int64, error) { return t.RegisterValue(ctx, role, member, value) })
 }
 
 // viewRunner is what Run needs of the view to run it: *view.View.
