@@ -13,9 +13,16 @@ import (
 
 func main() {
 	// The first SIGINT or SIGTERM cancels ctx, so a running command stops
-	// cleanly; after that, the default handling is back, and a second
-	// Ctrl-C kills the process.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	go func() { <-ctx.Done(); stop() }()
+	// cleanly; a second one ends the process at once, after a line that
+	// says what it skips.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-sigs
+		cancel()
+		sig, _ := (<-sigs).(syscall.Signal)
+		os.Exit(cli.SecondInterrupt(os.Stderr, os.Args[1:], sig))
+	}()
 	os.Exit(cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"os"
@@ -24,7 +25,8 @@ func TestNewRoleRules(t *testing.T) {
 		strings.Repeat("r", 129): "it has 129",
 		"a/b":                    `'/' at byte 1`,
 		"node:1":                 `':' at byte 4`,
-		"ü":                      "at byte 0",
+		"ü":                      "'ü' at byte 0",
+		"aé":                     "'é' at byte 1",
 		"with space":             "' ' at byte 4",
 	} {
 		_, err := NewRole(in)
@@ -187,7 +189,8 @@ func TestGokaCodecs(t *testing.T) {
 
 // TestGolden pins the bytes of every record kind. Rewrite with
 // `go test ./codec -run TestGolden -update` only for a deliberate change of
-// format, together with a new Version.
+// format: one that older readers cannot read needs a new Version; an
+// optional field they ignore (as "value" is) does not.
 func TestGolden(t *testing.T) {
 	tok := Token{ProducerID: 4242, Epoch: 7}
 	cases := []struct {
@@ -198,6 +201,8 @@ func TestGolden(t *testing.T) {
 		{"registration", RegistrationKey("controller", "node-1"), Record{Registration: &Registration{Member: "node-1", RegisteredAt: 1_700_000_000_000}}},
 		{"lease", LeaseKey("controller"), Record{Lease: &Lease{Member: "node-1", Token: tok, GrantedAt: 1_700_000_000_000, Deadline: 1_700_000_030_000}}},
 		{"tombstone", RegistrationKey("controller", "node-1"), Record{}},
+		{"registration-value", RegistrationKey("controller", "node-1"),
+			Record{Registration: &Registration{Member: "node-1", RegisteredAt: 1_700_000_000_000, Value: "10.0.0.7:8080"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -285,4 +290,50 @@ func TestNewerVersionOfAnotherShape(t *testing.T) {
 	_, err := DecodeRecord([]byte(`{"v":3,"member":{"id":7},"kind":["x"]}`))
 	require.True(t, errors.As(err, &uv), "a future shape is an unknown version, not garbage: %v", err)
 	assert.Equal(t, 3, uv.Version)
+}
+
+// TestValueLimit: a registration's value is checked on the way out and on
+// the way in, with an error that names the limit.
+func TestValueLimit(t *testing.T) {
+	at := int64(1_700_000_000_000)
+	ok := strings.Repeat("a", MaxValueLen)
+	_, err := EncodeRecord(Record{Registration: &Registration{Member: "n", RegisteredAt: at, Value: ok}})
+	require.NoError(t, err)
+
+	long := ok + "b"
+	_, err = EncodeRecord(Record{Registration: &Registration{Member: "n", RegisteredAt: at, Value: long}})
+	var inv *InvalidError
+	require.ErrorAs(t, err, &inv)
+	assert.Equal(t, "value", inv.What)
+	assert.Contains(t, err.Error(), "257 bytes, more than the 256")
+	assert.ErrorIs(t, CheckValue("\xff"), ErrInvalid)
+
+	// A reader refuses an oversized value as malformed rather than keep it.
+	_, err = DecodeRecord([]byte(`{"v":1,"kind":"registration","member":"n","registered_at":1,"value":"` + long + `"}`))
+	assert.ErrorIs(t, err, ErrMalformed)
+	// A lease carries no value.
+	_, err = DecodeRecord([]byte(`{"v":1,"kind":"lease","member":"n","producer_id":1,"epoch":1,"granted_at":1,"deadline":2,"value":"x"}`))
+	assert.ErrorIs(t, err, ErrMalformed)
+}
+
+// TestValueReadByOlderShape: the value is an optional field of format
+// version 1, so a reader that knows only the fields before it (the wire
+// shape krole wrote before values existed, copied here) reads a
+// registration with a value as the registration, ignoring the value; and
+// a registration without one encodes byte for byte as before.
+func TestValueReadByOlderShape(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "codec", "registration-value.golden"))
+	require.NoError(t, err)
+	_, v, _ := strings.Cut(string(b), "\n")
+	var old struct {
+		V            int      `json:"v"`
+		Kind         string   `json:"kind"`
+		Member       MemberID `json:"member"`
+		RegisteredAt *int64   `json:"registered_at,omitempty"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(v), &old))
+	assert.Equal(t, Version, old.V)
+	assert.Equal(t, "registration", old.Kind)
+	assert.Equal(t, MemberID("node-1"), old.Member)
+	require.NotNil(t, old.RegisteredAt)
 }

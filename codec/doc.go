@@ -35,6 +35,18 @@
 //	{"v":1,"kind":"registration","member":"node-1","registered_at":1700000000000}
 //	{"v":1,"kind":"lease","member":"node-1","producer_id":4242,"epoch":7,"granted_at":1700000000000,"deadline":1700000030000}
 //
+// A registration may carry the candidate's value, an opaque string of at
+// most [MaxValueLen] bytes of UTF-8 (often the candidate's address, for
+// clients to find the holder); [CheckValue] checks it, and a registration
+// without one has no "value" field:
+//
+//	{"v":1,"kind":"registration","member":"node-1","registered_at":1700000000000,"value":"10.0.0.7:8080"}
+//
+// The value is an optional field of version 1, not a new version: readers
+// ignore fields they do not know, so a reader older than values reads a
+// registration with a value as the registration, without its value (checked
+// against the released decoder; TestValueReadByOlderShape keeps the shape).
+//
 // A value whose version is newer than [Version] decodes to an
 // [*UnknownVersionError], never a panic, so an older reader skips a newer
 // writer's record and counts it. Times are Unix milliseconds.

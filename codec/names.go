@@ -3,6 +3,7 @@ package codec
 import (
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 )
 
 // MaxNameLen is the longest role name or member id, in bytes.
@@ -62,11 +63,13 @@ func checkName(what, rule, s string, ok func(byte) bool) error {
 	case len(s) == 0:
 		return &InvalidError{What: what, Value: s, Rule: rule + ": it is empty"}
 	case len(s) > MaxNameLen:
-		return &InvalidError{What: what, Value: s[:16] + "...", Rule: rule + ": it has " + strconv.Itoa(len(s))}
+		return &InvalidError{What: what, Value: clipName(s), Rule: rule + ": it has " + strconv.Itoa(len(s))}
 	}
 	for i := 0; i < len(s); i++ {
 		if !ok(s[i]) {
-			return &InvalidError{What: what, Value: s, Rule: fmt.Sprintf("%s: %q at byte %d is not allowed", rule, s[i], i)}
+			// Name the character, not its first byte: "é", not "Ã".
+			r, _ := utf8.DecodeRuneInString(s[i:])
+			return &InvalidError{What: what, Value: s, Rule: fmt.Sprintf("%s: %q at byte %d is not allowed", rule, r, i)}
 		}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Version is the value format version this package writes, and the newest
@@ -108,8 +109,34 @@ func DecodeKey(b []byte) (Key, error) {
 
 // Registration says that Member is a candidate for the role of its key.
 type Registration struct {
-	Member       MemberID `json:"member"`        // the candidate; the same as in the record's key
-	RegisteredAt int64    `json:"registered_at"` // Unix ms, the registering member's wall clock; informative only (rank is by offset)
+	Member       MemberID `json:"member"`          // the candidate; the same as in the record's key
+	RegisteredAt int64    `json:"registered_at"`   // Unix ms, the registering member's wall clock; informative only (rank is by offset)
+	Value        string   `json:"value,omitempty"` // the candidate's opaque value (often its address), at most MaxValueLen bytes; "" for none
+}
+
+// MaxValueLen is the longest value a registration carries, in bytes.
+const MaxValueLen = 256
+
+// CheckValue reports whether v fits in a registration: at most
+// [MaxValueLen] bytes of valid UTF-8. The error is an [*InvalidError] with
+// What "value".
+func CheckValue(v string) error {
+	switch {
+	case len(v) > MaxValueLen:
+		return &InvalidError{What: "value", Value: clipName(v),
+			Rule: fmt.Sprintf("%d bytes, more than the %d a registration carries", len(v), MaxValueLen)}
+	case !utf8.ValidString(v):
+		return &InvalidError{What: "value", Value: clipName(v), Rule: "not valid UTF-8"}
+	}
+	return nil
+}
+
+// Validate checks the registration's member and value.
+func (g Registration) Validate() error {
+	if err := g.Member.Validate(); err != nil {
+		return err
+	}
+	return CheckValue(g.Value)
 }
 
 // Lease says that Member holds the role of its key under Token from
@@ -194,6 +221,7 @@ type wire struct {
 	RegisteredAt *int64   `json:"registered_at,omitempty"`
 	GrantedAt    *int64   `json:"granted_at,omitempty"`
 	Deadline     *int64   `json:"deadline,omitempty"`
+	Value        string   `json:"value,omitempty"`
 }
 
 // EncodeRecord returns the value bytes of r; a tombstone encodes to nil.
@@ -205,10 +233,10 @@ func EncodeRecord(r Record) ([]byte, error) {
 		return nil, &InvalidError{What: "record", Value: "registration+lease", Rule: "a record is one kind, not both"}
 	case r.Registration != nil:
 		g := *r.Registration
-		if err := g.Member.Validate(); err != nil {
+		if err := g.Validate(); err != nil {
 			return nil, err
 		}
-		w = wire{V: Version, Kind: "registration", Member: g.Member, RegisteredAt: &g.RegisteredAt}
+		w = wire{V: Version, Kind: "registration", Member: g.Member, RegisteredAt: &g.RegisteredAt, Value: g.Value}
 	case r.Lease != nil:
 		l := *r.Lease
 		if err := l.Validate(); err != nil {
@@ -259,8 +287,14 @@ func DecodeRecord(b []byte) (Record, error) {
 		if w.RegisteredAt == nil {
 			return Record{}, fmt.Errorf("%w: registration has no registered_at", ErrMalformed)
 		}
-		return Record{Registration: &Registration{Member: w.Member, RegisteredAt: *w.RegisteredAt}}, nil
+		if err := CheckValue(w.Value); err != nil {
+			return Record{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		return Record{Registration: &Registration{Member: w.Member, RegisteredAt: *w.RegisteredAt, Value: w.Value}}, nil
 	case "lease":
+		if w.Value != "" {
+			return Record{}, fmt.Errorf("%w: a lease carries no value", ErrMalformed)
+		}
 		if w.ProducerID == nil || w.Epoch == nil || w.GrantedAt == nil || w.Deadline == nil {
 			return Record{}, fmt.Errorf("%w: lease lacks producer_id, epoch, granted_at or deadline", ErrMalformed)
 		}
@@ -300,6 +334,19 @@ func Partition(role Role, n int32) int32 {
 	h := fnv.New32a()
 	h.Write([]byte(role))
 	return int32(h.Sum32() % uint32(n))
+}
+
+// clipName cuts an input for an InvalidError's Value: its first 16 bytes
+// (never mid-character) and "...".
+func clipName(s string) string {
+	if len(s) <= 16 {
+		return s
+	}
+	n := 16
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 func clip(s string) string {

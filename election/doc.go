@@ -52,6 +52,16 @@
 // Only the transport that minted a token can write under it, which is
 // why the work writes through the Session's.
 //
+// # The etcd-shaped calls
+//
+// [Session.Election] gives one role the calls of etcd's
+// concurrency.Election: [Election.Campaign] (blocks until this member
+// holds the role; returns the [Holding] and its token), [Election.Resign]
+// (hands over now), [Election.Leader] (the live holder and its value) and
+// [Election.Observe] (a channel of holder changes). The member stays the
+// engine: it campaigns from Run on, and Campaign waits for it; a value
+// (Config.Value, or Campaign's) rides in the member's registrations.
+//
 // The guarantees are those of packages processor and fencing: the
 // broker's fence on the role's transactional id, never clocks. A Session
 // adds no guarantee of its own; it wires the parts the way they are

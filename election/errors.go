@@ -9,6 +9,18 @@ import (
 // after [Session.Close]: a Session runs once.
 var ErrAlreadyRun = errors.New("election: the session has already been run")
 
+// ErrUnknownRole is returned by [Session.Election] for a role that is not
+// one of Config.Roles.
+var ErrUnknownRole = errors.New("election: not a role of this session")
+
+// ErrNoLeader is returned by [Election.Leader] when the role has no live
+// holder (etcd's ErrElectionNoLeader).
+var ErrNoLeader = errors.New("election: the role has no live holder")
+
+// ErrNotRunning is returned by [Election.Campaign] once [Session.Run] has
+// returned (or the session was closed): nobody campaigns any more.
+var ErrNotRunning = errors.New("election: the session is not running")
+
 // ViewError is what [Session.Run] returns when the view of the role topic
 // stopped with an error rather than because ctx ended: the member left
 // (resigning what it held) because it could no longer follow its roles.

@@ -32,6 +32,10 @@ type Config struct {
 	Member codec.MemberID
 	// Roles are the roles the member campaigns for, at least one.
 	Roles []codec.Role
+	// Value is carried in the member's registrations, for readers to find
+	// the holder by (its address, say): [view.View.Leader], `krole leader`.
+	// At most [codec.MaxValueLen] bytes of UTF-8. Default "": none.
+	Value string
 	// Settings are the timings; zero fields take their defaults, derived
 	// from LeaseDuration (default 10s; see [processor.Settings]).
 	Settings processor.Settings
@@ -78,6 +82,9 @@ type Session struct {
 	onReady func()
 	onFatal func(*ViewError)
 
+	vt *values  // the values the member registers with
+	tr *tracker // the member's events, for the Elections
+
 	mu      sync.Mutex
 	started bool // Run was called, or Close
 }
@@ -107,6 +114,9 @@ func New(cfg Config) (*Session, error) {
 	if err := cfg.Member.Validate(); err != nil {
 		return nil, fmt.Errorf("election: %w", err)
 	}
+	if err := codec.CheckValue(cfg.Value); err != nil {
+		return nil, fmt.Errorf("election: %w", err)
+	}
 	if len(cfg.Roles) == 0 {
 		return nil, errors.New("election: a session needs at least one role")
 	}
@@ -123,11 +133,19 @@ func New(cfg Config) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := processor.New(t, v, cfg.Member, cfg.Roles, processor.Options{
+	vals := &values{def: cfg.Value}
+	tr := newTracker()
+	onEvent := func(e processor.Event) {
+		tr.note(e)
+		if cfg.OnEvent != nil {
+			cfg.OnEvent(e)
+		}
+	}
+	m, err := processor.New(valueTransport{t, vals}, v, cfg.Member, cfg.Roles, processor.Options{
 		Settings:   s,
 		Logger:     cfg.Logger,
 		Registerer: cfg.Registerer,
-		OnEvent:    cfg.OnEvent,
+		OnEvent:    onEvent,
 	})
 	if err != nil {
 		_ = t.Close()
@@ -146,7 +164,19 @@ func New(cfg Config) (*Session, error) {
 				"challenges of that partition's roles wait until it ends", "broker", err.Error())
 		}
 	}
-	return &Session{t: t, v: v, vr: v, m: m, log: log, onReady: cfg.OnReady, onFatal: cfg.OnFatal}, nil
+	return &Session{t: t, v: v, vr: v, m: m, log: log, onReady: cfg.OnReady, onFatal: cfg.OnFatal, vt: vals, tr: tr}, nil
+}
+
+// valueTransport registers the member with its value; every other call
+// (and fencing.TxnTimeouter) is the broker transport's own.
+type valueTransport struct {
+	*fencing.BrokerTransport
+	values *values
+}
+
+// Register implements fencing.Transport with the session's value for role.
+func (t valueTransport) Register(ctx context.Context, role codec.Role, member codec.MemberID) (int64, error) {
+	return t.values.register(role, func(value string) (int64, error) { return t.RegisterValue(ctx, role, member, value) })
 }
 
 // viewRunner is what Run needs of the view to run it: *view.View.
@@ -176,6 +206,7 @@ func (s *Session) Run(ctx context.Context, work processor.Work) error {
 	s.started = true
 	s.mu.Unlock()
 	defer s.closeTransport()
+	defer s.tr.end()
 
 	// The member's ctx ends with Run's, or when the view fails. The view's
 	// ends only after the member has left, so that the member's lookups
@@ -271,6 +302,7 @@ func (s *Session) Close() error {
 	if started {
 		return nil
 	}
+	s.tr.end()
 	return s.t.Close()
 }
 

@@ -239,10 +239,18 @@ func (t *BrokerTransport) Describe(ctx context.Context, role codec.Role) (_ code
 // acks=all. A retry after a lost connection may append the registration
 // twice; the later copy is the one that ranks, as for any re-registration.
 func (t *BrokerTransport) Register(ctx context.Context, role codec.Role, member codec.MemberID) (int64, error) {
-	if err := errors.Join(role.Validate(), member.Validate()); err != nil {
+	return t.RegisterValue(ctx, role, member, "")
+}
+
+// RegisterValue is [BrokerTransport.Register] with the candidate's value
+// in the registration (see [codec.Registration]); "" registers none. A
+// value that [codec.CheckValue] refuses returns an error matching
+// [codec.ErrInvalid], before anything is sent.
+func (t *BrokerTransport) RegisterValue(ctx context.Context, role codec.Role, member codec.MemberID, value string) (int64, error) {
+	if err := errors.Join(role.Validate(), member.Validate(), codec.CheckValue(value)); err != nil {
 		return -1, &Error{Kind: ErrProducer, Role: role, Err: err}
 	}
-	val, err := codec.EncodeRecord(codec.Record{Registration: &codec.Registration{Member: member, RegisteredAt: time.Now().UnixMilli()}})
+	val, err := codec.EncodeRecord(codec.Record{Registration: &codec.Registration{Member: member, RegisteredAt: time.Now().UnixMilli(), Value: value}})
 	if err != nil {
 		return -1, &Error{Kind: ErrProducer, Role: role, Err: err}
 	}

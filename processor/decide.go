@@ -218,7 +218,10 @@ const maxConfirmGap = 5 * time.Second
 //  2. A holder stops (DoStepDown, lease lost) once RenewDeadline has passed
 //     since its last successful write began, on its local clock. It stops
 //     (DoStepDown, fenced) when the view shows a lease under a newer epoch
-//     of its token. It renews every RenewInterval (or at the retry time
+//     of its token. It hands the role over (DoResign, deregistered) when
+//     the view shows its registration removed by someone else (records
+//     newer than it, not it), and registers again by rule 4 after. It
+//     renews every RenewInterval (or at the retry time
 //     after a failure), and otherwise waits.
 //  3. After a failed call it waits for its retry time; after its work
 //     failed it waits for the campaign backoff.
@@ -269,6 +272,10 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 		if st.Lease != nil && st.Lease.Token.Newer(h.Token) {
 			return Action{Kind: DoStepDown, Revoke: ReasonFenced,
 				Reason: fmt.Sprintf("the view shows %s holding under newer token %s (ours %s)", st.Lease.Member, st.Lease.Token, h.Token)}
+		}
+		if status, _, why := l.registration(st, me, now, s); status == regMissing && l.registered >= 0 {
+			return Action{Kind: DoResign, Revoke: ReasonDeregistered,
+				Reason: "holding, but our registration was removed (" + why + "): handing over"}
 		}
 		next := l.renewedAt.Add(s.RenewInterval)
 		if l.retryAt.After(next) {

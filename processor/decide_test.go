@@ -59,6 +59,12 @@ func TestDecide(t *testing.T) {
 		why     Reason
 	}
 	cases := []tc{
+		{name: "holder whose registration someone removed hands over",
+			st: state(role, leaseOf("me", tok1, t0, 10*sec), 4, "x", 5), l: holder(tok1, t0),
+			now: t0.Add(sec), want: DoResign, why: ReasonDeregistered},
+		{name: "holder whose registration is in the view renews",
+			st: state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 0, "x", 5), l: holder(tok1, t0),
+			now: t0.Add(3 * sec), want: DoRenew},
 		{name: "first election: not registered", st: state(role, nil, 0), l: NewLocal(), now: t0, want: DoRegister},
 		{name: "first election: sole candidate confirms before it challenges", st: state(role, nil, 0, "me", 0), l: local(0), now: t0,
 			open: unconfirmed, want: DoConfirm},

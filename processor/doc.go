@@ -49,7 +49,11 @@
 // in their turn and the member whose lease expired, so dead registrations
 // delay one succession by a Stagger each and then are gone. A live member
 // that was pruned sees that it is no longer a candidate and registers
-// again, at the back.
+// again, at the back. A holder whose registration someone else removed
+// (`krole resign --member`, a tombstone on its key) hands the role over
+// first, as Resign does (Revoked with ReasonDeregistered, the release
+// written at once), then registers again at the back: an operator's way
+// to make a live holder step down.
 //
 // A member that was fenced (its renewal refused) or lost a challenge race
 // (its lease write after AcquireEpoch refused) does not challenge that

@@ -40,6 +40,12 @@ const (
 	// under that token, the member may challenge again at once: that
 	// fences only its former self.
 	ReasonTokenRetired Reason = "token retired"
+	// ReasonDeregistered: while the member held the role, its
+	// registration was removed by someone else (`krole resign --member`,
+	// a tombstone on its key): it handed the role over as [Member.Resign]
+	// does (a release, at once), and registers again at the back, as a
+	// pruned member does.
+	ReasonDeregistered Reason = "deregistered"
 )
 
 // EventKind is the kind of an [Event].

@@ -36,6 +36,10 @@ type Candidate struct {
 	// Offset, never by this clock.
 	RegisteredAt int64 `json:"registered_at"`
 
+	// Value is the value the member registered with (see
+	// [codec.Registration]); "" for none.
+	Value string `json:"value,omitempty"`
+
 	// Rank is the candidate's place among the role's candidates, 0 first.
 	// The view's lookups and Fold fill it in; it is not stored.
 	Rank int `json:"rank"`
@@ -75,6 +79,18 @@ func (s State) Holder(nowMS int64) (codec.Lease, bool) {
 		return codec.Lease{}, false
 	}
 	return *s.Lease, true
+}
+
+// Value returns the value member registered with and whether member is a
+// candidate. The holder's value is Value(lease.Member): a holder that is
+// no longer a candidate (it resigned, or was deregistered) has none.
+func (s State) Value(member codec.MemberID) (string, bool) {
+	for _, c := range s.Candidates {
+		if c.Member == member {
+			return c.Value, true
+		}
+	}
+	return "", false
 }
 
 // Rank returns member's rank among the candidates, or -1 when it is not a
@@ -119,7 +135,7 @@ func Fold(role codec.Role, records []Record) State {
 			}
 		case codec.KindRegistration:
 			if g := r.Record.Registration; g != nil {
-				regs[r.Key.Member] = Candidate{Member: r.Key.Member, Offset: r.Offset, RegisteredAt: g.RegisteredAt}
+				regs[r.Key.Member] = Candidate{Member: r.Key.Member, Offset: r.Offset, RegisteredAt: g.RegisteredAt, Value: g.Value}
 			} else if r.Record.Tombstone() {
 				delete(regs, r.Key.Member)
 			}

@@ -1,7 +1,8 @@
 // Package view materializes the role topic into a local table with a goka
 // View: for each role its latest lease and its candidates ranked by
-// registration offset, lowest first. Lookups read only the local table,
-// never the broker.
+// registration offset, lowest first, each with the value it registered
+// with ([View.Leader] gives the live holder's). Lookups read only the
+// local table, never the broker.
 //
 // # What a lookup guarantees, and what it does not
 //

@@ -129,7 +129,7 @@ func (ix *index) seed(recs []decodedRecord) {
 			e.setLease(*r.rec.Lease, r.offset)
 			e.leaseSeenAt = now
 		case r.rec.Registration != nil:
-			e.cands = append(e.cands, rolestate.Candidate{Member: r.key.Member, Offset: r.offset, RegisteredAt: r.rec.Registration.RegisteredAt})
+			e.cands = append(e.cands, rolestate.Candidate{Member: r.key.Member, Offset: r.offset, RegisteredAt: r.rec.Registration.RegisteredAt, Value: r.rec.Registration.Value})
 		}
 		if r.offset > e.lastOffset {
 			e.lastOffset = r.offset

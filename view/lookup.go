@@ -5,6 +5,7 @@ import (
 	"context"
 	"github.com/krabka/krole/rolestate"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/krabka/krole/codec"
@@ -108,4 +109,57 @@ func (v *View) Snapshot(ctx context.Context) ([]rolestate.State, error) {
 	v.index.mu.RUnlock()
 	slices.SortFunc(out, func(a, b rolestate.State) int { return cmp.Compare(a.Role, b.Role) })
 	return out, nil
+}
+
+// Leader is a role's live holder as the table believes it: its lease and
+// the value it registered with.
+type Leader struct {
+	// Lease is the holder's live lease: its member and token.
+	Lease codec.Lease `json:"lease"`
+	// Value is the value the holder registered with (see
+	// [codec.Registration]); "" when it registered none, or is no longer a
+	// candidate (it was deregistered while holding).
+	Value string `json:"value,omitempty"`
+}
+
+// Leader returns role's live holder and its value, and whether there is
+// one: a lease exists and now is before its deadline. A zero now means the
+// view's clock. Like [View.Holder], it is the table's belief, not the
+// broker's fence. It waits for the catch-up as every lookup does.
+func (v *View) Leader(ctx context.Context, role codec.Role, now time.Time) (Leader, bool, error) {
+	if err := v.await(ctx); err != nil {
+		return Leader{}, false, err
+	}
+	if now.IsZero() {
+		now = v.opts.Clock()
+	}
+	v.index.mu.RLock()
+	defer v.index.mu.RUnlock()
+	e := v.index.roles[role]
+	if e == nil || !e.hasLease || e.lease.Expired(now.UnixMilli()) {
+		return Leader{}, false, nil
+	}
+	return Leader{Lease: e.lease, Value: e.valueOf(e.lease.Member)}, true, nil
+}
+
+// valueOf returns member's registered value, "" when it is not a
+// candidate. It only reads e, so it is safe under the read lock (find may
+// build the member index; this does not).
+func (e *roleEntry) valueOf(m codec.MemberID) string {
+	if off, ok := e.byMember[m]; ok {
+		i := sort.Search(len(e.cands), func(i int) bool { return e.cands[i].Offset >= off })
+		if i < len(e.cands) && e.cands[i].Member == m {
+			return e.cands[i].Value
+		}
+		return ""
+	}
+	if e.byMember != nil {
+		return ""
+	}
+	for i := range e.cands {
+		if e.cands[i].Member == m {
+			return e.cands[i].Value
+		}
+	}
+	return ""
 }

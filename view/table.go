@@ -114,14 +114,14 @@ func (e *roleEntry) reindex() {
 // registration older than the one held for the member (a replay) is
 // ignored; a newer one moves the member to its new place (the back).
 // It reports whether the entry changed.
-func (e *roleEntry) register(m codec.MemberID, offset, registeredAt int64) bool {
+func (e *roleEntry) register(m codec.MemberID, offset int64, g codec.Registration) bool {
 	if i := e.find(m); i >= 0 {
 		if e.cands[i].Offset >= offset {
 			return false
 		}
 		e.remove(i)
 	}
-	c := rolestate.Candidate{Member: m, Offset: offset, RegisteredAt: registeredAt}
+	c := rolestate.Candidate{Member: m, Offset: offset, RegisteredAt: g.RegisteredAt, Value: g.Value}
 	n := len(e.cands)
 	if n == 0 || e.cands[n-1].Offset < offset {
 		e.cands = append(e.cands, c)
@@ -183,7 +183,7 @@ func applyTo(e *roleEntry, k codec.Key, r codec.Record, offset int64) bool {
 		}
 	case codec.KindRegistration:
 		if r.Registration != nil {
-			changed = e.register(k.Member, offset, r.Registration.RegisteredAt)
+			changed = e.register(k.Member, offset, *r.Registration)
 		} else {
 			changed = e.deregister(k.Member, offset)
 		}

@@ -45,6 +45,8 @@ func commands() []*ucli.Command {
 		resignCommand(),
 		runCommand(),
 		benchCommand(),
+		leaderCommand(),
+		observeCommand(),
 		describeCommand(),
 		recordsCommand(),
 		tableCommand(),
@@ -73,6 +75,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		}
 	}()
 	app := newApp(stdout, stderr)
+	if va, ok := versionArgs(args); ok {
+		args = va // --version is the version command, which knows -o json
+	}
 	err := app.RunContext(ctx, append([]string{app.Name}, normalizeArgs(app, args)...))
 	var ec ucli.ExitCoder
 	if errors.As(err, &ec) && strings.HasPrefix(ec.Error(), "No help topic for ") {
@@ -82,6 +87,27 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	}
 	report(stderr, err)
 	return exitCode(err)
+}
+
+// versionArgs returns the arguments of the version command, keeping -o,
+// when args ask for --version before any "--".
+func versionArgs(args []string) ([]string, bool) {
+	out, found := []string{"version"}, false
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return out, found
+		case a == "--version" || a == "-version":
+			found = true
+		case (a == "-o" || a == "--output") && i+1 < len(args):
+			out = append(out, a, args[i+1])
+			i++
+		case strings.HasPrefix(a, "-o=") || strings.HasPrefix(a, "--output="):
+			out = append(out, a)
+		}
+	}
+	return out, found
 }
 
 // newApp builds the app: a fresh one per run, since urfave/cli keeps state
@@ -140,12 +166,11 @@ func rootAction(c *ucli.Context) error {
 		}
 		return &UsageError{Err: fmt.Errorf("unknown command %q", name), Hint: hint}
 	}
-	// No command: the help, on stderr, and a usage exit (as `go` does), so
-	// that a script that forgot its command fails.
-	w := c.App.Writer
-	c.App.Writer = c.App.ErrWriter
-	defer func() { c.App.Writer = w }()
-	_ = ucli.ShowAppHelp(c)
+	// No command: a short usage on stderr, and a usage exit (as `go`
+	// does), so that a script that forgot its command fails; the whole
+	// help is for --help.
+	fmt.Fprintf(c.App.ErrWriter, "usage: %s\n\ncommands: %s\n\nsee 'krole --help' for what each does, and 'krole COMMAND --help' for its flags\n",
+		c.App.UsageText, strings.Join(commandNames(c.App.Commands), ", "))
 	return ucli.Exit("", ExitUsage)
 }
 

@@ -337,8 +337,8 @@ func (f *follower) await(what string, timeout time.Duration, ok func(rolestate.S
 	}
 }
 
-// liveHolder says whether st has a live lease (not a release).
-func liveHolder(st rolestate.State) bool { return st.Lease != nil && !st.Lease.Released() }
+// unreleased says whether st has a lease that is not a release.
+func unreleased(st rolestate.State) bool { return st.Lease != nil && !st.Lease.Released() }
 
 // runBenchSuccession runs `krole bench failover` and `krole bench handover`.
 func runBenchSuccession(c *ucli.Context, kind string) error {
@@ -398,7 +398,7 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 	var detail []map[string]float64
 	for r := range rounds {
 		if _, err := f.await("a holder", s.LeaseDuration+benchWait, func(st rolestate.State) bool {
-			return liveHolder(st) && f.members[st.Lease.Member] != nil && len(st.Candidates) >= n
+			return unreleased(st) && f.members[st.Lease.Member] != nil && len(st.Candidates) >= n
 		}, nil); err != nil {
 			return err
 		}
@@ -409,7 +409,7 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 		// written after it joined: a renewal that shows after the joins.
 		joined := f.state.LeaseOffset
 		if _, err := f.await("a renewal after the joins", s.LeaseDuration+benchWait, func(st rolestate.State) bool {
-			return liveHolder(st) && st.LeaseOffset > joined
+			return unreleased(st) && st.LeaseOffset > joined
 		}, nil); err != nil {
 			return err
 		}
@@ -435,7 +435,7 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 			return fmt.Errorf("signalling %s (pid %d): %w", holder.name, holder.child.Pid(), err)
 		}
 		at, err := f.await("a new holder", s.LeaseDuration+benchWait, func(st rolestate.State) bool {
-			return liveHolder(st) && st.Lease.Member != holder.name && st.Lease.Token.Newer(old.Token)
+			return unreleased(st) && st.Lease.Member != holder.name && st.Lease.Token.Newer(old.Token)
 		}, func(st rolestate.State) {
 			if st.Lease != nil && st.Lease.Member == holder.name && !st.Lease.Released() {
 				last, lastSeen = *st.Lease, st.LeaseSeenAt

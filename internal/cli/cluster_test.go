@@ -163,6 +163,12 @@ func TestInit(t *testing.T) {
 	assert.Equal(t, fmt.Sprintf("topic %s ready: cleanup.policy=compact, 2 partitions, replication factor 1 (existed; left as it is)\n"+
 		"  settings: segment.ms=3600000, min.compaction.lag.ms=600000, delete.retention.ms=604800000\n", topic), r.Stdout)
 
+	// Another partition count on an existing topic: said, not silently ignored.
+	r = run(t, "init", "--partitions", "6", "--brokers", strings.Join(c.Config.Brokers, ","), "--topic", topic)
+	requireOK(t, r)
+	assert.Contains(t, r.Stderr, fmt.Sprintf("krole: warning: topic %s exists with 2 partitions; --partitions 6 is ignored: ", topic))
+	assert.Contains(t, r.Stdout, "2 partitions")
+
 	other := c.Config.Topic + ".init2"
 	r = run(t, "init", "--brokers", strings.Join(c.Config.Brokers, ","), "--topic", other, "--rf", "1", "--delete-retention", "720h")
 	requireOK(t, r)

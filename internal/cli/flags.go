@@ -113,7 +113,7 @@ func configFrom(c *ucli.Context) (fencing.Config, error) {
 	if cfg.Topic == "" {
 		return cfg, &UsageError{Err: errors.New("--topic must not be empty")}
 	}
-	return cfg, nil
+	return cfg, checkConnection(cfg)
 }
 
 // roleArg returns the command's one argument, ROLE, validated. A missing

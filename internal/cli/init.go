@@ -169,6 +169,13 @@ func runInit(c *ucli.Context) error {
 		return fmt.Errorf("topic %s exists with cleanup.policy=%s; krole needs cleanup.policy=compact (alter the topic, or choose another with --topic)",
 			cfg.Topic, res.CleanupPolicy)
 	}
+	if !res.Created && c.IsSet("partitions") && parts != res.Partitions {
+		// The partition of a role is its name's hash modulo the count:
+		// changing the count would move roles, and krole never does.
+		fmt.Fprintf(stderr(c), "krole: warning: topic %s exists with %d partitions; --partitions %d is ignored: "+
+			"a role's partition is its name's hash modulo the count, so adding partitions would move roles away from their records "+
+			"(to change it, create a new topic with --topic and move the members to it)\n", cfg.Topic, res.Partitions, parts)
+	}
 	if del {
 		fmt.Fprintf(stderr(c), "krole: warning: topic %s has cleanup.policy=%s: retention will delete the registrations of long-lived members; use compact alone\n",
 			cfg.Topic, res.CleanupPolicy)

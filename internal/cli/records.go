@@ -41,6 +41,7 @@ type recordJSON struct {
 	Member       string       `json:"member,omitempty"`
 	Tombstone    bool         `json:"tombstone,omitempty"`
 	RegisteredAt *int64       `json:"registered_at,omitempty"`
+	Value        string       `json:"value,omitempty"` // a registration's value, when it has one
 	Token        *codec.Token `json:"token,omitempty"`
 	GrantedAt    *int64       `json:"granted_at,omitempty"`
 	Deadline     *int64       `json:"deadline,omitempty"`
@@ -51,7 +52,7 @@ func toJSON(r fencing.RoleRecord) recordJSON {
 	switch {
 	case r.Record.Registration != nil:
 		g := r.Record.Registration
-		j.Member, j.RegisteredAt = string(g.Member), &g.RegisteredAt
+		j.Member, j.RegisteredAt, j.Value = string(g.Member), &g.RegisteredAt, g.Value
 	case r.Record.Lease != nil:
 		l := r.Record.Lease
 		j.Member, j.Token, j.GrantedAt, j.Deadline = string(l.Member), &l.Token, &l.GrantedAt, &l.Deadline

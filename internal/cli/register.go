@@ -10,13 +10,13 @@ func registerCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "register",
 		Usage:     "make a member a candidate for a role, at the back of the queue",
-		UsageText: "krole register ROLE --member M",
+		UsageText: "krole register ROLE --member M [--value V]",
 		Description: "Appends M's registration for ROLE to the role topic. Its offset is M's join\n" +
 			"sequence: candidates rank by it, lowest first. Registering again moves M to the\n" +
 			"back. register only queues M: holding the role takes a running member (see\n" +
 			"package processor), which challenges when its turn comes.",
 		ArgsUsage: "ROLE",
-		Flags:     []ucli.Flag{memberFlag()},
+		Flags:     []ucli.Flag{memberFlag(), valueFlag()},
 		Action:    runRegister,
 	}
 }
@@ -26,6 +26,7 @@ type registerResult struct {
 	Role   string `json:"role"`
 	Member string `json:"member"`
 	Offset int64  `json:"offset"`
+	Value  string `json:"value,omitempty"`
 }
 
 func runRegister(c *ucli.Context) error {
@@ -37,17 +38,21 @@ func runRegister(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	value, err := valueArg(c)
+	if err != nil {
+		return err
+	}
 	t, err := openTransport(c)
 	if err != nil {
 		return err
 	}
 	defer t.Close()
-	off, err := t.Register(c.Context, role, member)
+	off, err := t.RegisterValue(c.Context, role, member, value)
 	if err != nil {
 		return err
 	}
 	if outputFormat(c) == FormatJSON {
-		return writeJSON(stdout(c), registerResult{Role: string(role), Member: string(member), Offset: off})
+		return writeJSON(stdout(c), registerResult{Role: string(role), Member: string(member), Offset: off, Value: value})
 	}
 	_, err = fmt.Fprintf(stdout(c), "registered %s for role %s at offset %d\n", member, role, off)
 	return err

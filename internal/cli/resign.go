@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -13,14 +14,22 @@ func resignCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "resign",
 		Usage:     "remove a member from a role's candidates (its deregistration)",
-		UsageText: "krole resign ROLE --member M",
+		UsageText: "krole resign ROLE --member M [--wait D]",
 		Description: "Writes a tombstone on M's registration for ROLE, which removes M from the\n" +
-			"candidates. Resigning a member that is not registered is harmless. resign does\n" +
-			"not end a lease M holds: the CLI holds no token of the role. The role passes to\n" +
-			"the next candidate when that lease ends, or at once when M's own process resigns.",
+			"candidates. Resigning a member that is not registered is harmless.\n\n" +
+			"When M holds the role, its running member (krole run, or a program on package\n" +
+			"processor) sees its registration removed and steps down at once: it releases\n" +
+			"the role, which passes to the next candidate in milliseconds, and then joins the\n" +
+			"candidates again at the back (stop M's process to remove it for good). The CLI\n" +
+			"holds no token of the role and cannot end M's lease itself: resign waits up to\n" +
+			"--wait for M's release and says what happened. When none comes (M's process is\n" +
+			"not running, or is a krole older than this), the role passes on when the lease\n" +
+			"ends.",
 		ArgsUsage: "ROLE",
-		Flags:     []ucli.Flag{memberFlag()},
-		Action:    runResign,
+		Flags: []ucli.Flag{memberFlag(),
+			&ucli.DurationFlag{Name: "wait", Value: 5 * time.Second,
+				Usage: "how long to wait for a holding M to release the role, `D` (0: do not wait)"}},
+		Action: runResign,
 	}
 }
 
@@ -28,6 +37,14 @@ func resignCommand() *ucli.Command {
 type resignResult struct {
 	Role   string `json:"role"`
 	Member string `json:"member"`
+	// Released is the token M released the role under, when M held it and
+	// released it within --wait.
+	Released *codec.Token `json:"released,omitempty"`
+	// Holder is the member that held the role next, when resign saw it.
+	Holder codec.MemberID `json:"holder,omitempty"`
+	// StillHeldUntil is M's lease deadline (Unix ms, M's clock) when M
+	// held the role and did not release it within --wait.
+	StillHeldUntil int64 `json:"still_held_until,omitempty"`
 }
 
 func runResign(c *ucli.Context) error {
@@ -47,8 +64,12 @@ func runResign(c *ucli.Context) error {
 
 	// Read first, only to warn about a likely mistake; a read that fails
 	// does not stop the resignation.
+	wait := c.Duration("wait")
+	if wait < 0 {
+		return Usagef(c, "--wait %v: must not be negative", wait)
+	}
 	var registered, holds bool
-	var deadline int64
+	var lease codec.Lease
 	recs, rerr := t.ReadRoleRecords(c.Context, role)
 	if rerr == nil {
 		for _, r := range recs {
@@ -56,8 +77,8 @@ func runResign(c *ucli.Context) error {
 			case r.Key.Kind == codec.KindRegistration && r.Key.Member == member:
 				registered = !r.Record.Tombstone()
 			case r.Key.Kind == codec.KindLease && r.Record.Lease != nil:
-				holds = r.Record.Lease.Member == member
-				deadline = r.Record.Lease.Deadline
+				lease = *r.Record.Lease
+				holds = lease.Member == member && !lease.Released()
 			case r.Key.Kind == codec.KindLease:
 				holds = false
 			}
@@ -71,13 +92,76 @@ func runResign(c *ucli.Context) error {
 	if rerr == nil && !registered {
 		fmt.Fprintf(stderr(c), "krole: note: %s had no registration for role %s (check the name with 'krole records %s')\n", member, role, role)
 	}
-	if holds && deadline > now.UnixMilli() {
-		fmt.Fprintf(stderr(c), "krole: note: %s still holds the lease of role %s until %s; the role passes on when it ends\n",
-			member, role, humanTime(deadline, now))
+	res := resignResult{Role: string(role), Member: string(member)}
+	var said string
+	if holds && lease.Deadline > now.UnixMilli() {
+		released, next := awaitRelease(c.Context, t, role, lease, wait)
+		switch {
+		case released != nil:
+			res.Released, res.Holder = &released.Token, next
+			said = fmt.Sprintf("; %s released the role (token %s)", member, released.Token)
+			if next != "" {
+				said += fmt.Sprintf(" and %s holds it now", next)
+			}
+			said += fmt.Sprintf("; %s joins the candidates again at the back unless its process stops", member)
+		case next != "":
+			res.Holder = next
+			said = fmt.Sprintf("; %s holds the role now", next)
+		default:
+			res.StillHeldUntil = lease.Deadline
+			fmt.Fprintf(stderr(c), "krole: note: %s did not release role %s within --wait %v (its process is not running, or is older "+
+				"than this krole): it holds the lease until %s, and the role passes on when the lease ends\n",
+				member, role, wait, humanTime(lease.Deadline, time.Now()))
+		}
 	}
 	if outputFormat(c) == FormatJSON {
-		return writeJSON(stdout(c), resignResult{Role: string(role), Member: string(member)})
+		return writeJSON(stdout(c), res)
 	}
-	_, err = fmt.Fprintf(stdout(c), "resigned %s from role %s\n", member, role)
+	_, err = fmt.Fprintf(stdout(c), "resigned %s from role %s%s\n", member, role, said)
 	return err
+}
+
+// awaitRelease reads role's records until the lease held (by the member
+// being resigned) is replaced, for up to wait: it returns the release that
+// member wrote, if any, and the member holding a later lease, if any. It
+// returns nil, "" when nothing replaced the lease within wait or ctx
+// ended.
+func awaitRelease(ctx context.Context, t roleClient, role codec.Role, held codec.Lease, wait time.Duration) (*codec.Lease, codec.MemberID) {
+	if wait <= 0 {
+		return nil, ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var released *codec.Lease
+	for {
+		if recs, err := t.ReadRoleRecords(ctx, role); err == nil {
+			after := false // past the first record of the held token
+			for _, r := range recs {
+				l := r.Record.Lease
+				if r.Key.Kind != codec.KindLease || l == nil {
+					continue
+				}
+				if l.Token == held.Token {
+					after = true
+				}
+				switch {
+				case !after:
+				case l.Member == held.Member && l.Token == held.Token && l.Released():
+					rl := *l
+					released = &rl
+				case released != nil && l.Member != held.Member && !l.Released():
+					return released, l.Member // the next holder
+				case released == nil && l.Token != held.Token && !l.Released():
+					return nil, l.Member // taken over without a release
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return released, ""
+		case <-tick.C:
+		}
+	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/election"
 	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/server"
 	"github.com/krabka/krole/internal/supervise"
 	"github.com/krabka/krole/processor"
 	"github.com/krabka/krole/view"
@@ -38,12 +39,22 @@ const (
 	exitNotFound      = 127 // CMD does not exist
 )
 
+// Exit codes of `krole run` when it gives up before holding the role.
+const (
+	// ExitRunTimeout: --timeout passed before this member held the role
+	// (as GNU timeout's 124).
+	ExitRunTimeout = 124
+	// ExitRunBusy: --try found the role held by another member (sysexits'
+	// EX_TEMPFAIL: try again later).
+	ExitRunBusy = 75
+)
+
 func runCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "run",
-		Usage: "campaign for a role and run a command while holding it",
-		UsageText: "krole run ROLE [--member M] [--lease-duration D] [--renew-interval D] [--stagger D]\n" +
-			"      [--kill-timeout D] -- CMD [ARGS...]",
+		Usage: "campaign for a role and run a command while holding it, or hold it until interrupted",
+		UsageText: "krole run ROLE [--member M] [--value V] [--timeout D] [--try] [--lease-duration D]\n" +
+			"      [--renew-interval D] [--stagger D] [--kill-timeout D] [-- CMD [ARGS...]]",
 		Description: "Joins the candidates of ROLE as member M and campaigns for the role. While M\n" +
 			"holds ROLE, krole runs CMD in a process group of its own, with KROLE_ROLE,\n" +
 			"KROLE_MEMBER, KROLE_PRODUCER_ID and KROLE_EPOCH in its environment: the token\n" +
@@ -52,20 +63,37 @@ func runCommand() *ucli.Command {
 			"in time), krole sends CMD's process group SIGTERM, then SIGKILL after\n" +
 			"--kill-timeout, and campaigns again. When CMD exits by itself, krole resigns\n" +
 			"the role and exits with CMD's exit code. On SIGINT or SIGTERM, krole stops CMD,\n" +
-			"resigns (the next candidate takes over at once) and exits 0. If krole is\n" +
+			"resigns (the next candidate takes over at once) and exits 0. A second SIGINT or\n" +
+			"SIGTERM while it stops (CMD slow to exit within --kill-timeout, say) ends krole\n" +
+			"at once, with a line saying so, without resigning: exit 130 (143 for SIGTERM).\n" +
+			"If krole is\n" +
 			"killed, CMD is killed with it (on Linux: a parent-death signal kills CMD, and a\n" +
 			"small watchdog process SIGTERMs, then SIGKILLs, the rest of CMD's process\n" +
 			"group) and the role passes on when the lease ends.\n\n" +
+			"Without CMD, krole holds the role until interrupted, like etcdctl lock: each time\n" +
+			"M is elected it prints the token on stdout, one line \"PRODUCER_ID/EPOCH\"; on\n" +
+			"SIGINT or SIGTERM it resigns and exits 0. A role lost meanwhile (see above) is\n" +
+			"said on stderr, and krole campaigns again.\n\n" +
+			"--timeout D gives up when M does not hold the role within D of the start: krole\n" +
+			"leaves the candidates and exits 124. --try gives up at once, exit 75, when\n" +
+			"another member holds the role (as the topic says once read); a vacant role is\n" +
+			"campaigned for as usual (with --timeout to bound the wait).\n\n" +
 			"Every transition is one line on stderr, starting \"krole run: \". Put -- before\n" +
 			"CMD, so that its flags are not read as krole's. CMD's stdin is /dev/null.\n" +
 			"Exit codes: CMD's own when it exits by itself; 0 after SIGINT or SIGTERM; 2 for\n" +
-			"a usage error; 126 when CMD cannot be executed, 127 when it is not found; 1 for\n" +
-			"anything else, such as an ACL the cluster refuses (\"not authorized: ...\"):\n" +
-			"no retry can add one, so krole leaves at the first refusal.",
-		ArgsUsage: "ROLE -- CMD [ARGS...]",
+			"a usage error; 124 when --timeout passed, 75 when --try found the role held;\n" +
+			"126 when CMD cannot be executed, 127 when it is not found; 1 for anything\n" +
+			"else, such as an ACL the cluster refuses (\"not authorized: ...\"): no retry\n" +
+			"can add one, so krole leaves at the first refusal.",
+		ArgsUsage: "ROLE [-- CMD [ARGS...]]",
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "member", Aliases: []string{"m"}, EnvVars: []string{"KROLE_MEMBER"}, DefaultText: "HOSTNAME:PID",
 				Usage: "the member id, `M`: 1-128 characters of [A-Za-z0-9._:@-]"},
+			valueFlag(),
+			&ucli.DurationFlag{Name: "timeout", DefaultText: "none",
+				Usage: "give up (exit 124) when this member does not hold the role within `D`"},
+			&ucli.BoolFlag{Name: "try",
+				Usage: "give up at once (exit 75) when another member holds the role"},
 			&ucli.DurationFlag{Name: "lease-duration", Value: processor.DefaultLeaseDuration, EnvVars: []string{"KROLE_LEASE_DURATION"},
 				Usage: "how long a lease lasts, `D`: a holder that dies without resigning keeps the role this long"},
 			&ucli.DurationFlag{Name: "renew-interval", EnvVars: []string{"KROLE_RENEW_INTERVAL"}, DefaultText: "lease duration / 5",
@@ -88,16 +116,21 @@ func runCommand() *ucli.Command {
 func runRun(c *ucli.Context) error {
 	args := c.Args().Slice()
 	if len(args) == 0 {
-		return &UsageError{Err: errors.New("run needs a ROLE and a command: krole run ROLE -- CMD [ARGS...]")}
+		return &UsageError{Err: errors.New("run needs a ROLE: krole run ROLE [-- CMD [ARGS...]]")}
 	}
 	role, err := codec.NewRole(args[0])
 	if err != nil {
 		return InvalidName(err)
 	}
-	if len(args) == 1 {
-		return &UsageError{Err: fmt.Errorf("run needs a command after the role: krole run %s -- CMD [ARGS...]", role)}
+	timeout := c.Duration("timeout")
+	if timeout < 0 {
+		return Usagef(c, "--timeout %v: must not be negative", timeout)
 	}
 	member, err := runMember(c)
+	if err != nil {
+		return err
+	}
+	value, err := valueArg(c)
 	if err != nil {
 		return err
 	}
@@ -112,9 +145,13 @@ func runRun(c *ucli.Context) error {
 	// No flag names a client id: the session's default, "krole-" + the
 	// member, tells this member's connections apart at the brokers.
 	cfg.ClientID = ""
-	path, cmdArgs := args[1], args[2:]
-	if _, err := exec.LookPath(path); err != nil {
-		return commandError(path, err)
+	var path string // "": hold the role until interrupted
+	var cmdArgs []string
+	if len(args) > 1 {
+		path, cmdArgs = args[1], args[2:]
+		if _, err := exec.LookPath(path); err != nil {
+			return commandError(path, err)
+		}
 	}
 
 	lw := &lineWriter{w: stderr(c)}
@@ -165,10 +202,29 @@ func runRun(c *ucli.Context) error {
 	interrupted := func() bool { return false }
 	started := false  // the member started (OnReady said so)
 	var failure error // why the member left, when not asked to (OnFatal)
-	sess, err := election.New(election.Config{
+	if timeout > 0 {
+		// Given up only while not holding: the check and the election
+		// take s.mu, so a member elected first keeps the role.
+		t := time.AfterFunc(timeout, func() {
+			s.mu.Lock()
+			giveUp := s.held == nil && s.gaveUp == nil
+			if giveUp {
+				s.gaveUp = ucli.Exit("", ExitRunTimeout)
+			}
+			s.mu.Unlock()
+			if giveUp {
+				lw.printf("not holding %s within --timeout %v; giving up", role, timeout)
+				stopSession()
+			}
+		})
+		defer t.Stop()
+	}
+	var sess *election.Session
+	sess, err = election.New(election.Config{
 		Cluster:    cfg,
 		Member:     member,
 		Roles:      []codec.Role{role},
+		Value:      value,
 		Settings:   settings,
 		Logger:     logger,
 		ViewLogger: logger,
@@ -177,6 +233,16 @@ func runRun(c *ucli.Context) error {
 		OnReady: func() {
 			if !quiet() {
 				return // interrupted while starting: the member leaves at once
+			}
+			if c.Bool("try") {
+				if h := heldByOther(c.Context, sess, role, member); h != "" {
+					s.mu.Lock()
+					s.gaveUp = ucli.Exit("", ExitRunBusy)
+					s.mu.Unlock()
+					lw.printf("%s is held by %s; giving up (--try)", role, h)
+					stopSession()
+					return
+				}
 			}
 			started = true
 			if metricsAddr != "" {
@@ -214,8 +280,13 @@ func runRun(c *ucli.Context) error {
 	err = sess.Run(sctx, s.work)
 	quiet()
 	interrupted()
+	s.mu.Lock()
+	gaveUp := s.gaveUp
+	s.mu.Unlock()
 	var ve *election.ViewError
 	switch {
+	case gaveUp != nil && !started:
+		return gaveUp
 	case errors.As(err, &ve) && ve.CaughtUp:
 		// failure is set, and said, by OnFatal.
 	case errors.As(err, &ve): // the view never caught up
@@ -245,6 +316,8 @@ func runRun(c *ucli.Context) error {
 		return failure
 	case authErr != nil:
 		return authErr
+	case gaveUp != nil:
+		return gaveUp
 	case startErr != nil:
 		return commandError(path, startErr)
 	case exit != nil && *exit != 0:
@@ -311,6 +384,20 @@ func runSettings(c *ucli.Context) (processor.Settings, time.Duration, error) {
 		kill = c.Duration("kill-timeout")
 	}
 	return s, kill, nil
+}
+
+// heldByOther returns the member that holds role live, as the session's
+// view judges the lease, when it is not me; "" otherwise.
+func heldByOther(ctx context.Context, sess *election.Session, role codec.Role, me codec.MemberID) codec.MemberID {
+	st, err := sess.View().Role(ctx, role)
+	if err != nil {
+		return ""
+	}
+	h := server.NewRow(st, time.Now()).Holder
+	if h == nil || h.Expired || h.Member == me {
+		return ""
+	}
+	return h.Member
 }
 
 // waitForView returns nil once v has caught up with the role topic, or the
@@ -417,6 +504,7 @@ type runSession struct {
 	resigned *codec.Token // the token it resigned the role under when leaving
 	exit     *int         // CMD's exit code, when CMD exited by itself
 	startErr error        // why CMD could not be started
+	gaveUp   error        // --timeout or --try gave up: the exit
 }
 
 // onEvent prints the member's transitions, one line each. The processor
@@ -456,6 +544,9 @@ func (s *runSession) onEvent(e processor.Event) {
 				cause = "fenced: " + e.Err.Error()
 			}
 			s.lines.printf("revoked %s (token %s): %s", e.Role, e.Token, cause)
+		case processor.ReasonDeregistered:
+			s.lines.printf("revoked %s (token %s): this member's registration was removed (krole resign); "+
+				"released the role to the next candidate, joining again at the back", e.Role, e.Token)
 		case processor.ReasonLeaseLost:
 			s.lines.printf("revoked %s (token %s): lease lost: no renewal succeeded in time", e.Role, e.Token)
 		default:
@@ -482,6 +573,12 @@ func (s *runSession) onEvent(e processor.Event) {
 // krole is leaving). CMD exiting by itself makes the member leave, which
 // resigns the role.
 func (s *runSession) work(ctx context.Context, held processor.Held) error {
+	if s.path == "" {
+		// Hold the role until ctx ends: the token on stdout, for scripts.
+		fmt.Fprintln(s.stdout, held.Token.String())
+		<-ctx.Done()
+		return nil
+	}
 	child, err := supervise.Start(supervise.Spec{
 		Path:     s.path,
 		Args:     s.args,

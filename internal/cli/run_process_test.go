@@ -277,7 +277,14 @@ func (l procLine) pid() int {
 // the test failed.
 func startKrole(t *testing.T, bin string, c *testcluster.Cluster, role, member, out string) *kroleProc {
 	t.Helper()
-	args := append(append(clusterFlags(c), "run", role, "--member", member), testTimingFlags()...)
+	return startKroleWith(t, bin, c, role, member, out, testTimingFlags()...)
+}
+
+// startKroleWith is startKrole with flags of its own instead of the test
+// timings.
+func startKroleWith(t *testing.T, bin string, c *testcluster.Cluster, role, member, out string, flags ...string) *kroleProc {
+	t.Helper()
+	args := append(append(clusterFlags(c), "run", role, "--member", member), flags...)
 	args = append(args, "--", "sh", "-c", `echo "$KROLE_MEMBER $KROLE_EPOCH $$" >> "$KROLE_TEST_OUT"; exec sleep 300`)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "KROLE_TEST_OUT="+out)

@@ -52,6 +52,8 @@ func serveCommand() *ucli.Command {
 				Usage: "`HOST:PORT` to serve on; port 0 picks a free port"},
 			&ucli.StringFlag{Name: "state-dir", TakesFile: true,
 				Usage: "keep the view's table in `DIR` (LevelDB), so that a restart reads only newer records (default: in memory)"},
+			&ucli.DurationFlag{Name: "history", Value: server.DefaultHistoryWindow,
+				Usage: "keep each role's changes of holder for the last `D` in memory, for the page's timeline and /v1/roles/{role}/history"},
 		},
 		Action: runServe,
 	}
@@ -65,7 +67,8 @@ func runServe(c *ucli.Context) error {
 	if _, err := checkListen(c, listen, false); err != nil {
 		return err
 	}
-	if _, err := configFrom(c); err != nil {
+	cfg, err := configFrom(c)
+	if err != nil {
 		return err
 	}
 	ln, err := net.Listen("tcp", listen)
@@ -76,16 +79,38 @@ func runServe(c *ucli.Context) error {
 		return fmt.Errorf("cannot listen on %s: %w", listen, err)
 	}
 	defer ln.Close()
+	// A cluster that does not answer at the start is an error before
+	// "listening:", not after it; once serving, the page and /healthz
+	// say when the cluster goes away.
+	probe, err := dialTransport(cfg)
+	if err != nil {
+		return err
+	}
+	_ = probe.Close()
 
 	lv, err := startView(c, c.String("state-dir"))
 	if err != nil {
 		return err
 	}
 	defer lv.stop()
-	h, err := server.New(lv.View, server.Options{})
+	if c.Duration("history") <= 0 {
+		return Usagef(c, "--history %v: must be positive", c.Duration("history"))
+	}
+	hist := server.NewHistory(c.Duration("history"), 0, nil)
+	h, err := server.New(lv.View, server.Options{
+		Source:  server.Source{Brokers: lv.cfg.Brokers, Topic: lv.cfg.Topic},
+		History: hist,
+	})
 	if err != nil {
 		return err
 	}
+	histCtx, stopHistory := context.WithCancel(context.WithoutCancel(c.Context))
+	histDone := make(chan struct{})
+	go func() {
+		defer close(histDone)
+		_ = hist.Run(histCtx, lv.View) // ends with histCtx, or when the view stops
+	}()
+	defer func() { stopHistory(); <-histDone }()
 	// Requests run on base: cancelling it ends the event streams, which
 	// would otherwise keep Shutdown waiting.
 	base, cancelRequests := context.WithCancel(context.WithoutCancel(c.Context))

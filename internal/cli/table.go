@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -39,9 +41,11 @@ func tableCommand() *ucli.Command {
 			"This is what the topic says, not the broker's fence: a holder shown as live may\n" +
 			"already be fenced by a newer token whose lease is not written yet.\n\n" +
 			"JSON: an array in role order, [] when there are no roles:\n" +
-			"  {\"role\":R,\"holder\":{\"member\":M,\"token\":{\"producer_id\":N,\"epoch\":N},\"granted_at\":MS,\n" +
+			"  {\"role\":R,\"holder\":{\"member\":M,\"value\":V,\"token\":{\"producer_id\":N,\"epoch\":N},\"granted_at\":MS,\n" +
 			"   \"deadline\":MS,\"expired\":BOOL,\"left_ms\":N} or null,\n" +
-			"   \"candidates\":[{\"member\":M,\"offset\":N,\"registered_at\":MS,\"rank\":0},...]}\n" +
+			"   \"candidates\":[{\"member\":M,\"offset\":N,\"registered_at\":MS,\"value\":V,\"rank\":0},...]}\n" +
+			"\"value\" is the member's --value, left out when it has none; VALUE shows the\n" +
+			"holder's.\n" +
 			"Times are Unix milliseconds; \"expired\" and \"left_ms\" (LEFT) are judged when\n" +
 			"the row is printed.\n" +
 			"GET /v1/roles of 'krole serve' answers the same.\n\n" +
@@ -60,6 +64,8 @@ func tableCommand() *ucli.Command {
 		Flags: []ucli.Flag{
 			&ucli.BoolFlag{Name: "watch", Aliases: []string{"w"},
 				Usage: "keep the table live until interrupted: redrawn on a terminal, one JSON line per change otherwise"},
+			&ucli.BoolFlag{Name: "changes",
+				Usage: "with --watch: show a row only when the role's holder changes (a new holder or token, or none), not on renewals or candidates"},
 			&ucli.DurationFlag{Name: "timeout", Value: DefaultTableTimeout,
 				Usage: "give up when the view has not caught up with the topic within `D` (0: wait as long as it takes)"},
 		},
@@ -116,20 +122,24 @@ func runTable(c *ucli.Context) error {
 	ctx, cancel := context.WithCancel(c.Context)
 	defer cancel()
 	st := server.Follow(ctx, lv.View, time.Now, roles...)
+	rowsC := st.C
+	if c.Bool("changes") {
+		rowsC = holderChanges(st.C)
+	}
 	if outputFormat(c) == FormatTable && isTerminal(stdout(c)) {
-		err = watchTerminal(stdout(c), st, roles, lv.cfg.Topic, time.Now, lv.Health, redrawEvery)
+		err = watchTerminal(stdout(c), rowsC, roles, lv.cfg.Topic, time.Now, lv.Health, redrawEvery)
 	} else {
 		noted := make(chan struct{})
 		go func() {
 			defer close(noted)
 			noteHealth(ctx, stderr(c), lv.Health, redrawEvery)
 		}()
-		err = watchLines(stdout(c), st)
+		err = watchLines(stdout(c), rowsC)
 		cancel()
 		<-noted
 	}
 	cancel()
-	for range st.C { // after a failed write: wait for the stream's end
+	for range rowsC { // after a failed write: wait for the stream's end
 	}
 	if err != nil {
 		return err
@@ -156,19 +166,29 @@ func printRows(c *ucli.Context, topic string, rows []server.Row) error {
 
 // rowsTable writes rows as aligned columns, the time left judged at now.
 func rowsTable(w io.Writer, rows []server.Row, now time.Time) error {
-	tw := newTable(w, "ROLE", "HOLDER", "TOKEN", "LEFT", "CANDIDATES")
+	tw := newTable(w, "ROLE", "HOLDER", "VALUE", "TOKEN", "LEFT", "CANDIDATES")
 	for _, r := range rows {
-		var holder, token string
+		var holder, value, token string
 		if h := r.Holder; h != nil {
-			holder, token = string(h.Member), h.Token.String()
+			holder, value, token = string(h.Member), shownValue(h.Value), h.Token.String()
 		}
 		names := make([]string, len(r.Candidates))
 		for i, cd := range r.Candidates {
 			names[i] = string(cd.Member)
 		}
-		tw.row(string(r.Role), holder, token, timeLeft(r.Holder, now), strings.Join(names, ", "))
+		tw.row(string(r.Role), holder, value, token, timeLeft(r.Holder, now), strings.Join(names, ", "))
 	}
 	return tw.flush()
+}
+
+// shownValue is the VALUE column: the value as it is, or quoted when it
+// has a space or a character that is not printable, so that it stays one
+// cell.
+func shownValue(v string) string {
+	if strings.IndexFunc(v, func(r rune) bool { return r == ' ' || !unicode.IsPrint(r) }) >= 0 {
+		return strconv.Quote(v)
+	}
+	return v
 }
 
 // timeLeft is the LEFT column: the time left on the lease at now as this
@@ -217,8 +237,8 @@ func isTerminal(w io.Writer) bool {
 
 // watchLines prints each row of the stream as one line of JSON, until the
 // stream ends or a write fails.
-func watchLines(w io.Writer, st *server.Stream) error {
-	for rows := range st.C {
+func watchLines(w io.Writer, c <-chan []server.Row) error {
+	for rows := range c {
 		for _, r := range rows {
 			if err := writeJSON(w, r); err != nil {
 				return err
@@ -237,7 +257,7 @@ const redrawEvery = time.Second
 // fails, with a line about the view's health when it is not healthy.
 // Roles that lose their last record leave the table, unless named in
 // roles.
-func watchTerminal(w io.Writer, st *server.Stream, roles []codec.Role, topic string, now func() time.Time, health func() view.Health, every time.Duration) error {
+func watchTerminal(w io.Writer, st <-chan []server.Row, roles []codec.Role, topic string, now func() time.Time, health func() view.Health, every time.Duration) error {
 	named := map[codec.Role]bool{}
 	for _, r := range roles {
 		named[r] = true
@@ -248,7 +268,7 @@ func watchTerminal(w io.Writer, st *server.Stream, roles []codec.Role, topic str
 	defer tick.Stop()
 	for {
 		select {
-		case rows, ok := <-st.C:
+		case rows, ok := <-st:
 			if !ok {
 				return nil
 			}

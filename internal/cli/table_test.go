@@ -104,7 +104,7 @@ func TestTableText(t *testing.T) {
 
 	r := runOn(t, c, "table", "nosuch")
 	requireOK(t, r)
-	assert.Regexp(t, `^ROLE\s+HOLDER\s+TOKEN\s+LEFT\s+CANDIDATES\nnosuch\s+-\s+-\s+none\s+-\n$`, r.Stdout)
+	assert.Regexp(t, `^ROLE\s+HOLDER\s+VALUE\s+TOKEN\s+LEFT\s+CANDIDATES\nnosuch\s+-\s+-\s+-\s+none\s+-\n$`, r.Stdout)
 
 	r = runOn(t, c, "table")
 	requireOK(t, r)
@@ -112,14 +112,14 @@ func TestTableText(t *testing.T) {
 	require.Len(t, lines, 6, r.Stdout)
 	// An hour's lease: a view credits a lease with rolestate.MaxLeaseSpan
 	// at most.
-	assert.Regexp(t, `^cron\s+x1\s+\d+/\d+\s+(9m[0-5]\ds|10m00s)\s+-$`, lines[1])
-	assert.Regexp(t, `^db\s+m1\s+`+l.Token.String()+`\s+(9m[0-5]\ds|10m00s)\s+m1, m2$`, lines[2])
-	assert.Regexp(t, `^queue\s+-\s+-\s+none\s+q1$`, lines[3])
-	assert.Regexp(t, `^resigned\s+r1\s+\d+/\d+\s+expired \(released\)\s+-$`, lines[4])
+	assert.Regexp(t, `^cron\s+x1\s+-\s+\d+/\d+\s+(9m[0-5]\ds|10m00s)\s+-$`, lines[1])
+	assert.Regexp(t, `^db\s+m1\s+-\s+`+l.Token.String()+`\s+(9m[0-5]\ds|10m00s)\s+m1, m2$`, lines[2])
+	assert.Regexp(t, `^queue\s+-\s+-\s+-\s+none\s+q1$`, lines[3])
+	assert.Regexp(t, `^resigned\s+r1\s+-\s+\d+/\d+\s+expired \(released\)\s+-$`, lines[4])
 	// Expired by its holder's clock a second ago, a 59 s lease: a view
 	// that first reads it now counts its span from now, as a candidate
 	// that starts now would.
-	assert.Regexp(t, `^short\s+s1\s+\d+/\d+\s+\d+(\.\d)?s\s+-$`, lines[5])
+	assert.Regexp(t, `^short\s+s1\s+-\s+\d+/\d+\s+\d+(\.\d)?s\s+-$`, lines[5])
 	assert.Equal(t, strings.Index(lines[0], "LEFT"), strings.Index(lines[3], "none"), "columns align")
 }
 
@@ -300,7 +300,7 @@ func TestWatchTerminal(t *testing.T) {
 		}
 		return view.Health{Healthy: true}
 	}
-	go func() { done <- watchTerminal(&out, st, []codec.Role{"named"}, "t.roles", now, health, time.Hour) }()
+	go func() { done <- watchTerminal(&out, st.C, []codec.Role{"named"}, "t.roles", now, health, time.Hour) }()
 
 	lease := &server.Holder{Member: "m1", Token: codec.Token{ProducerID: 7, Epoch: 1}, GrantedAt: 990_000, Deadline: 1_030_000, Ends: time.UnixMilli(1_030_000)}
 	ch <- []server.Row{
@@ -319,10 +319,10 @@ func TestWatchTerminal(t *testing.T) {
 	assert.Equal(t, "", drawn[0])
 	assert.True(t, strings.HasSuffix(drawn[1], "\x1b[J"), "each frame erases what is below it")
 	first := clean(drawn[1])
-	assert.Regexp(t, `^krole table: topic t.roles, \d\d:\d\d:\d\d \(Ctrl-C to stop\)\n\nROLE\s+HOLDER\s+TOKEN\s+LEFT\s+CANDIDATES\n`, first)
-	assert.Regexp(t, `(?m)^a\s+-\s+-\s+none\s+c1$`, first)
-	assert.Regexp(t, `(?m)^b\s+m1\s+7/1\s+30s\s+m1, m2$`, first)
-	assert.Regexp(t, `(?m)^named\s+-\s+-\s+none\s+-$`, first)
+	assert.Regexp(t, `^krole table: topic t.roles, \d\d:\d\d:\d\d \(Ctrl-C to stop\)\n\nROLE\s+HOLDER\s+VALUE\s+TOKEN\s+LEFT\s+CANDIDATES\n`, first)
+	assert.Regexp(t, `(?m)^a\s+-\s+-\s+-\s+none\s+c1$`, first)
+	assert.Regexp(t, `(?m)^b\s+m1\s+-\s+7/1\s+30s\s+m1, m2$`, first)
+	assert.Regexp(t, `(?m)^named\s+-\s+-\s+-\s+none\s+-$`, first)
 	second := clean(drawn[2])
 	assert.NotRegexp(t, `(?m)^a\s`, second)
 	assert.Regexp(t, `(?m)^named\s`, second, "named roles stay")
@@ -370,7 +370,7 @@ func TestTableLeftIsTheObservers(t *testing.T) {
 	requireOK(t, r)
 	lines := strings.Split(strings.TrimRight(r.Stdout, "\n"), "\n")
 	require.Len(t, lines, 2, r.Stdout)
-	m2 := regexp.MustCompile(`^skewed\s+s1\s+\d+/\d+\s+(\d+)(\.\d)?s\s+-$`).FindStringSubmatch(lines[1])
+	m2 := regexp.MustCompile(`^skewed\s+s1\s+-\s+\d+/\d+\s+(\d+)(\.\d)?s\s+-$`).FindStringSubmatch(lines[1])
 	require.NotNil(t, m2, lines[1])
 	secs, err := strconv.Atoi(m2[1])
 	require.NoError(t, err)

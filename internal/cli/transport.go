@@ -17,6 +17,9 @@ import (
 // read and registration calls of [fencing.Transport], and Close.
 type roleClient interface {
 	Register(ctx context.Context, role codec.Role, member codec.MemberID) (int64, error)
+	// RegisterValue is Register with the member's value; see
+	// [fencing.BrokerTransport.RegisterValue].
+	RegisterValue(ctx context.Context, role codec.Role, member codec.MemberID, value string) (int64, error)
 	Deregister(ctx context.Context, role codec.Role, member codec.MemberID) error
 	ReadRoleRecords(ctx context.Context, role codec.Role) ([]fencing.RoleRecord, error)
 	Describe(ctx context.Context, role codec.Role) (codec.Token, bool, error)
@@ -64,6 +67,11 @@ type explained struct {
 
 func (e *explained) Register(ctx context.Context, role codec.Role, member codec.MemberID) (int64, error) {
 	off, err := e.t.Register(ctx, role, member)
+	return off, e.explain(err)
+}
+
+func (e *explained) RegisterValue(ctx context.Context, role codec.Role, member codec.MemberID, value string) (int64, error) {
+	off, err := e.t.RegisterValue(ctx, role, member, value)
 	return off, e.explain(err)
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -53,7 +54,20 @@ func TestNoCommandShowsHelpOnStderr(t *testing.T) {
 	r := run(t)
 	assert.Equal(t, ExitUsage, r.Code)
 	assert.Empty(t, r.Stdout)
-	assert.Contains(t, r.Stderr, "COMMANDS:")
+	assert.Contains(t, r.Stderr, "usage: krole [global flags] COMMAND [flags] [ROLE]\n")
+	assert.Contains(t, r.Stderr, "commands: dev, demo, init, register,")
+	assert.NotContains(t, r.Stderr, "GLOBAL OPTIONS", "a short usage, not the whole help")
+	assert.LessOrEqual(t, strings.Count(r.Stderr, "\n"), 6)
+}
+
+func TestVersionJSON(t *testing.T) {
+	for _, args := range [][]string{{"--version", "-o", "json"}, {"-o", "json", "--version"}, {"--output=json", "--version"}} {
+		r := run(t, args...)
+		requireOK(t, r)
+		var v map[string]string
+		require.NoError(t, json.Unmarshal([]byte(r.Stdout), &v), "%v: %q", args, r.Stdout)
+		assert.NotEmpty(t, v["version"])
+	}
 }
 
 func TestHelpAndVersion(t *testing.T) {

@@ -35,7 +35,8 @@ func TestPageInChromium(t *testing.T) {
 	}
 	c := testcluster.Start(t, testcluster.Options{Partitions: 2})
 	m := c.Members(t)
-	m.Register("db", "m1")
+	_, err := m.Transport.RegisterValue(m.Context(), "db", "m1", "10.0.0.1:80")
+	require.NoError(t, err)
 	m.Register("db", "m2")
 	l1 := m.Lease("db", "m1", time.Hour)
 	m.Register("queue", "q1")
@@ -66,13 +67,13 @@ func TestPageInChromium(t *testing.T) {
 	var rows [][]string
 	page.waitFor("the page shows db held by m1 and queue without holder", table, &rows, func() bool {
 		db, q := rowOf(rows, "db"), rowOf(rows, "queue")
-		return len(db) == 5 && db[1] == "m1" && len(q) == 5
+		return len(db) == 7 && db[1] == "m1" && len(q) == 7
 	})
 	db, q := rowOf(rows, "db"), rowOf(rows, "queue")
-	assert.Equal(t, []string{"db", "m1", l1.Token.String()}, db[:3])
-	assert.Regexp(t, live, db[3], "time left on an hour's lease")
-	assert.Equal(t, "m1, m2", db[4], "candidates in rank order")
-	assert.Equal(t, []string{"queue", "none", "-", "none", "q1"}, q)
+	assert.Equal(t, []string{"db", "m1", "10.0.0.1:80", l1.Token.String()}, db[:4], "holder, its value, token")
+	assert.Regexp(t, live, db[4], "time left on an hour's lease")
+	assert.Equal(t, "m1, m2", db[5], "candidates in rank order")
+	assert.Equal(t, []string{"queue", "none", "-", "-", "none", "q1", "-"}, q, "no timeline without a history")
 	var status string
 	page.waitFor("the stream is connected", `document.getElementById("status").textContent`, &status, func() bool { return status == "live" })
 
@@ -80,21 +81,22 @@ func TestPageInChromium(t *testing.T) {
 	l2 := m.Lease("db", "m2", 3*time.Second)
 	page.waitFor("the page shows db held by m2", table, &rows, func() bool {
 		db := rowOf(rows, "db")
-		return len(db) == 5 && db[1] == "m2"
+		return len(db) == 7 && db[1] == "m2"
 	})
 	db = rowOf(rows, "db")
-	assert.Equal(t, l2.Token.String(), db[2])
+	assert.Equal(t, "-", db[2], "m2 registered no value")
+	assert.Equal(t, l2.Token.String(), db[3])
 	if time.Now().UnixMilli() < l2.Deadline-500 { // not on a slow machine
-		assert.Regexp(t, live, db[3])
+		assert.Regexp(t, live, db[4])
 	}
 	// Live: a new role.
 	m.Register("cron", "c1")
-	page.waitFor("the page shows the new role cron", table, &rows, func() bool { return len(rowOf(rows, "cron")) == 5 })
-	assert.Equal(t, []string{"cron", "none", "-", "none", "c1"}, rowOf(rows, "cron"))
+	page.waitFor("the page shows the new role cron", table, &rows, func() bool { return len(rowOf(rows, "cron")) == 7 })
+	assert.Equal(t, []string{"cron", "none", "-", "-", "none", "c1", "-"}, rowOf(rows, "cron"))
 	// The countdown runs out on the page.
 	page.waitFor("db's lease shows expired", table, &rows, func() bool {
 		db := rowOf(rows, "db")
-		return len(db) == 5 && db[3] == "expired"
+		return len(db) == 7 && db[4] == "expired"
 	})
 	assert.GreaterOrEqual(t, time.Now().UnixMilli(), l2.Deadline-1000, "not before the deadline (1s for clock rounding)")
 
@@ -104,9 +106,9 @@ func TestPageInChromium(t *testing.T) {
 	m.LeaseAt("skewed", "s1", now.Add(30*time.Second), now.Add(50*time.Second))
 	page.waitFor("the page shows skewed's lease", table, &rows, func() bool {
 		r := rowOf(rows, "skewed")
-		return len(r) == 5 && r[1] == "s1"
+		return len(r) == 7 && r[1] == "s1"
 	})
-	assert.LessOrEqual(t, seconds(t, rowOf(rows, "skewed")[3]), 20.0, "time left as this observer judges it")
+	assert.LessOrEqual(t, seconds(t, rowOf(rows, "skewed")[4]), 20.0, "time left as this observer judges it")
 
 	// The cluster goes away: the page stops claiming "live", says since
 	// when the cluster is unreachable and as of when the data is current.
@@ -354,5 +356,86 @@ func (p *tab) waitFor(what, expr string, out any, ok func() bool) {
 			require.Failf(p.b.t, "timed out waiting", "%s: last value %s, last error %v", what, last, lastErr)
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+}
+
+// TestPageTimelineShowsFailover: with a history, the page names the
+// cluster and topic it reads, says when the data was last current and
+// that the cluster answers, and draws each role's holders over the last
+// minutes: the failover the test causes (m1's lease runs out, m2 takes
+// the role) shows as m1's segment, a gap, a failover mark and m2's
+// segment. KROLE_SCREENSHOT=file.png saves a screenshot of the page.
+func TestPageTimelineShowsFailover(t *testing.T) {
+	bin := chromiumBinary()
+	if bin == "" {
+		t.Skip("chromium not installed: apt-get install chromium (or set KROLE_CHROMIUM to a Chrome/Chromium binary)")
+	}
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	m := c.Members(t)
+	_, err := m.Transport.RegisterValue(m.Context(), "db", "m1", "10.0.0.1:5432")
+	require.NoError(t, err)
+	_, err = m.Transport.RegisterValue(m.Context(), "db", "m2", "10.0.0.2:5432")
+	require.NoError(t, err)
+	m.Lease("db", "m1", 2*time.Second)
+	m.Register("queue", "q1")
+	m.Lease("queue", "q1", time.Hour)
+
+	v := runView(t, c)
+	caughtUp(t, v)
+	hist := NewHistory(5*time.Minute, 0, nil)
+	hctx, stopHist := context.WithCancel(context.Background())
+	histDone := make(chan error, 1)
+	go func() { histDone <- hist.Run(hctx, v) }()
+	t.Cleanup(func() { stopHist(); assert.NoError(t, <-histDone) })
+	base, stop := context.WithCancel(context.Background())
+	srv := httptest.NewUnstartedServer(newHandler(t, v, Options{History: hist, Source: Source{Brokers: c.Config.Brokers, Topic: c.Config.Topic}}))
+	srv.Config.BaseContext = func(net.Listener) context.Context { return base }
+	srv.Start()
+	t.Cleanup(srv.Close)
+	t.Cleanup(stop)
+
+	b := startChromium(t, bin)
+	page := b.open(srv.URL + "/")
+	ctx := testCtx(t)
+	_, err = b.call(ctx, page.session, "Emulation.setDeviceMetricsOverride",
+		map[string]any{"width": 1400, "height": 420, "deviceScaleFactor": 1, "mobile": false})
+	require.NoError(t, err)
+
+	var src string
+	page.waitFor("the page names its source", `document.getElementById("source").textContent`, &src, func() bool {
+		return src == "topic "+c.Config.Topic+" at "+strings.Join(c.Config.Brokers, ", ")
+	})
+	var cur string
+	page.waitFor("the page says the data is current and the cluster answers", `document.getElementById("current").textContent`, &cur, func() bool {
+		return strings.HasPrefix(cur, "data current as of ") && strings.Contains(cur, "; cluster answering (last answer ")
+	})
+
+	// The failover: m1's lease runs out, then m2 takes the role.
+	const segs = `[...document.querySelectorAll('#roles tr[data-role="db"] .seg')].map(s => s.dataset.member || "gap")`
+	var got []string
+	page.waitFor("m1's lease runs out: a gap after m1", segs, &got, func() bool { return len(got) >= 2 && got[len(got)-1] == "gap" })
+	assert.Equal(t, []string{"m1", "gap"}, got)
+	m.Lease("db", "m2", time.Hour)
+	page.waitFor("m2 holds after the gap", segs, &got, func() bool { return len(got) == 3 })
+	assert.Equal(t, []string{"m1", "gap", "m2"}, got)
+	var marks []string
+	require.NoError(t, page.eval(ctx, `[...document.querySelectorAll('#roles tr[data-role="db"] .mark')].map(m => m.dataset.kind)`, &marks))
+	assert.Equal(t, []string{"expired", "failover"}, marks)
+	var title string
+	require.NoError(t, page.eval(ctx, `document.querySelector('#roles tr[data-role="db"] .seg[data-member="m2"]').title`, &title))
+	assert.Contains(t, title, "m2 (10.0.0.2:5432), token ")
+	require.NoError(t, page.eval(ctx, `[...document.querySelectorAll('#roles tr[data-role="queue"] .seg')].map(s => s.dataset.member || "gap")`, &got))
+	assert.Equal(t, []string{"q1"}, got, "a role held throughout: one segment")
+
+	if path := os.Getenv("KROLE_SCREENSHOT"); path != "" {
+		var w int // let m2's segment grow visible (the page refreshes the history every 5s)
+		page.waitFor("m2's segment is drawn", `document.querySelector('#roles tr[data-role="db"] .seg[data-member="m2"]').offsetWidth`, &w, func() bool { return w >= 6 })
+		res, err := b.call(ctx, page.session, "Page.captureScreenshot", map[string]any{"format": "png"})
+		require.NoError(t, err)
+		var shot struct {
+			Data []byte `json:"data"` // base64 in JSON: decoded by encoding/json
+		}
+		require.NoError(t, json.Unmarshal(res, &shot))
+		require.NoError(t, os.WriteFile(path, shot.Data, 0o644))
 	}
 }

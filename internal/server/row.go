@@ -12,10 +12,10 @@ import (
 // streams show it: the one JSON shape of a role, built by [NewRow] only.
 //
 //	{"role":R,
-//	 "holder":{"member":M,"token":{"producer_id":N,"epoch":N},"granted_at":MS,"deadline":MS,"expired":BOOL,"left_ms":N} or null,
-//	 "candidates":[{"member":M,"offset":N,"registered_at":MS,"rank":0},...]}
+//	 "holder":{"member":M,"value":V,"token":{"producer_id":N,"epoch":N},"granted_at":MS,"deadline":MS,"expired":BOOL,"left_ms":N} or null,
+//	 "candidates":[{"member":M,"offset":N,"registered_at":MS,"value":V,"rank":0},...]}
 //
-// Times are Unix milliseconds (granted_at and deadline by the holder's
+// "value" is left out when the member registered none. Times are Unix milliseconds (granted_at and deadline by the holder's
 // clock). Candidates are in rank order and never null.
 type Row struct {
 	Role       codec.Role            `json:"role"`
@@ -31,11 +31,14 @@ type Row struct {
 // broker's fence. A released lease (the one a resigning holder writes) is
 // always expired.
 type Holder struct {
-	Member    codec.MemberID `json:"member"`
-	Token     codec.Token    `json:"token"`
-	GrantedAt int64          `json:"granted_at"`
-	Deadline  int64          `json:"deadline"`
-	Expired   bool           `json:"expired"`
+	Member codec.MemberID `json:"member"`
+	// Value is the value the holder registered with, "" when none or when
+	// it is no longer a candidate.
+	Value     string      `json:"value,omitempty"`
+	Token     codec.Token `json:"token"`
+	GrantedAt int64       `json:"granted_at"`
+	Deadline  int64       `json:"deadline"`
+	Expired   bool        `json:"expired"`
 	// LeftMS is the time left on the lease when the row was built, in
 	// milliseconds: LeaseEnd minus now, 0 once expired.
 	LeftMS int64 `json:"left_ms"`
@@ -62,6 +65,7 @@ func NewRow(st rolestate.State, now time.Time) Row {
 		r.Holder = &Holder{
 			Member:    l.Member,
 			Token:     l.Token,
+			Value:     value(st, l.Member),
 			GrantedAt: l.GrantedAt,
 			Deadline:  l.Deadline,
 			Expired:   l.Released() || !now.Before(end),
@@ -72,6 +76,11 @@ func NewRow(st rolestate.State, now time.Time) Row {
 		}
 	}
 	return r
+}
+
+func value(st rolestate.State, m codec.MemberID) string {
+	v, _ := st.Value(m)
+	return v
 }
 
 // LeaseEnd returns when st's lease runs out as this observer judges it:

@@ -13,6 +13,12 @@
 //	/v1/roles/{role}/watch   text/event-stream of the role's rows: the current one, then one per change
 //	/v1/watch?role=a&role=b  text/event-stream of the rows of the roles named (no role: every role)
 //	/v1/stats                the view's counters as JSON
+//	/v1/source               {"brokers":[...],"topic":T,"history_window_ms":N}: what the server reads (Options.Source)
+//	/v1/roles/{role}/history RoleHistory: the role's changes of holder in the history's window (Options.History)
+//	/v1/history              [RoleHistory, ...]: every role's, sorted by role (Options.History)
+//
+// The history routes answer 404 {"error": ...} when the server keeps no
+// history (Options.History nil).
 //
 // A [Row] is {"role", "holder", "candidates"}; see [NewRow]. Its "expired"
 // and "left_ms" are judged when the answer is made, with the server's
@@ -102,6 +108,18 @@ type Options struct {
 	Registry *prometheus.Registry
 	// Logger receives request errors at debug level. Default: discarded.
 	Logger *slog.Logger
+	// Source names the cluster and topic the view reads, for the page and
+	// /v1/source. Default: unnamed.
+	Source Source
+	// History, when set, serves the holders' history; the caller runs it
+	// ([History.Run]) on the same view. Default nil: no history.
+	History *History
+}
+
+// Source is what the server's view reads.
+type Source struct {
+	Brokers []string `json:"brokers"`
+	Topic   string   `json:"topic"`
 }
 
 type server struct {
@@ -117,6 +135,9 @@ var apiRoutes = []string{
 	"/v1/roles/{role}/watch",
 	"/v1/watch",
 	"/v1/stats",
+	"/v1/source",
+	"/v1/roles/{role}/history",
+	"/v1/history",
 }
 
 // New returns the HTTP handler of the lookup API over t. The handler is
@@ -152,11 +173,14 @@ func New(t Table, opts Options) (http.Handler, error) {
 	mux.HandleFunc("GET /healthz", s.health)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{}))
 	api := map[string]http.HandlerFunc{
-		"/v1/roles":              s.roles,
-		"/v1/roles/{role}":       s.role,
-		"/v1/roles/{role}/watch": s.watchRole,
-		"/v1/watch":              s.watch,
-		"/v1/stats":              s.stats,
+		"/v1/roles":                s.roles,
+		"/v1/roles/{role}":         s.role,
+		"/v1/roles/{role}/watch":   s.watchRole,
+		"/v1/watch":                s.watch,
+		"/v1/stats":                s.stats,
+		"/v1/source":               s.source,
+		"/v1/roles/{role}/history": s.roleHistory,
+		"/v1/history":              s.history,
 	}
 	for _, route := range apiRoutes {
 		mux.Handle("GET "+route, s.counted(route, api[route]))
@@ -235,6 +259,43 @@ func newHealthBody(h view.Health, caughtUp bool) healthBody {
 		b.CaughtUpAt = h.CaughtUpAt.UTC().Format(time.RFC3339Nano)
 	}
 	return b
+}
+
+type sourceBody struct {
+	Source
+	HistoryWindowMS int64 `json:"history_window_ms"` // 0 without a history
+}
+
+func (s *server) source(w http.ResponseWriter, _ *http.Request) {
+	b := sourceBody{Source: s.opts.Source}
+	if b.Brokers == nil {
+		b.Brokers = []string{}
+	}
+	if s.opts.History != nil {
+		b.HistoryWindowMS = s.opts.History.Window().Milliseconds()
+	}
+	writeJSON(w, http.StatusOK, b)
+}
+
+func (s *server) roleHistory(w http.ResponseWriter, r *http.Request) {
+	role, err := pathRole(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if s.opts.History == nil {
+		writeJSON(w, http.StatusNotFound, errorBody("this server keeps no history"))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.opts.History.Role(role))
+}
+
+func (s *server) history(w http.ResponseWriter, _ *http.Request) {
+	if s.opts.History == nil {
+		writeJSON(w, http.StatusNotFound, errorBody("this server keeps no history"))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.opts.History.Roles())
 }
 
 func (s *server) health(w http.ResponseWriter, _ *http.Request) {

@@ -1,0 +1,294 @@
+package election
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/processor"
+)
+
+// Election is one role of a [Session] with the calls of etcd's
+// concurrency.Election: [Election.Campaign], [Election.Resign],
+// [Election.Leader] and [Election.Observe]. The session's member stays
+// the engine: it registers, campaigns and renews from [Session.Run] on,
+// whether or not Campaign is called; the Election waits for and reports
+// what the member does. Its methods are safe for concurrent use.
+type Election struct {
+	s    *Session
+	role codec.Role
+}
+
+// Holding is this member's holding of a role, as [Election.Campaign]
+// returns it.
+type Holding struct {
+	Role   codec.Role
+	Member codec.MemberID
+	// Token is the token the member holds the role under; pass it (or
+	// the Holding's Held) to [Session.Writer] to write fenced.
+	Token codec.Token
+	// Value is the value this member campaigned with.
+	Value string
+}
+
+// Held returns the holding as [processor.Held] (without its lease), for
+// [Session.Writer].
+func (h Holding) Held() processor.Held {
+	return processor.Held{Role: h.Role, Member: h.Member, Token: h.Token}
+}
+
+// Holder is a role's holder as [Election.Leader] and [Election.Observe]
+// give it. The zero Holder (Member "") says that the role has no live
+// holder.
+type Holder struct {
+	Member codec.MemberID
+	Token  codec.Token
+	// Value is the value the holder registered with; "" when none, or
+	// when it is no longer a candidate.
+	Value string
+}
+
+// Election returns the Election of role, one of Config.Roles; for any
+// other role it returns an error matching [ErrUnknownRole].
+func (s *Session) Election(role codec.Role) (*Election, error) {
+	for _, r := range s.m.Roles() {
+		if r == role {
+			return &Election{s: s, role: role}, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %s", ErrUnknownRole, role)
+}
+
+// Campaign blocks until this member holds the role, and returns the
+// holding. value is carried in the member's registration, for
+// [Election.Leader], `krole leader` and the lookups: a value other than
+// the one registered re-registers the member with it, which puts it at
+// the back of the queue (as a new etcd campaign key is the newest); a
+// holder that changes its value keeps the role (etcd's Proclaim). The
+// member campaigns from [Session.Run] on: Campaign may be called before
+// Run starts, and waits. Cancelling ctx ends the wait with ctx.Err(); the
+// member stays a candidate (end Run's ctx to leave). After Run has
+// returned it returns [ErrNotRunning]. A value that [codec.CheckValue]
+// refuses returns an error matching [codec.ErrInvalid].
+func (e *Election) Campaign(ctx context.Context, value string) (Holding, error) {
+	if err := codec.CheckValue(value); err != nil {
+		return Holding{}, fmt.Errorf("election: %w", err)
+	}
+	if err := e.s.vt.change(e.role, value, func() error {
+		_, err := e.s.t.RegisterValue(ctx, e.role, e.s.m.ID(), value)
+		return err
+	}); err != nil {
+		return Holding{}, err
+	}
+	for {
+		tok, held, changed, done := e.s.tr.holding(e.role)
+		if held {
+			return Holding{Role: e.role, Member: e.s.m.ID(), Token: tok, Value: value}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return Holding{}, ctx.Err()
+		case <-done:
+			return Holding{}, ErrNotRunning
+		case <-changed:
+		}
+	}
+}
+
+// Resign hands the role over now if this member holds it: the release is
+// written, the next candidate takes the role at once, and this member
+// queues again at the back (it stays a candidate while Run runs). It
+// blocks until the release is written or ctx ends; it returns an error
+// matching [processor.ErrNotHolder] when this member does not hold the
+// role. See [processor.Member.Resign].
+func (e *Election) Resign(ctx context.Context) error { return e.s.m.Resign(ctx, e.role) }
+
+// Leader returns the role's live holder and its value, as the session's
+// view believes it (not the broker's fence), or [ErrNoLeader]. It waits
+// for the view's first catch-up, bounded by ctx, as every lookup does.
+func (e *Election) Leader(ctx context.Context) (Holder, error) {
+	l, ok, err := e.s.v.Leader(ctx, e.role, time.Time{})
+	if err != nil {
+		return Holder{}, err
+	}
+	if !ok {
+		return Holder{}, ErrNoLeader
+	}
+	return Holder{Member: l.Lease.Member, Token: l.Lease.Token, Value: l.Value}, nil
+}
+
+// Observe returns a channel of the role's holders: first the current one,
+// then one each time the holder changes (a new holder or token, or none:
+// the zero Holder), never on renewals. Changes are judged as the session's
+// member judges them (its HolderChanged events, which include a lease
+// running out); while Run has not started, the first holder comes from
+// the view once it has caught up. A slow reader misses intermediate
+// holders, never the latest. The channel closes when ctx ends or Run
+// returns; Observe starts one goroutine, which ends then.
+func (e *Election) Observe(ctx context.Context) <-chan Holder {
+	out := make(chan Holder)
+	go func() {
+		defer close(out)
+		var last *Holder
+		for {
+			lease, known, changed, done := e.s.tr.holder(e.role)
+			var cur Holder
+			if known {
+				if lease != nil {
+					cur = Holder{Member: lease.Member, Token: lease.Token, Value: e.valueOf(ctx, lease.Member)}
+				}
+			} else if h, err := e.Leader(ctx); err == nil {
+				cur = h
+			} else if ctx.Err() != nil {
+				return
+			}
+			if last == nil || last.Member != cur.Member || last.Token != cur.Token {
+				select {
+				case out <- cur:
+					last = &cur
+				case <-ctx.Done():
+					return
+				case <-done:
+					return
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-done:
+				return
+			case <-changed:
+			}
+		}
+	}()
+	return out
+}
+
+func (e *Election) valueOf(ctx context.Context, m codec.MemberID) string {
+	st, err := e.s.v.Role(ctx, e.role)
+	if err != nil {
+		return ""
+	}
+	v, _ := st.Value(m)
+	return v
+}
+
+// tracker follows the member's events for the Elections: which roles it
+// holds, and the latest holder it saw of each.
+type tracker struct {
+	mu      sync.Mutex
+	held    map[codec.Role]codec.Token
+	holders map[codec.Role]*codec.Lease // from HolderChanged; nil value: vacant
+	changed chan struct{}               // closed and replaced on every change
+	done    chan struct{}               // closed when Run returns
+	ended   bool
+}
+
+func newTracker() *tracker {
+	return &tracker{held: map[codec.Role]codec.Token{}, holders: map[codec.Role]*codec.Lease{},
+		changed: make(chan struct{}), done: make(chan struct{})}
+}
+
+// note records an event of the member; it is called on the member's
+// event path, one event at a time, and does not block.
+func (t *tracker) note(e processor.Event) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch e.Kind {
+	case processor.Elected:
+		t.held[e.Role] = e.Token
+	case processor.Revoked:
+		delete(t.held, e.Role)
+	case processor.HolderChanged:
+		var l *codec.Lease
+		if e.Holder != nil {
+			c := *e.Holder
+			l = &c
+		}
+		t.holders[e.Role] = l
+	default:
+		return
+	}
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+// end says that Run has returned.
+func (t *tracker) end() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.ended {
+		t.ended = true
+		close(t.done)
+	}
+}
+
+func (t *tracker) holding(role codec.Role) (codec.Token, bool, <-chan struct{}, <-chan struct{}) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tok, ok := t.held[role]
+	return tok, ok, t.changed, t.done
+}
+
+func (t *tracker) holder(role codec.Role) (*codec.Lease, bool, <-chan struct{}, <-chan struct{}) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l, ok := t.holders[role]
+	return l, ok, t.changed, t.done
+}
+
+// values are the values a session registers with, per role.
+type values struct {
+	// reg is held across each registration's append, the member's and
+	// Campaign's, so that the last one appended carries the latest value.
+	reg sync.Mutex
+
+	mu  sync.Mutex
+	def string
+	by  map[codec.Role]string
+}
+
+// register appends a registration of role with its current value,
+// through write, under v.reg.
+func (v *values) register(role codec.Role, write func(value string) (int64, error)) (int64, error) {
+	v.reg.Lock()
+	defer v.reg.Unlock()
+	return write(v.get(role))
+}
+
+// change makes value role's and, when it changed, registers with it
+// through write, under v.reg.
+func (v *values) change(role codec.Role, value string, write func() error) error {
+	v.reg.Lock()
+	defer v.reg.Unlock()
+	if !v.set(role, value) {
+		return nil
+	}
+	return write()
+}
+
+func (v *values) get(role codec.Role) string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if s, ok := v.by[role]; ok {
+		return s
+	}
+	return v.def
+}
+
+// set makes value role's and reports whether it changed.
+func (v *values) set(role codec.Role, value string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	old, ok := v.by[role]
+	if !ok {
+		old = v.def
+	}
+	if v.by == nil {
+		v.by = map[codec.Role]string{}
+	}
+	v.by[role] = value
+	return old != value
+}

@@ -1,0 +1,47 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"syscall"
+)
+
+// SecondInterrupt says, on stderr, that a second SIGINT or SIGTERM ends
+// krole at once, and returns the exit code for main to exit with: 128 +
+// the signal's number (130 for SIGINT, 143 for SIGTERM), as shells report
+// a process that the signal killed. main
+// calls it when the second signal comes while a command is still
+// stopping after the first (`krole run` stopping CMD within
+// --kill-timeout, say). For `krole run` it says what is skipped: the
+// resignation, so the role passes on when the lease ends; CMD's process
+// group is killed with krole (see krole run --help).
+func SecondInterrupt(stderr io.Writer, args []string, sig syscall.Signal) int {
+	msg := "krole: interrupted again: exiting now, without finishing the clean-up\n"
+	if commandOf(args) == "run" {
+		msg = "krole run: interrupted again: exiting now without resigning; CMD is killed with krole, " +
+			"and the role passes on when the lease ends\n"
+	}
+	fmt.Fprint(stderr, msg)
+	return 128 + int(sig)
+}
+
+// commandOf returns the first argument that names a command, "" when none
+// does. It skips flags and their values only roughly, which is enough to
+// pick the message above.
+func commandOf(args []string) string {
+	names := map[string]bool{}
+	for _, c := range commands() {
+		for _, n := range c.Names() {
+			names[n] = true
+		}
+	}
+	for _, a := range args {
+		if a == "--" {
+			return ""
+		}
+		if names[a] {
+			return a
+		}
+	}
+	return ""
+}

@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/internal/server"
+)
+
+func leaderCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "leader",
+		Usage:     "print the value of a role's live holder (or its member id), for scripts",
+		UsageText: "krole leader ROLE [--timeout D]",
+		Description: "Reads the role topic as 'krole table' does and prints the value the live holder\n" +
+			"of ROLE registered with (krole run --value V), or its member id when it has none.\n" +
+			"Exit codes: 0 with a live holder; 1 when ROLE has no live holder (none, expired\n" +
+			"or released), with a line on stderr, and for any other failure; 2 for a usage\n" +
+			"error. \"Live\" is as this machine judges the lease, as the LEFT column of\n" +
+			"'krole table' does; it is what the topic says, not the broker's fence.\n\n" +
+			"JSON: {\"role\":R,\"member\":M,\"value\":V,\"token\":{\"producer_id\":N,\"epoch\":N},\"left_ms\":N},\n" +
+			"\"value\" left out when the holder has none.",
+		ArgsUsage: "ROLE",
+		Flags: []ucli.Flag{
+			&ucli.DurationFlag{Name: "timeout", Value: DefaultTableTimeout,
+				Usage: "give up when the view has not caught up with the topic within `D` (0: wait as long as it takes)"},
+		},
+		Action: runLeader,
+	}
+}
+
+// leaderResult is the JSON output of `krole leader`.
+type leaderResult struct {
+	Role   codec.Role     `json:"role"`
+	Member codec.MemberID `json:"member"`
+	Value  string         `json:"value,omitempty"`
+	Token  codec.Token    `json:"token"`
+	LeftMS int64          `json:"left_ms"`
+}
+
+// NoHolderError is the error of `krole leader` when the role has no live
+// holder: exit code 1.
+type NoHolderError struct {
+	Role codec.Role
+}
+
+func (e *NoHolderError) Error() string { return fmt.Sprintf("role %s has no live holder", e.Role) }
+
+func runLeader(c *ucli.Context) error {
+	role, err := roleArg(c)
+	if err != nil {
+		return err
+	}
+	timeout := c.Duration("timeout")
+	if timeout < 0 {
+		return Usagef(c, "--timeout %v: must not be negative", timeout)
+	}
+	lv, err := startView(c, "")
+	if err != nil {
+		return err
+	}
+	defer lv.stop()
+	if err := lv.ready(c.Context, timeout); err != nil {
+		return err
+	}
+	st, err := lv.Role(c.Context, role)
+	if err != nil {
+		return err
+	}
+	h := server.NewRow(st, time.Now()).Holder
+	if h == nil || h.Expired {
+		return &NoHolderError{Role: role}
+	}
+	if outputFormat(c) == FormatJSON {
+		return writeJSON(stdout(c), leaderResult{Role: role, Member: h.Member, Value: h.Value, Token: h.Token, LeftMS: h.LeftMS})
+	}
+	out := h.Value
+	if out == "" {
+		out = string(h.Member)
+	}
+	_, err = fmt.Fprintln(stdout(c), out)
+	return err
+}

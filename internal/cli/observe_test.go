@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/internal/testcluster"
+)
+
+// TestObserveHolderChanges: observe prints the holder at the start, then a
+// line per change of holder (a new token, the lease running out), and
+// nothing for a renewal or a candidate joining; -o json prints the same
+// as JSON lines; table --watch --changes drops the same rows.
+func TestObserveHolderChanges(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	m := c.Members(t)
+	_, err := m.Transport.RegisterValue(m.Context(), "db", "m1", "10.0.0.1:80")
+	require.NoError(t, err)
+	m.Register("db", "m2")
+	l1 := m.Lease("db", "m1", time.Hour)
+
+	text := startBackground(t, append([]string{"observe", "db"}, clusterFlags(c)...)...)
+	js := startBackground(t, append([]string{"observe", "db", "-o", "json"}, clusterFlags(c)...)...)
+	tbl := startBackground(t, append([]string{"table", "--watch", "--changes", "db"}, clusterFlags(c)...)...)
+	assert.Regexp(t, `^\d\d:\d\d:\d\d\.\d{3} db held by m1 \(token `+l1.Token.String()+`, value 10\.0\.0\.1:80\)$`, text.line("the holder"))
+	var o observed
+	require.NoError(t, json.Unmarshal([]byte(js.line("the holder")), &o))
+	assert.Equal(t, &observedOwner{Member: "m1", Value: "10.0.0.1:80", Token: l1.Token}, o.Holder)
+	assert.Equal(t, "m1", rowOf(t, tbl.line("the row")).Holder.Member.String())
+
+	// A renewal (same token, a later deadline) and a new candidate: no line.
+	renewed, err := codec.NewLease("m1", l1.Token, time.Now().UnixMilli(), time.Now().Add(2*time.Hour).UnixMilli())
+	require.NoError(t, err)
+	require.NoError(t, m.Transport.WriteLease(m.Context(), "db", l1.Token, renewed))
+	m.Register("db", "m3")
+	// A new holder, with a short lease: a line, then one when it runs out.
+	l2 := m.Lease("db", "m2", 2*time.Second)
+	assert.Regexp(t, ` db held by m2 \(token `+l2.Token.String()+`\)$`, text.line("the new holder, not the renewal"))
+	o = observed{}
+	require.NoError(t, json.Unmarshal([]byte(js.line("the new holder")), &o))
+	assert.Equal(t, &observedOwner{Member: "m2", Token: l2.Token}, o.Holder)
+	r := rowOf(t, tbl.line("the new holder"))
+	assert.Equal(t, codec.MemberID("m2"), r.Holder.Member)
+	assert.Regexp(t, ` db has no holder$`, text.line("the lease ran out"))
+	o = observed{}
+	require.NoError(t, json.Unmarshal([]byte(js.line("no holder")), &o))
+	assert.Nil(t, o.Holder)
+	assert.True(t, rowOf(t, tbl.line("expired")).Holder.Expired)
+
+	for _, b := range []*background{text, js, tbl} {
+		assert.Equal(t, ExitOK, b.stop(), "stderr: %s", b.stderr.String())
+	}
+}
