@@ -100,7 +100,7 @@ func TestTakeoverMidTransactionRetriesConcurrentTransactions(t *testing.T) {
 		ctx := e.ctx()
 		role := codec.Role("midtxn")
 		a, b := e.c.Transport(t), e.c.Transport(t)
-		tokA, err := a.AcquireEpoch(ctx, role)
+		_, err := a.AcquireEpoch(ctx, role)
 		require.NoError(t, err)
 		e.place(role)
 		topic, p := e.c.Config.Topic, codec.Partition(role, partitions)
@@ -117,7 +117,7 @@ func TestTakeoverMidTransactionRetriesConcurrentTransactions(t *testing.T) {
 		gap := e.c.Transport(t)
 		_, err = gap.AcquireEpoch(ctx, role)
 		require.NoError(t, err)
-		tokA, err = a.AcquireEpoch(ctx, role)
+		tokA, err := a.AcquireEpoch(ctx, role)
 		require.NoError(t, err)
 
 		const concurrent = 3

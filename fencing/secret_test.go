@@ -26,7 +26,7 @@ func TestConfigKeepsThePasswordSecret(t *testing.T) {
 	slog.New(slog.NewJSONHandler(&jsonLog, nil)).Info("cfg", "cfg", cfg, "sasl", cfg.SASL)
 	for name, out := range map[string]string{
 		"%v": fmt.Sprintf("%v", cfg), "%+v": fmt.Sprintf("%+v", cfg), "%#v": fmt.Sprintf("%#v", cfg),
-		"%+v of SASL": fmt.Sprintf("%+v", cfg.SASL), "%s of SASL": fmt.Sprintf("%s", cfg.SASL),
+		"%+v of SASL": fmt.Sprintf("%+v", cfg.SASL), "%s of SASL": cfg.SASL.String(),
 		"%+v of a pointer": fmt.Sprintf("%+v", &cfg),
 		"JSON":             string(js), "slog text": text.String(), "slog JSON": jsonLog.String(),
 	} {

@@ -170,10 +170,6 @@ func TestRunWorkContextDerivesFromRuns(t *testing.T) {
 	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
 	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
-	type seen struct {
-		value any
-		ended bool // the ctx ended because Run's did, with the runner blocked
-	}
 	got := make(chan any, 1)
 	ended := make(chan error, 1)
 	h.m.idle = func(codec.Role, time.Time) {}
