@@ -100,8 +100,9 @@ const noKey = math.MinInt64
 // records the outcome of its actions. A Local is a value: the methods
 // return an updated copy.
 type Local struct {
-	held      *Held     // the role as this member holds it; nil when it does not
-	renewedAt time.Time // when the last successful write of the held lease began
+	held       *Held         // the role as this member holds it; nil when it does not
+	renewedAt  time.Time     // when the last successful write of the held lease began
+	renewEarly time.Duration // the next renewal goes this much before RenewInterval (jitter)
 
 	registered   int64     // offset of its live registration as it knows it; -1 none
 	registeredAt time.Time // when it wrote registered; zero when adopted from the state
@@ -218,8 +219,9 @@ const maxConfirmGap = 5 * time.Second
 //  2. A holder stops (DoStepDown, lease lost) once RenewDeadline has passed
 //     since its last successful write began, on its local clock. It stops
 //     (DoStepDown, fenced) when the view shows a lease under a newer epoch
-//     of its token. It renews every RenewInterval (or at the retry time
-//     after a failure), and otherwise waits.
+//     of its token. It renews every RenewInterval (less the jitter the
+//     Member drew for this renewal, up to a quarter of it; or at the
+//     retry time after a failure), and otherwise waits.
 //  3. After a failed call it waits for its retry time; after its work
 //     failed it waits for the campaign backoff.
 //  4. A member that is not a candidate registers (DoRegister): at start,
@@ -270,7 +272,7 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 			return Action{Kind: DoStepDown, Revoke: ReasonFenced,
 				Reason: fmt.Sprintf("the view shows %s holding under newer token %s (ours %s)", st.Lease.Member, st.Lease.Token, h.Token)}
 		}
-		next := l.renewedAt.Add(s.RenewInterval)
+		next := l.renewedAt.Add(s.RenewInterval - l.renewEarly)
 		if l.retryAt.After(next) {
 			next = l.retryAt
 		}

@@ -40,6 +40,12 @@ const (
 	// under that token, the member may challenge again at once: that
 	// fences only its former self.
 	ReasonTokenRetired Reason = "token retired"
+	// ReasonOverloaded: the member held more roles than it can renew in
+	// time (its renew capacity, see "Many roles" in the package
+	// documentation), so it resigned this one at its renewal, for another
+	// candidate to take at once rather than after an expiry. It registers
+	// again at the back, and campaigns again once below its capacity.
+	ReasonOverloaded Reason = "overloaded"
 )
 
 // EventKind is the kind of an [Event].

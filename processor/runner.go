@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/krabka/krole/codec"
@@ -48,6 +49,7 @@ type holding struct {
 	started time.Time
 	res     chan error    // work's result; nil without work
 	done    chan struct{} // closed when work returned; nil without work
+	counted bool          // counted in the member's admission as held
 }
 
 type holderKey struct {
@@ -173,7 +175,19 @@ func (r *runner) poll(ctx context.Context) {
 func (r *runner) step(ctx context.Context) Action {
 	now := r.m.clk.Now()
 	a := r.decide(ctx, now)
+	if a.Kind != DoConfirm {
+		r.m.adm.dequeue(r.role)
+	}
 	if a.Kind == DoConfirm {
+		// A campaign: only within the member's renew capacity, and not
+		// while campaigns are paused after a challenge timed out. The
+		// role stays registered meanwhile, and decides again on every
+		// change of its state.
+		if !r.m.adm.claim(r.role, now) {
+			return Action{Kind: DoWait, Until: now.Add(r.m.s.RenewInterval/2 + rand.N(r.m.s.RenewInterval)),
+				Reason: "at the renew capacity, or campaigns paused: registered, not campaigning"}
+		}
+		defer r.m.adm.unclaim()
 		if !r.confirm(ctx, now) {
 			return a // the next decision waits for the retry
 		}
@@ -276,10 +290,31 @@ func (r *runner) failed(ctx context.Context, what string, err error) {
 
 func (r *runner) succeeded() { r.l.failures, r.l.retryAt = 0, time.Time{} }
 
+// slot waits, at most wait, for one of the member's call slots (high: a
+// renewal or a release). It returns the function that gives it back.
+func (r *runner) slot(ctx context.Context, high bool, wait time.Duration) (func(), error) {
+	wctx, cancel := r.callCtx(ctx, wait)
+	defer cancel()
+	release, err := r.m.lim.acquire(wctx, high)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: waited %v for one of the member's %d call slots", ErrOverloaded, wait, r.m.s.MaxInFlight)
+	}
+	return release, nil
+}
+
 func (r *runner) register(ctx context.Context, now time.Time, why string) {
+	release, err := r.slot(ctx, false, r.m.s.TransactionTimeout)
+	if err != nil {
+		r.failed(ctx, "register", err)
+		return
+	}
 	cctx, cancel := r.callCtx(ctx, r.m.s.TransactionTimeout)
 	off, err := r.m.t.Register(cctx, r.role, r.m.me)
 	cancel()
+	release()
 	if err != nil {
 		r.failed(ctx, "register", err)
 		return
@@ -290,26 +325,54 @@ func (r *runner) register(ctx context.Context, now time.Time, why string) {
 }
 
 func (r *runner) challenge(ctx context.Context, now time.Time, prune []codec.MemberID) {
+	// One slot for both calls, so the transaction AcquireEpoch begins
+	// never waits for a slot; the confirmation goes stale if the wait is
+	// longer than a renew interval.
+	release, err := r.slot(ctx, false, r.m.s.RenewInterval)
+	if err != nil {
+		r.challengeTimedOut(ctx, err)
+		return
+	}
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
 	cctx, cancel := r.callCtx(ctx, r.m.s.TransactionTimeout)
 	defer cancel()
 	tok, err := r.m.t.AcquireEpoch(cctx, r.role)
 	if err != nil {
+		if cctx.Err() != nil && ctx.Err() == nil {
+			r.challengeTimedOut(ctx, err)
+			return
+		}
 		r.failed(ctx, "challenge: acquire epoch", err)
 		return
 	}
 	start := r.m.clk.Now()
 	lease := r.lease(tok, start)
-	if err := r.m.t.WriteLease(cctx, r.role, tok, lease); err != nil {
+	err = r.m.t.WriteLease(cctx, r.role, tok, lease)
+	if err == nil {
+		r.m.adm.wrote(r.m.clk.Now().Sub(start))
+	}
+	release()
+	release = nil
+	if err != nil {
 		if fencing.IsFenced(err) {
 			r.m.met.fenced(r.role)
 			r.lost(now)
 			r.log.Info("lost a challenge race: another member took the role; waiting for its lease", "token", tok.String(), "lease_offset", r.st.LeaseOffset)
 			return
 		}
+		if cctx.Err() != nil && ctx.Err() == nil {
+			r.challengeTimedOut(ctx, err)
+			return
+		}
 		r.failed(ctx, "challenge: write lease", err)
 		return
 	}
 	r.succeeded()
+	r.m.adm.challengeDone()
 	r.l.held = &Held{Role: r.role, Member: r.m.me, Token: tok, Lease: lease}
 	r.l.renewedAt = start
 	r.l.lostAt, r.l.lostOff, r.l.retiredTok = time.Time{}, noKey, nil
@@ -321,11 +384,26 @@ func (r *runner) challenge(ctx context.Context, now time.Time, prune []codec.Mem
 	pctx, pcancel := r.callCtx(ctx, r.m.s.RenewInterval)
 	defer pcancel()
 	for _, p := range prune {
-		if err := r.m.t.Deregister(pctx, r.role, p); err != nil {
+		release, err := r.m.lim.acquire(pctx, false)
+		if err == nil {
+			err = r.m.t.Deregister(pctx, r.role, p)
+			release()
+		}
+		if err != nil {
 			r.log.Warn("pruning a candidate failed", "candidate", string(p), "err", err)
 			continue
 		}
 		r.log.Info("pruned a candidate that did not challenge in its turn", "candidate", string(p))
+	}
+}
+
+// challengeTimedOut records a challenge that did not finish in time (its
+// calls, or the wait for a call slot): the role backs off as after any
+// failure, and the member pauses all its campaigns (admission).
+func (r *runner) challengeTimedOut(ctx context.Context, err error) {
+	r.failed(ctx, "challenge (timed out)", err)
+	if d := r.m.adm.challengeTimedOut(r.m.clk.Now()); r.l.retryAt.Before(r.m.clk.Now().Add(d)) {
+		r.l.retryAt = r.m.clk.Now().Add(d)
 	}
 }
 
@@ -349,7 +427,10 @@ func (r *runner) lost(now time.Time) {
 func (r *runner) elected(ctx context.Context, start time.Time) {
 	held := *r.l.held
 	wctx, cancel := context.WithCancel(ctx)
-	h := &holding{held: held, ctx: wctx, cancel: cancel, started: start}
+	h := &holding{held: held, ctx: wctx, cancel: cancel, started: start, counted: true}
+	r.m.adm.holding(+1)
+	r.m.adm.dequeue(r.role)
+	r.l.renewEarly = renewJitter(r.m.s)
 	h.expiry = r.m.clk.AfterFunc(start.Add(r.m.s.RenewDeadline).Sub(r.m.clk.Now()), cancel)
 	r.hold = h
 	r.m.met.holder(r.role, r.m.me, true)
@@ -415,12 +496,39 @@ func (r *runner) workReturned(err error) {
 }
 
 func (r *runner) renew(ctx context.Context, now time.Time) {
+	if r.m.adm.shed() {
+		// More roles held than the member can renew in time: give this
+		// one up now, with a release another candidate acts on at once,
+		// rather than lose roles at random to their deadlines.
+		r.hold.counted = false
+		r.l.resign = ReasonOverloaded
+		r.log.Warn("resigning the role: the member holds more roles than it can renew in time", "capacity", r.m.adm.Capacity())
+		return
+	}
 	h := r.l.held
 	expiry := r.l.renewedAt.Add(r.m.s.RenewDeadline)
-	cctx, cancel := r.callCtx(ctx, min(r.m.s.TransactionTimeout, expiry.Sub(now)))
-	lease := r.lease(h.Token, now)
-	err := r.m.t.WriteLease(cctx, r.role, h.Token, lease)
-	cancel()
+	// The wait for a slot counts against the renew deadline; the write
+	// itself begins only once it has a slot, so no transaction waits.
+	release, err := r.slot(ctx, true, expiry.Sub(now))
+	var lease codec.Lease
+	if err == nil {
+		granted := r.m.clk.Now()
+		if left := expiry.Sub(granted); left <= 0 {
+			err = fmt.Errorf("%w: no time left before the renew deadline", ErrOverloaded)
+		} else {
+			cctx, cancel := r.callCtx(ctx, min(r.m.s.TransactionTimeout, left))
+			// The lease is dated from the renewal's start (before the
+			// wait): the holder's own deadline counts from then, on the
+			// safe side.
+			lease = r.lease(h.Token, now)
+			err = r.m.t.WriteLease(cctx, r.role, h.Token, lease)
+			cancel()
+			if err == nil {
+				r.m.adm.wrote(r.m.clk.Now().Sub(granted))
+			}
+		}
+		release()
+	}
 	took := r.m.clk.Now().Sub(now)
 	switch {
 	case fencing.IsFenced(err):
@@ -453,6 +561,7 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 		return
 	}
 	r.l.renewedAt = now
+	r.l.renewEarly = renewJitter(r.m.s)
 	h.Lease = lease
 	r.hold.expiry = r.m.clk.AfterFunc(now.Add(r.m.s.RenewDeadline).Sub(r.m.clk.Now()), r.hold.cancel)
 	if r.log.Enabled(ctx, slog.LevelDebug) {
@@ -468,6 +577,9 @@ func (r *runner) revoke(now time.Time, why Reason, cause error, detail string) {
 		return
 	}
 	r.hold, r.l.held = nil, nil
+	if h.counted {
+		r.m.adm.holding(-1)
+	}
 	h.expiry.Stop()
 	h.cancel()
 	r.m.met.holder(r.role, r.m.me, false)
@@ -527,7 +639,11 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 		cause := r.workErr
 		r.workErr = nil
 		r.revoke(r.m.clk.Now(), why, cause, "")
-		err := r.m.t.WriteLease(cctx, r.role, h.held.Token, codec.ReleaseLease(r.m.me, h.held.Token))
+		release, err := r.slot(cctx, true, r.m.s.TransactionTimeout)
+		if err == nil {
+			err = r.m.t.WriteLease(cctx, r.role, h.held.Token, codec.ReleaseLease(r.m.me, h.held.Token))
+			release()
+		}
 		switch {
 		case err == nil:
 			r.log.Info("released the role", "token", h.held.Token.String())
@@ -550,7 +666,12 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 	if reg < 0 {
 		return
 	}
-	if err := r.m.t.Deregister(cctx, r.role, r.m.me); err != nil {
+	release, err := r.slot(cctx, false, r.m.s.TransactionTimeout)
+	if err == nil {
+		err = r.m.t.Deregister(cctx, r.role, r.m.me)
+		release()
+	}
+	if err != nil {
 		r.log.Warn("deregistering failed; the registration stays until a holder prunes it", "err", err)
 	} else {
 		r.log.Info("deregistered", "offset", reg)

@@ -105,6 +105,25 @@ type Settings struct {
 	// LeaseDuration/2 (5s).
 	TransactionTimeout time.Duration
 
+	// RenewJitter spreads renewals across the interval: each renewal goes
+	// a random duration in [0, RenewJitter) before RenewInterval has
+	// passed, drawn anew each time, so that roles elected together (at
+	// start, after a failover) do not renew in bursts. Zero: the default,
+	// RenewInterval/4; negative: none (every renewal exactly at
+	// RenewInterval).
+	RenewJitter time.Duration
+
+	// MaxInFlight bounds the calls the Member has in flight through the
+	// transport at once, over all its roles: renewals and releases go
+	// first, then registrations, challenges and deregistrations. A call
+	// waits for its turn before it begins, so no transaction stays open
+	// while it waits. It also sets how many roles the member campaigns
+	// for (see [Member] and the package documentation, "Many roles").
+	// Zero or less: [DefaultMaxInFlight] (5, sarama's
+	// Net.MaxOpenRequests: one member never queues requests inside the
+	// client).
+	MaxInFlight int
+
 	// KeepOnExit, when true, makes a Member whose context ends leave
 	// without writing anything: its lease runs out at its deadline and
 	// its registration stays (a restart under the same member id keeps
@@ -114,7 +133,12 @@ type Settings struct {
 	KeepOnExit bool
 }
 
-// WithDefaults returns s with every zero duration set to its default.
+// DefaultMaxInFlight is the MaxInFlight of a zero [Settings]: sarama's
+// default Net.MaxOpenRequests.
+const DefaultMaxInFlight = 5
+
+// WithDefaults returns s with every zero duration, and a MaxInFlight of
+// zero or less, set to its default (a negative RenewJitter stays: none).
 func (s Settings) WithDefaults() Settings {
 	if s.LeaseDuration == 0 {
 		s.LeaseDuration = DefaultLeaseDuration
@@ -134,6 +158,12 @@ func (s Settings) WithDefaults() Settings {
 	if s.TransactionTimeout == 0 {
 		s.TransactionTimeout = s.LeaseDuration / 2
 	}
+	if s.RenewJitter == 0 {
+		s.RenewJitter = s.RenewInterval / 4
+	}
+	if s.MaxInFlight <= 0 {
+		s.MaxInFlight = DefaultMaxInFlight
+	}
 	return s
 }
 
@@ -146,7 +176,7 @@ func (s Settings) WithDefaults() Settings {
 //	0 < RetryBackoff <= RenewInterval < RenewDeadline <= LeaseDuration
 //	0 < Stagger
 //	0 < TransactionTimeout < LeaseDuration - RenewInterval
-//
+
 // The last bound keeps a transaction left open by a crashed writer from
 // hiding a healthy holder's renewals long enough for its lease to look
 // expired: the lease the readers last saw has at least
