@@ -10,41 +10,52 @@ import (
 	"github.com/krabka/krole/codec"
 )
 
+// priority orders the calls waiting for a slot of the limiter.
+type priority int
+
+const (
+	// prioRenew: renewals, which keep the roles the member holds.
+	prioRenew priority = iota
+	// prioRelease: releases of resigned roles, which hand them over at
+	// once; one that cannot get a slot in time leaves its lease to
+	// expire, as a crash would.
+	prioRelease
+	// prioCampaign: registrations, challenges, deregistrations, prunes.
+	prioCampaign
+	nprio
+)
+
 // limiter bounds the transport calls a Member has in flight, shared by all
-// its role goroutines, with two priorities: renewals and releases (high)
-// go before registrations, challenges, deregistrations and prunes (low).
-// A waiter is granted a slot in priority order, first come first served
-// within a priority. The wait happens before a call begins, so no
-// transaction is open while a call waits: a call that waits too long fails
-// before it has written anything, instead of queueing inside the client
-// (sarama sends at most Net.MaxOpenRequests requests per connection at
-// once and queues the rest, past their context) and abandoning a
-// transaction that holds back every read_committed reader of its
-// partition.
+// its role goroutines, in three priorities: renewals first, then
+// releases, then everything else (registrations, challenges,
+// deregistrations, prunes). A waiter is granted a slot in priority order,
+// first come first served within a priority. The wait happens before a
+// call begins, so no transaction is open while a call waits: a call that
+// waits too long fails before it has written anything, instead of queueing
+// inside the client (sarama sends at most Net.MaxOpenRequests requests per
+// connection at once and queues the rest, past their context) and
+// abandoning a transaction that holds back every read_committed reader of
+// its partition.
 type limiter struct {
-	mu        sync.Mutex
-	width     int
-	busy      int
-	high, low []chan struct{} // waiters; a granted waiter's channel holds a value
+	mu    sync.Mutex
+	width int
+	busy  int
+	q     [nprio][]chan struct{} // waiters; a granted waiter's channel holds a value
 }
 
 func newLimiter(width int) *limiter { return &limiter{width: width} }
 
-// acquire waits for a slot (high: a renewal or a release) until ctx ends.
-// It returns the function that gives the slot back, or ctx's error.
-func (l *limiter) acquire(ctx context.Context, high bool) (func(), error) {
+// acquire waits for a slot until ctx ends. It returns the function that
+// gives the slot back, or ctx's error.
+func (l *limiter) acquire(ctx context.Context, p priority) (func(), error) {
 	l.mu.Lock()
-	if l.busy < l.width && len(l.high) == 0 && (high || len(l.low) == 0) {
+	if l.busy < l.width && !l.waiting(p) {
 		l.busy++
 		l.mu.Unlock()
 		return l.release, nil
 	}
 	w := make(chan struct{}, 1)
-	if high {
-		l.high = append(l.high, w)
-	} else {
-		l.low = append(l.low, w)
-	}
+	l.q[p] = append(l.q[p], w)
 	l.mu.Unlock()
 	select {
 	case <-w:
@@ -52,13 +63,24 @@ func (l *limiter) acquire(ctx context.Context, high bool) (func(), error) {
 	case <-ctx.Done():
 	}
 	l.mu.Lock()
-	removed := remove(&l.high, w) || remove(&l.low, w)
+	removed := remove(&l.q[p], w)
 	l.mu.Unlock()
 	if !removed { // granted meanwhile: hand the slot on
 		<-w
 		l.release()
 	}
 	return nil, ctx.Err()
+}
+
+// waiting reports whether a call of priority p or higher waits; l.mu must
+// be held.
+func (l *limiter) waiting(p priority) bool {
+	for i := prioRenew; i <= p; i++ {
+		if len(l.q[i]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func remove(q *[]chan struct{}, w chan struct{}) bool {
@@ -71,22 +93,19 @@ func remove(q *[]chan struct{}, w chan struct{}) bool {
 	return false
 }
 
-// release gives a slot back, to the first high waiter, else the first low
-// one.
+// release gives a slot back, to the first waiter of the highest priority.
 func (l *limiter) release() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var w chan struct{}
-	switch {
-	case len(l.high) > 0:
-		w, l.high = l.high[0], l.high[1:]
-	case len(l.low) > 0:
-		w, l.low = l.low[0], l.low[1:]
-	default:
-		l.busy--
-		return
+	for p := range l.q {
+		if len(l.q[p]) > 0 {
+			w := l.q[p][0]
+			l.q[p] = l.q[p][1:]
+			w <- struct{}{} // the slot passes on; busy stays
+			return
+		}
 	}
-	w <- struct{}{} // the slot passes on; busy stays
+	l.busy--
 }
 
 // capacityHeadroom is the share of the limiter's time the renewals of the
@@ -94,9 +113,15 @@ func (l *limiter) release() {
 // the renewals jitter brings forward, and the member's other calls.
 const capacityHeadroom = 0.5
 
-// latencyWeight is the weight of each new write latency in the moving
-// average the capacity estimate uses.
-const latencyWeight = 1.0 / 16
+// The weights of a new write latency in the moving average the capacity
+// estimate uses: a latency above the average counts for half, so that
+// the estimate follows an overload within a few writes; one below it for
+// a sixteenth, so that a lull does not make the member take on more roles
+// at once.
+const (
+	latencyRise = 1.0 / 2
+	latencyFall = 1.0 / 16
+)
 
 // admission decides whether a member may campaign for one more role: it
 // counts the roles held and the campaigns under way, estimates how many
@@ -105,7 +130,7 @@ const latencyWeight = 1.0 / 16
 //
 // The estimate: a lease write (the call a renewal is) holds one of the
 // limiter's width slots for L, the moving average of the measured lease
-// write latencies (renewals and the writes of challenges, from the moment
+// write latencies (rising fast, falling slowly) (renewals and the writes of challenges, from the moment
 // a slot was granted). So the member writes at most width/L leases a
 // second, and renews each held role once per RenewInterval (a little
 // more often, with jitter): it can keep
@@ -153,6 +178,14 @@ func (a *admission) capacity() int {
 // unbounded is the capacity before any lease write was measured.
 const unbounded = math.MaxInt32
 
+// latency returns the moving average of lease write latency (0 until
+// measured).
+func (a *admission) latency() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lat
+}
+
 // Capacity is the member's current estimate of how many roles it can renew
 // in time (see admission); unbounded until a lease write was measured.
 func (a *admission) Capacity() int {
@@ -164,10 +197,13 @@ func (a *admission) Capacity() int {
 // wrote records the latency of a lease write (from the slot's grant).
 func (a *admission) wrote(d time.Duration) {
 	a.mu.Lock()
-	if a.lat == 0 {
+	switch {
+	case a.lat == 0:
 		a.lat = d
-	} else {
-		a.lat += time.Duration(latencyWeight * float64(d-a.lat))
+	case d > a.lat:
+		a.lat += time.Duration(latencyRise * float64(d-a.lat))
+	default:
+		a.lat += time.Duration(latencyFall * float64(d-a.lat))
 	}
 	c := a.capacity()
 	a.mu.Unlock()

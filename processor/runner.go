@@ -290,12 +290,12 @@ func (r *runner) failed(ctx context.Context, what string, err error) {
 
 func (r *runner) succeeded() { r.l.failures, r.l.retryAt = 0, time.Time{} }
 
-// slot waits, at most wait, for one of the member's call slots (high: a
-// renewal or a release). It returns the function that gives it back.
-func (r *runner) slot(ctx context.Context, high bool, wait time.Duration) (func(), error) {
+// slot waits, at most wait, for one of the member's call slots at
+// priority p. It returns the function that gives it back.
+func (r *runner) slot(ctx context.Context, p priority, wait time.Duration) (func(), error) {
 	wctx, cancel := r.callCtx(ctx, wait)
 	defer cancel()
-	release, err := r.m.lim.acquire(wctx, high)
+	release, err := r.m.lim.acquire(wctx, p)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -306,7 +306,7 @@ func (r *runner) slot(ctx context.Context, high bool, wait time.Duration) (func(
 }
 
 func (r *runner) register(ctx context.Context, now time.Time, why string) {
-	release, err := r.slot(ctx, false, r.m.s.TransactionTimeout)
+	release, err := r.slot(ctx, prioCampaign, r.m.s.TransactionTimeout)
 	if err != nil {
 		r.failed(ctx, "register", err)
 		return
@@ -328,7 +328,7 @@ func (r *runner) challenge(ctx context.Context, now time.Time, prune []codec.Mem
 	// One slot for both calls, so the transaction AcquireEpoch begins
 	// never waits for a slot; the confirmation goes stale if the wait is
 	// longer than a renew interval.
-	release, err := r.slot(ctx, false, r.m.s.RenewInterval)
+	release, err := r.slot(ctx, prioCampaign, r.m.s.RenewInterval)
 	if err != nil {
 		r.challengeTimedOut(ctx, err)
 		return
@@ -384,7 +384,7 @@ func (r *runner) challenge(ctx context.Context, now time.Time, prune []codec.Mem
 	pctx, pcancel := r.callCtx(ctx, r.m.s.RenewInterval)
 	defer pcancel()
 	for _, p := range prune {
-		release, err := r.m.lim.acquire(pctx, false)
+		release, err := r.m.lim.acquire(pctx, prioCampaign)
 		if err == nil {
 			err = r.m.t.Deregister(pctx, r.role, p)
 			release()
@@ -496,25 +496,27 @@ func (r *runner) workReturned(err error) {
 }
 
 func (r *runner) renew(ctx context.Context, now time.Time) {
-	if r.m.adm.shed() {
-		// More roles held than the member can renew in time: give this
-		// one up now, with a release another candidate acts on at once,
-		// rather than lose roles at random to their deadlines.
-		r.hold.counted = false
-		r.l.resign = ReasonOverloaded
-		r.log.Warn("resigning the role: the member holds more roles than it can renew in time", "capacity", r.m.adm.Capacity())
+	if r.shed() {
 		return
 	}
 	h := r.l.held
 	expiry := r.l.renewedAt.Add(r.m.s.RenewDeadline)
 	// The wait for a slot counts against the renew deadline; the write
 	// itself begins only once it has a slot, so no transaction waits.
-	release, err := r.slot(ctx, true, expiry.Sub(now))
+	release, err := r.slot(ctx, prioRenew, expiry.Sub(now))
 	var lease codec.Lease
+	if err == nil && r.shed() { // the estimate may have moved during the wait
+		release()
+		return
+	}
 	if err == nil {
 		granted := r.m.clk.Now()
-		if left := expiry.Sub(granted); left <= 0 {
-			err = fmt.Errorf("%w: no time left before the renew deadline", ErrOverloaded)
+		// A write that cannot finish before the renew deadline is not
+		// begun: cut short by its context mid-transaction, it would
+		// retire the token (an unknown outcome) and leave a transaction
+		// open that holds back the partition's readers.
+		if left := expiry.Sub(granted); left <= 0 || left < r.m.adm.latency() {
+			err = fmt.Errorf("%w: %v left before the renew deadline, less than a lease write takes", ErrOverloaded, left)
 		} else {
 			cctx, cancel := r.callCtx(ctx, min(r.m.s.TransactionTimeout, left))
 			// The lease is dated from the renewal's start (before the
@@ -567,6 +569,20 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 	if r.log.Enabled(ctx, slog.LevelDebug) {
 		r.log.Debug("renewed", "token", h.Token.String(), "deadline", lease.Deadline, "took", took)
 	}
+}
+
+// shed reports whether the member holds more roles than it can renew in
+// time; then it gives this one up (resigned at the next step, with a
+// release another candidate acts on at once) rather than lose roles at
+// random to their deadlines.
+func (r *runner) shed() bool {
+	if !r.m.adm.shed() {
+		return false
+	}
+	r.hold.counted = false
+	r.l.resign = ReasonOverloaded
+	r.log.Warn("resigning the role: the member holds more roles than it can renew in time", "capacity", r.m.adm.Capacity())
+	return true
 }
 
 // revoke ends the holding: work's context is cancelled (without waiting
@@ -631,17 +647,20 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 		r.awaitWork(h)
 	}
 	// After the wait for work, which may last up to the local deadline:
-	// the release and the deregistration get their full TransactionTimeout.
-	cctx, cancel := r.callCtx(context.WithoutCancel(ctx), r.m.s.TransactionTimeout)
-	defer cancel()
+	// the release and the deregistration each get their full
+	// TransactionTimeout once they have a call slot (waited for at most
+	// as long).
+	bctx := context.WithoutCancel(ctx)
 	var werr error
 	if h != nil {
 		cause := r.workErr
 		r.workErr = nil
 		r.revoke(r.m.clk.Now(), why, cause, "")
-		release, err := r.slot(cctx, true, r.m.s.TransactionTimeout)
+		release, err := r.slot(bctx, prioRelease, r.m.s.TransactionTimeout)
 		if err == nil {
+			cctx, cancel := r.callCtx(bctx, r.m.s.TransactionTimeout)
 			err = r.m.t.WriteLease(cctx, r.role, h.held.Token, codec.ReleaseLease(r.m.me, h.held.Token))
+			cancel()
 			release()
 		}
 		switch {
@@ -666,9 +685,11 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 	if reg < 0 {
 		return
 	}
-	release, err := r.slot(cctx, false, r.m.s.TransactionTimeout)
+	release, err := r.slot(bctx, prioCampaign, r.m.s.TransactionTimeout)
 	if err == nil {
+		cctx, cancel := r.callCtx(bctx, r.m.s.TransactionTimeout)
 		err = r.m.t.Deregister(cctx, r.role, r.m.me)
+		cancel()
 		release()
 	}
 	if err != nil {
