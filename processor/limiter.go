@@ -111,7 +111,7 @@ func (l *limiter) release() {
 // capacityHeadroom is the share of the limiter's time the renewals of the
 // roles a member campaigns for may take: the rest absorbs latency spikes,
 // the renewals jitter brings forward, and the member's other calls.
-const capacityHeadroom = 0.5
+const capacityHeadroom = 0.75
 
 // The weights of a new write latency in the moving average the capacity
 // estimate uses: a latency above the average counts for half, so that
@@ -139,9 +139,9 @@ const (
 //
 // roles. Until the first write has been measured the capacity is
 // unbounded (the limiter still bounds the calls). A member holding more
-// roles than its capacity resigns the excess ([ReasonOverloaded]) at their
-// next renewal, so that other candidates take them at once instead of
-// after an expiry; one holding its capacity or more (counting the
+// roles than its capacity (and an eighth) resigns the excess
+// ([ReasonOverloaded]) at their next renewal that is late, so that other
+// candidates take them at once instead of after an expiry; one holding its capacity or more (counting the
 // campaigns under way) does not campaign, and its other roles stay
 // registered, not challenging.
 type admission struct {

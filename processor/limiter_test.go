@@ -82,10 +82,10 @@ func TestAdmissionCapacity(t *testing.T) {
 	a := h.m.adm
 	assert.Equal(t, unbounded, a.Capacity(), "unbounded until a write was measured")
 	a.wrote(100 * time.Millisecond)
-	assert.Equal(t, 40, a.Capacity(), "0.5 x 4 x 2s / 100ms")
-	a.wrote(300 * time.Millisecond) // rises by half the difference at once
+	assert.Equal(t, 60, a.Capacity(), "0.75 x 4 x 2s / 100ms")
+	a.wrote(500 * time.Millisecond) // rises by half the difference at once: 300ms
 	assert.Equal(t, 20, a.Capacity())
-	a.wrote(100 * time.Millisecond) // falls by a sixteenth: 193.75ms
+	a.wrote(100 * time.Millisecond) // falls by a sixteenth: 287.5ms
 	assert.Equal(t, 20, a.Capacity())
 
 	now := time.Now()

@@ -575,8 +575,15 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 // time; then it gives this one up (resigned at the next step, with a
 // release another candidate acts on at once) rather than lose roles at
 // random to their deadlines.
+//
+// Only a renewal that is late sheds: one that begins (or gets its call
+// slot) more than a quarter of the margin RenewDeadline - RenewInterval
+// after it was due. An estimate alone does not: handing roles over costs
+// calls too (releases, registrations, the successor's challenges), and
+// shedding on a noisy estimate feeds the load it means to relieve.
 func (r *runner) shed() bool {
-	if !r.m.adm.shed() {
+	late := r.l.renewedAt.Add(r.m.s.RenewInterval + (r.m.s.RenewDeadline-r.m.s.RenewInterval)/4)
+	if r.m.clk.Now().Before(late) || !r.m.adm.shed() {
 		return false
 	}
 	r.hold.counted = false
