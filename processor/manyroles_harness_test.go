@@ -30,13 +30,14 @@ import (
 // asserts nothing about speed. It runs M members (KROLE_HOLD_MEMBERS,
 // default 1), each with its own transport and view, holding K roles
 // between them (each member runs K/M roles of its own), waits until every
-// role is held, then measures for KROLE_HOLD_FOR (default 60s):
+// role is held (or KROLE_HOLD_SETTLE has passed), then measures for KROLE_HOLD_FOR (default 60s):
 //
 //	KROLE_HOLD=K@LEASE      e.g. 1000@3s (renew interval LEASE/5)
 //	KROLE_HOLD_MEMBERS=M    members sharing the roles
 //	KROLE_HOLD_FOR=T        measuring window
 //	KROLE_HOLD_PROFILE=F    write a CPU profile of this process to F
 //	KROLE_HOLD_MAX_IN_FLIGHT=N  the members' Settings.MaxInFlight
+//	KROLE_HOLD_SETTLE=D     measure after D (default 2m) even if not all held
 //
 // Run the cluster in another process so that the process's CPU time is
 // the members' (and their views') own, for example:
@@ -86,9 +87,11 @@ func TestHarnessHoldManyRoles(t *testing.T) {
 		}
 	})
 	start := time.Now()
+	settle := envDur(t, "KROLE_HOLD_SETTLE", 2*time.Minute)
 	for last := start; h.heldCount() < k; {
-		if time.Since(start) > 10*time.Minute {
-			t.Fatalf("after %v: %d of %d roles held", time.Since(start), h.heldCount(), k)
+		if time.Since(start) > settle {
+			t.Logf("after %v: %d of %d roles held; measuring anyway", time.Since(start).Round(time.Second), h.heldCount(), k)
+			break
 		}
 		if time.Since(last) > 5*time.Second {
 			last = time.Now()
@@ -97,7 +100,7 @@ func TestHarnessHoldManyRoles(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Logf("all %d roles held after %v", k, time.Since(start).Round(time.Millisecond))
+	t.Logf("%d of %d roles held after %v", h.heldCount(), k, time.Since(start).Round(time.Millisecond))
 	time.Sleep(s.RenewInterval) // past the burst of elections
 
 	if f := os.Getenv("KROLE_HOLD_PROFILE"); f != "" {
