@@ -12,8 +12,9 @@
 // # The rules
 //
 // Candidates of a role rank by the offset of their registration, lowest
-// first. The holder renews its lease every RenewInterval: a write of a new
-// lease under the same token, with deadline = start of the write +
+// first. The holder renews its lease every RenewInterval (a little
+// earlier, with jitter; later when the member is loaded, see "Many
+// roles"): a write of a new lease under the same token, with deadline = start of the write +
 // LeaseDuration. A renewal answered fenced ends its leadership at once. A
 // holder that has not renewed successfully within RenewDeadline of the
 // start of its last successful write stops on its own, measured on its own
@@ -247,24 +248,27 @@
 //     pauses every campaign of the member, RetryBackoff doubling up to
 //     LeaseDuration, with jitter; a successful challenge ends the run.
 //   - A member campaigns (confirms and challenges) for no more roles than
-//     it can renew in time. Its renew capacity is estimated as
-//     0.75 x MaxInFlight x RenewInterval / L, where L is a moving average
-//     of its measured lease write latency (from the slot's grant to the
-//     answer; rising by half a new higher sample, falling by a sixteenth
-//     of a lower one): MaxInFlight slots each held L per write give
-//     MaxInFlight/L writes a second, each held role needs one per
-//     RenewInterval, and a quarter is kept for latency spikes, jitter's
-//     early renewals and the other calls. Unbounded until a write was
-//     measured. At its capacity (roles held plus campaigns under way) a
-//     member says so in one log line (Warn, "not campaigning for more
-//     roles"; and Info when it campaigns again) and in
-//     krole_renew_capacity_roles and krole_queued_roles, and keeps the
-//     other roles registered, not challenging: the candidates behind it
-//     take them in their turn.
+//     it can renew in time. Unloaded it renews each role every
+//     RenewInterval; loaded, renewals wait for call slots and come later,
+//     which is safe as long as each comes well before RenewDeadline. It
+//     plans for at most the renew period P = RenewInterval +
+//     (RenewDeadline - RenewInterval)/2 between two renewals of a role,
+//     and estimates its renew capacity as 0.75 x MaxInFlight x P / L,
+//     where L is a moving average of its measured lease write latency
+//     (from the slot's grant to the answer; rising by half a new higher
+//     sample, falling by a sixteenth of a lower one): MaxInFlight slots
+//     each held L per write give MaxInFlight/L writes a second, and a
+//     quarter is kept for latency spikes, jitter's early renewals and the
+//     other calls. Unbounded until a write was measured. At its capacity
+//     (roles held plus campaigns under way) a member says so in one log
+//     line (Warn, "not campaigning for more roles"; and Info when it
+//     campaigns again) and in krole_renew_capacity_roles and
+//     krole_queued_roles, and keeps the other roles registered, not
+//     challenging: the candidates behind it take them in their turn.
 //   - A member holding more than its capacity and an eighth resigns the
 //     excess ([ReasonOverloaded]): at a renewal that is late (begun or
-//     granted its slot more than a quarter of RenewDeadline -
-//     RenewInterval after it was due), it writes the release instead, so
+//     granted its slot more than P after the last successful write), it
+//     writes the release instead, so
 //     another candidate takes the role at once rather than after an
 //     expiry, and the roles it keeps are renewed in time. The estimate
 //     alone sheds nothing: handing roles over costs calls too.

@@ -108,6 +108,14 @@ func (l *limiter) release() {
 	l.busy--
 }
 
+// renewPeriod is the longest a member plans to take between two renewals
+// of a role under load: halfway from RenewInterval to RenewDeadline, so
+// that a renewal late by that much still has half the margin before the
+// holder stops on its own.
+func renewPeriod(s Settings) time.Duration {
+	return s.RenewInterval + (s.RenewDeadline-s.RenewInterval)/2
+}
+
 // capacityHeadroom is the share of the limiter's time the renewals of the
 // roles a member campaigns for may take: the rest absorbs latency spikes,
 // the renewals jitter brings forward, and the member's other calls.
@@ -130,24 +138,28 @@ const (
 //
 // The estimate: a lease write (the call a renewal is) holds one of the
 // limiter's width slots for L, the moving average of the measured lease
-// write latencies (rising fast, falling slowly) (renewals and the writes of challenges, from the moment
-// a slot was granted). So the member writes at most width/L leases a
-// second, and renews each held role once per RenewInterval (a little
-// more often, with jitter): it can keep
+// write latencies (rising fast, falling slowly; from the moment a slot
+// was granted), so the member writes at most width/L leases a second.
+// Unloaded it renews each role every RenewInterval; loaded, renewals
+// wait for slots and come later, which is safe as long as each comes
+// well before RenewDeadline. It plans for at most the renew period P =
+// RenewInterval + (RenewDeadline - RenewInterval)/2 between renewals, and
+// keeps a quarter of the slots' time for spikes and its other calls:
 //
-//	capacity = floor(capacityHeadroom * width * RenewInterval / L)
+//	capacity = floor(0.75 * width * P / L)
 //
 // roles. Until the first write has been measured the capacity is
 // unbounded (the limiter still bounds the calls). A member holding more
 // roles than its capacity (and an eighth) resigns the excess
-// ([ReasonOverloaded]) at their next renewal that is late, so that other
-// candidates take them at once instead of after an expiry; one holding its capacity or more (counting the
+// ([ReasonOverloaded]) at their next renewal that is late (more than P
+// after the last), so that other candidates take them at once instead of
+// after an expiry; one holding its capacity or more (counting the
 // campaigns under way) does not campaign, and its other roles stay
 // registered, not challenging.
 type admission struct {
-	m        *Member
-	width    int
-	interval time.Duration
+	m      *Member
+	width  int
+	period time.Duration // renewPeriod of the settings
 
 	mu         sync.Mutex
 	lat        time.Duration // moving average of lease write latency; 0 until measured
@@ -160,7 +172,7 @@ type admission struct {
 }
 
 func newAdmission(m *Member) *admission {
-	return &admission{m: m, width: m.s.MaxInFlight, interval: m.s.RenewInterval, queued: map[codec.Role]struct{}{}}
+	return &admission{m: m, width: m.s.MaxInFlight, period: renewPeriod(m.s), queued: map[codec.Role]struct{}{}}
 }
 
 // capacity returns the estimate above; a.mu must be held.
@@ -168,7 +180,7 @@ func (a *admission) capacity() int {
 	if a.lat <= 0 {
 		return unbounded
 	}
-	c := capacityHeadroom * float64(a.width) * float64(a.interval) / float64(a.lat)
+	c := capacityHeadroom * float64(a.width) * float64(a.period) / float64(a.lat)
 	if c >= unbounded {
 		return unbounded
 	}
@@ -236,7 +248,7 @@ func (a *admission) claim(role codec.Role, now time.Time) bool {
 	a.mu.Unlock()
 	if logRefusal {
 		a.m.log.Warn("not campaigning for more roles: the member cannot renew more in time; the others stay registered and wait",
-			"held", held, "capacity", c, "write_latency", lat, "max_in_flight", a.width, "renew_interval", a.interval)
+			"held", held, "capacity", c, "write_latency", lat, "max_in_flight", a.width, "renew_period", a.period)
 	}
 	a.m.met.queued(a.m.me, queued)
 	return ok

@@ -74,40 +74,41 @@ func waitQueued(t *testing.T, l *limiter, p priority) {
 	}
 }
 
-// The capacity estimate is headroom x width x RenewInterval / write
+// The capacity estimate is headroom x width x renew period / write
 // latency; a member at its capacity does not campaign (the role is
 // queued), and one over it by more than an eighth sheds.
 func TestAdmissionCapacity(t *testing.T) {
-	h := newHarness(t, "a", Settings{MaxInFlight: 4}) // renew interval 2s
+	// Renew interval 2s, deadline 8s: the renew period is 5s.
+	h := newHarness(t, "a", Settings{MaxInFlight: 4, LeaseDuration: 10 * time.Second})
 	a := h.m.adm
 	assert.Equal(t, unbounded, a.Capacity(), "unbounded until a write was measured")
-	a.wrote(100 * time.Millisecond)
-	assert.Equal(t, 60, a.Capacity(), "0.75 x 4 x 2s / 100ms")
-	a.wrote(500 * time.Millisecond) // rises by half the difference at once: 300ms
-	assert.Equal(t, 20, a.Capacity())
-	a.wrote(100 * time.Millisecond) // falls by a sixteenth: 287.5ms
-	assert.Equal(t, 20, a.Capacity())
+	a.wrote(time.Second)
+	assert.Equal(t, 15, a.Capacity(), "0.75 x 4 x 5s / 1s")
+	a.wrote(2 * time.Second) // rises by half the difference at once: 1.5s
+	assert.Equal(t, 10, a.Capacity())
+	a.wrote(time.Second) // falls by a sixteenth: 1.46875s
+	assert.Equal(t, 10, a.Capacity())
 
 	now := time.Now()
-	for range 19 {
+	for range 9 {
 		a.holding(+1)
 	}
-	require.True(t, a.claim("r1", now), "19 held + 0 campaigning < 20")
-	assert.False(t, a.claim("r2", now), "19 held + 1 campaigning: at capacity")
+	require.True(t, a.claim("r1", now), "9 held + 0 campaigning < 10")
+	assert.False(t, a.claim("r2", now), "9 held + 1 campaigning: at capacity")
 	assert.Equal(t, 1.0, h.metric("krole_queued_roles", "member", "a"))
 	a.unclaim()
 	a.dequeue("r2")
 	assert.Equal(t, 0.0, h.metric("krole_queued_roles", "member", "a"))
-	assert.False(t, a.shed(), "19 held, capacity 20")
-	for range 4 {
+	assert.False(t, a.shed(), "9 held, capacity 10")
+	for range 3 {
 		a.holding(+1)
 	}
-	assert.True(t, a.shed(), "23 held: over capacity + an eighth (22)")
-	assert.False(t, a.shed(), "the shed role no longer counts: 22 held")
+	assert.True(t, a.shed(), "12 held: over capacity + an eighth (11)")
+	assert.False(t, a.shed(), "the shed role no longer counts: 11 held")
 
 	// A challenge timeout pauses every campaign.
 	a.unclaim()
-	a.holding(-10) // 12 held
+	a.holding(-6) // 5 held
 	d := a.challengeTimedOut(now)
 	assert.Positive(t, d)
 	assert.False(t, a.claim("r3", now), "paused")

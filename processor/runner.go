@@ -577,12 +577,12 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 // random to their deadlines.
 //
 // Only a renewal that is late sheds: one that begins (or gets its call
-// slot) more than a quarter of the margin RenewDeadline - RenewInterval
-// after it was due. An estimate alone does not: handing roles over costs
+// slot) more than the renew period (see admission) after the last
+// successful write. An estimate alone does not: handing roles over costs
 // calls too (releases, registrations, the successor's challenges), and
 // shedding on a noisy estimate feeds the load it means to relieve.
 func (r *runner) shed() bool {
-	late := r.l.renewedAt.Add(r.m.s.RenewInterval + (r.m.s.RenewDeadline-r.m.s.RenewInterval)/4)
+	late := r.l.renewedAt.Add(renewPeriod(r.m.s))
 	if r.m.clk.Now().Before(late) || !r.m.adm.shed() {
 		return false
 	}

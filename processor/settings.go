@@ -58,8 +58,9 @@ type Settings struct {
 	LeaseDuration time.Duration
 
 	// RenewInterval is how often the holder renews its lease, counted
-	// from the start of its last successful write. Default
-	// LeaseDuration/5 (2s).
+	// from the start of its last successful write (less RenewJitter at
+	// random; a loaded member's renewals wait for a call slot, see
+	// MaxInFlight). Default LeaseDuration/5 (2s).
 	RenewInterval time.Duration
 
 	// RenewDeadline is how long after the start of its last successful
