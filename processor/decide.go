@@ -102,7 +102,7 @@ const noKey = math.MinInt64
 type Local struct {
 	held       *Held         // the role as this member holds it; nil when it does not
 	renewedAt  time.Time     // when the last successful write of the held lease began
-	renewEarly time.Duration // the next renewal goes this much before RenewInterval (jitter)
+	renewEvery time.Duration // the next renewal goes this long after renewedAt; 0: RenewInterval
 
 	registered   int64     // offset of its live registration as it knows it; -1 none
 	registeredAt time.Time // when it wrote registered; zero when adopted from the state
@@ -219,9 +219,9 @@ const maxConfirmGap = 5 * time.Second
 //  2. A holder stops (DoStepDown, lease lost) once RenewDeadline has passed
 //     since its last successful write began, on its local clock. It stops
 //     (DoStepDown, fenced) when the view shows a lease under a newer epoch
-//     of its token. It renews every RenewInterval (less the jitter the
-//     Member drew for this renewal, up to a quarter of it; or at the
-//     retry time after a failure), and otherwise waits.
+//     of its token. It renews every RenewInterval (or the interval the
+//     Member set for this renewal: jitter, and pacing when loaded; or
+//     at the retry time after a failure), and otherwise waits.
 //  3. After a failed call it waits for its retry time; after its work
 //     failed it waits for the campaign backoff.
 //  4. A member that is not a candidate registers (DoRegister): at start,
@@ -272,7 +272,11 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 			return Action{Kind: DoStepDown, Revoke: ReasonFenced,
 				Reason: fmt.Sprintf("the view shows %s holding under newer token %s (ours %s)", st.Lease.Member, st.Lease.Token, h.Token)}
 		}
-		next := l.renewedAt.Add(s.RenewInterval - l.renewEarly)
+		every := l.renewEvery
+		if every <= 0 {
+			every = s.RenewInterval
+		}
+		next := l.renewedAt.Add(every)
 		if l.retryAt.After(next) {
 			next = l.retryAt
 		}

@@ -324,6 +324,27 @@ func (a *admission) challengeDone() {
 	a.mu.Unlock()
 }
 
+// renewEvery returns when, after a successful write, a role's next
+// renewal goes: RenewInterval less jitter (see renewJitter), stretched
+// when the member is loaded so that its renewals take at most
+// capacityHeadroom of its call slots' time, leaving the rest to the other
+// calls (campaigns, releases), never beyond the renew period: with K
+// held and write latency L, a renewal every K x L / (headroom x width).
+func (a *admission) renewEvery() time.Duration {
+	a.mu.Lock()
+	held, lat := a.held, a.lat
+	a.mu.Unlock()
+	s := a.m.s
+	every := s.RenewInterval - renewJitter(s)
+	if lat > 0 {
+		paced := time.Duration(float64(held) * float64(lat) / (capacityHeadroom * float64(a.width)))
+		if paced > every {
+			every = min(paced+rand.N(paced/8+1), a.period)
+		}
+	}
+	return every
+}
+
 // renewJitter returns how much earlier than RenewInterval after the last
 // write the next renewal goes: uniform in [0, RenewJitter), at most
 // RenewInterval - RetryBackoff, so that roles elected together (at start,

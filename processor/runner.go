@@ -430,7 +430,7 @@ func (r *runner) elected(ctx context.Context, start time.Time) {
 	h := &holding{held: held, ctx: wctx, cancel: cancel, started: start, counted: true}
 	r.m.adm.holding(+1)
 	r.m.adm.dequeue(r.role)
-	r.l.renewEarly = renewJitter(r.m.s)
+	r.l.renewEvery = r.m.adm.renewEvery()
 	h.expiry = r.m.clk.AfterFunc(start.Add(r.m.s.RenewDeadline).Sub(r.m.clk.Now()), cancel)
 	r.hold = h
 	r.m.met.holder(r.role, r.m.me, true)
@@ -563,7 +563,7 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 		return
 	}
 	r.l.renewedAt = now
-	r.l.renewEarly = renewJitter(r.m.s)
+	r.l.renewEvery = r.m.adm.renewEvery()
 	h.Lease = lease
 	r.hold.expiry = r.m.clk.AfterFunc(now.Add(r.m.s.RenewDeadline).Sub(r.m.clk.Now()), r.hold.cancel)
 	if r.log.Enabled(ctx, slog.LevelDebug) {
