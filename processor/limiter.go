@@ -328,8 +328,9 @@ func (a *admission) challengeDone() {
 // renewal goes: RenewInterval less jitter (see renewJitter), stretched
 // when the member is loaded so that its renewals take at most
 // capacityHeadroom of its call slots' time, leaving the rest to the other
-// calls (campaigns, releases), never beyond the renew period: with K
-// held and write latency L, a renewal every K x L / (headroom x width).
+// calls (campaigns, releases), never beyond a quarter of the way from
+// RenewInterval to RenewDeadline: with K held and write latency L, a
+// renewal every K x L / (headroom x width).
 func (a *admission) renewEvery() time.Duration {
 	a.mu.Lock()
 	held, lat := a.held, a.lat
@@ -339,7 +340,9 @@ func (a *admission) renewEvery() time.Duration {
 	if lat > 0 {
 		paced := time.Duration(float64(held) * float64(lat) / (capacityHeadroom * float64(a.width)))
 		if paced > every {
-			every = min(paced+rand.N(paced/8+1), a.period)
+			// At most a quarter of the way to RenewDeadline: the wait
+			// for a slot and the write itself come on top.
+			every = min(paced+rand.N(paced/8+1), s.RenewInterval+(s.RenewDeadline-s.RenewInterval)/4)
 		}
 	}
 	return every
