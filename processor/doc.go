@@ -271,7 +271,8 @@
 //     writes the release instead, so
 //     another candidate takes the role at once rather than after an
 //     expiry, and the roles it keeps are renewed in time. The estimate
-//     alone sheds nothing: handing roles over costs calls too.
+//     alone sheds nothing: handing roles over costs calls too; nor is a
+//     role shed that has no other candidate in the view.
 //
 // Each role keeps its own lease, renewed under its own token: a holder
 // learns that it lost a role from a fenced lease write of that role and

@@ -581,15 +581,29 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 // successful write. An estimate alone does not: handing roles over costs
 // calls too (releases, registrations, the successor's challenges), and
 // shedding on a noisy estimate feeds the load it means to relieve.
+//
+// Nor does a role with no other candidate in the view: nobody would take
+// it, and this member would only campaign for it again.
 func (r *runner) shed() bool {
 	late := r.l.renewedAt.Add(renewPeriod(r.m.s))
-	if r.m.clk.Now().Before(late) || !r.m.adm.shed() {
+	if r.m.clk.Now().Before(late) || !r.othersQueued() || !r.m.adm.shed() {
 		return false
 	}
 	r.hold.counted = false
 	r.l.resign = ReasonOverloaded
 	r.log.Warn("resigning the role: the member holds more roles than it can renew in time", "capacity", r.m.adm.Capacity())
 	return true
+}
+
+// othersQueued reports whether the view shows a candidate of the role
+// other than this member.
+func (r *runner) othersQueued() bool {
+	for _, c := range r.st.Candidates {
+		if c.Member != r.m.me {
+			return true
+		}
+	}
+	return false
 }
 
 // revoke ends the holding: work's context is cancelled (without waiting
