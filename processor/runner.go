@@ -518,7 +518,13 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 		if left := expiry.Sub(granted); left <= 0 || left < r.m.adm.latency() {
 			err = fmt.Errorf("%w: %v left before the renew deadline, less than a lease write takes", ErrOverloaded, left)
 		} else {
-			cctx, cancel := r.callCtx(ctx, min(r.m.s.TransactionTimeout, left))
+			// Bounded by TransactionTimeout only, not by the deadline: a
+			// write cut short mid-transaction gets no definite answer,
+			// retires the token and leaves a transaction open that holds
+			// back the partition's readers. One that ends after the
+			// deadline ends the holding below (the local timer has
+			// stopped work at the deadline regardless).
+			cctx, cancel := r.callCtx(ctx, r.m.s.TransactionTimeout)
 			// The lease is dated from the renewal's start (before the
 			// wait): the holder's own deadline counts from then, on the
 			// safe side.

@@ -89,7 +89,10 @@ type Settings struct {
 	Stagger time.Duration
 
 	// TransactionTimeout bounds every call the Member makes through the
-	// transport (a renewal is further bounded by RenewDeadline), and it
+	// transport, once the call has a call slot (see MaxInFlight; a
+	// renewal is begun only while the time left before RenewDeadline
+	// exceeds a lease write's measured latency, and its wait for a slot
+	// is bounded by RenewDeadline), and it
 	// is the transaction timeout to give the transport
 	// (fencing.Config.TxnTimeout): a lease write left open by a crashed
 	// holder holds back read_committed readers of its partition, for
