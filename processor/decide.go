@@ -100,8 +100,9 @@ const noKey = math.MinInt64
 // records the outcome of its actions. A Local is a value: the methods
 // return an updated copy.
 type Local struct {
-	held      *Held     // the role as this member holds it; nil when it does not
-	renewedAt time.Time // when the last successful write of the held lease began
+	held       *Held         // the role as this member holds it; nil when it does not
+	renewedAt  time.Time     // when the last successful write of the held lease began
+	renewEvery time.Duration // the next renewal goes this long after renewedAt; 0: RenewInterval
 
 	registered   int64     // offset of its live registration as it knows it; -1 none
 	registeredAt time.Time // when it wrote registered; zero when adopted from the state
@@ -221,8 +222,9 @@ const maxConfirmGap = 5 * time.Second
 //     of its token. It hands the role over (DoResign, deregistered) when
 //     the view shows its registration removed by someone else (records
 //     newer than it, not it), and registers again by rule 4 after. It
-//     renews every RenewInterval (or at the retry time
-//     after a failure), and otherwise waits.
+//     renews every RenewInterval (or the interval the Member set for this
+//     renewal: jitter, and pacing when loaded; or at the retry time after
+//     a failure), and otherwise waits.
 //  3. After a failed call it waits for its retry time; after its work
 //     failed it waits for the campaign backoff.
 //  4. A member that is not a candidate registers (DoRegister): at start,
@@ -277,7 +279,11 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 			return Action{Kind: DoResign, Revoke: ReasonDeregistered,
 				Reason: "holding, but our registration was removed (" + why + "): handing over"}
 		}
-		next := l.renewedAt.Add(s.RenewInterval)
+		every := l.renewEvery
+		if every <= 0 {
+			every = s.RenewInterval
+		}
+		next := l.renewedAt.Add(every)
 		if l.retryAt.After(next) {
 			next = l.retryAt
 		}

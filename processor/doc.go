@@ -12,8 +12,9 @@
 // # The rules
 //
 // Candidates of a role rank by the offset of their registration, lowest
-// first. The holder renews its lease every RenewInterval: a write of a new
-// lease under the same token, with deadline = start of the write +
+// first. The holder renews its lease every RenewInterval (a little
+// earlier, with jitter; later when the member is loaded, see "Many
+// roles"): a write of a new lease under the same token, with deadline = start of the write +
 // LeaseDuration. A renewal answered fenced ends its leadership at once. A
 // holder that has not renewed successfully within RenewDeadline of the
 // start of its last successful write stops on its own, measured on its own
@@ -226,6 +227,72 @@
 // through a challenge. So a token always identifies one holding; Work, and
 // anything that checks tokens, learns of a new one only through a new
 // Elected event and a new call of Work.
+//
+// # Many roles
+//
+// A member running many roles (one per partition, tenant or shard) slows
+// down under overload; it must not collapse. What collapsed before (issue
+// 13): every role goroutine called the transport at once, renewals queued
+// behind challenges inside the client (sarama sends at most
+// Net.MaxOpenRequests requests per connection and queues the rest past
+// their contexts), queued calls outlived the transaction timeout, the
+// transactions they abandoned held back every read_committed view of
+// their partition, more roles looked expired, more were challenged: a
+// metastable failure, the retries feeding the overload. So:
+//
+//   - Calls in flight are bounded per member (Settings.MaxInFlight, by
+//     default sarama's 5), by a limiter all the member's role goroutines
+//     share. A call waits for a slot before it begins, never inside a
+//     transaction; renewals are served first, then releases, then
+//     registrations, challenges, deregistrations and prunes. A renewal
+//     that gets its slot with less time left before RenewDeadline than a
+//     lease write takes is not begun: cut short mid-transaction it would
+//     retire the token and hold back the partition's readers.
+//   - Renewals are spread across the interval: each goes a random
+//     duration in [0, RenewJitter) early (default RenewInterval/4), drawn
+//     anew each time, so roles elected together do not renew in bursts.
+//   - A challenge that times out (its calls, or the wait for a slot)
+//     pauses every campaign of the member, RetryBackoff doubling up to
+//     LeaseDuration, with jitter; a successful challenge ends the run.
+//   - A member campaigns (confirms and challenges) for no more roles than
+//     it can renew in time. Unloaded it renews each role every
+//     RenewInterval; loaded, renewals wait for call slots and come later,
+//     which is safe as long as each comes well before RenewDeadline. It
+//     plans for at most the renew period P = RenewInterval +
+//     (RenewDeadline - RenewInterval)/2 between two renewals of a role,
+//     and estimates its renew capacity as 0.75 x MaxInFlight x P / L,
+//     where L is a moving average of its measured lease write latency
+//     (from the slot's grant to the answer; rising by half a new higher
+//     sample, falling by a sixteenth of a lower one): MaxInFlight slots
+//     each held L per write give MaxInFlight/L writes a second, and a
+//     quarter is kept for latency spikes, jitter's early renewals and the
+//     other calls. Unbounded until a write was measured. At its capacity
+//     (roles held plus campaigns under way) a member says so in one log
+//     line (Warn, "not campaigning for more roles"; and Info when it
+//     campaigns again) and in krole_renew_capacity_roles and
+//     krole_queued_roles, and keeps the other roles registered, not
+//     challenging: the candidates behind it take them in their turn.
+//   - A member holding more than its capacity and an eighth resigns the
+//     excess ([ReasonOverloaded]): at a renewal that is late (begun or
+//     granted its slot more than P after the last successful write), it
+//     writes the release instead, so
+//     another candidate takes the role at once rather than after an
+//     expiry, and the roles it keeps are renewed in time. The estimate
+//     alone sheds nothing: handing roles over costs calls too; nor is a
+//     role shed that has no other candidate in the view.
+//
+// Each role keeps its own lease, renewed under its own token: a holder
+// learns that it lost a role from a fenced lease write of that role and
+// from nothing else, and the fence at acquisition is per role. A renewal
+// written once per member for all its roles (as etcd's sessions share one
+// keepalive among many elections) would cut the member's writes from K
+// per RenewInterval to one, but a holder would then no longer learn of a
+// lost role from that role's fenced write: a member could keep "renewing"
+// a role another member had taken, learning of it only from the view.
+// That breaks the seed's contract, so it is not done; per-role renewal
+// stays, and what a member holds is bounded by its renew capacity
+// instead. Where the member's capacity is lower than the roles offered,
+// spread them over more members: the capacity is per member.
 //
 // # Events, logs, metrics
 //

@@ -22,4 +22,10 @@ var (
 	// ErrAlreadyRun is returned by a second call of [Member.Run]: a Member
 	// runs once.
 	ErrAlreadyRun = errors.New("the member has already been run")
+
+	// ErrOverloaded is the cause of a call the Member gave up on before it
+	// began: it waited for one of its Settings.MaxInFlight call slots
+	// longer than the call's budget. Logged, and counted as a failure of
+	// the call (the role backs off).
+	ErrOverloaded = errors.New("the member's calls are all in flight")
 )

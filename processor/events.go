@@ -46,6 +46,12 @@ const (
 	// does (a release, at once), and registers again at the back, as a
 	// pruned member does.
 	ReasonDeregistered Reason = "deregistered"
+	// ReasonOverloaded: the member held more roles than it can renew in
+	// time (its renew capacity, see "Many roles" in the package
+	// documentation), so it resigned this one at its renewal, for another
+	// candidate to take at once rather than after an expiry. It registers
+	// again at the back, and campaigns again once below its capacity.
+	ReasonOverloaded Reason = "overloaded"
 )
 
 // EventKind is the kind of an [Event].

@@ -44,6 +44,9 @@ func newHarness(t *testing.T, me codec.MemberID, s Settings) *harness {
 	t.Helper()
 	h := &harness{t: t, me: me, tr: fencingtest.NewMockTransport(t), clk: newFakeClock(),
 		src: newFakeSource(state(role, nil, 0)), reg: prometheus.NewRegistry()}
+	if s.RenewJitter == 0 {
+		s.RenewJitter = -1 // renewals exactly at RenewInterval, as the tests expect
+	}
 	m, err := New(echoTransport{h.tr, h}, h.src, me, []codec.Role{role}, Options{
 		Settings: s, Clock: h.clk, Registerer: h.reg, OnEvent: h.record, Logger: testLogger(t),
 	})

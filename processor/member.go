@@ -49,6 +49,13 @@ type Options struct {
 	//	krole_campaign_backoff_seconds{role}
 	//	    gauge: the wait before campaigning again after the last work
 	//	    failure (see ReasonWorkFailed); 0 once elected.
+	//	krole_renew_capacity_roles{member}
+	//	    gauge: the roles the member estimates it can renew in time
+	//	    (see "Many roles" in the package documentation); set once a
+	//	    lease write was measured.
+	//	krole_queued_roles{member}
+	//	    gauge: roles the member is registered for but does not
+	//	    campaign for, because it holds its renew capacity.
 	Registerer prometheus.Registerer
 	// OnEvent receives the member's events (see [Event]). It is called
 	// from the member's goroutines, one call at a time (never
@@ -88,6 +95,9 @@ type Member struct {
 
 	runners map[codec.Role]*runner
 	order   []codec.Role
+
+	lim *limiter   // the transport calls in flight
+	adm *admission // how many roles it campaigns for
 
 	mu      sync.Mutex
 	started bool
@@ -140,6 +150,7 @@ func New(t fencing.Transport, src Source, me codec.MemberID, roles []codec.Role,
 	if m.clk == nil {
 		m.clk = SystemClock()
 	}
+	m.lim = newLimiter(s.MaxInFlight)
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -149,6 +160,7 @@ func New(t fencing.Transport, src Source, me codec.MemberID, roles []codec.Role,
 		return nil, fmt.Errorf("processor: metrics: %w", err)
 	}
 	m.met = met
+	m.adm = newAdmission(m)
 	for _, r := range roles {
 		if err := r.Validate(); err != nil {
 			return nil, fmt.Errorf("processor: %w", err)

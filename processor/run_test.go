@@ -337,7 +337,7 @@ func TestRunManyRoles(t *testing.T) {
 		tr.On("WriteLease", mock.Anything, r, tok, codec.ReleaseLease("a", tok)).Return(nil).Once()
 		tr.On("Deregister", mock.Anything, r, codec.MemberID("a")).Return(nil).Once()
 	}
-	m, err := New(echoTransport{tr, h}, src, "a", roles, Options{Clock: clk, OnEvent: onEvent, Logger: testLogger(t)})
+	m, err := New(echoTransport{tr, h}, src, "a", roles, Options{Settings: Settings{RenewJitter: -1}, Clock: clk, OnEvent: onEvent, Logger: testLogger(t)})
 	require.NoError(t, err)
 	h.m = m
 	src.confirm = func(r codec.Role) (rolestate.Confirmed, error) { // on r's goroutine, which owns its state

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/krabka/krole/codec"
@@ -48,6 +49,7 @@ type holding struct {
 	started time.Time
 	res     chan error    // work's result; nil without work
 	done    chan struct{} // closed when work returned; nil without work
+	counted bool          // counted in the member's admission as held
 }
 
 type holderKey struct {
@@ -173,7 +175,19 @@ func (r *runner) poll(ctx context.Context) {
 func (r *runner) step(ctx context.Context) Action {
 	now := r.m.clk.Now()
 	a := r.decide(ctx, now)
+	if a.Kind != DoConfirm {
+		r.m.adm.dequeue(r.role)
+	}
 	if a.Kind == DoConfirm {
+		// A campaign: only within the member's renew capacity, and not
+		// while campaigns are paused after a challenge timed out. The
+		// role stays registered meanwhile, and decides again on every
+		// change of its state.
+		if !r.m.adm.claim(r.role, now) {
+			return Action{Kind: DoWait, Until: now.Add(r.m.s.RenewInterval/2 + rand.N(r.m.s.RenewInterval)),
+				Reason: "at the renew capacity, or campaigns paused: registered, not campaigning"}
+		}
+		defer r.m.adm.unclaim()
 		if !r.confirm(ctx, now) {
 			return a // the next decision waits for the retry
 		}
@@ -282,10 +296,31 @@ func (r *runner) failed(ctx context.Context, what string, err error) {
 
 func (r *runner) succeeded() { r.l.failures, r.l.retryAt = 0, time.Time{} }
 
+// slot waits, at most wait, for one of the member's call slots at
+// priority p. It returns the function that gives it back.
+func (r *runner) slot(ctx context.Context, p priority, wait time.Duration) (func(), error) {
+	wctx, cancel := r.callCtx(ctx, wait)
+	defer cancel()
+	release, err := r.m.lim.acquire(wctx, p)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: waited %v for one of the member's %d call slots", ErrOverloaded, wait, r.m.s.MaxInFlight)
+	}
+	return release, nil
+}
+
 func (r *runner) register(ctx context.Context, now time.Time, why string) {
+	release, err := r.slot(ctx, prioCampaign, r.m.s.TransactionTimeout)
+	if err != nil {
+		r.failed(ctx, "register", err)
+		return
+	}
 	cctx, cancel := r.callCtx(ctx, r.m.s.TransactionTimeout)
 	off, err := r.m.t.Register(cctx, r.role, r.m.me)
 	cancel()
+	release()
 	if err != nil {
 		r.failed(ctx, "register", err)
 		return
@@ -296,10 +331,27 @@ func (r *runner) register(ctx context.Context, now time.Time, why string) {
 }
 
 func (r *runner) challenge(ctx context.Context, now time.Time, prune []codec.MemberID) {
+	// One slot for both calls, so the transaction AcquireEpoch begins
+	// never waits for a slot; the confirmation goes stale if the wait is
+	// longer than a renew interval.
+	release, err := r.slot(ctx, prioCampaign, r.m.s.RenewInterval)
+	if err != nil {
+		r.challengeTimedOut(ctx, err)
+		return
+	}
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
 	cctx, cancel := r.callCtx(ctx, r.m.s.TransactionTimeout)
 	defer cancel()
 	tok, err := r.m.t.AcquireEpoch(cctx, r.role)
 	if err != nil {
+		if cctx.Err() != nil && ctx.Err() == nil {
+			r.challengeTimedOut(ctx, err)
+			return
+		}
 		r.failed(ctx, "challenge: acquire epoch", err)
 		return
 	}
@@ -311,17 +363,28 @@ func (r *runner) challenge(ctx context.Context, now time.Time, prune []codec.Mem
 	// for a lease.
 	wctx, wcancel := r.callCtx(context.WithoutCancel(ctx), r.m.s.TransactionTimeout)
 	defer wcancel()
-	if err := r.m.t.WriteLease(wctx, r.role, tok, lease); err != nil {
+	err = r.m.t.WriteLease(wctx, r.role, tok, lease)
+	if err == nil {
+		r.m.adm.wrote(r.m.clk.Now().Sub(start))
+	}
+	release()
+	release = nil
+	if err != nil {
 		if fencing.IsFenced(err) {
 			r.m.met.fenced(r.role)
 			r.lost(now)
 			r.log.Info("lost a challenge race: another member took the role; waiting for its lease", "token", tok.String(), "lease_offset", r.st.LeaseOffset)
 			return
 		}
+		if cctx.Err() != nil && ctx.Err() == nil {
+			r.challengeTimedOut(ctx, err)
+			return
+		}
 		r.failed(ctx, "challenge: write lease", err)
 		return
 	}
 	r.succeeded()
+	r.m.adm.challengeDone()
 	r.l.held = &Held{Role: r.role, Member: r.m.me, Token: tok, Lease: lease}
 	r.l.renewedAt = start
 	r.l.lostAt, r.l.lostOff, r.l.retiredTok = time.Time{}, noKey, nil
@@ -333,11 +396,26 @@ func (r *runner) challenge(ctx context.Context, now time.Time, prune []codec.Mem
 	pctx, pcancel := r.callCtx(ctx, r.m.s.RenewInterval)
 	defer pcancel()
 	for _, p := range prune {
-		if err := r.m.t.Deregister(pctx, r.role, p); err != nil {
+		release, err := r.m.lim.acquire(pctx, prioCampaign)
+		if err == nil {
+			err = r.m.t.Deregister(pctx, r.role, p)
+			release()
+		}
+		if err != nil {
 			r.log.Warn("pruning a candidate failed", "candidate", string(p), "err", err)
 			continue
 		}
 		r.log.Info("pruned a candidate that did not challenge in its turn", "candidate", string(p))
+	}
+}
+
+// challengeTimedOut records a challenge that did not finish in time (its
+// calls, or the wait for a call slot): the role backs off as after any
+// failure, and the member pauses all its campaigns (admission).
+func (r *runner) challengeTimedOut(ctx context.Context, err error) {
+	r.failed(ctx, "challenge (timed out)", err)
+	if d := r.m.adm.challengeTimedOut(r.m.clk.Now()); r.l.retryAt.Before(r.m.clk.Now().Add(d)) {
+		r.l.retryAt = r.m.clk.Now().Add(d)
 	}
 }
 
@@ -361,7 +439,10 @@ func (r *runner) lost(now time.Time) {
 func (r *runner) elected(ctx context.Context, start time.Time) {
 	held := *r.l.held
 	wctx, cancel := context.WithCancel(ctx)
-	h := &holding{held: held, ctx: wctx, cancel: cancel, started: start}
+	h := &holding{held: held, ctx: wctx, cancel: cancel, started: start, counted: true}
+	r.m.adm.holding(+1)
+	r.m.adm.dequeue(r.role)
+	r.l.renewEvery = r.m.adm.renewEvery()
 	h.expiry = r.m.clk.AfterFunc(start.Add(r.m.s.RenewDeadline).Sub(r.m.clk.Now()), cancel)
 	r.hold = h
 	r.m.met.holder(r.role, r.m.me, true)
@@ -427,16 +508,51 @@ func (r *runner) workReturned(err error) {
 }
 
 func (r *runner) renew(ctx context.Context, now time.Time) {
+	if r.shed() {
+		return
+	}
 	h := r.l.held
 	expiry := r.l.renewedAt.Add(r.m.s.RenewDeadline)
-	// Not cut short when Run's context ends: a renewal cut short has an
-	// unknown outcome, which retires the token, and then no release can
-	// follow; the successor would wait for the lease to run out. It is
-	// bounded by its own timeout, and the member leaves right after it.
-	cctx, cancel := r.callCtx(context.WithoutCancel(ctx), min(r.m.s.TransactionTimeout, expiry.Sub(now)))
-	lease := r.lease(h.Token, now)
-	err := r.m.t.WriteLease(cctx, r.role, h.Token, lease)
-	cancel()
+	// The wait for a slot counts against the renew deadline; the write
+	// itself begins only once it has a slot, so no transaction waits.
+	release, err := r.slot(ctx, prioRenew, expiry.Sub(now))
+	var lease codec.Lease
+	if err == nil && r.shed() { // the estimate may have moved during the wait
+		release()
+		return
+	}
+	if err == nil {
+		granted := r.m.clk.Now()
+		// A write that cannot finish before the renew deadline is not
+		// begun: cut short by its context mid-transaction, it would
+		// retire the token (an unknown outcome) and leave a transaction
+		// open that holds back the partition's readers.
+		if left := expiry.Sub(granted); left <= 0 || left < r.m.adm.latency() {
+			err = fmt.Errorf("%w: %v left before the renew deadline, less than a lease write takes", ErrOverloaded, left)
+		} else {
+			// Bounded by TransactionTimeout only, not by the deadline: a
+			// write cut short mid-transaction gets no definite answer,
+			// retires the token and leaves a transaction open that holds
+			// back the partition's readers. One that ends after the
+			// deadline ends the holding below (the local timer has
+			// stopped work at the deadline regardless).
+			// Nor by the end of Run's context: a renewal cut short has an
+			// unknown outcome, which retires the token, and then no release
+			// can follow; the successor would wait for the lease to run out.
+			// The member leaves right after it.
+			cctx, cancel := r.callCtx(context.WithoutCancel(ctx), r.m.s.TransactionTimeout)
+			// The lease is dated from the renewal's start (before the
+			// wait): the holder's own deadline counts from then, on the
+			// safe side.
+			lease = r.lease(h.Token, now)
+			err = r.m.t.WriteLease(cctx, r.role, h.Token, lease)
+			cancel()
+			if err == nil {
+				r.m.adm.wrote(r.m.clk.Now().Sub(granted))
+			}
+		}
+		release()
+	}
 	took := r.m.clk.Now().Sub(now)
 	switch {
 	case fencing.IsFenced(err):
@@ -469,11 +585,47 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 		return
 	}
 	r.l.renewedAt = now
+	r.l.renewEvery = r.m.adm.renewEvery()
 	h.Lease = lease
 	r.hold.expiry = r.m.clk.AfterFunc(now.Add(r.m.s.RenewDeadline).Sub(r.m.clk.Now()), r.hold.cancel)
 	if r.log.Enabled(ctx, slog.LevelDebug) {
 		r.log.Debug("renewed", "token", h.Token.String(), "deadline", lease.Deadline, "took", took)
 	}
+}
+
+// shed reports whether the member holds more roles than it can renew in
+// time; then it gives this one up (resigned at the next step, with a
+// release another candidate acts on at once) rather than lose roles at
+// random to their deadlines.
+//
+// Only a renewal that is late sheds: one that begins (or gets its call
+// slot) more than the renew period (see admission) after the last
+// successful write. An estimate alone does not: handing roles over costs
+// calls too (releases, registrations, the successor's challenges), and
+// shedding on a noisy estimate feeds the load it means to relieve.
+//
+// Nor does a role with no other candidate in the view: nobody would take
+// it, and this member would only campaign for it again.
+func (r *runner) shed() bool {
+	late := r.l.renewedAt.Add(renewPeriod(r.m.s))
+	if r.m.clk.Now().Before(late) || !r.othersQueued() || !r.m.adm.shed() {
+		return false
+	}
+	r.hold.counted = false
+	r.l.resign = ReasonOverloaded
+	r.log.Warn("resigning the role: the member holds more roles than it can renew in time", "capacity", r.m.adm.Capacity())
+	return true
+}
+
+// othersQueued reports whether the view shows a candidate of the role
+// other than this member.
+func (r *runner) othersQueued() bool {
+	for _, c := range r.st.Candidates {
+		if c.Member != r.m.me {
+			return true
+		}
+	}
+	return false
 }
 
 // revoke ends the holding: work's context is cancelled (without waiting
@@ -484,6 +636,9 @@ func (r *runner) revoke(now time.Time, why Reason, cause error, detail string) {
 		return
 	}
 	r.hold, r.l.held = nil, nil
+	if h.counted {
+		r.m.adm.holding(-1)
+	}
 	h.expiry.Stop()
 	h.cancel()
 	r.m.met.holder(r.role, r.m.me, false)
@@ -535,15 +690,22 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 		r.awaitWork(h)
 	}
 	// After the wait for work, which may last up to the local deadline:
-	// the release and the deregistration get their full TransactionTimeout.
-	cctx, cancel := r.callCtx(context.WithoutCancel(ctx), r.m.s.TransactionTimeout)
-	defer cancel()
+	// the release and the deregistration each get their full
+	// TransactionTimeout once they have a call slot (waited for at most
+	// as long).
+	bctx := context.WithoutCancel(ctx)
 	var werr error
 	if h != nil {
 		cause := r.workErr
 		r.workErr = nil
 		r.revoke(r.m.clk.Now(), why, cause, "")
-		err := r.m.t.WriteLease(cctx, r.role, h.held.Token, codec.ReleaseLease(r.m.me, h.held.Token))
+		release, err := r.slot(bctx, prioRelease, r.m.s.TransactionTimeout)
+		if err == nil {
+			cctx, cancel := r.callCtx(bctx, r.m.s.TransactionTimeout)
+			err = r.m.t.WriteLease(cctx, r.role, h.held.Token, codec.ReleaseLease(r.m.me, h.held.Token))
+			cancel()
+			release()
+		}
 		switch {
 		case err == nil:
 			r.log.Info("released the role", "token", h.held.Token.String())
@@ -566,7 +728,14 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 	if reg < 0 {
 		return
 	}
-	if err := r.m.t.Deregister(cctx, r.role, r.m.me); err != nil {
+	release, err := r.slot(bctx, prioCampaign, r.m.s.TransactionTimeout)
+	if err == nil {
+		cctx, cancel := r.callCtx(bctx, r.m.s.TransactionTimeout)
+		err = r.m.t.Deregister(cctx, r.role, r.m.me)
+		cancel()
+		release()
+	}
+	if err != nil {
 		r.log.Warn("deregistering failed; the registration stays until a holder prunes it", "err", err)
 	} else {
 		r.log.Info("deregistered", "offset", reg)

@@ -58,8 +58,9 @@ type Settings struct {
 	LeaseDuration time.Duration
 
 	// RenewInterval is how often the holder renews its lease, counted
-	// from the start of its last successful write. Default
-	// LeaseDuration/5 (2s).
+	// from the start of its last successful write (less RenewJitter at
+	// random; a loaded member's renewals wait for a call slot, see
+	// MaxInFlight). Default LeaseDuration/5 (2s).
 	RenewInterval time.Duration
 
 	// RenewDeadline is how long after the start of its last successful
@@ -88,7 +89,10 @@ type Settings struct {
 	Stagger time.Duration
 
 	// TransactionTimeout bounds every call the Member makes through the
-	// transport (a renewal is further bounded by RenewDeadline), and it
+	// transport, once the call has a call slot (see MaxInFlight; a
+	// renewal is begun only while the time left before RenewDeadline
+	// exceeds a lease write's measured latency, and its wait for a slot
+	// is bounded by RenewDeadline), and it
 	// is the transaction timeout to give the transport
 	// (fencing.Config.TxnTimeout): a lease write left open by a crashed
 	// holder holds back read_committed readers of its partition, for
@@ -105,6 +109,25 @@ type Settings struct {
 	// LeaseDuration/2 (5s).
 	TransactionTimeout time.Duration
 
+	// RenewJitter spreads renewals across the interval: each renewal goes
+	// a random duration in [0, RenewJitter) before RenewInterval has
+	// passed, drawn anew each time, so that roles elected together (at
+	// start, after a failover) do not renew in bursts. Zero: the default,
+	// RenewInterval/4; negative: none (every renewal exactly at
+	// RenewInterval).
+	RenewJitter time.Duration
+
+	// MaxInFlight bounds the calls the Member has in flight through the
+	// transport at once, over all its roles: renewals and releases go
+	// first, then registrations, challenges and deregistrations. A call
+	// waits for its turn before it begins, so no transaction stays open
+	// while it waits. It also sets how many roles the member campaigns
+	// for (see [Member] and the package documentation, "Many roles").
+	// Zero or less: [DefaultMaxInFlight] (5, sarama's
+	// Net.MaxOpenRequests: one member never queues requests inside the
+	// client).
+	MaxInFlight int
+
 	// KeepOnExit, when true, makes a Member whose context ends leave
 	// without writing anything: its lease runs out at its deadline and
 	// its registration stays (a restart under the same member id keeps
@@ -114,7 +137,12 @@ type Settings struct {
 	KeepOnExit bool
 }
 
-// WithDefaults returns s with every zero duration set to its default.
+// DefaultMaxInFlight is the MaxInFlight of a zero [Settings]: sarama's
+// default Net.MaxOpenRequests.
+const DefaultMaxInFlight = 5
+
+// WithDefaults returns s with every zero duration, and a MaxInFlight of
+// zero or less, set to its default (a negative RenewJitter stays: none).
 func (s Settings) WithDefaults() Settings {
 	if s.LeaseDuration == 0 {
 		s.LeaseDuration = DefaultLeaseDuration
@@ -134,6 +162,12 @@ func (s Settings) WithDefaults() Settings {
 	if s.TransactionTimeout == 0 {
 		s.TransactionTimeout = s.LeaseDuration / 2
 	}
+	if s.RenewJitter == 0 {
+		s.RenewJitter = s.RenewInterval / 4
+	}
+	if s.MaxInFlight <= 0 {
+		s.MaxInFlight = DefaultMaxInFlight
+	}
 	return s
 }
 
@@ -146,7 +180,7 @@ func (s Settings) WithDefaults() Settings {
 //	0 < RetryBackoff <= RenewInterval < RenewDeadline <= LeaseDuration
 //	0 < Stagger
 //	0 < TransactionTimeout < LeaseDuration - RenewInterval
-//
+
 // The last bound keeps a transaction left open by a crashed writer from
 // hiding a healthy holder's renewals long enough for its lease to look
 // expired: the lease the readers last saw has at least

@@ -22,6 +22,8 @@ func TestSettingsDefaults(t *testing.T) {
 		RetryBackoff:       250 * time.Millisecond,
 		Stagger:            time.Second,
 		TransactionTimeout: 5 * time.Second,
+		RenewJitter:        500 * time.Millisecond,
+		MaxInFlight:        DefaultMaxInFlight,
 	}, s)
 	require.NoError(t, s.Validate())
 

@@ -440,3 +440,38 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkPublishFollowed measures applying one lease record of a role
+// while K roles are followed (one subscriber per role, as a member's
+// Follow of each of its roles makes) and one subscriber watches every
+// role: the cost per record must not grow with K (issue 13: it walked all
+// K subscribers). One op is one record applied and taken by its two
+// subscribers.
+func BenchmarkPublishFollowed(b *testing.B) {
+	for _, k := range []int{10, 1000, 10000} {
+		b.Run(fmt.Sprintf("K=%d", k), func(b *testing.B) {
+			ix := newIndex(time.Now)
+			subs := make([]*subscriber, k)
+			for i := range subs {
+				subs[i] = &subscriber{filter: map[codec.Role]bool{codec.Role(fmt.Sprintf("role-%05d", i)): true},
+					pending: map[codec.Role]*pendingChange{}, wake: make(chan struct{}, 1)}
+				ix.addSub(subs[i])
+			}
+			all := &subscriber{pending: map[codec.Role]*pendingChange{}, wake: make(chan struct{}, 1)}
+			ix.addSub(all)
+			role := codec.Role("role-00000")
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				l := mkLease("member-000", 1, time.UnixMilli(1_700_000_000_000+int64(i)), time.Hour)
+				ix.apply(0, codec.LeaseKey(role), codec.Record{Lease: &l}, int64(i))
+				if _, ok := ix.next(subs[0]); !ok {
+					b.Fatal("the role's follower got no change")
+				}
+				if _, ok := ix.next(all); !ok {
+					b.Fatal("the watcher of every role got no change")
+				}
+			}
+		})
+	}
+}

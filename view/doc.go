@@ -167,7 +167,11 @@
 // and the latest After, so it may miss intermediate states but never the
 // latest one. [View.Follow] is the same for one role as a stream of states,
 // starting with the current one; with [View.Role] and [View.Confirm] it
-// makes a *View the state source of a member.
+// makes a *View the state source of a member. Subscribers are indexed by
+// the roles they watch, so applying a record costs O(subscribers of its
+// role + subscribers of every role), whatever the number of roles
+// followed: a member following each of its K roles adds no cost per
+// record.
 //
 // # Confirmation, freshness and the observer's clock
 //

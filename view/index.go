@@ -25,10 +25,17 @@ import (
 // under mu and taken under mu (see watch.go), so a change and the state
 // before it are always paired.
 type index struct {
-	clock   func() time.Time // the view's clock; set once by newIndex
-	mu      sync.RWMutex
-	roles   map[codec.Role]*roleEntry
-	subs    map[*subscriber]struct{}
+	clock func() time.Time // the view's clock; set once by newIndex
+	mu    sync.RWMutex
+	roles map[codec.Role]*roleEntry
+	// Subscribers, indexed so that publishing a change of a role costs
+	// O(subscribers that want it), not O(all subscribers): all holds the
+	// subscribers of every role (Watch with no roles), byRole those of
+	// each role named (Watch with roles, Follow). A member following K
+	// roles adds K entries to byRole, and a record of one role reaches
+	// one of them.
+	all     map[*subscriber]struct{}
+	byRole  map[codec.Role]map[*subscriber]struct{}
 	subWG   sync.WaitGroup // one per subscriber goroutine
 	stopped bool           // no subscriber is added any more
 	applied int64
@@ -48,7 +55,8 @@ func newIndex(clock func() time.Time) *index {
 	return &index{
 		clock:      clock,
 		roles:      map[codec.Role]*roleEntry{},
-		subs:       map[*subscriber]struct{}{},
+		all:        map[*subscriber]struct{}{},
+		byRole:     map[codec.Role]map[*subscriber]struct{}{},
 		skipped:    map[SkipReason]int64{},
 		rebuilding: map[int32]bool{},
 		rebuild:    map[codec.Role]*roleEntry{},

@@ -128,8 +128,6 @@ type pendingChange struct {
 	offset int64
 }
 
-func (s *subscriber) wants(role codec.Role) bool { return s.filter == nil || s.filter[role] }
-
 // Watch returns a channel of the changes of roles (every role when none is
 // given) that the table applies after the call. It does not block.
 //
@@ -168,7 +166,7 @@ func (v *View) Watch(ctx context.Context, roles ...codec.Role) <-chan Change {
 		close(s.out)
 		return s.out
 	}
-	ix.subs[s] = struct{}{}
+	ix.addSub(s)
 	ix.subWG.Add(1)
 	ix.mu.Unlock()
 	go v.serve(ctx, s)
@@ -182,7 +180,7 @@ func (v *View) serve(ctx context.Context, s *subscriber) {
 	defer close(s.out)
 	defer func() {
 		ix.mu.Lock()
-		delete(ix.subs, s)
+		ix.removeSub(s)
 		ix.mu.Unlock()
 	}()
 	select {
@@ -236,22 +234,60 @@ func (ix *index) next(s *subscriber) (Change, bool) {
 	return Change{Role: role, Before: pc.before, After: ix.roles[role].state(role), Offset: pc.offset}, true
 }
 
-// needsBefore reports whether a subscriber wants role and has no pending
-// change of it, so needs the role's state before the change. ix.mu must be
-// held.
-func (ix *index) needsBefore(role codec.Role) bool {
-	for s := range ix.subs {
-		if !s.wants(role) {
-			continue
+// addSub indexes s: under all when it wants every role, else under each
+// role it wants. ix.mu must be held for writing.
+func (ix *index) addSub(s *subscriber) {
+	if s.filter == nil {
+		ix.all[s] = struct{}{}
+		return
+	}
+	for role := range s.filter {
+		set := ix.byRole[role]
+		if set == nil {
+			set = map[*subscriber]struct{}{}
+			ix.byRole[role] = set
 		}
-		s.mu.Lock()
-		pc := s.pending[role]
-		s.mu.Unlock()
-		if pc == nil {
+		set[s] = struct{}{}
+	}
+}
+
+// removeSub undoes addSub. ix.mu must be held for writing.
+func (ix *index) removeSub(s *subscriber) {
+	if s.filter == nil {
+		delete(ix.all, s)
+		return
+	}
+	for role := range s.filter {
+		set := ix.byRole[role]
+		delete(set, s)
+		if len(set) == 0 {
+			delete(ix.byRole, role)
+		}
+	}
+}
+
+// needsBefore reports whether a subscriber wants role and has no pending
+// change of it, so needs the role's state before the change. It looks at
+// the subscribers of role and of every role only, so its cost does not
+// grow with the number of roles watched. ix.mu must be held.
+func (ix *index) needsBefore(role codec.Role) bool {
+	for s := range ix.byRole[role] {
+		if !s.hasPending(role) {
+			return true
+		}
+	}
+	for s := range ix.all {
+		if !s.hasPending(role) {
 			return true
 		}
 	}
 	return false
+}
+
+func (s *subscriber) hasPending(role codec.Role) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending[role] != nil
 }
 
 // publish records that role changed at offset: every subscriber that wants
@@ -259,33 +295,41 @@ func (ix *index) needsBefore(role codec.Role) bool {
 // moved on when it has one already. before must be the role's state before
 // the change whenever [index.needsBefore] reported true under the same
 // hold of ix.mu (pending changes are added here and taken only under
-// ix.mu, so no subscriber gains or loses one in between). It never blocks.
+// ix.mu, so no subscriber gains or loses one in between). It never blocks,
+// and it visits only the subscribers of role and those of every role.
 // ix.mu must be held for writing.
 func (ix *index) publish(role codec.Role, before rolestate.State, offset int64) {
 	shared := false // before handed out once already: copy it for the next
-	for s := range ix.subs {
-		if !s.wants(role) {
-			continue
-		}
-		s.mu.Lock()
-		if pc := s.pending[role]; pc != nil {
-			pc.offset = offset
-			s.mu.Unlock()
-			continue
-		}
-		b := before
-		if shared {
-			b = before.Clone()
-		}
-		shared = true
-		s.pending[role] = &pendingChange{before: b, offset: offset}
-		s.queue = append(s.queue, role)
-		s.mu.Unlock()
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+	for s := range ix.byRole[role] {
+		shared = s.add(role, before, offset, shared)
 	}
+	for s := range ix.all {
+		shared = s.add(role, before, offset, shared)
+	}
+}
+
+// add gives s a pending change of role starting at before, or moves its
+// pending offset on, and wakes it. shared says before was handed out
+// already (so s gets a copy); add returns whether it is now.
+func (s *subscriber) add(role codec.Role, before rolestate.State, offset int64, shared bool) bool {
+	s.mu.Lock()
+	if pc := s.pending[role]; pc != nil {
+		pc.offset = offset
+		s.mu.Unlock()
+		return shared
+	}
+	b := before
+	if shared {
+		b = before.Clone()
+	}
+	s.pending[role] = &pendingChange{before: b, offset: offset}
+	s.queue = append(s.queue, role)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return true
 }
 
 // Follow returns a channel of role's state: the state once the view has

@@ -1,0 +1,362 @@
+package processor
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/krabka/krole/codec"
+)
+
+// priority orders the calls waiting for a slot of the limiter.
+type priority int
+
+const (
+	// prioRenew: renewals, which keep the roles the member holds.
+	prioRenew priority = iota
+	// prioRelease: releases of resigned roles, which hand them over at
+	// once; one that cannot get a slot in time leaves its lease to
+	// expire, as a crash would.
+	prioRelease
+	// prioCampaign: registrations, challenges, deregistrations, prunes.
+	prioCampaign
+	nprio
+)
+
+// limiter bounds the transport calls a Member has in flight, shared by all
+// its role goroutines, in three priorities: renewals first, then
+// releases, then everything else (registrations, challenges,
+// deregistrations, prunes). A waiter is granted a slot in priority order,
+// first come first served within a priority. The wait happens before a
+// call begins, so no transaction is open while a call waits: a call that
+// waits too long fails before it has written anything, instead of queueing
+// inside the client (sarama sends at most Net.MaxOpenRequests requests per
+// connection at once and queues the rest, past their context) and
+// abandoning a transaction that holds back every read_committed reader of
+// its partition.
+type limiter struct {
+	mu    sync.Mutex
+	width int
+	busy  int
+	q     [nprio][]chan struct{} // waiters; a granted waiter's channel holds a value
+}
+
+func newLimiter(width int) *limiter { return &limiter{width: width} }
+
+// acquire waits for a slot until ctx ends. It returns the function that
+// gives the slot back, or ctx's error.
+func (l *limiter) acquire(ctx context.Context, p priority) (func(), error) {
+	l.mu.Lock()
+	if l.busy < l.width && !l.waiting(p) {
+		l.busy++
+		l.mu.Unlock()
+		return l.release, nil
+	}
+	w := make(chan struct{}, 1)
+	l.q[p] = append(l.q[p], w)
+	l.mu.Unlock()
+	select {
+	case <-w:
+		return l.release, nil
+	case <-ctx.Done():
+	}
+	l.mu.Lock()
+	removed := remove(&l.q[p], w)
+	l.mu.Unlock()
+	if !removed { // granted meanwhile: hand the slot on
+		<-w
+		l.release()
+	}
+	return nil, ctx.Err()
+}
+
+// waiting reports whether a call of priority p or higher waits; l.mu must
+// be held.
+func (l *limiter) waiting(p priority) bool {
+	for i := prioRenew; i <= p; i++ {
+		if len(l.q[i]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func remove(q *[]chan struct{}, w chan struct{}) bool {
+	for i, x := range *q {
+		if x == w {
+			*q = append((*q)[:i], (*q)[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// release gives a slot back, to the first waiter of the highest priority.
+func (l *limiter) release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for p := range l.q {
+		if len(l.q[p]) > 0 {
+			w := l.q[p][0]
+			l.q[p] = l.q[p][1:]
+			w <- struct{}{} // the slot passes on; busy stays
+			return
+		}
+	}
+	l.busy--
+}
+
+// renewPeriod is the longest a member plans to take between two renewals
+// of a role under load: halfway from RenewInterval to RenewDeadline, so
+// that a renewal late by that much still has half the margin before the
+// holder stops on its own.
+func renewPeriod(s Settings) time.Duration {
+	return s.RenewInterval + (s.RenewDeadline-s.RenewInterval)/2
+}
+
+// capacityHeadroom is the share of the limiter's time the renewals of the
+// roles a member campaigns for may take: the rest absorbs latency spikes,
+// the renewals jitter brings forward, and the member's other calls.
+const capacityHeadroom = 0.75
+
+// The weights of a new write latency in the moving average the capacity
+// estimate uses: a latency above the average counts for half, so that
+// the estimate follows an overload within a few writes; one below it for
+// a sixteenth, so that a lull does not make the member take on more roles
+// at once.
+const (
+	latencyRise = 1.0 / 2
+	latencyFall = 1.0 / 16
+)
+
+// admission decides whether a member may campaign for one more role: it
+// counts the roles held and the campaigns under way, estimates how many
+// roles the member can renew in time, and pauses campaigns after a
+// challenge timed out. Shared by all the member's role goroutines.
+//
+// The estimate: a lease write (the call a renewal is) holds one of the
+// limiter's width slots for L, the moving average of the measured lease
+// write latencies (rising fast, falling slowly; from the moment a slot
+// was granted), so the member writes at most width/L leases a second.
+// Unloaded it renews each role every RenewInterval; loaded, renewals
+// wait for slots and come later, which is safe as long as each comes
+// well before RenewDeadline. It plans for at most the renew period P =
+// RenewInterval + (RenewDeadline - RenewInterval)/2 between renewals, and
+// keeps a quarter of the slots' time for spikes and its other calls:
+//
+//	capacity = floor(0.75 * width * P / L)
+//
+// roles. Until the first write has been measured the capacity is
+// unbounded (the limiter still bounds the calls). A member holding more
+// roles than its capacity (and an eighth) resigns the excess
+// ([ReasonOverloaded]) at their next renewal that is late (more than P
+// after the last), so that other candidates take them at once instead of
+// after an expiry; one holding its capacity or more (counting the
+// campaigns under way) does not campaign, and its other roles stay
+// registered, not challenging.
+type admission struct {
+	m      *Member
+	width  int
+	period time.Duration // renewPeriod of the settings
+
+	mu         sync.Mutex
+	lat        time.Duration // moving average of lease write latency; 0 until measured
+	held       int
+	claims     int
+	queued     map[codec.Role]struct{}
+	refusing   bool
+	pauseUntil time.Time // no challenge before this (a challenge timed out)
+	timeouts   int       // consecutive challenge timeouts
+}
+
+func newAdmission(m *Member) *admission {
+	return &admission{m: m, width: m.s.MaxInFlight, period: renewPeriod(m.s), queued: map[codec.Role]struct{}{}}
+}
+
+// capacity returns the estimate above; a.mu must be held.
+func (a *admission) capacity() int {
+	if a.lat <= 0 {
+		return unbounded
+	}
+	c := capacityHeadroom * float64(a.width) * float64(a.period) / float64(a.lat)
+	if c >= unbounded {
+		return unbounded
+	}
+	return max(1, int(c))
+}
+
+// unbounded is the capacity before any lease write was measured.
+const unbounded = math.MaxInt32
+
+// latency returns the moving average of lease write latency (0 until
+// measured).
+func (a *admission) latency() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lat
+}
+
+// Capacity is the member's current estimate of how many roles it can renew
+// in time (see admission); unbounded until a lease write was measured.
+func (a *admission) Capacity() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.capacity()
+}
+
+// wrote records the latency of a lease write (from the slot's grant).
+func (a *admission) wrote(d time.Duration) {
+	a.mu.Lock()
+	switch {
+	case a.lat == 0:
+		a.lat = d
+	case d > a.lat:
+		a.lat += time.Duration(latencyRise * float64(d-a.lat))
+	default:
+		a.lat += time.Duration(latencyFall * float64(d-a.lat))
+	}
+	c := a.capacity()
+	a.mu.Unlock()
+	a.m.met.capacity(a.m.me, c)
+}
+
+// claim reports whether role may campaign now (confirm and challenge):
+// the member holds and campaigns for fewer roles than its capacity, and
+// challenges are not paused. On true the caller must call unclaim once
+// the campaign step is over. On false the role is counted as queued.
+func (a *admission) claim(role codec.Role, now time.Time) bool {
+	a.mu.Lock()
+	c := a.capacity()
+	ok := a.held+a.claims < c && !now.Before(a.pauseUntil)
+	var logRefusal bool
+	if ok {
+		a.claims++
+		delete(a.queued, role)
+		if a.refusing && a.held+a.claims < c {
+			a.refusing = false
+			a.m.log.Info("campaigning again: below the renewal capacity", "held", a.held, "capacity", c)
+		}
+	} else {
+		a.queued[role] = struct{}{}
+		if !a.refusing && a.held+a.claims >= c {
+			a.refusing, logRefusal = true, true
+		}
+	}
+	held, lat, queued := a.held, a.lat, len(a.queued)
+	a.mu.Unlock()
+	if logRefusal {
+		a.m.log.Warn("not campaigning for more roles: the member cannot renew more in time; the others stay registered and wait",
+			"held", held, "capacity", c, "write_latency", lat, "max_in_flight", a.width, "renew_period", a.period)
+	}
+	a.m.met.queued(a.m.me, queued)
+	return ok
+}
+
+func (a *admission) unclaim() {
+	a.mu.Lock()
+	a.claims--
+	a.mu.Unlock()
+}
+
+// dequeue forgets that role waits for capacity (it holds it, left, or is
+// not campaigning).
+func (a *admission) dequeue(role codec.Role) {
+	a.mu.Lock()
+	_, was := a.queued[role]
+	delete(a.queued, role)
+	n := len(a.queued)
+	a.mu.Unlock()
+	if was {
+		a.m.met.queued(a.m.me, n)
+	}
+}
+
+// holding counts a role taken (+1) or given up (-1).
+func (a *admission) holding(delta int) {
+	a.mu.Lock()
+	a.held += delta
+	a.mu.Unlock()
+}
+
+// shed reports whether a held role should be resigned because the member
+// holds more than its capacity; on true the role no longer counts as held
+// (the caller resigns it).
+func (a *admission) shed() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := a.capacity()
+	if a.held <= c+c/8 { // a margin, so that noise in the estimate sheds nothing
+		return false
+	}
+	a.held--
+	return true
+}
+
+// challengeTimedOut pauses every campaign of the member: a challenge that
+// timed out says the member or the cluster is overloaded, and more
+// challenges would add to it. The pause doubles from RetryBackoff with
+// each consecutive timeout, up to LeaseDuration, with jitter.
+func (a *admission) challengeTimedOut(now time.Time) time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.timeouts++
+	d := a.m.s.RetryBackoff
+	for i := 1; i < a.timeouts && d < a.m.s.LeaseDuration; i++ {
+		d *= 2
+	}
+	d = min(d, a.m.s.LeaseDuration)
+	d = d/2 + rand.N(d/2+1)
+	if until := now.Add(d); until.After(a.pauseUntil) {
+		a.pauseUntil = until
+	}
+	if a.timeouts == 1 || a.timeouts%10 == 0 {
+		a.m.log.Warn("a challenge timed out; pausing campaigns", "consecutive_timeouts", a.timeouts, "pause", d)
+	}
+	return d
+}
+
+// challengeDone ends a run of challenge timeouts.
+func (a *admission) challengeDone() {
+	a.mu.Lock()
+	a.timeouts = 0
+	a.mu.Unlock()
+}
+
+// renewEvery returns when, after a successful write, a role's next
+// renewal goes: RenewInterval less jitter (see renewJitter), stretched
+// when the member is loaded so that its renewals take at most
+// capacityHeadroom of its call slots' time, leaving the rest to the other
+// calls (campaigns, releases), never beyond a quarter of the way from
+// RenewInterval to RenewDeadline: with K held and write latency L, a
+// renewal every K x L / (headroom x width).
+func (a *admission) renewEvery() time.Duration {
+	a.mu.Lock()
+	held, lat := a.held, a.lat
+	a.mu.Unlock()
+	s := a.m.s
+	every := s.RenewInterval - renewJitter(s)
+	if lat > 0 {
+		paced := time.Duration(float64(held) * float64(lat) / (capacityHeadroom * float64(a.width)))
+		if paced > every {
+			// At most a quarter of the way to RenewDeadline: the wait
+			// for a slot and the write itself come on top.
+			every = min(paced+rand.N(paced/8+1), s.RenewInterval+(s.RenewDeadline-s.RenewInterval)/4)
+		}
+	}
+	return every
+}
+
+// renewJitter returns how much earlier than RenewInterval after the last
+// write the next renewal goes: uniform in [0, RenewJitter), at most
+// RenewInterval - RetryBackoff, so that roles elected together (at start,
+// after a failover) spread their renewals across the interval instead of
+// renewing in bursts.
+func renewJitter(s Settings) time.Duration {
+	j := min(s.RenewJitter, s.RenewInterval-s.RetryBackoff)
+	if j <= 0 {
+		return 0
+	}
+	return rand.N(j)
+}

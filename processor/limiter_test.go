@@ -1,0 +1,116 @@
+package processor
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The limiter hands a freed slot to renewals before releases, and to
+// releases before campaigns, whatever the order they came in.
+func TestLimiterGrantsByPriority(t *testing.T) {
+	l := newLimiter(1)
+	hold, err := l.acquire(context.Background(), prioCampaign)
+	require.NoError(t, err)
+	order := make(chan priority, 3)
+	started := make(chan struct{}, 3)
+	for _, p := range []priority{prioCampaign, prioRelease, prioRenew} {
+		go func() {
+			started <- struct{}{}
+			rel, err := l.acquire(context.Background(), p)
+			if err != nil {
+				return
+			}
+			order <- p
+			rel()
+		}()
+		<-started
+		waitQueued(t, l, p)
+	}
+	hold()
+	assert.Equal(t, prioRenew, <-order)
+	assert.Equal(t, prioRelease, <-order)
+	assert.Equal(t, prioCampaign, <-order)
+	l.mu.Lock()
+	assert.Zero(t, l.busy, "every slot given back")
+	l.mu.Unlock()
+}
+
+// A waiter whose context ends leaves the queue, and a slot granted to it
+// at that moment is passed on, not lost.
+func TestLimiterWaiterGivesUp(t *testing.T) {
+	l := newLimiter(1)
+	hold, err := l.acquire(context.Background(), prioRenew)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := l.acquire(ctx, prioRenew)
+		errc <- err
+	}()
+	waitQueued(t, l, prioRenew)
+	cancel()
+	require.ErrorIs(t, <-errc, context.Canceled)
+	hold()
+	rel, err := l.acquire(context.Background(), prioCampaign)
+	require.NoError(t, err, "the slot is free again")
+	rel()
+}
+
+func waitQueued(t *testing.T, l *limiter, p priority) {
+	t.Helper()
+	for i := 0; ; i++ {
+		l.mu.Lock()
+		n := len(l.q[p])
+		l.mu.Unlock()
+		if n > 0 {
+			return
+		}
+		require.Less(t, i, 10000, "the waiter never queued")
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// The capacity estimate is headroom x width x renew period / write
+// latency; a member at its capacity does not campaign (the role is
+// queued), and one over it by more than an eighth sheds.
+func TestAdmissionCapacity(t *testing.T) {
+	// Renew interval 2s, deadline 8s: the renew period is 5s.
+	h := newHarness(t, "a", Settings{MaxInFlight: 4, LeaseDuration: 10 * time.Second})
+	a := h.m.adm
+	assert.Equal(t, unbounded, a.Capacity(), "unbounded until a write was measured")
+	a.wrote(time.Second)
+	assert.Equal(t, 15, a.Capacity(), "0.75 x 4 x 5s / 1s")
+	a.wrote(2 * time.Second) // rises by half the difference at once: 1.5s
+	assert.Equal(t, 10, a.Capacity())
+	a.wrote(time.Second) // falls by a sixteenth: 1.46875s
+	assert.Equal(t, 10, a.Capacity())
+
+	now := time.Now()
+	for range 9 {
+		a.holding(+1)
+	}
+	require.True(t, a.claim("r1", now), "9 held + 0 campaigning < 10")
+	assert.False(t, a.claim("r2", now), "9 held + 1 campaigning: at capacity")
+	assert.Equal(t, 1.0, h.metric("krole_queued_roles", "member", "a"))
+	a.unclaim()
+	a.dequeue("r2")
+	assert.Equal(t, 0.0, h.metric("krole_queued_roles", "member", "a"))
+	assert.False(t, a.shed(), "9 held, capacity 10")
+	for range 3 {
+		a.holding(+1)
+	}
+	assert.True(t, a.shed(), "12 held: over capacity + an eighth (11)")
+	assert.False(t, a.shed(), "the shed role no longer counts: 11 held")
+
+	// A challenge timeout pauses every campaign.
+	a.unclaim()
+	a.holding(-6) // 5 held
+	d := a.challengeTimedOut(now)
+	assert.Positive(t, d)
+	assert.False(t, a.claim("r3", now), "paused")
+	assert.True(t, a.claim("r3", now.Add(d)), "pause over")
+}

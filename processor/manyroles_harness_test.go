@@ -1,0 +1,321 @@
+package processor_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/testcluster"
+	"github.com/krabka/krole/processor"
+	"github.com/krabka/krole/view"
+)
+
+// TestHarnessHoldManyRoles is a measuring harness for issue 13, not a
+// test of `make test`: it is skipped unless KROLE_HOLD is set, and it
+// asserts nothing about speed. It runs M members (KROLE_HOLD_MEMBERS,
+// default 1), each with its own transport and view, holding K roles
+// between them (each member runs K/M roles of its own), waits until every
+// role is held (or KROLE_HOLD_SETTLE has passed), then measures for KROLE_HOLD_FOR (default 60s):
+//
+//	KROLE_HOLD=K@LEASE      e.g. 1000@3s (renew interval LEASE/5)
+//	KROLE_HOLD_MEMBERS=M    members sharing the roles
+//	KROLE_HOLD_FOR=T        measuring window
+//	KROLE_HOLD_PROFILE=F    write a CPU profile of this process to F
+//	KROLE_HOLD_MAX_IN_FLIGHT=N  the members' Settings.MaxInFlight
+//	KROLE_HOLD_SETTLE=D     measure after D (default 2m) even if not all held
+//
+// Run the cluster in another process so that the process's CPU time is
+// the members' (and their views') own, for example:
+//
+//	go build -o /tmp/krole . && /tmp/krole dev --partitions 12 &
+//	KROLE_BROKERS=127.0.0.1:9092 KROLE_HOLD=1000@3s go test -run HarnessHoldManyRoles -v -timeout 30m ./processor/
+//
+// It reports: roles held at the end, roles lost (revoked for any reason
+// but the end of the run) during the window, renewals done against the
+// target rate, renew latency (the members' krole_renew_duration_seconds
+// observations: from the renewal's start, waiting for a call slot
+// included) p50/p99/max, the longest gap between two successful writes of
+// one role, and the process's CPU per 1,000 renewals.
+func TestHarnessHoldManyRoles(t *testing.T) {
+	spec := os.Getenv("KROLE_HOLD")
+	if spec == "" {
+		t.Skip("a measuring harness: set KROLE_HOLD=K@LEASE (see its doc)")
+	}
+	k, lease := parseHold(t, spec)
+	members := envInt(t, "KROLE_HOLD_MEMBERS", 1)
+	window := envDur(t, "KROLE_HOLD_FOR", time.Minute)
+	s := processor.Settings{LeaseDuration: lease, MaxInFlight: envInt(t, "KROLE_HOLD_MAX_IN_FLIGHT", 0)}.WithDefaults()
+
+	c := testcluster.Start(t, testcluster.Options{Partitions: 12})
+	c.Config.TxnTimeout = s.TransactionTimeout
+	roles := make([]codec.Role, k)
+	for i := range roles {
+		roles[i] = codec.Role(fmt.Sprintf("hold-%05d", i))
+	}
+	h := &holdStats{lastWrite: map[codec.Role]time.Time{}, lostBy: map[processor.Reason]int{}}
+	reg := prometheus.NewRegistry()
+	var ms []*holdMember
+	for i := range members {
+		id := codec.MemberID(fmt.Sprintf("member-%02d", i))
+		var mine []codec.Role
+		for j := i; j < k; j += members {
+			mine = append(mine, roles[j])
+		}
+		ms = append(ms, startHoldMember(t, c.Config, id, mine, s, h, reg))
+	}
+	t.Cleanup(func() {
+		for _, m := range ms {
+			m.cancel()
+		}
+		for _, m := range ms {
+			<-m.done
+		}
+	})
+	start := time.Now()
+	settle := envDur(t, "KROLE_HOLD_SETTLE", 2*time.Minute)
+	for last := start; h.heldCount() < k; {
+		if time.Since(start) > settle {
+			t.Logf("after %v: %d of %d roles held; measuring anyway", time.Since(start).Round(time.Second), h.heldCount(), k)
+			break
+		}
+		if time.Since(last) > 5*time.Second {
+			last = time.Now()
+			t.Logf("%v: %d of %d roles held; capacity %v, queued %v, lost %v", time.Since(start).Round(time.Second), h.heldCount(), k,
+				gauge(t, reg, "krole_renew_capacity_roles"), gauge(t, reg, "krole_queued_roles"), h.lostSoFar())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("%d of %d roles held after %v", h.heldCount(), k, time.Since(start).Round(time.Millisecond))
+	time.Sleep(s.RenewInterval) // past the burst of elections
+
+	if f := os.Getenv("KROLE_HOLD_PROFILE"); f != "" {
+		out, err := os.Create(f)
+		require.NoError(t, err)
+		require.NoError(t, pprof.StartCPUProfile(out))
+		defer func() { pprof.StopCPUProfile(); _ = out.Close() }()
+	}
+	h.begin()
+	cpu0, t0 := processCPU(), time.Now()
+	time.Sleep(window)
+	cpu, wall := processCPU()-cpu0, time.Since(t0)
+	r := h.end()
+
+	target := float64(k) * wall.Seconds() / s.RenewInterval.Seconds()
+	t.Logf("K=%d lease=%v renew interval=%v members=%d max in flight=%d window=%v", k, lease, s.RenewInterval, members, s.MaxInFlight, wall.Round(time.Millisecond))
+	t.Logf("held at the end: %d of %d; lost during the window: %d %v", h.heldCount(), k, r.lost, r.lostBy)
+	t.Logf("renewals: %d, %.0f%% of the target %.0f (one per role per renew interval)", r.renewals, 100*float64(r.renewals)/target, target)
+	t.Logf("renew latency: p50 %v p99 %v max %v (p99 / renew interval = %.2f)", r.p50, r.p99, r.max, r.p99.Seconds()/s.RenewInterval.Seconds())
+	t.Logf("longest gap between two writes of a role: %v (renew deadline %v)", r.gap, s.RenewDeadline)
+	if r.renewals > 0 {
+		t.Logf("process CPU: %v over %v (%.2f cores); %.1f ms per 1,000 renewals", cpu.Round(time.Millisecond), wall.Round(time.Millisecond),
+			cpu.Seconds()/wall.Seconds(), float64(cpu.Milliseconds())*1000/float64(r.renewals))
+	}
+}
+
+type holdMember struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// holdStats collects what the members report: who holds what, renewals
+// and their latency (the time from the renewal's start, as the member
+// measures it, read from the transport wrapper: the call itself) during
+// the window.
+type holdStats struct {
+	mu        sync.Mutex
+	held      map[codec.Role]bool
+	measuring bool
+	lost      int
+	lostBy    map[processor.Reason]int
+	lats      []time.Duration
+	lastWrite map[codec.Role]time.Time
+	gap       time.Duration
+	renewals  atomic.Int64
+}
+
+type holdResult struct {
+	lost          int
+	lostBy        map[processor.Reason]int
+	renewals      int64
+	p50, p99, max time.Duration
+	gap           time.Duration
+}
+
+func (h *holdStats) heldCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.held)
+}
+
+func (h *holdStats) onEvent(ev processor.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held == nil {
+		h.held = map[codec.Role]bool{}
+	}
+	switch ev.Kind {
+	case processor.Elected:
+		h.held[ev.Role] = true
+	case processor.Revoked:
+		delete(h.held, ev.Role)
+		if ev.Reason != processor.ReasonContextEnded {
+			h.lostBy[ev.Reason]++ // before the window too, until begin
+			if h.measuring {
+				h.lost++
+			}
+		}
+	}
+}
+
+// renewed records a renewal that began at start and took d.
+func (h *holdStats) renewed(role codec.Role, start time.Time, d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if last, ok := h.lastWrite[role]; ok && h.measuring {
+		h.gap = max(h.gap, start.Sub(last))
+	}
+	h.lastWrite[role] = start
+	if h.measuring {
+		h.lats = append(h.lats, d)
+		h.renewals.Add(1)
+	}
+}
+
+func (h *holdStats) lostSoFar() map[processor.Reason]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return maps.Clone(h.lostBy)
+}
+
+// gauge sums the gauge name over its labels.
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	sum := 0.0
+	for _, f := range fams {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+func (h *holdStats) begin() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.measuring, h.lostBy = true, map[processor.Reason]int{}
+}
+
+func (h *holdStats) end() holdResult {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.measuring = false
+	r := holdResult{lost: h.lost, lostBy: h.lostBy, renewals: int64(len(h.lats)), gap: h.gap}
+	if n := len(h.lats); n > 0 {
+		slices.Sort(h.lats)
+		r.p50, r.p99, r.max = h.lats[n/2], h.lats[n*99/100], h.lats[n-1]
+	}
+	return r
+}
+
+// holdTransport times each lease write of a held lease (a renewal: not a
+// release, under a token already written once) from the member's call.
+type holdTransport struct {
+	*fencing.BrokerTransport
+	h    *holdStats
+	mu   sync.Mutex
+	toks map[codec.Role]codec.Token
+}
+
+func (t *holdTransport) WriteLease(ctx context.Context, role codec.Role, tok codec.Token, l codec.Lease) error {
+	err := t.BrokerTransport.WriteLease(ctx, role, tok, l)
+	if err != nil || l.Released() {
+		return err
+	}
+	t.mu.Lock()
+	renewal := t.toks[role] == tok
+	t.toks[role] = tok
+	t.mu.Unlock()
+	if renewal {
+		// The lease is dated from the renewal's start, before the wait
+		// for a call slot: the latency a holder sees.
+		began := time.UnixMilli(l.GrantedAt)
+		t.h.renewed(role, began, time.Since(began))
+	}
+	return err
+}
+
+func startHoldMember(t *testing.T, cfg fencing.Config, id codec.MemberID, roles []codec.Role, s processor.Settings, h *holdStats, reg prometheus.Registerer) *holdMember {
+	t.Helper()
+	tr, err := fencing.NewBrokerTransport(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tr.Close() })
+	v, err := view.New(view.Options{Config: cfg})
+	require.NoError(t, err)
+	vctx, vcancel := context.WithCancel(context.Background())
+	vdone := make(chan struct{})
+	go func() { defer close(vdone); _ = v.Run(vctx) }()
+	t.Cleanup(func() { vcancel(); <-vdone })
+	require.NoError(t, v.WaitCaughtUp(t.Context()))
+	m, err := processor.New(&holdTransport{BrokerTransport: tr, h: h, toks: map[codec.Role]codec.Token{}}, v, id, roles,
+		processor.Options{Settings: s, OnEvent: h.onEvent, Logger: testLog(string(id)), Registerer: reg})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	hm := &holdMember{cancel: cancel, done: make(chan struct{})}
+	go func() { defer close(hm.done); _ = m.Run(ctx, nil) }()
+	return hm
+}
+
+func parseHold(t *testing.T, spec string) (int, time.Duration) {
+	k, l, ok := strings.Cut(spec, "@")
+	require.True(t, ok, "KROLE_HOLD=K@LEASE")
+	n, err := strconv.Atoi(k)
+	require.NoError(t, err)
+	d, err := time.ParseDuration(l)
+	require.NoError(t, err)
+	return n, d
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	if v := os.Getenv(name); v != "" {
+		n, err := strconv.Atoi(v)
+		require.NoError(t, err, name)
+		return n
+	}
+	return def
+}
+
+func envDur(t *testing.T, name string, def time.Duration) time.Duration {
+	if v := os.Getenv(name); v != "" {
+		d, err := time.ParseDuration(v)
+		require.NoError(t, err, name)
+		return d
+	}
+	return def
+}
+
+// processCPU is the CPU time (user and system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
