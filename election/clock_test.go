@@ -186,3 +186,33 @@ func TestElectionLeaderJudgesFromWhenSeen(t *testing.T) {
 		})
 	}
 }
+
+// One role's registration in flight does not hold back another role's
+// (the chaos member runs 20 roles on one Session): the lock that keeps a
+// role's last registration carrying its latest value is per role.
+func TestRegistrationsOfRolesDoNotWaitForEachOther(t *testing.T) {
+	v := &values{def: "x"}
+	inA, releaseA := make(chan struct{}), make(chan struct{})
+	doneA := make(chan struct{})
+	go func() {
+		defer close(doneA)
+		_, _ = v.register("a", func(string) (int64, error) {
+			close(inA)
+			<-releaseA
+			return 0, nil
+		})
+	}()
+	<-inA
+	doneB := make(chan string, 1)
+	go func() {
+		_, _ = v.register("b", func(value string) (int64, error) { doneB <- value; return 1, nil })
+	}()
+	select {
+	case got := <-doneB:
+		assert.Equal(t, "x", got)
+	case <-time.After(waitFor):
+		t.Fatal("role b's registration waited for role a's")
+	}
+	close(releaseA)
+	<-doneA
+}
