@@ -11,6 +11,10 @@
 // its own: it is Settings.TransactionTimeout (half the lease by default),
 // so that a lease write left open by a crashed holder is aborted before
 // the lease readers last saw has run out (see package processor, "Liveness").
+// One clock, Config.Clock (the system clock by default), drives both the
+// member and the view: the member's timers and lease stamps, and the
+// view's stamps of when it saw each lease, by which [Election.Leader]
+// judges a lease live for its span.
 //
 // [Session.Run] runs the view and the member under one errgroup
 // (golang.org/x/sync/errgroup) and blocks until both have returned:

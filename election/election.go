@@ -241,28 +241,47 @@ func (t *tracker) holder(role codec.Role) (*codec.Lease, bool, <-chan struct{}, 
 
 // values are the values a session registers with, per role.
 type values struct {
-	// reg is held across each registration's append, the member's and
-	// Campaign's, so that the last one appended carries the latest value.
-	reg sync.Mutex
+	// reg holds one lock per role, held across each registration's
+	// append of that role, the member's and Campaign's, so that the last
+	// one appended carries the latest value. Per role: one role's slow
+	// append does not hold back the registrations of the others.
+	reg map[codec.Role]*sync.Mutex
 
 	mu  sync.Mutex
 	def string
 	by  map[codec.Role]string
 }
 
+// regLock returns role's registration lock.
+func (v *values) regLock(role codec.Role) *sync.Mutex {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.reg == nil {
+		v.reg = map[codec.Role]*sync.Mutex{}
+	}
+	l, ok := v.reg[role]
+	if !ok {
+		l = &sync.Mutex{}
+		v.reg[role] = l
+	}
+	return l
+}
+
 // register appends a registration of role with its current value,
-// through write, under v.reg.
+// through write, under role's registration lock.
 func (v *values) register(role codec.Role, write func(value string) (int64, error)) (int64, error) {
-	v.reg.Lock()
-	defer v.reg.Unlock()
+	l := v.regLock(role)
+	l.Lock()
+	defer l.Unlock()
 	return write(v.get(role))
 }
 
 // change makes value role's and, when it changed, registers with it
-// through write, under v.reg.
+// through write, under role's registration lock.
 func (v *values) change(role codec.Role, value string, write func() error) error {
-	v.reg.Lock()
-	defer v.reg.Unlock()
+	l := v.regLock(role)
+	l.Lock()
+	defer l.Unlock()
 	if !v.set(role, value) {
 		return nil
 	}

@@ -61,6 +61,23 @@ type Config struct {
 	// Run waits for it. It is not called when Run ends before that (ctx
 	// ended, or the view failed). Default none.
 	OnReady func()
+	// Clock is the member's local clock: it times the member's renewals,
+	// turns and expiry judgements, stamps its leases (GrantedAt and
+	// Deadline are its readings) and its events, and is the view's clock
+	// (Clock.Now: the view stamps each lease record with when it applied
+	// it, and its Holder and Leader lookups, and so [Election.Leader],
+	// judge at Clock.Now). A clock set ahead of or behind the others'
+	// moves only those readings: observers count a lease's span from when
+	// they saw it (see package processor, "Liveness"). See
+	// [processor.Options].Clock. Default the system clock.
+	Clock processor.Clock
+	// OnMinted is called with every token the member's AcquireEpoch
+	// returns, on the member's goroutine, as soon as the broker has
+	// answered and before any lease is written under the token, so even
+	// a process killed right after has reported it; it must return
+	// quickly. A token is minted at every challenge, won or lost. Default
+	// none.
+	OnMinted func(role codec.Role, tok codec.Token)
 	// OnFatal is called once by [Session.Run] when the view fails for
 	// good, with the [*ViewError] Run will return, before the member
 	// leaves (so before the Revoked events of its leaving, and before its
@@ -125,7 +142,11 @@ func New(cfg Config) (*Session, error) {
 			return nil, fmt.Errorf("election: %w", err)
 		}
 	}
-	v, err := view.New(view.Options{Config: cluster, StateDir: cfg.StateDir, Logger: cfg.ViewLogger})
+	clk := cfg.Clock
+	if clk == nil {
+		clk = processor.SystemClock()
+	}
+	v, err := view.New(view.Options{Config: cluster, StateDir: cfg.StateDir, Logger: cfg.ViewLogger, Clock: clk.Now})
 	if err != nil {
 		return nil, err
 	}
@@ -141,8 +162,9 @@ func New(cfg Config) (*Session, error) {
 			cfg.OnEvent(e)
 		}
 	}
-	m, err := processor.New(valueTransport{t, vals}, v, cfg.Member, cfg.Roles, processor.Options{
+	m, err := processor.New(valueTransport{t, vals, cfg.OnMinted}, v, cfg.Member, cfg.Roles, processor.Options{
 		Settings:   s,
+		Clock:      clk,
 		Logger:     cfg.Logger,
 		Registerer: cfg.Registerer,
 		OnEvent:    onEvent,
@@ -167,11 +189,23 @@ func New(cfg Config) (*Session, error) {
 	return &Session{t: t, v: v, vr: v, m: m, log: log, onReady: cfg.OnReady, onFatal: cfg.OnFatal, vt: vals, tr: tr}, nil
 }
 
-// valueTransport registers the member with its value; every other call
-// (and fencing.TxnTimeouter) is the broker transport's own.
+// valueTransport registers the member with its value and reports the
+// tokens it mints (Config.OnMinted); every other call (and
+// fencing.TxnTimeouter) is the broker transport's own.
 type valueTransport struct {
 	*fencing.BrokerTransport
-	values *values
+	values   *values
+	onMinted func(codec.Role, codec.Token)
+}
+
+// AcquireEpoch implements fencing.Transport, calling onMinted with the
+// token before returning it.
+func (t valueTransport) AcquireEpoch(ctx context.Context, role codec.Role) (codec.Token, error) {
+	tok, err := t.BrokerTransport.AcquireEpoch(ctx, role)
+	if err == nil && t.onMinted != nil {
+		t.onMinted(role, tok)
+	}
+	return tok, err
 }
 
 // Register implements fencing.Transport with the session's value for role.

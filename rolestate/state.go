@@ -54,7 +54,8 @@ type State struct {
 	// Lease is the role's latest lease record as written, nil when there is
 	// none (never written, or deleted by a lease tombstone). It may have
 	// expired, or be a release (see [codec.Lease.Released]): use
-	// [State.Holder] to ask whether it holds at a given time.
+	// [State.Live] or [State.Holder] to ask whether it holds at a given
+	// time.
 	Lease *codec.Lease `json:"lease"`
 
 	// LeaseOffset is the offset of Lease's record; -1 when Lease is nil.
@@ -71,14 +72,46 @@ type State struct {
 	Candidates []Candidate `json:"candidates"`
 }
 
-// Holder returns the lease and true when a lease exists and has not expired
-// at nowMS (Unix ms). It is what the table believes, not what the broker
-// enforces: only the broker's fence is authoritative.
+// Holder returns the lease and true when s's lease is live at nowMS (Unix
+// ms, on the reader's clock), as [State.Live] judges it. It is what the
+// table believes, not what the broker enforces: only the broker's fence is
+// authoritative.
 func (s State) Holder(nowMS int64) (codec.Lease, bool) {
-	if s.Lease == nil || s.Lease.Expired(nowMS) {
+	if !s.Live(time.UnixMilli(nowMS)) {
 		return codec.Lease{}, false
 	}
 	return *s.Lease, true
+}
+
+// LeaseEnd returns when s's lease runs out as the reader that built s
+// judges it: LeaseSeenAt plus [LeaseSpan] of the lease, both on the
+// reader's clock, so a holder's clock that runs ahead or behind does not
+// move it. A state without a LeaseSeenAt stamp (from [Fold], which reads
+// no clock) falls back to the lease's GrantedAt plus its span, that is
+// its Deadline capped at [MaxLeaseSpan] after GrantedAt: the writer's
+// clock, as far off as that clock is. It is the zero time when s has no
+// lease. A release's span is 0: it ends when it was seen (or granted, at
+// 0).
+//
+// It is the one judgement of a lease's end: [State.Live], [State.Holder],
+// the view's Holder and Leader lookups and the HTTP API's rows all use it.
+// The succession rules count from their own observation instead (see
+// package processor), with the same span.
+func (s State) LeaseEnd() time.Time {
+	if s.Lease == nil {
+		return time.Time{}
+	}
+	if s.LeaseSeenAt.IsZero() {
+		return time.UnixMilli(s.Lease.GrantedAt).Add(LeaseSpan(*s.Lease))
+	}
+	return s.LeaseSeenAt.Add(LeaseSpan(*s.Lease))
+}
+
+// Live reports whether s's lease holds at now, on the reader's clock: s
+// has a lease, it is not a release (a release is never live, under any
+// clock), and now is before [State.LeaseEnd].
+func (s State) Live(now time.Time) bool {
+	return s.Lease != nil && !s.Lease.Released() && now.Before(s.LeaseEnd())
 }
 
 // Value returns the value member registered with and whether member is a

@@ -198,4 +198,7 @@
 // Expiry judged from it plus the lease's span ([rolestate.LeaseSpan]) does
 // not depend on the holder's clock; a view that first reads a lease when
 // it starts stamps it then, so it credits the lease with its whole span.
+// [View.Holder] and [View.Leader] judge a lease live that way
+// ([rolestate.State.Live]), never by its deadline; a release is never
+// live.
 package view

@@ -42,12 +42,15 @@ func (v *View) Role(ctx context.Context, role codec.Role) (rolestate.State, erro
 	return s, err
 }
 
-// Holder returns role's latest lease and whether it holds at now: a lease
-// exists and now is before its deadline. A zero now means the view's clock
-// ([Options].Clock). It is the table's belief, not the broker's fence: a
-// holder that appears live here may already be fenced by a newer epoch
-// whose lease the table has not read yet. Its cost does not depend on the
-// number of candidates.
+// Holder returns role's latest lease and whether it holds at now, on the
+// view's clock, as an observer judges it ([rolestate.State.Live]): the
+// lease is not a release and now is before the view first saw its record
+// (LeaseSeenAt) plus its span ([rolestate.LeaseSpan]), never judged by
+// the holder's wall-clock deadline. A zero now means the view's clock
+// ([Options].Clock); a now from another clock means nothing here. It is
+// the table's belief, not the broker's fence: a holder that appears live
+// here may already be fenced by a newer epoch whose lease the table has
+// not read yet. Its cost does not depend on the number of candidates.
 func (v *View) Holder(ctx context.Context, role codec.Role, now time.Time) (lease codec.Lease, held bool, err error) {
 	if err := v.await(ctx); err != nil {
 		return codec.Lease{}, false, err
@@ -61,9 +64,15 @@ func (v *View) Holder(ctx context.Context, role codec.Role, now time.Time) (leas
 		v.index.mu.RUnlock()
 		return codec.Lease{}, false, nil
 	}
-	l := e.lease
+	l, seen := e.lease, e.leaseSeenAt
 	v.index.mu.RUnlock()
-	return l, !l.Expired(now.UnixMilli()), nil
+	return l, leaseState(l, seen).Live(now), nil
+}
+
+// leaseState is the lease part of a role's state, for
+// [rolestate.State.Live]: the one judgement of a lease's liveness.
+func leaseState(l codec.Lease, seen time.Time) rolestate.State {
+	return rolestate.State{Lease: &l, LeaseSeenAt: seen}
 }
 
 // Candidates returns role's candidates in rank order (rank 0 joined first),
@@ -123,9 +132,11 @@ type Leader struct {
 }
 
 // Leader returns role's live holder and its value, and whether there is
-// one: a lease exists and now is before its deadline. A zero now means the
-// view's clock. Like [View.Holder], it is the table's belief, not the
-// broker's fence. It waits for the catch-up as every lookup does.
+// one: a lease exists and is live at now as [View.Holder] judges it (from
+// when the view saw the lease record plus its span, on the view's clock;
+// a release is never live). A zero now means the view's clock. Like
+// [View.Holder], it is the table's belief, not the broker's fence. It
+// waits for the catch-up as every lookup does.
 func (v *View) Leader(ctx context.Context, role codec.Role, now time.Time) (Leader, bool, error) {
 	if err := v.await(ctx); err != nil {
 		return Leader{}, false, err
@@ -136,7 +147,7 @@ func (v *View) Leader(ctx context.Context, role codec.Role, now time.Time) (Lead
 	v.index.mu.RLock()
 	defer v.index.mu.RUnlock()
 	e := v.index.roles[role]
-	if e == nil || !e.hasLease || e.lease.Expired(now.UnixMilli()) {
+	if e == nil || !e.hasLease || !leaseState(e.lease, e.leaseSeenAt).Live(now) {
 		return Leader{}, false, nil
 	}
 	return Leader{Lease: e.lease, Value: e.valueOf(e.lease.Member)}, true, nil

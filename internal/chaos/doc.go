@@ -13,12 +13,12 @@
 // built with `go build` by [BuildMember]). Each member is a candidate for
 // all Config.Roles (20) roles, with Config.Lease (2 s) and the timings
 // processor.Settings derives from it (renew 400 ms, stagger 200 ms,
-// transaction timeout 1 s), and a request timeout of 1 s. It is wired as
-// election.Session wires a member (view, transport, processor.Member; the
-// view outlives the member, the transport both), with a processor.Clock
-// and a view clock that run a per-process offset ahead of the system
-// clock, drawn from [-MaxClockOffset, +MaxClockOffset] at every start
-// (TestChaos: 5 s, two and a half leases).
+// transaction timeout 1 s), and a request timeout of 1 s. It runs an
+// election.Session (view, transport, processor.Member; the view outlives
+// the member, the transport both) whose Config.Clock, the member's and
+// the view's, runs a per-process offset ahead of the system clock, drawn
+// from [-MaxClockOffset, +MaxClockOffset] at every start (TestChaos: 5 s,
+// two and a half leases).
 //
 // While it holds a role, a member writes numbered records (role, member,
 // token, sequence) through a fencing.Writer under the holding's token to
@@ -27,7 +27,7 @@
 // the driver fills with consecutive numbers every 50 ms, to chaos.stream.
 // Each member appends its events to a JSON-lines file the driver names:
 // "start"; "minted" as soon as AcquireEpoch returns a token, before any
-// lease is written under it; "elected" and "revoked" from processor's
+// lease is written under it (election.Config.OnMinted); "elected" and "revoked" from processor's
 // events; "commit" after each stream transaction; each with the member's
 // own time and the system time.
 //

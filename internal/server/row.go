@@ -68,7 +68,7 @@ func NewRow(st rolestate.State, now time.Time) Row {
 			Value:     value(st, l.Member),
 			GrantedAt: l.GrantedAt,
 			Deadline:  l.Deadline,
-			Expired:   l.Released() || !now.Before(end),
+			Expired:   !st.Live(now),
 			Ends:      end,
 		}
 		if !r.Holder.Expired {
@@ -84,18 +84,14 @@ func value(st rolestate.State, m codec.MemberID) string {
 }
 
 // LeaseEnd returns when st's lease runs out as this observer judges it:
-// st.LeaseSeenAt (when the view applied the lease record, on its clock)
-// plus [rolestate.LeaseSpan] of the lease. A holder's clock that runs
-// ahead or behind does not move it; a view that first saw the lease when
-// it started counts the whole span from then. For a state without
-// LeaseSeenAt (a source that does not stamp it) it is the lease's
-// deadline. st.Lease must not be nil.
-func LeaseEnd(st rolestate.State) time.Time {
-	if st.LeaseSeenAt.IsZero() {
-		return time.UnixMilli(st.Lease.Deadline)
-	}
-	return st.LeaseSeenAt.Add(rolestate.LeaseSpan(*st.Lease))
-}
+// [rolestate.State.LeaseEnd], st.LeaseSeenAt (when the view applied the
+// lease record, on its clock) plus [rolestate.LeaseSpan] of the lease. A
+// holder's clock that runs ahead or behind does not move it; a view that
+// first saw the lease when it started counts the whole span from then.
+// For a state without LeaseSeenAt (a source that does not stamp it) it is
+// the lease's deadline, capped at rolestate.MaxLeaseSpan after its
+// GrantedAt. st.Lease must not be nil.
+func LeaseEnd(st rolestate.State) time.Time { return st.LeaseEnd() }
 
 // Empty reports whether the row has neither a lease nor a candidate: the
 // table does not know the role.

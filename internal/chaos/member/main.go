@@ -1,15 +1,15 @@
 // Command member is one member process of the chaos suite (package
-// internal/chaos): it campaigns for every role it is given, through a
-// view, a transport and a processor.Member wired as election.Session wires
-// them, with a processor.Clock that runs Offset ahead of (or behind) the
-// system clock. While it holds a role it writes numbered records under the
+// internal/chaos): it campaigns for every role it is given through an
+// election.Session whose Config.Clock runs Offset ahead of (or behind) the
+// system clock, for the member and its view alike. While it holds a role it writes numbered records under the
 // holding's token through a fencing.Writer; while it holds the stream role
 // it runs an exactly-once processor/stream pipeline instead.
 //
 // It appends one JSON object per line to the file -events names (see
 // chaos.Event): "start" once, "minted" as soon as AcquireEpoch returned a
-// token (before any lease is written under it, so a lease under a token
-// always has its minted line, even when the process is killed right after),
+// token (from election.Config.OnMinted, before any lease is written under
+// it, so a lease under a token always has its minted line, even when the
+// process is killed right after),
 // "elected" and "revoked" from processor's events, and "commit" after each
 // stream transaction. Every line carries the member's own time (its offset
 // clock, "at") and the system time ("wall"), both Unix ms. Each line is one
@@ -35,10 +35,10 @@ import (
 	"time"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/election"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/processor"
 	"github.com/krabka/krole/processor/stream"
-	"github.com/krabka/krole/view"
 )
 
 func main() {
@@ -153,21 +153,6 @@ func (c offsetClock) AfterFunc(d time.Duration, f func()) processor.Timer {
 	return processor.SystemClock().AfterFunc(d, f)
 }
 
-// minting logs every token AcquireEpoch returns before the caller can
-// write a lease under it.
-type minting struct {
-	*fencing.BrokerTransport
-	log *eventLog
-}
-
-func (t minting) AcquireEpoch(ctx context.Context, role codec.Role) (codec.Token, error) {
-	tok, err := t.BrokerTransport.AcquireEpoch(ctx, role)
-	if err == nil {
-		t.log.write(Event{Kind: "minted", Role: string(role), PID: tok.ProducerID, Epoch: tok.Epoch})
-	}
-	return tok, err
-}
-
 type memberProc struct {
 	log                       *eventLog
 	tr                        *fencing.BrokerTransport
@@ -178,17 +163,30 @@ type memberProc struct {
 }
 
 func (m *memberProc) run(ctx context.Context, cluster fencing.Config, me codec.MemberID, roles []codec.Role, lease time.Duration, clk offsetClock, logger *slog.Logger) error {
-	s := processor.Settings{LeaseDuration: lease}.WithDefaults()
-	cluster.TxnTimeout = s.TransactionTimeout
-	v, err := view.New(view.Options{Config: cluster, Clock: clk.Now})
-	if err != nil {
-		return err
+	cfg := election.Config{
+		Cluster:  cluster,
+		Member:   me,
+		Roles:    roles,
+		Settings: processor.Settings{LeaseDuration: lease},
+		Clock:    clk,
+		Logger:   logger,
+		OnEvent:  m.onEvent,
+		OnMinted: func(role codec.Role, tok codec.Token) {
+			m.log.write(Event{Kind: "minted", Role: string(role), PID: tok.ProducerID, Epoch: tok.Epoch})
+		},
 	}
 	// A broker may be away (a fault): keep trying until ctx ends.
+	var (
+		s   *election.Session
+		err error
+	)
 	for {
-		m.tr, err = fencing.NewBrokerTransport(cluster)
+		s, err = election.New(cfg)
 		if err == nil {
 			break
+		}
+		if !errors.Is(err, fencing.ErrClient) {
+			return err
 		}
 		select {
 		case <-ctx.Done():
@@ -196,45 +194,9 @@ func (m *memberProc) run(ctx context.Context, cluster fencing.Config, me codec.M
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	mem, err := processor.New(minting{m.tr, m.log}, v, me, roles, processor.Options{
-		Settings: s,
-		Clock:    clk,
-		Logger:   logger,
-		OnEvent:  m.onEvent,
-	})
-	if err != nil {
-		_ = m.tr.Close()
-		return err
-	}
-	// The order of election.Session.Run: the view outlives the member, the
-	// transport outlives both.
-	defer m.tr.Close()
-	vctx, stopView := context.WithCancel(context.Background())
-	defer stopView()
-	verr := make(chan error, 1)
-	go func() { verr <- v.Run(vctx) }()
-	mctx, stopMember := context.WithCancel(ctx)
-	defer stopMember()
-	go func() {
-		select {
-		case err := <-verr:
-			fmt.Fprintln(os.Stderr, "member: view:", err)
-			stopMember()
-			verr <- err
-		case <-mctx.Done():
-		}
-	}()
-	if err := v.WaitCaughtUp(mctx); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		// As election.Session: a failed first catch-up probe, or the
-		// view's failure, ends the member.
-		return fmt.Errorf("view catch-up: %w", err)
-	}
-	err = mem.Run(mctx, m.work)
-	stopView()
-	return err
+	m.tr = s.Transport()
+	// A view that fails ends the member (Run returns a *election.ViewError).
+	return s.Run(ctx, m.work)
 }
 
 func (m *memberProc) onEvent(e processor.Event) {
