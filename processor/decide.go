@@ -130,6 +130,13 @@ type Local struct {
 	// ErrNotHeld); nil otherwise.
 	retiredTok *codec.Token
 
+	// regHeld: while this member holds the role, its view has shown its
+	// registration. Only a registration removed after that is an
+	// operator's step-down (rule 2); one removed before (by a challenger
+	// that raced this member's challenge and pruned it) is registered
+	// again.
+	regHeld bool
+
 	confAt   time.Time // when the last confirmation was taken; zero for none
 	confOpen int64     // its Confirmed.OpenProducerID
 	confOff  int64     // its Confirmed.OpenOffset
@@ -167,6 +174,11 @@ func (l Local) Observe(st rolestate.State, me codec.MemberID, now time.Time) Loc
 	}
 	if st.LeaseOffset != l.leaseOff || l.leaseSeen.IsZero() {
 		l.leaseOff, l.leaseSeen = st.LeaseOffset, now
+	}
+	if c, ok := candidate(st, me); l.held == nil {
+		l.regHeld = false
+	} else if ok && c.Offset == l.registered {
+		l.regHeld = true
 	}
 	key, vacant, _ := l.vacancy(st, me, now)
 	switch {
@@ -220,8 +232,11 @@ const maxConfirmGap = 5 * time.Second
 //     since its last successful write began, on its local clock. It stops
 //     (DoStepDown, fenced) when the view shows a lease under a newer epoch
 //     of its token. It hands the role over (DoResign, deregistered) when
-//     the view shows its registration removed by someone else (records
-//     newer than it, not it), and registers again by rule 4 after. It
+//     the view shows its registration, seen during this holding, removed
+//     by someone else (records newer than it, not it), and registers again
+//     by rule 4 after; a registration removed before the holding showed it
+//     (pruned by a challenger that raced it) it registers again at once
+//     (DoRegister) and keeps the role. It
 //     renews every RenewInterval (or the interval the Member set for this
 //     renewal: jitter, and pacing when loaded; or at the retry time after
 //     a failure), and otherwise waits.
@@ -276,8 +291,15 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 				Reason: fmt.Sprintf("the view shows %s holding under newer token %s (ours %s)", st.Lease.Member, st.Lease.Token, h.Token)}
 		}
 		if status, _, why := l.registration(st, me, now, s); status == regMissing && l.registered >= 0 {
-			return Action{Kind: DoResign, Revoke: ReasonDeregistered,
-				Reason: "holding, but our registration was removed (" + why + "): handing over"}
+			if l.regHeld {
+				return Action{Kind: DoResign, Revoke: ReasonDeregistered,
+					Reason: "holding, but our registration was removed (" + why + "): handing over"}
+			}
+			// Removed before this holding showed it: a challenger that
+			// raced this member's challenge pruned it, and lost. Not an
+			// operator's step-down: join the queue again and keep the role.
+			return Action{Kind: DoRegister,
+				Reason: "holding, but not a candidate since before this holding (" + why + "): registering again"}
 		}
 		every := l.renewEvery
 		if every <= 0 {

@@ -60,8 +60,12 @@ func TestDecide(t *testing.T) {
 	}
 	cases := []tc{
 		{name: "holder whose registration someone removed hands over",
-			st: state(role, leaseOf("me", tok1, t0, 10*sec), 4, "x", 5), l: holder(tok1, t0),
+			st:  state(role, leaseOf("me", tok1, t0, 10*sec), 4, "x", 5),
+			l:   func() Local { l := holder(tok1, t0); l.regHeld = true; return l }(),
 			now: t0.Add(sec), want: DoResign, why: ReasonDeregistered},
+		{name: "holder whose registration was removed before its holding showed it (a racing challenger pruned it) registers again and keeps the role",
+			st: state(role, leaseOf("me", tok1, t0, 10*sec), 4, "x", 5), l: holder(tok1, t0),
+			now: t0.Add(sec), want: DoRegister},
 		{name: "holder whose registration is in the view renews",
 			st: state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 0, "x", 5), l: holder(tok1, t0),
 			now: t0.Add(3 * sec), want: DoRenew},

@@ -95,7 +95,12 @@
 //
 // A resigning holder stops its work, writes the release lease (granted_at
 // 0, deadline 1: expired under every clock) under its token and
-// deregisters, so the next candidate challenges at once. A Member whose
+// deregisters, so the next candidate challenges at once. When the
+// transport has retired the holding's token (a write under it, work's
+// included, got no answer), no release can be written under it; if the
+// view still shows the member's own lease under that token as the latest,
+// the resigning member takes a new epoch (fencing only its former self)
+// and releases under that instead. A Member whose
 // context ends resigns every role it holds (unless KeepOnExit), so a
 // rolling restart hands roles over without waiting for a deadline. Work
 // that returns an error resigns the role too; the member then waits before

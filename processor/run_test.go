@@ -434,3 +434,27 @@ func TestRunEndDuringARenewalLetsItFinishThenReleases(t *testing.T) {
 	assert.NoError(t, callErr, "the renewal's context outlives Run's")
 	assert.Equal(t, []string{"elected 42/1", "revoked context ended 42/1"}, h.transitions())
 }
+
+// A holding whose token the transport retired (work's write under it got
+// no answer) cannot release under it; resigning then takes a new epoch,
+// which fences only the member's former self, and releases under that,
+// so the next candidate need not wait for the lease to run out.
+func TestResignWithARetiredTokenReleasesUnderANewEpoch(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	h.src.set(state(role, nil, 0))
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
+	d := startRun(t, h, nil)
+	assert.Equal(t, t0.Add(2*sec), d.wait())
+	// The view shows the member's lease, under tok1.
+	d.push(state(role, leaseOf("a", tok1, t0, 10*sec), 1, "a", 0))
+
+	retiredErr := &fencing.Error{Kind: fencing.ErrNotHeld, Role: role, Err: errors.New("retired after an unknown outcome")}
+	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(retiredErr).Once()
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, codec.ReleaseLease("a", tok2)).Return(nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	require.NoError(t, d.stop())
+	h.tr.AssertExpectations(t)
+}

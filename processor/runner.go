@@ -561,7 +561,7 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 		r.lost(r.m.clk.Now())
 		r.revoke(r.m.clk.Now(), ReasonFenced, err, "the renewal was fenced")
 		return
-	case errors.Is(err, fencing.ErrUnknownOutcome), errors.Is(err, fencing.ErrNotHeld):
+	case retired(err):
 		// The transport retired the token: this renewal, or another
 		// write under the token (a fenced writer's, a stream's), got no
 		// definite answer or was fenced. No write follows under it, so
@@ -703,6 +703,9 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 		if err == nil {
 			cctx, cancel := r.callCtx(bctx, r.m.s.TransactionTimeout)
 			err = r.m.t.WriteLease(cctx, r.role, h.held.Token, codec.ReleaseLease(r.m.me, h.held.Token))
+			if retired(err) && r.ownLatest(h.held.Token) {
+				err = r.releaseUnderANewEpoch(cctx, h.held.Token, err)
+			}
 			cancel()
 			release()
 		}
@@ -764,3 +767,34 @@ func (r *runner) leave(ctx context.Context) {
 // RenewedAt is for tests: when the last successful write of the held lease
 // began.
 func (r *runner) RenewedAt() time.Time { return r.l.renewedAt }
+
+// retired reports whether err says that the transport retired the token
+// it was written under (see fencing.ErrUnknownOutcome).
+func retired(err error) bool {
+	return errors.Is(err, fencing.ErrUnknownOutcome) || errors.Is(err, fencing.ErrNotHeld)
+}
+
+// ownLatest reports whether the role's latest lease in the view is this
+// member's, under tok.
+func (r *runner) ownLatest(tok codec.Token) bool {
+	l := r.st.Lease
+	return l != nil && l.Member == r.m.me && l.Token == tok && !l.Released()
+}
+
+// releaseUnderANewEpoch releases the role when the transport retired the
+// holding's token (a write under it got no answer, work's included), so
+// that no release can be written under it: it takes a new epoch of the
+// role, which fences only this member's former self, and writes the
+// release under that, so the next candidate need not wait for the lease
+// to run out. cause is the failed release's error, for the log.
+func (r *runner) releaseUnderANewEpoch(ctx context.Context, old codec.Token, cause error) error {
+	tok, err := r.m.t.AcquireEpoch(ctx, r.role)
+	if err != nil {
+		return err
+	}
+	if err := r.m.t.WriteLease(ctx, r.role, tok, codec.ReleaseLease(r.m.me, tok)); err != nil {
+		return err
+	}
+	r.log.Info("the holding's token was retired; released the role under a new epoch", "token", old.String(), "new_token", tok.String(), "cause", cause)
+	return nil
+}
