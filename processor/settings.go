@@ -129,7 +129,8 @@ type Settings struct {
 	MaxInFlight int
 
 	// KeepOnExit, when true, makes a Member whose context ends leave
-	// without writing anything: its lease runs out at its deadline and
+	// without writing anything: its lease runs out (a span after each
+	// observer saw its last renewal) and
 	// its registration stays (a restart under the same member id keeps
 	// its rank). Default false: a leaving member resigns each role it
 	// holds and deregisters, so a rolling restart hands roles over at
