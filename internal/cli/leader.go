@@ -54,9 +54,9 @@ func runLeader(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	timeout := c.Duration("timeout")
-	if timeout < 0 {
-		return Usagef(c, "--timeout %v: must not be negative", timeout)
+	timeout, err := viewTimeout(c)
+	if err != nil {
+		return err
 	}
 	lv, err := startView(c, "")
 	if err != nil {

@@ -136,3 +136,13 @@ func (lv *liveView) stop() error {
 	<-lv.done
 	return lv.err
 }
+
+// viewTimeout reads --timeout, the bound of a command's wait for its view
+// to catch up; a negative one is a usage error.
+func viewTimeout(c *ucli.Context) (time.Duration, error) {
+	timeout := c.Duration("timeout")
+	if timeout < 0 {
+		return 0, Usagef(c, "--timeout %v: must not be negative", timeout)
+	}
+	return timeout, nil
+}

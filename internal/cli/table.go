@@ -91,9 +91,9 @@ func runTable(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	timeout := c.Duration("timeout")
-	if timeout < 0 {
-		return Usagef(c, "--timeout %v: must not be negative", timeout)
+	timeout, err := viewTimeout(c)
+	if err != nil {
+		return err
 	}
 	watch := c.Bool("watch")
 	lv, err := startView(c, "")
