@@ -114,6 +114,11 @@ func TestSessionClockStampsLeases(t *testing.T) {
 	assert.Less(t, st.Lease.GrantedAt, time.Now().Add(skew).UnixMilli())
 	assert.Equal(t, testSettings.LeaseDuration, rolestate.LeaseSpan(*st.Lease))
 
+	// The view follows the topic with a fetch's lag: wait until it holds
+	// everything committed so far, the elected lease included.
+	wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, s.View().WaitCaughtUp(wctx))
 	vs, err := s.View().Role(context.Background(), role)
 	require.NoError(t, err)
 	require.NotNil(t, vs.Lease)
