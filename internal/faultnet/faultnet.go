@@ -199,21 +199,7 @@ func (h *Held) Count() int {
 // Wait blocks until the rule has taken k requests, or ctx ends (then it
 // returns ctx.Err()).
 func (h *Held) Wait(ctx context.Context, k int) error {
-	stop := context.AfterFunc(ctx, func() {
-		h.n.mu.Lock()
-		h.n.cond.Broadcast()
-		h.n.mu.Unlock()
-	})
-	defer stop()
-	h.n.mu.Lock()
-	defer h.n.mu.Unlock()
-	for h.taken < k {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		h.n.cond.Wait()
-	}
-	return nil
+	return h.waitFor(ctx, func() bool { return h.taken >= k })
 }
 
 // WaitDelivered blocks until k of the requests the rule took have been
@@ -221,27 +207,19 @@ func (h *Held) Wait(ctx context.Context, k int) error {
 // answer may still be on the way), or ctx ends (then it returns
 // ctx.Err()). Requests dropped under [DropOnClose] are never delivered.
 func (h *Held) WaitDelivered(ctx context.Context, k int) error {
-	stop := context.AfterFunc(ctx, func() {
-		h.n.mu.Lock()
-		h.n.cond.Broadcast()
-		h.n.mu.Unlock()
-	})
-	defer stop()
-	h.n.mu.Lock()
-	defer h.n.mu.Unlock()
-	for h.delivered < k {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		h.n.cond.Wait()
-	}
-	return nil
+	return h.waitFor(ctx, func() bool { return h.delivered >= k })
 }
 
 // WaitOrphaned blocks until the clients of k of the requests the rule took
 // have closed their connections while the requests were still held (or
 // queued behind a held one), or ctx ends (then it returns ctx.Err()).
 func (h *Held) WaitOrphaned(ctx context.Context, k int) error {
+	return h.waitFor(ctx, func() bool { return h.orphaned >= k })
+}
+
+// waitFor blocks until done, read under the net's lock, holds, or ctx
+// ends (then it returns ctx.Err()).
+func (h *Held) waitFor(ctx context.Context, done func() bool) error {
 	stop := context.AfterFunc(ctx, func() {
 		h.n.mu.Lock()
 		h.n.cond.Broadcast()
@@ -250,7 +228,7 @@ func (h *Held) WaitOrphaned(ctx context.Context, k int) error {
 	defer stop()
 	h.n.mu.Lock()
 	defer h.n.mu.Unlock()
-	for h.orphaned < k {
+	for !done() {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
