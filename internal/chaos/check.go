@@ -443,13 +443,23 @@ func checkElections(h History, r *Report, add addFunc) {
 	faults := append([]Fault(nil), h.Faults...)
 	sort.SliceStable(faults, func(i, j int) bool { return faults[i].Start < faults[j].Start })
 	used := map[string]int{} // fault index/role -> elections explained
-	var prev *Election
+	var prev, first *Election
 	prevRace := false
-	chain := 0 // concurrent races in a row
+	chain := 0   // concurrent races in a row
+	opening := 0 // elections of the role's opening campaign after its first
 	for i := range r.Elections {
 		e := &r.Elections[i]
 		if prev == nil || prev.Role != e.Role {
-			e.Cause, prev, prevRace = "first", e, false
+			e.Cause, prev, first, prevRace, opening = "first", e, e, false, 0
+			continue
+		}
+		if at := min(e.At, nonZero(e.Minted, e.At)); at-first.At < ms(s.Lease) && opening < h.Members-1 {
+			// The opening campaign: members that start together may each
+			// take the role before their views show each other's
+			// registrations (package processor says so), each at most once.
+			opening++
+			e.Cause, prev, prevRace = fmt.Sprintf("opening race (%d)", opening), e, true
+			r.Races++
 			continue
 		}
 		if h.Shutdown != 0 && e.At >= h.Shutdown {
@@ -498,4 +508,12 @@ func checkElections(h History, r *Report, add addFunc) {
 
 func stamp(unixMS int64) string {
 	return time.UnixMilli(unixMS).UTC().Format("15:04:05.000")
+}
+
+// nonZero returns v, or def when v is 0.
+func nonZero(v, def int64) int64 {
+	if v == 0 {
+		return def
+	}
+	return v
 }

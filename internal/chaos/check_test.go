@@ -237,3 +237,30 @@ func TestCheckConcurrentChallenges(t *testing.T) {
 	r = Check(h)
 	assert.Equal(t, []Kind{KindElections}, kinds(r), "a third concurrent challenge among three members")
 }
+
+// A role's opening campaign: members that start together may each take
+// the role before their views show each other's registrations, each at
+// most once, within a lease of the role's first election; one more is a
+// storm.
+func TestCheckOpeningCampaign(t *testing.T) {
+	h := clean()
+	h.Members = 3
+	elect := func(member string, e int16, at int64) {
+		h.Events = append(h.Events,
+			Event{Kind: "minted", Role: "r", Member: member, PID: 1, Epoch: e, Wall: at},
+			Event{Kind: "elected", Role: "r", Member: member, PID: 1, Epoch: e, Wall: at + 10})
+		h.Leases = append(h.Leases, lease("r", member, tok(e), int64(len(h.Leases))))
+	}
+	h.Events = h.Events[:4] // the starts and a's first election at t0
+	h.Leases = h.Leases[:2]
+	h.Faults = nil
+	elect("b", 1, t0+400)
+	elect("c", 2, t0+900)
+	r := Check(h)
+	assert.Empty(t, r.Violations)
+	assert.Equal(t, 2, r.Races)
+
+	elect("a", 3, t0+1400)
+	r = Check(h)
+	assert.Equal(t, []Kind{KindElections}, kinds(r), "a third election in the opening campaign of three members")
+}

@@ -107,7 +107,11 @@
 //     fault explains 1 + (End-Start)/RenewDeadline of each role, within
 //     [Start, End + Lease + RequestTimeout]. Member starts and clock
 //     offsets explain nothing: with expiry judged on the observer's clock
-//     they must not cause elections. An election not explained by a fault
+//     they must not cause elections. A role's opening campaign is
+//     special: members that start together may each take the role before
+//     their views show each other's registrations (package processor says
+//     so), so up to Members-1 elections within a lease of the role's
+//     first election are "opening" races. An election not explained by a fault
 //     is a race (the "races" count of the summary) when its token was
 //     minted less than a Stagger after the previous election, up to
 //     Members-1 such in a row (challenges already under way, concurrent
