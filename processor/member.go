@@ -70,9 +70,10 @@ type Options struct {
 // Work is the long-running part of a processor: it runs while this member
 // holds held.Role, and ctx ends when the role is lost (see [Member.Run]).
 //
-// Each holding gets one call, on a goroutine of its own. Calls for
-// different roles run concurrently; calls for one role never overlap (a
-// new holding's call starts only after the previous one has returned).
+// Each holding gets at most one call, on a goroutine of its own. Calls
+// for different roles run concurrently; calls for one role never overlap
+// (a new holding's call starts only after the previous one has returned,
+// and a holding that ended meanwhile gets no call at all).
 // Work should return soon after ctx ends: until it does, the member does
 // not resign and its Run does not return (it stops waiting for work at
 // the local deadline, RenewDeadline after the last successful write).
