@@ -2,18 +2,8 @@ package fencing_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -35,7 +25,7 @@ func TestTLSHandshake(t *testing.T) {
 	if testcluster.External() {
 		t.Skip("needs embedded clusters with and without TLS; KROLE_BROKERS names an outside cluster")
 	}
-	caFile, serverTLS := testCA(t)
+	caFile, serverTLS := testcluster.SelfSignedTLS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	plain, err := devcluster.Start(ctx, devcluster.Options{})
@@ -86,31 +76,4 @@ func TestTLSHandshake(t *testing.T) {
 	t.Run("no TLS", func(t *testing.T) {
 		assert.NoError(t, fencing.CheckTLS(ctx, fencing.Config{Brokers: []string{"127.0.0.1:1"}}))
 	})
-}
-
-// testCA writes a self-signed CA certificate for 127.0.0.1 to a file and
-// returns the file and the server's TLS config.
-func testCA(t *testing.T) (string, *tls.Config) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "krole test broker"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	require.NoError(t, os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	return caFile, &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
-	}
 }

@@ -28,7 +28,7 @@ func TestSecretsNeverPrinted(t *testing.T) {
 		right = "pw-right-7c1e9a"
 		wrong = "pw-wrong-52b0d4"
 	)
-	caFile, serverTLS := selfSignedTLS(t)
+	caFile, serverTLS := testcluster.SelfSignedTLS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	fake, err := devcluster.Start(ctx, devcluster.Options{Extra: []kfake.Opt{

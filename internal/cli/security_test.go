@@ -2,17 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +21,7 @@ func TestTLSAndSCRAM(t *testing.T) {
 	if testcluster.External() {
 		t.Skip("needs the embedded cluster with TLS and SASL; KROLE_BROKERS names an outside cluster")
 	}
-	caFile, serverTLS := selfSignedTLS(t)
+	caFile, serverTLS := testcluster.SelfSignedTLS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	fake, err := devcluster.Start(ctx, devcluster.Options{Extra: []kfake.Opt{
@@ -75,31 +64,4 @@ func TestTLSAndSCRAM(t *testing.T) {
 		assertOneLineError(t, r, ExitFailure)
 		assert.Contains(t, r.Stderr, "TLS with "+brokers+" failed")
 	})
-}
-
-// selfSignedTLS writes a self-signed CA certificate for 127.0.0.1 to a
-// file and returns the file and the server's TLS config.
-func selfSignedTLS(t *testing.T) (string, *tls.Config) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "krole test broker"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	require.NoError(t, os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	return caFile, &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
-	}
 }

@@ -24,7 +24,7 @@ func TestTLSMismatch(t *testing.T) {
 	if testcluster.External() {
 		t.Skip("needs embedded clusters with and without TLS; KROLE_BROKERS names an outside cluster")
 	}
-	caFile, serverTLS := selfSignedTLS(t)
+	caFile, serverTLS := testcluster.SelfSignedTLS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	plain, err := devcluster.Start(ctx, devcluster.Options{Topic: "plain.roles"})
