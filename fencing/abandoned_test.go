@@ -77,6 +77,14 @@ func TestAbandonedAcquireEpoch(t *testing.T) {
 			now, ok, err := holder.Describe(ctx, role)
 			require.NoError(t, err)
 			require.True(t, ok)
+			if tc.moves {
+				// Delivered means the broker has read the request, not
+				// that it has handled it: wait for its effect.
+				require.Eventually(t, func() bool {
+					now, _, err = holder.Describe(ctx, role)
+					return err == nil && now != tok
+				}, 10*time.Second, 10*time.Millisecond, "the late request takes effect")
+			}
 			werr := holder.WriteLease(ctx, role, tok, lease(t, "holder", tok))
 			if !tc.moves {
 				assert.Equal(t, tok, now, "the epoch does not move")
