@@ -2,7 +2,6 @@ package processor_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -120,31 +119,7 @@ func TestIntegrationFrozenPartitionCausesNoElectionStorm(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, tokA.ProducerID, tokB.ProducerID)
 	l := codec.Lease{Member: "node-x", Token: tokA, GrantedAt: time.Now().UnixMilli(), Deadline: time.Now().Add(freeze).UnixMilli()}
-	val, err := codec.EncodeRecord(codec.Record{Lease: &l})
-	require.NoError(t, err)
-	opened, release, txnDone := make(chan time.Time, 1), make(chan struct{}), make(chan error, 1)
-	go func() {
-		txnDone <- trA.Transact(context.Background(), roleA, tokA, func(tx *fencing.Txn) error {
-			if _, err := tx.Produce(e.c.Config.Topic, p, codec.LeaseKey(roleA).Encode(), val); err != nil {
-				return err
-			}
-			opened <- time.Now()
-			<-release // dead: nothing more is sent
-			return errors.New("dead")
-		})
-	}()
-	t.Cleanup(func() {
-		close(release)
-		<-txnDone
-	})
-	var openAt time.Time
-	select {
-	case openAt = <-opened:
-	case err := <-txnDone:
-		t.Fatalf("the transaction did not open: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the transaction did not open")
-	}
+	openAt := e.openLeaseWrite(trA, roleA, p, l)
 
 	// Through the freeze and a few leases after it.
 	time.Sleep(freeze + 3*s.LeaseDuration)

@@ -1025,34 +1025,8 @@ func TestIntegrationKilledMidTransactionDoesNotStallTheView(t *testing.T) {
 	// its token stays open: the record is produced, EndTxn never sent.
 	k.stop(t)()
 	l := codec.Lease{Member: k.id, Token: tokK, GrantedAt: time.Now().UnixMilli(), Deadline: time.Now().Add(s.LeaseDuration).UnixMilli()}
-	val, err := codec.EncodeRecord(codec.Record{Lease: &l})
-	require.NoError(t, err)
-	opened := make(chan time.Time, 1)
-	release := make(chan struct{})
-	txnDone := make(chan error, 1)
 	began := time.Now()
-	go func() {
-		txnDone <- k.tr.Transact(context.Background(), killed, tokK, func(tx *fencing.Txn) error {
-			if _, err := tx.Produce(e.c.Config.Topic, p, codec.LeaseKey(killed).Encode(), val); err != nil {
-				return err
-			}
-			opened <- time.Now()
-			<-release // the process is dead: nothing more is sent until the test ends
-			return errors.New("dead")
-		})
-	}()
-	t.Cleanup(func() {
-		close(release)
-		<-txnDone
-	})
-	var openAt time.Time
-	select {
-	case openAt = <-opened:
-	case err := <-txnDone:
-		t.Fatalf("the transaction did not open: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the transaction did not open")
-	}
+	openAt := e.openLeaseWrite(k.tr, killed, p, l)
 	granted := func(st rolestate.State) int64 {
 		if st.Lease == nil || st.Lease.Member != a.id {
 			return 0
@@ -1149,4 +1123,39 @@ func TestIntegrationManyRoles(t *testing.T) {
 		e.agree(r, holder, tok)
 	}
 	e.rec.checkFence(t)
+}
+
+// openLeaseWrite begins a transaction under l's token through tr that
+// produces l to role's partition p and is never ended, as a holder that
+// died in the middle of a lease write leaves it (EndTxn is never sent). It
+// returns when the record has been produced, with the time; the
+// transaction's function returns when the test ends.
+func (e *env) openLeaseWrite(tr fencing.FencedWriter, role codec.Role, p int32, l codec.Lease) time.Time {
+	e.t.Helper()
+	val, err := codec.EncodeRecord(codec.Record{Lease: &l})
+	require.NoError(e.t, err)
+	opened, release, txnDone := make(chan time.Time, 1), make(chan struct{}), make(chan error, 1)
+	go func() {
+		txnDone <- tr.Transact(context.Background(), role, l.Token, func(tx *fencing.Txn) error {
+			if _, err := tx.Produce(e.c.Config.Topic, p, codec.LeaseKey(role).Encode(), val); err != nil {
+				return err
+			}
+			opened <- time.Now()
+			<-release // dead: nothing more is sent until the test ends
+			return errors.New("dead")
+		})
+	}()
+	e.t.Cleanup(func() {
+		close(release)
+		<-txnDone
+	})
+	select {
+	case at := <-opened:
+		return at
+	case err := <-txnDone:
+		e.t.Fatalf("the transaction did not open: %v", err)
+	case <-time.After(10 * time.Second):
+		e.t.Fatal("the transaction did not open")
+	}
+	return time.Time{}
 }
