@@ -181,12 +181,17 @@ func (c *fetchConsumer) ConsumePartition(topic string, partition int32, offset i
 	go pc.deliverLoop()
 	go func() {
 		pc.wg.Wait()
-		close(pc.ended)
+		// Leave the map before Messages and Errors close, as sarama's
+		// consumer does: goka drains both after AsyncClose and then, at
+		// once, consumes the same partition again.
 		c.mu.Lock()
 		if c.partitions[topic][partition] == pc {
 			delete(c.partitions[topic], partition)
 		}
 		c.mu.Unlock()
+		close(pc.messages)
+		close(pc.errors)
+		close(pc.ended)
 	}()
 	return pc, nil
 }
@@ -361,7 +366,6 @@ func (pc *fetchPartition) IsPaused() bool { return pc.paused.Load() }
 // consumer is closed.
 func (pc *fetchPartition) deliverLoop() {
 	defer pc.wg.Done()
-	defer close(pc.messages)
 	for {
 		select {
 		case <-pc.dying:
@@ -407,7 +411,6 @@ func (pc *fetchPartition) pause(d time.Duration) bool {
 // offsets went backwards.
 func (pc *fetchPartition) fetchLoop() {
 	defer pc.wg.Done()
-	defer close(pc.errors)
 	defer close(pc.chunks)
 	defer pc.disconnect()
 	aborted := map[int64]bool{}

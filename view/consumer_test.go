@@ -232,3 +232,28 @@ func TestConsumerOutOfRange(t *testing.T) {
 	for range pc.Errors() {
 	}
 }
+
+// TestConsumerPartitionFreeOnceDrained: goka ends a partition consumer with
+// AsyncClose, drains Messages and Errors until both are closed, and at once
+// consumes the same partition again (recovery, then catch-up). Once both
+// channels are closed the partition must be free, as in sarama's consumer;
+// before the fix the map entry outlived the channels, and goka's catch-up
+// failed with "already being consumed" now and then.
+func TestConsumerPartitionFreeOnceDrained(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	w := newWriter(t, c, 1)
+	w.register("r", "a")
+	cons := newTestConsumer(t, c, nil)
+	for i := range 200 {
+		pc, err := cons.ConsumePartition(c.Config.Topic, 0, 0)
+		require.NoError(t, err, "round %d: the previous consumer was drained", i)
+		if i%2 == 0 {
+			recvMsg(t, pc)
+		}
+		pc.AsyncClose()
+		for range pc.Messages() {
+		}
+		for range pc.Errors() {
+		}
+	}
+}
