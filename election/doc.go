@@ -33,8 +33,10 @@
 // A fatal error of the view (the role topic deleted, a state dir that
 // cannot be written; see [view.View.Run]) ends the member as if ctx had
 // ended, in the same order, after Config.OnFatal has been told, and Run
-// returns it as a [*ViewError]. So does a failed first catch-up probe,
-// before the member has started. The
+// returns it as a [*ViewError]. A first catch-up whose probe of the
+// topic's end fails (a leader moving, a broker restarting) is not fatal:
+// it is tried again, with a backoff from 100 ms doubling to 5 s, each
+// failure logged at warn, and the member starts once it succeeds. The
 // member itself has no fatal errors: a lost role is an event
 // ([processor.Event]), not an error, and the member campaigns again.
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
@@ -228,8 +229,8 @@ type viewRunner interface {
 // the holding's token, use [Session.Writer].
 //
 // Run returns nil when ctx ended; a [*ViewError] when the view failed
-// (it stopped with an error, or its first catch-up probe failed; after
-// the catch-up, the member has resigned and left first); [ErrAlreadyRun]
+// (it stopped with an error; after the first catch-up, the member has
+// resigned and left first); [ErrAlreadyRun]
 // when called a second time or after Close.
 func (s *Session) Run(ctx context.Context, work processor.Work) error {
 	s.mu.Lock()
@@ -277,11 +278,8 @@ func (s *Session) Run(ctx context.Context, work processor.Work) error {
 	})
 	g.Go(func() error {
 		defer stopView()
-		if err := s.vr.WaitCaughtUp(mctx); err != nil {
-			if mctx.Err() != nil || errors.Is(err, view.ErrStopped) {
-				return nil // ctx ended, or the view failed: its goroutine says why
-			}
-			return fatal(err) // a failed probe; the view then stops without an error
+		if err := s.waitCaughtUp(mctx); err != nil {
+			return nil // ctx ended, or the view failed: its goroutine says why
 		}
 		mu.Lock()
 		caughtUp = mctx.Err() == nil
@@ -295,6 +293,41 @@ func (s *Session) Run(ctx context.Context, work processor.Work) error {
 		return s.m.Run(mctx, work) // returns once mctx has ended and the member has left
 	})
 	return g.Wait()
+}
+
+// The backoff of waitCaughtUp between failed first catch-ups.
+const (
+	catchUpRetryMin = 100 * time.Millisecond
+	catchUpRetryMax = 5 * time.Second
+)
+
+// waitCaughtUp waits for the view's first catch-up. A catch-up whose probe
+// of the topic's end failed (a partition's leader moving, a broker
+// restarting: what a rolling restart of the cluster does, often while the
+// members restart too) is tried again, after a backoff that doubles from
+// catchUpRetryMin to catchUpRetryMax, each failure logged at warn, until
+// it succeeds, ctx ends or the view stops. It returns nil once caught up,
+// else ctx's error or view.ErrStopped.
+func (s *Session) waitCaughtUp(ctx context.Context) error {
+	wait := catchUpRetryMin
+	for {
+		err := s.vr.WaitCaughtUp(ctx)
+		if err == nil || ctx.Err() != nil || errors.Is(err, view.ErrStopped) {
+			if err != nil && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		s.log.Warn("the view's first catch-up failed; trying again", "err", err, "retry_in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, catchUpRetryMax)
+	}
 }
 
 // Resign hands role over if this member holds it; see

@@ -12,6 +12,9 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
@@ -326,4 +329,39 @@ func TestCloseWithoutRun(t *testing.T) {
 	assert.ErrorIs(t, sess.Run(context.Background(), nil), ErrAlreadyRun)
 	_, _, err = sess.Transport().Describe(context.Background(), "controller")
 	assert.Error(t, err, "closed")
+}
+
+// A first catch-up whose probe fails (every ListOffsets answered
+// NOT_LEADER_OR_FOLLOWER, as during a leader election of the role topic's
+// partition) is tried again: Run neither returns nor starts the member
+// while it fails, and once the brokers answer again the session catches
+// up, calls OnReady and the member takes the role.
+func TestSessionRetriesAFailedFirstCatchUp(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	c.RequireFake(t)
+	h := c.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Err: kerr.NotLeaderForPartition, Count: -1})
+	rec := newRecorder()
+	cfg := config(c, "node-1", "controller", rec)
+	sess, err := New(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sess.Run(ctx, nil) }()
+
+	// One probe tries three times; wait for a second probe's attempts.
+	require.Eventually(t, func() bool { return h.Hits() >= 7 }, waitFor, 5*time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned while the probe failed: %v", err)
+	default:
+	}
+	seen, _ := rec.snapshot()
+	assert.Empty(t, seen, "not ready, no member events, while the probe fails")
+
+	h.Remove()
+	rec.waitKind(t, processor.Elected) // the member starts once the catch-up succeeds
+	seen, _ = rec.snapshot()
+	assert.Equal(t, "ready", seen[0])
+	cancel()
+	require.NoError(t, <-done)
 }
