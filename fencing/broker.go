@@ -36,10 +36,11 @@ type BrokerTransport struct {
 	holders map[codec.Role]*holder     // the newest token minted per role
 	retired map[codec.Role]codec.Token // per role, the token retired after an unknown outcome, until the next AcquireEpoch
 
-	bgMu         sync.Mutex     // orders bg.Add (abortLater) before bg.Wait (Close)
-	bg           sync.WaitGroup // cleanups (aborts) running after a caller's ctx ended
-	closed       atomic.Bool
-	newerSkipped atomic.Uint64
+	bgMu          sync.Mutex     // orders bg.Add (abortLater) before bg.Wait (Close)
+	bg            sync.WaitGroup // cleanups (aborts) running after a caller's ctx ended
+	closed        atomic.Bool
+	newerSkipped  atomic.Uint64
+	forgedSkipped atomic.Uint64
 
 	startTxn    BrokerTxnSettings // what NewBrokerTransport's DescribeConfigs found
 	startTxnErr error
@@ -123,6 +124,11 @@ func (t *BrokerTransport) TxnTimeout() time.Duration { return t.cfg.TxnTimeout }
 // ReadRoleRecords skipped (see [codec.UnknownVersionError]). A non-zero
 // count means a newer krole writes to the role topic.
 func (t *BrokerTransport) NewerRecordsSkipped() uint64 { return t.newerSkipped.Load() }
+
+// ForgedLeasesSkipped counts the lease records that ReadRoleRecords
+// skipped because their batch shows they were not written by their own
+// token (see rolestate.CheckLeaseAuthor): a stranger appended them.
+func (t *BrokerTransport) ForgedLeasesSkipped() uint64 { return t.forgedSkipped.Load() }
 
 // Close waits, for a bounded time, for the aborts of transactions whose
 // callers gave up (their ctx ended), then closes the connections. Tokens

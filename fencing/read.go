@@ -9,6 +9,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/rolestate"
 )
 
 // ReadRoleRecords implements [Transport].
@@ -137,7 +138,7 @@ func (r *roleReader) take(blk *sarama.FetchResponseBlock, next *int64, end int64
 				if off < *next || off >= end {
 					continue
 				}
-				if err := r.add(off, rec); err != nil {
+				if err := r.add(off, rec, rolestate.Batch{ProducerID: rb.ProducerID, Epoch: rb.ProducerEpoch, Transactional: rb.IsTransactional}); err != nil {
 					return false, err
 				}
 			}
@@ -147,8 +148,10 @@ func (r *roleReader) take(blk *sarama.FetchResponseBlock, next *int64, end int64
 	return *next > start, nil
 }
 
-// add keeps rec when its key is a krole key of the role.
-func (r *roleReader) add(off int64, rec *sarama.Record) error {
+// add keeps rec when its key is a krole key of the role, except a lease
+// record that its batch b says was not written by its own token
+// (rolestate.CheckLeaseAuthor): that one is skipped and counted.
+func (r *roleReader) add(off int64, rec *sarama.Record, b rolestate.Batch) error {
 	key, err := codec.DecodeKey(rec.Key)
 	if err != nil || key.Role != r.role {
 		return nil // another application's record, or another role's
@@ -164,6 +167,10 @@ func (r *roleReader) add(off int64, rec *sarama.Record) error {
 	}
 	if err != nil {
 		return &Error{Kind: ErrRecord, Role: r.role, Err: fmt.Errorf("offset %d, key %s: %w", off, key, err)}
+	}
+	if key.Kind == codec.KindLease && rolestate.CheckLeaseAuthor(val, b) != nil {
+		r.t.forgedSkipped.Add(1)
+		return nil
 	}
 	r.out = append(r.out, RoleRecord{Offset: off, Key: key, Record: val})
 	return nil

@@ -52,7 +52,9 @@ type Transport interface {
 	// stable offset with read_committed isolation, and returns the records
 	// of role in offset order (tombstones included). An aborted lease write
 	// never shows; records of other roles that share the partition are
-	// dropped.
+	// dropped, and so is a lease record not written in a transaction by
+	// its own token's producer id and epoch (a forged one; see
+	// rolestate.CheckLeaseAuthor), as the view drops it.
 	//
 	// Errors: [ErrClient] when a fetch fails, [ErrRecord] when a record of
 	// role does not decode.
@@ -128,13 +130,18 @@ type FencedWriter interface {
 	Transact(ctx context.Context, role codec.Role, token codec.Token, fn func(tx *Txn) error) error
 }
 
-// SkipCounter is a [Transport] that counts the records of a newer value
-// format its reads skipped (see [codec.UnknownVersionError]); a non-zero
-// count means a newer krole writes to the role topic. [BrokerTransport]
+// SkipCounter is a [Transport] that counts the records its reads skipped:
+// those of a newer value format (see [codec.UnknownVersionError]; a
+// non-zero count means a newer krole writes to the role topic) and
+// forged leases (see rolestate.CheckLeaseAuthor). [BrokerTransport]
 // does.
 type SkipCounter interface {
-	// NewerRecordsSkipped returns the count so far. It does not block.
+	// NewerRecordsSkipped returns the count of newer-format records so
+	// far. It does not block.
 	NewerRecordsSkipped() uint64
+	// ForgedLeasesSkipped returns the count of forged lease records so
+	// far. It does not block.
+	ForgedLeasesSkipped() uint64
 }
 
 var (

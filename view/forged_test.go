@@ -11,6 +11,7 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/testcluster"
+	"github.com/krabka/krole/rolestate"
 )
 
 // stranger is a client with Write on the role topic and nothing else that
@@ -92,6 +93,16 @@ func TestForgedLeasesAreSkipped(t *testing.T) {
 	assert.True(t, ok, "the holder still holds")
 	assert.Equal(t, held, got)
 	assert.Equal(t, int64(4), v.Stats().Skipped[SkipForged])
+
+	// The transport's read path (krole records, a TransportSource) applies
+	// the same rule: the holder's lease is the role's latest.
+	tr := c.Transport(t)
+	recs, err := tr.ReadRoleRecords(ctx, role)
+	require.NoError(t, err)
+	st := rolestate.Fold(role, recs)
+	require.NotNil(t, st.Lease)
+	assert.Equal(t, held, *st.Lease, "ReadRoleRecords drops the forged leases")
+	assert.Equal(t, uint64(4), tr.ForgedLeasesSkipped())
 
 	// The real holder's renewal still applies, and it is the first change a
 	// subscriber sees: no forged lease got into the table.

@@ -80,6 +80,10 @@ func runRecords(c *ucli.Context) error {
 		fmt.Fprintf(stderr(c), "krole: warning: skipped %d record(s) of a newer format: a newer krole writes to topic %s\n",
 			s.NewerRecordsSkipped(), c.String("topic"))
 	}
+	if s, ok := t.(fencing.SkipCounter); ok && s.ForgedLeasesSkipped() > 0 {
+		fmt.Fprintf(stderr(c), "krole: warning: skipped %d forged lease record(s) of role %s: not written in a transaction under their own token (someone other than krole appended them to topic %s)\n",
+			s.ForgedLeasesSkipped(), role, c.String("topic"))
+	}
 	if outputFormat(c) == FormatJSON {
 		out := make([]recordJSON, 0, len(recs)) // [] rather than null when empty
 		for _, r := range recs {
