@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Kind is the kind of a violation: which check failed.
@@ -417,20 +419,31 @@ func checkFailovers(h History, r *Report, add addFunc) {
 }
 
 // Explains is how many elections of one role fault f can explain, and
-// until when (Unix ms); see the package documentation. A member fault
-// explains one election of each role its target held (a kill, a stop or a
-// restart ends one holding), within a lease of its end. A broker fault
-// explains one election per role, and one more for every RenewDeadline
-// (4/5 of the lease) it lasted beyond the first, since a holder that
-// cannot renew loses its lease at most once per RenewDeadline, within a
-// lease and a request timeout of its end. Starts of members and clock
-// offsets explain nothing.
-func Explains(s Settings, f Fault) (n int, until int64) {
+// until when (Unix ms), in a run of members member processes; see the
+// package documentation. A member fault explains one election of each
+// role its target held (a kill, a stop or a restart ends one holding),
+// within a lease of its end. A broker fault explains one election per
+// role, and one more for every RenewDeadline (4/5 of the lease) it lasted
+// beyond the first, since a holder that cannot renew loses its lease at
+// most once per RenewDeadline, within a lease and a request timeout of
+// its end. A delay of InitProducerID explains one election per member
+// instead of one: a challenge whose InitProducerId (or a request queued
+// behind it on the same connection) outlived the request timeout was
+// given up by its member, but the broker still mints the epoch when it
+// gets to it, fencing whoever holds the role then (package fencing says
+// so: closing the connection does not undo a request the broker has
+// read), and each member has at most one challenge of the role in flight.
+// Starts of members and clock offsets explain nothing.
+func Explains(s Settings, members int, f Fault) (n int, until int64) {
 	switch {
 	case f.Member():
 		return 1, f.End + ms(s.Lease)
 	case f.Broker():
-		return 1 + int((f.End-f.Start)/max(ms(s.Lease*4/5), 1)), f.End + ms(s.Lease+s.RequestTimeout)
+		first := 1
+		if f.Kind == FaultDelay && strings.HasPrefix(f.Detail, kmsg.InitProducerID.Name()+" ") {
+			first = max(members, 1)
+		}
+		return first + int((f.End-f.Start)/max(ms(s.Lease*4/5), 1)), f.End + ms(s.Lease+s.RequestTimeout)
 	}
 	return 0, 0
 }
@@ -471,7 +484,7 @@ func checkElections(h History, r *Report, add addFunc) {
 			from = min(from, prev.Minted)
 		}
 		for fi, f := range faults {
-			n, until := Explains(s, f)
+			n, until := Explains(s, h.Members, f)
 			if n == 0 || f.Member() && f.Target != prev.Member && f.Kind != FaultShutdown {
 				continue
 			}

@@ -105,7 +105,11 @@
 //     shutdown, explains one, if it started before the election and ended
 //     no more than a lease before the previous election began; a broker
 //     fault explains 1 + (End-Start)/RenewDeadline of each role, within
-//     [Start, End + Lease + RequestTimeout]. Member starts and clock
+//     [Start, End + Lease + RequestTimeout]; a delay of InitProducerID
+//     explains Members + (End-Start)/RenewDeadline (a challenge its
+//     member gave up on is still minted by the broker when it gets to
+//     it, fencing the holder of the moment; one per member in flight).
+//     Member starts and clock
 //     offsets explain nothing: with expiry judged on the observer's clock
 //     they must not cause elections. A role's opening campaign is
 //     special: members that start together may each take the role before
