@@ -5,47 +5,92 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
 
 	"github.com/krabka/krole/codec"
 )
 
-// update is goka's update callback: it is called for every record a
-// read_committed consumer is handed, in offset order within a partition,
+// update is goka's update callback: it is called for every message goka's
+// read_committed consumer hands it, in offset order within a partition,
 // from one goroutine per partition. It never fails on a bad record: it
 // skips and counts it. A failed write to the state dir ends Run with the
 // error (see failRun).
+//
+// A chunk message (see consumer.go, ChunkHeader) stands for the records of
+// one fetch answer, which the view's consumer decoded (predecode.go): the
+// callback applies each of them, in offset order, exactly as it applies a
+// record handed alone, and goka then stores the chunk's last offset.
 func (v *View) update(uc goka.UpdateContext, st storage.Storage, key string, value []byte) error {
 	p, off := uc.Partition(), uc.Offset()
-	var k codec.Key
-	var rec codec.Record
-	var reason SkipReason
-	var derr error
-	if d, ok := v.predecoded(p, off); ok {
-		k, rec, reason, derr = d.k, d.rec, d.reason, d.err
-	} else {
-		k, rec, reason, derr = v.decode(p, []byte(key), value)
+	if key == "" && value == nil {
+		if first, last, ok := chunkOf(uc); ok {
+			return v.updateChunk(p, first, last, st)
+		}
 	}
+	d := decoded{off: off, value: value}
+	d.k, d.rec, d.reason, d.err = v.decode(p, []byte(key), value, new(codec.RecordBuf))
+	if d.reason == "" && d.k.Kind == codec.KindLease {
+		d.batch = batchOf(uc)
+	}
+	return v.updateOne(p, &d, key, st)
+}
+
+// chunkOf returns the offsets of the chunk a message stands for, if it is
+// a chunk message.
+func chunkOf(uc goka.UpdateContext) (first, last int64, ok bool) {
+	if h := uc.Headers(); h != nil {
+		if b, ok := h[ChunkHeader]; ok {
+			return decodeChunkHeader(b)
+		}
+	}
+	return 0, 0, false
+}
+
+// updateChunk applies the records of the chunk of partition p from offset
+// first to last.
+func (v *View) updateChunk(p int32, first, last int64, st storage.Storage) error {
+	recs, ok := v.predecode.takeChunk(p, first, last)
+	if !ok { // cannot happen: the consumer hands a chunk over after pushing it
+		err := fmt.Errorf("view: partition %d: the records of offsets %d to %d were not decoded", p, first, last)
+		v.failRun(err)
+		return err
+	}
+	for i := range recs {
+		if err := v.updateOne(p, &recs[i], "", st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// updateOne applies one decoded record; key is its key as a string, or ""
+// to take it from d.key when needed.
+func (v *View) updateOne(p int32, d *decoded, key string, st storage.Storage) error {
+	off, k, rec, reason, derr := d.off, d.k, d.rec, d.reason, d.err
 	if reason == "" && k.Kind == codec.KindLease {
-		reason, derr = checkAuthor(rec, batchOf(uc))
+		reason, derr = checkAuthor(rec, d.batch)
 	}
 	changed, replay, first := v.apply(p, off, k, rec, reason)
 	if replay {
 		return nil
 	}
-	if reason != "" {
-		v.logSkip(reason, first, p, off, key, derr)
+	if reason == "" && (!changed || v.opts.StateDir == "") {
 		return nil
 	}
-	if !changed || v.opts.StateDir == "" {
+	if key == "" {
+		key = string(d.key)
+	}
+	if reason != "" {
+		v.logSkip(reason, first, p, off, key, derr)
 		return nil
 	}
 	var err error
 	if rec.Tombstone() {
 		err = st.Delete(key)
 	} else {
-		err = st.Set(key, encodeStored(off, value))
+		err = st.Set(key, encodeStored(off, d.value))
 	}
 	if err != nil {
 		err = fmt.Errorf("view: writing partition %d offset %d to the state dir: %w", p, off, err)
@@ -54,8 +99,9 @@ func (v *View) update(uc goka.UpdateContext, st storage.Storage, key string, val
 	return err
 }
 
-// decode decodes a record and says why it must be skipped, if it must.
-func (v *View) decode(p int32, key, value []byte) (codec.Key, codec.Record, SkipReason, error) {
+// decode decodes a record into buf and says why it must be skipped, if it
+// must. The record points into buf.
+func (v *View) decode(p int32, key, value []byte, buf *codec.RecordBuf) (codec.Key, codec.Record, SkipReason, error) {
 	k, err := codec.DecodeKey(key)
 	if err != nil {
 		return k, codec.Record{}, SkipKey, err
@@ -63,7 +109,10 @@ func (v *View) decode(p int32, key, value []byte) (codec.Key, codec.Record, Skip
 	if want := codec.Partition(k.Role, v.nparts); want != p {
 		return k, codec.Record{}, SkipPartition, errors.New("role " + string(k.Role) + " belongs in another partition")
 	}
-	r, err := codec.DecodeRecord(value)
+	if len(value) == 0 {
+		return k, codec.Record{}, "", nil // a tombstone fits any key
+	}
+	r, err := buf.Decode(value, k.Member)
 	if err != nil {
 		var uv *codec.UnknownVersionError
 		if errors.As(err, &uv) {
@@ -83,6 +132,18 @@ func batchOf(uc goka.UpdateContext) batchInfo {
 	if h := uc.Headers(); h != nil {
 		if b, ok := decodeBatchInfo(h[BatchHeader]); ok {
 			return b
+		}
+	}
+	return batchInfo{producerID: -1, epoch: -1}
+}
+
+// batchOfHeaders is batchOf for a record's sarama headers.
+func batchOfHeaders(hs []*sarama.RecordHeader) batchInfo {
+	for _, h := range hs {
+		if h != nil && string(h.Key) == BatchHeader {
+			if b, ok := decodeBatchInfo(h.Value); ok {
+				return b
+			}
 		}
 	}
 	return batchInfo{producerID: -1, epoch: -1}
@@ -133,18 +194,47 @@ func (v *View) apply(p int32, off int64, k codec.Key, rec codec.Record, reason S
 // and records the partition's stored offset. It is called once per
 // partition, when goka opens the partition's storage.
 func (v *View) seed(p int32, recs []storedRecord, offset int64) {
-	decoded := make([]decodedRecord, 0, len(recs))
+	sd := v.newSeeder(p)
 	for _, sr := range recs {
-		k, rec, reason, _ := v.decode(p, []byte(sr.key), sr.value)
-		if reason != "" {
-			continue
-		}
-		decoded = append(decoded, decodedRecord{key: k, rec: rec, offset: sr.offset})
+		sd.add([]byte(sr.key), sr.value, sr.offset)
 	}
-	v.index.seed(decoded)
+	sd.done(offset)
+}
+
+// seeder decodes a partition's stored records as they are read from the
+// state dir (each once, the bytes not kept) and loads them into the index.
+type seeder struct {
+	v    *View
+	p    int32
+	n    int // records read
+	recs []decodedRecord
+	bufs []codec.RecordBuf // the decoded records point into it; allocated in blocks
+}
+
+func (v *View) newSeeder(p int32) *seeder { return &seeder{v: v, p: p} }
+
+// add decodes one stored record; key and value may be reused afterwards.
+func (sd *seeder) add(key, value []byte, offset int64) {
+	sd.n++
+	if len(sd.bufs) == 0 {
+		sd.bufs = make([]codec.RecordBuf, 256)
+	}
+	k, rec, reason, _ := sd.v.decode(sd.p, key, value, &sd.bufs[0])
+	if reason != "" || rec.Tombstone() {
+		return
+	}
+	sd.bufs = sd.bufs[1:]
+	sd.recs = append(sd.recs, decodedRecord{key: k, rec: rec, offset: offset})
+}
+
+// done loads the decoded records into the index and records the
+// partition's stored offset.
+func (sd *seeder) done(offset int64) {
+	v, p := sd.v, sd.p
+	v.index.seed(sd.recs)
 	v.progress.seed(p, offset)
-	if len(recs) > 0 || offset >= 0 {
-		v.log.Info("view resumed partition from state dir", "partition", p, "records", len(recs), "offset", offset)
+	if sd.n > 0 || offset >= 0 {
+		v.log.Info("view resumed partition from state dir", "partition", p, "records", sd.n, "offset", offset)
 	}
 }
 

@@ -67,6 +67,42 @@ import (
 // -1.
 const BatchHeader = "krole.batch"
 
+// ChunkHeader is the name of the header of a chunk message: the message
+// the view's consumer hands goka, in place of the records of one fetch
+// answer, when the prepare hook has taken those records whole (see
+// predecode.go). Its value is the offsets of the chunk's first and last
+// records (8 bytes each, big-endian); the message's offset is the last
+// one's, and it has no key and no value. Records never carry it: the
+// consumer drops their own headers.
+const ChunkHeader = "krole.chunk"
+
+// fetchedChunk is the records of one fetch answer, on their way from
+// fetchLoop to deliverLoop; whole says the prepare hook took them whole,
+// so goka is handed one chunk message instead.
+type fetchedChunk struct {
+	msgs  []*sarama.ConsumerMessage
+	whole bool
+}
+
+// chunkMessage is the chunk message of msgs (at least one record).
+func chunkMessage(msgs []*sarama.ConsumerMessage) *sarama.ConsumerMessage {
+	first, last := msgs[0], msgs[len(msgs)-1]
+	b := make([]byte, 16)
+	binary.BigEndian.PutUint64(b[0:8], uint64(first.Offset))
+	binary.BigEndian.PutUint64(b[8:16], uint64(last.Offset))
+	return &sarama.ConsumerMessage{Topic: last.Topic, Partition: last.Partition, Offset: last.Offset,
+		Timestamp: last.Timestamp, BlockTimestamp: last.BlockTimestamp,
+		Headers: []*sarama.RecordHeader{{Key: []byte(ChunkHeader), Value: b}}}
+}
+
+// decodeChunkHeader returns the offsets a chunk message's header names.
+func decodeChunkHeader(v []byte) (first, last int64, ok bool) {
+	if len(v) != 16 {
+		return 0, 0, false
+	}
+	return int64(binary.BigEndian.Uint64(v[0:8])), int64(binary.BigEndian.Uint64(v[8:16])), true
+}
+
 // batchInfo is what the view learns from a record's batch header.
 type batchInfo struct {
 	producerID    int64
@@ -117,9 +153,9 @@ var errConsumerClosed = errors.New("view: the consumer is closed")
 type fetchConsumer struct {
 	client     sarama.Client
 	conf       *sarama.Config
-	backwards  func(*OffsetsWentBackwardsError)                                     // may be nil
-	prepare    func(topic string, partition int32, chunk []*sarama.ConsumerMessage) // may be nil; see predecode.go
-	answered   func()                                                               // may be nil; called for each fetch answer (see health.go)
+	backwards  func(*OffsetsWentBackwardsError)                                          // may be nil
+	prepare    func(topic string, partition int32, chunk []*sarama.ConsumerMessage) bool // may be nil; see predecode.go
+	answered   func()                                                                    // may be nil; called for each fetch answer (see health.go)
 	mu         sync.Mutex
 	partitions map[string]map[int32]*fetchPartition
 	closed     bool
@@ -166,7 +202,7 @@ func (c *fetchConsumer) ConsumePartition(topic string, partition int32, offset i
 		next:      offset,
 		messages:  make(chan *sarama.ConsumerMessage, c.conf.ChannelBufferSize),
 		errors:    make(chan *sarama.ConsumerError, c.conf.ChannelBufferSize),
-		chunks:    make(chan []*sarama.ConsumerMessage, 2),
+		chunks:    make(chan fetchedChunk, 2),
 		dying:     make(chan struct{}),
 		ended:     make(chan struct{}),
 		resume:    make(chan struct{}, 1),
@@ -295,9 +331,9 @@ type fetchPartition struct {
 
 	messages chan *sarama.ConsumerMessage
 	errors   chan *sarama.ConsumerError
-	chunks   chan []*sarama.ConsumerMessage // fetchLoop to deliverLoop
-	dying    chan struct{}                  // closed by AsyncClose
-	ended    chan struct{}                  // closed when both loops have ended
+	chunks   chan fetchedChunk // fetchLoop to deliverLoop
+	dying    chan struct{}     // closed by AsyncClose
+	ended    chan struct{}     // closed when both loops have ended
 	closing  sync.Once
 	wg       sync.WaitGroup
 	hwm      atomic.Int64
@@ -375,7 +411,20 @@ func (pc *fetchPartition) deliverLoop() {
 				<-pc.dying
 				return
 			}
-			for _, m := range chunk {
+			if chunk.whole {
+				select {
+				case pc.messages <- chunkMessage(chunk.msgs):
+				case <-pc.dying:
+					return
+				}
+				continue
+			}
+			for _, m := range chunk.msgs {
+				select { // most sends find room: no select over two channels
+				case pc.messages <- m:
+					continue
+				default:
+				}
 				select {
 				case pc.messages <- m:
 				case <-pc.dying:
@@ -477,11 +526,12 @@ func (pc *fetchPartition) fetchLoop() {
 		if len(chunk) == 0 {
 			continue
 		}
+		whole := false
 		if pc.c.prepare != nil {
-			pc.c.prepare(pc.topic, pc.partition, chunk)
+			whole = pc.c.prepare(pc.topic, pc.partition, chunk)
 		}
 		select {
-		case pc.chunks <- chunk:
+		case pc.chunks <- fetchedChunk{msgs: chunk, whole: whole}:
 		case <-pc.dying:
 			return
 		}
@@ -581,7 +631,26 @@ func (pc *fetchPartition) outOfRange() (bool, error) {
 func (pc *fetchPartition) take(blk *sarama.FetchResponseBlock, aborted map[int64]bool) []*sarama.ConsumerMessage {
 	abortedTxns := append([]*sarama.AbortedTransaction(nil), blk.AbortedTransactions...)
 	sortAborted(abortedTxns)
-	var out []*sarama.ConsumerMessage
+	// The records are allocated together, one block per fetch (goka keeps
+	// none of them once handled); msg hands them out.
+	// A full block is replaced by a new one; the records already handed
+	// out stay in the old.
+	n := 0
+	for _, rs := range blk.RecordsSet {
+		switch {
+		case rs == nil:
+		case rs.RecordBatch != nil:
+			n += len(rs.RecordBatch.Records)
+		case rs.MsgSet != nil:
+			n += len(rs.MsgSet.Messages)
+		}
+	}
+	block := make([]sarama.ConsumerMessage, 0, n)
+	msg := func(m sarama.ConsumerMessage) *sarama.ConsumerMessage {
+		block = append(block, m)
+		return &block[len(block)-1]
+	}
+	out := make([]*sarama.ConsumerMessage, 0, n)
 	for _, rs := range blk.RecordsSet {
 		if rs == nil {
 			continue
@@ -591,9 +660,9 @@ func (pc *fetchPartition) take(blk *sarama.FetchResponseBlock, aborted map[int64
 			if rs.MsgSet != nil {
 				for _, mb := range rs.MsgSet.Messages {
 					if mb.Offset >= pc.next && mb.Msg != nil {
-						out = append(out, &sarama.ConsumerMessage{Topic: pc.topic, Partition: pc.partition,
+						out = append(out, msg(sarama.ConsumerMessage{Topic: pc.topic, Partition: pc.partition,
 							Offset: mb.Offset, Key: mb.Msg.Key, Value: mb.Msg.Value, Timestamp: mb.Msg.Timestamp,
-							Headers: []*sarama.RecordHeader{{Key: []byte(BatchHeader), Value: plainBatch}}})
+							Headers: []*sarama.RecordHeader{{Key: []byte(BatchHeader), Value: plainBatch}}}))
 						pc.next = mb.Offset + 1
 					}
 				}
@@ -629,8 +698,8 @@ func (pc *fetchPartition) take(blk *sarama.FetchResponseBlock, aborted map[int64
 				if rb.LogAppendTime {
 					ts = rb.MaxTimestamp
 				}
-				out = append(out, &sarama.ConsumerMessage{Topic: pc.topic, Partition: pc.partition,
-					Offset: off, Key: r.Key, Value: r.Value, Timestamp: ts, BlockTimestamp: rb.MaxTimestamp, Headers: hdr})
+				out = append(out, msg(sarama.ConsumerMessage{Topic: pc.topic, Partition: pc.partition,
+					Offset: off, Key: r.Key, Value: r.Value, Timestamp: ts, BlockTimestamp: rb.MaxTimestamp, Headers: hdr}))
 			}
 		}
 		pc.next = last + 1

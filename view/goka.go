@@ -496,7 +496,7 @@ func (s *diskStore) Open() error {
 	if err != nil {
 		return fmt.Errorf("reading state of partition %d: %w", s.p, err)
 	}
-	var recs []storedRecord
+	sd := s.v.newSeeder(s.p)
 	for it.Next() {
 		val, err := it.Value()
 		if err != nil {
@@ -507,7 +507,7 @@ func (s *diskStore) Open() error {
 		if !ok {
 			continue
 		}
-		recs = append(recs, storedRecord{key: string(it.Key()), offset: off, value: append([]byte(nil), raw...)})
+		sd.add(it.Key(), raw, off) // decoded at once: the iterator reuses its bytes
 	}
 	err = it.Err()
 	it.Release()
@@ -518,7 +518,7 @@ func (s *diskStore) Open() error {
 	if err != nil {
 		return fmt.Errorf("reading offset of partition %d: %w", s.p, err)
 	}
-	s.v.seed(s.p, recs, off)
+	sd.done(off)
 	return nil
 }
 

@@ -93,6 +93,7 @@ func (ix *index) apply(p int32, k codec.Key, rec codec.Record, off int64) bool {
 	if isNew {
 		e = &roleEntry{leaseOffset: -1, lastOffset: -1}
 	}
+	live = live && ix.subscribed() // nobody to publish to otherwise
 	var before rolestate.State
 	if live && ix.needsBefore(k.Role) {
 		before = e.state(k.Role)
@@ -114,6 +115,10 @@ func (ix *index) apply(p int32, k codec.Key, rec codec.Record, off int64) bool {
 	}
 	return true
 }
+
+// subscribed reports whether the index has a subscriber. ix.mu must be
+// held.
+func (ix *index) subscribed() bool { return len(ix.all) > 0 || len(ix.byRole) > 0 }
 
 // seed loads stored records of one partition (in any order) into the
 // table; recs must have decoded cleanly.
@@ -138,6 +143,7 @@ func (ix *index) seed(recs []decodedRecord) {
 			e.leaseSeenAt = now
 		case r.rec.Registration != nil:
 			e.cands = append(e.cands, rolestate.Candidate{Member: r.key.Member, Offset: r.offset, RegisteredAt: r.rec.Registration.RegisteredAt, Value: r.rec.Registration.Value})
+			e.note(r.key.Member)
 		}
 		if r.offset > e.lastOffset {
 			e.lastOffset = r.offset

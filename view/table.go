@@ -1,11 +1,12 @@
 package view
 
 import (
-	"github.com/krabka/krole/rolestate"
+	"hash/maphash"
 	"sort"
 	"time"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/rolestate"
 )
 
 // roleEntry is one role in the in-memory index. Its candidates are kept in
@@ -26,6 +27,33 @@ type roleEntry struct {
 	// and after a bulk load (a restore from the state dir builds none for
 	// roles that do not change).
 	byMember map[codec.MemberID]int64
+
+	// seen has a bit set for each member ever placed in cands (a bit per
+	// hash of the member id; never cleared), so that find answers "not
+	// there" for a member whose bit is clear without a lookup: a member
+	// registering for the first time, the common case (every record of a
+	// restore but re-registrations). Every candidate placed in cands goes
+	// through note.
+	seen [seenWords]uint64
+}
+
+// seenWords is the size of roleEntry.seen: 512 bits, which a role of 100
+// candidates fills to a fifth.
+const seenWords = 8
+
+// memberSeed seeds the hash of roleEntry.seen.
+var memberSeed = maphash.MakeSeed()
+
+// seenBit returns the word and bit of m in roleEntry.seen.
+func seenBit(m codec.MemberID) (int, uint64) {
+	h := maphash.String(memberSeed, string(m))
+	return int(h>>6) % seenWords, 1 << (h & 63)
+}
+
+// note records that m is placed in cands.
+func (e *roleEntry) note(m codec.MemberID) {
+	w, b := seenBit(m)
+	e.seen[w] |= b
 }
 
 // indexFrom is the number of candidates from which a role indexes them by
@@ -65,6 +93,9 @@ func (e *roleEntry) candidates() []rolestate.Candidate {
 
 // find returns the position of member's registration in e.cands, or -1.
 func (e *roleEntry) find(m codec.MemberID) int {
+	if w, b := seenBit(m); e.seen[w]&b == 0 {
+		return -1 // never placed
+	}
 	if e.byMember == nil && len(e.cands) >= indexFrom {
 		e.reindex()
 	}
@@ -132,6 +163,7 @@ func (e *roleEntry) register(m codec.MemberID, offset int64, g codec.Registratio
 		e.cands[i] = c
 	}
 	e.indexed(c)
+	e.note(m)
 	return true
 }
 

@@ -47,10 +47,12 @@ func TestEntryRanksReplaysAndOutOfOrder(t *testing.T) {
 
 // TestTableAgreesWithFold feeds random records to the view's index and to
 // Fold (which the succession rules use on ReadRoleRecords) and requires the
-// same answer for every role: with few members per role, and with enough
-// for the index to find members through byMember.
+// same answer for every role: with few members per role, with enough for
+// the index to find members through byMember, and with so many that some
+// members' bits in roleEntry.seen are still clear when they register and
+// others share a bit.
 func TestTableAgreesWithFold(t *testing.T) {
-	for _, nmem := range []int{6, 3 * indexFrom} {
+	for _, nmem := range []int{6, 3 * indexFrom, 300} {
 		t.Run(fmt.Sprintf("members=%d", nmem), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, uint64(nmem)))
 			v := offlineView(t, 3)
@@ -155,6 +157,15 @@ type updateCtx struct {
 
 func (u updateCtx) Partition() int32 { return u.p }
 func (u updateCtx) Offset() int64    { return u.off }
+
+// chunkCtx is an update context with headers, as goka hands a chunk
+// message.
+type chunkCtx struct {
+	updateCtx
+	hdrs goka.Headers
+}
+
+func (u chunkCtx) Headers() goka.Headers { return u.hdrs }
 
 // TestStateDirWriteFailureIsFatal: a record the index applied but the state
 // dir did not take must end Run, not be retried (the retry would be a
