@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
 
@@ -132,18 +131,6 @@ func batchOf(uc goka.UpdateContext) batchInfo {
 	if h := uc.Headers(); h != nil {
 		if b, ok := decodeBatchInfo(h[BatchHeader]); ok {
 			return b
-		}
-	}
-	return batchInfo{producerID: -1, epoch: -1}
-}
-
-// batchOfHeaders is batchOf for a record's sarama headers.
-func batchOfHeaders(hs []*sarama.RecordHeader) batchInfo {
-	for _, h := range hs {
-		if h != nil && string(h.Key) == BatchHeader {
-			if b, ok := decodeBatchInfo(h.Value); ok {
-				return b
-			}
 		}
 	}
 	return batchInfo{producerID: -1, epoch: -1}

@@ -424,21 +424,21 @@ func BenchmarkApply(b *testing.B) {
 	const chunkLen = 1000
 	type chunk struct {
 		p    int32
-		msgs []*sarama.ConsumerMessage
+		recs []fetched
 	}
 	var chunks []chunk
 	{
 		next := make([]int64, nparts)
 		open := make([]*chunk, nparts)
-		hdr := encodeBatchInfo(&sarama.RecordBatch{ProducerID: 1, ProducerEpoch: 1, IsTransactional: true})
+		rb := &sarama.RecordBatch{ProducerID: 1, ProducerEpoch: 1, IsTransactional: true}
 		for _, r := range recs {
 			if open[r.p] == nil {
 				open[r.p] = &chunk{p: r.p}
 			}
 			c := open[r.p]
-			c.msgs = append(c.msgs, &sarama.ConsumerMessage{Offset: next[r.p], Key: []byte(r.key), Value: r.value, Headers: hdr})
+			c.recs = append(c.recs, fetched{off: next[r.p], rb: rb, r: &sarama.Record{Key: []byte(r.key), Value: r.value}})
 			next[r.p]++
-			if len(c.msgs) == chunkLen {
+			if len(c.recs) == chunkLen {
 				chunks, open[r.p] = append(chunks, *c), nil
 			}
 		}
@@ -458,8 +458,8 @@ func BenchmarkApply(b *testing.B) {
 			v.predecode = newPredecoder(v, v.partIDs)
 			b.StartTimer()
 			for _, c := range chunks {
-				require.True(b, v.prepare(v.topic, c.p, c.msgs))
-				m := chunkMessage(c.msgs)
+				require.True(b, v.prepare(v.topic, c.p, c.recs))
+				m := chunkMessage(v.topic, c.p, c.recs)
 				uc := chunkCtx{updateCtx: updateCtx{p: c.p, off: m.Offset}, hdrs: goka.HeadersFromSarama(m.Headers)}
 				if err := v.update(uc, nil, "", nil); err != nil {
 					b.Fatal(err)

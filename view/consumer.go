@@ -76,22 +76,77 @@ const BatchHeader = "krole.batch"
 // consumer drops their own headers.
 const ChunkHeader = "krole.chunk"
 
+// fetched is one record of a fetch answer, as take leaves it: its offset
+// and where sarama decoded it (a record of a batch, or a legacy message),
+// from which the record handed to goka is made, or which the prepare hook
+// reads.
+type fetched struct {
+	off int64
+	rb  *sarama.RecordBatch  // the record's batch; nil for a legacy message
+	r   *sarama.Record       // the record, in rb
+	mb  *sarama.MessageBlock // the legacy message, when rb is nil
+}
+
+func (f *fetched) key() []byte {
+	if f.rb == nil {
+		return f.mb.Msg.Key
+	}
+	return f.r.Key
+}
+
+func (f *fetched) value() []byte {
+	if f.rb == nil {
+		return f.mb.Msg.Value
+	}
+	return f.r.Value
+}
+
+// batch is the record's batch header; a legacy message counts as a plain
+// append.
+func (f *fetched) batch() batchInfo {
+	if f.rb == nil {
+		return batchInfo{producerID: -1, epoch: -1}
+	}
+	return batchInfo{producerID: f.rb.ProducerID, epoch: f.rb.ProducerEpoch, transactional: f.rb.IsTransactional}
+}
+
+// timestamps are the record's timestamp and its batch's.
+func (f *fetched) timestamps() (ts, block time.Time) {
+	if f.rb == nil {
+		return f.mb.Msg.Timestamp, time.Time{}
+	}
+	ts = f.rb.FirstTimestamp.Add(f.r.TimestampDelta)
+	if f.rb.LogAppendTime {
+		ts = f.rb.MaxTimestamp
+	}
+	return ts, f.rb.MaxTimestamp
+}
+
+// message is the record as goka is handed it, its batch header hdr (see
+// BatchHeader) its only header.
+func (f *fetched) message(topic string, partition int32, hdr []*sarama.RecordHeader) *sarama.ConsumerMessage {
+	ts, block := f.timestamps()
+	return &sarama.ConsumerMessage{Topic: topic, Partition: partition, Offset: f.off,
+		Key: f.key(), Value: f.value(), Timestamp: ts, BlockTimestamp: block, Headers: hdr}
+}
+
 // fetchedChunk is the records of one fetch answer, on their way from
 // fetchLoop to deliverLoop; whole says the prepare hook took them whole,
 // so goka is handed one chunk message instead.
 type fetchedChunk struct {
-	msgs  []*sarama.ConsumerMessage
+	recs  []fetched
 	whole bool
 }
 
-// chunkMessage is the chunk message of msgs (at least one record).
-func chunkMessage(msgs []*sarama.ConsumerMessage) *sarama.ConsumerMessage {
-	first, last := msgs[0], msgs[len(msgs)-1]
+// chunkMessage is the chunk message of recs (at least one record).
+func chunkMessage(topic string, partition int32, recs []fetched) *sarama.ConsumerMessage {
+	first, last := &recs[0], &recs[len(recs)-1]
 	b := make([]byte, 16)
-	binary.BigEndian.PutUint64(b[0:8], uint64(first.Offset))
-	binary.BigEndian.PutUint64(b[8:16], uint64(last.Offset))
-	return &sarama.ConsumerMessage{Topic: last.Topic, Partition: last.Partition, Offset: last.Offset,
-		Timestamp: last.Timestamp, BlockTimestamp: last.BlockTimestamp,
+	binary.BigEndian.PutUint64(b[0:8], uint64(first.off))
+	binary.BigEndian.PutUint64(b[8:16], uint64(last.off))
+	ts, block := last.timestamps()
+	return &sarama.ConsumerMessage{Topic: topic, Partition: partition, Offset: last.off,
+		Timestamp: ts, BlockTimestamp: block,
 		Headers: []*sarama.RecordHeader{{Key: []byte(ChunkHeader), Value: b}}}
 }
 
@@ -153,9 +208,9 @@ var errConsumerClosed = errors.New("view: the consumer is closed")
 type fetchConsumer struct {
 	client     sarama.Client
 	conf       *sarama.Config
-	backwards  func(*OffsetsWentBackwardsError)                                          // may be nil
-	prepare    func(topic string, partition int32, chunk []*sarama.ConsumerMessage) bool // may be nil; see predecode.go
-	answered   func()                                                                    // may be nil; called for each fetch answer (see health.go)
+	backwards  func(*OffsetsWentBackwardsError)                          // may be nil
+	prepare    func(topic string, partition int32, chunk []fetched) bool // may be nil; see predecode.go
+	answered   func()                                                    // may be nil; called for each fetch answer (see health.go)
 	mu         sync.Mutex
 	partitions map[string]map[int32]*fetchPartition
 	closed     bool
@@ -413,13 +468,23 @@ func (pc *fetchPartition) deliverLoop() {
 			}
 			if chunk.whole {
 				select {
-				case pc.messages <- chunkMessage(chunk.msgs):
+				case pc.messages <- chunkMessage(pc.topic, pc.partition, chunk.recs):
 				case <-pc.dying:
 					return
 				}
 				continue
 			}
-			for _, m := range chunk.msgs {
+			var rb *sarama.RecordBatch // the batch of hdr
+			var hdr []*sarama.RecordHeader
+			for i := range chunk.recs {
+				f := &chunk.recs[i]
+				switch {
+				case f.rb == nil:
+					hdr, rb = []*sarama.RecordHeader{{Key: []byte(BatchHeader), Value: plainBatch}}, nil
+				case f.rb != rb || hdr == nil:
+					hdr, rb = encodeBatchInfo(f.rb), f.rb // shared by the batch's records
+				}
+				m := f.message(pc.topic, pc.partition, hdr)
 				select { // most sends find room: no select over two channels
 				case pc.messages <- m:
 					continue
@@ -531,7 +596,7 @@ func (pc *fetchPartition) fetchLoop() {
 			whole = pc.c.prepare(pc.topic, pc.partition, chunk)
 		}
 		select {
-		case pc.chunks <- fetchedChunk{msgs: chunk, whole: whole}:
+		case pc.chunks <- fetchedChunk{recs: chunk, whole: whole}:
 		case <-pc.dying:
 			return
 		}
@@ -628,13 +693,9 @@ func (pc *fetchPartition) outOfRange() (bool, error) {
 // dropping control batches and aborted transactions, and moves pc.next
 // past every batch. aborted holds the producers inside an aborted
 // transaction at pc.next; it carries over from one fetch to the next.
-func (pc *fetchPartition) take(blk *sarama.FetchResponseBlock, aborted map[int64]bool) []*sarama.ConsumerMessage {
+func (pc *fetchPartition) take(blk *sarama.FetchResponseBlock, aborted map[int64]bool) []fetched {
 	abortedTxns := append([]*sarama.AbortedTransaction(nil), blk.AbortedTransactions...)
 	sortAborted(abortedTxns)
-	// The records are allocated together, one block per fetch (goka keeps
-	// none of them once handled); msg hands them out.
-	// A full block is replaced by a new one; the records already handed
-	// out stay in the old.
 	n := 0
 	for _, rs := range blk.RecordsSet {
 		switch {
@@ -645,12 +706,7 @@ func (pc *fetchPartition) take(blk *sarama.FetchResponseBlock, aborted map[int64
 			n += len(rs.MsgSet.Messages)
 		}
 	}
-	block := make([]sarama.ConsumerMessage, 0, n)
-	msg := func(m sarama.ConsumerMessage) *sarama.ConsumerMessage {
-		block = append(block, m)
-		return &block[len(block)-1]
-	}
-	out := make([]*sarama.ConsumerMessage, 0, n)
+	out := make([]fetched, 0, n)
 	for _, rs := range blk.RecordsSet {
 		if rs == nil {
 			continue
@@ -660,9 +716,7 @@ func (pc *fetchPartition) take(blk *sarama.FetchResponseBlock, aborted map[int64
 			if rs.MsgSet != nil {
 				for _, mb := range rs.MsgSet.Messages {
 					if mb.Offset >= pc.next && mb.Msg != nil {
-						out = append(out, msg(sarama.ConsumerMessage{Topic: pc.topic, Partition: pc.partition,
-							Offset: mb.Offset, Key: mb.Msg.Key, Value: mb.Msg.Value, Timestamp: mb.Msg.Timestamp,
-							Headers: []*sarama.RecordHeader{{Key: []byte(BatchHeader), Value: plainBatch}}}))
+						out = append(out, fetched{off: mb.Offset, mb: mb})
 						pc.next = mb.Offset + 1
 					}
 				}
@@ -688,18 +742,10 @@ func (pc *fetchPartition) take(blk *sarama.FetchResponseBlock, aborted map[int64
 		case rb.IsTransactional && aborted[rb.ProducerID]:
 			// aborted data: never handed over
 		default:
-			hdr := encodeBatchInfo(rb)
 			for _, r := range rb.Records {
-				off := rb.FirstOffset + r.OffsetDelta
-				if off < pc.next {
-					continue
+				if off := rb.FirstOffset + r.OffsetDelta; off >= pc.next {
+					out = append(out, fetched{off: off, rb: rb, r: r})
 				}
-				ts := rb.FirstTimestamp.Add(r.TimestampDelta)
-				if rb.LogAppendTime {
-					ts = rb.MaxTimestamp
-				}
-				out = append(out, msg(sarama.ConsumerMessage{Topic: pc.topic, Partition: pc.partition,
-					Offset: off, Key: r.Key, Value: r.Value, Timestamp: ts, BlockTimestamp: rb.MaxTimestamp, Headers: hdr}))
 			}
 		}
 		pc.next = last + 1

@@ -3,8 +3,6 @@ package view
 import (
 	"sync"
 
-	"github.com/IBM/sarama"
-
 	"github.com/krabka/krole/codec"
 )
 
@@ -56,17 +54,19 @@ func newPredecoder(v *View, parts []int32) *predecoder {
 
 // push decodes a chunk of partition p's records, in offset order, and
 // reports whether it did.
-func (d *predecoder) push(p int32, chunk []*sarama.ConsumerMessage) bool {
+func (d *predecoder) push(p int32, chunk []fetched) bool {
 	dq := d.parts[p]
 	if dq == nil || len(chunk) == 0 {
 		return false
 	}
 	out := make([]decoded, len(chunk))
 	bufs := make([]codec.RecordBuf, len(chunk)) // the records point into it
-	for i, m := range chunk {
-		k, rec, reason, err := d.v.decode(p, m.Key, m.Value, &bufs[i])
-		out[i] = decoded{off: m.Offset, k: k, rec: rec, reason: reason, err: err,
-			batch: batchOfHeaders(m.Headers), key: m.Key, value: m.Value}
+	for i := range chunk {
+		f := &chunk[i]
+		key, value := f.key(), f.value()
+		k, rec, reason, err := d.v.decode(p, key, value, &bufs[i])
+		out[i] = decoded{off: f.off, k: k, rec: rec, reason: reason, err: err,
+			batch: f.batch(), key: key, value: value}
 	}
 	dq.mu.Lock()
 	defer dq.mu.Unlock()
@@ -113,7 +113,7 @@ func (d *predecoder) reset(p int32) {
 // topic, and reports whether it did, in which case goka is handed the
 // chunk as one message (see consumer.go, ChunkHeader) and the update
 // callback applies its records (View.updateChunk).
-func (v *View) prepare(topic string, p int32, chunk []*sarama.ConsumerMessage) bool {
+func (v *View) prepare(topic string, p int32, chunk []fetched) bool {
 	if topic == v.topic && v.predecode != nil {
 		return v.predecode.push(p, chunk)
 	}

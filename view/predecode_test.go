@@ -2,6 +2,7 @@ package view
 
 import (
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/assert"
@@ -17,16 +18,20 @@ import (
 func TestPredecoderPairsChunks(t *testing.T) {
 	v := offlineView(t, 1)
 	d := newPredecoder(v, []int32{0})
-	msg := func(off int64, m codec.MemberID) *sarama.ConsumerMessage {
+	rb := &sarama.RecordBatch{ProducerID: 7, ProducerEpoch: 2, IsTransactional: true}
+	msg := func(off int64, m codec.MemberID) fetched {
 		b, err := codec.EncodeRecord(codec.Record{Registration: &codec.Registration{Member: m}})
 		require.NoError(t, err)
-		return &sarama.ConsumerMessage{Offset: off, Key: codec.RegistrationKey("r", m).Encode(), Value: b,
-			Headers: encodeBatchInfo(&sarama.RecordBatch{ProducerID: 7, ProducerEpoch: 2, IsTransactional: true})}
+		return fetched{off: off, rb: rb, r: &sarama.Record{Key: codec.RegistrationKey("r", m).Encode(), Value: b}}
 	}
-	require.True(t, d.push(0, []*sarama.ConsumerMessage{msg(3, "a"), msg(5, "b")}))
-	require.True(t, d.push(0, []*sarama.ConsumerMessage{msg(6, "c")}))
-	require.True(t, d.push(0, []*sarama.ConsumerMessage{{Offset: 7, Key: []byte("garbage")}, msg(9, "d")}))
-	assert.False(t, d.push(1, []*sarama.ConsumerMessage{msg(1, "a")}), "not a partition of the view")
+	// A legacy message (no batch): a plain append.
+	garbage := func(off int64) fetched {
+		return fetched{off: off, mb: &sarama.MessageBlock{Offset: off, Msg: &sarama.Message{Key: []byte("garbage")}}}
+	}
+	require.True(t, d.push(0, []fetched{msg(3, "a"), msg(5, "b")}))
+	require.True(t, d.push(0, []fetched{msg(6, "c")}))
+	require.True(t, d.push(0, []fetched{garbage(7), msg(9, "d")}))
+	assert.False(t, d.push(1, []fetched{msg(1, "a")}), "not a partition of the view")
 	assert.False(t, d.push(0, nil), "nothing to hand over")
 
 	got, ok := d.takeChunk(0, 6, 6) // the first chunk was dropped by goka
@@ -42,7 +47,7 @@ func TestPredecoderPairsChunks(t *testing.T) {
 	_, ok = d.takeChunk(0, 7, 8)
 	assert.False(t, ok, "not the chunk pushed")
 
-	require.True(t, d.push(0, []*sarama.ConsumerMessage{{Offset: 10, Key: []byte("garbage")}, msg(11, "d")}))
+	require.True(t, d.push(0, []fetched{garbage(10), msg(11, "d")}))
 	got, ok = d.takeChunk(0, 10, 11)
 	require.True(t, ok)
 	require.Len(t, got, 2)
@@ -50,7 +55,7 @@ func TestPredecoderPairsChunks(t *testing.T) {
 	assert.Equal(t, batchInfo{producerID: -1, epoch: -1}, got[0].batch, "no batch header: a plain append")
 	assert.Equal(t, codec.MemberID("d"), got[1].rec.Registration.Member)
 
-	require.True(t, d.push(0, []*sarama.ConsumerMessage{msg(12, "e")}))
+	require.True(t, d.push(0, []fetched{msg(12, "e")}))
 	d.reset(0)
 	_, ok = d.takeChunk(0, 12, 12)
 	assert.False(t, ok, "reset forgets")
@@ -59,10 +64,14 @@ func TestPredecoderPairsChunks(t *testing.T) {
 // TestChunkMessage: a chunk message names its chunk's first and last
 // offsets and carries nothing else a record would.
 func TestChunkMessage(t *testing.T) {
-	m := chunkMessage([]*sarama.ConsumerMessage{{Topic: "t", Partition: 2, Offset: 40}, {Topic: "t", Partition: 2, Offset: 45}})
+	rb := &sarama.RecordBatch{FirstTimestamp: time.UnixMilli(1000), MaxTimestamp: time.UnixMilli(1009)}
+	m := chunkMessage("t", 2, []fetched{{off: 40, rb: rb, r: &sarama.Record{Key: []byte("k")}},
+		{off: 45, rb: rb, r: &sarama.Record{Value: []byte("v"), TimestampDelta: 7 * time.Millisecond}}})
 	assert.Equal(t, int64(45), m.Offset)
 	assert.Equal(t, "t", m.Topic)
 	assert.Equal(t, int32(2), m.Partition)
+	assert.Equal(t, time.UnixMilli(1007), m.Timestamp, "the last record's")
+	assert.Equal(t, time.UnixMilli(1009), m.BlockTimestamp)
 	assert.Nil(t, m.Key)
 	assert.Nil(t, m.Value)
 	require.Len(t, m.Headers, 1)
