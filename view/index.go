@@ -143,7 +143,6 @@ func (ix *index) seed(recs []decodedRecord) {
 			e.leaseSeenAt = now
 		case r.rec.Registration != nil:
 			e.cands = append(e.cands, rolestate.Candidate{Member: r.key.Member, Offset: r.offset, RegisteredAt: r.rec.Registration.RegisteredAt, Value: r.rec.Registration.Value})
-			e.note(r.key.Member)
 		}
 		if r.offset > e.lastOffset {
 			e.lastOffset = r.offset

@@ -47,12 +47,12 @@ func TestEntryRanksReplaysAndOutOfOrder(t *testing.T) {
 
 // TestTableAgreesWithFold feeds random records to the view's index and to
 // Fold (which the succession rules use on ReadRoleRecords) and requires the
-// same answer for every role: with few members per role, with enough for
-// the index to find members through byMember, and with so many that some
-// members' bits in roleEntry.seen are still clear when they register and
-// others share a bit.
+// same answer for every role: with few members per role (no member
+// index), with enough for the hashed member index (some members' bits
+// clear when they register, others sharing a bit), and with so many that
+// the index becomes a map.
 func TestTableAgreesWithFold(t *testing.T) {
-	for _, nmem := range []int{6, 3 * indexFrom, 300} {
+	for _, nmem := range []int{6, 3 * indexFrom, 2 * mapFrom} {
 		t.Run(fmt.Sprintf("members=%d", nmem), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, uint64(nmem)))
 			v := offlineView(t, 3)
@@ -83,7 +83,7 @@ func TestTableAgreesWithFold(t *testing.T) {
 				recs = append(recs, fencing.RoleRecord{Offset: off, Key: k, Record: r})
 			}
 			v.readyOnce.Do(func() { close(v.ready) })
-			indexed := 0
+			indexes := map[string]int{}
 			for _, role := range roles {
 				got, err := v.Role(testCtx(t), role)
 				require.NoError(t, err)
@@ -92,19 +92,41 @@ func TestTableAgreesWithFold(t *testing.T) {
 					want.Candidates = nil
 				}
 				assert.Equal(t, want, unseen(got)[0], fmt.Sprintf("role %s", role))
-				if e := v.index.roles[role]; e != nil && e.byMember != nil {
-					indexed++
-					assert.Len(t, e.byMember, len(e.cands), "role %s: byMember follows the candidates", role)
-					for _, c := range e.cands {
-						assert.Equal(t, c.Offset, e.byMember[c.Member], "role %s member %s", role, c.Member)
-					}
+				if e := v.index.roles[role]; e != nil {
+					indexes[memberIndexOf(t, role, e)]++
 				}
 			}
-			if nmem > indexFrom {
-				assert.Positive(t, indexed, "some role reached indexFrom candidates")
+			switch {
+			case nmem >= mapFrom:
+				assert.Positive(t, indexes["map"], "some role reached mapFrom candidates")
+			case nmem > indexFrom:
+				assert.Positive(t, indexes["hashed"], "some role reached indexFrom candidates")
 			}
 		})
 	}
+}
+
+// memberIndexOf checks that e's member index, if built, follows its
+// candidates, and names it: "hashed", "map" or "".
+func memberIndexOf(t *testing.T, role codec.Role, e *roleEntry) string {
+	t.Helper()
+	switch {
+	case e.hashed != nil:
+		require.Nil(t, e.byMember, "role %s: one index at a time", role)
+		require.Len(t, e.hashed.h, len(e.cands), "role %s: the hashes follow the candidates", role)
+		for i, c := range e.cands {
+			assert.Equal(t, memberHash(c.Member), e.hashed.h[i], "role %s member %s", role, c.Member)
+			assert.True(t, e.hashed.marked(e.hashed.h[i]), "role %s member %s", role, c.Member)
+		}
+		return "hashed"
+	case e.byMember != nil:
+		assert.Len(t, e.byMember, len(e.cands), "role %s: byMember follows the candidates", role)
+		for _, c := range e.cands {
+			assert.Equal(t, c.Offset, e.byMember[c.Member], "role %s member %s", role, c.Member)
+		}
+		return "map"
+	}
+	return ""
 }
 
 // TestSeedIndexesLargeRoles: a role restored from the state dir (records in
@@ -126,7 +148,7 @@ func TestSeedIndexesLargeRoles(t *testing.T) {
 			Record: codec.Record{Registration: &codec.Registration{Member: m, RegisteredAt: 1}}})
 	}
 	v.seed(0, recs, int64(10*n))
-	assert.Nil(t, v.index.roles["r"].byMember, "a restore builds no index")
+	assert.Empty(t, memberIndexOf(t, "r", v.index.roles["r"]), "a restore builds no index")
 	f := &feeder{t: t, v: v, next: map[int32]int64{0: int64(10*n + 1)}}
 	for _, m := range []codec.MemberID{"m03", "m17"} {
 		off := f.unreg("r", m)
@@ -141,8 +163,8 @@ func TestSeedIndexesLargeRoles(t *testing.T) {
 	sort.Slice(folded, func(i, j int) bool { return folded[i].Offset < folded[j].Offset })
 	assert.Equal(t, rolestate.Fold("r", folded), got)
 	e := v.index.roles["r"]
-	require.NotNil(t, e.byMember)
-	assert.Len(t, e.byMember, n-2)
+	assert.Equal(t, "hashed", memberIndexOf(t, "r", e))
+	assert.Len(t, e.cands, n-2)
 }
 
 type failingStorage struct{ storage.Null }
