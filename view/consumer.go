@@ -25,10 +25,15 @@ import (
 //     come yet. Control batches (transaction markers) are skipped. Every
 //     batch, kept or dropped, moves the next offset past its last offset,
 //     so a partition ending in a marker does not stall the read.
-//   - Each record handed to goka carries one header, [BatchHeader], set by
-//     the consumer from the record's batch header: the batch's producer id,
-//     producer epoch and transactional flag. A record's own headers are
-//     dropped (the view uses none), so a writer cannot forge that header:
+//   - The records of each fetch answer are offered to the prepare hook
+//     (the view's: it decodes them and queues them with each record's
+//     batch header, see predecode.go). When it takes them, goka is handed
+//     one chunk message in their place, whose one header, [ChunkHeader],
+//     names the chunk's first and last offsets. Otherwise each record is
+//     handed to goka with one header, [BatchHeader], set by the consumer
+//     from the record's batch header: the batch's producer id, producer
+//     epoch and transactional flag. A record's own headers are dropped
+//     (the view uses none), so a writer cannot forge either header:
 //     whatever it put there under any name is gone.
 //   - A long poll: MinBytes 1 and MaxWaitTime from the config
 //     (fetchMaxWait), so a committed record is answered at once and an idle
