@@ -1,6 +1,9 @@
 package codec
 
-import "unicode/utf8"
+import (
+	"math"
+	"unicode/utf8"
+)
 
 // The fast paths of DecodeKey and DecodeRecord. A reader of the role topic
 // decodes every record it is handed, so decoding is most of a view's work
@@ -213,17 +216,17 @@ func fastMember(b []byte, i int, hint MemberID) (MemberID, int, bool) {
 	return MemberID(s), i + n, true
 }
 
-// fastInt reads the non-negative integer at b[i:], of at most 18 digits
-// and without leading zeros (JSON's), which therefore fits in an int64.
+// fastInt reads the non-negative integer at b[i:] that fits in an int64,
+// written without leading zeros (JSON's).
 func fastInt(b []byte, i int) (int64, int, bool) {
 	n := i
-	var v int64
-	for n < len(b) && b[n] >= '0' && b[n] <= '9' {
-		v = v*10 + int64(b[n]-'0')
+	var v uint64 // 19 digits fit
+	for n < len(b) && n-i < 20 && b[n] >= '0' && b[n] <= '9' {
+		v = v*10 + uint64(b[n]-'0')
 		n++
 	}
-	if n == i || n-i > 18 || (n-i > 1 && b[i] == '0') {
+	if n == i || n-i > 19 || v > math.MaxInt64 || (n-i > 1 && b[i] == '0') {
 		return 0, i, false
 	}
-	return v, n, true
+	return int64(v), n, true
 }

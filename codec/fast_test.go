@@ -3,6 +3,7 @@ package codec
 import (
 	"errors"
 	"hash/fnv"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -96,6 +97,10 @@ func fastSeeds(tb testing.TB) []string {
 		`{"v":1,"kind":"registration","member":"node-1","registered_at":1.5}`,
 		`{"v":1,"kind":"registration","member":"node-1","registered_at":1e3}`,
 		`{"v":1,"kind":"registration","member":"node-1","registered_at":99999999999999999999}`,
+		`{"v":1,"kind":"registration","member":"node-1","registered_at":9223372036854775807}`,
+		`{"v":1,"kind":"registration","member":"node-1","registered_at":9223372036854775808}`,
+		`{"v":1,"kind":"registration","member":"node-1","registered_at":18446744073709551616}`,
+		`{"v":1,"kind":"lease","member":"node-1","producer_id":3582459108036610924,"epoch":0,"granted_at":1,"deadline":2}`,
 		`{"v":1,"kind":"registration","member":"node-1","registered_at":1} `,
 		`{"v":1,"kind":"registration","member":"node-1","registered_at":1,"member":"x"}`,
 		`{"v":1,"kind":"registration","member":"a/b","registered_at":1}`,
@@ -138,10 +143,21 @@ func TestFastPathsTaken(t *testing.T) {
 			t.Errorf("%s: key %s takes the general path", name, k)
 		}
 	}
+	// Any int64 takes the fast path (the producer ids of kfake, the test
+	// cluster, have 19 digits).
+	l := Lease{Member: "m", Token: Token{ProducerID: math.MaxInt64, Epoch: math.MaxInt16}, GrantedAt: math.MaxInt64 - 1, Deadline: math.MaxInt64}
+	b, err := EncodeRecord(Record{Lease: &l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if decodeFast(b, "", &reg, &lease) != KindLease || lease != l {
+		t.Errorf("%s takes the general path or decodes to %+v", b, lease)
+	}
+
 	// Written values with a value that JSON escapes take the general path,
 	// and decode the same.
 	r := Record{Registration: &Registration{Member: "m", RegisteredAt: 1, Value: "<a&b>\u2028é"}}
-	b, err := EncodeRecord(r)
+	b, err = EncodeRecord(r)
 	if err != nil {
 		t.Fatal(err)
 	}
