@@ -191,12 +191,15 @@ func (v *View) seed(p int32, recs []storedRecord, offset int64) {
 // seeder decodes a partition's stored records as they are read from the
 // state dir (each once, the bytes not kept) and loads them into the index.
 type seeder struct {
-	v    *View
-	p    int32
-	n    int // records read
-	recs []decodedRecord
-	bufs []codec.RecordBuf // the decoded records point into it; allocated in blocks
+	v      *View
+	p      int32
+	n      int               // records read
+	blocks [][]decodedRecord // the records decoded, in blocks of seedBlock
+	bufs   []codec.RecordBuf // the decoded records point into it; allocated in blocks of seedBlock
 }
+
+// seedBlock is the number of records a seeder allocates room for at once.
+const seedBlock = 4096
 
 func (v *View) newSeeder(p int32) *seeder { return &seeder{v: v, p: p} }
 
@@ -204,21 +207,25 @@ func (v *View) newSeeder(p int32) *seeder { return &seeder{v: v, p: p} }
 func (sd *seeder) add(key, value []byte, offset int64) {
 	sd.n++
 	if len(sd.bufs) == 0 {
-		sd.bufs = make([]codec.RecordBuf, 256)
+		sd.bufs = make([]codec.RecordBuf, seedBlock)
 	}
 	k, rec, reason, _ := sd.v.decode(sd.p, key, value, &sd.bufs[0])
 	if reason != "" || rec.Tombstone() {
 		return
 	}
 	sd.bufs = sd.bufs[1:]
-	sd.recs = append(sd.recs, decodedRecord{key: k, rec: rec, offset: offset})
+	if len(sd.blocks) == 0 || len(sd.blocks[len(sd.blocks)-1]) == seedBlock {
+		sd.blocks = append(sd.blocks, make([]decodedRecord, 0, seedBlock))
+	}
+	b := &sd.blocks[len(sd.blocks)-1]
+	*b = append(*b, decodedRecord{key: k, rec: rec, offset: offset})
 }
 
 // done loads the decoded records into the index and records the
 // partition's stored offset.
 func (sd *seeder) done(offset int64) {
 	v, p := sd.v, sd.p
-	v.index.seed(sd.recs)
+	v.index.seed(sd.blocks)
 	v.progress.seed(p, offset)
 	if sd.n > 0 || offset >= 0 {
 		v.log.Info("view resumed partition from state dir", "partition", p, "records", sd.n, "offset", offset)

@@ -120,32 +120,39 @@ func (ix *index) apply(p int32, k codec.Key, rec codec.Record, off int64) bool {
 // held.
 func (ix *index) subscribed() bool { return len(ix.all) > 0 || len(ix.byRole) > 0 }
 
-// seed loads stored records of one partition (in any order) into the
-// table; recs must have decoded cleanly.
-func (ix *index) seed(recs []decodedRecord) {
+// seed loads stored records of one partition (in any order; fastest in
+// key order) into the table; they must have decoded cleanly.
+func (ix *index) seed(blocks [][]decodedRecord) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	touched := map[codec.Role]*roleEntry{}
 	now := ix.clock()
-	for _, r := range recs {
-		if r.rec.Tombstone() {
-			continue
-		}
-		e := ix.roles[r.key.Role]
-		if e == nil {
-			e = &roleEntry{leaseOffset: -1, lastOffset: -1}
-			ix.roles[r.key.Role] = e
-		}
-		touched[r.key.Role] = e
-		switch {
-		case r.rec.Lease != nil:
-			e.setLease(*r.rec.Lease, r.offset)
-			e.leaseSeenAt = now
-		case r.rec.Registration != nil:
-			e.cands = append(e.cands, rolestate.Candidate{Member: r.key.Member, Offset: r.offset, RegisteredAt: r.rec.Registration.RegisteredAt, Value: r.rec.Registration.Value})
-		}
-		if r.offset > e.lastOffset {
-			e.lastOffset = r.offset
+	var e *roleEntry // the entry of role: the state dir is in key order, so a role's records come together
+	var role codec.Role
+	for _, recs := range blocks {
+		for i := range recs {
+			r := &recs[i]
+			if r.rec.Tombstone() {
+				continue
+			}
+			if e == nil || r.key.Role != role {
+				role = r.key.Role
+				if e = ix.roles[role]; e == nil {
+					e = &roleEntry{leaseOffset: -1, lastOffset: -1}
+					ix.roles[role] = e
+				}
+				touched[role] = e
+			}
+			switch {
+			case r.rec.Lease != nil:
+				e.setLease(*r.rec.Lease, r.offset)
+				e.leaseSeenAt = now
+			case r.rec.Registration != nil:
+				e.cands = append(e.cands, rolestate.Candidate{Member: r.key.Member, Offset: r.offset, RegisteredAt: r.rec.Registration.RegisteredAt, Value: r.rec.Registration.Value})
+			}
+			if r.offset > e.lastOffset {
+				e.lastOffset = r.offset
+			}
 		}
 	}
 	for role, e := range touched {
