@@ -1,6 +1,7 @@
 package view
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -142,6 +143,13 @@ func (ix *index) seed(blocks [][]decodedRecord) {
 					ix.roles[role] = e
 				}
 				touched[role] = e
+				n := 0 // the role's registrations that follow in this block: room for them at once
+				for j := i; j < len(recs) && recs[j].key.Role == role; j++ {
+					if recs[j].rec.Registration != nil {
+						n++
+					}
+				}
+				e.cands = slices.Grow(e.cands, n)
 			}
 			switch {
 			case r.rec.Lease != nil:
