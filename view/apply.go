@@ -189,43 +189,52 @@ func (v *View) seed(p int32, recs []storedRecord, offset int64) {
 }
 
 // seeder decodes a partition's stored records as they are read from the
-// state dir (each once, the bytes not kept) and loads them into the index.
+// state dir (each once, the bytes not kept) and loads them into the index
+// a block at a time.
 type seeder struct {
-	v      *View
-	p      int32
-	n      int               // records read
-	blocks [][]decodedRecord // the records decoded, in blocks of seedBlock
-	bufs   []codec.RecordBuf // the decoded records point into it; allocated in blocks of seedBlock
+	v       *View
+	p       int32
+	n       int               // records read
+	recs    []decodedRecord   // decoded, not loaded yet
+	bufs    []codec.RecordBuf // recs[i] points into bufs[i]
+	touched map[codec.Role]*roleEntry
 }
 
-// seedBlock is the number of records a seeder allocates room for at once.
+// seedBlock is the number of records a seeder loads into the index at once.
 const seedBlock = 4096
 
-func (v *View) newSeeder(p int32) *seeder { return &seeder{v: v, p: p} }
+func (v *View) newSeeder(p int32) *seeder {
+	return &seeder{v: v, p: p, recs: make([]decodedRecord, 0, seedBlock),
+		bufs: make([]codec.RecordBuf, seedBlock), touched: map[codec.Role]*roleEntry{}}
+}
 
 // add decodes one stored record; key and value may be reused afterwards.
 func (sd *seeder) add(key, value []byte, offset int64) {
 	sd.n++
-	if len(sd.bufs) == 0 {
-		sd.bufs = make([]codec.RecordBuf, seedBlock)
-	}
-	k, rec, reason, _ := sd.v.decode(sd.p, key, value, &sd.bufs[0])
+	k, rec, reason, _ := sd.v.decode(sd.p, key, value, &sd.bufs[len(sd.recs)])
 	if reason != "" || rec.Tombstone() {
 		return
 	}
-	sd.bufs = sd.bufs[1:]
-	if len(sd.blocks) == 0 || len(sd.blocks[len(sd.blocks)-1]) == seedBlock {
-		sd.blocks = append(sd.blocks, make([]decodedRecord, 0, seedBlock))
+	sd.recs = append(sd.recs, decodedRecord{key: k, rec: rec, offset: offset})
+	if len(sd.recs) == seedBlock {
+		sd.flush()
 	}
-	b := &sd.blocks[len(sd.blocks)-1]
-	*b = append(*b, decodedRecord{key: k, rec: rec, offset: offset})
 }
 
-// done loads the decoded records into the index and records the
-// partition's stored offset.
+// flush loads the decoded records into the index, which copies them out:
+// recs and bufs are reused.
+func (sd *seeder) flush() {
+	sd.v.index.seed(sd.recs, sd.touched)
+	clear(sd.recs) // the strings stay in the index only
+	sd.recs = sd.recs[:0]
+}
+
+// done loads the last records into the index, ranks the roles loaded, and
+// records the partition's stored offset.
 func (sd *seeder) done(offset int64) {
 	v, p := sd.v, sd.p
-	v.index.seed(sd.blocks)
+	sd.flush()
+	v.index.seedDone(sd.touched)
 	v.progress.seed(p, offset)
 	if sd.n > 0 || offset >= 0 {
 		v.log.Info("view resumed partition from state dir", "partition", p, "records", sd.n, "offset", offset)

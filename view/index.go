@@ -121,48 +121,56 @@ func (ix *index) apply(p int32, k codec.Key, rec codec.Record, off int64) bool {
 // held.
 func (ix *index) subscribed() bool { return len(ix.all) > 0 || len(ix.byRole) > 0 }
 
-// seed loads stored records of one partition (in any order; fastest in
-// key order) into the table; they must have decoded cleanly.
-func (ix *index) seed(blocks [][]decodedRecord) {
+// seed loads a block of stored records of one partition (in any order;
+// fastest in key order) into the table; they must have decoded cleanly. A
+// partition's blocks are loaded while its storage opens, before any of its
+// records is applied and before a lookup can read its roles (lookups wait
+// for the first catch-up), so the roles it touches, gathered in touched,
+// are put in rank order only by seedDone, after the last block.
+func (ix *index) seed(recs []decodedRecord, touched map[codec.Role]*roleEntry) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	touched := map[codec.Role]*roleEntry{}
 	now := ix.clock()
 	var e *roleEntry // the entry of role: the state dir is in key order, so a role's records come together
 	var role codec.Role
-	for _, recs := range blocks {
-		for i := range recs {
-			r := &recs[i]
-			if r.rec.Tombstone() {
-				continue
+	for i := range recs {
+		r := &recs[i]
+		if r.rec.Tombstone() {
+			continue
+		}
+		if e == nil || r.key.Role != role {
+			role = r.key.Role
+			if e = ix.roles[role]; e == nil {
+				e = &roleEntry{leaseOffset: -1, lastOffset: -1}
+				ix.roles[role] = e
 			}
-			if e == nil || r.key.Role != role {
-				role = r.key.Role
-				if e = ix.roles[role]; e == nil {
-					e = &roleEntry{leaseOffset: -1, lastOffset: -1}
-					ix.roles[role] = e
+			touched[role] = e
+			n := 0 // the role's registrations that follow in this block: room for them at once
+			for j := i; j < len(recs) && recs[j].key.Role == role; j++ {
+				if recs[j].rec.Registration != nil {
+					n++
 				}
-				touched[role] = e
-				n := 0 // the role's registrations that follow in this block: room for them at once
-				for j := i; j < len(recs) && recs[j].key.Role == role; j++ {
-					if recs[j].rec.Registration != nil {
-						n++
-					}
-				}
-				e.cands = slices.Grow(e.cands, n)
 			}
-			switch {
-			case r.rec.Lease != nil:
-				e.setLease(*r.rec.Lease, r.offset)
-				e.leaseSeenAt = now
-			case r.rec.Registration != nil:
-				e.cands = append(e.cands, rolestate.Candidate{Member: r.key.Member, Offset: r.offset, RegisteredAt: r.rec.Registration.RegisteredAt, Value: r.rec.Registration.Value})
-			}
-			if r.offset > e.lastOffset {
-				e.lastOffset = r.offset
-			}
+			e.cands = slices.Grow(e.cands, n)
+		}
+		switch {
+		case r.rec.Lease != nil:
+			e.setLease(*r.rec.Lease, r.offset)
+			e.leaseSeenAt = now
+		case r.rec.Registration != nil:
+			e.cands = append(e.cands, rolestate.Candidate{Member: r.key.Member, Offset: r.offset, RegisteredAt: r.rec.Registration.RegisteredAt, Value: r.rec.Registration.Value})
+		}
+		if r.offset > e.lastOffset {
+			e.lastOffset = r.offset
 		}
 	}
+}
+
+// seedDone puts the roles a partition's seed touched in rank order and
+// publishes them.
+func (ix *index) seedDone(touched map[codec.Role]*roleEntry) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
 	for role, e := range touched {
 		e.sortCands()
 		if ix.needsBefore(role) {
