@@ -28,12 +28,13 @@ func (v *View) update(uc goka.UpdateContext, st storage.Storage, key string, val
 			return v.updateChunk(p, first, last, st)
 		}
 	}
-	d := decoded{off: off, value: value}
-	d.k, d.rec, d.reason, d.err = v.decode(p, []byte(key), value, new(codec.RecordBuf))
+	d := &decoded{off: off}
+	d.k, d.rec, d.reason, d.err = v.decode(p, []byte(key), value, &d.buf)
+	batch := batchInfo{producerID: -1, epoch: -1}
 	if d.reason == "" && d.k.Kind == codec.KindLease {
-		d.batch = batchOf(uc)
+		batch = batchOf(uc)
 	}
-	return v.updateOne(p, &d, key, st)
+	return v.updateOne(p, d, key, value, batch, st)
 }
 
 // chunkOf returns the offsets of the chunk a message stands for, if it is
@@ -57,19 +58,25 @@ func (v *View) updateChunk(p int32, first, last int64, st storage.Storage) error
 		return err
 	}
 	for i := range recs {
-		if err := v.updateOne(p, &recs[i], "", st); err != nil {
+		d := &recs[i]
+		var batch batchInfo
+		if d.reason == "" && d.k.Kind == codec.KindLease {
+			batch = d.src.batch()
+		}
+		if err := v.updateOne(p, d, "", d.src.value(), batch, st); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// updateOne applies one decoded record; key is its key as a string, or ""
-// to take it from d.key when needed.
-func (v *View) updateOne(p int32, d *decoded, key string, st storage.Storage) error {
+// updateOne applies one decoded record of value value; key is its key as
+// a string, or "" to take it from d.src when needed; batch is its batch
+// header when it is a lease.
+func (v *View) updateOne(p int32, d *decoded, key string, value []byte, batch batchInfo, st storage.Storage) error {
 	off, k, rec, reason, derr := d.off, d.k, d.rec, d.reason, d.err
 	if reason == "" && k.Kind == codec.KindLease {
-		reason, derr = checkAuthor(rec, d.batch)
+		reason, derr = checkAuthor(rec, batch)
 	}
 	changed, replay, first := v.apply(p, off, k, rec, reason)
 	if replay {
@@ -78,8 +85,8 @@ func (v *View) updateOne(p int32, d *decoded, key string, st storage.Storage) er
 	if reason == "" && (!changed || v.opts.StateDir == "") {
 		return nil
 	}
-	if key == "" {
-		key = string(d.key)
+	if key == "" && d.src != nil {
+		key = string(d.src.key())
 	}
 	if reason != "" {
 		v.logSkip(reason, first, p, off, key, derr)
@@ -89,7 +96,7 @@ func (v *View) updateOne(p int32, d *decoded, key string, st storage.Storage) er
 	if rec.Tombstone() {
 		err = st.Delete(key)
 	} else {
-		err = st.Set(key, encodeStored(off, d.value))
+		err = st.Set(key, encodeStored(off, value))
 	}
 	if err != nil {
 		err = fmt.Errorf("view: writing partition %d offset %d to the state dir: %w", p, off, err)

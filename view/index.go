@@ -86,7 +86,7 @@ func (ix *index) apply(p int32, k codec.Key, rec codec.Record, off int64) bool {
 	defer ix.mu.Unlock()
 	ix.applied++
 	roles, live := ix.roles, true
-	if ix.rebuilding[p] {
+	if len(ix.rebuilding) > 0 && ix.rebuilding[p] {
 		roles, live = ix.rebuild, false
 	}
 	e := roles[k.Role]

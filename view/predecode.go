@@ -32,16 +32,16 @@ type decodeQueue struct {
 	chunks [][]decoded // in offset order; the first is taken from
 }
 
-// decoded is one record as View.decode leaves it, with its batch header
-// and its bytes (for the state dir and the log).
+// decoded is one record as View.decode leaves it, and the record as
+// fetched (its bytes, for the state dir and the log, and its batch header).
 type decoded struct {
-	off        int64
-	k          codec.Key
-	rec        codec.Record
-	reason     SkipReason
-	err        error
-	batch      batchInfo
-	key, value []byte
+	off    int64
+	k      codec.Key
+	rec    codec.Record // points into buf
+	reason SkipReason
+	err    error
+	src    *fetched
+	buf    codec.RecordBuf
 }
 
 func newPredecoder(v *View, parts []int32) *predecoder {
@@ -59,14 +59,11 @@ func (d *predecoder) push(p int32, chunk []fetched) bool {
 	if dq == nil || len(chunk) == 0 {
 		return false
 	}
-	out := make([]decoded, len(chunk))
-	bufs := make([]codec.RecordBuf, len(chunk)) // the records point into it
+	out := make([]decoded, len(chunk)) // handed to the update callback as it is: the records point into it
 	for i := range chunk {
-		f := &chunk[i]
-		key, value := f.key(), f.value()
-		k, rec, reason, err := d.v.decode(p, key, value, &bufs[i])
-		out[i] = decoded{off: f.off, k: k, rec: rec, reason: reason, err: err,
-			batch: f.batch(), key: key, value: value}
+		f, e := &chunk[i], &out[i]
+		e.off, e.src = f.off, f
+		e.k, e.rec, e.reason, e.err = d.v.decode(p, f.key(), f.value(), &e.buf)
 	}
 	dq.mu.Lock()
 	defer dq.mu.Unlock()

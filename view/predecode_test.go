@@ -39,8 +39,8 @@ func TestPredecoderPairsChunks(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, codec.MemberID("c"), got[0].k.Member)
 	assert.Equal(t, int64(6), got[0].off)
-	assert.Equal(t, batchInfo{producerID: 7, epoch: 2, transactional: true}, got[0].batch)
-	assert.Equal(t, codec.RegistrationKey("r", "c").String(), string(got[0].key))
+	assert.Equal(t, batchInfo{producerID: 7, epoch: 2, transactional: true}, got[0].src.batch())
+	assert.Equal(t, codec.RegistrationKey("r", "c").String(), string(got[0].src.key()))
 	_, ok = d.takeChunk(0, 3, 5)
 	assert.False(t, ok, "gone")
 
@@ -52,7 +52,7 @@ func TestPredecoderPairsChunks(t *testing.T) {
 	require.True(t, ok)
 	require.Len(t, got, 2)
 	assert.Equal(t, SkipKey, got[0].reason)
-	assert.Equal(t, batchInfo{producerID: -1, epoch: -1}, got[0].batch, "no batch header: a plain append")
+	assert.Equal(t, batchInfo{producerID: -1, epoch: -1}, got[0].src.batch(), "no batch header: a plain append")
 	assert.Equal(t, codec.MemberID("d"), got[1].rec.Registration.Member)
 
 	require.True(t, d.push(0, []fetched{msg(12, "e")}))

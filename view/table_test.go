@@ -204,3 +204,18 @@ func TestStateDirWriteFailureIsFatal(t *testing.T) {
 	require.Error(t, got)
 	assert.ErrorContains(t, got, "offset 3")
 }
+
+// TestUpdateOfARecordAlone: a record goka hands alone (not in a chunk) is
+// applied or skipped as one in a chunk is, an empty key and value too.
+func TestUpdateOfARecordAlone(t *testing.T) {
+	v := offlineView(t, 1)
+	require.NoError(t, v.update(updateCtx{p: 0, off: 0}, nil, "", nil))
+	require.NoError(t, v.update(updateCtx{p: 0, off: 1}, nil, "", []byte("x")))
+	b, err := codec.EncodeRecord(codec.Record{Registration: &codec.Registration{Member: "a"}})
+	require.NoError(t, err)
+	require.NoError(t, v.update(updateCtx{p: 0, off: 2}, nil, codec.RegistrationKey("r", "a").String(), b))
+	assert.Equal(t, int64(2), v.index.skipped[SkipKey])
+	assert.Equal(t, int64(1), v.index.applied)
+	require.NotNil(t, v.index.roles["r"])
+	assert.Equal(t, []codec.MemberID{"a"}, members(v.index.roles["r"].cands))
+}
