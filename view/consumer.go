@@ -66,7 +66,8 @@ import (
 // it).
 
 // BatchHeader is the name of the header that the view's consumer sets on
-// every record it hands to goka: the record's batch producer id (8 bytes,
+// every record it hands to goka alone (not in a chunk message, see
+// ChunkHeader): the record's batch producer id (8 bytes,
 // big-endian), producer epoch (2 bytes) and flags (1 byte; bit 0: the
 // batch is transactional). A plain, non-idempotent append has producer id
 // -1.

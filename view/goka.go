@@ -440,7 +440,7 @@ type diskStore struct {
 	p int32
 
 	// steady: goka's storage has been marked recovered, so it writes the
-	// offset with every record. cleared: the storage was emptied after the
+	// offset with every message (a chunk's: its last record's). cleared: the storage was emptied after the
 	// partition's offsets went backwards, and no offset was set since.
 	// Only goka's partition goroutine uses them.
 	steady, cleared bool
@@ -552,8 +552,9 @@ func (s *diskStore) Open() error {
 // mode, where it keeps the offset in memory and writes it every 30s and on
 // close: a restore does not write the offset a million times. A restart
 // after a crash may then reread records the state dir already holds, which
-// the view does not apply twice. The first record after the first catch-up
-// switches the storage to writing the offset with every record.
+// the view does not apply twice. The first message after the first
+// catch-up switches the storage to writing the offset with every message
+// (for a chunk message, its last record's offset).
 func (s *diskStore) SetOffset(o int64) error {
 	s.cleared = false
 	if !s.steady && s.v.isReady() {
