@@ -40,8 +40,9 @@ import (
 //     poll returns after MaxWaitTime. A connection per partition keeps one
 //     partition's long poll from holding back another's answer (a broker
 //     answers the requests of one connection in order).
-//   - One goroutine fetches, another hands the records to goka, so the next
-//     fetch is under way while goka applies the last one. Each fetch a
+//   - One goroutine fetches, another offers the records to the prepare
+//     hook and hands them to goka, so the next fetch is under way while
+//     the hook decodes the last one and goka applies it. Each fetch a
 //     broker answers (whatever the answer) is reported to the view's
 //     health (fetchConsumer.answered: the view's last contact).
 //   - Leader moves (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE,
@@ -137,11 +138,9 @@ func (f *fetched) message(topic string, partition int32, hdr []*sarama.RecordHea
 }
 
 // fetchedChunk is the records of one fetch answer, on their way from
-// fetchLoop to deliverLoop; whole says the prepare hook took them whole,
-// so goka is handed one chunk message instead.
+// fetchLoop to deliverLoop.
 type fetchedChunk struct {
-	recs  []fetched
-	whole bool
+	recs []fetched
 }
 
 // chunkMessage is the chunk message of recs (at least one record).
@@ -472,7 +471,9 @@ func (pc *fetchPartition) deliverLoop() {
 				<-pc.dying
 				return
 			}
-			if chunk.whole {
+			// The hook runs here, not on the fetch goroutine, so that the
+			// next fetch is under way while it decodes.
+			if pc.c.prepare != nil && pc.c.prepare(pc.topic, pc.partition, chunk.recs) {
 				select {
 				case pc.messages <- chunkMessage(pc.topic, pc.partition, chunk.recs):
 				case <-pc.dying:
@@ -597,12 +598,8 @@ func (pc *fetchPartition) fetchLoop() {
 		if len(chunk) == 0 {
 			continue
 		}
-		whole := false
-		if pc.c.prepare != nil {
-			whole = pc.c.prepare(pc.topic, pc.partition, chunk)
-		}
 		select {
-		case pc.chunks <- fetchedChunk{recs: chunk, whole: whole}:
+		case pc.chunks <- fetchedChunk{recs: chunk}:
 		case <-pc.dying:
 			return
 		}

@@ -43,8 +43,9 @@ import (
 //     goka's recovery would have.
 //
 // Records reach the update callback in chunks. The view's consumer
-// decodes the records of each fetch answer on its fetch goroutine
-// (View.prepare, predecode.go) and queues them, each with its offset,
+// decodes the records of each fetch answer (View.prepare, predecode.go),
+// on the goroutine that hands goka its messages while the next fetch is
+// under way, and queues them, each with its offset,
 // key, value and batch header, in the partition's queue; then it hands
 // goka one chunk message in their place: no key, no value, the offset of
 // the chunk's last record, and one header, ChunkHeader, naming the
@@ -58,7 +59,7 @@ import (
 // message; goka hands a partition's messages in order on one goroutine;
 // and when goka starts a partition consumer the partition's queue is
 // emptied (goka starts one only once the previous one's Messages has
-// closed, after its fetch goroutine ended), so the chunk a message names
+// closed, after both its goroutines ended), so the chunk a message names
 // is at the head of the queue, behind only chunks goka dropped while
 // draining a consumer it closed (discarded). A chunk message cannot be
 // forged: the consumer makes it, and drops every record's own headers.

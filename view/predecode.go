@@ -7,11 +7,12 @@ import (
 )
 
 // predecoder moves decoding off goka's partition goroutine, which applies
-// records one at a time, onto the view's consumer's fetch goroutine: the
-// consumer decodes the records of each fetch answer (push) before goka is
-// handed any of them, and then hands goka one chunk message in their place
-// (see consumer.go, ChunkHeader), for which the update callback takes the
-// decoded records (takeChunk) and applies them. Decoding is much of the
+// records one at a time, onto the goroutine of the view's consumer that
+// hands goka its messages (the fetch goroutine meanwhile fetches the next
+// answer): the consumer decodes the records of each fetch answer (push)
+// before goka is handed any of them, and then hands goka one chunk
+// message in their place (see consumer.go, ChunkHeader), for which the
+// update callback takes the decoded records (takeChunk) and applies them. Decoding is much of the
 // view's work per record, so a restore runs decoding and applying side by
 // side; and goka's own work per message (a select over its channels, an
 // update context, its stats, the offset) is done once per chunk, not once
