@@ -57,18 +57,44 @@ func (v *View) updateChunk(p int32, first, last int64, st storage.Storage) error
 		v.failRun(err)
 		return err
 	}
-	for i := range recs {
-		d := &recs[i]
-		var batch batchInfo
-		if d.reason == "" && d.k.Kind == codec.KindLease {
-			batch = d.src.batch()
+	// Each record goes through the same steps as one handed alone
+	// (updateOne), in batches: the records at or below the partition's
+	// last offset when the chunk starts are replays (only this goroutine
+	// moves it, record by record); the others are applied to the index
+	// under one hold of its lock per batch; then the partition's progress
+	// moves past the batch, and skips are logged and changes written to
+	// the state dir.
+	from, known := v.progress.replaysTo(p)
+	if !known { // cannot happen with goka: a partition the view does not know
+		return nil
+	}
+	for len(recs) > 0 {
+		n := min(len(recs), applyBatch)
+		batch := recs[:n]
+		recs = recs[n:]
+		for i := range batch {
+			if d := &batch[i]; d.off > from && d.reason == "" && d.k.Kind == codec.KindLease {
+				d.reason, d.err = checkAuthor(d.rec, d.src.batch())
+			}
 		}
-		if err := v.updateOne(p, d, "", d.src.value(), batch, st); err != nil {
-			return err
+		v.index.applyChunk(p, batch, from)
+		v.progress.done(p, batch[n-1].off)
+		for i := range batch {
+			d := &batch[i]
+			if d.off <= from {
+				continue
+			}
+			if err := v.finish(p, d, "", d.src.value(), st); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
+
+// applyBatch is the number of records of a chunk applied under one hold of
+// the index's lock.
+const applyBatch = 256
 
 // updateOne applies one decoded record of value value; key is its key as
 // a string, or "" to take it from d.src when needed; batch is its batch
@@ -82,6 +108,14 @@ func (v *View) updateOne(p int32, d *decoded, key string, value []byte, batch ba
 	if replay {
 		return nil
 	}
+	d.reason, d.err, d.changed, d.first = reason, derr, changed, first
+	return v.finish(p, d, key, value, st)
+}
+
+// finish logs a skipped record (d.reason), or writes an applied one that
+// changed the table to the state dir; key as for updateOne.
+func (v *View) finish(p int32, d *decoded, key string, value []byte, st storage.Storage) error {
+	off, rec, reason, derr, changed, first := d.off, d.rec, d.reason, d.err, d.changed, d.first
 	if reason == "" && (!changed || v.opts.StateDir == "") {
 		return nil
 	}

@@ -84,6 +84,32 @@ func (ix *index) skip(reason SkipReason) (first bool) {
 func (ix *index) apply(p int32, k codec.Key, rec codec.Record, off int64) bool {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	return ix.applyLocked(p, k, rec, off)
+}
+
+// applyChunk applies or counts as skipped each record of recs (records of
+// partition p in offset order; a record with a reason is skipped) above
+// offset from, under one hold of the lock, and sets its changed or first.
+// The partitions' goroutines would otherwise take turns at the lock for
+// every record.
+func (ix *index) applyChunk(p int32, recs []decoded, from int64) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for i := range recs {
+		d := &recs[i]
+		switch {
+		case d.off <= from:
+		case d.reason != "":
+			ix.skipped[d.reason]++
+			d.first = ix.skipped[d.reason] == 1
+		default:
+			d.changed = ix.applyLocked(p, d.k, d.rec, d.off)
+		}
+	}
+}
+
+// applyLocked is apply; ix.mu must be held.
+func (ix *index) applyLocked(p int32, k codec.Key, rec codec.Record, off int64) bool {
 	ix.applied++
 	roles, live := ix.roles, true
 	if len(ix.rebuilding) > 0 && ix.rebuilding[p] {

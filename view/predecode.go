@@ -43,6 +43,8 @@ type decoded struct {
 	err    error
 	src    *fetched
 	buf    codec.RecordBuf
+
+	changed, first bool // set by index.applyChunk
 }
 
 func newPredecoder(v *View, parts []int32) *predecoder {
