@@ -50,8 +50,11 @@ import (
 // goka one chunk message in their place: no key, no value, the offset of
 // the chunk's last record, and one header, ChunkHeader, naming the
 // chunk's first and last offsets. The update callback takes that chunk
-// from the queue and applies its records in offset order, each exactly as
-// a record handed alone; goka then stores the chunk's last offset. So
+// from the queue and applies its records in offset order, each as a
+// record handed alone is applied (replays, skips, the forged-lease check,
+// the state dir), a batch of them under one hold of the index's lock,
+// the partition's progress moving past each batch once it is in the
+// table; goka then stores the chunk's last offset. So
 // goka's own work per message (its select, an update context, its stats,
 // SetOffset) is done once per fetch answer, not once per record, and
 // decoding runs beside applying. The queue is a side channel, paired by
