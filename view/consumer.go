@@ -260,7 +260,7 @@ func (c *fetchConsumer) ConsumePartition(topic string, partition int32, offset i
 		topic:     topic,
 		partition: partition,
 		next:      offset,
-		messages:  make(chan *sarama.ConsumerMessage, c.conf.ChannelBufferSize),
+		messages:  make(chan *sarama.ConsumerMessage, messagesBuffer(c)),
 		errors:    make(chan *sarama.ConsumerError, c.conf.ChannelBufferSize),
 		chunks:    make(chan fetchedChunk, 2),
 		dying:     make(chan struct{}),
@@ -291,6 +291,20 @@ func (c *fetchConsumer) ConsumePartition(topic string, partition int32, offset i
 	}()
 	return pc, nil
 }
+
+// messagesBuffer is the capacity of a partition consumer's Messages: the
+// config's ChannelBufferSize when records are handed one by one, and
+// chunkMessagesBuffer when the prepare hook takes them in chunks (a
+// message is then a whole fetch answer, decoded: a few keep goka busy, and
+// more would only hold the table's records in memory ahead of it).
+func messagesBuffer(c *fetchConsumer) int {
+	if c.prepare != nil {
+		return chunkMessagesBuffer
+	}
+	return c.conf.ChannelBufferSize
+}
+
+const chunkMessagesBuffer = 2
 
 // HighWaterMarks returns each partition consumer's high watermark, as its
 // latest fetch answer gave it (partitions not fetched yet are absent).
