@@ -51,6 +51,14 @@
 // [*UnknownVersionError], never a panic, so an older reader skips a newer
 // writer's record and counts it. Times are Unix milliseconds.
 //
+// Decoding has a fast path for the exact bytes this package writes (the
+// shapes above, fields in this order, no whitespace, no escapes), which
+// does not use encoding/json; anything else, valid or not, takes the
+// general path through encoding/json, so what an input decodes to, or the
+// error it gives, does not depend on the path (FuzzFastDecode holds them
+// to that). [RecordBuf] decodes into storage the caller provides, for a
+// reader of many records.
+//
 // [KeyCodec] and [RecordCodec] are the goka codecs of keys and values, for
 // the view.
 //

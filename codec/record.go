@@ -3,7 +3,6 @@ package codec
 import (
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"strings"
 	"unicode/utf8"
 )
@@ -86,6 +85,14 @@ func (k Key) Validate() error {
 // DecodeKey parses a key written by [Key.Encode]. A key that is not krole's
 // returns an error wrapping [ErrMalformed].
 func DecodeKey(b []byte) (Key, error) {
+	if k, ok := decodeKeyFast(b); ok {
+		return k, nil
+	}
+	return decodeKeyGeneral(b)
+}
+
+// decodeKeyGeneral is DecodeKey's general path, for any input.
+func decodeKeyGeneral(b []byte) (Key, error) {
 	s := string(b)
 	var k Key
 	switch {
@@ -254,6 +261,22 @@ func EncodeRecord(r Record) ([]byte, error) {
 // value of a newer format version returns [*UnknownVersionError]; anything
 // else that does not parse returns an error wrapping [ErrMalformed].
 func DecodeRecord(b []byte) (Record, error) {
+	var reg Registration
+	var lease Lease
+	switch decodeFast(b, "", &reg, &lease) {
+	case KindRegistration:
+		g := reg // only the kind decoded is allocated
+		return Record{Registration: &g}, nil
+	case KindLease:
+		l := lease
+		return Record{Lease: &l}, nil
+	}
+	return decodeRecordJSON(b)
+}
+
+// decodeRecordJSON is DecodeRecord's general path: encoding/json, for any
+// input.
+func decodeRecordJSON(b []byte) (Record, error) {
 	if len(b) == 0 {
 		return Record{}, nil
 	}
@@ -331,9 +354,14 @@ func Partition(role Role, n int32) int32 {
 	if n <= 0 {
 		return 0
 	}
-	h := fnv.New32a()
-	h.Write([]byte(role))
-	return int32(h.Sum32() % uint32(n))
+	// 32-bit FNV-1a, as hash/fnv's New32a computes it, without its
+	// allocations.
+	h := uint32(2166136261)
+	for i := 0; i < len(role); i++ {
+		h ^= uint32(role[i])
+		h *= 16777619
+	}
+	return int32(h % uint32(n))
 }
 
 // clipName cuts an input for an InvalidError's Value: its first 16 bytes

@@ -11,34 +11,119 @@ import (
 	"github.com/krabka/krole/codec"
 )
 
-// update is goka's update callback: it is called for every record a
-// read_committed consumer is handed, in offset order within a partition,
+// update is goka's update callback: it is called for every message goka's
+// read_committed consumer hands it, in offset order within a partition,
 // from one goroutine per partition. It never fails on a bad record: it
 // skips and counts it. A failed write to the state dir ends Run with the
 // error (see failRun).
+//
+// A chunk message (see consumer.go, ChunkHeader) stands for the records of
+// one fetch answer, which the view's consumer decoded (predecode.go): the
+// callback applies each of them, in offset order, exactly as it applies a
+// record handed alone, and goka then stores the chunk's last offset.
 func (v *View) update(uc goka.UpdateContext, st storage.Storage, key string, value []byte) error {
 	p, off := uc.Partition(), uc.Offset()
-	var k codec.Key
-	var rec codec.Record
-	var reason SkipReason
-	var derr error
-	if d, ok := v.predecoded(p, off); ok {
-		k, rec, reason, derr = d.k, d.rec, d.reason, d.err
-	} else {
-		k, rec, reason, derr = v.decode(p, []byte(key), value)
+	if key == "" && value == nil {
+		if first, last, ok := chunkOf(uc); ok {
+			return v.updateChunk(p, first, last, st)
+		}
 	}
+	d := &decoded{off: off}
+	d.k, d.rec, d.reason, d.err = v.decode(p, []byte(key), value, &d.buf)
+	batch := batchInfo{producerID: -1, epoch: -1}
+	if d.reason == "" && d.k.Kind == codec.KindLease {
+		batch = batchOf(uc)
+	}
+	return v.updateOne(p, d, key, value, batch, st)
+}
+
+// chunkOf returns the offsets of the chunk a message stands for, if it is
+// a chunk message.
+func chunkOf(uc goka.UpdateContext) (first, last int64, ok bool) {
+	if h := uc.Headers(); h != nil {
+		if b, ok := h[ChunkHeader]; ok {
+			return decodeChunkHeader(b)
+		}
+	}
+	return 0, 0, false
+}
+
+// updateChunk applies the records of the chunk of partition p from offset
+// first to last.
+func (v *View) updateChunk(p int32, first, last int64, st storage.Storage) error {
+	recs, ok := v.predecode.takeChunk(p, first, last)
+	if !ok { // cannot happen: the consumer hands a chunk over after pushing it
+		err := fmt.Errorf("view: partition %d: the records of offsets %d to %d were not decoded", p, first, last)
+		v.failRun(err)
+		return err
+	}
+	// Each record goes through the same steps as one handed alone
+	// (updateOne), in batches: the records at or below the partition's
+	// last offset when the chunk starts are replays (only this goroutine
+	// moves it, record by record); the others are applied to the index
+	// under one hold of its lock per batch; then the partition's progress
+	// moves past the batch, and skips are logged and changes written to
+	// the state dir.
+	from, known := v.progress.replaysTo(p)
+	if !known { // cannot happen with goka: a partition the view does not know
+		return nil
+	}
+	for len(recs) > 0 {
+		n := min(len(recs), applyBatch)
+		batch := recs[:n]
+		recs = recs[n:]
+		for i := range batch {
+			if d := &batch[i]; d.off > from && d.reason == "" && d.k.Kind == codec.KindLease {
+				d.reason, d.err = checkAuthor(d.rec, d.src.batch())
+			}
+		}
+		v.index.applyChunk(p, batch, from)
+		v.progress.done(p, batch[n-1].off)
+		for i := range batch {
+			d := &batch[i]
+			if d.off <= from {
+				continue
+			}
+			if err := v.finish(p, d, "", d.src.value(), st); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// applyBatch is the number of records of a chunk applied under one hold of
+// the index's lock.
+const applyBatch = 256
+
+// updateOne applies one decoded record of value value; key is its key as
+// a string, or "" to take it from d.src when needed; batch is its batch
+// header when it is a lease.
+func (v *View) updateOne(p int32, d *decoded, key string, value []byte, batch batchInfo, st storage.Storage) error {
+	off, k, rec, reason, derr := d.off, d.k, d.rec, d.reason, d.err
 	if reason == "" && k.Kind == codec.KindLease {
-		reason, derr = checkAuthor(rec, batchOf(uc))
+		reason, derr = checkAuthor(rec, batch)
 	}
 	changed, replay, first := v.apply(p, off, k, rec, reason)
 	if replay {
 		return nil
 	}
-	if reason != "" {
-		v.logSkip(reason, first, p, off, key, derr)
+	d.reason, d.err, d.changed, d.first = reason, derr, changed, first
+	return v.finish(p, d, key, value, st)
+}
+
+// finish logs a skipped record (d.reason), or writes an applied one that
+// changed the table to the state dir; key as for updateOne.
+func (v *View) finish(p int32, d *decoded, key string, value []byte, st storage.Storage) error {
+	off, rec, reason, derr, changed, first := d.off, d.rec, d.reason, d.err, d.changed, d.first
+	if reason == "" && (!changed || v.opts.StateDir == "") {
 		return nil
 	}
-	if !changed || v.opts.StateDir == "" {
+	if key == "" && d.src != nil {
+		key = string(d.src.key())
+	}
+	if reason != "" {
+		v.logSkip(reason, first, p, off, key, derr)
 		return nil
 	}
 	var err error
@@ -54,8 +139,9 @@ func (v *View) update(uc goka.UpdateContext, st storage.Storage, key string, val
 	return err
 }
 
-// decode decodes a record and says why it must be skipped, if it must.
-func (v *View) decode(p int32, key, value []byte) (codec.Key, codec.Record, SkipReason, error) {
+// decode decodes a record into buf and says why it must be skipped, if it
+// must. The record points into buf.
+func (v *View) decode(p int32, key, value []byte, buf *codec.RecordBuf) (codec.Key, codec.Record, SkipReason, error) {
 	k, err := codec.DecodeKey(key)
 	if err != nil {
 		return k, codec.Record{}, SkipKey, err
@@ -63,7 +149,10 @@ func (v *View) decode(p int32, key, value []byte) (codec.Key, codec.Record, Skip
 	if want := codec.Partition(k.Role, v.nparts); want != p {
 		return k, codec.Record{}, SkipPartition, errors.New("role " + string(k.Role) + " belongs in another partition")
 	}
-	r, err := codec.DecodeRecord(value)
+	if len(value) == 0 {
+		return k, codec.Record{}, "", nil // a tombstone fits any key
+	}
+	r, err := buf.Decode(value, k.Member)
 	if err != nil {
 		var uv *codec.UnknownVersionError
 		if errors.As(err, &uv) {
@@ -133,18 +222,63 @@ func (v *View) apply(p int32, off int64, k codec.Key, rec codec.Record, reason S
 // and records the partition's stored offset. It is called once per
 // partition, when goka opens the partition's storage.
 func (v *View) seed(p int32, recs []storedRecord, offset int64) {
-	decoded := make([]decodedRecord, 0, len(recs))
+	sd := v.newSeeder(p)
 	for _, sr := range recs {
-		k, rec, reason, _ := v.decode(p, []byte(sr.key), sr.value)
-		if reason != "" {
-			continue
-		}
-		decoded = append(decoded, decodedRecord{key: k, rec: rec, offset: sr.offset})
+		sd.add([]byte(sr.key), sr.value, sr.offset)
 	}
-	v.index.seed(decoded)
+	sd.done(offset)
+}
+
+// seeder decodes a partition's stored records as they are read from the
+// state dir (each once, the bytes not kept) and loads them into the index
+// a block at a time.
+type seeder struct {
+	v       *View
+	p       int32
+	n       int               // records read
+	recs    []decodedRecord   // decoded, not loaded yet
+	bufs    []codec.RecordBuf // recs[i] points into bufs[i]
+	touched map[codec.Role]*roleEntry
+}
+
+// seedBlock is the number of records a seeder loads into the index at once.
+const seedBlock = 4096
+
+func (v *View) newSeeder(p int32) *seeder {
+	return &seeder{v: v, p: p, recs: make([]decodedRecord, 0, seedBlock),
+		bufs: make([]codec.RecordBuf, seedBlock), touched: map[codec.Role]*roleEntry{}}
+}
+
+// add decodes one stored record; key and value may be reused afterwards.
+func (sd *seeder) add(key, value []byte, offset int64) {
+	sd.n++
+	k, rec, reason, _ := sd.v.decode(sd.p, key, value, &sd.bufs[len(sd.recs)])
+	if reason != "" || rec.Tombstone() {
+		return
+	}
+	sd.recs = append(sd.recs, decodedRecord{key: k, rec: rec, offset: offset})
+	if len(sd.recs) == seedBlock {
+		sd.flush()
+	}
+}
+
+// flush loads the decoded records into the index, which copies them out:
+// recs and bufs are reused.
+func (sd *seeder) flush() {
+	sd.v.index.seed(sd.recs, sd.touched)
+	clear(sd.recs) // the strings stay in the index only
+	sd.recs = sd.recs[:0]
+}
+
+// done loads the last records into the index, ranks the roles loaded, and
+// records the partition's stored offset.
+func (sd *seeder) done(offset int64) {
+	v, p := sd.v, sd.p
+	sd.flush()
+	v.index.seedDone(sd.touched)
 	v.progress.seed(p, offset)
-	if len(recs) > 0 || offset >= 0 {
-		v.log.Info("view resumed partition from state dir", "partition", p, "records", len(recs), "offset", offset)
+	if sd.n > 0 || offset >= 0 {
+		v.log.Info("view resumed partition from state dir", "partition", p, "records", sd.n, "offset", offset)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/lovoo/goka"
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
@@ -359,11 +360,14 @@ func BenchmarkFirstRecordAfterCatchUp(b *testing.B) {
 }
 
 // BenchmarkApply measures the view's own work per record, without Kafka:
-// decoding a record and folding it into the index, as goka hands it over
-// (View.update), for the shape of BenchmarkRestore (benchRoles() roles x
-// 100 registrations, interleaved, then a lease per role), in memory, with
-// no subscriber. One op is one whole table; "decode" is codec.DecodeKey
-// and codec.DecodeRecord alone over the same records.
+// decoding a record and folding it into the index, for the shape of
+// BenchmarkRestore (benchRoles() roles x 100 registrations, interleaved,
+// then a lease per role), in memory, with no subscriber. One op is one
+// whole table. "update" hands View.update one record at a time (decoding
+// in the callback); "chunk" decodes chunks as the view's consumer does and
+// hands View.update one chunk message each, as a running view's goka does;
+// "decode" is codec.DecodeKey and codec.DecodeRecord alone over the same
+// records.
 func BenchmarkApply(b *testing.B) {
 	const nparts = 3
 	roles := benchRoles()
@@ -406,6 +410,60 @@ func BenchmarkApply(b *testing.B) {
 					b.Fatal(err)
 				}
 				next[r.p]++
+			}
+			b.StopTimer()
+			require.Len(b, v.index.roles, roles)
+			v.stop()
+			b.StartTimer()
+		}
+		perRecord(b)
+	})
+	// "chunk" is the path a running view takes: the consumer's fetch
+	// goroutine decodes each fetched chunk (here 1,000 records of a
+	// partition) and goka hands the update callback one chunk message.
+	const chunkLen = 1000
+	type chunk struct {
+		p    int32
+		recs []fetched
+	}
+	var chunks []chunk
+	{
+		next := make([]int64, nparts)
+		open := make([]*chunk, nparts)
+		rb := &sarama.RecordBatch{ProducerID: 1, ProducerEpoch: 1, IsTransactional: true}
+		for _, r := range recs {
+			if open[r.p] == nil {
+				open[r.p] = &chunk{p: r.p}
+			}
+			c := open[r.p]
+			c.recs = append(c.recs, fetched{off: next[r.p], rb: rb, r: &sarama.Record{Key: []byte(r.key), Value: r.value}})
+			next[r.p]++
+			if len(c.recs) == chunkLen {
+				chunks, open[r.p] = append(chunks, *c), nil
+			}
+		}
+		for _, c := range open {
+			if c != nil {
+				chunks = append(chunks, *c)
+			}
+		}
+	}
+	b.Run("chunk", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			v, err := New(Options{Config: fencing.Config{Brokers: []string{"127.0.0.1:1"}}})
+			require.NoError(b, err)
+			v.setOffline(nparts)
+			v.predecode = newPredecoder(v, v.partIDs)
+			b.StartTimer()
+			for _, c := range chunks {
+				require.True(b, v.prepare(v.topic, c.p, c.recs))
+				m := chunkMessage(v.topic, c.p, c.recs)
+				uc := chunkCtx{updateCtx: updateCtx{p: c.p, off: m.Offset}, hdrs: goka.HeadersFromSarama(m.Headers)}
+				if err := v.update(uc, nil, "", nil); err != nil {
+					b.Fatal(err)
+				}
 			}
 			b.StopTimer()
 			require.Len(b, v.index.roles, roles)

@@ -162,6 +162,17 @@ func (pg *progress) handedLocked(ps *partProgress, p int32, offset int64) {
 	pg.waiters = keep
 }
 
+// replaysTo returns the offset at or below which a record of partition p
+// is a replay (see replay), and whether the view knows p.
+func (pg *progress) replaysTo(p int32) (int64, bool) {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	if ps := pg.parts[p]; ps != nil {
+		return ps.last, true
+	}
+	return 0, false
+}
+
 func (pg *progress) lastOf(p int32) int64 {
 	pg.mu.Lock()
 	defer pg.mu.Unlock()

@@ -25,18 +25,24 @@ import (
 //     come yet. Control batches (transaction markers) are skipped. Every
 //     batch, kept or dropped, moves the next offset past its last offset,
 //     so a partition ending in a marker does not stall the read.
-//   - Each record handed to goka carries one header, [BatchHeader], set by
-//     the consumer from the record's batch header: the batch's producer id,
-//     producer epoch and transactional flag. A record's own headers are
-//     dropped (the view uses none), so a writer cannot forge that header:
+//   - The records of each fetch answer are offered to the prepare hook
+//     (the view's: it decodes them and queues them with each record's
+//     batch header, see predecode.go). When it takes them, goka is handed
+//     one chunk message in their place, whose one header, [ChunkHeader],
+//     names the chunk's first and last offsets. Otherwise each record is
+//     handed to goka with one header, [BatchHeader], set by the consumer
+//     from the record's batch header: the batch's producer id, producer
+//     epoch and transactional flag. A record's own headers are dropped
+//     (the view uses none), so a writer cannot forge either header:
 //     whatever it put there under any name is gone.
 //   - A long poll: MinBytes 1 and MaxWaitTime from the config
 //     (fetchMaxWait), so a committed record is answered at once and an idle
 //     poll returns after MaxWaitTime. A connection per partition keeps one
 //     partition's long poll from holding back another's answer (a broker
 //     answers the requests of one connection in order).
-//   - One goroutine fetches, another hands the records to goka, so the next
-//     fetch is under way while goka applies the last one. Each fetch a
+//   - One goroutine fetches, another offers the records to the prepare
+//     hook and hands them to goka, so the next fetch is under way while
+//     the hook decodes the last one and goka applies it. Each fetch a
 //     broker answers (whatever the answer) is reported to the view's
 //     health (fetchConsumer.answered: the view's last contact).
 //   - Leader moves (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE,
@@ -61,11 +67,101 @@ import (
 // it).
 
 // BatchHeader is the name of the header that the view's consumer sets on
-// every record it hands to goka: the record's batch producer id (8 bytes,
+// every record it hands to goka alone (not in a chunk message, see
+// ChunkHeader): the record's batch producer id (8 bytes,
 // big-endian), producer epoch (2 bytes) and flags (1 byte; bit 0: the
 // batch is transactional). A plain, non-idempotent append has producer id
 // -1.
 const BatchHeader = "krole.batch"
+
+// ChunkHeader is the name of the header of a chunk message: the message
+// the view's consumer hands goka, in place of the records of one fetch
+// answer, when the prepare hook has taken those records whole (see
+// predecode.go). Its value is the offsets of the chunk's first and last
+// records (8 bytes each, big-endian); the message's offset is the last
+// one's, and it has no key and no value. Records never carry it: the
+// consumer drops their own headers.
+const ChunkHeader = "krole.chunk"
+
+// fetched is one record of a fetch answer, as take leaves it: its offset
+// and where sarama decoded it (a record of a batch, or a legacy message),
+// from which the record handed to goka is made, or which the prepare hook
+// reads.
+type fetched struct {
+	off int64
+	rb  *sarama.RecordBatch  // the record's batch; nil for a legacy message
+	r   *sarama.Record       // the record, in rb
+	mb  *sarama.MessageBlock // the legacy message, when rb is nil
+}
+
+func (f *fetched) key() []byte {
+	if f.rb == nil {
+		return f.mb.Msg.Key
+	}
+	return f.r.Key
+}
+
+func (f *fetched) value() []byte {
+	if f.rb == nil {
+		return f.mb.Msg.Value
+	}
+	return f.r.Value
+}
+
+// batch is the record's batch header; a legacy message counts as a plain
+// append.
+func (f *fetched) batch() batchInfo {
+	if f.rb == nil {
+		return batchInfo{producerID: -1, epoch: -1}
+	}
+	return batchInfo{producerID: f.rb.ProducerID, epoch: f.rb.ProducerEpoch, transactional: f.rb.IsTransactional}
+}
+
+// timestamps are the record's timestamp and its batch's.
+func (f *fetched) timestamps() (ts, block time.Time) {
+	if f.rb == nil {
+		return f.mb.Msg.Timestamp, time.Time{}
+	}
+	ts = f.rb.FirstTimestamp.Add(f.r.TimestampDelta)
+	if f.rb.LogAppendTime {
+		ts = f.rb.MaxTimestamp
+	}
+	return ts, f.rb.MaxTimestamp
+}
+
+// message is the record as goka is handed it, its batch header hdr (see
+// BatchHeader) its only header.
+func (f *fetched) message(topic string, partition int32, hdr []*sarama.RecordHeader) *sarama.ConsumerMessage {
+	ts, block := f.timestamps()
+	return &sarama.ConsumerMessage{Topic: topic, Partition: partition, Offset: f.off,
+		Key: f.key(), Value: f.value(), Timestamp: ts, BlockTimestamp: block, Headers: hdr}
+}
+
+// fetchedChunk is the records of one fetch answer, on their way from
+// fetchLoop to deliverLoop.
+type fetchedChunk struct {
+	recs []fetched
+}
+
+// chunkMessage is the chunk message of recs (at least one record).
+func chunkMessage(topic string, partition int32, recs []fetched) *sarama.ConsumerMessage {
+	first, last := &recs[0], &recs[len(recs)-1]
+	b := make([]byte, 16)
+	binary.BigEndian.PutUint64(b[0:8], uint64(first.off))
+	binary.BigEndian.PutUint64(b[8:16], uint64(last.off))
+	ts, block := last.timestamps()
+	return &sarama.ConsumerMessage{Topic: topic, Partition: partition, Offset: last.off,
+		Timestamp: ts, BlockTimestamp: block,
+		Headers: []*sarama.RecordHeader{{Key: []byte(ChunkHeader), Value: b}}}
+}
+
+// decodeChunkHeader returns the offsets a chunk message's header names.
+func decodeChunkHeader(v []byte) (first, last int64, ok bool) {
+	if len(v) != 16 {
+		return 0, 0, false
+	}
+	return int64(binary.BigEndian.Uint64(v[0:8])), int64(binary.BigEndian.Uint64(v[8:16])), true
+}
 
 // batchInfo is what the view learns from a record's batch header.
 type batchInfo struct {
@@ -117,9 +213,9 @@ var errConsumerClosed = errors.New("view: the consumer is closed")
 type fetchConsumer struct {
 	client     sarama.Client
 	conf       *sarama.Config
-	backwards  func(*OffsetsWentBackwardsError)                                     // may be nil
-	prepare    func(topic string, partition int32, chunk []*sarama.ConsumerMessage) // may be nil; see predecode.go
-	answered   func()                                                               // may be nil; called for each fetch answer (see health.go)
+	backwards  func(*OffsetsWentBackwardsError)                          // may be nil
+	prepare    func(topic string, partition int32, chunk []fetched) bool // may be nil; see predecode.go
+	answered   func()                                                    // may be nil; called for each fetch answer (see health.go)
 	mu         sync.Mutex
 	partitions map[string]map[int32]*fetchPartition
 	closed     bool
@@ -164,9 +260,9 @@ func (c *fetchConsumer) ConsumePartition(topic string, partition int32, offset i
 		topic:     topic,
 		partition: partition,
 		next:      offset,
-		messages:  make(chan *sarama.ConsumerMessage, c.conf.ChannelBufferSize),
+		messages:  make(chan *sarama.ConsumerMessage, messagesBuffer(c)),
 		errors:    make(chan *sarama.ConsumerError, c.conf.ChannelBufferSize),
-		chunks:    make(chan []*sarama.ConsumerMessage, 2),
+		chunks:    make(chan fetchedChunk, 2),
 		dying:     make(chan struct{}),
 		ended:     make(chan struct{}),
 		resume:    make(chan struct{}, 1),
@@ -195,6 +291,20 @@ func (c *fetchConsumer) ConsumePartition(topic string, partition int32, offset i
 	}()
 	return pc, nil
 }
+
+// messagesBuffer is the capacity of a partition consumer's Messages: the
+// config's ChannelBufferSize when records are handed one by one, and
+// chunkMessagesBuffer when the prepare hook takes them in chunks (a
+// message is then a whole fetch answer, decoded: a few keep goka busy, and
+// more would only hold the table's records in memory ahead of it).
+func messagesBuffer(c *fetchConsumer) int {
+	if c.prepare != nil {
+		return chunkMessagesBuffer
+	}
+	return c.conf.ChannelBufferSize
+}
+
+const chunkMessagesBuffer = 2
 
 // HighWaterMarks returns each partition consumer's high watermark, as its
 // latest fetch answer gave it (partitions not fetched yet are absent).
@@ -295,9 +405,9 @@ type fetchPartition struct {
 
 	messages chan *sarama.ConsumerMessage
 	errors   chan *sarama.ConsumerError
-	chunks   chan []*sarama.ConsumerMessage // fetchLoop to deliverLoop
-	dying    chan struct{}                  // closed by AsyncClose
-	ended    chan struct{}                  // closed when both loops have ended
+	chunks   chan fetchedChunk // fetchLoop to deliverLoop
+	dying    chan struct{}     // closed by AsyncClose
+	ended    chan struct{}     // closed when both loops have ended
 	closing  sync.Once
 	wg       sync.WaitGroup
 	hwm      atomic.Int64
@@ -375,7 +485,32 @@ func (pc *fetchPartition) deliverLoop() {
 				<-pc.dying
 				return
 			}
-			for _, m := range chunk {
+			// The hook runs here, not on the fetch goroutine, so that the
+			// next fetch is under way while it decodes.
+			if pc.c.prepare != nil && pc.c.prepare(pc.topic, pc.partition, chunk.recs) {
+				select {
+				case pc.messages <- chunkMessage(pc.topic, pc.partition, chunk.recs):
+				case <-pc.dying:
+					return
+				}
+				continue
+			}
+			var rb *sarama.RecordBatch // the batch of hdr
+			var hdr []*sarama.RecordHeader
+			for i := range chunk.recs {
+				f := &chunk.recs[i]
+				switch {
+				case f.rb == nil:
+					hdr, rb = []*sarama.RecordHeader{{Key: []byte(BatchHeader), Value: plainBatch}}, nil
+				case f.rb != rb || hdr == nil:
+					hdr, rb = encodeBatchInfo(f.rb), f.rb // shared by the batch's records
+				}
+				m := f.message(pc.topic, pc.partition, hdr)
+				select { // most sends find room: no select over two channels
+				case pc.messages <- m:
+					continue
+				default:
+				}
 				select {
 				case pc.messages <- m:
 				case <-pc.dying:
@@ -477,11 +612,8 @@ func (pc *fetchPartition) fetchLoop() {
 		if len(chunk) == 0 {
 			continue
 		}
-		if pc.c.prepare != nil {
-			pc.c.prepare(pc.topic, pc.partition, chunk)
-		}
 		select {
-		case pc.chunks <- chunk:
+		case pc.chunks <- fetchedChunk{recs: chunk}:
 		case <-pc.dying:
 			return
 		}
@@ -578,10 +710,20 @@ func (pc *fetchPartition) outOfRange() (bool, error) {
 // dropping control batches and aborted transactions, and moves pc.next
 // past every batch. aborted holds the producers inside an aborted
 // transaction at pc.next; it carries over from one fetch to the next.
-func (pc *fetchPartition) take(blk *sarama.FetchResponseBlock, aborted map[int64]bool) []*sarama.ConsumerMessage {
+func (pc *fetchPartition) take(blk *sarama.FetchResponseBlock, aborted map[int64]bool) []fetched {
 	abortedTxns := append([]*sarama.AbortedTransaction(nil), blk.AbortedTransactions...)
 	sortAborted(abortedTxns)
-	var out []*sarama.ConsumerMessage
+	n := 0
+	for _, rs := range blk.RecordsSet {
+		switch {
+		case rs == nil:
+		case rs.RecordBatch != nil:
+			n += len(rs.RecordBatch.Records)
+		case rs.MsgSet != nil:
+			n += len(rs.MsgSet.Messages)
+		}
+	}
+	out := make([]fetched, 0, n)
 	for _, rs := range blk.RecordsSet {
 		if rs == nil {
 			continue
@@ -591,9 +733,7 @@ func (pc *fetchPartition) take(blk *sarama.FetchResponseBlock, aborted map[int64
 			if rs.MsgSet != nil {
 				for _, mb := range rs.MsgSet.Messages {
 					if mb.Offset >= pc.next && mb.Msg != nil {
-						out = append(out, &sarama.ConsumerMessage{Topic: pc.topic, Partition: pc.partition,
-							Offset: mb.Offset, Key: mb.Msg.Key, Value: mb.Msg.Value, Timestamp: mb.Msg.Timestamp,
-							Headers: []*sarama.RecordHeader{{Key: []byte(BatchHeader), Value: plainBatch}}})
+						out = append(out, fetched{off: mb.Offset, mb: mb})
 						pc.next = mb.Offset + 1
 					}
 				}
@@ -619,18 +759,10 @@ func (pc *fetchPartition) take(blk *sarama.FetchResponseBlock, aborted map[int64
 		case rb.IsTransactional && aborted[rb.ProducerID]:
 			// aborted data: never handed over
 		default:
-			hdr := encodeBatchInfo(rb)
 			for _, r := range rb.Records {
-				off := rb.FirstOffset + r.OffsetDelta
-				if off < pc.next {
-					continue
+				if off := rb.FirstOffset + r.OffsetDelta; off >= pc.next {
+					out = append(out, fetched{off: off, rb: rb, r: r})
 				}
-				ts := rb.FirstTimestamp.Add(r.TimestampDelta)
-				if rb.LogAppendTime {
-					ts = rb.MaxTimestamp
-				}
-				out = append(out, &sarama.ConsumerMessage{Topic: pc.topic, Partition: pc.partition,
-					Offset: off, Key: r.Key, Value: r.Value, Timestamp: ts, BlockTimestamp: rb.MaxTimestamp, Headers: hdr})
 			}
 		}
 		pc.next = last + 1

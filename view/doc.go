@@ -70,8 +70,10 @@
 // consumer): raw read_committed fetches on a connection per partition,
 // which drop aborted transactions and transaction markers as Kafka's own
 // consumer does, and which hand the view each record's batch producer id,
-// epoch and transactional flag (see "Who can write what"). goka.go lists
-// what the view relies on in goka, each with a test.
+// epoch and transactional flag (see "Who can write what"). The consumer
+// decodes the records of each fetch answer as it reads them, and goka is
+// handed them as one message, which the view applies record by record.
+// goka.go lists what the view relies on in goka, each with a test.
 //
 // # A view's first moments
 //

@@ -17,13 +17,15 @@ import (
 // This file is the glue between the view and goka v1.1.14. goka stays the
 // engine: it owns a goroutine per partition, opens the partition's storage,
 // starts and restarts the partition's consumer, and calls the view's
-// update callback with each record. The view changes goka's behaviour only
-// through goka's own extension points:
+// update callback with each message the consumer hands it. The view
+// changes goka's behaviour only through goka's own extension points:
 //
 //   - the consumer (WithViewConsumerSaramaBuilder): the view's own
 //     (consumer.go), read_committed, which also hands the view each
-//     record's batch header; trackingConsumer tells the view where goka
-//     starts each partition consumer;
+//     record's batch header, and which hands goka the records of each
+//     fetch answer as one chunk message once the view has decoded them
+//     (see below); trackingConsumer tells the view where goka starts each
+//     partition consumer;
 //   - the topic manager (WithViewTopicManagerBuilder): tailTopicManager
 //     answers the recovery phase's "newest offset" with the offset
 //     recovery starts at, so that goka's recovery reads nothing, and one
@@ -40,14 +42,36 @@ import (
 //     close, not with every record) until the view's first catch-up, as
 //     goka's recovery would have.
 //
-// The batch header reaches the update callback as a record header,
-// BatchHeader, that the view's consumer sets on every record; it drops
-// the record's own headers, so a writer cannot forge the header under any
-// name. A header rather than a side channel, because goka hands a record's
-// headers to the callback with the record (UpdateContext.Headers), on the
-// same goroutine, in the same order: nothing to pair up. It costs one
-// 11-byte value per batch, shared by the batch's records, and a map built
-// only for lease records (the only ones the view checks).
+// Records reach the update callback in chunks. The view's consumer
+// decodes the records of each fetch answer (View.prepare, predecode.go),
+// on the goroutine that hands goka its messages while the next fetch is
+// under way, and queues them, each with its offset,
+// key, value and batch header, in the partition's queue; then it hands
+// goka one chunk message in their place: no key, no value, the offset of
+// the chunk's last record, and one header, ChunkHeader, naming the
+// chunk's first and last offsets. The update callback takes that chunk
+// from the queue and applies its records in offset order, each as a
+// record handed alone is applied (replays, skips, the forged-lease check,
+// the state dir), a batch of them under one hold of the index's lock,
+// the partition's progress moving past each batch once it is in the
+// table; goka then stores the chunk's last offset. So
+// goka's own work per message (its select, an update context, its stats,
+// SetOffset) is done once per fetch answer, not once per record, and
+// decoding runs beside applying. The queue is a side channel, paired by
+// offsets: the consumer queues a chunk before it sends the chunk's
+// message; goka hands a partition's messages in order on one goroutine;
+// and when goka starts a partition consumer the partition's queue is
+// emptied (goka starts one only once the previous one's Messages has
+// closed, after both its goroutines ended), so the chunk a message names
+// is at the head of the queue, behind only chunks goka dropped while
+// draining a consumer it closed (discarded). A chunk message cannot be
+// forged: the consumer makes it, and drops every record's own headers.
+//
+// A record the view did not decode (a consumer without the view's hook,
+// as goka's tests build) is handed to goka alone, with a record header,
+// BatchHeader, that the consumer sets from the record's batch header; a
+// writer cannot forge it under any name, as the record's own headers are
+// dropped. The callback reads it with the record (UpdateContext.Headers).
 //
 // What correctness relies on in goka v1.1.14, each with the test that
 // fails if an upgrade changes it:
@@ -70,9 +94,10 @@ import (
 //     View.Recovered() stays false until then
 //     (TestGokaRecoveryEndsAtNewestMinusOne,
 //     TestGokaStartsTheConsumerAfterTheStoredOffset).
-//  4. The update callback is called once per record, in offset order per
-//     partition, from the partition's goroutine, with the record's headers
-//     (UpdateContext.Headers), followed by the storage's SetOffset
+//  4. The update callback is called once per message, in offset order per
+//     partition, from the partition's goroutine, with the message's
+//     headers (UpdateContext.Headers) and its key as a string ("" for
+//     none), followed by the storage's SetOffset with the message's offset
 //     (TestGokaRecoveryEndsAtNewestMinusOne, TestForgedLeasesAreSkipped).
 //  5. With WithViewAutoReconnect, an error on a partition consumer's Errors
 //     (or from the topic manager while starting one) makes goka close the
@@ -419,7 +444,7 @@ type diskStore struct {
 	p int32
 
 	// steady: goka's storage has been marked recovered, so it writes the
-	// offset with every record. cleared: the storage was emptied after the
+	// offset with every message (a chunk's: its last record's). cleared: the storage was emptied after the
 	// partition's offsets went backwards, and no offset was set since.
 	// Only goka's partition goroutine uses them.
 	steady, cleared bool
@@ -496,7 +521,7 @@ func (s *diskStore) Open() error {
 	if err != nil {
 		return fmt.Errorf("reading state of partition %d: %w", s.p, err)
 	}
-	var recs []storedRecord
+	sd := s.v.newSeeder(s.p)
 	for it.Next() {
 		val, err := it.Value()
 		if err != nil {
@@ -507,7 +532,7 @@ func (s *diskStore) Open() error {
 		if !ok {
 			continue
 		}
-		recs = append(recs, storedRecord{key: string(it.Key()), offset: off, value: append([]byte(nil), raw...)})
+		sd.add(it.Key(), raw, off) // decoded at once: the iterator reuses its bytes
 	}
 	err = it.Err()
 	it.Release()
@@ -518,7 +543,7 @@ func (s *diskStore) Open() error {
 	if err != nil {
 		return fmt.Errorf("reading offset of partition %d: %w", s.p, err)
 	}
-	s.v.seed(s.p, recs, off)
+	sd.done(off)
 	return nil
 }
 
@@ -531,8 +556,9 @@ func (s *diskStore) Open() error {
 // mode, where it keeps the offset in memory and writes it every 30s and on
 // close: a restore does not write the offset a million times. A restart
 // after a crash may then reread records the state dir already holds, which
-// the view does not apply twice. The first record after the first catch-up
-// switches the storage to writing the offset with every record.
+// the view does not apply twice. The first message after the first
+// catch-up switches the storage to writing the offset with every message
+// (for a chunk message, its last record's offset).
 func (s *diskStore) SetOffset(o int64) error {
 	s.cleared = false
 	if !s.steady && s.v.isReady() {

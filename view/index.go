@@ -1,6 +1,7 @@
 package view
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -83,9 +84,35 @@ func (ix *index) skip(reason SkipReason) (first bool) {
 func (ix *index) apply(p int32, k codec.Key, rec codec.Record, off int64) bool {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	return ix.applyLocked(p, k, rec, off)
+}
+
+// applyChunk applies or counts as skipped each record of recs (records of
+// partition p in offset order; a record with a reason is skipped) above
+// offset from, under one hold of the lock, and sets its changed or first.
+// The partitions' goroutines would otherwise take turns at the lock for
+// every record.
+func (ix *index) applyChunk(p int32, recs []decoded, from int64) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for i := range recs {
+		d := &recs[i]
+		switch {
+		case d.off <= from:
+		case d.reason != "":
+			ix.skipped[d.reason]++
+			d.first = ix.skipped[d.reason] == 1
+		default:
+			d.changed = ix.applyLocked(p, d.k, d.rec, d.off)
+		}
+	}
+}
+
+// applyLocked is apply; ix.mu must be held.
+func (ix *index) applyLocked(p int32, k codec.Key, rec codec.Record, off int64) bool {
 	ix.applied++
 	roles, live := ix.roles, true
-	if ix.rebuilding[p] {
+	if len(ix.rebuilding) > 0 && ix.rebuilding[p] {
 		roles, live = ix.rebuild, false
 	}
 	e := roles[k.Role]
@@ -93,6 +120,7 @@ func (ix *index) apply(p int32, k codec.Key, rec codec.Record, off int64) bool {
 	if isNew {
 		e = &roleEntry{leaseOffset: -1, lastOffset: -1}
 	}
+	live = live && ix.subscribed() // nobody to publish to otherwise
 	var before rolestate.State
 	if live && ix.needsBefore(k.Role) {
 		before = e.state(k.Role)
@@ -115,23 +143,42 @@ func (ix *index) apply(p int32, k codec.Key, rec codec.Record, off int64) bool {
 	return true
 }
 
-// seed loads stored records of one partition (in any order) into the
-// table; recs must have decoded cleanly.
-func (ix *index) seed(recs []decodedRecord) {
+// subscribed reports whether the index has a subscriber. ix.mu must be
+// held.
+func (ix *index) subscribed() bool { return len(ix.all) > 0 || len(ix.byRole) > 0 }
+
+// seed loads a block of stored records of one partition (in any order;
+// fastest in key order) into the table; they must have decoded cleanly. A
+// partition's blocks are loaded while its storage opens, before any of its
+// records is applied and before a lookup can read its roles (lookups wait
+// for the first catch-up), so the roles it touches, gathered in touched,
+// are put in rank order only by seedDone, after the last block.
+func (ix *index) seed(recs []decodedRecord, touched map[codec.Role]*roleEntry) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	touched := map[codec.Role]*roleEntry{}
 	now := ix.clock()
-	for _, r := range recs {
+	var e *roleEntry // the entry of role: the state dir is in key order, so a role's records come together
+	var role codec.Role
+	for i := range recs {
+		r := &recs[i]
 		if r.rec.Tombstone() {
 			continue
 		}
-		e := ix.roles[r.key.Role]
-		if e == nil {
-			e = &roleEntry{leaseOffset: -1, lastOffset: -1}
-			ix.roles[r.key.Role] = e
+		if e == nil || r.key.Role != role {
+			role = r.key.Role
+			if e = ix.roles[role]; e == nil {
+				e = &roleEntry{leaseOffset: -1, lastOffset: -1}
+				ix.roles[role] = e
+			}
+			touched[role] = e
+			n := 0 // the role's registrations that follow in this block: room for them at once
+			for j := i; j < len(recs) && recs[j].key.Role == role; j++ {
+				if recs[j].rec.Registration != nil {
+					n++
+				}
+			}
+			e.cands = slices.Grow(e.cands, n)
 		}
-		touched[r.key.Role] = e
 		switch {
 		case r.rec.Lease != nil:
 			e.setLease(*r.rec.Lease, r.offset)
@@ -143,6 +190,13 @@ func (ix *index) seed(recs []decodedRecord) {
 			e.lastOffset = r.offset
 		}
 	}
+}
+
+// seedDone puts the roles a partition's seed touched in rank order and
+// publishes them.
+func (ix *index) seedDone(touched map[codec.Role]*roleEntry) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
 	for role, e := range touched {
 		e.sortCands()
 		if ix.needsBefore(role) {

@@ -3,21 +3,23 @@ package view
 import (
 	"sync"
 
-	"github.com/IBM/sarama"
-
 	"github.com/krabka/krole/codec"
 )
 
 // predecoder moves decoding off goka's partition goroutine, which applies
-// records one at a time, onto the view's consumer's fetch goroutine: the
-// consumer decodes each fetched chunk (push) before goka is handed any of
-// it, and the update callback takes the decoded record of the offset it
-// is handed (take), decoding it itself when there is none. Decoding is
-// most of the view's work per record, so a restore runs decoding and
-// applying side by side.
+// records one at a time, onto the goroutine of the view's consumer that
+// hands goka its messages (the fetch goroutine meanwhile fetches the next
+// answer): the consumer decodes the records of each fetch answer (push)
+// before goka is handed any of them, and then hands goka one chunk
+// message in their place (see consumer.go, ChunkHeader), for which the
+// update callback takes the decoded records (takeChunk) and applies them. Decoding is much of the
+// view's work per record, so a restore runs decoding and applying side by
+// side; and goka's own work per message (a select over its channels, an
+// update context, its stats, the offset) is done once per chunk, not once
+// per record.
 //
-// The queue of a partition holds the decoded records in offset order. An
-// entry below the offset goka hands is one goka dropped (it drains a
+// The queue of a partition holds the decoded chunks in offset order. A
+// chunk before the one goka hands is one goka dropped (it drains a
 // consumer it closes) and is discarded; reset empties the queue when goka
 // starts a partition consumer. Each queue has its own lock: the fetch
 // goroutine pushes, goka's partition goroutine takes.
@@ -27,18 +29,22 @@ type predecoder struct {
 }
 
 type decodeQueue struct {
-	mu   sync.Mutex
-	q    []decoded
-	head int
+	mu     sync.Mutex
+	chunks [][]decoded // in offset order; the first is taken from
 }
 
-// decoded is one record as View.decode leaves it.
+// decoded is one record as View.decode leaves it, and the record as
+// fetched (its bytes, for the state dir and the log, and its batch header).
 type decoded struct {
 	off    int64
 	k      codec.Key
-	rec    codec.Record
+	rec    codec.Record // points into buf
 	reason SkipReason
 	err    error
+	src    *fetched
+	buf    codec.RecordBuf
+
+	changed, first bool // set by index.applyChunk
 }
 
 func newPredecoder(v *View, parts []int32) *predecoder {
@@ -49,69 +55,67 @@ func newPredecoder(v *View, parts []int32) *predecoder {
 	return d
 }
 
-// push decodes a chunk of partition p's records, in offset order.
-func (d *predecoder) push(p int32, chunk []*sarama.ConsumerMessage) {
+// push decodes a chunk of partition p's records, in offset order, and
+// reports whether it did.
+func (d *predecoder) push(p int32, chunk []fetched) bool {
 	dq := d.parts[p]
-	if dq == nil {
-		return
+	if dq == nil || len(chunk) == 0 {
+		return false
 	}
-	out := make([]decoded, len(chunk))
-	for i, m := range chunk {
-		k, rec, reason, err := d.v.decode(p, m.Key, m.Value)
-		out[i] = decoded{off: m.Offset, k: k, rec: rec, reason: reason, err: err}
+	out := make([]decoded, len(chunk)) // handed to the update callback as it is: the records point into it
+	for i := range chunk {
+		f, e := &chunk[i], &out[i]
+		e.off, e.src = f.off, f
+		e.k, e.rec, e.reason, e.err = d.v.decode(p, f.key(), f.value(), &e.buf)
 	}
 	dq.mu.Lock()
 	defer dq.mu.Unlock()
-	if dq.head == len(dq.q) {
-		dq.q, dq.head = dq.q[:0], 0
-	}
-	dq.q = append(dq.q, out...)
+	dq.chunks = append(dq.chunks, out)
+	return true
 }
 
-// take returns the decoded record at offset off of partition p, if the
-// consumer decoded it.
-func (d *predecoder) take(p int32, off int64) (decoded, bool) {
+// takeChunk returns the decoded records of the chunk from offset first to
+// offset last of partition p, discarding the chunks before it (goka
+// dropped them: it drains a consumer it closes).
+func (d *predecoder) takeChunk(p int32, first, last int64) ([]decoded, bool) {
 	dq := d.parts[p]
 	if dq == nil {
-		return decoded{}, false
+		return nil, false
 	}
 	dq.mu.Lock()
 	defer dq.mu.Unlock()
-	for dq.head < len(dq.q) && dq.q[dq.head].off < off {
-		dq.q[dq.head] = decoded{}
-		dq.head++
+	for len(dq.chunks) > 0 {
+		c := dq.chunks[0]
+		dq.chunks[0] = nil
+		dq.chunks = dq.chunks[1:]
+		if len(c) > 0 && c[0].off == first && c[len(c)-1].off == last {
+			return c, true
+		}
+		if len(c) > 0 && c[len(c)-1].off >= first {
+			// A chunk that is not the one asked for but reaches into it:
+			// cannot happen (chunks are handed over in order, whole).
+			return nil, false
+		}
 	}
-	if dq.head == len(dq.q) || dq.q[dq.head].off != off {
-		return decoded{}, false
-	}
-	e := dq.q[dq.head]
-	dq.q[dq.head] = decoded{}
-	dq.head++
-	return e, true
+	return nil, false
 }
 
 // reset empties partition p's queue.
 func (d *predecoder) reset(p int32) {
 	if dq := d.parts[p]; dq != nil {
 		dq.mu.Lock()
-		dq.q, dq.head = nil, 0
+		dq.chunks = nil
 		dq.mu.Unlock()
 	}
 }
 
 // prepare is the consumer's hook: it decodes a fetched chunk of the role
-// topic.
-func (v *View) prepare(topic string, p int32, chunk []*sarama.ConsumerMessage) {
+// topic, and reports whether it did, in which case goka is handed the
+// chunk as one message (see consumer.go, ChunkHeader) and the update
+// callback applies its records (View.updateChunk).
+func (v *View) prepare(topic string, p int32, chunk []fetched) bool {
 	if topic == v.topic && v.predecode != nil {
-		v.predecode.push(p, chunk)
+		return v.predecode.push(p, chunk)
 	}
-}
-
-// predecoded returns the record at offset off of partition p as the
-// consumer decoded it, if it did.
-func (v *View) predecoded(p int32, off int64) (decoded, bool) {
-	if v.predecode == nil {
-		return decoded{}, false
-	}
-	return v.predecode.take(p, off)
+	return false
 }

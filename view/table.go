@@ -1,11 +1,13 @@
 package view
 
 import (
-	"github.com/krabka/krole/rolestate"
+	"hash/maphash"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/rolestate"
 )
 
 // roleEntry is one role in the in-memory index. Its candidates are kept in
@@ -19,18 +21,56 @@ type roleEntry struct {
 	cands       []rolestate.Candidate // sorted by Offset; Rank is filled in on the way out
 	lastOffset  int64                 // offset of the latest record applied to the role
 
-	// byMember maps each candidate to its registration offset, so that
-	// finding a member costs a map lookup and a binary search instead of a
-	// scan (which made loading a role of n candidates cost n²). find builds
-	// it when the role has indexFrom candidates or more; nil until then,
-	// and after a bulk load (a restore from the state dir builds none for
-	// roles that do not change).
+	// The member index, so that finding a member does not cost a scan of
+	// the candidates' names (which made loading a role of n candidates cost
+	// n² string comparisons). find builds it when the role has indexFrom
+	// candidates or more; there is none until then, nor after a bulk load
+	// (a restore from the state dir builds none for roles that do not
+	// change). It is one of:
+	//
+	//   - hashed, below mapFrom candidates: each candidate's member hash,
+	//     in cands' order, which find scans (integers, in order in
+	//     memory), comparing names only where the hash matches; and a bit
+	//     per member placed (never cleared), so that a member whose bit is
+	//     clear is known absent at once: a member registering for the
+	//     first time, every record of a restore but re-registrations;
+	//   - byMember, from mapFrom candidates: each candidate's registration
+	//     offset by member, then a binary search by offset.
+	//
+	// The hashed index lives next to the candidates, where a restore,
+	// which touches a different role with nearly every record, finds it in
+	// the cache lines it loads anyway; a map of each role is slower there.
+	hashed   *memberHashes
 	byMember map[codec.MemberID]int64
 }
 
+// memberHashes is a role's hashed member index (see roleEntry).
+type memberHashes struct {
+	seen [seenWords]uint64 // bit hash%512 of every member placed
+	h    []uint64          // h[i] is the hash of cands[i].Member
+}
+
+// seenWords is the size of memberHashes.seen: 512 bits, which a role of
+// 100 candidates fills to a fifth.
+const seenWords = 8
+
+// memberSeed seeds the member hashes.
+var memberSeed = maphash.MakeSeed()
+
+func memberHash(m codec.MemberID) uint64 { return maphash.String(memberSeed, string(m)) }
+
+// mark sets h's bit in seen.
+func (mh *memberHashes) mark(h uint64) { mh.seen[(h>>6)%seenWords] |= 1 << (h & 63) }
+
+// marked reports whether h's bit in seen is set.
+func (mh *memberHashes) marked(h uint64) bool { return mh.seen[(h>>6)%seenWords]&(1<<(h&63)) != 0 }
+
 // indexFrom is the number of candidates from which a role indexes them by
-// member.
-const indexFrom = 16
+// member; mapFrom the number from which the index is a map.
+const (
+	indexFrom = 16
+	mapFrom   = 256
+)
 
 func (e *roleEntry) empty() bool { return !e.hasLease && len(e.cands) == 0 }
 
@@ -65,16 +105,31 @@ func (e *roleEntry) candidates() []rolestate.Candidate {
 
 // find returns the position of member's registration in e.cands, or -1.
 func (e *roleEntry) find(m codec.MemberID) int {
-	if e.byMember == nil && len(e.cands) >= indexFrom {
+	if e.byMember == nil && e.hashed == nil {
+		if len(e.cands) < indexFrom {
+			for i := range e.cands {
+				if e.cands[i].Member == m {
+					return i
+				}
+			}
+			return -1
+		}
 		e.reindex()
 	}
-	if e.byMember == nil {
-		for i := range e.cands {
-			if e.cands[i].Member == m {
-				return i
-			}
+	if e.hashed != nil {
+		h := memberHash(m)
+		if !e.hashed.marked(h) {
+			return -1 // never placed
 		}
-		return -1
+		if len(e.cands) < mapFrom {
+			for i, x := range e.hashed.h {
+				if x == h && e.cands[i].Member == m {
+					return i
+				}
+			}
+			return -1
+		}
+		e.reindex() // grown past the hashed index
 	}
 	off, ok := e.byMember[m]
 	if !ok {
@@ -89,25 +144,47 @@ func (e *roleEntry) find(m codec.MemberID) int {
 
 // remove takes the candidate at position i out.
 func (e *roleEntry) remove(i int) {
-	if e.byMember != nil {
+	switch {
+	case e.hashed != nil:
+		e.hashed.h = append(e.hashed.h[:i], e.hashed.h[i+1:]...)
+	case e.byMember != nil:
 		delete(e.byMember, e.cands[i].Member)
 	}
 	e.cands = append(e.cands[:i], e.cands[i+1:]...)
 }
 
-// indexed keeps byMember, if built, in step with a candidate just placed.
-func (e *roleEntry) indexed(c rolestate.Candidate) {
-	if e.byMember != nil {
+// placed keeps the member index, if built, in step with the candidate just
+// placed at position i.
+func (e *roleEntry) placed(i int) {
+	c := &e.cands[i]
+	switch {
+	case e.hashed != nil:
+		h := memberHash(c.Member)
+		e.hashed.mark(h)
+		e.hashed.h = slices.Insert(e.hashed.h, i, h)
+	case e.byMember != nil:
 		e.byMember[c.Member] = c.Offset
 	}
 }
 
-// reindex builds byMember from e.cands.
+// reindex builds the member index from e.cands: hashed below mapFrom
+// candidates, a map from then on.
 func (e *roleEntry) reindex() {
+	if len(e.cands) < mapFrom {
+		mh := &memberHashes{h: make([]uint64, len(e.cands), 2*len(e.cands))}
+		for i := range e.cands {
+			h := memberHash(e.cands[i].Member)
+			mh.h[i] = h
+			mh.mark(h)
+		}
+		e.hashed, e.byMember = mh, nil
+		return
+	}
 	e.byMember = make(map[codec.MemberID]int64, len(e.cands))
 	for _, c := range e.cands {
 		e.byMember[c.Member] = c.Offset
 	}
+	e.hashed = nil
 }
 
 // register puts member's registration at offset in rank order. A
@@ -123,15 +200,12 @@ func (e *roleEntry) register(m codec.MemberID, offset int64, g codec.Registratio
 	}
 	c := rolestate.Candidate{Member: m, Offset: offset, RegisteredAt: g.RegisteredAt, Value: g.Value}
 	n := len(e.cands)
-	if n == 0 || e.cands[n-1].Offset < offset {
-		e.cands = append(e.cands, c)
-	} else {
-		i := sort.Search(n, func(i int) bool { return e.cands[i].Offset > offset })
-		e.cands = append(e.cands, rolestate.Candidate{})
-		copy(e.cands[i+1:], e.cands[i:])
-		e.cands[i] = c
+	i := n
+	if n > 0 && e.cands[n-1].Offset > offset {
+		i = sort.Search(n, func(i int) bool { return e.cands[i].Offset > offset })
 	}
-	e.indexed(c)
+	e.cands = slices.Insert(e.cands, i, c)
+	e.placed(i)
 	return true
 }
 
@@ -168,7 +242,7 @@ func (e *roleEntry) dropLease(offset int64) bool {
 // index is dropped, and built again by the next find that needs it.
 func (e *roleEntry) sortCands() {
 	sort.Slice(e.cands, func(i, j int) bool { return e.cands[i].Offset < e.cands[j].Offset })
-	e.byMember = nil
+	e.hashed, e.byMember = nil, nil
 }
 
 // applyTo applies one decoded record to e and reports whether e changed.

@@ -47,10 +47,12 @@ func TestEntryRanksReplaysAndOutOfOrder(t *testing.T) {
 
 // TestTableAgreesWithFold feeds random records to the view's index and to
 // Fold (which the succession rules use on ReadRoleRecords) and requires the
-// same answer for every role: with few members per role, and with enough
-// for the index to find members through byMember.
+// same answer for every role: with few members per role (no member
+// index), with enough for the hashed member index (some members' bits
+// clear when they register, others sharing a bit), and with so many that
+// the index becomes a map.
 func TestTableAgreesWithFold(t *testing.T) {
-	for _, nmem := range []int{6, 3 * indexFrom} {
+	for _, nmem := range []int{6, 3 * indexFrom, 2 * mapFrom} {
 		t.Run(fmt.Sprintf("members=%d", nmem), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, uint64(nmem)))
 			v := offlineView(t, 3)
@@ -81,7 +83,7 @@ func TestTableAgreesWithFold(t *testing.T) {
 				recs = append(recs, fencing.RoleRecord{Offset: off, Key: k, Record: r})
 			}
 			v.readyOnce.Do(func() { close(v.ready) })
-			indexed := 0
+			indexes := map[string]int{}
 			for _, role := range roles {
 				got, err := v.Role(testCtx(t), role)
 				require.NoError(t, err)
@@ -90,19 +92,41 @@ func TestTableAgreesWithFold(t *testing.T) {
 					want.Candidates = nil
 				}
 				assert.Equal(t, want, unseen(got)[0], fmt.Sprintf("role %s", role))
-				if e := v.index.roles[role]; e != nil && e.byMember != nil {
-					indexed++
-					assert.Len(t, e.byMember, len(e.cands), "role %s: byMember follows the candidates", role)
-					for _, c := range e.cands {
-						assert.Equal(t, c.Offset, e.byMember[c.Member], "role %s member %s", role, c.Member)
-					}
+				if e := v.index.roles[role]; e != nil {
+					indexes[memberIndexOf(t, role, e)]++
 				}
 			}
-			if nmem > indexFrom {
-				assert.Positive(t, indexed, "some role reached indexFrom candidates")
+			switch {
+			case nmem >= mapFrom:
+				assert.Positive(t, indexes["map"], "some role reached mapFrom candidates")
+			case nmem > indexFrom:
+				assert.Positive(t, indexes["hashed"], "some role reached indexFrom candidates")
 			}
 		})
 	}
+}
+
+// memberIndexOf checks that e's member index, if built, follows its
+// candidates, and names it: "hashed", "map" or "".
+func memberIndexOf(t *testing.T, role codec.Role, e *roleEntry) string {
+	t.Helper()
+	switch {
+	case e.hashed != nil:
+		require.Nil(t, e.byMember, "role %s: one index at a time", role)
+		require.Len(t, e.hashed.h, len(e.cands), "role %s: the hashes follow the candidates", role)
+		for i, c := range e.cands {
+			assert.Equal(t, memberHash(c.Member), e.hashed.h[i], "role %s member %s", role, c.Member)
+			assert.True(t, e.hashed.marked(e.hashed.h[i]), "role %s member %s", role, c.Member)
+		}
+		return "hashed"
+	case e.byMember != nil:
+		assert.Len(t, e.byMember, len(e.cands), "role %s: byMember follows the candidates", role)
+		for _, c := range e.cands {
+			assert.Equal(t, c.Offset, e.byMember[c.Member], "role %s member %s", role, c.Member)
+		}
+		return "map"
+	}
+	return ""
 }
 
 // TestSeedIndexesLargeRoles: a role restored from the state dir (records in
@@ -124,7 +148,7 @@ func TestSeedIndexesLargeRoles(t *testing.T) {
 			Record: codec.Record{Registration: &codec.Registration{Member: m, RegisteredAt: 1}}})
 	}
 	v.seed(0, recs, int64(10*n))
-	assert.Nil(t, v.index.roles["r"].byMember, "a restore builds no index")
+	assert.Empty(t, memberIndexOf(t, "r", v.index.roles["r"]), "a restore builds no index")
 	f := &feeder{t: t, v: v, next: map[int32]int64{0: int64(10*n + 1)}}
 	for _, m := range []codec.MemberID{"m03", "m17"} {
 		off := f.unreg("r", m)
@@ -139,8 +163,8 @@ func TestSeedIndexesLargeRoles(t *testing.T) {
 	sort.Slice(folded, func(i, j int) bool { return folded[i].Offset < folded[j].Offset })
 	assert.Equal(t, rolestate.Fold("r", folded), got)
 	e := v.index.roles["r"]
-	require.NotNil(t, e.byMember)
-	assert.Len(t, e.byMember, n-2)
+	assert.Equal(t, "hashed", memberIndexOf(t, "r", e))
+	assert.Len(t, e.cands, n-2)
 }
 
 type failingStorage struct{ storage.Null }
@@ -156,6 +180,15 @@ type updateCtx struct {
 func (u updateCtx) Partition() int32 { return u.p }
 func (u updateCtx) Offset() int64    { return u.off }
 
+// chunkCtx is an update context with headers, as goka hands a chunk
+// message.
+type chunkCtx struct {
+	updateCtx
+	hdrs goka.Headers
+}
+
+func (u chunkCtx) Headers() goka.Headers { return u.hdrs }
+
 // TestStateDirWriteFailureIsFatal: a record the index applied but the state
 // dir did not take must end Run, not be retried (the retry would be a
 // replay, which the index ignores, and the state dir would never get it).
@@ -170,4 +203,19 @@ func TestStateDirWriteFailureIsFatal(t *testing.T) {
 	require.ErrorContains(t, err, "disk full")
 	require.Error(t, got)
 	assert.ErrorContains(t, got, "offset 3")
+}
+
+// TestUpdateOfARecordAlone: a record goka hands alone (not in a chunk) is
+// applied or skipped as one in a chunk is, an empty key and value too.
+func TestUpdateOfARecordAlone(t *testing.T) {
+	v := offlineView(t, 1)
+	require.NoError(t, v.update(updateCtx{p: 0, off: 0}, nil, "", nil))
+	require.NoError(t, v.update(updateCtx{p: 0, off: 1}, nil, "", []byte("x")))
+	b, err := codec.EncodeRecord(codec.Record{Registration: &codec.Registration{Member: "a"}})
+	require.NoError(t, err)
+	require.NoError(t, v.update(updateCtx{p: 0, off: 2}, nil, codec.RegistrationKey("r", "a").String(), b))
+	assert.Equal(t, int64(2), v.index.skipped[SkipKey])
+	assert.Equal(t, int64(1), v.index.applied)
+	require.NotNil(t, v.index.roles["r"])
+	assert.Equal(t, []codec.MemberID{"a"}, members(v.index.roles["r"].cands))
 }

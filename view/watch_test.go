@@ -117,7 +117,7 @@ func (f *feeder) put(role codec.Role, key codec.Key, r codec.Record) int64 {
 	p := codec.Partition(role, f.v.nparts)
 	b, err := codec.EncodeRecord(r)
 	require.NoError(f.t, err)
-	k, rec, reason, err := f.v.decode(p, key.Encode(), b)
+	k, rec, reason, err := f.v.decode(p, key.Encode(), b, new(codec.RecordBuf))
 	require.NoError(f.t, err)
 	off := f.next[p]
 	f.next[p]++
