@@ -9,6 +9,7 @@ import (
 	"github.com/lovoo/goka/storage"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/rolestate"
 )
 
 // update is goka's update callback: it is called for every message goka's
@@ -178,20 +179,13 @@ func batchOf(uc goka.UpdateContext) batchInfo {
 }
 
 // checkAuthor decides whether a lease record (a lease, a release, or a
-// tombstone on a lease key) counts: only a lease written in a transaction
-// by the producer id and epoch of its own token does. krole never writes a
-// lease tombstone, and a tombstone names no token, so none counts. See the
+// tombstone on a lease key) counts, by rolestate.CheckLeaseAuthor (the rule
+// every reader of the role topic applies): only a lease written in a
+// transaction by the producer id and epoch of its own token does. See the
 // package doc, "Who can write what".
 func checkAuthor(rec codec.Record, b batchInfo) (SkipReason, error) {
-	switch {
-	case rec.Lease == nil:
-		return SkipForged, errors.New("a tombstone on a lease key: krole never writes one, and it names no token")
-	case !b.transactional:
-		return SkipForged, fmt.Errorf("lease of %s under token %d/%d not written in a transaction (batch producer id %d)",
-			rec.Lease.Member, rec.Lease.Token.ProducerID, rec.Lease.Token.Epoch, b.producerID)
-	case b.producerID != rec.Lease.Token.ProducerID || b.epoch != rec.Lease.Token.Epoch:
-		return SkipForged, fmt.Errorf("lease of %s names token %d/%d but was written by producer id %d epoch %d",
-			rec.Lease.Member, rec.Lease.Token.ProducerID, rec.Lease.Token.Epoch, b.producerID, b.epoch)
+	if err := rolestate.CheckLeaseAuthor(rec, rolestate.Batch{ProducerID: b.producerID, Epoch: b.epoch, Transactional: b.transactional}); err != nil {
+		return SkipForged, err
 	}
 	return "", nil
 }
