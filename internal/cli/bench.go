@@ -51,10 +51,12 @@ func benchCommand() *ucli.Command {
 	rounds := &ucli.IntFlag{Name: "rounds", Value: benchRounds, Usage: "`R` rounds, one sample each"}
 	lease := &ucli.DurationFlag{Name: "lease-duration", Value: benchLease, Usage: "the members' lease, `D`"}
 	renew := &ucli.DurationFlag{Name: "renew-interval", DefaultText: "lease duration / 5", Usage: "the members' renew interval, `D`"}
+	lock := &ucli.BoolFlag{Name: "lock", Usage: "members run no command ('krole run ROLE', held until interrupted, " +
+		"as etcd's candidates run none) instead of 'krole run ROLE -- sleep 3600'"}
 	return &ucli.Command{
 		Name:  "bench",
 		Usage: "measure failover, handover, acquire and renewals on the embedded cluster (or --brokers)",
-		UsageText: "krole bench failover|handover|acquire|renew [flags]\n" +
+		UsageText: "krole bench failover|handover|acquire|renew|steady [flags]\n" +
 			"   krole bench compare RESULT.json... [--chart FILE.svg]",
 		Description: "Each subcommand starts the embedded Kafka-protocol cluster in this process\n" +
 			"(as 'krole dev' does), or uses the cluster --brokers names, on a role of its\n" +
@@ -67,15 +69,15 @@ func benchCommand() *ucli.Command {
 			{
 				Name:      "failover",
 				Usage:     "SIGKILL the holder's process, time until a new holder's lease shows",
-				UsageText: "krole bench failover [--members N] [--rounds R] [--lease-duration D] [--renew-interval D]",
-				Flags:     common(members, rounds, lease, renew),
+				UsageText: "krole bench failover [--members N] [--rounds R] [--lease-duration D] [--renew-interval D] [--lock]",
+				Flags:     common(members, rounds, lease, renew, lock),
 				Action:    func(c *ucli.Context) error { return runBenchSuccession(c, "failover") },
 			},
 			{
 				Name:      "handover",
 				Usage:     "SIGTERM the holder's process (it resigns), time until a new holder's lease shows",
-				UsageText: "krole bench handover [--members N] [--rounds R] [--lease-duration D] [--renew-interval D]",
-				Flags:     common(members, rounds, lease, renew),
+				UsageText: "krole bench handover [--members N] [--rounds R] [--lease-duration D] [--renew-interval D] [--lock]",
+				Flags:     common(members, rounds, lease, renew, lock),
 				Action:    func(c *ucli.Context) error { return runBenchSuccession(c, "handover") },
 			},
 			{
@@ -105,6 +107,7 @@ func benchCommand() *ucli.Command {
 					Usage: "draw the latency distributions as SVG into `FILE`"}},
 				Action: runBenchCompare,
 			},
+			benchSteadyCommand(),
 			benchMemberCommand(),
 		},
 	}
@@ -263,13 +266,17 @@ func (t *tailBuffer) last() string {
 	return lines[len(lines)-1]
 }
 
-// startMember starts `krole run role --member name -- sleep` with s.
-func (e *benchEnv) startMember(role codec.Role, name codec.MemberID, s processor.Settings) (*benchMember, error) {
+// startMember starts `krole run role --member name -- sleep 3600` with s;
+// lock: `krole run role --member name`, which holds the role without a
+// command until interrupted (as etcd's candidates do).
+func (e *benchEnv) startMember(role codec.Role, name codec.MemberID, s processor.Settings, lock bool) (*benchMember, error) {
 	out := &tailBuffer{}
 	args := []string{"run", string(role), "--member", string(name),
 		"--brokers", e.brokers, "--topic", e.cfg.Topic, "--txn-prefix", e.cfg.TxnPrefix,
-		"--lease-duration", s.LeaseDuration.String(), "--renew-interval", s.RenewInterval.String(),
-		"--", "sleep", "3600"}
+		"--lease-duration", s.LeaseDuration.String(), "--renew-interval", s.RenewInterval.String()}
+	if !lock {
+		args = append(args, "--", "sleep", "3600")
+	}
 	child, err := supervise.Start(supervise.Spec{Path: e.exe, Args: args, Env: demoEnv(), Stdout: out, Stderr: out})
 	if err != nil {
 		return nil, fmt.Errorf("starting member %s: %w", name, err)
@@ -360,6 +367,7 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 	if err != nil {
 		return err
 	}
+	lock := c.Bool("lock")
 	e, err := startBenchEnv(c)
 	if err != nil {
 		return err
@@ -378,7 +386,7 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 		}
 	}()
 	join := func(name codec.MemberID) error {
-		m, err := e.startMember(role, name, s)
+		m, err := e.startMember(role, name, s, lock)
 		if err != nil {
 			return err
 		}
@@ -497,6 +505,7 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 		"members": n, "rounds": rounds, "lease_duration": s.LeaseDuration.String(),
 		"renew_interval": s.RenewInterval.String(), "stagger": s.Stagger.String(),
 		"cluster": e.clusterName(), "signal": map[bool]string{true: "SIGKILL", false: "SIGTERM"}[kind == "failover"],
+		"members_run": map[bool]string{true: "no command (krole run ROLE)", false: "a command (krole run ROLE -- sleep 3600)"}[lock],
 	}}
 	res.Stats = chart.Summarize(res.SamplesMS)
 	res.Rounds = detail
