@@ -16,7 +16,7 @@ import (
 )
 
 // TestBenchSteadyAndLock runs `krole bench steady` for 3 s and `krole bench
-// handover --lock` for one round, and checks their output's shape (not
+// handover --lock --trace` for one round, and checks their output's shape (not
 // how fast anything was: a needless change on a loaded machine is a
 // result, exit 1, not a failure of the command).
 func TestBenchSteadyAndLock(t *testing.T) {
@@ -64,10 +64,17 @@ func TestBenchSteadyAndLock(t *testing.T) {
 		}
 	})
 
-	t.Run("handover --lock", func(t *testing.T) {
-		out, _ := benchBin(t, bin, "bench", "handover", "--lock", "--members", "2", "--rounds", "1", "--lease-duration", "2s", "-o", "json")
+	t.Run("handover --lock --trace", func(t *testing.T) {
+		out, _ := benchBin(t, bin, "bench", "handover", "--lock", "--trace", "--members", "2", "--rounds", "1", "--lease-duration", "2s", "-o", "json")
 		r := checkBenchResult(t, out, "handover", 1)
 		assert.Equal(t, "no command (krole run ROLE)", r.Settings["members_run"])
+		// The holder says it was interrupted, the successor that it was
+		// elected: both steps are timed, from the signal.
+		require.Len(t, r.Rounds, 1)
+		assert.Contains(t, r.Rounds[0], "h_interrupted_ms")
+		assert.Contains(t, r.Rounds[0], "s_elected_ms")
+		assert.Contains(t, r.Phases, "trace signal -> h_interrupted")
+		assert.NotContains(t, r.Rounds[0], "h_cmd_stopped_ms", "no command to stop")
 	})
 }
 
