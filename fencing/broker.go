@@ -202,8 +202,8 @@ func (t *BrokerTransport) AcquireEpoch(ctx context.Context, role codec.Role) (_ 
 // a handover. It sends nothing else and changes nothing at the cluster; a
 // coordinator that moves later is found again by the call that meets
 // NOT_COORDINATOR, as without it. sarama may retry the lookup (its
-// metadata retries); when ctx ends first, FindCoordinator returns
-// ctx.Err() and the lookup finishes in the background.
+// metadata retries); when ctx ends first, FindCoordinator returns an
+// error matching ctx.Err() and the lookup finishes in the background.
 func (t *BrokerTransport) FindCoordinator(ctx context.Context, role codec.Role) error {
 	if err := role.Validate(); err != nil {
 		return &Error{Kind: ErrProducer, Role: role, Err: err}
