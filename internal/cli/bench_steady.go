@@ -67,7 +67,8 @@ func benchSteadyCommand() *ucli.Command {
 			"(elections that moved the role to another member), releases, and epochs that\n" +
 			"no lease carries (a challenge that fenced the holder and wrote nothing). The\n" +
 			"samples are the gaps between consecutive lease writes (their granted_at). It\n" +
-			"exits 1 when any needless change happened, or when a member exited.",
+			"exits 1 when any needless change happened (after the members' last lines on\n" +
+			"stderr), or when a member exited.",
 		Flags: []ucli.Flag{
 			&ucli.IntFlag{Name: "members", Value: benchMembers, Usage: "`N` member processes campaign for the role"},
 			&ucli.DurationFlag{Name: "lease-duration", Value: benchLease, Usage: "the members' lease, `D`"},
@@ -221,6 +222,11 @@ watch:
 		}
 	}
 	if res.Needless > 0 {
+		// What the members said (transitions only: they run without
+		// --verbose, so their last lines are the changes).
+		for _, m := range f.members {
+			fmt.Fprintf(e.errOut, "%s said: %s\n", m.name, strings.ReplaceAll(strings.TrimSpace(m.out.tail(8)), "\n", " | "))
+		}
 		return ucli.Exit(fmt.Sprintf("krole bench steady: %d needless change(s) of holder or epoch in %v at lease %v",
 			res.Needless, d, s.LeaseDuration), 1)
 	}
