@@ -227,7 +227,7 @@ watch:
 		for _, m := range f.members {
 			fmt.Fprintf(e.errOut, "%s said: %s\n", m.name, strings.ReplaceAll(strings.TrimSpace(m.out.tail(8)), "\n", " | "))
 		}
-		return ucli.Exit(fmt.Sprintf("krole bench steady: %d needless change(s) of holder or epoch in %v at lease %v",
+		return ucli.Exit(fmt.Sprintf("bench steady: %d needless change(s) of holder or epoch in %v at lease %v",
 			res.Needless, d, s.LeaseDuration), 1)
 	}
 	return nil
