@@ -52,6 +52,8 @@ bench-compare: build ## krole bench and the etcd peer, side by side, with ratios
 	bin/krole bench acquire --rounds $(BENCH_ROUNDS) --lease-duration $(BENCH_TTL) -o json > $(BENCH_OUT)/krole-acquire.json
 	bin/etcd-election-bench handover --members $(BENCH_MEMBERS) --rounds $(BENCH_ROUNDS) --ttl $(BENCH_TTL) -o json > $(BENCH_OUT)/etcd-handover.json
 	bin/krole bench handover --members $(BENCH_MEMBERS) --rounds $(BENCH_ROUNDS) --lease-duration $(BENCH_TTL) -o json > $(BENCH_OUT)/krole-handover.json
+	bin/krole bench handover --lock --members $(BENCH_MEMBERS) --rounds $(BENCH_ROUNDS) --lease-duration $(BENCH_TTL) \
+		--label "krole handover, no command" -o json > $(BENCH_OUT)/krole-handover-lock.json
 	bin/etcd-election-bench failover --members $(BENCH_MEMBERS) --rounds $(BENCH_FROUNDS) --ttl $(BENCH_TTL) -o json > $(BENCH_OUT)/etcd-failover.json
 	bin/krole bench failover --members $(BENCH_MEMBERS) --rounds $(BENCH_FROUNDS) --lease-duration $(BENCH_TTL) --renew-interval $(BENCH_RI) \
 		--label "krole failover RI=TTL/3" -o json > $(BENCH_OUT)/krole-failover.json
@@ -59,7 +61,7 @@ bench-compare: build ## krole bench and the etcd peer, side by side, with ratios
 		--label "krole failover default RI" -o json > $(BENCH_OUT)/krole-failover-default.json
 	bin/krole bench compare --chart $(BENCH_CHART) \
 		$(BENCH_OUT)/krole-acquire.json $(BENCH_OUT)/etcd-acquire.json \
-		$(BENCH_OUT)/krole-handover.json $(BENCH_OUT)/etcd-handover.json \
+		$(BENCH_OUT)/krole-handover.json $(BENCH_OUT)/krole-handover-lock.json $(BENCH_OUT)/etcd-handover.json \
 		$(BENCH_OUT)/krole-failover.json $(BENCH_OUT)/krole-failover-default.json $(BENCH_OUT)/etcd-failover.json
 
 lint: ## go vet, a gofmt check and staticcheck (the version pinned by go.mod's tool line)

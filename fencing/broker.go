@@ -200,6 +200,28 @@ func (t *BrokerTransport) AcquireEpoch(ctx context.Context, role codec.Role) (_ 
 	return tok, nil
 }
 
+// FindCoordinator looks up the transaction coordinator of role's
+// transactional id (one FindCoordinator round trip), unless the client
+// knows it already, and keeps it for the calls that go to it: AcquireEpoch
+// and every write under a token. A member that calls it when it joins the
+// candidates saves that round trip on its first challenge, in the middle of
+// a handover. It sends nothing else and changes nothing at the cluster; a
+// coordinator that moves later is found again by the call that meets
+// NOT_COORDINATOR, as without it. sarama may retry the lookup (its
+// metadata retries); when ctx ends first, FindCoordinator returns an
+// error matching ctx.Err() and the lookup finishes in the background.
+func (t *BrokerTransport) FindCoordinator(ctx context.Context, role codec.Role) error {
+	if err := role.Validate(); err != nil {
+		return &Error{Kind: ErrProducer, Role: role, Err: err}
+	}
+	txnID := t.cfg.TransactionalID(string(role))
+	_, err := call(ctx, nil, func() (*sarama.Broker, error) { return t.client.TransactionCoordinator(txnID) })
+	if err != nil {
+		return &Error{Kind: ErrClient, Role: role, Err: fmt.Errorf("finding the coordinator of %s: %w", txnID, err)}
+	}
+	return nil
+}
+
 // Describe implements [Transport]: DescribeTransactions on the role's
 // transactional id at its coordinator. TRANSACTIONAL_ID_NOT_FOUND, and a
 // state without a producer id or epoch (-1) or in state Dead, mean that no

@@ -51,10 +51,14 @@ func benchCommand() *ucli.Command {
 	rounds := &ucli.IntFlag{Name: "rounds", Value: benchRounds, Usage: "`R` rounds, one sample each"}
 	lease := &ucli.DurationFlag{Name: "lease-duration", Value: benchLease, Usage: "the members' lease, `D`"}
 	renew := &ucli.DurationFlag{Name: "renew-interval", DefaultText: "lease duration / 5", Usage: "the members' renew interval, `D`"}
+	lock := &ucli.BoolFlag{Name: "lock", Usage: "members run no command ('krole run ROLE', held until interrupted, " +
+		"as etcd's candidates run none) instead of 'krole run ROLE -- sleep 3600'"}
+	trace := &ucli.BoolFlag{Name: "trace", Usage: "members log verbosely; time each round's member steps by when " +
+		"their lines reach the bench (phases \"trace A -> B\"; each line's trip adds a little)"}
 	return &ucli.Command{
 		Name:  "bench",
 		Usage: "measure failover, handover, acquire and renewals on the embedded cluster (or --brokers)",
-		UsageText: "krole bench failover|handover|acquire|renew [flags]\n" +
+		UsageText: "krole bench failover|handover|acquire|renew|steady [flags]\n" +
 			"   krole bench compare RESULT.json... [--chart FILE.svg]",
 		Description: "Each subcommand starts the embedded Kafka-protocol cluster in this process\n" +
 			"(as 'krole dev' does), or uses the cluster --brokers names, on a role of its\n" +
@@ -67,15 +71,15 @@ func benchCommand() *ucli.Command {
 			{
 				Name:      "failover",
 				Usage:     "SIGKILL the holder's process, time until a new holder's lease shows",
-				UsageText: "krole bench failover [--members N] [--rounds R] [--lease-duration D] [--renew-interval D]",
-				Flags:     common(members, rounds, lease, renew),
+				UsageText: "krole bench failover [--members N] [--rounds R] [--lease-duration D] [--renew-interval D] [--lock]",
+				Flags:     common(members, rounds, lease, renew, lock),
 				Action:    func(c *ucli.Context) error { return runBenchSuccession(c, "failover") },
 			},
 			{
 				Name:      "handover",
 				Usage:     "SIGTERM the holder's process (it resigns), time until a new holder's lease shows",
-				UsageText: "krole bench handover [--members N] [--rounds R] [--lease-duration D] [--renew-interval D]",
-				Flags:     common(members, rounds, lease, renew),
+				UsageText: "krole bench handover [--members N] [--rounds R] [--lease-duration D] [--renew-interval D] [--lock] [--trace]",
+				Flags:     common(members, rounds, lease, renew, lock, trace),
 				Action:    func(c *ucli.Context) error { return runBenchSuccession(c, "handover") },
 			},
 			{
@@ -105,6 +109,7 @@ func benchCommand() *ucli.Command {
 					Usage: "draw the latency distributions as SVG into `FILE`"}},
 				Action: runBenchCompare,
 			},
+			benchSteadyCommand(),
 			benchMemberCommand(),
 		},
 	}
@@ -153,6 +158,7 @@ type benchEnv struct {
 	errOut   io.Writer
 	run      string // a tag unique to this run, for role and member names
 	embedded bool   // the cluster runs in this process
+	trace    bool   // --trace: members log verbosely, their lines are timed
 }
 
 // startBenchEnv starts the embedded cluster (unless --brokers was given)
@@ -233,16 +239,52 @@ type benchMember struct {
 type tailBuffer struct {
 	mu  sync.Mutex
 	buf []byte
+	// stamp (--trace) keeps every line, with when it reached this
+	// process, in lines.
+	stamp   bool
+	partial []byte
+	lines   []stampedLine
+}
+
+// stampedLine is a line a member wrote and when it reached the bench.
+type stampedLine struct {
+	at   time.Time
+	line string
 }
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
+	at := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.buf = append(t.buf, p...)
 	if len(t.buf) > 4096 {
 		t.buf = t.buf[len(t.buf)-4096:]
 	}
+	if t.stamp {
+		t.partial = append(t.partial, p...)
+		for {
+			i := strings.IndexByte(string(t.partial), '\n')
+			if i < 0 {
+				break
+			}
+			t.lines = append(t.lines, stampedLine{at: at, line: string(t.partial[:i])})
+			t.partial = t.partial[i+1:]
+		}
+	}
 	return len(p), nil
+}
+
+// lineAfter returns when the first line at or after since that contains
+// substr reached the bench; zero when none has.
+func (t *tailBuffer) lineAfter(since time.Time, substr string) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, l := range t.lines {
+		if !l.at.Before(since) && strings.Contains(l.line, substr) {
+			return l.at
+		}
+	}
+	return time.Time{}
 }
 
 // tail is the last n lines.
@@ -263,13 +305,20 @@ func (t *tailBuffer) last() string {
 	return lines[len(lines)-1]
 }
 
-// startMember starts `krole run role --member name -- sleep` with s.
-func (e *benchEnv) startMember(role codec.Role, name codec.MemberID, s processor.Settings) (*benchMember, error) {
-	out := &tailBuffer{}
+// startMember starts `krole run role --member name -- sleep 3600` with s;
+// lock: `krole run role --member name`, which holds the role without a
+// command until interrupted (as etcd's candidates do).
+func (e *benchEnv) startMember(role codec.Role, name codec.MemberID, s processor.Settings, lock bool) (*benchMember, error) {
+	out := &tailBuffer{stamp: e.trace}
 	args := []string{"run", string(role), "--member", string(name),
 		"--brokers", e.brokers, "--topic", e.cfg.Topic, "--txn-prefix", e.cfg.TxnPrefix,
-		"--lease-duration", s.LeaseDuration.String(), "--renew-interval", s.RenewInterval.String(),
-		"--", "sleep", "3600"}
+		"--lease-duration", s.LeaseDuration.String(), "--renew-interval", s.RenewInterval.String()}
+	if e.trace {
+		args = append(args, "--verbose")
+	}
+	if !lock {
+		args = append(args, "--", "sleep", "3600")
+	}
 	child, err := supervise.Start(supervise.Spec{Path: e.exe, Args: args, Env: demoEnv(), Stdout: out, Stderr: out})
 	if err != nil {
 		return nil, fmt.Errorf("starting member %s: %w", name, err)
@@ -360,11 +409,14 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 	if err != nil {
 		return err
 	}
+	lock := c.Bool("lock")
 	e, err := startBenchEnv(c)
 	if err != nil {
 		return err
 	}
 	defer e.close()
+	e.trace = c.Bool("trace")
+	traced := map[string][]float64{}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(c.Context))
 	defer cancel()
 	role := codec.Role("bench-" + kind + "-" + e.run)
@@ -378,7 +430,7 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 		}
 	}()
 	join := func(name codec.MemberID) error {
-		m, err := e.startMember(role, name, s)
+		m, err := e.startMember(role, name, s, lock)
 		if err != nil {
 			return err
 		}
@@ -470,12 +522,18 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 		if !released.IsZero() {
 			round["signal_to_release_shows_ms"] = release[len(release)-1]
 		}
+		succ := f.members[f.state.Lease.Member]
 		detail = append(detail, round)
 		e.progress("%s round %d/%d: %.2f ms", kind, r+1, rounds, samples[len(samples)-1])
 		select {
 		case <-holder.child.Done():
 		case <-time.After(benchWait):
 			return fmt.Errorf("%s (pid %d) did not exit within %v of the signal", holder.name, holder.child.Pid(), benchWait)
+		}
+		if e.trace && succ != nil {
+			// Now that the holder has exited, the lines of the round have
+			// come (the successor's a little earlier).
+			e.traceRound(round, traced, holder, succ, sent, released, at)
 		}
 		if kind == "handover" && released.IsZero() {
 			fmt.Fprintf(e.errOut, "\nhandover round %d: %s wrote no release the view showed; it said: %s\n",
@@ -497,6 +555,7 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 		"members": n, "rounds": rounds, "lease_duration": s.LeaseDuration.String(),
 		"renew_interval": s.RenewInterval.String(), "stagger": s.Stagger.String(),
 		"cluster": e.clusterName(), "signal": map[bool]string{true: "SIGKILL", false: "SIGTERM"}[kind == "failover"],
+		"members_run": map[bool]string{true: "no command (krole run ROLE)", false: "a command (krole run ROLE -- sleep 3600)"}[lock],
 	}}
 	res.Stats = chart.Summarize(res.SamplesMS)
 	res.Rounds = detail
@@ -518,7 +577,55 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 		res.Phases = map[string]*chart.Dist{"signal_to_release_shows": chart.NewDist(release),
 			"release_to_new_lease_shows": chart.NewDist(successor)}
 	}
+	if len(traced) > 0 && res.Phases == nil {
+		res.Phases = map[string]*chart.Dist{}
+	}
+	for k, v := range traced {
+		res.Phases[k] = chart.NewDist(v)
+	}
 	return writeBench(c, res)
+}
+
+// traceSteps are the member lines --trace times, in the order they come in
+// a handover: the holder's (h) and the successor's (s). Each phase runs
+// from the step before it that was found.
+var traceSteps = []struct{ name, who, substr string }{
+	{"h_interrupted", "h", "interrupted; leaving"},         // krole run got the signal
+	{"h_cmd_stopped", "h", ") stopped with code"},          // CMD exited (command mode)
+	{"h_released", "h", "info: released the role"},         // the release's EndTxn answered
+	{"release_shows", "", ""},                              // the bench's view shows the release
+	{"s_saw_vacancy", "s", "info: holder changed: vacant"}, // the successor's runner saw it
+	{"s_elected", "s", "info: elected"},                    // confirm, InitProducerId, lease txn done
+	{"new_lease_shows", "", ""},                            // the bench's view shows the new lease
+}
+
+// traceRound times one handover round's member steps (traceSteps) by when
+// their lines reached the bench, as phases from each step found to the
+// next one found, into round (ms from the signal, per step) and traced
+// (per phase).
+func (e *benchEnv) traceRound(round map[string]float64, traced map[string][]float64,
+	holder, succ *benchMember, sent, released, shown time.Time) {
+	prev, prevName := sent, "signal"
+	for _, st := range traceSteps {
+		var at time.Time
+		switch {
+		case st.name == "release_shows":
+			at = released
+		case st.name == "new_lease_shows":
+			at = shown
+		case st.who == "h":
+			at = holder.out.lineAfter(sent, st.substr)
+		default:
+			at = succ.out.lineAfter(sent, st.substr)
+		}
+		if at.IsZero() {
+			continue
+		}
+		round[st.name+"_ms"] = float64(at.Sub(sent).Microseconds()) / 1000
+		k := "trace " + prevName + " -> " + st.name
+		traced[k] = append(traced[k], float64(at.Sub(prev).Microseconds())/1000)
+		prev, prevName = at, st.name
+	}
 }
 
 // startCPUProfile profiles this process into path until the returned

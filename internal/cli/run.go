@@ -275,6 +275,17 @@ func runRun(c *ucli.Context) error {
 	if err := sess.Transport().CheckRead(c.Context, role); fencing.IsNotAuthorized(err) {
 		return err
 	}
+	// The role's transaction coordinator, looked up now, in the
+	// background, is one round trip less in this member's first
+	// challenge: the next handover, when it counts. A failure is for the
+	// challenge to meet (and retry) as before.
+	fctx, stopFind := context.WithTimeout(sctx, settings.TransactionTimeout)
+	found := make(chan struct{})
+	go func() {
+		defer close(found)
+		_ = sess.Transport().FindCoordinator(fctx, role)
+	}()
+	defer func() { stopFind(); <-found }()
 
 	// Run returns once the member has left and the view has stopped.
 	err = sess.Run(sctx, s.work)

@@ -116,10 +116,16 @@ func Start(spec Spec) (*Child, error) {
 		started <- nil
 		c.err = cmd.Wait()
 		if dog != nil {
+			// SIGKILL ends the watchdog before it can act (it acts only
+			// once this process has died); reaping it waits for the
+			// kernel to tear a Go process down, which is no reason to
+			// make Done wait (the holder's release waits for Done).
 			_ = dog.Process.Kill()
-			_ = dog.Wait()
 		}
 		close(c.done)
+		if dog != nil {
+			_ = dog.Wait()
+		}
 	}()
 	if err := <-started; err != nil {
 		return nil, fmt.Errorf("starting %q: %w", spec.Path, err)
@@ -131,7 +137,8 @@ func Start(spec Spec) (*Child, error) {
 func (c *Child) Pid() int { return c.cmd.Process.Pid }
 
 // Done returns a channel that is closed when the child has exited (and its
-// watchdog, if any, has been ended). It is never sent on.
+// watchdog, if any, has been sent SIGKILL; it is reaped after). It is never
+// sent on.
 func (c *Child) Done() <-chan struct{} { return c.done }
 
 // ExitCode returns the child's exit code once it has exited: its own code,

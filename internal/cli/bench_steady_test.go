@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+)
+
+// TestBenchSteadyAndLock runs `krole bench steady` for 3 s and `krole bench
+// handover --lock --trace` for one round, and checks their output's shape (not
+// how fast anything was: a needless change on a loaded machine is a
+// result, exit 1, not a failure of the command).
+func TestBenchSteadyAndLock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs processes; skipped with -short")
+	}
+	bin := buildKrole(t)
+
+	t.Run("steady", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, "bench", "steady", "--members", "2", "--lease-duration", "2s",
+			"--duration", "3s", "-o", "json")
+		cmd.Env = append(cmd.Environ(), demoEnv()...)
+		out, err := cmd.Output()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else {
+			require.NoError(t, err)
+		}
+		var r steadyResult
+		require.NoError(t, json.Unmarshal(out, &r), "stdout: %s", out)
+		assert.Equal(t, "steady", r.Kind)
+		assert.Equal(t, "krole", r.System)
+		assert.Equal(t, "3s", r.Settings["duration"])
+		assert.Equal(t, "2s", r.Settings["lease_duration"])
+		assert.Equal(t, "400ms", r.Settings["renew_interval"], "the default, lease / 5")
+		// Renewals every 400ms for 3s: the gaps between lease writes are
+		// the samples, one per renewal or election.
+		assert.NotEmpty(t, r.SamplesMS)
+		assert.Equal(t, len(r.SamplesMS), r.Renewals+r.Elections)
+		assert.Len(t, r.Rounds, r.Elections)
+		assert.Equal(t, r.MaxMS, r.MaxRenewGapMS)
+		assert.Equal(t, r.Elections+r.Releases+r.EpochsWithoutLease, r.Needless)
+		assert.LessOrEqual(t, r.Handovers, r.Elections)
+		assert.Len(t, r.LoadAvg, 2, "the load average at the start and at the end")
+		assert.Equal(t, map[bool]int{true: 1, false: 0}[r.Needless > 0], code, "exit 1 exactly when a change was needless")
+		var raw map[string]any
+		require.NoError(t, json.Unmarshal(out, &raw))
+		for _, k := range []string{"kind", "samples_ms", "median_ms", "p99_ms", "max_ms", "settings",
+			"renewals", "elections", "handovers", "releases", "epochs_without_lease", "needless", "max_renew_gap_ms"} {
+			assert.Contains(t, raw, k)
+		}
+	})
+
+	t.Run("handover --lock --trace", func(t *testing.T) {
+		out, _ := benchBin(t, bin, "bench", "handover", "--lock", "--trace", "--members", "2", "--rounds", "1", "--lease-duration", "2s", "-o", "json")
+		r := checkBenchResult(t, out, "handover", 1)
+		assert.Equal(t, "no command (krole run ROLE)", r.Settings["members_run"])
+		// The holder says it was interrupted, the successor that it was
+		// elected: both steps are timed, from the signal.
+		require.Len(t, r.Rounds, 1)
+		assert.Contains(t, r.Rounds[0], "h_interrupted_ms")
+		assert.Contains(t, r.Rounds[0], "s_elected_ms")
+		assert.Contains(t, r.Phases, "trace signal -> h_interrupted")
+		assert.NotContains(t, r.Rounds[0], "h_cmd_stopped_ms", "no command to stop")
+	})
+}
+
+// TestCountSteady counts a window's lease records: renewals, elections,
+// handovers, releases and epochs that no lease carries.
+func TestCountSteady(t *testing.T) {
+	lease := func(off int64, m string, epoch int16, at int64) fencing.RoleRecord {
+		return fencing.RoleRecord{Offset: off, Key: codec.Key{Kind: codec.KindLease}, Record: codec.Record{Lease: &codec.Lease{
+			Member: codec.MemberID(m), Token: codec.Token{ProducerID: 7, Epoch: epoch}, GrantedAt: at, Deadline: at + 500}}}
+	}
+	first := *lease(10, "a", 3, 1000).Record.Lease
+	recs := []fencing.RoleRecord{
+		lease(5, "a", 2, 900),   // before the window: ignored
+		lease(10, "a", 3, 1000), // the window's first renewal
+		{Offset: 11, Key: codec.Key{Kind: codec.KindRegistration, Member: "c"}, Record: codec.Record{
+			Registration: &codec.Registration{Member: "c", RegisteredAt: 1050}}},
+		lease(12, "a", 3, 1100), // renewal
+		lease(13, "a", 3, 1190), // renewal
+		lease(14, "b", 5, 1800), // election of b (epoch 4 wrote nothing): a handover
+		lease(15, "b", 5, 1900), // renewal
+		lease(16, "b", 6, 2500), // b again, under a new epoch: an election, not a handover
+	}
+	r := countSteady(recs, 10, first)
+	assert.Equal(t, 3, r.Renewals)
+	assert.Equal(t, 2, r.Elections)
+	assert.Equal(t, 1, r.Handovers)
+	assert.Equal(t, 0, r.Releases)
+	assert.Equal(t, 1, r.EpochsWithoutLease, "epoch 4")
+	assert.Equal(t, 3, r.Needless)
+	assert.Equal(t, []float64{100, 90, 610, 100, 600}, r.SamplesMS)
+	assert.Equal(t, 610.0, r.MaxRenewGapMS)
+	assert.Equal(t, []map[string]float64{
+		{"offset": 14, "gap_ms": 610, "epoch_step": 2, "handover": 1},
+		{"offset": 16, "gap_ms": 600, "epoch_step": 1, "handover": 0},
+	}, r.Rounds, "one object per election")
+
+	quiet := countSteady(recs[:5], 10, first)
+	assert.Equal(t, 2, quiet.Renewals)
+	assert.Zero(t, quiet.Needless)
+}
+
+// TestBenchSteadyUsageErrors: bad flags exit 2 before any cluster starts.
+func TestBenchSteadyUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "steady", "--duration", "0s"}, "--duration 0s"},
+		{[]string{"bench", "steady", "--members", "0"}, "--members 0"},
+		{[]string{"bench", "steady", "--lease-duration", "1s", "--renew-interval", "2s"}, "renew"},
+		{[]string{"bench", "steady", "extra"}, "takes no arguments"},
+	} {
+		r := run(t, tc.args...)
+		assertOneLineError(t, r, ExitUsage)
+		assert.Contains(t, r.Stderr, tc.want, "%v", tc.args)
+	}
+}
