@@ -268,7 +268,10 @@
 //     and estimates its renew capacity as 0.75 x MaxInFlight x P / L,
 //     where L is a moving average of its measured lease write latency
 //     (from the slot's grant to the answer; rising by half a new higher
-//     sample, falling by a sixteenth of a lower one): MaxInFlight slots
+//     sample, falling by a sixteenth of a lower one, and by a
+//     sixty-fourth only if not every slot was busy: on a cluster that
+//     serves writes one at a time, a write with fewer in flight is
+//     faster and says nothing of MaxInFlight at once): MaxInFlight slots
 //     each held L per write give MaxInFlight/L writes a second, and a
 //     quarter is kept for latency spikes, jitter's early renewals and the
 //     other calls. Unbounded until a write was measured. At its capacity
@@ -283,8 +286,15 @@
 //     writes the release instead, so
 //     another candidate takes the role at once rather than after an
 //     expiry, and the roles it keeps are renewed in time. The estimate
-//     alone sheds nothing: handing roles over costs calls too; nor is a
-//     role shed that has no other candidate in the view.
+//     alone sheds nothing: handing roles over costs calls too. A role
+//     with no other candidate is shed too, and waits queued: a member
+//     with nobody to hand roles to keeps a stable set instead of losing
+//     roles to their deadlines. After a shed the member does not
+//     campaign for 4 lease durations, whatever the estimate says (it
+//     moves with the load); the pause doubles, up to 64 lease durations,
+//     while each campaign after a pause ends in a shed again, so that a
+//     member alone does not take released roles back and shed them
+//     again.
 //
 // Each role keeps its own lease, renewed under its own token: a holder
 // learns that it lost a role from a fenced lease write of that role and

@@ -93,6 +93,13 @@ func remove(q *[]chan struct{}, w chan struct{}) bool {
 	return false
 }
 
+// full reports whether every slot is busy.
+func (l *limiter) full() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.busy >= l.width
+}
+
 // release gives a slot back, to the first waiter of the highest priority.
 func (l *limiter) release() {
 	l.mu.Lock()
@@ -125,10 +132,17 @@ const capacityHeadroom = 0.75
 // estimate uses: a latency above the average counts for half, so that
 // the estimate follows an overload within a few writes; one below it for
 // a sixteenth, so that a lull does not make the member take on more roles
-// at once.
+// at once; and for a sixty-fourth only when the write did not run with
+// every slot busy. A write's latency depends on how many others are in
+// flight (on a cluster that serves them one at a time, two in flight
+// take twice as long each): the estimate is of MaxInFlight writes at
+// once, and one measured with fewer in flight would raise it at once
+// (the member with nobody to shed to took roles back and shed them
+// again).
 const (
-	latencyRise = 1.0 / 2
-	latencyFall = 1.0 / 16
+	latencyRise        = 1.0 / 2
+	latencyFall        = 1.0 / 16
+	latencyFallPartial = 1.0 / 64
 )
 
 // admission decides whether a member may campaign for one more role: it
@@ -167,8 +181,10 @@ type admission struct {
 	claims     int
 	queued     map[codec.Role]struct{}
 	refusing   bool
-	pauseUntil time.Time // no challenge before this (a challenge timed out)
-	timeouts   int       // consecutive challenge timeouts
+	pauseUntil time.Time // no challenge before this (a challenge timed out, or a role was shed)
+	shedUntil  time.Time // the end of the pause after the last shed
+	shedFor    time.Duration
+	timeouts   int // consecutive challenge timeouts
 }
 
 func newAdmission(m *Member) *admission {
@@ -206,16 +222,19 @@ func (a *admission) Capacity() int {
 	return a.capacity()
 }
 
-// wrote records the latency of a lease write (from the slot's grant).
-func (a *admission) wrote(d time.Duration) {
+// wrote records the latency of a lease write (from the slot's grant);
+// full says whether every call slot was busy when it was granted.
+func (a *admission) wrote(d time.Duration, full bool) {
 	a.mu.Lock()
 	switch {
 	case a.lat == 0:
 		a.lat = d
 	case d > a.lat:
 		a.lat += time.Duration(latencyRise * float64(d-a.lat))
-	default:
+	case full:
 		a.lat += time.Duration(latencyFall * float64(d-a.lat))
+	default:
+		a.lat += time.Duration(latencyFallPartial * float64(d-a.lat))
 	}
 	c := a.capacity()
 	a.mu.Unlock()
@@ -280,19 +299,47 @@ func (a *admission) holding(delta int) {
 	a.mu.Unlock()
 }
 
-// shed reports whether a held role should be resigned because the member
-// holds more than its capacity; on true the role no longer counts as held
-// (the caller resigns it).
-func (a *admission) shed() bool {
+// shed reports whether a held role should be resigned at now because the
+// member holds more than its capacity; on true the role no longer counts
+// as held (the caller resigns it), and campaigns pause for shedPause
+// after it.
+func (a *admission) shed(now time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c := a.capacity()
-	if a.held <= c+c/8 { // a margin, so that noise in the estimate sheds nothing
+	if a.held <= c+max(1, c/8) { // a margin, so that noise in the estimate sheds nothing
 		return false
 	}
 	a.held--
+	if !now.Before(a.shedUntil) {
+		// The first shed since the last pause ended. Soon after it (the
+		// member campaigned again and could not keep what it took), the
+		// pause doubles; later, a new run starts.
+		base := shedPause * a.m.s.LeaseDuration
+		if a.shedFor > 0 && now.Before(a.shedUntil.Add(a.shedFor)) {
+			a.shedFor = min(2*a.shedFor, maxShedPause*a.m.s.LeaseDuration)
+		} else {
+			a.shedFor = base
+		}
+		a.shedUntil = now.Add(a.shedFor)
+		if a.shedUntil.After(a.pauseUntil) {
+			a.pauseUntil = a.shedUntil
+		}
+	}
 	return true
 }
+
+// shedPause and maxShedPause, in lease durations, bound how long a member
+// that shed a role does not campaign: a late renewal showed that the
+// member holds more than it can renew, whatever the estimate says now,
+// and the estimate moves with the load. Without the pause a member with
+// nobody to shed to takes a released role back as soon as the estimate
+// rises, and sheds again: it churns. The pause doubles while each
+// campaign after it ends in a shed again.
+const (
+	shedPause    = 4
+	maxShedPause = 64
+)
 
 // challengeTimedOut pauses every campaign of the member: a challenge that
 // timed out says the member or the cluster is overloaded, and more

@@ -82,12 +82,17 @@ func TestAdmissionCapacity(t *testing.T) {
 	h := newHarness(t, "a", Settings{MaxInFlight: 4, LeaseDuration: 10 * time.Second})
 	a := h.m.adm
 	assert.Equal(t, unbounded, a.Capacity(), "unbounded until a write was measured")
-	a.wrote(time.Second)
+	a.wrote(time.Second, true)
 	assert.Equal(t, 15, a.Capacity(), "0.75 x 4 x 5s / 1s")
-	a.wrote(2 * time.Second) // rises by half the difference at once: 1.5s
+	a.wrote(2*time.Second, false) // rises by half the difference at once: 1.5s
 	assert.Equal(t, 10, a.Capacity())
-	a.wrote(time.Second) // falls by a sixteenth: 1.46875s
+	a.wrote(time.Second, true) // falls by a sixteenth: 1.46875s
 	assert.Equal(t, 10, a.Capacity())
+	assert.Equal(t, 1468750*time.Microsecond, a.latency())
+	// With fewer than every slot busy a lower latency says little: it
+	// falls by a sixty-fourth only.
+	a.wrote(468750*time.Microsecond, false)
+	assert.Equal(t, 1453125*time.Microsecond, a.latency())
 
 	now := time.Now()
 	for range 9 {
@@ -99,16 +104,33 @@ func TestAdmissionCapacity(t *testing.T) {
 	a.unclaim()
 	a.dequeue("r2")
 	assert.Equal(t, 0.0, h.metric("krole_queued_roles", "member", "a"))
-	assert.False(t, a.shed(), "9 held, capacity 10")
+	assert.False(t, a.shed(now), "9 held, capacity 10")
+	a.unclaim()
 	for range 3 {
 		a.holding(+1)
 	}
-	assert.True(t, a.shed(), "12 held: over capacity + an eighth (11)")
-	assert.False(t, a.shed(), "the shed role no longer counts: 11 held")
+	assert.True(t, a.shed(now), "12 held: over capacity + an eighth (11)")
+	assert.False(t, a.shed(now), "the shed role no longer counts: 11 held")
+
+	// A shed pauses every campaign for shedPause lease durations, even
+	// below the capacity.
+	a.holding(-6) // 5 held
+	pause := shedPause * 10 * time.Second
+	assert.False(t, a.claim("r3", now.Add(pause-time.Millisecond)), "paused after the shed")
+	require.True(t, a.claim("r3", now.Add(pause)), "pause over")
+	a.unclaim()
+	// A shed soon after the pause ended (the member could not keep what
+	// it took) doubles the pause.
+	a.holding(+7) // 12 held
+	later := now.Add(pause + time.Second)
+	require.True(t, a.shed(later), "12 held")
+	assert.False(t, a.claim("r3", later.Add(2*pause-time.Millisecond)), "paused twice as long")
+	a.holding(-6) // 5 held
+	require.True(t, a.claim("r3", later.Add(2*pause)), "pause over")
+	a.unclaim()
 
 	// A challenge timeout pauses every campaign.
-	a.unclaim()
-	a.holding(-6) // 5 held
+	now = later.Add(2 * pause)
 	d := a.challengeTimedOut(now)
 	assert.Positive(t, d)
 	assert.False(t, a.claim("r3", now), "paused")

@@ -355,7 +355,7 @@ func (r *runner) challenge(ctx context.Context, now time.Time, prune []codec.Mem
 		r.failed(ctx, "challenge: acquire epoch", err)
 		return
 	}
-	start := r.m.clk.Now()
+	start, full := r.m.clk.Now(), r.m.lim.full()
 	lease := r.lease(tok, start)
 	// The lease write is not cut short by the end of Run's context either
 	// (see renew): once it has committed, the member releases the role on
@@ -365,7 +365,7 @@ func (r *runner) challenge(ctx context.Context, now time.Time, prune []codec.Mem
 	defer wcancel()
 	err = r.m.t.WriteLease(wctx, r.role, tok, lease)
 	if err == nil {
-		r.m.adm.wrote(r.m.clk.Now().Sub(start))
+		r.m.adm.wrote(r.m.clk.Now().Sub(start), full)
 	}
 	release()
 	release = nil
@@ -522,7 +522,7 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 		return
 	}
 	if err == nil {
-		granted := r.m.clk.Now()
+		granted, full := r.m.clk.Now(), r.m.lim.full()
 		// A write that cannot finish before the renew deadline is not
 		// begun: cut short by its context mid-transaction, it would
 		// retire the token (an unknown outcome) and leave a transaction
@@ -548,7 +548,7 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 			err = r.m.t.WriteLease(cctx, r.role, h.Token, lease)
 			cancel()
 			if err == nil {
-				r.m.adm.wrote(r.m.clk.Now().Sub(granted))
+				r.m.adm.wrote(r.m.clk.Now().Sub(granted), full)
 			}
 		}
 		release()
@@ -604,28 +604,20 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 // calls too (releases, registrations, the successor's challenges), and
 // shedding on a noisy estimate feeds the load it means to relieve.
 //
-// Nor does a role with no other candidate in the view: nobody would take
-// it, and this member would only campaign for it again.
+// A role with no other candidate in the view is shed too: kept, its late
+// renewals would come later still and it would run out at its deadline
+// (or another role would), and the member would campaign for it again at
+// once, churning. Released, it waits queued: the member campaigns for it
+// again only once it holds fewer roles than its capacity.
 func (r *runner) shed() bool {
 	late := r.l.renewedAt.Add(renewPeriod(r.m.s))
-	if r.m.clk.Now().Before(late) || !r.othersQueued() || !r.m.adm.shed() {
+	if now := r.m.clk.Now(); now.Before(late) || !r.m.adm.shed(now) {
 		return false
 	}
 	r.hold.counted = false
 	r.l.resign = ReasonOverloaded
 	r.log.Warn("resigning the role: the member holds more roles than it can renew in time", "capacity", r.m.adm.Capacity())
 	return true
-}
-
-// othersQueued reports whether the view shows a candidate of the role
-// other than this member.
-func (r *runner) othersQueued() bool {
-	for _, c := range r.st.Candidates {
-		if c.Member != r.m.me {
-			return true
-		}
-	}
-	return false
 }
 
 // revoke ends the holding: work's context is cancelled (without waiting
