@@ -250,9 +250,13 @@
 //     share. A call waits for a slot before it begins, never inside a
 //     transaction; renewals are served first, then releases, then
 //     registrations, challenges, deregistrations and prunes. A renewal
-//     that gets its slot with less time left before RenewDeadline than a
-//     lease write takes is not begun: cut short mid-transaction it would
-//     retire the token and hold back the partition's readers.
+//     that gets its slot with less time left before RenewDeadline than
+//     twice the average lease write is not begun: cut short
+//     mid-transaction it would retire the token and hold back the
+//     partition's readers. Such a renewal, or one that got no slot before
+//     RenewDeadline, releases the role instead ([ReasonOverloaded]),
+//     whether or not another candidate waits: a release now rather than
+//     a lapse at the deadline.
 //   - Renewals are spread across the interval: each goes a random
 //     duration in [0, RenewJitter) early (default RenewInterval/4), drawn
 //     anew each time, so roles elected together do not renew in bursts.
@@ -261,8 +265,11 @@
 //     LeaseDuration, with jitter; a successful challenge ends the run.
 //   - A member campaigns (confirms and challenges) for no more roles than
 //     it can renew in time. Unloaded it renews each role every
-//     RenewInterval; loaded, renewals wait for call slots and come later,
-//     which is safe as long as each comes well before RenewDeadline. It
+//     RenewInterval; loaded, it spaces renewals out so that they take at
+//     most three quarters of its call slots' time (with K held, one every
+//     K x L / (0.75 x MaxInFlight), up to P below), and they wait for
+//     call slots, which is safe as long as each comes well before
+//     RenewDeadline. It
 //     plans for at most the renew period P = RenewInterval +
 //     (RenewDeadline - RenewInterval)/2 between two renewals of a role,
 //     and estimates its renew capacity as 0.75 x MaxInFlight x P / L,
@@ -280,21 +287,22 @@
 //     campaigns again) and in krole_renew_capacity_roles and
 //     krole_queued_roles, and keeps the other roles registered, not
 //     challenging: the candidates behind it take them in their turn.
-//   - A member holding more than its capacity and an eighth resigns the
-//     excess ([ReasonOverloaded]): at a renewal that is late (begun or
-//     granted its slot more than P after the last successful write), it
-//     writes the release instead, so
-//     another candidate takes the role at once rather than after an
-//     expiry, and the roles it keeps are renewed in time. The estimate
-//     alone sheds nothing: handing roles over costs calls too. A role
-//     with no other candidate is shed too, and waits queued: a member
-//     with nobody to hand roles to keeps a stable set instead of losing
-//     roles to their deadlines. After a shed the member does not
-//     campaign for 4 lease durations, whatever the estimate says (it
-//     moves with the load); the pause doubles, up to 64 lease durations,
-//     while each campaign after a pause ends in a shed again, so that a
-//     member alone does not take released roles back and shed them
-//     again.
+//   - A member holding more than its capacity and an eighth (at least
+//     one) resigns the excess ([ReasonOverloaded]): at a renewal that is
+//     late (begun or granted its slot more than P after the last
+//     successful write), it writes the release instead, so another
+//     candidate takes the role at once rather than after an expiry, and
+//     the roles it keeps are renewed in time. The estimate
+//     alone sheds nothing: handing roles over costs calls too; nor is a
+//     role shed this way that has no other candidate in the view (it is
+//     released only when its renewal cannot be written in time, above,
+//     and then waits queued: a member with nobody to hand roles to keeps
+//     a stable set instead of losing roles to their deadlines). After a
+//     shed or such a release the member does not campaign for 4 lease
+//     durations, whatever the estimate says (it moves with the load);
+//     the pause doubles, up to 64 lease durations, while each campaign
+//     after a pause ends in a shed again, so that a member alone does
+//     not take released roles back and shed them again.
 //
 // Each role keeps its own lease, renewed under its own token: a holder
 // learns that it lost a role from a fenced lease write of that role and

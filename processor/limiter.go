@@ -311,6 +311,20 @@ func (a *admission) shed(now time.Time) bool {
 		return false
 	}
 	a.held--
+	a.pause(now)
+	return true
+}
+
+// shedAt pauses campaigns after a role was let go at now (see shed and
+// shedPause).
+func (a *admission) shedAt(now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.pause(now)
+}
+
+// pause pauses campaigns after a shed at now; a.mu must be held.
+func (a *admission) pause(now time.Time) {
 	if !now.Before(a.shedUntil) {
 		// The first shed since the last pause ended. Soon after it (the
 		// member campaigned again and could not keep what it took), the
@@ -326,7 +340,6 @@ func (a *admission) shed(now time.Time) bool {
 			a.pauseUntil = a.shedUntil
 		}
 	}
-	return true
 }
 
 // shedPause and maxShedPause, in lease durations, bound how long a member
@@ -375,9 +388,16 @@ func (a *admission) challengeDone() {
 // renewal goes: RenewInterval less jitter (see renewJitter), stretched
 // when the member is loaded so that its renewals take at most
 // capacityHeadroom of its call slots' time, leaving the rest to the other
-// calls (campaigns, releases), never beyond a quarter of the way from
-// RenewInterval to RenewDeadline: with K held and write latency L, a
-// renewal every K x L / (headroom x width).
+// calls (campaigns, releases) and keeping the wait for a slot short: with
+// K held and write latency L, a renewal every K x L / (headroom x width),
+// less up to an eighth at random, never beyond three eighths of the way
+// from RenewInterval to RenewDeadline: an eighth of that margin before
+// the renew period P (see admission), after which a renewal is late, for
+// the wait for a slot. At the renew capacity the pace would reach P; so
+// near it the slots are busier than three quarters of the time and the
+// waits grow (with the cap a quarter of the way, as before, the slots
+// saturated at 80% of the capacity, and a renewal waited for most of
+// the period).
 func (a *admission) renewEvery() time.Duration {
 	a.mu.Lock()
 	held, lat := a.held, a.lat
@@ -387,9 +407,7 @@ func (a *admission) renewEvery() time.Duration {
 	if lat > 0 {
 		paced := time.Duration(float64(held) * float64(lat) / (capacityHeadroom * float64(a.width)))
 		if paced > every {
-			// At most a quarter of the way to RenewDeadline: the wait
-			// for a slot and the write itself come on top.
-			every = min(paced+rand.N(paced/8+1), s.RenewInterval+(s.RenewDeadline-s.RenewInterval)/4)
+			every = min(paced-rand.N(paced/8+1), s.RenewInterval+3*(s.RenewDeadline-s.RenewInterval)/8)
 		}
 	}
 	return every

@@ -157,12 +157,13 @@ func revocations(r *recorder, member codec.MemberID) map[processor.Reason]int {
 // ([processor.ReasonOverloaded], the next lease write shows them
 // released), keep the rest, and then hold a stable set: over several
 // lease durations it loses no role it holds (to its deadline, a retired
-// token or a fence) and does not take back the roles it let go, which
-// stay queued. Checked on the member's events, not on speed.
+// token or a fence) and lets at most one go (after its pause it may take
+// a released role back, and let one go if that was one too many).
+// Checked on the member's events, not on speed.
 //
-// Before the fix a lone member never shed (no other candidate to shed
-// to), so the renewals it could not fit in came late and its roles ran
-// out, one after another, and were campaigned for again: it churned.
+// Before the fix a lone member never let a role go (no other candidate
+// to shed to): the renewals it could not fit in came too late, and 16 of
+// its 20 roles ran out at their deadlines.
 func TestIntegrationOverloadAloneKeepsAStableSet(t *testing.T) {
 	e := newEnv(t, itTxnTimeout)
 	e.c.RequireFake(t)
@@ -269,7 +270,11 @@ func TestIntegrationOverloadAloneKeepsAStableSet(t *testing.T) {
 	assert.Positive(t, all[processor.ReasonOverloaded], "node-a released the roles it could not keep")
 	assert.Zero(t, all[processor.ReasonLeaseLost]+all[processor.ReasonTokenRetired]+all[processor.ReasonFenced],
 		"node-a loses no role it holds to its deadline: it releases what it cannot keep")
-	assert.LessOrEqual(t, elections, 2, "node-a does not churn: the roles it let go stay queued (it may try once for more)")
-	assert.GreaterOrEqual(t, still, len(kept)-2, "node-a keeps a stable set")
+	shed := 0
+	for _, c := range inWindow {
+		shed += c
+	}
+	assert.LessOrEqual(t, shed, 1, "node-a does not churn: it keeps what it holds (it may take a role more after its pause, and let one go)")
+	assert.GreaterOrEqual(t, still, len(kept)-1, "node-a keeps a stable set")
 	e.rec.checkFence(t)
 }

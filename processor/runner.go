@@ -527,8 +527,11 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 		// begun: cut short by its context mid-transaction, it would
 		// retire the token (an unknown outcome) and leave a transaction
 		// open that holds back the partition's readers.
-		if left := expiry.Sub(granted); left <= 0 || left < r.m.adm.latency() {
-			err = fmt.Errorf("%w: %v left before the renew deadline, less than a lease write takes", ErrOverloaded, left)
+		// Nor is one with less than twice the average write's time left:
+		// the latency varies with the load, and one that ends after the
+		// deadline ends the holding with the lease renewed for nothing.
+		if left := expiry.Sub(granted); left <= 0 || left < 2*r.m.adm.latency() {
+			err = fmt.Errorf("%w: %v left before the renew deadline, less than twice a lease write's time", ErrOverloaded, left)
 		} else {
 			// Bounded by TransactionTimeout only, not by the deadline: a
 			// write cut short mid-transaction gets no definite answer,
@@ -555,6 +558,15 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 	}
 	took := r.m.clk.Now().Sub(now)
 	switch {
+	case errors.Is(err, ErrOverloaded) && ctx.Err() == nil:
+		// The renewal could not be written before the renew deadline
+		// (no call slot in time): the role is lost to its deadline
+		// unless the member lets it go. It releases it instead, so that
+		// another candidate takes it at once (or, with none, it waits
+		// queued), and pauses its campaigns.
+		r.m.met.renewed(r.role, took, "error")
+		r.shedLate(err)
+		return
 	case fencing.IsFenced(err):
 		r.m.met.renewed(r.role, took, "fenced")
 		r.m.met.fenced(r.role)
@@ -604,20 +616,42 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 // calls too (releases, registrations, the successor's challenges), and
 // shedding on a noisy estimate feeds the load it means to relieve.
 //
-// A role with no other candidate in the view is shed too: kept, its late
-// renewals would come later still and it would run out at its deadline
-// (or another role would), and the member would campaign for it again at
-// once, churning. Released, it waits queued: the member campaigns for it
-// again only once it holds fewer roles than its capacity.
+// Nor does a role with no other candidate in the view: nobody would take
+// it. Such a role is let go only when its renewal cannot be written in
+// time at all (shedLate).
 func (r *runner) shed() bool {
 	late := r.l.renewedAt.Add(renewPeriod(r.m.s))
-	if now := r.m.clk.Now(); now.Before(late) || !r.m.adm.shed(now) {
+	if now := r.m.clk.Now(); now.Before(late) || !r.othersQueued() || !r.m.adm.shed(now) {
 		return false
 	}
 	r.hold.counted = false
 	r.l.resign = ReasonOverloaded
 	r.log.Warn("resigning the role: the member holds more roles than it can renew in time", "capacity", r.m.adm.Capacity())
 	return true
+}
+
+// shedLate gives the role up when its renewal could not be written before
+// the renew deadline (err says why): a release now instead of a lapse,
+// whether or not another candidate waits, and whatever the estimate says.
+func (r *runner) shedLate(err error) {
+	if r.hold.counted {
+		r.hold.counted = false
+		r.m.adm.holding(-1)
+	}
+	r.m.adm.shedAt(r.m.clk.Now())
+	r.l.resign = ReasonOverloaded
+	r.log.Warn("resigning the role: its renewal could not be written before the renew deadline", "err", err, "capacity", r.m.adm.Capacity())
+}
+
+// othersQueued reports whether the view shows a candidate of the role
+// other than this member.
+func (r *runner) othersQueued() bool {
+	for _, c := range r.st.Candidates {
+		if c.Member != r.m.me {
+			return true
+		}
+	}
+	return false
 }
 
 // revoke ends the holding: work's context is cancelled (without waiting
