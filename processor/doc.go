@@ -251,7 +251,8 @@
 //     transaction; renewals are served first, then releases, then
 //     registrations, challenges, deregistrations and prunes. A renewal
 //     that gets its slot with less time left before RenewDeadline than
-//     twice the average lease write is not begun: cut short
+//     the average lease write and an eighth of RenewDeadline -
+//     RenewInterval is not begun: cut short
 //     mid-transaction it would retire the token and hold back the
 //     partition's readers. Such a renewal, or one that got no slot before
 //     RenewDeadline, releases the role instead ([ReasonOverloaded]),
@@ -316,6 +317,28 @@
 // stays, and what a member holds is bounded by its renew capacity
 // instead. Where the member's capacity is lower than the roles offered,
 // spread them over more members: the capacity is per member.
+//
+// The other options weighed, for when the per-role renewal is the limit:
+//
+//   - Several roles' renewals in one transaction: not possible. A
+//     transaction runs under one producer id and epoch, which is one
+//     role's token; a write under another role's token cannot join it.
+//   - Fewer requests per renewal: a lease write is AddPartitionsToTxn,
+//     Produce and EndTxn to the role's coordinator and partition leader.
+//     Brokers with transaction protocol version 2 (KIP-890, Kafka 4)
+//     add the partition on Produce (v12 and later), which would save one
+//     request; sarama (v1.61) sends Produce up to v10.
+//   - Renewing less often under load: done (the pacing above), within
+//     the renew period P, so that a late renewal still has half the
+//     margin to RenewDeadline; lengthening LeaseDuration does the rest.
+//   - More members: the capacity is per member, as are its call slots.
+//
+// Measured (docs/BENCHMARKS.md, "Many roles on one member"): on the
+// embedded cluster the limit is the cluster, not the per-role renewal
+// (kfake walks every transactional id after every request, so its cost
+// per request grows with the roles); the member's own cost is about half
+// a CPU millisecond per renewal, its view included, most of it in the
+// client's network calls.
 //
 // # Events, logs, metrics
 //

@@ -527,11 +527,12 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 		// begun: cut short by its context mid-transaction, it would
 		// retire the token (an unknown outcome) and leave a transaction
 		// open that holds back the partition's readers.
-		// Nor is one with less than twice the average write's time left:
+		// Nor is one with less than the average write's time and a margin
+		// left (an eighth of the way from RenewInterval to RenewDeadline):
 		// the latency varies with the load, and one that ends after the
 		// deadline ends the holding with the lease renewed for nothing.
-		if left := expiry.Sub(granted); left <= 0 || left < 2*r.m.adm.latency() {
-			err = fmt.Errorf("%w: %v left before the renew deadline, less than twice a lease write's time", ErrOverloaded, left)
+		if left := expiry.Sub(granted); left <= 0 || left < r.m.adm.latency()+lateMargin(r.m.s) {
+			err = fmt.Errorf("%w: %v left before the renew deadline, less than a lease write takes and a margin", ErrOverloaded, left)
 		} else {
 			// Bounded by TransactionTimeout only, not by the deadline: a
 			// write cut short mid-transaction gets no definite answer,
@@ -629,6 +630,10 @@ func (r *runner) shed() bool {
 	r.log.Warn("resigning the role: the member holds more roles than it can renew in time", "capacity", r.m.adm.Capacity())
 	return true
 }
+
+// lateMargin is the time a renewal needs left before RenewDeadline beyond
+// the average lease write to be begun.
+func lateMargin(s Settings) time.Duration { return (s.RenewDeadline - s.RenewInterval) / 8 }
 
 // shedLate gives the role up when its renewal could not be written before
 // the renew deadline (err says why): a release now instead of a lapse,
