@@ -336,9 +336,10 @@
 // Measured (docs/BENCHMARKS.md, "Many roles on one member"): on the
 // embedded cluster the limit is the cluster, not the per-role renewal
 // (kfake walks every transactional id after every request, so its cost
-// per request grows with the roles); the member's own cost is about half
-// a CPU millisecond per renewal, its view included, most of it in the
-// client's network calls.
+// per request grows with the roles); the member's own cost is 0.5 to 1
+// CPU millisecond per renewal, its view included, most of it in the
+// client's network calls, below the cluster process's at every K
+// measured.
 //
 // # Events, logs, metrics
 //
