@@ -268,12 +268,13 @@
 //     it can renew in time. Unloaded it renews each role every
 //     RenewInterval; loaded, it spaces renewals out so that they take at
 //     most three quarters of its call slots' time (with K held, one every
-//     K x L / (0.75 x MaxInFlight), up to P below), and they wait for
+//     K x L / (0.75 x MaxInFlight), up to C below), and they wait for
 //     call slots, which is safe as long as each comes well before
-//     RenewDeadline. It
-//     plans for at most the renew period P = RenewInterval +
-//     (RenewDeadline - RenewInterval)/2 between two renewals of a role,
-//     and estimates its renew capacity as 0.75 x MaxInFlight x P / L,
+//     RenewDeadline. It plans for at most C = RenewInterval + 3/8
+//     (RenewDeadline - RenewInterval) between two renewals of a role,
+//     an eighth of that margin before the renew period P, halfway from
+//     RenewInterval to RenewDeadline, after which a renewal is late, and
+//     estimates its renew capacity as 0.75 x MaxInFlight x C / L,
 //     where L is a moving average of its measured lease write latency
 //     (from the slot's grant to the answer; rising by half a new higher
 //     sample, falling by a sixteenth of a lower one, and by a

@@ -115,10 +115,11 @@ func (l *limiter) release() {
 	l.busy--
 }
 
-// renewPeriod is the longest a member plans to take between two renewals
-// of a role under load: halfway from RenewInterval to RenewDeadline, so
-// that a renewal late by that much still has half the margin before the
-// holder stops on its own.
+// renewPeriod P is how long after the last successful write a renewal is
+// late (begun or granted its slot): halfway from RenewInterval to
+// RenewDeadline, so that a renewal that late still has half the margin
+// before the holder stops on its own. A loaded member paces its renewals
+// an eighth of that margin short of it (paceCap).
 func renewPeriod(s Settings) time.Duration {
 	return s.RenewInterval + (s.RenewDeadline-s.RenewInterval)/2
 }
@@ -154,26 +155,26 @@ const (
 // limiter's width slots for L, the moving average of the measured lease
 // write latencies (rising fast, falling slowly; from the moment a slot
 // was granted), so the member writes at most width/L leases a second.
-// Unloaded it renews each role every RenewInterval; loaded, renewals
-// wait for slots and come later, which is safe as long as each comes
-// well before RenewDeadline. It plans for at most the renew period P =
-// RenewInterval + (RenewDeadline - RenewInterval)/2 between renewals, and
+// Unloaded it renews each role every RenewInterval; loaded, it spaces
+// renewals out and they wait for slots, which is safe as long as each
+// comes well before RenewDeadline. It plans for at most C = RenewInterval
+// + 3/8 (RenewDeadline - RenewInterval) between renewals (paceCap), and
 // keeps a quarter of the slots' time for spikes and its other calls:
 //
-//	capacity = floor(0.75 * width * P / L)
+//	capacity = floor(0.75 * width * C / L)
 //
 // roles. Until the first write has been measured the capacity is
 // unbounded (the limiter still bounds the calls). A member holding more
 // roles than its capacity (and an eighth) resigns the excess
-// ([ReasonOverloaded]) at their next renewal that is late (more than P
-// after the last), so that other candidates take them at once instead of
+// ([ReasonOverloaded]) at their next renewal that is late (more than P,
+// renewPeriod, after the last), so that other candidates take them at once instead of
 // after an expiry; one holding its capacity or more (counting the
 // campaigns under way) does not campaign, and its other roles stay
 // registered, not challenging.
 type admission struct {
 	m      *Member
 	width  int
-	period time.Duration // renewPeriod of the settings
+	period time.Duration // paceCap of the settings
 
 	mu         sync.Mutex
 	lat        time.Duration // moving average of lease write latency; 0 until measured
@@ -188,7 +189,17 @@ type admission struct {
 }
 
 func newAdmission(m *Member) *admission {
-	return &admission{m: m, width: m.s.MaxInFlight, period: renewPeriod(m.s), queued: map[codec.Role]struct{}{}}
+	return &admission{m: m, width: m.s.MaxInFlight, period: paceCap(m.s), queued: map[codec.Role]struct{}{}}
+}
+
+// paceCap is the longest a loaded member spaces two renewals of a role
+// (see renewEvery), and the period the renew capacity plans for: three
+// eighths of the way from RenewInterval to RenewDeadline, an eighth of
+// that margin before the renew period (renewPeriod), after which a
+// renewal is late. At the capacity the pace reaches paceCap with the
+// call slots busy three quarters of the time.
+func paceCap(s Settings) time.Duration {
+	return s.RenewInterval + 3*(s.RenewDeadline-s.RenewInterval)/8
 }
 
 // capacity returns the estimate above; a.mu must be held.
@@ -267,7 +278,7 @@ func (a *admission) claim(role codec.Role, now time.Time) bool {
 	a.mu.Unlock()
 	if logRefusal {
 		a.m.log.Warn("not campaigning for more roles: the member cannot renew more in time; the others stay registered and wait",
-			"held", held, "capacity", c, "write_latency", lat, "max_in_flight", a.width, "renew_period", a.period)
+			"held", held, "capacity", c, "write_latency", lat, "max_in_flight", a.width, "pace_cap", a.period)
 	}
 	a.m.met.queued(a.m.me, queued)
 	return ok
@@ -390,14 +401,11 @@ func (a *admission) challengeDone() {
 // capacityHeadroom of its call slots' time, leaving the rest to the other
 // calls (campaigns, releases) and keeping the wait for a slot short: with
 // K held and write latency L, a renewal every K x L / (headroom x width),
-// less up to an eighth at random, never beyond three eighths of the way
-// from RenewInterval to RenewDeadline: an eighth of that margin before
-// the renew period P (see admission), after which a renewal is late, for
-// the wait for a slot. At the renew capacity the pace would reach P; so
-// near it the slots are busier than three quarters of the time and the
-// waits grow (with the cap a quarter of the way, as before, the slots
-// saturated at 80% of the capacity, and a renewal waited for most of
-// the period).
+// less up to an eighth at random, never beyond paceCap, which it
+// reaches at the renew capacity (the capacity plans for it). (When the
+// capacity planned for the renew period P and the pace stopped short of
+// it, the slots saturated below the capacity, and a renewal waited for
+// more than half its period.)
 func (a *admission) renewEvery() time.Duration {
 	a.mu.Lock()
 	held, lat := a.held, a.lat
@@ -407,7 +415,7 @@ func (a *admission) renewEvery() time.Duration {
 	if lat > 0 {
 		paced := time.Duration(float64(held) * float64(lat) / (capacityHeadroom * float64(a.width)))
 		if paced > every {
-			every = min(paced-rand.N(paced/8+1), s.RenewInterval+3*(s.RenewDeadline-s.RenewInterval)/8)
+			every = min(paced-rand.N(paced/8+1), a.period)
 		}
 	}
 	return every
