@@ -153,13 +153,14 @@ func revocations(r *recorder, member codec.MemberID) map[processor.Reason]int {
 // nobody to hand roles to (issue 13): node-a alone holds 20 roles, then
 // the cluster answers each EndTxn under one of node-a's tokens only after
 // 80ms, as in TestIntegrationOverloadKeepsWhatItCanRenew. node-a cannot
-// renew all 20 in time. It must release the roles it cannot keep
-// ([processor.ReasonOverloaded], the next lease write shows them
-// released), keep the rest, and then hold a stable set: over several
-// lease durations it loses no role it holds (to its deadline, a retired
-// token or a fence) and lets at most one go (after its pause it may take
-// a released role back, and let one go if that was one too many).
-// Checked on the member's events, not on speed.
+// renew all 20 in time. It must let go of the roles it cannot keep by
+// releasing them ([processor.ReasonOverloaded]), never by losing them to
+// their deadlines (nor to a retired token or a fence), keep the rest,
+// and then hold a stable set: over several lease durations it keeps the
+// roles it holds under the same tokens (Describe and the view agree) and
+// lets at most one go (after its pause it may take a released role back,
+// and let one go if that was one too many). Checked on the member's
+// events and the broker, not on speed.
 //
 // Before the fix a lone member never let a role go (no other candidate
 // to shed to): the renewals it could not fit in came too late, and 16 of
