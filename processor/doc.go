@@ -251,13 +251,15 @@
 //     transaction; renewals are served first, then releases, then
 //     registrations, challenges, deregistrations and prunes. A renewal
 //     that gets its slot with less time left before RenewDeadline than
-//     the average lease write and an eighth of RenewDeadline -
-//     RenewInterval is not begun: cut short
+//     the average lease write (and, if it queued for the slot, an eighth
+//     of RenewDeadline - RenewInterval more) is not begun: cut short
 //     mid-transaction it would retire the token and hold back the
-//     partition's readers. Such a renewal, or one that got no slot before
-//     RenewDeadline, releases the role instead ([ReasonOverloaded]),
-//     whether or not another candidate waits: a release now rather than
-//     a lapse at the deadline.
+//     partition's readers. A renewal that queued for its slot and then
+//     could not be begun, or got no slot before RenewDeadline, releases
+//     the role instead ([ReasonOverloaded]), whether or not another
+//     candidate waits: a release now rather than a lapse at the deadline.
+//     (One left too little time by failed attempts, not by a wait, is
+//     retried until the deadline, as any failed renewal.)
 //   - Renewals are spread across the interval: each goes a random
 //     duration in [0, RenewJitter) early (default RenewInterval/4), drawn
 //     anew each time, so roles elected together do not renew in bursts.

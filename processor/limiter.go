@@ -48,18 +48,26 @@ func newLimiter(width int) *limiter { return &limiter{width: width} }
 // acquire waits for a slot until ctx ends. It returns the function that
 // gives the slot back, or ctx's error.
 func (l *limiter) acquire(ctx context.Context, p priority) (func(), error) {
+	release, _, err := l.acquireQueued(ctx, p)
+	return release, err
+}
+
+// acquireQueued is acquire, and also reports whether the call queued for
+// its slot (every slot was busy, or a call of higher or equal priority
+// waited).
+func (l *limiter) acquireQueued(ctx context.Context, p priority) (func(), bool, error) {
 	l.mu.Lock()
 	if l.busy < l.width && !l.waiting(p) {
 		l.busy++
 		l.mu.Unlock()
-		return l.release, nil
+		return l.release, false, nil
 	}
 	w := make(chan struct{}, 1)
 	l.q[p] = append(l.q[p], w)
 	l.mu.Unlock()
 	select {
 	case <-w:
-		return l.release, nil
+		return l.release, true, nil
 	case <-ctx.Done():
 	}
 	l.mu.Lock()
@@ -69,7 +77,7 @@ func (l *limiter) acquire(ctx context.Context, p priority) (func(), error) {
 		<-w
 		l.release()
 	}
-	return nil, ctx.Err()
+	return nil, true, ctx.Err()
 }
 
 // waiting reports whether a call of priority p or higher waits; l.mu must

@@ -299,16 +299,23 @@ func (r *runner) succeeded() { r.l.failures, r.l.retryAt = 0, time.Time{} }
 // slot waits, at most wait, for one of the member's call slots at
 // priority p. It returns the function that gives it back.
 func (r *runner) slot(ctx context.Context, p priority, wait time.Duration) (func(), error) {
+	release, _, err := r.slotQueued(ctx, p, wait)
+	return release, err
+}
+
+// slotQueued is slot, and also reports whether the call queued for its
+// slot.
+func (r *runner) slotQueued(ctx context.Context, p priority, wait time.Duration) (func(), bool, error) {
 	wctx, cancel := r.callCtx(ctx, wait)
 	defer cancel()
-	release, err := r.m.lim.acquire(wctx, p)
+	release, queued, err := r.m.lim.acquireQueued(wctx, p)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, queued, ctx.Err()
 		}
-		return nil, fmt.Errorf("%w: waited %v for one of the member's %d call slots", ErrOverloaded, wait, r.m.s.MaxInFlight)
+		return nil, queued, fmt.Errorf("%w: waited %v for one of the member's %d call slots", ErrOverloaded, wait, r.m.s.MaxInFlight)
 	}
-	return release, nil
+	return release, queued, nil
 }
 
 func (r *runner) register(ctx context.Context, now time.Time, why string) {
@@ -515,7 +522,7 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 	expiry := r.l.renewedAt.Add(r.m.s.RenewDeadline)
 	// The wait for a slot counts against the renew deadline; the write
 	// itself begins only once it has a slot, so no transaction waits.
-	release, err := r.slot(ctx, prioRenew, expiry.Sub(now))
+	release, queued, err := r.slotQueued(ctx, prioRenew, expiry.Sub(now))
 	var lease codec.Lease
 	if err == nil && r.shed() { // the estimate may have moved during the wait
 		release()
@@ -527,12 +534,17 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 		// begun: cut short by its context mid-transaction, it would
 		// retire the token (an unknown outcome) and leave a transaction
 		// open that holds back the partition's readers.
-		// Nor is one with less than the average write's time and a margin
-		// left (an eighth of the way from RenewInterval to RenewDeadline):
-		// the latency varies with the load, and one that ends after the
-		// deadline ends the holding with the lease renewed for nothing.
-		if left := expiry.Sub(granted); left <= 0 || left < r.m.adm.latency()+lateMargin(r.m.s) {
-			err = fmt.Errorf("%w: %v left before the renew deadline, less than a lease write takes and a margin", ErrOverloaded, left)
+		// After a wait for a slot (the member is loaded), nor is one with
+		// less than the average write's time and a margin left (an eighth
+		// of the way from RenewInterval to RenewDeadline): the latency
+		// varies with the load, and one that ends after the deadline ends
+		// the holding with the lease renewed for nothing.
+		need := r.m.adm.latency()
+		if queued {
+			need += lateMargin(r.m.s)
+		}
+		if left := expiry.Sub(granted); left <= 0 || left < need {
+			err = fmt.Errorf("%w: %v left before the renew deadline, less than a lease write takes", ErrOverloaded, left)
 		} else {
 			// Bounded by TransactionTimeout only, not by the deadline: a
 			// write cut short mid-transaction gets no definite answer,
@@ -559,12 +571,14 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 	}
 	took := r.m.clk.Now().Sub(now)
 	switch {
-	case errors.Is(err, ErrOverloaded) && ctx.Err() == nil:
-		// The renewal could not be written before the renew deadline
-		// (no call slot in time): the role is lost to its deadline
-		// unless the member lets it go. It releases it instead, so that
-		// another candidate takes it at once (or, with none, it waits
-		// queued), and pauses its campaigns.
+	case queued && errors.Is(err, ErrOverloaded) && ctx.Err() == nil:
+		// The renewal queued for a call slot and then could not be
+		// written before the renew deadline: the role is lost to its
+		// deadline unless the member lets it go. It releases it instead,
+		// so that another candidate takes it at once (or, with none, it
+		// waits queued), and pauses its campaigns. (A renewal left too
+		// little time by failed attempts, not by the wait, is retried
+		// until the deadline, as any failed renewal.)
 		r.m.met.renewed(r.role, took, "error")
 		r.shedLate(err)
 		return
