@@ -250,9 +250,16 @@
 //     share. A call waits for a slot before it begins, never inside a
 //     transaction; renewals are served first, then releases, then
 //     registrations, challenges, deregistrations and prunes. A renewal
-//     that gets its slot with less time left before RenewDeadline than a
-//     lease write takes is not begun: cut short mid-transaction it would
-//     retire the token and hold back the partition's readers.
+//     that gets its slot with less time left before RenewDeadline than
+//     the average lease write (and, if it queued for the slot, an eighth
+//     of RenewDeadline - RenewInterval more) is not begun: cut short
+//     mid-transaction it would retire the token and hold back the
+//     partition's readers. A renewal that queued for its slot and then
+//     could not be begun, or got no slot before RenewDeadline, releases
+//     the role instead ([ReasonOverloaded]), whether or not another
+//     candidate waits: a release now rather than a lapse at the deadline.
+//     (One left too little time by failed attempts, not by a wait, is
+//     retried until the deadline, as any failed renewal.)
 //   - Renewals are spread across the interval: each goes a random
 //     duration in [0, RenewJitter) early (default RenewInterval/4), drawn
 //     anew each time, so roles elected together do not renew in bursts.
@@ -261,14 +268,21 @@
 //     LeaseDuration, with jitter; a successful challenge ends the run.
 //   - A member campaigns (confirms and challenges) for no more roles than
 //     it can renew in time. Unloaded it renews each role every
-//     RenewInterval; loaded, renewals wait for call slots and come later,
-//     which is safe as long as each comes well before RenewDeadline. It
-//     plans for at most the renew period P = RenewInterval +
-//     (RenewDeadline - RenewInterval)/2 between two renewals of a role,
-//     and estimates its renew capacity as 0.75 x MaxInFlight x P / L,
+//     RenewInterval; loaded, it spaces renewals out so that they take at
+//     most three quarters of its call slots' time (with K held, one every
+//     K x L / (0.75 x MaxInFlight), up to C below), and they wait for
+//     call slots, which is safe as long as each comes well before
+//     RenewDeadline. It plans for at most C = RenewInterval + 3/8
+//     (RenewDeadline - RenewInterval) between two renewals of a role,
+//     an eighth of that margin before the renew period P, halfway from
+//     RenewInterval to RenewDeadline, after which a renewal is late, and
+//     estimates its renew capacity as 0.75 x MaxInFlight x C / L,
 //     where L is a moving average of its measured lease write latency
 //     (from the slot's grant to the answer; rising by half a new higher
-//     sample, falling by a sixteenth of a lower one): MaxInFlight slots
+//     sample, falling by a sixteenth of a lower one, and by a
+//     sixty-fourth only if not every slot was busy: on a cluster that
+//     serves writes one at a time, a write with fewer in flight is
+//     faster and says nothing of MaxInFlight at once): MaxInFlight slots
 //     each held L per write give MaxInFlight/L writes a second, and a
 //     quarter is kept for latency spikes, jitter's early renewals and the
 //     other calls. Unbounded until a write was measured. At its capacity
@@ -277,14 +291,22 @@
 //     campaigns again) and in krole_renew_capacity_roles and
 //     krole_queued_roles, and keeps the other roles registered, not
 //     challenging: the candidates behind it take them in their turn.
-//   - A member holding more than its capacity and an eighth resigns the
-//     excess ([ReasonOverloaded]): at a renewal that is late (begun or
-//     granted its slot more than P after the last successful write), it
-//     writes the release instead, so
-//     another candidate takes the role at once rather than after an
-//     expiry, and the roles it keeps are renewed in time. The estimate
+//   - A member holding more than its capacity and an eighth (at least
+//     one) resigns the excess ([ReasonOverloaded]): at a renewal that is
+//     late (begun or granted its slot more than P after the last
+//     successful write), it writes the release instead, so another
+//     candidate takes the role at once rather than after an expiry, and
+//     the roles it keeps are renewed in time. The estimate
 //     alone sheds nothing: handing roles over costs calls too; nor is a
-//     role shed that has no other candidate in the view.
+//     role shed this way that has no other candidate in the view (it is
+//     released only when its renewal cannot be written in time, above,
+//     and then waits queued: a member with nobody to hand roles to keeps
+//     a stable set instead of losing roles to their deadlines). After a
+//     shed or such a release the member does not campaign for 4 lease
+//     durations, whatever the estimate says (it moves with the load);
+//     the pause doubles, up to 64 lease durations, while each campaign
+//     after a pause ends in a shed again, so that a member alone does
+//     not take released roles back and shed them again.
 //
 // Each role keeps its own lease, renewed under its own token: a holder
 // learns that it lost a role from a fenced lease write of that role and
@@ -298,6 +320,29 @@
 // stays, and what a member holds is bounded by its renew capacity
 // instead. Where the member's capacity is lower than the roles offered,
 // spread them over more members: the capacity is per member.
+//
+// The other options weighed, for when the per-role renewal is the limit:
+//
+//   - Several roles' renewals in one transaction: not possible. A
+//     transaction runs under one producer id and epoch, which is one
+//     role's token; a write under another role's token cannot join it.
+//   - Fewer requests per renewal: a lease write is AddPartitionsToTxn,
+//     Produce and EndTxn to the role's coordinator and partition leader.
+//     Brokers with transaction protocol version 2 (KIP-890, Kafka 4)
+//     add the partition on Produce (v12 and later), which would save one
+//     request; sarama (v1.61) sends Produce up to v10.
+//   - Renewing less often under load: done (the pacing above), within
+//     the renew period P, so that a late renewal still has half the
+//     margin to RenewDeadline; lengthening LeaseDuration does the rest.
+//   - More members: the capacity is per member, as are its call slots.
+//
+// Measured (docs/BENCHMARKS.md, "Many roles on one member"): on the
+// embedded cluster the limit is the cluster, not the per-role renewal
+// (kfake walks every transactional id after every request, so its cost
+// per request grows with the roles); the member's own cost is 0.5 to 1
+// CPU millisecond per renewal, its view included, most of it in the
+// client's network calls, below the cluster process's at every K
+// measured.
 //
 // # Events, logs, metrics
 //

@@ -48,9 +48,11 @@ const (
 	ReasonDeregistered Reason = "deregistered"
 	// ReasonOverloaded: the member held more roles than it can renew in
 	// time (its renew capacity, see "Many roles" in the package
-	// documentation), so it resigned this one at its renewal, for another
-	// candidate to take at once rather than after an expiry. It registers
-	// again at the back, and campaigns again once below its capacity.
+	// documentation), or this role's renewal, having queued for a call
+	// slot, could not be written before RenewDeadline, so it resigned this
+	// one at its renewal, for another candidate to take at once rather
+	// than after an expiry. It registers again at the back, and campaigns again once
+	// below its capacity, after a pause.
 	ReasonOverloaded Reason = "overloaded"
 )
 

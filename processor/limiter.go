@@ -48,18 +48,26 @@ func newLimiter(width int) *limiter { return &limiter{width: width} }
 // acquire waits for a slot until ctx ends. It returns the function that
 // gives the slot back, or ctx's error.
 func (l *limiter) acquire(ctx context.Context, p priority) (func(), error) {
+	release, _, err := l.acquireQueued(ctx, p)
+	return release, err
+}
+
+// acquireQueued is acquire, and also reports whether the call queued for
+// its slot (every slot was busy, or a call of higher or equal priority
+// waited).
+func (l *limiter) acquireQueued(ctx context.Context, p priority) (func(), bool, error) {
 	l.mu.Lock()
 	if l.busy < l.width && !l.waiting(p) {
 		l.busy++
 		l.mu.Unlock()
-		return l.release, nil
+		return l.release, false, nil
 	}
 	w := make(chan struct{}, 1)
 	l.q[p] = append(l.q[p], w)
 	l.mu.Unlock()
 	select {
 	case <-w:
-		return l.release, nil
+		return l.release, true, nil
 	case <-ctx.Done():
 	}
 	l.mu.Lock()
@@ -69,7 +77,7 @@ func (l *limiter) acquire(ctx context.Context, p priority) (func(), error) {
 		<-w
 		l.release()
 	}
-	return nil, ctx.Err()
+	return nil, true, ctx.Err()
 }
 
 // waiting reports whether a call of priority p or higher waits; l.mu must
@@ -93,6 +101,13 @@ func remove(q *[]chan struct{}, w chan struct{}) bool {
 	return false
 }
 
+// full reports whether every slot is busy.
+func (l *limiter) full() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.busy >= l.width
+}
+
 // release gives a slot back, to the first waiter of the highest priority.
 func (l *limiter) release() {
 	l.mu.Lock()
@@ -108,10 +123,11 @@ func (l *limiter) release() {
 	l.busy--
 }
 
-// renewPeriod is the longest a member plans to take between two renewals
-// of a role under load: halfway from RenewInterval to RenewDeadline, so
-// that a renewal late by that much still has half the margin before the
-// holder stops on its own.
+// renewPeriod P is how long after the last successful write a renewal is
+// late (begun or granted its slot): halfway from RenewInterval to
+// RenewDeadline, so that a renewal that late still has half the margin
+// before the holder stops on its own. A loaded member paces its renewals
+// an eighth of that margin short of it (paceCap).
 func renewPeriod(s Settings) time.Duration {
 	return s.RenewInterval + (s.RenewDeadline-s.RenewInterval)/2
 }
@@ -125,10 +141,17 @@ const capacityHeadroom = 0.75
 // estimate uses: a latency above the average counts for half, so that
 // the estimate follows an overload within a few writes; one below it for
 // a sixteenth, so that a lull does not make the member take on more roles
-// at once.
+// at once; and for a sixty-fourth only when the write did not run with
+// every slot busy. A write's latency depends on how many others are in
+// flight (on a cluster that serves them one at a time, two in flight
+// take twice as long each): the estimate is of MaxInFlight writes at
+// once, and one measured with fewer in flight would raise it at once
+// (the member with nobody to shed to took roles back and shed them
+// again).
 const (
-	latencyRise = 1.0 / 2
-	latencyFall = 1.0 / 16
+	latencyRise        = 1.0 / 2
+	latencyFall        = 1.0 / 16
+	latencyFallPartial = 1.0 / 64
 )
 
 // admission decides whether a member may campaign for one more role: it
@@ -140,26 +163,26 @@ const (
 // limiter's width slots for L, the moving average of the measured lease
 // write latencies (rising fast, falling slowly; from the moment a slot
 // was granted), so the member writes at most width/L leases a second.
-// Unloaded it renews each role every RenewInterval; loaded, renewals
-// wait for slots and come later, which is safe as long as each comes
-// well before RenewDeadline. It plans for at most the renew period P =
-// RenewInterval + (RenewDeadline - RenewInterval)/2 between renewals, and
+// Unloaded it renews each role every RenewInterval; loaded, it spaces
+// renewals out and they wait for slots, which is safe as long as each
+// comes well before RenewDeadline. It plans for at most C = RenewInterval
+// + 3/8 (RenewDeadline - RenewInterval) between renewals (paceCap), and
 // keeps a quarter of the slots' time for spikes and its other calls:
 //
-//	capacity = floor(0.75 * width * P / L)
+//	capacity = floor(0.75 * width * C / L)
 //
 // roles. Until the first write has been measured the capacity is
 // unbounded (the limiter still bounds the calls). A member holding more
 // roles than its capacity (and an eighth) resigns the excess
-// ([ReasonOverloaded]) at their next renewal that is late (more than P
-// after the last), so that other candidates take them at once instead of
+// ([ReasonOverloaded]) at their next renewal that is late (more than P,
+// renewPeriod, after the last), so that other candidates take them at once instead of
 // after an expiry; one holding its capacity or more (counting the
 // campaigns under way) does not campaign, and its other roles stay
 // registered, not challenging.
 type admission struct {
 	m      *Member
 	width  int
-	period time.Duration // renewPeriod of the settings
+	period time.Duration // paceCap of the settings
 
 	mu         sync.Mutex
 	lat        time.Duration // moving average of lease write latency; 0 until measured
@@ -167,12 +190,24 @@ type admission struct {
 	claims     int
 	queued     map[codec.Role]struct{}
 	refusing   bool
-	pauseUntil time.Time // no challenge before this (a challenge timed out)
-	timeouts   int       // consecutive challenge timeouts
+	pauseUntil time.Time // no challenge before this (a challenge timed out, or a role was shed)
+	shedUntil  time.Time // the end of the pause after the last shed
+	shedFor    time.Duration
+	timeouts   int // consecutive challenge timeouts
 }
 
 func newAdmission(m *Member) *admission {
-	return &admission{m: m, width: m.s.MaxInFlight, period: renewPeriod(m.s), queued: map[codec.Role]struct{}{}}
+	return &admission{m: m, width: m.s.MaxInFlight, period: paceCap(m.s), queued: map[codec.Role]struct{}{}}
+}
+
+// paceCap is the longest a loaded member spaces two renewals of a role
+// (see renewEvery), and the period the renew capacity plans for: three
+// eighths of the way from RenewInterval to RenewDeadline, an eighth of
+// that margin before the renew period (renewPeriod), after which a
+// renewal is late. At the capacity the pace reaches paceCap with the
+// call slots busy three quarters of the time.
+func paceCap(s Settings) time.Duration {
+	return s.RenewInterval + 3*(s.RenewDeadline-s.RenewInterval)/8
 }
 
 // capacity returns the estimate above; a.mu must be held.
@@ -206,16 +241,19 @@ func (a *admission) Capacity() int {
 	return a.capacity()
 }
 
-// wrote records the latency of a lease write (from the slot's grant).
-func (a *admission) wrote(d time.Duration) {
+// wrote records the latency of a lease write (from the slot's grant);
+// full says whether every call slot was busy when it was granted.
+func (a *admission) wrote(d time.Duration, full bool) {
 	a.mu.Lock()
 	switch {
 	case a.lat == 0:
 		a.lat = d
 	case d > a.lat:
 		a.lat += time.Duration(latencyRise * float64(d-a.lat))
-	default:
+	case full:
 		a.lat += time.Duration(latencyFall * float64(d-a.lat))
+	default:
+		a.lat += time.Duration(latencyFallPartial * float64(d-a.lat))
 	}
 	c := a.capacity()
 	a.mu.Unlock()
@@ -248,7 +286,7 @@ func (a *admission) claim(role codec.Role, now time.Time) bool {
 	a.mu.Unlock()
 	if logRefusal {
 		a.m.log.Warn("not campaigning for more roles: the member cannot renew more in time; the others stay registered and wait",
-			"held", held, "capacity", c, "write_latency", lat, "max_in_flight", a.width, "renew_period", a.period)
+			"held", held, "capacity", c, "write_latency", lat, "max_in_flight", a.width, "pace_cap", a.period)
 	}
 	a.m.met.queued(a.m.me, queued)
 	return ok
@@ -280,19 +318,60 @@ func (a *admission) holding(delta int) {
 	a.mu.Unlock()
 }
 
-// shed reports whether a held role should be resigned because the member
-// holds more than its capacity; on true the role no longer counts as held
-// (the caller resigns it).
-func (a *admission) shed() bool {
+// shed reports whether a held role should be resigned at now because the
+// member holds more than its capacity; on true the role no longer counts
+// as held (the caller resigns it), and campaigns pause for shedPause
+// after it.
+func (a *admission) shed(now time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c := a.capacity()
-	if a.held <= c+c/8 { // a margin, so that noise in the estimate sheds nothing
+	if a.held <= c+max(1, c/8) { // a margin, so that noise in the estimate sheds nothing
 		return false
 	}
 	a.held--
+	a.pause(now)
 	return true
 }
+
+// shedAt pauses campaigns after a role was let go at now (see shed and
+// shedPause).
+func (a *admission) shedAt(now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.pause(now)
+}
+
+// pause pauses campaigns after a shed at now; a.mu must be held.
+func (a *admission) pause(now time.Time) {
+	if !now.Before(a.shedUntil) {
+		// The first shed since the last pause ended. Soon after it (the
+		// member campaigned again and could not keep what it took), the
+		// pause doubles; later, a new run starts.
+		base := shedPause * a.m.s.LeaseDuration
+		if a.shedFor > 0 && now.Before(a.shedUntil.Add(a.shedFor)) {
+			a.shedFor = min(2*a.shedFor, maxShedPause*a.m.s.LeaseDuration)
+		} else {
+			a.shedFor = base
+		}
+		a.shedUntil = now.Add(a.shedFor)
+		if a.shedUntil.After(a.pauseUntil) {
+			a.pauseUntil = a.shedUntil
+		}
+	}
+}
+
+// shedPause and maxShedPause, in lease durations, bound how long a member
+// that shed a role does not campaign: a late renewal showed that the
+// member holds more than it can renew, whatever the estimate says now,
+// and the estimate moves with the load. Without the pause a member with
+// nobody to shed to takes a released role back as soon as the estimate
+// rises, and sheds again: it churns. The pause doubles while each
+// campaign after it ends in a shed again.
+const (
+	shedPause    = 4
+	maxShedPause = 64
+)
 
 // challengeTimedOut pauses every campaign of the member: a challenge that
 // timed out says the member or the cluster is overloaded, and more
@@ -328,9 +407,13 @@ func (a *admission) challengeDone() {
 // renewal goes: RenewInterval less jitter (see renewJitter), stretched
 // when the member is loaded so that its renewals take at most
 // capacityHeadroom of its call slots' time, leaving the rest to the other
-// calls (campaigns, releases), never beyond a quarter of the way from
-// RenewInterval to RenewDeadline: with K held and write latency L, a
-// renewal every K x L / (headroom x width).
+// calls (campaigns, releases) and keeping the wait for a slot short: with
+// K held and write latency L, a renewal every K x L / (headroom x width),
+// less up to an eighth at random, never beyond paceCap, which it
+// reaches at the renew capacity (the capacity plans for it). (When the
+// capacity planned for the renew period P and the pace stopped short of
+// it, the slots saturated below the capacity, and a renewal waited for
+// more than half its period.)
 func (a *admission) renewEvery() time.Duration {
 	a.mu.Lock()
 	held, lat := a.held, a.lat
@@ -340,9 +423,7 @@ func (a *admission) renewEvery() time.Duration {
 	if lat > 0 {
 		paced := time.Duration(float64(held) * float64(lat) / (capacityHeadroom * float64(a.width)))
 		if paced > every {
-			// At most a quarter of the way to RenewDeadline: the wait
-			// for a slot and the write itself come on top.
-			every = min(paced+rand.N(paced/8+1), s.RenewInterval+(s.RenewDeadline-s.RenewInterval)/4)
+			every = min(paced-rand.N(paced/8+1), a.period)
 		}
 	}
 	return every

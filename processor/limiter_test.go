@@ -78,37 +78,59 @@ func waitQueued(t *testing.T, l *limiter, p priority) {
 // latency; a member at its capacity does not campaign (the role is
 // queued), and one over it by more than an eighth sheds.
 func TestAdmissionCapacity(t *testing.T) {
-	// Renew interval 2s, deadline 8s: the renew period is 5s.
+	// Renew interval 2s, deadline 8s: the pace cap is 2s + 3/8 x 6s = 4.25s.
 	h := newHarness(t, "a", Settings{MaxInFlight: 4, LeaseDuration: 10 * time.Second})
 	a := h.m.adm
 	assert.Equal(t, unbounded, a.Capacity(), "unbounded until a write was measured")
-	a.wrote(time.Second)
-	assert.Equal(t, 15, a.Capacity(), "0.75 x 4 x 5s / 1s")
-	a.wrote(2 * time.Second) // rises by half the difference at once: 1.5s
-	assert.Equal(t, 10, a.Capacity())
-	a.wrote(time.Second) // falls by a sixteenth: 1.46875s
-	assert.Equal(t, 10, a.Capacity())
+	a.wrote(time.Second, true)
+	assert.Equal(t, 12, a.Capacity(), "0.75 x 4 x 4.25s / 1s")
+	a.wrote(2*time.Second, false) // rises by half the difference at once: 1.5s
+	assert.Equal(t, 8, a.Capacity())
+	a.wrote(time.Second, true) // falls by a sixteenth: 1.46875s
+	assert.Equal(t, 8, a.Capacity())
+	assert.Equal(t, 1468750*time.Microsecond, a.latency())
+	// With fewer than every slot busy a lower latency says little: it
+	// falls by a sixty-fourth only.
+	a.wrote(468750*time.Microsecond, false)
+	assert.Equal(t, 1453125*time.Microsecond, a.latency())
 
 	now := time.Now()
-	for range 9 {
+	for range 7 {
 		a.holding(+1)
 	}
-	require.True(t, a.claim("r1", now), "9 held + 0 campaigning < 10")
-	assert.False(t, a.claim("r2", now), "9 held + 1 campaigning: at capacity")
+	require.True(t, a.claim("r1", now), "7 held + 0 campaigning < 8")
+	assert.False(t, a.claim("r2", now), "7 held + 1 campaigning: at capacity")
 	assert.Equal(t, 1.0, h.metric("krole_queued_roles", "member", "a"))
 	a.unclaim()
 	a.dequeue("r2")
 	assert.Equal(t, 0.0, h.metric("krole_queued_roles", "member", "a"))
-	assert.False(t, a.shed(), "9 held, capacity 10")
+	assert.False(t, a.shed(now), "7 held, capacity 8")
+	a.unclaim()
 	for range 3 {
 		a.holding(+1)
 	}
-	assert.True(t, a.shed(), "12 held: over capacity + an eighth (11)")
-	assert.False(t, a.shed(), "the shed role no longer counts: 11 held")
+	assert.True(t, a.shed(now), "10 held: over capacity + an eighth, at least one (9)")
+	assert.False(t, a.shed(now), "the shed role no longer counts: 9 held")
+
+	// A shed pauses every campaign for shedPause lease durations, even
+	// below the capacity.
+	a.holding(-4) // 5 held
+	pause := shedPause * 10 * time.Second
+	assert.False(t, a.claim("r3", now.Add(pause-time.Millisecond)), "paused after the shed")
+	require.True(t, a.claim("r3", now.Add(pause)), "pause over")
+	a.unclaim()
+	// A shed soon after the pause ended (the member could not keep what
+	// it took) doubles the pause.
+	a.holding(+5) // 10 held
+	later := now.Add(pause + time.Second)
+	require.True(t, a.shed(later), "10 held")
+	assert.False(t, a.claim("r3", later.Add(2*pause-time.Millisecond)), "paused twice as long")
+	a.holding(-4) // 5 held
+	require.True(t, a.claim("r3", later.Add(2*pause)), "pause over")
+	a.unclaim()
 
 	// A challenge timeout pauses every campaign.
-	a.unclaim()
-	a.holding(-6) // 5 held
+	now = later.Add(2 * pause)
 	d := a.challengeTimedOut(now)
 	assert.Positive(t, d)
 	assert.False(t, a.claim("r3", now), "paused")

@@ -38,6 +38,7 @@ import (
 //	KROLE_HOLD_PROFILE=F    write a CPU profile of this process to F
 //	KROLE_HOLD_MAX_IN_FLIGHT=N  the members' Settings.MaxInFlight
 //	KROLE_HOLD_SETTLE=D     measure after D (default 2m) even if not all held
+//	KROLE_HOLD_CLUSTER_PID=P  also report the CPU of process P (the `krole dev` process) over the window
 //
 // Run the cluster in another process so that the process's CPU time is
 // the members' (and their views') own, for example:
@@ -109,10 +110,13 @@ func TestHarnessHoldManyRoles(t *testing.T) {
 		require.NoError(t, pprof.StartCPUProfile(out))
 		defer func() { pprof.StopCPUProfile(); _ = out.Close() }()
 	}
+	clusterPID := envInt(t, "KROLE_HOLD_CLUSTER_PID", 0)
 	h.begin()
 	cpu0, t0 := processCPU(), time.Now()
+	ccpu0 := pidCPU(t, clusterPID)
 	time.Sleep(window)
 	cpu, wall := processCPU()-cpu0, time.Since(t0)
+	ccpu := pidCPU(t, clusterPID) - ccpu0
 	r := h.end()
 
 	target := float64(k) * wall.Seconds() / s.RenewInterval.Seconds()
@@ -124,7 +128,30 @@ func TestHarnessHoldManyRoles(t *testing.T) {
 	if r.renewals > 0 {
 		t.Logf("process CPU: %v over %v (%.2f cores); %.1f ms per 1,000 renewals", cpu.Round(time.Millisecond), wall.Round(time.Millisecond),
 			cpu.Seconds()/wall.Seconds(), float64(cpu.Milliseconds())*1000/float64(r.renewals))
+		if clusterPID > 0 {
+			t.Logf("cluster process %d CPU: %v (%.2f cores); %.1f ms per 1,000 renewals", clusterPID, ccpu.Round(time.Millisecond),
+				ccpu.Seconds()/wall.Seconds(), float64(ccpu.Milliseconds())*1000/float64(r.renewals))
+		}
 	}
+}
+
+// pidCPU is the CPU time (user and system) process pid has used, from
+// /proc (0: none).
+func pidCPU(t *testing.T, pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	require.NoError(t, err)
+	// The fields after the command (in parentheses, which may hold
+	// spaces): utime and stime are the 12th and 13th, in clock ticks
+	// (100 a second on Linux).
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	ut, err := strconv.ParseInt(f[11], 10, 64)
+	require.NoError(t, err)
+	st, err := strconv.ParseInt(f[12], 10, 64)
+	require.NoError(t, err)
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
 type holdMember struct {

@@ -299,16 +299,23 @@ func (r *runner) succeeded() { r.l.failures, r.l.retryAt = 0, time.Time{} }
 // slot waits, at most wait, for one of the member's call slots at
 // priority p. It returns the function that gives it back.
 func (r *runner) slot(ctx context.Context, p priority, wait time.Duration) (func(), error) {
+	release, _, err := r.slotQueued(ctx, p, wait)
+	return release, err
+}
+
+// slotQueued is slot, and also reports whether the call queued for its
+// slot.
+func (r *runner) slotQueued(ctx context.Context, p priority, wait time.Duration) (func(), bool, error) {
 	wctx, cancel := r.callCtx(ctx, wait)
 	defer cancel()
-	release, err := r.m.lim.acquire(wctx, p)
+	release, queued, err := r.m.lim.acquireQueued(wctx, p)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, queued, ctx.Err()
 		}
-		return nil, fmt.Errorf("%w: waited %v for one of the member's %d call slots", ErrOverloaded, wait, r.m.s.MaxInFlight)
+		return nil, queued, fmt.Errorf("%w: waited %v for one of the member's %d call slots", ErrOverloaded, wait, r.m.s.MaxInFlight)
 	}
-	return release, nil
+	return release, queued, nil
 }
 
 func (r *runner) register(ctx context.Context, now time.Time, why string) {
@@ -355,7 +362,7 @@ func (r *runner) challenge(ctx context.Context, now time.Time, prune []codec.Mem
 		r.failed(ctx, "challenge: acquire epoch", err)
 		return
 	}
-	start := r.m.clk.Now()
+	start, full := r.m.clk.Now(), r.m.lim.full()
 	lease := r.lease(tok, start)
 	// The lease write is not cut short by the end of Run's context either
 	// (see renew): once it has committed, the member releases the role on
@@ -365,7 +372,7 @@ func (r *runner) challenge(ctx context.Context, now time.Time, prune []codec.Mem
 	defer wcancel()
 	err = r.m.t.WriteLease(wctx, r.role, tok, lease)
 	if err == nil {
-		r.m.adm.wrote(r.m.clk.Now().Sub(start))
+		r.m.adm.wrote(r.m.clk.Now().Sub(start), full)
 	}
 	release()
 	release = nil
@@ -515,19 +522,28 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 	expiry := r.l.renewedAt.Add(r.m.s.RenewDeadline)
 	// The wait for a slot counts against the renew deadline; the write
 	// itself begins only once it has a slot, so no transaction waits.
-	release, err := r.slot(ctx, prioRenew, expiry.Sub(now))
+	release, queued, err := r.slotQueued(ctx, prioRenew, expiry.Sub(now))
 	var lease codec.Lease
 	if err == nil && r.shed() { // the estimate may have moved during the wait
 		release()
 		return
 	}
 	if err == nil {
-		granted := r.m.clk.Now()
+		granted, full := r.m.clk.Now(), r.m.lim.full()
 		// A write that cannot finish before the renew deadline is not
 		// begun: cut short by its context mid-transaction, it would
 		// retire the token (an unknown outcome) and leave a transaction
 		// open that holds back the partition's readers.
-		if left := expiry.Sub(granted); left <= 0 || left < r.m.adm.latency() {
+		// After a wait for a slot (the member is loaded), nor is one with
+		// less than the average write's time and a margin left (an eighth
+		// of the way from RenewInterval to RenewDeadline): the latency
+		// varies with the load, and one that ends after the deadline ends
+		// the holding with the lease renewed for nothing.
+		need := r.m.adm.latency()
+		if queued {
+			need += lateMargin(r.m.s)
+		}
+		if left := expiry.Sub(granted); left <= 0 || left < need {
 			err = fmt.Errorf("%w: %v left before the renew deadline, less than a lease write takes", ErrOverloaded, left)
 		} else {
 			// Bounded by TransactionTimeout only, not by the deadline: a
@@ -548,13 +564,24 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 			err = r.m.t.WriteLease(cctx, r.role, h.Token, lease)
 			cancel()
 			if err == nil {
-				r.m.adm.wrote(r.m.clk.Now().Sub(granted))
+				r.m.adm.wrote(r.m.clk.Now().Sub(granted), full)
 			}
 		}
 		release()
 	}
 	took := r.m.clk.Now().Sub(now)
 	switch {
+	case queued && errors.Is(err, ErrOverloaded) && ctx.Err() == nil:
+		// The renewal queued for a call slot and then could not be
+		// written before the renew deadline: the role is lost to its
+		// deadline unless the member lets it go. It releases it instead,
+		// so that another candidate takes it at once (or, with none, it
+		// waits queued), and pauses its campaigns. (A renewal left too
+		// little time by failed attempts, not by the wait, is retried
+		// until the deadline, as any failed renewal.)
+		r.m.met.renewed(r.role, took, "error")
+		r.shedLate(err)
+		return
 	case fencing.IsFenced(err):
 		r.m.met.renewed(r.role, took, "fenced")
 		r.m.met.fenced(r.role)
@@ -605,16 +632,34 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 // shedding on a noisy estimate feeds the load it means to relieve.
 //
 // Nor does a role with no other candidate in the view: nobody would take
-// it, and this member would only campaign for it again.
+// it. Such a role is let go only when its renewal cannot be written in
+// time at all (shedLate).
 func (r *runner) shed() bool {
 	late := r.l.renewedAt.Add(renewPeriod(r.m.s))
-	if r.m.clk.Now().Before(late) || !r.othersQueued() || !r.m.adm.shed() {
+	if now := r.m.clk.Now(); now.Before(late) || !r.othersQueued() || !r.m.adm.shed(now) {
 		return false
 	}
 	r.hold.counted = false
 	r.l.resign = ReasonOverloaded
 	r.log.Warn("resigning the role: the member holds more roles than it can renew in time", "capacity", r.m.adm.Capacity())
 	return true
+}
+
+// lateMargin is the time a renewal needs left before RenewDeadline beyond
+// the average lease write to be begun.
+func lateMargin(s Settings) time.Duration { return (s.RenewDeadline - s.RenewInterval) / 8 }
+
+// shedLate gives the role up when its renewal could not be written before
+// the renew deadline (err says why): a release now instead of a lapse,
+// whether or not another candidate waits, and whatever the estimate says.
+func (r *runner) shedLate(err error) {
+	if r.hold.counted {
+		r.hold.counted = false
+		r.m.adm.holding(-1)
+	}
+	r.m.adm.shedAt(r.m.clk.Now())
+	r.l.resign = ReasonOverloaded
+	r.log.Warn("resigning the role: its renewal could not be written before the renew deadline", "err", err, "capacity", r.m.adm.Capacity())
 }
 
 // othersQueued reports whether the view shows a candidate of the role

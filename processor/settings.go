@@ -59,8 +59,9 @@ type Settings struct {
 
 	// RenewInterval is how often the holder renews its lease, counted
 	// from the start of its last successful write (less RenewJitter at
-	// random; a loaded member's renewals wait for a call slot, see
-	// MaxInFlight). Default LeaseDuration/5 (2s).
+	// random; a loaded member spaces its renewals out, up to 3/8 of the
+	// way from RenewInterval to RenewDeadline, and they wait for a call slot,
+	// see MaxInFlight). Default LeaseDuration/5 (2s).
 	RenewInterval time.Duration
 
 	// RenewDeadline is how long after the start of its last successful

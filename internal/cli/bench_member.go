@@ -220,15 +220,26 @@ func acquireOnce(ctx context.Context, e *benchEnv, bt *fencing.BrokerTransport, 
 // measurement starts), then the report.
 type memberReport struct {
 	Event string `json:"event"`
-	// The report's fields: renew latencies (ms) of the window, how many
-	// holdings ended unasked, and the member process's CPU (user+system)
-	// over the window.
-	RenewMS  []float64 `json:"renew_ms,omitempty"`
-	Missed   int       `json:"missed"`
-	Failed   int       `json:"failed_renewals"`
-	WindowS  float64   `json:"window_s"`
-	CPUS     float64   `json:"cpu_s"`
-	ElectedS float64   `json:"elected_s"` // from the start of the campaign to every role held
+	// The report's fields: renew latencies (ms) of the window, from the
+	// renewal's start (the lease's GrantedAt, before the wait for one of
+	// the member's call slots) to the write's answer, and of the write
+	// alone (from the transport's call); how many holdings ended unasked,
+	// by reason; and the member process's CPU (user+system) over the
+	// window.
+	RenewMS  []float64      `json:"renew_ms,omitempty"`
+	WriteMS  []float64      `json:"write_ms,omitempty"`
+	Missed   int            `json:"missed"`
+	MissedBy map[string]int `json:"missed_by,omitempty"`
+	Failed   int            `json:"failed_renewals"`
+	WindowS  float64        `json:"window_s"`
+	CPUS     float64        `json:"cpu_s"`
+	ElectedS float64        `json:"elected_s"` // from the start of the campaign to every role held (or to the plateau)
+	// HeldAtStart and HeldAtEnd: roles held when the window began and
+	// ended. The window begins once every role is held, or once the count
+	// held has not grown for two lease durations (a member at its renew
+	// capacity keeps the rest queued).
+	HeldAtStart int `json:"held_at_start"`
+	HeldAtEnd   int `json:"held_at_end"`
 }
 
 // runBenchRenew runs `krole bench renew`: a `krole bench member` process
@@ -278,7 +289,7 @@ func runBenchRenew(c *ucli.Context) error {
 			_, _ = child.Stop(context.Background(), 10*time.Second)
 		}
 	}()
-	e.progress("renew: %d roles, waiting for the member to hold them all", k)
+	e.progress("renew: %d roles, waiting for the member to hold them all (or for the count held to stop growing)", k)
 	var (
 		rep       memberReport
 		steady    bool
@@ -306,7 +317,7 @@ func runBenchRenew(c *ucli.Context) error {
 		switch r.Event {
 		case "steady":
 			steady, cpu0 = true, selfCPU()
-			e.progress("renew: %d roles held; measuring for %v", k, dur)
+			e.progress("renew: measuring for %v", dur)
 		case "report":
 			rep, cpu1 = r, selfCPU()
 		}
@@ -332,10 +343,15 @@ func runBenchRenew(c *ucli.Context) error {
 	res := chart.Result{Kind: "renew", System: "krole", Label: c.String("label"), SamplesMS: rep.RenewMS, Settings: map[string]any{
 		"roles": k, "lease_duration": s.LeaseDuration.String(), "renew_interval": s.RenewInterval.String(),
 		"duration": dur.String(), "cluster": e.clusterName(), "elected_s": chart.Round3(rep.ElectedS),
-		"failed_renewals": rep.Failed,
+		"failed_renewals": rep.Failed, "held_at_start": rep.HeldAtStart, "held_at_end": rep.HeldAtEnd,
+		"missed_by": rep.MissedBy,
+		"samples":   "from the renewal's start (before the wait for a call slot) to the write's answer; phase write: the write alone",
 		"cpu": "cpu_s_per_1000: the member process (krole bench member: its view, transport and processor); " +
 			"cluster_cpu_s_per_1000: the bench process (the embedded cluster when there is one, and the bench's view)",
 	}, RenewalsPerS: &rate, MissedDeadlines: &missed, CPUSPer1000: &per1000}
+	if len(rep.WriteMS) > 0 {
+		res.Phases = map[string]*chart.Dist{"write": chart.NewDist(rep.WriteMS)}
+	}
 	if e.embedded {
 		res.ClusterCPUSPer1000 = &cl
 	}
@@ -380,7 +396,8 @@ type timedTransport struct {
 	mu        sync.Mutex
 	fresh     map[codec.Role]codec.Token // tokens whose first write is still to come
 	recording bool
-	samples   []float64
+	samples   []float64 // from the renewal's start
+	writes    []float64 // the write alone
 	failed    int
 }
 
@@ -410,7 +427,11 @@ func (t *timedTransport) WriteLease(ctx context.Context, role codec.Role, tok co
 			if err != nil {
 				t.failed++
 			} else {
-				t.samples = append(t.samples, float64(d.Microseconds())/1000)
+				// The lease is dated from the renewal's start, before
+				// the wait for a call slot: the latency a holder sees.
+				began := time.UnixMilli(lease.GrantedAt)
+				t.samples = append(t.samples, float64(time.Since(began).Microseconds())/1000)
+				t.writes = append(t.writes, float64(d.Microseconds())/1000)
 			}
 		}
 		t.mu.Unlock()
@@ -452,10 +473,11 @@ func runBenchMember(c *ucli.Context) error {
 	defer bt.Close()
 	tt := &timedTransport{Transport: bt, fresh: map[codec.Role]codec.Token{}}
 	var (
-		mu      sync.Mutex
-		held    = map[codec.Role]bool{}
-		missed  int
-		allHeld = make(chan struct{})
+		mu       sync.Mutex
+		held     = map[codec.Role]bool{}
+		missed   int
+		missedBy = map[string]int{}
+		allHeld  = make(chan struct{})
 	)
 	m, err := processor.New(tt, v, me, roles, processor.Options{Settings: s, OnEvent: func(ev processor.Event) {
 		mu.Lock()
@@ -474,6 +496,7 @@ func runBenchMember(c *ucli.Context) error {
 			delete(held, ev.Role)
 			if ev.Reason != processor.ReasonContextEnded && ev.Reason != processor.ReasonResigned {
 				missed++
+				missedBy[string(ev.Reason)]++
 			}
 		}
 	}})
@@ -495,19 +518,43 @@ func runBenchMember(c *ucli.Context) error {
 	}()
 	defer func() { stopMember(); <-mdone }()
 	enc := json.NewEncoder(stdout(c))
-	select {
-	case <-allHeld:
-	case <-c.Context.Done():
-		return nil
-	case <-time.After(s.LeaseDuration + 10*benchWait):
-		return fmt.Errorf("bench member: not every role held within %v", s.LeaseDuration+10*benchWait)
+	heldNow := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(held)
 	}
+	// Every role held, or a plateau: no more held for two lease
+	// durations (a member at its renew capacity keeps the rest queued),
+	// or the bound.
+	bound := time.After(s.LeaseDuration + 10*benchWait)
+	tick := time.NewTicker(time.Second)
+	most, grew := 0, time.Now()
+wait:
+	for {
+		select {
+		case <-allHeld:
+			break wait
+		case <-c.Context.Done():
+			tick.Stop()
+			return nil
+		case <-bound:
+			break wait
+		case <-tick.C:
+			if n := heldNow(); n > most {
+				most, grew = n, time.Now()
+			} else if time.Since(grew) > 2*s.LeaseDuration {
+				break wait
+			}
+		}
+	}
+	tick.Stop()
 	elected := time.Since(campaign)
 	tt.mu.Lock()
 	tt.recording = true
 	tt.mu.Unlock()
 	mu.Lock()
-	missed = 0
+	missed, missedBy = 0, map[string]int{}
+	heldAtStart := len(held)
 	mu.Unlock()
 	if path := c.String("cpuprofile"); path != "" {
 		stop, err := startCPUProfile(path)
@@ -524,11 +571,11 @@ func runBenchMember(c *ucli.Context) error {
 	cpu1, window := selfCPU(), time.Since(t0)
 	tt.mu.Lock()
 	tt.recording = false
-	rep := memberReport{Event: "report", RenewMS: tt.samples, Failed: tt.failed, WindowS: window.Seconds(),
-		CPUS: cpu1 - cpu0, ElectedS: elected.Seconds()}
+	rep := memberReport{Event: "report", RenewMS: tt.samples, WriteMS: tt.writes, Failed: tt.failed, WindowS: window.Seconds(),
+		CPUS: cpu1 - cpu0, ElectedS: elected.Seconds(), HeldAtStart: heldAtStart}
 	tt.mu.Unlock()
 	mu.Lock()
-	rep.Missed = missed
+	rep.Missed, rep.MissedBy, rep.HeldAtEnd = missed, missedBy, len(held)
 	mu.Unlock()
 	return enc.Encode(rep)
 }
