@@ -24,8 +24,9 @@ test: ## every test; integration tests start an embedded Kafka-protocol cluster 
 test-race: ## the library packages' tests with the race detector
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) $(LIBPKGS)
 
-fuzz: ## a short fuzz run of the codec's decoder (FUZZTIME, default 20s)
+fuzz: ## a short fuzz run of the codec's decoder, and of its fast paths against the general one (FUZZTIME each, default 20s)
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./codec
+	$(GO) test -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(FUZZTIME) ./codec
 
 chaos: ## the chaos suite for CHAOS_DURATION (default 5m; raise CHAOS_TIMEOUT past 20m for runs over 10m) with seed CHAOS_SEED (default random); fails on any violation
 	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_SEED=$(CHAOS_SEED) $(GO) test -count=1 -v -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) ./internal/chaos
