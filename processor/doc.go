@@ -262,7 +262,14 @@
 //     retried until the deadline, as any failed renewal.)
 //   - Renewals are spread across the interval: each goes a random
 //     duration in [0, RenewJitter) early (default RenewInterval/4), drawn
-//     anew each time, so roles elected together do not renew in bursts.
+//     anew each time, so roles elected together do not renew in bursts
+//     (and the renewals of many members spread). A loaded member (below)
+//     instead puts its renewals on a schedule of its own: each begins at
+//     the next free start slot, the later of its due time (an eighth of
+//     its pace early) and the last slot taken plus L / (0.75 x
+//     MaxInFlight), and never later than C after the last write's start,
+//     so that they come evenly spaced, not at random times that bunch
+//     and queue for the call slots.
 //   - A challenge that times out (its calls, or the wait for a slot)
 //     pauses every campaign of the member, RetryBackoff doubling up to
 //     LeaseDuration, with jitter; a successful challenge ends the run.

@@ -193,7 +193,8 @@ type admission struct {
 	pauseUntil time.Time // no challenge before this (a challenge timed out, or a role was shed)
 	shedUntil  time.Time // the end of the pause after the last shed
 	shedFor    time.Duration
-	timeouts   int // consecutive challenge timeouts
+	timeouts   int       // consecutive challenge timeouts
+	nextSlot   time.Time // the earliest start of the next paced renewal (see renewEvery)
 }
 
 func newAdmission(m *Member) *admission {
@@ -403,30 +404,48 @@ func (a *admission) challengeDone() {
 	a.mu.Unlock()
 }
 
-// renewEvery returns when, after a successful write, a role's next
-// renewal goes: RenewInterval less jitter (see renewJitter), stretched
-// when the member is loaded so that its renewals take at most
+// renewEvery returns when, after a successful write begun at from, a
+// role's next renewal goes: RenewInterval less jitter (see renewJitter),
+// stretched when the member is loaded so that its renewals take at most
 // capacityHeadroom of its call slots' time, leaving the rest to the other
 // calls (campaigns, releases) and keeping the wait for a slot short: with
 // K held and write latency L, a renewal every K x L / (headroom x width),
-// less up to an eighth at random, never beyond paceCap, which it
-// reaches at the renew capacity (the capacity plans for it). (When the
-// capacity planned for the renew period P and the pace stopped short of
-// it, the slots saturated below the capacity, and a renewal waited for
-// more than half its period.)
-func (a *admission) renewEvery() time.Duration {
+// never beyond paceCap, which it reaches at the renew capacity (the
+// capacity plans for it). (When the capacity planned for the renew period
+// P and the pace stopped short of it, the slots saturated below the
+// capacity, and a renewal waited for more than half its period.)
+//
+// Loaded, the renewals go on a member-wide schedule rather than at random
+// times: each takes the next free start slot, the later of its own due
+// time (an eighth of the pace early) and the last slot taken plus
+// pace / K (L / (headroom x width)), so that they begin evenly spaced and
+// do not bunch and queue for the call slots (at random times, with the
+// slots busy 80-95% of the time, they queued for hundreds of
+// milliseconds). A slot is never later than paceCap after from: a renewal
+// the schedule would push beyond it goes at paceCap. Unloaded the jitter
+// stays: it spreads the renewals of many members, which share no
+// schedule.
+func (a *admission) renewEvery(from time.Time) time.Duration {
 	a.mu.Lock()
-	held, lat := a.held, a.lat
-	a.mu.Unlock()
+	defer a.mu.Unlock()
 	s := a.m.s
 	every := s.RenewInterval - renewJitter(s)
-	if lat > 0 {
-		paced := time.Duration(float64(held) * float64(lat) / (capacityHeadroom * float64(a.width)))
-		if paced > every {
-			every = min(paced-rand.N(paced/8+1), a.period)
-		}
+	if a.lat <= 0 || a.held <= 0 {
+		return every
 	}
-	return every
+	paced := time.Duration(float64(a.held) * float64(a.lat) / (capacityHeadroom * float64(a.width)))
+	if paced <= every {
+		return every
+	}
+	at := from.Add(min(paced-paced/8, a.period))
+	if at.Before(a.nextSlot) {
+		at = a.nextSlot
+	}
+	if last := from.Add(a.period); at.After(last) {
+		at = last
+	}
+	a.nextSlot = at.Add(paced / time.Duration(a.held))
+	return at.Sub(from)
 }
 
 // renewJitter returns how much earlier than RenewInterval after the last

@@ -136,3 +136,44 @@ func TestAdmissionCapacity(t *testing.T) {
 	assert.False(t, a.claim("r3", now), "paused")
 	assert.True(t, a.claim("r3", now.Add(d)), "pause over")
 }
+
+// A loaded member's renewals go on a member-wide schedule: renewals due
+// at the same instant begin pace/K apart instead of at random, an eighth
+// of the pace early at the earliest, and never later than the pace cap.
+// Unloaded, each renewal keeps its jitter before RenewInterval.
+func TestAdmissionRenewSchedule(t *testing.T) {
+	// Renew interval 2s, deadline 8s: the pace cap is 2s + 3/8 x 6s = 4.25s.
+	h := newHarness(t, "a", Settings{MaxInFlight: 4, LeaseDuration: 10 * time.Second})
+	a := h.m.adm
+	s := h.m.s
+	from := time.Now()
+
+	for range 20 {
+		every := a.renewEvery(from)
+		assert.LessOrEqual(t, every, s.RenewInterval, "unmeasured: RenewInterval less jitter")
+		assert.GreaterOrEqual(t, every, s.RenewInterval-max(s.RenewJitter, 0))
+	}
+
+	a.wrote(900*time.Millisecond, true)
+	a.holding(+1)
+	for range 20 {
+		assert.LessOrEqual(t, a.renewEvery(from), s.RenewInterval, "1 held: 0.3s pace, unloaded")
+	}
+
+	// 8 held at 0.9s: a renewal every 8 x 0.9s / (0.75 x 4) = 2.4s, so a
+	// slot every 0.3s, the first an eighth early (2.1s).
+	a.holding(+7)
+	gap := 300 * time.Millisecond
+	for i := range 8 {
+		assert.Equal(t, 2100*time.Millisecond+time.Duration(i)*gap, a.renewEvery(from), "slot %d", i)
+	}
+	// The next free slot (4.5s) is beyond the pace cap: the cap.
+	assert.Equal(t, paceCap(s), a.renewEvery(from))
+	assert.Equal(t, 4250*time.Millisecond, paceCap(s))
+	// A renewal due after the schedule's last slot goes when it is due.
+	later := from.Add(10 * time.Second)
+	assert.Equal(t, 2100*time.Millisecond, a.renewEvery(later))
+	// One begun 0.15s earlier is due 0.15s before the next slot (2.4s
+	// after later): the slot, 2.55s after its start.
+	assert.Equal(t, 2550*time.Millisecond, a.renewEvery(later.Add(-gap/2)), "due before the next slot: the slot")
+}

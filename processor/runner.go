@@ -449,7 +449,7 @@ func (r *runner) elected(ctx context.Context, start time.Time) {
 	h := &holding{held: held, ctx: wctx, cancel: cancel, started: start, counted: true}
 	r.m.adm.holding(+1)
 	r.m.adm.dequeue(r.role)
-	r.l.renewEvery = r.m.adm.renewEvery()
+	r.l.renewEvery = r.m.adm.renewEvery(start)
 	h.expiry = r.m.clk.AfterFunc(start.Add(r.m.s.RenewDeadline).Sub(r.m.clk.Now()), cancel)
 	r.hold = h
 	r.m.met.holder(r.role, r.m.me, true)
@@ -612,7 +612,7 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 		return
 	}
 	r.l.renewedAt = now
-	r.l.renewEvery = r.m.adm.renewEvery()
+	r.l.renewEvery = r.m.adm.renewEvery(now)
 	h.Lease = lease
 	r.hold.expiry = r.m.clk.AfterFunc(now.Add(r.m.s.RenewDeadline).Sub(r.m.clk.Now()), r.hold.cancel)
 	if r.log.Enabled(ctx, slog.LevelDebug) {
