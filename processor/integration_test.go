@@ -888,6 +888,15 @@ func TestIntegrationWorkOnlyWhileHolding(t *testing.T) {
 	var resigned []term
 	for range 2 {
 		h, tok := e.soleHolder(role, 10*time.Second)
+		// Resign once the term's work runs: a holding that ends before its
+		// work could start gets no call (Work's doc), and this test checks
+		// that the work returned before the next term (the race
+		// detector's run resigned one before its work started).
+		await(t, 5*time.Second, "the term's work started", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.ContainsFunc(runs, func(r *run) bool { return r.member == h && r.tok == tok })
+		})
 		require.NoError(t, nodes[h].m.Resign(e.ctx(10*time.Second), role))
 		resigned = append(resigned, term{h, tok})
 		await(t, 10*time.Second, "a new term", func() bool {
