@@ -65,39 +65,7 @@ func TestIntegrationOverloadKeepsWhatItCanRenew(t *testing.T) {
 	}
 
 	// From now on node-a's commits take 80ms each at the coordinator.
-	const delay = 80 * time.Millisecond
-	var (
-		mu      sync.Mutex
-		stopped bool
-	)
-	isA := func(pid int64, epoch int16) bool {
-		e.rec.mu.Lock()
-		defer e.rec.mu.Unlock()
-		for _, q := range e.rec.acquires {
-			if q.Member == a.id && q.Token.ProducerID == pid && q.Token.Epoch == epoch {
-				return true
-			}
-		}
-		return false
-	}
-	e.c.Fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		e.c.Fake.KeepControl()
-		mu.Lock()
-		off := stopped
-		mu.Unlock()
-		if off {
-			return nil, nil, false
-		}
-		if r := req.(*kmsg.EndTxnRequest); isA(r.ProducerID, r.ProducerEpoch) {
-			e.c.Fake.SleepControl(func() { time.Sleep(delay) })
-		}
-		return nil, nil, false
-	})
-	t.Cleanup(func() {
-		mu.Lock()
-		stopped = true
-		mu.Unlock()
-	})
+	slowCommits(t, e, a.id, 80*time.Millisecond)
 
 	// Wait for node-a to settle under the load: it resigned roles for
 	// node-b, and holds the rest.
@@ -185,39 +153,7 @@ func TestIntegrationOverloadAloneKeepsAStableSet(t *testing.T) {
 		return true
 	})
 
-	const delay = 80 * time.Millisecond
-	var (
-		mu      sync.Mutex
-		stopped bool
-	)
-	isA := func(pid int64, epoch int16) bool {
-		e.rec.mu.Lock()
-		defer e.rec.mu.Unlock()
-		for _, q := range e.rec.acquires {
-			if q.Member == a.id && q.Token.ProducerID == pid && q.Token.Epoch == epoch {
-				return true
-			}
-		}
-		return false
-	}
-	e.c.Fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		e.c.Fake.KeepControl()
-		mu.Lock()
-		off := stopped
-		mu.Unlock()
-		if off {
-			return nil, nil, false
-		}
-		if r := req.(*kmsg.EndTxnRequest); isA(r.ProducerID, r.ProducerEpoch) {
-			e.c.Fake.SleepControl(func() { time.Sleep(delay) })
-		}
-		return nil, nil, false
-	})
-	t.Cleanup(func() {
-		mu.Lock()
-		stopped = true
-		mu.Unlock()
-	})
+	slowCommits(t, e, a.id, 80*time.Millisecond)
 
 	// node-a lets go of what it cannot renew in time, then settles.
 	e.rec.mu.Lock()
@@ -283,4 +219,41 @@ func TestIntegrationOverloadAloneKeepsAStableSet(t *testing.T) {
 	assert.LessOrEqual(t, shed, 2, "node-a does not churn: it keeps what it holds (it may take a role more after its pause, and let one go; a stall may cost one more)")
 	assert.GreaterOrEqual(t, still, len(kept)-2, "node-a keeps a stable set")
 	e.rec.checkFence(t)
+}
+
+// slowCommits makes the cluster answer each EndTxn under a token that
+// member minted only after delay, until the test ends.
+func slowCommits(t *testing.T, e *env, member codec.MemberID, delay time.Duration) {
+	var (
+		mu      sync.Mutex
+		stopped bool
+	)
+	minted := func(pid int64, epoch int16) bool {
+		e.rec.mu.Lock()
+		defer e.rec.mu.Unlock()
+		for _, q := range e.rec.acquires {
+			if q.Member == member && q.Token.ProducerID == pid && q.Token.Epoch == epoch {
+				return true
+			}
+		}
+		return false
+	}
+	e.c.Fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		e.c.Fake.KeepControl()
+		mu.Lock()
+		off := stopped
+		mu.Unlock()
+		if off {
+			return nil, nil, false
+		}
+		if r := req.(*kmsg.EndTxnRequest); minted(r.ProducerID, r.ProducerEpoch) {
+			e.c.Fake.SleepControl(func() { time.Sleep(delay) })
+		}
+		return nil, nil, false
+	})
+	t.Cleanup(func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+	})
 }
