@@ -346,6 +346,26 @@ var errBenchMemberExit = errors.New("a bench member exited unasked")
 
 // await waits until ok holds for the role's state, and returns the time
 // the view showed it. seen, when set, sees every state on the way.
+// awaitSettled waits until one of the bench's members holds the role with
+// n candidates queued (what names that wait in a timeout's error), and
+// then for a renewal written after that. A member that has just joined
+// judges the lease it first sees from that moment, not from its write (it
+// never saw it written): a failover right after a join would measure that
+// wait, up to a renew interval. So wait until every member has seen a
+// lease written after it joined: a renewal that shows after the joins.
+func (f *follower) awaitSettled(what string, n int, s processor.Settings) error {
+	if _, err := f.await(what, s.LeaseDuration+benchWait, func(st rolestate.State) bool {
+		return unreleased(st) && f.members[st.Lease.Member] != nil && len(st.Candidates) >= n
+	}, nil); err != nil {
+		return err
+	}
+	joined := f.state.LeaseOffset
+	_, err := f.await("a renewal after the joins", s.LeaseDuration+benchWait, func(st rolestate.State) bool {
+		return unreleased(st) && st.LeaseOffset > joined
+	}, nil)
+	return err
+}
+
 func (f *follower) await(what string, timeout time.Duration, ok func(rolestate.State) bool, seen func(rolestate.State)) (time.Time, error) {
 	if ok(f.state) {
 		return time.Now(), nil
@@ -449,20 +469,7 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 	var samples, past, release, successor, lastLag, newLag []float64
 	var detail []map[string]float64
 	for r := range rounds {
-		if _, err := f.await("a holder", s.LeaseDuration+benchWait, func(st rolestate.State) bool {
-			return unreleased(st) && f.members[st.Lease.Member] != nil && len(st.Candidates) >= n
-		}, nil); err != nil {
-			return err
-		}
-		// A member that has just joined judges the lease it first sees
-		// from that moment, not from its write (it never saw it written):
-		// a failover right after a join would measure that wait, up to a
-		// renew interval. So wait until every member has seen a lease
-		// written after it joined: a renewal that shows after the joins.
-		joined := f.state.LeaseOffset
-		if _, err := f.await("a renewal after the joins", s.LeaseDuration+benchWait, func(st rolestate.State) bool {
-			return unreleased(st) && st.LeaseOffset > joined
-		}, nil); err != nil {
+		if err := f.awaitSettled("a holder", n, s); err != nil {
 			return err
 		}
 		// A random phase of the renew interval, as a crash or a shutdown

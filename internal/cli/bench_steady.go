@@ -14,7 +14,6 @@ import (
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/chart"
-	"github.com/krabka/krole/rolestate"
 )
 
 // steadyResult is the -o json object of `krole bench steady`: the common
@@ -135,17 +134,9 @@ func runBenchSteady(c *ucli.Context) error {
 		}
 		f.members[name] = m
 	}
-	if _, err := f.await("a holder and every member in the queue", s.LeaseDuration+benchWait, func(st rolestate.State) bool {
-		return unreleased(st) && f.members[st.Lease.Member] != nil && len(st.Candidates) >= n
-	}, nil); err != nil {
-		return err
-	}
 	// The window starts at the holder's first renewal that every member
 	// saw written (as failover's rounds do).
-	joined := f.state.LeaseOffset
-	if _, err := f.await("a renewal after the joins", s.LeaseDuration+benchWait, func(st rolestate.State) bool {
-		return unreleased(st) && st.LeaseOffset > joined
-	}, nil); err != nil {
+	if err := f.awaitSettled("a holder and every member in the queue", n, s); err != nil {
 		return err
 	}
 	start, first := f.state.LeaseOffset, *f.state.Lease
