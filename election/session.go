@@ -312,11 +312,11 @@ func (s *Session) waitCaughtUp(ctx context.Context) error {
 	wait := catchUpRetryMin
 	for {
 		err := s.vr.WaitCaughtUp(ctx)
-		if err == nil || ctx.Err() != nil || errors.Is(err, view.ErrStopped) {
-			if err != nil && ctx.Err() != nil {
-				return ctx.Err()
-			}
+		if err == nil || errors.Is(err, view.ErrStopped) {
 			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		s.log.Warn("the view's first catch-up failed; trying again", "err", err, "retry_in", wait)
 		t := time.NewTimer(wait)
