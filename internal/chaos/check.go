@@ -44,6 +44,9 @@ type Failover struct {
 	At     int64
 	Took   time.Duration
 	Bound  time.Duration
+	// OverBase is how much of the bound's Tolerance the failover used:
+	// Took less the bound without it (negative when it used none).
+	OverBase time.Duration
 }
 
 // Election is one holding of a role as the role topic shows it: the first
@@ -123,6 +126,14 @@ func (r *Report) Write(w io.Writer) {
 		}
 		fmt.Fprintf(w, "closest to its bound: %s of %s at %s, role %s: %d ms of %d ms\n",
 			tight.Fault, tight.Member, stamp(tight.At), tight.Role, tight.Took.Milliseconds(), tight.Bound.Milliseconds())
+		most := r.Failovers[0]
+		for _, f := range r.Failovers {
+			if f.OverBase > most.OverBase {
+				most = f
+			}
+		}
+		fmt.Fprintf(w, "most of the tolerance used: %d ms, by the %s of %s at %s, role %s (%d ms; bound without tolerance %d ms)\n",
+			max(most.OverBase.Milliseconds(), 0), most.Fault, most.Member, stamp(most.At), most.Role, most.Took.Milliseconds(), (most.Took - most.OverBase).Milliseconds())
 	}
 	fmt.Fprintf(w, "violations: %d\n", len(r.Violations))
 }
@@ -405,7 +416,7 @@ func checkFailovers(h History, r *Report, add addFunc) {
 				// taken over before the fault: no failover to measure
 			case next != nil:
 				took := time.Duration(next.At-f.Start) * time.Millisecond
-				r.Failovers = append(r.Failovers, Failover{Role: hd.role, Member: hd.member, Fault: f.Kind, At: f.Start, Took: took, Bound: bound})
+				r.Failovers = append(r.Failovers, Failover{Role: hd.role, Member: hd.member, Fault: f.Kind, At: f.Start, Took: took, Bound: bound, OverBase: took - (bound - h.Settings.Tolerance)})
 				if took > bound {
 					add(KindFailover, hd.role, "%s of holder %s (token %s) at %s: next holder %s (token %s) elected %d ms later, bound %d ms",
 						f.Kind, hd.member, hd.token, stamp(f.Start), next.Member, next.Token, took.Milliseconds(), bound.Milliseconds())

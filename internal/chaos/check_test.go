@@ -73,11 +73,12 @@ func TestCheckCleanHistory(t *testing.T) {
 	assert.Empty(t, r.Violations)
 	require.Len(t, r.Failovers, 1, "the kill of a is a failover")
 	assert.Equal(t, 2000*time.Millisecond, r.Failovers[0].Took)
+	assert.Equal(t, -600*time.Millisecond, r.Failovers[0].OverBase, "lease 2s + renew 400ms + one stagger 200ms, less 2000ms taken")
 	require.Len(t, r.Elections, 2)
 	assert.Contains(t, r.Elections[1].Cause, "kill")
 	var sb strings.Builder
 	r.Write(&sb)
-	for _, line := range []string{"faults: 1\n", "failovers: 1\n", "max failover: 2000 ms\n", "violations: 0\n"} {
+	for _, line := range []string{"faults: 1\n", "failovers: 1\n", "max failover: 2000 ms\n", "most of the tolerance used: 0 ms,", "violations: 0\n"} {
 		assert.Contains(t, sb.String(), line)
 	}
 }
