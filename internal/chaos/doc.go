@@ -69,7 +69,10 @@
 //
 // [Check] judges a [History] and reports each [Violation] with its
 // evidence, then a summary with the lines "faults: N", "failovers: N",
-// "max failover: X ms" and "violations: N". Token order is (producer id,
+// "max failover: X ms" and "violations: N" (and, after "max failover",
+// the failover closest to its bound and "most of the tolerance used: X
+// ms", the most a failover took beyond its bound without Tolerance, the
+// evidence for the Tolerance below). Token order is (producer id,
 // epoch); kfake never reuses a producer id.
 //
 //   - order: per role and partition of chaos.out, and per partition of
