@@ -58,7 +58,7 @@ type Config struct {
 	// from [-MaxClockOffset, MaxClockOffset] at every start. Default 0.
 	MaxClockOffset time.Duration
 	// Tolerance is added to the failover bound; see the package
-	// documentation. Default 2*Lease + 2s.
+	// documentation. Default Lease/2.
 	Tolerance time.Duration
 	// Only, when "member", "request" or "cluster", injects faults of that
 	// class only (to look into a finding). Default "": all.
@@ -79,7 +79,7 @@ func (c Config) withDefaults() Config {
 	def(&c.RequestTimeout, time.Second)
 	def(&c.WriteEvery, 250*time.Millisecond)
 	def(&c.FaultEvery, time.Second)
-	def(&c.Tolerance, 2*c.Lease+2*time.Second)
+	def(&c.Tolerance, c.Lease/2)
 	def(&c.Settle, 30*time.Second)
 	if c.Members == 0 {
 		c.Members = 5
