@@ -2,8 +2,9 @@
 GO      ?= go
 PKGS    ?= ./...
 TIMEOUT ?= 9m
-# The library packages: what `make test-race` runs with the race detector.
-LIBPKGS ?= ./codec/... ./rolestate/... ./fencing/... ./view/... ./processor/... ./election/...
+# The library packages, and internal/ctxcall that fencing runs on: what
+# `make test-race` runs with the race detector.
+LIBPKGS ?= ./codec/... ./rolestate/... ./fencing/... ./view/... ./processor/... ./election/... ./internal/ctxcall/...
 FUZZTIME ?= 20s
 # The chaos suite: how long its faults run, its seed (a number, or random), the go test timeout.
 # (The 30-second run inside `make test` replays one fixed seed; see internal/chaos/chaos_test.go.)

@@ -89,11 +89,17 @@ func TestRealBrokersFenceAnswersEndTheHolding(t *testing.T) {
 // TransactionCoordinator.scala, handleInitProducerId, state Ongoing)
 // fences the epoch, aborts the open transaction and answers
 // CONCURRENT_TRANSACTIONS until the abort markers are written; the client
-// retries. The retry bumps again, so the new token's epoch is the old one
-// plus two (three with transaction version 2): epochs are not consecutive.
-// kfake aborts at once and never answers CONCURRENT_TRANSACTIONS, so the
-// answer is injected. The new holder's AcquireEpoch must retry through it
-// and succeed; the old holder's writes are fenced and never show.
+// retries. The retry bumps again, so there the new token's epoch is the
+// old one plus two (three with transaction version 2): epochs are not
+// consecutive. kfake aborts at once and never answers
+// CONCURRENT_TRANSACTIONS, so the answer is injected, and an injected
+// answer bumps nothing: on kfake the new holder's token is the old one's
+// epoch plus one. The gap is made before the takeover instead: a third
+// transport's AcquireEpoch between the old holder's two, so the old
+// holder's token is two past its previous one (epochs 0, then 2; the
+// new holder gets 3). The new holder's AcquireEpoch must retry through
+// the injected answers and succeed with a newer token; the old holder's
+// writes are fenced and never show.
 func TestTakeoverMidTransactionRetriesConcurrentTransactions(t *testing.T) {
 	onEachCluster(t, func(t *testing.T, e *env) {
 		e.c.RequireFake(t)
@@ -112,8 +118,8 @@ func TestTakeoverMidTransactionRetriesConcurrentTransactions(t *testing.T) {
 		}
 
 		// A bump unseen by either holder (a broker-side abort, or a late
-		// InitProducerId) before the takeover: the new token is not the
-		// old one plus one.
+		// InitProducerId) before the takeover: the old holder's next token
+		// is not its previous one plus one.
 		gap := e.c.Transport(t)
 		_, err = gap.AcquireEpoch(ctx, role)
 		require.NoError(t, err)
@@ -232,9 +238,12 @@ func answerBrokerConfigs(c *testcluster.Cluster, initial map[string]string) (set
 
 // The stall rule against the broker's abort interval: a stock Apache
 // Kafka (10 s) breaks it with a 10 s lease, renew 2 s and transaction
-// timeout 5 s (the old defaults), and holds with processor's defaults; a
-// broker that does not report the interval (kfake, Redpanda) is assumed
-// to have the 10 s default, and the warning says so.
+// timeout 5 s (processor's defaults, which stay: members on a view do not
+// challenge behind another producer's open transaction, see
+// processor/settings.go), and holds with a 20 s lease and renew 4 s (what
+// processor's doc advises for members on a TransportSource) or with a
+// lowered interval; a broker that does not report the interval (kfake,
+// Redpanda) is assumed to have the 10 s default, and the warning says so.
 func TestBrokerAbortIntervalIsCheckedAgainstTheTimings(t *testing.T) {
 	if testcluster.External() {
 		t.Skip("makes the embedded cluster answer as Apache Kafka does")

@@ -2,13 +2,13 @@ package fencing
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
 	"github.com/IBM/sarama"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/internal/kafkalog"
 	"github.com/krabka/krole/rolestate"
 )
 
@@ -102,7 +102,7 @@ type roleReader struct {
 // moving *next past each. It reports whether *next moved.
 func (r *roleReader) take(blk *sarama.FetchResponseBlock, next *int64, end int64) (bool, error) {
 	abortedTxns := append([]*sarama.AbortedTransaction(nil), blk.AbortedTransactions...)
-	sortAborted(abortedTxns)
+	kafkalog.SortAborted(abortedTxns)
 	start := *next
 	for _, recs := range blk.RecordsSet {
 		if recs == nil {
@@ -127,7 +127,7 @@ func (r *roleReader) take(blk *sarama.FetchResponseBlock, next *int64, end int64
 		}
 		switch {
 		case rb.Control:
-			if isAbortMarker(rb) {
+			if kafkalog.IsAbortMarker(rb) {
 				delete(r.aborted, rb.ProducerID)
 			}
 		case rb.IsTransactional && r.aborted[rb.ProducerID]:
@@ -174,22 +174,4 @@ func (r *roleReader) add(off int64, rec *sarama.Record, b rolestate.Batch) error
 	}
 	r.out = append(r.out, RoleRecord{Offset: off, Key: key, Record: val})
 	return nil
-}
-
-// isAbortMarker reports whether a control batch holds an ABORT marker. A
-// control record's key is int16 version, int16 type (0 abort, 1 commit).
-func isAbortMarker(rb *sarama.RecordBatch) bool {
-	if len(rb.Records) == 0 || len(rb.Records[0].Key) < 4 {
-		return false
-	}
-	return binary.BigEndian.Uint16(rb.Records[0].Key[2:4]) == 0
-}
-
-func sortAborted(a []*sarama.AbortedTransaction) {
-	// insertion sort: the list is short and usually sorted already
-	for i := 1; i < len(a); i++ {
-		for j := i; j > 0 && a[j].FirstOffset < a[j-1].FirstOffset; j-- {
-			a[j], a[j-1] = a[j-1], a[j]
-		}
-	}
 }

@@ -2,14 +2,15 @@ package processor
 
 import (
 	"context"
-	"runtime"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/rolestate"
 )
 
@@ -221,35 +222,14 @@ func leaseOf(member string, tok codec.Token, granted time.Time, d time.Duration)
 	return &codec.Lease{Member: codec.MemberID(member), Token: tok, GrantedAt: granted.UnixMilli(), Deadline: granted.Add(d).UnixMilli()}
 }
 
-// noLeaks fails the test if a goroutine of this package is still running
-// when the test ends.
+// noLeaks fails the test, through go.uber.org/goleak, if a goroutine
+// that was not running when it called noLeaks is still running when the
+// test ends (after the test's other cleanups; goleak retries for a while
+// so that exiting goroutines can finish exiting).
 func noLeaks(t *testing.T) {
 	t.Helper()
-	t.Cleanup(func() {
-		var leaked []string
-		for range 200 {
-			leaked = leakedGoroutines()
-			if len(leaked) == 0 {
-				return
-			}
-			runtime.Gosched()
-			time.Sleep(5 * time.Millisecond) // let exiting goroutines finish exiting
-		}
-		t.Errorf("%d goroutines leaked:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
-	})
-}
-
-func leakedGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	var out []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "krabka/krole/processor") && !strings.Contains(g, "testing.tRunner") &&
-			!strings.Contains(g, "leakedGoroutines") {
-			out = append(out, g)
-		}
-	}
-	return out
+	opts := append(testcluster.LeakOptions(), goleak.IgnoreCurrent())
+	t.Cleanup(func() { goleak.VerifyNone(t, opts...) })
 }
 
 // rerank sorts candidates by offset and renumbers their ranks, as the view

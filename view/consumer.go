@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/krabka/krole/internal/kafkalog"
 )
 
 // This file is the view's own sarama.Consumer, which goka is handed
@@ -712,7 +714,7 @@ func (pc *fetchPartition) outOfRange() (bool, error) {
 // transaction at pc.next; it carries over from one fetch to the next.
 func (pc *fetchPartition) take(blk *sarama.FetchResponseBlock, aborted map[int64]bool) []fetched {
 	abortedTxns := append([]*sarama.AbortedTransaction(nil), blk.AbortedTransactions...)
-	sortAborted(abortedTxns)
+	kafkalog.SortAborted(abortedTxns)
 	n := 0
 	for _, rs := range blk.RecordsSet {
 		switch {
@@ -753,7 +755,7 @@ func (pc *fetchPartition) take(blk *sarama.FetchResponseBlock, aborted map[int64
 		}
 		switch {
 		case rb.Control:
-			if isAbortMarker(rb) {
+			if kafkalog.IsAbortMarker(rb) {
 				delete(aborted, rb.ProducerID)
 			}
 		case rb.IsTransactional && aborted[rb.ProducerID]:
@@ -778,12 +780,3 @@ var plainBatch = func() []byte {
 	binary.BigEndian.PutUint16(b[8:10], ^uint16(0))
 	return b
 }()
-
-func sortAborted(a []*sarama.AbortedTransaction) {
-	// insertion sort: the list is short and usually sorted already
-	for i := 1; i < len(a); i++ {
-		for j := i; j > 0 && a[j].FirstOffset < a[j-1].FirstOffset; j-- {
-			a[j], a[j-1] = a[j-1], a[j]
-		}
-	}
-}

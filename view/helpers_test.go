@@ -6,8 +6,6 @@ import (
 	"github.com/krabka/krole/rolestate"
 	"log/slog"
 	"os"
-	"runtime"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,43 +20,11 @@ import (
 	"github.com/krabka/krole/internal/testcluster"
 )
 
-// TestMain fails the run when a goroutine of the view, goka or sarama
-// outlives the tests (sarama's metrics arbiter, from go-metrics, is
-// process-wide and allowed).
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if leaked := waitNoLeaks(5 * time.Second); leaked != "" {
-			fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaked)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-func waitNoLeaks(d time.Duration) string {
-	deadline := time.Now().Add(d)
-	for {
-		buf := make([]byte, 1<<22)
-		buf = buf[:runtime.Stack(buf, true)]
-		var leaked []string
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "TestMain") || strings.Contains(g, "waitNoLeaks") {
-				continue
-			}
-			if strings.Contains(g, "krole/view.") || strings.Contains(g, "lovoo/goka") || strings.Contains(g, "IBM/sarama") {
-				leaked = append(leaked, g)
-			}
-		}
-		if len(leaked) == 0 {
-			return ""
-		}
-		if time.Now().After(deadline) {
-			return strings.Join(leaked, "\n\n")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// TestMain fails the run when goroutines other than those
+// testcluster.LeakOptions allows (sarama's process-wide metrics arbiter,
+// from go-metrics) outlive the tests: the view's, goka's and sarama's
+// among them (go.uber.org/goleak).
+func TestMain(m *testing.M) { testcluster.VerifyNoLeaks(m) }
 
 // testCtx is a context bounded well below the test timeout.
 func testCtx(t testing.TB) context.Context {

@@ -7,6 +7,8 @@ import (
 	"sort"
 
 	"github.com/IBM/sarama"
+
+	"github.com/krabka/krole/internal/kafkalog"
 )
 
 // prober reads the ends of the role topic's partitions with read_committed
@@ -212,7 +214,7 @@ func scanBlock(blk *sarama.FetchResponseBlock, from, until int64) tail {
 			t.scanned = lastOff + 1
 		}
 		if rb.Control {
-			if isAbortMarker(rb) {
+			if kafkalog.IsAbortMarker(rb) {
 				delete(abortedPIDs, rb.ProducerID)
 			}
 			continue
@@ -231,16 +233,6 @@ func scanBlock(blk *sarama.FetchResponseBlock, from, until int64) tail {
 		t.end = true
 	}
 	return t
-}
-
-// isAbortMarker reports whether a control batch is an abort marker: the key
-// of a control record is a version (int16) and a type (int16), 0 = abort.
-func isAbortMarker(rb *sarama.RecordBatch) bool {
-	if len(rb.Records) == 0 || len(rb.Records[0].Key) < 4 {
-		return false
-	}
-	k := rb.Records[0].Key
-	return int16(k[2])<<8|int16(k[3]) == 0
 }
 
 // scanRange reads [from, until) forward and returns the highest offset of a

@@ -121,8 +121,10 @@ func runInit(c *ucli.Context) error {
 			{"min.compaction.lag.ms", roleTopicMinCompactionLagMS},
 			{"delete.retention.ms", strconv.FormatInt(c.Duration("delete-retention").Milliseconds(), 10)},
 		} {
-			// One request per setting: a cluster that does not know one
-			// (kfake has no min.compaction.lag.ms) refuses only that one.
+			// One request per setting: a cluster that refuses one (a
+			// setting it does not know, or its policy forbids) refuses
+			// only that one. The embedded cluster takes all of them
+			// (TestInit).
 			v := kv[1]
 			err := admin.IncrementalAlterConfig(sarama.TopicResource, cfg.Topic,
 				map[string]sarama.IncrementalAlterConfigsEntry{kv[0]: {Operation: sarama.IncrementalAlterConfigsOperationSet, Value: &v}}, false)

@@ -13,16 +13,21 @@
 // role owns every partition of the input, and krole's succession, not a
 // group rebalance, decides who that is.
 //
-// With a krole member, Run is the member's work; the member must use the
-// same fencing.BrokerTransport as Config.Transport, since a token can be
-// written under only by the transport that minted it:
+// With a krole member, Run is the member's work; Config.Transport must be
+// the transport the member acts through, since a token can be written
+// under only by the transport that minted it. An election.Session (the
+// library's entry point) runs the member and owns that transport
+// (election.Session.Transport):
 //
-//	tr, _ := fencing.NewBrokerTransport(fcfg)
-//	m, _ := processor.New(tr, source, "worker-1", []codec.Role{"orders-enricher"}, opts)
-//	err := m.Run(ctx, func(ctx context.Context, held processor.Held) error {
-//		return stream.Run(ctx, stream.Config{Transport: tr, Group: "orders-enricher",
+//	sess, _ := election.New(election.Config{Cluster: fcfg, Member: "worker-1",
+//		Roles: []codec.Role{"orders-enricher"}})
+//	defer sess.Close()
+//	err := sess.Run(ctx, func(ctx context.Context, held processor.Held) error {
+//		return stream.Run(ctx, stream.Config{Transport: sess.Transport(), Group: "orders-enricher",
 //			Input: "orders", Output: "orders.enriched", Transform: enrich}, held.Role, held.Token)
 //	})
+//
+// examples/exactlyonce is this program in full.
 //
 // # The guarantee
 //
