@@ -58,7 +58,9 @@ func commands() []*ucli.Command {
 // Run runs the krole command line with args (without the program name),
 // writing results to stdout and messages to stderr, and returns the exit
 // code: [ExitOK], [ExitUsage] for a usage error or an invalid name,
-// [ExitFailure] for anything else. It never calls os.Exit and never prints
+// [ExitFailure] for anything else, except the codes of `krole run`
+// (CMD's own, [ExitRunTimeout], [ExitRunBusy], 126, 127) and `krole
+// leader` ([ExitLeaderUnknown]). It never calls os.Exit and never prints
 // a stack trace. Cancelling ctx stops a long-running command (`krole dev`),
 // which then returns ExitOK.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
@@ -122,8 +124,14 @@ func newApp(stdout, stderr io.Writer) *ucli.App {
 			"compacted Kafka topic; one member holds the role under a lease, and the Kafka\n" +
 			"transaction coordinator fences the previous holder at the broker.\n\n" +
 			"Start a local cluster with `krole dev`, then `krole register ROLE --member M`.\n" +
-			"Flags may follow the command and its ROLE. Exit codes: 0 success, 2 usage error\n" +
-			"or invalid name, 1 anything else.",
+			"Flags may follow the command and its ROLE.\n\n" +
+			"Exit codes: 0 success (also dev, run, observe, table --watch and serve stopped\n" +
+			"by SIGINT or SIGTERM); 2 a usage error or an invalid name; 1 anything else;\n" +
+			"130 (143) when a second SIGINT (SIGTERM) ends krole before its clean-up.\n" +
+			"krole run: CMD's own code when CMD exits by itself, 124 when --timeout passed,\n" +
+			"75 when --try found the role held, 126 when CMD cannot be executed, 127 when it\n" +
+			"is not found. krole leader: 1 when the role has no live holder, 3 when it could\n" +
+			"not find out (no broker answered, no such topic, ...).",
 		Version:        version(),
 		Writer:         stdout,
 		ErrWriter:      stderr,

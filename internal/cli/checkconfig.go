@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -11,8 +12,8 @@ import (
 
 // checkConnection refuses, as usage errors, the connection settings that
 // fencing.Config.Validate lets through but that cannot work: a broker port
-// outside 1-65535, --sasl-user without --sasl-mechanism (it would be
-// ignored), and TLS files that cannot be read (said with the flag's name,
+// outside 1-65535, --sasl-user or a SASL password without
+// --sasl-mechanism (either would be ignored), and TLS files that cannot be read (said with the flag's name,
 // not the package that first opened them).
 func checkConnection(cfg fencing.Config) error {
 	hint := "see 'krole --help' for the connection flags"
@@ -25,6 +26,11 @@ func checkConnection(cfg fencing.Config) error {
 	}
 	if cfg.SASL.User != "" && cfg.SASL.Mechanism == "" {
 		return &UsageError{Err: fmt.Errorf("--sasl-user %s needs --sasl-mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512); without it no SASL is used", cfg.SASL.User),
+			Hint: hint}
+	}
+	if cfg.SASL.Password != "" && cfg.SASL.Mechanism == "" {
+		// Never the password itself: it may have come from the environment.
+		return &UsageError{Err: errors.New("a SASL password (--sasl-password or KROLE_SASL_PASSWORD) needs --sasl-mechanism and --sasl-user; without them no SASL is used"),
 			Hint: hint}
 	}
 	for _, f := range []struct{ flag, path string }{

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -82,14 +83,15 @@ func exitCode(err error) int {
 	return ExitFailure
 }
 
-// report prints err to w: one line ("krole: ..."), and the hint of a usage
+// report prints err to w: one line ("krole: ..."), without the package
+// names the libraries begin their errors with, and the hint of a usage
 // error on a second line. Nothing for a nil error, or a cli.Exit error with
 // an empty message.
 func report(w io.Writer, err error) {
 	if err == nil {
 		return
 	}
-	msg := oneLine(describeError(err))
+	msg := oneLine(withoutPackagePrefixes(describeError(err)))
 	if msg == "" {
 		return
 	}
@@ -106,9 +108,15 @@ func describeError(err error) string {
 	var fe *fencing.Error
 	var nb *noBroker
 	var ae *fencing.AuthorizationError
+	var bse *fencing.BrokerSettingsError
 	switch {
 	case errors.As(err, &nb):
 		return nb.Error()
+	case errors.As(err, &bse) && bse.Refused:
+		// The transport's words name a Go field (TxnTimeout); say which
+		// flag sets it.
+		return fmt.Sprintf("the cluster refuses krole's transaction timeout: %s (krole run's is half its --lease-duration, most other commands' %v)",
+			bse.Error(), fencing.DefaultTxnTimeout)
 	case errors.As(err, &ae):
 		// The one thing to fix, whatever the call: the ACL it names.
 		return ae.Error()
@@ -119,6 +127,23 @@ func describeError(err error) string {
 		return fe.Err.Error()
 	}
 	return err.Error()
+}
+
+// packagePrefix matches the name of a krole package with which the
+// libraries begin their errors ("view: ...", "fencing config: ..."), at the
+// start of a message or after the ": " of a wrapping one.
+var packagePrefix = regexp.MustCompile(`(^|: )(?:view|fencing config|fencing|election|processor|rolestate): `)
+
+// withoutPackagePrefixes drops the package names that the libraries put in
+// front of their errors: a user of the command line has no use for them.
+func withoutPackagePrefixes(msg string) string {
+	for {
+		next := packagePrefix.ReplaceAllString(msg, "$1")
+		if next == msg {
+			return msg
+		}
+		msg = next
+	}
 }
 
 // noBroker is the error of a command that could not reach any broker.

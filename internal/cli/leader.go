@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,8 +19,10 @@ func leaderCommand() *ucli.Command {
 		Description: "Reads the role topic as 'krole table' does and prints the value the live holder\n" +
 			"of ROLE registered with (krole run --value V), or its member id when it has none.\n" +
 			"Exit codes: 0 with a live holder; 1 when ROLE has no live holder (none, expired\n" +
-			"or released), with a line on stderr, and for any other failure; 2 for a usage\n" +
-			"error. \"Live\" is as this machine judges the lease, as the LEFT column of\n" +
+			"or released), with a line on stderr; 3 when krole could not find out (no broker\n" +
+			"answered, the topic does not exist, the view did not catch up within --timeout,\n" +
+			"the cluster refused the read), with a line saying why; 2 for a usage error.\n" +
+			"\"Live\" is as this machine judges the lease, as the LEFT column of\n" +
 			"'krole table' does; it is what the topic says, not the broker's fence.\n\n" +
 			"JSON: {\"role\":R,\"member\":M,\"value\":V,\"token\":{\"producer_id\":N,\"epoch\":N},\"left_ms\":N},\n" +
 			"\"value\" left out when the holder has none.",
@@ -41,15 +44,42 @@ type leaderResult struct {
 	LeftMS int64          `json:"left_ms"`
 }
 
+// ExitLeaderUnknown is the exit code of `krole leader` when it could not
+// find out whether the role has a live holder: no broker answered, the
+// topic does not exist, the view did not catch up within --timeout, the
+// cluster refused the read. It differs from [ExitFailure], which there
+// means "no live holder", so that a script can tell a vacant role from a
+// cluster it cannot read.
+const ExitLeaderUnknown = 3
+
 // NoHolderError is the error of `krole leader` when the role has no live
-// holder: exit code 1.
+// holder: exit code 1 ([ExitFailure]).
 type NoHolderError struct {
 	Role codec.Role
 }
 
 func (e *NoHolderError) Error() string { return fmt.Sprintf("role %s has no live holder", e.Role) }
 
+// leaderUnknown is a failure of `krole leader` other than a usage error or
+// a vacant role: its message is the cause's, its exit code
+// [ExitLeaderUnknown].
+type leaderUnknown struct{ err error }
+
+func (e *leaderUnknown) Error() string { return e.err.Error() }
+func (e *leaderUnknown) Unwrap() error { return e.err }
+func (e *leaderUnknown) ExitCode() int { return ExitLeaderUnknown }
+
 func runLeader(c *ucli.Context) error {
+	err := findLeader(c)
+	var ue *UsageError
+	var nh *NoHolderError
+	if err == nil || errors.As(err, &ue) || errors.As(err, &nh) {
+		return err
+	}
+	return &leaderUnknown{err: err}
+}
+
+func findLeader(c *ucli.Context) error {
 	role, err := roleArg(c)
 	if err != nil {
 		return err

@@ -51,6 +51,22 @@ func TestLeaderPrintsHolderValue(t *testing.T) {
 	now := time.Now()
 	m.LeaseAt("db", "m2", now, now.Add(time.Millisecond)) // a release: the role is vacant
 	assertOneLineError(t, runOn(t, c, "leader", "db"), ExitFailure)
+
+	// Could not find out: exit 3, not the 1 of a vacant role.
+	r = run(t, "leader", "db", "--brokers", strings.Join(c.Config.Brokers, ","), "--topic", "no.such.topic")
+	assertOneLineError(t, r, ExitLeaderUnknown)
+	assert.Contains(t, r.Stderr, "topic no.such.topic does not exist")
+}
+
+// TestLeaderUnreachable: `krole leader` against a cluster it cannot reach
+// exits 3 (it could not find out), with one line saying why; a usage error
+// stays 2.
+func TestLeaderUnreachable(t *testing.T) {
+	r := run(t, "leader", "db", "--brokers", "127.0.0.1:1")
+	assertOneLineError(t, r, ExitLeaderUnknown)
+	assert.Contains(t, r.Stderr, "krole: no broker answered at 127.0.0.1:1")
+	assertOneLineError(t, run(t, "leader", "--brokers", "127.0.0.1:1"), ExitUsage)
+	assertOneLineError(t, run(t, "leader", "db", "--brokers", "127.0.0.1:99999"), ExitUsage)
 }
 
 // TestValueTooLong: a value over the limit is a usage error naming it,

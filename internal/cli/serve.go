@@ -28,22 +28,30 @@ func serveCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "serve",
 		Usage:     "serve an HTTP lookup API, Prometheus metrics and a live page from a view of the role topic",
-		UsageText: "krole serve [--listen HOST:PORT] [--state-dir DIR]",
+		UsageText: "krole serve [--listen HOST:PORT] [--state-dir DIR] [--history D]",
 		Description: "Follows the role topic in a local view and answers from it, until SIGINT or\n" +
 			"SIGTERM. It prints one line when it listens (port 0 picks a free port; the line\n" +
 			"shows the real one):\n\n" +
 			"   listening: http://HOST:PORT\n\n" +
 			"Endpoints (GET):\n" +
-			"   /                       a page of the table, updated live\n" +
+			"   /                       a page of the table, updated live, with a timeline per role\n" +
 			"   /v1/roles               every role, as 'krole table -o json' prints them\n" +
 			"   /v1/roles/ROLE          one role; 404 {\"error\":...} when the table has no record of it\n" +
 			"   /v1/roles/ROLE/watch    server-sent events: the role's row, then one per change\n" +
 			"   /v1/watch[?role=R,...]  server-sent events of every role (or those named)\n" +
+			"   /v1/roles/ROLE/history  the role's changes of holder over the last --history:\n" +
+			"                           {\"role\",\"since\",\"now\",\"transitions\":[{\"at\",\"kind\",\"holder\"},...]}\n" +
+			"   /v1/history             every role's, as an array\n" +
+			"   /v1/source              what the server reads: {\"brokers\",\"topic\",\"history_window_ms\"}\n" +
 			"   /v1/stats               the view's counters\n" +
 			"   /healthz                200 while the view is current; 503 with {\"reason\":...} before it\n" +
-			"                           has caught up, or when no broker has answered it (or its data\n" +
-			"                           has not been confirmed current) for 5s\n" +
+			"                           has caught up, when no broker has answered it (or its data\n" +
+			"                           has not been confirmed current) for 5s, or while it rebuilds\n" +
+			"                           its table after the topic's offsets went backwards\n" +
 			"   /metrics                Prometheus text format, names prefixed krole_\n\n" +
+			"The history is kept in memory from when the server started, at most 256 changes\n" +
+			"per role; its kinds are initial, elected, handover, failover, takeover,\n" +
+			"released, expired and vacant. Times are Unix milliseconds.\n\n" +
 			"A lookup made before the view has caught up waits up to 5s, then answers 503.\n" +
 			"Answers are what the topic says, not the broker's fence. There is no\n" +
 			"authentication: the default address is reachable from this machine only.",
@@ -66,6 +74,9 @@ func runServe(c *ucli.Context) error {
 	listen := c.String("listen")
 	if _, err := checkListen(c, listen, false); err != nil {
 		return err
+	}
+	if c.Duration("history") <= 0 {
+		return Usagef(c, "--history %v: must be positive", c.Duration("history"))
 	}
 	cfg, err := configFrom(c)
 	if err != nil {
@@ -93,9 +104,6 @@ func runServe(c *ucli.Context) error {
 		return err
 	}
 	defer lv.stop()
-	if c.Duration("history") <= 0 {
-		return Usagef(c, "--history %v: must be positive", c.Duration("history"))
-	}
 	hist := server.NewHistory(c.Duration("history"), 0, nil)
 	h, err := server.New(lv.View, server.Options{
 		Source:  server.Source{Brokers: lv.cfg.Brokers, Topic: lv.cfg.Topic},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -166,6 +167,19 @@ func sseRows(r io.Reader) <-chan server.Row {
 	return out
 }
 
+// TestServeHelpNamesEveryRoute: `krole serve --help` lists every route
+// the server answers, and the --history flag.
+func TestServeHelpNamesEveryRoute(t *testing.T) {
+	r := run(t, "serve", "--help")
+	requireOK(t, r)
+	for _, route := range append(server.APIRoutes(), "/healthz", "/metrics") {
+		want := strings.ReplaceAll(route, "{role}", "ROLE")
+		assert.Regexp(t, `\n\s+`+regexp.QuoteMeta(want)+`[ \[]`, r.Stdout, "the help lists %s", want)
+	}
+	assert.Contains(t, r.Stdout, "[--history D]")
+	assert.Contains(t, r.Stdout, "--history D")
+}
+
 func TestServeErrors(t *testing.T) {
 	r := run(t, "serve", "--listen", "nope")
 	assertOneLineError(t, r, ExitUsage)
@@ -179,6 +193,11 @@ func TestServeErrors(t *testing.T) {
 	r = run(t, "serve", "--listen", ln.Addr().String(), "--brokers", "127.0.0.1:1")
 	assertOneLineError(t, r, ExitFailure)
 	assert.Contains(t, r.Stderr, "address already in use")
+
+	// A bad --history is a usage error before any network work.
+	r = run(t, "serve", "--history", "0s", "--listen", "127.0.0.1:0", "--brokers", "127.0.0.1:1")
+	assertOneLineError(t, r, ExitUsage)
+	assert.Contains(t, r.Stderr, "krole: --history 0s: must be positive")
 
 	// No broker at the start: an error, without a "listening:" first.
 	r = run(t, "serve", "--listen", "127.0.0.1:0", "--brokers", "127.0.0.1:1")

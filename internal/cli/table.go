@@ -96,6 +96,9 @@ func runTable(c *ucli.Context) error {
 		return err
 	}
 	watch := c.Bool("watch")
+	if c.Bool("changes") && !watch {
+		return Usagef(c, "--changes needs --watch: it shows a live table's changes of holder")
+	}
 	lv, err := startView(c, "")
 	if err != nil {
 		return err

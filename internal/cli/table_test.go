@@ -137,6 +137,9 @@ func TestTableEmptyAndErrors(t *testing.T) {
 	assert.Contains(t, r.Stderr, `krole: invalid role "bad/role": 1-128 characters of`)
 	r = runOn(t, c, "table", "--timeout", "-1s")
 	assertOneLineError(t, r, ExitUsage)
+	r = runOn(t, c, "table", "--changes")
+	assertOneLineError(t, r, ExitUsage)
+	assert.Contains(t, r.Stderr, "krole: --changes needs --watch")
 
 	r = run(t, "table", "--brokers", "127.0.0.1:1")
 	assertOneLineError(t, r, ExitFailure)

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -89,6 +91,21 @@ func TestHelpAndVersion(t *testing.T) {
 	r = run(t, "version", "-o", "json")
 	requireOK(t, r)
 	assert.Contains(t, r.Stdout, `"version":`)
+}
+
+// TestHelpListsExitCodes: the root help names every exit code krole uses.
+func TestHelpListsExitCodes(t *testing.T) {
+	r := run(t, "--help")
+	requireOK(t, r)
+	_, desc, ok := strings.Cut(r.Stdout, "Exit codes:")
+	require.True(t, ok, "the help has an exit-code paragraph")
+	desc, _, _ = strings.Cut(desc, "COMMANDS:")
+	desc = strings.Join(strings.Fields(desc), " ")
+	for _, code := range []int{ExitOK, ExitFailure, ExitUsage, ExitRunTimeout, ExitRunBusy, exitCannotExecute, exitNotFound,
+		128 + int(syscall.SIGINT), 128 + int(syscall.SIGTERM), ExitLeaderUnknown} {
+		assert.Regexp(t, `\b`+strconv.Itoa(code)+`\b`, desc, "exit code %d", code)
+	}
+	assert.Contains(t, desc, "1 when the role has no live holder")
 }
 
 // The password from the environment must never be echoed by the help.

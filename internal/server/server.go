@@ -140,6 +140,10 @@ var apiRoutes = []string{
 	"/v1/history",
 }
 
+// APIRoutes returns the patterns of the API's routes (those under /v1/, as
+// counted in krole_lookups_total), for help texts to list.
+func APIRoutes() []string { return append([]string(nil), apiRoutes...) }
+
 // New returns the HTTP handler of the lookup API over t. The handler is
 // safe for concurrent use; an event stream holds its connection until the
 // client goes away, the request's context ends or the view stops (so a
