@@ -556,8 +556,11 @@ func (s *runSession) onEvent(e processor.Event) {
 			}
 			s.lines.printf("revoked %s (token %s): %s", e.Role, e.Token, cause)
 		case processor.ReasonDeregistered:
+			// Revoked comes before the release is written: the line says
+			// what is under way; a failed release is a warning line of its
+			// own after it.
 			s.lines.printf("revoked %s (token %s): this member's registration was removed (krole resign); "+
-				"released the role to the next candidate, joining again at the back", e.Role, e.Token)
+				"releasing the role to the next candidate, then joining again at the back", e.Role, e.Token)
 		case processor.ReasonLeaseLost:
 			s.lines.printf("revoked %s (token %s): lease lost: no renewal succeeded in time", e.Role, e.Token)
 		default:

@@ -9,10 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -539,4 +541,83 @@ func TestRunRevokedFencedLine(t *testing.T) {
 			assert.Equal(t, "krole run: revoked svc (token 7/3): "+tc.want+"\n", buf.String())
 		})
 	}
+}
+
+// TestRunNonHolderRegistrationRemoved: `krole resign ROLE --member M` on a
+// running `krole run` member M that does not hold the role removes M's
+// registration; M registers again at the back (a registration at a later
+// offset), the holder keeps the role under the same token, and resign
+// says only what it did. Then SIGINT to the holder: its process exits 0
+// after its "resigned" line, with its release and its deregistration in
+// the role's records, and M takes the role.
+func TestRunNonHolderRegistrationRemoved(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs processes; skipped with -short")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("krole run's process tests are Linux's")
+	}
+	const role = "nonholder"
+	bin := buildKrole(t)
+	c := testcluster.Start(t, testcluster.Options{})
+	out := filepath.Join(t.TempDir(), "cmds")
+	flags := []string{"--lease-duration", "60s", "--renew-interval", "1s", "--stagger", "300ms"}
+	a := startKroleWith(t, bin, c, role, "node-a", out, flags...)
+	a.waitLine(t, 0, startedRE, 20*time.Second)
+	b := startKroleWith(t, bin, c, role, "node-b", out, flags...)
+	var before rolestate.Candidate
+	require.Eventually(t, func() bool {
+		st := rolestate.Fold(role, readRole(t, c.Config, role))
+		if st.Rank("node-b") != 1 {
+			return false
+		}
+		before = st.Candidates[1]
+		return true
+	}, 20*time.Second, 20*time.Millisecond, "node-b never registered; stderr:\n%s", b.stderr())
+	held := lastLeaseOf(readRole(t, c.Config, role), "node-a", false)
+	require.NotNil(t, held)
+
+	said := runBin(t, bin, append(clusterFlags(c), "resign", role, "--member", "node-b")...)
+	assert.Equal(t, "resigned node-b from role nonholder\n", said, "a non-holder has no release to report")
+	var after rolestate.Candidate
+	require.Eventually(t, func() bool {
+		st := rolestate.Fold(role, readRole(t, c.Config, role))
+		if st.Rank("node-b") != 1 {
+			return false
+		}
+		after = st.Candidates[1]
+		return after.Offset > before.Offset
+	}, 20*time.Second, 20*time.Millisecond, "node-b never registered again; stderr:\n%s", b.stderr())
+	recs := readRole(t, c.Config, role)
+	st := rolestate.Fold(role, recs)
+	assert.Equal(t, 0, st.Rank("node-a"), "the holder keeps its place")
+	require.NotNil(t, st.Lease)
+	assert.Equal(t, codec.MemberID("node-a"), st.Lease.Member, "the holder keeps the role")
+	assert.Equal(t, held.lease.Token, st.Lease.Token, "the holder keeps its token")
+	assert.False(t, st.Lease.Released())
+	_, _, revoked := a.find(0, regexp.MustCompile(`revoked`))
+	assert.False(t, revoked, "the holder lost the role; stderr:\n%s", a.stderr())
+
+	// SIGINT to the holder: it exits 0 once released and deregistered.
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGINT))
+	select {
+	case <-a.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("node-a did not exit after SIGINT; stderr:\n%s", a.stderr())
+	}
+	assert.Equal(t, 0, a.state.ExitCode())
+	i, _ := a.waitLine(t, 0, regexp.MustCompile(`^krole run: resigned nonholder \(token \d+/\d+\)$`), time.Second)
+	assert.Equal(t, a.count()-1, i, "the last line is the resignation; stderr:\n%s", a.stderr())
+	recs = readRole(t, c.Config, role)
+	rel := lastLeaseOf(recs, "node-a", true)
+	require.NotNil(t, rel, "node-a's release is in the records")
+	assert.Equal(t, held.lease.Token, rel.lease.Token)
+	var dereg int64 = -1
+	for _, r := range recs {
+		if r.Key.Kind == codec.KindRegistration && r.Key.Member == "node-a" && r.Record.Tombstone() {
+			dereg = r.Offset
+		}
+	}
+	assert.Greater(t, dereg, rel.offset, "node-a's deregistration follows its release in the records")
+	b.waitLine(t, 0, startedRE, 20*time.Second)
 }

@@ -44,7 +44,7 @@ func TestResignStepsDownALiveHolder(t *testing.T) {
 		`node-a joins the candidates again at the back unless its process stops\n$`, said)
 	b.waitLine(t, 0, startedRE, 20*time.Second)
 	a.waitLine(t, 0, regexp.MustCompile(`^krole run: revoked ctl \(token \d+/\d+\): this member's registration was removed \(krole resign\); `+
-		`released the role to the next candidate, joining again at the back$`), 20*time.Second)
+		`releasing the role to the next candidate, then joining again at the back$`), 20*time.Second)
 
 	recs := readRole(t, c.Config, role)
 	old := lastLeaseOf(recs, "node-a", false)
