@@ -83,24 +83,33 @@
 // hide behind it.
 //
 // A holding ends at once, without a write, when the transport retires its
-// token (a renewal answered fencing.ErrUnknownOutcome or
-// fencing.ErrNotHeld; revoked: [ReasonTokenRetired]). The view still shows
+// token (a renewal answered fencing.ErrUnknownOutcome, or the
+// fencing.ErrNotHeld whose cause says the token was retired after an
+// unknown outcome; revoked: [ReasonTokenRetired]). The view still shows
 // the member's own lease under that token as live; the member, and only
 // it, may challenge that lease at once (after a confirmation, pruning
 // nobody): it fences only its former self. Any other lease follows the
-// normal rules. (ErrNotHeld says only that the transport no longer holds
-// the token; when a later member fenced it, the confirmation shows that
-// member's lease once written, and only a challenger whose lease write is
-// still in flight can be fenced in turn: a race the broker settles.)
+// normal rules. A renewal answered ErrNotHeld without that cause is not a
+// retirement: the transport forgot the token because a write under it
+// (work's fencing.Writer or stream) was fenced, or it minted a newer one,
+// so another member may hold the role. That ends the holding as a fence
+// does (revoked: [ReasonFenced]), with the wait after a loss described
+// above: the member does not take its own lease back at once.
 //
 // A resigning holder stops its work, writes the release lease (granted_at
 // 0, deadline 1: expired under every clock) under its token and
 // deregisters, so the next candidate challenges at once. When the
 // transport has retired the holding's token (a write under it, work's
-// included, got no answer), no release can be written under it; if the
-// view still shows the member's own lease under that token as the latest,
-// the resigning member takes a new epoch (fencing only its former self)
-// and releases under that instead. A Member whose
+// included, got no answer), no release can be written under it. A new
+// epoch would fence whoever holds the role, so the resigning member takes
+// one as a challenge does: only after a confirmation that still shows its
+// own lease under that token as the latest, and only before the holding's
+// local deadline (the last renewal's start + RenewDeadline, which also
+// bounds that AcquireEpoch), before any observer can have seen the lease
+// expire; it then releases under the new epoch, fencing only its former
+// self. Otherwise (a newer lease confirmed, a failed confirmation, past
+// the deadline) it writes nothing and the lease runs out, at most one
+// lease for the next candidate. A Member whose
 // context ends resigns every role it holds (unless KeepOnExit), so a
 // rolling restart hands roles over without waiting for a deadline. Work
 // that returns an error resigns the role too; the member then waits before

@@ -1,6 +1,8 @@
 package processor
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -13,14 +15,18 @@ import (
 	"github.com/krabka/krole/rolestate"
 )
 
-// A renewal answered ErrUnknownOutcome, or ErrNotHeld (the transport
-// retired the token after such an answer, or after a fenced write through
-// a writer or stream that shares it), ends the holding at once. The view
+// A renewal answered ErrUnknownOutcome, or ErrNotHeld saying the
+// transport retired the token after such an answer (to another write
+// under it, a writer's or a stream's), ends the holding at once. The view
 // still shows the member's own lease under the retired token as live: the
 // member takes the role back at once under a new token (it fences only its
 // former self), and prunes nobody.
 func TestRenewalOnARetiredTokenEndsTheHoldingAndTakesTheRoleBack(t *testing.T) {
-	for _, kind := range []error{fencing.ErrUnknownOutcome, fencing.ErrNotHeld} {
+	for _, retired := range []*fencing.Error{
+		{Kind: fencing.ErrUnknownOutcome, Role: role},
+		{Kind: fencing.ErrNotHeld, Role: role, Err: errors.New("token 42/1 was retired after an unknown outcome: a request under it got no definite answer")},
+	} {
+		kind := retired.Kind
 		t.Run(kind.Error(), func(t *testing.T) {
 			h := newHarness(t, "a", Settings{})
 			elect(t, h, tok1, 0)
@@ -29,7 +35,6 @@ func TestRenewalOnARetiredTokenEndsTheHoldingAndTakesTheRoleBack(t *testing.T) {
 			workCtx := h.r.hold.ctx
 
 			h.clk.Set(t0.Add(2 * sec))
-			retired := &fencing.Error{Kind: kind, Role: role}
 			h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(2*sec))).Return(retired).Once()
 			assert.Equal(t, DoRenew, h.step().Kind)
 
@@ -101,4 +106,83 @@ func TestNoChallengeBeforeTheViewShowsOwnRegistration(t *testing.T) {
 	assert.Equal(t, DoWait, a.Kind, "rank 1 waits its stagger behind b")
 	assert.Equal(t, t0.Add(time.Second), a.Until)
 	assert.Nil(t, h.r.hold)
+}
+
+// A bare ErrNotHeld on a renewal is not a retirement: the transport forgot
+// the token because a write under it (work's, through a fencing.Writer or
+// a stream) was fenced, so another member may hold the role. The member
+// ends the holding as fenced and takes the wait after a loss: it does not
+// take its "own" lease back, even once the lease looks expired, until a
+// newer lease shows or a lease duration has passed.
+func TestRenewalOnATokenForgottenAfterAFenceIsALoss(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	elect(t, h, tok1, 0)
+	h.see(state(role, leaseOf("a", tok1, t0, 10*sec), 1, "a", 0, "b", 3))
+	h.settle()
+
+	h.clk.Set(t0.Add(2 * sec))
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(2*sec))).
+		Return(&fencing.Error{Kind: fencing.ErrNotHeld, Role: role}).Once()
+	assert.Equal(t, DoRenew, h.step().Kind)
+	require.Nil(t, h.r.hold)
+	assert.Equal(t, []string{"elected 42/1", "revoked fenced 42/1"}, h.transitions())
+	assert.Equal(t, 1.0, h.metric("krole_fenced_total"))
+	assert.Nil(t, h.r.l.retiredTok, "not a retirement")
+
+	// Its own lease under tok1 looks live: it waits (no AcquireEpoch: the
+	// mock would fail on it).
+	a := h.step()
+	assert.Equal(t, DoWait, a.Kind)
+	// Past the lease's span (seen at t0), still no newer lease: the wait
+	// after the loss (2s + a lease duration) holds it back.
+	h.clk.Set(t0.Add(11 * sec))
+	a = h.step()
+	assert.Equal(t, DoWait, a.Kind, "no challenge within a lease duration of the loss")
+	assert.Contains(t, a.Reason, "fenced or lost a challenge")
+	assert.Equal(t, t0.Add(12*sec), a.Until)
+}
+
+// Resigning with a retired token releases under a new epoch only after a
+// confirmation that still shows the member's own lease as the latest:
+// when it shows a newer lease (a successor took over), no AcquireEpoch is
+// sent (it would fence the successor) and nothing is released.
+func TestReleaseUnderANewEpochConfirmsFirst(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	elect(t, h, tok1, 0)
+	h.see(state(role, leaseOf("a", tok1, t0, 10*sec), 1, "a", 0, "b", 3))
+	h.settle()
+	h.clk.Set(t0.Add(sec))
+
+	retiredErr := &fencing.Error{Kind: fencing.ErrNotHeld, Role: role, Err: errors.New("token 42/1 was retired after an unknown outcome")}
+	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(retiredErr).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	newer := state(role, leaseOf("b", tok2, t0.Add(sec), 10*sec), 4, "a", 0, "b", 3)
+	h.src.confirm = func(codec.Role) (rolestate.Confirmed, error) {
+		return rolestate.Confirmed{State: newer, OpenProducerID: -1}, nil
+	}
+	confirms := h.src.confirmed()
+	h.r.l.resign = ReasonResigned
+	assert.Equal(t, DoResign, h.step().Kind)
+	assert.Equal(t, confirms+1, h.src.confirmed(), "confirmed before any new epoch")
+	h.tr.AssertNumberOfCalls(t, "AcquireEpoch", 1) // the election's only
+	h.tr.AssertExpectations(t)
+}
+
+// Past the holding's local deadline the lease may have run out for others:
+// no new epoch, not even a confirmation; the lease runs out.
+func TestReleaseUnderANewEpochNotPastTheLocalDeadline(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	elect(t, h, tok1, 0)
+	h.see(state(role, leaseOf("a", tok1, t0, 10*sec), 1, "a", 0, "b", 3))
+	h.settle()
+	h.clk.Set(t0.Add(8 * sec)) // renewed at t0; RenewDeadline 8s
+
+	retiredErr := &fencing.Error{Kind: fencing.ErrNotHeld, Role: role, Err: errors.New("token 42/1 was retired after an unknown outcome")}
+	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(retiredErr).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	confirms := h.src.confirmed()
+	h.r.resign(context.Background(), ReasonResigned)
+	assert.Equal(t, confirms, h.src.confirmed())
+	h.tr.AssertNumberOfCalls(t, "AcquireEpoch", 1) // the election's only
+	h.tr.AssertExpectations(t)
 }

@@ -1,9 +1,11 @@
 package processor
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"github.com/krabka/krole/rolestate"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/rolestate"
 )
 
 // failsafe bounds how long a test waits for the member's goroutine to
@@ -457,4 +460,43 @@ func TestResignWithARetiredTokenReleasesUnderANewEpoch(t *testing.T) {
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	require.NoError(t, d.stop())
 	h.tr.AssertExpectations(t)
+}
+
+// forgedCounter is a transport that counts forged leases, as
+// fencing.BrokerTransport does.
+type forgedCounter struct {
+	fencing.Transport
+	forged atomic.Uint64
+}
+
+func (f *forgedCounter) NewerRecordsSkipped() uint64 { return 0 }
+func (f *forgedCounter) ForgedLeasesSkipped() uint64 { return f.forged.Load() }
+
+// A member on a TransportSource reports forged leases its transport's
+// reads skipped, as the view does: once at Warn, later ones at Debug.
+func TestTransportSourceLogsForgedLeasesOnce(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	h.tr.On("ReadRoleRecords", mock.Anything, role).Return([]fencing.RoleRecord(nil), nil)
+	tr := &forgedCounter{Transport: h.tr}
+	var buf bytes.Buffer
+	src := &TransportSource{Transport: tr, Clock: h.clk,
+		Log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	read := func() {
+		_, err := src.Role(context.Background(), role)
+		require.NoError(t, err)
+	}
+	read()
+	assert.Empty(t, buf.String(), "nothing forged, nothing logged")
+	tr.forged.Store(2)
+	read()
+	read() // the same count: not logged again
+	tr.forged.Store(3)
+	read()
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, 2)
+	assert.Contains(t, lines[0], "level=WARN")
+	assert.Contains(t, lines[0], "skipped forged lease records")
+	assert.Contains(t, lines[0], "forged_total=2")
+	assert.Contains(t, lines[1], "level=DEBUG")
+	assert.Contains(t, lines[1], "forged_total=3")
 }

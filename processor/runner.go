@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/krabka/krole/codec"
@@ -582,7 +583,10 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 		r.m.met.renewed(r.role, took, "error")
 		r.shedLate(err)
 		return
-	case fencing.IsFenced(err):
+	case fencing.IsFenced(err) || forgotten(err):
+		// Fenced, or the transport forgot the token because another
+		// write under it (work's writer, a stream) was fenced: another
+		// member may hold the role, so this is a loss like any fence.
 		r.m.met.renewed(r.role, took, "fenced")
 		r.m.met.fenced(r.role)
 		r.lost(r.m.clk.Now())
@@ -590,9 +594,9 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 		return
 	case retired(err):
 		// The transport retired the token: this renewal, or another
-		// write under the token (a fenced writer's, a stream's), got no
-		// definite answer or was fenced. No write follows under it, so
-		// the holding is over at once.
+		// write under the token (a writer's, a stream's), got no
+		// definite answer. No write follows under it, so the holding is
+		// over at once.
 		r.m.met.renewed(r.role, took, "retired")
 		tok := h.Token
 		r.l.retiredTok = &tok
@@ -757,9 +761,12 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 		switch {
 		case err == nil:
 			r.log.Info("released the role", "token", h.held.Token.String())
-		case fencing.IsFenced(err):
+		case fencing.IsFenced(err) || forgotten(err):
+			// Fenced, or the token forgotten after a fence of work's
+			// writes: the wait after a loss applies.
 			r.m.met.fenced(r.role)
-			r.log.Info("release fenced: another member already holds the role")
+			r.lost(r.m.clk.Now())
+			r.log.Info("release fenced: another member already holds the role", "err", err)
 		default:
 			werr = err
 			r.log.Warn("writing the release failed; the lease runs to its deadline", "err", err)
@@ -814,10 +821,30 @@ func (r *runner) leave(ctx context.Context) {
 func (r *runner) RenewedAt() time.Time { return r.l.renewedAt }
 
 // retired reports whether err says that the transport retired the token
-// it was written under (see fencing.ErrUnknownOutcome).
+// it was written under after an unknown outcome (see
+// fencing.ErrUnknownOutcome): the error itself, or the ErrNotHeld that
+// calls under the retired token get, whose cause says so (fencing's
+// BrokerTransport.current). An ErrNotHeld without that cause is not a
+// retirement (see forgotten).
 func retired(err error) bool {
-	return errors.Is(err, fencing.ErrUnknownOutcome) || errors.Is(err, fencing.ErrNotHeld)
+	if errors.Is(err, fencing.ErrUnknownOutcome) {
+		return true
+	}
+	var fe *fencing.Error
+	return errors.As(err, &fe) && fe.Kind == fencing.ErrNotHeld && fe.Err != nil &&
+		strings.Contains(fe.Err.Error(), retiredCause)
 }
+
+// retiredCause is what the cause of fencing's ErrNotHeld says for a token
+// retired after an unknown outcome.
+const retiredCause = "retired after an unknown outcome"
+
+// forgotten reports whether err is an ErrNotHeld that is not a retirement:
+// the transport forgot the token because a write under it (work's, through
+// a fencing.Writer or a stream that shares it) was fenced, or it minted a
+// newer one. Another member may hold the role: the member treats it as a
+// fence (the wait after a loss), never as its own lease to take back.
+func forgotten(err error) bool { return errors.Is(err, fencing.ErrNotHeld) && !retired(err) }
 
 // ownLatest reports whether the role's latest lease in the view is this
 // member's, under tok.
@@ -832,8 +859,37 @@ func (r *runner) ownLatest(tok codec.Token) bool {
 // role, which fences only this member's former self, and writes the
 // release under that, so the next candidate need not wait for the lease
 // to run out. cause is the failed release's error, for the log.
+//
+// A new epoch fences whoever holds the role, so it is taken as a challenge
+// is: only after a confirmation (Source.Confirm) that still shows this
+// member's lease under old as the role's latest, and only while no observer
+// can have seen that lease expire: before the holding's local deadline
+// (the last renewal's start + RenewDeadline, short of the lease by the
+// margin for clock rates), which also bounds the AcquireEpoch call. Past
+// it, after a failed confirmation, or when the confirmed state shows a
+// newer lease, the member writes nothing: the lease runs out (another
+// candidate waits at most one lease) or has been superseded, which is
+// slower than a release but never fences a successor. It returns nil when
+// it released, or the reason it did not.
 func (r *runner) releaseUnderANewEpoch(ctx context.Context, old codec.Token, cause error) error {
-	tok, err := r.m.t.AcquireEpoch(ctx, r.role)
+	end := r.l.renewedAt.Add(r.m.s.RenewDeadline)
+	if !r.m.clk.Now().Before(end) {
+		return fmt.Errorf("%w; not releasing under a new epoch: past the holding's local deadline, the lease may have run out for others", cause)
+	}
+	cctx, cancel := r.callCtx(ctx, end.Sub(r.m.clk.Now()))
+	defer cancel()
+	c, err := r.m.src.Confirm(cctx, r.role)
+	if err != nil {
+		return fmt.Errorf("%w; not releasing under a new epoch: confirming the role's state failed: %v", cause, err)
+	}
+	r.st = c.State
+	if !r.ownLatest(old) {
+		return fmt.Errorf("%w; not releasing under a new epoch: the confirmed state shows a newer lease", cause)
+	}
+	if !r.m.clk.Now().Before(end) {
+		return fmt.Errorf("%w; not releasing under a new epoch: past the holding's local deadline, the lease may have run out for others", cause)
+	}
+	tok, err := r.m.t.AcquireEpoch(cctx, r.role)
 	if err != nil {
 		return err
 	}

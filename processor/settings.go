@@ -3,6 +3,8 @@ package processor
 import (
 	"fmt"
 	"time"
+
+	"github.com/krabka/krole/rolestate"
 )
 
 // DefaultLeaseDuration is the lease duration of a zero [Settings]. Every
@@ -178,11 +180,18 @@ func (s Settings) WithDefaults() Settings {
 // it on s.WithDefaults() to check what a Member would run with. It
 // requires:
 //
-//	2ms <= LeaseDuration
+//	2ms <= LeaseDuration <= rolestate.MaxLeaseSpan
 //	0 < RetryBackoff <= RenewInterval < RenewDeadline <= LeaseDuration
 //	0 < Stagger
 //	0 < TransactionTimeout < LeaseDuration - RenewInterval
-
+//
+// The cap on LeaseDuration is what observers accept: they count any lease
+// as lasting at most rolestate.MaxLeaseSpan (10 minutes) after they saw
+// it. A longer lease would let them take the role over while its holder,
+// renewing every RenewInterval and giving up only at RenewDeadline, still
+// believes it holds it; since RenewInterval < RenewDeadline <=
+// LeaseDuration, the one cap bounds all three.
+//
 // The last bound keeps a transaction left open by a crashed writer from
 // hiding a healthy holder's renewals long enough for its lease to look
 // expired: the lease the readers last saw has at least
@@ -210,6 +219,9 @@ func (s Settings) Validate() error {
 	}
 	if s.LeaseDuration < 2*time.Millisecond {
 		return &SettingsError{Field: "lease duration", Value: s.LeaseDuration, Rule: "must be at least 2ms (leases are in milliseconds, and one of 1ms reads as a release)"}
+	}
+	if s.LeaseDuration > rolestate.MaxLeaseSpan {
+		return &SettingsError{Field: "lease duration", Value: s.LeaseDuration, Rule: "must not be longer than", Other: "the longest lease observers accept (rolestate.MaxLeaseSpan)", OtherValue: rolestate.MaxLeaseSpan}
 	}
 	if s.RenewInterval >= s.LeaseDuration {
 		return &SettingsError{Field: "renew interval", Value: s.RenewInterval, Rule: "must be shorter than", Other: "lease duration", OtherValue: s.LeaseDuration}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing/fencingtest"
+	"github.com/krabka/krole/rolestate"
 )
 
 func TestSettingsDefaults(t *testing.T) {
@@ -28,7 +29,7 @@ func TestSettingsDefaults(t *testing.T) {
 	require.NoError(t, s.Validate())
 
 	// Defaults scale with the lease duration.
-	for _, d := range []time.Duration{5 * time.Millisecond, time.Second, time.Minute} {
+	for _, d := range []time.Duration{5 * time.Millisecond, time.Second, time.Minute, rolestate.MaxLeaseSpan} {
 		assert.NoError(t, Settings{LeaseDuration: d}.WithDefaults().Validate(), "lease %v", d)
 	}
 	// A field set by hand is kept.
@@ -58,6 +59,12 @@ func TestSettingsValidateRejectsImpossibleCombinations(t *testing.T) {
 		{"transaction timeout that can hide a renewal past the lease",
 			with(func(s *Settings) { s.TransactionTimeout = 8 * time.Second }),
 			"transaction timeout 8s must be shorter than lease duration - renew interval 8s"},
+		{"lease longer than observers accept",
+			Settings{LeaseDuration: 11 * time.Minute}.WithDefaults(),
+			"lease duration 11m0s must not be longer than the longest lease observers accept (rolestate.MaxLeaseSpan) 10m0s"},
+		{"renew deadline past the observers' cap, with a lease of 12.5m and more",
+			Settings{LeaseDuration: 13 * time.Minute}.WithDefaults(),
+			"lease duration 13m0s must not be longer than the longest lease observers accept (rolestate.MaxLeaseSpan) 10m0s"},
 		{"negative stagger",
 			with(func(s *Settings) { s.Stagger = -time.Second }),
 			"stagger -1s must be positive"},

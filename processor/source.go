@@ -2,7 +2,9 @@ package processor
 
 import (
 	"context"
+	"log/slog"
 	"reflect"
+	"sync"
 	"time"
 
 	"github.com/krabka/krole/codec"
@@ -48,6 +50,11 @@ type Source interface {
 // poll and of learning about a release up to Poll late; it suits tests,
 // tools and a handful of members.
 //
+// ReadRoleRecords skips forged lease records; when the transport counts
+// them (fencing.SkipCounter, as fencing.BrokerTransport does), the source
+// logs the first it sees at Warn and later ones at Debug, as the view
+// does. A TransportSource must not be copied after first use.
+//
 // Its Confirm cannot tell an open transaction from none (the transport
 // does not say), so it always reports OpenProducerID -1: a member on a
 // TransportSource does not recognize a partition held back by another
@@ -60,6 +67,13 @@ type TransportSource struct {
 	Poll time.Duration
 	// Clock drives the polling. Default the system clock.
 	Clock Clock
+	// Log receives the report of forged lease records. Default
+	// slog.Default().
+	Log *slog.Logger
+
+	forgedMu     sync.Mutex
+	forgedSeen   uint64 // the transport's forged-lease count last reported
+	forgedLogged bool
 }
 
 // Role reads the role's records and folds them. It blocks for one read of
@@ -70,7 +84,34 @@ func (s *TransportSource) Role(ctx context.Context, role codec.Role) (rolestate.
 	if err != nil {
 		return rolestate.State{}, err
 	}
+	if sc, ok := s.Transport.(fencing.SkipCounter); ok {
+		s.reportForged(ctx, role, sc.ForgedLeasesSkipped())
+	}
 	return rolestate.Fold(role, recs), nil
+}
+
+// reportForged logs forged lease records that the transport's reads
+// skipped (rolestate.CheckLeaseAuthor), as the view does: the first time
+// at Warn, later increases at Debug. n is the transport's count over all
+// its reads (every role), so the role named is the one whose read saw the
+// count rise.
+func (s *TransportSource) reportForged(ctx context.Context, role codec.Role, n uint64) {
+	s.forgedMu.Lock()
+	defer s.forgedMu.Unlock()
+	if n <= s.forgedSeen {
+		return
+	}
+	s.forgedSeen = n
+	level := slog.LevelDebug
+	if !s.forgedLogged {
+		s.forgedLogged, level = true, slog.LevelWarn
+	}
+	log := s.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Log(ctx, level, "skipped forged lease records: written outside the role's transactions, by someone with Write on the role topic (see rolestate.CheckLeaseAuthor); later ones are logged at debug",
+		"role", string(role), "forged_total", n)
 }
 
 // Confirm reads the role's partition once, up to its last stable offset

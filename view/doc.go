@@ -113,15 +113,20 @@
 // What the check does not stop: registrations and their tombstones are
 // plain appends by design (a member registers without a transaction), so
 // a principal with Write on the role topic can still add candidates and
-// remove them, which changes the ranking and who challenges next; it
-// cannot make a lease count, so it cannot depose a holder or keep a role
-// vacant. The ACLs that matter: Write on the role topic lets a principal
-// register (and forge registrations); a lease needs, in addition, Write
-// (and Describe) on the TransactionalId <prefix><role> (krole.<role> by
-// default). Grant the latter only to the role's members. Write on the
-// topic alone cannot forge a lease; Write on the topic plus that
-// transactional id can take the role through the broker's fence, as any
-// member can.
+// remove them, which changes the ranking and who challenges next. A
+// tombstone of the live holder's registration is the operator's
+// step-down (krole resign --member writes just that): the holder releases
+// the role at once and registers again at the back, so such a principal
+// can force a handover, as often as it likes; the role passes to the next
+// candidate within a challenge's round trips and stays held. It cannot
+// make a lease or release count, so it cannot take a role, hold it, keep
+// it vacant, or make a deposed holder's writes count. The ACLs that
+// matter: Write on the role topic lets a principal register, deregister
+// and so step a holder down; grant it only to members and operators. A
+// lease needs, in addition, Write (and Describe) on the TransactionalId
+// <prefix><role> (krole.<role> by default); grant that only to the role's
+// members. Write on the topic plus that transactional id can take the
+// role through the broker's fence, as any member can.
 //
 // # When the topic starts over
 //
