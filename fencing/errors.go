@@ -50,6 +50,12 @@ var (
 	ErrRecord = errors.New("record")
 )
 
+// ErrRetired is not a kind but a cause: the [ErrNotHeld] that calls under
+// a token retired after an unknown outcome get wraps it, so
+// errors.Is(err, ErrRetired) tells a retirement (the holding ended
+// without a known loss) from a token forgotten after a fence.
+var ErrRetired = errors.New("retired after an unknown outcome")
+
 // Error is the error every Transport operation returns. Kind is one of the
 // sentinels above; Err is the cause and is returned by Unwrap. Match the
 // kind with errors.Is, and reach the fields with errors.As.

@@ -63,7 +63,7 @@ func (t *BrokerTransport) current(role codec.Role, tok codec.Token) (*holder, er
 	h := t.holders[role]
 	switch {
 	case h == nil && t.retired[role] == tok:
-		return nil, &Error{Kind: ErrNotHeld, Role: role, Err: fmt.Errorf("token %s was retired after an unknown outcome: a request under it got no definite answer", tok)}
+		return nil, &Error{Kind: ErrNotHeld, Role: role, Err: fmt.Errorf("token %s was %w: a request under it got no definite answer", tok, ErrRetired)}
 	case h == nil:
 		return nil, &Error{Kind: ErrNotHeld, Role: role}
 	case h.token != tok:

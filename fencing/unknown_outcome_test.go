@@ -84,6 +84,7 @@ func TestWriteWithoutAnswerNeverShows(t *testing.T) {
 	if !caught {
 		err := <-errc
 		require.ErrorIs(t, err, fencing.ErrNotHeld, "the retired token sends nothing")
+		assert.ErrorIs(t, err, fencing.ErrRetired, "a retirement, told apart from a token forgotten after a fence")
 		assert.Contains(t, err.Error(), "retired after an unknown outcome")
 		tok2, err := tr.AcquireEpoch(ctx, role) // the holder's next holding
 		require.NoError(t, err)

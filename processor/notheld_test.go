@@ -2,7 +2,7 @@ package processor
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -24,7 +24,7 @@ import (
 func TestRenewalOnARetiredTokenEndsTheHoldingAndTakesTheRoleBack(t *testing.T) {
 	for _, retired := range []*fencing.Error{
 		{Kind: fencing.ErrUnknownOutcome, Role: role},
-		{Kind: fencing.ErrNotHeld, Role: role, Err: errors.New("token 42/1 was retired after an unknown outcome: a request under it got no definite answer")},
+		{Kind: fencing.ErrNotHeld, Role: role, Err: fmt.Errorf("token 42/1 was %w: a request under it got no definite answer", fencing.ErrRetired)},
 	} {
 		kind := retired.Kind
 		t.Run(kind.Error(), func(t *testing.T) {
@@ -153,7 +153,7 @@ func TestReleaseUnderANewEpochConfirmsFirst(t *testing.T) {
 	h.settle()
 	h.clk.Set(t0.Add(sec))
 
-	retiredErr := &fencing.Error{Kind: fencing.ErrNotHeld, Role: role, Err: errors.New("token 42/1 was retired after an unknown outcome")}
+	retiredErr := &fencing.Error{Kind: fencing.ErrNotHeld, Role: role, Err: fmt.Errorf("token 42/1 was %w", fencing.ErrRetired)}
 	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(retiredErr).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	newer := state(role, leaseOf("b", tok2, t0.Add(sec), 10*sec), 4, "a", 0, "b", 3)
@@ -177,7 +177,7 @@ func TestReleaseUnderANewEpochNotPastTheLocalDeadline(t *testing.T) {
 	h.settle()
 	h.clk.Set(t0.Add(8 * sec)) // renewed at t0; RenewDeadline 8s
 
-	retiredErr := &fencing.Error{Kind: fencing.ErrNotHeld, Role: role, Err: errors.New("token 42/1 was retired after an unknown outcome")}
+	retiredErr := &fencing.Error{Kind: fencing.ErrNotHeld, Role: role, Err: fmt.Errorf("token 42/1 was %w", fencing.ErrRetired)}
 	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(retiredErr).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	confirms := h.src.confirmed()

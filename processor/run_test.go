@@ -453,7 +453,7 @@ func TestResignWithARetiredTokenReleasesUnderANewEpoch(t *testing.T) {
 	// The view shows the member's lease, under tok1.
 	d.push(state(role, leaseOf("a", tok1, t0, 10*sec), 1, "a", 0))
 
-	retiredErr := &fencing.Error{Kind: fencing.ErrNotHeld, Role: role, Err: errors.New("retired after an unknown outcome")}
+	retiredErr := &fencing.Error{Kind: fencing.ErrNotHeld, Role: role, Err: fencing.ErrRetired}
 	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(retiredErr).Once()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
 	h.tr.On("WriteLease", mock.Anything, role, tok2, codec.ReleaseLease("a", tok2)).Return(nil).Once()

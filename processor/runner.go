@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/krabka/krole/codec"
@@ -823,21 +822,11 @@ func (r *runner) RenewedAt() time.Time { return r.l.renewedAt }
 // retired reports whether err says that the transport retired the token
 // it was written under after an unknown outcome (see
 // fencing.ErrUnknownOutcome): the error itself, or the ErrNotHeld that
-// calls under the retired token get, whose cause says so (fencing's
-// BrokerTransport.current). An ErrNotHeld without that cause is not a
-// retirement (see forgotten).
+// calls under the retired token get, which wraps fencing.ErrRetired. An
+// ErrNotHeld without it is not a retirement (see forgotten).
 func retired(err error) bool {
-	if errors.Is(err, fencing.ErrUnknownOutcome) {
-		return true
-	}
-	var fe *fencing.Error
-	return errors.As(err, &fe) && fe.Kind == fencing.ErrNotHeld && fe.Err != nil &&
-		strings.Contains(fe.Err.Error(), retiredCause)
+	return errors.Is(err, fencing.ErrUnknownOutcome) || errors.Is(err, fencing.ErrRetired)
 }
-
-// retiredCause is what the cause of fencing's ErrNotHeld says for a token
-// retired after an unknown outcome.
-const retiredCause = "retired after an unknown outcome"
 
 // forgotten reports whether err is an ErrNotHeld that is not a retirement:
 // the transport forgot the token because a write under it (work's, through
