@@ -80,7 +80,8 @@ func runCommand() *ucli.Command {
 			"campaigned for as usual (with --timeout to bound the wait).\n\n" +
 			"Every transition is one line on stderr, starting \"krole run: \". Put -- before\n" +
 			"CMD, so that its flags are not read as krole's. CMD's stdin is /dev/null.\n" +
-			"Exit codes: CMD's own when it exits by itself; 0 after SIGINT or SIGTERM; 2 for\n" +
+			"Exit codes: CMD's own when it exits by itself; 0 after SIGINT or SIGTERM; 130\n" +
+			"(143 for SIGTERM) after a second signal, without resigning; 2 for\n" +
 			"a usage error; 124 when --timeout passed, 75 when --try found the role held;\n" +
 			"126 when CMD cannot be executed, 127 when it is not found; 1 for anything\n" +
 			"else, such as an ACL the cluster refuses (\"not authorized: ...\"): no retry\n" +
