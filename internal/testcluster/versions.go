@@ -13,10 +13,13 @@ import (
 )
 
 // VersionsEnv names the environment variable that caps every embedded
-// cluster [Start] starts (when Options.MaxVersions is nil) with one of the
-// tables of [RealBrokers], by its Key: KROLE_TEST_VERSIONS=redpanda
-// go test ./... runs the whole suite as against Redpanda's versions. An
-// unknown key fails the test.
+// cluster [Start] starts (when Options.MaxVersions is nil), and every one
+// a test or the chaos suite starts through devcluster.Start with options
+// passed through [CapFromEnv] or [DevOptions], with one of the tables of
+// [RealBrokers], by its Key: KROLE_TEST_VERSIONS=redpanda go test ./...
+// runs the whole suite as against Redpanda's versions. An unknown key
+// fails the test. `make test-versions` (run by CI) runs the packages
+// whose requests depend on the versions once under each table.
 const VersionsEnv = "KROLE_TEST_VERSIONS"
 
 // BrokerVersions is a named table of the maximum request versions a real
