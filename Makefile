@@ -6,13 +6,18 @@ TIMEOUT ?= 9m
 # `make test-race` runs with the race detector.
 LIBPKGS ?= ./codec/... ./rolestate/... ./fencing/... ./view/... ./processor/... ./election/... ./internal/ctxcall/...
 FUZZTIME ?= 20s
+# The version matrix: the integration packages whose requests differ per
+# broker version, run once per table of internal/testcluster RealBrokers
+# (KROLE_TEST_VERSIONS caps every embedded cluster they start).
+VERSIONS     ?= kafka-3.0 kafka-4.0 redpanda
+VERSIONPKGS  ?= ./fencing/... ./view/... ./processor/stream/...
 # The chaos suite: how long its faults run, its seed (a number, or random), the go test timeout.
 # (The 30-second run inside `make test` replays one fixed seed; see internal/chaos/chaos_test.go.)
 CHAOS_DURATION ?= 5m
 CHAOS_SEED ?= random
 CHAOS_TIMEOUT ?= 20m
 
-.PHONY: all build test test-race fuzz bench bench-compare lint check fmt dev demo clean chaos
+.PHONY: all build test test-race test-versions fuzz bench bench-compare lint check fmt dev demo clean chaos
 
 all: lint test build
 
@@ -24,6 +29,9 @@ test: ## every test; integration tests start an embedded Kafka-protocol cluster 
 
 test-race: ## the library packages' tests with the race detector
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) $(LIBPKGS)
+
+test-versions: ## VERSIONPKGS once per broker table (KROLE_TEST_VERSIONS=kafka-3.0, kafka-4.0, redpanda): as against those brokers' request versions
+	@set -e; for v in $(VERSIONS); do echo "== KROLE_TEST_VERSIONS=$$v"; KROLE_TEST_VERSIONS=$$v $(GO) test -count=1 -timeout $(TIMEOUT) $(VERSIONPKGS); done
 
 fuzz: ## a short fuzz run of the codec's decoder, and of its fast paths against the general one (FUZZTIME each, default 20s)
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./codec
@@ -71,7 +79,7 @@ lint: ## go vet, a gofmt check and staticcheck (the version pinned by go.mod's t
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) tool staticcheck $(PKGS)
 
-check: lint test test-race fuzz ## everything CI runs, in CI's order
+check: lint test test-race test-versions fuzz ## everything CI runs, in CI's order
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -10,6 +10,7 @@ import (
 	"github.com/krabka/krole/election"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/devcluster"
+	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/processor"
 )
 
@@ -18,7 +19,11 @@ import (
 func exampleCluster() (cfg fencing.Config, stop func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := devcluster.Start(ctx, devcluster.Options{Topic: fencing.DefaultTopic, Partitions: 1})
+	opts, err := testcluster.CapFromEnv(devcluster.Options{Topic: fencing.DefaultTopic, Partitions: 1})
+	if err != nil {
+		panic(err)
+	}
+	c, err := devcluster.Start(ctx, opts)
 	if err != nil {
 		panic(err)
 	}

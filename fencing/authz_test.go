@@ -34,13 +34,13 @@ func TestAuthorizationErrors(t *testing.T) {
 	acl := func(res kmsg.ACLResourceType, name string, op kmsg.ACLOperation) kfake.ACL {
 		return kfake.ACL{Resource: res, Name: name, Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: op, Allow: true}
 	}
-	fake, err := devcluster.Start(ctx, devcluster.Options{Extra: []kfake.Opt{
+	fake, err := devcluster.Start(ctx, testcluster.DevOptions(t, devcluster.Options{Extra: []kfake.Opt{
 		kfake.EnableSASL(),
 		kfake.EnableACLs(),
 		kfake.Superuser(fencing.SASLScramSHA256, "admin", "admin-pw"),
 		// Describe on the topic, nothing on the transactional ids.
 		kfake.User(fencing.SASLScramSHA256, "nobody", "nobody-pw", acl(kmsg.ACLResourceTypeTopic, topic, kmsg.ACLOperationDescribe)),
-	}})
+	}}))
 	require.NoError(t, err)
 	t.Cleanup(fake.Close)
 	cfg := func(user string) fencing.Config {

@@ -28,10 +28,10 @@ func TestTLSHandshake(t *testing.T) {
 	caFile, serverTLS := testcluster.SelfSignedTLS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	plain, err := devcluster.Start(ctx, devcluster.Options{})
+	plain, err := devcluster.Start(ctx, testcluster.DevOptions(t, devcluster.Options{}))
 	require.NoError(t, err)
 	t.Cleanup(plain.Close)
-	secure, err := devcluster.Start(ctx, devcluster.Options{Extra: []kfake.Opt{kfake.TLS(serverTLS)}})
+	secure, err := devcluster.Start(ctx, testcluster.DevOptions(t, devcluster.Options{Extra: []kfake.Opt{kfake.TLS(serverTLS)}}))
 	require.NoError(t, err)
 	t.Cleanup(secure.Close)
 	// kfake's plaintext listener never answers a ClientHello: the

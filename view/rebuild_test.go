@@ -188,7 +188,7 @@ func TestRestartedClusterWithoutDataIsRebuilt(t *testing.T) {
 	start := func(listen string) *devcluster.Cluster {
 		t.Helper()
 		for {
-			fake, err := devcluster.Start(ctx, devcluster.Options{Listen: listen})
+			fake, err := devcluster.Start(ctx, testcluster.DevOptions(t, devcluster.Options{Listen: listen}))
 			if err == nil {
 				return fake
 			}

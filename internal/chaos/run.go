@@ -21,6 +21,7 @@ import (
 
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/devcluster"
+	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/processor"
 )
 
@@ -124,7 +125,11 @@ func BuildMember(ctx context.Context, dir string) (string, error) {
 func Run(ctx context.Context, cfg Config) (*Report, *History, error) {
 	cfg = cfg.withDefaults()
 	s := processor.Settings{LeaseDuration: cfg.Lease}.WithDefaults()
-	cl, err := devcluster.Start(ctx, devcluster.Options{Nodes: 3, Topic: roleTopic, Partitions: topicParts[roleTopic]})
+	dopts, err := testcluster.CapFromEnv(devcluster.Options{Nodes: 3, Topic: roleTopic, Partitions: topicParts[roleTopic]})
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := devcluster.Start(ctx, dopts)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -65,7 +65,7 @@ func startACLCluster(t *testing.T) aclCluster {
 	read, write, describe := kmsg.ACLOperationRead, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	fake, err := devcluster.Start(ctx, devcluster.Options{Extra: []kfake.Opt{
+	fake, err := devcluster.Start(ctx, testcluster.DevOptions(t, devcluster.Options{Extra: []kfake.Opt{
 		kfake.EnableSASL(),
 		kfake.EnableACLs(),
 		kfake.Superuser(scram, "admin", "admin-pw"),
@@ -86,7 +86,7 @@ func startACLCluster(t *testing.T) aclCluster {
 		kfake.User(scram, "writer", "writer-pw", allow(topicRes, topic, lit, write)...),
 		// describe: Describe on one transactional id, nothing else.
 		kfake.User(scram, "describer", "describer-pw", allow(txnRes, prefix+"ctl", lit, describe)...),
-	}})
+	}}))
 	require.NoError(t, err)
 	t.Cleanup(fake.Close)
 	admin := fencing.Config{Brokers: fake.ListenAddrs(), Topic: topic,

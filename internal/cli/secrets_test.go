@@ -31,11 +31,11 @@ func TestSecretsNeverPrinted(t *testing.T) {
 	caFile, serverTLS := testcluster.SelfSignedTLS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	fake, err := devcluster.Start(ctx, devcluster.Options{Extra: []kfake.Opt{
+	fake, err := devcluster.Start(ctx, testcluster.DevOptions(t, devcluster.Options{Extra: []kfake.Opt{
 		kfake.TLS(serverTLS),
 		kfake.EnableSASL(),
 		kfake.Superuser(fencing.SASLScramSHA512, "alice", right),
-	}})
+	}}))
 	require.NoError(t, err)
 	t.Cleanup(fake.Close)
 	brokers := strings.Join(fake.ListenAddrs(), ",")

@@ -24,11 +24,11 @@ func TestTLSAndSCRAM(t *testing.T) {
 	caFile, serverTLS := testcluster.SelfSignedTLS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	fake, err := devcluster.Start(ctx, devcluster.Options{Extra: []kfake.Opt{
+	fake, err := devcluster.Start(ctx, testcluster.DevOptions(t, devcluster.Options{Extra: []kfake.Opt{
 		kfake.TLS(serverTLS),
 		kfake.EnableSASL(),
 		kfake.Superuser(fencing.SASLScramSHA256, "alice", "s3cret-pw"),
-	}})
+	}}))
 	require.NoError(t, err)
 	t.Cleanup(fake.Close)
 	brokers := strings.Join(fake.ListenAddrs(), ",")

@@ -15,6 +15,7 @@ import (
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/testcluster"
+	"github.com/krabka/krole/processor/stream"
 	"github.com/krabka/krole/rolestate"
 	"github.com/krabka/krole/view"
 )
@@ -129,10 +130,39 @@ func TestVersionMatrix(t *testing.T) {
 			require.NotNil(t, st.Lease)
 			assert.Equal(t, lb, *st.Lease, "the view caught up with the takeover")
 
+			// processor/stream's requests (OffsetFetch, AddOffsetsToTxn,
+			// TxnOffsetCommit; Redpanda caps AddOffsetsToTxn at v1): the
+			// new holder copies three input records exactly once.
+			in, out := c.Topic(t, c.Name("in"), 2, 10*time.Second), c.Topic(t, c.Name("out"), 2, 10*time.Second)
+			prod, err := sarama.NewSyncProducer(c.Config.Brokers, c.Sarama(t))
+			require.NoError(t, err)
+			for i, val := range []string{"s-0", "s-1", "s-2"} {
+				_, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: in, Partition: int32(i % 2), Value: sarama.StringEncoder(val)})
+				require.NoError(t, err)
+			}
+			require.NoError(t, prod.Close())
+			sctx, scancel := context.WithCancel(ctx)
+			consumed := 0
+			err = stream.Run(sctx, stream.Config{Transport: b2, Group: c.Name("group"), Input: in, Output: out,
+				OnCommit: func(cm stream.Commit) {
+					if consumed += cm.Records; consumed >= 3 {
+						scancel()
+					}
+				}}, role, tokB)
+			scancel()
+			require.NoError(t, err)
+			assert.Equal(t, 3, consumed, "the stream consumed each input once")
+			values = nil
+			for _, m := range c.ReadAll(t, out, sarama.ReadCommitted, 20*time.Second) {
+				values = append(values, string(m.Value))
+			}
+			assert.ElementsMatch(t, []string{"s-0", "s-1", "s-2"}, values, "the stream's outputs are committed once each")
+
 			log.mu.Lock()
 			defer log.mu.Unlock()
 			for _, k := range []kmsg.Key{kmsg.Produce, kmsg.Fetch, kmsg.ListOffsets, kmsg.Metadata, kmsg.InitProducerID,
-				kmsg.AddPartitionsToTxn, kmsg.EndTxn, kmsg.FindCoordinator, kmsg.DescribeTransactions} {
+				kmsg.AddPartitionsToTxn, kmsg.EndTxn, kmsg.FindCoordinator, kmsg.DescribeTransactions,
+				kmsg.OffsetFetch, kmsg.AddOffsetsToTxn, kmsg.TxnOffsetCommit} {
 				sent, ok := log.max[int16(k)]
 				require.True(t, ok, "%s was sent", k.Name())
 				limit, _ := b.Versions.LookupMaxKeyVersion(int16(k))

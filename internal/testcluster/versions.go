@@ -3,16 +3,23 @@ package testcluster
 import (
 	"fmt"
 	"os"
+	"testing"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/krabka/krole/internal/devcluster"
 )
 
 // VersionsEnv names the environment variable that caps every embedded
-// cluster [Start] starts (when Options.MaxVersions is nil) with one of the
-// tables of [RealBrokers], by its Key: KROLE_TEST_VERSIONS=redpanda
-// go test ./... runs the whole suite as against Redpanda's versions. An
-// unknown key fails the test.
+// cluster [Start] starts (when Options.MaxVersions is nil), and every one
+// a test or the chaos suite starts through devcluster.Start with options
+// passed through [CapFromEnv] or [DevOptions], with one of the tables of
+// [RealBrokers], by its Key: KROLE_TEST_VERSIONS=redpanda go test ./...
+// runs the whole suite as against Redpanda's versions. An unknown key
+// fails the test. `make test-versions` (run by CI) runs the packages
+// whose requests depend on the versions once under each table.
 const VersionsEnv = "KROLE_TEST_VERSIONS"
 
 // BrokerVersions is a named table of the maximum request versions a real
@@ -125,4 +132,30 @@ func versionsFromEnv() (*kversion.Versions, error) {
 		keys = append(keys, b.Key)
 	}
 	return nil, fmt.Errorf("%s=%q: not one of %v", VersionsEnv, key, keys)
+}
+
+// CapFromEnv returns opts with the table [VersionsEnv] names appended to
+// opts.Extra (kfake.MaxVersions), unchanged when the variable is unset,
+// and an error for an unknown key. Tests (and the chaos suite) that start
+// an embedded cluster through devcluster.Start directly pass their
+// options through it, so a capped run (`make test-versions`) caps their
+// clusters too; devcluster itself, and so `krole dev`, never reads the
+// variable.
+func CapFromEnv(opts devcluster.Options) (devcluster.Options, error) {
+	v, err := versionsFromEnv()
+	if err != nil || v == nil {
+		return opts, err
+	}
+	opts.Extra = append(append([]kfake.Opt(nil), opts.Extra...), kfake.MaxVersions(v))
+	return opts, nil
+}
+
+// DevOptions is [CapFromEnv] for a test: an unknown key fails t.
+func DevOptions(t testing.TB, opts devcluster.Options) devcluster.Options {
+	t.Helper()
+	opts, err := CapFromEnv(opts)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return opts
 }
