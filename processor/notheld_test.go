@@ -186,3 +186,34 @@ func TestReleaseUnderANewEpochNotPastTheLocalDeadline(t *testing.T) {
 	h.tr.AssertNumberOfCalls(t, "AcquireEpoch", 1) // the election's only
 	h.tr.AssertExpectations(t)
 }
+
+// A holding whose own lease its view does not show yet (it was elected a
+// moment ago) and whose token was retired (its challenge's commit was
+// resent after a request without an answer) still releases under a new
+// epoch when it leaves: the confirmation, not the view as it stood, says
+// whether its lease is the latest. Before, the release was skipped and
+// the role stayed unheld for a lease (found by the chaos suite: a holder
+// pruned at once by a concurrent challenger left the role to run out).
+func TestReleaseUnderANewEpochWhenTheViewLagsItsOwnLease(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	elect(t, h, tok1, 0)
+	h.see(state(role, nil, 1, "a", 0, "b", 3)) // its own lease not shown yet
+	h.settle()
+	h.clk.Set(t0.Add(sec))
+
+	retiredErr := &fencing.Error{Kind: fencing.ErrNotHeld, Role: role, Err: fmt.Errorf("token 42/1 was %w", fencing.ErrRetired)}
+	tok3 := codec.Token{ProducerID: 42, Epoch: 3}
+	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(retiredErr).Once()
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok3, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok3, codec.ReleaseLease("a", tok3)).Return(nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	own := state(role, leaseOf("a", tok1, t0, 10*sec), 4, "a", 0, "b", 3)
+	h.src.confirm = func(codec.Role) (rolestate.Confirmed, error) {
+		return rolestate.Confirmed{State: own, OpenProducerID: -1}, nil
+	}
+	confirms := h.src.confirmed()
+	h.r.resign(context.Background(), ReasonResigned)
+	assert.Equal(t, confirms+1, h.src.confirmed(), "confirmed before the new epoch")
+	h.tr.AssertNumberOfCalls(t, "AcquireEpoch", 2) // the election's and the release's
+	h.tr.AssertExpectations(t)
+}

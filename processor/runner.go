@@ -751,7 +751,9 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 		if err == nil {
 			cctx, cancel := r.callCtx(bctx, r.m.s.TransactionTimeout)
 			err = r.m.t.WriteLease(cctx, r.role, h.held.Token, codec.ReleaseLease(r.m.me, h.held.Token))
-			if retired(err) && r.ownLatest(h.held.Token) {
+			if retired(err) {
+				// Whether its lease is still the latest is for the
+				// confirmation to say: the view may not show it yet.
 				err = r.releaseUnderANewEpoch(cctx, h.held.Token, err)
 			}
 			cancel()
