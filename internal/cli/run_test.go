@@ -5,11 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/krabka/krole/rolestate"
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +24,7 @@ import (
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/processor"
+	"github.com/krabka/krole/rolestate"
 	"github.com/krabka/krole/view"
 )
 
@@ -551,43 +550,14 @@ func TestRunRevokedFencedLine(t *testing.T) {
 // after its "resigned" line, with its release and its deregistration in
 // the role's records, and M takes the role.
 func TestRunNonHolderRegistrationRemoved(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary and runs processes; skipped with -short")
-	}
-	if runtime.GOOS != "linux" {
-		t.Skip("krole run's process tests are Linux's")
-	}
 	const role = "nonholder"
-	bin := buildKrole(t)
-	c := testcluster.Start(t, testcluster.Options{})
-	out := filepath.Join(t.TempDir(), "cmds")
-	flags := []string{"--lease-duration", "60s", "--renew-interval", "1s", "--stagger", "300ms"}
-	a := startKroleWith(t, bin, c, role, "node-a", out, flags...)
-	a.waitLine(t, 0, startedRE, 20*time.Second)
-	b := startKroleWith(t, bin, c, role, "node-b", out, flags...)
-	var before rolestate.Candidate
-	require.Eventually(t, func() bool {
-		st := rolestate.Fold(role, readRole(t, c.Config, role))
-		if st.Rank("node-b") != 1 {
-			return false
-		}
-		before = st.Candidates[1]
-		return true
-	}, 20*time.Second, 20*time.Millisecond, "node-b never registered; stderr:\n%s", b.stderr())
+	bin, c, a, b, before := startHolderAndCandidate(t, role)
 	held := lastLeaseOf(readRole(t, c.Config, role), "node-a", false)
 	require.NotNil(t, held)
 
 	said := runBin(t, bin, append(clusterFlags(c), "resign", role, "--member", "node-b")...)
 	assert.Equal(t, "resigned node-b from role nonholder\n", said, "a non-holder has no release to report")
-	var after rolestate.Candidate
-	require.Eventually(t, func() bool {
-		st := rolestate.Fold(role, readRole(t, c.Config, role))
-		if st.Rank("node-b") != 1 {
-			return false
-		}
-		after = st.Candidates[1]
-		return after.Offset > before.Offset
-	}, 20*time.Second, 20*time.Millisecond, "node-b never registered again; stderr:\n%s", b.stderr())
+	awaitRegistration(t, c, role, "node-b", 1, before.Offset, b) // registered again, still second
 	recs := readRole(t, c.Config, role)
 	st := rolestate.Fold(role, recs)
 	assert.Equal(t, 0, st.Rank("node-a"), "the holder keeps its place")

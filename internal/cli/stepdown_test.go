@@ -21,23 +21,8 @@ import (
 // (a minute) would have ended. resign says so truthfully, M says why it
 // lost the role, and M joins the candidates again at the back.
 func TestResignStepsDownALiveHolder(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary and runs processes; skipped with -short")
-	}
-	if runtime.GOOS != "linux" {
-		t.Skip("krole run's process tests are Linux's")
-	}
 	const role = "ctl"
-	bin := buildKrole(t)
-	c := testcluster.Start(t, testcluster.Options{})
-	out := filepath.Join(t.TempDir(), "cmds")
-	flags := []string{"--lease-duration", "60s", "--renew-interval", "1s", "--stagger", "300ms"}
-	a := startKroleWith(t, bin, c, role, "node-a", out, flags...)
-	a.waitLine(t, 0, startedRE, 20*time.Second)
-	b := startKroleWith(t, bin, c, role, "node-b", out, flags...)
-	require.Eventually(t, func() bool {
-		return rolestate.Fold(role, readRole(t, c.Config, role)).Rank("node-b") >= 0
-	}, 20*time.Second, 20*time.Millisecond, "node-b never registered; stderr:\n%s", b.stderr())
+	bin, c, a, b, _ := startHolderAndCandidate(t, role)
 
 	said := runBin(t, bin, append(clusterFlags(c), "resign", role, "--member", "node-a", "--wait", "30s")...)
 	assert.Regexp(t, `^resigned node-a from role ctl; node-a released the role \(token \d+/\d+\) and node-b holds it now; `+
@@ -60,4 +45,46 @@ func TestResignStepsDownALiveHolder(t *testing.T) {
 	// No live holder to step down: resign says nothing of a release.
 	said = runBin(t, bin, append(clusterFlags(c), "resign", role, "--member", "node-x")...)
 	assert.Equal(t, "resigned node-x from role ctl\n", said)
+}
+
+// startHolderAndCandidate starts two `krole run ROLE -- CMD` processes on
+// a fresh cluster with a one-minute lease (so that only a step-down hands
+// the role over): node-a, once it holds the role (its CMD started), then
+// node-b, once its registration ranks second. It returns the binary, the
+// cluster, both processes and node-b's registration. It skips the test
+// with -short and off Linux.
+func startHolderAndCandidate(t *testing.T, role codec.Role) (bin string, c *testcluster.Cluster, a, b *kroleProc, bReg rolestate.Candidate) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary and runs processes; skipped with -short")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("krole run's process tests are Linux's")
+	}
+	bin = buildKrole(t)
+	c = testcluster.Start(t, testcluster.Options{})
+	out := filepath.Join(t.TempDir(), "cmds")
+	flags := []string{"--lease-duration", "60s", "--renew-interval", "1s", "--stagger", "300ms"}
+	a = startKroleWith(t, bin, c, string(role), "node-a", out, flags...)
+	a.waitLine(t, 0, startedRE, 20*time.Second)
+	b = startKroleWith(t, bin, c, string(role), "node-b", out, flags...)
+	bReg = awaitRegistration(t, c, role, "node-b", 1, -1, b)
+	return bin, c, a, b, bReg
+}
+
+// awaitRegistration waits until member's registration in role ranks at
+// rank with an offset above after, reading the role topic, and returns
+// it; it fails the test with p's stderr after 20s.
+func awaitRegistration(t *testing.T, c *testcluster.Cluster, role codec.Role, member codec.MemberID, rank int, after int64, p *kroleProc) rolestate.Candidate {
+	t.Helper()
+	var got rolestate.Candidate
+	require.Eventually(t, func() bool {
+		st := rolestate.Fold(role, readRole(t, c.Config, role))
+		if st.Rank(member) != rank {
+			return false
+		}
+		got = st.Candidates[rank]
+		return got.Offset > after
+	}, 20*time.Second, 20*time.Millisecond, "%s never registered at rank %d after offset %d; stderr:\n%s", member, rank, after, p.stderr())
+	return got
 }
