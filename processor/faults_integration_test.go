@@ -3,7 +3,6 @@ package processor_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -53,7 +52,7 @@ func TestIntegrationClockSkewNeitherEarlyNorLate(t *testing.T) {
 			holder, _ := e.soleHolder(role, 10*time.Second)
 			require.Equal(t, a.id, holder)
 			b := e.startClock("node-b", []codec.Role{role}, s, nil, offsetClock{c.candidate})
-			await(t, 5*time.Second, "node-b is a candidate", func() bool { return slices.Contains(e.candidates(role), b.id) })
+			e.awaitCandidate(role, b.id)
 
 			// Healthy: node-a renews; node-b must not take the role.
 			time.Sleep(3 * s.LeaseDuration)
@@ -105,7 +104,7 @@ func TestIntegrationFrozenPartitionCausesNoElectionStorm(t *testing.T) {
 	a := e.start("node-a", []codec.Role{roleB}, s, nil)
 	_, tokB := e.soleHolder(roleB, 10*time.Second)
 	b := e.start("node-b", []codec.Role{roleB}, s, nil)
-	await(t, 5*time.Second, "node-b is a candidate", func() bool { return slices.Contains(e.candidates(roleB), b.id) })
+	e.awaitCandidate(roleB, b.id)
 
 	// A's holder, with a transport of its own and a long transaction
 	// timeout, takes A and dies in the middle of a lease write: the record
@@ -216,7 +215,7 @@ func TestIntegrationLaggingViewDoesNotFenceAHealthyHolder(t *testing.T) {
 		cancel()
 		<-done
 	})
-	await(t, 5*time.Second, "node-b is a candidate", func() bool { return slices.Contains(e.candidates(role), "node-b") })
+	e.awaitCandidate(role, codec.MemberID("node-b"))
 	time.Sleep(s.RenewInterval) // node-b's own view shows its registration
 	st, err := src.View.Role(e.ctx(5*time.Second), role)
 	require.NoError(t, err)

@@ -468,6 +468,13 @@ func (e *env) agree(role codec.Role, holder codec.MemberID, tok codec.Token) {
 }
 
 // candidates returns the members the observer's table ranks for role.
+// awaitCandidate waits up to 5s until member is among role's candidates
+// in the observer's view.
+func (e *env) awaitCandidate(role codec.Role, member codec.MemberID) {
+	e.t.Helper()
+	await(e.t, 5*time.Second, string(member)+" is a candidate", func() bool { return slices.Contains(e.candidates(role), member) })
+}
+
 func (e *env) candidates(role codec.Role) []codec.MemberID {
 	var out []codec.MemberID
 	for _, c := range e.state(role).Candidates {
@@ -633,7 +640,7 @@ func TestIntegrationCrashFailover(t *testing.T) {
 	holder, _ := e.soleHolder(role, 10*time.Second)
 	require.Equal(t, a.id, holder)
 	b := e.start("node-b", []codec.Role{role}, s, nil)
-	await(t, 5*time.Second, "node-b is a candidate", func() bool { return slices.Contains(e.candidates(role), b.id) })
+	e.awaitCandidate(role, b.id)
 	c := e.start("node-c", []codec.Role{role}, s, nil)
 	await(t, 5*time.Second, "node-c is a candidate", func() bool { return slices.Contains(e.candidates(role), c.id) })
 
@@ -696,7 +703,7 @@ func TestIntegrationGracefulHandover(t *testing.T) {
 	holder, _ := e.soleHolder(role, 10*time.Second)
 	require.Equal(t, a.id, holder)
 	b := e.start("node-b", []codec.Role{role}, s, nil)
-	await(t, 5*time.Second, "node-b is a candidate", func() bool { return slices.Contains(e.candidates(role), b.id) })
+	e.awaitCandidate(role, b.id)
 	time.Sleep(viewWarmup) // so the logged handover time is not node-b's view starting
 
 	left := time.Now()
@@ -771,7 +778,7 @@ func TestIntegrationFencedByOutsideEpoch(t *testing.T) {
 	mu.Unlock()
 	require.Equal(t, tokA, first.tok)
 	b := e.start("node-b", []codec.Role{role}, s, work)
-	await(t, 5*time.Second, "node-b is a candidate", func() bool { return slices.Contains(e.candidates(role), b.id) })
+	e.awaitCandidate(role, b.id)
 
 	fencedAt := time.Now()
 	tokX, err := e.probe.AcquireEpoch(e.ctx(10*time.Second), role)
@@ -1027,7 +1034,7 @@ func TestIntegrationKilledMidTransactionDoesNotStallTheView(t *testing.T) {
 	ks.KeepOnExit = true
 	k := e.start("node-k", []codec.Role{killed}, ks, nil)
 	_, tokK := e.soleHolder(killed, 10*time.Second)
-	await(t, 5*time.Second, "node-b is a candidate", func() bool { return slices.Contains(e.candidates(busy), b.id) })
+	e.awaitCandidate(busy, b.id)
 
 	// node-k dies in the middle of a lease write: its member is gone
 	// (nothing written on the way out), and a transaction it began under

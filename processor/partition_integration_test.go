@@ -171,7 +171,7 @@ func TestIntegrationPartitionedHolderDoesNotFenceItsSuccessor(t *testing.T) {
 	holder, tokA := e.soleHolder(role, 10*time.Second)
 	require.Equal(t, a.id, holder)
 	b := e.startOwn("node-b", []codec.Role{role}, s, wl.work)
-	await(t, 5*time.Second, "node-b is a candidate", func() bool { return slices.Contains(e.candidates(role), b.id) })
+	e.awaitCandidate(role, b.id)
 	c := e.startOwn("node-c", []codec.Role{role}, s, wl.work)
 	await(t, 5*time.Second, "node-c is a candidate", func() bool { return slices.Contains(e.candidates(role), c.id) })
 	await(t, 5*time.Second, "node-a's view shows all three candidates", func() bool {
@@ -291,7 +291,7 @@ func TestIntegrationShortPartitionCausesNoHandover(t *testing.T) {
 	holder, tokA := e.soleHolder(role, 10*time.Second)
 	require.Equal(t, a.id, holder)
 	b := e.startOwn("node-b", []codec.Role{role}, s, nil)
-	await(t, 5*time.Second, "node-b is a candidate", func() bool { return slices.Contains(e.candidates(role), b.id) })
+	e.awaitCandidate(role, b.id)
 	c := e.startOwn("node-c", []codec.Role{role}, s, nil)
 	await(t, 5*time.Second, "node-c is a candidate", func() bool { return slices.Contains(e.candidates(role), c.id) })
 	want := []codec.MemberID{"node-a", "node-b", "node-c"}
@@ -343,7 +343,7 @@ func TestIntegrationPartitionedCandidateDoesNotFenceTheHolder(t *testing.T) {
 	holder, tokA := e.soleHolder(role, 10*time.Second)
 	require.Equal(t, a.id, holder)
 	b := e.startOwn("node-b", []codec.Role{role}, s, nil)
-	await(t, 5*time.Second, "node-b is a candidate", func() bool { return slices.Contains(e.candidates(role), b.id) })
+	e.awaitCandidate(role, b.id)
 	c := e.startOwn("node-c", []codec.Role{role}, s, nil)
 	await(t, 5*time.Second, "node-c is a candidate", func() bool { return slices.Contains(e.candidates(role), c.id) })
 	await(t, 5*time.Second, "node-b's view shows all three candidates", func() bool {

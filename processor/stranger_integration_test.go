@@ -30,7 +30,7 @@ func TestIntegrationStrangersTombstoneOfTheHolderForcesOnlyAHandover(t *testing.
 	holder, _ := e.soleHolder(role, 10*time.Second)
 	require.Equal(t, a.id, holder)
 	b := e.start("node-b", []codec.Role{role}, s, nil)
-	await(t, 5*time.Second, "node-b is a candidate", func() bool { return slices.Contains(e.candidates(role), b.id) })
+	e.awaitCandidate(role, b.id)
 	time.Sleep(viewWarmup)
 
 	sc, err := e.c.Config.Sarama()

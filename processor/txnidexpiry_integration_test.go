@@ -1,7 +1,6 @@
 package processor_test
 
 import (
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -66,7 +65,7 @@ func TestIntegrationTransactionalIDExpiry(t *testing.T) {
 	holder, tokA := e.soleHolder(role, 10*time.Second)
 	require.Equal(t, a.id, holder)
 	b := e.start("node-b", []codec.Role{role}, sb, nil)
-	await(t, 5*time.Second, "node-b is a candidate", func() bool { return slices.Contains(e.candidates(role), b.id) })
+	e.awaitCandidate(role, b.id)
 
 	// node-a's renewal after the expiry is refused: revoked, fenced.
 	var rev stamped
