@@ -153,7 +153,7 @@ func TestReleaseUnderANewEpochConfirmsFirst(t *testing.T) {
 	h.settle()
 	h.clk.Set(t0.Add(sec))
 
-	retiredErr := &fencing.Error{Kind: fencing.ErrNotHeld, Role: role, Err: fmt.Errorf("token 42/1 was %w", fencing.ErrRetired)}
+	retiredErr := errRetiredTok1()
 	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(retiredErr).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	newer := state(role, leaseOf("b", tok2, t0.Add(sec), 10*sec), 4, "a", 0, "b", 3)
@@ -177,7 +177,7 @@ func TestReleaseUnderANewEpochNotPastTheLocalDeadline(t *testing.T) {
 	h.settle()
 	h.clk.Set(t0.Add(8 * sec)) // renewed at t0; RenewDeadline 8s
 
-	retiredErr := &fencing.Error{Kind: fencing.ErrNotHeld, Role: role, Err: fmt.Errorf("token 42/1 was %w", fencing.ErrRetired)}
+	retiredErr := errRetiredTok1()
 	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(retiredErr).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	confirms := h.src.confirmed()
@@ -201,7 +201,7 @@ func TestReleaseUnderANewEpochWhenTheViewLagsItsOwnLease(t *testing.T) {
 	h.settle()
 	h.clk.Set(t0.Add(sec))
 
-	retiredErr := &fencing.Error{Kind: fencing.ErrNotHeld, Role: role, Err: fmt.Errorf("token 42/1 was %w", fencing.ErrRetired)}
+	retiredErr := errRetiredTok1()
 	tok3 := codec.Token{ProducerID: 42, Epoch: 3}
 	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(retiredErr).Once()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok3, nil).Once()
@@ -216,4 +216,10 @@ func TestReleaseUnderANewEpochWhenTheViewLagsItsOwnLease(t *testing.T) {
 	assert.Equal(t, confirms+1, h.src.confirmed(), "confirmed before the new epoch")
 	h.tr.AssertNumberOfCalls(t, "AcquireEpoch", 2) // the election's and the release's
 	h.tr.AssertExpectations(t)
+}
+
+// errRetiredTok1 is what the transport answers a call under tok1 once it
+// retired that token after an unknown outcome.
+func errRetiredTok1() error {
+	return &fencing.Error{Kind: fencing.ErrNotHeld, Role: role, Err: fmt.Errorf("token %s was %w", tok1, fencing.ErrRetired)}
 }
