@@ -864,8 +864,14 @@ func (r *runner) ownLatest(tok codec.Token) bool {
 // it released, or the reason it did not.
 func (r *runner) releaseUnderANewEpoch(ctx context.Context, old codec.Token, cause error) error {
 	end := r.l.renewedAt.Add(r.m.s.RenewDeadline)
-	if !r.m.clk.Now().Before(end) {
+	pastDeadline := func() error {
+		if r.m.clk.Now().Before(end) {
+			return nil
+		}
 		return fmt.Errorf("%w; not releasing under a new epoch: past the holding's local deadline, the lease may have run out for others", cause)
+	}
+	if err := pastDeadline(); err != nil {
+		return err // before the confirmation's round trip
 	}
 	cctx, cancel := r.callCtx(ctx, end.Sub(r.m.clk.Now()))
 	defer cancel()
@@ -877,8 +883,8 @@ func (r *runner) releaseUnderANewEpoch(ctx context.Context, old codec.Token, cau
 	if !r.ownLatest(old) {
 		return fmt.Errorf("%w; not releasing under a new epoch: the confirmed state shows a newer lease", cause)
 	}
-	if !r.m.clk.Now().Before(end) {
-		return fmt.Errorf("%w; not releasing under a new epoch: past the holding's local deadline, the lease may have run out for others", cause)
+	if err := pastDeadline(); err != nil {
+		return err // the confirmation took the time that was left
 	}
 	tok, err := r.m.t.AcquireEpoch(cctx, r.role)
 	if err != nil {

@@ -71,9 +71,8 @@ type TransportSource struct {
 	// slog.Default().
 	Log *slog.Logger
 
-	forgedMu     sync.Mutex
-	forgedSeen   uint64 // the transport's forged-lease count last reported
-	forgedLogged bool
+	forgedMu   sync.Mutex
+	forgedSeen uint64 // the transport's forged-lease count last reported; 0 until the first report
 }
 
 // Role reads the role's records and folds them. It blocks for one read of
@@ -101,11 +100,11 @@ func (s *TransportSource) reportForged(ctx context.Context, role codec.Role, n u
 	if n <= s.forgedSeen {
 		return
 	}
-	s.forgedSeen = n
 	level := slog.LevelDebug
-	if !s.forgedLogged {
-		s.forgedLogged, level = true, slog.LevelWarn
+	if s.forgedSeen == 0 {
+		level = slog.LevelWarn
 	}
+	s.forgedSeen = n
 	log := s.Log
 	if log == nil {
 		log = slog.Default()
