@@ -118,20 +118,17 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "failovers: %d\n", len(r.Failovers))
 	fmt.Fprintf(w, "max failover: %d ms\n", r.MaxFailover().Milliseconds())
 	if len(r.Failovers) > 0 {
-		tight := r.Failovers[0]
+		tight, most := r.Failovers[0], r.Failovers[0]
 		for _, f := range r.Failovers {
 			if float64(f.Took)/float64(f.Bound) > float64(tight.Took)/float64(tight.Bound) {
 				tight = f
 			}
-		}
-		fmt.Fprintf(w, "closest to its bound: %s of %s at %s, role %s: %d ms of %d ms\n",
-			tight.Fault, tight.Member, stamp(tight.At), tight.Role, tight.Took.Milliseconds(), tight.Bound.Milliseconds())
-		most := r.Failovers[0]
-		for _, f := range r.Failovers {
 			if f.OverBase > most.OverBase {
 				most = f
 			}
 		}
+		fmt.Fprintf(w, "closest to its bound: %s of %s at %s, role %s: %d ms of %d ms\n",
+			tight.Fault, tight.Member, stamp(tight.At), tight.Role, tight.Took.Milliseconds(), tight.Bound.Milliseconds())
 		fmt.Fprintf(w, "most of the tolerance used: %d ms, by the %s of %s at %s, role %s (%d ms; bound without tolerance %d ms)\n",
 			max(most.OverBase.Milliseconds(), 0), most.Fault, most.Member, stamp(most.At), most.Role, most.Took.Milliseconds(), (most.Took - most.OverBase).Milliseconds())
 	}
