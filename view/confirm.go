@@ -17,21 +17,31 @@ import (
 // challenges, so that it never challenges from a view that lags, cannot
 // reach the cluster, or reads a topic that started over.
 //
-// Exactly: it asks the partition's leader for the partition's last stable
-// offset (one ListOffsets round trip with read_committed isolation) and
-// waits until the view has applied the last record below it, as
-// [View.WaitCaughtUp] does for every partition. A partition whose last
-// stable offset has not moved since the view last confirmed it needs no
-// more. It then fetches the partition at its last stable offset with
-// read_uncommitted isolation (one Fetch round trip): when a transaction
-// starts there (an open transaction holds the last stable offset below the
-// high watermark), Confirmed.OpenProducerID is that transaction's producer
-// id, from its first batch's header, and Confirmed.OpenOffset its first
-// offset (the last stable offset); otherwise both are -1. The records of that
-// transaction, and everything after its first offset, are not in State,
-// even if the transaction has committed since. A transaction that began at
-// the last stable offset just after the ListOffsets answered may be
-// reported too.
+// Exactly: it learns the partition's last stable offset from its leader
+// and waits until the view has applied the last record below it, as
+// [View.WaitCaughtUp] does for every partition. Once the view has caught
+// up for the first time, that is one read_committed Fetch from the offset
+// the view has read, without waiting: its answer carries the last stable
+// offset and the high watermark, and the records below the last stable
+// offset, the last of which is the one to wait for (a further fetch looks
+// past an answer that stopped short of it). Before that, and when the
+// offset the view has read is outside the partition, it is one ListOffsets
+// round trip (read_committed) and a fetch back from the last stable offset,
+// as in WaitCaughtUp. A partition whose last stable offset has not moved
+// since the view last confirmed it needs no wait.
+//
+// When the high watermark is above the last stable offset (or after
+// ListOffsets, which does not say), it also fetches the partition at its
+// last stable offset with read_uncommitted isolation (one more round
+// trip): when a transaction starts there (an open transaction holds the
+// last stable offset below the high watermark), Confirmed.OpenProducerID
+// is that transaction's producer id, from its first batch's header, and
+// Confirmed.OpenOffset its first offset (the last stable offset);
+// otherwise both are -1. The records of that transaction, and everything
+// after its first offset, are not in State, even if the transaction has
+// committed since. A transaction that began at the last stable offset just
+// after the first round trip answered may be reported too. So a
+// confirmation with no transaction open costs one round trip.
 //
 // Errors: when ctx ends first, an error matching both [ErrNotCaughtUp] and
 // ctx.Err(); once Run has returned, [ErrStopped]; while the partition's
@@ -58,27 +68,54 @@ func (v *View) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirme
 	}
 	first := !v.isReady()
 	mark := v.progress.marks()[p]
-	lsos, err := v.prober.listOffsets(ctx, []int32{p}, sarama.OffsetNewest)
-	if err != nil {
-		return none, v.probeErr(ctx, err)
+	// After the first catch-up, one read_committed Fetch from what the
+	// view has read answers the last stable offset and the records below
+	// it; ListOffsets is the way when it cannot (the first catch-up, whose
+	// consumer must be proven fetching, and an offset outside the
+	// partition: a log that went backwards, or was deleted below it).
+	var fetched *ends
+	if !first {
+		e, err := v.prober.fetchEnds(p, mark.read)
+		switch {
+		case err == nil:
+			fetched = &e
+		case !errors.Is(err, errOutOfRange):
+			return none, v.probeErr(ctx, err)
+		}
 	}
-	lso := lsos[p]
+	var lso int64
+	if fetched != nil {
+		lso = fetched.lso
+	} else {
+		lsos, err := v.prober.listOffsets(ctx, []int32{p}, sarama.OffsetNewest)
+		if err != nil {
+			return none, v.probeErr(ctx, err)
+		}
+		lso = lsos[p]
+	}
 	if lso < mark.read {
 		v.progress.markRewound(&OffsetsWentBackwardsError{Topic: v.topic, Partition: p, Offset: mark.read, End: lso}, mark.resets)
 	}
 	if e := v.progress.rewoundOf(p); e != nil {
 		return none, rewound(e)
 	}
-	open, err := v.prober.openProducer(p, lso)
-	if err != nil {
-		return none, v.probeErr(ctx, err)
+	open := int64(-1)
+	if fetched == nil || fetched.hwm > lso {
+		var err error
+		if open, err = v.prober.openProducer(p, lso); err != nil {
+			return none, v.probeErr(ctx, err)
+		}
 	}
-	if first {
+	var err error
+	switch {
+	case first:
 		err = v.catchUpPartition(ctx, p, lso, mark, true)
 		if err == nil {
 			v.progress.confirmedTo(p, lso, mark.resets)
 		}
-	} else {
+	case fetched != nil:
+		err = v.confirmFetched(ctx, p, *fetched, mark)
+	default:
 		err = v.confirmPartition(ctx, p, lso, mark)
 	}
 	if err != nil {
@@ -122,6 +159,30 @@ func (v *View) confirmPartition(ctx context.Context, p int32, lso int64, mark re
 		}
 	}
 	v.progress.confirmedTo(p, lso, mark.resets)
+	return nil
+}
+
+// confirmFetched is confirmPartition for the ends one Fetch from mark.read
+// found: it waits for the last record below the last stable offset that
+// the Fetch held, looking further (lastRecordBefore) only when the Fetch's
+// answer stopped short of the last stable offset.
+func (v *View) confirmFetched(ctx context.Context, p int32, e ends, mark readMark) error {
+	if e.lso > v.progress.caughtUpToOf(p) {
+		target := e.tail.last
+		if !e.tail.end {
+			more, err := v.prober.lastRecordBefore(ctx, p, e.tail.scanned, e.lso)
+			if err != nil {
+				return v.probeErr(ctx, err)
+			}
+			target = max(target, more)
+		}
+		if target > v.progress.lastOf(p) {
+			if err := v.waitHanded(ctx, p, target); err != nil {
+				return err
+			}
+		}
+	}
+	v.progress.confirmedTo(p, e.lso, mark.resets)
 	return nil
 }
 

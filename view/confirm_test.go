@@ -3,17 +3,21 @@ package view
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/testcluster"
+	"github.com/krabka/krole/rolestate"
 )
 
 // consumerGate holds the view's consumer back: while closed, each fetch
@@ -234,3 +238,115 @@ func (c *fakeClock) Now() time.Time                  { return time.Unix(0, c.ns.
 func (c *fakeClock) Advance(d time.Duration)         { c.ns.Add(int64(d)) }
 func (c *fakeClock) Set(t time.Time)                 { c.ns.Store(t.UnixNano()) }
 func (c *fakeClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// countProbes counts, from now on, the ListOffsets requests and the
+// fetches that do not wait (the view's probes; its consumer's fetches
+// wait) the cluster is sent.
+func countProbes(t *testing.T, c *testcluster.Cluster) (listOffsets, fetches *atomic.Int64) {
+	t.Helper()
+	c.RequireFake(t)
+	listOffsets, fetches = new(atomic.Int64), new(atomic.Int64)
+	c.Fake.ControlKey(int16(kmsg.ListOffsets), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake.KeepControl()
+		listOffsets.Add(1)
+		return nil, nil, false
+	})
+	c.Fake.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake.KeepControl()
+		if req.(*kmsg.FetchRequest).MaxWaitMillis == 0 {
+			fetches.Add(1)
+		}
+		return nil, nil, false
+	})
+	return listOffsets, fetches
+}
+
+// TestConfirmAfterTheFirstIsOneFetch: once the view has caught up, a
+// confirmation with no transaction open is one round trip (a
+// read_committed Fetch from what the view has read answers the last stable
+// offset and the records below it), however the partition moved since the
+// last one; it still holds the lease committed just before it.
+func TestConfirmAfterTheFirstIsOneFetch(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	m := c.Members(t)
+	m.Register("db", "m1")
+	v, _ := runView(t, c.Config, Options{})
+	caughtUp(t, v)
+	_, err := v.Confirm(testCtx(t), "db")
+	require.NoError(t, err)
+
+	g := holdConsumer(t, c)
+	g.held(t)
+	m.Register("db", "m2")
+	l := m.Lease("db", "m1", time.Minute)
+	lists, fetches := countProbes(t, c)
+	done := make(chan error, 1)
+	var got *codec.Lease
+	go func() {
+		cf, err := v.Confirm(testCtx(t), "db")
+		got = cf.State.Lease
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("Confirm returned while the view could not have the lease: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	g.release()
+	require.NoError(t, <-done)
+	require.NotNil(t, got)
+	assert.Equal(t, l, *got)
+	assert.Equal(t, int64(0), lists.Load(), "no ListOffsets: the Fetch answers the last stable offset")
+	assert.Equal(t, int64(1), fetches.Load(), "one probe Fetch")
+}
+
+// TestConfirmPastOneFetchAnswer: when the records the view has not read
+// yet are more than one probe Fetch's answer holds, Confirm still waits
+// for the last one below the last stable offset.
+func TestConfirmPastOneFetchAnswer(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	m := c.Members(t)
+	w := newWriter(t, c, 1)
+	m.Register("db", "m0")
+	v, _ := runView(t, c.Config, Options{})
+	caughtUp(t, v)
+	_, err := v.Confirm(testCtx(t), "db")
+	require.NoError(t, err)
+
+	g := holdConsumer(t, c)
+	g.held(t)
+	const n = 1500 // registrations of about 300 bytes each: past probeMaxBytes
+	long := strings.Repeat("x", 120)
+	msgs, size := make([]*sarama.ProducerMessage, 0, n), 0
+	for i := range n {
+		member := codec.MemberID(fmt.Sprintf("%s%05d", long, i))
+		b, err := codec.EncodeRecord(codec.Record{Registration: &codec.Registration{Member: member, RegisteredAt: time.Now().UnixMilli()}})
+		require.NoError(t, err)
+		key := codec.RegistrationKey("db", member).String()
+		msgs = append(msgs, &sarama.ProducerMessage{Topic: c.Config.Topic, Key: sarama.StringEncoder(key),
+			Value: sarama.ByteEncoder(b), Partition: 0})
+		size += len(key) + len(b)
+	}
+	require.Greater(t, size, probeMaxBytes)
+	for i := 0; i < n; i += 50 { // batches of 50: the answer stops between two
+		require.NoError(t, w.plain.SendMessages(msgs[i:i+50]))
+	}
+	last := w.register("db", "last")
+	done := make(chan error, 1)
+	var got rolestate.State
+	go func() {
+		cf, err := v.Confirm(testCtx(t), "db")
+		got = cf.State
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("Confirm returned while the view could not have the registrations: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	g.release()
+	require.NoError(t, <-done)
+	require.Equal(t, n+2, len(got.Candidates), "every registration")
+	assert.Equal(t, codec.MemberID("last"), got.Candidates[n+1].Member)
+	assert.Equal(t, last, got.Candidates[n+1].Offset)
+}

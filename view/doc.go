@@ -183,9 +183,10 @@
 // # Confirmation, freshness and the observer's clock
 //
 // [View.Confirm] is the check a member makes before it challenges: one
-// ListOffsets round trip to the role's partition leader, a wait until the
-// table holds everything below the partition's last stable offset, and one
-// Fetch to name the producer of a transaction left open there. It fails,
+// Fetch from the role's partition leader (a ListOffsets round trip before
+// the view's first catch-up) for the partition's last stable offset, a wait
+// until the table holds everything below it, and, only when a transaction
+// is open there, one more Fetch to name its producer. It fails,
 // rather than answer from the table, when the cluster cannot be reached,
 // when ctx ends first, or while the partition's offsets have gone
 // backwards and the view has not yet rebuilt its table ([ErrRewound]; see

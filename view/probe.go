@@ -136,9 +136,49 @@ type tail struct {
 // a read_committed consumer is handed: not a control record (transaction
 // marker) and not part of an aborted transaction.
 func (pr *prober) fetchTail(p int32, from, until int64) (tail, error) {
+	blk, err := pr.fetchCommitted(p, from)
+	if err != nil {
+		return tail{}, err
+	}
+	return scanBlock(blk, from, until), nil
+}
+
+// ends is what one read_committed fetch from a partition's read mark says
+// of its end (see [prober.fetchEnds]).
+type ends struct {
+	lso, hwm int64 // the partition's last stable offset and high watermark
+	tail     tail  // the records in [from, lso) the fetch held
+}
+
+// fetchEnds fetches partition p from offset from with read_committed
+// isolation, in one round trip: the answer carries the partition's last
+// stable offset and high watermark (Fetch v4 and later), and the records a
+// read_committed consumer is handed from from up to the last stable
+// offset, as far as the answer's size allows (tail.end says whether it
+// reached it). An offset outside the partition (the log went backwards, or
+// was deleted below from) is errOutOfRange.
+func (pr *prober) fetchEnds(p int32, from int64) (ends, error) {
+	blk, err := pr.fetchCommitted(p, from)
+	if err != nil {
+		return ends{}, err
+	}
+	if blk.LastStableOffset < 0 || blk.HighWaterMarkOffset < blk.LastStableOffset {
+		return ends{}, fmt.Errorf("fetch %s/%d: no last stable offset in the answer (%d, high watermark %d)",
+			pr.topic, p, blk.LastStableOffset, blk.HighWaterMarkOffset)
+	}
+	e := ends{lso: blk.LastStableOffset, hwm: blk.HighWaterMarkOffset, tail: tail{last: -1, scanned: from, end: true}}
+	if from < e.lso {
+		e.tail = scanBlock(blk, from, e.lso)
+	}
+	return e, nil
+}
+
+// fetchCommitted fetches partition p from offset from with read_committed
+// isolation, without waiting, from its leader.
+func (pr *prober) fetchCommitted(p int32, from int64) (*sarama.FetchResponseBlock, error) {
 	b, err := pr.client.Leader(pr.topic, p)
 	if err != nil {
-		return tail{}, fmt.Errorf("leader of %s/%d: %w", pr.topic, p, err)
+		return nil, fmt.Errorf("leader of %s/%d: %w", pr.topic, p, err)
 	}
 	req := &sarama.FetchRequest{
 		Version:      11,
@@ -152,20 +192,20 @@ func (pr *prober) fetchTail(p int32, from, until int64) (tail, error) {
 	req.AddBlock(pr.topic, p, from, probeMaxBytes, -1)
 	resp, err := b.Fetch(req)
 	if err != nil {
-		return tail{}, fmt.Errorf("fetch %s/%d at %d: %w", pr.topic, p, from, err)
+		return nil, fmt.Errorf("fetch %s/%d at %d: %w", pr.topic, p, from, err)
 	}
 	pr.answer()
 	blk := resp.GetBlock(pr.topic, p)
 	if blk == nil {
-		return tail{}, fmt.Errorf("fetch %s/%d: %w", pr.topic, p, sarama.ErrIncompleteResponse)
+		return nil, fmt.Errorf("fetch %s/%d: %w", pr.topic, p, sarama.ErrIncompleteResponse)
 	}
 	switch {
 	case errors.Is(blk.Err, sarama.ErrOffsetOutOfRange):
-		return tail{}, errOutOfRange
+		return nil, errOutOfRange
 	case !errors.Is(blk.Err, sarama.ErrNoError):
-		return tail{}, fmt.Errorf("fetch %s/%d at %d: %w", pr.topic, p, from, blk.Err)
+		return nil, fmt.Errorf("fetch %s/%d at %d: %w", pr.topic, p, from, blk.Err)
 	}
-	return scanBlock(blk, from, until), nil
+	return blk, nil
 }
 
 // scanBlock walks the batches of one fetch response, dropping control
