@@ -39,8 +39,10 @@
 // clock. Before a challenge, the candidate confirms the role's state
 // ([Source].Confirm: one round trip to the partition's leader, and a wait
 // until its source holds everything committed below the last stable
-// offset) and decides again on the confirmed state; it challenges only if
-// the rules still say so, and never from a failed confirmation (it backs
+// offset) and decides again on the confirmed state, at the time the
+// confirmation returned (a lease record it shows for the first time is
+// observed then, however long the round trip was held); it challenges only
+// if the rules still say so, and never from a failed confirmation (it backs
 // off, RetryBackoff doubling up to RenewInterval). So a member back from
 // a network partition, a pause or with a lagging view sees the renewals it
 // missed, each a record it has not yet seen expire, and does not fence

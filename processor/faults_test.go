@@ -60,6 +60,33 @@ func TestBackFromAPauseNoChallengeOfALeaseNotSeenExpire(t *testing.T) {
 	assert.Equal(t, renewed, h.r.st, "the confirmed state replaces the stale one")
 }
 
+// A confirmation that takes long (a round trip held by a partition and
+// answered when it heals) shows the holder's latest renewal for the first
+// time when it returns: the renewal's span counts from then, not from
+// when the confirmation began. Counted from the start, a member that just
+// got its network back judged the live holder expired at its next step
+// and fenced it (found by TestRunPartitionedHolder, after the view's
+// confirmation became one Fetch bounded by the request timeout only).
+func TestSlowConfirmationCountsTheLeaseFromItsAnswer(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	h.see(state(role, nil, 0, "a", 1, "b", 2)) // a ranks first; the role looks vacant
+	renewed := state(role, leaseOf("b", tok1, t0.Add(5*sec), 2*sec), 40, "a", 1, "b", 2)
+	h.src.confirm = func(codec.Role) (rolestate.Confirmed, error) {
+		h.clk.Advance(5 * sec) // the answer comes when the network heals
+		return rolestate.Confirmed{State: renewed, OpenProducerID: -1}, nil
+	}
+	a := h.step()
+	require.Equal(t, DoWait, a.Kind, "no AcquireEpoch: the mock would fail on it")
+	assert.Equal(t, t0.Add(7*sec), a.Until, "b's renewal, first seen when the confirmation returned, runs its 2s span from then")
+
+	h.src.confirm = nil
+	h.src.st = renewed
+	h.clk.Set(t0.Add(5*sec + 1500*time.Millisecond))
+	assert.Equal(t, DoWait, h.step().Kind, "1.5s after it first saw b's renewal, b's lease is live")
+	assert.Empty(t, h.transitions())
+	assert.Equal(t, []string{"vacant", "b 42/1"}, h.holders())
+}
+
 // While the confirmation shows the partition held back by another
 // producer's open transaction (another role's), a lease that looks expired
 // may have been renewed behind it: no challenge; the member confirms again

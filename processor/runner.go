@@ -169,9 +169,9 @@ func (r *runner) poll(ctx context.Context) {
 }
 
 // step observes the role, decides, and performs the action. It returns
-// the action. When the rules say confirm, it confirms and decides again at
-// the same time on the confirmed state, so a challenge always follows a
-// confirmation that still says challenge.
+// the action. When the rules say confirm, it confirms and decides again on
+// the confirmed state at the time the confirmation returned, so a
+// challenge always follows a confirmation that still says challenge.
 func (r *runner) step(ctx context.Context) Action {
 	now := r.m.clk.Now()
 	a := r.decide(ctx, now)
@@ -188,7 +188,8 @@ func (r *runner) step(ctx context.Context) Action {
 				Reason: "at the renew capacity, or campaigns paused: registered, not campaigning"}
 		}
 		defer r.m.adm.unclaim()
-		if !r.confirm(ctx, now) {
+		var ok bool
+		if now, ok = r.confirm(ctx); !ok {
 			return a // the next decision waits for the retry
 		}
 		if a = r.decide(ctx, now); a.Kind == DoConfirm {
@@ -227,16 +228,26 @@ func (r *runner) decide(ctx context.Context, now time.Time) Action {
 }
 
 // confirm asks the source to confirm the role's state (Source.Confirm),
-// bounded by TransactionTimeout, and records the confirmation taken at
-// now. It returns false when the confirmation failed (the member backs off
-// and challenges from nothing less).
-func (r *runner) confirm(ctx context.Context, now time.Time) bool {
+// bounded by TransactionTimeout, and records the confirmation as taken
+// when the call returned: the time it returns, at which the member decides
+// again. It returns false when the confirmation failed (the member backs
+// off and challenges from nothing less).
+//
+// The time is the call's end, not its start: a lease record the confirmed
+// state shows for the first time is first observed then, and its span
+// counts from then. A confirmation can take up to TransactionTimeout (a
+// round trip held by a partition is answered when it heals); counted from
+// the call's start, a lease renewed meanwhile would look that much older,
+// and a member that just got its network back would judge a live holder
+// expired and fence it.
+func (r *runner) confirm(ctx context.Context) (time.Time, bool) {
 	cctx, cancel := r.callCtx(ctx, r.m.s.TransactionTimeout)
 	c, err := r.m.src.Confirm(cctx, r.role)
 	cancel()
+	now := r.m.clk.Now()
 	if err != nil {
 		r.failed(ctx, "confirming the role's state before a challenge", err)
-		return false
+		return now, false
 	}
 	// A confirmation is not a success of the challenge: the failure count
 	// (and so the backoff) stays until the challenge's calls succeed.
@@ -253,7 +264,7 @@ func (r *runner) confirm(ctx context.Context, now time.Time) bool {
 		// the thaw, or they would all challenge at once.
 		r.l.vacantSince = now
 	}
-	return true
+	return now, true
 }
 
 // observeHolder reports a HolderChanged event when the holder at now, as
