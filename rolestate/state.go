@@ -111,7 +111,13 @@ func (s State) LeaseEnd() time.Time {
 // has a lease, it is not a release (a release is never live, under any
 // clock), and now is before [State.LeaseEnd].
 func (s State) Live(now time.Time) bool {
-	return s.Lease != nil && !s.Lease.Released() && now.Before(s.LeaseEnd())
+	return s.Lease != nil && LiveUntil(*s.Lease, s.LeaseEnd(), now)
+}
+
+// LiveUntil is [State.Live] for lease l whose end (its [State.LeaseEnd])
+// is known: a release is never live; another lease is live before its end.
+func LiveUntil(l codec.Lease, end, now time.Time) bool {
+	return !l.Released() && now.Before(end)
 }
 
 // Value returns the value member registered with and whether member is a

@@ -212,7 +212,7 @@ func lookupView(b *testing.B, roles, cands int) *View {
 	require.NoError(b, err)
 	v.setOffline(1)
 	close(v.started)
-	v.readyOnce.Do(func() { close(v.ready) })
+	v.markReady()
 	b.Cleanup(v.stop)
 	off := int64(0)
 	l := mkLease("member-000", 1, time.UnixMilli(1_700_000_000_000), time.Hour)

@@ -453,7 +453,7 @@ func (v *View) WaitCaughtUp(ctx context.Context) error {
 			}
 			continue
 		}
-		v.readyOnce.Do(func() { close(v.ready) })
+		v.markReady()
 		return nil
 	}
 }

@@ -129,7 +129,7 @@ func (ix *index) applyLocked(p int32, k codec.Key, rec codec.Record, off int64) 
 		return false
 	}
 	if k.Kind == codec.KindLease && e.hasLease {
-		e.leaseSeenAt = ix.clock()
+		e.seeLease(ix.clock())
 	}
 	switch {
 	case e.empty():
@@ -182,7 +182,7 @@ func (ix *index) seed(recs []decodedRecord, touched map[codec.Role]*roleEntry) {
 		switch {
 		case r.rec.Lease != nil:
 			e.setLease(*r.rec.Lease, r.offset)
-			e.leaseSeenAt = now
+			e.seeLease(now)
 		case r.rec.Registration != nil:
 			e.cands = append(e.cands, rolestate.Candidate{Member: r.key.Member, Offset: r.offset, RegisteredAt: r.rec.Registration.RegisteredAt, Value: r.rec.Registration.Value})
 		}
@@ -255,7 +255,7 @@ func (ix *index) adopt(parts []int32) []int32 {
 	for role, e := range ix.rebuild {
 		if adopted[codec.Partition(role, ix.nparts)] {
 			if e.hasLease {
-				e.leaseSeenAt = now // lookups see the lease from now on
+				e.seeLease(now) // lookups see the lease from now on
 			}
 			if _, ok := befores[role]; !ok {
 				befores[role] = rolestate.State{Role: role, LeaseOffset: -1}

@@ -64,9 +64,9 @@ func (v *View) Holder(ctx context.Context, role codec.Role, now time.Time) (leas
 		v.index.mu.RUnlock()
 		return codec.Lease{}, false, nil
 	}
-	l, seen := e.lease, e.leaseSeenAt
+	l, live := e.lease, e.live(now)
 	v.index.mu.RUnlock()
-	return l, leaseState(l, seen).Live(now), nil
+	return l, live, nil
 }
 
 // leaseState is the lease part of a role's state, for
@@ -147,7 +147,7 @@ func (v *View) Leader(ctx context.Context, role codec.Role, now time.Time) (Lead
 	v.index.mu.RLock()
 	defer v.index.mu.RUnlock()
 	e := v.index.roles[role]
-	if e == nil || !e.hasLease || !leaseState(e.lease, e.leaseSeenAt).Live(now) {
+	if e == nil || !e.live(now) {
 		return Leader{}, false, nil
 	}
 	return Leader{Lease: e.lease, Value: e.valueOf(e.lease.Member)}, true, nil

@@ -18,6 +18,7 @@ type roleEntry struct {
 	hasLease    bool
 	leaseOffset int64
 	leaseSeenAt time.Time             // when the view applied or restored the lease, by its clock
+	leaseEnd    time.Time             // the lease's end on the view's clock (rolestate.State.LeaseEnd), set with leaseSeenAt
 	cands       []rolestate.Candidate // sorted by Offset; Rank is filled in on the way out
 	lastOffset  int64                 // offset of the latest record applied to the role
 
@@ -218,6 +219,20 @@ func (e *roleEntry) deregister(m codec.MemberID, offset int64) bool {
 	}
 	e.remove(i)
 	return true
+}
+
+// seeLease records that the view saw the held lease at at: lookups judge
+// it from then (see [rolestate.State.LeaseEnd], computed here once rather
+// than at every lookup).
+func (e *roleEntry) seeLease(at time.Time) {
+	e.leaseSeenAt = at
+	e.leaseEnd = leaseState(e.lease, at).LeaseEnd()
+}
+
+// live reports whether the held lease holds at now, as
+// [rolestate.State.Live] judges it.
+func (e *roleEntry) live(now time.Time) bool {
+	return e.hasLease && rolestate.LiveUntil(e.lease, e.leaseEnd, now)
 }
 
 // setLease replaces the lease unless the held one is newer (a replay).

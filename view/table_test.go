@@ -82,7 +82,7 @@ func TestTableAgreesWithFold(t *testing.T) {
 				off := f.put(role, k, r)
 				recs = append(recs, fencing.RoleRecord{Offset: off, Key: k, Record: r})
 			}
-			v.readyOnce.Do(func() { close(v.ready) })
+			v.markReady()
 			indexes := map[string]int{}
 			for _, role := range roles {
 				got, err := v.Role(testCtx(t), role)
@@ -157,7 +157,7 @@ func TestSeedIndexesLargeRoles(t *testing.T) {
 	off := f.reg("r", "m05") // moves to the back
 	folded = append(folded, fencing.RoleRecord{Offset: off, Key: codec.RegistrationKey("r", "m05"),
 		Record: codec.Record{Registration: &codec.Registration{Member: "m05", RegisteredAt: 1}}})
-	v.readyOnce.Do(func() { close(v.ready) })
+	v.markReady()
 	got, err := v.Role(testCtx(t), "r")
 	require.NoError(t, err)
 	sort.Slice(folded, func(i, j int) bool { return folded[i].Offset < folded[j].Offset })

@@ -267,6 +267,8 @@ func TestLookupsWaitForCatchUpAndStop(t *testing.T) {
 	assert.False(t, v.CaughtUp())
 	_, err = v.Candidates(testCtx(t), "r")
 	assert.ErrorIs(t, err, ErrStopped)
+	_, _, err = v.Holder(testCtx(t), "r", time.Time{})
+	assert.ErrorIs(t, err, ErrStopped, "the lookups' fast path knows the view stopped")
 	assert.ErrorIs(t, v.WaitCaughtUp(testCtx(t)), ErrStopped)
 	_, ok = <-v.Watch(testCtx(t))
 	assert.False(t, ok)

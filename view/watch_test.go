@@ -156,7 +156,7 @@ func TestWatchCoalescesForASlowSubscriber(t *testing.T) {
 	f.reg("r", "c")
 	off := f.unreg("r", "b")
 	f.reg("other", "x")
-	v.readyOnce.Do(func() { close(v.ready) })
+	v.markReady()
 
 	c := recv(t, ch)
 	assert.Equal(t, rolestate.State{Role: "r", LeaseOffset: -1}, c.Before, "the first Before")
@@ -179,7 +179,7 @@ func TestWatchCoalescesForASlowSubscriber(t *testing.T) {
 
 func TestWatchNeverBlocksTheView(t *testing.T) {
 	v := offlineView(t, 4)
-	v.readyOnce.Do(func() { close(v.ready) })
+	v.markReady()
 	f := &feeder{t: t, v: v}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
