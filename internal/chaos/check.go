@@ -392,7 +392,7 @@ func FailoverBound(h History, k int64) time.Duration {
 func checkFailovers(h History, r *Report, add addFunc) {
 	hs := holdings(h)
 	for _, f := range h.Faults {
-		if f.Kind != FaultKill && f.Kind != FaultStop {
+		if f.Kind != FaultKill && f.Kind != FaultStop && f.Kind != FaultPartition {
 			continue
 		}
 		for _, hd := range hs {

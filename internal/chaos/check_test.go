@@ -153,6 +153,38 @@ func TestCheckReportsEachViolation(t *testing.T) {
 	}
 }
 
+// A partition of the holder is a failover, as a kill is: measured against
+// the bound, and it explains the successor's election; the partitioned
+// member taking the role back after the heal is one election more, which
+// nothing explains (the bug TestRunPartitionedHolder found: a member back
+// on the network judged the successor's lease from when its confirmation
+// began).
+func TestCheckPartitionOfTheHolder(t *testing.T) {
+	h := clean()
+	h.Faults[0].Kind = FaultPartition
+	r := Check(h)
+	assert.Empty(t, r.Violations)
+	require.Len(t, r.Failovers, 1, "the partition of a is a failover")
+	assert.Equal(t, FaultPartition, r.Failovers[0].Fault)
+	assert.Contains(t, r.Elections[1].Cause, "partition")
+
+	h.Events = append(h.Events,
+		Event{Kind: "minted", Role: "r", Member: "a", PID: 1, Epoch: 2, Wall: t0 + 6000},
+		Event{Kind: "elected", Role: "r", Member: "a", PID: 1, Epoch: 2, Wall: t0 + 6010})
+	h.Leases = append(h.Leases, lease("r", "a", tok(2), 3))
+	r = Check(h)
+	assert.Contains(t, kinds(r), KindElections, "a's retake 2s after the heal, the successor live")
+
+	h = clean()
+	h.Faults[0].Kind = FaultPartition
+	h.Events = h.Events[:4] // nobody took over
+	h.Leases = h.Leases[:2]
+	h.Records = h.Records[:2]
+	h.Outputs = h.Outputs[:2]
+	h.Inputs = h.Inputs[:2]
+	assert.Contains(t, kinds(Check(h)), KindFailover, "no new holder after a partition of the holder")
+}
+
 // A race between neighbouring ranks right after an explained election is
 // explained once, not twice in a row. (a was killed; b's election is
 // explained by it, c's is a race with b's, and b's second is a storm.)

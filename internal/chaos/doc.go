@@ -36,9 +36,13 @@
 //
 //   - member faults (45%; at most two members down at once, three times
 //     in four a member that holds a role): SIGKILL, restarted after
-//     lease/2 to 3 leases; SIGSTOP, SIGCONT after 1.25 to 2 leases;
-//     restart (SIGTERM: the member resigns, then starts again). Every
-//     start draws a new clock offset.
+//     lease/2 to 3 leases; SIGSTOP, SIGCONT after 1.25 to 2 leases; a
+//     partition (every broker connection of the member's process, its
+//     transport's and its view's, by their client ids, cut off both ways
+//     through faultnet while the member runs on), healed after 1.25 to 2
+//     leases, when what it sent meanwhile is delivered; restart (SIGTERM:
+//     the member resigns, then starts again). Every start draws a new
+//     clock offset.
 //   - request faults (35%) on InitProducerId, AddPartitionsToTxn, Produce,
 //     EndTxn or Fetch, for 100 ms to a lease: the error codes real brokers
 //     answer (CONCURRENT_TRANSACTIONS, NOT_COORDINATOR,
@@ -87,7 +91,7 @@
 //     minted that token for that role.
 //   - exactly-once: every committed value of chaos.in is in chaos.stream
 //     exactly once, and chaos.stream holds nothing else.
-//   - failover: for each SIGKILL or SIGSTOP at time k of a member that held
+//   - failover: for each SIGKILL, SIGSTOP or partition at time k of a member that held
 //     a role (by its event log: after its elected line, before its revoked
 //     line or its next start), the role's next token is elected (its
 //     elected line, else its minted line) within "Lease + Renew +
@@ -108,7 +112,7 @@
 //   - elections: per role, each election (the first committed lease of a
 //     token) after the first is explained, or it is a violation. Faults
 //     explain elections of a role in time order, each up to its budget
-//     ([Explains]): a kill, stop or restart of the previous holder, or the
+//     ([Explains]): a kill, stop, partition or restart of the previous holder, or the
 //     shutdown, explains one, if it started before the election and ended
 //     no more than a lease before the previous election began; a broker
 //     fault explains 1 + (End-Start)/RenewDeadline of each role, within

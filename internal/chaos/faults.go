@@ -30,6 +30,11 @@ var faultKeys = []struct {
 	{kmsg.Fetch, false, []*kerr.Error{kerr.NotLeaderForPartition, kerr.UnknownServerError}},
 }
 
+// clientIDOf is the prefix of the client ids of member's process: its
+// transport's, which the member process sets, and its view's, which add
+// to it. The dot ends the name, so that no member's prefix is another's.
+func clientIDOf(member string) string { return "chaos-" + member + "." }
+
 // inject picks a fault at random and injects it. A fault that lasts
 // (a stopped or killed member, an error, delay or drop window, a removed
 // node) is undone on its own goroutine, which pending tracks.
@@ -73,7 +78,7 @@ func (d *driver) inject(pending *sync.WaitGroup) {
 		m.mu.Unlock()
 		start := now()
 		off := d.offset()
-		switch k := r.IntN(3); k {
+		switch k := r.IntN(4); k {
 		case 0:
 			down := span(lease/2, 3*lease)
 			m.signal(syscall.SIGKILL)
@@ -95,6 +100,22 @@ func (d *driver) inject(pending *sync.WaitGroup) {
 				time.Sleep(held)
 				m.signal(syscall.SIGCONT)
 				d.record(Fault{Kind: FaultStop, Target: m.name, Start: start, End: now()})
+				m.mu.Lock()
+				m.busy = false
+				m.mu.Unlock()
+			})
+		case 2:
+			// Cut off both ways while it runs on, longer than a lease
+			// (as a stop is), so that every role it holds fails over;
+			// what it sent meanwhile is delivered at the heal
+			// (faultnet.DeliverOnClose), under the token it held then.
+			cut := span(lease+lease/4, 2*lease)
+			heal := d.net.Partition(clientIDOf(m.name))
+			d.logf("partition %s for %s", m.name, cut)
+			pending.Go(func() {
+				time.Sleep(cut)
+				heal()
+				d.record(Fault{Kind: FaultPartition, Target: m.name, Start: start, End: now()})
 				m.mu.Lock()
 				m.busy = false
 				m.mu.Unlock()

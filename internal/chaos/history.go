@@ -60,16 +60,17 @@ type FaultKind string
 // The faults. Member faults name their target member; broker faults name
 // the request key or the cluster operation in Detail.
 const (
-	FaultKill     FaultKind = "kill"     // SIGKILL of a member; restarted later (a "start" fault)
-	FaultStop     FaultKind = "stop"     // SIGSTOP of a member, SIGCONT at End
-	FaultRestart  FaultKind = "restart"  // SIGTERM of a member (it resigns), started again at End
-	FaultStart    FaultKind = "start"    // a member process started, with its clock offset in Detail
-	FaultShutdown FaultKind = "shutdown" // the end of the run: every member gets SIGTERM
-	FaultExit     FaultKind = "exit"     // not injected: a member process ended on its own (Detail: its status and last stderr line); started again 1 s later
-	FaultError    FaultKind = "error"    // a request key answered with an error code
-	FaultDelay    FaultKind = "delay"    // requests of a key held for a while before the broker answers
-	FaultDrop     FaultKind = "drop"     // requests of a key answered by closing the connection
-	FaultCluster  FaultKind = "cluster"  // a cluster operation: RehashCoordinators, MoveTopicPartition, ShufflePartitionLeaders, RemoveNode/AddNode
+	FaultKill      FaultKind = "kill"      // SIGKILL of a member; restarted later (a "start" fault)
+	FaultStop      FaultKind = "stop"      // SIGSTOP of a member, SIGCONT at End
+	FaultPartition FaultKind = "partition" // a member cut off the network both ways while it runs on, healed at End
+	FaultRestart   FaultKind = "restart"   // SIGTERM of a member (it resigns), started again at End
+	FaultStart     FaultKind = "start"     // a member process started, with its clock offset in Detail
+	FaultShutdown  FaultKind = "shutdown"  // the end of the run: every member gets SIGTERM
+	FaultExit      FaultKind = "exit"      // not injected: a member process ended on its own (Detail: its status and last stderr line); started again 1 s later
+	FaultError     FaultKind = "error"     // a request key answered with an error code
+	FaultDelay     FaultKind = "delay"     // requests of a key held for a while before the broker answers
+	FaultDrop      FaultKind = "drop"      // requests of a key answered by closing the connection
+	FaultCluster   FaultKind = "cluster"   // a cluster operation: RehashCoordinators, MoveTopicPartition, ShufflePartitionLeaders, RemoveNode/AddNode
 )
 
 // Fault is one injected fault: what, on whom, and when (system clock,
@@ -86,7 +87,7 @@ type Fault struct {
 // Member reports whether f is a fault of a member process.
 func (f Fault) Member() bool {
 	switch f.Kind {
-	case FaultKill, FaultStop, FaultRestart, FaultShutdown, FaultExit:
+	case FaultKill, FaultStop, FaultPartition, FaultRestart, FaultShutdown, FaultExit:
 		return true
 	}
 	return false

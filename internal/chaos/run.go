@@ -21,6 +21,7 @@ import (
 
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/devcluster"
+	"github.com/krabka/krole/internal/faultnet"
 	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/processor"
 )
@@ -129,11 +130,16 @@ func Run(ctx context.Context, cfg Config) (*Report, *History, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	// Every client reaches the brokers through faultnet, so that a member
+	// can be cut off the network while it runs on (the partition fault).
+	fnet := faultnet.New()
+	dopts.WrapListener = fnet.Wrap
 	cl, err := devcluster.Start(ctx, dopts)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer cl.Close()
+	defer func() { _ = fnet.Close() }() // first: held requests dropped, connections ended, then the brokers stop
 	brokers := cl.ListenAddrs()
 	fc := fencing.Config{Brokers: brokers, Topic: roleTopic}
 	for _, t := range []string{outTopic, inTopic, streamOut} {
@@ -145,6 +151,7 @@ func Run(ctx context.Context, cfg Config) (*Report, *History, error) {
 		cfg:     cfg,
 		rnd:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		cl:      cl,
+		net:     fnet,
 		brokers: brokers,
 		away:    map[int32]bool{},
 	}
@@ -256,6 +263,7 @@ type driver struct {
 	cfg      Config
 	rnd      *rand.Rand // used on the fault loop's goroutine only
 	cl       *devcluster.Cluster
+	net      *faultnet.Net // in front of every broker: partitions of members
 	brokers  []string
 	nodes    []int32 // the nodes started, removed ones included (see away)
 	roles    []string

@@ -83,7 +83,7 @@ func main() {
 		Brokers:        strings.Split(*brokers, ","),
 		Topic:          *roleTopic,
 		TxnPrefix:      *txnPrefix,
-		ClientID:       "chaos-" + *member,
+		ClientID:       "chaos-" + *member + ".", // its view's clients add to it; the driver partitions the member by this prefix
 		DialTimeout:    *reqTimeout,
 		RequestTimeout: *reqTimeout,
 	}
