@@ -255,9 +255,9 @@ const maxConfirmGap = 5 * time.Second
 //     former self.
 //  6. A member that was fenced, or lost a challenge race, does not
 //     challenge again until the view shows a lease at a higher offset
-//     than the one it showed then, or a LeaseDuration has passed (by then
-//     the winner's lease write, bounded by its TransactionTimeout, has
-//     shown or failed).
+//     than the one it showed then, or a LeaseDuration has passed since
+//     the refusal (by then the winner's lease write, bounded by its
+//     TransactionTimeout, has shown or failed).
 //  7. The role is vacant. Candidates rank by registration offset, except
 //     that the member named in the lease that ended ranks last (it let
 //     the lease go). The candidate of effective rank r challenges once

@@ -61,9 +61,12 @@
 // A member that was fenced (its renewal refused) or lost a challenge race
 // (its lease write after AcquireEpoch refused) does not challenge that
 // role again until its view shows a lease at a higher offset than the one
-// it showed then, or LeaseDuration has passed: the winner's lease write is
-// bounded by the winner's TransactionTimeout, shorter than that, so by
-// then it has shown or failed. A stale vacancy is not challenged twice.
+// it showed then, or LeaseDuration has passed since the refusal came: the
+// winner's lease write is bounded by the winner's TransactionTimeout,
+// shorter than that, so by then it has shown or failed. A stale vacancy is
+// not challenged twice. (Every such local time is taken when the call
+// that learned it returned, never before the call: a confirmation, a
+// registration's wait to show in the view, a loss.)
 //
 // While confirmations show the partition's readers held back by an open
 // transaction of a producer other than the one named in the role's live

@@ -87,6 +87,45 @@ func TestSlowConfirmationCountsTheLeaseFromItsAnswer(t *testing.T) {
 	assert.Equal(t, []string{"vacant", "b 42/1"}, h.holders())
 }
 
+// A registration's wait to show in the view counts from when Register
+// returned: a slow Register (4s here) does not shorten it, so the member
+// does not register again, at the back, while its first registration is
+// still on its way to the view.
+func TestSlowRegistrationWaitsFromItsAnswer(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	h.noEcho = true // the view never shows it
+	h.see(state(role, leaseOf("b", tok1, t0, 60*sec), 4, "b", 1))
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(8), nil).Once().
+		Run(func(mock.Arguments) { h.clk.Advance(4 * sec) })
+	a := h.settle()
+	assert.Equal(t, DoWait, a.Kind)
+	assert.Equal(t, t0.Add(14*sec), a.Until, "the lease duration (10s) from the answer, at t0+4s")
+
+	h.clk.Set(t0.Add(12 * sec)) // 12s after the step began, 8s after the answer
+	assert.Equal(t, DoWait, h.step().Kind, "no second Register: the mock would fail on it")
+
+	h.clk.Set(t0.Add(14 * sec))
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(9), nil).Once()
+	assert.Equal(t, DoRegister, h.step().Kind, "registers again once the wait from the answer is over")
+	h.tr.AssertExpectations(t)
+}
+
+// A lost challenge race counts from when the lease write was refused, not
+// from when the step began: the member leaves the vacancy alone for a
+// lease duration after it learned of the loss, long enough for the
+// winner's lease to show.
+func TestLostRaceWaitsFromTheRefusal(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	h.see(state(role, leaseOf("x", tok1, t0.Add(-10*sec), 10*sec), 4, "x", 1, "a", 2))
+	h.r.l = seenAt(h.r.l, 4, t0.Add(-10*sec))
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, mock.Anything).Return(errFenced).Once().
+		Run(func(mock.Arguments) { h.clk.Advance(3 * sec) })
+	w := h.settle()
+	assert.Empty(t, h.transitions())
+	assert.Equal(t, t0.Add(13*sec), w.Until, "a lease duration from the refusal at t0+3s")
+}
+
 // While the confirmation shows the partition held back by another
 // producer's open transaction (another role's), a lease that looks expired
 // may have been renewed behind it: no challenge; the member confirms again

@@ -199,9 +199,9 @@ func (r *runner) step(ctx context.Context) Action {
 	}
 	switch a.Kind {
 	case DoRegister:
-		r.register(ctx, now, a.Reason)
+		r.register(ctx, a.Reason)
 	case DoChallenge:
-		r.challenge(ctx, now, a.Prune)
+		r.challenge(ctx, a.Prune)
 	case DoRenew:
 		r.renew(ctx, now)
 	case DoStepDown:
@@ -329,7 +329,12 @@ func (r *runner) slotQueued(ctx context.Context, p priority, wait time.Duration)
 	return release, queued, nil
 }
 
-func (r *runner) register(ctx context.Context, now time.Time, why string) {
+// register registers the member for the role. The registration's wait to
+// show in the view (Local.registration) counts from when Register
+// returned, not from when the step began: counted from before a slow call,
+// it would run out early and the member would register again, at the
+// back of the queue.
+func (r *runner) register(ctx context.Context, why string) {
 	release, err := r.slot(ctx, prioCampaign, r.m.s.TransactionTimeout)
 	if err != nil {
 		r.failed(ctx, "register", err)
@@ -344,11 +349,15 @@ func (r *runner) register(ctx context.Context, now time.Time, why string) {
 		return
 	}
 	r.succeeded()
-	r.l.registered, r.l.registeredAt = off, now
+	r.l.registered, r.l.registeredAt = off, r.m.clk.Now()
 	r.log.Info("registered", "offset", off, "why", why)
 }
 
-func (r *runner) challenge(ctx context.Context, now time.Time, prune []codec.MemberID) {
+// challenge takes the role: AcquireEpoch, then the lease under the new
+// token, then the prunes. A lease write refused as fenced is a lost race,
+// counted (Local.lostAt) from when the refusal came, not from when the
+// step began.
+func (r *runner) challenge(ctx context.Context, prune []codec.MemberID) {
 	// One slot for both calls, so the transaction AcquireEpoch begins
 	// never waits for a slot; the confirmation goes stale if the wait is
 	// longer than a renew interval.
@@ -390,7 +399,7 @@ func (r *runner) challenge(ctx context.Context, now time.Time, prune []codec.Mem
 	if err != nil {
 		if fencing.IsFenced(err) {
 			r.m.met.fenced(r.role)
-			r.lost(now)
+			r.lost(r.m.clk.Now())
 			r.log.Info("lost a challenge race: another member took the role; waiting for its lease", "token", tok.String(), "lease_offset", r.st.LeaseOffset)
 			return
 		}
