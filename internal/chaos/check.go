@@ -367,20 +367,29 @@ func sortedEvents(evs []Event) []Event {
 }
 
 // FailoverBound is the longest a role may stay without a holder after
-// its holder was killed or stopped at k: Lease + Renew + Stagger*(Members-1)
-// + Tolerance, plus the injected delay, which is, for every broker fault
-// whose span [Start, End+RequestTimeout] overlaps [k, k+that base], its
-// length End-Start+RequestTimeout.
+// its holder was killed, stopped or cut off at k: Lease + Renew +
+// Stagger*(Members-1) + Tolerance, plus the injected delay, which is, for
+// every broker fault whose span [Start, End+RequestTimeout] overlaps
+// [k, k+the bound], its length End-Start+RequestTimeout. The bound counts
+// the faults it includes: a fault that begins while others delay the
+// failover delays it too, so the faults are added until none more
+// overlaps (a chain of faults, each starting before the failover the
+// ones before it delayed, is counted whole).
 func FailoverBound(h History, k int64) time.Duration {
 	s := h.Settings
 	base := s.Lease + s.Renew + time.Duration(max(h.Members-1, 0))*s.Stagger + s.Tolerance
 	var injected time.Duration
-	for _, f := range h.Faults {
-		if !f.Broker() {
-			continue
-		}
-		if f.Start <= k+ms(base) && f.End+ms(s.RequestTimeout) >= k {
-			injected += time.Duration(f.End-f.Start)*time.Millisecond + s.RequestTimeout
+	counted := make([]bool, len(h.Faults))
+	for grew := true; grew; {
+		grew = false
+		for i, f := range h.Faults {
+			if counted[i] || !f.Broker() {
+				continue
+			}
+			if f.Start <= k+ms(base+injected) && f.End+ms(s.RequestTimeout) >= k {
+				injected += time.Duration(f.End-f.Start)*time.Millisecond + s.RequestTimeout
+				counted[i], grew = true, true
+			}
 		}
 	}
 	return base + injected

@@ -217,6 +217,15 @@ func TestFailoverBoundCountsInjectedDelay(t *testing.T) {
 	assert.Equal(t, base+500*time.Millisecond+time.Second, FailoverBound(h, t0+1000))
 	h.Faults = append(h.Faults, Fault{Kind: FaultError, Start: t0 + 9000, End: t0 + 9500})
 	assert.Equal(t, base+500*time.Millisecond+time.Second, FailoverBound(h, t0+1000), "a fault after the bound adds nothing")
+
+	// A fault that begins after the base bound but within the bound the
+	// first fault extended delays the failover too, and so extends it:
+	// base ends at t0+4600, the delay takes it to t0+6100, the error at
+	// t0+5000 (1s + RequestTimeout) to t0+8100, which takes in the one at
+	// t0+8000 as well.
+	h.Faults = append(h.Faults, Fault{Kind: FaultError, Start: t0 + 5000, End: t0 + 6000}, Fault{Kind: FaultDrop, Start: t0 + 8000, End: t0 + 8200})
+	assert.Equal(t, base+(500+1000)*time.Millisecond+(1000+1000)*time.Millisecond+(200+1000)*time.Millisecond+(500+1000)*time.Millisecond,
+		FailoverBound(h, t0+1000), "a chain of faults, each within the bound the ones before it extended, counts whole; then the one at t0+9000 as well")
 }
 
 // A broker fault explains one election per role (one more per

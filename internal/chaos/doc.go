@@ -99,9 +99,14 @@
 //     holder's last renewal is observed, which is at most a renew interval
 //     before k; Stagger*(Members-1): every other candidate ahead in rank
 //     may be down; injected: for each broker fault whose span [Start,
-//     End + RequestTimeout] overlaps [k, k + the bound without it], its
-//     length End-Start plus one RequestTimeout (the client's wait to give
-//     up on a request). Tolerance (default Lease/2, 1 s at the suite's
+//     End + RequestTimeout] overlaps [k, k + the bound], its length
+//     End-Start plus one RequestTimeout (the client's wait to give up on a
+//     request), the bound growing with each fault it counts until no more
+//     overlaps (a fault that begins while earlier ones delay the failover
+//     delays it too: seed 5180330340403525889 had an INVALID_PRODUCER_EPOCH
+//     window on Produce begin 4.8 s after a kill, inside the 7.3 s that
+//     the faults before it allowed, and refuse every challenge's lease for
+//     1.9 s). Tolerance (default Lease/2, 1 s at the suite's
 //     2 s lease) is a margin for a loaded 2-core machine: the members'
 //     scheduling and the challenge's round trips. Three runs on
 //     2026-12-01 (2 to 3 minutes each, load average 6-10; 230, 282 and
