@@ -57,9 +57,10 @@ type View struct {
 	started chan struct{} // closed once Run has read the topic's metadata
 	ready   chan struct{} // closed at the first successful catch-up
 	done    chan struct{} // closed when Run returns
-	// readyFlag and stopped mirror ready and done for the lookups' fast path
-	// (await): an atomic load each instead of three channel receives.
-	// readyFlag is set after ready is closed, stopped before done is.
+	// readyFlag and stopped mirror ready and done for the checks that do
+	// not wait (await's fast path, CaughtUp, isReady): an atomic load each
+	// instead of channel receives. readyFlag is set after ready is closed,
+	// stopped before done is.
 	readyFlag, stopped atomic.Bool
 	readyOnce          sync.Once
 	stopOnce           sync.Once
@@ -226,19 +227,7 @@ func (v *View) doStop() {
 // does not block. It does not promise that the table holds a record written
 // a moment ago: the table follows the topic with the consumer's lag. To
 // fence on the topic's end at a given moment, call [View.WaitCaughtUp].
-func (v *View) CaughtUp() bool {
-	select {
-	case <-v.ready:
-	default:
-		return false
-	}
-	select {
-	case <-v.done:
-		return false
-	default:
-		return true
-	}
-}
+func (v *View) CaughtUp() bool { return v.serving() }
 
 func notCaughtUp(ctx context.Context) error {
 	return fmt.Errorf("%w: %w", ErrNotCaughtUp, context.Cause(ctx))
@@ -279,7 +268,7 @@ func (v *View) markReady() {
 // await is the gate of every lookup: it returns nil once the view has
 // caught up (at once, after the first time) and Run still runs.
 func (v *View) await(ctx context.Context) error {
-	if v.readyFlag.Load() && !v.stopped.Load() {
+	if v.serving() {
 		return nil // caught up and running: the lookups' path
 	}
 	if err := v.waitChan(ctx, v.ready); err != nil {
@@ -294,11 +283,8 @@ func (v *View) await(ctx context.Context) error {
 }
 
 // isReady reports whether the first catch-up has succeeded.
-func (v *View) isReady() bool {
-	select {
-	case <-v.ready:
-		return true
-	default:
-		return false
-	}
-}
+func (v *View) isReady() bool { return v.readyFlag.Load() }
+
+// serving reports whether the view has caught up and Run still runs: the
+// lookups answer at once.
+func (v *View) serving() bool { return v.readyFlag.Load() && !v.stopped.Load() }
