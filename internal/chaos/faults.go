@@ -31,8 +31,9 @@ var faultKeys = []struct {
 }
 
 // clientIDOf is the prefix of the client ids of member's process: its
-// transport's, which the member process sets, and its view's, which add
-// to it. The dot ends the name, so that no member's prefix is another's.
+// transport's, which the driver passes it (-client-id), and its view's,
+// which add to it. The dot ends the name, so that no member's prefix is
+// another's.
 func clientIDOf(member string) string { return "chaos-" + member + "." }
 
 // inject picks a fault at random and injects it. A fault that lasts

@@ -313,7 +313,7 @@ func (d *driver) start(m *proc, off time.Duration) error {
 	cmd := exec.Command(d.cfg.Member,
 		"-brokers", strings.Join(d.cl.ListenAddrs(), ","),
 		"-role-topic", roleTopic, "-out", outTopic, "-in", inTopic, "-stream-out", streamOut, "-group", group,
-		"-member", m.name, "-roles", strings.Join(d.roles, ","), "-stream-role", streamRole,
+		"-member", m.name, "-client-id", clientIDOf(m.name), "-roles", strings.Join(d.roles, ","), "-stream-role", streamRole,
 		"-events", m.events, "-clock-offset", off.String(), "-lease", d.cfg.Lease.String(),
 		"-request-timeout", d.cfg.RequestTimeout.String(), "-write-every", d.cfg.WriteEvery.String())
 	cmd.Stdout, cmd.Stderr = stderr, stderr

@@ -51,6 +51,7 @@ func main() {
 		streamOut  = flag.String("stream-out", "", "the stream's output topic")
 		group      = flag.String("group", "", "the stream's consumer group")
 		member     = flag.String("member", "", "this member's id")
+		clientID   = flag.String("client-id", "", "the client id its connections send (its view's add to it); the driver partitions the member by it")
 		roles      = flag.String("roles", "", "comma-separated roles")
 		streamRole = flag.String("stream-role", "", "the role that runs the stream")
 		events     = flag.String("events", "", "the event log (JSON lines, appended)")
@@ -83,7 +84,7 @@ func main() {
 		Brokers:        strings.Split(*brokers, ","),
 		Topic:          *roleTopic,
 		TxnPrefix:      *txnPrefix,
-		ClientID:       "chaos-" + *member + ".", // its view's clients add to it; the driver partitions the member by this prefix
+		ClientID:       *clientID,
 		DialTimeout:    *reqTimeout,
 		RequestTimeout: *reqTimeout,
 	}
