@@ -22,6 +22,11 @@ const (
 	KindExactlyOnce Kind = "exactly-once" // the stream lost, duplicated or invented an input
 	KindFailover    Kind = "failover"     // no new holder within the bound after a kill or stop
 	KindElections   Kind = "elections"    // an election no fault explains
+	KindOverlap     Kind = "overlap"      // a holder's own log shows it holding past its local deadline while a newer token held the role
+	KindAfterMint   Kind = "after-mint"   // a write under a token committed though begun after a newer token of the role was minted
+	KindSequence    Kind = "sequence"     // a numbered record committed twice, or after a later one of its holding
+	KindZombie      Kind = "zombie"       // a numbered record committed whose write returned an error to the member
+	KindGap         Kind = "gap"          // a role without a holder for longer than the faults around it allow
 )
 
 // Violation is one failed check, with its evidence.
@@ -77,7 +82,12 @@ type Report struct {
 	// checkElections), RaceChainAt the last election of that chain.
 	RaceChain   int
 	RaceChainAt Election
-	Violations  []Violation
+	// Gaps are the stretches without a holder that checkGaps judged,
+	// longest first.
+	Gaps []Gap
+	// Writes counts the members' write lines by outcome.
+	Writes     map[string]int
+	Violations []Violation
 }
 
 // MaxFailover is the longest failover measured.
@@ -132,6 +142,25 @@ func (r *Report) Write(w io.Writer) {
 		fmt.Fprintf(w, "most of the tolerance used: %d ms, by the %s of %s at %s, role %s (%d ms; bound without tolerance %d ms)\n",
 			max(most.OverBase.Milliseconds(), 0), most.Fault, most.Member, stamp(most.At), most.Role, most.Took.Milliseconds(), (most.Took - most.OverBase).Milliseconds())
 	}
+	outcomes := make([]string, 0, len(r.Writes))
+	total := 0
+	for o, n := range r.Writes {
+		outcomes = append(outcomes, fmt.Sprintf("%s %d", o, n))
+		total += n
+	}
+	sort.Strings(outcomes)
+	fmt.Fprintf(w, "writes: %d (%s)\n", total, strings.Join(outcomes, ", "))
+	fmt.Fprintf(w, "gaps judged: %d\n", len(r.Gaps))
+	if len(r.Gaps) > 0 {
+		g, closest := r.Gaps[0], r.Gaps[0]
+		for _, x := range r.Gaps {
+			if float64(x.Took())/float64(x.Bound) > float64(closest.Took())/float64(closest.Bound) {
+				closest = x
+			}
+		}
+		fmt.Fprintf(w, "longest gap: role %s from %s, %d ms of %d ms\n", g.Role, stamp(g.From), g.Took().Milliseconds(), g.Bound.Milliseconds())
+		fmt.Fprintf(w, "gap closest to its bound: role %s from %s, %d ms of %d ms\n", closest.Role, stamp(closest.From), closest.Took().Milliseconds(), closest.Bound.Milliseconds())
+	}
 	fmt.Fprintf(w, "violations: %d\n", len(r.Violations))
 }
 
@@ -150,12 +179,22 @@ func Check(h History) *Report {
 	add := func(k Kind, role, format string, args ...any) {
 		r.Violations = append(r.Violations, Violation{Kind: k, Role: role, Evidence: fmt.Sprintf(format, args...)})
 	}
+	r.Writes = map[string]int{}
+	for _, e := range h.Events {
+		if e.Kind == "write" {
+			r.Writes[e.Outcome]++
+		}
+	}
 	checkWrites(h, add)
 	checkLeases(h, add)
 	checkStream(h, add)
+	checkAfterMint(h, add)
+	checkSequences(h, add)
 	r.Elections = elections(h)
+	checkOverlap(h, r.Elections, add)
 	checkFailovers(h, r, add)
 	checkElections(h, r, add)
+	checkGaps(h, r, add)
 	return r
 }
 
@@ -450,14 +489,16 @@ func checkFailovers(h History, r *Report, add addFunc) {
 // gets to it, fencing whoever holds the role then (package fencing says
 // so: closing the connection does not undo a request the broker has
 // read), and each member has at most one challenge of the role in flight.
-// Starts of members and clock offsets explain nothing.
+// A stall explains as many: the requests that follow a held Produce on its
+// connection (an InitProducerId to the same broker among them) wait
+// behind it. Starts of members and clock offsets explain nothing.
 func Explains(s Settings, members int, f Fault) (n int, until int64) {
 	switch {
 	case f.Member():
 		return 1, f.End + ms(s.Lease)
 	case f.Broker():
 		first := 1
-		if f.Kind == FaultDelay && strings.HasPrefix(f.Detail, kmsg.InitProducerID.Name()+" ") {
+		if f.Kind == FaultStall || f.Kind == FaultDelay && strings.HasPrefix(f.Detail, kmsg.InitProducerID.Name()+" ") {
 			first = max(members, 1)
 		}
 		return first + int((f.End-f.Start)/max(ms(s.Lease*4/5), 1)), f.End + ms(s.Lease+s.RequestTimeout)

@@ -17,7 +17,7 @@ const t0 = int64(1_700_000_000_000)
 func tok(e int16) Token { return Token{PID: 1, Epoch: e} }
 
 func clean() History {
-	return History{
+	h := History{
 		Settings:   Settings{Lease: 2 * time.Second, Renew: 400 * time.Millisecond, Stagger: 200 * time.Millisecond, RequestTimeout: time.Second, Tolerance: time.Second},
 		Members:    2,
 		StreamRole: "stream",
@@ -31,10 +31,12 @@ func clean() History {
 			{Kind: "elected", Role: "r", Member: "b", PID: 1, Epoch: 1, Wall: t0 + 3000},
 		},
 		Faults: []Fault{{Kind: FaultKill, Target: "a", Start: t0 + 1000, End: t0 + 4000}},
+		// a's leases every renew interval until its kill; b's from its
+		// election until the shutdown (see renew).
 		Leases: []Lease{
-			lease("r", "a", tok(0), 0),
-			lease("r", "a", tok(0), 1),
-			lease("r", "b", tok(1), 2),
+			leaseAt("r", "a", tok(0), 0, t0),
+			leaseAt("r", "a", tok(0), 1, t0+400),
+			leaseAt("r", "a", tok(0), 2, t0+800),
 		},
 		Records: []Record{
 			record("r", "a", tok(0), 0, 0),
@@ -44,11 +46,74 @@ func clean() History {
 		Inputs:  []string{"0", "1", "2"},
 		Outputs: []StreamOut{out("0", tok(0), 0), out("1", tok(0), 1), out("2", tok(1), 2)},
 	}
+	renew(&h, "r", "b", tok(1), t0+2995)
+	return h
+}
+
+// renew appends the leases of member's holding of role under t: one begun
+// at from and one every renew interval after it until the shutdown.
+func renew(h *History, role, member string, t Token, from int64) {
+	for ts := from; ts < h.Shutdown; ts += ms(h.Settings.Renew) {
+		h.Leases = append(h.Leases, leaseAt(role, member, t, int64(len(h.Leases)), ts))
+	}
+}
+
+// elect adds member's election to role r under token 1/e at at, as a
+// member's log and the role topic would show it: the holding it fences
+// ends (its holder's revoked line at at, or at its local deadline when
+// that came first, unless a kill ended its process
+// before; its leases begun from then on removed); a killed member taking
+// the role again was started again first; then the minted and elected
+// lines and the new holding's leases until the shutdown.
+func elect(h *History, member string, e int16, at int64) {
+	for _, hd := range holdings(*h) {
+		if hd.role != "r" || hd.until <= at {
+			continue
+		}
+		killed := false
+		for _, f := range h.Faults {
+			if f.Kind == FaultKill && f.Target == hd.member && f.Start >= hd.from && f.Start <= at {
+				killed = true
+			}
+		}
+		switch {
+		case killed && hd.member == member:
+			h.Events = append(h.Events, Event{Kind: "start", Member: member, Wall: at - 50})
+		case !killed:
+			// fenced at at, or lease lost at its local deadline if that
+			// came first
+			rev, why := at, "fenced"
+			if d := lastLease(*h)[roleToken{"r", hd.token}] + ms(h.Settings.renewDeadline()); d < at {
+				rev, why = d, "lease lost"
+			}
+			h.Events = append(h.Events, Event{Kind: "revoked", Role: "r", Member: hd.member, PID: hd.token.PID, Epoch: hd.token.Epoch, Reason: why, Wall: rev})
+		}
+	}
+	t := tok(e)
+	kept := h.Leases[:0]
+	for _, l := range h.Leases {
+		if l.Role == "r" && l.Token.Less(t) && l.Timestamp >= at {
+			continue
+		}
+		kept = append(kept, l)
+	}
+	h.Leases = kept
+	h.Events = append(h.Events,
+		Event{Kind: "minted", Role: "r", Member: member, PID: t.PID, Epoch: t.Epoch, Wall: at},
+		Event{Kind: "elected", Role: "r", Member: member, PID: t.PID, Epoch: t.Epoch, Wall: at + 10})
+	renew(h, "r", member, t, at+5)
 }
 
 func lease(role, member string, t Token, off int64) Lease {
 	return Lease{Role: role, Member: member, Token: t, GrantedAt: t0, Deadline: t0 + 2000,
 		Batch: Batch{Offset: off, ProducerID: t.PID, ProducerEpoch: t.Epoch}}
+}
+
+// leaseAt is a lease whose batch was built at ts (system time).
+func leaseAt(role, member string, t Token, off, ts int64) Lease {
+	l := lease(role, member, t, off)
+	l.GrantedAt, l.Deadline, l.Timestamp = ts, ts+2000, ts
+	return l
 }
 
 func record(role, member string, t Token, seq, off int64) Record {
@@ -105,7 +170,7 @@ func TestCheckReportsEachViolation(t *testing.T) {
 			h.Leases = append(h.Leases, lease("r", "a", tok(0), 3))
 		}},
 		{"a lease naming another member than the minter", KindAuthor, func(h *History) {
-			h.Leases[2].Member = "a"
+			h.Leases[3].Member = "a" // b's first
 		}},
 		{"a lease written by another producer than its token", KindAuthor, func(h *History) {
 			h.Leases[1].ProducerID = 99
@@ -168,12 +233,9 @@ func TestCheckPartitionOfTheHolder(t *testing.T) {
 	assert.Equal(t, FaultPartition, r.Failovers[0].Fault)
 	assert.Contains(t, r.Elections[1].Cause, "partition")
 
-	h.Events = append(h.Events,
-		Event{Kind: "minted", Role: "r", Member: "a", PID: 1, Epoch: 2, Wall: t0 + 6000},
-		Event{Kind: "elected", Role: "r", Member: "a", PID: 1, Epoch: 2, Wall: t0 + 6010})
-	h.Leases = append(h.Leases, lease("r", "a", tok(2), 3))
+	elect(&h, "a", 2, t0+6000)
 	r = Check(h)
-	assert.Contains(t, kinds(r), KindElections, "a's retake 2s after the heal, the successor live")
+	assert.Equal(t, []Kind{KindElections}, kinds(r), "a's retake 2s after the heal, the successor live")
 
 	h = clean()
 	h.Faults[0].Kind = FaultPartition
@@ -190,20 +252,12 @@ func TestCheckPartitionOfTheHolder(t *testing.T) {
 // explained by it, c's is a race with b's, and b's second is a storm.)
 func TestCheckRaceExplainsOneElection(t *testing.T) {
 	h := clean()
-	h.Events = append(h.Events,
-		Event{Kind: "minted", Role: "r", Member: "c", PID: 1, Epoch: 2, Wall: t0 + 3100},
-		Event{Kind: "elected", Role: "r", Member: "c", PID: 1, Epoch: 2, Wall: t0 + 3110},
-	)
-	h.Leases = append(h.Leases, lease("r", "c", tok(2), 3))
+	elect(&h, "c", 2, t0+3100)
 	r := Check(h)
 	assert.Empty(t, r.Violations)
 	assert.Equal(t, 1, r.Races)
 
-	h.Events = append(h.Events,
-		Event{Kind: "minted", Role: "r", Member: "b", PID: 1, Epoch: 3, Wall: t0 + 3200},
-		Event{Kind: "elected", Role: "r", Member: "b", PID: 1, Epoch: 3, Wall: t0 + 3210},
-	)
-	h.Leases = append(h.Leases, lease("r", "b", tok(3), 4))
+	elect(&h, "b", 3, t0+3200)
 	r = Check(h)
 	assert.Equal(t, []Kind{KindElections}, kinds(r), "a second race in a row is a storm")
 }
@@ -233,19 +287,13 @@ func TestFailoverBoundCountsInjectedDelay(t *testing.T) {
 func TestCheckBrokerFaultExplainsOneElectionPerRole(t *testing.T) {
 	h := clean()
 	h.Faults = append(h.Faults, Fault{Kind: FaultDrop, Detail: "EndTxn", Start: t0 + 4000, End: t0 + 4100})
-	elect := func(member string, e int16, at int64) {
-		h.Events = append(h.Events,
-			Event{Kind: "minted", Role: "r", Member: member, PID: 1, Epoch: e, Wall: at},
-			Event{Kind: "elected", Role: "r", Member: member, PID: 1, Epoch: e, Wall: at + 10})
-		h.Leases = append(h.Leases, lease("r", member, tok(e), int64(len(h.Leases))))
-	}
-	elect("c", 2, t0+5100) // the drop
+	elect(&h, "c", 2, t0+5100) // the drop
 	r := Check(h)
 	assert.Empty(t, r.Violations)
 	assert.Contains(t, r.Elections[2].Cause, "drop")
 
-	elect("d", 3, t0+6000) // a race with c's
-	elect("c", 4, t0+6500) // nothing left to explain it
+	elect(&h, "d", 3, t0+6000) // a race with c's
+	elect(&h, "c", 4, t0+6500) // nothing left to explain it
 	r = Check(h)
 	assert.Equal(t, []Kind{KindElections}, kinds(r))
 	assert.Equal(t, 1, r.Races)
@@ -264,14 +312,8 @@ func TestCheckBrokerFaultExplainsOneElectionPerRole(t *testing.T) {
 func TestCheckConcurrentChallenges(t *testing.T) {
 	h := clean()
 	h.Members = 3
-	elect := func(member string, e int16, at int64) {
-		h.Events = append(h.Events,
-			Event{Kind: "minted", Role: "r", Member: member, PID: 1, Epoch: e, Wall: at},
-			Event{Kind: "elected", Role: "r", Member: member, PID: 1, Epoch: e, Wall: at + 10})
-		h.Leases = append(h.Leases, lease("r", member, tok(e), int64(len(h.Leases))))
-	}
-	elect("c", 2, t0+3020) // b's election (the kill) at 3000
-	elect("a", 3, t0+3040)
+	elect(&h, "c", 2, t0+3020) // b's election (the kill) at 3000
+	elect(&h, "a", 3, t0+3040)
 	r := Check(h)
 	assert.Empty(t, r.Violations)
 	assert.Equal(t, 2, r.RaceChain)
@@ -279,7 +321,7 @@ func TestCheckConcurrentChallenges(t *testing.T) {
 	r.Write(&sb)
 	assert.Contains(t, sb.String(), "longest chain of concurrent challenges: 3 elections of role r")
 
-	elect("b", 4, t0+3060)
+	elect(&h, "b", 4, t0+3060)
 	r = Check(h)
 	assert.Equal(t, []Kind{KindElections}, kinds(r), "a third concurrent challenge among three members")
 }
@@ -291,22 +333,16 @@ func TestCheckConcurrentChallenges(t *testing.T) {
 func TestCheckOpeningCampaign(t *testing.T) {
 	h := clean()
 	h.Members = 3
-	elect := func(member string, e int16, at int64) {
-		h.Events = append(h.Events,
-			Event{Kind: "minted", Role: "r", Member: member, PID: 1, Epoch: e, Wall: at},
-			Event{Kind: "elected", Role: "r", Member: member, PID: 1, Epoch: e, Wall: at + 10})
-		h.Leases = append(h.Leases, lease("r", member, tok(e), int64(len(h.Leases))))
-	}
 	h.Events = h.Events[:4] // the starts and a's first election at t0
 	h.Leases = h.Leases[:2]
 	h.Faults = nil
-	elect("b", 1, t0+400)
-	elect("c", 2, t0+900)
+	elect(&h, "b", 1, t0+400)
+	elect(&h, "c", 2, t0+900)
 	r := Check(h)
 	assert.Empty(t, r.Violations)
 	assert.Equal(t, 2, r.Races)
 
-	elect("a", 3, t0+1400)
+	elect(&h, "a", 3, t0+1400)
 	r = Check(h)
 	assert.Equal(t, []Kind{KindElections}, kinds(r), "a third election in the opening campaign of three members")
 }
@@ -320,19 +356,13 @@ func TestCheckDelayedInitProducerIDExplainsOnePerMember(t *testing.T) {
 	h := clean()
 	h.Members = 5
 	h.Faults = append(h.Faults, Fault{Kind: FaultDelay, Detail: "InitProducerID by 594ms", Start: t0 + 4000, End: t0 + 4900})
-	elect := func(member string, e int16, at int64) {
-		h.Events = append(h.Events,
-			Event{Kind: "minted", Role: "r", Member: member, PID: 1, Epoch: e, Wall: at},
-			Event{Kind: "elected", Role: "r", Member: member, PID: 1, Epoch: e, Wall: at + 10})
-		h.Leases = append(h.Leases, lease("r", member, tok(e), int64(len(h.Leases))))
-	}
 	for i, m := range []string{"c", "d", "e", "a", "b", "c"} {
-		elect(m, int16(2+i), t0+4600+int64(i)*250)
+		elect(&h, m, int16(2+i), t0+4600+int64(i)*250)
 	}
 	r := Check(h)
 	assert.Empty(t, r.Violations, "%v", r.Violations)
-	elect("d", 8, t0+7000)
-	elect("e", 9, t0+9000)
+	elect(&h, "d", 8, t0+7000)
+	elect(&h, "e", 9, t0+9000)
 	r = Check(h)
 	assert.Equal(t, []Kind{KindElections}, kinds(r), "past the fault's budget (one race with d's allowed)")
 }

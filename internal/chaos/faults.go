@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/krabka/krole/internal/faultnet"
 )
 
 // errDropped is what a drop control returns: kfake closes the connection.
@@ -34,7 +36,10 @@ var faultKeys = []struct {
 // transport's, which the driver passes it (-client-id), and its view's,
 // which add to it. The dot ends the name, so that no member's prefix is
 // another's.
-func clientIDOf(member string) string { return "chaos-" + member + "." }
+func clientIDOf(member string) string { return clientIDPrefix + member + "." }
+
+// clientIDPrefix begins the client id of every member's connections.
+const clientIDPrefix = "chaos-"
 
 // inject picks a fault at random and injects it. A fault that lasts
 // (a stopped or killed member, an error, delay or drop window, a removed
@@ -129,7 +134,7 @@ func (d *driver) inject(pending *sync.WaitGroup) {
 				d.restart(m, off)
 			})
 		}
-	case n < 80: // a request key answered with an error, delayed or dropped
+	case n < 75: // a request key answered with an error, delayed or dropped
 		fk := faultKeys[r.IntN(len(faultKeys))]
 		how := r.IntN(3)
 		dur := span(100*time.Millisecond, lease)
@@ -193,6 +198,23 @@ func (d *driver) inject(pending *sync.WaitGroup) {
 				d.record(Fault{Kind: FaultDrop, Detail: fk.key.Name(), Start: start, End: now()})
 			})
 		}
+	case n < 80:
+		// A stall (issue 18, section 3): every Produce of the members,
+		// on every broker, held back once, for about a second, shorter
+		// than the renew deadline (RenewDeadline, 4/5 of the lease): the
+		// requests that arrive while it lasts (and those behind them on
+		// their connections) are delivered at its end, those the client
+		// gave up on too. The driver's own input (client id "kgo") is not
+		// held.
+		hold := span(lease*3/10, lease/2)
+		start := now()
+		held := d.net.Hold(faultnet.Rule{APIKey: int16(kmsg.Produce), Node: faultnet.AnyNode, ClientID: clientIDPrefix})
+		d.logf("stall every member's Produce for %s", hold)
+		pending.Go(func() {
+			time.Sleep(hold)
+			held.Release()
+			d.record(Fault{Kind: FaultStall, Detail: fmt.Sprintf("Produce held %s (%d requests)", hold, held.Count()), Start: start, End: now()})
+		})
 	default: // a cluster operation
 		start := now()
 		switch k := r.IntN(4); k {

@@ -33,7 +33,8 @@ func (t Token) Less(u Token) bool {
 // Event is one line of a member's event log, as the member program
 // writes it (see internal/chaos/member).
 type Event struct {
-	// Kind is "start", "minted", "elected", "revoked" or "commit".
+	// Kind is "start", "minted", "elected", "revoked", "write" or
+	// "commit".
 	Kind   string `json:"kind"`
 	Role   string `json:"role,omitempty"`
 	Member string `json:"member"`
@@ -49,7 +50,33 @@ type Event struct {
 	Err     string          `json:"err,omitempty"`
 	Offset  int64           `json:"offset_ms,omitempty"`
 	Offsets map[int32]int64 `json:"offsets,omitempty"`
+	// Seq, Began and Outcome describe a "write" line: the numbered
+	// record's sequence number, the system time (Unix ms) the write call
+	// began, and what the call returned: OutcomeOK, OutcomeMayHaveCommitted
+	// or another error kind (see the Outcome constants).
+	Seq     int64  `json:"seq,omitempty"`
+	Began   int64  `json:"began,omitempty"`
+	Outcome string `json:"outcome,omitempty"`
 }
+
+// The outcomes of a "write" line. Every outcome but OutcomeOK and
+// OutcomeMayHaveCommitted promises that the record never becomes visible
+// (docs/GUARANTEES.md, section 2).
+const (
+	OutcomeOK = "ok"
+	// OutcomeMayHaveCommitted: fencing.ErrUnknownOutcome from an EndTxn
+	// commit resent without a success until the call's context ended, the
+	// one error after which the write may have committed.
+	OutcomeMayHaveCommitted = "may-have-committed"
+	OutcomeUnknown          = "unknown-outcome" // any other fencing.ErrUnknownOutcome
+	OutcomeFenced           = "fenced"
+	OutcomeNotHeld          = "not-held"
+	OutcomeProducer         = "producer"
+	OutcomeClient           = "client"
+	OutcomeAdmin            = "admin"
+	OutcomeContext          = "context" // the holding's context ended while no request was out
+	OutcomeError            = "error"   // anything else
+)
 
 // Token returns the event's token.
 func (e Event) Token() Token { return Token{PID: e.PID, Epoch: e.Epoch} }
@@ -71,6 +98,7 @@ const (
 	FaultDelay     FaultKind = "delay"     // requests of a key held for a while before the broker answers
 	FaultDrop      FaultKind = "drop"      // requests of a key answered by closing the connection
 	FaultCluster   FaultKind = "cluster"   // a cluster operation: RehashCoordinators, MoveTopicPartition, ShufflePartitionLeaders, RemoveNode/AddNode
+	FaultStall     FaultKind = "stall"     // every Produce of the members held back once, on every broker (faultnet), for Start..End
 )
 
 // Fault is one injected fault: what, on whom, and when (system clock,
@@ -96,7 +124,7 @@ func (f Fault) Member() bool {
 // Broker reports whether f is a fault of the brokers.
 func (f Fault) Broker() bool {
 	switch f.Kind {
-	case FaultError, FaultDelay, FaultDrop, FaultCluster:
+	case FaultError, FaultDelay, FaultDrop, FaultCluster, FaultStall:
 		return true
 	}
 	return false
@@ -173,9 +201,21 @@ type History struct {
 // derive (see the package documentation).
 type Settings struct {
 	Lease, Renew, Stagger, RequestTimeout time.Duration
+	// RenewDeadline is how long after the start of its last successful
+	// lease write a holder may go on believing it holds (processor's
+	// Settings.RenewDeadline). Default 4/5 of Lease.
+	RenewDeadline time.Duration
 	// Tolerance is the slack added to the failover bound for a loaded
 	// machine.
 	Tolerance time.Duration
+}
+
+// renewDeadline is s.RenewDeadline, or its default.
+func (s Settings) renewDeadline() time.Duration {
+	if s.RenewDeadline > 0 {
+		return s.RenewDeadline
+	}
+	return s.Lease * 4 / 5
 }
 
 // ReadEvents reads a member's event log. A last line cut short (the

@@ -190,7 +190,7 @@ func Run(ctx context.Context, cfg Config) (*Report, *History, error) {
 	}
 
 	h := &History{
-		Settings: Settings{Lease: s.LeaseDuration, Renew: s.RenewInterval, Stagger: s.Stagger, RequestTimeout: cfg.RequestTimeout, Tolerance: cfg.Tolerance},
+		Settings: Settings{Lease: s.LeaseDuration, Renew: s.RenewInterval, RenewDeadline: s.RenewDeadline, Stagger: s.Stagger, RequestTimeout: cfg.RequestTimeout, Tolerance: cfg.Tolerance},
 		Members:  cfg.Members, StreamRole: streamRole,
 	}
 	fillCtx, stopFill := context.WithCancel(ctx)

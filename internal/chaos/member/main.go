@@ -10,8 +10,13 @@
 // token (from election.Config.OnMinted, before any lease is written under
 // it, so a lease under a token always has its minted line, even when the
 // process is killed right after),
-// "elected" and "revoked" from processor's events, and "commit" after each
-// stream transaction. Every line carries the member's own time (its offset
+// "elected" and "revoked" from processor's events, "write" after every
+// numbered record's write call returned, whatever it returned (the
+// sequence number, when the call began, and its outcome: "ok",
+// "may-have-committed" for the one error after which the record may
+// still have committed, or the error's kind; chaos.Outcome* lists them),
+// and "commit" after each stream transaction. A write cut short by a
+// SIGKILL has no line. Every line carries the member's own time (its offset
 // clock, "at") and the system time ("wall"), both Unix ms. Each line is one
 // write(2) to a file opened O_APPEND, so a SIGKILL loses no line already
 // written.
@@ -108,18 +113,20 @@ func main() {
 
 // Event is one line of the event log; chaos.Event reads it.
 type Event struct {
-	Kind    string           `json:"kind"`
-	Role    string           `json:"role,omitempty"`
-	Member  string           `json:"member"`
-	PID     int64            `json:"pid,omitempty"` // the token's producer id; the OS pid on "start"
-	Epoch   int16            `json:"epoch"`
-	At      int64            `json:"at"`   // the member's own clock, Unix ms
-	Wall    int64            `json:"wall"` // the system clock, Unix ms
-	Reason  string           `json:"reason,omitempty"`
-	Err     string           `json:"err,omitempty"`
-	Offset  int64            `json:"offset_ms,omitempty"`
-	Offsets map[int32]int64  `json:"offsets,omitempty"`
-	Extra   map[string]int64 `json:"extra,omitempty"`
+	Kind    string          `json:"kind"`
+	Role    string          `json:"role,omitempty"`
+	Member  string          `json:"member"`
+	PID     int64           `json:"pid,omitempty"` // the token's producer id; the OS pid on "start"
+	Epoch   int16           `json:"epoch"`
+	At      int64           `json:"at"`   // the member's own clock, Unix ms
+	Wall    int64           `json:"wall"` // the system clock, Unix ms
+	Reason  string          `json:"reason,omitempty"`
+	Err     string          `json:"err,omitempty"`
+	Offset  int64           `json:"offset_ms,omitempty"`
+	Offsets map[int32]int64 `json:"offsets,omitempty"`
+	Seq     int64           `json:"seq,omitempty"`     // "write": the record's sequence number
+	Began   int64           `json:"began,omitempty"`   // "write": the system time the call began, Unix ms
+	Outcome string          `json:"outcome,omitempty"` // "write": what the call returned
 }
 
 type eventLog struct {
@@ -244,7 +251,13 @@ func (m *memberProc) work(ctx context.Context, held processor.Held) error {
 	key := []byte(held.Role)
 	for seq := int64(0); ; seq++ {
 		v, _ := json.Marshal(Record{Role: string(held.Role), Member: string(held.Member), PID: held.Token.ProducerID, Epoch: held.Token.Epoch, Seq: seq})
+		began := time.Now().UnixMilli()
 		err := w.Write(ctx, fencing.Message{Topic: m.out, Partition: fencing.PartitionByKey, Key: key, Value: v})
+		ev := Event{Kind: "write", Role: string(held.Role), PID: held.Token.ProducerID, Epoch: held.Token.Epoch, Seq: seq, Began: began, Outcome: outcome(err)}
+		if err != nil {
+			ev.Err = err.Error()
+		}
+		m.log.write(ev)
 		if errors.Is(err, fencing.ErrFenced) || ctx.Err() != nil {
 			return nil // the role is lost; the member notices on its own
 		}
@@ -256,4 +269,34 @@ func (m *memberProc) work(ctx context.Context, held processor.Held) error {
 		case <-time.After(m.every):
 		}
 	}
+}
+
+// outcome names what a write call returned (chaos.Outcome*). Only "ok"
+// and "may-have-committed" allow the record to become visible.
+func outcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, fencing.ErrUnknownOutcome) && strings.Contains(err.Error(), "may have committed"):
+		// The EndTxn commit went unanswered and no success came before
+		// ctx ended (fencing's documentation names this one exception;
+		// the error says so in its text, and nothing else tells it
+		// apart).
+		return "may-have-committed"
+	case errors.Is(err, fencing.ErrUnknownOutcome):
+		return "unknown-outcome"
+	case errors.Is(err, fencing.ErrFenced):
+		return "fenced"
+	case errors.Is(err, fencing.ErrNotHeld):
+		return "not-held"
+	case errors.Is(err, fencing.ErrProducer):
+		return "producer"
+	case errors.Is(err, fencing.ErrClient):
+		return "client"
+	case errors.Is(err, fencing.ErrAdmin):
+		return "admin"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "context"
+	}
+	return "error"
 }
