@@ -27,9 +27,17 @@
 // the driver fills with consecutive numbers every 50 ms, to chaos.stream.
 // Each member appends its events to a JSON-lines file the driver names:
 // "start"; "minted" as soon as AcquireEpoch returns a token, before any
-// lease is written under it (election.Config.OnMinted); "elected" and "revoked" from processor's
-// events; "commit" after each stream transaction; each with the member's
-// own time and the system time.
+// lease is written under it (election.Config.OnMinted); "elected" and
+// "revoked" from processor's events; "write" when a numbered record's
+// write call returned, for every call, whatever it returned: the
+// sequence number, the system time the call began and the outcome ("ok";
+// "may-have-committed", the one error after which the record may still
+// commit: fencing.ErrUnknownOutcome from an EndTxn commit resent without
+// a success until the context ended; otherwise the error's kind:
+// "unknown-outcome", "fenced", "not-held", "producer", "client", "admin",
+// "context", "error"; a call cut short by SIGKILL has no line); "commit"
+// after each stream transaction; each with the member's own time and the
+// system time.
 //
 // The faults, chosen with the seed, one every Config.FaultEvery (1 s) on
 // average, each logged with its start and end to faults.jsonl:
@@ -43,7 +51,7 @@
 //     leases, when what it sent meanwhile is delivered; restart (SIGTERM:
 //     the member resigns, then starts again). Every start draws a new
 //     clock offset.
-//   - request faults (35%) on InitProducerId, AddPartitionsToTxn, Produce,
+//   - request faults (30%) on InitProducerId, AddPartitionsToTxn, Produce,
 //     EndTxn or Fetch, for 100 ms to a lease: the error codes real brokers
 //     answer (CONCURRENT_TRANSACTIONS, NOT_COORDINATOR,
 //     COORDINATOR_LOAD_IN_PROGRESS on the coordinator's requests;
@@ -53,6 +61,13 @@
 //     held 50 ms to 1.5 request timeouts before the broker answers
 //     (ControlKey with SleepControl, so some answers come after the
 //     client gave up); connections closed instead of an answer.
+//   - stalls (5%; issue 18, section 3): every Produce of every member,
+//     on every broker, held back once through faultnet (Net.Hold, the
+//     members' client ids, every node), for 0.3 to 0.5 leases (0.6 to
+//     1 s: about a second, shorter than RenewDeadline, 1.6 s), then
+//     delivered, those the client gave up on included; the requests
+//     behind a held one on its connection wait with it. The driver's
+//     own input is not held.
 //   - cluster faults (20%): RehashCoordinators, MoveTopicPartition,
 //     ShufflePartitionLeaders, and RemoveNode followed lease/2 to 2 leases
 //     later by AddNode of a new node (a new id and port: kfake keeps a
@@ -121,10 +136,13 @@
 //     shutdown, explains one, if it started before the election and ended
 //     no more than a lease before the previous election began; a broker
 //     fault explains 1 + (End-Start)/RenewDeadline of each role, within
-//     [Start, End + Lease + RequestTimeout]; a delay of InitProducerID
-//     explains Members + (End-Start)/RenewDeadline (a challenge its
-//     member gave up on is still minted by the broker when it gets to
-//     it, fencing the holder of the moment; one per member in flight).
+//     [Start, End + Lease + RequestTimeout]; a delay of InitProducerID,
+//     and a stall (an InitProducerId may wait behind a held Produce on
+//     its connection), explains Members + (End-Start)/RenewDeadline (a
+//     challenge its member gave up on is still minted by the broker when
+//     it gets to it, fencing the holder of the moment; one per member in
+//     flight). Explaining an election says nothing of how late it came:
+//     that is the gap check's.
 //     Member starts and clock
 //     offsets explain nothing: with expiry judged on the observer's clock
 //     they must not cause elections. A role's opening campaign is
@@ -140,7 +158,78 @@
 //     and that one was not itself a race (a neighbouring rank racing for
 //     the vacancy the fault opened). Elections after the shutdown are not
 //     judged.
+//   - overlap (two holdings at once beyond what the fence allows): a
+//     holder may believe it holds until its local deadline, RenewDeadline
+//     (4/5 of the lease, 1.6 s) after the start of its last successful
+//     lease write, on its own monotonic clock (package processor). The
+//     checker bounds that start from above by the system time of the
+//     holding's last committed lease (its batch timestamp, set from the
+//     system clock when the batch is built, after the write began) or its
+//     elected line, whichever is later; when a SIGSTOP of the process
+//     spans the deadline, the deadline moves to the SIGCONT (a stopped
+//     process can do nothing, giving up included). A holder's own log
+//     shows it holding until its revoked line for the token, or, without
+//     one, until the last line its process wrote. If that is later than
+//     the deadline + Tolerance while a newer token of the role had been
+//     elected before it, it is a violation. Assumes: the member processes
+//     share the machine's system clock (they do: the offsets are applied
+//     to their Config.Clock only), which runs at the rate of their
+//     monotonic clocks.
+//   - after-mint: once a member's minted line for a token of a role is
+//     written (after AcquireEpoch returned, so after the coordinator
+//     fenced every older token of the role), no write under an older
+//     token of the role can commit. A committed lease, numbered record or
+//     stream output under token T whose write began after the minted (or
+//     elected) line of a token newer than T is a violation, whether or not
+//     the newer token ever wrote anything (the order check compares only
+//     committed records with each other, and misses a late commit the
+//     newer token never followed). The write's begin is its batch
+//     timestamp (system clock, when the batch was built), for a numbered
+//     record also its write line's begin, whichever is later. Assumes: one
+//     system clock for the members (the comparison is strict, in whole
+//     milliseconds, so truncation cannot make it report falsely).
+//   - sequence: per role and token, the committed numbered records carry
+//     each sequence number once, in increasing offset order (a holder
+//     writes them one at a time, each after the previous call returned).
+//   - zombie: no numbered record is committed whose write line says the
+//     call returned an error, other than "may-have-committed"
+//     (docs/GUARANTEES.md, section 2: a write that returned an error never
+//     shows later).
+//   - gap: per role, between consecutive elections in token order, the
+//     role is without a holder from the begin (batch timestamp) of the
+//     earlier holding's last committed lease or release to the later
+//     election (its elected line, else its minted line), and after its
+//     last election up to the shutdown. A gap longer than [GapBound] is a
+//     violation unless at some moment of it every member process was down
+//     (killed, stopped, cut off, restarting, or exited and not yet started
+//     again): no live candidate. GapBound is Lease + Renew +
+//     Stagger*(Members-1) + Tolerance (the lease runs out; at most a renew
+//     interval to commit it and for the candidates to read it; the
+//     candidates' turns, those ahead possibly down; the machine's load),
+//     plus, for each fault whose span [Start, End + RequestTimeout]
+//     overlaps [from, from + the bound], counted as the bound grows (the
+//     failover bound's chain rule): a broker fault (a stall included) its
+//     length End-Start plus one RequestTimeout; a member fault (kill,
+//     stop, partition, restart, exit) Lease + RequestTimeout, not its
+//     length: a candidate that is down is passed over within the base's
+//     stagger, and what it can cost beyond that is a challenge it had
+//     begun (a token minted late, a transaction left open) making the
+//     candidates that lost to it wait a lease for a newer lease, after a
+//     request it gave up on. So with five members and no other fault near
+//     it, a stall of one second allows 6.2 s: lease 2 s, renew 0.4 s,
+//     four staggers 0.8 s, tolerance 1 s, the stall's 1 s and a request
+//     timeout 1 s; a role that stays unheld 14 s after it, with a live
+//     candidate, is reported, though the stall explains the election that
+//     ends the gap (explaining an election says nothing of how late it
+//     came, and the failover check measures only after member faults).
+//     The first election of a role (the opening) is not judged. In a run
+//     whose faults come every second, the chain makes many bounds long
+//     (the summary's "gap closest to its bound" line shows how close the
+//     gaps come).
 //
-// The checker's own tests (check_test.go) feed it hand-made histories with
-// one violation of each kind and require that it reports it.
+// The checker's own tests (check_test.go, check_classes_test.go) feed it
+// hand-made histories with one violation of each kind and require that it
+// reports it, and, for each class of issue 18 (overlap, after-mint,
+// sequence and zombie, gap), a history just inside the bound that it
+// must not report.
 package chaos
