@@ -87,6 +87,27 @@ func TestChaos(t *testing.T) {
 	}
 }
 
+// TestRecheck judges again the history a run left in CHAOS_HISTORY (the
+// history.json of its CHAOS_DIR), after a change of the checker; skipped
+// when CHAOS_HISTORY is unset.
+func TestRecheck(t *testing.T) {
+	path := os.Getenv("CHAOS_HISTORY")
+	if path == "" {
+		t.Skip("CHAOS_HISTORY names no history to judge")
+	}
+	h, err := chaos.ReadHistory(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := chaos.Check(*h)
+	var sb strings.Builder
+	rep.Write(&sb)
+	t.Logf("%s\n%s", path, sb.String())
+	if len(rep.Violations) > 0 {
+		t.Errorf("%d violations", len(rep.Violations))
+	}
+}
+
 type testLog struct{ t *testing.T }
 
 func (l testLog) Write(p []byte) (int, error) {

@@ -235,45 +235,67 @@ type Gap struct {
 // Took is the gap's length.
 func (g Gap) Took() time.Duration { return time.Duration(g.To-g.From) * time.Millisecond }
 
-// GapBound is the longest a role may stay without a holder from the
-// start of a holding's last committed lease at g, while a candidate is
-// live: Lease + Renew + Stagger*(Members-1) + Tolerance (the lease runs
-// out, at most a renew interval after it was begun for the time it takes
-// to commit and be read, then the candidates challenge in turn, those
-// ahead in rank possibly down), plus, for every fault whose span [Start,
-// End + RequestTimeout] overlaps [g, g + the bound], counted as the bound
-// grows until no more overlaps (the chain rule of [FailoverBound]): a
-// broker fault (a stall included) its length End-Start plus one
-// RequestTimeout; a member fault (kill, stop, partition, restart, exit)
-// Lease + RequestTimeout, not its length: a candidate down is passed over
-// within the base's stagger, and what it can cost beyond that is a
-// challenge it had begun (a token minted late, or a transaction left open)
-// making the candidates that lost to it wait a lease for a newer lease
-// (package processor), after a request it gave up on. Member starts and
-// clock offsets add nothing.
-func GapBound(h History, g int64) time.Duration {
+// GapBound is the longest role may stay without a holder from the start
+// of the last committed lease at g of holder's holding, while a
+// candidate is live: Lease + Renew + Stagger*(Members-1) + Tolerance (the
+// lease runs out, at most a renew interval after it was begun for the
+// time it takes to commit and be read, then the candidates challenge in
+// turn, those ahead in rank possibly down), plus, for every fault whose
+// span [Start, End + RequestTimeout] overlaps [g, g + the bound], counted
+// as the bound grows until no more overlaps (the chain rule of
+// [FailoverBound]):
+//
+//   - a broker fault (a stall included): its length End-Start plus one
+//     RequestTimeout;
+//   - a member fault (kill, stop, partition, restart, exit) of holder, or
+//     of a member that minted a token of role from g until the fault's
+//     End + RequestTimeout (a challenge of its own the fault may have cut
+//     short): Lease + RequestTimeout, not its length: such a challenge
+//     (a token minted late, a lease write left open) can make the
+//     candidates that lost to it wait a lease for a newer lease (package
+//     processor), after a request given up on;
+//   - any other member fault: RequestTimeout + Stagger*(Members-1): the
+//     member is passed over within the base's stagger, but a transaction
+//     of another role it left open holds back the readers of the
+//     partition until the transaction timeout (the suite's 1 s, the
+//     request timeout), and the candidates' turns count again from then.
+//
+// Member starts and clock offsets add nothing.
+func GapBound(h History, role, holder string, g int64) time.Duration {
 	s := h.Settings
-	bound := s.Lease + s.Renew + time.Duration(max(h.Members-1, 0))*s.Stagger + s.Tolerance
+	staggers := time.Duration(max(h.Members-1, 0)) * s.Stagger
+	bound := s.Lease + s.Renew + staggers + s.Tolerance
 	counted := make([]bool, len(h.Faults))
+	minted := func(m string, from, to int64) bool {
+		for _, e := range h.Events {
+			if e.Kind == "minted" && e.Role == role && e.Member == m && e.Wall >= from && e.Wall <= to {
+				return true
+			}
+		}
+		return false
+	}
 	for grew := true; grew; {
 		grew = false
 		for i, f := range h.Faults {
 			if counted[i] {
 				continue
 			}
-			var add time.Duration
+			if f.Start > g+ms(bound) || f.End+ms(s.RequestTimeout) < g {
+				continue
+			}
 			switch {
 			case f.Broker():
-				add = time.Duration(f.End-f.Start)*time.Millisecond + s.RequestTimeout
+				bound += time.Duration(f.End-f.Start)*time.Millisecond + s.RequestTimeout
 			case f.Member() && f.Kind != FaultShutdown:
-				add = s.Lease + s.RequestTimeout
+				if f.Target == holder || minted(f.Target, g, f.End+ms(s.RequestTimeout)) {
+					bound += s.Lease + s.RequestTimeout
+				} else {
+					bound += s.RequestTimeout + staggers
+				}
 			default:
 				continue
 			}
-			if f.Start <= g+ms(bound) && f.End+ms(s.RequestTimeout) >= g {
-				bound += add
-				counted[i], grew = true, true
-			}
+			counted[i], grew = true, true
 		}
 	}
 	return bound
@@ -348,11 +370,11 @@ func allDown(h History, from, to int64) bool {
 // judged. A gap that the shutdown cuts is judged up to the shutdown.
 func checkGaps(h History, r *Report, add addFunc) {
 	last := lastLease(h)
-	judge := func(g Gap, next *Election) {
+	judge := func(g Gap, holder string, next *Election) {
 		if g.To <= g.From {
 			return
 		}
-		g.Bound = GapBound(h, g.From)
+		g.Bound = GapBound(h, g.Role, holder, g.From)
 		r.Gaps = append(r.Gaps, g)
 		if g.Took() <= g.Bound || allDown(h, g.From, g.To) {
 			return
@@ -372,14 +394,14 @@ func checkGaps(h History, r *Report, add addFunc) {
 			next := &r.Elections[i+1]
 			to := next.At
 			if h.Shutdown != 0 && to > h.Shutdown {
-				judge(Gap{Role: e.Role, From: from, To: h.Shutdown, After: e.Token}, nil)
+				judge(Gap{Role: e.Role, From: from, To: h.Shutdown, After: e.Token}, e.Member, nil)
 				continue
 			}
-			judge(Gap{Role: e.Role, From: from, To: to, After: e.Token, Before: next.Token}, next)
+			judge(Gap{Role: e.Role, From: from, To: to, After: e.Token, Before: next.Token}, e.Member, next)
 			continue
 		}
 		if h.Shutdown != 0 {
-			judge(Gap{Role: e.Role, From: from, To: h.Shutdown, After: e.Token}, nil)
+			judge(Gap{Role: e.Role, From: from, To: h.Shutdown, After: e.Token}, e.Member, nil)
 		}
 	}
 	sort.SliceStable(r.Gaps, func(i, j int) bool { return r.Gaps[i].Took() > r.Gaps[j].Took() })

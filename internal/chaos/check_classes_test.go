@@ -175,7 +175,7 @@ func TestCheckGap(t *testing.T) {
 	}
 	// a's last lease begun at t0+800; bound: 2 s + 0.4 s + 0.2 s + 1 s,
 	// + the stall's 1 s + 1 s request timeout = 5.6 s, to t0+6400.
-	assert.Equal(t, 5600*time.Millisecond, GapBound(stall(t0+6300), t0+800))
+	assert.Equal(t, 5600*time.Millisecond, GapBound(stall(t0+6300), "r", "a", t0+800))
 
 	h := stall(t0 + 14800)
 	r := Check(h)
@@ -202,11 +202,19 @@ func TestCheckGap(t *testing.T) {
 		Fault{Kind: FaultStop, Target: "a", Start: t0 + 5000, End: t0 + 8000},
 		Fault{Kind: FaultPartition, Target: "b", Start: t0 + 7000, End: t0 + 9000})
 	assert.Empty(t, reported(Check(h), KindGap), "a and b both down at t0+7000")
-	// Only one of them down: each member fault adds a lease and a request
-	// timeout, no more (5.6 s + 3 s = 8.6 s, to t0+9400).
+	// Only one of them down: a fault of the holder adds a lease and a
+	// request timeout, not its length (5.6 s + 3 s = 8.6 s, to t0+9400).
 	h.Faults = h.Faults[:2]
-	assert.Equal(t, 8600*time.Millisecond, GapBound(h, t0+800))
+	assert.Equal(t, 8600*time.Millisecond, GapBound(h, "r", "a", t0+800))
 	assert.Len(t, reported(Check(h), KindGap), 1)
+	// A fault of a member with no challenge of the role in it adds a
+	// request timeout and the staggers (1 s + 0.2 s); one of a member
+	// that minted a token of the role meanwhile, a lease and a request
+	// timeout.
+	h.Faults = append(h.Faults, Fault{Kind: FaultPartition, Target: "b", Start: t0 + 9000, End: t0 + 9300})
+	assert.Equal(t, 9800*time.Millisecond, GapBound(h, "r", "a", t0+800))
+	h.Events = append(h.Events, Event{Kind: "minted", Role: "r", Member: "b", PID: 1, Epoch: 1, Wall: t0 + 9100})
+	assert.Equal(t, 11600*time.Millisecond, GapBound(h, "r", "a", t0+800))
 
 	// A role without a holder until the shutdown.
 	h = clean()
@@ -223,7 +231,7 @@ func TestCheckGap(t *testing.T) {
 func TestGapBoundChain(t *testing.T) {
 	h := clean()
 	h.Faults = nil
-	base := GapBound(h, t0)
+	base := GapBound(h, "r", "a", t0)
 	assert.Equal(t, 3600*time.Millisecond, base)
 	h.Faults = []Fault{
 		{Kind: FaultStall, Start: t0 + 3000, End: t0 + 4000}, // within the base: +2 s, to t0+5600
@@ -232,5 +240,18 @@ func TestGapBoundChain(t *testing.T) {
 		{Kind: FaultStart, Target: "a", Start: t0 + 1000},    // starts add nothing
 		{Kind: FaultError, Start: t0 - 5000, End: t0 - 1500}, // over before (its request timeout too)
 	}
-	assert.Equal(t, base+2000*time.Millisecond+1500*time.Millisecond, GapBound(h, t0))
+	assert.Equal(t, base+2000*time.Millisecond+1500*time.Millisecond, GapBound(h, "r", "a", t0))
+}
+
+// A history written and read back is judged alike, batches included.
+func TestHistoryRoundTrip(t *testing.T) {
+	h := clean()
+	h.Records[1].Timestamp = t0 + 3500 // after b's mint: one after-mint
+	path := t.TempDir() + "/history.json"
+	require.NoError(t, WriteHistory(path, &h))
+	back, err := ReadHistory(path)
+	require.NoError(t, err)
+	assert.Equal(t, h, *back)
+	assert.Equal(t, kinds(Check(h)), kinds(Check(*back)))
+	assert.Equal(t, []Kind{KindAfterMint}, kinds(Check(*back)))
 }

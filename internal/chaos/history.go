@@ -239,5 +239,54 @@ func ReadEvents(path string) ([]Event, error) {
 	return evs, sc.Err()
 }
 
+// storedHistory is a History as WriteHistory stores it: a Record's own
+// JSON is the member's value, without its batch.
+type storedHistory struct {
+	History
+	Records []storedRecord
+}
+
+type storedRecord struct {
+	Record
+	Where Batch `json:"batch"`
+}
+
+// WriteHistory writes h to path as JSON ([Run] leaves it in Config.Dir as
+// history.json).
+func WriteHistory(path string, h *History) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	sh := storedHistory{History: *h}
+	for _, r := range h.Records {
+		sh.Records = append(sh.Records, storedRecord{Record: r, Where: r.Batch})
+	}
+	if err := json.NewEncoder(f).Encode(sh); err != nil {
+		f.Close()
+		return fmt.Errorf("writing the history to %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// ReadHistory reads a history WriteHistory wrote.
+func ReadHistory(path string) (*History, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var sh storedHistory
+	if err := json.Unmarshal(b, &sh); err != nil {
+		return nil, fmt.Errorf("reading the history in %s: %w", path, err)
+	}
+	h := sh.History
+	h.Records = nil
+	for _, r := range sh.Records {
+		r.Record.Batch = r.Where
+		h.Records = append(h.Records, r.Record)
+	}
+	return &h, nil
+}
+
 // ms is d in milliseconds.
 func ms(d time.Duration) int64 { return d.Milliseconds() }

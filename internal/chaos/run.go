@@ -254,6 +254,11 @@ func Run(ctx context.Context, cfg Config) (*Report, *History, error) {
 	if err := d.fillHistory(h, recs); err != nil {
 		return nil, nil, err
 	}
+	// The whole history, for judging again (ReadHistory) after a change
+	// of the checker.
+	if err := WriteHistory(filepath.Join(cfg.Dir, "history.json"), h); err != nil {
+		return nil, nil, err
+	}
 	return Check(*h), h, nil
 }
 
