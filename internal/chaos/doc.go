@@ -91,8 +91,11 @@
 // "max failover: X ms" and "violations: N" (and, after "max failover",
 // the failover closest to its bound and "most of the tolerance used: X
 // ms", the most a failover took beyond its bound without Tolerance, the
-// evidence for the Tolerance below). Token order is (producer id,
-// epoch); kfake never reuses a producer id.
+// evidence for the Tolerance below; and after it "writes: N (outcome
+// count, ...)", the members' write lines by outcome, "gaps judged: N",
+// "longest gap" and "gap closest to its bound", each with its length and
+// bound). Token order is (producer id, epoch); kfake never reuses a
+// producer id.
 //
 //   - order: per role and partition of chaos.out, and per partition of
 //     chaos.stream, the tokens of committed records in offset order never
