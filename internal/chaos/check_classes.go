@@ -262,40 +262,63 @@ func (g Gap) Took() time.Duration { return time.Duration(g.To-g.From) * time.Mil
 //
 // Member starts and clock offsets add nothing.
 func GapBound(h History, role, holder string, g int64) time.Duration {
-	s := h.Settings
-	staggers := time.Duration(max(h.Members-1, 0)) * s.Stagger
-	bound := s.Lease + s.Renew + staggers + s.Tolerance
-	counted := make([]bool, len(h.Faults))
-	minted := func(m string, from, to int64) bool {
-		for _, e := range h.Events {
-			if e.Kind == "minted" && e.Role == role && e.Member == m && e.Wall >= from && e.Wall <= to {
-				return true
-			}
+	return newGapBounds(h).bound(role, holder, g)
+}
+
+// gapBounds computes GapBound for many gaps of one history: the faults in
+// order of their start, the minted lines per role and member in order.
+type gapBounds struct {
+	h      History
+	faults []Fault
+	mints  map[[2]string][]int64 // role, member -> minted lines' system times, ascending
+}
+
+func newGapBounds(h History) *gapBounds {
+	b := &gapBounds{h: h, faults: append([]Fault(nil), h.Faults...), mints: map[[2]string][]int64{}}
+	sort.SliceStable(b.faults, func(i, j int) bool { return b.faults[i].Start < b.faults[j].Start })
+	for _, e := range h.Events {
+		if e.Kind == "minted" {
+			k := [2]string{e.Role, e.Member}
+			b.mints[k] = append(b.mints[k], e.Wall)
 		}
-		return false
 	}
-	for grew := true; grew; {
-		grew = false
-		for i, f := range h.Faults {
-			if counted[i] {
-				continue
+	for _, ts := range b.mints {
+		sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+	}
+	return b
+}
+
+// minted reports whether member minted a token of role in [from, to].
+func (b *gapBounds) minted(role, member string, from, to int64) bool {
+	ts := b.mints[[2]string{role, member}]
+	i := sort.Search(len(ts), func(i int) bool { return ts[i] >= from })
+	return i < len(ts) && ts[i] <= to
+}
+
+// bound is GapBound. The faults are taken in order of their start: one
+// that begins after g + the bound so far ends the chain, since the
+// bound grows only by the faults it takes, and every later one begins
+// later still.
+func (b *gapBounds) bound(role, holder string, g int64) time.Duration {
+	s := b.h.Settings
+	staggers := time.Duration(max(b.h.Members-1, 0)) * s.Stagger
+	bound := s.Lease + s.Renew + staggers + s.Tolerance
+	for _, f := range b.faults {
+		if f.Start > g+ms(bound) {
+			break
+		}
+		if f.End+ms(s.RequestTimeout) < g {
+			continue
+		}
+		switch {
+		case f.Broker():
+			bound += time.Duration(f.End-f.Start)*time.Millisecond + s.RequestTimeout
+		case f.Member() && f.Kind != FaultShutdown:
+			if f.Target == holder || b.minted(role, f.Target, g, f.End+ms(s.RequestTimeout)) {
+				bound += s.Lease + s.RequestTimeout
+			} else {
+				bound += s.RequestTimeout + staggers
 			}
-			if f.Start > g+ms(bound) || f.End+ms(s.RequestTimeout) < g {
-				continue
-			}
-			switch {
-			case f.Broker():
-				bound += time.Duration(f.End-f.Start)*time.Millisecond + s.RequestTimeout
-			case f.Member() && f.Kind != FaultShutdown:
-				if f.Target == holder || minted(f.Target, g, f.End+ms(s.RequestTimeout)) {
-					bound += s.Lease + s.RequestTimeout
-				} else {
-					bound += s.RequestTimeout + staggers
-				}
-			default:
-				continue
-			}
-			counted[i], grew = true, true
 		}
 	}
 	return bound
@@ -370,11 +393,12 @@ func allDown(h History, from, to int64) bool {
 // judged. A gap that the shutdown cuts is judged up to the shutdown.
 func checkGaps(h History, r *Report, add addFunc) {
 	last := lastLease(h)
+	bounds := newGapBounds(h)
 	judge := func(g Gap, holder string, next *Election) {
 		if g.To <= g.From {
 			return
 		}
-		g.Bound = GapBound(h, g.Role, holder, g.From)
+		g.Bound = bounds.bound(g.Role, holder, g.From)
 		r.Gaps = append(r.Gaps, g)
 		if g.Took() <= g.Bound || allDown(h, g.From, g.To) {
 			return
