@@ -25,7 +25,8 @@ const gateSeed = 7130356208474190219
 // replayed), and fails when the
 // checker reports any violation. CHAOS_DIR keeps the event and fault logs
 // there (default: a temporary directory, removed afterwards). CHAOS_ONLY
-// ("member", "request" or "cluster") restricts the faults to one class.
+// ("member", "request" or "cluster") restricts the faults to one class;
+// CHAOS_FAULT_EVERY sets the mean pause between faults (default 1s).
 func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the chaos run takes CHAOS_DURATION")
@@ -53,6 +54,14 @@ func TestChaos(t *testing.T) {
 		seed = v
 	}
 	t.Logf("seed: %d (replay with CHAOS_SEED=%d CHAOS_DURATION=%s)", seed, seed, dur)
+	var every time.Duration
+	if s := os.Getenv("CHAOS_FAULT_EVERY"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			t.Fatalf("CHAOS_FAULT_EVERY=%q: want a positive duration such as 4s", s)
+		}
+		every = d
+	}
 	dir := os.Getenv("CHAOS_DIR")
 	if dir == "" {
 		dir = t.TempDir()
@@ -72,6 +81,10 @@ func TestChaos(t *testing.T) {
 		Dir:      dir,
 		Log:      testLog{t},
 		Only:     os.Getenv("CHAOS_ONLY"),
+		// The mean pause between faults (default 1s). Sparser faults
+		// (4s) leave the quiet stretches in which the gap check's bounds
+		// are short.
+		FaultEvery: every,
 		// Members' clocks apart by up to 10 s, five leases: package
 		// processor judges expiry on the observer's clock.
 		MaxClockOffset: 5 * time.Second,
