@@ -366,3 +366,33 @@ func TestCheckDelayedInitProducerIDExplainsOnePerMember(t *testing.T) {
 	r = Check(h)
 	assert.Equal(t, []Kind{KindElections}, kinds(r), "past the fault's budget (one race with d's allowed)")
 }
+
+// A kill of a challenger whose token fenced the one before it and left no
+// lease explains the election after it, though it was not the holder's:
+// here d, killed after the broker minted 1/2 for it and before its
+// minted line, in the opening campaign of r (seed 8968160582244967224).
+// A stop leaves its process able to log the mint later, so a token no log
+// minted is no evidence against it.
+func TestCheckKilledChallengerExplainsAnElection(t *testing.T) {
+	build := func(k FaultKind) History {
+		h := clean()
+		h.Members = 4
+		h.Faults = []Fault{{Kind: k, Target: "d", Start: t0 + 400, End: t0 + 3000}}
+		h.Events = append(h.Events[:4],
+			Event{Kind: "minted", Role: "r", Member: "c", PID: 1, Epoch: 1, Wall: t0 + 200},
+			Event{Kind: "revoked", Role: "r", Member: "a", PID: 1, Epoch: 0, Reason: "fenced", Wall: t0 + 300})
+		h.Leases = h.Leases[:1]
+		elect(&h, "b", 3, t0+2200)
+		return h
+	}
+	r := Check(build(FaultKill))
+	assert.Empty(t, r.Violations)
+	require.Len(t, r.Elections, 2)
+	assert.Contains(t, r.Elections[1].Cause, "kill d")
+	assert.Equal(t, []Kind{KindElections}, kinds(Check(build(FaultStop))))
+
+	// d's own minted line in the window is evidence for a stop too.
+	h := build(FaultStop)
+	h.Events = append(h.Events, Event{Kind: "minted", Role: "r", Member: "d", PID: 1, Epoch: 2, Wall: t0 + 350})
+	assert.Empty(t, Check(h).Violations)
+}
