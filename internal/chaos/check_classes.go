@@ -60,8 +60,9 @@ func lastLease(h History) map[roleToken]int64 {
 // deadline: RenewDeadline after the start of its last successful lease
 // write, which is at most the system time of its last committed lease of
 // the token (or its elected line, when later) + RenewDeadline, moved to
-// the SIGCONT when a SIGSTOP of its process spans that deadline (a
-// stopped process can do nothing, not even give up). Its own log shows
+// the SIGCONT when a SIGSTOP of its process spans that deadline or begins
+// within Tolerance after it (a stopped process can do nothing, not even
+// give up). Its own log shows
 // it holding until its revoked line for the token, or, without one,
 // until the last line its process wrote. If that is later than the
 // deadline + Tolerance while a newer token of the role had already been
@@ -92,7 +93,7 @@ func checkOverlap(h History, els []Election, add addFunc) {
 			for moved := true; moved; {
 				moved = false
 				for _, f := range h.Faults {
-					if f.Kind == FaultStop && f.Target == p.member && f.Start <= deadline && deadline < f.End {
+					if f.Kind == FaultStop && f.Target == p.member && f.Start <= deadline+ms(s.Tolerance) && deadline < f.End {
 						deadline, moved = f.End, true
 					}
 				}

@@ -71,6 +71,15 @@ func TestCheckOverlap(t *testing.T) {
 		assert.Len(t, reported(Check(h), KindOverlap), tc.want, "revoked at t0+%d", tc.at-t0)
 	}
 
+	// Stopped 300 ms after its deadline (t0+2400), before it gave up:
+	// it may give up after the SIGCONT.
+	h = clean()
+	h.Faults[0] = Fault{Kind: FaultStop, Target: "a", Start: t0 + 2700, End: t0 + 6000}
+	h.Events = append(h.Events, Event{Kind: "revoked", Role: "r", Member: "a", PID: 1, Epoch: 0, Reason: "lease lost", Wall: t0 + 6050})
+	assert.Empty(t, reported(Check(h), KindOverlap))
+	h.Faults[0].Start = t0 + 3500 // live for 1.1 s past its deadline first
+	assert.Len(t, reported(Check(h), KindOverlap), 1)
+
 	// Holding past the deadline without a successor is no overlap.
 	h = stopped()
 	h.Events = h.Events[:4]

@@ -177,8 +177,9 @@
 //     holding's last committed lease (its batch timestamp, set from the
 //     system clock when the batch is built, after the write began) or its
 //     elected line, whichever is later; when a SIGSTOP of the process
-//     spans the deadline, the deadline moves to the SIGCONT (a stopped
-//     process can do nothing, giving up included). A holder's own log
+//     spans the deadline, or begins within Tolerance after it, the
+//     deadline moves to the SIGCONT (a stopped process can do nothing,
+//     giving up included). A holder's own log
 //     shows it holding until its revoked line for the token, or, without
 //     one, until the last line its process wrote. If that is later than
 //     the deadline + Tolerance while a newer token of the role had been
