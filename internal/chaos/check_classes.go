@@ -62,9 +62,8 @@ func lastLease(h History) map[roleToken]int64 {
 // the token (or its elected line, when later) + RenewDeadline, moved to
 // the SIGCONT when a SIGSTOP of its process spans that deadline or begins
 // within Tolerance after it (a stopped process can do nothing, not even
-// give up). Its own log shows
-// it holding until its revoked line for the token, or, without one,
-// until the last line its process wrote. If that is later than the
+// give up). Its own log shows it holding until its revoked line for the
+// token, or, without one, until the last line its process wrote. If that is later than the
 // deadline + Tolerance while a newer token of the role had already been
 // elected, two holdings overlapped beyond what the fence allows.
 func checkOverlap(h History, els []Election, add addFunc) {
