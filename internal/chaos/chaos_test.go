@@ -22,9 +22,10 @@ const gateSeed = 7130356208474190219
 // TestChaos runs the suite against an embedded 3-broker cluster for
 // CHAOS_DURATION (default 30s) with seed CHAOS_SEED (gateSeed when unset,
 // a fresh one when "random"; logged first so that a failing run can be
-// replayed), and fails when the
-// checker reports any violation. CHAOS_DIR keeps the event and fault logs and the history (history.json, for TestRecheck)
-// there (default: a temporary directory, removed afterwards). CHAOS_ONLY
+// replayed), and fails when the checker reports any violation. CHAOS_DIR
+// keeps the event and fault logs and the history (history.json, for
+// TestRecheck) there (default: a temporary directory, removed
+// afterwards). CHAOS_ONLY
 // ("member", "request" or "cluster") restricts the faults to one class;
 // CHAOS_FAULT_EVERY sets the mean pause between faults (default 1s).
 func TestChaos(t *testing.T) {
