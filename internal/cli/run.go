@@ -115,10 +115,14 @@ func runCommand() *ucli.Command {
 }
 
 func runRun(c *ucli.Context) error {
-	args := c.Args().Slice()
-	if len(args) == 0 {
+	before, after, dash := splitDash(c.Args().Slice())
+	if len(before) == 0 {
+		if dash && len(after) > 0 {
+			return Usagef(c, "run needs a ROLE before --: krole run ROLE [-- CMD [ARGS...]] (%q follows --, so it is the command, not the role)", after[0])
+		}
 		return &UsageError{Err: errors.New("run needs a ROLE: krole run ROLE [-- CMD [ARGS...]]")}
 	}
+	args := append(before, after...)
 	role, err := codec.NewRole(args[0])
 	if err != nil {
 		return InvalidName(err)
@@ -342,6 +346,10 @@ func runRun(c *ucli.Context) error {
 func runMember(c *ucli.Context) (codec.MemberID, error) {
 	s := c.String("member")
 	if s == "" {
+		if v, inEnv := os.LookupEnv("KROLE_MEMBER"); c.IsSet("member") && !(inEnv && v == "") {
+			// --member '' (an empty KROLE_MEMBER counts as unset).
+			return "", Usagef(c, "--member is empty: name the member (1-128 characters of [A-Za-z0-9._:@-]), or leave the flag out for HOSTNAME:PID")
+		}
 		return defaultMember(), nil
 	}
 	m, err := codec.NewMemberID(s)
