@@ -171,7 +171,11 @@ func runRun(c *ucli.Context) error {
 		denied   error
 		leave    = func() {}
 	)
-	logger := slog.New(newAuthzStop(&lineHandler{lw: lw, level: level}, cfg.Topic, func(err error) {
+	// While the cluster is unreachable: one line when that begins and one
+	// when it ends, not a warning at every retry (see outage).
+	out := newOutage(lw, fmt.Sprintf("%s can be neither renewed nor taken until it answers", role))
+	out.verbose = c.Bool("verbose")
+	logger := slog.New(newAuthzStop(out.handler(&lineHandler{lw: lw, level: level}), cfg.Topic, func(err error) {
 		deniedMu.Lock()
 		denied = err
 		deniedMu.Unlock()
@@ -275,6 +279,7 @@ func runRun(c *ucli.Context) error {
 		return explainRunError(cfg, err)
 	}
 	defer sess.Close()
+	go out.follow(sctx, sess.View().Health, outageCheckEvery)
 	// A member that may not read the role topic would register, and then
 	// wait for a view that never sees it: say so now.
 	if err := sess.Transport().CheckRead(c.Context, role); fencing.IsNotAuthorized(err) {
@@ -665,15 +670,20 @@ func (s *runSession) reportf(r runReport) {
 
 // lineWriter writes whole lines, "krole run: ...", one writer at a time.
 type lineWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string // "krole observe"; "" is "krole run"
 }
 
 func (l *lineWriter) printf(format string, args ...any) {
 	msg := oneLine(fmt.Sprintf(format, args...))
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	fmt.Fprintf(l.w, "krole run: %s\n", msg)
+	prefix := l.prefix
+	if prefix == "" {
+		prefix = "krole run"
+	}
+	fmt.Fprintf(l.w, "%s: %s\n", prefix, msg)
 }
 
 // lockedWriter returns w for CMD's output. A file (the terminal, in
