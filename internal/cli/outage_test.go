@@ -60,11 +60,13 @@ func TestOutageIsOneLineAndOneWhenItEnds(t *testing.T) {
 	addrs, _, stopDev := startDevStderr(t, "--listen", "127.0.0.1:0")
 	b := []string{"--brokers", addrs}
 
+	// One after the other: urfave/cli parses flags into package-level
+	// state (its help flag), which two apps starting at once race on.
 	_, runErr, stopRun := inBackground(t, append([]string{"run", "ctl", "--member", "n1", "--lease-duration", "2s"}, b...)...)
-	obsOut, obsErr, stopObs := inBackground(t, append([]string{"observe", "ctl"}, b...)...)
-	_, srvErr, stopSrv := inBackground(t, append([]string{"serve", "--listen", "127.0.0.1:0"}, b...)...)
 	awaitText(t, runErr, "krole run: elected ctl as n1", "run")
+	obsOut, obsErr, stopObs := inBackground(t, append([]string{"observe", "ctl"}, b...)...)
 	awaitText(t, obsOut, "ctl held by n1", "observe")
+	_, srvErr, stopSrv := inBackground(t, append([]string{"serve", "--listen", "127.0.0.1:0"}, b...)...)
 	awaitText(t, srvErr, "krole serve: view caught up", "serve")
 
 	stopDev()
