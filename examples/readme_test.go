@@ -11,14 +11,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestReadmeExamples checks that the Go code of the README's "Library API"
-// is the code of the examples in election/example_test.go, which go test
-// compiles, and that the README's complete program builds as it stands.
+// TestReadmeExamples checks that the Go code of docs/LIBRARY.md (the
+// library guide, where the README's "Library API" moved) is the code of
+// the examples in election/example_test.go, which go test compiles, and
+// that its complete program builds as it stands.
 func TestReadmeExamples(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the README's program; skipped with -short")
+		t.Skip("builds the library guide's program; skipped with -short")
 	}
-	readme := read(t, "../README.md")
+	readme := read(t, "../docs/LIBRARY.md")
 	src := read(t, "../election/example_test.go")
 	var blocks []string
 	for _, m := range regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(readme, -1) {
@@ -32,13 +33,13 @@ func TestReadmeExamples(t *testing.T) {
 			program = b
 		}
 	}
-	require.NotEmpty(t, program, "no Go block of README.md holds the body of ExampleSession_Run; copy it from election/example_test.go:\n%s", run)
-	require.True(t, strings.HasPrefix(program, "package main\n"), "the README's copy of ExampleSession_Run is not a complete program")
+	require.NotEmpty(t, program, "no Go block of docs/LIBRARY.md holds the body of ExampleSession_Run; copy it from election/example_test.go:\n%s", run)
+	require.True(t, strings.HasPrefix(program, "package main\n"), "docs/LIBRARY.md's copy of ExampleSession_Run is not a complete program")
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(program), 0o644))
 	build := exec.Command("go", "build", "-o", filepath.Join(dir, "readme"), filepath.Join(dir, "main.go"))
 	out, err := build.CombinedOutput()
-	require.NoError(t, err, "the README's program does not build:\n%s", out)
+	require.NoError(t, err, "docs/LIBRARY.md's program does not build:\n%s", out)
 
 	// The stream example, without its declarations, one tab less indented.
 	body := exampleBody(t, src, "ExampleSession_Run_exactlyOnce")
@@ -49,7 +50,7 @@ func TestReadmeExamples(t *testing.T) {
 	for _, b := range blocks {
 		found = found || strings.Contains(b, core)
 	}
-	require.True(t, found, "no Go block of README.md holds the core of ExampleSession_Run_exactlyOnce; copy it from election/example_test.go:\n%s", core)
+	require.True(t, found, "no Go block of docs/LIBRARY.md holds the core of ExampleSession_Run_exactlyOnce; copy it from election/example_test.go:\n%s", core)
 }
 
 // exampleBody returns the lines between "func name() {" and its closing

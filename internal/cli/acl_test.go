@@ -49,7 +49,7 @@ func concat(lists ...[]kfake.ACL) []kfake.ACL {
 }
 
 // startACLCluster starts the cluster with users that each hold one row
-// of the README's table of ACLs, or one ACL less than it.
+// of the table of ACLs in docs/OPERATING.md, or one ACL less than it.
 func startACLCluster(t *testing.T) aclCluster {
 	t.Helper()
 	if testcluster.External() {
@@ -69,7 +69,7 @@ func startACLCluster(t *testing.T) aclCluster {
 		kfake.EnableSASL(),
 		kfake.EnableACLs(),
 		kfake.Superuser(scram, "admin", "admin-pw"),
-		// A member, as the README's first row says: Read, Write, Describe
+		// A member, as the first row of docs/OPERATING.md's ACL table says: Read, Write, Describe
 		// on the topic; Write, Describe on the prefix of the
 		// transactional ids.
 		kfake.User(scram, "member", "member-pw", concat(
@@ -139,7 +139,7 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
-// TestACLs checks the README's table of ACLs against a cluster that
+// TestACLs checks the table of ACLs in docs/OPERATING.md against a cluster that
 // enforces them, through the krole binary: each principal that holds the
 // ACLs of a row can run its commands, and one that lacks an ACL gets one
 // line naming it and exit 1.
@@ -185,7 +185,7 @@ func TestACLs(t *testing.T) {
 		assert.NotContains(t, r.Stdout, "nw-1", "it is no longer a candidate")
 	})
 
-	t.Run("member with the README's ACLs", func(t *testing.T) {
+	t.Run("member with the documented ACLs", func(t *testing.T) {
 		// CMD (true) exits 0 at once: krole run takes the role, runs it,
 		// resigns and exits 0.
 		r := runProc(t, bin, c.as("member"), limit, runArgs("m-1")...)

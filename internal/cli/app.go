@@ -27,6 +27,8 @@ import (
 	"os"
 	"regexp"
 	"runtime/debug"
+	"slices"
+	"strconv"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
@@ -80,7 +82,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	if va, ok := versionArgs(args); ok {
 		args = va // --version is the version command, which knows -o json
 	}
-	err := app.RunContext(ctx, append([]string{app.Name}, normalizeArgs(app, args)...))
+	err := misplacedFlag(app, args)
+	if err == nil {
+		err = app.RunContext(ctx, append([]string{app.Name}, normalizeArgs(app, args)...))
+	}
 	var ec ucli.ExitCoder
 	if errors.As(err, &ec) && strings.HasPrefix(ec.Error(), "No help topic for ") {
 		// `krole help nosuch`: urfave/cli's exit 3 is a usage error here.
@@ -92,7 +97,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 }
 
 // versionArgs returns the arguments of the version command, keeping -o,
-// when args ask for --version before any "--".
+// when args ask for --version (or -v, its alias) before any "--", so that
+// both print what `krole version` prints.
 func versionArgs(args []string) ([]string, bool) {
 	out, found := []string{"version"}, false
 	for i := 0; i < len(args); i++ {
@@ -100,7 +106,7 @@ func versionArgs(args []string) ([]string, bool) {
 		switch {
 		case a == "--":
 			return out, found
-		case a == "--version" || a == "-version":
+		case a == "--version" || a == "-version" || a == "-v" || a == "--v":
 			found = true
 		case (a == "-o" || a == "--output") && i+1 < len(args):
 			out = append(out, a, args[i+1])
@@ -203,11 +209,44 @@ func onUsageError(c *ucli.Context, err error, _ bool) error {
 		}
 	} else if n, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
 		msg = "flag " + dashes(n) + " needs a value"
+	} else if m := invalidDuration.FindStringSubmatch(msg); m != nil && isDurationFlag(c, m[2]) {
+		// "invalid value "3" for flag -lease-duration: parse error"
+		msg = fmt.Sprintf("invalid value %q for %s: %s", m[1], dashes(m[2]), durationProblem(m[1]))
+	} else if m := invalidDurationEnv.FindStringSubmatch(msg); m != nil {
+		msg = fmt.Sprintf("invalid value %q in %s (for %s): %s", m[1], m[2], dashes(m[3]), durationProblem(m[1]))
 	} else if m := flagInMessage.FindStringSubmatchIndex(msg); m != nil {
 		// "invalid boolean value "x" for -tls: parse error"
 		msg = msg[:m[2]] + dashes(msg[m[2]+1:m[3]]) + msg[m[3]:]
 	}
 	return &UsageError{Err: fmt.Errorf("%s", msg), Hint: hint}
+}
+
+// invalidDuration matches the flag package's message for a value a
+// duration flag could not parse: the value, and the flag's name.
+var invalidDuration = regexp.MustCompile(`^invalid value "(.*)" for flag -([A-Za-z0-9][A-Za-z0-9-]*): parse error$`)
+
+// invalidDurationEnv matches urfave/cli's message for a duration in an
+// environment variable: the value, the variable and the flag's name.
+var invalidDurationEnv = regexp.MustCompile(`^could not parse "(.*)" as duration value from environment variable "([^"]+)" for flag ([A-Za-z0-9-]+): `)
+
+// isDurationFlag reports whether the app or c's command has a duration
+// flag called name.
+func isDurationFlag(c *ucli.Context, name string) bool {
+	for _, f := range append(append([]ucli.Flag{}, c.App.Flags...), commandFlags(c)...) {
+		if _, ok := f.(*ucli.DurationFlag); ok && slices.Contains(f.Names(), name) {
+			return true
+		}
+	}
+	return false
+}
+
+// durationProblem says what is wrong with v, a value time.ParseDuration
+// refused: most often a number without its unit.
+func durationProblem(v string) string {
+	if _, err := strconv.ParseFloat(v, 64); err == nil {
+		return fmt.Sprintf("a duration needs a unit, e.g. %ss", v)
+	}
+	return "not a duration: a number and a unit (ms, s, m, h), e.g. 500ms, 3s or 1m30s"
 }
 
 func commandFlags(c *ucli.Context) []ucli.Flag {

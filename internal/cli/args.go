@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
@@ -20,6 +21,11 @@ import (
 // ends flag parsing: everything after it is an argument. Commands with
 // subcommands, or that skip flag parsing, get only their global flags moved.
 // When no command is found, args are returned unchanged.
+//
+// For a command in [dashSeparated] (krole run ROLE -- CMD), the "--" the
+// user wrote is kept among the arguments, after one that ends the flags,
+// so that the command can tell the arguments before it (ROLE) from those
+// after it (CMD): see [splitDash].
 func normalizeArgs(app *ucli.App, args []string) []string {
 	globals := flagIndex(app.Flags, ucli.HelpFlag, ucli.VersionFlag)
 
@@ -55,10 +61,14 @@ func normalizeArgs(app *ucli.App, args []string) []string {
 
 	local := flagIndex(cmd.Flags, ucli.HelpFlag)
 	keepLocal := len(cmd.Subcommands) == 0 && !cmd.SkipFlagParsing
+	keepDash := keepLocal && dashSeparated[name]
 	var flags, positional []string
 	for j := 0; j < len(rest); j++ {
 		a := rest[j]
 		if a == "--" {
+			if keepDash {
+				positional = append(positional, a)
+			}
 			positional = append(positional, rest[j+1:]...)
 			break
 		}
@@ -103,7 +113,9 @@ func normalizeArgs(app *ucli.App, args []string) []string {
 	out = append(out, head...)
 	out = append(out, name)
 	out = append(out, flags...)
-	if keepLocal {
+	if keepDash {
+		out = append(out, "--")
+	} else if keepLocal {
 		for _, p := range positional {
 			if isFlag(p) || p == "--" {
 				out = append(out, "--")
@@ -112,6 +124,22 @@ func normalizeArgs(app *ucli.App, args []string) []string {
 		}
 	}
 	return append(out, positional...)
+}
+
+// dashSeparated names the commands whose arguments before "--" mean
+// something else than those after it: `krole run ROLE -- CMD`.
+var dashSeparated = map[string]bool{"run": true}
+
+// splitDash splits the arguments of a [dashSeparated] command at the "--"
+// the user wrote: before it, and after it (dash reports whether there was
+// one). Without one, every argument is before it.
+func splitDash(args []string) (before, after []string, dash bool) {
+	for i, a := range args {
+		if a == "--" {
+			return args[:i], args[i+1:], true
+		}
+	}
+	return args, nil, false
 }
 
 // isFlag reports whether a looks like a flag: "-x", "--xy", "--xy=z". A
@@ -143,4 +171,72 @@ func flagIndex(flags []ucli.Flag, extra ...ucli.Flag) map[string]bool {
 		}
 	}
 	return m
+}
+
+// misplacedFlag returns a usage error for a command's flag written before
+// the command name (`krole --member x register controller`), which
+// urfave/cli would call unknown: it names the command the flag belongs to
+// and the command line with the flag in its place. It returns nil when
+// the first flag that is not global belongs to no command named after it
+// (urfave/cli then reports it), and for every other command line.
+func misplacedFlag(app *ucli.App, args []string) error {
+	globals := flagIndex(app.Flags, ucli.HelpFlag, ucli.VersionFlag)
+	i := 0
+	for ; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !isFlag(a) {
+			return nil
+		}
+		takesValue, known := globals[flagName(a)]
+		if !known {
+			break
+		}
+		if takesValue && !strings.Contains(a, "=") {
+			i++
+		}
+	}
+	if i >= len(args) {
+		return nil
+	}
+	flagArg := args[i]
+	name := flagName(flagArg)
+	for k := i + 1; k < len(args); k++ {
+		if args[k] == "--" {
+			return nil
+		}
+		cmd := app.Command(args[k])
+		if cmd == nil {
+			continue
+		}
+		takesValue, ok := flagIndex(cmd.Flags)[name]
+		if !ok {
+			return nil
+		}
+		moved := []string{flagArg}
+		before := args[i+1 : k] // the flag's value, and anything else before the command
+		if takesValue && !strings.Contains(flagArg, "=") && len(before) > 0 {
+			moved = append(moved, before[0])
+			before = before[1:]
+		}
+		line := append(append(append(append([]string{"krole"}, args[:i]...), before...), args[k]), moved...)
+		line = append(line, args[k+1:]...)
+		return &UsageError{
+			Err:  fmt.Errorf("%s is a flag of `krole %s`: %s", dashes(name), args[k], shellJoin(line)),
+			Hint: fmt.Sprintf("flags of a command follow its name; see 'krole %s --help'", args[k]),
+		}
+	}
+	return nil
+}
+
+// shellJoin joins args into a command line a shell reads back as args.
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/@=,+%") == "" {
+			out[i] = a
+			continue
+		}
+		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
 }

@@ -67,6 +67,7 @@ func benchCommand() *ucli.Command {
 			"Members that must die are 'krole run' processes of this binary; times are\n" +
 			"measured from the signal to the new holder's lease showing in this process's\n" +
 			"own view of the role topic.",
+		Action: benchNoSubcommand,
 		Subcommands: []*ucli.Command{
 			{
 				Name:      "failover",
@@ -113,6 +114,33 @@ func benchCommand() *ucli.Command {
 			benchMemberCommand(),
 		},
 	}
+}
+
+// benchNoSubcommand runs when `krole bench` names no subcommand, or an
+// unknown one: a usage error (exit 2), as for a missing command, so that a
+// script that forgot its subcommand fails; the short usage goes to stderr.
+func benchNoSubcommand(c *ucli.Context) error {
+	if name := c.Args().First(); name != "" {
+		hint := "see 'krole bench --help' for the subcommands"
+		if s := closest(name, benchSubcommands(c)); s != "" {
+			hint = fmt.Sprintf("did you mean 'krole bench %s'? %s", s, hint)
+		}
+		return &UsageError{Err: fmt.Errorf("unknown bench subcommand %q", name), Hint: hint}
+	}
+	fmt.Fprintf(c.App.ErrWriter, "usage: %s\n\nsubcommands: %s\n\nsee 'krole bench --help' for what each does, and 'krole bench SUBCOMMAND --help' for its flags\n",
+		strings.ReplaceAll(c.Command.UsageText, "\n   ", "\n       "), strings.Join(benchSubcommands(c), ", "))
+	return ucli.Exit("", ExitUsage)
+}
+
+// benchSubcommands names bench's subcommands, without urfave/cli's help.
+func benchSubcommands(c *ucli.Context) []string {
+	var names []string
+	for _, n := range commandNames(c.Command.Subcommands) {
+		if n != "help" && n != "h" {
+			names = append(names, n)
+		}
+	}
+	return names
 }
 
 // benchSettings reads and checks the timing flags the subcommand has.

@@ -14,14 +14,18 @@ func devCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "dev",
 		Usage:     "run an embedded Kafka-protocol cluster (kfake) with the role topic, until interrupted",
-		UsageText: "krole dev [--listen HOST:PORT] [--nodes N] [--data-dir DIR]",
+		UsageText: "krole dev [--listen HOST:PORT] [--nodes N] [--data-dir DIR] [--partitions N]",
 		Description: "Starts kfake, an embedded Kafka-protocol cluster, as real TCP servers, creates\n" +
-			"the compacted role topic (--topic), and prints one line when it is ready:\n\n" +
+			"the compacted role topic (--topic) with the settings 'krole init' sets\n" +
+			"(segment.ms=3600000, min.compaction.lag.ms=600000, delete.retention.ms=604800000),\n" +
+			"and prints one line when it is ready:\n\n" +
 			"   brokers: HOST:PORT[,HOST:PORT...]\n\n" +
 			"then runs until SIGINT or SIGTERM. --nodes N starts N brokers on consecutive\n" +
 			"ports; port 0 picks free ports (the line shows the real ones). --data-dir keeps\n" +
-			"the cluster's state across restarts. For development and tests only: one\n" +
-			"process, no replication.",
+			"the cluster's state across restarts. Without it the state is in memory: a\n" +
+			"restart forgets every role, and tokens start again at epoch 0 under the same\n" +
+			"producer ids, so a token from before a restart is not older than one after it.\n" +
+			"For development and tests only: one process, no replication.",
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "listen", Value: DefaultBrokers, Usage: "`HOST:PORT` of the first broker; broker i listens on PORT+i"},
 			&ucli.IntFlag{Name: "nodes", Value: 1, Usage: "number of brokers, `N`"},
@@ -60,6 +64,9 @@ func runDev(c *ucli.Context) error {
 		DataDir:    c.String("data-dir"),
 		Topic:      topic,
 		Partitions: int32(parts),
+		// The settings `krole init` sets, so that dev's topic is what
+		// init would make of it (init reports no difference).
+		TopicConfigs: devcluster.RoleTopicConfigMap(devcluster.DefaultRoleTopicDeleteRetain),
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -81,6 +88,12 @@ func runDev(c *ucli.Context) error {
 		note += "; state kept in " + dir
 	}
 	fmt.Fprintln(stderr(c), note)
+	if c.String("data-dir") == "" {
+		// kfake derives a role's producer id from its transactional id:
+		// after a restart in memory the same producer id starts again
+		// at epoch 0, so tokens go back.
+		fmt.Fprintln(stderr(c), "krole dev: state in memory: a restart forgets every role, and tokens start again at epoch 0 under the same producer ids (keep state with --data-dir DIR)")
+	}
 	var env []string
 	if addrs != DefaultBrokers {
 		env = append(env, "KROLE_BROKERS="+addrs)

@@ -57,14 +57,21 @@ func TestDevDataDirSurvivesARestart(t *testing.T) {
 // having printed nothing more on stdout.
 func startDev(t *testing.T, args ...string) (string, func()) {
 	t.Helper()
+	addrs, _, stop := startDevStderr(t, args...)
+	return addrs, stop
+}
+
+// startDevStderr is startDev that also returns what dev writes on stderr.
+func startDevStderr(t *testing.T, args ...string) (string, *testcluster.SyncBuffer, func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	outR, outW := io.Pipe()
-	var errOut testcluster.SyncBuffer
+	errOut := &testcluster.SyncBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		defer outW.Close()
-		done <- Run(ctx, append([]string{"dev"}, args...), outW, &errOut)
+		done <- Run(ctx, append([]string{"dev"}, args...), outW, errOut)
 	}()
 
 	lines := make(chan string, 1)
@@ -85,7 +92,7 @@ func startDev(t *testing.T, args ...string) (string, func()) {
 	}
 	addrs, ok := strings.CutPrefix(line, "brokers: ")
 	require.True(t, ok, "first line: %q", line)
-	return addrs, func() {
+	return addrs, errOut, func() {
 		t.Helper()
 		cancel()
 		select {

@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,24 +13,9 @@ import (
 )
 
 // The role topic's settings that init sets on a topic it creates, besides
-// cleanup.policy=compact:
-//
-//   - segment.ms 1h: the log cleaner compacts closed segments only, and the
-//     default (7 days) would keep a week of renewals uncompacted;
-//   - min.compaction.lag.ms 10min (rolestate.MaxLeaseSpan): every record,
-//     superseded or not, stays readable at least that long, so
-//     `krole records` shows the recent history of a role;
-//   - delete.retention.ms, --delete-retention (default 7 days): how long a
-//     tombstone (a deregistration) and the transaction markers stay after
-//     compaction. A view with a state dir (`krole serve --state-dir`,
-//     election.Config.StateDir) that is offline for longer may never see
-//     a tombstone: the removed candidate then stays in its table. Delete
-//     the state dir of a view that was offline that long.
-const (
-	roleTopicSegmentMS           = "3600000"
-	roleTopicMinCompactionLagMS  = "600000"
-	defaultRoleTopicDeleteRetain = 7 * 24 * time.Hour
-)
+// cleanup.policy=compact, are devcluster.RoleTopicConfigs (`krole dev`
+// sets the same): see there why.
+const defaultRoleTopicDeleteRetain = devcluster.DefaultRoleTopicDeleteRetain
 
 // roleTopicConfigs are the names init reports, in order.
 var roleTopicConfigs = []string{"cleanup.policy", "segment.ms", "min.compaction.lag.ms", "delete.retention.ms"}
@@ -116,11 +100,7 @@ func runInit(c *ucli.Context) error {
 	default:
 		res.Created = true
 		res.Set = append(res.Set, "cleanup.policy=compact")
-		for _, kv := range [][2]string{
-			{"segment.ms", roleTopicSegmentMS},
-			{"min.compaction.lag.ms", roleTopicMinCompactionLagMS},
-			{"delete.retention.ms", strconv.FormatInt(c.Duration("delete-retention").Milliseconds(), 10)},
-		} {
+		for _, kv := range devcluster.RoleTopicConfigs(c.Duration("delete-retention")) {
 			// One request per setting: a cluster that refuses one (a
 			// setting it does not know, or its policy forbids) refuses
 			// only that one. The embedded cluster takes all of them
@@ -182,6 +162,9 @@ func runInit(c *ucli.Context) error {
 		fmt.Fprintf(stderr(c), "krole: warning: topic %s has cleanup.policy=%s: retention will delete the registrations of long-lived members; use compact alone\n",
 			cfg.Topic, res.CleanupPolicy)
 	}
+	if !res.Created {
+		warnTopicSettings(c, cfg.Brokers[0], cfg.Topic, res.Configs)
+	}
 
 	if outputFormat(c) == FormatJSON {
 		return writeJSON(stdout(c), res)
@@ -199,4 +182,33 @@ func runInit(c *ucli.Context) error {
 	_, err = fmt.Fprintf(stdout(c), "topic %s ready: cleanup.policy=%s, %d partitions, replication factor %d (%s)\n  settings: %s\n",
 		res.Topic, res.CleanupPolicy, res.Partitions, res.ReplicationFactor, what, strings.Join(found, ", "))
 	return err
+}
+
+// roleTopicSettingWhy says what a role topic's setting is for, in the
+// warning about an existing topic whose setting differs.
+var roleTopicSettingWhy = map[string]string{
+	"segment.ms":            "the log cleaner compacts closed segments only, so a longer segment keeps that long of renewals uncompacted",
+	"min.compaction.lag.ms": "every record stays readable that long, for krole records to show a role's recent history",
+	"delete.retention.ms":   "a view with a state dir offline for longer may miss a deregistration",
+}
+
+// warnTopicSettings warns, one line each, about the settings of an
+// existing role topic that differ from those init sets on a topic it
+// creates (and `krole dev` on its own), with the command that changes
+// one. delete.retention.ms is a choice (--delete-retention): it is
+// checked only when the flag is given.
+func warnTopicSettings(c *ucli.Context, broker, topic string, have map[string]string) {
+	for _, kv := range devcluster.RoleTopicConfigs(c.Duration("delete-retention")) {
+		name, want := kv[0], kv[1]
+		if name == "delete.retention.ms" && !c.IsSet("delete-retention") {
+			continue
+		}
+		got, ok := have[name]
+		if !ok || got == want {
+			continue
+		}
+		fmt.Fprintf(stderr(c), "krole: warning: topic %s has %s=%s, not %s (%s); to change it: "+
+			"kafka-configs.sh --bootstrap-server %s --alter --entity-type topics --entity-name %s --add-config %s=%s\n",
+			topic, name, got, want, roleTopicSettingWhy[name], broker, topic, name, want)
+	}
 }

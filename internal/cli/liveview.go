@@ -23,9 +23,22 @@ type liveView struct {
 	done   chan struct{} // closed when Run has returned
 	err    error         // Run's error, explained; read after done
 
+	outage *outage // reports when the cluster is unreachable, and when it answers again
+
 	mu     sync.Mutex
 	denied error // the authorization failure that stopped the view
 }
+
+// outageAffects says, per command, what an outage stops (see outage).
+var outageAffects = map[string]string{
+	"observe": "the holder shown is the one as of then, and changes show once it answers",
+	"serve":   "the page and the API answer with the table as of then",
+	"leader":  "the answer waits for it",
+}
+
+// outageCheckEvery is how often a command compares its view's health
+// with the outage it reported.
+const outageCheckEvery = 500 * time.Millisecond
 
 // startView starts a view of the role topic (with its table on disk under
 // stateDir when set) and returns at once. Its warnings go to the command's
@@ -37,15 +50,13 @@ func startView(c *ucli.Context, stateDir string) (*liveView, error) {
 		return nil, err
 	}
 	lv := &liveView{cfg: cfg, done: make(chan struct{})}
-	logger := slog.New(newAuthzStop(slog.NewTextHandler(stderr(c), &slog.HandlerOptions{
-		Level: slog.LevelWarn,
-		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
-			if len(groups) == 0 && a.Key == slog.TimeKey {
-				return slog.Attr{}
-			}
-			return a
-		},
-	}), cfg.Topic, lv.deny))
+	// The view's warnings, in the command's style ("krole observe: warn:
+	// ..."); while the cluster is unreachable, one line when that begins
+	// and one when it ends instead of a warning at every retry.
+	lw := &lineWriter{w: stderr(c), prefix: "krole " + c.Command.Name}
+	lv.outage = newOutage(lw, outageAffects[c.Command.Name])
+	lv.outage.quiet = c.Command.Name == "table" // table says it in its own lines (noteHealth, the frame)
+	logger := slog.New(newAuthzStop(lv.outage.handler(&lineHandler{lw: lw, level: slog.LevelWarn}), cfg.Topic, lv.deny))
 	// A TLS handshake that cannot succeed fails the command at once; the
 	// view would retry it.
 	if err := fencing.CheckTLS(c.Context, cfg); err != nil {
@@ -57,6 +68,7 @@ func startView(c *ucli.Context, stateDir string) (*liveView, error) {
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(c.Context))
 	lv.View, lv.cancel = v, cancel
+	go lv.outage.follow(ctx, v.Health, outageCheckEvery)
 	go func() {
 		defer close(lv.done)
 		err := v.Run(ctx)

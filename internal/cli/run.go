@@ -115,10 +115,14 @@ func runCommand() *ucli.Command {
 }
 
 func runRun(c *ucli.Context) error {
-	args := c.Args().Slice()
-	if len(args) == 0 {
+	before, after, dash := splitDash(c.Args().Slice())
+	if len(before) == 0 {
+		if dash && len(after) > 0 {
+			return Usagef(c, "run needs a ROLE before --: krole run ROLE [-- CMD [ARGS...]] (%q follows --, so it is the command, not the role)", after[0])
+		}
 		return &UsageError{Err: errors.New("run needs a ROLE: krole run ROLE [-- CMD [ARGS...]]")}
 	}
+	args := append(before, after...)
 	role, err := codec.NewRole(args[0])
 	if err != nil {
 		return InvalidName(err)
@@ -167,7 +171,11 @@ func runRun(c *ucli.Context) error {
 		denied   error
 		leave    = func() {}
 	)
-	logger := slog.New(newAuthzStop(&lineHandler{lw: lw, level: level}, cfg.Topic, func(err error) {
+	// While the cluster is unreachable: one line when that begins and one
+	// when it ends, not a warning at every retry (see outage).
+	out := newOutage(lw, fmt.Sprintf("%s can be neither renewed nor taken until it answers", role))
+	out.verbose = c.Bool("verbose")
+	logger := slog.New(newAuthzStop(out.handler(&lineHandler{lw: lw, level: level}), cfg.Topic, func(err error) {
 		deniedMu.Lock()
 		denied = err
 		deniedMu.Unlock()
@@ -271,6 +279,7 @@ func runRun(c *ucli.Context) error {
 		return explainRunError(cfg, err)
 	}
 	defer sess.Close()
+	go out.follow(sctx, sess.View().Health, outageCheckEvery)
 	// A member that may not read the role topic would register, and then
 	// wait for a view that never sees it: say so now.
 	if err := sess.Transport().CheckRead(c.Context, role); fencing.IsNotAuthorized(err) {
@@ -342,6 +351,10 @@ func runRun(c *ucli.Context) error {
 func runMember(c *ucli.Context) (codec.MemberID, error) {
 	s := c.String("member")
 	if s == "" {
+		if v, inEnv := os.LookupEnv("KROLE_MEMBER"); c.IsSet("member") && !(inEnv && v == "") {
+			// --member '' (an empty KROLE_MEMBER counts as unset).
+			return "", Usagef(c, "--member is empty: name the member (1-128 characters of [A-Za-z0-9._:@-]), or leave the flag out for HOSTNAME:PID")
+		}
 		return defaultMember(), nil
 	}
 	m, err := codec.NewMemberID(s)
@@ -657,15 +670,20 @@ func (s *runSession) reportf(r runReport) {
 
 // lineWriter writes whole lines, "krole run: ...", one writer at a time.
 type lineWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string // "krole observe"; "" is "krole run"
 }
 
 func (l *lineWriter) printf(format string, args ...any) {
 	msg := oneLine(fmt.Sprintf(format, args...))
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	fmt.Fprintf(l.w, "krole run: %s\n", msg)
+	prefix := l.prefix
+	if prefix == "" {
+		prefix = "krole run"
+	}
+	fmt.Fprintf(l.w, "%s: %s\n", prefix, msg)
 }
 
 // lockedWriter returns w for CMD's output. A file (the terminal, in

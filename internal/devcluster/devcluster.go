@@ -44,6 +44,10 @@ type Options struct {
 	Topic string
 	// Partitions of Topic. Default 3.
 	Partitions int32
+	// TopicConfigs are further settings of Topic when it is created
+	// ([RoleTopicConfigs] for a role topic, as `krole dev` and `krole
+	// init` set them). Default none: kfake's defaults.
+	TopicConfigs map[string]string
 	// BrokerConfigs are broker settings passed to kfake (for example
 	// "transaction.max.timeout.ms"). Default none.
 	BrokerConfigs map[string]string
@@ -122,7 +126,13 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	c := &Cluster{Cluster: kc}
 	if opts.Topic != "" {
 		cfg := fencing.Config{Brokers: c.ListenAddrs(), Topic: opts.Topic}
-		if err := CreateTopic(ctx, cfg, opts.Partitions, 1); err != nil {
+		err := CreateNewTopic(ctx, cfg, TopicSpec{Name: opts.Topic, Partitions: opts.Partitions, Replication: 1,
+			CleanupPolicy: "compact", Configs: opts.TopicConfigs})
+		var te *sarama.TopicError
+		if errors.As(err, &te) && te.Err == sarama.ErrTopicAlreadyExists {
+			err = nil // kept in DataDir from an earlier run
+		}
+		if err != nil {
 			kc.Close()
 			return nil, err
 		}
@@ -149,6 +159,46 @@ func CreateTopic(ctx context.Context, cfg fencing.Config, partitions int32, repl
 	return err
 }
 
+// The settings of a role topic besides cleanup.policy=compact, which
+// `krole init` sets on a cluster and `krole dev` on its own:
+//
+//   - segment.ms 1h: the log cleaner compacts closed segments only, and the
+//     default (7 days) would keep a week of renewals uncompacted;
+//   - min.compaction.lag.ms 10min (rolestate.MaxLeaseSpan): every record,
+//     superseded or not, stays readable at least that long, so
+//     `krole records` shows the recent history of a role;
+//   - delete.retention.ms (default 7 days, `krole init --delete-retention`):
+//     how long a tombstone (a deregistration) and the transaction markers
+//     stay after compaction. A view with a state dir (`krole serve
+//     --state-dir`, election.Config.StateDir) that is offline for longer
+//     may never see a tombstone: the removed candidate then stays in its
+//     table. Delete the state dir of a view that was offline that long.
+const (
+	RoleTopicSegmentMS           = "3600000"
+	RoleTopicMinCompactionLagMS  = "600000"
+	DefaultRoleTopicDeleteRetain = 7 * 24 * time.Hour
+)
+
+// RoleTopicConfigs returns the settings of a role topic besides
+// cleanup.policy, in the order `krole init` reports them, with
+// deleteRetention as delete.retention.ms.
+func RoleTopicConfigs(deleteRetention time.Duration) [][2]string {
+	return [][2]string{
+		{"segment.ms", RoleTopicSegmentMS},
+		{"min.compaction.lag.ms", RoleTopicMinCompactionLagMS},
+		{"delete.retention.ms", strconv.FormatInt(deleteRetention.Milliseconds(), 10)},
+	}
+}
+
+// RoleTopicConfigMap is [RoleTopicConfigs] as a map, for [Options].
+func RoleTopicConfigMap(deleteRetention time.Duration) map[string]string {
+	m := map[string]string{}
+	for _, kv := range RoleTopicConfigs(deleteRetention) {
+		m[kv[0]] = kv[1]
+	}
+	return m
+}
+
 // TopicSpec is a topic for [CreateNewTopic] to create.
 type TopicSpec struct {
 	// Name of the topic.
@@ -160,6 +210,9 @@ type TopicSpec struct {
 	// CleanupPolicy is the topic's cleanup.policy: "compact" for a role
 	// topic, "delete" for an application topic.
 	CleanupPolicy string
+	// Configs are further settings of the topic (cleanup.policy is
+	// CleanupPolicy's). Default none.
+	Configs map[string]string
 	// Visible bounds the wait for the new topic to show in the metadata
 	// with every partition. Default 10 s.
 	Visible time.Duration
@@ -190,10 +243,14 @@ func CreateNewTopic(ctx context.Context, cfg fencing.Config, spec TopicSpec) err
 	}
 	defer admin.Close()
 	policy := spec.CleanupPolicy
+	entries := map[string]*string{"cleanup.policy": &policy}
+	for k, v := range spec.Configs {
+		entries[k] = &v
+	}
 	err = admin.CreateTopic(spec.Name, &sarama.TopicDetail{
 		NumPartitions:     spec.Partitions,
 		ReplicationFactor: spec.Replication,
-		ConfigEntries:     map[string]*string{"cleanup.policy": &policy},
+		ConfigEntries:     entries,
 	}, false)
 	if err != nil {
 		return fmt.Errorf("creating topic %s: %w", spec.Name, err)

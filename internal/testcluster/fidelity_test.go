@@ -326,7 +326,7 @@ func TestCompactionKeepsRankingHoldersAndResumedView(t *testing.T) {
 // log cleaner removed a deregistration's tombstone (and the registration
 // it removed) before the view read them, so a view resumed from its state
 // dir keeps the removed candidate. A view that rereads the topic (its
-// state dir deleted) is right. Documented in README ("krole init") and
+// state dir deleted) is right. Documented in docs/CLI.md ("krole init") and
 // internal/cli/init.go.
 func TestViewOfflineLongerThanDeleteRetentionKeepsARemovedCandidate(t *testing.T) {
 	if testcluster.External() {

@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The docs follow the commands: docs/CLI.md has a section for every
+// command, and the README's table of commands names each one.
+func TestDocsNameEveryCommand(t *testing.T) {
+	cli := readDoc(t, "docs/CLI.md")
+	readme := readDoc(t, "README.md")
+	for _, cmd := range commands() {
+		if cmd.Hidden || cmd.Name == "version" {
+			continue
+		}
+		// A section in docs/CLI.md, or a page of its own (docs/CHECK.md
+		// for krole check) that docs/CLI.md links to.
+		page := strings.ToUpper(cmd.Name) + ".md"
+		if _, err := os.Stat(filepath.Join(repoRoot(t), "docs", page)); err == nil {
+			assert.Contains(t, cli, "]("+page, "docs/CLI.md does not link to docs/%s, the page of krole %s", page, cmd.Name)
+		} else {
+			assert.Contains(t, cli, "\n### krole "+cmd.Name+"\n", "docs/CLI.md has no section for krole %s", cmd.Name)
+		}
+		assert.Contains(t, readme, "`krole "+cmd.Name, "the README's table of commands does not name krole %s", cmd.Name)
+	}
+}
+
+// The README stays short enough to take in: the rest is under docs/.
+func TestReadmeIsShort(t *testing.T) {
+	lines := strings.Count(readDoc(t, "README.md"), "\n")
+	assert.LessOrEqual(t, lines, 300, "README.md has %d lines; move detail to docs/", lines)
+}
+
+// docsPending are pages the README links to that another branch adds;
+// remove a name once its page is in the tree.
+var docsPending = map[string]bool{"docs/CHECK.md": true}
+
+// Every relative link of README.md and docs/*.md names a file that exists,
+// and every #anchor a heading of that file.
+func TestDocsLinksResolve(t *testing.T) {
+	pages, err := filepath.Glob(filepath.Join(repoRoot(t), "docs", "*.md"))
+	require.NoError(t, err)
+	pages = append(pages, filepath.Join(repoRoot(t), "README.md"))
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	for _, page := range pages {
+		text, err := os.ReadFile(page)
+		require.NoError(t, err)
+		rel, _ := filepath.Rel(repoRoot(t), page)
+		for _, m := range link.FindAllStringSubmatch(stripCode(string(text)), -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			file, anchor, _ := strings.Cut(target, "#")
+			path := page
+			if file != "" {
+				path = filepath.Join(filepath.Dir(page), file)
+			}
+			name, _ := filepath.Rel(repoRoot(t), path)
+			if docsPending[filepath.ToSlash(name)] {
+				continue
+			}
+			_, err := os.Stat(path)
+			if !assert.NoError(t, err, "%s links to %s, which does not exist", rel, target) || anchor == "" {
+				continue
+			}
+			if !strings.HasSuffix(path, ".md") {
+				continue
+			}
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			assert.Contains(t, anchors(string(b)), anchor, "%s links to %s: no such heading", rel, target)
+		}
+	}
+}
+
+// anchors returns the GitHub anchors of the headings of a Markdown page.
+func anchors(md string) []string {
+	var out []string
+	for _, line := range strings.Split(stripCode(md), "\n") {
+		h, ok := strings.CutPrefix(line, "#")
+		if !ok {
+			continue
+		}
+		h = strings.TrimSpace(strings.TrimLeft(h, "#"))
+		var b strings.Builder
+		for _, r := range strings.ToLower(h) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+				b.WriteRune(r)
+			}
+		}
+		out = append(out, b.String())
+	}
+	return out
+}
+
+// stripCode drops fenced code blocks, whose lines are neither headings
+// nor links.
+func stripCode(md string) string {
+	var b strings.Builder
+	in := false
+	for _, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(line, "```") {
+			in = !in
+			continue
+		}
+		if !in {
+			b.WriteString(line)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	return root
+}
+
+func readDoc(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), name))
+	require.NoError(t, err)
+	return string(b)
+}

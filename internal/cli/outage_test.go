@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/krole/internal/testcluster"
+)
+
+// inBackground runs the app in-process with args until the returned stop is
+// called (as SIGINT would end it), and returns its stdout and stderr.
+func inBackground(t *testing.T, args ...string) (stdout, stderr *testcluster.SyncBuffer, stop func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, stderr = &testcluster.SyncBuffer{}, &testcluster.SyncBuffer{}
+	done := make(chan int, 1)
+	go func() { done <- Run(ctx, args, stdout, stderr) }()
+	var code *int
+	stop = func() int {
+		if code == nil {
+			cancel()
+			select {
+			case c := <-done:
+				code = &c
+			case <-time.After(time.Minute):
+				t.Fatalf("%v did not stop within a minute", args)
+			}
+		}
+		return *code
+	}
+	t.Cleanup(func() { stop() })
+	return stdout, stderr, stop
+}
+
+// awaitText waits until buf holds s, failing t after a minute.
+func awaitText(t *testing.T, buf *testcluster.SyncBuffer, s, what string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(buf.String(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no %q within a minute; got:\n%s", what, s, buf.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// While the cluster is unreachable, a member says so in one line with the
+// role it affects, and in one more when the cluster answers again: not
+// sarama's error at every retry. observe and serve do the same in their own
+// style, never as raw slog lines.
+func TestOutageIsOneLineAndOneWhenItEnds(t *testing.T) {
+	if testcluster.External() {
+		t.Skip("stops and restarts the embedded cluster")
+	}
+	addrs, _, stopDev := startDevStderr(t, "--listen", "127.0.0.1:0")
+	b := []string{"--brokers", addrs}
+
+	// One after the other: urfave/cli parses flags into package-level
+	// state (its help flag), which two apps starting at once race on.
+	_, runErr, stopRun := inBackground(t, append([]string{"run", "ctl", "--member", "n1", "--lease-duration", "2s"}, b...)...)
+	awaitText(t, runErr, "krole run: elected ctl as n1", "run")
+	obsOut, obsErr, stopObs := inBackground(t, append([]string{"observe", "ctl"}, b...)...)
+	awaitText(t, obsOut, "ctl held by n1", "observe")
+	_, srvErr, stopSrv := inBackground(t, append([]string{"serve", "--listen", "127.0.0.1:0"}, b...)...)
+	awaitText(t, srvErr, "krole serve: view caught up", "serve")
+
+	stopDev()
+	awaitText(t, runErr, "krole run: cluster unreachable since ", "run")
+	awaitText(t, obsErr, "krole observe: cluster unreachable since ", "observe")
+	awaitText(t, srvErr, "krole serve: cluster unreachable since ", "serve")
+	// The member retries meanwhile (every retry a warning, before); give
+	// it some.
+	time.Sleep(2 * time.Second)
+
+	addrs2, _, stopDev2 := startDevStderr(t, "--listen", addrs)
+	require.Equal(t, addrs, addrs2)
+	awaitText(t, runErr, "krole run: the cluster answers again, at ", "run")
+	awaitText(t, obsErr, "krole observe: the cluster answers again, at ", "observe")
+	awaitText(t, srvErr, "krole serve: the cluster answers again, at ", "serve")
+	assert.Equal(t, ExitOK, stopRun())
+	assert.Equal(t, ExitOK, stopObs())
+	assert.Equal(t, ExitOK, stopSrv())
+	stopDev2()
+
+	for name, buf := range map[string]*testcluster.SyncBuffer{"run": runErr, "observe": obsErr, "serve": srvErr} {
+		s := buf.String()
+		assert.Equal(t, 1, strings.Count(s, "cluster unreachable since"), "%s: one line per outage:\n%s", name, s)
+		assert.Equal(t, 1, strings.Count(s, "the cluster answers again"), "%s: one line when it ends:\n%s", name, s)
+		assert.NotContains(t, s, "level=", "%s: no raw slog lines", name)
+		assert.NotContains(t, s, "run out of available brokers", "%s: no sarama error at every retry", name)
+		for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+			assert.True(t, strings.HasPrefix(line, "krole "+name+": "), "%s: a line in the command's style: %q", name, line)
+		}
+	}
+	assert.Contains(t, runErr.String(), "ctl can be neither renewed nor taken until it answers")
+	assert.Contains(t, obsErr.String(), "the holder shown is the one as of then")
+}
+
+// The outage handler passes on warnings that are not about an outage, and
+// shows a dial error, not sarama's sentence around it.
+func TestUnreachableCause(t *testing.T) {
+	c, ok := unreachableCause(errorString("view: probing the end of the role topic: leader of krole.roles/0: kafka: client has run out of available brokers to talk to: dial tcp 127.0.0.1:1: connect: connection refused"))
+	assert.True(t, ok)
+	assert.Equal(t, "dial tcp 127.0.0.1:1: connect: connection refused", c)
+	_, ok = unreachableCause(errorString("fenced: another member holds role ctl"))
+	assert.False(t, ok)
+}
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
