@@ -41,6 +41,7 @@ func commands() []*ucli.Command {
 		devCommand(),
 		demoCommand(),
 		initCommand(),
+		checkCommand(),
 		registerCommand(),
 		resignCommand(),
 		runCommand(),
