@@ -109,8 +109,8 @@ func (r *runner) aclTxnWrite(ctx context.Context) Result {
 	if err := r.fresh(ctx); err != nil {
 		return fail(NameACLTxnWrite, "run krole check again (it picks another scratch role)", "%s", r.explain(err))
 	}
-	r.usedTxn = true
 	tok, err := r.main.AcquireEpoch(ctx, r.role)
+	r.noteAcquire(err)
 	if res := refused(NameACLTxnWrite, r.txnFix("Write"), err); res != nil {
 		res.Detail += fmt.Sprintf(" (members need it on %s<role> for each role; krole check on %s%s*)", r.cfg.TxnPrefix, r.cfg.TxnPrefix, ScratchPrefix)
 		return *res

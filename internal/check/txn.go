@@ -217,7 +217,9 @@ func (r *runner) scenario(ctx context.Context) *scenarioResult {
 			return err
 		}
 		s.visibleOpen = slices.ContainsFunc(recs, func(rec fencing.RoleRecord) bool { return rec.Offset >= off })
-		if s.tokB, err = tB.AcquireEpoch(ctx, r.role); err != nil {
+		s.tokB, err = tB.AcquireEpoch(ctx, r.role)
+		r.noteAcquire(err)
+		if err != nil {
 			s.step, s.err = "the second InitProducerId (B)", err
 			return err
 		}
@@ -243,7 +245,9 @@ func (r *runner) scenario(ctx context.Context) *scenarioResult {
 			return err
 		}
 		s.oB = off
-		if s.tokC, err = tC.AcquireEpoch(ctx, r.role); err != nil {
+		s.tokC, err = tC.AcquireEpoch(ctx, r.role)
+		r.noteAcquire(err)
+		if err != nil {
 			s.step, s.err = "the third InitProducerId (C)", err
 			return err
 		}
@@ -360,8 +364,8 @@ func (r *runner) txnInit(ctx context.Context) Result {
 	if err != nil {
 		return fail(name, "see reachability", "%s", r.explain(err))
 	}
-	r.usedTxn = true
 	tok, err := t.AcquireEpoch(ctx, r.role)
+	r.noteAcquire(err)
 	if res := refused(name, r.txnFix("Write"), err); res != nil {
 		return *res
 	}
@@ -376,6 +380,16 @@ func (r *runner) txnInit(ctx context.Context) Result {
 	r.initOK = true
 	r.current = &holding{t: t, tok: tok}
 	return pass(name, "InitProducerId on the scratch transactional id %s (transaction timeout %v) answered token %s", r.txnID, r.txnTimeout(), tok)
+}
+
+// noteAcquire records that an InitProducerId on the scratch id may have
+// minted a token (it answered one, or its outcome is unknown), so that
+// the cleanup ends what may be open under it. A definite refusal (an ACL,
+// a version the broker lacks, an error code) minted nothing.
+func (r *runner) noteAcquire(err error) {
+	if err == nil || !(fencing.IsNotAuthorized(err) || errors.Is(err, sarama.ErrUnsupportedVersion) || errors.Is(err, fencing.ErrProducer)) {
+		r.usedTxn = true
+	}
 }
 
 func (r *runner) describe(ctx context.Context) Result {
@@ -489,20 +503,25 @@ func (r *runner) cleanup(ctx context.Context) Result {
 	if !r.registered && !r.usedTxn {
 		return pass(name, "nothing written (the checks that write did not run)")
 	}
-	if r.usedTxn {
-		// A fresh epoch aborts any transaction a check left open (one cut
-		// short by its timeout), so no reader stays held back, and fences
-		// every token of the run.
-		if _, err := r.main.AcquireEpoch(ctx, r.role); err != nil {
-			return r.cleanupFail(fmt.Errorf("InitProducerId to end the scratch id's transactions: %w", err))
-		}
-	}
 	var done []string
 	if r.registered {
 		if err := r.main.Deregister(ctx, r.role, r.member); err != nil {
 			return r.cleanupFail(fmt.Errorf("tombstoning the registration: %w", err))
 		}
 		done = append(done, "registration of "+string(r.member))
+	}
+	if r.usedTxn {
+		// A fresh epoch aborts any transaction a check left open (one cut
+		// short by its timeout), so no reader stays held back, and fences
+		// every token of the run.
+		if _, err := r.main.AcquireEpoch(ctx, r.role); err != nil {
+			what := "nothing to tombstone"
+			if len(done) > 0 {
+				what = "tombstoned the " + strings.Join(done, " and ")
+			}
+			return r.cleanupFail(fmt.Errorf("%s, but InitProducerId to end the scratch id's transactions failed, so one may stay open, holding back read_committed readers of its partition, until the coordinator aborts it (transaction timeout %v + the abort interval): %w",
+				what, r.txnTimeout(), err))
+		}
 	}
 	// Read back as a view would: nothing of the scratch role is left.
 	var last error
