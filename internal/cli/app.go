@@ -41,7 +41,6 @@ func commands() []*ucli.Command {
 		devCommand(),
 		demoCommand(),
 		initCommand(),
-		checkCommand(),
 		registerCommand(),
 		resignCommand(),
 		runCommand(),
@@ -52,6 +51,7 @@ func commands() []*ucli.Command {
 		recordsCommand(),
 		tableCommand(),
 		serveCommand(),
+		checkCommand(),
 		versionCommand(),
 	}
 }
