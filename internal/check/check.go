@@ -315,7 +315,14 @@ func (r *runner) bounded(budget context.Context, name string, fn func(context.Co
 	}
 	ctx, cancel := context.WithTimeout(budget, r.opts.Timeout)
 	defer cancel()
-	out := fn(ctx)
+	out := func() (out []Result) {
+		defer func() {
+			if p := recover(); p != nil {
+				out = []Result{fail(name, "please report it", "internal error: %v", p)}
+			}
+		}()
+		return fn(ctx)
+	}()
 	for i := range out {
 		if !out[i].OK && ctx.Err() != nil && !strings.Contains(out[i].Detail, "no answer within") {
 			out[i].Detail = fmt.Sprintf("no answer within %v: %s", r.opts.Timeout, out[i].Detail)
@@ -412,7 +419,12 @@ func (r *runner) txnTimeout() time.Duration {
 	return processor.Settings{LeaseDuration: r.opts.LeaseDuration}.WithDefaults().TransactionTimeout
 }
 
-func (r *runner) explain(err error) string { return r.opts.Explain(err) }
+func (r *runner) explain(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	return r.opts.Explain(err)
+}
 
 func (r *runner) close() {
 	done := make(chan struct{})
