@@ -175,12 +175,14 @@ func (r *runner) versions(ctx context.Context) Result {
 				match = append(match, t.key)
 			}
 		}
-		guess := kversion.FromApiVersionsResponse(&kres).VersionGuess()
 		if len(match) == 0 {
-			found = append(found, fmt.Sprintf("broker %d (ApiVersions like Kafka %s): krole's requests match none of its tested tables (kafka-3.0, kafka-4.0, redpanda)", b.ID(), guess))
+			// franz-go's guess of the Apache Kafka release, which means
+			// little for other brokers, but says where to look.
+			guess := kversion.FromApiVersionsResponse(&kres).VersionGuess()
+			found = append(found, fmt.Sprintf("broker %d: krole's requests match none of its tested tables (kafka-3.0, kafka-4.0, redpanda); its ApiVersions look like Apache Kafka %s", b.ID(), guess))
 			continue
 		}
-		found = append(found, fmt.Sprintf("broker %d (ApiVersions like Kafka %s): krole's requests are those of its tested table %s", b.ID(), guess, strings.Join(match, ", ")))
+		found = append(found, fmt.Sprintf("broker %d: krole's requests are those of its tested table %s", b.ID(), strings.Join(match, ", ")))
 	}
 	found = dedupBrokers(found)
 	switch {
