@@ -338,7 +338,11 @@ func (r *runner) reach(ctx context.Context) Result {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
 	fix := "check --brokers, and --tls/--sasl-* against the listener's protocol"
-	t, err := r.dial(ctx, r.cfg)
+	// This transport's InitProducerIds (acl.txn.write, the cleanup's
+	// bump) open no transaction: a short timeout keeps the brokers'
+	// transaction.max.timeout.ms a matter of transactions.init and
+	// timeouts, not of reachability.
+	t, err := r.dial(ctx, r.cfg, min(time.Second, r.txnTimeout()))
 	if err != nil {
 		return fail(NameReachability, fix, "%s", oneLine(r.explain(err)))
 	}
@@ -358,10 +362,12 @@ func (r *runner) reach(ctx context.Context) Result {
 	role, member := scratchNames()
 	r.role, r.member, r.txnID = role, member, r.cfg.TransactionalID(string(role))
 	how := "plaintext"
+	// A CA or a client certificate implies TLS (fencing.Config.Sarama).
+	tls := r.cfg.TLS.Enable || r.cfg.TLS.CAFile != "" || r.cfg.TLS.CertFile != ""
 	switch {
-	case r.cfg.TLS.Enable && r.cfg.SASL.Mechanism != "":
+	case tls && r.cfg.SASL.Mechanism != "":
 		how = "TLS with SASL " + r.cfg.SASL.Mechanism
-	case r.cfg.TLS.Enable:
+	case tls:
 		how = "TLS"
 	case r.cfg.SASL.Mechanism != "":
 		how = "SASL " + r.cfg.SASL.Mechanism
@@ -373,13 +379,14 @@ func (r *runner) reach(ctx context.Context) Result {
 	return pass(NameReachability, "%d broker(s) answered at %s over %s%s", r.brokers, strings.Join(r.cfg.Brokers, ","), how, ctrl)
 }
 
-// dial opens a transport within ctx. Its request timeout is at most the
-// check timeout, so that a call and Close end within it.
-func (r *runner) dial(ctx context.Context, cfg fencing.Config) (*fencing.BrokerTransport, error) {
+// dial opens a transport within ctx, with transaction timeout txn. Its
+// request timeout is at most the check timeout, so that a call and Close
+// end within it.
+func (r *runner) dial(ctx context.Context, cfg fencing.Config, txn time.Duration) (*fencing.BrokerTransport, error) {
 	if cfg.RequestTimeout > r.opts.Timeout {
 		cfg.RequestTimeout = r.opts.Timeout
 	}
-	cfg.TxnTimeout = r.txnTimeout()
+	cfg.TxnTimeout = txn
 	type res struct {
 		t   *fencing.BrokerTransport
 		err error
@@ -402,10 +409,11 @@ func (r *runner) dial(ctx context.Context, cfg fencing.Config) (*fencing.BrokerT
 	}
 }
 
-// transport returns one more transport for the scratch role; the run
-// closes it at the end.
+// transport returns one more transport for the scratch role, with the
+// transaction timeout of the configured lease; the run closes it at the
+// end.
 func (r *runner) transport(ctx context.Context) (*fencing.BrokerTransport, error) {
-	t, err := r.dial(ctx, r.cfg)
+	t, err := r.dial(ctx, r.cfg, r.txnTimeout())
 	if err != nil {
 		return nil, err
 	}

@@ -380,3 +380,23 @@ func TestHungClusterIsBounded(t *testing.T) {
 	assert.Equal(t, check.NameCleanup, cl.Name, "the cleanup ran")
 	assert.Contains(t, cl.Detail, "tombstoned the registration", "the registration is tombstoned although InitProducerId hangs")
 }
+
+// TestTransactionTimeoutAboveTheBrokersMaximum: a lease whose transaction
+// timeout the brokers refuse fails timeouts and transactions.init, naming
+// transaction.max.timeout.ms; the cluster is still reachable.
+func TestTransactionTimeoutAboveTheBrokersMaximum(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{BrokerConfigs: map[string]string{"transaction.max.timeout.ms": "2000"}})
+	c.RequireFake(t)
+	rep := run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second}) // lease 10s: timeout 5s
+	assert.True(t, byName(t, rep, check.NameReachability).OK)
+	for _, n := range []string{check.NameTimeouts, check.NameTxnInit} {
+		r := byName(t, rep, n)
+		assert.False(t, r.OK, n)
+		assert.Contains(t, r.Detail+r.Fix, "transaction.max.timeout.ms", n)
+		assert.Contains(t, r.Fix, "--lease-duration", n)
+	}
+	assert.True(t, byName(t, rep, check.NameCleanup).OK, "%s", byName(t, rep, check.NameCleanup).Detail)
+
+	rep = run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second, LeaseDuration: 3 * time.Second})
+	assert.True(t, rep.OK(), "a 3s lease sends a 1.5s transaction timeout")
+}

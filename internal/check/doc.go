@@ -16,12 +16,14 @@
 //     there and may not create topics, and the writes cost readers of
 //     that partition no more than one lease write does (an open
 //     transaction holds read_committed readers of the partition back
-//     until it ends, for milliseconds here). Every lease it writes is a
-//     released lease of a scratch member, which no reader takes for a
-//     live holder.
+//     until it ends, for milliseconds here). Every record it writes is a
+//     registration of the scratch member (krole-check- followed by the
+//     same hex digits): it writes no lease, since krole never writes a lease
+//     tombstone (readers count one as forged), so a lease could never be
+//     removed.
 //   - at the end (the cleanup check, which runs even when the budget ran
 //     out) it takes a new epoch of the scratch id, which aborts any
-//     transaction a check left open, tombstones the scratch lease and
+//     transaction a check left open, tombstones the scratch
 //     registration, and reads the role back empty. The transactional id
 //     stays known to its coordinator until
 //     transactional.id.expiration.ms passes unused.
@@ -68,8 +70,9 @@
 //   - clock: the transaction coordinator's clock against the local one,
 //     from the start time it stamps on an open transaction (reported by
 //     DescribeTransactions); a warning above [Options].ClockWarn.
-//   - latency: p50 and p99 of a burst of lease writes, and the smallest
-//     safe lease they imply.
+//   - latency: p50 and p99 of a burst of transactions of one record, as
+//     a lease renewal writes them, and the smallest safe lease they
+//     imply.
 //   - cleanup: above.
 //
 // With As [Viewer] the checks that write are reported as skipped.

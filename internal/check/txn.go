@@ -355,6 +355,10 @@ func (r *runner) txnInit(ctx context.Context) Result {
 		return fail(name, "run krole check again (it picks another scratch role)", "%s", r.explain(err))
 	}
 	t, err := r.transport(ctx)
+	if errors.Is(err, fencing.ErrBrokerSettings) {
+		return fail(name, fmt.Sprintf("raise the brokers' %s, or run with a shorter --lease-duration", fencing.BrokerMaxTxnTimeout),
+			"the transaction timeout %v (lease %v / 2) is refused: %s", r.txnTimeout(), r.opts.LeaseDuration, r.explain(err))
+	}
 	if err != nil {
 		return fail(name, "see reachability", "%s", r.explain(err))
 	}
@@ -428,9 +432,8 @@ func (r *runner) clockCheck(context.Context) Result {
 	if offset < 0 {
 		way = "behind"
 	}
-	abs := offset.Abs().Round(time.Millisecond)
-	detail := fmt.Sprintf("the transaction coordinator's clock is %v %s this machine's (±%v, from the start time it stamped on the open transaction); safety never rests on clocks, and leases are judged by durations on each member's own clock, but deadlines and timestamps shown (krole table, records) are in the writer's clock",
-		abs, way, unc.Round(time.Microsecond))
+	detail := fmt.Sprintf("the transaction coordinator's clock is %d ms %s this machine's (±%v, from the start time it stamped on the open transaction); safety never rests on clocks, and leases are judged by durations on each member's own clock, but deadlines and timestamps shown (krole table, records) are in the writer's clock",
+		offset.Abs().Milliseconds(), way, unc.Round(10*time.Microsecond))
 	if offset.Abs()-unc > r.opts.ClockWarn {
 		return warn(name, "synchronise the clocks of the members and the brokers (NTP, chrony)", "%s; more than %v", detail, r.opts.ClockWarn)
 	}

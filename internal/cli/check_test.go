@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/check"
@@ -119,4 +120,38 @@ func TestCheckKnowsInitSettings(t *testing.T) {
 	assert.Equal(t, roleTopicSegmentMS, check.InitSegmentMS)
 	assert.Equal(t, roleTopicMinCompactionLagMS, check.InitMinCompactionLagMS)
 	assert.Equal(t, strconv.FormatInt(defaultRoleTopicDeleteRetain.Milliseconds(), 10), check.InitDeleteRetentionMS)
+}
+
+// TestCheckOverTLSAndSCRAM: the checks run over the configured TLS and
+// SASL, and reachability says so.
+func TestCheckOverTLSAndSCRAM(t *testing.T) {
+	if testcluster.External() {
+		t.Skip("needs the embedded cluster with TLS and SASL; KROLE_BROKERS names an outside cluster")
+	}
+	caFile, serverTLS := testcluster.SelfSignedTLS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fake, err := devcluster.Start(ctx, testcluster.DevOptions(t, devcluster.Options{Extra: []kfake.Opt{
+		kfake.TLS(serverTLS), kfake.EnableSASL(), kfake.Superuser(fencing.SASLScramSHA256, "alice", "s3cret-pw"),
+	}}))
+	require.NoError(t, err)
+	t.Cleanup(fake.Close)
+	cfg := fencing.Config{Brokers: fake.ListenAddrs(), Topic: "secure.roles",
+		TLS:  fencing.TLSConfig{Enable: true, CAFile: caFile},
+		SASL: fencing.SASLConfig{Mechanism: fencing.SASLScramSHA256, User: "alice", Password: "s3cret-pw"}}
+	require.NoError(t, devcluster.CreateTopic(ctx, cfg, 1, 1))
+	t.Setenv("KROLE_SASL_PASSWORD", "s3cret-pw")
+	r := run(t, "check", "--brokers", strings.Join(fake.ListenAddrs(), ","), "--topic", "secure.roles",
+		"--tls-ca", caFile, "--sasl-mechanism", "SCRAM-SHA-256", "--sasl-user", "alice")
+	requireOK(t, r)
+	assert.Regexp(t, `(?m)^reachability +PASS  1 broker\(s\) answered at \S+ over TLS with SASL SCRAM-SHA-256`, r.Stdout)
+	assert.Regexp(t, `(?m)^transactions.fence +PASS`, r.Stdout)
+
+	// Without TLS, the one line says what to fix.
+	r = run(t, "check", "--brokers", strings.Join(fake.ListenAddrs(), ","), "--topic", "secure.roles",
+		"--sasl-mechanism", "SCRAM-SHA-256", "--sasl-user", "alice", "--timeout", "5s")
+	assert.Equal(t, ExitFailure, r.Code)
+	lines := strings.Split(strings.TrimRight(r.Stdout, "\n"), "\n")
+	require.Len(t, lines, 1, "stdout: %q", r.Stdout)
+	assert.Regexp(t, `^reachability  FAIL  no broker answered at .*add --tls`, lines[0])
 }
