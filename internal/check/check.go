@@ -217,15 +217,13 @@ type runner struct {
 	brokers int
 
 	// Filled in as the checks run.
-	freshOK     bool            // the scratch role was found unknown to the cluster
-	freshErr    error           // why the scratch role is not fresh
-	registered  bool            // the scratch registration may exist
-	usedTxn     bool            // an InitProducerId on the scratch id was sent
-	wroteLease  bool            // a record on the scratch lease key may exist
-	initOK      bool            // InitProducerId worked
-	current     *holding        // the newest token of the scratch role, when known
-	clock       *clockReading   // from the open transaction of the fence scenario
-	scenarioRes *scenarioResult // the fence scenario's observations
+	freshOK    bool          // the scratch role was found unknown to the cluster
+	freshErr   error         // why the scratch role is not fresh
+	registered bool          // the scratch registration may exist
+	usedTxn    bool          // an InitProducerId on the scratch id was sent
+	initOK     bool          // InitProducerId worked
+	current    *holding      // the newest token of the scratch role, when known
+	clock      *clockReading // from the open transaction of the fence scenario
 }
 
 // holding is a token and the transport that minted it.

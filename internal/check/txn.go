@@ -170,7 +170,6 @@ func (r *runner) fenceScenario(ctx context.Context) []Result {
 		return []Result{fail(NameTxnFence, "see transactions.init", "%s", why), fail(NameTxnReadCommit, "see transactions.init", "%s", why)}
 	}
 	s := r.scenario(ctx)
-	r.scenarioRes = s
 	return []Result{r.fenceResult(s), r.readCommittedResult(s)}
 }
 
