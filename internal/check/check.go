@@ -83,6 +83,10 @@ type Options struct {
 	// Explain turns an error into the one line a result shows; default
 	// err.Error().
 	Explain func(error) string
+
+	// scratch, when set, is the scratch role instead of a random one
+	// (tests of the guard against touching a role in use).
+	scratch codec.Role
 }
 
 func (o Options) withDefaults() Options {
@@ -358,6 +362,9 @@ func (r *runner) reach(ctx context.Context) Result {
 	r.client = client
 	r.brokers = len(client.Brokers())
 	role, member := scratchNames()
+	if r.opts.scratch != "" {
+		role = r.opts.scratch
+	}
 	r.role, r.member, r.txnID = role, member, r.cfg.TransactionalID(string(role))
 	how := "plaintext"
 	// A CA or a client certificate implies TLS (fencing.Config.Sarama).

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/check"
 	"github.com/krabka/krole/internal/devcluster"
@@ -399,4 +400,66 @@ func TestTransactionTimeoutAboveTheBrokersMaximum(t *testing.T) {
 
 	rep = run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second, LeaseDuration: 3 * time.Second})
 	assert.True(t, rep.OK(), "a 3s lease sends a 1.5s transaction timeout")
+}
+
+// TestRoleInUseIsNeverTouched: were the scratch role's name to be a role
+// in use (a registered candidate, a holder's lease and token), the run
+// writes nothing to it and fences no one: its records and its token are
+// what they were.
+func TestRoleInUseIsNeverTouched(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	m := c.Members(t)
+	role := codec.Role(check.ScratchPrefix + "in-use")
+	m.Register(role, "holder")
+	m.Lease(role, "holder", time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	before, err := m.Transport.ReadRoleRecords(ctx, role)
+	require.NoError(t, err)
+	tok, held, err := m.Transport.Describe(ctx, role)
+	require.NoError(t, err)
+	require.True(t, held)
+
+	rep := run(t, check.WithScratch(check.Options{Config: c.Config, Timeout: 5 * time.Second}, role))
+	for _, n := range []string{check.NameACLTopicWrite, check.NameACLTxnWrite, check.NameTxnInit} {
+		r := byName(t, rep, n)
+		assert.False(t, r.OK, n)
+		assert.Contains(t, r.Detail, "exists already", n)
+		assert.Contains(t, r.Detail, "left untouched", n)
+	}
+	assert.Contains(t, byName(t, rep, check.NameCleanup).Detail, "nothing written")
+
+	after, err := m.Transport.ReadRoleRecords(ctx, role)
+	require.NoError(t, err)
+	assert.Equal(t, before, after, "no record was written")
+	tok2, held, err := m.Transport.Describe(ctx, role)
+	require.NoError(t, err)
+	assert.True(t, held)
+	assert.Equal(t, tok, tok2, "no epoch was taken")
+	// The holder's token still writes: nobody fenced it.
+	l, err := codec.NewLease("holder", tok, time.Now().UnixMilli(), time.Now().Add(time.Minute).UnixMilli())
+	require.NoError(t, err)
+	assert.NoError(t, m.Transport.WriteLease(ctx, role, tok, l))
+}
+
+// TestBudgetBoundsTheRun: once the run's budget is spent (here by checks
+// that wait for a held InitProducerId), the checks after it fail at once
+// saying so, and the cleanup still runs.
+func TestBudgetBoundsTheRun(t *testing.T) {
+	c, fn := testcluster.StartFaulty(t, testcluster.Options{})
+	fn.SetOnClientClose(faultnet.DropOnClose)
+	held := fn.Hold(faultnet.Rule{APIKey: int16(kmsg.InitProducerID), Node: faultnet.AnyNode})
+	t.Cleanup(held.Release)
+	rep := run(t, check.Options{Config: c.Config, Timeout: 2 * time.Second, Budget: 3 * time.Second})
+	notRun := 0
+	for _, r := range rep.Checks {
+		if strings.Contains(r.Detail, "not run: the run's budget (3s) ran out") {
+			assert.False(t, r.OK, r.Name)
+			notRun++
+		}
+	}
+	assert.NotZero(t, notRun, "checks after the budget are not run")
+	assert.Contains(t, byName(t, rep, check.NameLatency).Detail, "budget")
+	assert.Equal(t, check.NameCleanup, rep.Checks[len(rep.Checks)-1].Name)
+	assert.Contains(t, rep.Checks[len(rep.Checks)-1].Detail, "tombstoned the registration")
 }
