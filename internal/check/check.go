@@ -84,6 +84,11 @@ type Options struct {
 	// err.Error().
 	Explain func(error) string
 
+	// OnResult, when set, is called with each result as soon as its
+	// check has run, in order (the command line prints them as they
+	// come). It must not block for long.
+	OnResult func(Result)
+
 	// scratch, when set, is the scratch role instead of a random one
 	// (tests of the guard against touching a role in use).
 	scratch codec.Role
@@ -245,7 +250,12 @@ func Run(ctx context.Context, opts Options) Report {
 	opts = opts.withDefaults()
 	r := &runner{opts: opts, cfg: opts.Config}
 	var rep Report
-	add := func(res Result) { rep.Checks = append(rep.Checks, res) }
+	add := func(res Result) {
+		rep.Checks = append(rep.Checks, res)
+		if opts.OnResult != nil {
+			opts.OnResult(res)
+		}
+	}
 
 	res := r.reach(ctx)
 	add(res)
@@ -257,46 +267,47 @@ func Run(ctx context.Context, opts Options) Report {
 	budget, cancel := context.WithTimeout(ctx, opts.Budget)
 	defer cancel()
 	writes := opts.As != Viewer
+	// A step runs one check, or several (names) that share what they
+	// observe.
 	type step struct {
-		name   string
+		names  []string
 		writes bool
 		fn     func(context.Context) []Result
 	}
-	one := func(fn func(context.Context) Result) func(context.Context) []Result {
-		return func(ctx context.Context) []Result { return []Result{fn(ctx)} }
+	one := func(name string, writes bool, fn func(context.Context) Result) step {
+		return step{[]string{name}, writes, func(ctx context.Context) []Result { return []Result{fn(ctx)} }}
 	}
 	steps := []step{
-		{NameVersions, false, one(r.versions)},
-		{NameRoleTopic, false, one(r.roleTopic)},
-		{NameDurability, false, one(r.durability)},
-		{NameACLTopicRead, false, one(r.aclTopicRead)},
-		{NameACLTopicWrite, true, one(r.aclTopicWrite)},
-		{NameACLTxnWrite, true, one(r.aclTxnWrite)},
-		{NameACLTxnDescribe, false, one(r.aclTxnDescribe)},
+		one(NameVersions, false, r.versions),
+		one(NameRoleTopic, false, r.roleTopic),
+		one(NameDurability, false, r.durability),
+		one(NameACLTopicRead, false, r.aclTopicRead),
+		one(NameACLTopicWrite, true, r.aclTopicWrite),
+		one(NameACLTxnWrite, true, r.aclTxnWrite),
+		one(NameACLTxnDescribe, false, r.aclTxnDescribe),
 	}
 	if opts.As == Operator {
 		steps = append(steps,
-			step{NameACLTopicDescribeConfigs, false, one(r.aclTopicDescribeConfigs)},
-			step{NameACLTopicCreate, false, one(r.aclTopicCreate)},
-			step{NameACLTopicAlter, false, one(r.aclTopicAlter)})
+			one(NameACLTopicDescribeConfigs, false, r.aclTopicDescribeConfigs),
+			one(NameACLTopicCreate, false, r.aclTopicCreate),
+			one(NameACLTopicAlter, false, r.aclTopicAlter))
 	}
 	steps = append(steps,
-		step{NameTxnInit, true, one(r.txnInit)},
-		step{NameTxnFence, true, r.fenceScenario}, // reports fence and read-committed
-		step{NameTimeouts, false, one(r.timeouts)},
-		step{NameDescribe, false, one(r.describe)},
-		step{NameClock, true, one(r.clockCheck)},
-		step{NameLatency, true, one(r.latency)},
+		one(NameTxnInit, true, r.txnInit),
+		step{[]string{NameTxnFence, NameTxnReadCommit}, true, r.fenceScenario},
+		one(NameTimeouts, false, r.timeouts),
+		one(NameDescribe, false, r.describe),
+		one(NameClock, true, r.clockCheck),
+		one(NameLatency, true, r.latency),
 	)
 	for _, s := range steps {
 		if s.writes && !writes {
-			add(skip(s.name, "not run with --as viewer: it writes (to a scratch role)"))
-			if s.name == NameTxnFence {
-				add(skip(NameTxnReadCommit, "not run with --as viewer: it writes (to a scratch role)"))
+			for _, n := range s.names {
+				add(skip(n, "not run with --as viewer: it writes (to a scratch role)"))
 			}
 			continue
 		}
-		for _, res := range r.bounded(budget, s.name, s.fn) {
+		for _, res := range r.bounded(budget, s.names, s.fn) {
 			add(res)
 		}
 	}
@@ -308,25 +319,37 @@ func Run(ctx context.Context, opts Options) Report {
 	return rep
 }
 
-// bounded runs fn within the run's timeout per check (and the budget),
-// and turns a check that ran out of time into a failure that says so.
-func (r *runner) bounded(budget context.Context, name string, fn func(context.Context) []Result) []Result {
+// bounded runs fn, the step of the checks names, within the run's
+// timeout per check (and the budget), and turns a check that ran out of
+// time into a failure that says so.
+func (r *runner) bounded(budget context.Context, names []string, fn func(context.Context) []Result) []Result {
+	all := func(fix, format string, args ...any) []Result {
+		var out []Result
+		for _, n := range names {
+			out = append(out, fail(n, fix, format, args...))
+		}
+		return out
+	}
 	if budget.Err() != nil {
-		return []Result{fail(name, "run krole check again; if it recurs, check the network to the brokers",
-			"not run: the run's budget (%v) ran out before it", r.opts.Budget)}
+		return all("run krole check again; if it recurs, check the network to the brokers",
+			"not run: the run's budget (%v) ran out before it", r.opts.Budget)
 	}
 	ctx, cancel := context.WithTimeout(budget, r.opts.Timeout)
 	defer cancel()
 	out := func() (out []Result) {
 		defer func() {
 			if p := recover(); p != nil {
-				out = []Result{fail(name, "please report it", "internal error: %v", p)}
+				out = all("please report it", "internal error: %v", p)
 			}
 		}()
 		return fn(ctx)
 	}()
 	for i := range out {
-		if !out[i].OK && ctx.Err() != nil && !strings.Contains(out[i].Detail, "no answer within") {
+		switch {
+		case out[i].OK || ctx.Err() == nil || strings.Contains(out[i].Detail, "no answer within") || strings.Contains(out[i].Detail, "budget"):
+		case budget.Err() != nil:
+			out[i].Detail = fmt.Sprintf("the run's budget (%v) ran out during it: %s", r.opts.Budget, out[i].Detail)
+		default:
 			out[i].Detail = fmt.Sprintf("no answer within %v: %s", r.opts.Timeout, out[i].Detail)
 		}
 		out[i].Detail = oneLine(out[i].Detail)

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -54,6 +53,16 @@ func runCheck(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	// Text lines go out as each check ends; JSON once, at the end.
+	var onResult func(check.Result)
+	var werr error
+	if outputFormat(c) != FormatJSON {
+		onResult = func(r check.Result) {
+			if werr == nil {
+				werr = writeCheckLine(c, r)
+			}
+		}
+	}
 	rep := check.Run(c.Context, check.Options{
 		Config:        cfg,
 		As:            as,
@@ -62,13 +71,15 @@ func runCheck(c *ucli.Context) error {
 		Budget:        max(check.DefaultBudget, 6*c.Duration("timeout")),
 		Dial:          func(cfg fencing.Config) (*fencing.BrokerTransport, error) { return dialTransport(cfg) },
 		Explain:       func(err error) string { return oneLine(withoutPackagePrefixes(describeError(err))) },
+		OnResult:      onResult,
 	})
+	if werr != nil {
+		return werr
+	}
 	if outputFormat(c) == FormatJSON {
 		if err := writeJSON(stdout(c), rep); err != nil {
 			return err
 		}
-	} else if err := writeCheckText(c, rep); err != nil {
-		return err
 	}
 	if !rep.OK() {
 		return ucli.Exit("", ExitFailure) // the failures are in the report
@@ -76,21 +87,16 @@ func runCheck(c *ucli.Context) error {
 	return nil
 }
 
-// writeCheckText prints one line per check: name, status, what it found,
+// checkNameWidth aligns the status column: the longest check name.
+const checkNameWidth = len(check.NameTxnReadCommit)
+
+// writeCheckLine prints one check's line: name, status, what it found,
 // and the fix of a check that did not pass.
-func writeCheckText(c *ucli.Context, rep check.Report) error {
-	width := 0
-	for _, r := range rep.Checks {
-		width = max(width, len(r.Name))
+func writeCheckLine(c *ucli.Context, r check.Result) error {
+	line := fmt.Sprintf("%-*s  %s  %s", checkNameWidth, r.Name, r.Status(), r.Detail)
+	if r.Fix != "" && (!r.OK || r.Warn) {
+		line += "; fix: " + r.Fix
 	}
-	var b strings.Builder
-	for _, r := range rep.Checks {
-		fmt.Fprintf(&b, "%-*s  %s  %s", width, r.Name, r.Status(), r.Detail)
-		if r.Fix != "" && (!r.OK || r.Warn) {
-			fmt.Fprintf(&b, "; fix: %s", r.Fix)
-		}
-		b.WriteByte('\n')
-	}
-	_, err := fmt.Fprint(stdout(c), b.String())
+	_, err := fmt.Fprintln(stdout(c), line)
 	return err
 }

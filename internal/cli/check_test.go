@@ -93,7 +93,7 @@ func TestCheckUnreachable(t *testing.T) {
 	assert.Empty(t, r.Stderr)
 	lines := strings.Split(strings.TrimRight(r.Stdout, "\n"), "\n")
 	require.Len(t, lines, 1, "stdout: %q", r.Stdout)
-	assert.Regexp(t, `^reachability  FAIL  no broker answered at 127\.0\.0\.1:1: .*; fix: check --brokers`, lines[0])
+	assert.Regexp(t, `^reachability +FAIL  no broker answered at 127\.0\.0\.1:1: .*; fix: check --brokers`, lines[0])
 
 	r = run(t, "check", "--brokers", "127.0.0.1:1", "--timeout", "5s", "-o", "json")
 	assert.Equal(t, ExitFailure, r.Code)
@@ -153,5 +153,5 @@ func TestCheckOverTLSAndSCRAM(t *testing.T) {
 	assert.Equal(t, ExitFailure, r.Code)
 	lines := strings.Split(strings.TrimRight(r.Stdout, "\n"), "\n")
 	require.Len(t, lines, 1, "stdout: %q", r.Stdout)
-	assert.Regexp(t, `^reachability  FAIL  no broker answered at .*add --tls`, lines[0])
+	assert.Regexp(t, `^reachability +FAIL  no broker answered at .*add --tls`, lines[0])
 }
