@@ -139,7 +139,7 @@ type Result struct {
 	Detail string `json:"detail"`
 	// Fix says what to do, in one line; empty when there is nothing to
 	// do.
-	Fix string `json:"fix,omitempty"`
+	Fix string `json:"fix"`
 }
 
 // Status is PASS, WARN, FAIL or SKIP.

@@ -59,10 +59,10 @@ func TestCheckOnKroleDev(t *testing.T) {
 	requireOK(t, r)
 	var out struct {
 		Checks []struct {
-			Name   string `json:"name"`
-			OK     *bool  `json:"ok"`
-			Detail string `json:"detail"`
-			Fix    string `json:"fix"`
+			Name   string  `json:"name"`
+			OK     *bool   `json:"ok"`
+			Detail string  `json:"detail"`
+			Fix    *string `json:"fix"`
 		} `json:"checks"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &out), r.Stdout)
@@ -72,6 +72,7 @@ func TestCheckOnKroleDev(t *testing.T) {
 		require.NotNil(t, c.OK, c.Name)
 		assert.True(t, *c.OK, c.Name)
 		assert.NotEmpty(t, c.Detail, c.Name)
+		assert.NotNil(t, c.Fix, "%s: every check has a fix field, empty when there is nothing to do", c.Name)
 	}
 }
 
