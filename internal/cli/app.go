@@ -53,6 +53,7 @@ func commands() []*ucli.Command {
 		recordsCommand(),
 		tableCommand(),
 		serveCommand(),
+		checkCommand(),
 		versionCommand(),
 	}
 }

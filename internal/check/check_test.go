@@ -1,0 +1,465 @@
+package check_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/check"
+	"github.com/krabka/krole/internal/devcluster"
+	"github.com/krabka/krole/internal/faultnet"
+	"github.com/krabka/krole/internal/testcluster"
+)
+
+// hangLimit only catches a hang: no test asserts a speed.
+const hangLimit = 3 * time.Minute
+
+// run runs the checks against cfg and fails t when the run does not
+// return within hangLimit.
+func run(t *testing.T, opts check.Options) check.Report {
+	t.Helper()
+	done := make(chan check.Report, 1)
+	go func() { done <- check.Run(context.Background(), opts) }()
+	select {
+	case rep := <-done:
+		for _, r := range rep.Checks {
+			t.Logf("%-28s %s %s | %s", r.Name, r.Status(), r.Detail, r.Fix)
+		}
+		return rep
+	case <-time.After(hangLimit):
+		t.Fatalf("krole check did not return within %v", hangLimit)
+		return check.Report{}
+	}
+}
+
+// byName returns the result named name, failing t when there is none.
+func byName(t *testing.T, rep check.Report, name string) check.Result {
+	t.Helper()
+	for _, r := range rep.Checks {
+		if r.Name == name {
+			return r
+		}
+	}
+	require.Failf(t, "no such check", "%s", name)
+	return check.Result{}
+}
+
+func names(rep check.Report) []string {
+	var out []string
+	for _, r := range rep.Checks {
+		out = append(out, r.Name)
+	}
+	return out
+}
+
+// requireScratchGone fails t unless the role topic holds no live record of
+// any scratch role: every registration of a krole-check role is followed
+// by its tombstone.
+func requireScratchGone(t *testing.T, c *testcluster.Cluster) {
+	t.Helper()
+	last := map[string][]byte{}
+	n := 0
+	for _, m := range c.ReadAll(t, c.Config.Topic, sarama.ReadCommitted, 10*time.Second) {
+		if strings.Contains(string(m.Key), check.ScratchPrefix) {
+			last[string(m.Key)] = m.Value
+			n++
+		}
+	}
+	require.NotZero(t, n, "the run wrote to a scratch role")
+	for k, v := range last {
+		assert.Nil(t, v, "key %s is not tombstoned", k)
+	}
+}
+
+var allChecks = []string{
+	check.NameReachability, check.NameVersions, check.NameRoleTopic, check.NameDurability,
+	check.NameACLTopicRead, check.NameACLTopicWrite, check.NameACLTxnWrite, check.NameACLTxnDescribe,
+	check.NameTxnInit, check.NameTxnFence, check.NameTxnReadCommit, check.NameTimeouts, check.NameDescribe,
+	check.NameClock, check.NameLatency, check.NameCleanup,
+}
+
+// TestEveryCheckPassesOnTheEmbeddedCluster: on the cluster `krole dev`
+// starts (kfake, a compacted role topic), every check passes, in order,
+// and the scratch role is tombstoned at the end.
+func TestEveryCheckPassesOnTheEmbeddedCluster(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	rep := run(t, check.Options{Config: c.Config})
+	assert.Equal(t, allChecks, names(rep))
+	for _, r := range rep.Checks {
+		assert.True(t, r.OK, "%s failed: %s", r.Name, r.Detail)
+		assert.False(t, r.Skipped, "%s skipped", r.Name)
+		assert.NotEmpty(t, r.Detail, r.Name)
+	}
+	assert.True(t, rep.OK())
+	fence := byName(t, rep, check.NameTxnFence)
+	assert.Contains(t, fence.Detail, "PRODUCER_FENCED (90)", "the commit's code is reported")
+	assert.Contains(t, fence.Detail, "krole reads as fenced")
+	assert.Contains(t, byName(t, rep, check.NameLatency).Detail, "p99")
+	requireScratchGone(t, c)
+}
+
+// TestOperatorAndViewer: an operator's run adds init's ACLs; a viewer's
+// run writes nothing and skips the checks that write.
+func TestOperatorAndViewer(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	rep := run(t, check.Options{Config: c.Config, As: check.Operator})
+	assert.True(t, rep.OK())
+	for _, n := range []string{check.NameACLTopicDescribeConfigs, check.NameACLTopicCreate, check.NameACLTopicAlter} {
+		r := byName(t, rep, n)
+		assert.True(t, r.OK && !r.Warn && !r.Skipped, "%s: %s", n, r.Detail)
+	}
+
+	c = testcluster.Start(t, testcluster.Options{})
+	rep = run(t, check.Options{Config: c.Config, As: check.Viewer})
+	assert.True(t, rep.OK())
+	for _, n := range []string{check.NameACLTopicWrite, check.NameACLTxnWrite, check.NameTxnInit, check.NameTxnFence,
+		check.NameTxnReadCommit, check.NameClock, check.NameLatency} {
+		assert.True(t, byName(t, rep, n).Skipped, n)
+	}
+	for _, n := range []string{check.NameACLTopicRead, check.NameACLTxnDescribe, check.NameDescribe, check.NameTimeouts} {
+		r := byName(t, rep, n)
+		assert.True(t, r.OK && !r.Skipped, "%s: %s", n, r.Detail)
+	}
+	assert.Contains(t, byName(t, rep, check.NameCleanup).Detail, "nothing written")
+	// Nothing reached the topic: a read_uncommitted read finds no record.
+	assert.Empty(t, c.ReadAll(t, c.Config.Topic, sarama.ReadUncommitted, 10*time.Second))
+}
+
+// TestNonCompactedTopicFails: a role topic that deletes fails the
+// role-topic check, naming cleanup.policy and the command that fixes it.
+func TestNonCompactedTopicFails(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	cfg := c.Config
+	cfg.Topic = c.Topic(t, c.Name("deleting"), 3, 10*time.Second)
+	rep := run(t, check.Options{Config: cfg})
+	r := byName(t, rep, check.NameRoleTopic)
+	assert.False(t, r.OK)
+	assert.Contains(t, r.Detail, "cleanup.policy=delete")
+	assert.Contains(t, r.Fix, "cleanup.policy=compact")
+	assert.False(t, rep.OK())
+}
+
+// TestMissingTopicFails: a topic that does not exist fails, saying to
+// run krole init.
+func TestMissingTopicFails(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	cfg := c.Config
+	cfg.Topic = c.Name("nosuch")
+	rep := run(t, check.Options{Config: cfg, Timeout: 5 * time.Second})
+	r := byName(t, rep, check.NameRoleTopic)
+	assert.False(t, r.OK)
+	assert.Contains(t, r.Detail, "does not exist")
+	assert.Contains(t, r.Fix, "krole init --topic "+cfg.Topic)
+}
+
+// aclCluster starts kfake with SASL/SCRAM and ACLs: a member with the
+// README's ACLs, one without Write on the transactional ids, and a viewer.
+func aclCluster(t *testing.T) (fencing.Config, func(user string) fencing.Config) {
+	t.Helper()
+	if testcluster.External() {
+		t.Skip("needs the embedded cluster with ACLs; KROLE_BROKERS names an outside cluster")
+	}
+	const (
+		topic  = "acl.roles"
+		prefix = "acl."
+		scram  = fencing.SASLScramSHA256
+	)
+	allow := func(res kmsg.ACLResourceType, name string, pattern kmsg.ACLResourcePatternType, ops ...kmsg.ACLOperation) []kfake.ACL {
+		var acls []kfake.ACL
+		for _, op := range ops {
+			acls = append(acls, kfake.ACL{Resource: res, Name: name, Pattern: pattern, Operation: op, Allow: true})
+		}
+		return acls
+	}
+	lit, pre := kmsg.ACLResourcePatternTypeLiteral, kmsg.ACLResourcePatternTypePrefixed
+	topicRes, txnRes := kmsg.ACLResourceTypeTopic, kmsg.ACLResourceTypeTransactionalId
+	read, write, describe := kmsg.ACLOperationRead, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fake, err := devcluster.Start(ctx, testcluster.DevOptions(t, devcluster.Options{Extra: []kfake.Opt{
+		kfake.EnableSASL(), kfake.EnableACLs(),
+		kfake.Superuser(scram, "admin", "admin-pw"),
+		kfake.User(scram, "member", "member-pw", append(
+			allow(topicRes, topic, lit, read, write, describe),
+			allow(txnRes, prefix, pre, write, describe)...)...),
+		kfake.User(scram, "nowrite", "nowrite-pw", append(
+			allow(topicRes, topic, lit, read, write, describe),
+			allow(txnRes, prefix, pre, describe)...)...),
+		kfake.User(scram, "viewer", "viewer-pw", append(
+			allow(topicRes, topic, lit, read, describe),
+			allow(txnRes, prefix, pre, describe)...)...),
+	}}))
+	require.NoError(t, err)
+	t.Cleanup(fake.Close)
+	as := func(user string) fencing.Config {
+		return fencing.Config{Brokers: fake.ListenAddrs(), Topic: topic, TxnPrefix: prefix,
+			SASL: fencing.SASLConfig{Mechanism: scram, User: user, Password: user + "-pw"}}
+	}
+	require.NoError(t, devcluster.CreateTopic(ctx, as("admin"), 3, 1))
+	return as("admin"), as
+}
+
+// TestMissingACLFails: with ACLs on, a member without Write on the
+// transactional ids fails acl.txn.write, naming the ACL and the command
+// that adds it; the README's member ACLs pass; a viewer passes what a
+// viewer may do.
+func TestMissingACLFails(t *testing.T) {
+	_, as := aclCluster(t)
+
+	rep := run(t, check.Options{Config: as("nowrite"), Timeout: 5 * time.Second})
+	assert.False(t, rep.OK())
+	r := byName(t, rep, check.NameACLTxnWrite)
+	assert.False(t, r.OK)
+	assert.Contains(t, r.Detail, "WRITE on TransactionalId acl.krole-check.")
+	assert.Contains(t, r.Detail, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+	assert.Contains(t, r.Fix, "--allow-principal User:nowrite --operation Write --transactional-id acl. --resource-pattern-type prefixed")
+	assert.True(t, byName(t, rep, check.NameACLTopicWrite).OK)
+	assert.True(t, byName(t, rep, check.NameACLTopicRead).OK)
+	assert.True(t, byName(t, rep, check.NameCleanup).OK, "the registration it could write is tombstoned")
+
+	rep = run(t, check.Options{Config: as("member"), Timeout: 5 * time.Second})
+	assert.True(t, rep.OK(), "the README's member ACLs are enough")
+	assert.True(t, byName(t, rep, check.NameTxnFence).OK)
+	rt := byName(t, rep, check.NameRoleTopic)
+	assert.True(t, rt.Warn, "a member may not read the topic's configuration: %s", rt.Detail)
+
+	rep = run(t, check.Options{Config: as("viewer"), As: check.Viewer, Timeout: 5 * time.Second})
+	assert.True(t, rep.OK())
+	assert.True(t, byName(t, rep, check.NameACLTxnDescribe).OK)
+
+	// The same viewer, run as a member, lacks the writes.
+	rep = run(t, check.Options{Config: as("viewer"), Timeout: 5 * time.Second})
+	r = byName(t, rep, check.NameACLTopicWrite)
+	assert.False(t, r.OK)
+	assert.Contains(t, r.Detail, "WRITE on Topic acl.roles")
+	assert.Contains(t, r.Fix, "--operation Write --topic acl.roles")
+}
+
+// staleProduce is a kfake control that answers the second transactional
+// produce of the scratch transactional id (the produce under A's fenced
+// epoch, in the fence scenario) with success, as a broker that does not
+// fence stale producers would.
+func staleProduce(c *testcluster.Cluster) *atomic.Int32 {
+	var seen, lied atomic.Int32
+	c.Fake.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		pr := req.(*kmsg.ProduceRequest)
+		if pr.TransactionID == nil || !strings.Contains(*pr.TransactionID, check.ScratchPrefix) || seen.Add(1) != 2 {
+			return nil, nil, false
+		}
+		lied.Add(1)
+		res := pr.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range pr.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.BaseOffset = 1 << 40
+				st.Partitions = append(st.Partitions, sp)
+			}
+			res.Topics = append(res.Topics, st)
+		}
+		return res, nil, true
+	})
+	return &lied
+}
+
+// TestNonConformingBrokerFailsTheFence: a broker that accepts a produce,
+// or a commit, under a fenced epoch fails transactions.fence.
+func TestNonConformingBrokerFailsTheFence(t *testing.T) {
+	t.Run("produce", func(t *testing.T) {
+		c := testcluster.Start(t, testcluster.Options{})
+		c.RequireFake(t)
+		lied := staleProduce(c)
+		rep := run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second})
+		require.Equal(t, int32(1), lied.Load(), "the control answered the stale produce")
+		r := byName(t, rep, check.NameTxnFence)
+		assert.False(t, r.OK)
+		assert.Contains(t, r.Detail, "was accepted")
+		assert.Contains(t, r.Fix, "do not rely on krole's fence")
+		assert.False(t, rep.OK())
+	})
+	t.Run("commit", func(t *testing.T) {
+		c := testcluster.Start(t, testcluster.Options{})
+		c.RequireFake(t)
+		var lied atomic.Int32
+		c.Fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			er := req.(*kmsg.EndTxnRequest)
+			if !er.Commit || !strings.Contains(er.TransactionalID, check.ScratchPrefix) {
+				return nil, nil, false
+			}
+			lied.Add(1)
+			return er.ResponseKind(), nil, true // one-shot: B's commit under its fenced epoch
+		})
+		rep := run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second})
+		require.Equal(t, int32(1), lied.Load())
+		r := byName(t, rep, check.NameTxnFence)
+		assert.False(t, r.OK)
+		assert.Contains(t, r.Detail, "committed a transaction under the fenced token")
+	})
+}
+
+// TestClusterWithoutTransactions: a cluster whose ApiVersions lack
+// InitProducerId fails versions, naming it, and the transactions checks.
+func TestClusterWithoutTransactions(t *testing.T) {
+	if testcluster.External() {
+		t.Skip("caps the embedded cluster's versions")
+	}
+	v := kversion.V4_0_0()
+	v.SetMaxKeyVersion(int16(kmsg.InitProducerID), -1)
+	c := testcluster.Start(t, testcluster.Options{MaxVersions: v})
+	rep := run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second})
+	r := byName(t, rep, check.NameVersions)
+	assert.False(t, r.OK)
+	assert.Contains(t, r.Detail, "does not serve InitProducerId (key 22)")
+	assert.False(t, byName(t, rep, check.NameTxnInit).OK)
+	assert.False(t, byName(t, rep, check.NameTxnFence).OK)
+	assert.True(t, byName(t, rep, check.NameCleanup).OK, "the registration is tombstoned: %s", byName(t, rep, check.NameCleanup).Detail)
+}
+
+// TestVersionTables: under each table of the version matrix, versions
+// names that table.
+func TestVersionTables(t *testing.T) {
+	if testcluster.External() {
+		t.Skip("caps the embedded cluster's versions")
+	}
+	for _, b := range testcluster.RealBrokers() {
+		t.Run(b.Key, func(t *testing.T) {
+			c := testcluster.Start(t, testcluster.Options{MaxVersions: b.Versions})
+			rep := run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second})
+			r := byName(t, rep, check.NameVersions)
+			assert.True(t, r.OK && !r.Warn, "%s", r.Detail)
+			assert.Contains(t, r.Detail, b.Key)
+			assert.True(t, rep.OK())
+		})
+	}
+}
+
+// TestUnreachable: no broker answers: the report is the reachability
+// check alone, failed.
+func TestUnreachable(t *testing.T) {
+	rep := run(t, check.Options{Config: fencing.Config{Brokers: []string{"127.0.0.1:1"}}, Timeout: 5 * time.Second})
+	require.Len(t, rep.Checks, 1)
+	assert.Equal(t, check.NameReachability, rep.Checks[0].Name)
+	assert.False(t, rep.Checks[0].OK)
+	assert.Contains(t, rep.Checks[0].Detail, "127.0.0.1:1")
+}
+
+// TestHungClusterIsBounded: a cluster that never answers InitProducerId
+// (faultnet holds every one) makes the checks that need it fail within
+// their timeout; the run returns, and the rest still pass.
+func TestHungClusterIsBounded(t *testing.T) {
+	c, fn := testcluster.StartFaulty(t, testcluster.Options{})
+	fn.SetOnClientClose(faultnet.DropOnClose)
+	held := fn.Hold(faultnet.Rule{APIKey: int16(kmsg.InitProducerID), Node: faultnet.AnyNode})
+	t.Cleanup(held.Release)
+	rep := run(t, check.Options{Config: c.Config, Timeout: 2 * time.Second})
+	assert.NotZero(t, held.Count(), "InitProducerId was held")
+	for _, n := range []string{check.NameACLTxnWrite, check.NameTxnInit} {
+		r := byName(t, rep, n)
+		assert.False(t, r.OK, n)
+		// The check's timeout, or the transport's read timeout (no longer
+		// than the check's), whichever fired first.
+		assert.Regexp(t, `no answer within 2s|i/o timeout`, r.Detail, n)
+	}
+	assert.False(t, byName(t, rep, check.NameTxnFence).OK)
+	for _, n := range []string{check.NameVersions, check.NameACLTopicRead, check.NameACLTopicWrite, check.NameACLTxnDescribe} {
+		assert.True(t, byName(t, rep, n).OK, n)
+	}
+	cl := rep.Checks[len(rep.Checks)-1]
+	assert.Equal(t, check.NameCleanup, cl.Name, "the cleanup ran")
+	assert.Contains(t, cl.Detail, "tombstoned the registration", "the registration is tombstoned although InitProducerId hangs")
+}
+
+// TestTransactionTimeoutAboveTheBrokersMaximum: a lease whose transaction
+// timeout the brokers refuse fails timeouts and transactions.init, naming
+// transaction.max.timeout.ms; the cluster is still reachable.
+func TestTransactionTimeoutAboveTheBrokersMaximum(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{BrokerConfigs: map[string]string{"transaction.max.timeout.ms": "2000"}})
+	c.RequireFake(t)
+	rep := run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second}) // lease 10s: timeout 5s
+	assert.True(t, byName(t, rep, check.NameReachability).OK)
+	for _, n := range []string{check.NameTimeouts, check.NameTxnInit} {
+		r := byName(t, rep, n)
+		assert.False(t, r.OK, n)
+		assert.Contains(t, r.Detail+r.Fix, "transaction.max.timeout.ms", n)
+		assert.Contains(t, r.Fix, "--lease-duration", n)
+	}
+	assert.True(t, byName(t, rep, check.NameCleanup).OK, "%s", byName(t, rep, check.NameCleanup).Detail)
+
+	rep = run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second, LeaseDuration: 3 * time.Second})
+	assert.True(t, rep.OK(), "a 3s lease sends a 1.5s transaction timeout")
+}
+
+// TestRoleInUseIsNeverTouched: were the scratch role's name to be a role
+// in use (a registered candidate, a holder's lease and token), the run
+// writes nothing to it and fences no one: its records and its token are
+// what they were.
+func TestRoleInUseIsNeverTouched(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	m := c.Members(t)
+	role := codec.Role(check.ScratchPrefix + "in-use")
+	m.Register(role, "holder")
+	m.Lease(role, "holder", time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	before, err := m.Transport.ReadRoleRecords(ctx, role)
+	require.NoError(t, err)
+	tok, held, err := m.Transport.Describe(ctx, role)
+	require.NoError(t, err)
+	require.True(t, held)
+
+	rep := run(t, check.WithScratch(check.Options{Config: c.Config, Timeout: 5 * time.Second}, role))
+	for _, n := range []string{check.NameACLTopicWrite, check.NameACLTxnWrite, check.NameTxnInit} {
+		r := byName(t, rep, n)
+		assert.False(t, r.OK, n)
+		assert.Contains(t, r.Detail, "exists already", n)
+		assert.Contains(t, r.Detail, "left untouched", n)
+	}
+	assert.Contains(t, byName(t, rep, check.NameCleanup).Detail, "nothing written")
+
+	after, err := m.Transport.ReadRoleRecords(ctx, role)
+	require.NoError(t, err)
+	assert.Equal(t, before, after, "no record was written")
+	tok2, held, err := m.Transport.Describe(ctx, role)
+	require.NoError(t, err)
+	assert.True(t, held)
+	assert.Equal(t, tok, tok2, "no epoch was taken")
+	// The holder's token still writes: nobody fenced it.
+	l, err := codec.NewLease("holder", tok, time.Now().UnixMilli(), time.Now().Add(time.Minute).UnixMilli())
+	require.NoError(t, err)
+	assert.NoError(t, m.Transport.WriteLease(ctx, role, tok, l))
+}
+
+// TestBudgetBoundsTheRun: once the run's budget is spent (here by checks
+// that wait for a held InitProducerId), the checks after it fail at once
+// saying so, and the cleanup still runs.
+func TestBudgetBoundsTheRun(t *testing.T) {
+	c, fn := testcluster.StartFaulty(t, testcluster.Options{})
+	fn.SetOnClientClose(faultnet.DropOnClose)
+	held := fn.Hold(faultnet.Rule{APIKey: int16(kmsg.InitProducerID), Node: faultnet.AnyNode})
+	t.Cleanup(held.Release)
+	rep := run(t, check.Options{Config: c.Config, Timeout: 2 * time.Second, Budget: 3 * time.Second})
+	notRun := 0
+	for _, r := range rep.Checks {
+		if strings.Contains(r.Detail, "not run: the run's budget (3s) ran out") {
+			assert.False(t, r.OK, r.Name)
+			notRun++
+		}
+	}
+	assert.NotZero(t, notRun, "checks after the budget are not run")
+	assert.Contains(t, byName(t, rep, check.NameLatency).Detail, "budget")
+	assert.Equal(t, check.NameCleanup, rep.Checks[len(rep.Checks)-1].Name)
+	assert.Contains(t, rep.Checks[len(rep.Checks)-1].Detail, "tombstoned the registration")
+}

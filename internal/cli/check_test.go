@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/check"
+	"github.com/krabka/krole/internal/devcluster"
+	"github.com/krabka/krole/internal/testcluster"
+)
+
+// startKroleDev starts the cluster `krole dev` starts (the embedded cluster with
+// the default role topic, compacted) and returns its brokers.
+func startKroleDev(t *testing.T) string {
+	t.Helper()
+	if testcluster.External() {
+		t.Skip("starts the embedded cluster as krole dev does")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := devcluster.Start(ctx, testcluster.DevOptions(t, devcluster.Options{Topic: fencing.DefaultTopic}))
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return strings.Join(c.ListenAddrs(), ",")
+}
+
+// checkLine is one line of krole check's text output.
+var checkLine = regexp.MustCompile(`^([a-z.-]+) +(PASS|WARN|FAIL|SKIP)  \S`)
+
+// TestCheckOnKroleDev: against the cluster of `krole dev`, krole check
+// exits 0, with one line per check, none failed; -o json says the same.
+func TestCheckOnKroleDev(t *testing.T) {
+	brokers := startKroleDev(t)
+	r := run(t, "check", "--brokers", brokers)
+	requireOK(t, r)
+	assert.Empty(t, r.Stderr)
+	lines := strings.Split(strings.TrimRight(r.Stdout, "\n"), "\n")
+	var names []string
+	for _, l := range lines {
+		m := checkLine.FindStringSubmatch(l)
+		require.NotNil(t, m, "line %q", l)
+		assert.Contains(t, []string{"PASS", "WARN"}, m[2], "line %q", l)
+		names = append(names, m[1])
+	}
+	assert.Contains(t, names, check.NameTxnFence)
+	assert.Equal(t, check.NameCleanup, names[len(names)-1])
+
+	r = run(t, "check", "--brokers", brokers, "-o", "json")
+	requireOK(t, r)
+	var out struct {
+		Checks []struct {
+			Name   string  `json:"name"`
+			OK     *bool   `json:"ok"`
+			Detail string  `json:"detail"`
+			Fix    *string `json:"fix"`
+		} `json:"checks"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &out), r.Stdout)
+	require.Len(t, out.Checks, len(names))
+	for i, c := range out.Checks {
+		assert.Equal(t, names[i], c.Name)
+		require.NotNil(t, c.OK, c.Name)
+		assert.True(t, *c.OK, c.Name)
+		assert.NotEmpty(t, c.Detail, c.Name)
+		assert.NotNil(t, c.Fix, "%s: every check has a fix field, empty when there is nothing to do", c.Name)
+	}
+}
+
+// TestCheckFailsOnADeletingTopic: a failed check exits 1 and its line
+// names the setting and the fix.
+func TestCheckFailsOnADeletingTopic(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	topic := c.Topic(t, c.Name("deleting"), 1, 10*time.Second)
+	r := run(t, "check", "--brokers", strings.Join(c.Config.Brokers, ","), "--topic", topic, "--txn-prefix", c.Config.TxnPrefix)
+	assert.Equal(t, ExitFailure, r.Code, "stdout: %s\nstderr: %s", r.Stdout, r.Stderr)
+	assert.Empty(t, r.Stderr, "the failures are in the report")
+	assert.Regexp(t, `(?m)^role-topic +FAIL  topic \S+ has cleanup.policy=delete: .*; fix: kafka-configs.sh .*cleanup.policy=compact$`, r.Stdout)
+}
+
+// TestCheckUnreachable: no broker answers: exit 1, one line.
+func TestCheckUnreachable(t *testing.T) {
+	r := run(t, "check", "--brokers", "127.0.0.1:1", "--timeout", "5s")
+	assert.Equal(t, ExitFailure, r.Code)
+	assert.Empty(t, r.Stderr)
+	lines := strings.Split(strings.TrimRight(r.Stdout, "\n"), "\n")
+	require.Len(t, lines, 1, "stdout: %q", r.Stdout)
+	assert.Regexp(t, `^reachability +FAIL  no broker answered at 127\.0\.0\.1:1: .*; fix: check --brokers`, lines[0])
+
+	r = run(t, "check", "--brokers", "127.0.0.1:1", "--timeout", "5s", "-o", "json")
+	assert.Equal(t, ExitFailure, r.Code)
+	assert.Contains(t, r.Stdout, `{"checks":[{"name":"reachability","ok":false,"detail":"no broker answered at 127.0.0.1:1`)
+}
+
+// TestCheckUsage: bad flags are usage errors, exit 2, one line.
+func TestCheckUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"check", "--as", "admin"},
+		{"check", "extra"},
+		{"check", "--timeout", "0s"},
+		{"check", "--lease-duration", "-1s"},
+	} {
+		r := run(t, args...)
+		assertOneLineError(t, r, ExitUsage)
+	}
+	assert.Contains(t, run(t, "check", "--as", "admin").Stderr, "must be member, operator or viewer")
+}
+
+// TestCheckKnowsInitSettings: the role-topic check compares against what
+// init sets.
+func TestCheckKnowsInitSettings(t *testing.T) {
+	assert.Equal(t, roleTopicSegmentMS, check.InitSegmentMS)
+	assert.Equal(t, roleTopicMinCompactionLagMS, check.InitMinCompactionLagMS)
+	assert.Equal(t, strconv.FormatInt(defaultRoleTopicDeleteRetain.Milliseconds(), 10), check.InitDeleteRetentionMS)
+}
+
+// TestCheckOverTLSAndSCRAM: the checks run over the configured TLS and
+// SASL, and reachability says so.
+func TestCheckOverTLSAndSCRAM(t *testing.T) {
+	if testcluster.External() {
+		t.Skip("needs the embedded cluster with TLS and SASL; KROLE_BROKERS names an outside cluster")
+	}
+	caFile, serverTLS := testcluster.SelfSignedTLS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fake, err := devcluster.Start(ctx, testcluster.DevOptions(t, devcluster.Options{Extra: []kfake.Opt{
+		kfake.TLS(serverTLS), kfake.EnableSASL(), kfake.Superuser(fencing.SASLScramSHA256, "alice", "s3cret-pw"),
+	}}))
+	require.NoError(t, err)
+	t.Cleanup(fake.Close)
+	cfg := fencing.Config{Brokers: fake.ListenAddrs(), Topic: "secure.roles",
+		TLS:  fencing.TLSConfig{Enable: true, CAFile: caFile},
+		SASL: fencing.SASLConfig{Mechanism: fencing.SASLScramSHA256, User: "alice", Password: "s3cret-pw"}}
+	require.NoError(t, devcluster.CreateTopic(ctx, cfg, 1, 1))
+	t.Setenv("KROLE_SASL_PASSWORD", "s3cret-pw")
+	r := run(t, "check", "--brokers", strings.Join(fake.ListenAddrs(), ","), "--topic", "secure.roles",
+		"--tls-ca", caFile, "--sasl-mechanism", "SCRAM-SHA-256", "--sasl-user", "alice")
+	requireOK(t, r)
+	assert.Regexp(t, `(?m)^reachability +PASS  1 broker\(s\) answered at \S+ over TLS with SASL SCRAM-SHA-256`, r.Stdout)
+	assert.Regexp(t, `(?m)^transactions.fence +PASS`, r.Stdout)
+
+	// Without TLS, the one line says what to fix.
+	r = run(t, "check", "--brokers", strings.Join(fake.ListenAddrs(), ","), "--topic", "secure.roles",
+		"--sasl-mechanism", "SCRAM-SHA-256", "--sasl-user", "alice", "--timeout", "5s")
+	assert.Equal(t, ExitFailure, r.Code)
+	lines := strings.Split(strings.TrimRight(r.Stdout, "\n"), "\n")
+	require.Len(t, lines, 1, "stdout: %q", r.Stdout)
+	assert.Regexp(t, `^reachability +FAIL  no broker answered at .*add --tls`, lines[0])
+}
