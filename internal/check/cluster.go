@@ -18,15 +18,16 @@ import (
 
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/ctxcall"
+	"github.com/krabka/krole/internal/devcluster"
 	"github.com/krabka/krole/processor"
 )
 
-// The role topic's settings as `krole init` sets them (internal/cli/init.go;
-// a test there keeps the two equal).
-const (
-	InitSegmentMS          = "3600000"
-	InitMinCompactionLagMS = "600000"
-	InitDeleteRetentionMS  = "604800000"
+// The role topic's settings as `krole init` and `krole dev` set them
+// (devcluster.RoleTopicConfigs, their one definition).
+var (
+	InitSegmentMS          = devcluster.RoleTopicSegmentMS
+	InitMinCompactionLagMS = devcluster.RoleTopicMinCompactionLagMS
+	InitDeleteRetentionMS  = strconv.FormatInt(devcluster.DefaultRoleTopicDeleteRetain.Milliseconds(), 10)
 )
 
 // segmentWarn is the segment.ms above which the role-topic check warns:

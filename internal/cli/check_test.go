@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -113,14 +112,6 @@ func TestCheckUsage(t *testing.T) {
 		assertOneLineError(t, r, ExitUsage)
 	}
 	assert.Contains(t, run(t, "check", "--as", "admin").Stderr, "must be member, operator or viewer")
-}
-
-// TestCheckKnowsInitSettings: the role-topic check compares against what
-// init sets.
-func TestCheckKnowsInitSettings(t *testing.T) {
-	assert.Equal(t, roleTopicSegmentMS, check.InitSegmentMS)
-	assert.Equal(t, roleTopicMinCompactionLagMS, check.InitMinCompactionLagMS)
-	assert.Equal(t, strconv.FormatInt(defaultRoleTopicDeleteRetain.Milliseconds(), 10), check.InitDeleteRetentionMS)
 }
 
 // TestCheckOverTLSAndSCRAM: the checks run over the configured TLS and
