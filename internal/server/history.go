@@ -13,7 +13,7 @@ import (
 
 // Defaults of [NewHistory].
 const (
-	DefaultHistoryWindow = 15 * time.Minute
+	DefaultHistoryWindow = time.Hour
 	DefaultHistoryEvents = 256
 )
 
@@ -150,8 +150,8 @@ type holding struct {
 // for outages.
 const historyHealthEvery = 500 * time.Millisecond
 
-// NewHistory returns an empty history of the last window (default 15
-// minutes) and at most events transitions per role (default 256), timed
+// NewHistory returns an empty history of the last window (default an
+// hour) and at most events transitions per role (default 256), timed
 // by clock (default time.Now; it must be the view's clock, against which
 // leases run out).
 func NewHistory(window time.Duration, events int, clock func() time.Time) *History {
