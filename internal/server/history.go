@@ -23,7 +23,7 @@ const (
 	TransitionElected  = "elected"  // a holder after no holder was known
 	TransitionHandover = "handover" // a holder after the previous one released the role
 	TransitionFailover = "failover" // a holder after the previous one's lease ran out
-	TransitionTakeover = "takeover" // a holder under a new token while the previous lease still looked live
+	TransitionTakeover = "takeover" // a holder under a new token while the previous lease still looked live (cause fenced, or failover in the lease's last quarter)
 	TransitionReleased = "released" // the holder released the role: no holder
 	TransitionExpired  = "expired"  // the holder's lease ran out: no holder
 	TransitionVacant   = "vacant"   // the lease record went away: no holder
@@ -34,10 +34,10 @@ const (
 // with a holder) or why the previous one stopped (without).
 const (
 	CauseElected  = "elected"   // a holder after none was known (or after the lease record went away)
-	CauseFailover = "failover"  // a holder after the previous one's lease ran out; or that lease running out
+	CauseFailover = "failover"  // a holder after the previous one's lease ran out (or was in its last quarter, unrenewed: the new holder's view saw it run out first); or that lease running out
 	CauseHandover = "handover"  // a holder after the previous one released the role; or that release
 	CauseStepDown = "step-down" // as handover, but the holder released after its registration was removed (the operator's step-down, krole resign --member)
-	CauseFenced   = "fenced"    // a holder under a new token while the previous lease still looked live: the broker fenced the previous token
+	CauseFenced   = "fenced"    // a holder under a new token while the previous lease still looked live, with more than a quarter of its span left since its last renewal: the broker fenced the previous token
 	CauseResumed  = "resumed"   // the same holder and token after its lease looked run out: this server saw the renewal late (an outage, a stalled view)
 	CauseVacant   = "vacant"    // the lease record went away
 )
@@ -295,6 +295,11 @@ func (h *History) record(r Row, initial bool) {
 		t.Kind, t.Cause = TransitionElected, CauseElected
 	case last.Holder != nil:
 		t.Kind, t.Cause, t.From = TransitionTakeover, CauseFenced, last.Holder
+		if last.LeaseMS > 0 && now-last.RenewedAt >= last.LeaseMS*3/4 {
+			// The new holder saw the lease run out a little before this
+			// server did: its last quarter, unrenewed, is a failover's.
+			t.Cause = CauseFailover
+		}
 	default: // after a transition to no holder
 		t.From = last.From
 		if t.From != nil {

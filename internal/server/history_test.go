@@ -115,7 +115,9 @@ func TestHistoryEndpoint(t *testing.T) {
 // was unheld; a holding notes its last renewal; a release that follows
 // the removal of the holder's registration is a step-down, one that
 // precedes it (a member leaving) a handover; the same holder and token
-// after its lease looked run out is "resumed", not a failover.
+// after its lease looked run out is "resumed", not a failover; a new
+// token in the last quarter of an unrenewed lease is a failover, before
+// that a fence.
 func TestHistoryCauses(t *testing.T) {
 	now := time.UnixMilli(1_000_000)
 	h := NewHistory(time.Hour, 0, func() time.Time { return now })
@@ -154,6 +156,8 @@ func TestHistoryCauses(t *testing.T) {
 	at(8000, held("m1", 4, 8000, "m2", "m1"))   // a newer token while m2's lease looked live
 	at(12000, expired("m1", 4, "m2", "m1"))     // m1's renewals not seen (a stalled view) ...
 	at(13000, held("m1", 4, 12500, "m2", "m1")) // ... then one under the same token
+	at(14000, held("m1", 4, 14000, "m2", "m1")) // a renewal
+	at(16300, held("m2", 5, 16300, "m2", "m1")) // m1 silent 2.3 s of its 3 s: m2's view saw the lease run out first
 
 	rh := h.Role("db")
 	type got struct {
@@ -183,6 +187,7 @@ func TestHistoryCauses(t *testing.T) {
 		{Kind: TransitionTakeover, Cause: CauseFenced, From: "m2", To: "m1"},
 		{Kind: TransitionExpired, Cause: CauseFailover, From: "m1"},
 		{Kind: TransitionResumed, Cause: CauseResumed, From: "m1", To: "m1", UnheldMS: 1000},
+		{Kind: TransitionTakeover, Cause: CauseFailover, From: "m1", To: "m2"},
 	}, gots)
 	first := rh.Transitions[0]
 	assert.Equal(t, int64(1_001_200), first.RenewedAt, "m1's last renewal seen")
