@@ -65,7 +65,6 @@ func TestPageInChromium(t *testing.T) {
 		}
 		return nil
 	}
-	live := regexp.MustCompile(`^\d+(\.\d)?s$|^\d+m\d\ds$|^\d+h\d\dm$`)
 	var rows [][]string
 	page.waitFor("the page shows db held by m1 and queue without holder", table, &rows, func() bool {
 		db, q := rowOf(rows, "db"), rowOf(rows, "queue")
@@ -138,6 +137,9 @@ func TestPageInChromium(t *testing.T) {
 	require.NoError(t, page.eval(testCtx(t), `document.getElementById("status").className`, &class))
 	assert.NotEqual(t, "live", class)
 }
+
+// live matches a time left the page shows on a live lease.
+var live = regexp.MustCompile(`^\d+(\.\d)?s$|^\d+m\d\ds$|^\d+h\d\dm$`)
 
 // seconds parses a time left the page shows ("4.2s", "42s", "1m05s").
 func seconds(t *testing.T, s string) float64 {
@@ -485,6 +487,15 @@ func TestPageTimeline(t *testing.T) {
 		}
 		return false
 	})
+	// The member releases once its view shows the removal; the history
+	// tells a step-down from a member leaving by seeing the removal
+	// first, so the test waits for that too.
+	require.Eventually(t, func() bool {
+		hist.mu.Lock()
+		defer hist.mu.Unlock()
+		hd := hist.holding["db"]
+		return hd != nil && hd.deregistered
+	}, 30*time.Second, 10*time.Millisecond, "the history sees m3's registration removed")
 	require.NoError(t, m.Transport.WriteLease(ctx, "db", l3.Token, codec.ReleaseLease("m3", l3.Token))) // then its release
 	m.Register("db", "m3")
 	page.waitFor("m3 released", segs, &got, func() bool { return len(got) == 6 })
@@ -611,6 +622,31 @@ func TestPageTimeline(t *testing.T) {
 	require.NoError(t, page.eval(ctx, `location.hash`, &hash))
 	assert.Equal(t, "#window=1m", hash, "the window chosen is in the address")
 
+	// A holder that renews every 300 ms, then goes silent (it died): while
+	// its lease still runs, the time since its last renewal is drawn as
+	// silent, not as holding, once its renewals are overdue.
+	m.Register("quiet", "s1")
+	ls := m.Lease("quiet", "s1", 8*time.Second)
+	for range 5 {
+		time.Sleep(300 * time.Millisecond)
+		now := time.Now()
+		l, err := codec.NewLease("s1", ls.Token, now.UnixMilli(), now.Add(8*time.Second).UnixMilli())
+		require.NoError(t, err)
+		require.NoError(t, m.Transport.WriteLease(ctx, "quiet", ls.Token, l))
+	}
+	silentAt := time.Now()
+	var quiet struct {
+		Tail []string `json:"tail"`
+		Left string   `json:"left"`
+	}
+	page.waitFor("s1's silence drawn apart from holding", `({
+		tail: [...document.querySelectorAll('#timeline .track[data-role="quiet"] .seg.tail')].map(s => s.dataset.member + " " + s.dataset.kind),
+		left: document.querySelector('#roles tr[data-role="quiet"] td.left')?.textContent ?? ""})`, &quiet, func() bool { return len(quiet.Tail) > 0 })
+	assert.Equal(t, []string{"s1 silent"}, quiet.Tail)
+	if time.Since(silentAt) < 6*time.Second { // not on a slow machine
+		assert.Regexp(t, live, quiet.Left, "the lease has not run out yet")
+	}
+
 	if path := os.Getenv("KROLE_SCREENSHOT"); path != "" {
 		screenshot(t, b, page, path)
 	}
@@ -648,8 +684,8 @@ func TestPageTimeline(t *testing.T) {
 		return strings.HasPrefix(banner, "Outage: the cluster has not answered this server since ")
 	})
 	var bands []string
-	page.waitFor("a grey band across every lane", `[...document.querySelectorAll("#timeline .band")].map(b => b.parentElement.dataset.role)`, &bands, func() bool { return len(bands) == 3 })
-	assert.Equal(t, []string{"beat", "db", "queue"}, bands)
+	page.waitFor("a grey band across every lane", `[...document.querySelectorAll("#timeline .band")].map(b => b.parentElement.dataset.role)`, &bands, func() bool { return len(bands) == 4 })
+	assert.Equal(t, []string{"beat", "db", "queue", "quiet"}, bands)
 	var band string
 	require.NoError(t, page.eval(ctx, `getComputedStyle(document.querySelector("#timeline .band")).backgroundColor`, &band))
 	assert.Equal(t, "rgba(140, 149, 159, 0.35)", band, "grey")

@@ -36,7 +36,7 @@ const (
 	CauseElected  = "elected"   // a holder after none was known (or after the lease record went away)
 	CauseFailover = "failover"  // a holder after the previous one's lease ran out (or was in its last quarter, unrenewed: the new holder's view saw it run out first); or that lease running out
 	CauseHandover = "handover"  // a holder after the previous one released the role; or that release
-	CauseStepDown = "step-down" // as handover, but the holder released after its registration was removed (the operator's step-down, krole resign --member)
+	CauseStepDown = "step-down" // as handover, but the server saw the holder's registration removed before its release (the operator's step-down, krole resign --member)
 	CauseFenced   = "fenced"    // a holder under a new token while the previous lease still looked live, with more than a quarter of its span left since its last renewal: the broker fenced the previous token
 	CauseResumed  = "resumed"   // the same holder and token after its lease looked run out: this server saw the renewal late (an outage, a stalled view)
 	CauseVacant   = "vacant"    // the lease record went away
@@ -81,9 +81,12 @@ type Transition struct {
 	// lease ([rolestate.LeaseSpan]).
 	RenewMS int64 `json:"renew_ms,omitempty"`
 	LeaseMS int64 `json:"lease_ms,omitempty"`
-	// DuringOutage: the transition was judged while the server's view
-	// could not reach the cluster (see [Outage]). A lease that runs out
-	// then ran out only as far as this server could see.
+	// DuringOutage, for a lease that ran out, says it was judged while
+	// the server's view could not reach the cluster (see [Outage]): it ran
+	// out only as far as this server could see. For a failover, it says
+	// that the previous holder's silence (from its last renewal seen to
+	// the change) overlapped an outage: this server cannot tell whether
+	// that holder died or only went unseen.
 	DuringOutage bool `json:"during_outage,omitempty"`
 }
 
@@ -409,18 +412,27 @@ func (h *History) Role(role codec.Role) RoleHistory {
 		}
 	}
 	out := append([]Transition{}, ts...)
-	for i := range out {
-		if out[i].Kind == TransitionExpired && inOutage(h.outages, out[i].At) {
-			out[i].DuringOutage = true
+	for i, tr := range out {
+		switch {
+		case tr.Kind == TransitionExpired:
+			out[i].DuringOutage = inOutage(h.outages, tr.At, tr.At)
+		case tr.Holder != nil && tr.Cause == CauseFailover && i > 0:
+			silent := out[i-1].At // the lease ran out: from the last renewal of the holding before it
+			if out[i-1].Holder != nil {
+				silent = out[i-1].RenewedAt
+			} else if i > 1 && out[i-2].Holder != nil {
+				silent = out[i-2].RenewedAt
+			}
+			out[i].DuringOutage = inOutage(h.outages, silent, tr.At)
 		}
 	}
 	return RoleHistory{Role: role, Since: since.UnixMilli(), Now: now.UnixMilli(), Transitions: out, Outages: outages}
 }
 
-// inOutage reports whether at falls in one of outages.
-func inOutage(outages []Outage, at int64) bool {
+// inOutage reports whether the span from..to overlaps one of outages.
+func inOutage(outages []Outage, from, to int64) bool {
 	for _, o := range outages {
-		if at >= o.From && (o.To == 0 || at <= o.To) {
+		if o.From <= to && (o.To == 0 || o.To >= from) {
 			return true
 		}
 	}

@@ -209,6 +209,8 @@ func TestHistoryOutages(t *testing.T) {
 	h.started = start
 	h.noteHealth(view.Health{Healthy: true, LastContact: now})
 	h.record(heldRow("db", "m1", 0), true)
+	now = start.Add(time.Second)
+	h.record(heldRow("cron", "c1", 0), false) // a lease of 10s
 
 	now = start.Add(8 * time.Second) // no contact since 2s: unreachable
 	lost := start.Add(2 * time.Second)
@@ -230,6 +232,17 @@ func TestHistoryOutages(t *testing.T) {
 	assert.Equal(t, []Outage{{From: lost.UnixMilli(), To: back.UnixMilli()}}, rh.Outages)
 	assert.Equal(t, TransitionResumed, rh.Transitions[2].Kind, "not a failover")
 	assert.Equal(t, rh.Outages, h.Role("other").Outages, "the same outages for every role")
+
+	// cron's holder, last seen renewing before the outage, is replaced
+	// after it, before this server saw its lease run out: a failover
+	// whose silence overlaps the outage, so not a holder seen dying.
+	now = start.Add(21 * time.Second)
+	h.record(heldRow("cron", "c2", 1), false)
+	cron := h.Role("cron")
+	require.Len(t, cron.Transitions, 2)
+	assert.Equal(t, CauseFailover, cron.Transitions[1].Cause, "c1 was silent for 20s of its 10s lease")
+	assert.True(t, cron.Transitions[1].DuringOutage, "c1's silence, from 1s to 21s, overlaps the outage")
+	assert.False(t, rh.Transitions[0].DuringOutage)
 
 	now = start.Add(2 * time.Minute) // the outage is out of the window
 	assert.Equal(t, []Outage{}, h.Role("db").Outages)
