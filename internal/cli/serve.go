@@ -34,13 +34,14 @@ func serveCommand() *ucli.Command {
 			"shows the real one):\n\n" +
 			"   listening: http://HOST:PORT\n\n" +
 			"Endpoints (GET):\n" +
-			"   /                       a page of the table, updated live, with a timeline per role\n" +
+			"   /                       a page of the table, updated live: a timeline per role\n" +
+			"                           (1 min, 15 min or 1 h), the members and each role's history\n" +
 			"   /v1/roles               every role, as 'krole table -o json' prints them\n" +
 			"   /v1/roles/ROLE          one role; 404 {\"error\":...} when the table has no record of it\n" +
 			"   /v1/roles/ROLE/watch    server-sent events: the role's row, then one per change\n" +
 			"   /v1/watch[?role=R,...]  server-sent events of every role (or those named)\n" +
 			"   /v1/roles/ROLE/history  the role's changes of holder over the last --history:\n" +
-			"                           {\"role\",\"since\",\"now\",\"transitions\":[{\"at\",\"kind\",\"holder\"},...]}\n" +
+			"                           {\"role\",\"since\",\"now\",\"transitions\":[{\"at\",\"kind\",\"cause\",\"holder\",\"from\",...},...],\"outages\":[...]}\n" +
 			"   /v1/history             every role's, as an array\n" +
 			"   /v1/source              what the server reads: {\"brokers\",\"topic\",\"history_window_ms\"}\n" +
 			"   /v1/stats               the view's counters\n" +
@@ -50,8 +51,10 @@ func serveCommand() *ucli.Command {
 			"                           its table after the topic's offsets went backwards\n" +
 			"   /metrics                Prometheus text format, names prefixed krole_\n\n" +
 			"The history is kept in memory from when the server started, at most 256 changes\n" +
-			"per role; its kinds are initial, elected, handover, failover, takeover,\n" +
-			"released, expired and vacant. Times are Unix milliseconds.\n\n" +
+			"per role; its kinds are initial, elected, handover, failover, takeover, resumed,\n" +
+			"released, expired and vacant, its causes failover, handover, step-down, fenced,\n" +
+			"elected, resumed and vacant, and its outages the spans when no broker answered\n" +
+			"the server. Times are Unix milliseconds.\n\n" +
 			"A lookup made before the view has caught up waits up to 5s, then answers 503.\n" +
 			"Answers are what the topic says, not the broker's fence. There is no\n" +
 			"authentication: the default address is reachable from this machine only.",

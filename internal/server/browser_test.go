@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/testcluster"
 )
 
@@ -51,7 +53,7 @@ func TestPageInChromium(t *testing.T) {
 	t.Cleanup(stop) // end the page's event stream before srv.Close waits for it
 
 	b := startChromium(t, bin)
-	page := b.open(srv.URL + "/")
+	page := b.openWatching(srv.URL+"/", statusLog)
 
 	// The table as the page shows it: one row of cell texts per role.
 	const table = `[...document.querySelectorAll("#roles tr")].map(tr => [tr.dataset.role, ...[...tr.cells].map(td => td.textContent)])`
@@ -63,25 +65,35 @@ func TestPageInChromium(t *testing.T) {
 		}
 		return nil
 	}
-	live := regexp.MustCompile(`^\d+(\.\d)?s$|^\d+m\d\ds$|^\d+h\d\dm$`)
 	var rows [][]string
 	page.waitFor("the page shows db held by m1 and queue without holder", table, &rows, func() bool {
 		db, q := rowOf(rows, "db"), rowOf(rows, "queue")
-		return len(db) == 7 && db[1] == "m1" && len(q) == 7
+		return len(db) == 6 && db[1] == "m1" && len(q) == 6
 	})
 	db, q := rowOf(rows, "db"), rowOf(rows, "queue")
 	assert.Equal(t, []string{"db", "m1", "10.0.0.1:80", l1.Token.String()}, db[:4], "holder, its value, token")
 	assert.Regexp(t, live, db[4], "time left on an hour's lease")
 	assert.Equal(t, "m1, m2", db[5], "candidates in rank order")
-	assert.Equal(t, []string{"queue", "none", "-", "-", "none", "q1", "-"}, q, "no timeline without a history")
+	assert.Equal(t, []string{"queue", "none", "-", "-", "none", "q1"}, q)
 	var status string
 	page.waitFor("the stream is connected", `document.getElementById("status").textContent`, &status, func() bool { return status == "live" })
+	// Before the stream first opened, the page said it was connecting,
+	// never that it was disconnected.
+	var statuses []string
+	require.NoError(t, page.eval(testCtx(t), `window.__statuses`, &statuses))
+	assert.NotEmpty(t, statuses)
+	for _, s := range statuses {
+		assert.Contains(t, []string{"connecting\u2026", "live"}, s, "status shown on first load: %q", statuses)
+	}
+	var noHistory string
+	require.NoError(t, page.eval(testCtx(t), `document.getElementById("timeline").textContent`, &noHistory))
+	assert.Equal(t, "This server keeps no history.", noHistory, "no timeline without a history")
 
 	// Live: a new holder, under a new token, with a short lease.
 	l2 := m.Lease("db", "m2", 3*time.Second)
 	page.waitFor("the page shows db held by m2", table, &rows, func() bool {
 		db := rowOf(rows, "db")
-		return len(db) == 7 && db[1] == "m2"
+		return len(db) == 6 && db[1] == "m2"
 	})
 	db = rowOf(rows, "db")
 	assert.Equal(t, "-", db[2], "m2 registered no value")
@@ -91,12 +103,12 @@ func TestPageInChromium(t *testing.T) {
 	}
 	// Live: a new role.
 	m.Register("cron", "c1")
-	page.waitFor("the page shows the new role cron", table, &rows, func() bool { return len(rowOf(rows, "cron")) == 7 })
-	assert.Equal(t, []string{"cron", "none", "-", "-", "none", "c1", "-"}, rowOf(rows, "cron"))
+	page.waitFor("the page shows the new role cron", table, &rows, func() bool { return len(rowOf(rows, "cron")) == 6 })
+	assert.Equal(t, []string{"cron", "none", "-", "-", "none", "c1"}, rowOf(rows, "cron"))
 	// The countdown runs out on the page.
 	page.waitFor("db's lease shows expired", table, &rows, func() bool {
 		db := rowOf(rows, "db")
-		return len(db) == 7 && db[4] == "expired"
+		return len(db) == 6 && db[4] == "expired"
 	})
 	assert.GreaterOrEqual(t, time.Now().UnixMilli(), l2.Deadline-1000, "not before the deadline (1s for clock rounding)")
 
@@ -106,7 +118,7 @@ func TestPageInChromium(t *testing.T) {
 	m.LeaseAt("skewed", "s1", now.Add(30*time.Second), now.Add(50*time.Second))
 	page.waitFor("the page shows skewed's lease", table, &rows, func() bool {
 		r := rowOf(rows, "skewed")
-		return len(r) == 7 && r[1] == "s1"
+		return len(r) == 6 && r[1] == "s1"
 	})
 	assert.LessOrEqual(t, seconds(t, rowOf(rows, "skewed")[4]), 20.0, "time left as this observer judges it")
 
@@ -125,6 +137,9 @@ func TestPageInChromium(t *testing.T) {
 	require.NoError(t, page.eval(testCtx(t), `document.getElementById("status").className`, &class))
 	assert.NotEqual(t, "live", class)
 }
+
+// live matches a time left the page shows on a live lease.
+var live = regexp.MustCompile(`^\d+(\.\d)?s$|^\d+m\d\ds$|^\d+h\d\dm$`)
 
 // seconds parses a time left the page shows ("4.2s", "42s", "1m05s").
 func seconds(t *testing.T, s string) float64 {
@@ -310,6 +325,29 @@ func (b *browser) open(url string) *tab {
 	return &tab{b: b, session: att.SessionID}
 }
 
+// statusLog, run in a page before its own scripts, keeps every text the
+// page's status line shows in window.__statuses.
+const statusLog = `window.__statuses = [];
+new MutationObserver(() => {
+  const s = document.getElementById("status");
+  if (s && window.__statuses[window.__statuses.length - 1] !== s.textContent) window.__statuses.push(s.textContent);
+}).observe(document, {subtree: true, childList: true, characterData: true});`
+
+// openWatching opens url in a new tab after arranging for script to run
+// in it before the page's own scripts.
+func (b *browser) openWatching(url, script string) *tab {
+	b.t.Helper()
+	p := b.open("about:blank")
+	ctx := testCtx(b.t)
+	_, err := b.call(ctx, p.session, "Page.enable", nil)
+	require.NoError(b.t, err)
+	_, err = b.call(ctx, p.session, "Page.addScriptToEvaluateOnNewDocument", map[string]any{"source": script})
+	require.NoError(b.t, err)
+	_, err = b.call(ctx, p.session, "Page.navigate", map[string]any{"url": url})
+	require.NoError(b.t, err)
+	return p
+}
+
 // eval evaluates a JavaScript expression in the page and decodes its JSON
 // value into out.
 func (p *tab) eval(ctx context.Context, expr string, out any) error {
@@ -359,34 +397,51 @@ func (p *tab) waitFor(what, expr string, out any, ok func() bool) {
 	}
 }
 
-// TestPageTimelineShowsFailover: with a history, the page names the
-// cluster and topic it reads, says when the data was last current and
-// that the cluster answers, and draws each role's holders over the last
-// minutes: the failover the test causes (m1's lease runs out, m2 takes
-// the role) shows as m1's segment, a gap, a failover mark and m2's
-// segment. KROLE_SCREENSHOT=file.png saves a screenshot of the page.
-func TestPageTimelineShowsFailover(t *testing.T) {
+// TestPageTimeline: with a history, the page names the cluster and topic
+// it reads, says when the data was last current, and shows what the test
+// does to role db (m1's lease runs out and m2 takes over; m2 releases and
+// m3 takes over; m3 is made to step down and m1 takes over; m2 takes the
+// role from m1's live lease) three ways, each checked as rendered:
+//
+//   - the timeline: one lane per role, the holders named in their
+//     segments and beside the lane, in colors that are not the red of the
+//     failover marks, a mark of its own shape per cause that does not
+//     shrink away, m1's unrenewed lease drawn apart from holding, and an
+//     axis that agrees with the heading for each window (1 min, 15 min,
+//     1 h);
+//   - the members: who holds what, who waits for what;
+//   - the history of each role: from -> to, token, cause, unheld time.
+//
+// Then the cluster goes away: the outage shows as a grey band and a
+// banner, and the lease that runs out meanwhile as not seen, never as a
+// failover. KROLE_SCREENSHOT=file.png saves a screenshot of the page
+// before the outage.
+func TestPageTimeline(t *testing.T) {
 	bin := chromiumBinary()
 	if bin == "" {
 		t.Skip("chromium not installed: apt-get install chromium (or set KROLE_CHROMIUM to a Chrome/Chromium binary)")
 	}
 	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
 	m := c.Members(t)
-	_, err := m.Transport.RegisterValue(m.Context(), "db", "m1", "10.0.0.1:5432")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	_, err := m.Transport.RegisterValue(ctx, "db", "m1", "10.0.0.1:5432")
 	require.NoError(t, err)
-	_, err = m.Transport.RegisterValue(m.Context(), "db", "m2", "10.0.0.2:5432")
+	_, err = m.Transport.RegisterValue(ctx, "db", "m2", "10.0.0.2:5432")
 	require.NoError(t, err)
-	m.Lease("db", "m1", 2*time.Second)
+	m.Register("db", "m3")
+	l1 := m.Lease("db", "m1", 2*time.Second)
 	m.Register("queue", "q1")
 	m.Lease("queue", "q1", time.Hour)
 
 	v := runView(t, c)
 	caughtUp(t, v)
-	hist := NewHistory(5*time.Minute, 0, nil)
+	hist := NewHistory(time.Hour, 0, nil)
 	hctx, stopHist := context.WithCancel(context.Background())
 	histDone := make(chan error, 1)
+	histStarted := time.Now()
 	go func() { histDone <- hist.Run(hctx, v) }()
-	t.Cleanup(func() { stopHist(); assert.NoError(t, <-histDone) })
+	t.Cleanup(func() { stopHist(); <-histDone })
 	base, stop := context.WithCancel(context.Background())
 	srv := httptest.NewUnstartedServer(newHandler(t, v, Options{History: hist, Source: Source{Brokers: c.Config.Brokers, Topic: c.Config.Topic}}))
 	srv.Config.BaseContext = func(net.Listener) context.Context { return base }
@@ -396,9 +451,8 @@ func TestPageTimelineShowsFailover(t *testing.T) {
 
 	b := startChromium(t, bin)
 	page := b.open(srv.URL + "/")
-	ctx := testCtx(t)
 	_, err = b.call(ctx, page.session, "Emulation.setDeviceMetricsOverride",
-		map[string]any{"width": 1400, "height": 420, "deviceScaleFactor": 1, "mobile": false})
+		map[string]any{"width": 1400, "height": 900, "deviceScaleFactor": 1, "mobile": false})
 	require.NoError(t, err)
 
 	var src string
@@ -410,32 +464,258 @@ func TestPageTimelineShowsFailover(t *testing.T) {
 		return strings.HasPrefix(cur, "data current as of ") && strings.Contains(cur, "; cluster answering (last answer ")
 	})
 
-	// The failover: m1's lease runs out, then m2 takes the role.
-	const segs = `[...document.querySelectorAll('#roles tr[data-role="db"] .seg')].map(s => s.dataset.member || "gap")`
+	// What the test does to db: each step waits until the page shows it.
+	const segs = `[...document.querySelectorAll('#timeline .track[data-role="db"] .seg:not(.tail):not(.nohist)')].map(s => s.dataset.member || s.dataset.kind)`
 	var got []string
-	page.waitFor("m1's lease runs out: a gap after m1", segs, &got, func() bool { return len(got) >= 2 && got[len(got)-1] == "gap" })
-	assert.Equal(t, []string{"m1", "gap"}, got)
-	m.Lease("db", "m2", time.Hour)
+	page.waitFor("m1's lease runs out: unheld after m1", segs, &got, func() bool { return len(got) >= 2 && got[len(got)-1] == "unheld" })
+	assert.Equal(t, []string{"m1", "unheld"}, got)
+	l2 := m.Lease("db", "m2", time.Hour) // failover
 	page.waitFor("m2 holds after the gap", segs, &got, func() bool { return len(got) == 3 })
-	assert.Equal(t, []string{"m1", "gap", "m2"}, got)
-	var marks []string
-	require.NoError(t, page.eval(ctx, `[...document.querySelectorAll('#roles tr[data-role="db"] .mark')].map(m => m.dataset.kind)`, &marks))
-	assert.Equal(t, []string{"expired", "failover"}, marks)
-	var title string
-	require.NoError(t, page.eval(ctx, `document.querySelector('#roles tr[data-role="db"] .seg[data-member="m2"]').title`, &title))
-	assert.Contains(t, title, "m2 (10.0.0.2:5432), token ")
-	require.NoError(t, page.eval(ctx, `[...document.querySelectorAll('#roles tr[data-role="queue"] .seg')].map(s => s.dataset.member || "gap")`, &got))
-	assert.Equal(t, []string{"q1"}, got, "a role held throughout: one segment")
+	require.NoError(t, m.Transport.WriteLease(ctx, "db", l2.Token, codec.ReleaseLease("m2", l2.Token))) // m2 leaves
+	require.NoError(t, m.Transport.Deregister(ctx, "db", "m2"))
+	page.waitFor("m2 released", segs, &got, func() bool { return len(got) == 4 })
+	l3 := m.Lease("db", "m3", time.Hour) // handover
+	page.waitFor("m3 holds", segs, &got, func() bool { return len(got) == 5 })
+	require.NoError(t, m.Transport.Deregister(ctx, "db", "m3")) // the operator's step-down: m3's registration goes first
+	var members [][]string
+	const memberRows = `[...document.querySelectorAll("#members tr")].map(tr => [...tr.cells].map(td => td.textContent))`
+	page.waitFor("m3 is no longer a candidate", memberRows, &members, func() bool {
+		for _, r := range members {
+			if len(r) == 3 && r[0] == "m3" {
+				return r[1] == "db" && r[2] == "-"
+			}
+		}
+		return false
+	})
+	// The member releases once its view shows the removal; the history
+	// tells a step-down from a member leaving by seeing the removal
+	// first, so the test waits for that too.
+	require.Eventually(t, func() bool {
+		hist.mu.Lock()
+		defer hist.mu.Unlock()
+		hd := hist.holding["db"]
+		return hd != nil && hd.deregistered
+	}, 30*time.Second, 10*time.Millisecond, "the history sees m3's registration removed")
+	require.NoError(t, m.Transport.WriteLease(ctx, "db", l3.Token, codec.ReleaseLease("m3", l3.Token))) // then its release
+	m.Register("db", "m3")
+	page.waitFor("m3 released", segs, &got, func() bool { return len(got) == 6 })
+	l4 := m.Lease("db", "m1", time.Hour) // after the step-down
+	page.waitFor("m1 holds", segs, &got, func() bool { return len(got) == 7 })
+	m.Register("db", "m2")
+	l5 := m.Lease("db", "m2", time.Hour) // a new token while m1's lease is live: m1 is fenced
+	page.waitFor("m2 holds", segs, &got, func() bool { return len(got) == 8 })
+	assert.Equal(t, []string{"m1", "unheld", "m2", "unheld", "m3", "unheld", "m1", "m2"}, got)
+
+	// The timeline: the window was picked for a young history; the axis
+	// agrees with the heading.
+	type axis struct {
+		Head    string   `json:"head"`
+		Ticks   []string `json:"ticks"`
+		Pressed []string `json:"pressed"`
+	}
+	const axisExpr = `({head: document.getElementById("timeline-head").textContent,
+		ticks: [...document.querySelectorAll("#timeline .tick")].map(t => t.textContent),
+		pressed: [...document.querySelectorAll('#window button[aria-pressed="true"]')].map(b => b.textContent)})`
+	axes := map[string]axis{
+		"1 h":    {Head: "Holders, last 1 h", Ticks: []string{"-60 min", "-45 min", "-30 min", "-15 min", "now"}, Pressed: []string{"1 h"}},
+		"15 min": {Head: "Holders, last 15 min", Ticks: []string{"-15 min", "-10 min", "-5 min", "now"}, Pressed: []string{"15 min"}},
+		"1 min":  {Head: "Holders, last 1 min", Ticks: []string{"-60 s", "-45 s", "-30 s", "-15 s", "now"}, Pressed: []string{"1 min"}},
+	}
+	var ax axis
+	require.NoError(t, page.eval(ctx, axisExpr, &ax))
+	require.Len(t, ax.Pressed, 1)
+	assert.Equal(t, axes[ax.Pressed[0]], ax, "the window picked: heading, axis and button agree")
+	if time.Since(histStarted) < 50*time.Second {
+		assert.Equal(t, "1 min", ax.Pressed[0], "the shortest window that shows the whole history")
+	}
+	// Names: in the segments (where they fit: m2's, the latest, does),
+	// beside each lane (the holder now), and as visible text.
+	var names struct {
+		Labels []string `json:"labels"`
+		Now    []string `json:"now"`
+		Text   string   `json:"text"`
+	}
+	page.waitFor("m2's name fits its growing segment", `({
+		labels: [...document.querySelectorAll('#timeline .track[data-role="db"] .seg.held:not(.narrow) .seg-label')].map(l => l.textContent),
+		now: [...document.querySelectorAll("#timeline .lane-now")].map(n => n.dataset.role + " " + n.textContent),
+		text: document.getElementById("timeline").innerText})`, &names, func() bool { return slices.Contains(names.Labels, "m2") })
+	assert.Equal(t, []string{"db now: m2", "queue now: q1"}, names.Now)
+	for _, s := range []string{"db", "queue", "m2", "q1", "now: m2"} {
+		assert.Contains(t, names.Text, s, "visible in the timeline")
+	}
+	// Colors: no holder is drawn in red, the color of failover marks.
+	var colors []string
+	require.NoError(t, page.eval(ctx, `[...document.querySelectorAll("#timeline .seg.held")].map(s => getComputedStyle(s).backgroundColor)`, &colors))
+	require.NotEmpty(t, colors)
+	var failRed string
+	require.NoError(t, page.eval(ctx, `getComputedStyle(document.querySelector('#timeline .mark.failover i')).borderTopColor`, &failRed))
+	assert.Equal(t, "rgb(209, 36, 47)", failRed)
+	for _, col := range colors {
+		var r, g, bl int
+		_, err := fmt.Sscanf(col, "rgb(%d, %d, %d)", &r, &g, &bl)
+		require.NoError(t, err, "color %q", col)
+		assert.False(t, r > g+60 && r > bl+60, "holder color %s is red or orange", col)
+	}
+	// Marks: one per change of holder, shaped by cause, none too small to see.
+	type mark struct {
+		Kind string  `json:"kind"`
+		W    float64 `json:"w"`
+		H    float64 `json:"h"`
+	}
+	var marks []mark
+	require.NoError(t, page.eval(ctx, `[...document.querySelectorAll('#timeline .track[data-role="db"] .mark')].map(m => {
+		const r = m.querySelector("i").getBoundingClientRect(); return {kind: m.dataset.kind, w: r.width, h: r.height}; })`, &marks))
+	var kinds []string
+	for _, mk := range marks {
+		kinds = append(kinds, mk.Kind)
+		assert.GreaterOrEqual(t, mk.W, 8.0, "mark %s visible", mk.Kind)
+		assert.GreaterOrEqual(t, mk.H, 8.0, "mark %s visible", mk.Kind)
+	}
+	assert.Equal(t, []string{"failover", "handover", "step-down", "fenced"}, kinds)
+	// m1 was never seen renewing: its lease, from its last sign of life
+	// to running out, is drawn apart from holding.
+	var tails []string
+	require.NoError(t, page.eval(ctx, `[...document.querySelectorAll('#timeline .track[data-role="db"] .seg.tail')].map(s => s.dataset.member + " " + s.dataset.kind)`, &tails))
+	assert.Equal(t, []string{"m1 silent"}, tails)
+
+	// The members: who holds what, who waits for what, with its rank.
+	page.waitFor("the members view", memberRows, &members, func() bool { return len(members) == 4 })
+	assert.Equal(t, [][]string{
+		{"m1", "nothing", "db #1"},
+		{"m2", "db", "-"},
+		{"m3", "nothing", "db #2"},
+		{"q1", "queue", "-"},
+	}, members)
+
+	// The history of db, newest first: from -> to, token, cause, unheld.
+	const histRows = `[...document.querySelectorAll('.role-history[data-role="db"] tbody tr')].map(tr => [...tr.cells].map(td => td.textContent))`
+	var hrows [][]string
+	page.waitFor("db's history", histRows, &hrows, func() bool { return len(hrows) == 5 })
+	col := func(i int) []string {
+		var out []string
+		for _, r := range hrows {
+			out = append(out, r[i])
+		}
+		return out
+	}
+	assert.Equal(t, []string{"m1\u2192m2", "m3\u2192m1", "m2\u2192m3", "m1\u2192m2", "m1"}, col(1), "from -> to")
+	assert.Equal(t, []string{l5.Token.String(), l4.Token.String(), l3.Token.String(), l2.Token.String(), l1.Token.String()}, col(2), "tokens")
+	causes := col(3)
+	assert.Equal(t, []string{"fenced", "step-down", "handover"}, causes[:3])
+	assert.Regexp(t, `^failover · m1 silent \d`, causes[3], "a failover says how long the dead holder's lease ran on")
+	assert.Equal(t, "holder when the server started", causes[4])
+	unheld := col(4)
+	assert.Equal(t, "none", unheld[0], "a fenced holder's role was never unheld")
+	for _, u := range unheld[1:4] {
+		assert.Regexp(t, `^\d+ ms$|^\d+\.\ds$|^\d+s$|^\d+m\d\ds$`, u)
+	}
+
+	// The window: 1 h, 15 min and back to 1 min; heading, axis and the
+	// button pressed agree.
+	for _, w := range []string{"1 h", "15 min", "1 min"} {
+		var ok bool
+		require.NoError(t, page.eval(ctx, `(() => { const b = [...document.querySelectorAll("#window button")].find(b => b.textContent === "`+w+`"); b.click(); return true; })()`, &ok))
+		require.NoError(t, page.eval(ctx, axisExpr, &ax))
+		assert.Equal(t, axes[w], ax, "window %s", w)
+	}
+	var hash string
+	require.NoError(t, page.eval(ctx, `location.hash`, &hash))
+	assert.Equal(t, "#window=1m", hash, "the window chosen is in the address")
+
+	// A holder that renews every 300 ms, then goes silent (it died): while
+	// its lease still runs, the time since its last renewal is drawn as
+	// silent, not as holding, once its renewals are overdue.
+	m.Register("quiet", "s1")
+	ls := m.Lease("quiet", "s1", 8*time.Second)
+	for range 5 {
+		time.Sleep(300 * time.Millisecond)
+		now := time.Now()
+		l, err := codec.NewLease("s1", ls.Token, now.UnixMilli(), now.Add(8*time.Second).UnixMilli())
+		require.NoError(t, err)
+		require.NoError(t, m.Transport.WriteLease(ctx, "quiet", ls.Token, l))
+	}
+	silentAt := time.Now()
+	var quiet struct {
+		Tail []string `json:"tail"`
+		Left string   `json:"left"`
+	}
+	page.waitFor("s1's silence drawn apart from holding", `({
+		tail: [...document.querySelectorAll('#timeline .track[data-role="quiet"] .seg.tail')].map(s => s.dataset.member + " " + s.dataset.kind),
+		left: document.querySelector('#roles tr[data-role="quiet"] td.left')?.textContent ?? ""})`, &quiet, func() bool { return len(quiet.Tail) > 0 })
+	assert.Equal(t, []string{"s1 silent"}, quiet.Tail)
+	if time.Since(silentAt) < 6*time.Second { // not on a slow machine
+		assert.Regexp(t, live, quiet.Left, "the lease has not run out yet")
+	}
 
 	if path := os.Getenv("KROLE_SCREENSHOT"); path != "" {
-		var w int // let m2's segment grow visible (the page refreshes the history every 5s)
-		page.waitFor("m2's segment is drawn", `document.querySelector('#roles tr[data-role="db"] .seg[data-member="m2"]').offsetWidth`, &w, func() bool { return w >= 6 })
-		res, err := b.call(ctx, page.session, "Page.captureScreenshot", map[string]any{"format": "png"})
-		require.NoError(t, err)
-		var shot struct {
-			Data []byte `json:"data"` // base64 in JSON: decoded by encoding/json
-		}
-		require.NoError(t, json.Unmarshal(res, &shot))
-		require.NoError(t, os.WriteFile(path, shot.Data, 0o644))
+		screenshot(t, b, page, path)
 	}
+
+	// The outage: a holder that renews every half second until the
+	// cluster goes away; its lease runs out while the server cannot
+	// read the cluster.
+	if c.Fake == nil {
+		t.Log("KROLE_BROKERS names an outside cluster: the test cannot stop it")
+		return
+	}
+	m.Register("beat", "b1")
+	lb := m.Lease("beat", "b1", 3*time.Second)
+	renewing, stopRenewing := context.WithCancel(context.Background())
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		for renewing.Err() == nil {
+			now := time.Now()
+			l, _ := codec.NewLease("b1", lb.Token, now.UnixMilli(), now.Add(3*time.Second).UnixMilli())
+			wctx, cancel := context.WithTimeout(renewing, time.Second)
+			_ = m.Transport.WriteLease(wctx, "beat", lb.Token, l)
+			cancel()
+			select {
+			case <-renewing.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { stopRenewing(); <-renewed })
+	page.waitFor("beat held by b1", `document.querySelector('#timeline .lane-now[data-role="beat"]')?.textContent ?? ""`, &src, func() bool { return src == "now: b1" })
+	c.Fake.Close()
+	var banner string
+	page.waitFor("the outage banner", `document.getElementById("outage").hidden ? "" : document.getElementById("outage").textContent`, &banner, func() bool {
+		return strings.HasPrefix(banner, "Outage: the cluster has not answered this server since ")
+	})
+	var bands []string
+	page.waitFor("a grey band across every lane", `[...document.querySelectorAll("#timeline .band")].map(b => b.parentElement.dataset.role)`, &bands, func() bool { return len(bands) == 4 })
+	assert.Equal(t, []string{"beat", "db", "queue", "quiet"}, bands)
+	var band string
+	require.NoError(t, page.eval(ctx, `getComputedStyle(document.querySelector("#timeline .band")).backgroundColor`, &band))
+	assert.Equal(t, "rgba(140, 149, 159, 0.35)", band, "grey")
+	page.waitFor("beat's lease runs out, drawn as not seen", `[...document.querySelectorAll('#timeline .track[data-role="beat"] .seg:not(.tail):not(.nohist)')].map(s => s.dataset.member || s.dataset.kind)`, &got, func() bool {
+		return len(got) == 2
+	})
+	assert.Equal(t, []string{"b1", "unseen"}, got)
+	require.NoError(t, page.eval(ctx, `[...document.querySelectorAll("#timeline .mark")].map(m => m.dataset.kind)`, &kinds))
+	assert.Equal(t, []string{"failover", "handover", "step-down", "fenced"}, kinds, "no mark for the outage")
+	page.waitFor("beat's history", `[...document.querySelectorAll('.role-history[data-role="beat"] tbody tr')].map(tr => [...tr.cells].map(td => td.textContent))`, &hrows, func() bool {
+		return len(hrows) == 3
+	})
+	assert.Equal(t, []string{"b1\u2192none", "-", "lease ran out during the outage"}, hrows[0][1:4])
+	rest := [][]string{hrows[1][1:4], hrows[2][1:4]} // by time: the outage began at the last contact, maybe before b1 was noted
+	assert.ElementsMatch(t, [][]string{{"cluster unreachable", "", "outage"}, {"none\u2192b1", lb.Token.String(), "elected"}}, rest)
+	for _, r := range hrows[1:] {
+		if r[1] == "cluster unreachable" {
+			assert.Equal(t, "ongoing", r[4])
+		}
+	}
+}
+
+// screenshot saves the page as a PNG at path.
+func screenshot(t *testing.T, b *browser, page *tab, path string) {
+	t.Helper()
+	res, err := b.call(testCtx(t), page.session, "Page.captureScreenshot", map[string]any{"format": "png"})
+	require.NoError(t, err)
+	var shot struct {
+		Data []byte `json:"data"` // base64 in JSON: decoded by encoding/json
+	}
+	require.NoError(t, json.Unmarshal(res, &shot))
+	require.NoError(t, os.WriteFile(path, shot.Data, 0o644))
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/testcluster"
+	"github.com/krabka/krole/rolestate"
+	"github.com/krabka/krole/view"
 )
 
 func heldRow(role codec.Role, m codec.MemberID, epoch int16) Row {
@@ -96,10 +98,154 @@ func TestHistoryEndpoint(t *testing.T) {
 	assert.Equal(t, TransitionInitial, rh.Transitions[0].Kind)
 	assert.Equal(t, &HistoryHolder{Member: "m1", Token: l1.Token}, rh.Transitions[0].Holder)
 	assert.Equal(t, TransitionExpired, rh.Transitions[1].Kind)
-	assert.Equal(t, Transition{At: rh.Transitions[2].At, Kind: TransitionFailover, Holder: &HistoryHolder{Member: "m2", Token: l2.Token}}, rh.Transitions[2])
+	tr := rh.Transitions[2]
+	assert.Equal(t, Transition{At: tr.At, Kind: TransitionFailover, Cause: CauseFailover,
+		Holder: &HistoryHolder{Member: "m2", Token: l2.Token}, From: &HistoryHolder{Member: "m1", Token: l1.Token},
+		UnheldMS: tr.At - rh.Transitions[1].At, RenewedAt: tr.At, LeaseMS: rolestate.MaxLeaseSpan.Milliseconds()}, tr)
+	assert.Equal(t, []Outage{}, rh.Outages)
 
 	var src sourceBody
 	require.NoError(t, json.Unmarshal(get(t, h, "/v1/source").Body.Bytes(), &src))
 	assert.Equal(t, sourceBody{Source: Source{Brokers: c.Config.Brokers, Topic: c.Config.Topic}, HistoryWindowMS: 3_600_000}, src)
 	assert.Equal(t, http.StatusNotFound, get(t, newHandler(t, v, Options{}), "/v1/roles/db/history").Code)
+}
+
+// TestHistoryCauses: each change of holder names the holder before it,
+// its cause (failover, handover, step-down, fenced) and how long the role
+// was unheld; a holding notes its last renewal; a release that follows
+// the removal of the holder's registration is a step-down, one that
+// precedes it (a member leaving) a handover; the same holder and token
+// after its lease looked run out is "resumed", not a failover; a new
+// token in the last quarter of an unrenewed lease is a failover, before
+// that a fence.
+func TestHistoryCauses(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	h := NewHistory(time.Hour, 0, func() time.Time { return now })
+	at := func(ms int64, r Row) { now = time.UnixMilli(1_000_000 + ms); h.record(r, false) }
+	held := func(m codec.MemberID, epoch int16, granted int64, cands ...codec.MemberID) Row {
+		r := heldRow("db", m, epoch)
+		r.Holder.GrantedAt, r.Holder.Deadline = granted, granted+3000
+		for i, c := range cands {
+			r.Candidates = append(r.Candidates, rolestate.Candidate{Member: c, Offset: int64(i), Rank: i})
+		}
+		return r
+	}
+	released := func(m codec.MemberID, epoch int16, cands ...codec.MemberID) Row {
+		r := held(m, epoch, 0, cands...)
+		r.Holder.Deadline, r.Holder.Expired = 1, true
+		return r
+	}
+	expired := func(m codec.MemberID, epoch int16, cands ...codec.MemberID) Row {
+		r := held(m, epoch, 5, cands...)
+		r.Holder.Expired = true
+		return r
+	}
+	h.record(held("m1", 0, 10, "m1", "m2"), true)
+	at(600, held("m1", 0, 610, "m1", "m2")) // renewals
+	at(1200, held("m1", 0, 1210, "m1", "m2"))
+	at(4200, expired("m1", 0, "m1", "m2"))    // m1 died: its lease ran out
+	at(4500, held("m2", 1, 4500, "m1", "m2")) // m2 takes over after 300 ms
+	at(5000, held("m2", 1, 4500, "m2"))       // m2 pruned m1: no renewal
+	at(6000, held("m2", 1, 4500, "m3", "m2")) // m2's registration removed (the operator's step-down)...
+	at(6000, held("m2", 1, 4500, "m3"))       // ... m2 no longer a candidate while it holds
+	at(6010, released("m2", 1, "m3"))
+	at(6030, held("m3", 2, 6030, "m3", "m2"))
+	at(7000, released("m3", 2, "m3", "m2")) // m3 leaves: it releases, then deregisters
+	at(7010, released("m3", 2, "m2"))
+	at(7020, held("m2", 3, 7020, "m2"))
+	at(8000, held("m1", 4, 8000, "m2", "m1"))   // a newer token while m2's lease looked live
+	at(12000, expired("m1", 4, "m2", "m1"))     // m1's renewals not seen (a stalled view) ...
+	at(13000, held("m1", 4, 12500, "m2", "m1")) // ... then one under the same token
+	at(14000, held("m1", 4, 14000, "m2", "m1")) // a renewal
+	at(16300, held("m2", 5, 16300, "m2", "m1")) // m1 silent 2.3 s of its 3 s: m2's view saw the lease run out first
+
+	rh := h.Role("db")
+	type got struct {
+		Kind, Cause string
+		From, To    codec.MemberID
+		UnheldMS    int64
+	}
+	var gots []got
+	for _, tr := range rh.Transitions {
+		g := got{Kind: tr.Kind, Cause: tr.Cause, UnheldMS: tr.UnheldMS}
+		if tr.From != nil {
+			g.From = tr.From.Member
+		}
+		if tr.Holder != nil {
+			g.To = tr.Holder.Member
+		}
+		gots = append(gots, g)
+	}
+	assert.Equal(t, []got{
+		{Kind: TransitionInitial, To: "m1"},
+		{Kind: TransitionExpired, Cause: CauseFailover, From: "m1"},
+		{Kind: TransitionFailover, Cause: CauseFailover, From: "m1", To: "m2", UnheldMS: 300},
+		{Kind: TransitionReleased, Cause: CauseStepDown, From: "m2"},
+		{Kind: TransitionHandover, Cause: CauseStepDown, From: "m2", To: "m3", UnheldMS: 20},
+		{Kind: TransitionReleased, Cause: CauseHandover, From: "m3"},
+		{Kind: TransitionHandover, Cause: CauseHandover, From: "m3", To: "m2", UnheldMS: 20},
+		{Kind: TransitionTakeover, Cause: CauseFenced, From: "m2", To: "m1"},
+		{Kind: TransitionExpired, Cause: CauseFailover, From: "m1"},
+		{Kind: TransitionResumed, Cause: CauseResumed, From: "m1", To: "m1", UnheldMS: 1000},
+		{Kind: TransitionTakeover, Cause: CauseFailover, From: "m1", To: "m2"},
+	}, gots)
+	first := rh.Transitions[0]
+	assert.Equal(t, int64(1_001_200), first.RenewedAt, "m1's last renewal seen")
+	assert.Equal(t, int64(600), first.RenewMS, "between its last two renewals")
+	assert.Equal(t, int64(3000), first.LeaseMS)
+	assert.Equal(t, int64(1_004_500), rh.Transitions[2].RenewedAt, "m2's lease was never renewed: its grant")
+	assert.Zero(t, rh.Transitions[2].RenewMS)
+	assert.False(t, rh.Transitions[1].DuringOutage, "no outage")
+	assert.Equal(t, []Outage{}, rh.Outages)
+}
+
+// TestHistoryOutages: the history notes when the view could not reach the
+// cluster, from its last contact to the next, and marks the leases that
+// ran out meanwhile as judged during the outage.
+func TestHistoryOutages(t *testing.T) {
+	start := time.UnixMilli(1_000_000)
+	now := start
+	h := NewHistory(time.Minute, 0, func() time.Time { return now })
+	h.started = start
+	h.noteHealth(view.Health{Healthy: true, LastContact: now})
+	h.record(heldRow("db", "m1", 0), true)
+	now = start.Add(time.Second)
+	h.record(heldRow("cron", "c1", 0), false) // a lease of 10s
+
+	now = start.Add(8 * time.Second) // no contact since 2s: unreachable
+	lost := start.Add(2 * time.Second)
+	expired := heldRow("db", "m1", 0)
+	expired.Holder.Expired = true
+	h.record(expired, false) // m1's lease ran out as this server saw it, at 8s
+	h.noteHealth(view.Health{Unreachable: true, LastContact: lost})
+	rh := h.Role("db")
+	assert.Equal(t, []Outage{{From: lost.UnixMilli()}}, rh.Outages, "an outage under way since the last contact")
+	require.Len(t, rh.Transitions, 2)
+	assert.True(t, rh.Transitions[1].DuringOutage, "the lease ran out while the cluster was unreachable")
+
+	now = start.Add(20 * time.Second)
+	h.noteHealth(view.Health{Unreachable: true, LastContact: lost}) // still
+	back := start.Add(19 * time.Second)
+	h.noteHealth(view.Health{Healthy: true, LastContact: back})
+	h.record(heldRow("db", "m1", 0), false) // m1 renewed under the same token
+	rh = h.Role("db")
+	assert.Equal(t, []Outage{{From: lost.UnixMilli(), To: back.UnixMilli()}}, rh.Outages)
+	assert.Equal(t, TransitionResumed, rh.Transitions[2].Kind, "not a failover")
+	assert.Equal(t, rh.Outages, h.Role("other").Outages, "the same outages for every role")
+
+	// cron's holder, last seen renewing before the outage, is replaced
+	// after it, before this server saw its lease run out: a failover
+	// whose silence overlaps the outage, so not a holder seen dying.
+	now = start.Add(21 * time.Second)
+	h.record(heldRow("cron", "c2", 1), false)
+	cron := h.Role("cron")
+	require.Len(t, cron.Transitions, 2)
+	assert.Equal(t, CauseFailover, cron.Transitions[1].Cause, "c1 was silent for 20s of its 10s lease")
+	assert.True(t, cron.Transitions[1].DuringOutage, "c1's silence, from 1s to 21s, overlaps the outage")
+	assert.False(t, rh.Transitions[0].DuringOutage)
+
+	now = start.Add(2 * time.Minute) // the outage is out of the window
+	assert.Equal(t, []Outage{}, h.Role("db").Outages)
+	h.noteHealth(view.Health{Healthy: true, LastContact: now})
+	assert.Empty(t, h.outages, "dropped once out of the window")
 }

@@ -5,7 +5,8 @@
 //
 // Routes (all GET):
 //
-//	/                        an HTML page of the table, updated live (no external assets)
+//	/                        an HTML page of the table, updated live (no external assets): a timeline of
+//	                         each role's holders, the members, and each role's history (Options.History)
 //	/healthz                 200 when the view is healthy, else 503 with the reason (see below)
 //	/metrics                 Prometheus text format, every name prefixed krole_
 //	/v1/roles                [Row, ...]: every role the table knows, sorted (as `krole table -o json`)
