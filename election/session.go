@@ -147,12 +147,16 @@ func New(cfg Config) (*Session, error) {
 	if clk == nil {
 		clk = processor.SystemClock()
 	}
-	v, err := view.New(view.Options{Config: cluster, StateDir: cfg.StateDir, Logger: cfg.ViewLogger, Clock: clk.Now})
+	t, err := fencing.NewBrokerTransport(cluster)
 	if err != nil {
 		return nil, err
 	}
-	t, err := fencing.NewBrokerTransport(cluster)
+	// The view verifies lease authors through the transport, and knows
+	// the producer ids the member mints without asking.
+	v, err := view.New(view.Options{Config: cluster, StateDir: cfg.StateDir, Logger: cfg.ViewLogger, Clock: clk.Now,
+		Authors: t.Authors(), Describe: t.Describe})
 	if err != nil {
+		_ = t.Close()
 		return nil, err
 	}
 	vals := &values{def: cfg.Value}

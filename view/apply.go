@@ -75,7 +75,7 @@ func (v *View) updateChunk(p int32, first, last int64, st storage.Storage) error
 		recs = recs[n:]
 		for i := range batch {
 			if d := &batch[i]; d.off > from && d.reason == "" && d.k.Kind == codec.KindLease {
-				d.reason, d.err = checkAuthor(d.rec, d.src.batch())
+				d.reason, d.err, d.hold = v.checkAuthor(d.k.Role, d.rec, d.src.batch())
 			}
 		}
 		v.index.applyChunk(p, batch, from)
@@ -102,8 +102,17 @@ const applyBatch = 256
 // header when it is a lease.
 func (v *View) updateOne(p int32, d *decoded, key string, value []byte, batch batchInfo, st storage.Storage) error {
 	off, k, rec, reason, derr := d.off, d.k, d.rec, d.reason, d.err
+	hold := false
 	if reason == "" && k.Kind == codec.KindLease {
-		reason, derr = checkAuthor(rec, batch)
+		reason, derr, hold = v.checkAuthor(k.Role, rec, batch)
+	}
+	if hold {
+		if v.progress.replay(p, off) {
+			return nil
+		}
+		v.index.hold(p, k.Role, *rec.Lease, off, key, value)
+		v.progress.done(p, off)
+		return nil
 	}
 	changed, replay, first := v.apply(p, off, k, rec, reason)
 	if replay {
@@ -179,15 +188,23 @@ func batchOf(uc goka.UpdateContext) batchInfo {
 }
 
 // checkAuthor decides whether a lease record (a lease, a release, or a
-// tombstone on a lease key) counts, by rolestate.CheckLeaseAuthor (the rule
-// every reader of the role topic applies): only a lease written in a
-// transaction by the producer id and epoch of its own token does. See the
-// package doc, "Who can write what".
-func checkAuthor(rec codec.Record, b batchInfo) (SkipReason, error) {
+// tombstone on a lease key) of role counts, by rolestate.CheckLeaseAuthor
+// (the rule every reader of the role topic applies): only a lease written
+// in a transaction by the producer id and epoch of its own token does;
+// and only when that producer id is the role's own (rolestate.Authors):
+// hold is true when that is not known yet, and the record waits for the
+// verdict (see author.go). See the package doc, "Who can write what".
+func (v *View) checkAuthor(role codec.Role, rec codec.Record, b batchInfo) (SkipReason, error, bool) {
 	if err := rolestate.CheckLeaseAuthor(rec, rolestate.Batch{ProducerID: b.producerID, Epoch: b.epoch, Transactional: b.transactional}); err != nil {
-		return SkipForged, err
+		return SkipForged, err, false
 	}
-	return "", nil
+	switch v.verify.authors.Verdict(role, rec.Lease.Token.ProducerID) {
+	case rolestate.Own:
+		return "", nil, false
+	case rolestate.NotOwn:
+		return SkipForged, rolestate.NotOwnError(*rec.Lease, v.cfg.TransactionalID(string(role))), false
+	}
+	return "", nil, true
 }
 
 // apply passes one record handed to the view through the catch-up

@@ -1,0 +1,353 @@
+package view
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/lovoo/goka/storage"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/rolestate"
+)
+
+// The lease-author check's second half (see the package doc, "Who can
+// write what"): a lease record that passes rolestate.CheckLeaseAuthor
+// counts only when its producer id is the role's own, the one the role's
+// transactional id has at its coordinator (rolestate.Authors). A producer
+// id the view has not settled is asked about off the record-apply loop:
+// the record waits in its role's entry (roleEntry.pend), as if not read
+// yet, while the verifier asks the coordinator (DescribeTransactions on
+// the role's transactional id, once per new (role, producer id)), and is
+// then applied (own) or skipped as forged (not own). Lookups meanwhile
+// show the role as it was before the record; Confirm and WaitCaughtUp
+// wait for it.
+
+// pendLease is a lease record waiting for its producer id's verdict.
+type pendLease struct {
+	off   int64
+	lease codec.Lease
+	key   string
+	value []byte // the record's value as read, for the state dir
+	dups  int64  // earlier records of the same producer id it replaced, which share its verdict
+}
+
+// maxPend bounds the records a role keeps waiting (the latest of each
+// producer id); past it the oldest is dropped.
+const maxPend = 64
+
+// verifier asks the coordinators about producer ids for the view.
+type verifier struct {
+	v       *View
+	authors *rolestate.Authors
+	mu      sync.Mutex
+	queue   map[codec.Role]map[int64]struct{} // asked, not answered
+	wake    chan struct{}                     // capacity 1
+	denied  bool                              // the principal may not Describe a role's transactional id
+	kept    uint64                            // leases applied unverified because Describe was denied
+
+	tMu sync.Mutex
+	t   *fencing.BrokerTransport // built at the first question when Options.Describe is nil
+}
+
+func newVerifier(v *View, a *rolestate.Authors) *verifier {
+	if a == nil {
+		a = rolestate.NewAuthors()
+	}
+	return &verifier{v: v, authors: a, queue: map[codec.Role]map[int64]struct{}{}, wake: make(chan struct{}, 1)}
+}
+
+// ask queues role's producer id pid for a verdict.
+func (vf *verifier) ask(role codec.Role, pid int64) {
+	vf.mu.Lock()
+	q := vf.queue[role]
+	if q == nil {
+		q = map[int64]struct{}{}
+		vf.queue[role] = q
+	}
+	q[pid] = struct{}{}
+	vf.mu.Unlock()
+	select {
+	case vf.wake <- struct{}{}:
+	default:
+	}
+}
+
+// verifyWorkers is the number of roles the view asks about at once.
+const verifyWorkers = 4
+
+// run answers the queue until ctx ends.
+func (vf *verifier) run(ctx context.Context) {
+	defer func() {
+		vf.tMu.Lock()
+		if vf.t != nil {
+			_ = vf.t.Close()
+		}
+		vf.tMu.Unlock()
+	}()
+	pause := 100 * time.Millisecond
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-vf.wake:
+		}
+		vf.mu.Lock()
+		batch := vf.queue
+		vf.queue = map[codec.Role]map[int64]struct{}{}
+		vf.mu.Unlock()
+		roles := make(chan codec.Role, len(batch))
+		for r := range batch {
+			roles <- r
+		}
+		close(roles)
+		var wg sync.WaitGroup
+		var failed sync.Map
+		for range min(verifyWorkers, len(batch)) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for r := range roles {
+					if err := vf.settle(ctx, r, batch[r]); err != nil {
+						failed.Store(r, err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		again := false
+		failed.Range(func(k, e any) bool {
+			r := k.(codec.Role)
+			vf.v.log.Warn("view cannot verify the authors of lease records yet; they wait, unapplied, and are asked about again",
+				"role", string(r), "err", e, "in", pause)
+			for pid := range batch[r] {
+				vf.ask(r, pid)
+			}
+			again = true
+			return true
+		})
+		if !again {
+			pause = 100 * time.Millisecond
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 10*vf.v.opts.ReconnectBackoff)
+	}
+}
+
+// settle asks about role's producer ids pids (one Describe when any is
+// unsettled) and hands each verdict to the index.
+func (vf *verifier) settle(ctx context.Context, role codec.Role, pids map[int64]struct{}) error {
+	var current *int64
+	for pid := range pids {
+		verdict := vf.authors.Verdict(role, pid)
+		if verdict == rolestate.Unverified {
+			if current == nil {
+				cur, err := vf.describe(ctx, role)
+				if fencing.IsNotAuthorized(err) {
+					vf.deny(role, err)
+					vf.v.resolve(role, pid, rolestate.Own, true)
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				current = &cur
+			}
+			verdict = vf.authors.Learn(role, pid, *current)
+		}
+		vf.v.resolve(role, pid, verdict, false)
+	}
+	return nil
+}
+
+// deny notes that the principal may not Describe role's transactional id,
+// logging it once.
+func (vf *verifier) deny(role codec.Role, err error) {
+	vf.mu.Lock()
+	first := !vf.denied
+	vf.denied = true
+	vf.kept++
+	vf.mu.Unlock()
+	if first {
+		vf.v.log.Warn("view cannot verify lease authors: the principal may not Describe the role's transactional id; "+
+			"leases count by their record batch alone, so one committed under another transactional id would count (grant Describe on the TransactionalId prefix)",
+			"role", string(role), "err", err)
+	}
+}
+
+// describe returns the producer id role's transactional id has at its
+// coordinator, -1 for none.
+func (vf *verifier) describe(ctx context.Context, role codec.Role) (int64, error) {
+	d := vf.v.opts.Describe
+	if d == nil {
+		vf.tMu.Lock()
+		if vf.t == nil {
+			t, err := fencing.NewBrokerTransport(vf.v.cfg)
+			if err != nil {
+				vf.tMu.Unlock()
+				return -1, err
+			}
+			vf.t = t
+		}
+		d = vf.t.Describe
+		vf.tMu.Unlock()
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*vf.v.cfg.RequestTimeout)
+	defer cancel()
+	tok, ok, err := d(cctx, role)
+	if err != nil {
+		return -1, err
+	}
+	if !ok {
+		return -1, nil
+	}
+	return tok.ProducerID, nil
+}
+
+// resolve applies the verdict on role's producer id pid to the records of
+// it that wait: own, the latest of them is applied now (unless a later
+// lease was applied meanwhile) and written to the state dir; not own, they
+// are skipped and counted as forged. unverified marks an own verdict taken
+// without the coordinator (Describe denied).
+func (v *View) resolve(role codec.Role, pid int64, verdict rolestate.Verdict, unverified bool) {
+	ix := v.index
+	type skipped struct {
+		off   int64
+		key   string
+		lease codec.Lease
+	}
+	var forged []skipped
+	var store *pendLease
+	var storeP int32
+	ix.mu.Lock()
+	for _, roles := range []map[codec.Role]*roleEntry{ix.roles, ix.rebuild} {
+		e := roles[role]
+		if e == nil || len(e.pend) == 0 {
+			continue
+		}
+		keep := e.pend[:0]
+		var own *pendLease
+		for i := range e.pend {
+			pl := e.pend[i]
+			if pl.lease.Token.ProducerID != pid {
+				keep = append(keep, pl)
+				continue
+			}
+			if verdict == rolestate.Own {
+				own = &pl
+			} else {
+				ix.skipped[SkipForged] += 1 + pl.dups
+				forged = append(forged, skipped{pl.off, pl.key, pl.lease})
+			}
+		}
+		e.pend = keep
+		if own != nil {
+			// Records of other producer ids before it are superseded.
+			e.pend = slices.DeleteFunc(e.pend, func(pl pendLease) bool { return pl.off < own.off })
+			p := codec.Partition(role, ix.nparts)
+			live := !(len(ix.rebuilding) > 0 && ix.rebuilding[p]) && ix.subscribed()
+			var before rolestate.State
+			if live && ix.needsBefore(role) {
+				before = e.state(role)
+			}
+			if e.setLease(own.lease, own.off) {
+				e.seeLease(ix.clock())
+				if own.off > e.lastOffset {
+					e.lastOffset = own.off
+				}
+				if live {
+					ix.publish(role, before, own.off)
+				}
+				store, storeP = own, p
+			}
+		}
+		if e.empty() && len(e.pend) == 0 {
+			delete(roles, role)
+		}
+	}
+	ix.notePendLocked(role)
+	if store != nil && v.opts.StateDir != "" {
+		if st := v.storeOf(storeP); st != nil {
+			if err := st.Set(store.key, encodeStored(store.off, store.value)); err != nil {
+				v.failRun(fmt.Errorf("view: writing partition %d offset %d to the state dir: %w", storeP, store.off, err))
+			}
+		}
+	}
+	ix.mu.Unlock()
+	for _, f := range forged {
+		v.logSkip(SkipForged, v.firstForged.CompareAndSwap(false, true), codec.Partition(role, v.nparts), f.off, f.key,
+			rolestate.NotOwnError(f.lease, v.cfg.TransactionalID(string(role))))
+	}
+	_ = unverified // counted by the verifier (Stats.UnverifiedLeases)
+}
+
+// holdLease keeps lease record l of role at off waiting for its producer
+// id's verdict, and asks for it. ix.mu must be held.
+func (ix *index) holdLease(e *roleEntry, role codec.Role, l codec.Lease, off int64, key string, value []byte) {
+	pid := l.Token.ProducerID
+	var dups int64
+	e.pend = slices.DeleteFunc(e.pend, func(pl pendLease) bool {
+		if pl.lease.Token.ProducerID == pid {
+			dups += 1 + pl.dups
+			return true
+		}
+		return false
+	})
+	if len(e.pend) >= maxPend {
+		e.pend = e.pend[1:]
+	}
+	e.pend = append(e.pend, pendLease{off: off, lease: l, key: key, value: slices.Clone(value), dups: dups})
+	ix.pendRoles[role] = struct{}{}
+	if ix.ask != nil {
+		ix.ask(role, pid)
+	}
+}
+
+// notePendLocked keeps pendRoles in step with role's waiting records and
+// wakes the waiters of verdicts. ix.mu must be held.
+func (ix *index) notePendLocked(role codec.Role) {
+	if e := ix.roles[role]; e != nil && len(e.pend) > 0 {
+		return
+	}
+	if e := ix.rebuild[role]; e != nil && len(e.pend) > 0 {
+		return
+	}
+	delete(ix.pendRoles, role)
+	close(ix.pendChanged)
+	ix.pendChanged = make(chan struct{})
+}
+
+// awaitVerified waits until role (every role when all) has no lease record
+// waiting for its producer id's verdict, or ctx ends.
+func (v *View) awaitVerified(ctx context.Context, role codec.Role, all bool) error {
+	for {
+		v.index.mu.RLock()
+		waiting := len(v.index.pendRoles) > 0
+		if !all {
+			_, waiting = v.index.pendRoles[role]
+		}
+		ch := v.index.pendChanged
+		v.index.mu.RUnlock()
+		if !waiting {
+			return nil
+		}
+		if err := v.waitChan(ctx, ch); err != nil {
+			return err
+		}
+	}
+}
+
+// storeOf returns partition p's state-dir storage, nil when none is open.
+func (v *View) storeOf(p int32) storage.Storage {
+	v.storesMu.Lock()
+	defer v.storesMu.Unlock()
+	return v.stores[p]
+}
