@@ -62,13 +62,13 @@ type index struct {
 
 func newIndex(clock func() time.Time) *index {
 	return &index{
-		clock:      clock,
-		roles:      map[codec.Role]*roleEntry{},
-		all:        map[*subscriber]struct{}{},
-		byRole:     map[codec.Role]map[*subscriber]struct{}{},
-		skipped:    map[SkipReason]int64{},
-		rebuilding: map[int32]bool{},
-		rebuild:    map[codec.Role]*roleEntry{},
+		clock:       clock,
+		roles:       map[codec.Role]*roleEntry{},
+		all:         map[*subscriber]struct{}{},
+		byRole:      map[codec.Role]map[*subscriber]struct{}{},
+		skipped:     map[SkipReason]int64{},
+		rebuilding:  map[int32]bool{},
+		rebuild:     map[codec.Role]*roleEntry{},
 		pendRoles:   map[codec.Role]struct{}{},
 		pendChanged: make(chan struct{}),
 	}
