@@ -139,6 +139,15 @@ func (w *writer) register(role codec.Role, member codec.MemberID) int64 {
 	return w.send(codec.RegistrationKey(role, member).String(), b, w.part(role))
 }
 
+// registerValue appends member's registration with value, as a plain
+// append (sarama's SyncProducer, the way a stranger's kcat would).
+func (w *writer) registerValue(role codec.Role, member codec.MemberID, value string) int64 {
+	w.t.Helper()
+	b, err := codec.EncodeRecord(codec.Record{Registration: &codec.Registration{Member: member, RegisteredAt: time.Now().UnixMilli(), Value: value}})
+	require.NoError(w.t, err)
+	return w.send(codec.RegistrationKey(role, member).String(), b, w.part(role))
+}
+
 // deregister appends a tombstone on member's registration.
 func (w *writer) deregister(role codec.Role, member codec.MemberID) int64 {
 	w.t.Helper()
