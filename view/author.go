@@ -3,6 +3,7 @@ package view
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -325,24 +326,69 @@ func (ix *index) notePendLocked(role codec.Role) {
 	ix.pendChanged = make(chan struct{})
 }
 
-// awaitVerified waits until role (every role when all) has no lease record
-// waiting for its producer id's verdict, or ctx ends.
-func (v *View) awaitVerified(ctx context.Context, role codec.Role, all bool) error {
-	for {
-		v.index.mu.RLock()
-		waiting := len(v.index.pendRoles) > 0
-		if !all {
-			_, waiting = v.index.pendRoles[role]
+// awaitVerified waits until no lease record of role (of every role when
+// all) below offset below (any offset when below < 0) waits for its
+// producer id's verdict, or ctx ends. For every role, it waits only for
+// the records waiting when it was called: records read later, however
+// many a stranger writes under new producer ids, do not hold it back.
+func (v *View) awaitVerified(ctx context.Context, role codec.Role, all bool, below int64) error {
+	ix := v.index
+	targets := map[codec.Role]int64{}
+	ix.mu.RLock()
+	if all {
+		for r := range ix.pendRoles {
+			targets[r] = ix.lastPendLocked(r)
 		}
-		ch := v.index.pendChanged
-		v.index.mu.RUnlock()
-		if !waiting {
+	} else if _, ok := ix.pendRoles[role]; ok {
+		targets[role] = ix.lastPendLocked(role)
+		if below >= 0 {
+			targets[role] = min(targets[role], below-1)
+		}
+	}
+	ix.mu.RUnlock()
+	for {
+		ix.mu.RLock()
+		for r, upTo := range targets {
+			if ix.firstPendLocked(r) > upTo {
+				delete(targets, r)
+			}
+		}
+		ch := ix.pendChanged
+		ix.mu.RUnlock()
+		if len(targets) == 0 {
 			return nil
 		}
 		if err := v.waitChan(ctx, ch); err != nil {
 			return err
 		}
 	}
+}
+
+// firstPendLocked and lastPendLocked return the lowest and highest offset
+// of role's records waiting for a verdict, in either table; MaxInt64 and
+// -1 when none waits. ix.mu must be held.
+func (ix *index) firstPendLocked(role codec.Role) int64 {
+	first := int64(math.MaxInt64)
+	for _, roles := range []map[codec.Role]*roleEntry{ix.roles, ix.rebuild} {
+		if e := roles[role]; e != nil {
+			for _, pl := range e.pend {
+				first = min(first, pl.off)
+			}
+		}
+	}
+	return first
+}
+
+func (ix *index) lastPendLocked(role codec.Role) int64 {
+	last := int64(-1)
+	for _, roles := range []map[codec.Role]*roleEntry{ix.roles, ix.rebuild} {
+		if e := roles[role]; e != nil {
+			for _, pl := range e.pend {
+				last = max(last, pl.off)
+			}
+		}
+	}
+	return last
 }
 
 // storeOf returns partition p's state-dir storage, nil when none is open.

@@ -455,7 +455,7 @@ func (v *View) WaitCaughtUp(ctx context.Context) error {
 		}
 		// Lease records read so far whose producer ids wait for a
 		// verdict are settled before the table counts as caught up.
-		if err := v.awaitVerified(ctx, "", true); err != nil {
+		if err := v.awaitVerified(ctx, "", true, -1); err != nil {
 			return err
 		}
 		v.markReady()

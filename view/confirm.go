@@ -126,7 +126,7 @@ func (v *View) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirme
 	}
 	// A lease record of the role read so far whose producer id waits for
 	// a verdict is settled first (see author.go).
-	if err := v.awaitVerified(ctx, role, false); err != nil {
+	if err := v.awaitVerified(ctx, role, false, lso); err != nil {
 		return none, err
 	}
 	ix := v.index

@@ -38,7 +38,7 @@ func TestPageInChromium(t *testing.T) {
 	_, err := m.Transport.RegisterValue(m.Context(), "db", "m1", "10.0.0.1:80")
 	require.NoError(t, err)
 	m.Register("db", "m2")
-	l1 := m.Lease("db", "m1", time.Hour)
+	l1 := m.LeaseValue("db", "m1", time.Hour, "10.0.0.1:80")
 	m.Register("queue", "q1")
 
 	v := runView(t, c)
@@ -376,7 +376,7 @@ func TestPageTimelineShowsFailover(t *testing.T) {
 	require.NoError(t, err)
 	_, err = m.Transport.RegisterValue(m.Context(), "db", "m2", "10.0.0.2:5432")
 	require.NoError(t, err)
-	m.Lease("db", "m1", 2*time.Second)
+	m.LeaseValue("db", "m1", 2*time.Second, "10.0.0.1:5432")
 	m.Register("queue", "q1")
 	m.Lease("queue", "q1", time.Hour)
 
@@ -415,7 +415,7 @@ func TestPageTimelineShowsFailover(t *testing.T) {
 	var got []string
 	page.waitFor("m1's lease runs out: a gap after m1", segs, &got, func() bool { return len(got) >= 2 && got[len(got)-1] == "gap" })
 	assert.Equal(t, []string{"m1", "gap"}, got)
-	m.Lease("db", "m2", time.Hour)
+	m.LeaseValue("db", "m2", time.Hour, "10.0.0.2:5432")
 	page.waitFor("m2 holds after the gap", segs, &got, func() bool { return len(got) == 3 })
 	assert.Equal(t, []string{"m1", "gap", "m2"}, got)
 	var marks []string
