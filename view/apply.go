@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
@@ -85,6 +87,12 @@ func (v *View) updateChunk(p int32, first, last int64, st storage.Storage) error
 			if d.off <= from {
 				continue
 			}
+			if d.hold && d.reason == "" {
+				if err := v.storePending(p, d.off, string(d.src.key()), d.src.value(), st); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := v.finish(p, d, "", d.src.value(), st); err != nil {
 				return err
 			}
@@ -112,7 +120,7 @@ func (v *View) updateOne(p int32, d *decoded, key string, value []byte, batch ba
 		}
 		v.index.hold(p, k.Role, *rec.Lease, off, key, value)
 		v.progress.done(p, off)
-		return nil
+		return v.storePending(p, off, key, value, st)
 	}
 	changed, replay, first := v.apply(p, off, k, rec, reason)
 	if replay {
@@ -147,6 +155,21 @@ func (v *View) finish(p int32, d *decoded, key string, value []byte, st storage.
 		v.failRun(err)
 	}
 	return err
+}
+
+// storePending keeps a lease record that waits for its producer id's
+// verdict in the state dir under its pending key (see author.go), so that
+// a Run that ends first leaves it to the next to verify.
+func (v *View) storePending(p int32, off int64, key string, value []byte, st storage.Storage) error {
+	if v.opts.StateDir == "" {
+		return nil
+	}
+	if err := st.Set(pendKeyPrefix+key, encodeStored(off, value)); err != nil {
+		err = fmt.Errorf("view: writing partition %d offset %d to the state dir: %w", p, off, err)
+		v.failRun(err)
+		return err
+	}
+	return nil
 }
 
 // decode decodes a record into buf and says why it must be skipped, if it
@@ -250,6 +273,14 @@ type seeder struct {
 	recs    []decodedRecord   // decoded, not loaded yet
 	bufs    []codec.RecordBuf // recs[i] points into bufs[i]
 	touched map[codec.Role]*roleEntry
+	pend    []storedPend // stored leases that waited for a verdict (see author.go)
+}
+
+// storedPend is a lease of role the state dir kept while it waited for
+// its producer id's verdict.
+type storedPend struct {
+	role codec.Role
+	pl   pendLease
 }
 
 // seedBlock is the number of records a seeder loads into the index at once.
@@ -263,6 +294,13 @@ func (v *View) newSeeder(p int32) *seeder {
 // add decodes one stored record; key and value may be reused afterwards.
 func (sd *seeder) add(key, value []byte, offset int64) {
 	sd.n++
+	if k, ok := strings.CutPrefix(string(key), pendKeyPrefix); ok {
+		var buf codec.RecordBuf
+		if dk, rec, reason, _ := sd.v.decode(sd.p, []byte(k), value, &buf); reason == "" && dk.Kind == codec.KindLease && rec.Lease != nil {
+			sd.pend = append(sd.pend, storedPend{dk.Role, pendLease{off: offset, lease: *rec.Lease, key: k, value: slices.Clone(value)}})
+		}
+		return
+	}
 	k, rec, reason, _ := sd.v.decode(sd.p, key, value, &sd.bufs[len(sd.recs)])
 	if reason != "" || rec.Tombstone() {
 		return
@@ -287,6 +325,11 @@ func (sd *seeder) done(offset int64) {
 	v, p := sd.v, sd.p
 	sd.flush()
 	v.index.seedDone(sd.touched)
+	// A stored lease that waited for its verdict when the last Run ended
+	// waits again, unless a lease after it was stored.
+	for _, sp := range sd.pend {
+		v.index.hold(p, sp.role, sp.pl.lease, sp.pl.off, sp.pl.key, sp.pl.value)
+	}
 	v.progress.seed(p, offset)
 	if sd.n > 0 || offset >= 0 {
 		v.log.Info("view resumed partition from state dir", "partition", p, "records", sd.n, "offset", offset)

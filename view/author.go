@@ -36,6 +36,13 @@ type pendLease struct {
 	dups  int64  // earlier records of the same producer id it replaced, which share its verdict
 }
 
+// pendKeyPrefix prefixes, in the state dir, the key of a role's latest
+// lease record that waits for its producer id's verdict, so that a Run
+// that ends before the verdict leaves it for the next one to verify
+// (goka stores the partition's offset past it). It is no krole key, so
+// nothing else reads it.
+const pendKeyPrefix = "\x00krole-pending/"
+
 // maxPend bounds the records a role keeps waiting (the latest of each
 // producer id); past it the oldest is dropped.
 const maxPend = 64
@@ -228,6 +235,7 @@ func (v *View) resolve(role codec.Role, pid int64, verdict rolestate.Verdict, un
 	var forged []skipped
 	var store *pendLease
 	var storeP int32
+	var unstore []string // pending keys to delete from the state dir
 	ix.mu.Lock()
 	for _, roles := range []map[codec.Role]*roleEntry{ix.roles, ix.rebuild} {
 		e := roles[role]
@@ -242,6 +250,7 @@ func (v *View) resolve(role codec.Role, pid int64, verdict rolestate.Verdict, un
 				keep = append(keep, pl)
 				continue
 			}
+			unstore = append(unstore, pendKeyPrefix+pl.key)
 			if verdict == rolestate.Own {
 				own = &pl
 			} else {
@@ -275,10 +284,23 @@ func (v *View) resolve(role codec.Role, pid int64, verdict rolestate.Verdict, un
 		}
 	}
 	ix.notePendLocked(role)
-	if store != nil && v.opts.StateDir != "" {
-		if st := v.storeOf(storeP); st != nil {
-			if err := st.Set(store.key, encodeStored(store.off, store.value)); err != nil {
-				v.failRun(fmt.Errorf("view: writing partition %d offset %d to the state dir: %w", storeP, store.off, err))
+	// Under ix.mu, so that a later lease of the role, which the
+	// partition's goroutine stores after applying it, is stored after this
+	// one. Not once Run is ending (goka closes the storage then): the
+	// pending key stays, and the next Run verifies the lease again.
+	if v.opts.StateDir != "" && len(unstore) > 0 && v.runCtx != nil && v.runCtx.Err() == nil {
+		if st := v.storeOf(codec.Partition(role, ix.nparts)); st != nil {
+			var err error
+			if store != nil {
+				err = st.Set(store.key, encodeStored(store.off, store.value))
+			}
+			for _, k := range unstore {
+				if err == nil {
+					err = st.Delete(k)
+				}
+			}
+			if err != nil && v.runCtx.Err() == nil {
+				v.failRun(fmt.Errorf("view: writing partition %d to the state dir: %w", storeP, err))
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -194,4 +195,47 @@ func TestCheckAuthor(t *testing.T) {
 			assert.Error(t, err, tc.name)
 		}
 	}
+}
+
+// TestUnverifiedLeaseWaitsOutsideTheTable: while the coordinator does not
+// answer for a lease's producer id, the lease does not show (the role
+// looks as before it: no holder), a confirmation of the role waits for the
+// verdict rather than answer without it, and the record-apply loop goes
+// on (a registration after it applies). A Run that ends first leaves the
+// lease in the state dir for the next Run, which verifies and applies it.
+func TestUnverifiedLeaseWaitsOutsideTheTable(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	m := c.Members(t)
+	dir := t.TempDir()
+	stuck := func(ctx context.Context, role codec.Role) (codec.Token, bool, error) {
+		<-ctx.Done()
+		return codec.Token{}, false, ctx.Err()
+	}
+	v1, stop1 := runView(t, c.Config, Options{StateDir: dir, Authors: rolestate.NewAuthors(), Describe: stuck})
+	caughtUp(t, v1)
+	l := m.Lease("db", "m1", time.Hour)
+	m.Register("db", "m2")
+	ctx := testCtx(t)
+	require.Eventually(t, func() bool {
+		cs, err := v1.Candidates(ctx, "db")
+		return err == nil && len(cs) == 1
+	}, 10*time.Second, 5*time.Millisecond, "the registration after the lease applies")
+	_, held, err := v1.Holder(ctx, "db", time.Time{})
+	require.NoError(t, err)
+	assert.False(t, held, "an unverified lease does not show")
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = v1.Confirm(short, "db")
+	cancel()
+	assert.ErrorIs(t, err, ErrNotCaughtUp, "a confirmation waits for the verdict")
+	stop1()
+
+	v2, _ := runView(t, c.Config, Options{StateDir: dir, Authors: rolestate.NewAuthors()})
+	caughtUp(t, v2)
+	got, held, err := v2.Holder(ctx, "db", time.Time{})
+	require.NoError(t, err)
+	assert.True(t, held, "verified by the next Run")
+	assert.Equal(t, l, got)
+	conf, err := v2.Confirm(ctx, "db")
+	require.NoError(t, err)
+	assert.Equal(t, l, *conf.State.Lease)
 }
