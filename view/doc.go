@@ -137,7 +137,9 @@
 // [View.WaitCaughtUp] for those waiting when it began. The record-apply
 // loop never waits on the network: the verifier runs beside it, and
 // applies a lease found the role's own when the answer comes (it is
-// judged from then, and written to the state dir then). So a forged
+// judged from then, and written to the state dir then; until then the
+// state dir keeps it under a pending key, so that a Run that ends first
+// leaves it to the next Run to verify). So a forged
 // release never makes a live holder look vacant (it never shows), and a
 // forged lease never makes a dead holder look live (it never shows
 // either; a candidate's confirmation waits one DescribeTransactions round
