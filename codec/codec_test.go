@@ -110,11 +110,11 @@ func TestRecordRoundTrip(t *testing.T) {
 
 func TestDecodeRecordErrors(t *testing.T) {
 	var uv *UnknownVersionError
-	_, err := DecodeRecord([]byte(`{"v":2,"kind":"hologram","whatever":true}`))
+	_, err := DecodeRecord([]byte(`{"v":3,"kind":"hologram","whatever":true}`))
 	require.True(t, errors.As(err, &uv), "got %v", err)
-	assert.Equal(t, 2, uv.Version)
+	assert.Equal(t, 3, uv.Version)
 	assert.NotErrorIs(t, err, ErrMalformed, "a newer version is not corruption")
-	assert.Contains(t, err.Error(), "version 2 is newer")
+	assert.Contains(t, err.Error(), "version 3 is newer")
 
 	for _, bad := range []string{
 		`garbage`, `{}`, `{"v":0}`, `{"v":1,"kind":"registration","member":"n"}`,
@@ -203,6 +203,8 @@ func TestGolden(t *testing.T) {
 		{"tombstone", RegistrationKey("controller", "node-1"), Record{}},
 		{"registration-value", RegistrationKey("controller", "node-1"),
 			Record{Registration: &Registration{Member: "node-1", RegisteredAt: 1_700_000_000_000, Value: "10.0.0.7:8080"}}},
+		{"lease-value", LeaseKey("controller"),
+			Record{Lease: &Lease{Member: "node-1", Token: tok, GrantedAt: 1_700_000_000_000, Deadline: 1_700_000_030_000, Value: "10.0.0.7:8080"}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

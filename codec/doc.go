@@ -47,7 +47,24 @@
 // registration with a value as the registration, without its value (checked
 // against the released decoder; TestValueReadByOlderShape keeps the shape).
 //
-// A value whose version is newer than [Version] decodes to an
+// A lease carries its holder's value in every lease the holder writes, so
+// that the value readers report for the holder was written under the
+// holder's token and a plain append cannot change it. A lease with a
+// value is written at format version 2 ([LeaseValueVersion]), with the
+// value last; one without stays at version 1:
+//
+//	{"v":2,"kind":"lease","member":"node-1","producer_id":4242,"epoch":7,"granted_at":1700000000000,"deadline":1700000030000,"value":"10.0.0.7:8080"}
+//
+// A reader of version 1 only skips such a lease as newer (counted); it
+// would have refused a version-1 lease with a value as malformed. A
+// version-1 lease with a value is malformed.
+//
+// Values are checked when written with [CheckWriteValue] (no control
+// characters) and shown with [PrintableValue] (escaped and quoted when
+// they hold any), since a stranger with Write on the topic can append any
+// bytes: readers accept any valid UTF-8 value that fits.
+//
+// A value whose version is newer than [LeaseValueVersion] decodes to an
 // [*UnknownVersionError], never a panic, so an older reader skips a newer
 // writer's record and counts it. Times are Unix milliseconds.
 //

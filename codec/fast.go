@@ -109,6 +109,7 @@ func (buf *RecordBuf) Decode(b []byte, member MemberID) (Record, error) {
 
 const (
 	fastHead     = `{"v":1,"kind":"`
+	fastHead2    = `{"v":2,"kind":"`
 	fastReg      = `registration","member":"`
 	fastLease    = `lease","member":"`
 	fastRegAt    = `","registered_at":`
@@ -123,11 +124,15 @@ const (
 // EncodeRecord writes and decodes without error, and returns its kind;
 // otherwise it returns 0 and may have written to *reg or *lease.
 func decodeFast(b []byte, hint MemberID, reg *Registration, lease *Lease) Kind {
+	v2 := false
 	i, ok := cut(b, 0, fastHead)
 	if !ok {
-		return 0
+		if i, ok = cut(b, 0, fastHead2); !ok {
+			return 0
+		}
+		v2 = true // only a lease is written at version 2
 	}
-	if i, ok = cut(b, i, fastReg); ok {
+	if i, ok = cut(b, i, fastReg); ok && !v2 {
 		m, i, ok := fastMember(b, i, hint)
 		if !ok {
 			return 0
@@ -140,26 +145,8 @@ func decodeFast(b []byte, hint MemberID, reg *Registration, lease *Lease) Kind {
 			return 0
 		}
 		var value string
-		if i, ok = cut(b, i, fastValue); ok {
-			n := i
-			ascii := true
-			for n < len(b) && b[n] != '"' {
-				c := b[n]
-				if c < 0x20 || c == '\\' {
-					return 0
-				}
-				if c >= utf8.RuneSelf {
-					ascii = false
-				}
-				n++
-			}
-			if n == len(b) || n-i > MaxValueLen || (!ascii && !utf8.Valid(b[i:n])) {
-				return 0
-			}
-			if n > i {
-				value = string(b[i:n])
-			}
-			i = n + 1
+		if value, i, ok = fastValueField(b, i); !ok {
+			return 0
 		}
 		if i != len(b)-1 || b[i] != '}' {
 			return 0
@@ -186,11 +173,48 @@ func decodeFast(b []byte, hint MemberID, reg *Registration, lease *Lease) Kind {
 			return 0
 		}
 	}
+	var value string
+	if v2 {
+		if value, i, ok = fastValueField(b, i); !ok {
+			return 0
+		}
+	}
 	if epoch > 1<<15-1 || deadline <= granted || i != len(b)-1 || b[i] != '}' {
 		return 0
 	}
-	*lease = Lease{Member: m, Token: Token{ProducerID: pid, Epoch: int16(epoch)}, GrantedAt: granted, Deadline: deadline}
+	*lease = Lease{Member: m, Token: Token{ProducerID: pid, Epoch: int16(epoch)}, GrantedAt: granted, Deadline: deadline, Value: value}
 	return KindLease
+}
+
+// fastValueField reads an optional "value" field at b[i:]: its value and
+// the index after it, ("", i) when there is none; ok is false for a value
+// the fast path does not take (escapes, control bytes, too long, invalid
+// UTF-8).
+func fastValueField(b []byte, i int) (string, int, bool) {
+	i, ok := cut(b, i, fastValue)
+	if !ok {
+		return "", i, true
+	}
+	n := i
+	ascii := true
+	for n < len(b) && b[n] != '"' {
+		c := b[n]
+		if c < 0x20 || c == '\\' {
+			return "", i, false
+		}
+		if c >= utf8.RuneSelf {
+			ascii = false
+		}
+		n++
+	}
+	if n == len(b) || n-i > MaxValueLen || (!ascii && !utf8.Valid(b[i:n])) {
+		return "", i, false
+	}
+	var value string
+	if n > i {
+		value = string(b[i:n])
+	}
+	return value, n + 1, true
 }
 
 // cut reports whether b[i:] starts with prefix, and the index after it.

@@ -111,6 +111,10 @@ func fastSeeds(tb testing.TB) []string {
 		`{"v":1,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":1,"deadline":2,"value":"x"}`,
 		`{"V":1,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":1,"deadline":2}`,
 		`{"v":2,"kind":"registration","member":"node-1","registered_at":1}`,
+		`{"v":2,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":1,"deadline":2,"value":"10.0.0.7:8080"}`,
+		`{"v":2,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":1,"deadline":2,"value":""}`,
+		`{"v":2,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":1,"deadline":2}`,
+		`{"v":2,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":1,"deadline":2,"value":"a\u001b"}`,
 		`krole/reg/controller/node-1`, `krole/lease/controller`, `krole/reg/controller/`, `krole/lease/a/b`,
 		`krole/reg/` + strings.Repeat("r", 129) + `/m`, "", "\x00\xff",
 	}

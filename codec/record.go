@@ -7,9 +7,16 @@ import (
 	"unicode/utf8"
 )
 
-// Version is the value format version this package writes, and the newest
-// it reads.
+// Version is the value format version of every record this package
+// writes but a lease that carries its holder's value, which is written at
+// [LeaseValueVersion].
 const Version = 1
+
+// LeaseValueVersion is the format version of a lease that carries its
+// holder's value ([Lease].Value), and the newest version this package
+// reads. A reader older than it skips such a lease as of a newer version
+// (counted), and keeps reading every other record.
+const LeaseValueVersion = 2
 
 // Kind says which kind of record a key or value belongs to.
 type Kind uint8
@@ -155,6 +162,11 @@ type Lease struct {
 	Token     Token    `json:"token"`      // the token the lease was written under
 	GrantedAt int64    `json:"granted_at"` // Unix ms, the holder's wall clock when the write began
 	Deadline  int64    `json:"deadline"`   // Unix ms, GrantedAt + the lease duration
+	// Value is the holder's value (see [Registration]), carried in every
+	// lease it writes so that the value readers report for the holder
+	// was written under the holder's token: a plain append cannot change
+	// it. "" for none (and in a release).
+	Value string `json:"value,omitempty"`
 }
 
 // NewLease validates and returns a lease: a valid member and token, and a
@@ -164,9 +176,12 @@ func NewLease(member MemberID, token Token, grantedAt, deadline int64) (Lease, e
 	return l, l.Validate()
 }
 
-// Validate checks the lease's member, token and times.
+// Validate checks the lease's member, token, times and value.
 func (l Lease) Validate() error {
 	if err := l.Member.Validate(); err != nil {
+		return err
+	}
+	if err := CheckValue(l.Value); err != nil {
 		return err
 	}
 	if err := l.Token.Validate(); err != nil {
@@ -250,7 +265,10 @@ func EncodeRecord(r Record) ([]byte, error) {
 			return nil, err
 		}
 		w = wire{V: Version, Kind: "lease", Member: l.Member, ProducerID: &l.Token.ProducerID,
-			Epoch: &l.Token.Epoch, GrantedAt: &l.GrantedAt, Deadline: &l.Deadline}
+			Epoch: &l.Token.Epoch, GrantedAt: &l.GrantedAt, Deadline: &l.Deadline, Value: l.Value}
+		if l.Value != "" {
+			w.V = LeaseValueVersion
+		}
 	default:
 		return nil, nil
 	}
@@ -289,7 +307,7 @@ func decodeRecordJSON(b []byte) (Record, error) {
 		var head struct {
 			V int `json:"v"`
 		}
-		if json.Unmarshal(b, &head) == nil && head.V > Version {
+		if json.Unmarshal(b, &head) == nil && head.V > LeaseValueVersion {
 			return Record{}, &UnknownVersionError{Version: head.V}
 		}
 		return Record{}, fmt.Errorf("%w: value is not a krole record: %w", ErrMalformed, err)
@@ -297,7 +315,7 @@ func decodeRecordJSON(b []byte) (Record, error) {
 	switch {
 	case w.V == -1:
 		return Record{}, fmt.Errorf("%w: value has no format version", ErrMalformed)
-	case w.V > Version:
+	case w.V > LeaseValueVersion:
 		return Record{}, &UnknownVersionError{Version: w.V}
 	case w.V < 1:
 		return Record{}, fmt.Errorf("%w: format version %d", ErrMalformed, w.V)
@@ -315,14 +333,14 @@ func decodeRecordJSON(b []byte) (Record, error) {
 		}
 		return Record{Registration: &Registration{Member: w.Member, RegisteredAt: *w.RegisteredAt, Value: w.Value}}, nil
 	case "lease":
-		if w.Value != "" {
-			return Record{}, fmt.Errorf("%w: a lease carries no value", ErrMalformed)
+		if w.Value != "" && w.V < LeaseValueVersion {
+			return Record{}, fmt.Errorf("%w: a lease of version %d carries no value", ErrMalformed, w.V)
 		}
 		if w.ProducerID == nil || w.Epoch == nil || w.GrantedAt == nil || w.Deadline == nil {
 			return Record{}, fmt.Errorf("%w: lease lacks producer_id, epoch, granted_at or deadline", ErrMalformed)
 		}
 		l := Lease{Member: w.Member, Token: Token{ProducerID: *w.ProducerID, Epoch: *w.Epoch},
-			GrantedAt: *w.GrantedAt, Deadline: *w.Deadline}
+			GrantedAt: *w.GrantedAt, Deadline: *w.Deadline, Value: w.Value}
 		if err := l.Validate(); err != nil {
 			return Record{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}

@@ -66,7 +66,14 @@
 // (hands over now), [Election.Leader] (the live holder and its value) and
 // [Election.Observe] (a channel of holder changes). The member stays the
 // engine: it campaigns from Run on, and Campaign waits for it; a value
-// (Config.Value, or Campaign's) rides in the member's registrations.
+// (Config.Value, or Campaign's) rides in the member's registrations and
+// in every lease it writes. The holder's value that [Election.Leader],
+// [Election.Observe], `krole leader` and the HTTP API report is its
+// lease's, written under its token, so a registration appended by anyone
+// cannot change it; a holder whose value changes (Campaign with another
+// value while holding, etcd's Proclaim) writes a lease with it at once
+// (processor.Member.RenewNow). A value with a control character is
+// refused (codec.CheckWriteValue).
 //
 // The guarantees are those of packages processor and fencing: the
 // broker's fence on the role's transactional id, never clocks. A Session

@@ -73,11 +73,15 @@ func (s *Session) Election(role codec.Role) (*Election, error) {
 // returned it returns [ErrNotRunning]. A value that [codec.CheckValue]
 // refuses returns an error matching [codec.ErrInvalid].
 func (e *Election) Campaign(ctx context.Context, value string) (Holding, error) {
-	if err := codec.CheckValue(value); err != nil {
+	if err := codec.CheckWriteValue(value); err != nil {
 		return Holding{}, fmt.Errorf("election: %w", err)
 	}
 	if err := e.s.vt.change(e.role, value, func() error {
 		_, err := e.s.t.RegisterValue(ctx, e.role, e.s.m.ID(), value)
+		// A holder's value is the one its lease carries: renew at once,
+		// so readers see the new value within a write, not a renew
+		// interval later.
+		_ = e.s.m.RenewNow(e.role)
 		return err
 	}); err != nil {
 		return Holding{}, err
@@ -137,7 +141,7 @@ func (e *Election) Observe(ctx context.Context) <-chan Holder {
 			var cur Holder
 			if known {
 				if lease != nil {
-					cur = Holder{Member: lease.Member, Token: lease.Token, Value: e.valueOf(ctx, lease.Member)}
+					cur = Holder{Member: lease.Member, Token: lease.Token, Value: lease.Value}
 				}
 			} else if h, err := e.Leader(ctx); err == nil {
 				cur = h

@@ -95,3 +95,51 @@ func TestElectionCampaignLeaderObserveResign(t *testing.T) {
 	_, open := <-obs
 	assert.False(t, open, "Observe's channel closes when Run returns")
 }
+
+// A holder that changes its value (Campaign with another value while
+// holding, etcd's Proclaim) writes a lease with it at once: a second
+// session's Leader reports the new value well before the next scheduled
+// renewal (the renew interval here is 20 s; the check gives up after 10 s,
+// half of it). Without the prompt write the old value would stay until
+// then. The value comes from the lease, written under the holder's token.
+func TestCampaignWhileHoldingWritesTheNewValueAtOnce(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	slow := processor.Settings{LeaseDuration: 60 * time.Second, RenewInterval: 20 * time.Second, Stagger: 300 * time.Millisecond}
+	s, err := New(Config{Cluster: c.Config, Member: "a", Roles: []codec.Role{"db"}, Value: "10.0.0.1:80", Settings: slow})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx, nil) }()
+	t.Cleanup(func() { cancel(); <-done })
+	ea, err := s.Election("db")
+	require.NoError(t, err)
+	wctx, wcancel := context.WithTimeout(ctx, waitFor)
+	defer wcancel()
+	h, err := ea.Campaign(wctx, "10.0.0.1:80")
+	require.NoError(t, err)
+
+	sb, _ := startSession(t, c, "b", "db")
+	eb, err := sb.Election("db")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		l, err := eb.Leader(wctx)
+		return err == nil && l == Holder{Member: "a", Token: h.Token, Value: "10.0.0.1:80"}
+	}, waitFor, 10*time.Millisecond, "b's view shows a's value from its lease")
+
+	changed := time.Now()
+	h2, err := ea.Campaign(wctx, "10.0.0.9:80")
+	require.NoError(t, err)
+	assert.Equal(t, h.Token, h2.Token, "a keeps the role under the same token")
+	require.Eventually(t, func() bool {
+		l, err := eb.Leader(wctx)
+		return err == nil && l == Holder{Member: "a", Token: h.Token, Value: "10.0.0.9:80"}
+	}, slow.RenewInterval/2, 10*time.Millisecond, "the new value is in a lease before the next renewal")
+	t.Logf("new value seen %v after Campaign", time.Since(changed).Round(time.Millisecond))
+
+	// Refused when written: a value with a control character.
+	_, err = ea.Campaign(wctx, "10.0.0.9:80\r\nX-Evil: 1")
+	require.ErrorIs(t, err, codec.ErrInvalid)
+	assert.Contains(t, err.Error(), "control character")
+	_, err = New(Config{Cluster: c.Config, Member: "c", Roles: []codec.Role{"db"}, Value: "\x1b[2J", Settings: slow})
+	require.ErrorIs(t, err, codec.ErrInvalid)
+}

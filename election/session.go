@@ -132,7 +132,7 @@ func New(cfg Config) (*Session, error) {
 	if err := cfg.Member.Validate(); err != nil {
 		return nil, fmt.Errorf("election: %w", err)
 	}
-	if err := codec.CheckValue(cfg.Value); err != nil {
+	if err := codec.CheckWriteValue(cfg.Value); err != nil {
 		return nil, fmt.Errorf("election: %w", err)
 	}
 	if len(cfg.Roles) == 0 {
@@ -147,12 +147,16 @@ func New(cfg Config) (*Session, error) {
 	if clk == nil {
 		clk = processor.SystemClock()
 	}
-	v, err := view.New(view.Options{Config: cluster, StateDir: cfg.StateDir, Logger: cfg.ViewLogger, Clock: clk.Now})
+	t, err := fencing.NewBrokerTransport(cluster)
 	if err != nil {
 		return nil, err
 	}
-	t, err := fencing.NewBrokerTransport(cluster)
+	// The view verifies lease authors through the transport, and knows
+	// the producer ids the member mints without asking.
+	v, err := view.New(view.Options{Config: cluster, StateDir: cfg.StateDir, Logger: cfg.ViewLogger, Clock: clk.Now,
+		Authors: t.Authors(), Describe: t.Describe})
 	if err != nil {
+		_ = t.Close()
 		return nil, err
 	}
 	vals := &values{def: cfg.Value}
@@ -207,6 +211,17 @@ func (t valueTransport) AcquireEpoch(ctx context.Context, role codec.Role) (code
 		t.onMinted(role, tok)
 	}
 	return tok, err
+}
+
+// WriteLease implements fencing.Transport: every lease the member writes
+// carries the session's current value for role (Config.Value, or
+// Campaign's), so that the value readers report for the holder was
+// written under its token; a release carries none.
+func (t valueTransport) WriteLease(ctx context.Context, role codec.Role, token codec.Token, lease codec.Lease) error {
+	if !lease.Released() {
+		lease.Value = t.values.get(role)
+	}
+	return t.BrokerTransport.WriteLease(ctx, role, token, lease)
 }
 
 // Register implements fencing.Transport with the session's value for role.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/ctxcall"
+	"github.com/krabka/krole/rolestate"
 )
 
 // Close waits up to this many request timeouts for background aborts.
@@ -41,6 +42,9 @@ type BrokerTransport struct {
 	closed        atomic.Bool
 	newerSkipped  atomic.Uint64
 	forgedSkipped atomic.Uint64
+	unverified    atomic.Uint64 // leases ReadRoleRecords kept without Describe (not authorized)
+
+	authors *rolestate.Authors // the roles' own producer ids, as minted and described
 
 	startTxn    BrokerTxnSettings // what NewBrokerTransport's DescribeConfigs found
 	startTxnErr error
@@ -91,7 +95,8 @@ func NewBrokerTransport(cfg Config) (*BrokerTransport, error) {
 	if err != nil {
 		return nil, &Error{Kind: ErrClient, Err: fmt.Errorf("no broker answered at %s: %w", strings.Join(cfg.Brokers, ","), err)}
 	}
-	t := &BrokerTransport{cfg: cfg, client: client, conns: conns, holders: make(map[codec.Role]*holder), retired: make(map[codec.Role]codec.Token)}
+	t := &BrokerTransport{cfg: cfg, client: client, conns: conns, holders: make(map[codec.Role]*holder), retired: make(map[codec.Role]codec.Token),
+		authors: rolestate.NewAuthors()}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout)
 	t.startTxn, t.startTxnErr = t.BrokerTxnSettings(ctx)
 	cancel()
@@ -124,6 +129,40 @@ func (t *BrokerTransport) TxnTimeout() time.Duration { return t.cfg.TxnTimeout }
 // ReadRoleRecords skipped (see [codec.UnknownVersionError]). A non-zero
 // count means a newer krole writes to the role topic.
 func (t *BrokerTransport) NewerRecordsSkipped() uint64 { return t.newerSkipped.Load() }
+
+// Authors returns the transport's record of the roles' own producer ids
+// (see [rolestate.Authors]): those its AcquireEpoch minted and its
+// VerifyAuthor learned. A view of the same member may share it
+// (view.Options.Authors), so that it need not ask about them again.
+func (t *BrokerTransport) Authors() *rolestate.Authors { return t.authors }
+
+// VerifyAuthor returns whether pid is role's own producer id: the one the
+// role's transactional id (<prefix><role>) has at its transaction
+// coordinator. It asks the coordinator (one DescribeTransactions, see
+// [BrokerTransport.Describe]) only for a (role, producer id) it has not
+// settled before. An error is Describe's: one matching [ErrNotAuthorized]
+// when the principal lacks Describe on the TransactionalId (Write on it
+// implies Describe), else a failure to reach the coordinator.
+func (t *BrokerTransport) VerifyAuthor(ctx context.Context, role codec.Role, pid int64) (rolestate.Verdict, error) {
+	if v := t.authors.Verdict(role, pid); v != rolestate.Unverified {
+		return v, nil
+	}
+	tok, ok, err := t.Describe(ctx, role)
+	if err != nil {
+		return rolestate.Unverified, err
+	}
+	current := int64(-1)
+	if ok {
+		current = tok.ProducerID
+	}
+	return t.authors.Learn(role, pid, current), nil
+}
+
+// UnverifiedLeasesKept counts the lease records that ReadRoleRecords kept
+// by the batch rule alone because the principal may not Describe the
+// role's transactional id: a lease forged under another transactional id
+// would count for this reader.
+func (t *BrokerTransport) UnverifiedLeasesKept() uint64 { return t.unverified.Load() }
 
 // ForgedLeasesSkipped counts the lease records that ReadRoleRecords
 // skipped because their batch shows they were not written by their own
@@ -197,6 +236,7 @@ func (t *BrokerTransport) AcquireEpoch(ctx context.Context, role codec.Role) (_ 
 	t.holders[role] = newHolder(tok, txnID)
 	delete(t.retired, role)
 	t.mu.Unlock()
+	t.authors.Own(role, tok.ProducerID)
 	return tok, nil
 }
 

@@ -252,6 +252,22 @@
 // for Register, READ on it for ReadRoleRecords); it matches
 // [ErrNotAuthorized].
 //
+// # Who wrote a lease
+//
+// ReadRoleRecords keeps a lease or release only when its record batch is
+// a transaction under the producer id and epoch of the token it names
+// (rolestate.CheckLeaseAuthor) and that producer id is the one the role's
+// transactional id has at its coordinator
+// ([BrokerTransport.VerifyAuthor]: one DescribeTransactions per new
+// (role, producer id), remembered in [BrokerTransport.Authors], which
+// also holds every producer id AcquireEpoch minted). Anyone with Write on
+// the role topic and on some transactional id can commit a lease naming
+// its own token; that check is what keeps such a lease from counting.
+// Others are skipped and counted as forged (ForgedLeasesSkipped). A
+// principal without DESCRIBE on the role's transactional id has its
+// leases kept by the batch rule alone (UnverifiedLeasesKept counts them);
+// a failure to reach the coordinator fails the read.
+//
 // With TLS, a connection's handshake completes within
 // [Config.DialTimeout] when it is dialled, and a failed one is a
 // [*TLSHandshakeError]; [NewBrokerTransport] tries one with every

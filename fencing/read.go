@@ -78,16 +78,42 @@ func (t *BrokerTransport) ReadRoleRecords(ctx context.Context, role codec.Role) 
 			}
 		}
 		if next >= end {
-			return r.out, nil
+			return r.verify(ctx)
 		}
 		advanced, err := r.take(blk, &next, end)
 		if err != nil {
 			return nil, err
 		}
 		if !advanced || next >= end {
-			return r.out, nil
+			return r.verify(ctx)
 		}
 	}
+}
+
+// verify drops the lease records whose producer id is not the role's own
+// ([BrokerTransport.VerifyAuthor]; at most one Describe per read, none
+// when every producer id read was settled before) and counts them as
+// forged. When the principal may not Describe the role's transactional
+// id, the leases are kept by the batch rule alone and counted in
+// UnverifiedLeasesKept; any other failure to ask fails the read.
+func (r *roleReader) verify(ctx context.Context) ([]RoleRecord, error) {
+	out := r.out[:0]
+	for _, rec := range r.out {
+		if rec.Key.Kind == codec.KindLease && rec.Record.Lease != nil {
+			v, err := r.t.VerifyAuthor(ctx, r.role, rec.Record.Lease.Token.ProducerID)
+			switch {
+			case IsNotAuthorized(err):
+				r.t.unverified.Add(1)
+			case err != nil:
+				return nil, fmt.Errorf("verifying the author of the lease at offset %d: %w", rec.Offset, err)
+			case v != rolestate.Own:
+				r.t.forgedSkipped.Add(1)
+				continue
+			}
+		}
+		out = append(out, rec)
+	}
+	return out, nil
 }
 
 // roleReader collects the records of one role from fetched batches.
@@ -150,7 +176,9 @@ func (r *roleReader) take(blk *sarama.FetchResponseBlock, next *int64, end int64
 
 // add keeps rec when its key is a krole key of the role, except a lease
 // record that its batch b says was not written by its own token
-// (rolestate.CheckLeaseAuthor): that one is skipped and counted.
+// (rolestate.CheckLeaseAuthor): that one is skipped and counted. Whether
+// the producer id is the role's own is checked at the end of the read
+// (verify).
 func (r *roleReader) add(off int64, rec *sarama.Record, b rolestate.Batch) error {
 	key, err := codec.DecodeKey(rec.Key)
 	if err != nil || key.Role != r.role {

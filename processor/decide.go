@@ -103,6 +103,7 @@ type Local struct {
 	held       *Held         // the role as this member holds it; nil when it does not
 	renewedAt  time.Time     // when the last successful write of the held lease began
 	renewEvery time.Duration // the next renewal goes this long after renewedAt; 0: RenewInterval
+	renewNow   bool          // renew at once (Member.RenewNow: the holder's value changed)
 
 	registered   int64     // offset of its live registration as it knows it; -1 none
 	registeredAt time.Time // when it wrote registered; zero when adopted from the state
@@ -300,6 +301,9 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 			// operator's step-down: join the queue again and keep the role.
 			return Action{Kind: DoRegister,
 				Reason: "holding, but not a candidate since before this holding (" + why + "): registering again"}
+		}
+		if l.renewNow && !now.Before(l.retryAt) {
+			return Action{Kind: DoRenew, Reason: "asked to renew at once (the holder's value changed)"}
 		}
 		every := l.renewEvery
 		if every <= 0 {

@@ -141,6 +141,16 @@
 // held-back rule make such moments and needless handovers rarer; safety
 // does not rest on them.
 //
+// The rules read only leases that the role's own transactional id wrote:
+// a source (the view, a [TransportSource]) skips a lease or release whose
+// producer id is not the one the role's transactional id has at its
+// coordinator (see package view, "Who can write what"), so a stranger
+// with Write on the role topic and on another transactional id (an
+// application's, or another role's) can neither make a live holder look
+// vacant (a forged release) nor keep a dead holder's role unheld (a
+// forged lease). A lease the source has not verified yet does not show;
+// the confirmation before a challenge waits for its verdict.
+//
 // The fence covers the lease writes the Member makes through the
 // transport, and any write made in a transaction of the role's
 // transactional id under the holding's token (see "Writing while holding"

@@ -243,6 +243,24 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 	return nil
 }
 
+// RenewNow asks the member to renew its lease of role at once if it holds
+// it, rather than at the next renew interval: the transport's lease
+// writes carry the holder's value (see election), so a holder whose value
+// changed calls it to have readers see the new value within a write. It
+// does not block, and does nothing when the member does not hold role.
+// It returns [ErrUnknownRole] for a role the member does not run.
+func (m *Member) RenewNow(role codec.Role) error {
+	r, ok := m.runners[role]
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownRole, role)
+	}
+	select {
+	case r.renewCh <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
 // Resign hands role over if this member holds it: it cancels the role's
 // work and waits for it (up to the local deadline), writes the release
 // lease under its token so the next candidate challenges at once, and

@@ -37,6 +37,7 @@ type runner struct {
 	resignQ chan error // the caller of Member.Resign waiting for this role
 
 	resignCh chan chan error
+	renewCh  chan struct{} // capacity 1: Member.RenewNow
 	exited   chan struct{}
 }
 
@@ -64,6 +65,7 @@ func newRunner(m *Member, role codec.Role) *runner {
 		st:       rolestate.State{Role: role, LeaseOffset: -1},
 		log:      m.log.With("role", string(role)),
 		resignCh: make(chan chan error),
+		renewCh:  make(chan struct{}, 1),
 		exited:   make(chan struct{}),
 	}
 }
@@ -125,6 +127,8 @@ func (r *runner) run(ctx context.Context, work Work) {
 			}
 		case q := <-r.resignCh:
 			r.requestResign(q)
+		case <-r.renewCh:
+			r.l.renewNow = r.l.held != nil
 		case err := <-r.workResult():
 			r.workReturned(err)
 		}
@@ -535,6 +539,7 @@ func (r *runner) workReturned(err error) {
 }
 
 func (r *runner) renew(ctx context.Context, now time.Time) {
+	r.l.renewNow = false
 	if r.shed() {
 		return
 	}

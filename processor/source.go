@@ -109,7 +109,7 @@ func (s *TransportSource) reportForged(ctx context.Context, role codec.Role, n u
 	if log == nil {
 		log = slog.Default()
 	}
-	log.Log(ctx, level, "skipped forged lease records: written outside the role's transactions, by someone with Write on the role topic (see rolestate.CheckLeaseAuthor); later ones are logged at debug",
+	log.Log(ctx, level, "skipped forged lease records: written outside the role's transactions, or under a producer id that is not the role's transactional id's, by someone with Write on the role topic (see rolestate.CheckLeaseAuthor, rolestate.Authors); later ones are logged at debug",
 		"role", string(role), "forged_total", n)
 }
 

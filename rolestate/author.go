@@ -3,6 +3,7 @@ package rolestate
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/krabka/krole/codec"
 )
@@ -25,10 +26,18 @@ var ErrForged = errors.New("forged lease")
 // holder of that token could have written it so (the broker refuses any
 // other producer's transactional write under it). krole never writes a
 // lease tombstone, and a tombstone names no token, so none counts. It
-// returns nil for a lease that counts, else an error wrapping ErrForged
+// returns nil for a lease that passes, else an error wrapping ErrForged
 // that says why. Every reader of the role topic (the view, the
 // transport's ReadRoleRecords) applies it, so that a stranger who can
 // append to the topic cannot name a holder.
+//
+// It is the first half of the check: the batch's producer id must also be
+// the role's own, the producer id of the role's transactional id
+// (<prefix><role>) at the transaction coordinator ([Authors]), since
+// anyone with Write on some transactional id (an application's own, or
+// another role's) can commit a lease naming its own producer id and
+// epoch. A lease that passes here under a producer id not yet verified
+// does not count until the coordinator has confirmed it.
 func CheckLeaseAuthor(rec codec.Record, b Batch) error {
 	switch {
 	case rec.Lease == nil:
@@ -41,4 +50,120 @@ func CheckLeaseAuthor(rec codec.Record, b Batch) error {
 			ErrForged, rec.Lease.Member, rec.Lease.Token.ProducerID, rec.Lease.Token.Epoch, b.ProducerID, b.Epoch)
 	}
 	return nil
+}
+
+// Verdict is what a reader knows of whether a producer id is a role's
+// own: the producer id of the role's transactional id (<prefix><role>)
+// at the transaction coordinator.
+type Verdict uint8
+
+const (
+	// Unverified: not known yet; the reader asks the coordinator
+	// (DescribeTransactions on the role's transactional id).
+	Unverified Verdict = iota
+	// Own: the role's transactional id had this producer id. Kafka never
+	// gives one producer id to two transactional ids, so it stays the
+	// role's own for good, even after the transactional id expires and
+	// gets a new one.
+	Own
+	// NotOwn: the coordinator named another producer id for the role's
+	// transactional id, so this one belongs to another transactional id
+	// (a stranger's, another role's) or to the role's before its id
+	// expired or its epochs ran out, which fenced every lease under it.
+	NotOwn
+)
+
+// Authors remembers, for each role, which producer ids are the role's own
+// and which are not, as DescribeTransactions answered them (and as
+// AcquireEpoch minted them: a token minted for a role is the role's own).
+// A lease or release counts only when CheckLeaseAuthor accepts its batch
+// and its producer id is Own. A reader asks the coordinator once per new
+// (role, producer id), never per record. The zero value is not usable:
+// use [NewAuthors]. Safe for concurrent use.
+type Authors struct {
+	mu  sync.Mutex
+	own map[codec.Role]int64 // the role's newest own producer id
+	// old holds further own producer ids of a role (rare: the role's
+	// transactional id expired or ran out of epochs); not holds producer
+	// ids known not to be the role's, at most maxNotOwn per role.
+	old map[roleProducer]struct{}
+	not map[codec.Role]map[int64]struct{}
+}
+
+type roleProducer struct {
+	role codec.Role
+	pid  int64
+}
+
+// maxNotOwn bounds the producer ids remembered as not a role's own; past
+// it the set is forgotten and each is asked about again.
+const maxNotOwn = 1024
+
+// NewAuthors returns an empty Authors.
+func NewAuthors() *Authors {
+	return &Authors{own: map[codec.Role]int64{}, old: map[roleProducer]struct{}{}, not: map[codec.Role]map[int64]struct{}{}}
+}
+
+// Verdict returns what a knows of pid for role.
+func (a *Authors) Verdict(role codec.Role, pid int64) Verdict {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p, ok := a.own[role]; ok && p == pid {
+		return Own
+	}
+	if _, ok := a.old[roleProducer{role, pid}]; ok {
+		return Own
+	}
+	if _, ok := a.not[role][pid]; ok {
+		return NotOwn
+	}
+	return Unverified
+}
+
+// Own records that pid is role's own: the coordinator minted it for the
+// role's transactional id (AcquireEpoch), or named it (Describe).
+func (a *Authors) Own(role codec.Role, pid int64) {
+	if pid < 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p, ok := a.own[role]; ok && p != pid {
+		a.old[roleProducer{role, p}] = struct{}{}
+	}
+	a.own[role] = pid
+	delete(a.not[role], pid)
+}
+
+// Learn records the coordinator's answer for role's transactional id:
+// current is its producer id, or -1 when it has none (never used, or
+// expired). It returns pid's verdict. A producer id other than a current
+// one is NotOwn and remembered so; with no current producer id, pid is
+// NotOwn but not remembered (on kfake a transactional id that expired
+// gets its old producer id back).
+func (a *Authors) Learn(role codec.Role, pid, current int64) Verdict {
+	if current >= 0 {
+		a.Own(role, current)
+	}
+	if v := a.Verdict(role, pid); v == Own {
+		return v
+	}
+	if current >= 0 {
+		a.mu.Lock()
+		n := a.not[role]
+		if n == nil || len(n) >= maxNotOwn {
+			n = map[int64]struct{}{}
+			a.not[role] = n
+		}
+		n[pid] = struct{}{}
+		a.mu.Unlock()
+	}
+	return NotOwn
+}
+
+// NotOwnError is CheckLeaseAuthor's sequel: the error, wrapping
+// ErrForged, for a lease whose producer id is not role's own.
+func NotOwnError(l codec.Lease, txnID string) error {
+	return fmt.Errorf("%w: lease of %s under token %d/%d: producer id %d is not the one transactional id %s has at its coordinator",
+		ErrForged, l.Member, l.Token.ProducerID, l.Token.Epoch, l.Token.ProducerID, txnID)
 }

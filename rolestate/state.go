@@ -121,8 +121,9 @@ func LiveUntil(l codec.Lease, end, now time.Time) bool {
 }
 
 // Value returns the value member registered with and whether member is a
-// candidate. The holder's value is Value(lease.Member): a holder that is
-// no longer a candidate (it resigned, or was deregistered) has none.
+// candidate. It is a candidate's value, from a registration, which anyone
+// with Write on the role topic can append: the holder's value is the one
+// its lease carries (Lease.Value), written under its token.
 func (s State) Value(member codec.MemberID) (string, bool) {
 	for _, c := range s.Candidates {
 		if c.Member == member {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
@@ -75,7 +77,7 @@ func (v *View) updateChunk(p int32, first, last int64, st storage.Storage) error
 		recs = recs[n:]
 		for i := range batch {
 			if d := &batch[i]; d.off > from && d.reason == "" && d.k.Kind == codec.KindLease {
-				d.reason, d.err = checkAuthor(d.rec, d.src.batch())
+				d.reason, d.err, d.hold = v.checkAuthor(d.k.Role, d.rec, d.src.batch())
 			}
 		}
 		v.index.applyChunk(p, batch, from)
@@ -83,6 +85,12 @@ func (v *View) updateChunk(p int32, first, last int64, st storage.Storage) error
 		for i := range batch {
 			d := &batch[i]
 			if d.off <= from {
+				continue
+			}
+			if d.hold && d.reason == "" {
+				if err := v.storePending(p, d.off, string(d.src.key()), d.src.value(), st); err != nil {
+					return err
+				}
 				continue
 			}
 			if err := v.finish(p, d, "", d.src.value(), st); err != nil {
@@ -102,8 +110,17 @@ const applyBatch = 256
 // header when it is a lease.
 func (v *View) updateOne(p int32, d *decoded, key string, value []byte, batch batchInfo, st storage.Storage) error {
 	off, k, rec, reason, derr := d.off, d.k, d.rec, d.reason, d.err
+	hold := false
 	if reason == "" && k.Kind == codec.KindLease {
-		reason, derr = checkAuthor(rec, batch)
+		reason, derr, hold = v.checkAuthor(k.Role, rec, batch)
+	}
+	if hold {
+		if v.progress.replay(p, off) {
+			return nil
+		}
+		v.index.hold(p, k.Role, *rec.Lease, off, key, value)
+		v.progress.done(p, off)
+		return v.storePending(p, off, key, value, st)
 	}
 	changed, replay, first := v.apply(p, off, k, rec, reason)
 	if replay {
@@ -138,6 +155,21 @@ func (v *View) finish(p int32, d *decoded, key string, value []byte, st storage.
 		v.failRun(err)
 	}
 	return err
+}
+
+// storePending keeps a lease record that waits for its producer id's
+// verdict in the state dir under its pending key (see author.go), so that
+// a Run that ends first leaves it to the next to verify.
+func (v *View) storePending(p int32, off int64, key string, value []byte, st storage.Storage) error {
+	if v.opts.StateDir == "" {
+		return nil
+	}
+	if err := st.Set(pendKeyPrefix+key, encodeStored(off, value)); err != nil {
+		err = fmt.Errorf("view: writing partition %d offset %d to the state dir: %w", p, off, err)
+		v.failRun(err)
+		return err
+	}
+	return nil
 }
 
 // decode decodes a record into buf and says why it must be skipped, if it
@@ -179,15 +211,23 @@ func batchOf(uc goka.UpdateContext) batchInfo {
 }
 
 // checkAuthor decides whether a lease record (a lease, a release, or a
-// tombstone on a lease key) counts, by rolestate.CheckLeaseAuthor (the rule
-// every reader of the role topic applies): only a lease written in a
-// transaction by the producer id and epoch of its own token does. See the
-// package doc, "Who can write what".
-func checkAuthor(rec codec.Record, b batchInfo) (SkipReason, error) {
+// tombstone on a lease key) of role counts, by rolestate.CheckLeaseAuthor
+// (the rule every reader of the role topic applies): only a lease written
+// in a transaction by the producer id and epoch of its own token does;
+// and only when that producer id is the role's own (rolestate.Authors):
+// hold is true when that is not known yet, and the record waits for the
+// verdict (see author.go). See the package doc, "Who can write what".
+func (v *View) checkAuthor(role codec.Role, rec codec.Record, b batchInfo) (SkipReason, error, bool) {
 	if err := rolestate.CheckLeaseAuthor(rec, rolestate.Batch{ProducerID: b.producerID, Epoch: b.epoch, Transactional: b.transactional}); err != nil {
-		return SkipForged, err
+		return SkipForged, err, false
 	}
-	return "", nil
+	switch v.verify.authors.Verdict(role, rec.Lease.Token.ProducerID) {
+	case rolestate.Own:
+		return "", nil, false
+	case rolestate.NotOwn:
+		return SkipForged, rolestate.NotOwnError(*rec.Lease, v.cfg.TransactionalID(string(role))), false
+	}
+	return "", nil, true
 }
 
 // apply passes one record handed to the view through the catch-up
@@ -233,6 +273,14 @@ type seeder struct {
 	recs    []decodedRecord   // decoded, not loaded yet
 	bufs    []codec.RecordBuf // recs[i] points into bufs[i]
 	touched map[codec.Role]*roleEntry
+	pend    []storedPend // stored leases that waited for a verdict (see author.go)
+}
+
+// storedPend is a lease of role the state dir kept while it waited for
+// its producer id's verdict.
+type storedPend struct {
+	role codec.Role
+	pl   pendLease
 }
 
 // seedBlock is the number of records a seeder loads into the index at once.
@@ -246,6 +294,13 @@ func (v *View) newSeeder(p int32) *seeder {
 // add decodes one stored record; key and value may be reused afterwards.
 func (sd *seeder) add(key, value []byte, offset int64) {
 	sd.n++
+	if k, ok := strings.CutPrefix(string(key), pendKeyPrefix); ok {
+		var buf codec.RecordBuf
+		if dk, rec, reason, _ := sd.v.decode(sd.p, []byte(k), value, &buf); reason == "" && dk.Kind == codec.KindLease && rec.Lease != nil {
+			sd.pend = append(sd.pend, storedPend{dk.Role, pendLease{off: offset, lease: *rec.Lease, key: k, value: slices.Clone(value)}})
+		}
+		return
+	}
 	k, rec, reason, _ := sd.v.decode(sd.p, key, value, &sd.bufs[len(sd.recs)])
 	if reason != "" || rec.Tombstone() {
 		return
@@ -270,6 +325,11 @@ func (sd *seeder) done(offset int64) {
 	v, p := sd.v, sd.p
 	sd.flush()
 	v.index.seedDone(sd.touched)
+	// A stored lease that waited for its verdict when the last Run ended
+	// waits again, unless a lease after it was stored.
+	for _, sp := range sd.pend {
+		v.index.hold(p, sp.role, sp.pl.lease, sp.pl.off, sp.pl.key, sp.pl.value)
+	}
 	v.progress.seed(p, offset)
 	if sd.n > 0 || offset >= 0 {
 		v.log.Info("view resumed partition from state dir", "partition", p, "records", sd.n, "offset", offset)

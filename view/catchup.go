@@ -453,6 +453,11 @@ func (v *View) WaitCaughtUp(ctx context.Context) error {
 			}
 			continue
 		}
+		// Lease records read so far whose producer ids wait for a
+		// verdict are settled before the table counts as caught up.
+		if err := v.awaitVerified(ctx, "", true, -1); err != nil {
+			return err
+		}
 		v.markReady()
 		return nil
 	}

@@ -124,6 +124,11 @@ func (v *View) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirme
 	if e := v.progress.rewoundOf(p); e != nil {
 		return none, rewound(e) // it went backwards while the view caught up
 	}
+	// A lease record of the role read so far whose producer id waits for
+	// a verdict is settled first (see author.go).
+	if err := v.awaitVerified(ctx, role, false, lso); err != nil {
+		return none, err
+	}
 	ix := v.index
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()

@@ -103,12 +103,57 @@
 // or an idempotent producer's own id, not transactional), a transaction
 // under another transactional id (another producer id), a write under an
 // older or newer epoch than the one the lease names, and any tombstone on
-// a lease key (krole never writes one, and it names no token). The view
-// reads committed batches only, and the coordinator binds a producer id
-// to one transactional id (InitProducerId), so a lease naming the token
-// of the role's transactional id can be written only by a producer that
-// holds that transactional id at that epoch: the holder, whose write the
-// broker fences once a newer epoch exists.
+// a lease key (krole never writes one, and it names no token).
+//
+// That alone binds a lease to its writer's producer id, not to the role:
+// anyone with Write on the topic and on some transactional id (an
+// application's own, or krole.<another role> as a member of that role)
+// can commit a lease naming its own producer id and epoch. So a lease or
+// release also counts only when its producer id is the one the role's own
+// transactional id (<prefix><role>, fencing.Config.TxnPrefix) has at the
+// transaction coordinator: the view asks the coordinator
+// (DescribeTransactions on that transactional id, [Options].Describe)
+// once per new (role, producer id) and remembers the answer
+// ([Options].Authors, rolestate.Authors). Kafka never gives one producer
+// id to two transactional ids, and a transactional id keeps its producer
+// id until it expires (transactional.id.expiration.ms, 7 days idle by
+// default) or runs out of epochs, so each answer holds for good: a
+// producer id once the role's stays the role's; one that is not is
+// another transactional id's, or the role's before such a change, which
+// fenced every lease under it. A member's view shares its transport's
+// record, which knows the producer ids the member minted, so a holder
+// never waits on its own leases. A lease whose producer id the
+// coordinator names for the role counts; one it does not is skipped as
+// forged ([SkipForged]). The view reads committed batches only, so a
+// lease that counts was committed by the holder of the role's
+// transactional id at the epoch it names, whose writes the broker fences
+// once a newer epoch exists.
+//
+// While the answer for a new producer id is on its way, the lease record
+// waits outside the table, as if not read yet: lookups and Watch show the
+// role as it was before it (the previous lease, which runs out as it
+// would have), [View.Confirm] of the role waits for the answers on the
+// records below the last stable offset it confirms, and
+// [View.WaitCaughtUp] for those waiting when it began. The record-apply
+// loop never waits on the network: the verifier runs beside it, and
+// applies a lease found the role's own when the answer comes (it is
+// judged from then, and written to the state dir then; until then the
+// state dir keeps it under a pending key, so that a Run that ends first
+// leaves it to the next Run to verify). So a forged
+// release never makes a live holder look vacant (it never shows), and a
+// forged lease never makes a dead holder look live (it never shows
+// either; a candidate's confirmation waits one DescribeTransactions round
+// trip for its verdict). When the coordinator cannot be reached, the
+// records wait and the view retries with a backoff; Confirm waits with
+// them, so a member does not challenge on what it could not verify, and
+// a challenge, whose AcquireEpoch goes to the same coordinator, would
+// fail anyway. A reader whose principal may not Describe the role's
+// transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) counts leases
+// by their record batch alone, as before this check, and logs a warning
+// once: a member always has that ACL (Write on the TransactionalId
+// implies Describe); a read-only reader (krole table, serve, leader,
+// observe) without it can be shown a lease forged under another
+// transactional id, but makes no decision on it.
 //
 // What the check does not stop: registrations and their tombstones are
 // plain appends by design (a member registers without a transaction), so
@@ -120,8 +165,12 @@
 // can force a handover, as often as it likes; the role passes to the next
 // candidate within a challenge's round trips and stays held. It cannot
 // make a lease or release count, so it cannot take a role, hold it, keep
-// it vacant, or make a deposed holder's writes count. The ACLs that
-// matter: Write on the role topic lets a principal register, deregister
+// it vacant, or make a deposed holder's writes count. A principal with
+// Write on the topic and on some other transactional id cannot either:
+// its leases are skipped as forged. The value readers report for the
+// holder is the one its lease carries (codec.Lease.Value, [Leader]), so a
+// registration appended by anyone changes a candidate's value, never the
+// holder's. The ACLs that matter: Write on the role topic lets a principal register, deregister
 // and so step a holder down; grant it only to members and operators. A
 // lease needs, in addition, Write (and Describe) on the TransactionalId
 // <prefix><role> (krole.<role> by default); grant that only to the role's

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -35,7 +36,9 @@ func leaseRecord(t *testing.T, w *writer, role codec.Role, l codec.Lease) *kgo.R
 }
 
 // TestForgedLeasesAreSkipped: a lease or release counts only when it was
-// written in a transaction by the producer id and epoch it names. A
+// written in a transaction by the producer id and epoch it names, and that
+// producer id is the one the role's transactional id has at the
+// coordinator. A
 // stranger's plain appends (a lease naming another member, a higher epoch
 // and a far deadline; a release of the holder's own token; a lease under
 // the stranger's own idempotent producer id), and its transactional write
@@ -87,12 +90,38 @@ func TestForgedLeasesAreSkipped(t *testing.T) {
 	require.NoError(t, txn.ProduceSync(ctx, leaseRecord(t, w, role, stolen)).FirstErr())
 	require.NoError(t, txn.EndTransaction(ctx, kgo.TryCommit))
 
+	// Committed transactions under the stranger's own transactional ids,
+	// each lease naming the stranger's own producer id and epoch, so its
+	// batch is consistent: under an unrelated transactional id (an
+	// application's) and under another role's (krole.other, which any
+	// member of that role may use); a lease and a release under each.
+	// Only the producer id of krole.scheduler counts.
+	for _, txnID := range []string{"app-orders", c.Config.TransactionalID("other")} {
+		fc := stranger(t, c, kgo.TransactionalID(txnID))
+		require.NoError(t, fc.BeginTransaction())
+		fpid, fepoch, err := fc.ProducerID(ctx)
+		require.NoError(t, err)
+		ftok := codec.Token{ProducerID: fpid, Epoch: fepoch}
+		require.NotEqual(t, tok.ProducerID, fpid)
+		ghost, err := codec.NewLease("ghost", ftok, now.UnixMilli(), now.Add(10*time.Minute).UnixMilli())
+		require.NoError(t, err)
+		require.NoError(t, fc.ProduceSync(ctx, leaseRecord(t, w, role, ghost)).FirstErr())
+		require.NoError(t, fc.EndTransaction(ctx, kgo.TryCommit))
+		require.NoError(t, fc.BeginTransaction())
+		require.NoError(t, fc.ProduceSync(ctx, leaseRecord(t, w, role, codec.ReleaseLease("a", ftok))).FirstErr())
+		require.NoError(t, fc.EndTransaction(ctx, kgo.TryCommit))
+	}
+
 	caughtUp(t, v)
 	got, ok, err := v.Holder(ctx, role, time.Time{})
 	require.NoError(t, err)
 	assert.True(t, ok, "the holder still holds")
 	assert.Equal(t, held, got)
-	assert.Equal(t, int64(4), v.Stats().Skipped[SkipForged])
+	assert.Equal(t, int64(8), v.Stats().Skipped[SkipForged])
+	conf, err := v.Confirm(ctx, role)
+	require.NoError(t, err)
+	require.NotNil(t, conf.State.Lease)
+	assert.Equal(t, held, *conf.State.Lease, "a confirmation shows the holder's lease, not a forged one")
 
 	// The transport's read path (krole records, a TransportSource) applies
 	// the same rule: the holder's lease is the role's latest.
@@ -102,7 +131,7 @@ func TestForgedLeasesAreSkipped(t *testing.T) {
 	st := rolestate.Fold(role, recs)
 	require.NotNil(t, st.Lease)
 	assert.Equal(t, held, *st.Lease, "ReadRoleRecords drops the forged leases")
-	assert.Equal(t, uint64(4), tr.ForgedLeasesSkipped())
+	assert.Equal(t, uint64(8), tr.ForgedLeasesSkipped())
 
 	// The real holder's renewal still applies, and it is the first change a
 	// subscriber sees: no forged lease got into the table.
@@ -125,26 +154,39 @@ func TestForgedLeasesAreSkipped(t *testing.T) {
 	assert.Equal(t, []codec.MemberID{"a", "b"}, members(cs), "registrations are plain appends and still count")
 }
 
-// TestCheckAuthor: the rule itself, batch by batch.
+// TestCheckAuthor: the rule itself, batch by batch, and the producer id
+// checked against the role's own.
 func TestCheckAuthor(t *testing.T) {
 	tok := codec.Token{ProducerID: 9, Epoch: 3}
 	l, err := codec.NewLease("a", tok, 1, 2)
+	require.NoError(t, err)
+	a := rolestate.NewAuthors()
+	a.Own("r", 9)
+	a.Learn("r", 11, 9)
+	v := &View{verify: newVerifier(nil, a)}
+	l11, err := codec.NewLease("a", codec.Token{ProducerID: 11, Epoch: 0}, 1, 2)
+	require.NoError(t, err)
+	l12, err := codec.NewLease("a", codec.Token{ProducerID: 12, Epoch: 0}, 1, 2)
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name string
 		rec  codec.Record
 		b    batchInfo
 		ok   bool
+		hold bool
 	}{
-		{"its own transaction", codec.Record{Lease: &l}, batchInfo{9, 3, true}, true},
-		{"plain append", codec.Record{Lease: &l}, batchInfo{-1, -1, false}, false},
-		{"idempotent append with the same producer", codec.Record{Lease: &l}, batchInfo{9, 3, false}, false},
-		{"older epoch", codec.Record{Lease: &l}, batchInfo{9, 2, true}, false},
-		{"newer epoch", codec.Record{Lease: &l}, batchInfo{9, 4, true}, false},
-		{"another producer", codec.Record{Lease: &l}, batchInfo{10, 3, true}, false},
-		{"tombstone in a transaction", codec.Record{}, batchInfo{9, 3, true}, false},
+		{"its own transaction", codec.Record{Lease: &l}, batchInfo{9, 3, true}, true, false},
+		{"a transaction under another transactional id", codec.Record{Lease: &l11}, batchInfo{11, 0, true}, false, false},
+		{"a producer id not verified yet waits", codec.Record{Lease: &l12}, batchInfo{12, 0, true}, true, true},
+		{"plain append", codec.Record{Lease: &l}, batchInfo{-1, -1, false}, false, false},
+		{"idempotent append with the same producer", codec.Record{Lease: &l}, batchInfo{9, 3, false}, false, false},
+		{"older epoch", codec.Record{Lease: &l}, batchInfo{9, 2, true}, false, false},
+		{"newer epoch", codec.Record{Lease: &l}, batchInfo{9, 4, true}, false, false},
+		{"another producer", codec.Record{Lease: &l}, batchInfo{10, 3, true}, false, false},
+		{"tombstone in a transaction", codec.Record{}, batchInfo{9, 3, true}, false, false},
 	} {
-		reason, err := checkAuthor(tc.rec, tc.b)
+		reason, err, hold := v.checkAuthor("r", tc.rec, tc.b)
+		assert.Equal(t, tc.hold, hold, tc.name)
 		if tc.ok {
 			assert.Empty(t, reason, tc.name)
 			assert.NoError(t, err, tc.name)
@@ -153,4 +195,47 @@ func TestCheckAuthor(t *testing.T) {
 			assert.Error(t, err, tc.name)
 		}
 	}
+}
+
+// TestUnverifiedLeaseWaitsOutsideTheTable: while the coordinator does not
+// answer for a lease's producer id, the lease does not show (the role
+// looks as before it: no holder), a confirmation of the role waits for the
+// verdict rather than answer without it, and the record-apply loop goes
+// on (a registration after it applies). A Run that ends first leaves the
+// lease in the state dir for the next Run, which verifies and applies it.
+func TestUnverifiedLeaseWaitsOutsideTheTable(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	m := c.Members(t)
+	dir := t.TempDir()
+	stuck := func(ctx context.Context, role codec.Role) (codec.Token, bool, error) {
+		<-ctx.Done()
+		return codec.Token{}, false, ctx.Err()
+	}
+	v1, stop1 := runView(t, c.Config, Options{StateDir: dir, Authors: rolestate.NewAuthors(), Describe: stuck})
+	caughtUp(t, v1)
+	l := m.Lease("db", "m1", time.Hour)
+	m.Register("db", "m2")
+	ctx := testCtx(t)
+	require.Eventually(t, func() bool {
+		cs, err := v1.Candidates(ctx, "db")
+		return err == nil && len(cs) == 1
+	}, 10*time.Second, 5*time.Millisecond, "the registration after the lease applies")
+	_, held, err := v1.Holder(ctx, "db", time.Time{})
+	require.NoError(t, err)
+	assert.False(t, held, "an unverified lease does not show")
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = v1.Confirm(short, "db")
+	cancel()
+	assert.ErrorIs(t, err, ErrNotCaughtUp, "a confirmation waits for the verdict")
+	stop1()
+
+	v2, _ := runView(t, c.Config, Options{StateDir: dir, Authors: rolestate.NewAuthors()})
+	caughtUp(t, v2)
+	got, held, err := v2.Holder(ctx, "db", time.Time{})
+	require.NoError(t, err)
+	assert.True(t, held, "verified by the next Run")
+	assert.Equal(t, l, got)
+	conf, err := v2.Confirm(ctx, "db")
+	require.NoError(t, err)
+	assert.Equal(t, l, *conf.State.Lease)
 }

@@ -386,6 +386,9 @@ func (v *View) storageBuilder() storage.Builder {
 		if err != nil {
 			return nil, fmt.Errorf("state dir %s: %w", v.opts.StateDir, err)
 		}
+		v.storesMu.Lock()
+		v.stores[partition] = st
+		v.storesMu.Unlock()
 		return &diskStore{Storage: st, v: v, p: partition}, nil
 	}
 }

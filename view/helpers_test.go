@@ -6,6 +6,8 @@ import (
 	"github.com/krabka/krole/rolestate"
 	"log/slog"
 	"os"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,6 +41,9 @@ func testCtx(t testing.TB) context.Context {
 func runView(t testing.TB, cfg fencing.Config, opts Options) (*View, func()) {
 	t.Helper()
 	opts.Config = cfg
+	if opts.Authors == nil {
+		opts.Authors = authorsFor(cfg)
+	}
 	if opts.Logger == nil && os.Getenv("KROLE_TEST_LOG") != "" {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -82,6 +87,21 @@ type writer struct {
 	txns   []*txnProducer
 }
 
+// testAuthors holds, per cluster, the producer ids the tests' writers
+// stand for a role's holder with (see writer.lease).
+var testAuthors sync.Map // strings.Join(Brokers, ",") -> *rolestate.Authors
+
+// authorsFor returns the record of roles' own producer ids that runView
+// hands a view of cfg's cluster: the producer ids writer.lease wrote a
+// role's leases with. A test's transactional producer stands for a
+// role's holder, whatever its transactional id, as a member's view knows
+// the producer ids its member minted (fencing.BrokerTransport.Authors);
+// a producer id not recorded is verified at the coordinator.
+func authorsFor(cfg fencing.Config) *rolestate.Authors {
+	a, _ := testAuthors.LoadOrStore(strings.Join(cfg.Brokers, ","), rolestate.NewAuthors())
+	return a.(*rolestate.Authors)
+}
+
 func newWriter(t testing.TB, c *testcluster.Cluster, nparts int32) *writer {
 	t.Helper()
 	sc, err := c.Config.Sarama()
@@ -119,6 +139,15 @@ func (w *writer) register(role codec.Role, member codec.MemberID) int64 {
 	return w.send(codec.RegistrationKey(role, member).String(), b, w.part(role))
 }
 
+// registerValue appends member's registration with value, as a plain
+// append (sarama's SyncProducer, the way a stranger's kcat would).
+func (w *writer) registerValue(role codec.Role, member codec.MemberID, value string) int64 {
+	w.t.Helper()
+	b, err := codec.EncodeRecord(codec.Record{Registration: &codec.Registration{Member: member, RegisteredAt: time.Now().UnixMilli(), Value: value}})
+	require.NoError(w.t, err)
+	return w.send(codec.RegistrationKey(role, member).String(), b, w.part(role))
+}
+
 // deregister appends a tombstone on member's registration.
 func (w *writer) deregister(role codec.Role, member codec.MemberID) int64 {
 	w.t.Helper()
@@ -145,7 +174,7 @@ func (w *writer) txnProducerTimeout(id string, timeout time.Duration) *txnProduc
 	require.NoError(w.t, err)
 	pid, epoch, err := cl.ProducerID(context.Background())
 	require.NoError(w.t, err)
-	tp := &txnProducer{t: w.t, cl: cl, token: codec.Token{ProducerID: pid, Epoch: epoch}}
+	tp := &txnProducer{t: w.t, cl: cl, token: codec.Token{ProducerID: pid, Epoch: epoch}, authors: authorsFor(w.cfg)}
 	w.txns = append(w.txns, tp)
 	return tp
 }
@@ -158,6 +187,9 @@ type txnProducer struct {
 	t     testing.TB
 	cl    *kgo.Client
 	token codec.Token
+	// authors records tp's producer id as the role's own for each lease
+	// it writes: tp stands for the role's holder (see authorsFor).
+	authors *rolestate.Authors
 }
 
 // sign returns l with tp's token: the lease tp writes for it.
@@ -205,6 +237,9 @@ func (tp *txnProducer) produce(msgs ...*sarama.ProducerMessage) ([]*kgo.Record, 
 			require.NoError(tp.t, err)
 			if r, derr := codec.DecodeRecord(v); derr == nil && r.Lease != nil {
 				l := tp.sign(*r.Lease)
+				if key, kerr := codec.DecodeKey(k); kerr == nil {
+					tp.authors.Own(key.Role, tp.token.ProducerID)
+				}
 				v, err = codec.EncodeRecord(codec.Record{Lease: &l})
 				require.NoError(tp.t, err)
 			}

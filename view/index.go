@@ -50,17 +50,27 @@ type index struct {
 	rebuilding map[int32]bool
 	rebuild    map[codec.Role]*roleEntry
 	nparts     int32
+
+	// pendRoles holds the roles with a lease record waiting for its
+	// producer id's verdict (roleEntry.pend, see author.go); pendChanged
+	// is closed and replaced whenever a role leaves it. ask (set once,
+	// before any record) queues a producer id for a verdict.
+	pendRoles   map[codec.Role]struct{}
+	pendChanged chan struct{}
+	ask         func(codec.Role, int64)
 }
 
 func newIndex(clock func() time.Time) *index {
 	return &index{
-		clock:      clock,
-		roles:      map[codec.Role]*roleEntry{},
-		all:        map[*subscriber]struct{}{},
-		byRole:     map[codec.Role]map[*subscriber]struct{}{},
-		skipped:    map[SkipReason]int64{},
-		rebuilding: map[int32]bool{},
-		rebuild:    map[codec.Role]*roleEntry{},
+		clock:       clock,
+		roles:       map[codec.Role]*roleEntry{},
+		all:         map[*subscriber]struct{}{},
+		byRole:      map[codec.Role]map[*subscriber]struct{}{},
+		skipped:     map[SkipReason]int64{},
+		rebuilding:  map[int32]bool{},
+		rebuild:     map[codec.Role]*roleEntry{},
+		pendRoles:   map[codec.Role]struct{}{},
+		pendChanged: make(chan struct{}),
 	}
 }
 
@@ -102,6 +112,8 @@ func (ix *index) applyChunk(p int32, recs []decoded, from int64) {
 		case d.reason != "":
 			ix.skipped[d.reason]++
 			d.first = ix.skipped[d.reason] == 1
+		case d.hold:
+			ix.holdLocked(p, d.k.Role, *d.rec.Lease, d.off, string(d.src.key()), d.src.value())
 		default:
 			d.changed = ix.applyLocked(p, d.k, d.rec, d.off)
 		}
@@ -131,6 +143,11 @@ func (ix *index) applyLocked(p int32, k codec.Key, rec codec.Record, off int64) 
 	if k.Kind == codec.KindLease && e.hasLease {
 		e.seeLease(ix.clock())
 	}
+	if k.Kind == codec.KindLease && len(e.pend) > 0 {
+		// A lease that counts supersedes the records waiting before it.
+		e.pend = slices.DeleteFunc(e.pend, func(pl pendLease) bool { return pl.off < off })
+		ix.notePendLocked(k.Role)
+	}
 	switch {
 	case e.empty():
 		delete(roles, k.Role)
@@ -141,6 +158,33 @@ func (ix *index) applyLocked(p int32, k codec.Key, rec codec.Record, off int64) 
 		ix.publish(k.Role, before, off)
 	}
 	return true
+}
+
+// hold keeps lease record l of role at offset off of partition p waiting
+// for its producer id's verdict (see author.go); key and value are the
+// record's as read.
+func (ix *index) hold(p int32, role codec.Role, l codec.Lease, off int64, key string, value []byte) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.holdLocked(p, role, l, off, key, value)
+}
+
+// holdLocked is hold; ix.mu must be held.
+func (ix *index) holdLocked(p int32, role codec.Role, l codec.Lease, off int64, key string, value []byte) {
+	ix.applied++
+	roles := ix.roles
+	if len(ix.rebuilding) > 0 && ix.rebuilding[p] {
+		roles = ix.rebuild
+	}
+	e := roles[role]
+	if e == nil {
+		e = &roleEntry{leaseOffset: -1, lastOffset: -1}
+		roles[role] = e
+	}
+	if e.hasLease && e.leaseOffset >= off {
+		return // a replay
+	}
+	ix.holdLease(e, role, l, off, key, value)
 }
 
 // subscribed reports whether the index has a subscriber. ix.mu must be
@@ -215,6 +259,7 @@ func (ix *index) startRebuild(p int32) {
 	for role := range ix.rebuild {
 		if codec.Partition(role, ix.nparts) == p {
 			delete(ix.rebuild, role)
+			ix.notePendLocked(role)
 		}
 	}
 }
@@ -267,6 +312,7 @@ func (ix *index) adopt(parts []int32) []int32 {
 	}
 	for role, before := range befores {
 		ix.publish(role, before, offsets[role])
+		ix.notePendLocked(role)
 	}
 	return done
 }

@@ -125,9 +125,10 @@ func (v *View) Snapshot(ctx context.Context) ([]rolestate.State, error) {
 type Leader struct {
 	// Lease is the holder's live lease: its member and token.
 	Lease codec.Lease `json:"lease"`
-	// Value is the value the holder registered with (see
-	// [codec.Registration]); "" when it registered none, or is no longer a
-	// candidate (it was deregistered while holding).
+	// Value is the value the holder's lease carries ([codec.Lease].Value),
+	// written under the holder's token: a registration appended by anyone
+	// cannot change it. "" when the holder has none (or wrote its lease
+	// with a krole older than lease values).
 	Value string `json:"value,omitempty"`
 }
 
@@ -150,7 +151,7 @@ func (v *View) Leader(ctx context.Context, role codec.Role, now time.Time) (Lead
 	if e == nil || !e.live(now) {
 		return Leader{}, false, nil
 	}
-	return Leader{Lease: e.lease, Value: e.valueOf(e.lease.Member)}, true, nil
+	return Leader{Lease: e.lease, Value: e.lease.Value}, true, nil
 }
 
 // valueOf returns member's registered value, "" when it is not a

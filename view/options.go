@@ -1,11 +1,14 @@
 package view
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/rolestate"
 )
 
 // DefaultReconnectBackoff is the default of [Options].ReconnectBackoff.
@@ -59,6 +62,19 @@ type Options struct {
 	// a consumer error; each further failure adds it again, up to ten
 	// times its value. Default 1s.
 	ReconnectBackoff time.Duration
+
+	// Authors is the record of the roles' own producer ids the view
+	// checks lease records against (see the package doc, "Who can write
+	// what"). A member's view may share its transport's
+	// (fencing.BrokerTransport.Authors), which knows the producer ids the
+	// member minted. Default nil: the view keeps its own.
+	Authors *rolestate.Authors
+
+	// Describe asks the coordinator of role's transactional id for its
+	// producer id and epoch (ok false when it has none), to verify lease
+	// authors. Default nil: the Describe of a fencing.BrokerTransport the
+	// view makes from Config at its first question.
+	Describe func(ctx context.Context, role codec.Role) (tok codec.Token, ok bool, err error)
 }
 
 func (o Options) withDefaults() Options {

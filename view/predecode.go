@@ -44,6 +44,7 @@ type decoded struct {
 	src    *fetched
 	buf    codec.RecordBuf
 
+	hold           bool // a lease waiting for its producer id's verdict (see author.go)
 	changed, first bool // set by index.applyChunk
 }
 

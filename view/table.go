@@ -43,6 +43,11 @@ type roleEntry struct {
 	// the cache lines it loads anyway; a map of each role is slower there.
 	hashed   *memberHashes
 	byMember map[codec.MemberID]int64
+
+	// pend holds the lease records after leaseOffset that wait for their
+	// producer id's verdict (see author.go), in offset order, the latest
+	// of each producer id. Lookups do not see them.
+	pend []pendLease
 }
 
 // memberHashes is a role's hashed member index (see roleEntry).
@@ -73,7 +78,7 @@ const (
 	mapFrom   = 256
 )
 
-func (e *roleEntry) empty() bool { return !e.hasLease && len(e.cands) == 0 }
+func (e *roleEntry) empty() bool { return !e.hasLease && len(e.cands) == 0 && len(e.pend) == 0 }
 
 // state copies the entry out as a rolestate.State, ranks filled in. Its cost is
 // linear in the role's candidates.

@@ -7,21 +7,32 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/testcluster"
 )
 
-// TestLeaderValue: Leader gives the live holder with the value it
-// registered with, from the topic and from a restored state dir; a newer
-// registration's value replaces the older; a holder that is no longer a
-// candidate has none; an expired lease gives no leader.
+// TestLeaderValue: Leader gives the live holder with the value its lease
+// carries (written under its token), from the topic and from a restored
+// state dir. A registration, which anyone with Write on the topic can
+// append, changes a candidate's value but never the holder's: a
+// stranger's plain re-registration of the holder with another value (what
+// `kcat -P` can do) leaves Leader's value as the lease says, and so does
+// a holder deregistered while holding. An expired lease gives no leader.
 func TestLeaderValue(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{Partitions: 2})
 	m := c.Members(t)
-	_, err := m.Transport.RegisterValue(m.Context(), "db", "m1", "10.0.0.1:5432")
+	ctx := m.Context()
+	_, err := m.Transport.RegisterValue(ctx, "db", "m1", "10.0.0.1:5432")
 	require.NoError(t, err)
-	_, err = m.Transport.RegisterValue(m.Context(), "db", "m2", "10.0.0.2:5432")
+	_, err = m.Transport.RegisterValue(ctx, "db", "m2", "10.0.0.2:5432")
 	require.NoError(t, err)
-	l := m.Lease("db", "m1", time.Hour)
+	tok, err := m.Transport.AcquireEpoch(ctx, "db")
+	require.NoError(t, err)
+	now := time.Now()
+	l, err := codec.NewLease("m1", tok, now.UnixMilli(), now.Add(time.Hour).UnixMilli())
+	require.NoError(t, err)
+	l.Value = "10.0.0.1:5432"
+	require.NoError(t, m.Transport.WriteLease(ctx, "db", tok, l))
 	dir := t.TempDir()
 
 	v1, stop1 := runView(t, c.Config, Options{StateDir: dir})
@@ -42,26 +53,27 @@ func TestLeaderValue(t *testing.T) {
 	assert.False(t, ok)
 	stop1()
 
-	// Restored from the state dir, then the newer records on top.
-	_, err = m.Transport.RegisterValue(m.Context(), "db", "m2", "10.0.0.3:5432")
-	require.NoError(t, err)
+	// A stranger re-registers the holder with its own value (a plain
+	// append); restored from the state dir, then the newer records on top.
+	w := newWriter(t, c, 2)
+	w.registerValue("db", "m1", "evil.example:6666")
 	v2, _ := runView(t, c.Config, Options{StateDir: dir})
 	caughtUp(t, v2)
 	s, err := v2.Role(testCtx(t), "db")
 	require.NoError(t, err)
-	got, _ := s.Value("m2")
-	assert.Equal(t, "10.0.0.3:5432", got, "the newer registration's value")
+	got, _ := s.Value("m1")
+	assert.Equal(t, "evil.example:6666", got, "the registration's value is the candidate's")
 	ld, ok, err = v2.Leader(testCtx(t), "db", time.Time{})
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.Equal(t, "10.0.0.1:5432", ld.Value, "restored from the state dir")
+	assert.Equal(t, "10.0.0.1:5432", ld.Value, "the holder's value is its lease's, restored from the state dir")
 
-	// A holder deregistered while holding has no value.
-	require.NoError(t, m.Transport.Deregister(m.Context(), "db", "m1"))
+	// A holder deregistered while holding keeps its lease's value.
+	require.NoError(t, m.Transport.Deregister(ctx, "db", "m1"))
 	v3, _ := runView(t, c.Config, Options{})
 	caughtUp(t, v3)
 	ld, ok, err = v3.Leader(testCtx(t), "db", time.Time{})
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.Equal(t, Leader{Lease: l}, ld)
+	assert.Equal(t, Leader{Lease: l, Value: "10.0.0.1:5432"}, ld)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
 	gokacodec "github.com/lovoo/goka/codec"
+	"github.com/lovoo/goka/storage"
 
 	"github.com/krabka/krole/fencing"
 )
@@ -51,6 +52,11 @@ type View struct {
 	glue      *gokaGlue
 	health    viewHealth  // see health.go
 	predecode *predecoder // set by Run before goka starts; nil offline
+	verify    *verifier   // settles the producer ids of lease records (author.go)
+
+	storesMu    sync.Mutex
+	stores      map[int32]storage.Storage // each partition's state-dir storage once open
+	firstForged atomic.Bool               // a lease was skipped as not its role's own (logged at warn)
 
 	// The run lifecycle.
 	runOnce atomic.Bool
@@ -81,7 +87,7 @@ func New(opts Options) (*View, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	return &View{
+	v := &View{
 		opts:     opts,
 		cfg:      opts.Config,
 		log:      opts.Logger.With("component", "view", "topic", opts.Config.Topic),
@@ -93,7 +99,11 @@ func New(opts Options) (*View, error) {
 		ready:    make(chan struct{}),
 		done:     make(chan struct{}),
 		rebuildc: make(chan struct{}, 1),
-	}, nil
+		stores:   map[int32]storage.Storage{},
+	}
+	v.verify = newVerifier(v, opts.Authors)
+	v.index.ask = v.verify.ask
+	return v, nil
 }
 
 // Run connects to the cluster, loads the table (from StateDir when set,
@@ -175,7 +185,11 @@ func (v *View) Run(ctx context.Context) (err error) {
 	v.log.Debug("view starting", "partitions", len(parts), "state_dir", v.opts.StateDir)
 
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		v.verify.run(ctx)
+	}()
 	go func() {
 		defer wg.Done()
 		v.catchUpLoop(ctx)

@@ -107,7 +107,10 @@ func findLeader(c *ucli.Context) error {
 	if outputFormat(c) == FormatJSON {
 		return writeJSON(stdout(c), leaderResult{Role: role, Member: h.Member, Value: h.Value, Token: h.Token, LeftMS: h.LeftMS})
 	}
-	out := h.Value
+	// The value was read from the topic: escaped when it holds a control
+	// character (codec.PrintableValue), so none reaches a terminal or a
+	// script.
+	out := codec.PrintableValue(h.Value)
 	if out == "" {
 		out = string(h.Member)
 	}

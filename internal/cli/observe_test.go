@@ -22,7 +22,7 @@ func TestObserveHolderChanges(t *testing.T) {
 	_, err := m.Transport.RegisterValue(m.Context(), "db", "m1", "10.0.0.1:80")
 	require.NoError(t, err)
 	m.Register("db", "m2")
-	l1 := m.Lease("db", "m1", time.Hour)
+	l1 := m.LeaseValue("db", "m1", time.Hour, "10.0.0.1:80")
 
 	text := startBackground(t, append([]string{"observe", "db"}, clusterFlags(c)...)...)
 	js := startBackground(t, append([]string{"observe", "db", "-o", "json"}, clusterFlags(c)...)...)

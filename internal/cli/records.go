@@ -81,8 +81,12 @@ func runRecords(c *ucli.Context) error {
 			s.NewerRecordsSkipped(), c.String("topic"))
 	}
 	if s, ok := t.(fencing.SkipCounter); ok && s.ForgedLeasesSkipped() > 0 {
-		fmt.Fprintf(stderr(c), "krole: warning: skipped %d forged lease record(s) of role %s: not written in a transaction under their own token (someone other than krole appended them to topic %s)\n",
-			s.ForgedLeasesSkipped(), role, c.String("topic"))
+		fmt.Fprintf(stderr(c), "krole: warning: skipped %d forged lease record(s) of role %s: not written in a transaction under their own token, or under a producer id that is not transactional id %s's (someone other than the role's members wrote them to topic %s)\n",
+			s.ForgedLeasesSkipped(), role, c.String("txn-prefix")+string(role), c.String("topic"))
+	}
+	if u, ok := t.(interface{ UnverifiedLeasesKept() uint64 }); ok && u.UnverifiedLeasesKept() > 0 {
+		fmt.Fprintf(stderr(c), "krole: warning: could not verify who wrote %d lease record(s) of role %s: not authorized to Describe transactional id %s; they count by their record batch alone\n",
+			u.UnverifiedLeasesKept(), role, c.String("txn-prefix")+string(role))
 	}
 	if outputFormat(c) == FormatJSON {
 		out := make([]recordJSON, 0, len(recs)) // [] rather than null when empty

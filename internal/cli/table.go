@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -188,7 +189,7 @@ func rowsTable(w io.Writer, rows []server.Row, now time.Time) error {
 // has a space or a character that is not printable, so that it stays one
 // cell.
 func shownValue(v string) string {
-	if strings.IndexFunc(v, func(r rune) bool { return r == ' ' || !unicode.IsPrint(r) }) >= 0 {
+	if strings.IndexFunc(v, func(r rune) bool { return r == ' ' || !unicode.IsPrint(r) }) >= 0 || !utf8.ValidString(v) {
 		return strconv.Quote(v)
 	}
 	return v

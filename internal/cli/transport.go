@@ -97,6 +97,14 @@ func (e *explained) Config() fencing.Config { return e.t.Config() }
 // skipped.
 func (e *explained) NewerRecordsSkipped() uint64 { return e.t.NewerRecordsSkipped() }
 
+// ForgedLeasesSkipped counts the lease records that reads skipped as
+// forged (fencing.SkipCounter, with NewerRecordsSkipped).
+func (e *explained) ForgedLeasesSkipped() uint64 { return e.t.ForgedLeasesSkipped() }
+
+// UnverifiedLeasesKept counts the lease records that reads kept without
+// verifying their producer id (no Describe on the transactional id).
+func (e *explained) UnverifiedLeasesKept() uint64 { return e.t.UnverifiedLeasesKept() }
+
 func (e *explained) explain(err error) error {
 	if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
 		return &missingTopic{Topic: e.cfg.Topic, Brokers: e.cfg.Brokers, Err: err}

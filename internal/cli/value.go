@@ -19,7 +19,7 @@ func valueFlag() ucli.Flag {
 // error naming the limit.
 func valueArg(c *ucli.Context) (string, error) {
 	v := c.String("value")
-	if err := codec.CheckValue(v); err != nil {
+	if err := codec.CheckWriteValue(v); err != nil {
 		return "", &UsageError{Err: fmt.Errorf("--value: %w", err)}
 	}
 	return v, nil

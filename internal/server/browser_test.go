@@ -40,7 +40,7 @@ func TestPageInChromium(t *testing.T) {
 	_, err := m.Transport.RegisterValue(m.Context(), "db", "m1", "10.0.0.1:80")
 	require.NoError(t, err)
 	m.Register("db", "m2")
-	l1 := m.Lease("db", "m1", time.Hour)
+	l1 := m.LeaseValue("db", "m1", time.Hour, "10.0.0.1:80")
 	m.Register("queue", "q1")
 
 	v := runView(t, c)
@@ -430,7 +430,7 @@ func TestPageTimeline(t *testing.T) {
 	_, err = m.Transport.RegisterValue(ctx, "db", "m2", "10.0.0.2:5432")
 	require.NoError(t, err)
 	m.Register("db", "m3")
-	l1 := m.Lease("db", "m1", 2*time.Second)
+	l1 := m.LeaseValue("db", "m1", 2*time.Second, "10.0.0.1:5432")
 	m.Register("queue", "q1")
 	m.Lease("queue", "q1", time.Hour)
 
@@ -469,7 +469,7 @@ func TestPageTimeline(t *testing.T) {
 	var got []string
 	page.waitFor("m1's lease runs out: unheld after m1", segs, &got, func() bool { return len(got) >= 2 && got[len(got)-1] == "unheld" })
 	assert.Equal(t, []string{"m1", "unheld"}, got)
-	l2 := m.Lease("db", "m2", time.Hour) // failover
+	l2 := m.LeaseValue("db", "m2", time.Hour, "10.0.0.2:5432") // failover
 	page.waitFor("m2 holds after the gap", segs, &got, func() bool { return len(got) == 3 })
 	require.NoError(t, m.Transport.WriteLease(ctx, "db", l2.Token, codec.ReleaseLease("m2", l2.Token))) // m2 leaves
 	require.NoError(t, m.Transport.Deregister(ctx, "db", "m2"))

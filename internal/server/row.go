@@ -65,7 +65,7 @@ func NewRow(st rolestate.State, now time.Time) Row {
 		r.Holder = &Holder{
 			Member:    l.Member,
 			Token:     l.Token,
-			Value:     value(st, l.Member),
+			Value:     l.Value, // written under the holder's token, never a registration's
 			GrantedAt: l.GrantedAt,
 			Deadline:  l.Deadline,
 			Expired:   !st.Live(now),

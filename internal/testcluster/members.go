@@ -55,6 +55,20 @@ func (m *Members) Lease(role codec.Role, member codec.MemberID, d time.Duration)
 	return m.writeLease(ctx, role, member, tok, now, now.Add(d))
 }
 
+// LeaseValue is Lease with the holder's value in the lease, as a
+// member's session writes every lease (codec.Lease.Value).
+func (m *Members) LeaseValue(role codec.Role, member codec.MemberID, d time.Duration, value string) codec.Lease {
+	m.t.Helper()
+	ctx := m.Context()
+	tok := m.acquire(ctx, role)
+	now := time.Now()
+	l, err := codec.NewLease(member, tok, now.UnixMilli(), now.Add(d).UnixMilli())
+	require.NoError(m.t, err)
+	l.Value = value
+	require.NoError(m.t, m.Transport.WriteLease(ctx, role, tok, l))
+	return l
+}
+
 // LeaseAt writes a lease of member for role from granted to deadline,
 // under a new epoch, and returns it.
 func (m *Members) LeaseAt(role codec.Role, member codec.MemberID, granted, deadline time.Time) codec.Lease {

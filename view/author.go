@@ -1,0 +1,421 @@
+package view
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/lovoo/goka/storage"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/rolestate"
+)
+
+// The lease-author check's second half (see the package doc, "Who can
+// write what"): a lease record that passes rolestate.CheckLeaseAuthor
+// counts only when its producer id is the role's own, the one the role's
+// transactional id has at its coordinator (rolestate.Authors). A producer
+// id the view has not settled is asked about off the record-apply loop:
+// the record waits in its role's entry (roleEntry.pend), as if not read
+// yet, while the verifier asks the coordinator (DescribeTransactions on
+// the role's transactional id, once per new (role, producer id)), and is
+// then applied (own) or skipped as forged (not own). Lookups meanwhile
+// show the role as it was before the record; Confirm and WaitCaughtUp
+// wait for it.
+
+// pendLease is a lease record waiting for its producer id's verdict.
+type pendLease struct {
+	off   int64
+	lease codec.Lease
+	key   string
+	value []byte // the record's value as read, for the state dir
+	dups  int64  // earlier records of the same producer id it replaced, which share its verdict
+}
+
+// pendKeyPrefix prefixes, in the state dir, the key of a role's latest
+// lease record that waits for its producer id's verdict, so that a Run
+// that ends before the verdict leaves it for the next one to verify
+// (goka stores the partition's offset past it). It is no krole key, so
+// nothing else reads it.
+const pendKeyPrefix = "\x00krole-pending/"
+
+// maxPend bounds the records a role keeps waiting (the latest of each
+// producer id); past it the oldest is dropped.
+const maxPend = 64
+
+// verifier asks the coordinators about producer ids for the view.
+type verifier struct {
+	v       *View
+	authors *rolestate.Authors
+	mu      sync.Mutex
+	queue   map[codec.Role]map[int64]struct{} // asked, not answered
+	wake    chan struct{}                     // capacity 1
+	denied  bool                              // the principal may not Describe a role's transactional id
+	kept    uint64                            // leases applied unverified because Describe was denied
+
+	tMu sync.Mutex
+	t   *fencing.BrokerTransport // built at the first question when Options.Describe is nil
+}
+
+func newVerifier(v *View, a *rolestate.Authors) *verifier {
+	if a == nil {
+		a = rolestate.NewAuthors()
+	}
+	return &verifier{v: v, authors: a, queue: map[codec.Role]map[int64]struct{}{}, wake: make(chan struct{}, 1)}
+}
+
+// ask queues role's producer id pid for a verdict.
+func (vf *verifier) ask(role codec.Role, pid int64) {
+	vf.mu.Lock()
+	q := vf.queue[role]
+	if q == nil {
+		q = map[int64]struct{}{}
+		vf.queue[role] = q
+	}
+	q[pid] = struct{}{}
+	vf.mu.Unlock()
+	select {
+	case vf.wake <- struct{}{}:
+	default:
+	}
+}
+
+// verifyWorkers is the number of roles the view asks about at once.
+const verifyWorkers = 4
+
+// run answers the queue until ctx ends.
+func (vf *verifier) run(ctx context.Context) {
+	defer func() {
+		vf.tMu.Lock()
+		if vf.t != nil {
+			_ = vf.t.Close()
+		}
+		vf.tMu.Unlock()
+	}()
+	pause := 100 * time.Millisecond
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-vf.wake:
+		}
+		vf.mu.Lock()
+		batch := vf.queue
+		vf.queue = map[codec.Role]map[int64]struct{}{}
+		vf.mu.Unlock()
+		roles := make(chan codec.Role, len(batch))
+		for r := range batch {
+			roles <- r
+		}
+		close(roles)
+		var wg sync.WaitGroup
+		var failed sync.Map
+		for range min(verifyWorkers, len(batch)) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for r := range roles {
+					if err := vf.settle(ctx, r, batch[r]); err != nil {
+						failed.Store(r, err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		again := false
+		failed.Range(func(k, e any) bool {
+			r := k.(codec.Role)
+			vf.v.log.Warn("view cannot verify the authors of lease records yet; they wait, unapplied, and are asked about again",
+				"role", string(r), "err", e, "in", pause)
+			for pid := range batch[r] {
+				vf.ask(r, pid)
+			}
+			again = true
+			return true
+		})
+		if !again {
+			pause = 100 * time.Millisecond
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 10*vf.v.opts.ReconnectBackoff)
+	}
+}
+
+// settle asks about role's producer ids pids (one Describe when any is
+// unsettled) and hands each verdict to the index.
+func (vf *verifier) settle(ctx context.Context, role codec.Role, pids map[int64]struct{}) error {
+	var current *int64
+	for pid := range pids {
+		verdict := vf.authors.Verdict(role, pid)
+		if verdict == rolestate.Unverified {
+			if current == nil {
+				cur, err := vf.describe(ctx, role)
+				if fencing.IsNotAuthorized(err) {
+					vf.deny(role, err)
+					vf.v.resolve(role, pid, rolestate.Own, true)
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				current = &cur
+			}
+			verdict = vf.authors.Learn(role, pid, *current)
+		}
+		vf.v.resolve(role, pid, verdict, false)
+	}
+	return nil
+}
+
+// deny notes that the principal may not Describe role's transactional id,
+// logging it once.
+func (vf *verifier) deny(role codec.Role, err error) {
+	vf.mu.Lock()
+	first := !vf.denied
+	vf.denied = true
+	vf.kept++
+	vf.mu.Unlock()
+	if first {
+		vf.v.log.Warn("view cannot verify lease authors: the principal may not Describe the role's transactional id; "+
+			"leases count by their record batch alone, so one committed under another transactional id would count (grant Describe on the TransactionalId prefix)",
+			"role", string(role), "refused", err.Error()) // a string: not a refusal that stops a command (internal/cli's authzStop)
+	}
+}
+
+// describe returns the producer id role's transactional id has at its
+// coordinator, -1 for none.
+func (vf *verifier) describe(ctx context.Context, role codec.Role) (int64, error) {
+	d := vf.v.opts.Describe
+	if d == nil {
+		vf.tMu.Lock()
+		if vf.t == nil {
+			t, err := fencing.NewBrokerTransport(vf.v.cfg)
+			if err != nil {
+				vf.tMu.Unlock()
+				return -1, err
+			}
+			vf.t = t
+		}
+		d = vf.t.Describe
+		vf.tMu.Unlock()
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*vf.v.cfg.RequestTimeout)
+	defer cancel()
+	tok, ok, err := d(cctx, role)
+	if err != nil {
+		return -1, err
+	}
+	if !ok {
+		return -1, nil
+	}
+	return tok.ProducerID, nil
+}
+
+// resolve applies the verdict on role's producer id pid to the records of
+// it that wait: own, the latest of them is applied now (unless a later
+// lease was applied meanwhile) and written to the state dir; not own, they
+// are skipped and counted as forged. unverified marks an own verdict taken
+// without the coordinator (Describe denied).
+func (v *View) resolve(role codec.Role, pid int64, verdict rolestate.Verdict, unverified bool) {
+	ix := v.index
+	type skipped struct {
+		off   int64
+		key   string
+		lease codec.Lease
+	}
+	var forged []skipped
+	var store *pendLease
+	var storeP int32
+	var unstore []string // pending keys to delete from the state dir
+	ix.mu.Lock()
+	for _, roles := range []map[codec.Role]*roleEntry{ix.roles, ix.rebuild} {
+		e := roles[role]
+		if e == nil || len(e.pend) == 0 {
+			continue
+		}
+		keep := e.pend[:0]
+		var own *pendLease
+		for i := range e.pend {
+			pl := e.pend[i]
+			if pl.lease.Token.ProducerID != pid {
+				keep = append(keep, pl)
+				continue
+			}
+			unstore = append(unstore, pendKeyPrefix+pl.key)
+			if verdict == rolestate.Own {
+				own = &pl
+			} else {
+				ix.skipped[SkipForged] += 1 + pl.dups
+				forged = append(forged, skipped{pl.off, pl.key, pl.lease})
+			}
+		}
+		e.pend = keep
+		if own != nil {
+			// Records of other producer ids before it are superseded.
+			e.pend = slices.DeleteFunc(e.pend, func(pl pendLease) bool { return pl.off < own.off })
+			p := codec.Partition(role, ix.nparts)
+			live := !(len(ix.rebuilding) > 0 && ix.rebuilding[p]) && ix.subscribed()
+			var before rolestate.State
+			if live && ix.needsBefore(role) {
+				before = e.state(role)
+			}
+			if e.setLease(own.lease, own.off) {
+				e.seeLease(ix.clock())
+				if own.off > e.lastOffset {
+					e.lastOffset = own.off
+				}
+				if live {
+					ix.publish(role, before, own.off)
+				}
+				store, storeP = own, p
+			}
+		}
+		if e.empty() && len(e.pend) == 0 {
+			delete(roles, role)
+		}
+	}
+	ix.notePendLocked(role)
+	// Under ix.mu, so that a later lease of the role, which the
+	// partition's goroutine stores after applying it, is stored after this
+	// one. Not once Run is ending (goka closes the storage then): the
+	// pending key stays, and the next Run verifies the lease again.
+	if v.opts.StateDir != "" && len(unstore) > 0 && v.runCtx != nil && v.runCtx.Err() == nil {
+		if st := v.storeOf(codec.Partition(role, ix.nparts)); st != nil {
+			var err error
+			if store != nil {
+				err = st.Set(store.key, encodeStored(store.off, store.value))
+			}
+			for _, k := range unstore {
+				if err == nil {
+					err = st.Delete(k)
+				}
+			}
+			if err != nil && v.runCtx.Err() == nil {
+				v.failRun(fmt.Errorf("view: writing partition %d to the state dir: %w", storeP, err))
+			}
+		}
+	}
+	ix.mu.Unlock()
+	for _, f := range forged {
+		v.logSkip(SkipForged, v.firstForged.CompareAndSwap(false, true), codec.Partition(role, v.nparts), f.off, f.key,
+			rolestate.NotOwnError(f.lease, v.cfg.TransactionalID(string(role))))
+	}
+	_ = unverified // counted by the verifier (Stats.UnverifiedLeases)
+}
+
+// holdLease keeps lease record l of role at off waiting for its producer
+// id's verdict, and asks for it. ix.mu must be held.
+func (ix *index) holdLease(e *roleEntry, role codec.Role, l codec.Lease, off int64, key string, value []byte) {
+	pid := l.Token.ProducerID
+	var dups int64
+	e.pend = slices.DeleteFunc(e.pend, func(pl pendLease) bool {
+		if pl.lease.Token.ProducerID == pid {
+			dups += 1 + pl.dups
+			return true
+		}
+		return false
+	})
+	if len(e.pend) >= maxPend {
+		e.pend = e.pend[1:]
+	}
+	e.pend = append(e.pend, pendLease{off: off, lease: l, key: key, value: slices.Clone(value), dups: dups})
+	ix.pendRoles[role] = struct{}{}
+	if ix.ask != nil {
+		ix.ask(role, pid)
+	}
+}
+
+// notePendLocked keeps pendRoles in step with role's waiting records and
+// wakes the waiters of verdicts. ix.mu must be held.
+func (ix *index) notePendLocked(role codec.Role) {
+	if e := ix.roles[role]; e != nil && len(e.pend) > 0 {
+		return
+	}
+	if e := ix.rebuild[role]; e != nil && len(e.pend) > 0 {
+		return
+	}
+	delete(ix.pendRoles, role)
+	close(ix.pendChanged)
+	ix.pendChanged = make(chan struct{})
+}
+
+// awaitVerified waits until no lease record of role (of every role when
+// all) below offset below (any offset when below < 0) waits for its
+// producer id's verdict, or ctx ends. For every role, it waits only for
+// the records waiting when it was called: records read later, however
+// many a stranger writes under new producer ids, do not hold it back.
+func (v *View) awaitVerified(ctx context.Context, role codec.Role, all bool, below int64) error {
+	ix := v.index
+	targets := map[codec.Role]int64{}
+	ix.mu.RLock()
+	if all {
+		for r := range ix.pendRoles {
+			targets[r] = ix.lastPendLocked(r)
+		}
+	} else if _, ok := ix.pendRoles[role]; ok {
+		targets[role] = ix.lastPendLocked(role)
+		if below >= 0 {
+			targets[role] = min(targets[role], below-1)
+		}
+	}
+	ix.mu.RUnlock()
+	for {
+		ix.mu.RLock()
+		for r, upTo := range targets {
+			if ix.firstPendLocked(r) > upTo {
+				delete(targets, r)
+			}
+		}
+		ch := ix.pendChanged
+		ix.mu.RUnlock()
+		if len(targets) == 0 {
+			return nil
+		}
+		if err := v.waitChan(ctx, ch); err != nil {
+			return err
+		}
+	}
+}
+
+// firstPendLocked and lastPendLocked return the lowest and highest offset
+// of role's records waiting for a verdict, in either table; MaxInt64 and
+// -1 when none waits. ix.mu must be held.
+func (ix *index) firstPendLocked(role codec.Role) int64 {
+	first := int64(math.MaxInt64)
+	for _, roles := range []map[codec.Role]*roleEntry{ix.roles, ix.rebuild} {
+		if e := roles[role]; e != nil {
+			for _, pl := range e.pend {
+				first = min(first, pl.off)
+			}
+		}
+	}
+	return first
+}
+
+func (ix *index) lastPendLocked(role codec.Role) int64 {
+	last := int64(-1)
+	for _, roles := range []map[codec.Role]*roleEntry{ix.roles, ix.rebuild} {
+		if e := roles[role]; e != nil {
+			for _, pl := range e.pend {
+				last = max(last, pl.off)
+			}
+		}
+	}
+	return last
+}
+
+// storeOf returns partition p's state-dir storage, nil when none is open.
+func (v *View) storeOf(p int32) storage.Storage {
+	v.storesMu.Lock()
+	defer v.storesMu.Unlock()
+	return v.stores[p]
+}
