@@ -77,7 +77,7 @@ func (e *Election) Campaign(ctx context.Context, value string) (Holding, error) 
 		return Holding{}, fmt.Errorf("election: %w", err)
 	}
 	if err := e.s.vt.change(e.role, value, func() error {
-		_, err := e.s.t.RegisterValue(ctx, e.role, e.s.m.ID(), value)
+		_, err := e.s.t.AppendRegistration(ctx, e.role, codec.Registration{Member: e.s.m.ID(), Value: value, Instance: e.s.m.Instance()})
 		return err
 	}); err != nil {
 		return Holding{}, err

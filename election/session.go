@@ -214,6 +214,14 @@ func (t valueTransport) Register(ctx context.Context, role codec.Role, member co
 	return t.values.register(role, func(value string) (int64, error) { return t.RegisterValue(ctx, role, member, value) })
 }
 
+// RegisterInstance implements processor.InstanceRegisterer with the
+// session's value for role: the member registers through it.
+func (t valueTransport) RegisterInstance(ctx context.Context, role codec.Role, member codec.MemberID, instance string) (int64, error) {
+	return t.values.register(role, func(value string) (int64, error) {
+		return t.AppendRegistration(ctx, role, codec.Registration{Member: member, Value: value, Instance: instance})
+	})
+}
+
 // viewRunner is what Run needs of the view to run it: *view.View.
 type viewRunner interface {
 	Run(ctx context.Context) error
