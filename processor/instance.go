@@ -59,7 +59,7 @@ func (e *MemberInUseError) Error() string {
 	if e.Other != "" {
 		other = "instance " + e.Other
 	}
-	return fmt.Sprintf("member id %s is in use by %s: %s (role %s); this process (instance %s) leaves without writing",
+	return fmt.Sprintf("member id %s is in use by %s (%s, role %s); this process (instance %s) left without writing anything",
 		e.Member, other, e.Evidence, e.Role, e.Instance)
 }
 
@@ -77,7 +77,8 @@ func (m *Member) refuse(err *MemberInUseError) {
 	stop := m.stop
 	m.mu.Unlock()
 	if first {
-		m.log.Error("another live process runs under this member id; leaving without writing", "err", err.Error())
+		// Info: the error is Run's, for its caller to report.
+		m.log.Info("another live process runs under this member id; leaving without writing", "err", err.Error())
 	}
 	if stop != nil {
 		stop()
@@ -118,7 +119,7 @@ func (r *runner) checkInstance(now time.Time) (Action, bool) {
 		if c, ok := candidate(r.st, r.m.me); ok && c.Instance != r.m.inst {
 			other = c.Instance
 		}
-		return inUse(other, fmt.Sprintf("a lease of this member id under token %s, which this process did not mint, was written at offset %d", l.Token, r.st.LeaseOffset))
+		return inUse(other, fmt.Sprintf("it wrote a lease under token %s, which this process did not mint", l.Token))
 	}
 	c, ok := candidate(r.st, r.m.me)
 	if ok && c.Instance == r.m.inst && c.Offset == r.l.registered && r.ownSeenAt.IsZero() {
@@ -131,7 +132,7 @@ func (r *runner) checkInstance(now time.Time) (Action, bool) {
 			r.log.Info("the other instance's registration is gone; joining", "other", w.other)
 			return Action{}, false
 		case c.Offset > w.regOff:
-			return inUse(c.Instance, fmt.Sprintf("it registered again (offset %d) within a lease of this process's start", c.Offset))
+			return inUse(c.Instance, "it registered again within a lease of this process's start")
 		case now.Before(w.from.Add(r.m.s.LeaseDuration)):
 			return Action{Kind: DoWait, Until: w.from.Add(r.m.s.LeaseDuration),
 				Reason: "another instance's registration of this member id: watching it for a lease before taking the id over"}, true
@@ -158,10 +159,10 @@ func (r *runner) checkInstance(now time.Time) (Action, bool) {
 	// so within the last lease; otherwise it is the newcomer, or the two
 	// contend, and it leaves.
 	if r.ownSeenAt.IsZero() || now.Sub(r.ownSeenAt) < r.m.s.LeaseDuration {
-		return inUse(c.Instance, fmt.Sprintf("it registered (offset %d) after this process, which has run under the id for less than a lease", c.Offset))
+		return inUse(c.Instance, "it registered after this process, which had run under the id for less than a lease")
 	}
 	if !r.reassertedAt.IsZero() && now.Sub(r.reassertedAt) < r.m.s.LeaseDuration {
-		return inUse(c.Instance, fmt.Sprintf("it registered (offset %d) again after this process answered it", c.Offset))
+		return inUse(c.Instance, "it registered again after this process answered it")
 	}
 	r.reassertedAt = now
 	r.log.Warn("another instance registered this member id; registering again, which tells it this one is live",
