@@ -449,6 +449,7 @@ func (s *Session) Close() error {
 	s.mu.Lock()
 	started := s.started
 	s.started = true
+	s.adopted = true // a Run after Close has nothing to adopt
 	stop, done := s.autoStop, s.autoDone
 	s.mu.Unlock()
 	if stop != nil {
