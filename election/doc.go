@@ -19,7 +19,6 @@
 //	e, _ := sess.Election("db")
 //	h, err := e.Campaign(ctx, "10.0.0.1:5432") // blocks until held
 //
-//
 // # What a Session starts
 //
 // [New] connects a [fencing.BrokerTransport] to the cluster (the only
