@@ -48,13 +48,3 @@ const (
 	Revoked       = processor.Revoked
 	HolderChanged = processor.HolderChanged
 )
-
-// ErrMemberInUse matches the [*MemberInUseError] that [Session.Run] and
-// [Election.Campaign] return when another live process runs under
-// Config.Member: this session left without writing anything for it
-// (the same error as [processor.ErrMemberInUse]).
-var ErrMemberInUse = processor.ErrMemberInUse
-
-// ErrNotHolder is what [Election.Resign] returns when this member did not
-// hold the role (the same error as [processor.ErrNotHolder]).
-var ErrNotHolder = processor.ErrNotHolder

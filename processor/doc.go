@@ -114,8 +114,10 @@
 // expire; it then releases under the new epoch, fencing only its former
 // self. Otherwise (a newer lease confirmed, a failed confirmation, past
 // the deadline) it writes nothing and the lease runs out, at most one
-// lease for the next candidate. A Member whose
-// context ends resigns every role it holds (unless KeepOnExit), so a
+// lease for the next candidate. [Member.Withdraw] resigns as Resign
+// does (and deregisters a member that does not hold the role) but then
+// keeps the member out of the role's queue until [Member.Rejoin]. A
+// Member whose context ends resigns every role it holds (unless KeepOnExit), so a
 // rolling restart hands roles over without waiting for a deadline. Work
 // that returns an error resigns the role too; the member then waits before
 // it registers and campaigns again: RenewInterval after the first failure,
