@@ -90,7 +90,19 @@ func (e *Election) Campaign(ctx context.Context, value string) (Holding, error) 
 		return Holding{}, err
 	}
 	if err := e.s.vt.change(e.role, value, func() error {
-		_, err := e.s.t.AppendRegistration(ctx, e.role, codec.Registration{Member: e.s.m.ID(), Value: value, Instance: e.s.m.Instance()})
+		// Registered by this process already (the view, confirmed, holds
+		// every append made before this call): register again with the
+		// value. Otherwise the member's own registration, to come, carries
+		// it: one that is waiting out another instance's registration of
+		// its id writes nothing before it may.
+		c, err := e.s.v.Confirm(ctx, e.role)
+		if err != nil {
+			return err
+		}
+		if i := c.State.Rank(e.s.m.ID()); i < 0 || c.State.Candidates[i].Instance != e.s.m.Instance() {
+			return nil
+		}
+		_, err = e.s.t.AppendRegistration(ctx, e.role, codec.Registration{Member: e.s.m.ID(), Value: value, Instance: e.s.m.Instance()})
 		return err
 	}); err != nil {
 		return Holding{}, err
