@@ -239,7 +239,9 @@ type viewRunner interface {
 //
 // work runs while the member holds a role, as in [processor.Member.Run]:
 // its ctx ends when the role is lost or Run's ctx ends. To write under
-// the holding's token, use [Session.Writer].
+// the holding's token, use [Session.Writer]. work may be nil: the member
+// then only holds the roles (what a program that uses the Elections
+// alone needs; it need not call Run at all, see [Election.Campaign]).
 //
 // Run returns nil when ctx ended; a [*ViewError] when the view failed
 // (it stopped with an error; after the first catch-up, the member has
