@@ -339,3 +339,41 @@ func TestValueReadByOlderShape(t *testing.T) {
 	assert.Equal(t, MemberID("node-1"), old.Member)
 	require.NotNil(t, old.RegisteredAt)
 }
+
+// TestRegistrationInstance: a registration carries the instance that wrote
+// it, round-trips through both decode paths, is checked on encode and
+// decode, and a reader of the shape before instances (every field but it)
+// reads it as the registration without its instance.
+func TestRegistrationInstance(t *testing.T) {
+	g := Registration{Member: "node-1", RegisteredAt: 1700000000000, Value: "10.0.0.7:8080", Instance: "3f9c0a1b2d4e5f60@web-1/4242"}
+	b, err := EncodeRecord(Record{Registration: &g})
+	require.NoError(t, err)
+	assert.Equal(t, `{"v":1,"kind":"registration","member":"node-1","registered_at":1700000000000,"value":"10.0.0.7:8080","instance":"3f9c0a1b2d4e5f60@web-1/4242"}`, string(b))
+	r, err := DecodeRecord(b)
+	require.NoError(t, err)
+	assert.Equal(t, g, *r.Registration)
+	var buf RecordBuf
+	r, err = buf.Decode(b, "node-1")
+	require.NoError(t, err)
+	assert.Equal(t, g, *r.Registration)
+
+	var old struct {
+		V      int      `json:"v"`
+		Member MemberID `json:"member"`
+		Value  string   `json:"value"`
+	}
+	require.NoError(t, json.Unmarshal(b, &old))
+	assert.Equal(t, "10.0.0.7:8080", old.Value)
+
+	for _, bad := range []string{strings.Repeat("x", MaxInstanceLen+1), "a\nb", "\xff"} {
+		g := Registration{Member: "node-1", Instance: bad}
+		_, err := EncodeRecord(Record{Registration: &g})
+		assert.ErrorIs(t, err, ErrInvalid, "%q", bad)
+		if bad == "\xff" {
+			continue // encoding/json reads invalid UTF-8 as U+FFFD
+		}
+		raw, _ := json.Marshal(map[string]any{"v": 1, "kind": "registration", "member": "node-1", "registered_at": 1, "instance": bad})
+		_, err = DecodeRecord(raw)
+		assert.ErrorIs(t, err, ErrMalformed, "%q", bad)
+	}
+}

@@ -47,6 +47,13 @@
 // registration with a value as the registration, without its value (checked
 // against the released decoder; TestValueReadByOlderShape keeps the shape).
 //
+// A registration may also carry the instance that wrote it: a random
+// nonce the member process drew when it started, then its host and pid
+// ([CheckInstance]; an optional field of version 1 too, last). Two
+// processes under one member id tell each other apart by it:
+//
+//	{"v":1,"kind":"registration","member":"node-1","registered_at":1700000000000,"value":"10.0.0.7:8080","instance":"3f9c0a1b2d4e5f60@web-1/4242"}
+//
 // A lease carries its holder's value in every lease the holder writes, so
 // that the value readers report for the holder was written under the
 // holder's token and a plain append cannot change it. A lease with a

@@ -114,6 +114,7 @@ const (
 	fastLease    = `lease","member":"`
 	fastRegAt    = `","registered_at":`
 	fastValue    = `,"value":"`
+	fastInstance = `,"instance":"`
 	fastProducer = `","producer_id":`
 	fastEpoch    = `,"epoch":`
 	fastGranted  = `,"granted_at":`
@@ -144,14 +145,29 @@ func decodeFast(b []byte, hint MemberID, reg *Registration, lease *Lease) Kind {
 		if !ok {
 			return 0
 		}
-		var value string
+		var value, instance string
 		if value, i, ok = fastValueField(b, i); !ok {
 			return 0
+		}
+		if i, ok = cut(b, i, fastInstance); ok {
+			// Printable ASCII only (what NewInstance writes); anything
+			// else takes the general path, which checks the rest.
+			n := i
+			for n < len(b) && b[n] != '"' {
+				if c := b[n]; c < 0x20 || c == '\\' || c >= 0x7f {
+					return 0
+				}
+				n++
+			}
+			if n == len(b) || n-i > MaxInstanceLen {
+				return 0
+			}
+			instance, i = string(b[i:n]), n+1
 		}
 		if i != len(b)-1 || b[i] != '}' {
 			return 0
 		}
-		*reg = Registration{Member: m, RegisteredAt: at, Value: value}
+		*reg = Registration{Member: m, RegisteredAt: at, Value: value, Instance: instance}
 		return KindRegistration
 	}
 	if i, ok = cut(b, i, fastLease); !ok {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -126,6 +127,34 @@ type Registration struct {
 	Member       MemberID `json:"member"`          // the candidate; the same as in the record's key
 	RegisteredAt int64    `json:"registered_at"`   // Unix ms, the registering member's wall clock; informative only (rank is by offset)
 	Value        string   `json:"value,omitempty"` // the candidate's opaque value (often its address), at most MaxValueLen bytes; "" for none
+	// Instance names the member process that wrote the registration: a
+	// random nonce drawn when it started, then its host and pid, as
+	// "NONCE@HOST/PID" (opaque to readers: compare it whole). Two
+	// processes running under one member id tell each other apart by it
+	// (see package processor, "One process per member id"). At most
+	// [MaxInstanceLen] bytes of UTF-8 without control characters; "" for
+	// a registration written without one (an older writer, `krole
+	// register`).
+	Instance string `json:"instance,omitempty"`
+}
+
+// MaxInstanceLen is the longest instance a registration carries, in bytes.
+const MaxInstanceLen = 160
+
+// CheckInstance reports whether s fits in a registration's Instance: at
+// most [MaxInstanceLen] bytes of valid UTF-8 without control characters.
+// The error is an [*InvalidError] with What "instance".
+func CheckInstance(s string) error {
+	switch {
+	case len(s) > MaxInstanceLen:
+		return &InvalidError{What: "instance", Value: clipName(s),
+			Rule: fmt.Sprintf("%d bytes, more than the %d a registration carries", len(s), MaxInstanceLen)}
+	case !utf8.ValidString(s):
+		return &InvalidError{What: "instance", Value: clipName(s), Rule: "not valid UTF-8"}
+	case strings.ContainsFunc(s, unicode.IsControl):
+		return &InvalidError{What: "instance", Value: clipName(s), Rule: "control characters are not allowed"}
+	}
+	return nil
 }
 
 // MaxValueLen is the longest value a registration carries, in bytes.
@@ -148,6 +177,9 @@ func CheckValue(v string) error {
 // Validate checks the registration's member and value.
 func (g Registration) Validate() error {
 	if err := g.Member.Validate(); err != nil {
+		return err
+	}
+	if err := CheckInstance(g.Instance); err != nil {
 		return err
 	}
 	return CheckValue(g.Value)
@@ -244,6 +276,7 @@ type wire struct {
 	GrantedAt    *int64   `json:"granted_at,omitempty"`
 	Deadline     *int64   `json:"deadline,omitempty"`
 	Value        string   `json:"value,omitempty"`
+	Instance     string   `json:"instance,omitempty"` // registrations only
 }
 
 // EncodeRecord returns the value bytes of r; a tombstone encodes to nil.
@@ -258,7 +291,7 @@ func EncodeRecord(r Record) ([]byte, error) {
 		if err := g.Validate(); err != nil {
 			return nil, err
 		}
-		w = wire{V: Version, Kind: "registration", Member: g.Member, RegisteredAt: &g.RegisteredAt, Value: g.Value}
+		w = wire{V: Version, Kind: "registration", Member: g.Member, RegisteredAt: &g.RegisteredAt, Value: g.Value, Instance: g.Instance}
 	case r.Lease != nil:
 		l := *r.Lease
 		if err := l.Validate(); err != nil {
@@ -331,7 +364,10 @@ func decodeRecordJSON(b []byte) (Record, error) {
 		if err := CheckValue(w.Value); err != nil {
 			return Record{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
-		return Record{Registration: &Registration{Member: w.Member, RegisteredAt: *w.RegisteredAt, Value: w.Value}}, nil
+		if err := CheckInstance(w.Instance); err != nil {
+			return Record{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		return Record{Registration: &Registration{Member: w.Member, RegisteredAt: *w.RegisteredAt, Value: w.Value, Instance: w.Instance}}, nil
 	case "lease":
 		if w.Value != "" && w.V < LeaseValueVersion {
 			return Record{}, fmt.Errorf("%w: a lease of version %d carries no value", ErrMalformed, w.V)

@@ -2,6 +2,23 @@
 // builds, from one [Config], everything a member of some roles needs, and
 // runs it under one lifecycle.
 //
+// The common program imports this package alone: [Role], [MemberID],
+// [Token], [Cluster], [Settings], [Work], [Held] and [Event] are the
+// other packages' types under this package's names (aliases), so values
+// pass between the packages as they are. The etcd-shaped program is four
+// calls ([New], [Session.Election], [Election.Campaign], and a deferred
+// [Session.Close]); see the package's Example:
+//
+//	sess, err := election.New(election.Config{
+//		Cluster: election.Cluster{Brokers: []string{"127.0.0.1:9092"}},
+//		Member:  "node-1",
+//		Roles:   []election.Role{"db"},
+//	})
+//	if err != nil { ... }
+//	defer sess.Close() // resigns what it holds, leaves, stops
+//	e, _ := sess.Election("db")
+//	h, err := e.Campaign(ctx, "10.0.0.1:5432") // blocks until held
+//
 // # What a Session starts
 //
 // [New] connects a [fencing.BrokerTransport] to the cluster (the only
@@ -16,7 +33,16 @@
 // view's stamps of when it saw each lease, by which [Election.Leader]
 // judges a lease live for its span.
 //
-// [Session.Run] runs the view and the member under one errgroup
+// A session runs in one of two ways. [Session.Run] runs it until its ctx
+// ends, with the work to do while holding a role, and blocks. Or nothing
+// runs it: then the first [Election.Campaign], [Election.Leader] or
+// [Election.Observe] starts it in the background, without work (as
+// etcd's NewSession starts its keepalive), and [Session.Close] stops it,
+// resigning what it holds; no step can be missed. (Run called after the
+// session started itself adopts that run: it returns once its ctx has
+// ended and the session has stopped.)
+//
+// A run runs the view and the member under one errgroup
 // (golang.org/x/sync/errgroup) and blocks until both have returned:
 //
 //  1. the view starts following the role topic;
@@ -37,8 +63,14 @@
 // topic's end fails (a leader moving, a broker restarting) is not fatal:
 // it is tried again, with a backoff from 100 ms doubling to 5 s, each
 // failure logged at warn, and the member starts once it succeeds. The
-// member itself has no fatal errors: a lost role is an event
-// ([processor.Event]), not an error, and the member campaigns again.
+// member's one fatal error is another live process under Config.Member
+// (a member id names one process; see package processor, "One process
+// per member id"): it then leaves without writing anything for the
+// other process, and Run returns a [*MemberInUseError] (matching
+// [ErrMemberInUse]), as does a Campaign waiting then. A restarted
+// process whose predecessor died rejoins by itself, at most a lease
+// after it starts. A lost role is an event ([processor.Event]), not an
+// error, and the member campaigns again.
 //
 // # Defaults
 //
@@ -61,19 +93,32 @@
 // # The etcd-shaped calls
 //
 // [Session.Election] gives one role the calls of etcd's
-// concurrency.Election: [Election.Campaign] (blocks until this member
-// holds the role; returns the [Holding] and its token), [Election.Resign]
-// (hands over now), [Election.Leader] (the live holder and its value) and
-// [Election.Observe] (a channel of holder changes). The member stays the
-// engine: it campaigns from Run on, and Campaign waits for it; a value
-// (Config.Value, or Campaign's) rides in the member's registrations and
-// in every lease it writes. The holder's value that [Election.Leader],
-// [Election.Observe], `krole leader` and the HTTP API report is its
-// lease's, written under its token, so a registration appended by anyone
-// cannot change it; a holder whose value changes (Campaign with another
-// value while holding, etcd's Proclaim) writes a lease with it at once
-// (processor.Member.RenewNow). A value with a control character is
-// refused (codec.CheckWriteValue).
+// concurrency.Election:
+//
+//   - [Election.Campaign] blocks until this member holds the role and
+//     returns the [Holding] and its token. A value (Config.Value, or
+//     Campaign's) rides in the member's registrations and in every lease
+//     it writes; a holder that campaigns with a new value keeps the role
+//     and writes a lease with the value at once (etcd's Proclaim;
+//     processor.Member.RenewNow). A value with a control character is
+//     refused (codec.CheckWriteValue).
+//   - [Election.Leader] returns the live holder and its value (its
+//     lease's, written under its token, so a registration appended by
+//     anyone cannot change it: the same value [Election.Observe], `krole
+//     leader` and the HTTP API report), as the session's view believes it, reading the session's own writes: once
+//     Campaign has returned, Leader names this member (until it loses or
+//     resigns the role), even before the view shows its lease.
+//   - [Election.Resign] hands the role over now and takes the member out
+//     of the role's queue: it does not campaign for the role again until
+//     Campaign is called again, as in etcd. Once it returns, Leader from
+//     this session no longer names this member. ([Session.Resign], and an
+//     operator's `krole resign --member`, hand over and queue the member
+//     again at the back.)
+//   - [Election.Observe] returns a channel of holder changes.
+//
+// The member stays the engine: from the session's start it registers and
+// campaigns for every role of Config.Roles, whether or not Campaign is
+// called, until Resign; Campaign waits for it.
 //
 // The guarantees are those of packages processor and fencing: the
 // broker's fence on the role's transactional id, never clocks. A Session

@@ -2,6 +2,7 @@ package election
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -13,9 +14,11 @@ import (
 // Election is one role of a [Session] with the calls of etcd's
 // concurrency.Election: [Election.Campaign], [Election.Resign],
 // [Election.Leader] and [Election.Observe]. The session's member stays
-// the engine: it registers, campaigns and renews from [Session.Run] on,
-// whether or not Campaign is called; the Election waits for and reports
-// what the member does. Its methods are safe for concurrent use.
+// the engine: it registers, campaigns and renews from the session's start
+// on ([Session.Run], or the first Campaign, Leader or Observe), whether
+// or not Campaign is called, until [Election.Resign] takes it out of the
+// role's queue; the Election waits for and reports what the member does.
+// Its methods are safe for concurrent use.
 type Election struct {
 	s    *Session
 	role codec.Role
@@ -66,18 +69,40 @@ func (s *Session) Election(role codec.Role) (*Election, error) {
 // [Election.Leader], `krole leader` and the lookups: a value other than
 // the one registered re-registers the member with it, which puts it at
 // the back of the queue (as a new etcd campaign key is the newest); a
-// holder that changes its value keeps the role (etcd's Proclaim). The
-// member campaigns from [Session.Run] on: Campaign may be called before
-// Run starts, and waits. Cancelling ctx ends the wait with ctx.Err(); the
-// member stays a candidate (end Run's ctx to leave). After Run has
-// returned it returns [ErrNotRunning]. A value that [codec.CheckValue]
-// refuses returns an error matching [codec.ErrInvalid].
+// holder that changes its value keeps the role (etcd's Proclaim).
+//
+// Nothing else need be started: a session that [Session.Run] does not
+// run is started by its first Campaign (or Leader, or Observe), in the
+// background, and stopped by [Session.Close]. After [Election.Resign],
+// Campaign puts the member back in the queue, at the back. Cancelling ctx
+// ends the wait with ctx.Err(); the member stays a candidate (Resign, or
+// end the session, to leave). Once the session has stopped it returns an
+// error matching [ErrNotRunning], wrapping why it stopped when that was
+// an error (a [*MemberInUseError], a [*ViewError]). A value that
+// [codec.CheckValue] refuses returns an error matching
+// [codec.ErrInvalid].
 func (e *Election) Campaign(ctx context.Context, value string) (Holding, error) {
 	if err := codec.CheckWriteValue(value); err != nil {
 		return Holding{}, fmt.Errorf("election: %w", err)
 	}
+	e.s.start()
+	if err := e.s.m.Rejoin(e.role); err != nil { // after a Resign: campaign again
+		return Holding{}, err
+	}
 	if err := e.s.vt.change(e.role, value, func() error {
-		_, err := e.s.t.RegisterValue(ctx, e.role, e.s.m.ID(), value)
+		// Registered by this process already (the view, confirmed, holds
+		// every append made before this call): register again with the
+		// value. Otherwise the member's own registration, to come, carries
+		// it: one that is waiting out another instance's registration of
+		// its id writes nothing before it may.
+		c, err := e.s.v.Confirm(ctx, e.role)
+		if err != nil {
+			return err
+		}
+		if i := c.State.Rank(e.s.m.ID()); i < 0 || c.State.Candidates[i].Instance != e.s.m.Instance() {
+			return nil
+		}
+		_, err = e.s.t.AppendRegistration(ctx, e.role, codec.Registration{Member: e.s.m.ID(), Value: value, Instance: e.s.m.Instance()})
 		// A holder's value is the one its lease carries: renew at once,
 		// so readers see the new value within a write, not a renew
 		// interval later.
@@ -95,27 +120,65 @@ func (e *Election) Campaign(ctx context.Context, value string) (Holding, error) 
 		case <-ctx.Done():
 			return Holding{}, ctx.Err()
 		case <-done:
-			return Holding{}, ErrNotRunning
+			return Holding{}, e.s.tr.notRunning()
 		case <-changed:
 		}
 	}
 }
 
-// Resign hands the role over now if this member holds it: the release is
-// written, the next candidate takes the role at once, and this member
-// queues again at the back (it stays a candidate while Run runs). It
-// blocks until the release is written or ctx ends; it returns an error
-// matching [processor.ErrNotHolder] when this member does not hold the
-// role. See [processor.Member.Resign].
-func (e *Election) Resign(ctx context.Context) error { return e.s.m.Resign(ctx, e.role) }
+// Resign gives the role up, as etcd's Resign: when this member holds
+// it, its work is stopped and the release written, so the next
+// candidate takes the role at once; in any case the member leaves the
+// queue (deregisters), and it does not campaign for the role again
+// until [Election.Campaign] is called again. It blocks until that is
+// done and this session's view no longer shows this member's holding
+// (so that Leader, from this session, no longer names it), or ctx ends.
+// It returns [ErrNotHolder] when this member did not hold the role (it
+// has left the queue all the same), [ErrNotRunning] when the session
+// is not running, or the release's error. See
+// [processor.Member.Withdraw]. (Session.Resign, and an operator's `krole
+// resign --member`, instead hand over and queue the member again.)
+func (e *Election) Resign(ctx context.Context) error {
+	tok, held, _, _ := e.s.tr.holding(e.role)
+	if err := e.s.m.Withdraw(ctx, e.role); err != nil {
+		if errors.Is(err, processor.ErrNotRunning) {
+			return e.s.tr.notRunning()
+		}
+		return err
+	}
+	if !held {
+		return ErrNotHolder
+	}
+	// Read-your-writes: wait until the view has the release (or anything
+	// after this holding), bounded by ctx and a transaction timeout.
+	wctx, cancel := context.WithTimeout(ctx, e.s.m.Settings().TransactionTimeout)
+	defer cancel()
+	for st := range e.s.v.Follow(wctx, e.role) {
+		if l := st.Lease; l == nil || l.Member != e.s.m.ID() || l.Token != tok || l.Released() {
+			break
+		}
+	}
+	return nil
+}
 
 // Leader returns the role's live holder and its value, as the session's
 // view believes it (not the broker's fence), or [ErrNoLeader]. It waits
 // for the view's first catch-up, bounded by ctx, as every lookup does.
+//
+// It reads this session's own writes: while this member holds the role
+// (from the moment [Election.Campaign] returns until it loses or resigns
+// it), Leader names this member with its token and value even if the
+// view has not shown its lease yet, unless the view shows a newer token
+// of the role. Other sessions' views learn of it within their lag.
 func (e *Election) Leader(ctx context.Context) (Holder, error) {
+	e.s.start()
+	tok, held, _, _ := e.s.tr.holding(e.role)
 	l, ok, err := e.s.v.Leader(ctx, e.role, time.Time{})
 	if err != nil {
 		return Holder{}, err
+	}
+	if held && (!ok || !l.Lease.Token.Newer(tok)) {
+		return Holder{Member: e.s.m.ID(), Token: tok, Value: e.s.vt.get(e.role)}, nil
 	}
 	if !ok {
 		return Holder{}, ErrNoLeader
@@ -127,11 +190,13 @@ func (e *Election) Leader(ctx context.Context) (Holder, error) {
 // then one each time the holder changes (a new holder or token, or none:
 // the zero Holder), never on renewals. Changes are judged as the session's
 // member judges them (its HolderChanged events, which include a lease
-// running out); while Run has not started, the first holder comes from
-// the view once it has caught up. A slow reader misses intermediate
-// holders, never the latest. The channel closes when ctx ends or Run
-// returns; Observe starts one goroutine, which ends then.
+// running out); until the member has judged the role, the first holder
+// comes from [Election.Leader]. A session nobody runs is started by
+// Observe, as by Campaign. A slow reader misses intermediate holders,
+// never the latest. The channel closes when ctx ends or the session
+// stops; Observe starts one goroutine, which ends then.
 func (e *Election) Observe(ctx context.Context) <-chan Holder {
+	e.s.start()
 	out := make(chan Holder)
 	go func() {
 		defer close(out)
@@ -188,6 +253,7 @@ type tracker struct {
 	changed chan struct{}               // closed and replaced on every change
 	done    chan struct{}               // closed when Run returns
 	ended   bool
+	err     error // what Run returned
 }
 
 func newTracker() *tracker {
@@ -219,14 +285,32 @@ func (t *tracker) note(e processor.Event) {
 	t.changed = make(chan struct{})
 }
 
-// end says that Run has returned.
-func (t *tracker) end() {
+// end says that Run has returned err.
+func (t *tracker) end(err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.ended {
-		t.ended = true
+		t.ended, t.err = true, err
 		close(t.done)
 	}
+}
+
+// result is what Run returned, once it has.
+func (t *tracker) result() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.err
+}
+
+// notRunning is the error of a call made once Run has returned:
+// ErrNotRunning, wrapping what Run returned when it was an error.
+func (t *tracker) notRunning() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.err != nil {
+		return fmt.Errorf("%w: %w", ErrNotRunning, t.err)
+	}
+	return ErrNotRunning
 }
 
 func (t *tracker) holding(role codec.Role) (codec.Token, bool, <-chan struct{}, <-chan struct{}) {

@@ -3,6 +3,8 @@ package election
 import (
 	"errors"
 	"fmt"
+
+	"github.com/krabka/krole/processor"
 )
 
 // ErrAlreadyRun is returned by a second call of [Session.Run], and by Run
@@ -20,6 +22,16 @@ var ErrNoLeader = errors.New("election: the role has no live holder")
 // ErrNotRunning is returned by [Election.Campaign] once [Session.Run] has
 // returned (or the session was closed): nobody campaigns any more.
 var ErrNotRunning = errors.New("election: the session is not running")
+
+// ErrMemberInUse matches the [*MemberInUseError] that [Session.Run] and
+// [Election.Campaign] return when another live process runs under
+// Config.Member: this session left without writing anything for it
+// (the same error as [processor.ErrMemberInUse]).
+var ErrMemberInUse = processor.ErrMemberInUse
+
+// ErrNotHolder is what [Election.Resign] returns when this member did not
+// hold the role (the same error as [processor.ErrNotHolder]).
+var ErrNotHolder = processor.ErrNotHolder
 
 // ViewError is what [Session.Run] returns when the view of the role topic
 // stopped with an error rather than because ctx ended: the member left

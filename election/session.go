@@ -28,18 +28,19 @@ type Config struct {
 	// Cluster.ClientID defaults to "krole-" + Member, so that brokers
 	// (their logs and quotas) tell the members apart; the view's clients
 	// add suffixes to it.
-	Cluster fencing.Config
-	// Member is this member's id. Required.
-	Member codec.MemberID
+	Cluster Cluster
+	// Member is this member's id, one process's: a second live process
+	// under the same id is refused ([ErrMemberInUse]). Required.
+	Member MemberID
 	// Roles are the roles the member campaigns for, at least one.
-	Roles []codec.Role
+	Roles []Role
 	// Value is carried in the member's registrations, for readers to find
 	// the holder by (its address, say): [view.View.Leader], `krole leader`.
 	// At most [codec.MaxValueLen] bytes of UTF-8. Default "": none.
 	Value string
 	// Settings are the timings; zero fields take their defaults, derived
 	// from LeaseDuration (default 10s; see [processor.Settings]).
-	Settings processor.Settings
+	Settings Settings
 	// StateDir, when set, keeps the view's table on disk; see
 	// [view.Options].StateDir. Default "": in memory.
 	StateDir string
@@ -55,7 +56,7 @@ type Config struct {
 	// OnEvent receives the member's events, one call at a time, in order
 	// per role; it must return quickly and must not call Resign. See
 	// [processor.Options].OnEvent. Default none.
-	OnEvent func(processor.Event)
+	OnEvent func(Event)
 	// OnReady is called once by [Session.Run], on Run's goroutine group,
 	// when the view has caught up with the role topic and just before the
 	// member starts to register and campaign, so before any OnEvent call.
@@ -78,7 +79,7 @@ type Config struct {
 	// a process killed right after has reported it; it must return
 	// quickly. A token is minted at every challenge, won or lost. Default
 	// none.
-	OnMinted func(role codec.Role, tok codec.Token)
+	OnMinted func(role Role, tok Token)
 	// OnFatal is called once by [Session.Run] when the view fails for
 	// good, with the [*ViewError] Run will return, before the member
 	// leaves (so before the Revoked events of its leaving, and before its
@@ -103,8 +104,12 @@ type Session struct {
 	vt *values  // the values the member registers with
 	tr *tracker // the member's events, for the Elections
 
-	mu      sync.Mutex
-	started bool // Run was called, or Close
+	mu       sync.Mutex
+	started  bool               // Run was called, or Close, or the session started itself
+	autoStop context.CancelFunc // ends the run the session started itself
+	autoDone chan struct{}      // closed when that run has returned
+	adopted  bool               // Run was called after the session started itself
+	work     Work               // the work of that run, from Run; nil: none
 }
 
 // New validates cfg, connects to the cluster and builds the view and the
@@ -229,6 +234,14 @@ func (t valueTransport) Register(ctx context.Context, role codec.Role, member co
 	return t.values.register(role, func(value string) (int64, error) { return t.RegisterValue(ctx, role, member, value) })
 }
 
+// RegisterInstance implements processor.InstanceRegisterer with the
+// session's value for role: the member registers through it.
+func (t valueTransport) RegisterInstance(ctx context.Context, role codec.Role, member codec.MemberID, instance string) (int64, error) {
+	return t.values.register(role, func(value string) (int64, error) {
+		return t.AppendRegistration(ctx, role, codec.Registration{Member: member, Value: value, Instance: instance})
+	})
+}
+
 // viewRunner is what Run needs of the view to run it: *view.View.
 type viewRunner interface {
 	Run(ctx context.Context) error
@@ -241,22 +254,85 @@ type viewRunner interface {
 //
 // work runs while the member holds a role, as in [processor.Member.Run]:
 // its ctx ends when the role is lost or Run's ctx ends. To write under
-// the holding's token, use [Session.Writer].
+// the holding's token, use [Session.Writer]. work may be nil: the member
+// then only holds the roles (what a program that uses the Elections
+// alone needs; it need not call Run at all, see [Election.Campaign]).
 //
 // Run returns nil when ctx ended; a [*ViewError] when the view failed
 // (it stopped with an error; after the first catch-up, the member has
-// resigned and left first); [ErrAlreadyRun]
+// resigned and left first); a [*MemberInUseError] (matching
+// [ErrMemberInUse]) when another live process runs under Config.Member
+// (the member left without writing anything for it); [ErrAlreadyRun]
 // when called a second time or after Close.
-func (s *Session) Run(ctx context.Context, work processor.Work) error {
+//
+// Run may be called after the session started itself (a Campaign,
+// Leader or Observe came first, as when `go sess.Run(ctx, nil)` races
+// them): it then adopts that run, returning, as above, once ctx has
+// ended and the session has stopped; its work runs for the holdings that
+// begin after the call, not for one under way.
+func (s *Session) Run(ctx context.Context, work Work) error {
 	s.mu.Lock()
+	if s.autoStop != nil && !s.adopted {
+		// A Campaign, Leader or Observe started the session before Run
+		// (`go sess.Run(ctx, nil)` racing a Campaign): Run adopts that
+		// run, as if it had started it.
+		s.adopted, s.work = true, work
+		stop, done := s.autoStop, s.autoDone
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			stop()
+			<-done
+		case <-done:
+		}
+		return s.tr.result()
+	}
 	if s.started {
 		s.mu.Unlock()
 		return ErrAlreadyRun
 	}
 	s.started = true
 	s.mu.Unlock()
+	return s.run(ctx, work)
+}
+
+// adoptedWork is the work of a run the session started itself: Run's,
+// once Run has adopted the run, for the holdings that begin from then on.
+func (s *Session) adoptedWork(ctx context.Context, held Held) error {
+	s.mu.Lock()
+	w := s.work
+	s.mu.Unlock()
+	if w == nil {
+		return nil // no work: the role stays held
+	}
+	return w(ctx, held)
+}
+
+// start runs the session in the background, without work, unless it has
+// been run (or closed) already: the first [Election.Campaign],
+// [Election.Leader] or [Election.Observe] of a session nobody runs
+// starts it, and [Session.Close] stops it.
+func (s *Session) start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return
+	}
+	s.started = true
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	s.autoStop, s.autoDone = stop, done
+	go func() {
+		defer close(done)
+		if err := s.run(ctx, s.adoptedWork); err != nil {
+			s.log.Warn("the session stopped", "err", err)
+		}
+	}()
+}
+
+func (s *Session) run(ctx context.Context, work Work) (err error) {
 	defer s.closeTransport()
-	defer s.tr.end()
+	defer func() { s.tr.end(err) }()
 
 	// The member's ctx ends with Run's, or when the view fails. The view's
 	// ends only after the member has left, so that the member's lookups
@@ -348,13 +424,17 @@ func (s *Session) waitCaughtUp(ctx context.Context) error {
 // Resign hands role over if this member holds it; see
 // [processor.Member.Resign]. It blocks until the release is written or ctx
 // ends.
-func (s *Session) Resign(ctx context.Context, role codec.Role) error { return s.m.Resign(ctx, role) }
+//
+// Unlike [Election.Resign], it keeps the member a candidate: it
+// registers again at once, at the back of the queue (as an operator's
+// `krole resign --member` makes a holder do).
+func (s *Session) Resign(ctx context.Context, role Role) error { return s.m.Resign(ctx, role) }
 
 // Writer returns the fenced writer of held: it writes under held.Token,
 // in transactions of held.Role's transactional id, and fails with an
 // error matching [fencing.ErrFenced] once a later member holds the role.
 // It sends nothing; see [fencing.BrokerTransport.Writer].
-func (s *Session) Writer(held processor.Held) *fencing.Writer {
+func (s *Session) Writer(held Held) *fencing.Writer {
 	return s.t.Writer(held.Role, held.Token)
 }
 
@@ -371,20 +451,33 @@ func (s *Session) View() *view.View { return s.v }
 // Member returns the member. Run runs it: do not call its Run.
 func (s *Session) Member() *processor.Member { return s.m }
 
-// Close releases the connection of a Session that has not been run, and
-// makes a later Run return [ErrAlreadyRun]. Once Run has been called it
-// does nothing (Run closes the transport when it returns), so it is safe
-// to defer right after New. It does not block beyond closing the
-// connection.
+// Close ends the session, and is safe to defer right after New (as
+// etcd's Session.Close):
+//
+//   - a session that started itself (a Campaign, Leader or Observe before
+//     Run) is stopped as Run's end stops it: the member resigns what it
+//     holds and deregisters, then the view and the transport stop. Close
+//     blocks until that is done (bounded by the settings' timeouts).
+//   - a session run by [Session.Run]: Close does nothing; Run's ctx ends
+//     it, and Run closes the transport when it returns.
+//   - a session never run: Close releases the connection, and a later
+//     Run returns [ErrAlreadyRun].
 func (s *Session) Close() error {
 	s.mu.Lock()
 	started := s.started
 	s.started = true
+	s.adopted = true // a Run after Close has nothing to adopt
+	stop, done := s.autoStop, s.autoDone
 	s.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+		return nil
+	}
 	if started {
 		return nil
 	}
-	s.tr.end()
+	s.tr.end(nil)
 	return s.t.Close()
 }
 

@@ -154,6 +154,17 @@ type Local struct {
 	campaignAt time.Time // no campaigning before this (work failed)
 
 	resign Reason // a resignation asked for, or ""
+
+	// instance is this process's instance (see InstanceRegisterer); ""
+	// when its registrations carry none.
+	instance string
+}
+
+// withInstance returns l for a member whose registrations carry instance:
+// it adopts only registrations of its id that carry instance or none.
+func (l Local) withInstance(instance string) Local {
+	l.instance = instance
+	return l
 }
 
 // NewLocal returns the Local of a member that has not done anything yet.
@@ -167,10 +178,12 @@ func (l Local) Held() *Held { return l.held }
 // Observe returns l updated with an observation of st at now (this
 // member's clock): it adopts this member's registration when the state
 // shows one newer than it knew (a restart under the same member id keeps
-// its rank), notes when it first saw the role's current lease record, and
+// its rank; with instances, only a registration written by this process
+// or by a writer of none: see "One process per member id"), notes when it first saw the role's current lease record, and
 // when it first saw the current vacancy.
 func (l Local) Observe(st rolestate.State, me codec.MemberID, now time.Time) Local {
-	if c, ok := candidate(st, me); ok && c.Offset > l.retired && c.Offset > l.registered {
+	if c, ok := candidate(st, me); ok && c.Offset > l.retired && c.Offset > l.registered &&
+		(l.instance == "" || c.Instance == "" || c.Instance == l.instance) {
 		l.registered, l.registeredAt = c.Offset, time.Time{}
 	}
 	if st.LeaseOffset != l.leaseOff || l.leaseSeen.IsZero() {

@@ -114,8 +114,10 @@
 // expire; it then releases under the new epoch, fencing only its former
 // self. Otherwise (a newer lease confirmed, a failed confirmation, past
 // the deadline) it writes nothing and the lease runs out, at most one
-// lease for the next candidate. A Member whose
-// context ends resigns every role it holds (unless KeepOnExit), so a
+// lease for the next candidate. [Member.Withdraw] resigns as Resign
+// does (and deregisters a member that does not hold the role) but then
+// keeps the member out of the role's queue until [Member.Rejoin]. A
+// Member whose context ends resigns every role it holds (unless KeepOnExit), so a
 // rolling restart hands roles over without waiting for a deadline. Work
 // that returns an error resigns the role too; the member then waits before
 // it registers and campaigns again: RenewInterval after the first failure,
@@ -123,6 +125,52 @@
 // LeaseDuration restarts the count), at most [MaxWorkBackoff]. Each
 // failure is logged with its cause and the wait, and counted in
 // krole_work_failures_total.
+//
+// # One process per member id
+//
+// A member id names one process. On a transport that writes instances
+// ([InstanceRegisterer], as fencing.BrokerTransport is), each [Member]
+// draws an instance when it is created ([NewInstance]: a random nonce,
+// then the host and pid) and writes it in every registration, and it
+// refuses to run beside another live process under its id:
+//
+//   - At its start, a role whose view shows a registration of its id by
+//     another instance is watched for one LeaseDuration before this
+//     member writes anything for it. If meanwhile a lease of its id is
+//     written under a token this process did not mint (the other holds
+//     the role and renews, at least every RenewInterval), or the other
+//     registers again, the other is live: Run returns a
+//     [*MemberInUseError] (matching [ErrMemberInUse]) naming it. If the
+//     registration is removed, or the lease passes without a sign of
+//     life, the other is taken for dead (a process killed, or stopped
+//     with KeepOnExit) and this member registers under its own instance,
+//     at the back of the queue: a restarted member rejoins one lease
+//     after its start at most, without manual steps.
+//   - A candidate that does not hold the role writes nothing while it
+//     waits, so a newcomer can take its id over after that lease. The
+//     candidate, once it has been the id's instance for a lease, answers
+//     a newer registration of its id by another instance by registering
+//     again (moving to the back of the queue: the one disturbance it
+//     suffers), and the newcomer, which has been the id's instance for
+//     less than a lease, sees a registration of another instance newer
+//     than its own and is refused. Two instances that keep answering
+//     each other (both established: one was cut off for longer than a
+//     lease) stop at the second answer within a lease: the one that sees
+//     it is refused.
+//   - At any time, a lease of its id under a token this process did not
+//     mint, while it holds nothing, refuses it.
+//
+// A refused member leaves as when its ctx ends, except that it writes
+// nothing for the other: it deregisters only a registration of its own
+// (never one whose newest record is another instance's, which would make
+// that one step down), and it releases only a holding of its own. A
+// member never adopts another instance's registration as its own (one
+// written without an instance, by an older writer or `krole register`,
+// it adopts as before), so two processes under one id cannot remove each
+// other's registration on their way out. Liveness here rests on clocks,
+// as elsewhere; a process paused for longer than a lease may find its id
+// taken over when it wakes, and is then refused or refuses the other as
+// above. Processes of krole older than instances are not told apart.
 //
 // # Safety: the broker's fence, never clocks
 //

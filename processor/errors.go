@@ -19,6 +19,11 @@ var (
 	// running.
 	ErrNotRunning = errors.New("the member is not running")
 
+	// ErrMemberInUse matches the [*MemberInUseError] that [Member.Run]
+	// returns when another live process runs under the member's id: the
+	// member left without disturbing it.
+	ErrMemberInUse = errors.New("the member id is in use by another live process")
+
 	// ErrAlreadyRun is returned by a second call of [Member.Run]: a Member
 	// runs once.
 	ErrAlreadyRun = errors.New("the member has already been run")

@@ -243,8 +243,14 @@ func (t *recTransport) WriteLease(ctx context.Context, role codec.Role, tok code
 }
 
 func (t *recTransport) Register(ctx context.Context, role codec.Role, member codec.MemberID) (int64, error) {
+	return t.RegisterInstance(ctx, role, member, "")
+}
+
+// RegisterInstance records the registration as Register does; the member
+// registers through it (processor.InstanceRegisterer).
+func (t *recTransport) RegisterInstance(ctx context.Context, role codec.Role, member codec.MemberID, instance string) (int64, error) {
 	start := time.Now()
-	off, err := t.BrokerTransport.Register(ctx, role, member)
+	off, err := t.BrokerTransport.RegisterInstance(ctx, role, member, instance)
 	if err == nil {
 		end := time.Now()
 		t.rec.mu.Lock()

@@ -100,9 +100,14 @@ type Member struct {
 	lim *limiter   // the transport calls in flight
 	adm *admission // how many roles it campaigns for
 
+	inst string             // this process's instance; "" without an InstanceRegisterer
+	ireg InstanceRegisterer // t, when it is one
+
 	mu      sync.Mutex
 	started bool
 	running bool
+	stop    context.CancelFunc // ends Run's roles (refuse)
+	inUse   *MemberInUseError  // why refuse ended them
 
 	works sync.WaitGroup
 
@@ -150,6 +155,9 @@ func New(t fencing.Transport, src Source, me codec.MemberID, roles []codec.Role,
 	}
 	if m.clk == nil {
 		m.clk = SystemClock()
+	}
+	if ir, ok := t.(InstanceRegisterer); ok {
+		m.ireg, m.inst = ir, NewInstance()
 	}
 	m.lim = newLimiter(s.MaxInFlight)
 	if m.log == nil {
@@ -222,6 +230,9 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		return ErrAlreadyRun
 	}
 	m.started, m.running = true, true
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	m.stop = stop
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
@@ -240,6 +251,11 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 	}
 	wg.Wait()
 	m.works.Wait()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.inUse != nil {
+		return m.inUse
+	}
 	return nil
 }
 
@@ -270,6 +286,41 @@ func (m *Member) RenewNow(role codec.Role) error {
 // [ErrUnknownRole], or the error of the release write (the role is given
 // up either way).
 func (m *Member) Resign(ctx context.Context, role codec.Role) error {
+	return m.resign(ctx, role, false)
+}
+
+// Withdraw takes the member out of role's queue until [Member.Rejoin]:
+// when it holds role it hands it over as Resign does (work stopped, the
+// release written); in any case it deregisters, and then it neither
+// registers nor campaigns for role again until Rejoin is called. It
+// blocks until that is done or ctx ends. It returns [ErrNotRunning] when
+// Run is not running, [ErrUnknownRole], or the error of the release
+// write; nil otherwise, whether or not the member held role. (Resign,
+// and an operator's removal of the registration, queue the member again
+// at once.)
+func (m *Member) Withdraw(ctx context.Context, role codec.Role) error {
+	return m.resign(ctx, role, true)
+}
+
+// Rejoin ends a [Member.Withdraw] of role: the member registers (at the
+// back of the queue) and campaigns again. It does not block. It returns
+// [ErrUnknownRole] for a role the member does not run; otherwise nil,
+// also when role was not withdrawn.
+func (m *Member) Rejoin(role codec.Role) error {
+	r, ok := m.runners[role]
+	if !ok {
+		return fmt.Errorf("%w: %s", ErrUnknownRole, role)
+	}
+	if r.withdrawn.Swap(false) {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+func (m *Member) resign(ctx context.Context, role codec.Role, withdraw bool) error {
 	r, ok := m.runners[role]
 	if !ok {
 		return fmt.Errorf("%w: %s", ErrUnknownRole, role)
@@ -282,7 +333,7 @@ func (m *Member) Resign(ctx context.Context, role codec.Role) error {
 	}
 	req := make(chan error, 1)
 	select {
-	case r.resignCh <- req:
+	case r.resignCh <- resignReq{q: req, withdraw: withdraw}:
 	case <-r.exited:
 		return ErrNotRunning
 	case <-ctx.Done():

@@ -255,7 +255,7 @@ func TestResignationHandsOverWithoutWaitingForTheDeadline(t *testing.T) {
 	a.tr.On("WriteLease", mock.Anything, role, tok1, release).Return(nil).Once()
 	a.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	q := make(chan error, 1)
-	a.r.requestResign(q)
+	a.r.requestResign(resignReq{q: q})
 	assert.Equal(t, DoResign, a.step().Kind)
 	assert.NoError(t, <-q)
 	assert.Equal(t, []string{"elected 42/1", "revoked resigned 42/1"}, a.transitions())

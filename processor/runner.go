@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/krabka/krole/codec"
@@ -36,9 +37,27 @@ type runner struct {
 	seen    *holderKey // the holder last reported by HolderChanged
 	resignQ chan error // the caller of Member.Resign waiting for this role
 
-	resignCh chan chan error
+	resignCh chan resignReq
 	renewCh  chan struct{} // capacity 1: Member.RenewNow
 	exited   chan struct{}
+
+	// One process per member id (instance.go).
+	minted       map[codec.Token]bool // tokens this process minted for the role
+	baseLeaseOff int64                // the role's lease offset when this process first read it
+	ownSeenAt    time.Time            // when the view first showed this process's own registration
+	reassertedAt time.Time            // when it last registered again to answer another instance
+	watch        *instanceWatch       // another instance's registration watched at the start
+
+	// withdrawn: Member.Withdraw took the member out of the role's queue
+	// until Member.Rejoin; wake tells the goroutine of a Rejoin.
+	withdrawn atomic.Bool
+	wake      chan struct{}
+}
+
+// resignReq is a call of Member.Resign (withdraw false) or Member.Withdraw.
+type resignReq struct {
+	q        chan error
+	withdraw bool
 }
 
 // holding is a role this member holds.
@@ -61,12 +80,14 @@ type holderKey struct {
 
 func newRunner(m *Member, role codec.Role) *runner {
 	return &runner{
-		m: m, role: role, l: NewLocal(),
+		m: m, role: role, l: NewLocal().withInstance(m.inst),
 		st:       rolestate.State{Role: role, LeaseOffset: -1},
 		log:      m.log.With("role", string(role)),
-		resignCh: make(chan chan error),
+		resignCh: make(chan resignReq),
 		renewCh:  make(chan struct{}, 1),
 		exited:   make(chan struct{}),
+		minted:   map[codec.Token]bool{},
+		wake:     make(chan struct{}, 1),
 	}
 }
 
@@ -89,6 +110,7 @@ func (r *runner) run(ctx context.Context, work Work) {
 		r.leave(ctx)
 		return
 	}
+	r.baseLeaseOff = r.st.LeaseOffset
 	burst := 0
 	for {
 		if ctx.Err() != nil {
@@ -129,6 +151,7 @@ func (r *runner) run(ctx context.Context, work Work) {
 			r.requestResign(q)
 		case <-r.renewCh:
 			r.l.renewNow = r.l.held != nil
+		case <-r.wake:
 		case err := <-r.workResult():
 			r.workReturned(err)
 		}
@@ -178,6 +201,17 @@ func (r *runner) poll(ctx context.Context) {
 // challenge always follows a confirmation that still says challenge.
 func (r *runner) step(ctx context.Context) Action {
 	now := r.m.clk.Now()
+	if a, ok := r.checkInstance(now); ok {
+		r.m.adm.dequeue(r.role)
+		if a.Kind == DoRegister {
+			r.register(ctx, a.Reason)
+		}
+		return a
+	}
+	if r.withdrawn.Load() && r.hold == nil && r.l.resign == "" {
+		r.m.adm.dequeue(r.role)
+		return Action{Kind: DoWait, Until: now.Add(time.Hour), Reason: "withdrawn from the role: not campaigning until Rejoin"}
+	}
 	a := r.decide(ctx, now)
 	if a.Kind != DoConfirm {
 		r.m.adm.dequeue(r.role)
@@ -345,7 +379,12 @@ func (r *runner) register(ctx context.Context, why string) {
 		return
 	}
 	cctx, cancel := r.callCtx(ctx, r.m.s.TransactionTimeout)
-	off, err := r.m.t.Register(cctx, r.role, r.m.me)
+	var off int64
+	if r.m.ireg != nil {
+		off, err = r.m.ireg.RegisterInstance(cctx, r.role, r.m.me, r.m.inst)
+	} else {
+		off, err = r.m.t.Register(cctx, r.role, r.m.me)
+	}
 	cancel()
 	release()
 	if err != nil {
@@ -386,6 +425,7 @@ func (r *runner) challenge(ctx context.Context, prune []codec.MemberID) {
 		r.failed(ctx, "challenge: acquire epoch", err)
 		return
 	}
+	r.minted[tok] = true
 	start, full := r.m.clk.Now(), r.m.lim.full()
 	lease := r.lease(tok, start)
 	// The lease write is not cut short by the end of Run's context either
@@ -744,12 +784,19 @@ func (r *runner) awaitWork(h *holding) {
 }
 
 // requestResign handles a call of Member.Resign.
-func (r *runner) requestResign(q chan error) {
-	if r.hold == nil {
-		q <- ErrNotHolder
+func (r *runner) requestResign(req resignReq) {
+	if req.withdraw {
+		// Out of the queue until Rejoin: the release (when held) and the
+		// deregistration are the resignation's.
+		r.withdrawn.Store(true)
+		r.l.resign, r.resignQ = ReasonResigned, req.q
 		return
 	}
-	r.l.resign, r.resignQ = ReasonResigned, q
+	if r.hold == nil {
+		req.q <- ErrNotHolder
+		return
+	}
+	r.l.resign, r.resignQ = ReasonResigned, req.q
 }
 
 // resign gives up the role: it stops work and waits for it, reports
@@ -807,6 +854,14 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 		reg = max(reg, c.Offset)
 	}
 	if reg < 0 {
+		return
+	}
+	if !r.ownsKey() {
+		// The registration of this member id is another instance's:
+		// removing it would make that process step down.
+		r.log.Info("not deregistering: the member id's registration is another instance's")
+		r.l.retired = max(r.l.retired, reg)
+		r.l.registered, r.l.registeredAt = -1, time.Time{}
 		return
 	}
 	release, err := r.slot(bctx, prioCampaign, r.m.s.TransactionTimeout)
@@ -915,6 +970,7 @@ func (r *runner) releaseUnderANewEpoch(ctx context.Context, old codec.Token, cau
 	if err != nil {
 		return err
 	}
+	r.minted[tok] = true
 	if err := r.m.t.WriteLease(ctx, r.role, tok, codec.ReleaseLease(r.m.me, tok)); err != nil {
 		return err
 	}

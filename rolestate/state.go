@@ -40,6 +40,10 @@ type Candidate struct {
 	// [codec.Registration]); "" for none.
 	Value string `json:"value,omitempty"`
 
+	// Instance names the process that wrote the registration (see
+	// [codec.Registration]); "" for none.
+	Instance string `json:"instance,omitempty"`
+
 	// Rank is the candidate's place among the role's candidates, 0 first.
 	// The view's lookups and Fold fill it in; it is not stored.
 	Rank int `json:"rank"`
@@ -175,7 +179,7 @@ func Fold(role codec.Role, records []Record) State {
 			}
 		case codec.KindRegistration:
 			if g := r.Record.Registration; g != nil {
-				regs[r.Key.Member] = Candidate{Member: r.Key.Member, Offset: r.Offset, RegisteredAt: g.RegisteredAt, Value: g.Value}
+				regs[r.Key.Member] = Candidate{Member: r.Key.Member, Offset: r.Offset, RegisteredAt: g.RegisteredAt, Value: g.Value, Instance: g.Instance}
 			} else if r.Record.Tombstone() {
 				delete(regs, r.Key.Member)
 			}

@@ -228,7 +228,7 @@ func (ix *index) seed(recs []decodedRecord, touched map[codec.Role]*roleEntry) {
 			e.setLease(*r.rec.Lease, r.offset)
 			e.seeLease(now)
 		case r.rec.Registration != nil:
-			e.cands = append(e.cands, rolestate.Candidate{Member: r.key.Member, Offset: r.offset, RegisteredAt: r.rec.Registration.RegisteredAt, Value: r.rec.Registration.Value})
+			e.cands = append(e.cands, rolestate.Candidate{Member: r.key.Member, Offset: r.offset, RegisteredAt: r.rec.Registration.RegisteredAt, Value: r.rec.Registration.Value, Instance: r.rec.Registration.Instance})
 		}
 		if r.offset > e.lastOffset {
 			e.lastOffset = r.offset

@@ -204,7 +204,7 @@ func (e *roleEntry) register(m codec.MemberID, offset int64, g codec.Registratio
 		}
 		e.remove(i)
 	}
-	c := rolestate.Candidate{Member: m, Offset: offset, RegisteredAt: g.RegisteredAt, Value: g.Value}
+	c := rolestate.Candidate{Member: m, Offset: offset, RegisteredAt: g.RegisteredAt, Value: g.Value, Instance: g.Instance}
 	n := len(e.cands)
 	i := n
 	if n > 0 && e.cands[n-1].Offset > offset {

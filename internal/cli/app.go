@@ -136,8 +136,8 @@ func newApp(stdout, stderr io.Writer) *ucli.App {
 			"by SIGINT or SIGTERM); 2 a usage error or an invalid name; 1 anything else;\n" +
 			"130 (143) when a second SIGINT (SIGTERM) ends krole before its clean-up.\n" +
 			"krole run: CMD's own code when CMD exits by itself, 124 when --timeout passed,\n" +
-			"75 when --try found the role held, 126 when CMD cannot be executed, 127 when it\n" +
-			"is not found. krole leader: 1 when the role has no live holder, 3 when it could\n" +
+			"75 when --try found the role held, 73 when another live process runs as its\n" +
+			"--member, 126 when CMD cannot be executed, 127 when it is not found. krole leader: 1 when the role has no live holder, 3 when it could\n" +
 			"not find out (no broker answered, no such topic, ...).",
 		Version:        version(),
 		Writer:         stdout,

@@ -47,6 +47,9 @@ const (
 	// ExitRunBusy: --try found the role held by another member (sysexits'
 	// EX_TEMPFAIL: try again later).
 	ExitRunBusy = 75
+	// ExitRunMemberInUse: another live process runs under --member
+	// (processor.ErrMemberInUse); this one left without writing anything.
+	ExitRunMemberInUse = 73
 )
 
 func runCommand() *ucli.Command {
@@ -83,6 +86,7 @@ func runCommand() *ucli.Command {
 			"Exit codes: CMD's own when it exits by itself; 0 after SIGINT or SIGTERM; 130\n" +
 			"(143 for SIGTERM) after a second signal, without resigning; 2 for\n" +
 			"a usage error; 124 when --timeout passed, 75 when --try found the role held;\n" +
+			"73 when another live process runs as member M (this one leaves untouched);\n" +
 			"126 when CMD cannot be executed, 127 when it is not found; 1 for anything\n" +
 			"else, such as an ACL the cluster refuses (\"not authorized: ...\"): no retry\n" +
 			"can add one, so krole leaves at the first refusal.",
@@ -305,9 +309,13 @@ func runRun(c *ucli.Context) error {
 	gaveUp := s.gaveUp
 	s.mu.Unlock()
 	var ve *election.ViewError
+	var inUse *processor.MemberInUseError
 	switch {
 	case gaveUp != nil && !started:
 		return gaveUp
+	case errors.As(err, &inUse):
+		// Refused: the running process keeps the id, untouched.
+		return ucli.Exit(fmt.Sprintf("%s; give each process its own --member", withoutPackagePrefixes(inUse.Error())), ExitRunMemberInUse)
 	case errors.As(err, &ve) && ve.CaughtUp:
 		// failure is set, and said, by OnFatal.
 	case errors.As(err, &ve): // the view never caught up

@@ -101,7 +101,7 @@ func TestHelpListsExitCodes(t *testing.T) {
 	require.True(t, ok, "the help has an exit-code paragraph")
 	desc, _, _ = strings.Cut(desc, "COMMANDS:")
 	desc = strings.Join(strings.Fields(desc), " ")
-	for _, code := range []int{ExitOK, ExitFailure, ExitUsage, ExitRunTimeout, ExitRunBusy, exitCannotExecute, exitNotFound,
+	for _, code := range []int{ExitOK, ExitFailure, ExitUsage, ExitRunTimeout, ExitRunBusy, ExitRunMemberInUse, exitCannotExecute, exitNotFound,
 		128 + int(syscall.SIGINT), 128 + int(syscall.SIGTERM), ExitLeaderUnknown} {
 		assert.Regexp(t, `\b`+strconv.Itoa(code)+`\b`, desc, "exit code %d", code)
 	}
