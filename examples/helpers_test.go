@@ -171,10 +171,14 @@ func (e *env) readCommitted(topic string) []*sarama.ConsumerMessage {
 	return e.c.ReadAll(e.t, topic, sarama.ReadCommitted, waitFor)
 }
 
-// roleState reads role's records from the role topic and folds them.
+// roleState reads role's records from the role topic and folds them. It
+// reads with the examples' transactional prefix, under which their leases
+// are written: a lease counts only under the role's own producer id.
 func (e *env) roleState(role string) rolestate.State {
 	e.t.Helper()
-	tr, err := fencing.NewBrokerTransport(e.c.Config)
+	cfg := e.c.Config
+	cfg.TxnPrefix = fencing.DefaultTxnPrefix
+	tr, err := fencing.NewBrokerTransport(cfg)
 	require.NoError(e.t, err)
 	defer tr.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
