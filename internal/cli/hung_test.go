@@ -2,7 +2,10 @@ package cli
 
 import (
 	"context"
+	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,4 +70,49 @@ func TestReadersExitWhenTheClusterHangs(t *testing.T) {
 			assert.Less(t, took, exitBound, "returned %v after the interrupt", took)
 		})
 	}
+}
+
+// TestRunExitsWhenTheClusterHangs is the issue's scenario (18.5) with
+// processes: a holder and a candidate (`krole run`, a lease of 30s, so
+// that each step of leaving is bounded by a transaction timeout of 15s),
+// then the cluster stops answering (faultnet holds every request), then
+// both get SIGTERM. Each exits 0 within ExitWithin, the holder's CMD
+// stopped, and the holder's last line says that its release was not
+// confirmed and when the lease runs out. Without the bound, krole run
+// waited for its view's probe (50s) and for each step of leaving.
+func TestRunExitsWhenTheClusterHangs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs processes; skipped with -short")
+	}
+	bin := buildKrole(t)
+	c, fn := testcluster.StartFaulty(t, testcluster.Options{})
+	out := filepath.Join(t.TempDir(), "cmds")
+	flags := []string{"--lease-duration", "30s", "--renew-interval", "1s", "--stagger", "1s"}
+	a := startKroleWith(t, bin, c, "hung", "node-a", out, flags...)
+	a.waitLine(t, 0, startedRE, 30*time.Second)
+	cmdA := waitCmds(t, out, 1)[0]
+	b := startKroleWith(t, bin, c, "hung", "node-b", out, flags...)
+	b.waitLine(t, 0, regexp.MustCompile(`^krole run: campaigning for hung as node-b`), 30*time.Second)
+
+	hangCluster(t, fn)
+	stopped := time.Now()
+	for _, p := range []*kroleProc{a, b} {
+		require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	}
+	for _, p := range []*kroleProc{a, b} {
+		select {
+		case <-p.exited:
+		case <-time.After(time.Minute):
+			t.Fatalf("%s did not exit within a minute of SIGTERM", p.member)
+		}
+		took := time.Since(stopped)
+		t.Logf("%s exited %d, %v after SIGTERM", p.member, p.state.ExitCode(), took.Round(time.Millisecond))
+		assert.Equal(t, 0, p.state.ExitCode(), "%s: stderr:\n%s", p.member, p.stderr())
+		assert.Less(t, took, ExitWithin, "%s exited %v after SIGTERM", p.member, took)
+	}
+	assert.False(t, processAlive(cmdA.pid), "node-a's CMD is gone")
+	lines := strings.Split(strings.TrimSpace(a.stderr()), "\n")
+	assert.Regexp(t, `^krole run: release of hung \(token \d+/\d+\) not confirmed: the cluster did not answer( within 8s)?; the lease runs out in at most 30s$`,
+		lines[len(lines)-1], "node-a's last line")
+	t.Logf("node-a:\n%s\nnode-b:\n%s", a.stderr(), b.stderr())
 }

@@ -30,7 +30,8 @@ func serveCommand() *ucli.Command {
 		Usage:     "serve an HTTP lookup API, Prometheus metrics and a live page from a view of the role topic",
 		UsageText: "krole serve [--listen HOST:PORT] [--state-dir DIR] [--history D]",
 		Description: "Follows the role topic in a local view and answers from it, until SIGINT or\n" +
-			"SIGTERM. It prints one line when it listens (port 0 picks a free port; the line\n" +
+			"SIGTERM (it stops within 10s of the signal, whatever the cluster does). It\n" +
+			"prints one line when it listens (port 0 picks a free port; the line\n" +
 			"shows the real one):\n\n" +
 			"   listening: http://HOST:PORT\n\n" +
 			"Endpoints (GET):\n" +

@@ -49,7 +49,8 @@ func tableCommand() *ucli.Command {
 			"Times are Unix milliseconds; \"expired\" and \"left_ms\" (LEFT) are judged when\n" +
 			"the row is printed.\n" +
 			"GET /v1/roles of 'krole serve' answers the same.\n\n" +
-			"--watch keeps following the topic until interrupted. On a terminal (and without\n" +
+			"--watch keeps following the topic until interrupted (SIGINT or SIGTERM ends it\n" +
+			"within 10s, whatever the cluster does). On a terminal (and without\n" +
 			"-o json) the table is redrawn on each change and the time left ticks down.\n" +
 			"Otherwise it prints one JSON row per line: first the current row of each role,\n" +
 			"then the row of a role each time it changes, and again when a lease it showed\n" +
