@@ -54,6 +54,9 @@ func serveCommand() *ucli.Command {
 			"per role; its kinds are initial, elected, handover, failover, takeover,\n" +
 			"released, expired and vacant. Times are Unix milliseconds.\n\n" +
 			"A lookup made before the view has caught up waits up to 5s, then answers 503.\n" +
+			"/v1/roles and /v1/roles/ROLE judge a lease as 'krole leader' does: a holder\n" +
+			"whose lease ran out more than 1s ago by its own clock shows \"expired\" once no\n" +
+			"renewal came within half a lease of the view's read (the answer waits for it).\n" +
 			"Answers are what the topic says, not the broker's fence. There is no\n" +
 			"authentication: the default address is reachable from this machine only.",
 		Flags: []ucli.Flag{
