@@ -116,3 +116,36 @@ func TestRunExitsWhenTheClusterHangs(t *testing.T) {
 		lines[len(lines)-1], "node-a's last line")
 	t.Logf("node-a:\n%s\nnode-b:\n%s", a.stderr(), b.stderr())
 }
+
+// TestReadersStartInterruptedWhenTheClusterHangs: serve, observe and
+// table --watch started on a cluster that answers nothing (faultnet holds
+// every request from the start), then interrupted: each returns within
+// exitBound, exit 0. serve's check that a broker answers took the client's
+// timeouts (29s in the test) before, and exited 1.
+func TestReadersStartInterruptedWhenTheClusterHangs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"serve", []string{"serve", "--listen", "127.0.0.1:0"}},
+		{"observe", []string{"observe", "db"}},
+		{"table --watch", []string{"table", "--watch", "db"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, fn := testcluster.StartFaulty(t, testcluster.Options{})
+			held := fn.Hold(faultnet.Rule{APIKey: faultnet.AnyKey, Node: faultnet.AnyNode})
+			t.Cleanup(held.Release)
+			b := startBackground(t, append(tc.args, clusterFlags(c)...)...)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			require.NoError(t, held.Wait(ctx, 1), "nothing was sent to the cluster")
+			time.Sleep(500 * time.Millisecond)
+			stopped := time.Now()
+			code := b.stop()
+			took := time.Since(stopped)
+			t.Logf("%s returned %d %v after the interrupt; stderr:\n%s", tc.name, code, took.Round(time.Millisecond), b.stderr.String())
+			assert.Equal(t, ExitOK, code)
+			assert.Less(t, took, exitBound, "returned %v after the interrupt", took)
+		})
+	}
+}

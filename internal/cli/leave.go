@@ -78,3 +78,30 @@ func unconfirmedLine(role codec.Role, me codec.MemberID, held *codec.Token, leas
 	return "release of " + string(role) + " (token " + held.String() + ") not confirmed: " + why +
 		"; the lease runs out in at most " + lease.String()
 }
+
+// startInterruptible runs start, a constructor that dials the cluster and
+// takes no ctx (a transport's), and returns its result, or ctx's error as
+// soon as ctx ends; what start returns after that is closed.
+func startInterruptible[T interface{ Close() error }](ctx context.Context, start func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := start()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-ch; r.err == nil {
+				_ = r.v.Close()
+			}
+		}()
+		var zero T
+		return zero, ctx.Err()
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/server"
 	"github.com/krabka/krole/view"
 )
@@ -97,8 +98,11 @@ func runServe(c *ucli.Context) error {
 	// A cluster that does not answer at the start is an error before
 	// "listening:", not after it; once serving, the page and /healthz
 	// say when the cluster goes away.
-	probe, err := dialTransport(cfg)
+	probe, err := startInterruptible(c.Context, func() (*fencing.BrokerTransport, error) { return dialTransport(cfg) })
 	if err != nil {
+		if c.Context.Err() != nil {
+			return nil // interrupted while connecting
+		}
 		return err
 	}
 	_ = probe.Close()
