@@ -117,11 +117,12 @@ func TestRunExitsWhenTheClusterHangs(t *testing.T) {
 	t.Logf("node-a:\n%s\nnode-b:\n%s", a.stderr(), b.stderr())
 }
 
-// TestReadersStartInterruptedWhenTheClusterHangs: serve, observe and
-// table --watch started on a cluster that answers nothing (faultnet holds
+// TestReadersStartInterruptedWhenTheClusterHangs: serve, observe, table
+// --watch and run started on a cluster that answers nothing (faultnet holds
 // every request from the start), then interrupted: each returns within
-// exitBound, exit 0. serve's check that a broker answers took the client's
-// timeouts (29s in the test) before, and exited 1.
+// exitBound, exit 0. serve's check that a broker answers, and run's
+// transport, took the client's timeouts (29s in the test) before, and
+// exited 1.
 func TestReadersStartInterruptedWhenTheClusterHangs(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -130,6 +131,7 @@ func TestReadersStartInterruptedWhenTheClusterHangs(t *testing.T) {
 		{"serve", []string{"serve", "--listen", "127.0.0.1:0"}},
 		{"observe", []string{"observe", "db"}},
 		{"table --watch", []string{"table", "--watch", "db"}},
+		{"run", []string{"run", "db", "--member", "m1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, fn := testcluster.StartFaulty(t, testcluster.Options{})

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/election"
 )
 
 // ExitWithin is how long `krole run`, serve, observe and table --watch
@@ -103,5 +104,13 @@ func startInterruptible[T interface{ Close() error }](ctx context.Context, start
 		}()
 		var zero T
 		return zero, ctx.Err()
+	}
+}
+
+// newSessionUntil returns election.New, made to return as soon as ctx
+// ends (see startInterruptible): New dials the cluster and takes no ctx.
+func newSessionUntil(ctx context.Context) func(election.Config) (*election.Session, error) {
+	return func(cfg election.Config) (*election.Session, error) {
+		return startInterruptible(ctx, func() (*election.Session, error) { return election.New(cfg) })
 	}
 }

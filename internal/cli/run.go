@@ -225,7 +225,7 @@ func runRun(c *ucli.Context) error {
 		defer t.Stop()
 	}
 	var sess *election.Session
-	sess, err = election.New(election.Config{
+	sess, err = newSessionUntil(c.Context)(election.Config{
 		Cluster:    cfg,
 		Member:     member,
 		Roles:      []codec.Role{role},
@@ -272,6 +272,9 @@ func runRun(c *ucli.Context) error {
 		},
 	})
 	if err != nil {
+		if c.Context.Err() != nil {
+			return nil // interrupted while connecting
+		}
 		return explainRunError(cfg, err)
 	}
 	defer sess.Close()
