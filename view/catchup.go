@@ -436,8 +436,8 @@ func (v *View) waitHanded(ctx context.Context, p int32, target int64) error {
 // Called before Run, it waits for Run to start. When ctx ends first it
 // returns an error matching both [ErrNotCaughtUp] and ctx.Err(); once Run
 // has returned it returns [ErrStopped]; a failed probe returns its error
-// (wrapped). A probe round trip in flight is not interrupted by ctx: it is
-// bounded by the config's RequestTimeout.
+// (wrapped). A probe round trip in flight is abandoned when ctx ends, and
+// the connections to its broker are reset.
 func (v *View) WaitCaughtUp(ctx context.Context) error {
 	if err := v.waitChan(ctx, v.started); err != nil {
 		return err
@@ -504,6 +504,9 @@ func (v *View) probeErr(ctx context.Context, err error) error {
 	case <-v.done:
 		return ErrStopped
 	default:
+	}
+	if v.runCtx != nil && v.runCtx.Err() != nil {
+		return ErrStopped // Run is stopping: its connections are shut
 	}
 	v.progress.probeFailed(err)
 	return fmt.Errorf("view: probing the end of the role topic: %w", err)

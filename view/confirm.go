@@ -75,7 +75,7 @@ func (v *View) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirme
 	// partition: a log that went backwards, or was deleted below it).
 	var fetched *ends
 	if !first {
-		e, err := v.prober.fetchEnds(p, mark.read)
+		e, err := v.prober.fetchEnds(ctx, p, mark.read)
 		switch {
 		case err == nil:
 			fetched = &e

@@ -258,4 +258,20 @@
 // [View.Holder] and [View.Leader] judge a lease live that way
 // ([rolestate.State.Live]), never by its deadline; a release is never
 // live.
+//
+// # Stopping
+//
+// [View.Run] returns promptly once its ctx ends, whatever the cluster
+// does: every connection of the view (its client's, its partition
+// consumers', goka's topic manager's) is dialed through one
+// ctxcall.Conns, which Run shuts as soon as ctx ends: the connections are
+// reset, a dial under way is cancelled and later dials fail at once, so a
+// sarama call waiting on a broker that does not answer (a metadata
+// refresh, a ListOffsets, a fetch) fails at once instead of waiting out
+// its timeouts. Run then waits at most 2s for the prober's calls and 2s
+// for the client's close, and leaves behind whatever has not ended by
+// then. The view writes nothing, so nothing is left undone. Every probe
+// round trip (of [View.WaitCaughtUp], [View.Confirm] and the health
+// monitor) also returns as soon as its own ctx ends, and the connections
+// to its broker are reset then.
 package view

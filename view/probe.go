@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/IBM/sarama"
 
+	"github.com/krabka/krole/internal/ctxcall"
 	"github.com/krabka/krole/internal/kafkalog"
 )
 
@@ -23,14 +25,53 @@ import (
 // applied that record, everything after it up to the last stable offset is
 // markers and aborted data, and the view is caught up.
 //
-// A probe blocks for at most a few round trips, each bounded by the sarama
-// config's Net.ReadTimeout; it checks ctx between round trips only.
+// Every call a probe makes (a metadata refresh, a leader lookup, a
+// ListOffsets or a Fetch) returns as soon as its ctx ends (ctxcall.DoOr):
+// a broker request abandoned that way has the connections to its broker
+// reset (conns, when set), so that it ends at once too; a metadata call
+// runs on until the client's own timeouts, or until [View.Run] shuts the
+// view's connections down (ctxcall.Conns.Shut) when it stops. inflight,
+// when set, counts the calls still running, abandoned ones included, for
+// Run to wait for (bounded) before it closes the client.
 type prober struct {
 	client sarama.Client
 	topic  string
 	// answered, when set, is called after each round trip a broker
 	// answered (see health.go); it must not block.
 	answered func()
+	// conns, when set, is the dialer of client's connections (see above).
+	conns *ctxcall.Conns
+	// inflight, when set, counts the calls running (see above).
+	inflight *sync.WaitGroup
+}
+
+// call runs fn, a call of the client that blocks, and returns its result
+// or ctx's error as soon as ctx ends.
+func call[T any](ctx context.Context, pr *prober, fn func() (T, error)) (T, error) {
+	return ctxcall.Do(ctx, pr.inflight, fn)
+}
+
+// send runs fn, a request to broker b, and returns its result or ctx's
+// error as soon as ctx ends; then the connections to b are reset, so the
+// abandoned request ends too.
+func send[T any](ctx context.Context, pr *prober, b *sarama.Broker, fn func() (T, error)) (T, error) {
+	return ctxcall.DoOr(ctx, pr.inflight, fn, func() {
+		if pr.conns != nil {
+			pr.conns.Close(b.Addr())
+		}
+	})
+}
+
+// refresh refreshes the topic's metadata, bounded by ctx.
+func (pr *prober) refresh(ctx context.Context) error {
+	_, err := call(ctx, pr, func() (struct{}, error) { return struct{}{}, pr.client.RefreshMetadata(pr.topic) })
+	return err
+}
+
+// leader returns the leader of partition p, bounded by ctx (the client
+// refreshes its metadata when it does not know it).
+func (pr *prober) leader(ctx context.Context, p int32) (*sarama.Broker, error) {
+	return call(ctx, pr, func() (*sarama.Broker, error) { return pr.client.Leader(pr.topic, p) })
 }
 
 // answer records a broker's answer (see prober.answered).
@@ -52,8 +93,8 @@ const probeMaxBytes = 256 << 10
 var errOutOfRange = errors.New("offset out of range")
 
 // partitions returns the partition ids of the topic, refreshing metadata.
-func (pr *prober) partitions() ([]int32, error) {
-	if err := pr.client.RefreshMetadata(pr.topic); err != nil {
+func (pr *prober) partitions(ctx context.Context) ([]int32, error) {
+	if err := pr.refresh(ctx); err != nil {
 		return nil, fmt.Errorf("metadata of topic %s: %w", pr.topic, err)
 	}
 	ps, err := pr.client.Partitions(pr.topic)
@@ -75,7 +116,7 @@ func (pr *prober) listOffsets(ctx context.Context, parts []int32, which int64) (
 		}
 		byLeader := map[*sarama.Broker][]int32{}
 		for _, p := range todo {
-			b, err := pr.client.Leader(pr.topic, p)
+			b, err := pr.leader(ctx, p)
 			if err != nil {
 				return nil, fmt.Errorf("leader of %s/%d: %w", pr.topic, p, err)
 			}
@@ -89,7 +130,10 @@ func (pr *prober) listOffsets(ctx context.Context, parts []int32, which int64) (
 			for _, p := range ps {
 				req.AddBlock(pr.topic, p, which, 1)
 			}
-			resp, err := b.GetAvailableOffsets(req)
+			resp, err := send(ctx, pr, b, func() (*sarama.OffsetResponse, error) { return b.GetAvailableOffsets(req) })
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
 			if err != nil {
 				lastErr = fmt.Errorf("list offsets at broker %s: %w", b.Addr(), err)
 				retry = append(retry, ps...)
@@ -118,7 +162,7 @@ func (pr *prober) listOffsets(ctx context.Context, parts []int32, which int64) (
 		if attempt >= 2 {
 			return nil, lastErr
 		}
-		_ = pr.client.RefreshMetadata(pr.topic)
+		_ = pr.refresh(ctx)
 		todo = retry
 	}
 	return out, nil
@@ -135,8 +179,8 @@ type tail struct {
 // isolation and reports the highest offset in [from, until) of a record that
 // a read_committed consumer is handed: not a control record (transaction
 // marker) and not part of an aborted transaction.
-func (pr *prober) fetchTail(p int32, from, until int64) (tail, error) {
-	blk, err := pr.fetchCommitted(p, from)
+func (pr *prober) fetchTail(ctx context.Context, p int32, from, until int64) (tail, error) {
+	blk, err := pr.fetchCommitted(ctx, p, from)
 	if err != nil {
 		return tail{}, err
 	}
@@ -157,8 +201,8 @@ type ends struct {
 // offset, as far as the answer's size allows (tail.end says whether it
 // reached it). An offset outside the partition (the log went backwards, or
 // was deleted below from) is errOutOfRange.
-func (pr *prober) fetchEnds(p int32, from int64) (ends, error) {
-	blk, err := pr.fetchCommitted(p, from)
+func (pr *prober) fetchEnds(ctx context.Context, p int32, from int64) (ends, error) {
+	blk, err := pr.fetchCommitted(ctx, p, from)
 	if err != nil {
 		return ends{}, err
 	}
@@ -175,8 +219,8 @@ func (pr *prober) fetchEnds(p int32, from int64) (ends, error) {
 
 // fetchCommitted fetches partition p from offset from with read_committed
 // isolation, without waiting, from its leader.
-func (pr *prober) fetchCommitted(p int32, from int64) (*sarama.FetchResponseBlock, error) {
-	b, err := pr.client.Leader(pr.topic, p)
+func (pr *prober) fetchCommitted(ctx context.Context, p int32, from int64) (*sarama.FetchResponseBlock, error) {
+	b, err := pr.leader(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("leader of %s/%d: %w", pr.topic, p, err)
 	}
@@ -190,7 +234,7 @@ func (pr *prober) fetchCommitted(p int32, from int64) (*sarama.FetchResponseBloc
 		SessionEpoch: -1,
 	}
 	req.AddBlock(pr.topic, p, from, probeMaxBytes, -1)
-	resp, err := b.Fetch(req)
+	resp, err := send(ctx, pr, b, func() (*sarama.FetchResponse, error) { return b.Fetch(req) })
 	if err != nil {
 		return nil, fmt.Errorf("fetch %s/%d at %d: %w", pr.topic, p, from, err)
 	}
@@ -283,7 +327,7 @@ func (pr *prober) scanRange(ctx context.Context, p int32, from, until int64) (in
 		if err := ctx.Err(); err != nil {
 			return -1, err
 		}
-		t, err := pr.fetchTail(p, from, until)
+		t, err := pr.fetchTail(ctx, p, from, until)
 		if err != nil {
 			return -1, err
 		}

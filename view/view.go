@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/lovoo/goka/storage"
 
 	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/ctxcall"
 )
 
 // fetchMaxWait bounds the view consumer's idle long poll. It does not delay
@@ -119,7 +121,8 @@ func New(opts Options) (*View, error) {
 // partition whose offsets went backwards is rebuilt (see the package doc,
 // "When the topic starts over").
 //
-// Run returns nil when ctx ends. Before returning it closes its connections
+// Run returns nil when ctx ends, promptly whatever the cluster does (see
+// the package doc, "Stopping"). Before returning it closes its connections
 // and the state dir, closes every [View.Watch] channel, and fails lookups
 // still waiting with [ErrStopped]. A View runs once: a second call returns
 // [ErrAlreadyRun].
@@ -142,14 +145,41 @@ func (v *View) Run(ctx context.Context) (err error) {
 	// (MinBytes 1); the wait only bounds an idle long poll, and with it
 	// how long closing the consumer takes.
 	sc.Consumer.MaxWaitTime = fetchMaxWait
-	client, err := sarama.NewClient(v.cfg.Brokers, sc)
+	// Every connection of the view (its client's, its consumers', goka's
+	// topic manager's) is dialed through conns, and shut as soon as ctx
+	// ends: nothing the view sends matters once it stops, and a cluster
+	// that does not answer must not hold Run (see "Stopping" in the
+	// package doc).
+	conns := trackConns(sc)
+	shutAtEnd := context.AfterFunc(ctx, func() { conns.Shut() })
+	var (
+		inflight sync.WaitGroup // the prober's calls, abandoned ones included
+		client   sarama.Client
+	)
+	// The last of Run's deferred calls: the connections shut, the
+	// prober's calls ended, the client closed, each wait bounded.
+	defer func() {
+		shutAtEnd()
+		conns.Shut()
+		waitBounded(&inflight, stopWait)
+		if client != nil {
+			closeBounded(client, stopWait)
+		}
+	}()
+	client, err = sarama.NewClient(v.cfg.Brokers, sc)
 	if err != nil {
+		client = nil
+		if parent.Err() != nil {
+			return nil // stopped while connecting
+		}
 		return fmt.Errorf("view: no broker answered at %v: %w", v.cfg.Brokers, err)
 	}
-	defer client.Close()
-	pr := &prober{client: client, topic: v.topic, answered: v.contact}
-	parts, err := pr.partitions()
+	pr := &prober{client: client, topic: v.topic, answered: v.contact, conns: conns, inflight: &inflight}
+	parts, err := pr.partitions(ctx)
 	if err != nil {
+		if parent.Err() != nil {
+			return nil // stopped while starting
+		}
 		return fmt.Errorf("view: %w", err)
 	}
 	for i, p := range parts {
@@ -201,6 +231,7 @@ func (v *View) Run(ctx context.Context) (err error) {
 	err = gv.Run(ctx)
 	cause := context.Cause(ctx)
 	cancel()
+	conns.Shut() // at once: a probe or consumer waiting on a broker ends now
 	wg.Wait()
 	// Stop before the deferred closes of the connections, so that a lookup
 	// or probe racing with the shutdown sees ErrStopped, not a closed
@@ -213,6 +244,51 @@ func (v *View) Run(ctx context.Context) (err error) {
 		return cause // a fatal error (see failRun)
 	}
 	return nil
+}
+
+// stopWait bounds each of Run's waits, once ctx has ended and the view's
+// connections are shut, for what it started to end: the prober's calls
+// (abandoned ones included) and the client's close. Shut connections make
+// them end at once; the bound is for a call that does not, which Run then
+// leaves behind rather than wait on.
+const stopWait = 2 * time.Second
+
+// trackConns makes sc dial every connection through a ctxcall.Conns,
+// which it returns, keeping sc's own dialer (the TLS one, when TLS is on).
+func trackConns(sc *sarama.Config) *ctxcall.Conns {
+	var d ctxcall.Dialer = &net.Dialer{Timeout: sc.Net.DialTimeout, KeepAlive: sc.Net.KeepAlive}
+	if sc.Net.Proxy.Enable && sc.Net.Proxy.Dialer != nil {
+		d = sc.Net.Proxy.Dialer
+	}
+	conns := ctxcall.NewConns(d)
+	sc.Net.Proxy.Enable = true
+	sc.Net.Proxy.Dialer = conns
+	return conns
+}
+
+// waitBounded waits for wg, at most d.
+func waitBounded(wg *sync.WaitGroup, d time.Duration) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// closeBounded closes client, waiting at most d: sarama's Close waits for
+// the client's background metadata refresh.
+func closeBounded(client sarama.Client, d time.Duration) {
+	done := make(chan struct{})
+	go func() { _ = client.Close(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
 
 // failRun ends Run with err. It is for errors that following the topic

@@ -100,8 +100,8 @@ func TestDescribe(t *testing.T) {
 
 	r := runOn(t, c, "describe", "controller", "-o", "json")
 	requireOK(t, r)
-	assert.JSONEq(t, `{"role":"controller","held":false,"token":null}`, r.Stdout)
-	assert.Equal(t, `{"role":"controller","held":false,"token":null}`+"\n", r.Stdout, "exact shape and field order")
+	assert.JSONEq(t, `{"role":"controller","held":false,"token":null,"lease":null}`, r.Stdout)
+	assert.Equal(t, `{"role":"controller","held":false,"token":null,"lease":null}`+"\n", r.Stdout, "exact shape and field order")
 
 	// Whoever mints the token, the role is held under it.
 	ft, err := fencing.NewBrokerTransport(c.Config)
@@ -114,11 +114,12 @@ func TestDescribe(t *testing.T) {
 
 	r = runOn(t, c, "describe", "controller", "-o", "json")
 	requireOK(t, r)
-	assert.Equal(t, fmt.Sprintf(`{"role":"controller","held":true,"token":{"producer_id":%d,"epoch":%d}}`+"\n", tok.ProducerID, tok.Epoch), r.Stdout)
+	assert.Equal(t, fmt.Sprintf(`{"role":"controller","held":true,"token":{"producer_id":%d,"epoch":%d},"lease":null}`+"\n", tok.ProducerID, tok.Epoch), r.Stdout)
 
 	r = runOn(t, c, "describe", "controller")
 	requireOK(t, r)
-	assert.Regexp(t, `(?m)^controller\s+yes\s+`+fmt.Sprint(tok.ProducerID)+`\s+`+fmt.Sprint(tok.Epoch)+`\s+`+c.Config.TxnPrefix+`controller$`, r.Stdout)
+	assert.Regexp(t, `^ROLE\s+TOKEN\s+TRANSACTIONAL ID\s+LEASE\n`, r.Stdout)
+	assert.Regexp(t, `(?m)^controller\s+`+tok.String()+`\s+`+c.Config.TxnPrefix+`controller\s+none$`, r.Stdout)
 
 	// The lease written under that token shows in records, and so does
 	// its release.
@@ -126,7 +127,21 @@ func TestDescribe(t *testing.T) {
 	lease, err := codec.NewLease("node-1", tok, now, now+30_000)
 	require.NoError(t, err)
 	require.NoError(t, ft.WriteLease(ctx, "controller", tok, lease))
+	r = runOn(t, c, "describe", "controller")
+	requireOK(t, r)
+	assert.Regexp(t, `(?m)^controller\s+`+tok.String()+`\s+\S+\s+live: node-1 \(token `+tok.String()+`\), \d+s left$`, r.Stdout)
 	require.NoError(t, ft.WriteLease(ctx, "controller", tok, codec.ReleaseLease("node-1", tok)))
+
+	// Released: the coordinator keeps its token, and LEASE says that
+	// nobody holds the role (issue 19, 1: "HELD yes" said otherwise).
+	r = runOn(t, c, "describe", "controller")
+	requireOK(t, r)
+	assert.Regexp(t, `(?m)^controller\s+`+tok.String()+`\s+\S+\s+released by node-1 \(token `+tok.String()+`\): nobody holds the role$`, r.Stdout)
+	assert.NotContains(t, r.Stdout, "yes")
+	r = runOn(t, c, "describe", "controller", "-o", "json")
+	requireOK(t, r)
+	assert.JSONEq(t, fmt.Sprintf(`{"role":"controller","held":true,"token":{"producer_id":%[1]d,"epoch":%[2]d},
+		"lease":{"state":"released","member":"node-1","token":{"producer_id":%[1]d,"epoch":%[2]d},"left_ms":0}}`, tok.ProducerID, tok.Epoch), r.Stdout)
 	recs := records(t, c, "controller")
 	require.Len(t, recs, 2)
 	tokJSON := map[string]any{"producer_id": float64(tok.ProducerID), "epoch": float64(tok.Epoch)}

@@ -1,36 +1,60 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/internal/liveness"
+	"github.com/krabka/krole/internal/server"
+	"github.com/krabka/krole/rolestate"
 )
 
 func describeCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "describe",
-		Usage:     "show the fencing token that holds a role now, from the transaction coordinator",
+		Usage:     "show the fencing token of a role from the transaction coordinator, and its lease",
 		UsageText: "krole describe ROLE",
 		Description: "Asks the transaction coordinator about the role's transactional id\n" +
-			"(--txn-prefix + ROLE). The role is held when the coordinator has a producer id\n" +
-			"and epoch for it, whoever minted them: that token is the only one the brokers\n" +
-			"accept lease writes from. describe takes no epoch and joins no group, so it\n" +
-			"disturbs no one.\n\n" +
-			"JSON: {\"role\":R,\"held\":true,\"token\":{\"producer_id\":N,\"epoch\":N}}, or\n" +
-			"\"held\":false,\"token\":null for a role never held.",
+			"(--txn-prefix + ROLE): TOKEN is the producer id and epoch it has for it,\n" +
+			"whoever minted them, the only token the brokers accept lease writes from\n" +
+			"(\"none\" when the role was never taken). The coordinator keeps that token after\n" +
+			"its holder released the role or died: it says who may write, not that anybody\n" +
+			"holds the role. LEASE says that, from the role's newest lease in the role topic:\n" +
+			"\"live\" (its member and the time left, judged as 'krole leader' does: see there\n" +
+			"for the bound), \"released\" (its holder resigned; nobody holds the role),\n" +
+			"\"expired\" (its holder stopped renewing), or \"none\". describe takes no epoch\n" +
+			"and joins no group, so it disturbs no one.\n\n" +
+			"JSON: {\"role\":R,\"held\":BOOL,\"token\":{\"producer_id\":N,\"epoch\":N} or null,\n" +
+			"       \"lease\":{\"state\":\"live\"|\"released\"|\"expired\",\"member\":M,\n" +
+			"                \"token\":{\"producer_id\":N,\"epoch\":N},\"left_ms\":N} or null}\n" +
+			"\"held\" is true when the coordinator has a token for the role (TOKEN), whether\n" +
+			"or not a member holds the role: see \"lease\".",
 		ArgsUsage: "ROLE",
 		Action:    runDescribe,
 	}
 }
 
-// describeResult is the JSON output of `krole describe`. Token is null when
-// the role is not held.
+// describeResult is the JSON output of `krole describe`. Held and Token
+// are the coordinator's: Held is true when it has a token for the role's
+// transactional id, which it keeps after a release; Lease is the role's
+// newest lease, nil when it has none.
 type describeResult struct {
-	Role  string       `json:"role"`
-	Held  bool         `json:"held"`
-	Token *codec.Token `json:"token"`
+	Role  string         `json:"role"`
+	Held  bool           `json:"held"`
+	Token *codec.Token   `json:"token"`
+	Lease *describeLease `json:"lease"`
+}
+
+// describeLease is the role's newest lease as `krole describe` shows it.
+type describeLease struct {
+	State  string         `json:"state"` // live, released or expired
+	Member codec.MemberID `json:"member"`
+	Token  codec.Token    `json:"token"`
+	LeftMS int64          `json:"left_ms"`
 }
 
 func runDescribe(c *ucli.Context) error {
@@ -47,18 +71,69 @@ func runDescribe(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	res := describeResult{Role: string(role), Held: ok}
+	// The role's newest lease, each read stamped with when this process
+	// first read that lease record, judged as a one-shot answer is
+	// (package liveness), waiting for a renewal when the holder's clock
+	// says the lease ran out.
+	seen := map[int64]time.Time{}
+	sts, err := liveness.Settle(c.Context, func(ctx context.Context) ([]rolestate.State, error) {
+		recs, err := t.ReadRoleRecords(ctx, role)
+		if err != nil {
+			return nil, err
+		}
+		st := rolestate.Fold(role, recs)
+		if st.Lease != nil {
+			if _, ok := seen[st.LeaseOffset]; !ok {
+				seen[st.LeaseOffset] = time.Now()
+			}
+			st.LeaseSeenAt = seen[st.LeaseOffset]
+		}
+		return []rolestate.State{st}, nil
+	}, time.Now)
+	if err != nil {
+		return err
+	}
+	res := describeResult{Role: string(role), Held: ok, Lease: leaseOf(sts[0], time.Now())}
 	if ok {
 		res.Token = &tok
 	}
 	if outputFormat(c) == FormatJSON {
 		return writeJSON(stdout(c), res)
 	}
-	tw := newTable(stdout(c), "ROLE", "HELD", "PRODUCER ID", "EPOCH", "TRANSACTIONAL ID")
+	tw := newTable(stdout(c), "ROLE", "TOKEN", "TRANSACTIONAL ID", "LEASE")
+	token := "none"
 	if ok {
-		tw.row(string(role), "yes", fmt.Sprint(tok.ProducerID), fmt.Sprint(tok.Epoch), t.Config().TransactionalID(string(role)))
-	} else {
-		tw.row(string(role), "no", "", "", t.Config().TransactionalID(string(role)))
+		token = tok.String()
 	}
+	tw.row(string(role), token, t.Config().TransactionalID(string(role)), leaseText(res.Lease))
 	return tw.flush()
+}
+
+// leaseOf returns st's lease judged at now, nil without one.
+func leaseOf(st rolestate.State, now time.Time) *describeLease {
+	h := server.JudgedRow(st, now).Holder
+	if h == nil {
+		return nil
+	}
+	l := &describeLease{Member: h.Member, Token: h.Token, LeftMS: h.LeftMS, State: "live"}
+	switch {
+	case h.Released():
+		l.State = "released"
+	case h.Expired:
+		l.State = "expired"
+	}
+	return l
+}
+
+// leaseText is the LEASE column.
+func leaseText(l *describeLease) string {
+	switch {
+	case l == nil:
+		return "none"
+	case l.State == "live":
+		return fmt.Sprintf("live: %s (token %s), %s left", l.Member, l.Token, formatLeft(time.Duration(l.LeftMS)*time.Millisecond))
+	case l.State == "released":
+		return fmt.Sprintf("released by %s (token %s): nobody holds the role", l.Member, l.Token)
+	}
+	return fmt.Sprintf("expired: %s (token %s) stopped renewing", l.Member, l.Token)
 }

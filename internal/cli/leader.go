@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -8,7 +9,9 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/internal/liveness"
 	"github.com/krabka/krole/internal/server"
+	"github.com/krabka/krole/rolestate"
 )
 
 func leaderCommand() *ucli.Command {
@@ -24,6 +27,13 @@ func leaderCommand() *ucli.Command {
 			"the cluster refused the read), with a line saying why; 2 for a usage error.\n" +
 			"\"Live\" is as this machine judges the lease, as the LEFT column of\n" +
 			"'krole table' does; it is what the topic says, not the broker's fence.\n\n" +
+			"A holder whose lease ran out more than 1s ago by its own clock (as this\n" +
+			"machine's clock reads it) is never named: when the lease's deadline says so,\n" +
+			"leader waits for a renewal, up to half the lease after it read it, and exits 1\n" +
+			"if none comes. With the holder's clock and this machine's within 1s of each\n" +
+			"other, a holder is never named more than 2s after its lease ran out; a live\n" +
+			"holder is never reported dead for a clock difference alone, as long as it\n" +
+			"renews at least every half lease (the default is every fifth).\n\n" +
 			"JSON: {\"role\":R,\"member\":M,\"value\":V,\"token\":{\"producer_id\":N,\"epoch\":N},\"left_ms\":N},\n" +
 			"\"value\" left out when the holder has none.",
 		ArgsUsage: "ROLE",
@@ -56,9 +66,34 @@ const ExitLeaderUnknown = 3
 // holder: exit code 1 ([ExitFailure]).
 type NoHolderError struct {
 	Role codec.Role
+	// Why says what the role's newest lease says, "" without one.
+	Why string
 }
 
-func (e *NoHolderError) Error() string { return fmt.Sprintf("role %s has no live holder", e.Role) }
+func (e *NoHolderError) Error() string {
+	if e.Why == "" {
+		return fmt.Sprintf("role %s has no live holder", e.Role)
+	}
+	return fmt.Sprintf("role %s has no live holder: %s", e.Role, e.Why)
+}
+
+// noHolderWhy says why the newest lease of st (judged dead at now) holds
+// no more, for [NoHolderError].
+func noHolderWhy(st rolestate.State, now time.Time) string {
+	l := st.Lease
+	switch {
+	case l == nil:
+		return ""
+	case l.Released():
+		return fmt.Sprintf("%s released it (token %s)", l.Member, l.Token)
+	}
+	v := liveness.Judge(st, now)
+	if !v.RanOut.After(now) {
+		return fmt.Sprintf("the lease of %s (token %s) ran out at %s by its holder's clock, %v ago, and no renewal came",
+			l.Member, l.Token, v.RanOut.Local().Format("15:04:05.000"), now.Sub(v.RanOut).Round(100*time.Millisecond))
+	}
+	return fmt.Sprintf("the lease of %s (token %s) ran out", l.Member, l.Token)
+}
 
 // leaderUnknown is a failure of `krole leader` other than a usage error or
 // a vacant role: its message is the cause's, its exit code
@@ -96,13 +131,19 @@ func findLeader(c *ucli.Context) error {
 	if err := lv.ready(c.Context, timeout); err != nil {
 		return err
 	}
-	st, err := lv.Role(c.Context, role)
+	// A lease whose holder's clock says it ran out: wait for a renewal
+	// (package liveness), bounded by the lease.
+	sts, err := liveness.Settle(c.Context, func(ctx context.Context) ([]rolestate.State, error) {
+		st, err := lv.Role(ctx, role)
+		return []rolestate.State{st}, err
+	}, time.Now)
 	if err != nil {
 		return err
 	}
-	h := server.NewRow(st, time.Now()).Holder
+	now := time.Now()
+	h := server.JudgedRow(sts[0], now).Holder
 	if h == nil || h.Expired {
-		return &NoHolderError{Role: role}
+		return &NoHolderError{Role: role, Why: noHolderWhy(sts[0], now)}
 	}
 	if outputFormat(c) == FormatJSON {
 		return writeJSON(stdout(c), leaderResult{Role: role, Member: h.Member, Value: h.Value, Token: h.Token, LeftMS: h.LeftMS})

@@ -22,7 +22,8 @@ func observeCommand() *ucli.Command {
 			"ROLE when it starts, then one line each time the holder changes: a new holder\n" +
 			"or token, or no live holder (its lease released or run out). Renewals print\n" +
 			"nothing. Like etcdctl elect -l. The holder is what the topic says, as this\n" +
-			"machine judges the lease, not the broker's fence.\n\n" +
+			"machine judges the lease, not the broker's fence. SIGINT or SIGTERM ends it\n" +
+			"within 10s, whatever the cluster does.\n\n" +
 			"Text: \"HH:MM:SS.mmm ROLE held by M (token P/E, value V)\" or \"... ROLE has no holder\".\n" +
 			"JSON (-o json), one object per line:\n" +
 			"  {\"at\":MS,\"role\":R,\"holder\":{\"member\":M,\"value\":V,\"token\":{\"producer_id\":N,\"epoch\":N}} or null}\n" +

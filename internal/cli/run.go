@@ -69,6 +69,10 @@ func runCommand() *ucli.Command {
 			"resigns (the next candidate takes over at once) and exits 0. A second SIGINT or\n" +
 			"SIGTERM while it stops (CMD slow to exit within --kill-timeout, say) ends krole\n" +
 			"at once, with a line saying so, without resigning: exit 130 (143 for SIGTERM).\n" +
+			"Whatever the cluster does, krole run exits within 10s of the signal, plus the\n" +
+			"time CMD takes to stop: when the cluster has not confirmed the release within 8s\n" +
+			"of the signal, krole run exits without it, its last line saying so (\"release of\n" +
+			"ROLE (token T) not confirmed: ...; the lease runs out in at most D\").\n" +
 			"If krole is\n" +
 			"killed, CMD is killed with it (on Linux: a parent-death signal kills CMD, and a\n" +
 			"small watchdog process SIGTERMs, then SIGKILLs, the rest of CMD's process\n" +
@@ -233,7 +237,7 @@ func runRun(c *ucli.Context) error {
 		defer t.Stop()
 	}
 	var sess *election.Session
-	sess, err = election.New(election.Config{
+	sess, err = newSessionUntil(c.Context)(election.Config{
 		Cluster:    cfg,
 		Member:     member,
 		Roles:      []codec.Role{role},
@@ -280,6 +284,9 @@ func runRun(c *ucli.Context) error {
 		},
 	})
 	if err != nil {
+		if c.Context.Err() != nil {
+			return nil // interrupted while connecting
+		}
 		return explainRunError(cfg, err)
 	}
 	defer sess.Close()
@@ -301,8 +308,10 @@ func runRun(c *ucli.Context) error {
 	}()
 	defer func() { stopFind(); <-found }()
 
-	// Run returns once the member has left and the view has stopped.
-	err = sess.Run(sctx, s.work)
+	// Run returns once the member has left and the view has stopped;
+	// when leaving outlasts runLeaveBudget, krole run leaves without it.
+	s.leaving = sctx
+	err, abandoned := leaveWithin(sctx, runLeaveBudget, s.cmdStopped, func() error { return sess.Run(sctx, s.work) })
 	quiet()
 	interrupted()
 	s.mu.Lock()
@@ -330,14 +339,19 @@ func runRun(c *ucli.Context) error {
 	}
 
 	s.mu.Lock()
-	resigned, exit, startErr := s.resigned, s.exit, s.startErr
+	resigned, exit, startErr, held, unconfirmed := s.resigned, s.exit, s.startErr, s.held, s.unconfirmed
 	s.mu.Unlock()
 	deniedMu.Lock()
 	authErr := denied
 	deniedMu.Unlock()
-	if resigned != nil {
+	switch {
+	case abandoned:
+		lw.printf("%s", unconfirmedLine(role, member, held, settings.LeaseDuration, true))
+	case resigned != nil:
 		lw.printf("resigned %s (token %s)", role, *resigned)
-	} else {
+	case unconfirmed != nil:
+		lw.printf("%s", unconfirmedLine(role, member, unconfirmed, settings.LeaseDuration, false))
+	default:
 		lw.printf("left %s", role)
 	}
 	switch {
@@ -538,6 +552,10 @@ type runSession struct {
 	exit     *int         // CMD's exit code, when CMD exited by itself
 	startErr error        // why CMD could not be started
 	gaveUp   error        // --timeout or --try gave up: the exit
+
+	leaving     context.Context // ends when the member is asked to leave
+	working     chan struct{}   // closed when the work running CMD returns; nil before
+	unconfirmed *codec.Token    // a token lost while leaving, without a confirmed release
 }
 
 // onEvent prints the member's transitions, one line each. The processor
@@ -551,9 +569,12 @@ func (s *runSession) onEvent(e processor.Event) {
 		s.held = &tok
 	case processor.Revoked:
 		s.held = nil
-		if e.Reason == processor.ReasonContextEnded {
-			tok := e.Token
+		tok := e.Token
+		switch {
+		case e.Reason == processor.ReasonContextEnded:
 			s.resigned = &tok
+		case e.Reason != processor.ReasonFenced && s.leaving != nil && s.leaving.Err() != nil:
+			s.unconfirmed = &tok // lost while leaving: its release did not go through
 		}
 	}
 	s.mu.Unlock()
@@ -609,6 +630,11 @@ func (s *runSession) onEvent(e processor.Event) {
 // krole is leaving). CMD exiting by itself makes the member leave, which
 // resigns the role.
 func (s *runSession) work(ctx context.Context, held processor.Held) error {
+	working := make(chan struct{})
+	defer close(working)
+	s.mu.Lock()
+	s.working = working
+	s.mu.Unlock()
 	if s.path == "" {
 		// Hold the role until ctx ends: the token on stdout, for scripts.
 		fmt.Fprintln(s.stdout, held.Token.String())

@@ -12,6 +12,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/server"
 	"github.com/krabka/krole/view"
 )
@@ -30,7 +31,8 @@ func serveCommand() *ucli.Command {
 		Usage:     "serve an HTTP lookup API, Prometheus metrics and a live page from a view of the role topic",
 		UsageText: "krole serve [--listen HOST:PORT] [--state-dir DIR] [--history D]",
 		Description: "Follows the role topic in a local view and answers from it, until SIGINT or\n" +
-			"SIGTERM. It prints one line when it listens (port 0 picks a free port; the line\n" +
+			"SIGTERM (it stops within 10s of the signal, whatever the cluster does). It\n" +
+			"prints one line when it listens (port 0 picks a free port; the line\n" +
 			"shows the real one):\n\n" +
 			"   listening: http://HOST:PORT\n\n" +
 			"Endpoints (GET):\n" +
@@ -56,6 +58,9 @@ func serveCommand() *ucli.Command {
 			"elected, resumed and vacant, and its outages the spans when no broker answered\n" +
 			"the server. Times are Unix milliseconds.\n\n" +
 			"A lookup made before the view has caught up waits up to 5s, then answers 503.\n" +
+			"/v1/roles and /v1/roles/ROLE judge a lease as 'krole leader' does: a holder\n" +
+			"whose lease ran out more than 1s ago by its own clock shows \"expired\" once no\n" +
+			"renewal came within half a lease of the view's read (the answer waits for it).\n" +
 			"Answers are what the topic says, not the broker's fence. There is no\n" +
 			"authentication: the default address is reachable from this machine only.",
 		Flags: []ucli.Flag{
@@ -96,8 +101,11 @@ func runServe(c *ucli.Context) error {
 	// A cluster that does not answer at the start is an error before
 	// "listening:", not after it; once serving, the page and /healthz
 	// say when the cluster goes away.
-	probe, err := dialTransport(cfg)
+	probe, err := startInterruptible(c.Context, func() (*fencing.BrokerTransport, error) { return dialTransport(cfg) })
 	if err != nil {
+		if c.Context.Err() != nil {
+			return nil // interrupted while connecting
+		}
 		return err
 	}
 	_ = probe.Close()

@@ -37,8 +37,11 @@ func tableCommand() *ucli.Command {
 			"lease's span (deadline - granted_at, by the holder's clock) counted from when\n" +
 			"this view read the lease record, on this machine's clock; never the holder's\n" +
 			"deadline alone, which is off by as much as the holder's clock. A view that\n" +
-			"first reads a lease when it starts counts its whole span from then. \"expired\"\n" +
-			"once that time is up, \"none\" without a lease.\n\n" +
+			"first reads a lease when it starts counts its whole span from then; without\n" +
+			"--watch, LEFT also ends 1s after the lease's deadline by the holder's clock,\n" +
+			"and when that has passed, table waits for a renewal, up to half the lease after\n" +
+			"it read it, and shows \"expired\" if none comes (see 'krole leader --help' for\n" +
+			"the bound). \"expired\" once that time is up, \"none\" without a lease.\n\n" +
 			"This is what the topic says, not the broker's fence: a holder shown as live may\n" +
 			"already be fenced by a newer token whose lease is not written yet.\n\n" +
 			"JSON: an array in role order, [] when there are no roles:\n" +
@@ -50,7 +53,8 @@ func tableCommand() *ucli.Command {
 			"Times are Unix milliseconds; \"expired\" and \"left_ms\" (LEFT) are judged when\n" +
 			"the row is printed.\n" +
 			"GET /v1/roles of 'krole serve' answers the same.\n\n" +
-			"--watch keeps following the topic until interrupted. On a terminal (and without\n" +
+			"--watch keeps following the topic until interrupted (SIGINT or SIGTERM ends it\n" +
+			"within 10s, whatever the cluster does). On a terminal (and without\n" +
 			"-o json) the table is redrawn on each change and the time left ticks down.\n" +
 			"Otherwise it prints one JSON row per line: first the current row of each role,\n" +
 			"then the row of a role each time it changes, and again when a lease it showed\n" +
@@ -113,7 +117,7 @@ func runTable(c *ucli.Context) error {
 		return err
 	}
 	if !watch {
-		rows, err := server.Rows(c.Context, lv.View, time.Now, roles...)
+		rows, err := server.SettledRows(c.Context, lv.View, time.Now, roles...)
 		if err != nil {
 			return err
 		}
@@ -214,6 +218,11 @@ func timeLeft(h *server.Holder, now time.Time) string {
 		// Judged expired when the row was made; the clock cannot go back.
 		d = 0
 	}
+	return formatLeft(d)
+}
+
+// formatLeft is a time left as LEFT shows it: "expired" when none.
+func formatLeft(d time.Duration) string {
 	switch {
 	case d <= 0:
 		return "expired"

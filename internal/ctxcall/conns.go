@@ -1,6 +1,7 @@
 package ctxcall
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -28,32 +29,122 @@ var ErrAbandoned = fmt.Errorf("ctxcall: connection closed after a request on it 
 // that already left the machine: a broker that has read the request, or a
 // network that holds it, may still deliver it.
 //
+// [Conns.Shut] is the end of all of it, for a client that stops whatever
+// the cluster does: every connection is reset, a dial under way is
+// cancelled, and every later dial fails with [ErrShut], so that a sarama
+// call still running (a metadata refresh retrying from broker to broker,
+// a consumer's fetch, a client's close) ends at once instead of waiting
+// out its timeouts on a cluster that does not answer.
+//
 // Safe for concurrent use.
 type Conns struct {
-	d      *net.Dialer
-	mu     sync.Mutex
-	byAddr map[string]map[*trackedConn]bool
+	d        Dialer
+	shutCtx  context.Context // ends at Shut: cancels dials under way
+	shutDial context.CancelFunc
+	mu       sync.Mutex
+	byAddr   map[string]map[*trackedConn]bool
+	shut     bool
 }
+
+// Dialer dials a connection; *net.Dialer is one, and so is sarama's
+// Config.Net.Proxy.Dialer. A Dialer that also has DialContext (as
+// *net.Dialer has) has its dials under way cancelled by [Conns.Shut].
+type Dialer interface {
+	Dial(network, addr string) (net.Conn, error)
+}
+
+type contextDialer interface {
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// ErrShut is the error of a dial on a [Conns] that was shut, and of a
+// write on one of its connections after it was: nothing was sent. It
+// matches [ErrAbandoned] and net.ErrClosed.
+var ErrShut = fmt.Errorf("ctxcall: the client is shutting down: %w", ErrAbandoned)
 
 // NewConns returns a Conns that dials with d.
-func NewConns(d *net.Dialer) *Conns {
-	return &Conns{d: d, byAddr: map[string]map[*trackedConn]bool{}}
+func NewConns(d Dialer) *Conns {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Conns{d: d, shutCtx: ctx, shutDial: cancel, byAddr: map[string]map[*trackedConn]bool{}}
 }
 
-// Dial dials addr and keeps the connection until it is closed.
+// Dial dials addr and keeps the connection until it is closed. After
+// [Conns.Shut] it fails with [ErrShut].
 func (c *Conns) Dial(network, addr string) (net.Conn, error) {
-	conn, err := c.d.Dial(network, addr)
+	if c.isShut() {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: ErrShut}
+	}
+	var conn net.Conn
+	var err error
+	if cd, ok := c.d.(contextDialer); ok {
+		conn, err = cd.DialContext(c.shutCtx, network, addr)
+	} else {
+		conn, err = c.d.Dial(network, addr)
+	}
 	if err != nil {
+		if c.isShut() {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: ErrShut}
+		}
 		return nil, err
 	}
 	tc := &trackedConn{Conn: conn, c: c, addr: addr}
 	c.mu.Lock()
+	if c.shut {
+		c.mu.Unlock()
+		reset(conn)
+		return nil, &net.OpError{Op: "dial", Net: network, Err: ErrShut}
+	}
 	if c.byAddr[addr] == nil {
 		c.byAddr[addr] = map[*trackedConn]bool{}
 	}
 	c.byAddr[addr][tc] = true
 	c.mu.Unlock()
 	return tc, nil
+}
+
+func (c *Conns) isShut() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.shut
+}
+
+// Shut resets every open connection, cancels the dials under way, and
+// makes every later dial fail with [ErrShut]. It returns how many
+// connections it closed. It does not block on the network.
+func (c *Conns) Shut() int {
+	c.mu.Lock()
+	c.shut = true
+	var all []*trackedConn
+	for addr, conns := range c.byAddr {
+		for tc := range conns {
+			tc.abandoned = true
+			all = append(all, tc)
+		}
+		delete(c.byAddr, addr)
+	}
+	c.mu.Unlock()
+	c.shutDial()
+	for _, tc := range all {
+		reset(tc.Conn)
+	}
+	return len(all)
+}
+
+// reset closes conn without sending what is left in its send buffer. A
+// TLS connection's TCP connection is reset first, so that its close
+// sends nothing either.
+func reset(conn net.Conn) {
+	raw := conn
+	if w, ok := conn.(interface{ NetConn() net.Conn }); ok {
+		raw = w.NetConn()
+	}
+	if tcp, ok := raw.(*net.TCPConn); ok {
+		_ = tcp.SetLinger(0)
+	}
+	if raw != conn {
+		_ = raw.Close()
+	}
+	_ = conn.Close()
 }
 
 // Close resets every open connection to addr and returns how many it
@@ -68,10 +159,7 @@ func (c *Conns) Close(addr string) int {
 	}
 	c.mu.Unlock()
 	for tc := range conns {
-		if tcp, ok := tc.Conn.(*net.TCPConn); ok {
-			_ = tcp.SetLinger(0)
-		}
-		_ = tc.Conn.Close()
+		reset(tc.Conn)
 	}
 	return len(conns)
 }
@@ -94,9 +182,12 @@ func (tc *trackedConn) Write(p []byte) (int, error) {
 	n, err := tc.Conn.Write(p)
 	if err != nil {
 		tc.c.mu.Lock()
-		abandoned := tc.abandoned
+		abandoned, shut := tc.abandoned, tc.c.shut
 		tc.c.mu.Unlock()
-		if abandoned && n == 0 {
+		switch {
+		case abandoned && shut && n == 0:
+			return 0, ErrShut
+		case abandoned && n == 0:
 			return 0, ErrAbandoned
 		}
 	}

@@ -1,6 +1,7 @@
 // Package ctxcall makes a blocking call that takes no context (sarama's
 // broker and client calls) return as soon as a context ends, and lets the
-// caller close the connection such a call was abandoned on ([Conns]).
+// caller close the connection such a call was abandoned on ([Conns]), or
+// every connection of a client that stops, for good ([Conns.Shut]).
 package ctxcall
 
 import (

@@ -96,3 +96,41 @@ func TestConnsClose(t *testing.T) {
 	assert.NoError(t, err, "another address's connection stays")
 	assert.NoError(t, ca.Close())
 }
+
+// Shut resets every connection, whatever its address, and later dials
+// fail with ErrShut (which matches ErrAbandoned and net.ErrClosed)
+// without reaching the network.
+func TestConnsShut(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	cs := NewConns(&net.Dialer{})
+	ca, err := cs.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	srv := <-accepted
+	defer srv.Close()
+	readErr := make(chan error, 1)
+	go func() { _, err := ca.Read(make([]byte, 1)); readErr <- err }()
+
+	assert.Equal(t, 1, cs.Shut())
+	assert.Error(t, <-readErr, "the blocked read returns")
+	_, err = ca.Write([]byte("x"))
+	assert.ErrorIs(t, err, ErrShut)
+	_, err = cs.Dial("tcp", ln.Addr().String())
+	assert.ErrorIs(t, err, ErrShut)
+	assert.ErrorIs(t, err, ErrAbandoned)
+	assert.ErrorIs(t, err, net.ErrClosed)
+	assert.Len(t, accepted, 0, "the dial after Shut reached nobody")
+	assert.Equal(t, 0, cs.Open(ln.Addr().String()))
+	assert.Equal(t, 0, cs.Shut())
+}

@@ -25,6 +25,12 @@
 // and "left_ms" are judged when the answer is made, with the server's
 // clock, from when the view applied the lease record plus the lease's
 // span ([LeaseEnd]), never from the holder's wall-clock deadline alone.
+// GET /v1/roles and /v1/roles/{role} judge a lease also by what its
+// holder's clock says of its age ([JudgedRow], package liveness): when
+// that says the lease ran out more than 1s ago, the answer waits for a
+// renewal, up to half the lease's span after the view read it (bounded
+// by Options.Wait), and then says "expired"; so a server that has just
+// started never answers a holder dead for long as live.
 //
 // /healthz answers [view.View.Health]:
 //
@@ -70,6 +76,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/internal/liveness"
+	"github.com/krabka/krole/rolestate"
 	"github.com/krabka/krole/view"
 )
 
@@ -322,7 +330,7 @@ func (s *server) roles(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.ctx(r)
 	defer cancel()
 	var now time.Time
-	rows, err := Rows(ctx, s.t, func() time.Time { now = s.opts.Clock(); return now })
+	rows, err := SettledRows(ctx, s.t, func() time.Time { now = s.opts.Clock(); return now })
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -339,7 +347,12 @@ func (s *server) role(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.ctx(r)
 	defer cancel()
-	st, ok, err := s.t.Lookup(ctx, role)
+	var ok bool
+	sts, err := liveness.Settle(ctx, func(ctx context.Context) ([]rolestate.State, error) {
+		st, found, err := s.t.Lookup(ctx, role)
+		ok = found
+		return []rolestate.State{st}, err
+	}, s.opts.Clock)
 	switch {
 	case err != nil:
 		s.fail(w, r, err)
@@ -348,7 +361,7 @@ func (s *server) role(w http.ResponseWriter, r *http.Request) {
 	default:
 		now := s.opts.Clock()
 		w.Header().Set(nowHeader, strconv.FormatInt(now.UnixMilli(), 10))
-		writeJSON(w, http.StatusOK, NewRow(st, now))
+		writeJSON(w, http.StatusOK, JudgedRow(sts[0], now))
 	}
 }
 

@@ -1,0 +1,166 @@
+// Package liveness judges whether a role's newest lease still holds, for
+// an answer given once (krole leader, table, describe, GET /v1/roles of
+// krole serve) by a process that may have read the lease only a moment
+// ago.
+//
+// A reader that follows the role topic counts a lease's span from when it
+// read the lease record (rolestate.State.LeaseEnd), on its own clock:
+// that needs no agreement between clocks, and it is what the succession
+// rules do. But a fresh process reads every lease when it starts, so it
+// credits a holder that died long ago with a whole new span: `krole
+// leader` named a holder SIGKILLed twelve seconds before, as live with a
+// lease of 3s. This package adds what the lease record says of its own
+// age, and a wait:
+//
+//   - The holder's clock: a lease whose Deadline (the holder's wall
+//     clock when its write began, plus its span) is more than
+//     [ClockTolerance] behind this machine's clock ran out, as far as the
+//     clocks say. A live holder renews every RenewInterval and stops
+//     acting as holder RenewDeadline (at most its span) after its last
+//     renewal began, so with clocks within ClockTolerance of each other
+//     the newest lease of a live holder never looks like that.
+//   - A wait, for clocks that disagree by more: such a lease is reported
+//     live while this process waits for a renewal, at most
+//     [RenewalWait] (half the lease's span) after it read the lease;
+//     then dead. A holder renews well within half its span (every fifth
+//     of it by default, and at most 0.425 of it under load with the
+//     default timings), so a live holder's renewal shows in that time
+//     whatever the clocks say.
+//
+// The bound: a one-shot answer never reports as live a holder whose lease
+// ran out more than ClockTolerance ago by its holder's clock, as this
+// machine's clock reads it (with the two clocks within ClockTolerance of
+// each other, at most 2*ClockTolerance ago), nor, whatever the clocks, a
+// lease its reader read more than a span ago without a renewal. A live
+// holder is reported dead only when both the clocks disagree by more than
+// ClockTolerance plus what its span leaves after a renewal, and its
+// renewals are more than half its span apart. The wait costs a one-shot
+// answer up to half the span when the holder is dead.
+//
+// This is advice, as every answer read from the topic is: safety rests on
+// the broker's fence, never on this judgement or on clocks.
+package liveness
+
+import (
+	"context"
+	"time"
+
+	"github.com/krabka/krole/rolestate"
+)
+
+// ClockTolerance is how far the clocks of a holder and of a one-shot
+// reader may disagree for the reader's answer to keep its bound (see the
+// package doc).
+const ClockTolerance = time.Second
+
+// RenewalWait is how long after a one-shot reader read a lease of span
+// span it waits for a renewal when the holder's clock says the lease ran
+// out: half the span.
+func RenewalWait(span time.Duration) time.Duration { return span / 2 }
+
+// Verdict is the judgement of one role's newest lease at one moment.
+type Verdict struct {
+	// Live: the lease is reported live.
+	Live bool
+	// Pending: live only while the reader waits for a renewal (the
+	// holder's clock says the lease ran out); it is dead at End unless a
+	// renewal shows first.
+	Pending bool
+	// End is when the lease stops being live as this judgement stands
+	// (without a renewal); zero without a lease.
+	End time.Time
+	// RanOut is when the lease ran out by its holder's clock (Deadline),
+	// zero without a lease or for a release.
+	RanOut time.Time
+}
+
+// Judge judges st's lease at now, on the reader's clock; st.LeaseSeenAt
+// must be when this reader read the lease record (a zero LeaseSeenAt
+// counts as read when it was granted, by the holder's clock, as
+// rolestate.State.LeaseEnd counts it). Without a lease, or for a release,
+// the verdict is not live.
+func Judge(st rolestate.State, now time.Time) Verdict {
+	l := st.Lease
+	if l == nil {
+		return Verdict{}
+	}
+	if l.Released() {
+		return Verdict{End: now}
+	}
+	seen := st.LeaseSeenAt
+	if seen.IsZero() {
+		seen = time.UnixMilli(l.GrantedAt)
+	}
+	span := rolestate.LeaseSpan(*l)
+	ranOut := time.UnixMilli(l.Deadline)
+	clockEnd := ranOut.Add(ClockTolerance)
+	end := seen.Add(span) // the reader's own count: never later than that
+	if waited := seen.Add(RenewalWait(span)); clockEnd.Before(end) {
+		end = maxTime(clockEnd, minTime(waited, end))
+	}
+	v := Verdict{End: end, RanOut: ranOut, Live: now.Before(end)}
+	v.Pending = v.Live && !now.Before(clockEnd)
+	return v
+}
+
+// pollEvery is how often [Settle] reads the states again while it waits.
+const pollEvery = 25 * time.Millisecond
+
+// Settle reads states with read until none of them is [Verdict].Pending
+// at now(): a renewal showed, or the wait ran out. It returns the last
+// states read. The wait is bounded by the longest wait the first pending
+// verdict asks for (at most [RenewalWait] after the lease was read), and
+// by ctx: when ctx ends, it returns the states as they are and ctx's
+// error.
+func Settle(ctx context.Context, read func(context.Context) ([]rolestate.State, error), now func() time.Time) ([]rolestate.State, error) {
+	states, err := read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var until time.Time // on the real clock, so that a frozen now() ends too
+	for {
+		at := now()
+		var wait time.Duration
+		for _, st := range states {
+			if v := Judge(st, at); v.Pending {
+				wait = max(wait, v.End.Sub(at))
+			}
+		}
+		if wait <= 0 {
+			return states, nil
+		}
+		if until.IsZero() {
+			until = time.Now().Add(wait)
+		}
+		left := time.Until(until)
+		if left <= 0 {
+			return states, nil
+		}
+		t := time.NewTimer(min(left, pollEvery))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return states, ctx.Err()
+		case <-t.C:
+		}
+		next, err := read(ctx)
+		if err != nil {
+			return states, err
+		}
+		states = next
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,100 @@
+package liveness
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/rolestate"
+)
+
+var t0 = time.UnixMilli(1_700_000_000_000)
+
+func state(granted time.Time, span time.Duration, seen time.Time) rolestate.State {
+	l, err := codec.NewLease("m1", codec.Token{ProducerID: 7, Epoch: 1}, granted.UnixMilli(), granted.Add(span).UnixMilli())
+	if err != nil {
+		panic(err)
+	}
+	return rolestate.State{Role: "db", Lease: &l, LeaseSeenAt: seen}
+}
+
+func TestJudge(t *testing.T) {
+	const span = 3 * time.Second
+	for _, tc := range []struct {
+		name          string
+		granted, seen time.Time
+		now           time.Time
+		live, pending bool
+		end           time.Time
+	}{
+		// A fresh reader of a lease renewed a moment ago (clocks agree):
+		// live until its span, by the holder's clock plus the tolerance or
+		// the reader's count, whichever comes first.
+		{"just renewed", t0, t0.Add(10 * time.Millisecond), t0.Add(time.Second), true, false, t0.Add(span + 10*time.Millisecond)},
+		// The case: SIGKILLed 12s ago, read now: the holder's clock
+		// says it ran out 9s ago; a renewal is waited for, half a span.
+		{"dead, read just now", t0, t0.Add(12 * time.Second), t0.Add(12 * time.Second), true, true, t0.Add(12*time.Second + span/2)},
+		{"dead, waited half a span", t0, t0.Add(12 * time.Second), t0.Add(12*time.Second + span/2), false, false, t0.Add(12*time.Second + span/2)},
+		// Within the tolerance of its run-out: live, not waiting.
+		{"within the tolerance", t0, t0.Add(span), t0.Add(span + 900*time.Millisecond), true, false, t0.Add(span + span/2)},
+		{"past the tolerance", t0, t0.Add(span), t0.Add(span + ClockTolerance), true, true, t0.Add(span + span/2)},
+		// A holder's clock far behind the reader's: pending, not dead, for
+		// half a span after the read.
+		{"holder clock an hour behind", t0.Add(-time.Hour), t0, t0.Add(time.Second), true, true, t0.Add(span / 2)},
+		// A holder's clock far ahead: the reader's own count bounds it.
+		{"holder clock an hour ahead", t0.Add(time.Hour), t0, t0.Add(span), false, false, t0.Add(span)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := Judge(state(tc.granted, span, tc.seen), tc.now)
+			assert.Equal(t, tc.live, v.Live, "live")
+			assert.Equal(t, tc.pending, v.Pending, "pending")
+			assert.Equal(t, tc.end, v.End, "end")
+		})
+	}
+	assert.Equal(t, Verdict{}, Judge(rolestate.State{Role: "db"}, t0), "no lease")
+	rel := codec.ReleaseLease("m1", codec.Token{ProducerID: 7, Epoch: 1})
+	assert.False(t, Judge(rolestate.State{Role: "db", Lease: &rel, LeaseSeenAt: t0}, t0).Live, "a release")
+}
+
+// Settle reads again while a verdict is pending: a renewal ends the wait
+// at once; without one the wait ends when the verdict does.
+func TestSettle(t *testing.T) {
+	const span = 400 * time.Millisecond
+	start := time.Now()
+	dead := state(start.Add(-time.Hour), span, start)
+	var reads atomic.Int32
+	states, err := Settle(context.Background(), func(context.Context) ([]rolestate.State, error) {
+		reads.Add(1)
+		return []rolestate.State{dead}, nil
+	}, time.Now)
+	require.NoError(t, err)
+	assert.False(t, Judge(states[0], time.Now()).Live, "no renewal came: dead")
+	assert.Greater(t, reads.Load(), int32(1))
+
+	dead = state(start.Add(-time.Hour), span, time.Now())
+	renewed := state(time.Now(), span, time.Now())
+	reads.Store(0)
+	states, err = Settle(context.Background(), func(context.Context) ([]rolestate.State, error) {
+		if reads.Add(1) == 1 {
+			return []rolestate.State{dead}, nil
+		}
+		return []rolestate.State{renewed}, nil
+	}, time.Now)
+	require.NoError(t, err)
+	assert.Equal(t, int32(2), reads.Load(), "the renewal ended the wait")
+	assert.True(t, Judge(states[0], time.Now()).Live)
+
+	// A frozen clock does not keep it waiting forever.
+	dead = state(start.Add(-time.Hour), span, time.Now())
+	frozen := func() time.Time { return dead.LeaseSeenAt }
+	states, err = Settle(context.Background(), func(context.Context) ([]rolestate.State, error) {
+		return []rolestate.State{dead}, nil
+	}, frozen)
+	require.NoError(t, err)
+	assert.Len(t, states, 1)
+}
