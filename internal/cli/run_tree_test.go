@@ -94,7 +94,7 @@ func startedCount(dir string) int {
 func waitRegistered(t *testing.T, c *testcluster.Cluster, role, member string, p *kroleProc) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		st := rolestate.Fold(codec.Role(role), readRole(t, c.Config, role))
+		st := rolestate.Fold(codec.Role(role), readRole(t, c.Config, codec.Role(role)))
 		return st.Rank(codec.MemberID(member)) >= 0
 	}, 20*time.Second, 20*time.Millisecond, "%s never registered; stderr:\n%s", member, p.stderr())
 }
