@@ -257,6 +257,10 @@ func runRun(c *ucli.Context) error {
 				role, member, settings.LeaseDuration, settings.RenewInterval, settings.Stagger)
 			interrupted = context.AfterFunc(c.Context, func() {
 				lw.printf("interrupted; leaving %s", role)
+				// CMD's tree is stopped while the member still holds
+				// the role and renews its lease; the member resigns
+				// only once the tree is gone.
+				s.stopForInterrupt()
 				stopSession()
 			})
 		},
@@ -515,12 +519,14 @@ type runSession struct {
 	stopMember context.CancelFunc
 	report     *os.File // see reportFDEnv; nil: none
 
-	mu       sync.Mutex
-	held     *codec.Token // the token this member holds the role under, per the events
-	resigned *codec.Token // the token it resigned the role under when leaving
-	exit     *int         // CMD's exit code, when CMD exited by itself
-	startErr error        // why CMD could not be started
-	gaveUp   error        // --timeout or --try gave up: the exit
+	mu          sync.Mutex
+	child       *supervise.Child // CMD while it runs (its tree not gone)
+	interrupted bool             // SIGINT or SIGTERM: CMD is being stopped before the member leaves
+	held        *codec.Token     // the token this member holds the role under, per the events
+	resigned    *codec.Token     // the token it resigned the role under when leaving
+	exit        *int             // CMD's exit code, when CMD exited by itself
+	startErr    error            // why CMD could not be started
+	gaveUp      error            // --timeout or --try gave up: the exit
 }
 
 // onEvent prints the member's transitions, one line each. The processor
@@ -598,6 +604,11 @@ func (s *runSession) work(ctx context.Context, held processor.Held) error {
 		<-ctx.Done()
 		return nil
 	}
+	if s.isInterrupted() {
+		// Elected as the member leaves: CMD does not start.
+		<-ctx.Done()
+		return nil
+	}
 	child, err := supervise.Start(supervise.Spec{
 		Path:     s.path,
 		Args:     s.args,
@@ -621,6 +632,21 @@ func (s *runSession) work(ctx context.Context, held processor.Held) error {
 		return nil
 	}
 	pid := child.Pid()
+	s.mu.Lock()
+	s.child = child
+	interrupted := s.interrupted
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.child = nil
+		s.mu.Unlock()
+	}()
+	if interrupted {
+		// Interrupted as CMD started: the interrupt stops nothing
+		// started after it looked, so stop CMD here.
+		s.stopCmd(child)
+		return nil
+	}
 	s.lines.printf("started CMD (pid %d) with token %s", pid, held.Token)
 	s.reportf(runReport{Event: "cmd_started", Pid: pid, Token: held.Token.String()})
 	if !child.Tree() && runtime.GOOS == "linux" {
@@ -629,6 +655,13 @@ func (s *runSession) work(ctx context.Context, held processor.Held) error {
 	}
 	select {
 	case <-child.Exited():
+		if s.isInterrupted() {
+			// Stopped by the interrupt (stopForInterrupt), which
+			// says so; the member leaves once it has.
+			<-child.Done()
+			<-ctx.Done()
+			return nil
+		}
 		code := child.ExitCode()
 		s.mu.Lock()
 		s.exit = &code
@@ -651,15 +684,49 @@ func (s *runSession) work(ctx context.Context, held processor.Held) error {
 		return nil
 	case <-ctx.Done():
 	}
+	if s.isInterrupted() {
+		<-child.Done() // stopForInterrupt stops it, and says so
+		return nil
+	}
 	// Stop returns once no process of CMD's tree is left: the member
 	// resigns (releases the role, deregisters) only after this returns.
+	s.stopCmd(child)
+	return nil
+}
+
+// stopCmd stops CMD's whole tree (SIGTERM, then SIGKILL after
+// --kill-timeout) and returns once it is gone.
+func (s *runSession) stopCmd(child *supervise.Child) {
+	pid := child.Pid()
 	s.lines.printf("stopping CMD (pid %d): SIGTERM, then SIGKILL after %v", pid, s.kill)
 	if killed, _ := child.Stop(context.Background(), s.kill); killed {
 		s.lines.printf("CMD (pid %d) killed after --kill-timeout %v", pid, s.kill)
 	} else {
 		s.lines.printf("CMD (pid %d) stopped with code %d", pid, child.ExitCode())
 	}
-	return nil
+}
+
+// stopForInterrupt stops CMD, if it runs, on SIGINT or SIGTERM, before the
+// member leaves: the member holds the role, and renews it, until CMD's tree
+// is gone, and only then releases it. (The member's own wait for work, at
+// the end of a holding, lasts at most until the holding's local deadline;
+// this wait has no such bound, so a --kill-timeout longer than the lease
+// still stops the tree before the release. A second signal ends krole at
+// once, see SecondInterrupt.)
+func (s *runSession) stopForInterrupt() {
+	s.mu.Lock()
+	s.interrupted = true
+	child := s.child
+	s.mu.Unlock()
+	if child != nil {
+		s.stopCmd(child)
+	}
+}
+
+func (s *runSession) isInterrupted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.interrupted
 }
 
 // reportf writes r to the report descriptor, if any, as one line. A

@@ -52,9 +52,16 @@ func treeTest(t *testing.T) (string, *testcluster.Cluster, string) {
 	}
 	bin := buildKrole(t)
 	c := testcluster.Start(t, testcluster.Options{})
-	dir := t.TempDir()
+	return bin, c, t.TempDir()
+}
+
+// startTreeKrole is startKroleScript, with a cleanup that kills whatever
+// worker a failed test left running, before the process's own cleanup
+// (which waits for its stderr to end, and a worker holds it).
+func startTreeKrole(t *testing.T, bin string, c *testcluster.Cluster, dir, member string, env, flags []string, script string) *kroleProc {
+	t.Helper()
+	p := startKroleScript(t, bin, c, "tree", member, env, flags, script)
 	t.Cleanup(func() {
-		// Whatever a failed test left running.
 		files, _ := filepath.Glob(filepath.Join(dir, "worker.*"))
 		for _, f := range files {
 			if pid := readPid(f); pid > 0 && processAlive(pid) {
@@ -62,7 +69,7 @@ func treeTest(t *testing.T) (string, *testcluster.Cluster, string) {
 			}
 		}
 	})
-	return bin, c, dir
+	return p
 }
 
 func readPid(path string) int {
@@ -102,24 +109,26 @@ func waitRegistered(t *testing.T, c *testcluster.Cluster, role, member string, p
 // The holder gets SIGTERM; its CMD is a shell wrapper (which SIGTERM ends
 // at once) around a worker that ignores SIGTERM. krole run kills the
 // worker after --kill-timeout and resigns only then: the successor's CMD
-// finds the old worker dead when it starts.
+// finds the old worker dead when it starts. The --kill-timeout, 3s, is
+// longer than the lease (2s): the holder renews while it stops CMD.
 func TestRunSuccessorStartsOnlyOnceTheOldTreeIsGone(t *testing.T) {
 	bin, c, dir := treeTest(t)
 	const role = "tree"
 	env := []string{"DIR=" + dir, "WORKER=" + treeStubbornWorker}
 	script := treeWitness + `sh -c "$WORKER"; echo "worker ended"`
-	flags := append(testTimingFlags(), "--kill-timeout", "400ms")
-	a := startKroleScript(t, bin, c, role, "a", env, flags, script)
+	flags := append(testTimingFlags(), "--kill-timeout", "3s")
+	a := startTreeKrole(t, bin, c, dir, "a", env, flags, script)
 	a.waitLine(t, 0, startedRE, 20*time.Second)
 	worker := waitWorker(t, dir, "a")
-	b := startKroleScript(t, bin, c, role, "b", env, flags, script)
+	b := startTreeKrole(t, bin, c, dir, "b", env, flags, script)
 	waitRegistered(t, c, role, "b", b)
 
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGTERM))
-	<-a.exited
+	waitExit(t, a)
 	assert.Equal(t, 0, a.state.ExitCode(), "stderr:\n%s", a.stderr())
 	assert.False(t, processAlive(worker), "krole run exited while its CMD's worker (pid %d) lives", worker)
-	assert.Regexp(t, `(?m)^krole run: CMD \(pid \d+\) killed after --kill-timeout 400ms$`, a.stderr())
+	assert.Regexp(t, `(?m)^krole run: CMD \(pid \d+\) killed after --kill-timeout 3s$`, a.stderr())
+	assert.NotContains(t, a.stderr(), "did not return by the local deadline")
 	b.waitLine(t, 0, startedRE, 20*time.Second)
 	waitWorker(t, dir, "b")
 	require.Equal(t, 2, startedCount(dir))
@@ -136,14 +145,14 @@ func TestRunCmdExitingLeavesNoWorkerBehind(t *testing.T) {
 	env := []string{"DIR=" + dir, "WORKER=" + treeStubbornWorker}
 	flags := append(testTimingFlags(), "--kill-timeout", "400ms")
 	leaver := treeWitness + `setsid sh -c "$WORKER" & while [ ! -s "$PIDFILE" ]; do sleep 0.01; done; exit 3`
-	a := startKroleScript(t, bin, c, role, "a", env, flags, leaver)
+	a := startTreeKrole(t, bin, c, dir, "a", env, flags, leaver)
 	a.waitLine(t, 0, startedRE, 20*time.Second)
 	waitRegistered(t, c, role, "a", a)
-	b := startKroleScript(t, bin, c, role, "b", env, flags, treeWitness+`exec sleep 300`)
+	b := startTreeKrole(t, bin, c, dir, "b", env, flags, treeWitness+`exec sleep 300`)
 	waitRegistered(t, c, role, "b", b)
 	worker := waitWorker(t, dir, "a")
 
-	<-a.exited
+	waitExit(t, a)
 	assert.False(t, processAlive(worker), "krole run exited while its CMD's worker (pid %d) lives", worker)
 	assert.Equal(t, 3, a.state.ExitCode(), "stderr:\n%s", a.stderr())
 	assert.Regexp(t, `(?s)CMD \(pid \d+\) exited with code 3, leaving processes of its tree running.*`+
@@ -162,12 +171,24 @@ func TestRunKilledTakesAStubbornSetsidGrandchildWithIt(t *testing.T) {
 	const role = "tree"
 	env := []string{"DIR=" + dir, "WORKER=" + treeStubbornWorker}
 	flags := append(testTimingFlags(), "--kill-timeout", "300ms")
-	a := startKroleScript(t, bin, c, role, "a", env, flags, treeWitness+`setsid sh -c "$WORKER" & wait`)
+	a := startTreeKrole(t, bin, c, dir, "a", env, flags, treeWitness+`setsid sh -c "$WORKER" & wait`)
 	_, l := a.waitLine(t, 0, startedRE, 20*time.Second)
 	worker := waitWorker(t, dir, "a")
 
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGKILL))
-	<-a.exited
+	waitExit(t, a)
 	require.Eventually(t, func() bool { return !processAlive(worker) && !processAlive(l.pid()) }, 20*time.Second, 5*time.Millisecond,
 		"the worker (pid %d) that left CMD's session outlived a killed krole run", worker)
+}
+
+// waitExit waits for krole run to exit. A process of CMD's tree that
+// outlived it holds its stderr open, which keeps p.exited from closing:
+// that fails the test after a minute (and the cleanup kills the workers).
+func waitExit(t *testing.T, p *kroleProc) {
+	t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(time.Minute):
+		t.Fatalf("krole run --member %s did not exit within a minute, or a process it left behind holds its stderr", p.member)
+	}
 }

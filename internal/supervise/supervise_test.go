@@ -216,6 +216,11 @@ func waitPidFile(t *testing.T, path string) int {
 		return err == nil && pid > 0
 	})
 	require.True(t, alive(pid), "the worker runs")
+	t.Cleanup(func() {
+		if alive(pid) { // what a failed test left running
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
 	return pid
 }
 
