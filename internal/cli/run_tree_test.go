@@ -61,14 +61,7 @@ func treeTest(t *testing.T) (string, *testcluster.Cluster, string) {
 func startTreeKrole(t *testing.T, bin string, c *testcluster.Cluster, dir, member string, env, flags []string, script string) *kroleProc {
 	t.Helper()
 	p := startKroleScript(t, bin, c, "tree", member, env, flags, script)
-	t.Cleanup(func() {
-		files, _ := filepath.Glob(filepath.Join(dir, "worker.*"))
-		for _, f := range files {
-			if pid := readPid(f); pid > 0 && processAlive(pid) {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-	})
+	t.Cleanup(func() { killWorkers(dir) })
 	return p
 }
 
@@ -124,7 +117,7 @@ func TestRunSuccessorStartsOnlyOnceTheOldTreeIsGone(t *testing.T) {
 	waitRegistered(t, c, role, "b", b)
 
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGTERM))
-	waitExit(t, a)
+	waitExit(t, a, dir)
 	assert.Equal(t, 0, a.state.ExitCode(), "stderr:\n%s", a.stderr())
 	assert.False(t, processAlive(worker), "krole run exited while its CMD's worker (pid %d) lives", worker)
 	assert.Regexp(t, `(?m)^krole run: CMD \(pid \d+\) killed after --kill-timeout 3s$`, a.stderr())
@@ -152,7 +145,7 @@ func TestRunCmdExitingLeavesNoWorkerBehind(t *testing.T) {
 	waitRegistered(t, c, role, "b", b)
 	worker := waitWorker(t, dir, "a")
 
-	waitExit(t, a)
+	waitExit(t, a, dir)
 	assert.False(t, processAlive(worker), "krole run exited while its CMD's worker (pid %d) lives", worker)
 	assert.Equal(t, 3, a.state.ExitCode(), "stderr:\n%s", a.stderr())
 	assert.Regexp(t, `(?s)CMD \(pid \d+\) exited with code 3, leaving processes of its tree running.*`+
@@ -176,19 +169,47 @@ func TestRunKilledTakesAStubbornSetsidGrandchildWithIt(t *testing.T) {
 	worker := waitWorker(t, dir, "a")
 
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGKILL))
-	waitExit(t, a)
+	waitExit(t, a, dir)
 	require.Eventually(t, func() bool { return !processAlive(worker) && !processAlive(l.pid()) }, 20*time.Second, 5*time.Millisecond,
 		"the worker (pid %d) that left CMD's session outlived a killed krole run", worker)
 }
 
 // waitExit waits for krole run to exit. A process of CMD's tree that
-// outlived it holds its stderr open, which keeps p.exited from closing:
-// that fails the test after a minute (and the cleanup kills the workers).
-func waitExit(t *testing.T, p *kroleProc) {
+// outlived it holds its stderr open, which keeps p.exited from closing
+// (its Wait waits for the end of stderr): waitExit says so, a failure,
+// and kills the workers of dir to go on.
+func waitExit(t *testing.T, p *kroleProc, dir string) {
 	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		select {
+		case <-p.exited:
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+		if !processAlive(p.cmd.Process.Pid) {
+			break // exited (a zombie until its stderr ends)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("krole run --member %s did not exit within a minute", p.member)
+		}
+	}
 	select {
 	case <-p.exited:
-	case <-time.After(time.Minute):
-		t.Fatalf("krole run --member %s did not exit within a minute, or a process it left behind holds its stderr", p.member)
+		return
+	case <-time.After(5 * time.Second):
+	}
+	t.Errorf("krole run --member %s exited, but a process it left behind still holds its stderr", p.member)
+	killWorkers(dir)
+	<-p.exited
+}
+
+// killWorkers kills the workers of dir that still run.
+func killWorkers(dir string) {
+	files, _ := filepath.Glob(filepath.Join(dir, "worker.*"))
+	for _, f := range files {
+		if pid := readPid(f); pid > 0 && processAlive(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 }
