@@ -24,7 +24,13 @@
 // child is left to reap. To signal the tree it reads /proc for its
 // descendants (the parent pid chains) and signals each of them (through a
 // pidfd, after checking that the pid still names a descendant, so that a
-// reused pid is never signalled), and the command's process group too.
+// reused pid is never signalled; before Linux 5.3, with kill), and, until
+// the command has been reaped, the command's process group as a whole
+// (after that, a group id with no member left may be reused). SIGTERM
+// goes out once, to the processes there are: one forked just then may
+// miss it, and gets SIGKILL after the grace period. SIGKILL goes out
+// again every 20 ms until the tree is gone, so nothing forked meanwhile
+// is left.
 //
 // Why a watchdog in the middle rather than krole itself as the subreaper:
 // krole's other children (started with os/exec elsewhere, reaped by their
@@ -53,16 +59,18 @@
 // signal reaches it, and the stop waits for it: see Stop); and, if the
 // watchdog itself is killed with SIGKILL (the OOM killer, a kill of every
 // process), every process of the tree but the command, which dies by its
-// parent-death signal. A descendant that makes itself a subreaper, or
-// that double-forks, stays a descendant of the watchdog, so it is no
-// escape.
+// parent-death signal: the [Child] then falls back to the command's
+// process group, which Stop signals and Done waits for. A descendant that
+// makes itself a subreaper, or that double-forks, stays a descendant of
+// the watchdog, so it is no escape.
 //
 // On other systems (macOS, the BSDs) there is no subreaper here and no
 // /proc: the tree is the command's process group only. The watchdog still
 // sits in the middle and still acts on krole's death, but it signals only
 // the group, and the tree counts as gone when the command has exited and
-// the group is empty: a descendant that left the group (setsid, setpgid)
-// is neither signalled nor waited for.
+// the group has no member left (a zombie counts as a member there; on
+// Linux, a zombie counts as gone): a descendant that left the group
+// (setsid, setpgid) is neither signalled nor waited for.
 //
 // Without [Spec].Watchdog, or when the watchdog cannot be started, the
 // command is the caller's own child and the tree is its process group, as
