@@ -158,7 +158,8 @@ func TestRunCmdExitingLeavesNoWorkerBehind(t *testing.T) {
 }
 
 // SIGKILL of krole run itself, with a grandchild that left the session and
-// ignores SIGTERM: the watchdog kills it.
+// ignores SIGTERM: the watchdog kills it. Before that, two stray SIGTERMs
+// sent to the watchdog leave it running.
 func TestRunKilledTakesAStubbornSetsidGrandchildWithIt(t *testing.T) {
 	bin, c, dir := treeTest(t)
 	const role = "tree"
@@ -167,6 +168,17 @@ func TestRunKilledTakesAStubbornSetsidGrandchildWithIt(t *testing.T) {
 	a := startTreeKrole(t, bin, c, dir, "a", env, flags, treeWitness+`setsid sh -c "$WORKER" & wait`)
 	_, l := a.waitLine(t, 0, startedRE, 20*time.Second)
 	worker := waitWorker(t, dir, "a")
+	// The watchdog, CMD's parent, is deaf to stray signals (krole's own
+	// main would exit at a second SIGTERM).
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(l.pid()) + "/stat")
+	require.NoError(t, err)
+	dog, err := strconv.Atoi(strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))[1])
+	require.NoError(t, err)
+	require.NotEqual(t, a.cmd.Process.Pid, dog)
+	require.NoError(t, syscall.Kill(dog, syscall.SIGTERM))
+	require.NoError(t, syscall.Kill(dog, syscall.SIGTERM))
+	time.Sleep(200 * time.Millisecond) // time for the signals to act, were they to
+	require.True(t, processAlive(dog), "the watchdog exited on SIGTERM")
 
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGKILL))
 	waitExit(t, a, dir)

@@ -373,3 +373,32 @@ func TestStubbornSetsidGrandchildDiesWithKilledParent(t *testing.T) {
 	_ = parent.Wait()
 	waitFor(t, func() bool { return !alive(worker) })
 }
+
+// The watchdog is deaf to the signals a terminal or a supervisor sends
+// around (it acts on its starting process's word and death only): the
+// command goes on, and Stop still stops it.
+func TestWatchdogIgnoresStraySignals(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	pidfile := filepath.Join(t.TempDir(), "worker")
+	c, err := Start(Spec{Path: "sh", Args: []string{"-c", politeWorker}, Env: []string{"PIDFILE=" + pidfile}, Watchdog: watchdogArgv()})
+	require.NoError(t, err)
+	waitPidFile(t, pidfile)
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(c.Pid()) + "/stat")
+	require.NoError(t, err)
+	dog, err := strconv.Atoi(strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))[1])
+	require.NoError(t, err)
+	require.NotEqual(t, os.Getpid(), dog, "the command's parent is the watchdog")
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		require.NoError(t, syscall.Kill(dog, sig))
+	}
+	time.Sleep(100 * time.Millisecond) // time for a signal to act, were it to
+	assert.True(t, alive(dog), "the watchdog runs")
+	assert.True(t, alive(c.Pid()), "the command runs")
+	assert.False(t, isDone(c))
+	killed, err := c.Stop(context.Background(), time.Minute)
+	require.NoError(t, err)
+	assert.False(t, killed)
+	assert.Equal(t, 0, c.ExitCode())
+}

@@ -59,10 +59,19 @@ func Watchdog(args []string) int {
 		files = append(files, os.NewFile(uintptr(5+i), "extra"))
 	}
 	// Signals change nothing: stopping the tree is the starting process's
-	// decision, or the watchdog's own once that process has died. (Caught,
-	// not ignored: an ignored signal would stay ignored in the command.)
+	// decision, or the watchdog's own once that process has died. They are
+	// caught, not ignored (an ignored signal would stay ignored in the
+	// command), and only here: Ignore first drops any other Notify of the
+	// binary (krole's main exits at a second SIGTERM). A signal ignored
+	// from the start (SIGHUP under nohup) stays ignored, for the command
+	// too.
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE)
+	for _, sig := range []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		if !signal.Ignored(sig) {
+			signal.Ignore(sig)
+			signal.Notify(sigs, sig)
+		}
+	}
 	go func() {
 		for range sigs {
 		}
