@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,21 +63,24 @@ func runCommand() *ucli.Command {
 			"holds ROLE, krole runs CMD in a process group of its own, with KROLE_ROLE,\n" +
 			"KROLE_MEMBER, KROLE_PRODUCER_ID and KROLE_EPOCH in its environment: the token\n" +
 			"under which M holds the role, for CMD to pass to whatever it writes.\n\n" +
-			"When the role is lost (a newer holder fenced M, or M could not renew its lease\n" +
-			"in time), krole sends CMD's process group SIGTERM, then SIGKILL after\n" +
-			"--kill-timeout, and campaigns again. When CMD exits by itself, krole resigns\n" +
-			"the role and exits with CMD's exit code. On SIGINT or SIGTERM, krole stops CMD,\n" +
-			"resigns (the next candidate takes over at once) and exits 0. A second SIGINT or\n" +
-			"SIGTERM while it stops (CMD slow to exit within --kill-timeout, say) ends krole\n" +
-			"at once, with a line saying so, without resigning: exit 130 (143 for SIGTERM).\n" +
-			"Whatever the cluster does, krole run exits within 10s of the signal, plus the\n" +
-			"time CMD takes to stop: when the cluster has not confirmed the release within 8s\n" +
-			"of the signal, krole run exits without it, its last line saying so (\"release of\n" +
-			"ROLE (token T) not confirmed: ...; the lease runs out in at most D\").\n" +
-			"If krole is\n" +
-			"killed, CMD is killed with it (on Linux: a parent-death signal kills CMD, and a\n" +
-			"small watchdog process SIGTERMs, then SIGKILLs, the rest of CMD's process\n" +
-			"group) and the role passes on when the lease ends.\n\n" +
+			"CMD's tree is CMD and every process descended from it, including those that\n" +
+			"left its process group or session (on Linux; elsewhere, CMD's process group\n" +
+			"only). CMD is stopped only once no process of its tree is left: the tree gets\n" +
+			"SIGTERM, then SIGKILL after --kill-timeout. When the role is lost (a newer\n" +
+			"holder fenced M, or M could not renew its lease in time), krole stops CMD and\n" +
+			"campaigns again. When CMD exits by itself, krole stops what is left of its\n" +
+			"tree, resigns the role and exits with CMD's exit code. On SIGINT or SIGTERM,\n" +
+			"krole stops CMD, resigns (the next candidate takes over at once) and exits 0;\n" +
+			"it resigns only once the tree is gone. A second SIGINT or SIGTERM while it\n" +
+			"stops (CMD slow to exit within --kill-timeout, say) ends krole at once, with a\n" +
+			"line saying so, without resigning: exit 130 (143 for SIGTERM). If krole is\n" +
+			"killed, CMD's tree is stopped all the same (SIGTERM, then SIGKILL after\n" +
+			"--kill-timeout) by a small watchdog process, CMD's parent, and the role passes\n" +
+			"on when the lease ends. Whatever the cluster does, krole run exits within 10s\n" +
+			"of the signal, plus the time CMD's tree takes to stop: when the cluster has not\n" +
+			"confirmed the release within 8s, krole run exits without it, its last line\n" +
+			"saying so (\"release of ROLE (token T) not confirmed: ...; the lease runs out\n" +
+			"in at most D\").\n\n" +
 			"Without CMD, krole holds the role until interrupted, like etcdctl lock: each time\n" +
 			"M is elected it prints the token on stdout, one line \"PRODUCER_ID/EPOCH\"; on\n" +
 			"SIGINT or SIGTERM it resigns and exits 0. A role lost meanwhile (see above) is\n" +
@@ -110,7 +114,7 @@ func runCommand() *ucli.Command {
 			&ucli.DurationFlag{Name: "stagger", EnvVars: []string{"KROLE_STAGGER"}, DefaultText: "lease duration / 10",
 				Usage: "how long each rank waits after the one ahead of it before challenging for a vacant role, `D`"},
 			&ucli.DurationFlag{Name: "kill-timeout", EnvVars: []string{"KROLE_KILL_TIMEOUT"}, DefaultText: "lease duration / 5",
-				Usage: "how long CMD has to exit after SIGTERM before SIGKILL, `D`; the default stops CMD before " +
+				Usage: "how long CMD's process tree has to exit after SIGTERM before SIGKILL, `D`; the default stops CMD before " +
 					"a lease this member failed to renew can pass to another"},
 			&ucli.StringFlag{Name: "metrics-listen", EnvVars: []string{"KROLE_METRICS_LISTEN"}, DefaultText: "off",
 				Usage: "serve the member's Prometheus metrics (krole_holder, krole_transitions_total, " +
@@ -269,6 +273,10 @@ func runRun(c *ucli.Context) error {
 				role, member, settings.LeaseDuration, settings.RenewInterval, settings.Stagger)
 			interrupted = context.AfterFunc(c.Context, func() {
 				lw.printf("interrupted; leaving %s", role)
+				// CMD's tree is stopped while the member still holds
+				// the role and renews its lease; the member resigns
+				// only once the tree is gone.
+				s.stopForInterrupt()
 				stopSession()
 			})
 		},
@@ -546,12 +554,14 @@ type runSession struct {
 	stopMember context.CancelFunc
 	report     *os.File // see reportFDEnv; nil: none
 
-	mu       sync.Mutex
-	held     *codec.Token // the token this member holds the role under, per the events
-	resigned *codec.Token // the token it resigned the role under when leaving
-	exit     *int         // CMD's exit code, when CMD exited by itself
-	startErr error        // why CMD could not be started
-	gaveUp   error        // --timeout or --try gave up: the exit
+	mu          sync.Mutex
+	child       *supervise.Child // CMD while it runs (its tree not gone)
+	interrupted bool             // SIGINT or SIGTERM: CMD is being stopped before the member leaves
+	held        *codec.Token     // the token this member holds the role under, per the events
+	resigned    *codec.Token     // the token it resigned the role under when leaving
+	exit        *int             // CMD's exit code, when CMD exited by itself
+	startErr    error            // why CMD could not be started
+	gaveUp      error            // --timeout or --try gave up: the exit
 
 	leaving     context.Context // ends when the member is asked to leave
 	working     chan struct{}   // closed when the work running CMD returns; nil before
@@ -641,6 +651,11 @@ func (s *runSession) work(ctx context.Context, held processor.Held) error {
 		<-ctx.Done()
 		return nil
 	}
+	if s.isInterrupted() {
+		// Elected as the member leaves: CMD does not start.
+		<-ctx.Done()
+		return nil
+	}
 	child, err := supervise.Start(supervise.Spec{
 		Path:     s.path,
 		Args:     s.args,
@@ -664,26 +679,101 @@ func (s *runSession) work(ctx context.Context, held processor.Held) error {
 		return nil
 	}
 	pid := child.Pid()
+	s.mu.Lock()
+	s.child = child
+	interrupted := s.interrupted
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.child = nil
+		s.mu.Unlock()
+	}()
+	if interrupted {
+		// Interrupted as CMD started: the interrupt stops nothing
+		// started after it looked, so stop CMD here.
+		s.stopCmd(child)
+		return nil
+	}
 	s.lines.printf("started CMD (pid %d) with token %s", pid, held.Token)
 	s.reportf(runReport{Event: "cmd_started", Pid: pid, Token: held.Token.String()})
+	if !child.Tree() && runtime.GOOS == "linux" {
+		s.lines.printf("warning: CMD (pid %d) runs without the watchdog that keeps its whole process tree: "+
+			"only its process group is stopped, and waited for", pid)
+	}
 	select {
-	case <-child.Done():
+	case <-child.Exited():
+		if s.isInterrupted() {
+			// Stopped by the interrupt (stopForInterrupt), which
+			// says so; the member leaves once it has.
+			<-child.Done()
+			<-ctx.Done()
+			return nil
+		}
 		code := child.ExitCode()
 		s.mu.Lock()
 		s.exit = &code
 		s.mu.Unlock()
+		if child.LeftBehind() {
+			// The rest of the tree is stopped while this member still
+			// holds the role (ctx is not done: the renewals go on), and
+			// the role is resigned only once it is gone.
+			s.lines.printf("CMD (pid %d) exited with code %d, leaving processes of its tree running: "+
+				"stopping them: SIGTERM, then SIGKILL after %v", pid, code, s.kill)
+			if killed, _ := child.Stop(context.Background(), s.kill); killed {
+				s.lines.printf("the rest of CMD's tree killed after --kill-timeout %v", s.kill)
+			} else {
+				s.lines.printf("the rest of CMD's tree stopped")
+			}
+		}
+		<-child.Done()
 		s.lines.printf("CMD (pid %d) exited by itself with code %d; resigning %s", pid, code, held.Role)
 		s.stopMember()
 		return nil
 	case <-ctx.Done():
 	}
+	if s.isInterrupted() {
+		<-child.Done() // stopForInterrupt stops it, and says so
+		return nil
+	}
+	// Stop returns once no process of CMD's tree is left: the member
+	// resigns (releases the role, deregisters) only after this returns.
+	s.stopCmd(child)
+	return nil
+}
+
+// stopCmd stops CMD's whole tree (SIGTERM, then SIGKILL after
+// --kill-timeout) and returns once it is gone.
+func (s *runSession) stopCmd(child *supervise.Child) {
+	pid := child.Pid()
 	s.lines.printf("stopping CMD (pid %d): SIGTERM, then SIGKILL after %v", pid, s.kill)
 	if killed, _ := child.Stop(context.Background(), s.kill); killed {
 		s.lines.printf("CMD (pid %d) killed after --kill-timeout %v", pid, s.kill)
 	} else {
 		s.lines.printf("CMD (pid %d) stopped with code %d", pid, child.ExitCode())
 	}
-	return nil
+}
+
+// stopForInterrupt stops CMD, if it runs, on SIGINT or SIGTERM, before the
+// member leaves: the member holds the role, and renews it, until CMD's tree
+// is gone, and only then releases it. (The member's own wait for work, at
+// the end of a holding, lasts at most until the holding's local deadline;
+// this wait has no such bound, so a --kill-timeout longer than the lease
+// still stops the tree before the release. A second signal ends krole at
+// once, see SecondInterrupt.)
+func (s *runSession) stopForInterrupt() {
+	s.mu.Lock()
+	s.interrupted = true
+	child := s.child
+	s.mu.Unlock()
+	if child != nil {
+		s.stopCmd(child)
+	}
+}
+
+func (s *runSession) isInterrupted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.interrupted
 }
 
 // reportf writes r to the report descriptor, if any, as one line. A
@@ -810,10 +900,11 @@ func appendAttr(b *strings.Builder, prefix string, a slog.Attr) {
 	b.WriteString(v)
 }
 
-// watchdogArgv runs this very binary as the supervise watchdog, so that a krole
-// killed with SIGKILL takes CMD's whole process group with it, not only
-// CMD. Without a path to this binary, CMD runs without the watchdog (and only
-// CMD itself is sure to die with krole).
+// watchdogArgv runs this very binary as the supervise watchdog, CMD's
+// parent, which keeps CMD's whole process tree and stops it when krole is
+// killed with SIGKILL (see package supervise). Without a path to this
+// binary, CMD runs without the watchdog: its tree is then its process group
+// only, and only CMD itself is sure to die with krole.
 func watchdogArgv() []string {
 	exe, err := os.Executable()
 	if err != nil {

@@ -284,10 +284,18 @@ func startKrole(t *testing.T, bin string, c *testcluster.Cluster, role, member, 
 // timings.
 func startKroleWith(t *testing.T, bin string, c *testcluster.Cluster, role, member, out string, flags ...string) *kroleProc {
 	t.Helper()
+	return startKroleScript(t, bin, c, role, member, []string{"KROLE_TEST_OUT=" + out}, flags,
+		`echo "$KROLE_MEMBER $KROLE_EPOCH $$" >> "$KROLE_TEST_OUT"; exec sleep 300`)
+}
+
+// startKroleScript starts `krole run ROLE --member MEMBER FLAGS... -- sh -c
+// SCRIPT`, with env added to the environment; otherwise as startKrole.
+func startKroleScript(t *testing.T, bin string, c *testcluster.Cluster, role, member string, env, flags []string, script string) *kroleProc {
+	t.Helper()
 	args := append(append(clusterFlags(c), "run", role, "--member", member), flags...)
-	args = append(args, "--", "sh", "-c", `echo "$KROLE_MEMBER $KROLE_EPOCH $$" >> "$KROLE_TEST_OUT"; exec sleep 300`)
+	args = append(args, "--", "sh", "-c", script)
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "KROLE_TEST_OUT="+out)
+	cmd.Env = append(os.Environ(), env...)
 	pipe, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
