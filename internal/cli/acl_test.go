@@ -268,6 +268,10 @@ func TestACLs(t *testing.T) {
 		r := runProc(t, bin, c.as("describer"), limit, "describe", "ctl", "-o", "json")
 		require.Equal(t, ExitOK, r.Code, "stderr:\n%s", r.Stderr)
 		assert.Contains(t, r.Stdout, `"role":"ctl"`)
+		// Without Read on the topic the token is still the answer; the
+		// lease is unknown, and said to be.
+		assert.Contains(t, r.Stdout, `"lease_unknown":"not authorized to read topic`)
+		assert.Contains(t, r.Stderr, "the lease is unknown")
 
 		// A refusal is final: describe does not resend until its request
 		// budget (the request timeout) runs out.

@@ -8,6 +8,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/liveness"
 	"github.com/krabka/krole/internal/server"
 	"github.com/krabka/krole/rolestate"
@@ -41,12 +42,14 @@ func describeCommand() *ucli.Command {
 // describeResult is the JSON output of `krole describe`. Held and Token
 // are the coordinator's: Held is true when it has a token for the role's
 // transactional id, which it keeps after a release; Lease is the role's
-// newest lease, nil when it has none.
+// newest lease, nil when it has none or when the principal may not read
+// the role topic (LeaseUnknown then says why).
 type describeResult struct {
-	Role  string         `json:"role"`
-	Held  bool           `json:"held"`
-	Token *codec.Token   `json:"token"`
-	Lease *describeLease `json:"lease"`
+	Role         string         `json:"role"`
+	Held         bool           `json:"held"`
+	Token        *codec.Token   `json:"token"`
+	Lease        *describeLease `json:"lease"`
+	LeaseUnknown string         `json:"lease_unknown,omitempty"`
 }
 
 // describeLease is the role's newest lease as `krole describe` shows it.
@@ -90,10 +93,19 @@ func runDescribe(c *ucli.Context) error {
 		}
 		return []rolestate.State{st}, nil
 	}, time.Now)
-	if err != nil {
+	res := describeResult{Role: string(role), Held: ok}
+	switch {
+	case fencing.IsNotAuthorized(err):
+		// The coordinator's token is describe's answer, and a third party
+		// checking a writer's token needs only Describe on the
+		// transactional id: without Read on the topic the lease is unknown.
+		res.LeaseUnknown = fmt.Sprintf("not authorized to read topic %s", t.Config().Topic)
+		fmt.Fprintf(stderr(c), "krole describe: the lease is unknown: %s (READ on the topic shows it)\n", res.LeaseUnknown)
+	case err != nil:
 		return err
+	default:
+		res.Lease = leaseOf(sts[0], time.Now())
 	}
-	res := describeResult{Role: string(role), Held: ok, Lease: leaseOf(sts[0], time.Now())}
 	if ok {
 		res.Token = &tok
 	}
@@ -105,7 +117,11 @@ func runDescribe(c *ucli.Context) error {
 	if ok {
 		token = tok.String()
 	}
-	tw.row(string(role), token, t.Config().TransactionalID(string(role)), leaseText(res.Lease))
+	lease := leaseText(res.Lease)
+	if res.LeaseUnknown != "" {
+		lease = "unknown: " + res.LeaseUnknown
+	}
+	tw.row(string(role), token, t.Config().TransactionalID(string(role)), lease)
 	return tw.flush()
 }
 
