@@ -354,7 +354,12 @@
 // after the last successful write began, so one held or queued by the
 // stall ends, or gets its slot and is attempted, before its deadline; L
 // and the capacity do not move. (On a loaded member, which spaces its
-// renewals up to C apart, the bound is RenewDeadline - C.) A stall between that
+// renewals up to C apart, the bound is RenewDeadline - C.) A stall as
+// long as TransactionTimeout (default LeaseDuration/2) also cuts short
+// the writes in flight during it: no answer, so their tokens are retired
+// ([ReasonTokenRetired]) and those roles, at most one per call slot, are
+// released under a new epoch and taken again (section 9 of
+// docs/GUARANTEES.md), not shed. A stall between that
 // and RenewDeadline leaves the roles whose renewal fell due as it began
 // less than nothing: those are released (the renewal queued) or lost at
 // their deadline (the renewal in flight), as with a stall of any length;

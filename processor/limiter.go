@@ -151,11 +151,18 @@ const capacityHeadroom = 0.75
 // renewed in, and so that the estimate is steady over a renewal cycle.
 func latencyWindow(s Settings) time.Duration { return s.LeaseDuration }
 
-// sample is a lease write's latency (from the slot's grant to the answer)
-// and when it ended.
-type sample struct {
-	at time.Time
-	d  time.Duration
+// latencyBuckets is how many parts of the window the writes are counted
+// in: a write leaves the window with its part, at most a sixteenth of a
+// lease late.
+const latencyBuckets = 16
+
+// bucket holds the lease writes that ended in one part of the window:
+// how many, and the width+1 slowest latencies (from the slot's grant to
+// the answer), which is all the estimate needs of them (see estimate).
+type bucket struct {
+	start time.Time
+	n     int
+	top   []time.Duration // the slowest, at most width+1
 }
 
 // admission decides whether a member may campaign for one more role: it
@@ -190,8 +197,8 @@ type admission struct {
 	window time.Duration // latencyWindow of the settings
 
 	mu         sync.Mutex
-	samples    []sample      // the lease writes that ended in the last window, oldest first
-	lat        time.Duration // the estimate L over samples; 0: unknown
+	buckets    []bucket      // the lease writes that ended in the last window, oldest first
+	lat        time.Duration // the estimate L over them; 0: unknown
 	held       int
 	claims     int
 	queued     map[codec.Role]struct{}
@@ -234,35 +241,42 @@ func (a *admission) capacity(now time.Time) int {
 // unbounded is the capacity while the write latency is unknown.
 const unbounded = math.MaxInt32
 
-// expire drops the samples older than the window at now and computes the
-// estimate again if any were dropped; a.mu must be held.
+// expire drops the writes that left the window at now (with their part
+// of it) and computes the estimate again if any did; a.mu must be held.
 func (a *admission) expire(now time.Time) {
 	cut := now.Add(-a.window)
 	n := 0
-	for n < len(a.samples) && !a.samples[n].at.After(cut) {
+	for n < len(a.buckets) && !a.buckets[n].start.Add(a.window/latencyBuckets).After(cut) {
 		n++
 	}
 	if n > 0 {
-		a.samples = slices.Delete(a.samples, 0, n)
+		a.buckets = slices.Delete(a.buckets, 0, n)
 		a.estimate()
 	}
 }
 
-// estimate sets lat from the samples (see latencyWindow); a.mu must be
-// held.
+// estimate sets lat from the writes in the window (see latencyWindow): the
+// (width+1)-th slowest, or the fastest when there are no more than width.
+// Each part of the window keeps its width+1 slowest, among which are the
+// window's width+1 slowest; and when the window holds no more than width
+// writes, every part keeps all of its. a.mu must be held.
 func (a *admission) estimate() {
-	if len(a.samples) == 0 {
+	var n int
+	var ds []time.Duration
+	for _, b := range a.buckets {
+		n += b.n
+		ds = append(ds, b.top...)
+	}
+	if n == 0 {
 		a.lat = 0
 		return
 	}
-	ds := make([]time.Duration, len(a.samples))
-	for i, s := range a.samples {
-		ds[i] = s.d
-	}
 	slices.Sort(ds)
-	// The (width+1)-th slowest; the fastest when there are no more than
-	// width.
-	a.lat = ds[max(0, len(ds)-1-a.width)]
+	if n <= a.width {
+		a.lat = ds[0]
+		return
+	}
+	a.lat = ds[len(ds)-1-a.width]
 }
 
 // latency returns the write latency estimate at now (0: unknown).
@@ -284,7 +298,18 @@ func (a *admission) Capacity() int {
 // wrote records a lease write that got its slot at from and ended at now.
 func (a *admission) wrote(from, now time.Time) {
 	a.mu.Lock()
-	a.samples = append(a.samples, sample{at: now, d: now.Sub(from)})
+	a.expire(now)
+	if k := len(a.buckets); k == 0 || !now.Before(a.buckets[k-1].start.Add(a.window/latencyBuckets)) {
+		a.buckets = append(a.buckets, bucket{start: now})
+	}
+	b := &a.buckets[len(a.buckets)-1]
+	b.n++
+	d := now.Sub(from)
+	if len(b.top) <= a.width {
+		b.top = append(b.top, d)
+	} else if i := slices.Index(b.top, slices.Min(b.top)); b.top[i] < d {
+		b.top[i] = d
+	}
 	a.estimate()
 	c := a.capacity(now)
 	a.mu.Unlock()

@@ -213,3 +213,36 @@ func TestIntegrationShortStallAloneKeepsItsRoles(t *testing.T) {
 	}
 	e.rec.checkFence(t)
 }
+
+// The same at start, when many roles are taken at once: two members start
+// for 24 roles, and as soon as the first role is taken every Produce is
+// held for a second, while the others are being taken. No role is shed,
+// and every role has a holder within a lease plus the stagger of the
+// stall's end.
+func TestIntegrationStallAtStartShedsNothing(t *testing.T) {
+	e, fn := newStallEnv(t)
+	roles := stallRoles("start", 24)
+	s := itSettings()
+	a := e.start("node-a", roles, s, nil)
+	b := e.start("node-b", roles, s, nil)
+	await(t, 30*time.Second, "a role is taken", func() bool {
+		for _, r := range roles {
+			if len(e.rec.holders(r)) > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	stallProduce(t, e, fn, time.Second)
+	await(t, s.LeaseDuration+s.Stagger+slack, "every role has a holder within a lease plus the stagger of the stall's end", func() bool {
+		return allHeld(e.rec, roles)
+	})
+	time.Sleep(2 * s.LeaseDuration)
+	ra, rb := revocationsSince(e.rec, a.id, 0), revocationsSince(e.rec, b.id, 0)
+	gaps := unheldGaps(e.rec, roles, 0, time.Now())
+	t.Logf("revocations: node-a %v, node-b %v; unheld gaps after the first event %v", ra, rb, gaps)
+	assert.Zero(t, ra[processor.ReasonOverloaded], "node-a shed no role")
+	assert.Zero(t, rb[processor.ReasonOverloaded], "node-b shed no role")
+	assert.True(t, allHeld(e.rec, roles), "every role held")
+	e.rec.checkFence(t)
+}
