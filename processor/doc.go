@@ -349,8 +349,9 @@
 //
 // So a stall shorter than RenewDeadline - RenewInterval, less a lease
 // write's time (every request of the member held back, then answered;
-// 1.2s with a 2s lease), sheds nothing, pauses nothing and loses nothing
-// on a member that is not loaded: a renewal begins at most RenewInterval
+// 1.2s with a 2s lease), sheds nothing and pauses nothing on a member
+// that is not loaded, and loses nothing if it is shorter than
+// TransactionTimeout too: a renewal begins at most RenewInterval
 // after the last successful write began, so one held or queued by the
 // stall ends, or gets its slot and is attempted, before its deadline; L
 // and the capacity do not move. (On a loaded member, which spaces its

@@ -429,13 +429,19 @@ func (a *admission) pause(now time.Time) {
 // must be held.
 //
 // A pause must not outlast its cause: after a stall longer than the
-// renew deadline the writes are fast again within a window (see
-// latencyWindow), and the member campaigns again, instead of leaving
-// roles it could hold unheld for 4 leases or more. An overload that goes
-// on (the cluster serves the member's writes slower than it renews them)
-// keeps the pause: shedding down to its capacity lowers the latency it
-// measures by less than half (one write in flight instead of a few
-// takes at least a write's service time).
+// renew deadline the estimate is that of the fast writes again as soon
+// as they outnumber the stall's in the window (see latencyWindow), and
+// the member campaigns again, instead of leaving roles it could hold
+// unheld for 4 leases or more. An overload that goes on keeps the pause
+// as long as the member's writes stay more than half as slow as those
+// that made it shed: on a cluster that serves them one at a time
+// (TestIntegrationOverloadAloneKeepsAStableSet), a member that shed down
+// to its capacity has fewer in flight and measures them faster, but not
+// that much faster, and without the pause it would take released roles
+// back and shed them again. The factor 2 is a judgment, not a law: a
+// cluster that serves MaxInFlight writes one at a time can make one
+// write in flight up to MaxInFlight times faster than MaxInFlight, and
+// then the doubling pause (shedPause) bounds the churn.
 func (a *admission) lift(now time.Time, c int) bool {
 	if !now.Before(a.shedUntil) || c < 2*a.shedHeld {
 		return false
