@@ -304,13 +304,13 @@
 //     renewals and the other calls. L is taken over the lease writes
 //     (renewals and challenges' leases, each from its slot's grant to
 //     its answer) that ended in the last LeaseDuration: the latency that
-//     all but the MaxInFlight slowest of them stayed within (the
-//     fastest, when there are MaxInFlight or fewer). A stall of the
-//     cluster or the network delays only the writes in flight during
-//     it, at most one per slot (the others wait for a slot, before
-//     their clock starts), so a stall moves L not at all, while an
-//     overload, which slows every write, moves it within MaxInFlight+1
-//     writes. L forgets by time, not by count of writes: a lease after
+//     9 in 10 of them stayed within, never counting the MaxInFlight
+//     slowest (the fastest, when there are MaxInFlight or fewer). A
+//     stall of the cluster or the network delays only the writes in
+//     flight during it, at most one per slot (the others wait for a
+//     slot, before their clock starts), so a stall moves L not at all,
+//     while an overload, which slows every write, moves it within a
+//     tenth of the window's writes (MaxInFlight+1 at least). L forgets by time, not by count of writes: a lease after
 //     its last write a member knows no latency, and its capacity is
 //     unbounded, as before its first write (the limiter still bounds its
 //     calls). (A moving average did not: the 5 writes of a 1s stall kept

@@ -132,37 +132,32 @@ func renewPeriod(s Settings) time.Duration {
 const capacityHeadroom = 0.75
 
 // The write latency estimate L is taken over the lease writes that ended
-// in the last latencyWindow (see latencyWindow): it is the latency that
-// all but the width slowest of them stayed within (the (width+1)-th
-// slowest; the fastest when there are width or fewer). A stall of the
-// cluster or the network delays at most the width writes in flight during
-// it (the others wait for a slot, before their clock starts), so one stall
-// moves the estimate not at all; an overload, which slows every write,
-// moves it within width+1 writes. The estimate forgets by time, not by
-// count: a member that writes little (it holds few roles or none) keeps
-// no latency from a stall long gone. With no write in the window the
-// estimate is unknown again, as before the first write: the capacity is
-// unbounded (the limiter still bounds the calls in flight).
+// in the last latencyWindow: it is the latency that 9 in 10 of them
+// stayed within, never counting the width slowest (the (width+1)-th
+// slowest while the window holds fewer than 10 x width writes; the
+// fastest when it holds width or fewer). A stall of the cluster or the
+// network delays at most the width writes in flight during it (the others
+// wait for a slot, before their clock starts), so one stall moves the
+// estimate not at all, nor do stalls that delay fewer than a tenth of the
+// writes; an overload, which slows every write, moves it within a tenth
+// of a window's writes (and width+1 at least). The estimate forgets by
+// time, not by count: a member that writes little (it holds few roles or
+// none) keeps no latency from a stall long gone. With no write in the
+// window the estimate is unknown again, as before the first write: the
+// capacity is unbounded (the limiter still bounds the calls in flight).
 //
 // latencyWindow is a lease: longer than the renew deadline, so that at
-// the end of any stall shorter than the renew deadline the window still
-// holds the writes of at least RenewInterval (LeaseDuration -
-// RenewDeadline, at the defaults) before it, which every held role
-// renewed in, and so that the estimate is steady over a renewal cycle.
+// the end of a stall shorter than the renew deadline the window still
+// holds writes from before it (those of the last RenewInterval before it,
+// at the defaults, in which every held role renewed), and so that the
+// estimate is steady over a renewal cycle.
 func latencyWindow(s Settings) time.Duration { return s.LeaseDuration }
 
-// latencyBuckets is how many parts of the window the writes are counted
-// in: a write leaves the window with its part, at most a sixteenth of a
-// lease late.
-const latencyBuckets = 16
-
-// bucket holds the lease writes that ended in one part of the window:
-// how many, and the width+1 slowest latencies (from the slot's grant to
-// the answer), which is all the estimate needs of them (see estimate).
-type bucket struct {
-	start time.Time
-	n     int
-	top   []time.Duration // the slowest, at most width+1
+// sample is a lease write's latency (from the slot's grant to the answer)
+// and when it ended.
+type sample struct {
+	at time.Time
+	d  time.Duration
 }
 
 // admission decides whether a member may campaign for one more role: it
@@ -197,8 +192,9 @@ type admission struct {
 	window time.Duration // latencyWindow of the settings
 
 	mu         sync.Mutex
-	buckets    []bucket      // the lease writes that ended in the last window, oldest first
+	samples    []sample      // the lease writes that ended in the last window, oldest first
 	lat        time.Duration // the estimate L over them; 0: unknown
+	stale      int           // writes come or gone since lat was computed
 	held       int
 	claims     int
 	queued     map[codec.Role]struct{}
@@ -241,42 +237,47 @@ func (a *admission) capacity(now time.Time) int {
 // unbounded is the capacity while the write latency is unknown.
 const unbounded = math.MaxInt32
 
-// expire drops the writes that left the window at now (with their part
-// of it) and computes the estimate again if any did; a.mu must be held.
+// expire drops the writes that left the window at now; a.mu must be
+// held.
 func (a *admission) expire(now time.Time) {
 	cut := now.Add(-a.window)
 	n := 0
-	for n < len(a.buckets) && !a.buckets[n].start.Add(a.window/latencyBuckets).After(cut) {
+	for n < len(a.samples) && !a.samples[n].at.After(cut) {
 		n++
 	}
 	if n > 0 {
-		a.buckets = slices.Delete(a.buckets, 0, n)
-		a.estimate()
+		a.samples = slices.Delete(a.samples, 0, n)
+		a.changed(n)
 	}
 }
 
-// estimate sets lat from the writes in the window (see latencyWindow): the
-// (width+1)-th slowest, or the fastest when there are no more than width.
-// Each part of the window keeps its width+1 slowest, among which are the
-// window's width+1 slowest; and when the window holds no more than width
-// writes, every part keeps all of its. a.mu must be held.
-func (a *admission) estimate() {
-	var n int
-	var ds []time.Duration
-	for _, b := range a.buckets {
-		n += b.n
-		ds = append(ds, b.top...)
+// changed counts k writes come into or gone from the window, and computes
+// the estimate again once they are a sixty-fourth of those in it (at
+// once for a window of fewer than 128 writes, and when it is empty), so that
+// a member writing thousands of leases a lease does not sort them all at
+// every write; a.mu must be held.
+func (a *admission) changed(k int) {
+	a.stale += k
+	if a.stale >= len(a.samples)/64 {
+		a.estimate()
+		a.stale = 0
 	}
+}
+
+// estimate sets lat from the writes in the window (see latencyWindow); a.mu
+// must be held.
+func (a *admission) estimate() {
+	n := len(a.samples)
 	if n == 0 {
 		a.lat = 0
 		return
 	}
-	slices.Sort(ds)
-	if n <= a.width {
-		a.lat = ds[0]
-		return
+	ds := make([]time.Duration, n)
+	for i, s := range a.samples {
+		ds[i] = s.d
 	}
-	a.lat = ds[len(ds)-1-a.width]
+	slices.Sort(ds)
+	a.lat = ds[max(0, n-1-max(a.width, n/10))]
 }
 
 // latency returns the write latency estimate at now (0: unknown).
@@ -299,18 +300,8 @@ func (a *admission) Capacity() int {
 func (a *admission) wrote(from, now time.Time) {
 	a.mu.Lock()
 	a.expire(now)
-	if k := len(a.buckets); k == 0 || !now.Before(a.buckets[k-1].start.Add(a.window/latencyBuckets)) {
-		a.buckets = append(a.buckets, bucket{start: now})
-	}
-	b := &a.buckets[len(a.buckets)-1]
-	b.n++
-	d := now.Sub(from)
-	if len(b.top) <= a.width {
-		b.top = append(b.top, d)
-	} else if i := slices.Index(b.top, slices.Min(b.top)); b.top[i] < d {
-		b.top[i] = d
-	}
-	a.estimate()
+	a.samples = append(a.samples, sample{at: now, d: now.Sub(from)})
+	a.changed(1)
 	c := a.capacity(now)
 	a.mu.Unlock()
 	a.m.met.capacity(a.m.me, c)
