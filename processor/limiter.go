@@ -246,16 +246,16 @@ func (a *admission) expire(now time.Time) {
 		n++
 	}
 	if n > 0 {
-		a.samples = slices.Delete(a.samples, 0, n)
+		a.samples = a.samples[n:] // append copies only these when it grows
 		a.changed(n)
 	}
 }
 
 // changed counts k writes come into or gone from the window, and computes
 // the estimate again once they are a sixty-fourth of those in it (at
-// once for a window of fewer than 128 writes, and when it is empty), so that
-// a member writing thousands of leases a lease does not sort them all at
-// every write; a.mu must be held.
+// once for a window of fewer than 128 writes, and when it is empty), so
+// that a member writing thousands of leases a lease does not sort them
+// all at every write; a.mu must be held.
 func (a *admission) changed(k int) {
 	a.stale += k
 	if a.stale >= len(a.samples)/64 {
@@ -309,8 +309,9 @@ func (a *admission) wrote(from, now time.Time) {
 
 // claim reports whether role may campaign now (confirm and challenge):
 // the member holds and campaigns for fewer roles than its capacity, and
-// challenges are not paused (see pause and challengeTimedOut). On true the caller must call unclaim once
-// the campaign step is over. On false the role is counted as queued.
+// challenges are not paused (see pause, lift and challengeTimedOut). On
+// true the caller must call unclaim once the campaign step is over. On
+// false the role is counted as queued.
 func (a *admission) claim(role codec.Role, now time.Time) bool {
 	a.mu.Lock()
 	c := a.capacity(now)
