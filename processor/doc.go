@@ -323,15 +323,16 @@
 //     transaction; renewals are served first, then releases, then
 //     registrations, challenges, deregistrations and prunes. A renewal
 //     that gets its slot with less time left before RenewDeadline than
-//     the average lease write (and, if it queued for the slot, an eighth
-//     of RenewDeadline - RenewInterval more) is not begun: cut short
-//     mid-transaction it would retire the token and hold back the
-//     partition's readers. A renewal that queued for its slot and then
-//     could not be begun, or got no slot before RenewDeadline, releases
-//     the role instead ([ReasonOverloaded]), whether or not another
-//     candidate waits: a release now rather than a lapse at the deadline.
-//     (One left too little time by failed attempts, not by a wait, is
-//     retried until the deadline, as any failed renewal.)
+//     the write latency estimate L (below) is not begun: ending after
+//     the deadline, it would renew the lease for nothing (the holding
+//     ends at the deadline) and keep the role from the others for a
+//     lease. Any renewal with more time left is attempted: the renew
+//     deadline is the bound. A renewal that queued for its slot and
+//     then could not be begun, or got no slot before RenewDeadline,
+//     releases the role instead ([ReasonOverloaded]), whether or not
+//     another candidate waits: a release now rather than a lapse at the
+//     deadline. (One left too little time by failed attempts, not by a
+//     wait, is retried until the deadline, as any failed renewal.)
 //   - Renewals are spread across the interval: each goes a random
 //     duration in [0, RenewJitter) early (default RenewInterval/4), drawn
 //     anew each time, so roles elected together do not renew in bursts
@@ -355,16 +356,28 @@
 //     (RenewDeadline - RenewInterval) between two renewals of a role,
 //     an eighth of that margin before the renew period P, halfway from
 //     RenewInterval to RenewDeadline, after which a renewal is late, and
-//     estimates its renew capacity as 0.75 x MaxInFlight x C / L,
-//     where L is a moving average of its measured lease write latency
-//     (from the slot's grant to the answer; rising by half a new higher
-//     sample, falling by a sixteenth of a lower one, and by a
-//     sixty-fourth only if not every slot was busy: on a cluster that
-//     serves writes one at a time, a write with fewer in flight is
-//     faster and says nothing of MaxInFlight at once): MaxInFlight slots
-//     each held L per write give MaxInFlight/L writes a second, and a
-//     quarter is kept for latency spikes, jitter's early renewals and the
-//     other calls. Unbounded until a write was measured. At its capacity
+//     estimates its renew capacity as 0.75 x MaxInFlight x C / L:
+//     MaxInFlight slots each held L per write give MaxInFlight/L writes
+//     a second, and a quarter is kept for latency spikes, jitter's early
+//     renewals and the other calls. L is taken over the lease writes
+//     (renewals and challenges' leases, each from its slot's grant to
+//     its answer) that ended in the last LeaseDuration: the latency that
+//     9 in 10 of them stayed within, never counting the MaxInFlight
+//     slowest (the fastest, when there are MaxInFlight or fewer). A
+//     stall of the cluster or the network delays only the writes in
+//     flight during it, at most one per slot (the others wait for a
+//     slot, before their clock starts), so a stall moves L not at all,
+//     while an overload, which slows every write, moves it within a
+//     tenth of the window's writes (MaxInFlight+1 at least). L forgets by time, not by count of writes: a lease after
+//     its last write a member knows no latency, and its capacity is
+//     unbounded, as before its first write (the limiter still bounds its
+//     calls). (A moving average did not: the 5 writes of a 1s stall kept
+//     it above 600ms for dozens of writes after the writes were fast
+//     again, and a member holding nothing, which writes nothing, kept it
+//     for ever.) The window is a lease, longer than RenewDeadline (by
+//     RenewInterval at the defaults), so that at the end of a stall
+//     shorter than RenewDeadline it still holds writes from before the
+//     stall. At its capacity
 //     (roles held plus campaigns under way) a member says so in one log
 //     line (Warn, "not campaigning for more roles"; and Info when it
 //     campaigns again) and in krole_renew_capacity_roles and
@@ -382,10 +395,41 @@
 //     and then waits queued: a member with nobody to hand roles to keeps
 //     a stable set instead of losing roles to their deadlines). After a
 //     shed or such a release the member does not campaign for 4 lease
-//     durations, whatever the estimate says (it moves with the load);
-//     the pause doubles, up to 64 lease durations, while each campaign
-//     after a pause ends in a shed again, so that a member alone does
-//     not take released roles back and shed them again.
+//     durations (it moves with the load: on a cluster that serves
+//     writes one at a time, a member with fewer writes in flight
+//     measures them faster); the pause doubles, up to 64 lease
+//     durations, while each campaign after a pause ends in a shed again,
+//     so that a member alone does not take released roles back and shed
+//     them again. The pause ends early, at the member's next campaign
+//     step, once its cause has passed: when the capacity says the member
+//     could renew twice the roles it held when it shed (L fell below
+//     half of any L that could have made it shed).
+//
+// So a stall shorter than RenewDeadline - RenewInterval, less a lease
+// write's time (every request of the member held back, then answered;
+// 1.2s with a 2s lease), sheds nothing and pauses nothing on a member
+// that is not loaded, and loses nothing if it is shorter than
+// TransactionTimeout too: a renewal begins at most RenewInterval
+// after the last successful write began, so one held or queued by the
+// stall ends, or gets its slot and is attempted, before its deadline; L
+// and the capacity do not move. (On a loaded member, which spaces its
+// renewals up to C apart, the bound is RenewDeadline - C.) A stall as
+// long as TransactionTimeout (default LeaseDuration/2) also cuts short
+// the writes in flight during it: no answer, so their tokens are retired
+// ([ReasonTokenRetired]) and those roles, at most one per call slot, are
+// released under a new epoch and taken again (section 9 of
+// docs/GUARANTEES.md), not shed. A stall between that
+// and RenewDeadline leaves the roles whose renewal fell due as it began
+// less than nothing: those are released (the renewal queued) or lost at
+// their deadline (the renewal in flight), as with a stall of any length;
+// per-role renewal cannot do better (the last write's start plus
+// RenewDeadline is the holder's own bound). The others are kept. What a
+// longer stall costs is bounded: other candidates take the roles given
+// up within a lease plus their stagger, and the pause after the releases
+// ends at the member's first campaign step once the stall's writes are
+// outnumbered in L's window (at once, when at most MaxInFlight of them
+// were delayed; within a lease in any case), so that a member alone
+// takes its roles back.
 //
 // Each role keeps its own lease, renewed under its own token: a holder
 // learns that it lost a role from a fenced lease write of that role and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -101,13 +102,6 @@ func remove(q *[]chan struct{}, w chan struct{}) bool {
 	return false
 }
 
-// full reports whether every slot is busy.
-func (l *limiter) full() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.busy >= l.width
-}
-
 // release gives a slot back, to the first waiter of the highest priority.
 func (l *limiter) release() {
 	l.mu.Lock()
@@ -137,32 +131,44 @@ func renewPeriod(s Settings) time.Duration {
 // the renewals jitter brings forward, and the member's other calls.
 const capacityHeadroom = 0.75
 
-// The weights of a new write latency in the moving average the capacity
-// estimate uses: a latency above the average counts for half, so that
-// the estimate follows an overload within a few writes; one below it for
-// a sixteenth, so that a lull does not make the member take on more roles
-// at once; and for a sixty-fourth only when the write did not run with
-// every slot busy. A write's latency depends on how many others are in
-// flight (on a cluster that serves them one at a time, two in flight
-// take twice as long each): the estimate is of MaxInFlight writes at
-// once, and one measured with fewer in flight would raise it at once
-// (the member with nobody to shed to took roles back and shed them
-// again).
-const (
-	latencyRise        = 1.0 / 2
-	latencyFall        = 1.0 / 16
-	latencyFallPartial = 1.0 / 64
-)
+// The write latency estimate L is taken over the lease writes that ended
+// in the last latencyWindow: it is the latency that 9 in 10 of them
+// stayed within, never counting the width slowest (the (width+1)-th
+// slowest while the window holds fewer than 10 x width writes; the
+// fastest when it holds width or fewer). A stall of the cluster or the
+// network delays at most the width writes in flight during it (the others
+// wait for a slot, before their clock starts), so one stall moves the
+// estimate not at all, nor do stalls that delay fewer than a tenth of the
+// writes; an overload, which slows every write, moves it within a tenth
+// of a window's writes (and width+1 at least). The estimate forgets by
+// time, not by count: a member that writes little (it holds few roles or
+// none) keeps no latency from a stall long gone. With no write in the
+// window the estimate is unknown again, as before the first write: the
+// capacity is unbounded (the limiter still bounds the calls in flight).
+//
+// latencyWindow is a lease: longer than the renew deadline, so that at
+// the end of a stall shorter than the renew deadline the window still
+// holds writes from before it (those of the last RenewInterval before it,
+// at the defaults, in which every held role renewed), and so that the
+// estimate is steady over a renewal cycle.
+func latencyWindow(s Settings) time.Duration { return s.LeaseDuration }
+
+// sample is a lease write's latency (from the slot's grant to the answer)
+// and when it ended.
+type sample struct {
+	at time.Time
+	d  time.Duration
+}
 
 // admission decides whether a member may campaign for one more role: it
 // counts the roles held and the campaigns under way, estimates how many
 // roles the member can renew in time, and pauses campaigns after a
-// challenge timed out. Shared by all the member's role goroutines.
+// challenge timed out or a role was shed. Shared by all the member's role
+// goroutines.
 //
 // The estimate: a lease write (the call a renewal is) holds one of the
-// limiter's width slots for L, the moving average of the measured lease
-// write latencies (rising fast, falling slowly; from the moment a slot
-// was granted), so the member writes at most width/L leases a second.
+// limiter's width slots for L, the write latency estimate (see
+// latencyWindow), so the member writes at most width/L leases a second.
 // Unloaded it renews each role every RenewInterval; loaded, it spaces
 // renewals out and they wait for slots, which is safe as long as each
 // comes well before RenewDeadline. It plans for at most C = RenewInterval
@@ -171,34 +177,38 @@ const (
 //
 //	capacity = floor(0.75 * width * C / L)
 //
-// roles. Until the first write has been measured the capacity is
-// unbounded (the limiter still bounds the calls). A member holding more
-// roles than its capacity (and an eighth) resigns the excess
-// ([ReasonOverloaded]) at their next renewal that is late (more than P,
-// renewPeriod, after the last), so that other candidates take them at once instead of
-// after an expiry; one holding its capacity or more (counting the
-// campaigns under way) does not campaign, and its other roles stay
-// registered, not challenging.
+// roles. While L is unknown the capacity is unbounded (the limiter still
+// bounds the calls). A member holding more roles than its capacity (and
+// an eighth) resigns the excess ([ReasonOverloaded]) at their next
+// renewal that is late (more than P, renewPeriod, after the last), so
+// that other candidates take them at once instead of after an expiry;
+// one holding its capacity or more (counting the campaigns under way)
+// does not campaign, and its other roles stay registered, not
+// challenging.
 type admission struct {
 	m      *Member
 	width  int
 	period time.Duration // paceCap of the settings
+	window time.Duration // latencyWindow of the settings
 
 	mu         sync.Mutex
-	lat        time.Duration // moving average of lease write latency; 0 until measured
+	samples    []sample      // the lease writes that ended in the last window, oldest first
+	lat        time.Duration // the estimate L over them; 0: unknown
+	stale      int           // writes come or gone since lat was computed
 	held       int
 	claims     int
 	queued     map[codec.Role]struct{}
 	refusing   bool
-	pauseUntil time.Time // no challenge before this (a challenge timed out, or a role was shed)
-	shedUntil  time.Time // the end of the pause after the last shed
+	pauseUntil time.Time // no challenge before this (a challenge timed out)
+	shedUntil  time.Time // no challenge before this either (a role was shed), unless lifted early (see pause)
 	shedFor    time.Duration
+	shedHeld   int       // the most roles held at a shed of the current pause
 	timeouts   int       // consecutive challenge timeouts
 	nextSlot   time.Time // the earliest start of the next paced renewal (see renewEvery)
 }
 
 func newAdmission(m *Member) *admission {
-	return &admission{m: m, width: m.s.MaxInFlight, period: paceCap(m.s), queued: map[codec.Role]struct{}{}}
+	return &admission{m: m, width: m.s.MaxInFlight, period: paceCap(m.s), window: latencyWindow(m.s), queued: map[codec.Role]struct{}{}}
 }
 
 // paceCap is the longest a loaded member spaces two renewals of a role
@@ -211,8 +221,9 @@ func paceCap(s Settings) time.Duration {
 	return s.RenewInterval + 3*(s.RenewDeadline-s.RenewInterval)/8
 }
 
-// capacity returns the estimate above; a.mu must be held.
-func (a *admission) capacity() int {
+// capacity returns the estimate above at now; a.mu must be held.
+func (a *admission) capacity(now time.Time) int {
+	a.expire(now)
 	if a.lat <= 0 {
 		return unbounded
 	}
@@ -223,52 +234,89 @@ func (a *admission) capacity() int {
 	return max(1, int(c))
 }
 
-// unbounded is the capacity before any lease write was measured.
+// unbounded is the capacity while the write latency is unknown.
 const unbounded = math.MaxInt32
 
-// latency returns the moving average of lease write latency (0 until
-// measured).
-func (a *admission) latency() time.Duration {
+// expire drops the writes that left the window at now; a.mu must be
+// held.
+func (a *admission) expire(now time.Time) {
+	cut := now.Add(-a.window)
+	n := 0
+	for n < len(a.samples) && !a.samples[n].at.After(cut) {
+		n++
+	}
+	if n > 0 {
+		a.samples = a.samples[n:] // append copies only these when it grows
+		a.changed(n)
+	}
+}
+
+// changed counts k writes come into or gone from the window, and computes
+// the estimate again once they are a sixty-fourth of those in it (at
+// once for a window of fewer than 128 writes, and when it is empty), so
+// that a member writing thousands of leases a lease does not sort them
+// all at every write; a.mu must be held.
+func (a *admission) changed(k int) {
+	a.stale += k
+	if a.stale >= len(a.samples)/64 {
+		a.estimate()
+		a.stale = 0
+	}
+}
+
+// estimate sets lat from the writes in the window (see latencyWindow); a.mu
+// must be held.
+func (a *admission) estimate() {
+	n := len(a.samples)
+	if n == 0 {
+		a.lat = 0
+		return
+	}
+	ds := make([]time.Duration, n)
+	for i, s := range a.samples {
+		ds[i] = s.d
+	}
+	slices.Sort(ds)
+	a.lat = ds[max(0, n-1-max(a.width, n/10))]
+}
+
+// latency returns the write latency estimate at now (0: unknown).
+func (a *admission) latency(now time.Time) time.Duration {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.expire(now)
 	return a.lat
 }
 
 // Capacity is the member's current estimate of how many roles it can renew
-// in time (see admission); unbounded until a lease write was measured.
+// in time (see admission); unbounded while the write latency is unknown.
 func (a *admission) Capacity() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.capacity()
+	return a.capacity(a.m.clk.Now())
 }
 
-// wrote records the latency of a lease write (from the slot's grant);
-// full says whether every call slot was busy when it was granted.
-func (a *admission) wrote(d time.Duration, full bool) {
+// wrote records a lease write that got its slot at from and ended at now.
+func (a *admission) wrote(from, now time.Time) {
 	a.mu.Lock()
-	switch {
-	case a.lat == 0:
-		a.lat = d
-	case d > a.lat:
-		a.lat += time.Duration(latencyRise * float64(d-a.lat))
-	case full:
-		a.lat += time.Duration(latencyFall * float64(d-a.lat))
-	default:
-		a.lat += time.Duration(latencyFallPartial * float64(d-a.lat))
-	}
-	c := a.capacity()
+	a.expire(now)
+	a.samples = append(a.samples, sample{at: now, d: now.Sub(from)})
+	a.changed(1)
+	c := a.capacity(now)
 	a.mu.Unlock()
 	a.m.met.capacity(a.m.me, c)
 }
 
 // claim reports whether role may campaign now (confirm and challenge):
 // the member holds and campaigns for fewer roles than its capacity, and
-// challenges are not paused. On true the caller must call unclaim once
-// the campaign step is over. On false the role is counted as queued.
+// challenges are not paused (see pause, lift and challengeTimedOut). On
+// true the caller must call unclaim once the campaign step is over. On
+// false the role is counted as queued.
 func (a *admission) claim(role codec.Role, now time.Time) bool {
 	a.mu.Lock()
-	c := a.capacity()
-	ok := a.held+a.claims < c && !now.Before(a.pauseUntil)
+	c := a.capacity(now)
+	lifted := a.lift(now, c)
+	ok := a.held+a.claims < c && !now.Before(a.pauseUntil) && !now.Before(a.shedUntil)
 	var logRefusal bool
 	if ok {
 		a.claims++
@@ -285,6 +333,9 @@ func (a *admission) claim(role codec.Role, now time.Time) bool {
 	}
 	held, lat, queued := a.held, a.lat, len(a.queued)
 	a.mu.Unlock()
+	if lifted {
+		a.m.log.Info("campaigning again: the write latency that made the member shed roles has passed", "capacity", c, "write_latency", lat)
+	}
 	if logRefusal {
 		a.m.log.Warn("not campaigning for more roles: the member cannot renew more in time; the others stay registered and wait",
 			"held", held, "capacity", c, "write_latency", lat, "max_in_flight", a.width, "pace_cap", a.period)
@@ -326,7 +377,7 @@ func (a *admission) holding(delta int) {
 func (a *admission) shed(now time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	c := a.capacity()
+	c := a.capacity(now)
 	if a.held <= c+max(1, c/8) { // a margin, so that noise in the estimate sheds nothing
 		return false
 	}
@@ -343,9 +394,13 @@ func (a *admission) shedAt(now time.Time) {
 	a.pause(now)
 }
 
-// pause pauses campaigns after a shed at now; a.mu must be held.
+// pause pauses campaigns after a shed at now; a.mu must be held. a.held
+// no longer counts the role shed.
 func (a *admission) pause(now time.Time) {
-	if !now.Before(a.shedUntil) {
+	if now.Before(a.shedUntil) {
+		a.shedHeld = max(a.shedHeld, a.held+1)
+	} else {
+		a.shedHeld = a.held + 1
 		// The first shed since the last pause ended. Soon after it (the
 		// member campaigned again and could not keep what it took), the
 		// pause doubles; later, a new run starts.
@@ -356,10 +411,35 @@ func (a *admission) pause(now time.Time) {
 			a.shedFor = base
 		}
 		a.shedUntil = now.Add(a.shedFor)
-		if a.shedUntil.After(a.pauseUntil) {
-			a.pauseUntil = a.shedUntil
-		}
 	}
+}
+
+// lift ends the pause after a shed early, at now, once the cause has
+// passed: the capacity c says the member could renew twice the roles it
+// held when it shed (the write latency is less than half of any that
+// could have made it shed). It reports whether it lifted the pause; a.mu
+// must be held.
+//
+// A pause must not outlast its cause: after a stall longer than the
+// renew deadline the estimate is that of the fast writes again as soon
+// as they outnumber the stall's in the window (see latencyWindow), and
+// the member campaigns again, instead of leaving roles it could hold
+// unheld for 4 leases or more. An overload that goes on keeps the pause
+// as long as the member's writes stay more than half as slow as those
+// that made it shed: on a cluster that serves them one at a time
+// (TestIntegrationOverloadAloneKeepsAStableSet), a member that shed down
+// to its capacity has fewer in flight and measures them faster, but not
+// that much faster, and without the pause it would take released roles
+// back and shed them again. The factor 2 is a judgment, not a law: a
+// cluster that serves MaxInFlight writes one at a time can make one
+// write in flight up to MaxInFlight times faster than MaxInFlight, and
+// then the doubling pause (shedPause) bounds the churn.
+func (a *admission) lift(now time.Time, c int) bool {
+	if !now.Before(a.shedUntil) || c < 2*a.shedHeld {
+		return false
+	}
+	a.shedUntil = now
+	return true
 }
 
 // shedPause and maxShedPause, in lease durations, bound how long a member
@@ -368,7 +448,8 @@ func (a *admission) pause(now time.Time) {
 // and the estimate moves with the load. Without the pause a member with
 // nobody to shed to takes a released role back as soon as the estimate
 // rises, and sheds again: it churns. The pause doubles while each
-// campaign after it ends in a shed again.
+// campaign after it ends in a shed again. It ends early once the
+// estimate says the cause has passed (see lift).
 const (
 	shedPause    = 4
 	maxShedPause = 64
@@ -430,6 +511,7 @@ func (a *admission) renewEvery(from time.Time) time.Duration {
 	defer a.mu.Unlock()
 	s := a.m.s
 	every := s.RenewInterval - renewJitter(s)
+	a.expire(from)
 	if a.lat <= 0 || a.held <= 0 {
 		return every
 	}

@@ -426,7 +426,7 @@ func (r *runner) challenge(ctx context.Context, prune []codec.MemberID) {
 		return
 	}
 	r.minted[tok] = true
-	start, full := r.m.clk.Now(), r.m.lim.full()
+	start := r.m.clk.Now()
 	lease := r.lease(tok, start)
 	// The lease write is not cut short by the end of Run's context either
 	// (see renew): once it has committed, the member releases the role on
@@ -436,7 +436,7 @@ func (r *runner) challenge(ctx context.Context, prune []codec.MemberID) {
 	defer wcancel()
 	err = r.m.t.WriteLease(wctx, r.role, tok, lease)
 	if err == nil {
-		r.m.adm.wrote(r.m.clk.Now().Sub(start), full)
+		r.m.adm.wrote(start, r.m.clk.Now())
 	}
 	release()
 	release = nil
@@ -594,21 +594,17 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 		return
 	}
 	if err == nil {
-		granted, full := r.m.clk.Now(), r.m.lim.full()
+		granted := r.m.clk.Now()
 		// A write that cannot finish before the renew deadline is not
 		// begun: cut short by its context mid-transaction, it would
 		// retire the token (an unknown outcome) and leave a transaction
-		// open that holds back the partition's readers.
-		// After a wait for a slot (the member is loaded), nor is one with
-		// less than the average write's time and a margin left (an eighth
-		// of the way from RenewInterval to RenewDeadline): the latency
-		// varies with the load, and one that ends after the deadline ends
-		// the holding with the lease renewed for nothing.
-		need := r.m.adm.latency()
-		if queued {
-			need += lateMargin(r.m.s)
-		}
-		if left := expiry.Sub(granted); left <= 0 || left < need {
+		// open that holds back the partition's readers. Nor is one with
+		// less time left than the write latency estimate (see
+		// latencyWindow, which a stall that has passed does not move):
+		// one that ends after the deadline ends the holding with the
+		// lease renewed for nothing. Any other is attempted: the renew
+		// deadline is the bound.
+		if left := expiry.Sub(granted); left <= 0 || left < r.m.adm.latency(granted) {
 			err = fmt.Errorf("%w: %v left before the renew deadline, less than a lease write takes", ErrOverloaded, left)
 		} else {
 			// Bounded by TransactionTimeout only, not by the deadline: a
@@ -629,7 +625,7 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 			err = r.m.t.WriteLease(cctx, r.role, h.Token, lease)
 			cancel()
 			if err == nil {
-				r.m.adm.wrote(r.m.clk.Now().Sub(granted), full)
+				r.m.adm.wrote(granted, r.m.clk.Now())
 			}
 		}
 		release()
@@ -712,10 +708,6 @@ func (r *runner) shed() bool {
 	r.log.Warn("resigning the role: the member holds more roles than it can renew in time", "capacity", r.m.adm.Capacity())
 	return true
 }
-
-// lateMargin is the time a renewal needs left before RenewDeadline beyond
-// the average lease write to be begun.
-func lateMargin(s Settings) time.Duration { return (s.RenewDeadline - s.RenewInterval) / 8 }
 
 // shedLate gives the role up when its renewal could not be written before
 // the renew deadline (err says why): a release now instead of a lapse,
