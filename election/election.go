@@ -235,15 +235,6 @@ func (e *Election) Observe(ctx context.Context) <-chan Holder {
 	return out
 }
 
-func (e *Election) valueOf(ctx context.Context, m codec.MemberID) string {
-	st, err := e.s.v.Role(ctx, e.role)
-	if err != nil {
-		return ""
-	}
-	v, _ := st.Value(m)
-	return v
-}
-
 // tracker follows the member's events for the Elections: which roles it
 // holds, and the latest holder it saw of each.
 type tracker struct {

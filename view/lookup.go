@@ -3,12 +3,11 @@ package view
 import (
 	"cmp"
 	"context"
-	"github.com/krabka/krole/rolestate"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/rolestate"
 )
 
 // Every lookup below reads the local table only, never the broker. It
@@ -154,24 +153,3 @@ func (v *View) Leader(ctx context.Context, role codec.Role, now time.Time) (Lead
 	return Leader{Lease: e.lease, Value: e.lease.Value}, true, nil
 }
 
-// valueOf returns member's registered value, "" when it is not a
-// candidate. It only reads e, so it is safe under the read lock (find may
-// build the member index; this does not).
-func (e *roleEntry) valueOf(m codec.MemberID) string {
-	if off, ok := e.byMember[m]; ok {
-		i := sort.Search(len(e.cands), func(i int) bool { return e.cands[i].Offset >= off })
-		if i < len(e.cands) && e.cands[i].Member == m {
-			return e.cands[i].Value
-		}
-		return ""
-	}
-	if e.byMember != nil {
-		return ""
-	}
-	for i := range e.cands {
-		if e.cands[i].Member == m {
-			return e.cands[i].Value
-		}
-	}
-	return ""
-}

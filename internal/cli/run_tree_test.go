@@ -162,7 +162,6 @@ func TestRunCmdExitingLeavesNoWorkerBehind(t *testing.T) {
 // sent to the watchdog leave it running.
 func TestRunKilledTakesAStubbornSetsidGrandchildWithIt(t *testing.T) {
 	bin, c, dir := treeTest(t)
-	const role = "tree"
 	env := []string{"DIR=" + dir, "WORKER=" + treeStubbornWorker}
 	flags := append(testTimingFlags(), "--kill-timeout", "300ms")
 	a := startTreeKrole(t, bin, c, dir, "a", env, flags, treeWitness+`setsid sh -c "$WORKER" & wait`)

@@ -78,11 +78,6 @@ func NewRow(st rolestate.State, now time.Time) Row {
 	return r
 }
 
-func value(st rolestate.State, m codec.MemberID) string {
-	v, _ := st.Value(m)
-	return v
-}
-
 // LeaseEnd returns when st's lease runs out as this observer judges it:
 // [rolestate.State.LeaseEnd], st.LeaseSeenAt (when the view applied the
 // lease record, on its clock) plus [rolestate.LeaseSpan] of the lease. A
