@@ -152,4 +152,3 @@ func (v *View) Leader(ctx context.Context, role codec.Role, now time.Time) (Lead
 	}
 	return Leader{Lease: e.lease, Value: e.lease.Value}, true, nil
 }
-
