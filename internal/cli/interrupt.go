@@ -14,12 +14,13 @@ import (
 // stopping after the first (`krole run` stopping CMD within
 // --kill-timeout, say). For `krole run` it says what is skipped: the
 // resignation, so the role passes on when the lease ends; CMD's process
-// group is killed with krole (see krole run --help).
+// tree is stopped by the watchdog, which outlives krole (see krole run
+// --help and package supervise).
 func SecondInterrupt(stderr io.Writer, args []string, sig syscall.Signal) int {
 	msg := "krole: interrupted again: exiting now, without finishing the clean-up\n"
 	if commandOf(args) == "run" {
-		msg = "krole run: interrupted again: exiting now without resigning; CMD is killed with krole, " +
-			"and the role passes on when the lease ends\n"
+		msg = "krole run: interrupted again: exiting now without resigning; the watchdog stops CMD's process tree " +
+			"(SIGTERM, then SIGKILL after --kill-timeout), and the role passes on when the lease ends\n"
 	}
 	fmt.Fprint(stderr, msg)
 	return 128 + int(sig)

@@ -72,7 +72,7 @@ func TestRunSecondInterrupt(t *testing.T) {
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee)
 	assert.Equal(t, 130, ee.ExitCode())
-	assert.Equal(t, "krole run: interrupted again: exiting now without resigning; CMD is killed with krole, and the role passes on when the lease ends",
+	assert.Equal(t, "krole run: interrupted again: exiting now without resigning; the watchdog stops CMD's process tree (SIGTERM, then SIGKILL after --kill-timeout), and the role passes on when the lease ends",
 		seen[len(seen)-1])
 	require.Eventually(t, func() bool { return !processAlive(pid) }, 10*time.Second, 10*time.Millisecond, "CMD outlived krole")
 }
