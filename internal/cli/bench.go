@@ -315,6 +315,18 @@ func (t *tailBuffer) lineAfter(since time.Time, substr string) time.Time {
 	return time.Time{}
 }
 
+// awaitLineAfter waits up to d for a line at or after since that contains
+// substr, and returns when it reached the bench; zero when none came.
+func (t *tailBuffer) awaitLineAfter(since time.Time, substr string, d time.Duration) time.Time {
+	deadline := time.Now().Add(d)
+	for {
+		if at := t.lineAfter(since, substr); !at.IsZero() || !time.Now().Before(deadline) {
+			return at
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // tail is the last n lines.
 func (t *tailBuffer) tail(n int) string {
 	t.mu.Lock()
@@ -566,8 +578,11 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 			return fmt.Errorf("%s (pid %d) did not exit within %v of the signal", holder.name, holder.child.Pid(), benchWait)
 		}
 		if e.trace && succ != nil {
-			// Now that the holder has exited, the lines of the round have
-			// come (the successor's a little earlier).
+			// Now that the holder has exited, its lines of the round have
+			// come; the successor's "elected" line may still be in its
+			// pipe when the bench's view shows its lease, so wait for it
+			// (bounded: a round without it is traced without that step).
+			succ.out.awaitLineAfter(sent, "info: elected", benchWait)
 			e.traceRound(round, traced, holder, succ, sent, released, at)
 		}
 		if kind == "handover" && released.IsZero() {
