@@ -26,6 +26,17 @@ func TestReadmeExamples(t *testing.T) {
 		blocks = append(blocks, m[1])
 	}
 
+	// The etcd-shaped program: election's Example, as a main.
+	etcd := exampleBody(t, read(t, "../election/example_program_test.go"), "Example")
+	etcdProgram := ""
+	for _, b := range blocks {
+		if strings.Contains(b, etcd) {
+			etcdProgram = b
+		}
+	}
+	require.NotEmpty(t, etcdProgram, "no Go block of docs/LIBRARY.md holds the body of election's Example; copy it from election/example_program_test.go:\n%s", etcd)
+	buildProgram(t, etcdProgram)
+
 	run := exampleBody(t, src, "ExampleSession_Run")
 	program := ""
 	for _, b := range blocks {
@@ -35,11 +46,7 @@ func TestReadmeExamples(t *testing.T) {
 	}
 	require.NotEmpty(t, program, "no Go block of docs/LIBRARY.md holds the body of ExampleSession_Run; copy it from election/example_test.go:\n%s", run)
 	require.True(t, strings.HasPrefix(program, "package main\n"), "docs/LIBRARY.md's copy of ExampleSession_Run is not a complete program")
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(program), 0o644))
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "readme"), filepath.Join(dir, "main.go"))
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "docs/LIBRARY.md's program does not build:\n%s", out)
+	buildProgram(t, program)
 
 	// The stream example, without its declarations, one tab less indented.
 	body := exampleBody(t, src, "ExampleSession_Run_exactlyOnce")
@@ -55,6 +62,17 @@ func TestReadmeExamples(t *testing.T) {
 
 // exampleBody returns the lines between "func name() {" and its closing
 // brace, with their newlines.
+// buildProgram builds program, a complete main package of docs/LIBRARY.md.
+func buildProgram(t *testing.T, program string) {
+	t.Helper()
+	require.True(t, strings.HasPrefix(program, "package main\n"), "docs/LIBRARY.md's program is not a complete program:\n%s", program)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(program), 0o644))
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "readme"), filepath.Join(dir, "main.go"))
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "docs/LIBRARY.md's program does not build:\n%s", out)
+}
+
 func exampleBody(t *testing.T, src, name string) string {
 	t.Helper()
 	_, rest, ok := strings.Cut(src, "\nfunc "+name+"() {\n")
