@@ -386,10 +386,17 @@ func (v *View) storageBuilder() storage.Builder {
 		if err != nil {
 			return nil, fmt.Errorf("state dir %s: %w", v.opts.StateDir, err)
 		}
+		d := &diskStore{Storage: st, v: v, p: partition}
 		v.storesMu.Lock()
+		if v.disksClosed { // Run has closed the storages: this one comes too late
+			v.storesMu.Unlock()
+			_ = st.Close()
+			return nil, fmt.Errorf("state dir %s: the view has stopped", v.opts.StateDir)
+		}
 		v.stores[partition] = st
+		v.disks = append(v.disks, d)
 		v.storesMu.Unlock()
-		return &diskStore{Storage: st, v: v, p: partition}, nil
+		return d, nil
 	}
 }
 
@@ -451,6 +458,33 @@ type diskStore struct {
 	// partition's offsets went backwards, and no offset was set since.
 	// Only goka's partition goroutine uses them.
 	steady, cleared bool
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Close closes the storage once: goka closes the partitions it ran, and
+// Run closes, when goka has returned, any it built and never closed (a
+// Run that ended while goka was still setting partitions up), which
+// would otherwise keep its LevelDB open.
+func (s *diskStore) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.Storage.Close() })
+	return s.closeErr
+}
+
+// closeDisks closes every state-dir storage goka built in this Run that
+// is still open, and makes the builder close at once any built later (a
+// partition's setup that outlived goka's Run).
+func (v *View) closeDisks() {
+	v.storesMu.Lock()
+	disks := v.disks
+	v.disks, v.disksClosed = nil, true
+	v.storesMu.Unlock()
+	for _, d := range disks {
+		if err := d.Close(); err != nil {
+			v.log.Debug("closing a state-dir storage", "partition", d.p, "err", err)
+		}
+	}
 }
 
 // clear deletes every key of the partition's database, the offset too.

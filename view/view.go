@@ -58,6 +58,8 @@ type View struct {
 
 	storesMu    sync.Mutex
 	stores      map[int32]storage.Storage // each partition's state-dir storage once open
+	disks       []*diskStore              // the state-dir storages goka built in this Run
+	disksClosed bool                      // Run closed them: no more may open
 	firstForged atomic.Bool               // a lease was skipped as not its role's own (logged at warn)
 
 	// The run lifecycle.
@@ -233,6 +235,7 @@ func (v *View) Run(ctx context.Context) (err error) {
 	cancel()
 	conns.Shut() // at once: a probe or consumer waiting on a broker ends now
 	wg.Wait()
+	v.closeDisks()
 	// Stop before the deferred closes of the connections, so that a lookup
 	// or probe racing with the shutdown sees ErrStopped, not a closed
 	// client.
