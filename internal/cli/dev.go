@@ -20,14 +20,16 @@ func devCommand() *ucli.Command {
 			"(segment.ms=3600000, min.compaction.lag.ms=600000, delete.retention.ms=604800000),\n" +
 			"and prints one line when it is ready:\n\n" +
 			"   brokers: HOST:PORT[,HOST:PORT...]\n\n" +
-			"then runs until SIGINT or SIGTERM. --nodes N starts N brokers on consecutive\n" +
+			"then runs until SIGINT or SIGTERM. Without --listen it listens where\n" +
+			"--brokers (or KROLE_BROKERS) points, its first HOST:PORT, so that the other\n" +
+			"commands, given the same flag or variable, find it. --nodes N starts N brokers on consecutive\n" +
 			"ports; port 0 picks free ports (the line shows the real ones). --data-dir keeps\n" +
 			"the cluster's state across restarts. Without it the state is in memory: a\n" +
 			"restart forgets every role, and tokens start again at epoch 0 under the same\n" +
 			"producer ids, so a token from before a restart is not older than one after it.\n" +
 			"For development and tests only: one process, no replication.",
 		Flags: []ucli.Flag{
-			&ucli.StringFlag{Name: "listen", Value: DefaultBrokers, Usage: "`HOST:PORT` of the first broker; broker i listens on PORT+i"},
+			&ucli.StringFlag{Name: "listen", Value: DefaultBrokers, Usage: "`HOST:PORT` of the first broker; broker i listens on PORT+i (default: the first of --brokers)"},
 			&ucli.IntFlag{Name: "nodes", Value: 1, Usage: "number of brokers, `N`"},
 			&ucli.StringFlag{Name: "data-dir", TakesFile: true, Usage: "keep the cluster's state in `DIR` across restarts (default: in memory)"},
 			&ucli.IntFlag{Name: "partitions", Value: 3, Usage: "partitions of the role topic, `N`, when it is created"},
@@ -36,11 +38,25 @@ func devCommand() *ucli.Command {
 	}
 }
 
+// devListen is where dev listens: --listen when given, else the first
+// address of --brokers (its default is --listen's), so that `krole dev -b
+// ADDR` and a KROLE_BROKERS shared with the other commands both work.
+func devListen(c *ucli.Context) string {
+	if c.IsSet("listen") {
+		return c.String("listen")
+	}
+	first, _, _ := strings.Cut(c.String("brokers"), ",")
+	if first = strings.TrimSpace(first); first != "" {
+		return first
+	}
+	return c.String("listen")
+}
+
 func runDev(c *ucli.Context) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
-	listen, nodes, parts := c.String("listen"), c.Int("nodes"), c.Int("partitions")
+	listen, nodes, parts := devListen(c), c.Int("nodes"), c.Int("partitions")
 	port, err := checkListen(c, listen, true)
 	switch {
 	case err != nil:

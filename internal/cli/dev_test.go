@@ -115,3 +115,16 @@ func TestDevBusyPort(t *testing.T) {
 	assertOneLineError(t, r, ExitFailure)
 	assert.Contains(t, r.Stderr, "cannot listen on "+ln.Addr().String()+": address already in use")
 }
+
+// Without --listen, dev listens where --brokers points, as the other
+// commands given the same flag will look (it was ignored before).
+func TestDevListensWhereBrokersPoint(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	addrs, stop := startDev(t, "-b", addr+",127.0.0.1:1")
+	assert.Equal(t, addr, addrs, "the first of --brokers")
+	requireOK(t, run(t, "register", "controller", "--member", "node-1", "--brokers", addr))
+	stop()
+}
