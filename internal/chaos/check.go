@@ -533,6 +533,14 @@ func checkElections(h History, r *Report, add addFunc) {
 		}
 		return false
 	}
+	// retired: role@token -> when its holder's revoked line said the
+	// token was retired (a request under it got no definite answer).
+	retired := map[string]int64{}
+	for _, ev := range h.Events {
+		if ev.Kind == "revoked" && ev.Reason == "token retired" {
+			retired[ev.Role+"@"+ev.Token().String()] = ev.Wall
+		}
+	}
 	faults := append([]Fault(nil), h.Faults...)
 	sort.SliceStable(faults, func(i, j int) bool { return faults[i].Start < faults[j].Start })
 	used := map[string]int{} // fault index/role -> elections explained
@@ -572,6 +580,18 @@ func checkElections(h History, r *Report, add addFunc) {
 			if chain > r.RaceChain {
 				r.RaceChain, r.RaceChainAt = chain, *e
 			}
+			prev = e
+			continue
+		}
+		if at, ok := retired[e.Role+"@"+prev.Token.String()]; ok && e.Member == prev.Member && e.Minted != 0 && at <= e.Minted {
+			// The holder took its own lease back after its token was
+			// retired (package processor, "Tokens"): it fences only its
+			// former self, and spends no fault's budget. What left the
+			// request without an answer is the gap check's to bound
+			// (seed 1202050001: every request of the cluster, which runs
+			// in the driver's process, went unanswered for 1.3 s with no
+			// fault injected, on a machine shared with other work).
+			e.Cause, prevRace, chain = "retake of its own lease after its token was retired", false, 0
 			prev = e
 			continue
 		}
