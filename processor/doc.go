@@ -54,9 +54,28 @@
 // that was pruned sees that it is no longer a candidate and registers
 // again, at the back. A holder whose registration someone else removed
 // (`krole resign --member`, a tombstone on its key) hands the role over
-// first, as Resign does (Revoked with ReasonDeregistered, the release
-// written at once), then registers again at the back: an operator's way
-// to make a live holder step down.
+// first, as Resign does (Revoked with ReasonDeregistered, then the
+// release), then registers again at the back: an operator's way to make
+// a live holder step down. It stops its work first, and while work stops
+// it keeps renewing the lease under its token, every RenewInterval after
+// the last successful write began, so that the role is neither released
+// nor left to lapse while work runs and no successor's work starts
+// beside it (`krole run`: while any process of CMD's tree lives). Each
+// of those renewals is bounded as any renewal is (a call slot within,
+// and an answer before, the holding's local deadline; the write by
+// TransactionTimeout; a failed one retried after RetryBackoff). The
+// wait itself is bounded only by work: it lasts until work returns,
+// which Run waits for in any case (krole run's work returns once CMD's
+// tree is gone, SIGKILL after --kill-timeout). The renewals end when the
+// holding is lost: a renewal fenced (the release that follows is then
+// fenced too), its token retired (the member waits for work until the
+// local deadline, then releases under a new epoch as below), or no
+// renewal answered before the local deadline (the lease runs out); then
+// work is waited for at most until the local deadline, as after any
+// loss, and may outlive the holding. The member's other resignations
+// (Resign, Withdraw, the end of Run's context, work that failed, an
+// overload) wait for work at most until the local deadline without
+// renewing.
 //
 // A member that was fenced (its renewal refused) or lost a challenge race
 // (its lease write after AcquireEpoch refused) does not challenge that

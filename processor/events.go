@@ -43,8 +43,10 @@ const (
 	// ReasonDeregistered: while the member held the role, its
 	// registration was removed by someone else (`krole resign --member`,
 	// a tombstone on its key): it handed the role over as [Member.Resign]
-	// does (a release, at once), and registers again at the back, as a
-	// pruned member does.
+	// does (a release), and registers again at the back, as a pruned
+	// member does. It renewed the lease while its work stopped, and
+	// reports Revoked and releases once work has returned (see the
+	// package documentation).
 	ReasonDeregistered Reason = "deregistered"
 	// ReasonOverloaded: the member held more roles than it can renew in
 	// time (its renew capacity, see "Many roles" in the package

@@ -131,7 +131,11 @@ func (r *runner) checkInstance(now time.Time) (Action, bool) {
 			r.watch = nil // the other left (or was pruned): the id is free
 			r.log.Info("the other instance's registration is gone; joining", "other", w.other)
 			return Action{}, false
-		case c.Offset > w.regOff:
+		case c.Offset > w.regOff && c.Instance != r.m.inst:
+			// (A registration of this process's own instance is no sign
+			// of the other's life: a register call it gave up on, which
+			// committed later. The watch goes on; the rules then adopt
+			// it.)
 			return inUse(c.Instance, "it registered again within a lease of this process's start")
 		case now.Before(w.from.Add(r.m.s.LeaseDuration)):
 			return Action{Kind: DoWait, Until: w.from.Add(r.m.s.LeaseDuration),

@@ -161,3 +161,27 @@ func TestInstanceLeavingDoesNotDeregisterTheOthers(t *testing.T) {
 	h.r.leave(context.Background())
 	h.tr.AssertNotCalled(t, "Deregister", mock.Anything, mock.Anything, mock.Anything)
 }
+
+// A registration of the member's own instance that shows while it watches
+// another instance's (a register call it gave up on, committed later) is
+// no sign of the other's life: the member does not refuse itself (chaos
+// seed 1202050001: "member id m3 is in use by instance X ...; this process
+// (instance X) left"). The watch goes on for its lease; then the member
+// adopts that registration as its own.
+func TestInstanceOwnLateRegistrationDuringTheWatch(t *testing.T) {
+	h := newInstanceHarness(t, "a")
+	h.see(withInstance(state(role, nil, 0, "b", 1), "a", 5, "old@host/1"))
+	require.Equal(t, DoWait, h.step().Kind)
+	h.clk.Set(t0.Add(DefaultLeaseDuration / 2))
+	h.see(withInstance(state(role, nil, 0, "b", 1), "a", 9, h.m.Instance()))
+	a := h.step()
+	assert.Nil(t, h.refusal(), "refused on its own registration")
+	assert.Equal(t, DoWait, a.Kind, "still watching: %s", a.Reason)
+
+	h.clk.Set(t0.Add(DefaultLeaseDuration))
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(codec.Token{}, errors.New("not now")).Maybe()
+	h.settle()
+	assert.Nil(t, h.refusal())
+	assert.Equal(t, int64(9), h.r.l.registered, "its own registration adopted")
+	h.tr.AssertNotCalled(t, "Register", mock.Anything, mock.Anything, mock.Anything)
+}

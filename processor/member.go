@@ -76,7 +76,9 @@ type Options struct {
 // and a holding that ended meanwhile gets no call at all).
 // Work should return soon after ctx ends: until it does, the member does
 // not resign and its Run does not return (it stops waiting for work at
-// the local deadline, RenewDeadline after the last successful write).
+// the local deadline, RenewDeadline after the last successful write;
+// after an operator's step-down, [ReasonDeregistered], it renews the
+// lease meanwhile and waits for as long as work runs).
 type Work func(ctx context.Context, held Held) error
 
 // Member is one member of one or more roles: it registers as a candidate,

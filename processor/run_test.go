@@ -500,3 +500,85 @@ func TestTransportSourceLogsForgedLeasesOnce(t *testing.T) {
 	assert.Contains(t, lines[1], "level=DEBUG")
 	assert.Contains(t, lines[1], "forged_total=3")
 }
+
+// An operator's step-down (the member's registration removed while it
+// holds the role) of a holder whose work drains past the local deadline:
+// the member renews its lease under its token while work stops (at the
+// renew interval, past the 8s deadline of its last renewal before the
+// step-down), and releases only once work has returned. A renewal
+// refused as fenced ends the renewals: the holding is lost, and the
+// member goes on as after any loss.
+func TestRunDeregisteredRenewsWhileWorkStops(t *testing.T) {
+	for _, fenced := range []bool{false, true} {
+		name := "work returns"
+		if fenced {
+			name = "a renewal fenced"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, "a", Settings{})
+			started, cancelled, finish := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			work := func(ctx context.Context, _ Held) error {
+				close(started)
+				<-ctx.Done()
+				close(cancelled)
+				<-finish
+				return nil
+			}
+			h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(1), nil).Once()
+			h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
+			h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
+			d := startRun(t, h, work)
+			d.wait()
+			recv(t, started)
+
+			// The registration is gone (krole resign --member); the lease
+			// is still the member's.
+			h.clk.Set(t0.Add(sec))
+			d.upd <- state(role, leaseOf("a", tok1, t0, DefaultLeaseDuration), 2)
+			recv(t, cancelled)
+			var renewals atomic.Int32
+			expectEnd := func() {
+				if fenced {
+					// The holding is lost: the release is refused too,
+					// and the member deregisters, work or no work.
+					h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(fencing.ErrFenced).Once()
+				} else {
+					h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(nil).Once()
+				}
+				h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+				h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(3), nil).Maybe()
+				h.noEcho = true
+			}
+			for i := 1; i <= 5; i++ { // renewals at t0+2s, 4s, ... 10s: past the first deadline, t0+8s
+				at := t0.Add(time.Duration(2*i) * sec)
+				var err error
+				if fenced && i == 3 {
+					err = fencing.ErrFenced
+					expectEnd()
+				}
+				h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, at)).Return(err).Once().
+					Run(func(mock.Arguments) { renewals.Add(1) })
+				h.clk.waitTimers(1)
+				assert.Equal(t, []string{"elected 42/1"}, h.transitions(), "no Revoked while work stops")
+				h.clk.Set(at)
+				require.Eventually(t, func() bool { return renewals.Load() == int32(i) }, failsafe, time.Millisecond, "renewal %d", i)
+				if fenced && i == 3 {
+					break
+				}
+			}
+			if !fenced {
+				h.tr.AssertNotCalled(t, "WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1))
+				expectEnd()
+				close(finish)
+			}
+			d.wait()
+			assert.Equal(t, []string{"elected 42/1", "revoked deregistered 42/1"}, h.transitions())
+			assert.Equal(t, map[bool]int32{false: 5, true: 3}[fenced], renewals.Load(), "renewals while work stopped")
+			if fenced {
+				close(finish) // work outlived the lost holding, as after any loss
+			}
+			h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Maybe()
+			require.NoError(t, d.stop())
+		})
+	}
+}

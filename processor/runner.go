@@ -775,6 +775,93 @@ func (r *runner) awaitWork(h *holding) {
 	}
 }
 
+// awaitWorkRenewing waits for h's work to return after a step-down (its
+// ctx has been cancelled), and renews the lease under the holding's token
+// meanwhile, every RenewInterval after the last successful write began:
+// the role is neither released nor left to lapse while work runs, so no
+// successor's work starts beside it (`krole run`: while any process of
+// CMD's tree lives). Each renewal gets a call slot within, and ends
+// before, the holding's local deadline (the last successful write's start
+// + RenewDeadline), its write bounded by TransactionTimeout, as any
+// renewal; a failed one is retried RetryBackoff later. The wait has no
+// bound of its own: it lasts as long as work does (Run waits for work in
+// any case).
+//
+// The renewals stop, and the wait falls back to awaitWork's (work is
+// waited for at most until the local deadline, then the member goes on
+// without it), when the holding is lost: a renewal fenced, or its token
+// forgotten or retired, or no renewal succeeded before the local
+// deadline. Then the release that follows is fenced, is written under a
+// new epoch (releaseUnderANewEpoch, within that deadline), or is not
+// written, as after any such loss.
+//
+// It is the step-down an operator asked for with a tombstone on the
+// member's registration (ReasonDeregistered). The member's other
+// resignations keep awaitWork.
+func (r *runner) awaitWorkRenewing(ctx context.Context, h *holding) {
+	if h.done == nil {
+		return
+	}
+	bctx := context.WithoutCancel(ctx) // renewals go on after Run's ctx ended
+	tok := h.held.Token
+	for {
+		end := r.l.renewedAt.Add(r.m.s.RenewDeadline)
+		due := r.l.renewedAt.Add(r.m.s.RenewInterval)
+		if r.l.failures > 0 && r.l.retryAt.After(due) {
+			due = r.l.retryAt
+		}
+		t := r.m.clk.NewTimer(due.Sub(r.m.clk.Now()))
+		select {
+		case <-h.done:
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		now := r.m.clk.Now()
+		if !now.Before(end) {
+			r.log.Warn("no renewal succeeded by the local deadline while work stopped; going on without it")
+			return
+		}
+		release, err := r.slot(bctx, prioRenew, end.Sub(now))
+		var lease codec.Lease
+		if err == nil {
+			cctx, cancel := r.callCtx(bctx, r.m.s.TransactionTimeout)
+			lease = r.lease(tok, now)
+			granted := r.m.clk.Now()
+			err = r.m.t.WriteLease(cctx, r.role, tok, lease)
+			cancel()
+			if err == nil {
+				r.m.adm.wrote(granted, r.m.clk.Now())
+			}
+			release()
+		}
+		switch {
+		case err == nil && r.m.clk.Now().Before(end):
+			r.succeeded()
+			r.l.renewedAt = now
+			h.held.Lease = lease
+			if r.l.held != nil {
+				r.l.held.Lease = lease
+			}
+			r.log.Info("renewed the lease while work stops", "token", tok.String(), "deadline", lease.Deadline)
+		case err == nil:
+			r.log.Warn("a renewal while work stopped succeeded only after the local deadline; going on without work")
+			return
+		case fencing.IsFenced(err) || forgotten(err):
+			r.m.met.fenced(r.role)
+			r.lost(r.m.clk.Now())
+			r.log.Info("a renewal while work stopped was fenced; going on without work", "err", err)
+			return
+		case retired(err):
+			r.log.Warn("a renewal while work stopped got no answer; waiting for work until the local deadline", "err", err)
+			r.awaitWork(h)
+			return
+		default:
+			r.failed(ctx, "renew while work stops", err)
+		}
+	}
+}
+
 // requestResign handles a call of Member.Resign.
 func (r *runner) requestResign(req resignReq) {
 	if req.withdraw {
@@ -799,7 +886,11 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 	h := r.hold
 	if h != nil {
 		h.cancel()
-		r.awaitWork(h)
+		if why == ReasonDeregistered {
+			r.awaitWorkRenewing(ctx, h)
+		} else {
+			r.awaitWork(h)
+		}
 	}
 	// After the wait for work, which may last up to the local deadline:
 	// the release and the deregistration each get their full

@@ -262,7 +262,7 @@ func (g Gap) Took() time.Duration { return time.Duration(g.To-g.From) * time.Mil
 //
 // Member starts and clock offsets add nothing.
 func GapBound(h History, role, holder string, g int64) time.Duration {
-	return newGapBounds(h).bound(role, holder, g)
+	return newGapBounds(h).bound(role, holder, g, nil)
 }
 
 // gapBounds computes GapBound for many gaps of one history: the faults in
@@ -295,11 +295,12 @@ func (b *gapBounds) minted(role, member string, from, to int64) bool {
 	return i < len(ts) && ts[i] <= to
 }
 
-// bound is GapBound. The faults are taken in order of their start: one
-// that begins after g + the bound so far ends the chain, since the
-// bound grows only by the faults it takes, and every later one begins
-// later still.
-func (b *gapBounds) bound(role, holder string, g int64) time.Duration {
+// bound is GapBound, without the fault trigger when it is not nil (the
+// failover's own cause, which the base covers). The faults are taken in
+// order of their start: one that begins after g + the bound so far ends
+// the chain, since the bound grows only by the faults it takes, and
+// every later one begins later still.
+func (b *gapBounds) bound(role, holder string, g int64, trigger *Fault) time.Duration {
 	s := b.h.Settings
 	staggers := time.Duration(max(b.h.Members-1, 0)) * s.Stagger
 	bound := s.Lease + s.Renew + staggers + s.Tolerance
@@ -307,7 +308,7 @@ func (b *gapBounds) bound(role, holder string, g int64) time.Duration {
 		if f.Start > g+ms(bound) {
 			break
 		}
-		if f.End+ms(s.RequestTimeout) < g {
+		if f.End+ms(s.RequestTimeout) < g || trigger != nil && f == *trigger {
 			continue
 		}
 		switch {
@@ -398,7 +399,7 @@ func checkGaps(h History, r *Report, add addFunc) {
 		if g.To <= g.From {
 			return
 		}
-		g.Bound = bounds.bound(g.Role, holder, g.From)
+		g.Bound = bounds.bound(g.Role, holder, g.From, nil)
 		r.Gaps = append(r.Gaps, g)
 		if g.Took() <= g.Bound || allDown(h, g.From, g.To) {
 			return

@@ -116,11 +116,19 @@
 //     Stagger*(Members-1) + Tolerance + injected" after k. Lease + Renew: the vacancy shows at most a lease after the
 //     holder's last renewal is observed, which is at most a renew interval
 //     before k; Stagger*(Members-1): every other candidate ahead in rank
-//     may be down; injected: for each broker fault whose span [Start,
-//     End + RequestTimeout] overlaps [k, k + the bound], its length
-//     End-Start plus one RequestTimeout (the client's wait to give up on a
-//     request), the bound growing with each fault it counts until no more
-//     overlaps (a fault that begins while earlier ones delay the failover
+//     may be down; injected: for each other fault whose span [Start,
+//     End + RequestTimeout] overlaps [k, k + the bound], what the gap
+//     bound below counts for it (a broker fault its length End-Start
+//     plus one RequestTimeout, the client's wait to give up on a
+//     request; a fault of the holder or of a member that minted a token
+//     of the role meanwhile Lease + RequestTimeout; any other member
+//     fault RequestTimeout + Stagger*(Members-1)), the bound growing
+//     with each fault it counts until no more overlaps. (Until
+//     2026-12-02 it counted broker faults only, and reported two
+//     failovers of seed 2101384489899549293 that a challenger's faults
+//     had delayed, which the gap check, counting them, judged within
+//     its bound: a failover is a gap that a fault of the holder began,
+//     and is judged as one.) The chain of faults counts whole (a fault that begins while earlier ones delay the failover
 //     delays it too: seed 5180330340403525889 had an INVALID_PRODUCER_EPOCH
 //     window on Produce begin 4.8 s after a kill, inside the 7.3 s that
 //     the faults before it allowed, and refuse every challenge's lease for
@@ -133,8 +141,20 @@
 //     used" line). It was 2*Lease + 2 s before those runs. A role whose bound
 //     runs past the shutdown without a new holder is not judged.
 //   - elections: per role, each election (the first committed lease of a
-//     token) after the first is explained, or it is a violation. Faults
-//     explain elections of a role in time order, each up to its budget
+//     token) after the first is explained, or it is a violation. An
+//     election whose token was minted less than a Stagger after the
+//     previous election is a concurrent race (below) first, up to
+//     Members-1 in a row, and spends no fault's budget (seed 8675309017:
+//     a Produce delay spent on such a race left unexplained the election
+//     it had caused 2 s later, when a concurrent challenge it cut short,
+//     its token minted and no lease written, had fenced the holder).
+//     So does a retake: an election by the previous election's member
+//     after its revoked line said that token was retired (package
+//     processor, "Tokens": it takes its own lease back at once, fencing
+//     only its former self); what left its request without an answer is
+//     the gap check's to bound (seed 1202050001: every request went
+//     unanswered for 1.3 s, no fault injected, on a shared machine).
+//     Faults explain the other elections of a role in time order, each up to its budget
 //     ([Explains]): a kill, stop, partition or restart of the previous holder, or the
 //     shutdown, explains one, if it started before the election and ended
 //     no more than a lease before the previous election began; so does
@@ -160,12 +180,12 @@
 //     special: members that start together may each take the role before
 //     their views show each other's registrations (package processor says
 //     so), so up to Members-1 elections within a lease of the role's
-//     first election are "opening" races. An election not explained by a fault
-//     is a race (the "races" count of the summary) when its token was
-//     minted less than a Stagger after the previous election, up to
-//     Members-1 such in a row (challenges already under way, concurrent
-//     with the one that won; the summary names the longest chain), or
-//     when it was minted less than a lease after the previous election
+//     first election are "opening" races. An election is a race (the "races"
+//     count of the summary) when its token was minted less than a
+//     Stagger after the previous election, up to Members-1 such in a row
+//     (challenges already under way, concurrent with the one that won;
+//     the summary names the longest chain), or, not explained by a
+//     fault, when it was minted less than a lease after the previous election
 //     and that one was not itself a race (a neighbouring rank racing for
 //     the vacancy the fault opened). Elections after the shutdown are not
 //     judged.
@@ -242,7 +262,8 @@
 //     timeout 1 s; a role that stays unheld 14 s after it, with a live
 //     candidate, is reported, though the stall explains the election that
 //     ends the gap (explaining an election says nothing of how late it
-//     came, and the failover check measures only after member faults).
+//     came, and the failover check measures only after a fault of the
+//     holder).
 //     The first election of a role (the opening) is not judged. In a run
 //     whose faults come every second, the chain still makes some bounds
 //     long (the summary's "longest gap" and "gap closest to its bound"

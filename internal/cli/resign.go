@@ -18,9 +18,11 @@ func resignCommand() *ucli.Command {
 		Description: "Writes a tombstone on M's registration for ROLE, which removes M from the\n" +
 			"candidates. Resigning a member that is not registered is harmless.\n\n" +
 			"When M holds the role, its running member (krole run, or a program on package\n" +
-			"processor) sees its registration removed and steps down at once: it releases\n" +
-			"the role, which passes to the next candidate in milliseconds, and then joins the\n" +
-			"candidates again at the back (stop M's process to remove it for good). The CLI\n" +
+			"processor) sees its registration removed and steps down: it stops its work\n" +
+			"(krole run: CMD's whole process tree), renewing its lease meanwhile, then\n" +
+			"releases the role, which passes to the next candidate in milliseconds, and then\n" +
+			"joins the candidates again at the back (stop M's process to remove it for good).\n" +
+			"So no two CMDs run at once, however long M's CMD takes to stop. The CLI\n" +
 			"holds no token of the role and cannot end M's lease itself: resign waits up to\n" +
 			"--wait for M's release and says what happened. When none comes (M's process is\n" +
 			"not running, or is a krole older than this), the role passes on when the lease\n" +
@@ -109,9 +111,10 @@ func runResign(c *ucli.Context) error {
 			said = fmt.Sprintf("; %s holds the role now", next)
 		default:
 			res.StillHeldUntil = lease.Deadline
-			fmt.Fprintf(stderr(c), "krole: note: %s did not release role %s within --wait %v (its process is not running, or is older "+
-				"than this krole): it holds the lease until %s, and the role passes on when the lease ends\n",
-				member, role, wait, humanTime(lease.Deadline, time.Now()))
+			fmt.Fprintf(stderr(c), "krole: note: %s did not release role %s within --wait %v (its work is still stopping, and it "+
+				"renews its lease until it has; or its process is not running, or is older than this krole): the lease read "+
+				"before the resignation runs until %s; the role passes on at %s's release, or when its last lease ends\n",
+				member, role, wait, humanTime(lease.Deadline, time.Now()), member)
 		}
 	}
 	if outputFormat(c) == FormatJSON {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -223,4 +224,39 @@ func killWorkers(dir string) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+}
+
+// `krole resign --member a` on the live holder a, whose CMD is a shell
+// wrapper around a worker that drains for 3s after SIGTERM, longer than
+// the lease (2s; a's own renew deadline is 1.6s after its last renewal).
+// a stops the tree while it renews its lease, and releases the role only
+// once the worker is gone: b's CMD, as it starts, finds the old worker
+// dead. Before the fix a waited for its CMD only until its local deadline,
+// without renewing, then released, and b's CMD started beside the
+// draining worker.
+func TestRunStepDownWaitsForADrainingWorker(t *testing.T) {
+	bin, c, dir := treeTest(t)
+	const role = "tree"
+	drainer := `trap 'i=0; while [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; echo drained >> "$DIR/drained"; exit 0' TERM; ` +
+		`echo $$ > "$PIDFILE.tmp"; mv "$PIDFILE.tmp" "$PIDFILE"; while :; do sleep 0.05; done`
+	env := []string{"DIR=" + dir, "WORKER=" + drainer}
+	script := treeWitness + `sh -c "$WORKER"; echo "worker ended"`
+	flags := append(testTimingFlags(), "--kill-timeout", "10s")
+	a := startTreeKrole(t, bin, c, dir, "a", env, flags, script)
+	a.waitLine(t, 0, startedRE, 20*time.Second)
+	worker := waitWorker(t, dir, "a")
+	b := startTreeKrole(t, bin, c, dir, "b", env, flags, script)
+	waitRegistered(t, c, role, "b", b)
+
+	runBin(t, bin, append(clusterFlags(c), "resign", role, "--member", "a", "--wait", "30s")...)
+	b.waitLine(t, 0, startedRE, 30*time.Second)
+	waitWorker(t, dir, "b")
+	require.Equal(t, 2, startedCount(dir))
+	overlap, _ := os.ReadFile(filepath.Join(dir, "overlap"))
+	assert.Empty(t, string(overlap), "the successor's CMD started while the old worker lived")
+	assert.False(t, processAlive(worker), "a's worker (pid %d) outlived its step-down", worker)
+	drained, _ := os.ReadFile(filepath.Join(dir, "drained"))
+	assert.Equal(t, "drained\n", string(drained), "a's worker drained (not killed)")
+	a.waitLine(t, 0, regexp.MustCompile(`^krole run: revoked tree \(token \d+/\d+\): this member's registration was removed`), 20*time.Second)
+	assert.NotContains(t, a.stderr(), "did not return by the local deadline")
 }
