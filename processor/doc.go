@@ -72,10 +72,10 @@
 // local deadline, then releases under a new epoch as below), or no
 // renewal answered before the local deadline (the lease runs out); then
 // work is waited for at most until the local deadline, as after any
-// loss, and may outlive the holding. The member's other resignations
-// (Resign, Withdraw, the end of Run's context, work that failed, an
-// overload) wait for work at most until the local deadline without
-// renewing.
+// loss, and may outlive the holding. Resign, Withdraw and the end of
+// Run's context (which waits for work in any case) renew the same way
+// while work stops; a shed for overload waits for work at most until the
+// local deadline without renewing, and work that failed has returned.
 //
 // A member that was fenced (its renewal refused) or lost a challenge race
 // (its lease write after AcquireEpoch refused) does not challenge that

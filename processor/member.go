@@ -221,7 +221,7 @@ func (m *Member) Settings() Settings { return m.s }
 //
 // When ctx ends, a lease write in flight (a renewal, a challenge's) is
 // not cut short but finishes, bounded by its own timeout; then Run cancels
-// work and waits for it (up to the local deadline) before resigning each
+// work and waits for it, renewing meanwhile as Resign does, before resigning each
 // held role and deregistering, on a fresh context bounded by
 // TransactionTimeout, unless KeepOnExit is set. Run
 // returns once every goroutine it started, work included, has returned.
@@ -280,7 +280,8 @@ func (m *Member) RenewNow(role codec.Role) error {
 }
 
 // Resign hands role over if this member holds it: it cancels the role's
-// work and waits for it (up to the local deadline), writes the release
+// work and waits for it, renewing the lease meanwhile (see the package
+// doc: until the holding is lost, then up to the local deadline), writes the release
 // lease under its token so the next candidate challenges at once, and
 // deregisters; the member then registers again at the back of the queue.
 // It blocks until that is done or ctx ends. It returns [ErrNotHolder] when

@@ -202,8 +202,10 @@ func TestRunResign(t *testing.T) {
 	assert.ErrorIs(t, h.m.Resign(context.Background(), role), ErrNotRunning)
 }
 
-// The release write gets its whole TransactionTimeout, however long the
-// wait for work before it took.
+// A Resign whose work stops slowly, past the holding's first local
+// deadline (t0+8s), renews the lease while it waits, so that the role is
+// neither released nor left to lapse while work runs; the release write
+// then gets its whole TransactionTimeout, however long the wait took.
 func TestRunResignAfterSlowWork(t *testing.T) {
 	h := newHarness(t, "a", Settings{})
 	h.src.set(state(role, nil, 0))
@@ -222,20 +224,31 @@ func TestRunResignAfterSlowWork(t *testing.T) {
 	d.wait()
 	recv(t, started)
 
+	resigned := make(chan error, 1)
+	go func() { resigned <- h.m.Resign(context.Background(), role) }()
+	recv(t, cancelled)
+	var renewals atomic.Int32
+	for i := 1; i <= 5; i++ { // renewals at t0+2s, 4s, ... 10s: past the first deadline, t0+8s
+		at := t0.Add(time.Duration(2*i) * sec)
+		h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, at)).Return(nil).Once().
+			Run(func(mock.Arguments) { renewals.Add(1) })
+		h.clk.waitTimers(1)
+		h.clk.Set(at)
+		require.Eventually(t, func() bool { return renewals.Load() == int32(i) }, failsafe, time.Millisecond, "renewal %d", i)
+	}
+	h.tr.AssertNotCalled(t, "WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1))
+	assert.Equal(t, []string{"elected 42/1"}, h.transitions(), "no Revoked while work stops")
+
 	var releaseCtxErr error
 	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(nil).Once().
 		Run(func(args mock.Arguments) { releaseCtxErr = args.Get(0).(context.Context).Err() })
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(2), nil).Once()
 	h.noEcho = true // the new registration stays on its way: no second challenge
-	resigned := make(chan error, 1)
-	go func() { resigned <- h.m.Resign(context.Background(), role) }()
-	recv(t, cancelled)
-	h.clk.waitTimers(2)    // the local deadline and the wait for work
-	h.clk.Advance(6 * sec) // past TransactionTimeout (5s), before the local deadline (8s)
 	close(finish)
 	require.NoError(t, recv(t, resigned))
 	assert.NoError(t, releaseCtxErr, "the release write's context")
+	assert.Equal(t, []string{"elected 42/1", "revoked resigned 42/1"}, h.transitions())
 	d.wait()
 
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()

@@ -795,9 +795,8 @@ func (r *runner) awaitWork(h *holding) {
 // new epoch (releaseUnderANewEpoch, within that deadline), or is not
 // written, as after any such loss.
 //
-// It is the step-down an operator asked for with a tombstone on the
-// member's registration (ReasonDeregistered). The member's other
-// resignations keep awaitWork.
+// It is the wait of the resignations renewsWhileWorkStops names; the
+// others keep awaitWork.
 func (r *runner) awaitWorkRenewing(ctx context.Context, h *holding) {
 	if h.done == nil {
 		return
@@ -862,6 +861,20 @@ func (r *runner) awaitWorkRenewing(ctx context.Context, h *holding) {
 	}
 }
 
+// renewsWhileWorkStops reports whether a resignation for why keeps the
+// lease renewed while work stops: a step-down that an operator asked for
+// (ReasonDeregistered), one the program asked for (ReasonResigned:
+// Resign, Withdraw) and Run's end (ReasonContextEnded), which all wait for
+// work in any case, so renewing costs them no time. Work that failed has
+// returned already, and a shed for overload cannot renew.
+func renewsWhileWorkStops(why Reason) bool {
+	switch why {
+	case ReasonDeregistered, ReasonResigned, ReasonContextEnded:
+		return true
+	}
+	return false
+}
+
 // requestResign handles a call of Member.Resign.
 func (r *runner) requestResign(req resignReq) {
 	if req.withdraw {
@@ -886,7 +899,7 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 	h := r.hold
 	if h != nil {
 		h.cancel()
-		if why == ReasonDeregistered {
+		if renewsWhileWorkStops(why) {
 			r.awaitWorkRenewing(ctx, h)
 		} else {
 			r.awaitWork(h)

@@ -756,11 +756,11 @@ func (s *runSession) stopCmd(child *supervise.Child) {
 // stopForInterrupt stops CMD, if it runs, on SIGINT or SIGTERM, before the
 // member leaves: the member holds the role, and renews it, until CMD's tree
 // is gone, and only then releases it. (The member's own wait for work, at
-// the end of a holding, lasts at most until the holding's local deadline,
-// except after `krole resign --member`, when the member renews meanwhile
-// and waits as long as work runs; this wait has no such bound either, so
-// a --kill-timeout longer than the lease still stops the tree before the
-// release. A second signal ends krole at once, see SecondInterrupt.)
+// the end of a holding, also renews and lasts as long as work runs, except
+// after a loss or an overload, when it lasts at most until the holding's
+// local deadline; stopping the tree here first keeps the order whatever
+// the member's reason. A second signal ends krole at once, see
+// SecondInterrupt.)
 func (s *runSession) stopForInterrupt() {
 	s.mu.Lock()
 	s.interrupted = true
