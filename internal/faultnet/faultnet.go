@@ -109,6 +109,7 @@ type Net struct {
 	drops   []*Dropped
 	parts   map[*partition]bool
 	conns   map[*conn]bool
+	recs    []*Recorder // see record.go
 	onClose ClosePolicy
 	closed  bool
 }
@@ -372,6 +373,7 @@ type conn struct {
 
 type header struct {
 	apiKey   int16
+	version  int16
 	clientID string
 }
 
@@ -394,6 +396,7 @@ func (c *conn) read() {
 			return
 		}
 		c.clientID, c.known = h.clientID, true
+		n.record(c.node, h, b)
 		f := frame{b: b}
 		for _, d := range n.drops {
 			if d.rule.match(c.node, h) && (d.rule.Count <= 0 || d.taken < d.rule.Count) {
@@ -537,7 +540,7 @@ func readFrame(r io.Reader) ([]byte, header, error) {
 
 // parseHeader reads api key, api version, correlation id and client id.
 func parseHeader(b []byte) (header, error) {
-	h := header{apiKey: int16(binary.BigEndian.Uint16(b[0:2]))}
+	h := header{apiKey: int16(binary.BigEndian.Uint16(b[0:2])), version: int16(binary.BigEndian.Uint16(b[2:4]))}
 	l := int16(binary.BigEndian.Uint16(b[8:10]))
 	switch {
 	case l < 0:
