@@ -280,7 +280,7 @@ func (r *runner) decide(ctx context.Context, now time.Time) Action {
 // expired and fence it.
 func (r *runner) confirm(ctx context.Context) (time.Time, bool) {
 	cctx, cancel := r.callCtx(ctx, r.m.s.TransactionTimeout)
-	c, err := r.m.src.Confirm(cctx, r.role)
+	c, err := r.confirmState(cctx) // confirm.go
 	cancel()
 	now := r.m.clk.Now()
 	if err != nil {
