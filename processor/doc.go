@@ -39,7 +39,9 @@
 // clock. Before a challenge, the candidate confirms the role's state
 // ([Source].Confirm: one round trip to the partition's leader, and a wait
 // until its source holds everything committed below the last stable
-// offset) and decides again on the confirmed state, at the time the
+// offset; or, from a [RecentConfirmer], its own read of at most
+// [Settings.ConfirmFreshness] ago, see "Confirmations from the source's
+// own reads") and decides again on the confirmed state, at the time the
 // confirmation returned (a lease record it shows for the first time is
 // observed then, however long the round trip was held); it challenges only
 // if the rules still say so, and never from a failed confirmation (it backs
