@@ -19,6 +19,10 @@
 //     present and future, of the clients whose id has a prefix, until the
 //     returned heal function is called; then what was sent meanwhile is
 //     delivered both ways. The client runs on (its own timeouts fire).
+//   - [Net.Record]: keep every request of the clients whose id has a
+//     prefix, as it is read (before any rule holds or drops it), with its
+//     broker node and frame ([Request.Decode] parses it with kmsg): what a
+//     test counts round trips with.
 //
 // A test waits for the rules to act with [Held.Wait] (requests taken),
 // [Held.WaitOrphaned] (their clients closed the connection) and
