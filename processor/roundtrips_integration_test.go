@@ -220,6 +220,7 @@ func TestIntegrationRoundTripsPerStep(t *testing.T) {
 	// Release and handover: a withdraws, b takes over.
 	afterRenewal(t, e, role, a.id, s)
 	rec.Take()
+	fromAnswers := b.src.Stats().ConfirmsFromAnswers
 	left := time.Now()
 	require.NoError(t, a.m.Withdraw(e.ctx(5*time.Second), role))
 	awaitElected(t, e.rec, role, b.id, left, s.LeaseDuration)
@@ -252,6 +253,12 @@ func TestIntegrationRoundTripsPerStep(t *testing.T) {
 		assert.Equal(t, "rt-b (view): Fetch", st.String()[:len("rt-b (view): Fetch")], "only the view's fetches before the challenge")
 	}
 	assert.LessOrEqual(t, len(confirmB), 2, "the confirmation: one fetch, and one more only when a transaction may be open")
+	if b.src.Stats().ConfirmsFromAnswers > fromAnswers {
+		assert.Empty(t, confirmB, "a confirmation taken from the view's own answer sends nothing")
+	} else {
+		assert.NotEmpty(t, confirmB, "a confirmation not taken from the view's answer fetches")
+	}
+	t.Logf("the successor's confirmation came from its view's answer: %v", b.src.Stats().ConfirmsFromAnswers > fromAnswers)
 
 	// Acquisition: b withdraws too (the role is vacant, nobody queues),
 	// then a rejoins and takes it.
