@@ -18,7 +18,14 @@
 // and the retried InitProducerId raises again; three with transaction
 // version 2), and a coordinator-side abort on timeout raises it too.
 // AcquireEpoch retries CONCURRENT_TRANSACTIONS within
-// [Config.RequestTimeout].
+// [Config.RequestTimeout]. Apache Kafka's coordinator also answers it to
+// an InitProducerId or AddPartitionsToTxn that comes while the previous
+// commit's markers are being written, after its answer to that EndTxn:
+// the usual case of a handover, whose successor acquires right after the
+// holder's release. Such an answer changes nothing at the coordinator and
+// ends on its own within milliseconds, so the first ten are retried a
+// millisecond apart, and only later ones with the usual backoff (10 ms,
+// doubling; see concurrent.go).
 //
 // With the transaction protocol this package speaks (EndTxn below version 5,
 // what sarama sends, and what Kafka before 4.0 uses by default), the epoch

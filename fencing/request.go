@@ -179,8 +179,16 @@ func retriableErr(ctx context.Context, err error) bool {
 // Attempts stop when ctx ends or cfg.RequestTimeout has passed since the
 // first; the last attempt's error is returned (ctx.Err() when ctx ended).
 func (t *BrokerTransport) retry(ctx context.Context, attempt func() (again bool, err error)) error {
+	return t.retryPaced(ctx, nil, attempt)
+}
+
+// retryPaced is retry where pace, when not nil, is asked before each wait
+// whether the attempt that just failed wants a wait of its own (ok): that
+// wait replaces the backoff once, and the backoff does not grow. See
+// concurrent.go for the one user.
+func (t *BrokerTransport) retryPaced(ctx context.Context, pace func() (time.Duration, bool), attempt func() (again bool, err error)) error {
 	budget := time.Now().Add(t.cfg.RequestTimeout)
-	backoff := retryBackoffFirst
+	waits := backoffs{next: retryBackoffFirst, pace: pace}
 	for {
 		again, err := attempt()
 		if !again {
@@ -189,18 +197,36 @@ func (t *BrokerTransport) retry(ctx context.Context, attempt func() (again bool,
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if time.Now().Add(backoff).After(budget) {
+		wait := waits.wait()
+		if time.Now().Add(wait).After(budget) {
 			return err
 		}
-		timer := time.NewTimer(backoff)
+		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return ctx.Err()
 		case <-timer.C:
 		}
-		backoff = min(2*backoff, retryBackoffMax)
 	}
+}
+
+// backoffs are the waits between the attempts of one retry: pace's when
+// it has one, else retryBackoffFirst doubling up to retryBackoffMax.
+type backoffs struct {
+	next time.Duration
+	pace func() (time.Duration, bool)
+}
+
+func (b *backoffs) wait() time.Duration {
+	if b.pace != nil {
+		if w, ok := b.pace(); ok {
+			return w
+		}
+	}
+	w := b.next
+	b.next = min(2*b.next, retryBackoffMax)
+	return w
 }
 
 // atTxnCoordinator sends a request to the transaction coordinator of txnID
@@ -231,7 +257,9 @@ func (t *BrokerTransport) atCoordinator(ctx context.Context, inflight *sync.Wait
 ) (sarama.KError, error) {
 	var answer sarama.KError
 	refreshNow := func() { _, _ = call(ctx, nil, func() (struct{}, error) { return struct{}{}, refresh() }) }
-	err := t.retry(ctx, func() (bool, error) {
+	var cw concurrentWait
+	err := t.retryPaced(ctx, func() (time.Duration, bool) { return cw.next(answer) }, func() (bool, error) {
+		answer = sarama.ErrNoError
 		b, err := call(ctx, nil, find)
 		if err != nil {
 			return retriableErr(ctx, err), fmt.Errorf("finding the coordinator: %w", err)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/processor"
+	"github.com/krabka/krole/rolestate"
 	"github.com/krabka/krole/view"
 )
 
@@ -201,13 +202,39 @@ func BenchmarkSuccessionHandover(b *testing.B) {
 	// comes after that lease, so it does not challenge.
 	ms["node-b"].bm.run(b)
 	holder, other := codec.MemberID("node-a"), codec.MemberID("node-b")
+	// resigned is when each member last resigned: it deregisters and
+	// registers again after its release, and Resign may return before
+	// that, so the next round waits for its new registration (without
+	// that wait, a round could resign the holder while the other member
+	// is between its deregistration and its new registration: the holder
+	// is then the only candidate and takes the role back).
+	resigned := map[codec.MemberID]time.Time{}
+	registeredSince := func(m codec.MemberID, since time.Time) (int64, bool) {
+		e.rec.mu.Lock()
+		defer e.rec.mu.Unlock()
+		off, ok := int64(-1), false
+		for _, w := range e.rec.registers {
+			if w.Role == role && w.Member == m && w.Start.After(since) {
+				off, ok = w.Offset, true
+			}
+		}
+		return off, ok
+	}
 	ready := func() {
-		// Both views show both candidates, and the holder's lease.
+		// Both views show both candidates (the other member's registration
+		// made after its last resignation), and the holder's lease.
 		await(b, 10*time.Second, "both members see each other", func() bool {
+			off, ok := registeredSince(other, resigned[other])
+			if !ok {
+				return false
+			}
 			for _, m := range ms {
 				st, err := m.src.Role(e.ctx(5*time.Second), role)
 				require.NoError(b, err)
 				if len(st.Candidates) != 2 || st.Lease == nil || st.Lease.Member != holder || st.Lease.Released() {
+					return false
+				}
+				if !slices.ContainsFunc(st.Candidates, func(c rolestate.Candidate) bool { return c.Member == other && c.Offset == off }) {
 					return false
 				}
 			}
@@ -222,6 +249,7 @@ func BenchmarkSuccessionHandover(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
+		resigned[holder] = start
 		require.NoError(b, ms[holder].bm.m.Resign(e.ctx(10*time.Second), role))
 		ev := waitElected(b, ms[other].ch, 10*time.Second)
 		b.StopTimer()

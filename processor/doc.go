@@ -39,7 +39,9 @@
 // clock. Before a challenge, the candidate confirms the role's state
 // ([Source].Confirm: one round trip to the partition's leader, and a wait
 // until its source holds everything committed below the last stable
-// offset) and decides again on the confirmed state, at the time the
+// offset; or, from a [RecentConfirmer], its own read of at most
+// [Settings.ConfirmFreshness] ago, see "Confirmations from the source's
+// own reads") and decides again on the confirmed state, at the time the
 // confirmation returned (a lease record it shows for the first time is
 // observed then, however long the round trip was held); it challenges only
 // if the rules still say so, and never from a failed confirmation (it backs
@@ -144,6 +146,53 @@
 // LeaseDuration restarts the count), at most [MaxWorkBackoff]. Each
 // failure is logged with its cause and the wait, and counted in
 // krole_work_failures_total.
+//
+// # Confirmations from the source's own reads
+//
+// A source that can confirm from its own recent reads ([RecentConfirmer];
+// the view does, from its consumer's fetch answers) is asked to, with
+// maxAge W = [Settings.ConfirmFreshness] = min(RetryBackoff, Stagger/4,
+// (LeaseDuration - RenewDeadline)/4), sparing the round trip when its
+// latest read is that fresh (after a release, the read that brought the
+// release usually is). Such a confirmation, returned at T_c, holds every
+// record committed before some T_s >= T_c - W, where Confirm's holds
+// every record committed before its call. The member decides on it at
+// T_c, as on any confirmation. Why that keeps the rules' guarantees:
+//
+//   - No takeover of a healthy holder from a stale view. The candidate
+//     challenges a lease L it first observed at o only if o + span <= T_c
+//     (span = the holder's LeaseDuration). A healthy holder began L's
+//     write at w < o and committed its next renewal before w +
+//     RenewDeadline (otherwise it stopped on its own at that deadline),
+//     so before o + RenewDeadline <= T_c - (LeaseDuration -
+//     RenewDeadline) <= T_c - 4W < T_s: the confirmation holds that
+//     renewal, the member observes it at T_c, and does not challenge. A
+//     member cut off from the cluster (or paused) gets no fresh read: the
+//     answers the network held are to requests sent before the cut, older
+//     than W at the first confirmation after it, so that confirmation is
+//     Confirm's round trip, answered after the heal, as before. (This
+//     needs the holder's LeaseDuration - RenewDeadline >= W: members of a
+//     role run the same settings; W uses a quarter of the margin, and
+//     leaves the rest to clocks running at different rates.)
+//   - Turns after a vacancy. A candidate of rank r >= 1 challenges r x
+//     Stagger after it observed the vacancy; the rank ahead of it, whose
+//     lease it must not miss, has Stagger - W (not Stagger) to complete
+//     its challenge and have it committed, so Stagger must exceed a
+//     challenge's time by W = Stagger/4 or less more than before.
+//   - Frozen partitions. A read that shows an open transaction is never
+//     used (Confirm's second Fetch names its producer), and the view uses
+//     no read sent before an earlier confirmation's probes returned, so a
+//     confirmation never reports an older partition state than the one
+//     before it: a thaw it reports happened.
+//
+// Safety does not depend on any of this: the broker's fence holds whatever
+// a confirmation says. The partition tests (a member cut off both ways by
+// internal/faultnet while it runs on) run with it:
+// TestIntegrationPartitionedCandidateDoesNotFenceTheHolder fails (the
+// candidate fences the healthy holder after the heal) when the view uses
+// an answer however old it is, and view's
+// TestConfirmRecentAfterACutHoldsWhatWasCommittedDuringIt checks the
+// view's side.
 //
 // # One process per member id
 //

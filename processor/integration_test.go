@@ -89,6 +89,7 @@ type write struct {
 	Token      codec.Token
 	Lease      codec.Lease
 	Start, End time.Time
+	Offset     int64 // registrations only: the registration's offset
 }
 
 // acquire is a token the coordinator minted: AcquireEpoch was called at
@@ -254,7 +255,7 @@ func (t *recTransport) RegisterInstance(ctx context.Context, role codec.Role, me
 	if err == nil {
 		end := time.Now()
 		t.rec.mu.Lock()
-		t.rec.registers = append(t.rec.registers, write{Role: role, Member: member, Start: start, End: end})
+		t.rec.registers = append(t.rec.registers, write{Role: role, Member: member, Start: start, End: end, Offset: off})
 		t.rec.mu.Unlock()
 	}
 	return off, err

@@ -280,7 +280,7 @@ func (r *runner) decide(ctx context.Context, now time.Time) Action {
 // expired and fence it.
 func (r *runner) confirm(ctx context.Context) (time.Time, bool) {
 	cctx, cancel := r.callCtx(ctx, r.m.s.TransactionTimeout)
-	c, err := r.m.src.Confirm(cctx, r.role)
+	c, err := r.confirmState(cctx) // confirm.go
 	cancel()
 	now := r.m.clk.Now()
 	if err != nil {
@@ -401,6 +401,7 @@ func (r *runner) register(ctx context.Context, why string) {
 // counted (Local.lostAt) from when the refusal came, not from when the
 // step began.
 func (r *runner) challenge(ctx context.Context, prune []codec.MemberID) {
+	r.log.Info("challenging: the confirmed state says so")
 	// One slot for both calls, so the transaction AcquireEpoch begins
 	// never waits for a slot; the confirmation goes stale if the wait is
 	// longer than a renew interval.
@@ -426,6 +427,7 @@ func (r *runner) challenge(ctx context.Context, prune []codec.MemberID) {
 		return
 	}
 	r.minted[tok] = true
+	r.log.Info("acquired an epoch", "token", tok.String())
 	start := r.m.clk.Now()
 	lease := r.lease(tok, start)
 	// The lease write is not cut short by the end of Run's context either

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -55,6 +56,11 @@ import (
 // bounded by the config's RequestTimeout. Called before Run, it waits for
 // Run to start.
 func (v *View) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirmed, error) {
+	return v.confirm(ctx, role, 0)
+}
+
+// confirm is Confirm, and ConfirmRecent when maxAge > 0.
+func (v *View) confirm(ctx context.Context, role codec.Role, maxAge time.Duration) (rolestate.Confirmed, error) {
 	none := rolestate.Confirmed{State: rolestate.State{Role: role, LeaseOffset: -1}, OpenProducerID: -1, OpenOffset: -1}
 	if err := v.waitChan(ctx, v.started); err != nil {
 		return none, err
@@ -74,7 +80,13 @@ func (v *View) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirme
 	// consumer must be proven fetching, and an offset outside the
 	// partition: a log that went backwards, or was deleted below it).
 	var fetched *ends
-	if !first {
+	recent := false
+	if !first && maxAge > 0 {
+		if e, ok := v.recentEnds(p, mark, maxAge, time.Now()); ok {
+			fetched, recent = &e, true
+		}
+	}
+	if !first && !recent {
 		e, err := v.prober.fetchEnds(ctx, p, mark.read)
 		switch {
 		case err == nil:
@@ -105,6 +117,9 @@ func (v *View) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirme
 		if open, err = v.prober.openProducer(p, lso); err != nil {
 			return none, v.probeErr(ctx, err)
 		}
+	}
+	if !recent {
+		v.recent.probed(p, time.Now())
 	}
 	var err error
 	switch {
@@ -143,6 +158,9 @@ func (v *View) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirme
 	c := rolestate.Confirmed{State: ix.roles[role].state(role), OpenProducerID: open, OpenOffset: -1}
 	if open >= 0 {
 		c.OpenOffset = lso
+	}
+	if recent {
+		v.recent.used.Add(1)
 	}
 	return c, nil
 }

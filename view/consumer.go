@@ -415,6 +415,11 @@ type fetchPartition struct {
 	hwm      atomic.Int64
 	paused   atomic.Bool
 	resume   chan struct{} // capacity 1
+
+	// The latest fetch answer, for View.ConfirmRecent (confirm_recent.go).
+	recent   atomic.Pointer[answer]
+	sentAt   time.Time // fetchLoop only: when the fetch in flight was sent
+	handedTo int64     // fetchLoop only: past the last record handed over; 0 none
 }
 
 // AsyncClose stops the partition consumer: the fetch in flight is cut
@@ -611,6 +616,7 @@ func (pc *fetchPartition) fetchLoop() {
 		failures, backoff = 0, fetchRetryMin
 		pc.hwm.Store(blk.HighWaterMarkOffset)
 		chunk := pc.take(blk, aborted)
+		pc.noteAnswer(blk, chunk)
 		if len(chunk) == 0 {
 			continue
 		}
@@ -659,6 +665,7 @@ func (pc *fetchPartition) fetch() (*sarama.FetchResponseBlock, error) {
 		SessionEpoch: -1, // no fetch session: a full fetch each time
 	}
 	req.AddBlock(pc.topic, pc.partition, pc.next, consumerPartitionMaxBytes, -1)
+	pc.sentAt = time.Now()
 	resp, err := b.Fetch(req)
 	if err != nil {
 		return nil, fmt.Errorf("fetch %s/%d at offset %d from %s: %w", pc.topic, pc.partition, pc.next, b.Addr(), err)

@@ -241,6 +241,18 @@
 // backwards and the view has not yet rebuilt its table ([ErrRewound]; see
 // "When the topic starts over").
 //
+// [View.ConfirmRecent] may spare that round trip: the view's own consumer
+// long-polls every partition, and each of its fetch answers carries the
+// same last stable offset and high watermark as Confirm's Fetch. When the
+// latest answer's request was sent at most maxAge before the call (on
+// this process's monotonic clock), after the last probe of an earlier
+// confirmation returned, shows no open transaction and was read to its
+// last stable offset, the confirmation is taken from it: the state then
+// holds everything committed before that request was sent, not before
+// the call. An answer a network partition held is one whose request was
+// sent before the partition: older than maxAge once the partition lasts
+// longer, so it is never used for the confirmation that follows it.
+//
 // [View.Health] says, without blocking, whether the table is current: the
 // view probes the topic's end every [Options].HealthInterval, and is
 // unhealthy when no broker has answered it for [Options].StaleAfter, when

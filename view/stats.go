@@ -32,6 +32,10 @@ type Stats struct {
 	// topic starts over").
 	Rebuilds int64
 
+	// ConfirmsFromAnswers counts the confirmations [View.ConfirmRecent]
+	// took from the view's own fetch answers, without a round trip.
+	ConfirmsFromAnswers uint64
+
 	// Partitions holds one entry per partition, by partition id.
 	Partitions []PartitionStats
 }
@@ -73,6 +77,8 @@ func (v *View) Stats() Stats {
 	s := Stats{
 		Skipped:  make(map[SkipReason]int64, len(SkipReasons)),
 		CaughtUp: v.CaughtUp(),
+
+		ConfirmsFromAnswers: v.recent.used.Load(),
 	}
 	ix := v.index
 	ix.mu.RLock()

@@ -52,9 +52,10 @@ type View struct {
 	index     *index
 	progress  *progress
 	glue      *gokaGlue
-	health    viewHealth  // see health.go
-	predecode *predecoder // set by Run before goka starts; nil offline
-	verify    *verifier   // settles the producer ids of lease records (author.go)
+	health    viewHealth     // see health.go
+	predecode *predecoder    // set by Run before goka starts; nil offline
+	verify    *verifier      // settles the producer ids of lease records (author.go)
+	recent    recentConfirms // ConfirmRecent's (confirm_recent.go)
 
 	storesMu    sync.Mutex
 	stores      map[int32]storage.Storage // each partition's state-dir storage once open

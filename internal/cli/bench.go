@@ -642,10 +642,13 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 var traceSteps = []struct{ name, who, substr string }{
 	{"h_interrupted", "h", "interrupted; leaving"},         // krole run got the signal
 	{"h_cmd_stopped", "h", ") stopped with code"},          // CMD exited (command mode)
+	{"h_revoked", "h", "info: revoked"},                    // the holding cancelled, work stopped: the release begins
 	{"h_released", "h", "info: released the role"},         // the release's EndTxn answered
 	{"release_shows", "", ""},                              // the bench's view shows the release
 	{"s_saw_vacancy", "s", "info: holder changed: vacant"}, // the successor's runner saw it
-	{"s_elected", "s", "info: elected"},                    // confirm, InitProducerId, lease txn done
+	{"s_confirmed", "s", "info: challenging"},              // the confirmation returned (from the view's answer, or a Fetch)
+	{"s_epoch", "s", "info: acquired an epoch"},            // InitProducerId answered
+	{"s_elected", "s", "info: elected"},                    // the lease transaction done
 	{"new_lease_shows", "", ""},                            // the bench's view shows the new lease
 }
 

@@ -73,6 +73,11 @@ func TestBenchSteadyAndLock(t *testing.T) {
 		require.Len(t, r.Rounds, 1)
 		assert.Contains(t, r.Rounds[0], "h_interrupted_ms")
 		assert.Contains(t, r.Rounds[0], "s_elected_ms")
+		// And each step between: the release's start, the successor's
+		// confirmation and its epoch.
+		for _, k := range []string{"h_revoked_ms", "h_released_ms", "s_saw_vacancy_ms", "s_confirmed_ms", "s_epoch_ms"} {
+			assert.Contains(t, r.Rounds[0], k)
+		}
 		assert.Contains(t, r.Phases, "trace signal -> h_interrupted")
 		assert.NotContains(t, r.Rounds[0], "h_cmd_stopped_ms", "no command to stop")
 	})

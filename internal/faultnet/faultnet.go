@@ -19,6 +19,10 @@
 //     present and future, of the clients whose id has a prefix, until the
 //     returned heal function is called; then what was sent meanwhile is
 //     delivered both ways. The client runs on (its own timeouts fire).
+//   - [Net.Record]: keep every request of the clients whose id has a
+//     prefix, as it is read (before any rule holds or drops it), with its
+//     broker node and frame ([Request.Decode] parses it with kmsg): what a
+//     test counts round trips with.
 //
 // A test waits for the rules to act with [Held.Wait] (requests taken),
 // [Held.WaitOrphaned] (their clients closed the connection) and
@@ -109,6 +113,7 @@ type Net struct {
 	drops   []*Dropped
 	parts   map[*partition]bool
 	conns   map[*conn]bool
+	recs    []*Recorder // see record.go
 	onClose ClosePolicy
 	closed  bool
 }
@@ -372,6 +377,7 @@ type conn struct {
 
 type header struct {
 	apiKey   int16
+	version  int16
 	clientID string
 }
 
@@ -394,6 +400,7 @@ func (c *conn) read() {
 			return
 		}
 		c.clientID, c.known = h.clientID, true
+		n.record(c.node, h, b)
 		f := frame{b: b}
 		for _, d := range n.drops {
 			if d.rule.match(c.node, h) && (d.rule.Count <= 0 || d.taken < d.rule.Count) {
@@ -537,7 +544,7 @@ func readFrame(r io.Reader) ([]byte, header, error) {
 
 // parseHeader reads api key, api version, correlation id and client id.
 func parseHeader(b []byte) (header, error) {
-	h := header{apiKey: int16(binary.BigEndian.Uint16(b[0:2]))}
+	h := header{apiKey: int16(binary.BigEndian.Uint16(b[0:2])), version: int16(binary.BigEndian.Uint16(b[2:4]))}
 	l := int16(binary.BigEndian.Uint16(b[8:10]))
 	switch {
 	case l < 0:
