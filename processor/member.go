@@ -281,10 +281,12 @@ func (m *Member) RenewNow(role codec.Role) error {
 
 // Resign hands role over if this member holds it: it cancels the role's
 // work and waits for it, renewing the lease meanwhile (see the package
-// doc: until the holding is lost, then up to the local deadline), writes the release
-// lease under its token so the next candidate challenges at once, and
-// deregisters; the member then registers again at the back of the queue.
-// It blocks until that is done or ctx ends. It returns [ErrNotHolder] when
+// doc: until the holding is lost, then up to the local deadline), and
+// writes the release lease under its token so the next candidate
+// challenges at once. It blocks until the release is written (or the
+// role given up) or ctx ends. The member then deregisters and registers
+// again at the back of the queue; Resign does not wait for that, so a
+// view read right after it may still show the old registration. It returns [ErrNotHolder] when
 // the member does not hold role, [ErrNotRunning] when Run is not running,
 // [ErrUnknownRole], or the error of the release write (the role is given
 // up either way).
