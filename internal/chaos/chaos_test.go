@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -97,7 +99,44 @@ func TestChaos(t *testing.T) {
 	rep.Write(&sb)
 	t.Logf("seed: %d\n%s", seed, sb.String())
 	if len(rep.Violations) > 0 {
+		logViolatedRoles(t, dir, rep.Violations)
 		t.Errorf("%d violations (seed %d, logs in %s)", len(rep.Violations), seed, dir)
+	}
+}
+
+// logViolatedRoles logs what the members wrote about each role with a
+// violation, their events (writes left out) and their stderr (at most 60
+// lines a file and role), so that a run
+// whose directory is gone (make test's, CI's) can still be diagnosed.
+func logViolatedRoles(t *testing.T, dir string, vs []chaos.Violation) {
+	roles := map[string]bool{}
+	for _, v := range vs {
+		roles[v.Role] = true
+	}
+	stderr, _ := filepath.Glob(filepath.Join(dir, "m*.stderr"))
+	events, _ := filepath.Glob(filepath.Join(dir, "m*.events"))
+	for role := range roles {
+		for _, f := range append(events, stderr...) {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			var lines []string
+			for _, l := range strings.Split(string(b), "\n") {
+				switch {
+				case strings.Contains(l, `"kind":"write"`) || strings.Contains(l, `"kind":"commit"`):
+				case strings.Contains(l, `"role":"`+role+`"`),
+					strings.Contains(l, "role="+role+" ") || strings.HasSuffix(l, "role="+role):
+					lines = append(lines, l)
+				}
+			}
+			if n := len(lines); n > 60 {
+				lines = append(lines[:30], append([]string{fmt.Sprintf("... %d lines left out ...", n-60)}, lines[n-30:]...)...)
+			}
+			if len(lines) > 0 {
+				t.Logf("%s about %s:\n%s", filepath.Base(f), role, strings.Join(lines, "\n"))
+			}
+		}
 	}
 }
 
