@@ -308,7 +308,14 @@ func (e *env) transport() *fencing.BrokerTransport {
 // view runs a view until the test ends, and waits for its first catch-up.
 func (e *env) view() *view.View {
 	e.t.Helper()
-	v, err := view.New(view.Options{Config: e.c.Config, Logger: testLog("view")})
+	return e.viewWith(view.Options{})
+}
+
+// viewWith is view with opts (its Config and Logger set here).
+func (e *env) viewWith(opts view.Options) *view.View {
+	e.t.Helper()
+	opts.Config, opts.Logger = e.c.Config, testLog("view")
+	v, err := view.New(opts)
 	require.NoError(e.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)

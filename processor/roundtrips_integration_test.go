@@ -54,22 +54,7 @@ func (e *env) startSplit(id codec.MemberID, roles []codec.Role, s processor.Sett
 // then).
 func (e *env) quietView() *view.View {
 	e.t.Helper()
-	v, err := view.New(view.Options{Config: e.c.Config, Logger: testLog("view"), HealthInterval: time.Hour})
-	require.NoError(e.t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- v.Run(ctx) }()
-	e.t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-errc:
-			assert.NoError(e.t, err, "view Run")
-		case <-time.After(20 * time.Second):
-			e.t.Errorf("view Run did not return")
-		}
-	})
-	require.NoError(e.t, v.WaitCaughtUp(e.ctx(20*time.Second)))
-	return v
+	return e.viewWith(view.Options{HealthInterval: time.Hour})
 }
 
 // rtStep is one request of a step as the table names it.

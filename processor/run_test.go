@@ -202,14 +202,13 @@ func TestRunResign(t *testing.T) {
 	assert.ErrorIs(t, h.m.Resign(context.Background(), role), ErrNotRunning)
 }
 
-// A Resign whose work stops slowly, past the holding's first local
-// deadline (t0+8s), renews the lease while it waits, so that the role is
-// neither released nor left to lapse while work runs; the release write
-// then gets its whole TransactionTimeout, however long the wait took.
-func TestRunResignAfterSlowWork(t *testing.T) {
-	h := newHarness(t, "a", Settings{})
-	h.src.set(state(role, nil, 0))
-	started, cancelled, finish := make(chan struct{}), make(chan struct{}), make(chan struct{})
+// holdWithSlowStop runs member a of h with a work that, once cancelled,
+// closes cancelled and returns only when finish is closed, and waits
+// until a holds role under tok1 (leased at t0) and its work has started.
+func holdWithSlowStop(t *testing.T, h *harness) (d *runDriver, cancelled, finish chan struct{}) {
+	t.Helper()
+	started := make(chan struct{})
+	cancelled, finish = make(chan struct{}), make(chan struct{})
 	work := func(ctx context.Context, _ Held) error {
 		close(started)
 		<-ctx.Done()
@@ -220,9 +219,20 @@ func TestRunResignAfterSlowWork(t *testing.T) {
 	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(1), nil).Once()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
 	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
-	d := startRun(t, h, work)
+	d = startRun(t, h, work)
 	d.wait()
 	recv(t, started)
+	return d, cancelled, finish
+}
+
+// A Resign whose work stops slowly, past the holding's first local
+// deadline (t0+8s), renews the lease while it waits, so that the role is
+// neither released nor left to lapse while work runs; the release write
+// then gets its whole TransactionTimeout, however long the wait took.
+func TestRunResignAfterSlowWork(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	h.src.set(state(role, nil, 0))
+	d, cancelled, finish := holdWithSlowStop(t, h)
 
 	resigned := make(chan error, 1)
 	go func() { resigned <- h.m.Resign(context.Background(), role) }()
@@ -529,20 +539,7 @@ func TestRunDeregisteredRenewsWhileWorkStops(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, "a", Settings{})
-			started, cancelled, finish := make(chan struct{}), make(chan struct{}), make(chan struct{})
-			work := func(ctx context.Context, _ Held) error {
-				close(started)
-				<-ctx.Done()
-				close(cancelled)
-				<-finish
-				return nil
-			}
-			h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(1), nil).Once()
-			h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-			h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
-			d := startRun(t, h, work)
-			d.wait()
-			recv(t, started)
+			d, cancelled, finish := holdWithSlowStop(t, h)
 
 			// The registration is gone (krole resign --member); the lease
 			// is still the member's.
