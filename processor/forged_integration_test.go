@@ -77,11 +77,7 @@ func TestIntegrationForgedReleasesCauseNoElections(t *testing.T) {
 	e := newEnv(t, itTxnTimeout)
 	role := codec.Role("forged-releases")
 	s := itSettings()
-	a := e.start("node-a", []codec.Role{role}, s, nil)
-	holder, tok := e.soleHolder(role, 10*time.Second)
-	require.Equal(t, a.id, holder)
-	b := e.start("node-b", []codec.Role{role}, s, nil)
-	e.awaitCandidate(role, b.id)
+	a, _, tok := e.holderAndCandidate(role, s)
 	c := e.start("node-c", []codec.Role{role}, s, nil)
 	e.awaitCandidate(role, c.id)
 	time.Sleep(viewWarmup)
@@ -91,16 +87,16 @@ func TestIntegrationForgedReleasesCauseNoElections(t *testing.T) {
 	n := 0
 	for time.Now().Before(until) {
 		f := forgers[n%len(forgers)]
-		f.commit(role, codec.ReleaseLease(holder, f.tok))
+		f.commit(role, codec.ReleaseLease(a.id, f.tok))
 		n++
 		time.Sleep(s.RenewInterval / 2)
 	}
 	// A renewal after the last release: every forged release is behind it.
 	time.Sleep(2 * s.RenewInterval)
-	assert.Equal(t, map[codec.MemberID]codec.Token{holder: tok}, e.rec.holders(role), "the holder keeps the role under its token")
+	assert.Equal(t, map[codec.MemberID]codec.Token{a.id: tok}, e.rec.holders(role), "the holder keeps the role under its token")
 	assert.Len(t, e.rec.find(processor.Elected, role, func(stamped) bool { return true }), 1, "no election after the first (%d forged releases)", n)
 	assert.Equal(t, tok, e.describe(role))
-	e.agree(role, holder, tok)
+	e.agree(role, a.id, tok)
 	skipped := e.obs.Stats().Skipped["forged"]
 	assert.GreaterOrEqual(t, skipped, int64(n), "each forged release is skipped and counted")
 	e.rec.checkFence(t)
@@ -117,11 +113,7 @@ func TestIntegrationForgedGhostLeaseDoesNotStopSuccession(t *testing.T) {
 	role := codec.Role("forged-ghost")
 	s := itSettings()
 	s.KeepOnExit = true
-	a := e.start("node-a", []codec.Role{role}, s, nil)
-	holder, _ := e.soleHolder(role, 10*time.Second)
-	require.Equal(t, a.id, holder)
-	b := e.start("node-b", []codec.Role{role}, s, nil)
-	e.awaitCandidate(role, b.id)
+	a, b, _ := e.holderAndCandidate(role, s)
 	time.Sleep(viewWarmup)
 
 	f := newForger(t, e, e.c.Config.TransactionalID("other"))

@@ -489,6 +489,19 @@ func (e *env) awaitCandidate(role codec.Role, member codec.MemberID) {
 	await(e.t, 5*time.Second, string(member)+" is a candidate", func() bool { return slices.Contains(e.candidates(role), member) })
 }
 
+// holderAndCandidate starts node-a with s, waits until it is role's sole
+// holder (under tok), then starts node-b with s and waits until it is a
+// candidate: the opening of most succession tests.
+func (e *env) holderAndCandidate(role codec.Role, s processor.Settings) (a, b *node, tok codec.Token) {
+	e.t.Helper()
+	a = e.start("node-a", []codec.Role{role}, s, nil)
+	holder, tok := e.soleHolder(role, 10*time.Second)
+	require.Equal(e.t, a.id, holder)
+	b = e.start("node-b", []codec.Role{role}, s, nil)
+	e.awaitCandidate(role, b.id)
+	return a, b, tok
+}
+
 func (e *env) candidates(role codec.Role) []codec.MemberID {
 	var out []codec.MemberID
 	for _, c := range e.state(role).Candidates {
@@ -650,11 +663,7 @@ func TestIntegrationCrashFailover(t *testing.T) {
 	role := codec.Role("scheduler")
 	s := itSettings()
 	s.KeepOnExit = true
-	a := e.start("node-a", []codec.Role{role}, s, nil)
-	holder, _ := e.soleHolder(role, 10*time.Second)
-	require.Equal(t, a.id, holder)
-	b := e.start("node-b", []codec.Role{role}, s, nil)
-	e.awaitCandidate(role, b.id)
+	a, b, _ := e.holderAndCandidate(role, s)
 	c := e.start("node-c", []codec.Role{role}, s, nil)
 	await(t, 5*time.Second, "node-c is a candidate", func() bool { return slices.Contains(e.candidates(role), c.id) })
 
@@ -713,11 +722,7 @@ func TestIntegrationGracefulHandover(t *testing.T) {
 	e := newEnv(t, itTxnTimeout)
 	role := codec.Role("compactor")
 	s := itSettings()
-	a := e.start("node-a", []codec.Role{role}, s, nil)
-	holder, _ := e.soleHolder(role, 10*time.Second)
-	require.Equal(t, a.id, holder)
-	b := e.start("node-b", []codec.Role{role}, s, nil)
-	e.awaitCandidate(role, b.id)
+	a, b, _ := e.holderAndCandidate(role, s)
 	time.Sleep(viewWarmup) // so the logged handover time is not node-b's view starting
 
 	left := time.Now()

@@ -26,11 +26,7 @@ func TestIntegrationStrangersTombstoneOfTheHolderForcesOnlyAHandover(t *testing.
 	e := newEnv(t, itTxnTimeout)
 	role := codec.Role("stranger")
 	s := itSettings()
-	a := e.start("node-a", []codec.Role{role}, s, nil)
-	holder, _ := e.soleHolder(role, 10*time.Second)
-	require.Equal(t, a.id, holder)
-	b := e.start("node-b", []codec.Role{role}, s, nil)
-	e.awaitCandidate(role, b.id)
+	a, b, _ := e.holderAndCandidate(role, s)
 	time.Sleep(viewWarmup)
 
 	sc, err := e.c.Config.Sarama()
