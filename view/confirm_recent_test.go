@@ -35,13 +35,7 @@ func awaitCandidates(t *testing.T, v *View, role codec.Role, want ...codec.Membe
 // (and everything committed before it). With maxAge 0 it is Confirm, one
 // probe Fetch.
 func TestConfirmRecentFromTheConsumersAnswer(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
-	m := c.Members(t)
-	m.Register("db", "m1")
-	v, _ := runView(t, c.Config, Options{})
-	caughtUp(t, v)
-	_, err := v.Confirm(testCtx(t), "db")
-	require.NoError(t, err)
+	c, m, v := confirmedOnce(t)
 	// The consumer's long poll in flight at that Confirm was sent before
 	// its probe returned, and is not used after it: the records below are
 	// brought by polls sent after it.

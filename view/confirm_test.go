@@ -261,12 +261,10 @@ func countProbes(t *testing.T, c *testcluster.Cluster) (listOffsets, fetches *at
 	return listOffsets, fetches
 }
 
-// TestConfirmAfterTheFirstIsOneFetch: once the view has caught up, a
-// confirmation with no transaction open is one round trip (a
-// read_committed Fetch from what the view has read answers the last stable
-// offset and the records below it), however the partition moved since the
-// last one; it still holds the lease committed just before it.
-func TestConfirmAfterTheFirstIsOneFetch(t *testing.T) {
+// confirmedOnce starts a one-partition cluster where m1 is a candidate of
+// db, and a view of it that has caught up and confirmed db once.
+func confirmedOnce(t *testing.T) (*testcluster.Cluster, *testcluster.Members, *View) {
+	t.Helper()
 	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
 	m := c.Members(t)
 	m.Register("db", "m1")
@@ -274,6 +272,16 @@ func TestConfirmAfterTheFirstIsOneFetch(t *testing.T) {
 	caughtUp(t, v)
 	_, err := v.Confirm(testCtx(t), "db")
 	require.NoError(t, err)
+	return c, m, v
+}
+
+// TestConfirmAfterTheFirstIsOneFetch: once the view has caught up, a
+// confirmation with no transaction open is one round trip (a
+// read_committed Fetch from what the view has read answers the last stable
+// offset and the records below it), however the partition moved since the
+// last one; it still holds the lease committed just before it.
+func TestConfirmAfterTheFirstIsOneFetch(t *testing.T) {
+	c, m, v := confirmedOnce(t)
 
 	g := holdConsumer(t, c)
 	g.held(t)
