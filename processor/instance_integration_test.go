@@ -1,7 +1,6 @@
 package processor_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -18,19 +17,10 @@ import (
 // test instead of asserting it is nil.
 func (e *env) startErr(id codec.MemberID, roles []codec.Role, s processor.Settings) (*node, <-chan error) {
 	e.t.Helper()
-	n := &node{id: id, tr: &recTransport{BrokerTransport: e.transport(), rec: e.rec, member: id}, done: make(chan struct{})}
+	n := e.newNode(id)
 	n.src = e.view()
-	m, err := processor.New(n.tr, n.src, id, roles, processor.Options{Settings: s, Logger: testLog(string(id) + "-2")})
-	require.NoError(e.t, err)
-	n.m = m
-	ctx, cancel := context.WithCancel(context.Background())
-	n.cancel = cancel
 	errc := make(chan error, 1)
-	go func() {
-		defer close(n.done)
-		errc <- m.Run(ctx, nil)
-	}()
-	e.t.Cleanup(n.stop(e.t))
+	e.launch(n, roles, processor.Options{Settings: s, Logger: testLog(string(id) + "-2")}, nil, errc)
 	return n, errc
 }
 

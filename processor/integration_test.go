@@ -373,18 +373,36 @@ func (e *env) start(id codec.MemberID, roles []codec.Role, s processor.Settings,
 // startClock is start with the member's clock clk (nil: the system clock).
 func (e *env) startClock(id codec.MemberID, roles []codec.Role, s processor.Settings, work processor.Work, clk processor.Clock) *node {
 	e.t.Helper()
-	n := &node{id: id, tr: &recTransport{BrokerTransport: e.transport(), rec: e.rec, member: id}, done: make(chan struct{})}
+	n := e.newNode(id)
 	n.src = e.view()
-	m, err := processor.New(n.tr, n.src, id, roles, processor.Options{
+	return e.launch(n, roles, processor.Options{
 		Settings: s, Logger: testLog(string(id)), OnEvent: e.rec.onEvent, Clock: clk,
-	})
+	}, work, nil)
+}
+
+// newNode is a node named id whose transport (under the cluster
+// config's client id at the call) records its calls; launch runs it.
+func (e *env) newNode(id codec.MemberID) *node {
+	return &node{id: id, tr: &recTransport{BrokerTransport: e.transport(), rec: e.rec, member: id}}
+}
+
+// launch runs a member of roles on n's transport and source, with opts
+// and work, until n.stop or the end of the test. Run's error goes to
+// errc, or, when errc is nil, is asserted to be nil.
+func (e *env) launch(n *node, roles []codec.Role, opts processor.Options, work processor.Work, errc chan<- error) *node {
+	e.t.Helper()
+	m, err := processor.New(n.tr, n.src, n.id, roles, opts)
 	require.NoError(e.t, err)
-	n.m = m
 	ctx, cancel := context.WithCancel(context.Background())
-	n.cancel = cancel
+	n.m, n.cancel, n.done = m, cancel, make(chan struct{})
 	go func() {
 		defer close(n.done)
-		assert.NoError(e.t, m.Run(ctx, work))
+		err := m.Run(ctx, work)
+		if errc != nil {
+			errc <- err
+			return
+		}
+		assert.NoError(e.t, err)
 	}()
 	e.t.Cleanup(n.stop(e.t))
 	return n

@@ -7,7 +7,6 @@ package processor_test
 // print it) and a check that no step sends more than it should.
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -33,20 +32,10 @@ func (e *env) startSplit(id codec.MemberID, roles []codec.Role, s processor.Sett
 	saved := e.c.Config
 	defer func() { e.c.Config = saved }()
 	e.c.Config.ClientID = clientIDOf(id)
-	n := &node{id: id, tr: &recTransport{BrokerTransport: e.transport(), rec: e.rec, member: id}, done: make(chan struct{})}
+	n := e.newNode(id)
 	e.c.Config.ClientID = clientIDOf(id) + "-v"
 	n.src = e.quietView()
-	m, err := processor.New(n.tr, n.src, id, roles, processor.Options{Settings: s, Logger: testLog(string(id)), OnEvent: e.rec.onEvent})
-	require.NoError(e.t, err)
-	n.m = m
-	ctx, cancel := context.WithCancel(context.Background())
-	n.cancel = cancel
-	go func() {
-		defer close(n.done)
-		assert.NoError(e.t, m.Run(ctx, nil))
-	}()
-	e.t.Cleanup(n.stop(e.t))
-	return n
+	return e.launch(n, roles, processor.Options{Settings: s, Logger: testLog(string(id)), OnEvent: e.rec.onEvent}, nil, nil)
 }
 
 // quietView is e.view without the view's periodic health probe (its
