@@ -100,6 +100,19 @@ func waitRegistered(t *testing.T, c *testcluster.Cluster, role, member string, p
 	}, 20*time.Second, 20*time.Millisecond, "%s never registered; stderr:\n%s", member, p.stderr())
 }
 
+// treeHolderAndCandidate starts member a of role "tree" and waits until
+// its CMD started and its worker wrote its pid, then starts member b and
+// waits until it is registered; it returns a, the worker's pid and b.
+func treeHolderAndCandidate(t *testing.T, bin string, c *testcluster.Cluster, dir string, env, flags []string, script string) (*kroleProc, int, *kroleProc) {
+	t.Helper()
+	a := startTreeKrole(t, bin, c, dir, "a", env, flags, script)
+	a.waitLine(t, 0, startedRE, 20*time.Second)
+	worker := waitWorker(t, dir, "a")
+	b := startTreeKrole(t, bin, c, dir, "b", env, flags, script)
+	waitRegistered(t, c, "tree", "b", b)
+	return a, worker, b
+}
+
 // The holder gets SIGTERM; its CMD is a shell wrapper (which SIGTERM ends
 // at once) around a worker that ignores SIGTERM. krole run kills the
 // worker after --kill-timeout and resigns only then: the successor's CMD
@@ -107,15 +120,10 @@ func waitRegistered(t *testing.T, c *testcluster.Cluster, role, member string, p
 // longer than the lease (2s): the holder renews while it stops CMD.
 func TestRunSuccessorStartsOnlyOnceTheOldTreeIsGone(t *testing.T) {
 	bin, c, dir := treeTest(t)
-	const role = "tree"
 	env := []string{"DIR=" + dir, "WORKER=" + treeStubbornWorker}
 	script := treeWitness + `sh -c "$WORKER"; echo "worker ended"`
 	flags := append(testTimingFlags(), "--kill-timeout", "3s")
-	a := startTreeKrole(t, bin, c, dir, "a", env, flags, script)
-	a.waitLine(t, 0, startedRE, 20*time.Second)
-	worker := waitWorker(t, dir, "a")
-	b := startTreeKrole(t, bin, c, dir, "b", env, flags, script)
-	waitRegistered(t, c, role, "b", b)
+	a, worker, b := treeHolderAndCandidate(t, bin, c, dir, env, flags, script)
 
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGTERM))
 	waitExit(t, a, dir)
@@ -242,11 +250,7 @@ func TestRunStepDownWaitsForADrainingWorker(t *testing.T) {
 	env := []string{"DIR=" + dir, "WORKER=" + drainer}
 	script := treeWitness + `sh -c "$WORKER"; echo "worker ended"`
 	flags := append(testTimingFlags(), "--kill-timeout", "10s")
-	a := startTreeKrole(t, bin, c, dir, "a", env, flags, script)
-	a.waitLine(t, 0, startedRE, 20*time.Second)
-	worker := waitWorker(t, dir, "a")
-	b := startTreeKrole(t, bin, c, dir, "b", env, flags, script)
-	waitRegistered(t, c, role, "b", b)
+	a, worker, b := treeHolderAndCandidate(t, bin, c, dir, env, flags, script)
 
 	runBin(t, bin, append(clusterFlags(c), "resign", role, "--member", "a", "--wait", "30s")...)
 	b.waitLine(t, 0, startedRE, 30*time.Second)
