@@ -619,16 +619,7 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 			// unknown outcome, which retires the token, and then no release
 			// can follow; the successor would wait for the lease to run out.
 			// The member leaves right after it.
-			cctx, cancel := r.callCtx(context.WithoutCancel(ctx), r.m.s.TransactionTimeout)
-			// The lease is dated from the renewal's start (before the
-			// wait): the holder's own deadline counts from then, on the
-			// safe side.
-			lease = r.lease(h.Token, now)
-			err = r.m.t.WriteLease(cctx, r.role, h.Token, lease)
-			cancel()
-			if err == nil {
-				r.m.adm.wrote(granted, r.m.clk.Now())
-			}
+			lease, err = r.writeRenewal(ctx, h.Token, now, granted)
 		}
 		release()
 	}
@@ -684,6 +675,22 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 	if r.log.Enabled(ctx, slog.LevelDebug) {
 		r.log.Debug("renewed", "token", h.Token.String(), "deadline", lease.Deadline, "took", took)
 	}
+}
+
+// writeRenewal writes the lease of tok dated start (the renewal's start,
+// before its wait for a call slot: the holder's own deadline counts from
+// then, on the safe side), its call slot granted at granted. The write is
+// bounded by TransactionTimeout only, not by ctx (see renew), and its
+// latency feeds the admission estimate when it succeeds.
+func (r *runner) writeRenewal(ctx context.Context, tok codec.Token, start, granted time.Time) (codec.Lease, error) {
+	cctx, cancel := r.callCtx(context.WithoutCancel(ctx), r.m.s.TransactionTimeout)
+	defer cancel()
+	lease := r.lease(tok, start)
+	err := r.m.t.WriteLease(cctx, r.role, tok, lease)
+	if err == nil {
+		r.m.adm.wrote(granted, r.m.clk.Now())
+	}
+	return lease, err
 }
 
 // shed reports whether the member holds more roles than it can renew in
@@ -826,14 +833,7 @@ func (r *runner) awaitWorkRenewing(ctx context.Context, h *holding) {
 		release, err := r.slot(bctx, prioRenew, end.Sub(now))
 		var lease codec.Lease
 		if err == nil {
-			cctx, cancel := r.callCtx(bctx, r.m.s.TransactionTimeout)
-			lease = r.lease(tok, now)
-			granted := r.m.clk.Now()
-			err = r.m.t.WriteLease(cctx, r.role, tok, lease)
-			cancel()
-			if err == nil {
-				r.m.adm.wrote(granted, r.m.clk.Now())
-			}
+			lease, err = r.writeRenewal(bctx, tok, now, r.m.clk.Now())
 			release()
 		}
 		switch {
