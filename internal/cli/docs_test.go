@@ -158,3 +158,29 @@ func TestLeaderBoundIsStated(t *testing.T) {
 	assert.Contains(t, g, fmt.Sprintf("ran out more than %v ago by the holder's own clock", tol))
 	assert.Contains(t, g, fmt.Sprintf("the two clocks within %v of each other, that is at most %v after the lease really ran out", tol, 2*tol))
 }
+
+// The README says how to install krole with one command, names the two
+// set-up commands, and shows each command beside its etcdctl and consul
+// equivalent (issue 19, 6).
+func TestReadmeInstallAndEquivalents(t *testing.T) {
+	readme := readDoc(t, "README.md")
+	mod, _, _ := strings.Cut(readDoc(t, "go.mod"), "\n")
+	mod, ok := strings.CutPrefix(mod, "module ")
+	require.True(t, ok, "go.mod's first line: %q", mod)
+	assert.Contains(t, readme, "go install "+mod+"@latest", "the install line names the module of go.mod")
+	for _, h := range []string{"## Install", "## Set up", "## A one-screen tour", "## The commands at a glance"} {
+		assert.Contains(t, readme, "\n"+h+"\n")
+	}
+	setUp := readmeSection(t, "## Set up")
+	assert.Contains(t, setUp, "krole dev")
+	assert.Contains(t, setUp, "krole init")
+	glance := readmeSection(t, "## The commands at a glance")
+	assert.Contains(t, glance, "| krole | what it does | etcdctl | consul |")
+	for _, row := range []string{
+		"| `krole run ROLE -- CMD` |", "`etcdctl lock NAME CMD`", "`consul lock PREFIX CMD`",
+		"| `krole run ROLE --value V` |", "`etcdctl elect NAME V`",
+		"| `krole leader ROLE` |", "`etcdctl elect -l NAME`",
+	} {
+		assert.Contains(t, glance, row)
+	}
+}
