@@ -176,6 +176,10 @@ func TestReadmeInstallAndEquivalents(t *testing.T) {
 	assert.Contains(t, setUp, "krole init")
 	glance := readmeSection(t, "## The commands at a glance")
 	assert.Contains(t, glance, "| krole | what it does | etcdctl | consul |")
+	// Everything else is under docs/, one link away.
+	for _, page := range []string{"TOUR", "CLI", "LIBRARY", "OPERATING", "GUARANTEES", "BENCHMARKS"} {
+		assert.Contains(t, readme, "](docs/"+page+".md)", "the README links to docs/%s.md", page)
+	}
 	for _, row := range []string{
 		"| `krole run ROLE -- CMD` |", "`etcdctl lock NAME CMD`", "`consul lock PREFIX CMD`",
 		"| `krole run ROLE --value V` |", "`etcdctl elect NAME V`",
