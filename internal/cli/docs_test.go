@@ -168,6 +168,10 @@ func TestReadmeInstallAndEquivalents(t *testing.T) {
 	mod, ok := strings.CutPrefix(mod, "module ")
 	require.True(t, ok, "go.mod's first line: %q", mod)
 	assert.Contains(t, readme, "go install "+mod+"@latest", "the install line names the module of go.mod")
+	// go install MODULE@VERSION refuses a module whose go.mod replaces or
+	// excludes modules, and installs the main package at its root.
+	assert.NotRegexp(t, `(?m)^\s*(replace|exclude)\b`, readDoc(t, "go.mod"), "go install ...@latest would refuse this go.mod")
+	assert.Regexp(t, `(?m)^package main$`, readDoc(t, "main.go"), "the module's root is the krole command")
 	for _, h := range []string{"## Install", "## Set up", "## A one-screen tour", "## The commands at a glance"} {
 		assert.Contains(t, readme, "\n"+h+"\n")
 	}
