@@ -99,9 +99,19 @@ func TestRunRestartedAfterSIGKILLRejoins(t *testing.T) {
 	require.NotNil(t, now)
 	assert.Equal(t, codec.MemberID("node-3"), now.Member)
 	assert.True(t, now.Token.Newer(before.Token), "a new holding: %s after %s", now.Token, before.Token)
-	ran, err := os.ReadFile(out)
+	// CMD appends a line when it starts (after krole run said so): once
+	// per holding, the restarted one's under node-3 too.
+	var ran []string
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(out)
+		ran = strings.Fields(strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", " | "))
+		return err == nil && strings.Count(string(b), "\n") >= 2
+	}, 20*time.Second, 20*time.Millisecond, "CMD of the restarted member ran: %q", ran)
+	b2, err := os.ReadFile(out)
 	require.NoError(t, err)
-	assert.Len(t, strings.Split(strings.TrimSpace(string(ran)), "\n"), 2, "CMD ran once per holding: %s", ran)
+	runs := strings.Split(strings.TrimSpace(string(b2)), "\n")
+	require.Len(t, runs, 2, "CMD ran once per holding: %q", runs)
+	assert.True(t, strings.HasPrefix(runs[1], "node-3 "), "%q", runs[1])
 }
 
 // assertOneLineErrorIn: stderr holds exactly one "krole: " line.
