@@ -79,6 +79,19 @@ func TestRunRestartedAfterSIGKILLRejoins(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	a := startKrole(t, bin, c, "controller", "node-3", out)
 	a.waitLine(t, 0, startedRE, 20*time.Second)
+	// CMD appends a line to out once it runs (after krole run said it
+	// started it): once per holding.
+	runs := func(n int) []string {
+		t.Helper()
+		var got []string
+		require.Eventually(t, func() bool {
+			b, err := os.ReadFile(out)
+			got = lines(string(b))
+			return err == nil && strings.Count(string(b), "\n") >= n
+		}, 20*time.Second, 20*time.Millisecond, "CMD ran %d times", n)
+		return got
+	}
+	runs(1)
 	before := lastLease(readRole(t, c.Config, "controller"))
 	require.NotNil(t, before)
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGKILL))
@@ -99,19 +112,9 @@ func TestRunRestartedAfterSIGKILLRejoins(t *testing.T) {
 	require.NotNil(t, now)
 	assert.Equal(t, codec.MemberID("node-3"), now.Member)
 	assert.True(t, now.Token.Newer(before.Token), "a new holding: %s after %s", now.Token, before.Token)
-	// CMD appends a line when it starts (after krole run said so): once
-	// per holding, the restarted one's under node-3 too.
-	var ran []string
-	require.Eventually(t, func() bool {
-		b, err := os.ReadFile(out)
-		ran = strings.Fields(strings.ReplaceAll(strings.TrimSpace(string(b)), "\n", " | "))
-		return err == nil && strings.Count(string(b), "\n") >= 2
-	}, 20*time.Second, 20*time.Millisecond, "CMD of the restarted member ran: %q", ran)
-	b2, err := os.ReadFile(out)
-	require.NoError(t, err)
-	runs := strings.Split(strings.TrimSpace(string(b2)), "\n")
-	require.Len(t, runs, 2, "CMD ran once per holding: %q", runs)
-	assert.True(t, strings.HasPrefix(runs[1], "node-3 "), "%q", runs[1])
+	ran := runs(2)
+	require.Len(t, ran, 2, "CMD ran once per holding: %q", ran)
+	assert.True(t, strings.HasPrefix(ran[1], "node-3 "), "%q", ran[1])
 }
 
 // assertOneLineErrorIn: stderr holds exactly one "krole: " line.
