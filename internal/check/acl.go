@@ -94,8 +94,8 @@ func (r *runner) aclTopicWrite(ctx context.Context) Result {
 	if err := r.fresh(ctx); err != nil {
 		return fail(NameACLTopicWrite, "run krole check again (it picks another scratch role)", "%s", r.explain(err))
 	}
-	r.registered = true // a failed append may still have landed
 	off, err := r.main.Register(ctx, r.role, r.member)
+	r.noteWrite(err)
 	if res := refused(NameACLTopicWrite, r.aclFix("Write", "topic", r.cfg.Topic, false), err); res != nil {
 		return *res
 	}

@@ -196,6 +196,9 @@ func aclCluster(t *testing.T) (fencing.Config, func(user string) fencing.Config)
 		kfake.User(scram, "nowrite", "nowrite-pw", append(
 			allow(topicRes, topic, lit, read, write, describe),
 			allow(txnRes, prefix, pre, describe)...)...),
+		kfake.User(scram, "notopicwrite", "notopicwrite-pw", append(
+			allow(topicRes, topic, lit, read, describe),
+			allow(txnRes, prefix, pre, write, describe)...)...),
 		kfake.User(scram, "viewer", "viewer-pw", append(
 			allow(topicRes, topic, lit, read, describe),
 			allow(txnRes, prefix, pre, describe)...)...),
@@ -244,6 +247,28 @@ func TestMissingACLFails(t *testing.T) {
 	assert.False(t, r.OK)
 	assert.Contains(t, r.Detail, "WRITE on Topic acl.roles")
 	assert.Contains(t, r.Fix, "--operation Write --topic acl.roles")
+	// The refused writes wrote nothing: the cleanup has nothing to
+	// tombstone, and does not tell the user to remove records by hand.
+	r = byName(t, rep, check.NameCleanup)
+	assert.True(t, r.OK, "%s", r.Detail)
+	assert.Contains(t, r.Detail, "nothing written")
+
+	// A member without Write on the topic, but with Write on the
+	// transactional ids: acl.topic.write fails naming the ACL, and the
+	// cleanup passes (the InitProducerIds are ended, no record to remove).
+	rep = run(t, check.Options{Config: as("notopicwrite"), Timeout: 5 * time.Second})
+	r = byName(t, rep, check.NameACLTopicWrite)
+	assert.False(t, r.OK)
+	assert.Contains(t, r.Detail, "WRITE on Topic acl.roles (TOPIC_AUTHORIZATION_FAILED)")
+	assert.Contains(t, r.Fix, "--allow-principal User:notopicwrite --operation Write --topic acl.roles")
+	assert.True(t, byName(t, rep, check.NameTxnInit).OK)
+	r = byName(t, rep, check.NameTxnFence)
+	assert.False(t, r.OK, "the fence scenario cannot write")
+	assert.Contains(t, r.Fix, "acl.*", "a refusal points at the ACL checks, not at the cluster's transactions")
+	r = byName(t, rep, check.NameCleanup)
+	assert.True(t, r.OK, "%s", r.Detail)
+	assert.Contains(t, r.Detail, "nothing to tombstone")
+	assert.NotContains(t, r.Detail+r.Fix, "by hand")
 }
 
 // staleProduce is a kfake control that answers the second transactional

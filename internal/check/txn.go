@@ -199,9 +199,9 @@ func (r *runner) scenario(ctx context.Context) *scenarioResult {
 	var fenced bool
 	s.txnAErr = a.t.Transact(ctx, r.role, a.tok, func(tx *fencing.Txn) error {
 		before := time.Now()
-		r.registered = true
 		off, err := tx.Produce(topic, p, key, value)
 		after := time.Now()
+		r.noteWrite(err)
 		if err != nil {
 			s.step, s.err = "writing in A's transaction", err
 			return err
@@ -288,6 +288,8 @@ func (r *runner) fenceResult(s *scenarioResult) Result {
 	const name = NameTxnFence
 	unsafe := "do not rely on krole's fence on this cluster: its brokers do not refuse a fenced producer (see docs/CHECK.md)"
 	switch {
+	case s.tokB == (codec.Token{}) && fencing.AuthorizationOf(s.err, fencing.AuthorizationError{}) != nil:
+		return fail(name, "see the acl.* checks", "%s failed: %s", s.step, r.explain(s.err))
 	case s.tokB == (codec.Token{}):
 		return fail(name, "see the error; on Redpanda, enable_transactions must be true", "%s failed: %s", s.step, r.explain(s.err))
 	case s.tokB == s.tokA:
@@ -379,6 +381,17 @@ func (r *runner) txnInit(ctx context.Context) Result {
 	return pass(name, "InitProducerId on the scratch transactional id %s (transaction timeout %v) answered token %s", r.txnID, r.txnTimeout(), tok)
 }
 
+// noteWrite records that a write of the scratch registration may have
+// landed: it succeeded, or its outcome is unknown (a timeout, a broken
+// connection). A refusal for want of an ACL appended nothing, and leaves
+// the cleanup nothing to tombstone (nor, without Write on the topic, a way
+// to).
+func (r *runner) noteWrite(err error) {
+	if err == nil || fencing.AuthorizationOf(err, fencing.AuthorizationError{}) == nil {
+		r.registered = true
+	}
+}
+
 // noteAcquire records that an InitProducerId on the scratch id may have
 // minted a token (it answered one, or its outcome is unknown), so that
 // the cleanup ends what may be open under it. A definite refusal (an ACL,
@@ -454,9 +467,9 @@ func (r *runner) latency(ctx context.Context) Result {
 	for i := 0; i < n; i++ {
 		key, value := r.registration()
 		start := time.Now()
-		r.registered = true
 		err := cur.t.Transact(ctx, r.role, cur.tok, func(tx *fencing.Txn) error {
 			_, err := tx.Produce(r.cfg.Topic, p, key, value)
+			r.noteWrite(err)
 			return err
 		})
 		if err != nil {
