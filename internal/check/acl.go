@@ -79,6 +79,16 @@ func (r *runner) fresh(ctx context.Context) error {
 	return nil
 }
 
+// freshFix is the fix of a check that writes nothing because fresh
+// failed: another run picks another scratch role when this one is in use;
+// when the cluster could not say, the fault is elsewhere.
+func (r *runner) freshFix(err error) string {
+	if r.freshErr != nil && errors.Is(err, r.freshErr) {
+		return "run krole check again (it picks another scratch role)"
+	}
+	return "see acl.topic.read and acl.txn.describe: the scratch role could not be read, so nothing was written"
+}
+
 func (r *runner) aclTopicRead(ctx context.Context) Result {
 	err := r.main.CheckRead(ctx, r.role)
 	if res := refused(NameACLTopicRead, r.aclFix("Read", "topic", r.cfg.Topic, false), err); res != nil {
@@ -92,7 +102,7 @@ func (r *runner) aclTopicRead(ctx context.Context) Result {
 
 func (r *runner) aclTopicWrite(ctx context.Context) Result {
 	if err := r.fresh(ctx); err != nil {
-		return fail(NameACLTopicWrite, "run krole check again (it picks another scratch role)", "%s", r.explain(err))
+		return fail(NameACLTopicWrite, r.freshFix(err), "%s", r.explain(err))
 	}
 	off, err := r.main.Register(ctx, r.role, r.member)
 	r.noteWrite(err)
@@ -107,7 +117,7 @@ func (r *runner) aclTopicWrite(ctx context.Context) Result {
 
 func (r *runner) aclTxnWrite(ctx context.Context) Result {
 	if err := r.fresh(ctx); err != nil {
-		return fail(NameACLTxnWrite, "run krole check again (it picks another scratch role)", "%s", r.explain(err))
+		return fail(NameACLTxnWrite, r.freshFix(err), "%s", r.explain(err))
 	}
 	tok, err := r.main.AcquireEpoch(ctx, r.role)
 	r.noteAcquire(err)
@@ -158,7 +168,7 @@ func (r *runner) aclTopicCreate(ctx context.Context) Result {
 	if err != nil {
 		return fail(NameACLTopicCreate, "check the brokers' logs", "no controller: %s", r.explain(err))
 	}
-	b = r.opened(b)
+	b = r.opened(ctx, b)
 	res, err := call(ctx, func() (*sarama.CreateTopicsResponse, error) {
 		return b.CreateTopics(&sarama.CreateTopicsRequest{Version: 1, ValidateOnly: true, Timeout: 5 * time.Second,
 			TopicDetails: map[string]*sarama.TopicDetail{topic: {NumPartitions: -1, ReplicationFactor: -1}}})
@@ -187,7 +197,7 @@ func (r *runner) aclTopicAlter(ctx context.Context) Result {
 	if info, err := r.topic(ctx); err == nil && info.configs != nil && info.configs["segment.ms"] != "" {
 		v = info.configs["segment.ms"]
 	}
-	b, err := r.anyBroker()
+	b, err := r.anyBroker(ctx)
 	if err != nil {
 		return fail(NameACLTopicAlter, "check the brokers' logs", "%s", r.explain(err))
 	}

@@ -2,6 +2,7 @@ package check_test
 
 import (
 	"context"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -451,6 +452,7 @@ func TestRoleInUseIsNeverTouched(t *testing.T) {
 		assert.False(t, r.OK, n)
 		assert.Contains(t, r.Detail, "exists already", n)
 		assert.Contains(t, r.Detail, "left untouched", n)
+		assert.Contains(t, r.Fix, "another scratch role", n)
 	}
 	assert.Contains(t, byName(t, rep, check.NameCleanup).Detail, "nothing written")
 
@@ -487,4 +489,109 @@ func TestBudgetBoundsTheRun(t *testing.T) {
 	assert.Contains(t, byName(t, rep, check.NameLatency).Detail, "budget")
 	assert.Equal(t, check.NameCleanup, rep.Checks[len(rep.Checks)-1].Name)
 	assert.Contains(t, rep.Checks[len(rep.Checks)-1].Detail, "tombstoned the registration")
+}
+
+// TestViewerSendsOnlyReads: a run --as viewer sends the brokers only
+// requests that read (recorded by faultnet on the wire, whatever the
+// checks report): no Produce, no InitProducerId, no transaction, no
+// CreateTopics or AlterConfigs, even with validate_only.
+func TestViewerSendsOnlyReads(t *testing.T) {
+	c, fn := testcluster.StartFaulty(t, testcluster.Options{})
+	rec := fn.Record("")
+	rep := run(t, check.Options{Config: c.Config, As: check.Viewer, Timeout: 5 * time.Second})
+	rec.Stop()
+	assert.True(t, rep.OK())
+	reads := map[kmsg.Key]bool{
+		kmsg.ApiVersions: true, kmsg.Metadata: true, kmsg.Fetch: true, kmsg.ListOffsets: true,
+		kmsg.FindCoordinator: true, kmsg.DescribeConfigs: true, kmsg.DescribeTransactions: true,
+		kmsg.SASLHandshake: true, kmsg.SASLAuthenticate: true,
+	}
+	reqs := rec.Take()
+	require.NotEmpty(t, reqs)
+	seen := map[string]int{}
+	for _, r := range reqs {
+		seen[r.Name()]++
+		assert.True(t, reads[kmsg.Key(r.APIKey)], "a viewer's run sent %s (client %s)", r.Name(), r.ClientID)
+	}
+	t.Logf("requests sent: %v", seen)
+	assert.NotZero(t, seen["DescribeTransactions"], "the viewer's checks ran")
+}
+
+// TestEveryCheckIsBounded: once the cluster stops answering (faultnet
+// holds every request after reachability passed), every check still ends,
+// failed, within a generous bound of its timeout, and so does the run: no
+// check waits on a broker beyond its --timeout.
+func TestEveryCheckIsBounded(t *testing.T) {
+	c, fn := testcluster.StartFaulty(t, testcluster.Options{})
+	fn.SetOnClientClose(faultnet.DropOnClose)
+	// Generous: a check bounded by its timeout takes about one (two when
+	// a request of the check before it still holds the connection); one
+	// that waits out the clients' own retries takes several.
+	const timeout = 2 * time.Second
+	const bound = 5 * timeout
+	var held *faultnet.Held
+	t.Cleanup(func() {
+		if held != nil {
+			held.Release()
+		}
+	})
+	last := time.Now()
+	took := map[string]time.Duration{}
+	rep := run(t, check.Options{Config: c.Config, Timeout: timeout, OnResult: func(r check.Result) {
+		took[r.Name] = time.Since(last)
+		last = time.Now()
+		if r.Name == check.NameReachability && held == nil {
+			held = fn.Hold(faultnet.Rule{APIKey: faultnet.AnyKey, Node: faultnet.AnyNode})
+		}
+	}})
+	require.True(t, byName(t, rep, check.NameReachability).OK)
+	assert.Equal(t, allChecks, names(rep), "every check ran and reported")
+	assert.NotZero(t, held.Count(), "requests were held")
+	for _, r := range rep.Checks[1:] {
+		t.Logf("%-28s took %v", r.Name, took[r.Name].Round(time.Millisecond))
+		assert.Less(t, took[r.Name], bound, "%s took %v", r.Name, took[r.Name])
+	}
+	for _, n := range []string{check.NameVersions, check.NameRoleTopic, check.NameDurability, check.NameACLTopicRead,
+		check.NameACLTopicWrite, check.NameACLTxnWrite, check.NameACLTxnDescribe, check.NameTxnInit} {
+		r := byName(t, rep, n)
+		assert.False(t, r.OK, "%s passed against a cluster that answers nothing: %s", n, r.Detail)
+	}
+	r := byName(t, rep, check.NameVersions)
+	assert.Regexp(t, `no answer within 2s|i/o timeout`, r.Detail)
+	assert.NotContains(t, r.Fix, "needs transactions", "a broker that does not answer is not one without transactions")
+	for _, n := range []string{check.NameACLTopicWrite, check.NameACLTxnWrite, check.NameTxnInit} {
+		assert.NotContains(t, byName(t, rep, n).Fix, "another scratch role", "%s: the scratch role was not found in use; it could not be read", n)
+	}
+	assert.False(t, rep.OK())
+}
+
+// TestSilentBrokerIsBounded: an address that accepts connections and never
+// answers (a hung broker, a proxy to nowhere) fails reachability within
+// the timeout, alone, saying so, instead of hanging.
+func TestSilentBrokerIsBounded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c) // read nothing, answer nothing
+		}
+	}()
+	rep := run(t, check.Options{Config: fencing.Config{Brokers: []string{ln.Addr().String()}}, Timeout: 2 * time.Second})
+	require.Len(t, rep.Checks, 1, "the reachability check alone")
+	r := rep.Checks[0]
+	assert.Equal(t, check.NameReachability, r.Name)
+	assert.False(t, r.OK)
+	assert.Contains(t, r.Detail, "no broker answered at "+ln.Addr().String()+" within 2s")
+	assert.NotContains(t, r.Detail, "\n")
 }

@@ -66,7 +66,7 @@ func (r *runner) stable(ctx context.Context, p int32, offset int64) (int64, erro
 	if err != nil {
 		return -1, err
 	}
-	leader = r.opened(leader)
+	leader = r.opened(ctx, leader)
 	res, err := call(ctx, func() (*sarama.FetchResponse, error) {
 		req := &sarama.FetchRequest{Version: 11, MaxWaitTime: 0, MinBytes: 1, MaxBytes: 1 << 20,
 			Isolation: sarama.ReadCommitted, SessionEpoch: -1}
@@ -106,7 +106,7 @@ func (r *runner) readClock(ctx context.Context, before, after time.Time) *clockR
 		c.err = err
 		return c
 	}
-	b = r.opened(b)
+	b = r.opened(ctx, b)
 	res, err := call(ctx, func() (*sarama.DescribeTransactionsResponse, error) {
 		return b.DescribeTransactions(&sarama.DescribeTransactionsRequest{Version: 0, TransactionalIDs: []string{r.txnID}})
 	})
@@ -353,7 +353,7 @@ func (r *runner) readCommittedResult(s *scenarioResult) Result {
 func (r *runner) txnInit(ctx context.Context) Result {
 	const name = NameTxnInit
 	if err := r.fresh(ctx); err != nil {
-		return fail(name, "run krole check again (it picks another scratch role)", "%s", r.explain(err))
+		return fail(name, r.freshFix(err), "%s", r.explain(err))
 	}
 	t, err := r.transport(ctx)
 	if errors.Is(err, fencing.ErrBrokerSettings) {
@@ -510,7 +510,7 @@ func (r *runner) cleanup(ctx context.Context) Result {
 		return pass(name, "nothing written: %s", r.explain(r.freshErr))
 	}
 	if !r.registered && !r.usedTxn {
-		return pass(name, "nothing written (the checks that write did not run)")
+		return pass(name, "nothing written (no check wrote to the scratch role)")
 	}
 	var done []string
 	if r.registered {
