@@ -595,3 +595,100 @@ func TestSilentBrokerIsBounded(t *testing.T) {
 	assert.Contains(t, r.Detail, "no broker answered at "+ln.Addr().String()+" within 2s")
 	assert.NotContains(t, r.Detail, "\n")
 }
+
+// answerConfigs makes the cluster answer every DescribeConfigs with topic
+// for the topic resources and broker for the broker resources, as a
+// cluster with those settings would (kfake does not take some of them,
+// such as unclean.leader.election.enable or the abort interval).
+func answerConfigs(c *testcluster.Cluster, topic, broker map[string]string) {
+	c.Fake.ControlKey(int16(kmsg.DescribeConfigs), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake.KeepControl()
+		dr := req.(*kmsg.DescribeConfigsRequest)
+		res := dr.ResponseKind().(*kmsg.DescribeConfigsResponse)
+		for _, rr := range dr.Resources {
+			values := broker
+			if rr.ResourceType == kmsg.ConfigResourceTypeTopic {
+				values = topic
+			}
+			sr := kmsg.NewDescribeConfigsResponseResource()
+			sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
+			for k, v := range values {
+				cfg := kmsg.NewDescribeConfigsResponseResourceConfig()
+				cfg.Name, cfg.Value = k, kmsg.StringPtr(v)
+				sr.Configs = append(sr.Configs, cfg)
+			}
+			res.Resources = append(res.Resources, sr)
+		}
+		return res, nil, true
+	})
+}
+
+// initTopicConfigs are the role topic's settings as krole init sets them.
+func initTopicConfigs() map[string]string {
+	return map[string]string{"cleanup.policy": "compact", "segment.ms": check.InitSegmentMS,
+		"min.compaction.lag.ms": check.InitMinCompactionLagMS, "delete.retention.ms": check.InitDeleteRetentionMS,
+		"min.insync.replicas": "1", "unclean.leader.election.enable": "false"}
+}
+
+// TestTopicSettingsReported: role-topic reports segment.ms,
+// min.compaction.lag.ms and delete.retention.ms against what krole init
+// sets; durability reports the replication factor, min.insync.replicas
+// and unclean.leader.election.enable, and fails when an unclean election
+// is allowed, naming the setting and the command that turns it off.
+func TestTopicSettingsReported(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	c.RequireFake(t)
+	broker := map[string]string{fencing.BrokerMaxTxnTimeout: "900000"}
+	answerConfigs(c, initTopicConfigs(), broker)
+	rep := run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second})
+	r := byName(t, rep, check.NameRoleTopic)
+	assert.True(t, r.OK && !r.Warn, "%s", r.Detail)
+	for _, s := range []string{"cleanup.policy=compact", "segment.ms=3600000 (as init sets it)",
+		"min.compaction.lag.ms=600000 (as init sets it)", "delete.retention.ms=604800000 (as init sets it)"} {
+		assert.Contains(t, r.Detail, s)
+	}
+	r = byName(t, rep, check.NameDurability)
+	assert.True(t, r.OK && !r.Warn, "%s", r.Detail)
+	for _, s := range []string{"replication factor 1", "min.insync.replicas=1", "unclean.leader.election.enable=false"} {
+		assert.Contains(t, r.Detail, s)
+	}
+	assert.True(t, rep.OK())
+
+	c = testcluster.Start(t, testcluster.Options{})
+	unclean := initTopicConfigs()
+	unclean["unclean.leader.election.enable"] = "true"
+	unclean["min.compaction.lag.ms"] = "0"
+	answerConfigs(c, unclean, broker)
+	rep = run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second})
+	assert.Contains(t, byName(t, rep, check.NameRoleTopic).Detail, "min.compaction.lag.ms=0 (init sets 600000)")
+	r = byName(t, rep, check.NameDurability)
+	assert.False(t, r.OK)
+	assert.Contains(t, r.Detail, "unclean.leader.election.enable=true")
+	assert.Contains(t, r.Fix, "--add-config unclean.leader.election.enable=false")
+	assert.False(t, rep.OK())
+}
+
+// TestAbortIntervalAgainstTheLease: timeouts states the brokers' abort
+// check interval and what it costs (how long a crashed holder holds back
+// read_committed readers), and warns when it is longer than the lease,
+// naming the setting.
+func TestAbortIntervalAgainstTheLease(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	c.RequireFake(t)
+	answerConfigs(c, initTopicConfigs(), map[string]string{fencing.BrokerMaxTxnTimeout: "900000", fencing.BrokerAbortInterval: "60000"})
+	rep := run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second}) // lease 10s: transaction timeout 5s
+	r := byName(t, rep, check.NameTimeouts)
+	assert.True(t, r.OK, "a warning: %s", r.Detail)
+	assert.True(t, r.Warn, "%s", r.Detail)
+	assert.Contains(t, r.Detail, "transaction.max.timeout.ms=900000")
+	assert.Contains(t, r.Detail, "abort check every 1m0s")
+	assert.Contains(t, r.Detail, "holds back read_committed readers of its partition for up to 1m5s")
+	assert.Contains(t, r.Detail, "longer than the lease")
+	assert.Contains(t, r.Fix, fencing.BrokerAbortInterval)
+
+	rep = run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second, LeaseDuration: 2 * time.Minute})
+	r = byName(t, rep, check.NameTimeouts)
+	assert.True(t, r.OK && !r.Warn, "%s", r.Detail)
+	assert.Contains(t, r.Detail, "abort check every 1m0s")
+	assert.Contains(t, r.Detail, "for up to 2m0s") // transaction timeout 1m + the interval
+}
