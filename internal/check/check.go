@@ -92,6 +92,10 @@ type Options struct {
 	// scratch, when set, is the scratch role instead of a random one
 	// (tests of the guard against touching a role in use).
 	scratch codec.Role
+	// now, when set, is the local clock the clock check reads instead of
+	// time.Now (tests of its warning: a local clock off by d is a broker
+	// clock off by -d).
+	now func() time.Time
 }
 
 func (o Options) withDefaults() Options {
@@ -116,6 +120,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Dial == nil {
 		o.Dial = fencing.NewBrokerTransport
+	}
+	if o.now == nil {
+		o.now = time.Now
 	}
 	if o.Explain == nil {
 		o.Explain = func(err error) string { return err.Error() }

@@ -692,3 +692,45 @@ func TestAbortIntervalAgainstTheLease(t *testing.T) {
 	assert.Contains(t, r.Detail, "abort check every 1m0s")
 	assert.Contains(t, r.Detail, "for up to 2m0s") // transaction timeout 1m + the interval
 }
+
+// TestClockSkewWarns: a broker clock off from the local one by more than
+// ClockWarn (here the local clock set 5 s behind, which is the broker 5 s
+// ahead) makes the clock check warn, with the offset and the fix; within
+// the bound it passes.
+func TestClockSkewWarns(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	behind := func() time.Time { return time.Now().Add(-5 * time.Second) }
+	rep := run(t, check.WithClock(check.Options{Config: c.Config, Timeout: 5 * time.Second}, behind))
+	r := byName(t, rep, check.NameClock)
+	assert.True(t, r.OK && r.Warn, "%s", r.Detail)
+	assert.Regexp(t, `clock is (49[0-9][0-9]|50[0-9][0-9]) ms ahead of this machine's`, r.Detail)
+	assert.Contains(t, r.Detail, "more than 1s")
+	assert.Contains(t, r.Fix, "NTP")
+	assert.True(t, rep.OK(), "a warning fails nothing")
+
+	rep = run(t, check.WithClock(check.Options{Config: c.Config, Timeout: 5 * time.Second, ClockWarn: time.Minute}, behind))
+	r = byName(t, rep, check.NameClock)
+	assert.True(t, r.OK && !r.Warn, "within ClockWarn: %s", r.Detail)
+}
+
+// TestSlowLeaseWritesWarn: on a cluster whose EndTxn takes 100 ms, the
+// latency check reports p50 and p99 of the burst and the smallest safe
+// lease they imply, and warns when the configured lease is shorter,
+// naming --lease-duration.
+func TestSlowLeaseWritesWarn(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	c.RequireFake(t)
+	c.Fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if strings.Contains(req.(*kmsg.EndTxnRequest).TransactionalID, check.ScratchPrefix) {
+			c.Fake.SleepControl(func() { time.Sleep(100 * time.Millisecond) })
+		}
+		return nil, nil, false // then handled as usual
+	})
+	rep := run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second, LeaseDuration: time.Second, Burst: 5})
+	r := byName(t, rep, check.NameLatency)
+	assert.True(t, r.OK && r.Warn, "%s", r.Detail)
+	assert.Regexp(t, `5 transactions .*: p50 \S+, p99 \S+; the smallest safe lease on this network is about \S+`, r.Detail)
+	assert.Contains(t, r.Detail, "the lease is 1s: too short")
+	assert.Regexp(t, `^run the members with --lease-duration \S+ or longer$`, r.Fix)
+	assert.True(t, byName(t, rep, check.NameTxnFence).OK, "the slow commits are still fenced: %s", byName(t, rep, check.NameTxnFence).Detail)
+}

@@ -198,9 +198,9 @@ func (r *runner) scenario(ctx context.Context) *scenarioResult {
 	key, value := r.registration()
 	var fenced bool
 	s.txnAErr = a.t.Transact(ctx, r.role, a.tok, func(tx *fencing.Txn) error {
-		before := time.Now()
+		before := r.opts.now()
 		off, err := tx.Produce(topic, p, key, value)
-		after := time.Now()
+		after := r.opts.now()
 		r.noteWrite(err)
 		if err != nil {
 			s.step, s.err = "writing in A's transaction", err
