@@ -734,3 +734,29 @@ func TestSlowLeaseWritesWarn(t *testing.T) {
 	assert.Regexp(t, `^run the members with --lease-duration \S+ or longer$`, r.Fix)
 	assert.True(t, byName(t, rep, check.NameTxnFence).OK, "the slow commits are still fenced: %s", byName(t, rep, check.NameTxnFence).Detail)
 }
+
+// TestClusterWithoutDescribeTransactions: a cluster that does not serve
+// DescribeTransactions warns in versions and fails describe, naming it;
+// the transaction checks still run and pass (the guard against a role in
+// use then rests on the role's records).
+func TestClusterWithoutDescribeTransactions(t *testing.T) {
+	if testcluster.External() {
+		t.Skip("caps the embedded cluster's versions")
+	}
+	v := kversion.V4_0_0()
+	v.SetMaxKeyVersion(int16(kmsg.DescribeTransactions), -1)
+	c := testcluster.Start(t, testcluster.Options{MaxVersions: v})
+	rep := run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second})
+	r := byName(t, rep, check.NameVersions)
+	assert.True(t, r.OK && r.Warn, "%s", r.Detail)
+	assert.Contains(t, r.Detail, "does not serve DescribeTransactions (key 65)")
+	r = byName(t, rep, check.NameDescribe)
+	assert.False(t, r.OK)
+	assert.Contains(t, r.Detail, "DescribeTransactions")
+	assert.Contains(t, r.Fix, "krole describe needs DescribeTransactions")
+	for _, n := range []string{check.NameACLTopicWrite, check.NameACLTxnWrite, check.NameTxnInit, check.NameTxnFence,
+		check.NameTxnReadCommit, check.NameLatency, check.NameCleanup} {
+		assert.True(t, byName(t, rep, n).OK, "%s: %s", n, byName(t, rep, n).Detail)
+	}
+	requireScratchGone(t, c)
+}
