@@ -760,3 +760,44 @@ func TestClusterWithoutDescribeTransactions(t *testing.T) {
 	}
 	requireScratchGone(t, c)
 }
+
+// TestReadCommittedPastAnOpenTransactionFails: a broker whose
+// read_committed fetch reports a last stable offset past an open
+// transaction's write (it would show uncommitted writes) fails
+// transactions.read-committed. The control answers the first
+// read_committed fetch from inside a partition (neither its start nor past
+// its end), which is the check's fetch while the scenario's transaction is
+// open.
+func TestReadCommittedPastAnOpenTransactionFails(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	c.RequireFake(t)
+	var lied atomic.Int32
+	c.Fake.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		fr := req.(*kmsg.FetchRequest)
+		if fr.IsolationLevel != 1 || lied.Load() > 0 || len(fr.Topics) != 1 || len(fr.Topics[0].Partitions) != 1 ||
+			fr.Topics[0].Topic != c.Config.Topic || fr.Topics[0].Partitions[0].FetchOffset == 0 ||
+			fr.Topics[0].Partitions[0].FetchOffset > 1<<40 { // acl.topic.read fetches past the end
+			return nil, nil, false
+		}
+		lied.Add(1)
+		res := fr.ResponseKind().(*kmsg.FetchResponse)
+		st := kmsg.NewFetchResponseTopic()
+		st.Topic = fr.Topics[0].Topic
+		sp := kmsg.NewFetchResponseTopicPartition()
+		sp.Partition = fr.Topics[0].Partitions[0].Partition
+		sp.HighWatermark = fr.Topics[0].Partitions[0].FetchOffset + 1
+		sp.LastStableOffset = sp.HighWatermark
+		sp.RecordBatches = []byte{} // no records (nil would encode as null)
+		st.Partitions = append(st.Partitions, sp)
+		res.Topics = append(res.Topics, st)
+		return res, nil, true
+	})
+	rep := run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second})
+	require.Equal(t, int32(1), lied.Load())
+	r := byName(t, rep, check.NameTxnReadCommit)
+	assert.False(t, r.OK)
+	assert.Contains(t, r.Detail, "past the open transaction's write")
+	assert.Contains(t, r.Fix, "do not rely on krole")
+	assert.False(t, rep.OK())
+	assert.True(t, byName(t, rep, check.NameCleanup).OK)
+}
