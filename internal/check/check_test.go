@@ -3,6 +3,7 @@ package check_test
 import (
 	"context"
 	"net"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -64,23 +65,31 @@ func names(rep check.Report) []string {
 	return out
 }
 
-// requireScratchGone fails t unless the role topic holds no live record of
-// any scratch role: every registration of a krole-check role is followed
-// by its tombstone.
-func requireScratchGone(t *testing.T, c *testcluster.Cluster) {
+// scratchRole matches the name of a scratch role in a record's key.
+var scratchRole = regexp.MustCompile(regexp.QuoteMeta(check.ScratchPrefix) + `[0-9a-f]{12}`)
+
+// requireScratchGone fails t unless every record on the role topic (which
+// only runs of krole check wrote to) is of one scratch role, and that
+// role holds no live record: every registration is followed by its
+// tombstone. It returns the scratch role.
+func requireScratchGone(t *testing.T, c *testcluster.Cluster) string {
 	t.Helper()
 	last := map[string][]byte{}
-	n := 0
+	roles := map[string]bool{}
 	for _, m := range c.ReadAll(t, c.Config.Topic, sarama.ReadCommitted, 10*time.Second) {
-		if strings.Contains(string(m.Key), check.ScratchPrefix) {
-			last[string(m.Key)] = m.Value
-			n++
-		}
+		role := scratchRole.FindString(string(m.Key))
+		require.NotEmpty(t, role, "a record outside a scratch role: key %q", m.Key)
+		roles[role] = true
+		last[string(m.Key)] = m.Value
 	}
-	require.NotZero(t, n, "the run wrote to a scratch role")
+	require.Len(t, roles, 1, "the run wrote to one scratch role: %v", roles)
 	for k, v := range last {
 		assert.Nil(t, v, "key %s is not tombstoned", k)
 	}
+	for role := range roles {
+		return role
+	}
+	return ""
 }
 
 var allChecks = []string{
@@ -106,8 +115,18 @@ func TestEveryCheckPassesOnTheEmbeddedCluster(t *testing.T) {
 	fence := byName(t, rep, check.NameTxnFence)
 	assert.Contains(t, fence.Detail, "PRODUCER_FENCED (90)", "the commit's code is reported")
 	assert.Contains(t, fence.Detail, "krole reads as fenced")
-	assert.Contains(t, byName(t, rep, check.NameLatency).Detail, "p99")
-	requireScratchGone(t, c)
+	assert.Contains(t, byName(t, rep, check.NameVersions).Detail, "its tested table kafka-3.0, kafka-4.0")
+	role := requireScratchGone(t, c)
+	assert.Contains(t, byName(t, rep, check.NameTxnInit).Detail, "on the scratch transactional id "+c.Config.TxnPrefix+role+" ",
+		"InitProducerId on the scratch id, under the configured prefix")
+	assert.Contains(t, byName(t, rep, check.NameDescribe).Detail, "the one InitProducerId minted last")
+	assert.Regexp(t, `abort check every 10s .*: a holder that crashes mid-write holds back read_committed readers of its partition for up to 15s`,
+		byName(t, rep, check.NameTimeouts).Detail, "the abort interval and its liveness cost")
+	assert.Regexp(t, `^20 transactions .*: p50 \S+, p99 \S+; the smallest safe lease on this network is about \S+`, byName(t, rep, check.NameLatency).Detail)
+	assert.Contains(t, byName(t, rep, check.NameClock).Detail, "the transaction coordinator's clock is")
+	cl := byName(t, rep, check.NameCleanup)
+	assert.Contains(t, cl.Detail, "wrote only to the scratch role "+role+" ", "the cleanup names the scratch role")
+	assert.Contains(t, cl.Detail, "tombstoned its registration")
 }
 
 // TestOperatorAndViewer: an operator's run adds init's ACLs; a viewer's
