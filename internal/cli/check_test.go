@@ -66,6 +66,19 @@ func TestCheckOnKroleDev(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &out), r.Stdout)
 	require.Len(t, out.Checks, len(names))
+	// The shape: {"checks":[{"name","ok","detail","fix"}]}, plus "warn"
+	// and "skipped" when true, and nothing else.
+	var raw map[string][]map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &raw), r.Stdout)
+	require.Len(t, raw, 1, "one key, checks")
+	for _, c := range raw["checks"] {
+		for _, k := range []string{"name", "ok", "detail", "fix"} {
+			assert.Contains(t, c, k)
+		}
+		for k := range c {
+			assert.Contains(t, []string{"name", "ok", "detail", "fix", "warn", "skipped"}, k)
+		}
+	}
 	for i, c := range out.Checks {
 		assert.Equal(t, names[i], c.Name)
 		require.NotNil(t, c.OK, c.Name)
@@ -104,6 +117,10 @@ func TestCheckUnreachable(t *testing.T) {
 func TestCheckUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"check", "--as", "admin"},
+		{"check", "--as", "bogus"},
+		{"check", "--as"},
+		{"check", "-o", "yaml"},
+		{"check", "--timeout", "soon"},
 		{"check", "extra"},
 		{"check", "--timeout", "0s"},
 		{"check", "--lease-duration", "-1s"},
@@ -111,7 +128,8 @@ func TestCheckUsage(t *testing.T) {
 		r := run(t, args...)
 		assertOneLineError(t, r, ExitUsage)
 	}
-	assert.Contains(t, run(t, "check", "--as", "admin").Stderr, "must be member, operator or viewer")
+	assert.Contains(t, run(t, "check", "--as", "bogus").Stderr, `--as "bogus": must be member, operator or viewer`)
+	assert.Contains(t, run(t, "check", "-o", "yaml").Stderr, `--output "yaml": must be table or json`)
 }
 
 // TestCheckOverTLSAndSCRAM: the checks run over the configured TLS and
@@ -146,4 +164,30 @@ func TestCheckOverTLSAndSCRAM(t *testing.T) {
 	lines := strings.Split(strings.TrimRight(r.Stdout, "\n"), "\n")
 	require.Len(t, lines, 1, "stdout: %q", r.Stdout)
 	assert.Regexp(t, `^reachability +FAIL  no broker answered at .*add --tls`, lines[0])
+}
+
+// TestCheckDocs: docs/CHECK.md has a section for every check (the acl.*
+// checks in one, each named in its table) and notes for Confluent Cloud,
+// Amazon MSK and Redpanda; the README's install and set-up sections send
+// the reader to krole check before pointing krole at a cluster.
+func TestCheckDocs(t *testing.T) {
+	doc := readDoc(t, "docs/CHECK.md")
+	for _, n := range []string{check.NameReachability, check.NameVersions, check.NameRoleTopic, check.NameDurability,
+		check.NameTxnInit, check.NameTimeouts, check.NameDescribe, check.NameClock, check.NameLatency, check.NameCleanup} {
+		assert.Contains(t, doc, "\n### "+n+"\n", "docs/CHECK.md has no section for %s", n)
+	}
+	assert.Contains(t, doc, "\n### transactions.fence and transactions.read-committed\n")
+	assert.Contains(t, doc, "\n### acl.*\n")
+	for _, n := range []string{check.NameACLTopicRead, check.NameACLTopicWrite, check.NameACLTxnWrite, check.NameACLTxnDescribe,
+		check.NameACLTopicDescribeConfigs, check.NameACLTopicCreate, check.NameACLTopicAlter} {
+		assert.Contains(t, doc, "| `"+n+"` |", "the acl.* table of docs/CHECK.md does not name %s", n)
+	}
+	for _, p := range []string{"**Confluent Cloud.**", "**Amazon MSK (provisioned).**", "**Redpanda.**"} {
+		assert.Contains(t, doc, p, "docs/CHECK.md has no notes for %s", p)
+	}
+	// The install and set-up sections: from "## Install" to the tour.
+	readme := readDoc(t, "README.md")
+	start, end := strings.Index(readme, "\n## Install\n"), strings.Index(readme, "\n## A one-screen tour\n")
+	require.True(t, start >= 0 && end > start, "README.md has its Install, Set up and tour sections")
+	assert.Regexp(t, "(?i)before pointing krole at your cluster, run `krole check`", readme[start:end])
 }
