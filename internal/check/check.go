@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -535,14 +536,26 @@ func codeOf(err error) (sarama.KError, bool) {
 	if err == nil {
 		return 0, false
 	}
-	for k := range codeNames {
-		if k != 0 && errors.Is(err, k) {
-			return k, true
-		}
+	if ks := codesIn(err); len(ks) > 0 {
+		return ks[0], true
 	}
 	var k sarama.KError
 	if errors.As(err, &k) {
 		return k, true
 	}
 	return 0, false
+}
+
+// codesIn returns the named broker codes err carries (an error of krole's
+// can carry two: a refusal and the answer to the abort that followed), in
+// the order of their numbers.
+func codesIn(err error) []sarama.KError {
+	var out []sarama.KError
+	for k := range codeNames {
+		if k != 0 && errors.Is(err, k) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

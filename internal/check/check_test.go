@@ -12,6 +12,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
@@ -352,6 +353,61 @@ func TestNonConformingBrokerFailsTheFence(t *testing.T) {
 		r := byName(t, rep, check.NameTxnFence)
 		assert.False(t, r.OK)
 		assert.Contains(t, r.Detail, "committed a transaction under the fenced token")
+	})
+	// A coordinator that refuses the fenced commit with a code that is no
+	// fence, and the abort krole sends then as fenced: krole reads it as
+	// fenced, and the check reports both codes.
+	t.Run("commit refused with a code that is no fence, the abort fenced", func(t *testing.T) {
+		c := testcluster.Start(t, testcluster.Options{})
+		c.RequireFake(t)
+		var lied atomic.Int32
+		c.Fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			er := req.(*kmsg.EndTxnRequest)
+			if !er.Commit || !strings.Contains(er.TransactionalID, check.ScratchPrefix) {
+				return nil, nil, false
+			}
+			lied.Add(1)
+			res := er.ResponseKind().(*kmsg.EndTxnResponse)
+			res.ErrorCode = kerr.InvalidTxnState.Code // one-shot: B's commit
+			return res, nil, true
+		})
+		rep := run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second})
+		require.Equal(t, int32(1), lied.Load())
+		r := byName(t, rep, check.NameTxnFence)
+		assert.True(t, r.OK, "%s", r.Detail)
+		assert.Regexp(t, `a commit under \S+ was refused with INVALID_TXN_STATE \(48\) \(not a fence code\), and the abort that followed with PRODUCER_FENCED \(90\), which krole reads as fenced$`, r.Detail)
+	})
+	// A coordinator that refuses the fenced commit, and the abort krole
+	// then sends, with a code that is no fence (INVALID_TXN_STATE): krole
+	// cannot tell it was fenced, and the check says so.
+	t.Run("commit refused with a code that is no fence", func(t *testing.T) {
+		c := testcluster.Start(t, testcluster.Options{})
+		c.RequireFake(t)
+		var lied atomic.Int32
+		epoch := int16(-1) // of the first commit: B's, under its fenced epoch
+		c.Fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			c.Fake.KeepControl()
+			er := req.(*kmsg.EndTxnRequest)
+			if !strings.Contains(er.TransactionalID, check.ScratchPrefix) {
+				return nil, nil, false
+			}
+			if epoch < 0 && er.Commit {
+				epoch = er.ProducerEpoch
+			}
+			if epoch < 0 || er.ProducerEpoch != epoch {
+				return nil, nil, false
+			}
+			lied.Add(1)
+			res := er.ResponseKind().(*kmsg.EndTxnResponse)
+			res.ErrorCode = kerr.InvalidTxnState.Code // refused, but not as a fence
+			return res, nil, true
+		})
+		rep := run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second})
+		require.NotZero(t, lied.Load())
+		r := byName(t, rep, check.NameTxnFence)
+		assert.False(t, r.OK)
+		assert.Contains(t, r.Detail, "krole did not read it as fenced")
+		assert.Contains(t, r.Fix, "krole must read this refusal as fenced")
 	})
 }
 

@@ -321,6 +321,14 @@ func (r *runner) fenceResult(s *scenarioResult) Result {
 	commit := "refused"
 	if k, ok := fenceCodeIn(s.txnBErr); ok {
 		commit = "refused with " + codeName(k)
+		// The commit's own answer, when it was no fence and the abort
+		// that followed revealed the fence.
+		for _, o := range codesIn(s.txnBErr) {
+			if !slices.Contains(fenceCodes, o) {
+				commit = fmt.Sprintf("refused with %s (not a fence code), and the abort that followed with %s", codeName(o), codeName(k))
+				break
+			}
+		}
 	}
 	return pass(name, "InitProducerId on %s minted %s, a second one %s: a produce under %s was %s; after a third minted %s, a commit under %s was %s, which krole reads as fenced",
 		r.txnID, s.tokA, s.tokB, s.tokA, produce, s.tokC, s.tokB, commit)
