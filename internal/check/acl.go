@@ -36,7 +36,7 @@ func (r *runner) aclFix(op, resource, name string, prefixed bool) string {
 	if prefixed {
 		cmd += " --resource-pattern-type prefixed"
 	}
-	return cmd + " (Confluent Cloud, MSK with IAM, Redpanda: see docs/CHECK.md)"
+	return cmd + " (on Confluent Cloud or Redpanda, their own command: see docs/CHECK.md)"
 }
 
 // txnFix is aclFix for op on the transactional ids of every role.
@@ -188,7 +188,7 @@ func (r *runner) aclTopicCreate(ctx context.Context) Result {
 	case sarama.ErrTopicAlreadyExists, sarama.ErrNoError:
 		return pass(NameACLTopicCreate, "CREATE on Topic %s: allowed (CreateTopics with validate_only answered %s)", topic, codeName(code))
 	case sarama.ErrTopicAuthorizationFailed, sarama.ErrClusterAuthorizationFailed:
-		return fail(NameACLTopicCreate, r.aclFix("Create", "topic", topic, false), "missing: not authorized: CREATE on Topic %s (%s)", topic, codeName(code))
+		return fail(NameACLTopicCreate, r.aclFix("Create", "topic", topic, false), "missing: not authorized: CREATE on Topic %s (%s)", topic, codeNames[code])
 	}
 	return warn(NameACLTopicCreate, "", "CreateTopics with validate_only answered %s: CREATE on Topic %s unknown", codeName(code), topic)
 }
@@ -224,7 +224,7 @@ func (r *runner) aclTopicAlter(ctx context.Context) Result {
 	case sarama.ErrNoError:
 		return pass(NameACLTopicAlter, "ALTER_CONFIGS on Topic %s: allowed (segment.ms=%s with validate_only)", topic, v)
 	case sarama.ErrTopicAuthorizationFailed, sarama.ErrClusterAuthorizationFailed:
-		return fail(NameACLTopicAlter, r.aclFix("AlterConfigs", "topic", topic, false), "missing: not authorized: ALTER_CONFIGS on Topic %s (%s)", topic, codeName(code))
+		return fail(NameACLTopicAlter, r.aclFix("AlterConfigs", "topic", topic, false), "missing: not authorized: ALTER_CONFIGS on Topic %s (%s)", topic, codeNames[code])
 	}
 	return warn(NameACLTopicAlter, "", "IncrementalAlterConfigs with validate_only answered %s: ALTER_CONFIGS on Topic %s unknown", codeName(code), topic)
 }

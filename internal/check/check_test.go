@@ -220,6 +220,7 @@ func aclCluster(t *testing.T) (fencing.Config, func(user string) fencing.Config)
 		kfake.User(scram, "notopicwrite", "notopicwrite-pw", append(
 			allow(topicRes, topic, lit, read, describe),
 			allow(txnRes, prefix, pre, write, describe)...)...),
+		kfake.User(scram, "bare", "bare-pw", allow(topicRes, topic, lit, describe)...),
 		kfake.User(scram, "viewer", "viewer-pw", append(
 			allow(topicRes, topic, lit, read, describe),
 			allow(txnRes, prefix, pre, describe)...)...),
@@ -273,6 +274,28 @@ func TestMissingACLFails(t *testing.T) {
 	r = byName(t, rep, check.NameCleanup)
 	assert.True(t, r.OK, "%s", r.Detail)
 	assert.Contains(t, r.Detail, "nothing written")
+
+	// The member, run as an operator, lacks what krole init needs.
+	rep = run(t, check.Options{Config: as("member"), As: check.Operator, Timeout: 5 * time.Second})
+	for n, op := range map[string]string{check.NameACLTopicDescribeConfigs: "DescribeConfigs",
+		check.NameACLTopicCreate: "Create", check.NameACLTopicAlter: "AlterConfigs"} {
+		r = byName(t, rep, n)
+		assert.False(t, r.OK, "%s: %s", n, r.Detail)
+		assert.Regexp(t, `^missing: not authorized: [A-Z_]+ on Topic acl.roles \(TOPIC_AUTHORIZATION_FAILED\)$`, r.Detail, n)
+		assert.Contains(t, r.Fix, "--allow-principal User:member --operation "+op+" --topic acl.roles", n)
+	}
+
+	// A viewer with nothing but Describe on the topic lacks Read on it
+	// and Describe on the transactional ids.
+	rep = run(t, check.Options{Config: as("bare"), As: check.Viewer, Timeout: 5 * time.Second})
+	r = byName(t, rep, check.NameACLTopicRead)
+	assert.False(t, r.OK, "%s", r.Detail)
+	assert.Contains(t, r.Detail, "READ on Topic acl.roles")
+	assert.Contains(t, r.Fix, "--allow-principal User:bare --operation Read --topic acl.roles")
+	r = byName(t, rep, check.NameACLTxnDescribe)
+	assert.False(t, r.OK, "%s", r.Detail)
+	assert.Contains(t, r.Detail, "DESCRIBE on TransactionalId acl.krole-check.")
+	assert.Contains(t, r.Fix, "--allow-principal User:bare --operation Describe --transactional-id acl. --resource-pattern-type prefixed")
 
 	// A member without Write on the topic, but with Write on the
 	// transactional ids: acl.topic.write fails naming the ACL, and the
