@@ -90,6 +90,9 @@ func (r *runner) freshFix(err error) string {
 	if r.freshErr != nil && errors.Is(err, r.freshErr) {
 		return "run krole check again (it picks another scratch role)"
 	}
+	if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+		return "see role-topic: the topic does not exist"
+	}
 	return "see acl.topic.read and acl.txn.describe: the scratch role could not be read, so nothing was written"
 }
 
@@ -99,7 +102,11 @@ func (r *runner) aclTopicRead(ctx context.Context) Result {
 		return *res
 	}
 	if err != nil {
-		return fail(NameACLTopicRead, "check the brokers' logs", "a fetch of the role topic failed: %s", r.explain(err))
+		fix := "check the brokers' logs"
+		if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+			fix = "see role-topic: the topic does not exist"
+		}
+		return fail(NameACLTopicRead, fix, "a fetch of the role topic failed: %s", r.explain(err))
 	}
 	return pass(NameACLTopicRead, "READ on Topic %s: allowed (a fetch past the end of the scratch role's partition)", r.cfg.Topic)
 }

@@ -182,6 +182,12 @@ func TestMissingTopicFails(t *testing.T) {
 	assert.False(t, r.OK)
 	assert.Contains(t, r.Detail, "does not exist")
 	assert.Contains(t, r.Fix, "krole init --topic "+cfg.Topic)
+	// The checks that need the topic point at role-topic, not elsewhere.
+	for _, n := range []string{check.NameACLTopicRead, check.NameACLTopicWrite, check.NameTxnInit} {
+		r := byName(t, rep, n)
+		assert.False(t, r.OK, n)
+		assert.Equal(t, "see role-topic: the topic does not exist", r.Fix, n)
+	}
 }
 
 // aclCluster starts kfake with SASL/SCRAM and ACLs: a member with the
