@@ -321,44 +321,38 @@ func TestMissingACLFails(t *testing.T) {
 	assert.NotContains(t, r.Detail+r.Fix, "by hand")
 }
 
-// staleProduce is a kfake control that answers the second transactional
-// produce of the scratch transactional id (the produce under A's fenced
-// epoch, in the fence scenario) with success, as a broker that does not
-// fence stale producers would.
-func staleProduce(c *testcluster.Cluster) *atomic.Int32 {
-	var seen, lied atomic.Int32
-	c.Fake.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		pr := req.(*kmsg.ProduceRequest)
-		if pr.TransactionID == nil || !strings.Contains(*pr.TransactionID, check.ScratchPrefix) || seen.Add(1) != 2 {
-			return nil, nil, false
-		}
-		lied.Add(1)
-		res := pr.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range pr.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.BaseOffset = 1 << 40
-				st.Partitions = append(st.Partitions, sp)
-			}
-			res.Topics = append(res.Topics, st)
-		}
-		return res, nil, true
-	})
-	return &lied
-}
-
 // TestNonConformingBrokerFailsTheFence: a broker that accepts a produce,
-// or a commit, under a fenced epoch fails transactions.fence.
+// or a commit, under a fenced epoch fails transactions.fence. faultnet
+// rewrites the broker's refusal into a success on its way to the client
+// (the broker itself refused: only the check is told otherwise), as a
+// cluster that does not fence stale producers would answer.
 func TestNonConformingBrokerFailsTheFence(t *testing.T) {
+	scratch := func(id *string) bool { return id != nil && strings.Contains(*id, check.ScratchPrefix) }
 	t.Run("produce", func(t *testing.T) {
-		c := testcluster.Start(t, testcluster.Options{})
-		c.RequireFake(t)
-		lied := staleProduce(c)
+		c, fn := testcluster.StartFaulty(t, testcluster.Options{})
+		// The first refused transactional produce of the scratch id: the
+		// produce under A's fenced epoch.
+		rw := fn.Rewrite(faultnet.Rule{APIKey: int16(kmsg.Produce), Node: faultnet.AnyNode, Count: 1},
+			func(req kmsg.Request, resp kmsg.Response) kmsg.Response {
+				res := resp.(*kmsg.ProduceResponse)
+				if !scratch(req.(*kmsg.ProduceRequest).TransactionID) {
+					return nil
+				}
+				refused := false
+				for i := range res.Topics {
+					for j := range res.Topics[i].Partitions {
+						if sp := &res.Topics[i].Partitions[j]; sp.ErrorCode != 0 {
+							sp.ErrorCode, sp.BaseOffset, refused = 0, 1<<40, true
+						}
+					}
+				}
+				if !refused {
+					return nil
+				}
+				return res
+			})
 		rep := run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second})
-		require.Equal(t, int32(1), lied.Load(), "the control answered the stale produce")
+		require.Equal(t, 1, rw.Count(), "faultnet turned the refusal of the stale produce into a success")
 		r := byName(t, rep, check.NameTxnFence)
 		assert.False(t, r.OK)
 		assert.Contains(t, r.Detail, "was accepted")
@@ -366,19 +360,20 @@ func TestNonConformingBrokerFailsTheFence(t *testing.T) {
 		assert.False(t, rep.OK())
 	})
 	t.Run("commit", func(t *testing.T) {
-		c := testcluster.Start(t, testcluster.Options{})
-		c.RequireFake(t)
-		var lied atomic.Int32
-		c.Fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
-			er := req.(*kmsg.EndTxnRequest)
-			if !er.Commit || !strings.Contains(er.TransactionalID, check.ScratchPrefix) {
-				return nil, nil, false
-			}
-			lied.Add(1)
-			return er.ResponseKind(), nil, true // one-shot: B's commit under its fenced epoch
-		})
+		c, fn := testcluster.StartFaulty(t, testcluster.Options{})
+		// The first refused commit of the scratch id: B's, under its
+		// fenced epoch.
+		rw := fn.Rewrite(faultnet.Rule{APIKey: int16(kmsg.EndTxn), Node: faultnet.AnyNode, Count: 1},
+			func(req kmsg.Request, resp kmsg.Response) kmsg.Response {
+				er, res := req.(*kmsg.EndTxnRequest), resp.(*kmsg.EndTxnResponse)
+				if !er.Commit || !scratch(&er.TransactionalID) || res.ErrorCode == 0 {
+					return nil
+				}
+				res.ErrorCode = 0
+				return res
+			})
 		rep := run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second})
-		require.Equal(t, int32(1), lied.Load())
+		require.Equal(t, 1, rw.Count(), "faultnet turned the refusal of the fenced commit into a success")
 		r := byName(t, rep, check.NameTxnFence)
 		assert.False(t, r.OK)
 		assert.Contains(t, r.Detail, "committed a transaction under the fenced token")
