@@ -453,6 +453,34 @@ func TestClusterWithoutTransactions(t *testing.T) {
 	assert.True(t, byName(t, rep, check.NameCleanup).OK, "the registration is tombstoned: %s", byName(t, rep, check.NameCleanup).Detail)
 }
 
+// TestApiVersionsWithoutTransactions: a broker whose ApiVersions (as
+// rewritten by faultnet on its way to the client) lacks the transaction
+// APIs fails versions, naming each.
+func TestApiVersionsWithoutTransactions(t *testing.T) {
+	c, fn := testcluster.StartFaulty(t, testcluster.Options{})
+	txn := map[int16]bool{int16(kmsg.InitProducerID): true, int16(kmsg.AddPartitionsToTxn): true, int16(kmsg.EndTxn): true}
+	fn.Rewrite(faultnet.Rule{APIKey: int16(kmsg.ApiVersions), Node: faultnet.AnyNode},
+		func(_ kmsg.Request, resp kmsg.Response) kmsg.Response {
+			res := resp.(*kmsg.ApiVersionsResponse)
+			keys := res.ApiKeys[:0]
+			for _, k := range res.ApiKeys {
+				if !txn[k.ApiKey] {
+					keys = append(keys, k)
+				}
+			}
+			res.ApiKeys = keys
+			return res
+		})
+	rep := run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second})
+	r := byName(t, rep, check.NameVersions)
+	assert.False(t, r.OK)
+	for _, s := range []string{"does not serve InitProducerId (key 22)", "does not serve AddPartitionsToTxn (key 24)", "does not serve EndTxn (key 26)"} {
+		assert.Contains(t, r.Detail, s)
+	}
+	assert.Contains(t, r.Fix, "krole needs transactions")
+	assert.False(t, rep.OK())
+}
+
 // TestVersionTables: under each table of the version matrix, versions
 // names that table.
 func TestVersionTables(t *testing.T) {
