@@ -1,6 +1,7 @@
 package faultnet_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -21,11 +22,14 @@ import (
 func TestRewriteChangesTheAnswerOnly(t *testing.T) {
 	c, fn := testcluster.StartFaulty(t, testcluster.Options{Nodes: 1})
 	topic := c.Topic(t, c.Name("app"), 1, 10*time.Second)
-	var seen []string
+	var mu sync.Mutex
+	var seen []string // the topics of the requests the function saw
 	rw := fn.Rewrite(faultnet.Rule{APIKey: produceKey, Node: faultnet.AnyNode, ClientID: "liar", Count: 1},
 		func(req kmsg.Request, resp kmsg.Response) kmsg.Response {
 			pr := req.(*kmsg.ProduceRequest)
+			mu.Lock()
 			seen = append(seen, pr.Topics[0].Topic)
+			mu.Unlock()
 			res := resp.(*kmsg.ProduceResponse)
 			for i := range res.Topics {
 				for j := range res.Topics[i].Partitions {
@@ -42,7 +46,9 @@ func TestRewriteChangesTheAnswerOnly(t *testing.T) {
 	_, _, err = p.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder("appended")})
 	require.ErrorIs(t, err, sarama.ErrInvalidRecord, "the client hears the rewritten answer")
 	assert.Equal(t, 1, rw.Count())
+	mu.Lock()
 	assert.Equal(t, []string{topic}, seen)
+	mu.Unlock()
 	_, _, err = p.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder("after")})
 	require.NoError(t, err, "the rule rewrote its one answer")
 	assert.Equal(t, 1, rw.Count())
