@@ -928,3 +928,35 @@ func TestReadCommittedPastAnOpenTransactionFails(t *testing.T) {
 	assert.False(t, rep.OK())
 	assert.True(t, byName(t, rep, check.NameCleanup).OK)
 }
+
+// TestAbortedWritesShownFails: a broker whose read_committed fetches do
+// not say which transactions were aborted (faultnet strips the list from
+// its answers), so that readers show aborted writes, fails
+// transactions.read-committed.
+func TestAbortedWritesShownFails(t *testing.T) {
+	c, fn := testcluster.StartFaulty(t, testcluster.Options{})
+	rw := fn.Rewrite(faultnet.Rule{APIKey: int16(kmsg.Fetch), Node: faultnet.AnyNode},
+		func(req kmsg.Request, resp kmsg.Response) kmsg.Response {
+			if req.(*kmsg.FetchRequest).IsolationLevel != 1 {
+				return nil
+			}
+			res, stripped := resp.(*kmsg.FetchResponse), false
+			for i := range res.Topics {
+				for j := range res.Topics[i].Partitions {
+					if sp := &res.Topics[i].Partitions[j]; len(sp.AbortedTransactions) > 0 {
+						sp.AbortedTransactions, stripped = nil, true
+					}
+				}
+			}
+			if !stripped {
+				return nil
+			}
+			return res
+		})
+	rep := run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second})
+	require.NotZero(t, rw.Count(), "an aborted transaction was hidden")
+	r := byName(t, rep, check.NameTxnReadCommit)
+	assert.False(t, r.OK)
+	assert.Contains(t, r.Detail, "krole's read_committed reader returned the aborted write")
+	assert.Contains(t, r.Fix, "do not rely on krole")
+}
