@@ -453,13 +453,14 @@ func TestClusterWithoutTransactions(t *testing.T) {
 	assert.True(t, byName(t, rep, check.NameCleanup).OK, "the registration is tombstoned: %s", byName(t, rep, check.NameCleanup).Detail)
 }
 
-// TestApiVersionsWithoutTransactions: a broker whose ApiVersions (as
-// rewritten by faultnet on its way to the client) lacks the transaction
-// APIs fails versions, naming each.
+// TestApiVersionsWithoutTransactions: one broker of three whose
+// ApiVersions (as rewritten by faultnet on its way to the client) lacks
+// the transaction APIs fails versions, naming that broker and each API:
+// every broker's ApiVersions is checked.
 func TestApiVersionsWithoutTransactions(t *testing.T) {
-	c, fn := testcluster.StartFaulty(t, testcluster.Options{})
+	c, fn := testcluster.StartFaulty(t, testcluster.Options{Nodes: 3})
 	txn := map[int16]bool{int16(kmsg.InitProducerID): true, int16(kmsg.AddPartitionsToTxn): true, int16(kmsg.EndTxn): true}
-	fn.Rewrite(faultnet.Rule{APIKey: int16(kmsg.ApiVersions), Node: faultnet.AnyNode},
+	fn.Rewrite(faultnet.Rule{APIKey: int16(kmsg.ApiVersions), Node: 1},
 		func(_ kmsg.Request, resp kmsg.Response) kmsg.Response {
 			res := resp.(*kmsg.ApiVersionsResponse)
 			keys := res.ApiKeys[:0]
@@ -474,9 +475,11 @@ func TestApiVersionsWithoutTransactions(t *testing.T) {
 	rep := run(t, check.Options{Config: c.Config, Timeout: 5 * time.Second})
 	r := byName(t, rep, check.NameVersions)
 	assert.False(t, r.OK)
-	for _, s := range []string{"does not serve InitProducerId (key 22)", "does not serve AddPartitionsToTxn (key 24)", "does not serve EndTxn (key 26)"} {
+	for _, s := range []string{"broker 1 does not serve InitProducerId (key 22)", "broker 1 does not serve AddPartitionsToTxn (key 24)", "broker 1 does not serve EndTxn (key 26)"} {
 		assert.Contains(t, r.Detail, s)
 	}
+	assert.NotContains(t, r.Detail, "broker 0 does not")
+	assert.NotContains(t, r.Detail, "broker 2 does not")
 	assert.Contains(t, r.Fix, "krole needs transactions")
 	assert.False(t, rep.OK())
 }
