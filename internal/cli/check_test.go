@@ -100,6 +100,14 @@ func TestCheckFailsOnADeletingTopic(t *testing.T) {
 	assert.Equal(t, ExitFailure, r.Code, "stdout: %s\nstderr: %s", r.Stdout, r.Stderr)
 	assert.Empty(t, r.Stderr, "the failures are in the report")
 	assert.Regexp(t, `(?m)^role-topic +FAIL  topic \S+ has cleanup.policy=delete: .*; fix: kafka-configs.sh .*cleanup.policy=compact$`, r.Stdout)
+	// One line per check; each failure with its fix.
+	for _, l := range strings.Split(strings.TrimRight(r.Stdout, "\n"), "\n") {
+		m := checkLine.FindStringSubmatch(l)
+		require.NotNil(t, m, "line %q", l)
+		if m[2] == "FAIL" {
+			assert.Regexp(t, `; fix: \S`, l)
+		}
+	}
 }
 
 // TestCheckUnreachable: no broker answers: exit 1, one line.
