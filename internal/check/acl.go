@@ -115,8 +115,9 @@ func (r *runner) aclTopicWrite(ctx context.Context) Result {
 	if err := r.fresh(ctx); err != nil {
 		return fail(NameACLTopicWrite, r.freshFix(err), "%s", r.explain(err))
 	}
+	done := r.writing()
 	off, err := r.main.Register(ctx, r.role, r.member)
-	r.noteWrite(err)
+	done(err)
 	if res := refused(NameACLTopicWrite, r.aclFix("Write", "topic", r.cfg.Topic, false), err); res != nil {
 		return *res
 	}

@@ -198,10 +198,11 @@ func (r *runner) scenario(ctx context.Context) *scenarioResult {
 	key, value := r.registration()
 	var fenced bool
 	s.txnAErr = a.t.Transact(ctx, r.role, a.tok, func(tx *fencing.Txn) error {
+		done := r.writing()
 		before := r.opts.now()
 		off, err := tx.Produce(topic, p, key, value)
 		after := r.opts.now()
-		r.noteWrite(err)
+		done(err)
 		if err != nil {
 			s.step, s.err = "writing in A's transaction", err
 			return err
@@ -389,14 +390,18 @@ func (r *runner) txnInit(ctx context.Context) Result {
 	return pass(name, "InitProducerId on the scratch transactional id %s (transaction timeout %v) answered token %s", r.txnID, r.txnTimeout(), tok)
 }
 
-// noteWrite records that a write of the scratch registration may have
-// landed: it succeeded, or its outcome is unknown (a timeout, a broken
-// connection). A refusal for want of an ACL appended nothing, and leaves
-// the cleanup nothing to tombstone (nor, without Write on the topic, a way
-// to).
-func (r *runner) noteWrite(err error) {
-	if err == nil || fencing.AuthorizationOf(err, fencing.AuthorizationError{}) == nil {
-		r.registered = true
+// writing records that a write of the scratch registration is under way,
+// so that the cleanup tombstones it even if the check ends in the middle
+// (a timeout, a panic); done(err) undoes that when the write was refused
+// for want of an ACL, which appended nothing and leaves the cleanup
+// nothing to tombstone (nor, without Write on the topic, a way to).
+func (r *runner) writing() (done func(err error)) {
+	was := r.registered
+	r.registered = true
+	return func(err error) {
+		if err != nil && fencing.AuthorizationOf(err, fencing.AuthorizationError{}) != nil {
+			r.registered = was
+		}
 	}
 }
 
@@ -475,11 +480,12 @@ func (r *runner) latency(ctx context.Context) Result {
 	for i := 0; i < n; i++ {
 		key, value := r.registration()
 		start := time.Now()
+		done := r.writing()
 		err := cur.t.Transact(ctx, r.role, cur.tok, func(tx *fencing.Txn) error {
 			_, err := tx.Produce(r.cfg.Topic, p, key, value)
-			r.noteWrite(err)
 			return err
 		})
+		done(err)
 		if err != nil {
 			return fail(name, "see the error", "transaction %d of %d under %s failed: %s", i+1, n, cur.tok, r.explain(err))
 		}
