@@ -1,0 +1,279 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/internal/chart"
+	"github.com/krabka/krole/processor"
+	"github.com/krabka/krole/view"
+)
+
+// FailoverManyOptions are a `krole bench failover-many` run.
+type FailoverManyOptions struct {
+	// Roles over Members member processes (see [FailoverMany]).
+	Roles, Members int
+	Settings       processor.Settings
+	// Grace: how long after the last of the dead member's roles showed
+	// held again the bench keeps watching for a second election of a
+	// role or a loss of a survivor's own (default one lease).
+	Grace time.Duration
+	// Run tags the role and member names.
+	Run string
+	// View is the bench's own view of the topic: the observer that
+	// says when a role is held again.
+	View *view.View
+}
+
+// FailoverManyResult is what `krole bench failover-many` prints. Its
+// samples are, per role of the dead member, the time from the SIGKILL to
+// the bench's view showing a survivor's lease of it.
+type FailoverManyResult struct {
+	chart.Result
+	// KilledRoles: the roles the killed member held at the kill;
+	// HeldAgain: how many of them the bench's view showed held by a
+	// survivor within the bound (lease + Wait).
+	KilledRoles int `json:"killed_roles"`
+	HeldAgain   int `json:"held_again"`
+	// FailoverS: from the SIGKILL until the view showed the last of them
+	// held again; FirstS: until the first.
+	FailoverS float64 `json:"failover_s"`
+	FirstS    float64 `json:"first_s"`
+	// AcquisitionRate: the survivors' elections of the dead member's
+	// roles per second, from the first such election to the last (on
+	// the survivors' clocks, this machine's): (n-1) / (last - first).
+	AcquisitionRate float64 `json:"acquisition_rate_per_s"`
+	// BoundS: lease + KilledRoles / AcquisitionRate, the goal's bound.
+	BoundS float64 `json:"bound_s"`
+	// ElectionsMax: the most elections of one of the dead member's
+	// roles after the kill, over all survivors (1 when each was taken
+	// once); AcquiredTwice: how many roles were elected more than once.
+	ElectionsMax  int `json:"elections_max"`
+	AcquiredTwice int `json:"acquired_twice"`
+	// SurvivorsLost: holdings of roles a survivor held at the kill that
+	// ended after it (revoked events, any reason), summed.
+	SurvivorsLost int `json:"survivors_lost"`
+	// Violations: AcquiredTwice + SurvivorsLost + the roles not held
+	// again.
+	Violations int              `json:"violations"`
+	Members    []FailoverMember `json:"members"`
+}
+
+// FailoverMember is one member's part in a failover-many run.
+type FailoverMember struct {
+	Member codec.MemberID `json:"member"`
+	// HeldAtKill and HeldAtEnd: roles it held at the kill and at the
+	// end of the grace (from its events; the killed member: at the kill
+	// only).
+	HeldAtKill int `json:"held_at_kill"`
+	HeldAtEnd  int `json:"held_at_end"`
+	// Acquired: the killed member's roles it was elected to after the
+	// kill; Lost: holdings of roles it held at the kill that ended.
+	Acquired int `json:"acquired"`
+	Lost     int `json:"lost"`
+}
+
+// FailoverMany runs `krole bench failover-many`: o.Members member
+// processes start one after the other; member i (from 0) campaigns for
+// the roles of members 0..i-1, which they hold, so it only registers as
+// their candidate, and for its own share (o.Roles / o.Members), which
+// nobody holds, so it takes them. Once each holds its share, member 0,
+// which every other member is a candidate of, is SIGKILLed, and the bench
+// measures until its roles show held again in the bench's view; then,
+// after o.Grace, counts from the survivors' events the elections of each
+// of the dead member's roles and the losses of their own.
+func FailoverMany(ctx context.Context, c Cluster, o FailoverManyOptions) (*FailoverManyResult, error) {
+	if o.Members < 2 || o.Roles < o.Members {
+		return nil, fmt.Errorf("bench failover-many: %d roles over %d members: need 2 members and a role each", o.Roles, o.Members)
+	}
+	if o.Grace <= 0 {
+		o.Grace = o.Settings.LeaseDuration
+	}
+	prefix := "bench-fm-" + o.Run + "-"
+	procs := make([]*proc, 0, o.Members)
+	defer func() {
+		for _, p := range procs {
+			if p != nil {
+				p.leave(Wait)
+			}
+		}
+	}()
+	settle := o.Settings.LeaseDuration + 11*Wait
+	for i := range o.Members {
+		from, count := memberSplit(o.Roles, o.Members, i)
+		name := codec.MemberID(fmt.Sprintf("bench-fm-%s-m%d", o.Run, i))
+		c.progress("failover-many: starting member %d/%d (%d roles of its own, a candidate of %d)", i+1, o.Members, count, from)
+		p, err := c.start(memberSpec{name: name, prefix: prefix, from: 0, count: from + count, own: count, s: o.Settings, events: true})
+		if err != nil {
+			return nil, err
+		}
+		procs = append(procs, p)
+		if _, err := p.next(ctx, "steady", settle); err != nil {
+			return nil, err
+		}
+	}
+	// Who holds what at the kill, from the members' own events.
+	heldBy := func(p *proc) map[codec.Role]bool {
+		h := map[codec.Role]bool{}
+		for _, e := range p.takeEvents() {
+			if e.Event == "elected" {
+				h[e.Role] = true
+			} else {
+				delete(h, e.Role)
+			}
+		}
+		return h
+	}
+	victim := procs[0]
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	// Every survivor has seen the victim's leases renewed by now (it
+	// started after them); a random phase of the renew interval, as a
+	// crash would have.
+	if err := sleepCtx(ctx, rand.N(o.Settings.RenewInterval)); err != nil {
+		return nil, err
+	}
+	dead := heldBy(victim)
+	own := make([]map[codec.Role]bool, len(procs))
+	for i, p := range procs[1:] {
+		own[i+1] = heldBy(p)
+	}
+	if len(dead) == 0 {
+		return nil, fmt.Errorf("bench failover-many: %s holds no role to fail over", victim.name)
+	}
+	roles := make([]codec.Role, 0, len(dead))
+	for r := range dead {
+		roles = append(roles, r)
+	}
+	changes := o.View.Watch(wctx, roles...)
+	// A role may already show a survivor's lease (the victim lost it
+	// before the kill): the snapshot after Watch says so.
+	c.progress("failover-many: SIGKILL %s, which holds %d roles", victim.name, len(dead))
+	killed := time.Now()
+	if err := victim.kill(); err != nil {
+		return nil, fmt.Errorf("SIGKILL %s: %w", victim.name, err)
+	}
+	shown := map[codec.Role]time.Time{}
+	states, err := o.View.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range states {
+		if dead[st.Role] && st.Lease != nil && !st.Lease.Released() && st.Lease.Member != victim.name {
+			shown[st.Role] = time.Now()
+		}
+	}
+	bound := time.NewTimer(o.Settings.LeaseDuration + Wait)
+	defer bound.Stop()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+watch:
+	for len(shown) < len(dead) {
+		select {
+		case ch, ok := <-changes:
+			if !ok {
+				return nil, fmt.Errorf("bench failover-many: the bench's view stopped")
+			}
+			if l := ch.After.Lease; l != nil && !l.Released() && l.Member != victim.name {
+				if _, ok := shown[ch.Role]; !ok {
+					shown[ch.Role] = time.Now()
+				}
+			}
+		case <-tick.C:
+			c.progress("failover-many: %d of %d roles held again", len(shown), len(dead))
+			for _, p := range procs[1:] {
+				select {
+				case <-p.child.Done():
+					return nil, fmt.Errorf("%w: %s exited %s after the kill: %s", errMemberExit, p.name, exitText(p.child.ExitCode()), p.stderr.last())
+				default:
+				}
+			}
+		case <-bound.C:
+			break watch
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	stopWatch()
+	c.progress("failover-many: %d of %d roles held again; watching for %v more", len(shown), len(dead), o.Grace)
+	if err := sleepCtx(ctx, o.Grace); err != nil {
+		return nil, err
+	}
+	res := &FailoverManyResult{Result: chart.Result{Kind: "failover-many", System: "krole"}, KilledRoles: len(dead), HeldAgain: len(shown)}
+	var last time.Time
+	first := time.Time{}
+	for _, at := range shown {
+		res.SamplesMS = append(res.SamplesMS, float64(at.Sub(killed).Microseconds())/1000)
+		if at.After(last) {
+			last = at
+		}
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	if !last.IsZero() {
+		res.FailoverS = last.Sub(killed).Seconds()
+		res.FirstS = first.Sub(killed).Seconds()
+	}
+	// The survivors' events after the kill: elections of the dead
+	// member's roles (each should be taken once), and losses of their
+	// own.
+	elections := map[codec.Role]int{}
+	var electedAt []int64
+	killedMS := killed.UnixMilli()
+	res.Members = append(res.Members, FailoverMember{Member: victim.name, HeldAtKill: len(dead)})
+	for i, p := range procs[1:] {
+		f := FailoverMember{Member: p.name, HeldAtKill: len(own[i+1])}
+		held := map[codec.Role]bool{}
+		for r := range own[i+1] {
+			held[r] = true
+		}
+		for _, e := range p.takeEvents() {
+			if e.AtMS < killedMS {
+				continue
+			}
+			switch e.Event {
+			case "elected":
+				held[e.Role] = true
+				if dead[e.Role] {
+					elections[e.Role]++
+					electedAt = append(electedAt, e.AtMS)
+					f.Acquired++
+				}
+			case "revoked":
+				delete(held, e.Role)
+				if own[i+1][e.Role] {
+					res.SurvivorsLost++
+					f.Lost++
+				}
+			}
+		}
+		f.HeldAtEnd = len(held)
+		res.Members = append(res.Members, f)
+	}
+	for _, n := range elections {
+		res.ElectionsMax = max(res.ElectionsMax, n)
+		if n > 1 {
+			res.AcquiredTwice++
+		}
+	}
+	sort.Slice(electedAt, func(i, j int) bool { return electedAt[i] < electedAt[j] })
+	if n := len(electedAt); n > 1 && electedAt[n-1] > electedAt[0] {
+		res.AcquisitionRate = float64(n-1) / (float64(electedAt[n-1]-electedAt[0]) / 1000)
+		res.BoundS = o.Settings.LeaseDuration.Seconds() + float64(len(dead))/res.AcquisitionRate
+	}
+	res.Violations = res.AcquiredTwice + res.SurvivorsLost + (res.KilledRoles - res.HeldAgain)
+	res.Stats = chart.Summarize(res.SamplesMS)
+	res.Settings = map[string]any{
+		"roles": o.Roles, "members": o.Members, "lease_duration": o.Settings.LeaseDuration.String(),
+		"renew_interval": o.Settings.RenewInterval.String(), "stagger": o.Settings.Stagger.String(), "grace": o.Grace.String(),
+		"killed": string(victim.name), "signal": "SIGKILL",
+		"samples":   "per role of the killed member: from the SIGKILL to the bench's view showing a survivor's lease of it",
+		"elections": "from the survivors' own Elected and Revoked events after the kill (their clocks: this machine's)",
+	}
+	return res, nil
+}
