@@ -116,7 +116,7 @@ func Renew(ctx context.Context, c Cluster, o RenewOptions) (*RenewResult, error)
 	}
 	c.progress("renew: %d roles over %d member(s), waiting for each to hold its roles (or for the count held to stop growing)", o.Roles, o.Members)
 	settle := o.Settings.LeaseDuration + 11*Wait // the member's own bound, and a margin
-	var electedS float64 // the slowest member's time to steady
+	var electedS float64                         // the slowest member's time to steady
 	for _, p := range procs {
 		l, err := p.next(ctx, "steady", settle)
 		if err != nil {
