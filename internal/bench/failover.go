@@ -224,7 +224,7 @@ watch:
 	// own.
 	elections := map[codec.Role]int{}
 	var electedAt []int64
-	killedMS := killed.UnixMilli()
+	killedUS := killed.UnixMicro()
 	res.Members = append(res.Members, FailoverMember{Member: victim.name, HeldAtKill: len(dead)})
 	for i, p := range procs[1:] {
 		f := FailoverMember{Member: p.name, HeldAtKill: len(own[i+1])}
@@ -233,7 +233,7 @@ watch:
 			held[r] = true
 		}
 		for _, e := range p.takeEvents() {
-			if e.AtMS < killedMS {
+			if e.AtUS < killedUS {
 				continue
 			}
 			switch e.Event {
@@ -241,7 +241,7 @@ watch:
 				held[e.Role] = true
 				if dead[e.Role] {
 					elections[e.Role]++
-					electedAt = append(electedAt, e.AtMS)
+					electedAt = append(electedAt, e.AtUS)
 					f.Acquired++
 				}
 			case "revoked":
@@ -263,7 +263,7 @@ watch:
 	}
 	sort.Slice(electedAt, func(i, j int) bool { return electedAt[i] < electedAt[j] })
 	if n := len(electedAt); n > 1 && electedAt[n-1] > electedAt[0] {
-		res.AcquisitionRate = float64(n-1) / (float64(electedAt[n-1]-electedAt[0]) / 1000)
+		res.AcquisitionRate = float64(n-1) / (float64(electedAt[n-1]-electedAt[0]) / 1e6)
 		res.BoundS = o.Settings.LeaseDuration.Seconds() + float64(len(dead))/res.AcquisitionRate
 	}
 	res.Violations = res.AcquiredTwice + res.SurvivorsLost + (res.KilledRoles - res.HeldAgain)

@@ -57,10 +57,10 @@ type Line struct {
 	// stopped growing: the bench may start a window), "elected" and
 	// "revoked" (with Events), or "report" (a window's figures).
 	Event string `json:"event"`
-	// Role, AtMS, Reason: of an elected or revoked event; AtMS is the
-	// member's Unix time in ms when its OnEvent ran.
+	// Role, AtUS, Reason: of an elected or revoked event; AtUS is the
+	// member's Unix time in µs when its OnEvent ran.
 	Role   codec.Role `json:"role,omitempty"`
-	AtMS   int64      `json:"at_ms,omitempty"`
+	AtUS   int64      `json:"at_us,omitempty"`
 	Reason string     `json:"reason,omitempty"`
 	// Held: roles held when the line was written (steady, report).
 	Held int `json:"held,omitempty"`
@@ -226,7 +226,7 @@ func RunMember(ctx context.Context, o MemberOptions) error {
 		allHeld  = make(chan struct{})
 	)
 	m, err := processor.New(tt, v, o.Member, o.Roles, processor.Options{Settings: s, OnEvent: func(ev processor.Event) {
-		at := time.Now().UnixMilli()
+		at := time.Now().UnixMicro()
 		mu.Lock()
 		switch ev.Kind {
 		case processor.Elected:
@@ -253,7 +253,7 @@ func RunMember(ctx context.Context, o MemberOptions) error {
 		}
 		mu.Unlock()
 		if o.Events && (ev.Kind == processor.Elected || ev.Kind == processor.Revoked) {
-			l := Line{Event: "elected", Role: ev.Role, AtMS: at}
+			l := Line{Event: "elected", Role: ev.Role, AtUS: at}
 			if ev.Kind == processor.Revoked {
 				l.Event, l.Reason = "revoked", string(ev.Reason)
 			}
