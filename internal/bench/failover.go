@@ -47,6 +47,15 @@ type FailoverManyResult struct {
 	// roles per second, from the first such election to the last (on
 	// the survivors' clocks, this machine's): (n-1) / (last - first).
 	AcquisitionRate float64 `json:"acquisition_rate_per_s"`
+	// With per-role renewal the killed member's leases fall due one
+	// by one, spread over a renew interval (DueSpreadS: the last
+	// deadline minus the first), so the rate is at most KilledRoles /
+	// DueSpreadS whatever the survivors could do: PastDeadline (per
+	// role, the survivor's lease start minus the dead lease's deadline,
+	// in ms, both on this machine's clock) shows whether they kept up.
+	// With member sessions every lease falls due at once and the rate is
+	// the survivors' own.
+	DueSpreadS float64 `json:"due_spread_s"`
 	// BoundS: lease + KilledRoles / AcquisitionRate, the goal's bound.
 	BoundS float64 `json:"bound_s"`
 	// ElectionsMax: the most elections of one of the dead member's
@@ -150,22 +159,34 @@ func FailoverMany(ctx context.Context, c Cluster, o FailoverManyOptions) (*Failo
 		roles = append(roles, r)
 	}
 	changes := o.View.Watch(wctx, roles...)
-	// A role may already show a survivor's lease (the victim lost it
-	// before the kill): the snapshot after Watch says so.
-	c.progress("failover-many: SIGKILL %s, which holds %d roles", victim.name, len(dead))
-	killed := time.Now()
-	if err := victim.kill(); err != nil {
-		return nil, fmt.Errorf("SIGKILL %s: %w", victim.name, err)
-	}
+	// The victim's last lease of each role (its deadline: when the role
+	// falls due), and the survivors' first: from a snapshot taken after
+	// the Watch began, then from the changes.
+	deadLease := map[codec.Role]codec.Lease{}
+	newLease := map[codec.Role]codec.Lease{}
 	shown := map[codec.Role]time.Time{}
+	seen := func(role codec.Role, l *codec.Lease, at time.Time) {
+		switch {
+		case !dead[role] || l == nil || l.Released():
+		case l.Member == victim.name:
+			deadLease[role] = *l
+		default:
+			if _, ok := shown[role]; !ok {
+				shown[role], newLease[role] = at, *l
+			}
+		}
+	}
 	states, err := o.View.Snapshot(ctx)
 	if err != nil {
 		return nil, err
 	}
+	c.progress("failover-many: SIGKILL %s, which holds %d roles", victim.name, len(dead))
+	killed := time.Now()
 	for _, st := range states {
-		if dead[st.Role] && st.Lease != nil && !st.Lease.Released() && st.Lease.Member != victim.name {
-			shown[st.Role] = time.Now()
-		}
+		seen(st.Role, st.Lease, killed) // a survivor's already: the victim lost it before the kill
+	}
+	if err := victim.kill(); err != nil {
+		return nil, fmt.Errorf("SIGKILL %s: %w", victim.name, err)
 	}
 	bound := time.NewTimer(o.Settings.LeaseDuration + Wait)
 	defer bound.Stop()
@@ -178,11 +199,7 @@ watch:
 			if !ok {
 				return nil, fmt.Errorf("bench failover-many: the bench's view stopped")
 			}
-			if l := ch.After.Lease; l != nil && !l.Released() && l.Member != victim.name {
-				if _, ok := shown[ch.Role]; !ok {
-					shown[ch.Role] = time.Now()
-				}
-			}
+			seen(ch.Role, ch.After.Lease, time.Now())
 		case <-tick.C:
 			c.progress("failover-many: %d of %d roles held again", len(shown), len(dead))
 			for _, p := range procs[1:] {
@@ -266,13 +283,32 @@ watch:
 		res.AcquisitionRate = float64(n-1) / (float64(electedAt[n-1]-electedAt[0]) / 1e6)
 		res.BoundS = o.Settings.LeaseDuration.Seconds() + float64(len(dead))/res.AcquisitionRate
 	}
+	var past []float64
+	var firstDue, lastDue int64
+	for r, nl := range newLease {
+		if dl, ok := deadLease[r]; ok {
+			past = append(past, float64(nl.GrantedAt-dl.Deadline))
+		}
+	}
+	for _, dl := range deadLease {
+		if firstDue == 0 || dl.Deadline < firstDue {
+			firstDue = dl.Deadline
+		}
+		lastDue = max(lastDue, dl.Deadline)
+	}
+	if len(past) > 0 {
+		res.PastDeadline = chart.NewDist(past)
+	}
+	res.DueSpreadS = float64(lastDue-firstDue) / 1000
 	res.Violations = res.AcquiredTwice + res.SurvivorsLost + (res.KilledRoles - res.HeldAgain)
 	res.Stats = chart.Summarize(res.SamplesMS)
 	res.Settings = map[string]any{
 		"roles": o.Roles, "members": o.Members, "lease_duration": o.Settings.LeaseDuration.String(),
 		"renew_interval": o.Settings.RenewInterval.String(), "stagger": o.Settings.Stagger.String(), "grace": o.Grace.String(),
 		"killed": string(victim.name), "signal": "SIGKILL",
-		"samples":   "per role of the killed member: from the SIGKILL to the bench's view showing a survivor's lease of it",
+		"samples": "per role of the killed member: from the SIGKILL to the bench's view showing a survivor's lease of it",
+		"past_deadline": "per role: the survivor's lease's granted_at minus the killed member's last lease's deadline (ms, " +
+			"this machine's clock); with member sessions, take the due time from the killed member's last heartbeat instead",
 		"elections": "from the survivors' own Elected and Revoked events after the kill (their clocks: this machine's)",
 	}
 	return res, nil

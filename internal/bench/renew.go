@@ -71,10 +71,14 @@ type RenewResult struct {
 	// member's view included: every view holds every role of the
 	// topic). ViewBytesPerRole: the live heap of a fresh view of the
 	// topic in the first member's process over the roles it knows.
-	MemberBytesPerRole float64         `json:"member_bytes_per_role"`
-	ViewBytesPerRole   float64         `json:"view_bytes_per_role"`
-	ViewRoles          int             `json:"view_roles"`
-	Members            []MemberFigures `json:"members"`
+	MemberBytesPerRole float64 `json:"member_bytes_per_role"`
+	// MemberBytesPerCampaignedRole: the same growth over every role the
+	// members campaign for (held or queued): what a member pays for
+	// the roles it was given when it holds only some.
+	MemberBytesPerCampaignedRole float64         `json:"member_bytes_per_campaigned_role"`
+	ViewBytesPerRole             float64         `json:"view_bytes_per_role"`
+	ViewRoles                    int             `json:"view_roles"`
+	Members                      []MemberFigures `json:"members"`
 }
 
 // memberSplit is member i's share of n roles over m: [from, from+count).
@@ -183,6 +187,7 @@ func Renew(ctx context.Context, c Cluster, o RenewOptions) (*RenewResult, error)
 	if res.HeldAtEnd > 0 {
 		res.MemberBytesPerRole = grown / float64(res.HeldAtEnd)
 	}
+	res.MemberBytesPerCampaignedRole = grown / float64(o.Roles)
 	n := float64(len(samples))
 	rate := n / windowS
 	per1000, cl := 0.0, 0.0

@@ -114,8 +114,8 @@ func runBenchRenew(c *ucli.Context) error {
 		if res.ClusterCPUSPerS != nil {
 			fmt.Fprintf(w, "  cluster+bench process %.3f s/s", *res.ClusterCPUSPerS)
 		}
-		fmt.Fprintf(w, "\n%-16s memory per held role: member %.0f B, view %.0f B (%d roles in the view)\n", "",
-			res.MemberBytesPerRole, res.ViewBytesPerRole, res.ViewRoles)
+		fmt.Fprintf(w, "\n%-16s memory per held role: member %.0f B (%.0f B per role campaigned for), view %.0f B (%d roles in the view)\n", "",
+			res.MemberBytesPerRole, res.MemberBytesPerCampaignedRole, res.ViewBytesPerRole, res.ViewRoles)
 		if len(res.Members) > 1 {
 			for _, f := range res.Members {
 				fmt.Fprintf(w, "%-16s %s: held %d -> %d of %d  transactions/s %.1f  CPU %.3f s/s\n", "",
@@ -167,8 +167,8 @@ func runBenchFailoverMany(c *ucli.Context) error {
 	err = writeBenchAs(c, res.Result, res, func(w io.Writer) {
 		fmt.Fprintf(w, "%-16s killed %s holding %d roles: %d held again, the last after %.2f s (first %.2f s)\n", "",
 			res.Settings["killed"], res.KilledRoles, res.HeldAgain, res.FailoverS, res.FirstS)
-		fmt.Fprintf(w, "%-16s acquisition rate %.1f roles/s (bound: lease + roles/rate = %.2f s)  acquired twice %d  survivors lost %d\n", "",
-			res.AcquisitionRate, res.BoundS, res.AcquiredTwice, res.SurvivorsLost)
+		fmt.Fprintf(w, "%-16s acquisition rate %.1f roles/s (its leases fell due over %.2f s; bound: lease + roles/rate = %.2f s)  acquired twice %d  survivors lost %d\n", "",
+			res.AcquisitionRate, res.DueSpreadS, res.BoundS, res.AcquiredTwice, res.SurvivorsLost)
 	})
 	if err != nil {
 		return err

@@ -52,12 +52,13 @@ func TestBenchManyRoles(t *testing.T) {
 		// Memory: the members' heaps grew with their roles, and a fresh
 		// view of the topic knows at least the 20 roles.
 		assert.Positive(t, r.MemberBytesPerRole)
+		assert.InDelta(t, r.MemberBytesPerRole, r.MemberBytesPerCampaignedRole, 1e-6, "every role held")
 		assert.Positive(t, r.ViewBytesPerRole)
 		assert.GreaterOrEqual(t, r.ViewRoles, 20)
 		var raw map[string]any
 		require.NoError(t, json.Unmarshal([]byte(out), &raw))
 		for _, k := range []string{"transactions_per_s", "commits", "aborts", "cpu_s_per_s", "cluster_cpu_s_per_s",
-			"held_at_start", "held_at_end", "member_bytes_per_role", "view_bytes_per_role", "members",
+			"held_at_start", "held_at_end", "member_bytes_per_role", "member_bytes_per_campaigned_role", "view_bytes_per_role", "members",
 			"renewals_per_s", "cpu_s_per_1000", "samples_ms"} {
 			assert.Contains(t, raw, k)
 		}
@@ -92,6 +93,12 @@ func TestBenchManyRoles(t *testing.T) {
 		assert.Positive(t, r.FirstS)
 		assert.GreaterOrEqual(t, r.FailoverS, r.FirstS)
 		assert.InDelta(t, r.FailoverS*1000, r.MaxMS, 1)
+		// Each new holder began its lease after the dead one's deadline
+		// (one machine's clock): a lease is taken over only once it ran
+		// out.
+		require.NotNil(t, r.PastDeadline)
+		assert.Len(t, r.PastDeadline.SamplesMS, r.KilledRoles)
+		assert.GreaterOrEqual(t, r.PastDeadline.MinMS, 0.0)
 		if r.KilledRoles > 1 {
 			assert.Positive(t, r.AcquisitionRate)
 			assert.Greater(t, r.BoundS, 2.0, "lease + roles / rate")
