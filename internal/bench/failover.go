@@ -66,6 +66,17 @@ type FailoverManyResult struct {
 	// SurvivorsLost: holdings of roles a survivor held at the kill that
 	// ended after it (revoked events, any reason), summed.
 	SurvivorsLost int `json:"survivors_lost"`
+	// SurvivorsLostBy: those by revocation reason ("overloaded": the
+	// member released a role it could not renew in time; "lease lost":
+	// it lapsed). RevokedBy: every revocation of a survivor after the
+	// kill, of any role, by reason (a role of the killed member taken
+	// and then let go is how one comes to be elected twice).
+	SurvivorsLostBy map[string]int `json:"survivors_lost_by,omitempty"`
+	RevokedBy       map[string]int `json:"revoked_by,omitempty"`
+	// ElectedByTwo: roles of the killed member that two different
+	// survivors were elected to after the kill (one after the other:
+	// the view shows one holder at a time).
+	ElectedByTwo int `json:"elected_by_two"`
 	// Violations: AcquiredTwice + SurvivorsLost + the roles not held
 	// again.
 	Violations int              `json:"violations"`
@@ -240,6 +251,8 @@ watch:
 	// member's roles (each should be taken once), and losses of their
 	// own.
 	elections := map[codec.Role]int{}
+	electors := map[codec.Role]map[codec.MemberID]bool{}
+	res.SurvivorsLostBy, res.RevokedBy = map[string]int{}, map[string]int{}
 	var electedAt []int64
 	killedUS := killed.UnixMicro()
 	res.Members = append(res.Members, FailoverMember{Member: victim.name, HeldAtKill: len(dead)})
@@ -258,12 +271,18 @@ watch:
 				held[e.Role] = true
 				if dead[e.Role] {
 					elections[e.Role]++
+					if electors[e.Role] == nil {
+						electors[e.Role] = map[codec.MemberID]bool{}
+					}
+					electors[e.Role][p.name] = true
 					electedAt = append(electedAt, e.AtUS)
 					f.Acquired++
 				}
 			case "revoked":
 				delete(held, e.Role)
+				res.RevokedBy[e.Reason]++
 				if own[i+1][e.Role] {
+					res.SurvivorsLostBy[e.Reason]++
 					res.SurvivorsLost++
 					f.Lost++
 				}
@@ -271,6 +290,11 @@ watch:
 		}
 		f.HeldAtEnd = len(held)
 		res.Members = append(res.Members, f)
+	}
+	for _, m := range electors {
+		if len(m) > 1 {
+			res.ElectedByTwo++
+		}
 	}
 	for _, n := range elections {
 		res.ElectionsMax = max(res.ElectionsMax, n)
