@@ -22,6 +22,9 @@ type FailoverManyOptions struct {
 	// held again the bench keeps watching for a second election of a
 	// role or a loss of a survivor's own (default one lease).
 	Grace time.Duration
+	// Wait: how long past one lease after the kill the bench waits for
+	// the killed member's roles to show held again (default [Wait]).
+	Wait time.Duration
 	// Run tags the role and member names.
 	Run string
 	// View is the bench's own view of the topic: the observer that
@@ -36,7 +39,7 @@ type FailoverManyResult struct {
 	chart.Result
 	// KilledRoles: the roles the killed member held at the kill;
 	// HeldAgain: how many of them the bench's view showed held by a
-	// survivor within the bound (lease + Wait).
+	// survivor within the bound (lease + FailoverManyOptions.Wait).
 	KilledRoles int `json:"killed_roles"`
 	HeldAgain   int `json:"held_again"`
 	// FailoverS: from the SIGKILL until the view showed the last of them
@@ -112,6 +115,9 @@ func FailoverMany(ctx context.Context, c Cluster, o FailoverManyOptions) (*Failo
 	}
 	if o.Grace <= 0 {
 		o.Grace = o.Settings.LeaseDuration
+	}
+	if o.Wait <= 0 {
+		o.Wait = Wait
 	}
 	prefix := "bench-fm-" + o.Run + "-"
 	procs := make([]*proc, 0, o.Members)
@@ -199,7 +205,7 @@ func FailoverMany(ctx context.Context, c Cluster, o FailoverManyOptions) (*Failo
 	if err := victim.kill(); err != nil {
 		return nil, fmt.Errorf("SIGKILL %s: %w", victim.name, err)
 	}
-	bound := time.NewTimer(o.Settings.LeaseDuration + Wait)
+	bound := time.NewTimer(o.Settings.LeaseDuration + o.Wait)
 	defer bound.Stop()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -328,7 +334,7 @@ watch:
 	res.Stats = chart.Summarize(res.SamplesMS)
 	res.Settings = map[string]any{
 		"roles": o.Roles, "members": o.Members, "lease_duration": o.Settings.LeaseDuration.String(),
-		"renew_interval": o.Settings.RenewInterval.String(), "stagger": o.Settings.Stagger.String(), "grace": o.Grace.String(),
+		"renew_interval": o.Settings.RenewInterval.String(), "stagger": o.Settings.Stagger.String(), "grace": o.Grace.String(), "wait": o.Wait.String(),
 		"killed": string(victim.name), "signal": "SIGKILL",
 		"samples": "per role of the killed member: from the SIGKILL to the bench's view showing a survivor's lease of it",
 		"past_deadline": "per role: the survivor's lease's granted_at minus the killed member's last lease's deadline (ms, " +

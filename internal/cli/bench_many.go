@@ -45,7 +45,7 @@ func benchFailoverManyCommand(common func(...ucli.Flag) []ucli.Flag, lease, rene
 	return &ucli.Command{
 		Name:      "failover-many",
 		Usage:     "M members hold K roles; SIGKILL one holding K/M; time until the others hold all of them again",
-		UsageText: "krole bench failover-many [--roles K] [--members M] [--lease-duration D] [--renew-interval D] [--grace D]",
+		UsageText: "krole bench failover-many [--roles K] [--members M] [--lease-duration D] [--renew-interval D] [--grace D] [--wait D]",
 		Description: "Member processes start one after the other; each takes its K/M roles and is a\n" +
 			"candidate of every role of the members started before it. The first member, which\n" +
 			"all the others are candidates of, is SIGKILLed. Prints, per role of its, the time\n" +
@@ -60,6 +60,8 @@ func benchFailoverManyCommand(common func(...ucli.Flag) []ucli.Flag, lease, rene
 			lease, renew,
 			&ucli.DurationFlag{Name: "grace", DefaultText: "the lease duration",
 				Usage: "after the last role shows held again, watch for `D` more for a second election or a loss"},
+			&ucli.DurationFlag{Name: "wait", Value: bench.Wait,
+				Usage: "wait up to one lease plus `D` after the kill for the killed member's roles to show held again"},
 		),
 		Action: runBenchFailoverMany,
 	}
@@ -147,6 +149,9 @@ func runBenchFailoverMany(c *ucli.Context) error {
 	if c.IsSet("grace") && c.Duration("grace") <= 0 {
 		return Usagef(c, "--grace %v: must be positive", c.Duration("grace"))
 	}
+	if c.Duration("wait") <= 0 {
+		return Usagef(c, "--wait %v: must be positive", c.Duration("wait"))
+	}
 	s, err := benchSettings(c)
 	if err != nil {
 		return err
@@ -157,7 +162,7 @@ func runBenchFailoverMany(c *ucli.Context) error {
 	}
 	defer e.close()
 	res, err := bench.FailoverMany(c.Context, e.benchCluster(), bench.FailoverManyOptions{Roles: k, Members: m, Settings: s,
-		Grace: c.Duration("grace"), Run: e.run, View: e.view})
+		Grace: c.Duration("grace"), Wait: c.Duration("wait"), Run: e.run, View: e.view})
 	fmt.Fprintln(e.errOut)
 	if err != nil {
 		return err
