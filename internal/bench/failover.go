@@ -157,10 +157,12 @@ func FailoverMany(ctx context.Context, c Cluster, o FailoverManyOptions) (*Failo
 	victim := procs[0]
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	// Every survivor has seen the victim's leases renewed by now (it
-	// started after them); a random phase of the renew interval, as a
-	// crash would have.
-	if err := sleepCtx(ctx, rand.N(o.Settings.RenewInterval)); err != nil {
+	// One renew interval, so that every survivor (the last started
+	// just now) has seen each of the victim's leases renewed since it
+	// joined (it counts a lease from its own first sight of it: one it
+	// never saw renewed would fall due later for it), then a random
+	// phase of the renew interval, as a crash would have.
+	if err := sleepCtx(ctx, o.Settings.RenewInterval+rand.N(o.Settings.RenewInterval)); err != nil {
 		return nil, err
 	}
 	dead := heldBy(victim)
