@@ -102,6 +102,10 @@ type MemberReport struct {
 	// growth included.
 	HeapBytes     uint64 `json:"heap_bytes"`
 	BaseHeapBytes uint64 `json:"base_heap_bytes"`
+	// StackBytes and BaseStackBytes: the goroutine stacks in use
+	// (runtime.MemStats.StackInuse) at the same two moments.
+	StackBytes     uint64 `json:"stack_bytes"`
+	BaseStackBytes uint64 `json:"base_stack_bytes"`
 	// ViewHeapBytes and ViewRoles (ViewMemory): the live heap a second
 	// view of the topic added once caught up, and the roles it knows.
 	ViewHeapBytes uint64 `json:"view_heap_bytes,omitempty"`
@@ -182,10 +186,17 @@ func (t *timedTransport) sample(began, writeStart time.Time, err error) {
 
 // liveHeap is the live heap after a GC.
 func liveHeap() uint64 {
+	h, _ := liveMemory()
+	return h
+}
+
+// liveMemory is the live heap after a GC, and the goroutine stacks in use
+// (a member runs a goroutine per role, whose stack is not heap).
+func liveMemory() (heap, stacks uint64) {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
+	return ms.HeapAlloc, ms.StackInuse
 }
 
 // RunMember runs one bench member: it holds o.Roles through its own view
@@ -270,7 +281,7 @@ func RunMember(ctx context.Context, o MemberOptions) error {
 	if err := waitCaughtUp(ctx, v, vdone); err != nil {
 		return err
 	}
-	base := liveHeap()
+	base, baseStacks := liveMemory()
 	mctx, stopMember := context.WithCancel(ctx)
 	mdone := make(chan error, 1)
 	campaign := time.Now()
@@ -344,7 +355,7 @@ wait:
 			if err != nil || d <= 0 {
 				return fmt.Errorf("bench member: bad command %q", cmd)
 			}
-			rep, err := window(ctx, o, cfg, tt, bt, d, base, func() (int, int, map[string]int) {
+			rep, err := window(ctx, o, cfg, tt, bt, d, base, baseStacks, func() (int, int, map[string]int) {
 				mu.Lock()
 				defer mu.Unlock()
 				n, mi, by := len(held), missed, missedBy
@@ -365,7 +376,7 @@ wait:
 // take returns the roles held and the losses since its last call (and
 // forgets those).
 func window(ctx context.Context, o MemberOptions, cfg fencing.Config, tt *timedTransport, bt *fencing.BrokerTransport,
-	d time.Duration, base uint64, take func() (int, int, map[string]int)) (*MemberReport, error) {
+	d time.Duration, base, baseStacks uint64, take func() (int, int, map[string]int)) (*MemberReport, error) {
 	heldAtStart, _, _ := take()
 	tt.mu.Lock()
 	tt.recording, tt.samples, tt.writes, tt.failed = true, nil, nil, 0
@@ -392,7 +403,8 @@ func window(ctx context.Context, o MemberOptions, cfg fencing.Config, tt *timedT
 		CPUS: cpu1 - cpu0, Commits: c1 - c0, Aborts: a1 - a0, HeldAtStart: heldAtStart}
 	tt.mu.Unlock()
 	rep.HeldAtEnd, rep.Missed, rep.MissedBy = take()
-	rep.HeapBytes, rep.BaseHeapBytes = liveHeap(), base
+	rep.HeapBytes, rep.StackBytes = liveMemory()
+	rep.BaseHeapBytes, rep.BaseStackBytes = base, baseStacks
 	if o.ViewMemory {
 		b, n, err := viewHeap(ctx, cfg)
 		if err != nil {

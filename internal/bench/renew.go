@@ -75,10 +75,14 @@ type RenewResult struct {
 	// MemberBytesPerCampaignedRole: the same growth over every role the
 	// members campaign for (held or queued): what a member pays for
 	// the roles it was given when it holds only some.
-	MemberBytesPerCampaignedRole float64         `json:"member_bytes_per_campaigned_role"`
-	ViewBytesPerRole             float64         `json:"view_bytes_per_role"`
-	ViewRoles                    int             `json:"view_roles"`
-	Members                      []MemberFigures `json:"members"`
+	MemberBytesPerCampaignedRole float64 `json:"member_bytes_per_campaigned_role"`
+	// MemberStackBytesPerRole: the growth of the members' goroutine
+	// stacks (not heap: a goroutine per role) over the roles held at
+	// the end; add it to MemberBytesPerRole for a member's whole cost.
+	MemberStackBytesPerRole float64         `json:"member_stack_bytes_per_role"`
+	ViewBytesPerRole        float64         `json:"view_bytes_per_role"`
+	ViewRoles               int             `json:"view_roles"`
+	Members                 []MemberFigures `json:"members"`
 }
 
 // memberSplit is member i's share of n roles over m: [from, from+count).
@@ -153,7 +157,7 @@ func Renew(ctx context.Context, c Cluster, o RenewOptions) (*RenewResult, error)
 	res := &RenewResult{Result: chart.Result{Kind: "renew", System: "krole"}}
 	var samples, writes []float64
 	var missed, failed int
-	var windowS, grown float64
+	var windowS, grown, stacks float64
 	missedBy := map[string]int{}
 	for i, r := range reps {
 		_, count := memberSplit(o.Roles, o.Members, i)
@@ -172,6 +176,7 @@ func Renew(ctx context.Context, c Cluster, o RenewOptions) (*RenewResult, error)
 		res.HeldAtStart += r.HeldAtStart
 		res.HeldAtEnd += r.HeldAtEnd
 		grown += float64(r.HeapBytes) - float64(r.BaseHeapBytes)
+		stacks += float64(r.StackBytes) - float64(r.BaseStackBytes)
 		f := MemberFigures{Member: procs[i].name, Roles: count, HeldAtStart: r.HeldAtStart, HeldAtEnd: r.HeldAtEnd,
 			TransactionsPerS: float64(r.Commits+r.Aborts) / r.WindowS, CPUSPerS: r.CPUS / r.WindowS,
 			HeapBytes: r.HeapBytes, Missed: r.Missed, Renewals: len(r.RenewMS)}
@@ -186,6 +191,7 @@ func Renew(ctx context.Context, c Cluster, o RenewOptions) (*RenewResult, error)
 	}
 	if res.HeldAtEnd > 0 {
 		res.MemberBytesPerRole = grown / float64(res.HeldAtEnd)
+		res.MemberStackBytesPerRole = stacks / float64(res.HeldAtEnd)
 	}
 	res.MemberBytesPerCampaignedRole = grown / float64(o.Roles)
 	n := float64(len(samples))
@@ -219,7 +225,7 @@ func Renew(ctx context.Context, c Cluster, o RenewOptions) (*RenewResult, error)
 			"cluster_cpu_s_per_1000 and cluster_cpu_s_per_s: the bench process (the embedded cluster when there is one, and the bench's view)",
 		"transactions": "transactions_per_s: EndTxn requests (commits + aborts) the members' transports sent, per second of the window, summed",
 		"memory": "member_bytes_per_role: live heap growth of the member processes since before their campaigns (their views included) " +
-			"over the roles held at the end; view_bytes_per_role: a fresh view's live heap in the first member's process over view_roles",
+			"over the roles held at the end (member_stack_bytes_per_role: their goroutine stacks' growth, likewise); view_bytes_per_role: a fresh view's live heap in the first member's process over view_roles",
 	}
 	return res, nil
 }

@@ -116,8 +116,8 @@ func runBenchRenew(c *ucli.Context) error {
 		if res.ClusterCPUSPerS != nil {
 			fmt.Fprintf(w, "  cluster+bench process %.3f s/s", *res.ClusterCPUSPerS)
 		}
-		fmt.Fprintf(w, "\n%-16s memory per held role: member %.0f B (%.0f B per role campaigned for), view %.0f B (%d roles in the view)\n", "",
-			res.MemberBytesPerRole, res.MemberBytesPerCampaignedRole, res.ViewBytesPerRole, res.ViewRoles)
+		fmt.Fprintf(w, "\n%-16s memory per held role: member %.0f B heap + %.0f B stacks (%.0f B heap per role campaigned for), view %.0f B (%d roles in the view)\n", "",
+			res.MemberBytesPerRole, res.MemberStackBytesPerRole, res.MemberBytesPerCampaignedRole, res.ViewBytesPerRole, res.ViewRoles)
 		if len(res.Members) > 1 {
 			for _, f := range res.Members {
 				fmt.Fprintf(w, "%-16s %s: held %d -> %d of %d  transactions/s %.1f  CPU %.3f s/s\n", "",

@@ -58,7 +58,7 @@ func TestBenchManyRoles(t *testing.T) {
 		var raw map[string]any
 		require.NoError(t, json.Unmarshal([]byte(out), &raw))
 		for _, k := range []string{"transactions_per_s", "commits", "aborts", "cpu_s_per_s", "cluster_cpu_s_per_s",
-			"held_at_start", "held_at_end", "member_bytes_per_role", "member_bytes_per_campaigned_role", "view_bytes_per_role", "members",
+			"held_at_start", "held_at_end", "member_bytes_per_role", "member_bytes_per_campaigned_role", "member_stack_bytes_per_role", "view_bytes_per_role", "members",
 			"renewals_per_s", "cpu_s_per_1000", "samples_ms"} {
 			assert.Contains(t, raw, k)
 		}
