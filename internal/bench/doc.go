@@ -14,8 +14,8 @@
 // (SIGKILL closes its connections mid-request) for failover-many. A
 // member campaigns for its roles and prints JSON lines ([Line]) on
 // stdout: "steady" once it holds its own roles (or the count it holds has
-// not grown for two lease durations: a member at its renew capacity keeps
-// the rest queued; or after a bound), "elected" and "revoked" per event
+// not grown for [Plateau]: a member at its renew capacity keeps the rest
+// queued; or after a bound), "elected" and "revoked" per event
 // when asked, and "report" after each window. The bench drives it with
 // lines on its stdin: "window D" measures one window of D and reports;
 // the end of stdin makes it leave (it releases what it holds). The

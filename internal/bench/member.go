@@ -184,6 +184,16 @@ func (t *timedTransport) sample(began, writeStart time.Time, err error) {
 	t.writes = append(t.writes, float64(now.Sub(writeStart).Microseconds())/1000)
 }
 
+// Plateau is how long the count a member holds must not grow before it
+// reports steady without holding all its roles: five lease durations,
+// and at least 30 s. A loaded member that let a role go for overload
+// pauses its campaigns for four lease durations (package processor,
+// "Many roles"): a member still taking roles after such a pause is not
+// taken for one that stopped.
+func Plateau(s processor.Settings) time.Duration {
+	return max(5*s.LeaseDuration, 30*time.Second)
+}
+
 // liveHeap is the live heap after a GC.
 func liveHeap() uint64 {
 	h, _ := liveMemory()
@@ -201,7 +211,7 @@ func liveMemory() (heap, stacks uint64) {
 
 // RunMember runs one bench member: it holds o.Roles through its own view
 // and transport, prints "steady" once it holds its own roles (or the count
-// held has not grown for two lease durations, or after a bound), and then
+// held has not grown for [Plateau], or after a bound), and then
 // serves the bench's commands on o.In (see [MemberOptions]). ctx ending
 // makes it leave as the end of In does.
 func RunMember(ctx context.Context, o MemberOptions) error {
@@ -294,9 +304,8 @@ func RunMember(ctx context.Context, o MemberOptions) error {
 		defer mu.Unlock()
 		return len(held)
 	}
-	// Its own roles held, or a plateau: no more held for two lease
-	// durations (a member at its renew capacity keeps the rest queued),
-	// or the bound.
+	// Its own roles held, or a plateau (a member at its renew capacity
+	// keeps the rest queued), or the bound.
 	bound := time.After(s.LeaseDuration + 10*Wait)
 	tick := time.NewTicker(time.Second)
 	most, grew := 0, time.Now()
@@ -317,7 +326,7 @@ wait:
 		case <-tick.C:
 			if n := heldNow(); n > most {
 				most, grew = n, time.Now()
-			} else if time.Since(grew) > 2*s.LeaseDuration {
+			} else if time.Since(grew) > Plateau(s) {
 				break wait
 			}
 		}

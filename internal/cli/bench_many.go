@@ -25,7 +25,7 @@ func benchRenewCommand(common func(...ucli.Flag) []ucli.Flag, lease, renew ucli.
 		UsageText: "krole bench renew [--roles K] [--members M] [--lease-duration D] [--renew-interval D] [--duration T]",
 		Description: "M 'krole bench member' processes (default 1) each hold their share of K roles,\n" +
 			"which nobody else wants. Once each holds its share (or the count it holds stopped\n" +
-			"growing for two leases), all measure one window of T at once. Prints the renew\n" +
+			"growing for five leases and at least 30s), all measure one window of T at once. Prints the renew\n" +
 			"latencies and transactions_per_s (every EndTxn the members sent, per second),\n" +
 			"cpu_s_per_s of the members and of this process (the embedded cluster), held_at_start\n" +
 			"and held_at_end (summed, and per member), and member_bytes_per_role and\n" +
