@@ -116,13 +116,26 @@ type MemberReport struct {
 // the lease writes under a token after its first (timedTransport). When a
 // member renews all its roles with one heartbeat per RenewInterval
 // (issue 20's member session), per-role lease writes become rare
-// (acquisitions, releases, slow rewrites) and the renewal to sample is
-// the heartbeat round: wrap the transport's Heartbeat the way WriteLease
-// is wrapped below and call sample with the round's start (when the
-// heartbeat's round began, before any wait) and the write's start, so
-// that renew_ms stays "from the renewal's start to its answer" and
-// write_ms "the write alone". Lease writes then stop being samples (keep
-// the fresh-token logic only to skip challenges).
+// (challenges, releases, slow rewrites) and the renewal to sample is the
+// heartbeat round. Then give timedTransport
+//
+//	func (t *timedTransport) Heartbeat(ctx context.Context, hb codec.Heartbeat) error {
+//		start := time.Now()
+//		err := t.Transport.Heartbeat(ctx, hb)
+//		if !hb.End {
+//			t.sample(time.UnixMilli(hb.GrantedAt), start, err)
+//		}
+//		return err
+//	}
+//
+// (GrantedAt: when the heartbeat's write began; if the round's start,
+// before its check-ins and DescribeMany, is wanted instead, the session
+// runner must expose it), and stop sampling WriteLease (or sample it as
+// its own phase, "rewrite"), so that renew_ms stays "from the renewal's
+// start to its answer" and write_ms "the write alone". Without the
+// Heartbeat method, fencing.Transport's (embedded) passes heartbeats
+// through untimed, and renew_ms is empty: transactions_per_s still counts
+// them (fencing.BrokerTransport.EndTxnsSent).
 type RenewalSampler interface {
 	sample(began, writeStart time.Time, err error)
 }
