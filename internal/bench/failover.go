@@ -180,7 +180,11 @@ func FailoverMany(ctx context.Context, c Cluster, o FailoverManyOptions) (*Failo
 	changes := o.View.Watch(wctx, roles...)
 	// The victim's last lease of each role (its deadline: when the role
 	// falls due), and the survivors' first: from a snapshot taken after
-	// the Watch began, then from the changes.
+	// the Watch began, then from the changes. With member sessions a
+	// lease no longer falls due at its own deadline but one span after
+	// the victim's last heartbeat: take the due time from that heartbeat
+	// (its Deadline, read from the session's partition, or the view's
+	// verdict on the role) instead of deadLease's Deadline below.
 	deadLease := map[codec.Role]codec.Lease{}
 	newLease := map[codec.Role]codec.Lease{}
 	shown := map[codec.Role]time.Time{}
