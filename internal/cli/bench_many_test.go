@@ -12,7 +12,7 @@ import (
 
 // TestBenchManyRoles runs issue 20's measurements small, on the embedded
 // cluster: `krole bench renew` with 20 roles over 2 member processes, and
-// `krole bench failover-many` with 20 roles over 3, and checks that their
+// `krole bench failover-many` with 20 roles over 2, and checks that their
 // JSON has the new figures with values that can be true (never how fast
 // anything was).
 func TestBenchManyRoles(t *testing.T) {
@@ -65,21 +65,26 @@ func TestBenchManyRoles(t *testing.T) {
 	})
 
 	t.Run("failover-many", func(t *testing.T) {
-		out, _ := benchBin(t, bin, "bench", "failover-many", "--roles", "20", "--members", "3", "--lease-duration", "2s", "-o", "json")
+		// Two members: one survivor, so that a role taken twice can only
+		// be one lost and taken again, never the second candidate's turn
+		// (one Stagger after the vacancy) coming before the first one's
+		// lease showed, which a loaded machine can bring about (see
+		// docs/BENCHMARKS.md, "Issue 20: many roles").
+		out, _ := benchBin(t, bin, "bench", "failover-many", "--roles", "20", "--members", "2", "--lease-duration", "2s", "-o", "json")
 		var r bench.FailoverManyResult
 		require.NoError(t, json.Unmarshal([]byte(out), &r), "stdout: %s", out)
 		assert.Equal(t, "failover-many", r.Kind)
-		// The first member holds its share (20/3: 6 roles) when it is
-		// killed, and the survivors take every one of them, once each,
-		// losing none of their own 14.
-		assert.Equal(t, 6, r.KilledRoles)
+		// The first member holds its share (10 roles) when it is killed,
+		// and the survivor takes every one of them, once each, losing
+		// none of its own 10.
+		assert.Equal(t, 10, r.KilledRoles)
 		assert.Equal(t, r.KilledRoles, r.HeldAgain, "every role of the killed member held again")
 		assert.Len(t, r.SamplesMS, r.KilledRoles, "one time per role")
 		assert.Equal(t, 0, r.AcquiredTwice)
 		assert.Equal(t, 1, r.ElectionsMax, "each role elected exactly once after the kill")
 		assert.Equal(t, 0, r.SurvivorsLost)
 		assert.Equal(t, 0, r.Violations)
-		require.Len(t, r.Members, 3)
+		require.Len(t, r.Members, 2)
 		assert.Equal(t, r.KilledRoles, r.Members[0].HeldAtKill)
 		acquired, held := 0, 0
 		for _, m := range r.Members[1:] {
@@ -87,8 +92,8 @@ func TestBenchManyRoles(t *testing.T) {
 			held += m.HeldAtEnd
 			assert.Equal(t, 0, m.Lost, "%s", m.Member)
 		}
-		assert.Equal(t, r.KilledRoles, acquired, "the survivors' elections are the killed member's roles")
-		assert.Equal(t, 20, held, "the survivors hold every role")
+		assert.Equal(t, r.KilledRoles, acquired, "the survivor's elections are the killed member's roles")
+		assert.Equal(t, 20, held, "the survivor holds every role")
 		// The times are times, and the last is failover_s.
 		assert.Positive(t, r.FirstS)
 		assert.GreaterOrEqual(t, r.FailoverS, r.FirstS)
