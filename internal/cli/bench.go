@@ -713,6 +713,11 @@ func writeBench(c *ucli.Context, res chart.Result) error {
 	} else {
 		chart.WriteText(stdout(c), res)
 	}
+	return drawBench(c, res)
+}
+
+// drawBench draws --chart: res, and the --peer results beside it.
+func drawBench(c *ucli.Context, res chart.Result) error {
 	if path := c.String("chart"); path != "" {
 		results := []chart.Result{res}
 		for _, p := range c.StringSlice("peer") {

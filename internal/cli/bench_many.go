@@ -185,17 +185,17 @@ func runBenchFailoverMany(c *ucli.Context) error {
 }
 
 // writeBenchAs prints full as JSON (-o json), or r's text and more's
-// lines, and draws --chart from r.
+// lines, and draws --chart from r (and --peer).
 func writeBenchAs(c *ucli.Context, r chart.Result, full any, more func(io.Writer)) error {
 	if outputFormat(c) == FormatJSON {
-		return json.NewEncoder(stdout(c)).Encode(full)
+		if err := json.NewEncoder(stdout(c)).Encode(full); err != nil {
+			return err
+		}
+	} else {
+		chart.WriteText(stdout(c), r)
+		more(stdout(c))
 	}
-	chart.WriteText(stdout(c), r)
-	more(stdout(c))
-	if path := c.String("chart"); path != "" {
-		return writeChart(path, "krole bench "+r.Kind, []chart.Result{r})
-	}
-	return nil
+	return drawBench(c, r)
 }
 
 // benchMemberCommand is `krole bench member`, hidden: the member process
