@@ -98,6 +98,8 @@ type FailoverMember struct {
 	// kill; Lost: holdings of roles it held at the kill that ended.
 	Acquired int `json:"acquired"`
 	Lost     int `json:"lost"`
+	// RevokedBy: its revocations after the kill, of any role, by reason.
+	RevokedBy map[string]int `json:"revoked_by,omitempty"`
 }
 
 // FailoverMany runs `krole bench failover-many`: o.Members member
@@ -269,7 +271,7 @@ watch:
 	killedUS := killed.UnixMicro()
 	res.Members = append(res.Members, FailoverMember{Member: victim.name, HeldAtKill: len(dead)})
 	for i, p := range procs[1:] {
-		f := FailoverMember{Member: p.name, HeldAtKill: len(own[i+1])}
+		f := FailoverMember{Member: p.name, HeldAtKill: len(own[i+1]), RevokedBy: map[string]int{}}
 		held := map[codec.Role]bool{}
 		for r := range own[i+1] {
 			held[r] = true
@@ -293,6 +295,7 @@ watch:
 			case "revoked":
 				delete(held, e.Role)
 				res.RevokedBy[e.Reason]++
+				f.RevokedBy[e.Reason]++
 				if own[i+1][e.Role] {
 					res.SurvivorsLostBy[e.Reason]++
 					res.SurvivorsLost++
