@@ -73,21 +73,29 @@ func (e *benchEnv) benchCluster() bench.Cluster {
 		Embedded: e.embedded, Progress: e.progress}
 }
 
+// rolesOverMembers returns --roles and --members, each at least 1, with
+// no more members than roles.
+func rolesOverMembers(c *ucli.Context) (k, m int, err error) {
+	if k, err = positive(c, "roles"); err != nil {
+		return 0, 0, err
+	}
+	if m, err = positive(c, "members"); err != nil {
+		return 0, 0, err
+	}
+	if m > k {
+		return 0, 0, Usagef(c, "--members %d: more members than --roles %d", m, k)
+	}
+	return k, m, nil
+}
+
 // runBenchRenew runs `krole bench renew`.
 func runBenchRenew(c *ucli.Context) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
-	k, err := positive(c, "roles")
+	k, m, err := rolesOverMembers(c)
 	if err != nil {
 		return err
-	}
-	m, err := positive(c, "members")
-	if err != nil {
-		return err
-	}
-	if m > k {
-		return Usagef(c, "--members %d: more members than --roles %d", m, k)
 	}
 	dur := c.Duration("duration")
 	if dur <= 0 {
@@ -132,19 +140,12 @@ func runBenchFailoverMany(c *ucli.Context) error {
 	if err := noArgs(c); err != nil {
 		return err
 	}
-	k, err := positive(c, "roles")
-	if err != nil {
-		return err
-	}
-	m, err := positive(c, "members")
+	k, m, err := rolesOverMembers(c)
 	if err != nil {
 		return err
 	}
 	if m < 2 {
 		return Usagef(c, "--members %d: a failover needs at least 2", m)
-	}
-	if m > k {
-		return Usagef(c, "--members %d: more members than --roles %d", m, k)
 	}
 	if c.IsSet("grace") && c.Duration("grace") <= 0 {
 		return Usagef(c, "--grace %v: must be positive", c.Duration("grace"))
