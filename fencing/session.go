@@ -205,19 +205,5 @@ func (t *BrokerTransport) ReadSession(ctx context.Context, member codec.MemberID
 // verifySession is VerifyAuthor for member's session: whether pid is the
 // producer id the session's transactional id has at its coordinator.
 func (t *BrokerTransport) verifySession(ctx context.Context, member codec.MemberID, pid int64) (rolestate.Verdict, error) {
-	key := rolestate.SessionAuthor(member)
-	if v := t.authors.Verdict(key, pid); v != rolestate.Unverified {
-		return v, nil
-	}
-	id := t.cfg.SessionTransactionalID(member)
-	got, err := t.describeIDs(ctx, []string{id})
-	d, ok := got[id]
-	if !ok {
-		return rolestate.Unverified, needs{txnOp: "DESCRIBE", txnID: id}.authz(err)
-	}
-	current := int64(-1)
-	if d.Held {
-		current = d.Token.ProducerID
-	}
-	return t.authors.Learn(key, pid, current), nil
+	return t.VerifyAuthor(ctx, rolestate.SessionAuthor(member), pid)
 }

@@ -3,6 +3,7 @@ package rolestate
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/krabka/krole/codec"
@@ -204,4 +205,14 @@ func CheckHeartbeatAuthor(rec codec.Record, b Batch) error {
 func NotOwnSessionError(h codec.Heartbeat, txnID string) error {
 	return fmt.Errorf("%w: heartbeat of %s under session %s: producer id %d is not the one transactional id %s has at its coordinator",
 		ErrForged, h.Member, h.Session, h.Session.ProducerID, txnID)
+}
+
+// SessionMember returns the member whose session key ([SessionAuthor])
+// key is, and whether it is one.
+func SessionMember(key codec.Role) (codec.MemberID, bool) {
+	m, ok := strings.CutPrefix(string(key), "session/")
+	if !ok || codec.MemberID(m).Validate() != nil {
+		return "", false
+	}
+	return codec.MemberID(m), true
 }

@@ -43,6 +43,14 @@ import (
 // after the first round trip answered may be reported too. So a
 // confirmation with no transaction open costs one round trip.
 //
+// When the role's lease names its holder's session (see session.go), the
+// session's partition is confirmed the same way, after the role's (one
+// more round trip when it is another partition), so that the state's
+// session record is the latest committed before the confirmation; a
+// transaction open there of a producer other than the session's is
+// reported in OpenProducerID and OpenOffset when the role's partition has
+// none open, since heartbeats may wait behind it.
+//
 // Errors: when ctx ends first, an error matching both [ErrNotCaughtUp] and
 // ctx.Err(); once Run has returned, [ErrStopped]; while the partition's
 // offsets have gone backwards (its last stable offset found below what the
@@ -63,8 +71,63 @@ func (v *View) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirme
 		return none, err
 	}
 	p := codec.Partition(role, v.nparts)
+	lso, open, err := v.confirmPart(ctx, p)
+	if err != nil {
+		return none, err
+	}
+	// A lease record of the role read so far whose producer id waits for
+	// a verdict is settled first (see author.go).
+	if err := v.awaitVerified(ctx, role, false, lso); err != nil {
+		return none, err
+	}
+	// The lease's session: its partition is confirmed too, so that the
+	// heartbeats the state is judged with are every one committed before
+	// the confirmation (see session.go). A transaction open there of a
+	// producer other than the session's may hide its heartbeats: it is
+	// reported as held back, as one in the role's partition is, when the
+	// role's partition has none.
+	ix := v.index
+	ix.mu.RLock()
+	var sess *codec.Lease
+	if e := ix.roles[role]; e != nil && e.hasLease && e.lease.Session != nil && !e.lease.Released() {
+		l := e.lease
+		sess = &l
+	}
+	ix.mu.RUnlock()
+	openOff := int64(-1)
+	if open >= 0 {
+		openOff = lso
+	}
+	if sess != nil {
+		if sp := codec.SessionPartition(sess.Member, v.nparts); sp != p {
+			slso, sopen, err := v.confirmPart(ctx, sp)
+			if err != nil {
+				return none, err
+			}
+			if open < 0 && sopen >= 0 && sopen != sess.Session.ProducerID {
+				open, openOff = sopen, slso
+			}
+		}
+	}
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	select {
+	case <-v.done:
+		return none, ErrStopped
+	default:
+	}
+	if ix.rebuilding[p] { // cannot be without a mark: a reset follows one
+		return none, rewound(&OffsetsWentBackwardsError{Topic: v.topic, Partition: p, Offset: v.progress.marks()[p].read, End: lso})
+	}
+	return rolestate.Confirmed{State: ix.stateLocked(ix.roles[role], role), OpenProducerID: open, OpenOffset: openOff}, nil
+}
+
+// confirmPart is Confirm's work on partition p: it returns p's last
+// stable offset once the view has applied every record below it, and the
+// producer id of the transaction open there (-1 for none).
+func (v *View) confirmPart(ctx context.Context, p int32) (lso, open int64, err error) {
 	if e := v.progress.rewoundOf(p); e != nil {
-		return none, rewound(e)
+		return -1, -1, rewound(e)
 	}
 	first := !v.isReady()
 	mark := v.progress.marks()[p]
@@ -80,16 +143,15 @@ func (v *View) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirme
 		case err == nil:
 			fetched = &e
 		case !errors.Is(err, errOutOfRange):
-			return none, v.probeErr(ctx, err)
+			return -1, -1, v.probeErr(ctx, err)
 		}
 	}
-	var lso int64
 	if fetched != nil {
 		lso = fetched.lso
 	} else {
 		lsos, err := v.prober.listOffsets(ctx, []int32{p}, sarama.OffsetNewest)
 		if err != nil {
-			return none, v.probeErr(ctx, err)
+			return -1, -1, v.probeErr(ctx, err)
 		}
 		lso = lsos[p]
 	}
@@ -97,16 +159,15 @@ func (v *View) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirme
 		v.progress.markRewound(&OffsetsWentBackwardsError{Topic: v.topic, Partition: p, Offset: mark.read, End: lso}, mark.resets)
 	}
 	if e := v.progress.rewoundOf(p); e != nil {
-		return none, rewound(e)
+		return -1, -1, rewound(e)
 	}
-	open := int64(-1)
+	open = -1
 	if fetched == nil || fetched.hwm > lso {
 		var err error
 		if open, err = v.prober.openProducer(p, lso); err != nil {
-			return none, v.probeErr(ctx, err)
+			return -1, -1, v.probeErr(ctx, err)
 		}
 	}
-	var err error
 	switch {
 	case first:
 		err = v.catchUpPartition(ctx, p, lso, mark, true)
@@ -119,32 +180,12 @@ func (v *View) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirme
 		err = v.confirmPartition(ctx, p, lso, mark)
 	}
 	if err != nil {
-		return none, err
+		return -1, -1, err
 	}
 	if e := v.progress.rewoundOf(p); e != nil {
-		return none, rewound(e) // it went backwards while the view caught up
+		return -1, -1, rewound(e) // it went backwards while the view caught up
 	}
-	// A lease record of the role read so far whose producer id waits for
-	// a verdict is settled first (see author.go).
-	if err := v.awaitVerified(ctx, role, false, lso); err != nil {
-		return none, err
-	}
-	ix := v.index
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	select {
-	case <-v.done:
-		return none, ErrStopped
-	default:
-	}
-	if ix.rebuilding[p] { // cannot be without a mark: a reset follows one
-		return none, rewound(&OffsetsWentBackwardsError{Topic: v.topic, Partition: p, Offset: mark.read, End: lso})
-	}
-	c := rolestate.Confirmed{State: ix.roles[role].state(role), OpenProducerID: open, OpenOffset: -1}
-	if open >= 0 {
-		c.OpenOffset = lso
-	}
-	return c, nil
+	return lso, open, nil
 }
 
 // rewound is Confirm's error for a partition whose offsets went backwards

@@ -231,7 +231,7 @@ func (ix *index) next(s *subscriber) (Change, bool) {
 	s.queue = s.queue[1:]
 	pc := s.pending[role]
 	delete(s.pending, role)
-	return Change{Role: role, Before: pc.before, After: ix.roles[role].state(role), Offset: pc.offset}, true
+	return Change{Role: role, Before: pc.before, After: ix.stateLocked(ix.roles[role], role), Offset: pc.offset}, true
 }
 
 // addSub indexes s: under all when it wants every role, else under each

@@ -1,0 +1,150 @@
+package view
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/testcluster"
+	"github.com/krabka/krole/rolestate"
+)
+
+// manualClock is a view clock the test moves by hand.
+type manualClock struct{ ns atomic.Int64 }
+
+func (c *manualClock) now() time.Time                { return time.Unix(0, c.ns.Load()) }
+func (c *manualClock) set(t time.Time)               { c.ns.Store(t.UnixNano()) }
+func (c *manualClock) add(d time.Duration) time.Time { c.ns.Add(int64(d)); return c.now() }
+
+// sessionRoles returns a role and a member whose session records live in
+// another partition than the role's.
+func sessionRoles(t *testing.T, nparts int32) (codec.Role, codec.MemberID) {
+	for _, m := range []codec.MemberID{"m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8"} {
+		if codec.SessionPartition(m, nparts) != codec.Partition("sched", nparts) {
+			return "sched", m
+		}
+	}
+	t.Fatal("no member found in another partition")
+	return "", ""
+}
+
+func sessionLease(tok codec.Token, s codec.Session, member codec.MemberID, span time.Duration) codec.Lease {
+	now := time.Now().UnixMilli()
+	return codec.Lease{Member: member, Token: tok, GrantedAt: now, Deadline: now + span.Milliseconds(), Session: &s}
+}
+
+func sessionBeat(s codec.Session, member codec.MemberID, span time.Duration, excluded ...codec.Role) codec.Heartbeat {
+	now := time.Now().UnixMilli()
+	return codec.Heartbeat{Member: member, Session: s, GrantedAt: now, Deadline: now + span.Milliseconds(), Excluded: excluded}
+}
+
+// TestSessionHeartbeatsCarryALeaseOnTheViewsClock: a lease naming its
+// holder's session holds for its own span from when the view saw it, and
+// for one heartbeat span from when the view saw the session's latest
+// heartbeat; a forged heartbeat (a stranger's transaction under another
+// transactional id naming the same nonce) extends nothing and is counted;
+// a heartbeat that excludes the role, a session end, and a later
+// incarnation's heartbeat (for a lease naming the earlier one) each end
+// the holding; Confirm covers the session's partition.
+func TestSessionHeartbeatsCarryALeaseOnTheViewsClock(t *testing.T) {
+	const nparts = 4
+	c := testcluster.Start(t, testcluster.Options{Partitions: nparts})
+	role, member := sessionRoles(t, nparts)
+	tr := c.Transport(t)
+	clk := &manualClock{}
+	t0 := time.Unix(10_000, 0)
+	clk.set(t0)
+	v, _ := runView(t, c.Config, Options{Clock: clk.now, Authors: rolestate.NewAuthors(), Describe: tr.Describe})
+	ctx := testCtx(t)
+	const span = 3 * time.Second
+
+	s, err := tr.StartSession(ctx, member, "inc1")
+	require.NoError(t, err)
+	tok, err := tr.AcquireEpoch(ctx, role)
+	require.NoError(t, err)
+	l := sessionLease(tok, s, member, span)
+	require.NoError(t, tr.WriteLease(ctx, role, tok, l))
+	caughtUp(t, v)
+	held := func(at time.Time) bool {
+		t.Helper()
+		_, ok, err := v.Holder(ctx, role, at)
+		require.NoError(t, err)
+		return ok
+	}
+	assert.True(t, held(t0.Add(span-time.Millisecond)), "the lease's own span")
+	assert.False(t, held(t0.Add(span)), "no heartbeat: the lease's own span only")
+
+	// A heartbeat seen at t0+2s carries the lease to t0+5s.
+	clk.set(t0.Add(2 * time.Second))
+	require.NoError(t, tr.Heartbeat(ctx, sessionBeat(s, member, span)))
+	require.Eventually(t, func() bool { _, ok, _ := v.Session(ctx, member); return ok }, 10*time.Second, 5*time.Millisecond)
+	assert.True(t, held(t0.Add(5*time.Second-time.Millisecond)))
+	assert.False(t, held(t0.Add(5*time.Second)))
+	st, err := v.Role(ctx, role)
+	require.NoError(t, err)
+	require.NotNil(t, st.Session)
+	assert.Equal(t, rolestate.Vouched, st.SessionVouch())
+	assert.Equal(t, t0.Add(2*time.Second), st.Session.SeenAt)
+
+	// A stranger's heartbeat: a transaction under another role's
+	// transactional id, naming its own producer id and epoch (so the batch
+	// check passes) and the victim's nonce.
+	strangerT := c.Transport(t)
+	ftok, err := strangerT.AcquireEpoch(ctx, "other")
+	require.NoError(t, err)
+	forged := sessionBeat(codec.Session{ProducerID: ftok.ProducerID, Epoch: ftok.Epoch, Nonce: "inc1"}, member, time.Hour)
+	val, err := codec.EncodeRecord(codec.Record{Heartbeat: &forged})
+	require.NoError(t, err)
+	clk.set(t0.Add(4 * time.Second))
+	require.NoError(t, strangerT.Transact(ctx, "other", ftok, func(tx *fencing.Txn) error {
+		_, err := tx.Produce(c.Config.Topic, codec.SessionPartition(member, nparts), codec.SessionKey(member).Encode(), val)
+		return err
+	}))
+	require.Eventually(t, func() bool { return v.Stats().Skipped[SkipForged] == 1 }, 10*time.Second, 5*time.Millisecond)
+	assert.False(t, held(t0.Add(5*time.Second)), "a forged heartbeat keeps nothing alive")
+
+	// Confirm covers the session's partition: a heartbeat committed just
+	// before it is in the confirmed state.
+	clk.set(t0.Add(6 * time.Second))
+	hb := sessionBeat(s, member, span)
+	require.NoError(t, tr.Heartbeat(ctx, hb))
+	conf, err := v.Confirm(ctx, role)
+	require.NoError(t, err)
+	require.NotNil(t, conf.State.Session)
+	assert.Equal(t, hb, conf.State.Session.Heartbeat)
+	assert.True(t, conf.State.Live(t0.Add(9*time.Second-time.Millisecond)))
+
+	// A heartbeat that excludes the role drops it at once.
+	clk.set(t0.Add(7 * time.Second))
+	require.NoError(t, tr.Heartbeat(ctx, sessionBeat(s, member, span, role)))
+	_, err = v.Confirm(ctx, role)
+	require.NoError(t, err)
+	assert.False(t, held(t0.Add(7*time.Second)), "excluded")
+
+	// Vouched again, then the session ends: dropped.
+	require.NoError(t, tr.Heartbeat(ctx, sessionBeat(s, member, span)))
+	_, err = v.Confirm(ctx, role)
+	require.NoError(t, err)
+	assert.True(t, held(t0.Add(8*time.Second)))
+	require.NoError(t, tr.Heartbeat(ctx, codec.Heartbeat{Member: member, Session: s, End: true}))
+	_, err = v.Confirm(ctx, role)
+	require.NoError(t, err)
+	assert.False(t, held(t0.Add(7*time.Second)), "the session ended")
+
+	// A later incarnation's heartbeats do not revive the lease of the
+	// earlier one: it lives by its own span, counted from when it was seen.
+	s2, err := tr.StartSession(ctx, member, "inc2")
+	require.NoError(t, err)
+	clk.set(t0.Add(20 * time.Second))
+	require.NoError(t, tr.Heartbeat(ctx, sessionBeat(s2, member, span)))
+	conf, err = v.Confirm(ctx, role)
+	require.NoError(t, err)
+	assert.Equal(t, s2, conf.State.Session.Heartbeat.Session)
+	assert.Equal(t, rolestate.NoVouch, conf.State.SessionVouch())
+	assert.False(t, held(t0.Add(20*time.Second)))
+}
