@@ -19,9 +19,13 @@ import (
 // coordinator (rolestate.Authors under rolestate.SessionAuthor): the same
 // two halves as a lease's check, asked about the same way (the verifier,
 // once per new (member, producer id)); a record waiting for its verdict
-// does not count yet. Heartbeats change no role's records, so they are
-// not published to Watch or Follow: a reader that waits for a lease's end
-// looks the session up again when it wakes ([View.Session]).
+// does not count yet. A heartbeat that vouches is not published to Watch
+// or Follow (it changes no role's records, and it would wake every
+// follower of the member's roles at every heartbeat): a reader that waits
+// for a lease's end looks the session up again when it wakes
+// ([View.Session]). A record that drops roles (excludes them, or ends the
+// session) is published as a change of each role it drops, which is then
+// vacant at once, as after a release.
 //
 // A heartbeat waiting for its verdict is not kept in the state dir: a Run
 // that ends first loses it, which costs liveness only (the member's next
@@ -73,11 +77,55 @@ func (ix *index) applyBeatLocked(member codec.MemberID, rec codec.Record, off in
 	}
 	hb := *rec.Heartbeat
 	hb.Excluded = append([]codec.Role(nil), hb.Excluded...) // rec may point into a reused buffer
+	dropped := ix.droppedLocked(member, hb)
+	befores := make([]rolestate.State, len(dropped))
+	for i, role := range dropped {
+		if ix.needsBefore(role) {
+			befores[i] = ix.stateLocked(ix.roles[role], role)
+		}
+	}
 	ix.sessions[member] = sessionEntry{off: off, hb: hb, seen: ix.clock()}
 	if pb, ok := ix.sessPend[member]; ok && pb.off <= off {
 		delete(ix.sessPend, member)
 	}
+	for i, role := range dropped {
+		ix.publish(role, befores[i], ix.roles[role].lastOffset)
+	}
 	return true
+}
+
+// droppedLocked returns the roles whose live lease the session record hb
+// of member ends (it excludes them, or it ends their incarnation), for
+// their subscribers: a heartbeat that vouches changes no follower's
+// decision before the lease's end, which the follower looks at again
+// when it wakes (View.Session), but one that drops a role makes it vacant
+// at once, and its candidates must hear of it then, as of a release.
+// ix.mu must be held.
+func (ix *index) droppedLocked(member codec.MemberID, hb codec.Heartbeat) []codec.Role {
+	if !ix.subscribed() {
+		return nil
+	}
+	names := func(role codec.Role) bool {
+		e := ix.roles[role]
+		return e != nil && e.hasLease && e.lease.Member == member && e.lease.Session != nil &&
+			!e.lease.Released() && hb.Session.Keeps(*e.lease.Session)
+	}
+	var out []codec.Role
+	if hb.End {
+		// Rare (a member leaving): one pass over the table.
+		for role := range ix.roles {
+			if names(role) {
+				out = append(out, role)
+			}
+		}
+		return out
+	}
+	for _, role := range hb.Excluded {
+		if names(role) {
+			out = append(out, role)
+		}
+	}
+	return out
 }
 
 // holdBeatLocked keeps member's session record hb at off of partition p

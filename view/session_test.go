@@ -148,3 +148,52 @@ func TestSessionHeartbeatsCarryALeaseOnTheViewsClock(t *testing.T) {
 	assert.Equal(t, rolestate.NoVouch, conf.State.SessionVouch())
 	assert.False(t, held(t0.Add(20*time.Second)))
 }
+
+// TestSessionRecordThatDropsARoleIsPublished: a heartbeat that vouches is
+// not a change of the role (followers look the session up when they
+// wake), but one that excludes the role, or the session end, is: the
+// role's followers hear at once that it is vacant, as of a release.
+func TestSessionRecordThatDropsARoleIsPublished(t *testing.T) {
+	const nparts = 4
+	c := testcluster.Start(t, testcluster.Options{Partitions: nparts})
+	role, member := sessionRoles(t, nparts)
+	tr := c.Transport(t)
+	v, _ := runView(t, c.Config, Options{Authors: tr.Authors(), Describe: tr.Describe})
+	ctx := testCtx(t)
+	s, err := tr.StartSession(ctx, member, "inc1")
+	require.NoError(t, err)
+	other := codec.Role("other-role")
+	for _, r := range []codec.Role{role, other} {
+		tok, err := tr.AcquireEpoch(ctx, r)
+		require.NoError(t, err)
+		require.NoError(t, tr.WriteLease(ctx, r, tok, sessionLease(tok, s, member, time.Minute)))
+	}
+	caughtUp(t, v)
+	follow := v.Follow(ctx, role)
+	next := func() rolestate.State {
+		t.Helper()
+		select {
+		case st := <-follow:
+			return st
+		case <-time.After(10 * time.Second):
+			t.Fatal("no state followed")
+		}
+		return rolestate.State{}
+	}
+	first := next()
+	require.True(t, first.Live(time.Now()))
+
+	require.NoError(t, tr.Heartbeat(ctx, sessionBeat(s, member, time.Minute)))
+	require.NoError(t, tr.Heartbeat(ctx, sessionBeat(s, member, time.Minute, other)))
+	caughtUp(t, v)
+	select {
+	case st := <-follow:
+		t.Fatalf("a heartbeat that does not drop the role was published: %+v", st.Session)
+	case <-time.After(200 * time.Millisecond):
+	}
+
+	require.NoError(t, tr.Heartbeat(ctx, codec.Heartbeat{Member: member, Session: s, End: true}))
+	st := next()
+	assert.Equal(t, rolestate.Dropped, st.SessionVouch())
+	assert.False(t, st.Live(time.Now()), "the session end releases the role")
+}
