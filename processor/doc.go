@@ -155,8 +155,9 @@
 // still renews each role with a lease write, so every lease it writes
 // lives by its own span, and the rules above hold unchanged for it.
 //
-// The design the session runner follows (docs/GUARANTEES.md will be
-// restated when it runs):
+// The session runner (session.go) is built and its rules tested on
+// their own, but Member.Run does not start it yet. The design it follows
+// (docs/GUARANTEES.md will be restated when it runs):
 //
 //   - A challenge stays AcquireEpoch on the role's transactional id, then a
 //     lease under the role's token naming the session. Every data write
@@ -181,9 +182,9 @@
 //     its view shows a lease of the role that does not name the
 //     incarnation. Releasing one role is one release under its token;
 //     leaving is one session end.
-//   - A heartbeat that commits after the member's own deadline (the last
-//     committed round's start + RenewDeadline; the member was paused)
-//     ends the incarnation with a session end, and the member campaigns
+//   - A heartbeat that commits after the local deadline of a role it
+//     vouched for (the member was paused mid-heartbeat) ends the
+//     incarnation with a session end, and the member campaigns
 //     again under a new nonce: old leases never come back to life. An
 //     unanswered heartbeat restarts the session (same nonce, new epoch; a
 //     new producer id ends the incarnation); a fenced one (another
