@@ -1,12 +1,14 @@
 package view
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
@@ -196,4 +198,79 @@ func TestSessionRecordThatDropsARoleIsPublished(t *testing.T) {
 	st := next()
 	assert.Equal(t, rolestate.Dropped, st.SessionVouch())
 	assert.False(t, st.Live(time.Now()), "the session end releases the role")
+}
+
+// TestMemberKilledMidHeartbeatHoldsBackItsSessionPartition: a member
+// killed in the middle of a heartbeat leaves a transaction open in its
+// session partition until the coordinator aborts it, and read_committed
+// readers see nothing there after it meanwhile: another member's
+// heartbeats in that partition may be hidden. A confirmation of a role
+// whose lease names that other member's session reports the open
+// transaction (held back: the processor's frozen-partition rule then
+// keeps candidates from judging expiry on frozen time); a role whose
+// lease names the dead member's own session is not held back by it (no
+// later heartbeat of that session can hide behind its own open
+// transaction). Once the transaction times out, nothing is held back.
+func TestMemberKilledMidHeartbeatHoldsBackItsSessionPartition(t *testing.T) {
+	const nparts = 4
+	c := testcluster.Start(t, testcluster.Options{Partitions: nparts})
+	// Two members whose session records share a partition, and two roles
+	// outside it.
+	var dead, live codec.MemberID
+	for i := 0; i < 64 && live == ""; i++ {
+		m := codec.MemberID(fmt.Sprintf("m%d", i))
+		switch {
+		case dead == "":
+			dead = m
+		case codec.SessionPartition(m, nparts) == codec.SessionPartition(dead, nparts):
+			live = m
+		}
+	}
+	require.NotEmpty(t, live)
+	p := codec.SessionPartition(dead, nparts)
+	var roles []codec.Role
+	for i := 0; i < 64 && len(roles) < 2; i++ {
+		if r := codec.Role(fmt.Sprintf("role-%d", i)); codec.Partition(r, nparts) != p {
+			roles = append(roles, r)
+		}
+	}
+	liveRole, deadRole := roles[0], roles[1]
+	tr := c.Transport(t)
+	v, _ := runView(t, c.Config, Options{Authors: tr.Authors(), Describe: tr.Describe})
+	ctx := testCtx(t)
+
+	for _, x := range []struct {
+		m codec.MemberID
+		r codec.Role
+	}{{live, liveRole}, {dead, deadRole}} {
+		s, err := tr.StartSession(ctx, x.m, "inc")
+		require.NoError(t, err)
+		tok, err := tr.AcquireEpoch(ctx, x.r)
+		require.NoError(t, err)
+		require.NoError(t, tr.WriteLease(ctx, x.r, tok, sessionLease(tok, s, x.m, time.Minute)))
+		require.NoError(t, tr.Heartbeat(ctx, sessionBeat(s, x.m, time.Minute)))
+	}
+	caughtUp(t, v)
+
+	// The dead member's process: its session's transactional id, a
+	// heartbeat produced and never committed (killed), a 2s timeout.
+	cl := stranger(t, c, kgo.TransactionalID(c.Config.SessionTransactionalID(dead)), kgo.TransactionTimeout(2*time.Second))
+	require.NoError(t, cl.BeginTransaction())
+	pid, _, err := cl.ProducerID(ctx)
+	require.NoError(t, err)
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: c.Config.Topic, Partition: p,
+		Key: codec.SessionKey(dead).Encode(), Value: []byte("half a heartbeat")}).FirstErr())
+
+	conf, err := v.Confirm(ctx, liveRole)
+	require.NoError(t, err)
+	assert.Equal(t, pid, conf.OpenProducerID, "another member's session partition is frozen: held back")
+	assert.GreaterOrEqual(t, conf.OpenOffset, int64(0))
+	conf, err = v.Confirm(ctx, deadRole)
+	require.NoError(t, err)
+	assert.Equal(t, int64(-1), conf.OpenProducerID, "the session's own open transaction hides none of its heartbeats")
+
+	require.Eventually(t, func() bool {
+		conf, err := v.Confirm(ctx, liveRole)
+		return err == nil && conf.OpenProducerID == -1
+	}, 20*time.Second, 100*time.Millisecond, "the coordinator aborts the dead member's heartbeat at its timeout")
 }
