@@ -193,6 +193,24 @@
 //     partition leader: a failover longer than RenewDeadline -
 //     RenewInterval loses them all at once.
 //
+// What wiring it in changes beyond the runner (found while building it):
+//
+//   - One process per member id: a live holder's sign of life is its
+//     lease renewals today; under a session it is its heartbeats (a
+//     session record of the member id under a nonce this process did not
+//     draw, newer than at its start). And two processes under one member
+//     id share the session's transactional id: a newcomer's first
+//     StartSession fences the other's heartbeats, so the refusal must come
+//     before a newcomer's first challenge, and a heartbeat answered fenced
+//     should refuse the process (today it ends every holding).
+//   - Many roles: renewals no longer take call slots; the admission
+//     bounds acquisitions only, and shedding at a late renewal goes away
+//     (the overload tests change with that promise).
+//   - Leaving deregisters each role and writes one session end instead of
+//     a release per role (the graceful-handover tests change with that).
+//   - docs/GUARANTEES.md 5, 6, 7, 8, 9, 9a and 13 are restated; the chaos
+//     suite gains members holding many roles and a crash mid-heartbeat.
+//
 // # One process per member id
 //
 // A member id names one process. On a transport that writes instances
