@@ -274,3 +274,47 @@ func TestMemberKilledMidHeartbeatHoldsBackItsSessionPartition(t *testing.T) {
 		return err == nil && conf.OpenProducerID == -1
 	}, 20*time.Second, 100*time.Millisecond, "the coordinator aborts the dead member's heartbeat at its timeout")
 }
+
+// TestSessionRecordsSurviveARestartFromTheStateDir: a view restarted from
+// its state dir keeps each member's latest session record (credited from
+// when it restored it, as a lease is), and a record read after the
+// restart replaces it.
+func TestSessionRecordsSurviveARestartFromTheStateDir(t *testing.T) {
+	const nparts = 4
+	c := testcluster.Start(t, testcluster.Options{Partitions: nparts})
+	role, member := sessionRoles(t, nparts)
+	tr := c.Transport(t)
+	dir := t.TempDir()
+	ctx := testCtx(t)
+	s, err := tr.StartSession(ctx, member, "inc1")
+	require.NoError(t, err)
+	tok, err := tr.AcquireEpoch(ctx, role)
+	require.NoError(t, err)
+	require.NoError(t, tr.WriteLease(ctx, role, tok, sessionLease(tok, s, member, time.Minute)))
+	hb := sessionBeat(s, member, time.Minute, "excluded-role")
+	require.NoError(t, tr.Heartbeat(ctx, hb))
+
+	v, stop := runView(t, c.Config, Options{StateDir: dir, Authors: tr.Authors(), Describe: tr.Describe})
+	caughtUp(t, v)
+	require.Eventually(t, func() bool { _, ok, _ := v.Session(ctx, member); return ok }, 10*time.Second, 5*time.Millisecond)
+	stop()
+
+	restarted := time.Now()
+	v2, _ := runView(t, c.Config, Options{StateDir: dir, Authors: tr.Authors(), Describe: tr.Describe})
+	caughtUp(t, v2)
+	got, ok, err := v2.Session(ctx, member)
+	require.NoError(t, err)
+	require.True(t, ok, "the session record was restored")
+	assert.Equal(t, hb, got.Heartbeat)
+	assert.False(t, got.SeenAt.Before(restarted), "credited from the restore")
+	st, err := v2.Role(ctx, role)
+	require.NoError(t, err)
+	assert.Equal(t, rolestate.Vouched, st.SessionVouch())
+
+	end := codec.Heartbeat{Member: member, Session: s, End: true}
+	require.NoError(t, tr.Heartbeat(ctx, end))
+	require.Eventually(t, func() bool { got, _, _ := v2.Session(ctx, member); return got.Heartbeat.End }, 10*time.Second, 5*time.Millisecond)
+	_, held, err := v2.Holder(ctx, role, time.Time{})
+	require.NoError(t, err)
+	assert.False(t, held)
+}
