@@ -245,3 +245,44 @@ func TestSessionFinishWritesOneSessionEnd(t *testing.T) {
 	assert.False(t, k.s.ending(*l))
 	k.s.finish(context.Background()) // the mock fails the test on any call
 }
+
+// The session's goroutine runs a round every RenewInterval on the
+// member's clock, and when Run's context ends it waits for the role
+// runners, then writes the session end.
+func TestSessionRunBeatsEveryIntervalAndEndsTheSession(t *testing.T) {
+	r := newSessRig(t, "r1")
+	tok := codec.Token{ProducerID: 1}
+	r.hold("r1", tok)
+	<-r.s.wake // hold's nudge: the test drives the rounds by the clock alone
+	ctx, cancel := context.WithCancel(context.Background())
+	runnersDone, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		r.s.run(ctx, runnersDone)
+	}()
+	beat := make(chan codec.Heartbeat, 4)
+	r.tr.On("DescribeMany", mock.Anything, []codec.Role{"r1"}).Return(map[codec.Role]fencing.Described{"r1": {Token: tok, Held: true}}, nil)
+	r.tr.On("Heartbeat", mock.Anything, mock.MatchedBy(func(hb codec.Heartbeat) bool { return !hb.End })).
+		Run(func(a mock.Arguments) { beat <- a.Get(1).(codec.Heartbeat) }).Return(nil)
+	for i := 1; i <= 2; i++ {
+		r.clk.waitTimers(1)
+		r.s.checkIn("r1", r.clk.Now())
+		r.clk.Advance(r.m.s.RenewInterval)
+		hb := recv(t, beat)
+		assert.Equal(t, t0.Add(time.Duration(i)*r.m.s.RenewInterval).UnixMilli(), hb.GrantedAt, "round %d", i)
+		n := recv(t, r.notes["r1"])
+		assert.Equal(t, t0.Add(time.Duration(i)*r.m.s.RenewInterval), n.vouched)
+	}
+	ended := make(chan struct{})
+	r.tr.On("Heartbeat", mock.Anything, codec.Heartbeat{Member: "me", Session: rigSession, End: true}).
+		Run(func(mock.Arguments) { close(ended) }).Return(nil).Once()
+	cancel()
+	select {
+	case <-ended:
+		t.Fatal("the session ended before the runners were done")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(runnersDone)
+	recv(t, ended)
+	recv(t, done)
+}
