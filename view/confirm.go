@@ -46,7 +46,8 @@ import (
 // When the role's lease names its holder's session (see session.go), the
 // session's partition is confirmed the same way, after the role's (one
 // more round trip when it is another partition), so that the state's
-// session record is the latest committed before the confirmation; a
+// session record is the latest committed before the confirmation (one
+// waiting for its producer id's verdict is settled first); a
 // transaction open there of a producer other than the session's is
 // reported in OpenProducerID and OpenOffset when the role's partition has
 // none open, since heartbeats may wait behind it.
@@ -99,6 +100,7 @@ func (v *View) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirme
 		openOff = lso
 	}
 	if sess != nil {
+		below := lso
 		if sp := codec.SessionPartition(sess.Member, v.nparts); sp != p {
 			slso, sopen, err := v.confirmPart(ctx, sp)
 			if err != nil {
@@ -107,6 +109,12 @@ func (v *View) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirme
 			if open < 0 && sopen >= 0 && sopen != sess.Session.ProducerID {
 				open, openOff = sopen, slso
 			}
+			below = slso
+		}
+		// A session record read so far whose producer id waits for a
+		// verdict is settled first, as a lease's is.
+		if err := v.awaitBeat(ctx, sess.Member, below); err != nil {
+			return none, err
 		}
 	}
 	ix.mu.RLock()

@@ -157,6 +157,8 @@ func (v *View) resolveBeat(member codec.MemberID, pid int64, verdict rolestate.V
 		return
 	}
 	delete(ix.sessPend, member)
+	close(ix.pendChanged) // wakes awaitBeat
+	ix.pendChanged = make(chan struct{})
 	if verdict == rolestate.Own {
 		ix.applyBeatLocked(member, codec.Record{Heartbeat: &pb.hb}, pb.off)
 		ix.applied-- // counted when held
@@ -239,4 +241,23 @@ func (v *View) Session(ctx context.Context, member codec.MemberID) (rolestate.Se
 	hb := se.hb
 	hb.Excluded = append([]codec.Role(nil), hb.Excluded...)
 	return rolestate.SessionSeen{Offset: se.off, Heartbeat: hb, SeenAt: se.seen}, true, nil
+}
+
+// awaitBeat waits until no session record of member below offset below
+// waits for its producer id's verdict, or ctx ends: a confirmation
+// answers with every heartbeat committed before it counted or skipped.
+func (v *View) awaitBeat(ctx context.Context, member codec.MemberID, below int64) error {
+	ix := v.index
+	for {
+		ix.mu.RLock()
+		pb, waiting := ix.sessPend[member]
+		ch := ix.pendChanged
+		ix.mu.RUnlock()
+		if !waiting || pb.off >= below {
+			return nil
+		}
+		if err := v.waitChan(ctx, ch); err != nil {
+			return err
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -317,4 +318,49 @@ func TestSessionRecordsSurviveARestartFromTheStateDir(t *testing.T) {
 	_, held, err := v2.Holder(ctx, role, time.Time{})
 	require.NoError(t, err)
 	assert.False(t, held)
+}
+
+// TestConfirmWaitsForAHeartbeatsVerdict: a heartbeat under a producer id
+// the view has not settled does not count until the coordinator has
+// answered, and a confirmation of a role whose lease names that session
+// waits for the verdict rather than answer without the heartbeat.
+func TestConfirmWaitsForAHeartbeatsVerdict(t *testing.T) {
+	const nparts = 4
+	c := testcluster.Start(t, testcluster.Options{Partitions: nparts})
+	role, member := sessionRoles(t, nparts)
+	tr := c.Transport(t)
+	release := make(chan struct{})
+	describe := func(ctx context.Context, r codec.Role) (codec.Token, bool, error) {
+		if _, session := rolestate.SessionMember(r); session {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return codec.Token{}, false, ctx.Err()
+			}
+		}
+		return tr.Describe(ctx, r)
+	}
+	v, _ := runView(t, c.Config, Options{Authors: rolestate.NewAuthors(), Describe: describe})
+	ctx := testCtx(t)
+	s, err := tr.StartSession(ctx, member, "inc1")
+	require.NoError(t, err)
+	tok, err := tr.AcquireEpoch(ctx, role)
+	require.NoError(t, err)
+	require.NoError(t, tr.WriteLease(ctx, role, tok, sessionLease(tok, s, member, time.Minute)))
+	hb := sessionBeat(s, member, time.Minute)
+	require.NoError(t, tr.Heartbeat(ctx, hb))
+	caughtUp(t, v)
+	_, ok, err := v.Session(ctx, member)
+	require.NoError(t, err)
+	assert.False(t, ok, "an unverified heartbeat does not count")
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = v.Confirm(short, role)
+	cancel()
+	assert.ErrorIs(t, err, ErrNotCaughtUp, "a confirmation waits for the verdict")
+
+	close(release)
+	conf, err := v.Confirm(ctx, role)
+	require.NoError(t, err)
+	require.NotNil(t, conf.State.Session)
+	assert.Equal(t, hb, conf.State.Session.Heartbeat)
 }
