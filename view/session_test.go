@@ -364,3 +364,56 @@ func TestConfirmWaitsForAHeartbeatsVerdict(t *testing.T) {
 	require.NotNil(t, conf.State.Session)
 	assert.Equal(t, hb, conf.State.Session.Heartbeat)
 }
+
+// TestCompactionKeepsTheLatestSessionRecord: compaction keeps what the
+// liveness rule needs, one session record per member (the latest) and
+// one lease per role, so a view that starts after it judges the lease as
+// one that read every record: held while the latest heartbeat vouches,
+// vacant once the latest record is the session end.
+func TestCompactionKeepsTheLatestSessionRecord(t *testing.T) {
+	if testcluster.External() {
+		t.Skip("compacts the embedded cluster's topic")
+	}
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	tr := c.Transport(t)
+	ctx := testCtx(t)
+	const member, role = codec.MemberID("m1"), codec.Role("compacted")
+	s, err := tr.StartSession(ctx, member, "inc1")
+	require.NoError(t, err)
+	tok, err := tr.AcquireEpoch(ctx, role)
+	require.NoError(t, err)
+	require.NoError(t, tr.WriteLease(ctx, role, tok, sessionLease(tok, s, member, time.Minute)))
+	require.NoError(t, tr.Heartbeat(ctx, sessionBeat(s, member, time.Minute)))
+	require.NoError(t, tr.Heartbeat(ctx, sessionBeat(s, member, time.Minute, role))) // an exclusion, later superseded
+	last := sessionBeat(s, member, time.Minute)
+	require.NoError(t, tr.Heartbeat(ctx, last))
+	c.Fake.Compact()
+	recs, err := tr.ReadSession(ctx, member)
+	require.NoError(t, err)
+	require.Len(t, recs, 1, "compaction kept one session record of the member")
+
+	fresh := func() (*View, func()) {
+		v, stop := runView(t, c.Config, Options{Authors: rolestate.NewAuthors(), Describe: tr.Describe})
+		caughtUp(t, v)
+		require.Eventually(t, func() bool { _, ok, _ := v.Session(ctx, member); return ok }, 10*time.Second, 5*time.Millisecond)
+		return v, stop
+	}
+	v, stop := fresh()
+	got, _, err := v.Session(ctx, member)
+	require.NoError(t, err)
+	assert.Equal(t, last, got.Heartbeat, "the latest heartbeat survives compaction")
+	_, held, err := v.Holder(ctx, role, time.Time{})
+	require.NoError(t, err)
+	assert.True(t, held)
+	stop()
+
+	require.NoError(t, tr.Heartbeat(ctx, codec.Heartbeat{Member: member, Session: s, End: true}))
+	c.Fake.Compact()
+	v, _ = fresh()
+	got, _, err = v.Session(ctx, member)
+	require.NoError(t, err)
+	assert.True(t, got.Heartbeat.End, "the session end replaces the heartbeats")
+	_, held, err = v.Holder(ctx, role, time.Time{})
+	require.NoError(t, err)
+	assert.False(t, held, "and releases the lease for a view that starts after compaction")
+}
