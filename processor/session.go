@@ -34,6 +34,8 @@ import (
 type session struct {
 	m *Member
 
+	starting sync.Mutex // one StartSession at a time
+
 	mu      sync.Mutex
 	cur     codec.Session // the current incarnation; Nonce "" when none
 	retired bool          // a heartbeat got no answer: StartSession again before the next
@@ -77,17 +79,24 @@ func newNonce() string {
 }
 
 // ensure returns the current incarnation, beginning one (StartSession)
-// when there is none: the session a challenge's lease names.
+// when there is none: the session a challenge's lease names. Starts are
+// one at a time (starting), and the call to the cluster is made without
+// mu, so that runners checking in never wait for it.
 func (s *session) ensure(ctx context.Context) (codec.Session, error) {
+	s.starting.Lock()
+	defer s.starting.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.ended {
+		s.mu.Unlock()
 		return codec.Session{}, errors.New("the member is leaving: no new session")
 	}
-	if s.cur.Nonce != "" && !s.retired {
-		return s.cur, nil
+	prev := s.cur
+	if prev.Nonce != "" && !s.retired {
+		s.mu.Unlock()
+		return prev, nil
 	}
-	nonce := s.cur.Nonce
+	s.mu.Unlock()
+	nonce := prev.Nonce
 	if nonce == "" {
 		nonce = newNonce()
 	}
@@ -95,10 +104,16 @@ func (s *session) ensure(ctx context.Context) (codec.Session, error) {
 	if err != nil {
 		return codec.Session{}, fmt.Errorf("starting the member session: %w", err)
 	}
-	if s.cur.Nonce != "" && cur.ProducerID != s.cur.ProducerID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if prev.Nonce != "" && s.cur.Nonce == prev.Nonce && cur.ProducerID != prev.ProducerID {
 		// A new producer id cannot keep the incarnation's leases (they
 		// name the old one): the incarnation is over.
 		s.endLocked(ReasonLeaseLost, errors.New("the member session's producer id changed"))
+		cur.Nonce = newNonce()
+	} else if prev.Nonce != "" && s.cur.Nonce != prev.Nonce {
+		// The incarnation ended while the session started again: this
+		// start begins a new one.
 		cur.Nonce = newNonce()
 	}
 	s.cur, s.retired = cur, false

@@ -286,3 +286,20 @@ func TestSessionRunBeatsEveryIntervalAndEndsTheSession(t *testing.T) {
 	recv(t, ended)
 	recv(t, done)
 }
+
+// Starting the session is a call to the cluster that may take up to a
+// request timeout: the runners' check-ins never wait for it.
+func TestSessionStartDoesNotHoldUpCheckIns(t *testing.T) {
+	tr := fencingtest.NewMockTransport(t)
+	m, err := New(tr, newFakeSource(state(role, nil, 0)), "me", []codec.Role{"r1"}, Options{Clock: newFakeClock(), Logger: testLogger(t)})
+	require.NoError(t, err)
+	s := newSession(m)
+	checked := make(chan struct{})
+	tr.On("StartSession", mock.Anything, codec.MemberID("me"), mock.AnythingOfType("string")).
+		Run(func(mock.Arguments) {
+			go func() { s.checkIn("r1", t0); close(checked) }()
+			recv(t, checked) // fails the test if the check-in waits for the start
+		}).Return(rigSession, nil).Once()
+	_, err = s.ensure(context.Background())
+	require.NoError(t, err)
+}
