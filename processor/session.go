@@ -35,6 +35,7 @@ type session struct {
 	m *Member
 
 	starting sync.Mutex // one StartSession at a time
+	closing  bool       // a session end is being written: no new incarnation until it is
 
 	mu      sync.Mutex
 	cur     codec.Session // the current incarnation; Nonce "" when none
@@ -89,6 +90,10 @@ func (s *session) ensure(ctx context.Context) (codec.Session, error) {
 	if s.ended {
 		s.mu.Unlock()
 		return codec.Session{}, errors.New("the member is leaving: no new session")
+	}
+	if s.closing {
+		s.mu.Unlock()
+		return codec.Session{}, errors.New("the member session's incarnation is ending; try again")
 	}
 	prev := s.cur
 	if prev.Nonce != "" && !s.retired {
@@ -333,10 +338,28 @@ func (s *session) round(ctx context.Context) {
 	err := s.m.t.Heartbeat(hctx, hb)
 	cancel()
 	done := s.m.clk.Now()
+	if end := s.afterBeat(ctx, hb, err, start, done, confirmed); end != nil {
+		// Written without the lock, while ensure refuses to start a new
+		// incarnation (closing), whose InitProducerId would fence it.
+		ectx, ecancel := withTimeout(context.WithoutCancel(ctx), s.m.clk, s.m.s.TransactionTimeout)
+		if err := s.m.t.Heartbeat(ectx, *end); err != nil {
+			s.m.log.Warn("writing the session end failed; the old leases run out their spans", "err", err)
+		}
+		ecancel()
+		s.mu.Lock()
+		s.closing = false
+		s.mu.Unlock()
+	}
+}
+
+// afterBeat applies a round's heartbeat outcome (err; the round began at
+// start, the answer came at done) under the lock, and returns the session
+// end to write when the heartbeat committed too late.
+func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, start, done time.Time, confirmed map[codec.Role]codec.Token) *codec.Heartbeat {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cur.Nonce != hb.Session.Nonce {
-		return // the incarnation ended meanwhile
+		return nil // the incarnation ended meanwhile
 	}
 	if err != nil {
 		s.dirty = s.dirty || len(hb.Excluded) > 0
@@ -349,16 +372,16 @@ func (s *session) round(ctx context.Context) {
 		// vouched for any more.
 		s.m.log.Warn("the member session was fenced: another process took this member id's session; every held role is lost", "err", err)
 		s.endLocked(ReasonFenced, err)
-		return
+		return nil
 	case retired(err) || errors.Is(err, fencing.ErrNotHeld):
 		s.retired = true
 		s.m.log.Warn("a heartbeat got no definite answer; the session starts again before the next", "err", err)
-		return
+		return nil
 	default:
 		if ctx.Err() == nil {
 			s.m.log.Warn("heartbeat failed", "err", err)
 		}
-		return
+		return nil
 	}
 	late := false
 	for role := range confirmed {
@@ -376,12 +399,8 @@ func (s *session) round(ctx context.Context) {
 		s.m.log.Warn("a heartbeat committed after the member's own deadline; ending the session's incarnation", "started", start, "committed", done)
 		end := codec.Heartbeat{Member: s.m.me, Session: hb.Session, End: true}
 		s.endLocked(ReasonLeaseLost, errors.New("a heartbeat committed after the member's own deadline"))
-		ectx, ecancel := withTimeout(context.WithoutCancel(ctx), s.m.clk, s.m.s.TransactionTimeout)
-		if err := s.m.t.Heartbeat(ectx, end); err != nil {
-			s.m.log.Warn("writing the session end failed; the old leases run out their spans", "err", err)
-		}
-		ecancel()
-		return
+		s.closing = true
+		return &end
 	}
 	for role, tok := range confirmed {
 		if h := s.held[role]; h != nil && h.tok == tok {
@@ -392,6 +411,7 @@ func (s *session) round(ctx context.Context) {
 	if s.m.log.Enabled(ctx, slog.LevelDebug) {
 		s.m.log.Debug("heartbeat", "roles", len(confirmed), "excluded", len(hb.Excluded), "took", done.Sub(start))
 	}
+	return nil
 }
 
 // finish ends the session when Run ends (not with KeepOnExit): one

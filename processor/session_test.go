@@ -155,7 +155,14 @@ func TestSessionHeartbeatCommittedAfterTheDeadlineEndsTheIncarnation(t *testing.
 	r.tr.On("Heartbeat", mock.Anything, beatAt(rigSession, start, r.m.s)).
 		Run(func(mock.Arguments) { r.clk.Advance(r.m.s.RenewDeadline) }). // paused in flight
 		Return(nil).Once()
-	r.tr.On("Heartbeat", mock.Anything, codec.Heartbeat{Member: "me", Session: rigSession, End: true}).Return(nil).Once()
+	r.tr.On("Heartbeat", mock.Anything, codec.Heartbeat{Member: "me", Session: rigSession, End: true}).
+		Run(func(mock.Arguments) {
+			// Written without the session's lock, and no new incarnation
+			// starts meanwhile (its InitProducerId would fence the end).
+			r.s.checkIn("r1", r.clk.Now())
+			_, err := r.s.ensure(context.Background())
+			assert.Error(t, err, "no new incarnation while the session end is written")
+		}).Return(nil).Once()
 	r.s.round(context.Background())
 
 	n, ok := r.note("r1")
