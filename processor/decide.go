@@ -115,6 +115,11 @@ type Local struct {
 	// here, never from the writer's wall clock.
 	leaseOff  int64
 	leaseSeen time.Time
+	// The session record of the lease's holder as observed: its offset
+	// in the session's partition and when this member first saw it (or
+	// the source saw it, when the source says, on the same clock).
+	beatOff  int64
+	beatSeen time.Time
 
 	vacantSince time.Time // when it first observed the current vacancy
 	vacantKey   int64     // the vacancy: offset of the lease that ended, -1 never held, noKey none
@@ -169,7 +174,7 @@ func (l Local) withInstance(instance string) Local {
 
 // NewLocal returns the Local of a member that has not done anything yet.
 func NewLocal() Local {
-	return Local{registered: -1, retired: -1, leaseOff: -1, vacantKey: noKey, lostOff: noKey, confOpen: -1, confOff: -1}
+	return Local{registered: -1, retired: -1, leaseOff: -1, beatOff: -1, vacantKey: noKey, lostOff: noKey, confOpen: -1, confOff: -1}
 }
 
 // Held returns the role as this member holds it, nil when it does not.
@@ -188,6 +193,9 @@ func (l Local) Observe(st rolestate.State, me codec.MemberID, now time.Time) Loc
 	}
 	if st.LeaseOffset != l.leaseOff || l.leaseSeen.IsZero() {
 		l.leaseOff, l.leaseSeen = st.LeaseOffset, now
+	}
+	if se := st.Session; se != nil && (se.Offset != l.beatOff || l.beatSeen.IsZero()) {
+		l.beatOff, l.beatSeen = se.Offset, beatSeenAt(se, now)
 	}
 	if c, ok := candidate(st, me); l.held == nil {
 		l.regHeld = false
@@ -432,6 +440,20 @@ func (l Local) vacancy(st rolestate.State, me codec.MemberID, now time.Time) (ke
 		seen = now // not observed before: it counts from now
 	}
 	expiry = seen.Add(rolestate.LeaseSpan(*st.Lease))
+	switch st.SessionVouch() {
+	case rolestate.Dropped:
+		// The holder's session excluded the role or ended: it stopped
+		// acting on the role before it wrote that.
+		return st.LeaseOffset, true, time.Time{}
+	case rolestate.Vouched:
+		beat := l.beatSeen
+		if l.beatOff != st.Session.Offset || beat.IsZero() {
+			beat = beatSeenAt(st.Session, now)
+		}
+		if e := beat.Add(rolestate.HeartbeatSpan(st.Session.Heartbeat)); e.After(expiry) {
+			expiry = e
+		}
+	}
 	if !now.Before(expiry) {
 		return st.LeaseOffset, true, time.Time{}
 	}
@@ -513,4 +535,16 @@ func earliest(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// beatSeenAt is when a member observing se at now counts it from: the
+// source's own time for it when the source gives one that is plausible on
+// this member's clock (not after now, and within MaxLeaseSpan of it: the
+// view, in the same process, stamps records when it applies them, which
+// may be well before the member wakes to look), else now.
+func beatSeenAt(se *rolestate.SessionSeen, now time.Time) time.Time {
+	if at := se.SeenAt; !at.IsZero() && !at.After(now) && now.Sub(at) < rolestate.MaxLeaseSpan {
+		return at
+	}
+	return now
 }

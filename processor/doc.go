@@ -31,6 +31,18 @@
 // from its first observation: it waits one span at most, even for a lease
 // whose holder died long ago.
 //
+// A lease may name its holder's member session (codec.Lease.Session; see
+// "Member sessions" below). Such a lease expires as above, or one
+// heartbeat span (rolestate.HeartbeatSpan) after this member first
+// observed the latest heartbeat of that session's incarnation that does
+// not exclude the role (the source's own time for it when the source
+// gives one this member's clock can take: the view, in the same process,
+// stamps each record when it applies it), whichever is later; the
+// session's record that excludes the role or ends the session makes the
+// role vacant at once, and a record of another incarnation keeps nothing
+// alive. The member looks the session's record up afresh at every
+// decision ([SessionSource]): heartbeats are not role changes.
+//
 // A role is vacant when it has no lease, its lease is a release (see
 // [codec.ReleaseLease]) or its lease has expired as above. Then the
 // candidates challenge in turn: the member named in the lease that ended
@@ -193,6 +205,79 @@
 // an answer however old it is, and view's
 // TestConfirmRecentAfterACutHoldsWhatWasCommittedDuringIt checks the
 // view's side.
+//
+// # Member sessions
+//
+// Issue 20 moves renewal from one lease write per role to one heartbeat
+// per member: each member keeps one session under a transactional id of
+// its own, <prefix>session/<member> (fencing.Config.SessionTransactionalID;
+// a role name never contains '/', so no role's <prefix><role> is it), with
+// a random incarnation nonce, and one heartbeat transaction per
+// RenewInterval keeps every lease that names the session alive. What is
+// built so far: the records (codec.Heartbeat, codec.Lease.Session), the
+// seam (fencing.Transport StartSession, Heartbeat, ReadSession,
+// DescribeMany), their authentication (rolestate.CheckHeartbeatAuthor and
+// the session transactional id's own producer id, as for leases), and the
+// observer's rule, in the view (rolestate.State.LeaseEnd) and in Decide
+// (above). A Member does not yet write session leases or heartbeats: it
+// still renews each role with a lease write, so every lease it writes
+// lives by its own span, and the rules above hold unchanged for it.
+//
+// The session runner (session.go) is built and its rules tested on
+// their own, but Member.Run does not start it yet. The design it follows
+// (docs/GUARANTEES.md will be restated when it runs):
+//
+//   - A challenge stays AcquireEpoch on the role's transactional id, then a
+//     lease under the role's token naming the session. Every data write
+//     stays under the role's token: safety rests on the role's epoch
+//     fence alone, whatever the heartbeats do. A forged, late or
+//     resurrected heartbeat can only make observers wait longer.
+//   - Each round (every RenewInterval): a held role whose goroutine has not
+//     checked in for TransactionTimeout + RenewInterval is stuck: its work
+//     is cancelled and the heartbeat excludes it; one DescribeTransactions
+//     per coordinator over the held roles' transactional ids
+//     (DescribeMany) ends at once every holding whose token moved; then
+//     one heartbeat under the session's token, listing the excluded
+//     roles; once it commits, each role the describe confirmed has its
+//     local deadline moved to the round's start + RenewDeadline. So a
+//     deposed holder learns within a round from the coordinator's own
+//     word, whatever its view shows, and acts on a role at most
+//     RenewDeadline after the start of the last round whose describe
+//     confirmed its token. An observer credits the heartbeat one span
+//     (LeaseDuration > RenewDeadline) from when it saw it, after the round
+//     began: the holder stops first, as with per-role renewal.
+//   - A role the member stops holding without a release is excluded until
+//     its view shows a lease of the role that does not name the
+//     incarnation. Releasing one role is one release under its token;
+//     leaving is one session end.
+//   - A heartbeat that commits after the local deadline of a role it
+//     vouched for (the member was paused mid-heartbeat) ends the
+//     incarnation with a session end, and the member campaigns
+//     again under a new nonce: old leases never come back to life. An
+//     unanswered heartbeat restarts the session (same nonce, new epoch; a
+//     new producer id ends the incarnation); a fenced one (another
+//     process under the member id) ends every holding.
+//   - Every role of a member then depends on one coordinator and one
+//     partition leader: a failover longer than RenewDeadline -
+//     RenewInterval loses them all at once.
+//
+// What wiring it in changes beyond the runner (found while building it):
+//
+//   - One process per member id: a live holder's sign of life is its
+//     lease renewals today; under a session it is its heartbeats (a
+//     session record of the member id under a nonce this process did not
+//     draw, newer than at its start). And two processes under one member
+//     id share the session's transactional id: a newcomer's first
+//     StartSession fences the other's heartbeats, so the refusal must come
+//     before a newcomer's first challenge, and a heartbeat answered fenced
+//     should refuse the process (today it ends every holding).
+//   - Many roles: renewals no longer take call slots; the admission
+//     bounds acquisitions only, and shedding at a late renewal goes away
+//     (the overload tests change with that promise).
+//   - Leaving deregisters each role and writes one session end instead of
+//     a release per role (the graceful-handover tests change with that).
+//   - docs/GUARANTEES.md 5, 6, 7, 8, 9, 9a and 13 are restated; the chaos
+//     suite gains members holding many roles and a crash mid-heartbeat.
 //
 // # One process per member id
 //

@@ -254,8 +254,12 @@ func (r *runner) step(ctx context.Context) Action {
 	return a
 }
 
-// decide observes the role at now and applies the rules.
+// decide observes the role at now and applies the rules. When the role's
+// lease names its holder's member session, it looks the session's latest
+// record up afresh first (a SessionSource): heartbeats are not role
+// changes, so they do not come through Follow.
 func (r *runner) decide(ctx context.Context, now time.Time) Action {
+	r.refreshSession(ctx)
 	r.l = r.l.Observe(r.st, r.m.me, now)
 	r.observeHolder(now)
 	a := Decide(r.st, r.m.me, r.l, now, r.m.s)

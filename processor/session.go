@@ -1,0 +1,451 @@
+package processor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/rolestate"
+)
+
+// session is the member's session (see "Member sessions" in the package
+// doc): one incarnation at a time, one heartbeat per RenewInterval for
+// every role the member holds, and the batched DescribeTransactions that
+// tells a holder it lost a role. Its goroutine (run) writes the
+// heartbeats; the role runners hold, check in and drop roles through its
+// methods, and learn of each round's outcome through their note channel.
+//
+// Not wired in yet: Member.Run does not start it and the runners still
+// renew each role with a lease write (issue 20 is under way). The rules
+// of a round are tested on their own (session_test.go); wiring it in
+// means: the runners' challenge calls ensure and names the session in
+// the lease, elected calls hold, every step checks in (or settles an
+// exclusion), a note moves the local deadline or ends the holding, revoke
+// drops the role (excluded unless a release was written), leaving lets
+// finish's session end release the roles, and Decide no longer renews.
+type session struct {
+	m *Member
+
+	starting sync.Mutex // one StartSession at a time
+	closing  bool       // a session end is being written: no new incarnation until it is
+
+	mu      sync.Mutex
+	cur     codec.Session // the current incarnation; Nonce "" when none
+	retired bool          // a heartbeat got no answer: StartSession again before the next
+	held    map[codec.Role]*sessHold
+	// excluded holds the roles this incarnation's heartbeats must not
+	// vouch for: roles this member stopped holding without a release
+	// (their latest lease may still name the incarnation).
+	excluded map[codec.Role]struct{}
+	dirty    bool // excluded changed since the last heartbeat
+	ended    bool // Run is over: no new incarnation
+	wake     chan struct{}
+}
+
+// sessHold is a role the member holds, as the session knows it.
+type sessHold struct {
+	tok       codec.Token
+	base      time.Time          // the holding's local deadline is base + RenewDeadline: its election, or the last round that vouched for it
+	checkedIn time.Time          // the runner's last check-in
+	note      chan sessNote      // capacity 1: the runner's
+	cancel    context.CancelFunc // the holding's work context
+}
+
+// sessNote is what the session tells a role's runner after a round: its
+// role was vouched for by a heartbeat whose round began at vouched, or
+// it is lost (lost is the reason, cause why).
+type sessNote struct {
+	vouched time.Time
+	lost    Reason
+	cause   error
+}
+
+func newSession(m *Member) *session {
+	return &session{m: m, held: map[codec.Role]*sessHold{}, excluded: map[codec.Role]struct{}{}, wake: make(chan struct{}, 1)}
+}
+
+// newNonce draws an incarnation nonce: 16 random hex digits.
+func newNonce() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ensure returns the current incarnation, beginning one (StartSession)
+// when there is none: the session a challenge's lease names. Starts are
+// one at a time (starting), and the call to the cluster is made without
+// mu, so that runners checking in never wait for it.
+func (s *session) ensure(ctx context.Context) (codec.Session, error) {
+	s.starting.Lock()
+	defer s.starting.Unlock()
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return codec.Session{}, errors.New("the member is leaving: no new session")
+	}
+	if s.closing {
+		s.mu.Unlock()
+		return codec.Session{}, errors.New("the member session's incarnation is ending; try again")
+	}
+	prev := s.cur
+	if prev.Nonce != "" && !s.retired {
+		s.mu.Unlock()
+		return prev, nil
+	}
+	s.mu.Unlock()
+	nonce := prev.Nonce
+	if nonce == "" {
+		nonce = newNonce()
+	}
+	cur, err := s.m.t.StartSession(ctx, s.m.me, nonce)
+	if err != nil {
+		return codec.Session{}, fmt.Errorf("starting the member session: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if prev.Nonce != "" && s.cur.Nonce == prev.Nonce && cur.ProducerID != prev.ProducerID {
+		// A new producer id cannot keep the incarnation's leases (they
+		// name the old one): the incarnation is over.
+		s.endLocked(ReasonLeaseLost, errors.New("the member session's producer id changed"))
+		cur.Nonce = newNonce()
+	} else if prev.Nonce != "" && s.cur.Nonce != prev.Nonce {
+		// The incarnation ended while the session started again: this
+		// start begins a new one.
+		cur.Nonce = newNonce()
+	}
+	s.cur, s.retired = cur, false
+	s.m.log.Info("member session", "producer_id", cur.ProducerID, "epoch", cur.Epoch, "nonce", cur.Nonce)
+	return cur, nil
+}
+
+// hold records that the member holds role under tok, elected at start
+// (its first check-in); note and cancel are the runner's.
+func (s *session) hold(role codec.Role, tok codec.Token, start time.Time, note chan sessNote, cancel context.CancelFunc) {
+	s.mu.Lock()
+	s.held[role] = &sessHold{tok: tok, base: start, checkedIn: start, note: note, cancel: cancel}
+	if _, ok := s.excluded[role]; ok {
+		delete(s.excluded, role)
+		s.dirty = true
+	}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}: // the first heartbeat need not wait a whole interval after an idle one
+	default:
+	}
+}
+
+// checkIn records that role's runner is alive at now.
+func (s *session) checkIn(role codec.Role, now time.Time) {
+	s.mu.Lock()
+	if h := s.held[role]; h != nil && now.After(h.checkedIn) {
+		h.checkedIn = now
+	}
+	s.mu.Unlock()
+}
+
+// drop records that the member no longer holds role. exclude: its latest
+// lease may still name the incarnation (no release was written), so the
+// heartbeats exclude it until the member's view shows another.
+func (s *session) drop(role codec.Role, exclude bool) {
+	s.mu.Lock()
+	delete(s.held, role)
+	_, was := s.excluded[role]
+	if exclude && s.cur.Nonce != "" {
+		s.excluded[role] = struct{}{}
+	} else {
+		delete(s.excluded, role)
+	}
+	_, is := s.excluded[role]
+	s.dirty = s.dirty || was != is
+	s.mu.Unlock()
+}
+
+// settle ends role's exclusion once st shows that its latest lease no
+// longer names this incarnation (a release, another member's lease, or
+// one of another incarnation).
+func (s *session) settle(role codec.Role, st rolestate.State) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.excluded[role]; !ok {
+		return
+	}
+	l := st.Lease
+	if l == nil || l.Released() || l.Session == nil || l.Member != s.m.me || l.Session.Nonce != s.cur.Nonce {
+		delete(s.excluded, role)
+		s.dirty = true
+	}
+}
+
+// current returns the current incarnation (Nonce "" when none).
+func (s *session) current() codec.Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+// endLocked ends the incarnation: every held role is lost (its runner is
+// told, its work cancelled), and nothing is excluded any more (the next
+// incarnation's heartbeats vouch for none of the old leases).
+func (s *session) endLocked(why Reason, cause error) {
+	for role, h := range s.held {
+		h.cancel()
+		notify(h.note, sessNote{lost: why, cause: cause})
+		delete(s.held, role)
+	}
+	clear(s.excluded)
+	s.cur, s.retired, s.dirty = codec.Session{}, false, false
+}
+
+// notify sends n on ch (capacity 1), replacing a note not taken yet; a
+// loss is never replaced by a vouch.
+func notify(ch chan sessNote, n sessNote) {
+	select {
+	case ch <- n:
+		return
+	default:
+	}
+	select {
+	case old := <-ch:
+		if old.lost != "" && n.lost == "" {
+			n = old
+		}
+	default:
+	}
+	select {
+	case ch <- n:
+	default:
+	}
+}
+
+// run writes a heartbeat round every RenewInterval while the member holds
+// a role, until ctx ends; then, unless KeepOnExit, it ends the session
+// (one session-end record releases every lease of the incarnation) once
+// the runners are done (runnersDone closed).
+func (s *session) run(ctx context.Context, runnersDone <-chan struct{}) {
+	for {
+		t := s.m.clk.NewTimer(s.m.s.RenewInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			<-runnersDone
+			s.finish(ctx)
+			return
+		case <-t.C():
+		case <-s.wake:
+			t.Stop()
+		}
+		s.round(ctx)
+	}
+}
+
+// round is one heartbeat round: DescribeMany over the held roles' tokens
+// (a role whose token moved is lost: fenced), then one heartbeat that
+// vouches for every lease of the incarnation except the excluded roles and
+// the held roles whose runner did not check in lately (stuck: dropped,
+// their work cancelled). Each held role the round confirmed is told its
+// new local deadline base (the round's start) once the heartbeat
+// committed.
+func (s *session) round(ctx context.Context) {
+	start := s.m.clk.Now()
+	s.mu.Lock()
+	if s.cur.Nonce == "" || len(s.held) == 0 && !s.dirty {
+		s.mu.Unlock()
+		return
+	}
+	stale := start.Add(-(s.m.s.TransactionTimeout + s.m.s.RenewInterval))
+	roles := make([]codec.Role, 0, len(s.held))
+	for role, h := range s.held {
+		if h.checkedIn.Before(stale) {
+			// Stuck: its runner has not checked in for longer than a
+			// call may take. Drop it: its work is cancelled and the
+			// heartbeats exclude it, so others take it after they see
+			// this heartbeat.
+			h.cancel()
+			notify(h.note, sessNote{lost: ReasonLeaseLost, cause: errors.New("the role's runner did not check in with the member session")})
+			delete(s.held, role)
+			s.excluded[role] = struct{}{}
+			s.dirty = true
+			s.m.log.Warn("dropping a held role: its runner did not check in", "role", string(role), "checked_in", h.checkedIn)
+			continue
+		}
+		roles = append(roles, role)
+	}
+	s.mu.Unlock()
+
+	confirmed := map[codec.Role]codec.Token{}
+	if len(roles) > 0 {
+		dctx, cancel := withTimeout(ctx, s.m.clk, s.m.s.TransactionTimeout)
+		got, err := s.m.t.DescribeMany(dctx, roles)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			s.m.log.Warn("describing the held roles' tokens failed; the roles not answered are not renewed this round", "err", err, "answered", len(got), "held", len(roles))
+		}
+		s.mu.Lock()
+		for _, role := range roles {
+			h := s.held[role]
+			d, ok := got[role]
+			switch {
+			case h == nil || !ok:
+			case d.Held && d.Token == h.tok:
+				confirmed[role] = h.tok
+			default:
+				// The coordinator names another token (or none): another
+				// member took the role. The holder learns it here, within
+				// a round, whatever its view shows.
+				h.cancel()
+				notify(h.note, sessNote{lost: ReasonFenced, cause: fmt.Errorf("%w: the coordinator names token %s for the role, not ours (%s)", fencing.ErrFenced, d.Token, h.tok)})
+				delete(s.held, role)
+				s.m.met.fenced(role)
+			}
+		}
+		s.mu.Unlock()
+	}
+
+	s.mu.Lock()
+	cur, wasRetired := s.cur, s.retired
+	hb := codec.Heartbeat{Member: s.m.me, Session: cur, GrantedAt: start.UnixMilli(),
+		Deadline: start.UnixMilli() + s.m.s.LeaseDuration.Milliseconds()}
+	for role := range s.excluded {
+		hb.Excluded = append(hb.Excluded, role)
+	}
+	slices.Sort(hb.Excluded)
+	s.dirty = false
+	s.mu.Unlock()
+	if wasRetired {
+		if _, err := s.ensure(ctx); err != nil {
+			s.m.log.Warn("restarting the member session after an unanswered heartbeat failed", "err", err)
+			return
+		}
+		s.mu.Lock()
+		if s.cur.Nonce != cur.Nonce {
+			s.mu.Unlock()
+			return // a new incarnation: nothing of the old is vouched for
+		}
+		hb.Session = s.cur
+		s.mu.Unlock()
+	}
+	// Not cut short by the end of Run's context: a heartbeat cut short
+	// mid-transaction has no definite outcome.
+	hctx, cancel := withTimeout(context.WithoutCancel(ctx), s.m.clk, s.m.s.TransactionTimeout)
+	err := s.m.t.Heartbeat(hctx, hb)
+	cancel()
+	done := s.m.clk.Now()
+	if end := s.afterBeat(ctx, hb, err, start, done, confirmed); end != nil {
+		// Written without the lock, while ensure refuses to start a new
+		// incarnation (closing), whose InitProducerId would fence it.
+		ectx, ecancel := withTimeout(context.WithoutCancel(ctx), s.m.clk, s.m.s.TransactionTimeout)
+		if err := s.m.t.Heartbeat(ectx, *end); err != nil {
+			s.m.log.Warn("writing the session end failed; the old leases run out their spans", "err", err)
+		}
+		ecancel()
+		s.mu.Lock()
+		s.closing = false
+		s.mu.Unlock()
+	}
+}
+
+// afterBeat applies a round's heartbeat outcome (err; the round began at
+// start, the answer came at done) under the lock, and returns the session
+// end to write when the heartbeat committed too late.
+func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, start, done time.Time, confirmed map[codec.Role]codec.Token) *codec.Heartbeat {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur.Nonce != hb.Session.Nonce {
+		return nil // the incarnation ended meanwhile
+	}
+	if err != nil {
+		s.dirty = s.dirty || len(hb.Excluded) > 0
+	}
+	switch {
+	case err == nil:
+	case fencing.IsFenced(err):
+		// Another StartSession of this member id (another process)
+		// took the session over: none of the incarnation's roles is
+		// vouched for any more.
+		s.m.log.Warn("the member session was fenced: another process took this member id's session; every held role is lost", "err", err)
+		s.endLocked(ReasonFenced, err)
+		return nil
+	case retired(err) || errors.Is(err, fencing.ErrNotHeld):
+		s.retired = true
+		s.m.log.Warn("a heartbeat got no definite answer; the session starts again before the next", "err", err)
+		return nil
+	default:
+		if ctx.Err() == nil {
+			s.m.log.Warn("heartbeat failed", "err", err)
+		}
+		return nil
+	}
+	late := false
+	for role := range confirmed {
+		if h := s.held[role]; h != nil && !done.Before(h.base.Add(s.m.s.RenewDeadline)) {
+			late = true
+		}
+	}
+	if late {
+		// Resurrected: the heartbeat committed after the member's own
+		// deadline for a role it vouched for (the member was paused, or
+		// cut off, meanwhile): that holding ended at its deadline, and
+		// observers may have seen its lease expire. The incarnation
+		// ends, so that this late heartbeat brings none of its leases
+		// back to life, and the member campaigns again.
+		s.m.log.Warn("a heartbeat committed after the member's own deadline; ending the session's incarnation", "started", start, "committed", done)
+		end := codec.Heartbeat{Member: s.m.me, Session: hb.Session, End: true}
+		s.endLocked(ReasonLeaseLost, errors.New("a heartbeat committed after the member's own deadline"))
+		s.closing = true
+		return &end
+	}
+	for role, tok := range confirmed {
+		if h := s.held[role]; h != nil && h.tok == tok {
+			h.base = start
+			notify(h.note, sessNote{vouched: start})
+		}
+	}
+	if s.m.log.Enabled(ctx, slog.LevelDebug) {
+		s.m.log.Debug("heartbeat", "roles", len(confirmed), "excluded", len(hb.Excluded), "took", done.Sub(start))
+	}
+	return nil
+}
+
+// finish ends the session when Run ends (not with KeepOnExit): one
+// session-end record, after which every lease naming the incarnation is
+// released in every reader's eyes.
+func (s *session) finish(ctx context.Context) {
+	s.mu.Lock()
+	s.ended = true
+	cur := s.cur
+	s.mu.Unlock()
+	if cur.Nonce == "" || s.m.s.KeepOnExit {
+		return
+	}
+	ectx, cancel := withTimeout(context.WithoutCancel(ctx), s.m.clk, s.m.s.TransactionTimeout)
+	defer cancel()
+	if err := s.m.t.Heartbeat(ectx, codec.Heartbeat{Member: s.m.me, Session: cur, End: true}); err != nil {
+		s.m.log.Warn("writing the session end failed; the member's leases run out their spans", "err", err)
+		return
+	}
+	s.m.log.Info("ended the member session", "nonce", cur.Nonce)
+}
+
+// errEndsWithSession: a leaving member's role is released by the session
+// end, not by a release of its own.
+var errEndsWithSession = errors.New("released by the member session's end")
+
+// ending reports whether the session end the leaving member writes
+// releases l: l names the current incarnation and the member does not
+// keep its roles on exit.
+func (s *session) ending(l codec.Lease) bool {
+	if s.m.s.KeepOnExit || l.Session == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur.Nonce != "" && l.Session.Nonce == s.cur.Nonce && !s.retired
+}
