@@ -324,20 +324,17 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 				Reason: "holding, but not a candidate since before this holding (" + why + "): registering again"}
 		}
 		if l.renewNow && !now.Before(l.retryAt) {
-			return Action{Kind: DoRenew, Reason: "asked to renew at once (the holder's value changed)"}
+			return Action{Kind: DoRenew, Reason: "asked to rewrite the lease at once (the holder's value changed)"}
 		}
-		every := l.renewEvery
-		if every <= 0 {
-			every = s.RenewInterval
-		}
-		next := l.renewedAt.Add(every)
-		if l.retryAt.After(next) {
+		// The member session's heartbeats renew the holding (they move
+		// renewedAt); the member wakes at least every RenewInterval to
+		// check in with the session, which vouches only for roles whose
+		// goroutine does.
+		next := now.Add(s.RenewInterval)
+		if l.renewNow && l.retryAt.Before(next) {
 			next = l.retryAt
 		}
-		if !now.Before(next) {
-			return Action{Kind: DoRenew, Reason: "renew interval passed"}
-		}
-		return Action{Kind: DoWait, Until: earliest(next, expiry), Reason: "holding; next renewal"}
+		return Action{Kind: DoWait, Until: earliest(next, expiry), Reason: "holding; renewed by the member session"}
 	}
 	if now.Before(l.retryAt) {
 		return Action{Kind: DoWait, Until: l.retryAt, Reason: fmt.Sprintf("backing off after %d failures", l.failures)}

@@ -99,8 +99,9 @@ type Member struct {
 	runners map[codec.Role]*runner
 	order   []codec.Role
 
-	lim *limiter   // the transport calls in flight
-	adm *admission // how many roles it campaigns for
+	lim  *limiter   // the transport calls in flight
+	adm  *admission // how many roles it campaigns for
+	sess *session   // the member session: heartbeats for every held role
 
 	inst string             // this process's instance; "" without an InstanceRegisterer
 	ireg InstanceRegisterer // t, when it is one
@@ -172,6 +173,7 @@ func New(t fencing.Transport, src Source, me codec.MemberID, roles []codec.Role,
 	}
 	m.met = met
 	m.adm = newAdmission(m)
+	m.sess = newSession(m)
 	for _, r := range roles {
 		if err := r.Validate(); err != nil {
 			return nil, fmt.Errorf("processor: %w", err)
@@ -243,6 +245,11 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 	}()
 
 	var wg sync.WaitGroup
+	runnersDone, sessDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sessDone)
+		m.sess.run(ctx, runnersDone)
+	}()
 	for _, role := range m.order {
 		r := m.runners[role]
 		wg.Add(1)
@@ -252,6 +259,8 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		}()
 	}
 	wg.Wait()
+	close(runnersDone)
+	<-sessDone
 	m.works.Wait()
 	m.mu.Lock()
 	defer m.mu.Unlock()

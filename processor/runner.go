@@ -39,11 +39,13 @@ type runner struct {
 
 	resignCh chan resignReq
 	renewCh  chan struct{} // capacity 1: Member.RenewNow
+	note     chan sessNote // capacity 1: the member session's word on the held role
 	exited   chan struct{}
 
 	// One process per member id (instance.go).
 	minted       map[codec.Token]bool // tokens this process minted for the role
 	baseLeaseOff int64                // the role's lease offset when this process first read it
+	baseSessOff  int64                // the offset of the member id's session record when this process first read the role; -1 none
 	ownSeenAt    time.Time            // when the view first showed this process's own registration
 	reassertedAt time.Time            // when it last registered again to answer another instance
 	watch        *instanceWatch       // another instance's registration watched at the start
@@ -85,6 +87,7 @@ func newRunner(m *Member, role codec.Role) *runner {
 		log:      m.log.With("role", string(role)),
 		resignCh: make(chan resignReq),
 		renewCh:  make(chan struct{}, 1),
+		note:     make(chan sessNote, 1),
 		exited:   make(chan struct{}),
 		minted:   map[codec.Token]bool{},
 		wake:     make(chan struct{}, 1),
@@ -111,6 +114,10 @@ func (r *runner) run(ctx context.Context, work Work) {
 		return
 	}
 	r.baseLeaseOff = r.st.LeaseOffset
+	r.baseSessOff = -1
+	if se, ok := r.ownSession(ctx); ok {
+		r.baseSessOff = se.Offset
+	}
 	burst := 0
 	for {
 		if ctx.Err() != nil {
@@ -151,6 +158,8 @@ func (r *runner) run(ctx context.Context, work Work) {
 			r.requestResign(q)
 		case <-r.renewCh:
 			r.l.renewNow = r.l.held != nil
+		case n := <-r.note:
+			r.noted(n)
 		case <-r.wake:
 		case err := <-r.workResult():
 			r.workReturned(err)
@@ -254,11 +263,16 @@ func (r *runner) step(ctx context.Context) Action {
 	return a
 }
 
-// decide observes the role at now and applies the rules. When the role's
-// lease names its holder's member session, it looks the session's latest
-// record up afresh first (a SessionSource): heartbeats are not role
-// changes, so they do not come through Follow.
+// decide observes the role at now and applies the rules. It checks in
+// with the member session first (this goroutine is alive), and looks up
+// the session record of the lease's holder afresh: heartbeats are not
+// published as role changes.
 func (r *runner) decide(ctx context.Context, now time.Time) Action {
+	if r.hold != nil {
+		r.m.sess.checkIn(r.role, now)
+	} else {
+		r.m.sess.settle(r.role, r.st)
+	}
 	r.refreshSession(ctx)
 	r.l = r.l.Observe(r.st, r.m.me, now)
 	r.observeHolder(now)
@@ -421,6 +435,16 @@ func (r *runner) challenge(ctx context.Context, prune []codec.MemberID) {
 	}()
 	cctx, cancel := r.callCtx(ctx, r.m.s.TransactionTimeout)
 	defer cancel()
+	// The lease names the member session, which keeps it alive: one is
+	// begun before the first challenge.
+	if _, err := r.m.sess.ensure(cctx); err != nil {
+		if cctx.Err() != nil && ctx.Err() == nil {
+			r.challengeTimedOut(ctx, err)
+			return
+		}
+		r.failed(ctx, "challenge: member session", err)
+		return
+	}
 	tok, err := r.m.t.AcquireEpoch(cctx, r.role)
 	if err != nil {
 		if cctx.Err() != nil && ctx.Err() == nil {
@@ -434,6 +458,10 @@ func (r *runner) challenge(ctx context.Context, prune []codec.MemberID) {
 	r.log.Info("acquired an epoch", "token", tok.String())
 	start := r.m.clk.Now()
 	lease := r.lease(tok, start)
+	if lease.Session == nil {
+		r.failed(ctx, "challenge", errors.New("no member session to name in the lease"))
+		return
+	}
 	// The lease write is not cut short by the end of Run's context either
 	// (see renew): once it has committed, the member releases the role on
 	// its way out; cut short, it might commit unseen and hold the role
@@ -500,7 +528,11 @@ func (r *runner) challengeTimedOut(ctx context.Context, err error) {
 // start.
 func (r *runner) lease(tok codec.Token, start time.Time) codec.Lease {
 	ms := start.UnixMilli()
-	return codec.Lease{Member: r.m.me, Token: tok, GrantedAt: ms, Deadline: ms + r.m.s.LeaseDuration.Milliseconds()}
+	l := codec.Lease{Member: r.m.me, Token: tok, GrantedAt: ms, Deadline: ms + r.m.s.LeaseDuration.Milliseconds()}
+	if s := r.m.sess.current(); s.Nonce != "" {
+		l.Session = &s
+	}
+	return l
 }
 
 // lost records that this member was fenced or lost a challenge race at
@@ -522,6 +554,7 @@ func (r *runner) elected(ctx context.Context, start time.Time) {
 	r.l.renewEvery = r.m.adm.renewEvery(start)
 	h.expiry = r.m.clk.AfterFunc(start.Add(r.m.s.RenewDeadline).Sub(r.m.clk.Now()), cancel)
 	r.hold = h
+	r.m.sess.hold(r.role, held.Token, start, r.note, cancel)
 	r.m.met.holder(r.role, r.m.me, true)
 	r.m.met.transition(r.role, "elected")
 	r.m.met.campaignBackoff(r.role, 0)
@@ -754,6 +787,9 @@ func (r *runner) revoke(now time.Time, why Reason, cause error, detail string) {
 		return
 	}
 	r.hold, r.l.held = nil, nil
+	// Until a release shows (or another lease), the heartbeats exclude
+	// the role: its lease may still name the member session.
+	r.m.sess.drop(r.role, true)
 	if h.counted {
 		r.m.adm.holding(-1)
 	}
@@ -922,6 +958,13 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 		r.workErr = nil
 		r.revoke(r.m.clk.Now(), why, cause, "")
 		release, err := r.slot(bctx, prioRelease, r.m.s.TransactionTimeout)
+		if err == nil && why == ReasonContextEnded && r.m.sess.ending(h.held.Lease) {
+			// The member is leaving: its session end, written once every
+			// role has stopped, releases every lease of the incarnation
+			// at once, instead of one release per role.
+			release()
+			err = errEndsWithSession
+		}
 		if err == nil {
 			cctx, cancel := r.callCtx(bctx, r.m.s.TransactionTimeout)
 			err = r.m.t.WriteLease(cctx, r.role, h.held.Token, codec.ReleaseLease(r.m.me, h.held.Token))
@@ -934,7 +977,11 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 			release()
 		}
 		switch {
+		case errors.Is(err, errEndsWithSession):
+			err = nil
+			r.log.Info("leaving: the member session's end releases the role", "token", h.held.Token.String())
 		case err == nil:
+			r.m.sess.drop(r.role, false)
 			r.log.Info("released the role", "token", h.held.Token.String())
 		case fencing.IsFenced(err) || forgotten(err):
 			// Fenced, or the token forgotten after a fence of work's

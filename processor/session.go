@@ -47,6 +47,7 @@ type session struct {
 	excluded map[codec.Role]struct{}
 	dirty    bool // excluded changed since the last heartbeat
 	ended    bool // Run is over: no new incarnation
+	drawn    map[string]bool // every nonce this process drew
 	wake     chan struct{}
 }
 
@@ -69,7 +70,8 @@ type sessNote struct {
 }
 
 func newSession(m *Member) *session {
-	return &session{m: m, held: map[codec.Role]*sessHold{}, excluded: map[codec.Role]struct{}{}, wake: make(chan struct{}, 1)}
+	return &session{m: m, held: map[codec.Role]*sessHold{}, excluded: map[codec.Role]struct{}{}, wake: make(chan struct{}, 1),
+		drawn: map[string]bool{}}
 }
 
 // newNonce draws an incarnation nonce: 16 random hex digits.
@@ -122,6 +124,7 @@ func (s *session) ensure(ctx context.Context) (codec.Session, error) {
 		cur.Nonce = newNonce()
 	}
 	s.cur, s.retired = cur, false
+	s.drawn[cur.Nonce] = true
 	s.m.log.Info("member session", "producer_id", cur.ProducerID, "epoch", cur.Epoch, "nonce", cur.Nonce)
 	return cur, nil
 }
@@ -448,4 +451,54 @@ func (s *session) ending(l codec.Lease) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cur.Nonce != "" && l.Session.Nonce == s.cur.Nonce && !s.retired
+}
+
+// noted applies the session's word on the held role: a loss ends the
+// holding at once (a fence as any fence: the wait after a loss applies);
+// a vouch moves the local deadline to the round's start + RenewDeadline.
+func (r *runner) noted(n sessNote) {
+	if r.hold == nil {
+		return
+	}
+	now := r.m.clk.Now()
+	if n.lost != "" {
+		if n.lost == ReasonFenced {
+			r.lost(now)
+		}
+		r.revoke(now, n.lost, n.cause, "the member session ended the holding")
+		return
+	}
+	if !n.vouched.After(r.l.renewedAt) {
+		return
+	}
+	if !r.hold.expiry.Stop() {
+		// The local deadline passed before the heartbeat's word came:
+		// work has been told to stop, so the member stops too.
+		r.revoke(now, ReasonLeaseLost, nil, "the heartbeat committed only after the local deadline")
+		return
+	}
+	r.l.renewedAt = n.vouched
+	r.hold.expiry = r.m.clk.AfterFunc(n.vouched.Add(r.m.s.RenewDeadline).Sub(now), r.hold.cancel)
+	r.m.met.renewed(r.role, now.Sub(n.vouched), "ok")
+}
+
+// mine reports whether nonce is one this process drew.
+func (s *session) mine(nonce string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.drawn[nonce]
+}
+
+// ownSession returns the latest session record of this member id, when
+// the source can say.
+func (r *runner) ownSession(ctx context.Context) (rolestate.SessionSeen, bool) {
+	ss, ok := r.m.src.(SessionSource)
+	if !ok {
+		return rolestate.SessionSeen{}, false
+	}
+	se, found, err := ss.Session(ctx, r.m.me)
+	if err != nil || !found {
+		return rolestate.SessionSeen{}, false
+	}
+	return se, true
 }
