@@ -178,6 +178,22 @@ type FencedWriter interface {
 	Transact(ctx context.Context, role codec.Role, token codec.Token, fn func(tx *Txn) error) error
 }
 
+// TokenChecker is a [Transport] that can say, without a round trip,
+// whether a token it minted can still write: a member whose renewals no
+// longer write per role (the member session's heartbeats renew every
+// role) asks it at each check-in, so that a holding whose token the
+// transport forgot (a write under it was fenced) or retired (a write under
+// it got no definite answer: work's, through a [Writer] or a stream) ends
+// as soon as it would have at the next lease write. [BrokerTransport]
+// does.
+type TokenChecker interface {
+	// CheckToken returns nil while tok is the newest token the transport
+	// minted for role and can still write; else the ErrNotHeld error a
+	// write under it would get, wrapping ErrRetired after an unknown
+	// outcome. It does not block.
+	CheckToken(role codec.Role, tok codec.Token) error
+}
+
 // SkipCounter is a [Transport] that counts the records its reads skipped:
 // those of a newer value format (see [codec.UnknownVersionError]; a
 // non-zero count means a newer krole writes to the role topic) and

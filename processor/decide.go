@@ -101,9 +101,9 @@ const noKey = math.MinInt64
 // return an updated copy.
 type Local struct {
 	held       *Held         // the role as this member holds it; nil when it does not
-	renewedAt  time.Time     // when the last successful write of the held lease began
-	renewEvery time.Duration // the next renewal goes this long after renewedAt; 0: RenewInterval
-	renewNow   bool          // renew at once (Member.RenewNow: the holder's value changed)
+	renewedAt time.Time // the holding's local deadline is renewedAt + RenewDeadline: the start of its election, of its last lease write, or of the last member-session round that vouched for it
+	writtenAt time.Time // when the last successful write of the held lease began
+	renewNow  bool      // rewrite the lease at once (Member.RenewNow: the holder's value changed)
 
 	registered   int64     // offset of its live registration as it knows it; -1 none
 	registeredAt time.Time // when it wrote registered; zero when adopted from the state
@@ -326,6 +326,17 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 		if l.renewNow && !now.Before(l.retryAt) {
 			return Action{Kind: DoRenew, Reason: "asked to rewrite the lease at once (the holder's value changed)"}
 		}
+		written := l.writtenAt
+		if written.IsZero() {
+			written = l.renewedAt // not known apart: the last renewal was a write
+		}
+		rewrite := written.Add(LeaseRewriteInterval)
+		if l.retryAt.After(rewrite) {
+			rewrite = l.retryAt
+		}
+		if !now.Before(rewrite) {
+			return Action{Kind: DoRenew, Reason: "the lease rewrite interval passed (it keeps the role's transactional id from expiring)"}
+		}
 		// The member session's heartbeats renew the holding (they move
 		// renewedAt); the member wakes at least every RenewInterval to
 		// check in with the session, which vouches only for roles whose
@@ -334,7 +345,7 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 		if l.renewNow && l.retryAt.Before(next) {
 			next = l.retryAt
 		}
-		return Action{Kind: DoWait, Until: earliest(next, expiry), Reason: "holding; renewed by the member session"}
+		return Action{Kind: DoWait, Until: earliest(next, expiry, rewrite), Reason: "holding; renewed by the member session"}
 	}
 	if now.Before(l.retryAt) {
 		return Action{Kind: DoWait, Until: l.retryAt, Reason: fmt.Sprintf("backing off after %d failures", l.failures)}
@@ -527,12 +538,23 @@ func maxOffset(st rolestate.State) int64 {
 	return m
 }
 
-func earliest(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
+func earliest(t time.Time, more ...time.Time) time.Time {
+	for _, u := range more {
+		if u.Before(t) {
+			t = u
+		}
 	}
-	return b
+	return t
 }
+
+// LeaseRewriteInterval is how often a holder writes its lease again while
+// the member session's heartbeats keep it alive: a transaction under the
+// role's own transactional id, so that the coordinator does not expire
+// that id (transactional.id.expiration.ms, 7 days by default: an expired
+// id would lose the epoch that fences a deposed holder's writes, see
+// package fencing). Once an hour costs a member holding 10,000 roles
+// under 3 transactions a second.
+const LeaseRewriteInterval = time.Hour
 
 // beatSeenAt is when a member observing se at now counts it from: the
 // source's own time for it when the source gives one that is plausible on

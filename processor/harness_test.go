@@ -44,6 +44,9 @@ type harness struct {
 	described map[codec.Role]fencing.Described
 	beats     []codec.Heartbeat
 	beatErr   error
+	// tokErr is what CheckToken answers (fencing.TokenChecker): nil, the
+	// token can write.
+	tokErr error
 
 	mu     sync.Mutex
 	events []Event
@@ -291,4 +294,37 @@ type tWriter struct{ t *testing.T }
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// CheckToken answers h.tokErr.
+func (e echoTransport) CheckToken(codec.Role, codec.Token) error {
+	e.h.mu.Lock()
+	defer e.h.mu.Unlock()
+	return e.h.tokErr
+}
+
+// beat runs one round of the member session at the clock's time (the
+// heartbeat the harness's transport records, DescribeMany answered from
+// what the member minted unless h.described says otherwise), then hands
+// the role's runner its note, as its goroutine would.
+func (h *harness) beat() {
+	h.t.Helper()
+	h.m.sess.round(context.Background())
+	h.takeNote()
+}
+
+// takeNote hands the runner the member session's note, if there is one.
+func (h *harness) takeNote() {
+	select {
+	case n := <-h.r.note:
+		h.r.noted(n)
+	default:
+	}
+}
+
+// beatCount returns the heartbeats written so far.
+func (h *harness) beatCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.beats)
 }

@@ -117,6 +117,10 @@ type Member struct {
 	// idle, when set (tests), is called by a role's goroutine each time it
 	// is about to wait, with the time it will wake at the latest.
 	idle func(role codec.Role, until time.Time)
+	// manualRounds (tests): the member session's rounds run only when the
+	// test calls them, not on a timer; the session end is still written
+	// when Run ends.
+	manualRounds bool
 }
 
 // New returns a Member named me for roles, which reads the roles from src
@@ -248,6 +252,11 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 	runnersDone, sessDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(sessDone)
+		if m.manualRounds {
+			<-runnersDone
+			m.sess.finish(ctx)
+			return
+		}
 		m.sess.run(ctx, runnersDone)
 	}()
 	for _, role := range m.order {

@@ -39,6 +39,7 @@ func startRun(t *testing.T, h *harness, work Work) *runDriver {
 	noLeaks(t)
 	d := &runDriver{harness: h, idle: make(chan time.Time), errc: make(chan error, 1)}
 	h.m.idle = func(_ codec.Role, until time.Time) { d.idle <- until }
+	h.m.manualRounds = true
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	go func() { d.errc <- h.m.Run(ctx, work) }()
@@ -72,6 +73,15 @@ func (d *runDriver) wait() time.Time {
 		d.t.Fatal("the member never reached its next wait")
 	}
 	return time.Time{}
+}
+
+// beat runs one round of the member session at the clock's time (see
+// harness.beat) and returns the member's next wait: the runner wakes on
+// the round's note.
+func (d *runDriver) beat() time.Time {
+	d.t.Helper()
+	d.m.sess.round(context.Background())
+	return d.wait()
 }
 
 // push delivers st as a view update and returns the member's next wait.

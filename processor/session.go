@@ -130,9 +130,18 @@ func (s *session) ensure(ctx context.Context) (codec.Session, error) {
 }
 
 // hold records that the member holds role under tok, elected at start
-// (its first check-in); note and cancel are the runner's.
-func (s *session) hold(role codec.Role, tok codec.Token, start time.Time, note chan sessNote, cancel context.CancelFunc) {
+// (its first check-in), with a lease naming the incarnation nonce; note
+// and cancel are the runner's. When that incarnation has ended meanwhile
+// (no heartbeat will vouch for the lease), the runner is told at once
+// that the holding is lost.
+func (s *session) hold(role codec.Role, tok codec.Token, nonce string, start time.Time, note chan sessNote, cancel context.CancelFunc) {
 	s.mu.Lock()
+	if s.cur.Nonce == "" || s.cur.Nonce != nonce {
+		s.mu.Unlock()
+		cancel()
+		notify(note, sessNote{lost: ReasonLeaseLost, cause: errors.New("the member session's incarnation that the lease names ended before the holding began")})
+		return
+	}
 	s.held[role] = &sessHold{tok: tok, base: start, checkedIn: start, note: note, cancel: cancel}
 	if _, ok := s.excluded[role]; ok {
 		delete(s.excluded, role)
@@ -143,6 +152,17 @@ func (s *session) hold(role codec.Role, tok codec.Token, start time.Time, note c
 	case s.wake <- struct{}{}: // the first heartbeat need not wait a whole interval after an idle one
 	default:
 	}
+}
+
+// vouched records that the holding of role was renewed otherwise (a lease
+// rewrite begun at at): its local deadline counts from there, for the
+// rounds' check of a late heartbeat too.
+func (s *session) vouched(role codec.Role, at time.Time) {
+	s.mu.Lock()
+	if h := s.held[role]; h != nil && at.After(h.base) {
+		h.base = at
+	}
+	s.mu.Unlock()
 }
 
 // checkIn records that role's runner is alive at now.
@@ -234,7 +254,7 @@ func notify(ch chan sessNote, n sessNote) {
 // the runners are done (runnersDone closed).
 func (s *session) run(ctx context.Context, runnersDone <-chan struct{}) {
 	for {
-		t := s.m.clk.NewTimer(s.m.s.RenewInterval)
+		t := s.m.clk.NewTimer(s.m.s.RenewInterval - renewJitter(s.m.s))
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -48,7 +48,7 @@ func (r *sessRig) hold(role codec.Role, tok codec.Token) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.t.Cleanup(cancel)
 	r.notes[role], r.done[role] = make(chan sessNote, 1), ctx
-	r.s.hold(role, tok, r.clk.Now(), r.notes[role], cancel)
+	r.s.hold(role, tok, r.s.current().Nonce, r.clk.Now(), r.notes[role], cancel)
 }
 
 // note returns role's note from the last round, and whether there is one.
