@@ -100,7 +100,7 @@ const noKey = math.MinInt64
 // records the outcome of its actions. A Local is a value: the methods
 // return an updated copy.
 type Local struct {
-	held       *Held         // the role as this member holds it; nil when it does not
+	held      *Held     // the role as this member holds it; nil when it does not
 	renewedAt time.Time // the holding's local deadline is renewedAt + RenewDeadline: the start of its election, of its last lease write, or of the last member-session round that vouched for it
 	writtenAt time.Time // when the last successful write of the held lease began
 	renewNow  bool      // rewrite the lease at once (Member.RenewNow: the holder's value changed)

@@ -45,8 +45,8 @@ type session struct {
 	// vouch for: roles this member stopped holding without a release
 	// (their latest lease may still name the incarnation).
 	excluded map[codec.Role]struct{}
-	dirty    bool // excluded changed since the last heartbeat
-	ended    bool // Run is over: no new incarnation
+	dirty    bool            // excluded changed since the last heartbeat
+	ended    bool            // Run is over: no new incarnation
 	drawn    map[string]bool // every nonce this process drew
 	wake     chan struct{}
 }
