@@ -44,6 +44,9 @@ type harness struct {
 	described map[codec.Role]fencing.Described
 	beats     []codec.Heartbeat
 	beatErr   error
+	// beatHook, when set, runs in each heartbeat call (not a session
+	// end's) before it is answered: a test holds the call there.
+	beatHook func()
 	// tokErr is what CheckToken answers (fencing.TokenChecker): nil, the
 	// token can write.
 	tokErr error
@@ -146,6 +149,12 @@ func (e echoTransport) DescribeMany(ctx context.Context, roles []codec.Role) (ma
 // Heartbeat answers without the mock: h.beatErr (nil by default); the
 // heartbeats are counted in h.beats.
 func (e echoTransport) Heartbeat(ctx context.Context, hb codec.Heartbeat) error {
+	e.h.mu.Lock()
+	hook := e.h.beatHook
+	e.h.mu.Unlock()
+	if hook != nil && !hb.End {
+		hook()
+	}
 	e.h.mu.Lock()
 	defer e.h.mu.Unlock()
 	e.h.beats = append(e.h.beats, hb)
@@ -327,4 +336,14 @@ func (h *harness) beatCount() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.beats)
+}
+
+// sessionEnded reports whether the member wrote its session's end (a
+// leaving member's one record that releases every lease naming the
+// session).
+func (h *harness) sessionEnded() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := len(h.beats)
+	return n > 0 && h.beats[n-1].End
 }

@@ -170,11 +170,11 @@ func TestRunWorkFollowsTheRole(t *testing.T) {
 	assert.Equal(t, t0.Add(13*sec), d.wait())
 	assert.Equal(t, tok3, recv(t, w.started).Token)
 
-	// The context ends: work stops, then the role is released and a
-	// deregisters, so the next member needs no deadline.
-	h.tr.On("WriteLease", mock.Anything, role, tok3, codec.ReleaseLease("a", tok3)).Return(nil).Once()
+	// The context ends: work stops, a deregisters, and the session's end
+	// releases the role, so the next member needs no deadline.
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	require.NoError(t, d.stop())
+	assert.True(t, h.sessionEnded())
 	recv(t, w.ended)
 	assert.Equal(t, int32(2), w.runs.Load())
 	assert.Equal(t, []string{"elected 42/1", "revoked fenced 42/1", "elected 42/3", "revoked context ended 42/3"}, h.transitions())
@@ -236,7 +236,8 @@ func holdWithSlowStop(t *testing.T, h *harness) (d *runDriver, cancelled, finish
 }
 
 // A Resign whose work stops slowly, past the holding's first local
-// deadline (t0+8s), renews the lease while it waits, so that the role is
+// deadline (t0+8s), keeps the holding renewed while it waits (it checks in
+// with the member session, whose heartbeats vouch for it), so that the role is
 // neither released nor left to lapse while work runs; the release write
 // then gets its whole TransactionTimeout, however long the wait took.
 func TestRunResignAfterSlowWork(t *testing.T) {
@@ -247,15 +248,13 @@ func TestRunResignAfterSlowWork(t *testing.T) {
 	resigned := make(chan error, 1)
 	go func() { resigned <- h.m.Resign(context.Background(), role) }()
 	recv(t, cancelled)
-	var renewals atomic.Int32
-	for i := 1; i <= 5; i++ { // renewals at t0+2s, 4s, ... 10s: past the first deadline, t0+8s
-		at := t0.Add(time.Duration(2*i) * sec)
-		h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, at)).Return(nil).Once().
-			Run(func(mock.Arguments) { renewals.Add(1) })
+	for i := 1; i <= 5; i++ { // rounds at t0+2s, 4s, ... 10s: past the first deadline, t0+8s
 		h.clk.waitTimers(1)
-		h.clk.Set(at)
-		require.Eventually(t, func() bool { return renewals.Load() == int32(i) }, failsafe, time.Millisecond, "renewal %d", i)
+		h.clk.Set(t0.Add(time.Duration(2*i) * sec))
+		h.m.sess.round(context.Background())
+		require.Eventually(t, func() bool { return len(h.r.note) == 0 }, failsafe, time.Millisecond, "the runner takes round %d's word", i)
 	}
+	assert.Equal(t, 5, h.beatCount(), "each round's heartbeat vouched for the role")
 	h.tr.AssertNotCalled(t, "WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1))
 	assert.Equal(t, []string{"elected 42/1"}, h.transitions(), "no Revoked while work stops")
 
@@ -308,10 +307,10 @@ func TestRunWorkErrorResignsAndRetries(t *testing.T) {
 	d.wait()
 	assert.Equal(t, tok2, recv(t, started).Token)
 
-	h.tr.On("WriteLease", mock.Anything, role, tok2, codec.ReleaseLease("a", tok2)).Return(nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	require.NoError(t, d.stop())
 	assert.Equal(t, []string{"elected 42/1", "revoked work failed 42/1", "elected 42/2", "revoked context ended 42/2"}, h.transitions())
+	assert.True(t, h.sessionEnded(), "leaving: the session's end releases the role")
 }
 
 func TestRunLocalDeadlineStopsWorkWhileARenewalHangs(t *testing.T) {
@@ -324,20 +323,35 @@ func TestRunLocalDeadlineStopsWorkWhileARenewalHangs(t *testing.T) {
 	d.wait()
 	recv(t, w.started)
 
-	// The renewal hangs, ignoring its context (a stuck connection).
+	// The round's heartbeat hangs, ignoring its context (a stuck
+	// connection).
 	inFlight, unblock := make(chan struct{}), make(chan struct{})
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(2*sec))).Return(errDown).Once().
-		Run(func(mock.Arguments) { close(inFlight); <-unblock })
+	h.mu.Lock()
+	h.beatHook = func() { close(inFlight); <-unblock }
+	h.mu.Unlock()
 	h.clk.Set(t0.Add(2 * sec))
+	d.wait()
+	roundDone := make(chan struct{})
+	go func() { defer close(roundDone); h.m.sess.round(context.Background()) }()
 	recv(t, inFlight)
 
+	// (After the loss the role looks vacant to a: its challenges fail
+	// here, which keeps the rest of the test to the heartbeat.)
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(codec.Token{}, errDown).Maybe()
 	h.clk.Set(t0.Add(8 * sec))
 	assert.Equal(t, t0.Add(8*sec), recv(t, w.ended), "work stops at the local deadline, while the call still hangs")
-	assert.Equal(t, []string{"elected 42/1"}, h.transitions())
-
-	close(unblock)
 	d.wait()
-	assert.Equal(t, []string{"elected 42/1", "revoked lease lost 42/1"}, h.transitions())
+	assert.Equal(t, []string{"elected 42/1", "revoked lease lost 42/1"}, h.transitions(), "the runner does not wait for the heartbeat")
+
+	// The heartbeat then commits, after the deadline of the role it
+	// vouched for: the incarnation ends (a session end), so that it
+	// brings no lease back to life.
+	h.mu.Lock()
+	h.beatHook = nil
+	h.mu.Unlock()
+	close(unblock)
+	recv(t, roundDone)
+	assert.True(t, h.sessionEnded(), "a late heartbeat ends its incarnation")
 
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	require.NoError(t, d.stop())

@@ -304,6 +304,7 @@ func (s *session) round(ctx context.Context) {
 	s.mu.Unlock()
 
 	confirmed := map[codec.Role]codec.Token{}
+	bases := map[codec.Role]time.Time{} // each confirmed role's local deadline base when the heartbeat began
 	if len(roles) > 0 {
 		dctx, cancel := withTimeout(ctx, s.m.clk, s.m.s.TransactionTimeout)
 		got, err := s.m.t.DescribeMany(dctx, roles)
@@ -319,6 +320,7 @@ func (s *session) round(ctx context.Context) {
 			case h == nil || !ok:
 			case d.Held && d.Token == h.tok:
 				confirmed[role] = h.tok
+				bases[role] = h.base
 			default:
 				// The coordinator names another token (or none): another
 				// member took the role. The holder learns it here, within
@@ -361,7 +363,7 @@ func (s *session) round(ctx context.Context) {
 	err := s.m.t.Heartbeat(hctx, hb)
 	cancel()
 	done := s.m.clk.Now()
-	if end := s.afterBeat(ctx, hb, err, start, done, confirmed); end != nil {
+	if end := s.afterBeat(ctx, hb, err, start, done, confirmed, bases); end != nil {
 		// Written without the lock, while ensure refuses to start a new
 		// incarnation (closing), whose InitProducerId would fence it.
 		ectx, ecancel := withTimeout(context.WithoutCancel(ctx), s.m.clk, s.m.s.TransactionTimeout)
@@ -378,7 +380,7 @@ func (s *session) round(ctx context.Context) {
 // afterBeat applies a round's heartbeat outcome (err; the round began at
 // start, the answer came at done) under the lock, and returns the session
 // end to write when the heartbeat committed too late.
-func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, start, done time.Time, confirmed map[codec.Role]codec.Token) *codec.Heartbeat {
+func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, start, done time.Time, confirmed map[codec.Role]codec.Token, bases map[codec.Role]time.Time) *codec.Heartbeat {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cur.Nonce != hb.Session.Nonce {
@@ -406,9 +408,12 @@ func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, 
 		}
 		return nil
 	}
+	// Late for a role it vouched for: past that role's local deadline as
+	// it stood when the heartbeat began (the runner may have ended the
+	// holding at that deadline meanwhile, and dropped it).
 	late := false
 	for role := range confirmed {
-		if h := s.held[role]; h != nil && !done.Before(h.base.Add(s.m.s.RenewDeadline)) {
+		if !done.Before(bases[role].Add(s.m.s.RenewDeadline)) {
 			late = true
 		}
 	}
