@@ -384,7 +384,6 @@ func TestRunManyRoles(t *testing.T) {
 		tr.On("Register", mock.Anything, r, codec.MemberID("a")).Return(int64(0), nil).Once()
 		tr.On("AcquireEpoch", mock.Anything, r).Return(tok, nil).Once()
 		tr.On("WriteLease", mock.Anything, r, tok, leaseAt("a", tok, t0)).Return(nil).Once()
-		tr.On("WriteLease", mock.Anything, r, tok, codec.ReleaseLease("a", tok)).Return(nil).Once()
 		tr.On("Deregister", mock.Anything, r, codec.MemberID("a")).Return(nil).Once()
 	}
 	m, err := New(echoTransport{tr, h}, src, "a", roles, Options{Settings: Settings{RenewJitter: -1}, Clock: clk, OnEvent: onEvent, Logger: testLogger(t)})
@@ -405,6 +404,8 @@ func TestRunManyRoles(t *testing.T) {
 	cancel()
 	require.NoError(t, recv(t, errc))
 	assert.Len(t, revoked, len(roles))
+	assert.True(t, h.sessionEnded(), "one session end releases every role")
+	tr.AssertNotCalled(t, "WriteLease", mock.Anything, mock.Anything, mock.Anything, mock.MatchedBy(func(l codec.Lease) bool { return l.Released() }))
 }
 
 func TestTransportSource(t *testing.T) {
@@ -466,14 +467,17 @@ func TestRunEndDuringARenewalLetsItFinishThenReleases(t *testing.T) {
 	d := startRun(t, h, nil)
 	assert.Equal(t, t0.Add(2*sec), d.wait())
 
+	// A lease rewrite (the holder's value changed) is in flight when Run's
+	// context ends: it finishes on its own context, and the session's end
+	// then releases the role.
 	var callErr error
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(2*sec))).Run(func(args mock.Arguments) {
-		d.cancel() // Run's context ends while the renewal is in flight
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(sec))).Run(func(args mock.Arguments) {
+		d.cancel() // Run's context ends while the rewrite is in flight
 		callErr = args.Get(0).(context.Context).Err()
 	}).Return(nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
-	h.clk.Set(t0.Add(2 * sec))
+	h.clk.Set(t0.Add(sec))
+	require.NoError(t, h.m.RenewNow(role))
 	select {
 	case err := <-d.errc:
 		d.errc <- err // for the cleanup
@@ -481,8 +485,9 @@ func TestRunEndDuringARenewalLetsItFinishThenReleases(t *testing.T) {
 	case <-time.After(failsafe):
 		t.Fatal("Run did not return")
 	}
-	assert.NoError(t, callErr, "the renewal's context outlives Run's")
+	assert.NoError(t, callErr, "the rewrite's context outlives Run's")
 	assert.Equal(t, []string{"elected 42/1", "revoked context ended 42/1"}, h.transitions())
+	assert.True(t, h.sessionEnded())
 }
 
 // A holding whose token the transport retired (work's write under it got
@@ -505,8 +510,13 @@ func TestResignWithARetiredTokenReleasesUnderANewEpoch(t *testing.T) {
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
 	h.tr.On("WriteLease", mock.Anything, role, tok2, codec.ReleaseLease("a", tok2)).Return(nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
-	require.NoError(t, d.stop())
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(3), nil).Maybe()
+	h.noEcho = true
+	require.NoError(t, h.m.Resign(context.Background(), role))
 	h.tr.AssertExpectations(t)
+	d.wait()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Maybe()
+	require.NoError(t, d.stop())
 }
 
 // forgedCounter is a transport that counts forged leases, as
@@ -570,7 +580,6 @@ func TestRunDeregisteredRenewsWhileWorkStops(t *testing.T) {
 			h.clk.Set(t0.Add(sec))
 			d.upd <- state(role, leaseOf("a", tok1, t0, DefaultLeaseDuration), 2)
 			recv(t, cancelled)
-			var renewals atomic.Int32
 			expectEnd := func() {
 				if fenced {
 					// The holding is lost: the release is refused too,
@@ -583,22 +592,24 @@ func TestRunDeregisteredRenewsWhileWorkStops(t *testing.T) {
 				h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(3), nil).Maybe()
 				h.noEcho = true
 			}
-			for i := 1; i <= 5; i++ { // renewals at t0+2s, 4s, ... 10s: past the first deadline, t0+8s
-				at := t0.Add(time.Duration(2*i) * sec)
-				var err error
+			rounds := 0
+			for i := 1; i <= 5; i++ { // rounds at t0+2s, 4s, ... 10s: past the first deadline, t0+8s
 				if fenced && i == 3 {
-					err = fencing.ErrFenced
+					// The round's DescribeTransactions names another token.
 					expectEnd()
+					h.mu.Lock()
+					h.described[role] = fencing.Described{Token: tok2, Held: true}
+					h.mu.Unlock()
 				}
-				h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, at)).Return(err).Once().
-					Run(func(mock.Arguments) { renewals.Add(1) })
 				h.clk.waitTimers(1)
 				assert.Equal(t, []string{"elected 42/1"}, h.transitions(), "no Revoked while work stops")
-				h.clk.Set(at)
-				require.Eventually(t, func() bool { return renewals.Load() == int32(i) }, failsafe, time.Millisecond, "renewal %d", i)
+				h.clk.Set(t0.Add(time.Duration(2*i) * sec))
+				h.m.sess.round(context.Background())
+				rounds++
 				if fenced && i == 3 {
 					break
 				}
+				require.Eventually(t, func() bool { return len(h.r.note) == 0 }, failsafe, time.Millisecond, "the runner takes round %d's word", i)
 			}
 			if !fenced {
 				h.tr.AssertNotCalled(t, "WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1))
@@ -607,7 +618,8 @@ func TestRunDeregisteredRenewsWhileWorkStops(t *testing.T) {
 			}
 			d.wait()
 			assert.Equal(t, []string{"elected 42/1", "revoked deregistered 42/1"}, h.transitions())
-			assert.Equal(t, map[bool]int32{false: 5, true: 3}[fenced], renewals.Load(), "renewals while work stopped")
+			assert.Equal(t, 5, rounds+map[bool]int{false: 0, true: 2}[fenced], "rounds while work stopped (the third found the token moved)")
+			assert.Equal(t, rounds, h.beatCount())
 			if fenced {
 				close(finish) // work outlived the lost holding, as after any loss
 			}
