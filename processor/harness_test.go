@@ -68,6 +68,7 @@ func newHarness(t *testing.T, me codec.MemberID, s Settings) *harness {
 	})
 	require.NoError(t, err)
 	h.m, h.r = m, m.runners[role]
+	h.m.sess.vetDone() // the member session starts without the check at Run's start: no Run here
 	h.open = -1
 	// Confirm answers what the member's view shows (the view is caught
 	// up), on the member's goroutine, which owns r.st.

@@ -249,6 +249,11 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 	}()
 
 	var wg sync.WaitGroup
+	vetExit := make(chan struct{})
+	go func() {
+		defer close(vetExit)
+		m.sess.vetAtStart(ctx)
+	}()
 	runnersDone, sessDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(sessDone)
@@ -270,6 +275,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 	wg.Wait()
 	close(runnersDone)
 	<-sessDone
+	<-vetExit
 	m.works.Wait()
 	m.mu.Lock()
 	defer m.mu.Unlock()

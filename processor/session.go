@@ -49,6 +49,8 @@ type session struct {
 	ended    bool            // Run is over: no new incarnation
 	drawn    map[string]bool // every nonce this process drew
 	wake     chan struct{}
+	vetted   chan struct{} // closed once vetAtStart is done (vetDone): no StartSession before
+	vetOnce  sync.Once
 }
 
 // sessHold is a role the member holds, as the session knows it.
@@ -70,7 +72,7 @@ type sessNote struct {
 }
 
 func newSession(m *Member) *session {
-	return &session{m: m, held: map[codec.Role]*sessHold{}, excluded: map[codec.Role]struct{}{}, wake: make(chan struct{}, 1),
+	return &session{m: m, held: map[codec.Role]*sessHold{}, excluded: map[codec.Role]struct{}{}, wake: make(chan struct{}, 1), vetted: make(chan struct{}),
 		drawn: map[string]bool{}}
 }
 
@@ -86,6 +88,11 @@ func newNonce() string {
 // one at a time (starting), and the call to the cluster is made without
 // mu, so that runners checking in never wait for it.
 func (s *session) ensure(ctx context.Context) (codec.Session, error) {
+	select {
+	case <-s.vetted:
+	case <-ctx.Done():
+		return codec.Session{}, fmt.Errorf("waiting for the check that no other process runs this member id's session: %w", ctx.Err())
+	}
 	s.starting.Lock()
 	defer s.starting.Unlock()
 	s.mu.Lock()
@@ -394,9 +401,13 @@ func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, 
 	case fencing.IsFenced(err):
 		// Another StartSession of this member id (another process)
 		// took the session over: none of the incarnation's roles is
-		// vouched for any more.
+		// vouched for any more, and this process is refused: the other
+		// watched the session for a lease before it took it over, so
+		// this one was taken for dead (paused, or cut off, for longer).
 		s.m.log.Warn("the member session was fenced: another process took this member id's session; every held role is lost", "err", err)
 		s.endLocked(ReasonFenced, err)
+		go s.m.refuse(&MemberInUseError{Member: s.m.me, Instance: s.m.inst,
+			Evidence: "it started a session under this member id, which fenced this process's heartbeats"})
 		return nil
 	case retired(err) || errors.Is(err, fencing.ErrNotHeld):
 		s.retired = true
@@ -527,3 +538,71 @@ func (r *runner) ownSession(ctx context.Context) (rolestate.SessionSeen, bool) {
 	}
 	return se, true
 }
+
+// vetAtStart keeps this process from taking over the session of another
+// live process under its member id. The session's transactional id is
+// the member id's, so this process's first StartSession would fence the
+// other's heartbeats (every role it holds would be lost); so before it,
+// when the member id's latest session record is a heartbeat of an
+// incarnation this process did not begin (not a session end), it watches
+// that session for one LeaseDuration: a newer heartbeat of it means the
+// other process is live, and the member is refused ([MemberInUseError]:
+// Run returns it, nothing written); a session end, or no heartbeat for a
+// lease, means it is gone (a process killed, or paused for longer than a
+// lease), and the first StartSession may go ahead. Without a
+// SessionSource there is nothing to watch. ensure waits for it (vetted).
+func (s *session) vetAtStart(ctx context.Context) {
+	defer s.vetDone()
+	ss, ok := s.m.src.(SessionSource)
+	if !ok {
+		return
+	}
+	first, found, err := ss.Session(ctx, s.m.me)
+	for err != nil && ctx.Err() == nil {
+		s.m.log.Warn("reading this member id's session failed; retrying before the first challenge", "err", err)
+		t := s.m.clk.NewTimer(s.m.s.RetryBackoff)
+		select {
+		case <-ctx.Done():
+		case <-t.C():
+		}
+		t.Stop()
+		first, found, err = ss.Session(ctx, s.m.me)
+	}
+	if !found || err != nil || first.Heartbeat.End {
+		return
+	}
+	other := first.Heartbeat.Session.Nonce
+	s.m.log.Info("this member id's session shows another process's heartbeat: watching it for a lease before starting a session",
+		"nonce", other, "offset", first.Offset)
+	until := s.m.clk.Now().Add(s.m.s.LeaseDuration)
+	for {
+		left := until.Sub(s.m.clk.Now())
+		if left <= 0 {
+			s.m.log.Warn("taking over the member id's session: the other process showed no heartbeat for a lease", "nonce", other)
+			return
+		}
+		t := s.m.clk.NewTimer(min(left, s.m.s.RenewInterval/2))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		se, found, err := ss.Session(ctx, s.m.me)
+		switch {
+		case err != nil || !found:
+		case se.Heartbeat.End:
+			return // the other ended its session
+		case se.Offset > first.Offset:
+			s.mu.Lock()
+			s.ended = true // no session of this process's: ensure refuses
+			s.mu.Unlock()
+			s.m.refuse(&MemberInUseError{Member: s.m.me, Instance: s.m.inst,
+				Evidence: fmt.Sprintf("its member session (nonce %s) heartbeats, at offset %d, since this process started", se.Heartbeat.Session.Nonce, se.Offset)})
+			return
+		}
+	}
+}
+
+// vetDone lets StartSession go ahead (see vetAtStart).
+func (s *session) vetDone() { s.vetOnce.Do(func() { close(s.vetted) }) }

@@ -36,6 +36,7 @@ func newSessRig(t *testing.T, roles ...codec.Role) *sessRig {
 	m, err := New(r.tr, newFakeSource(state(role, nil, 0)), "me", roles, Options{Clock: r.clk, Logger: testLogger(t)})
 	require.NoError(t, err)
 	r.m, r.s = m, newSession(m)
+	r.s.vetDone()
 	r.tr.On("StartSession", mock.Anything, codec.MemberID("me"), mock.AnythingOfType("string")).Return(rigSession, nil).Once()
 	cur, err := r.s.ensure(context.Background())
 	require.NoError(t, err)
