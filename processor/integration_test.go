@@ -421,7 +421,11 @@ func (e *env) startClock(id codec.MemberID, roles []codec.Role, s processor.Sett
 	e.t.Helper()
 	n := e.newNode(id)
 	// The node's view runs on the node's clock: one machine, one clock.
-	n.src = e.viewWith(view.Options{Clock: clk.Now})
+	var vo view.Options
+	if clk != nil {
+		vo.Clock = clk.Now
+	}
+	n.src = e.viewWith(vo)
 	return e.launch(n, roles, processor.Options{
 		Settings: s, Logger: testLog(string(id)), OnEvent: e.rec.onEvent, Clock: clk,
 	}, work, nil)
