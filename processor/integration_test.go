@@ -1107,7 +1107,9 @@ func TestIntegrationKilledMidTransactionDoesNotStallTheView(t *testing.T) {
 		TransactionTimeout: txnTimeout,
 	}
 	busy := codec.Role("busy")
-	p := codec.Partition(busy, 3)
+	// The killed member's role shares a partition with node-a's member
+	// session, whose heartbeats renew node-a's lease of busy.
+	p := codec.SessionPartition("node-a", 3)
 	var killed codec.Role
 	for i := 0; ; i++ {
 		if r := codec.Role(fmt.Sprintf("killed-%d", i)); codec.Partition(r, 3) == p {
@@ -1132,9 +1134,14 @@ func TestIntegrationKilledMidTransactionDoesNotStallTheView(t *testing.T) {
 	l := codec.Lease{Member: k.id, Token: tokK, GrantedAt: time.Now().UnixMilli(), Deadline: time.Now().Add(s.LeaseDuration).UnixMilli()}
 	began := time.Now()
 	openAt := e.openLeaseWrite(k.tr, killed, p, l)
+	// The renewal the view shows: node-a's lease, or the latest heartbeat
+	// of the session it names.
 	granted := func(st rolestate.State) int64 {
 		if st.Lease == nil || st.Lease.Member != a.id {
 			return 0
+		}
+		if st.Session != nil && !st.Session.Heartbeat.End && st.Session.Heartbeat.GrantedAt > st.Lease.GrantedAt {
+			return st.Session.Heartbeat.GrantedAt
 		}
 		return st.Lease.GrantedAt
 	}

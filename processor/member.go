@@ -37,9 +37,11 @@ type Options struct {
 	//	    "_" for " ": fenced, lease_lost, resigned, context_ended,
 	//	    work_failed, token_retired.
 	//	krole_renew_duration_seconds{role,result}
-	//	    histogram of lease renewals (challenges not included); result
-	//	    is ok, fenced, retired (the token was retired: see
-	//	    ReasonTokenRetired) or error. Buckets from 0.5ms, doubling, 16
+	//	    histogram of renewals (challenges not included): each member
+	//	    session round that vouched for the role, from the round's
+	//	    start to the role's goroutine taking its word, and each lease
+	//	    rewrite; result is ok, or for a rewrite fenced, retired (the
+	//	    token was retired: see ReasonTokenRetired) or error. Buckets from 0.5ms, doubling, 16
 	//	    of them.
 	//	krole_fenced_total{role}
 	//	    counter: writes of this member (challenge, renewal, release)
@@ -49,13 +51,10 @@ type Options struct {
 	//	krole_campaign_backoff_seconds{role}
 	//	    gauge: the wait before campaigning again after the last work
 	//	    failure (see ReasonWorkFailed); 0 once elected.
-	//	krole_renew_capacity_roles{member}
-	//	    gauge: the roles the member estimates it can renew in time
-	//	    (see "Many roles" in the package documentation); set once a
-	//	    lease write was measured.
 	//	krole_queued_roles{member}
 	//	    gauge: roles the member is registered for but does not
-	//	    campaign for, because it holds its renew capacity.
+	//	    campaign for now: campaigns pause after a challenge timed out
+	//	    (see "Many roles" in the package documentation).
 	Registerer prometheus.Registerer
 	// OnEvent receives the member's events (see [Event]). It is called
 	// from the member's goroutines, one call at a time (never
@@ -253,6 +252,12 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 	go func() {
 		defer close(vetExit)
 		m.sess.vetAtStart(ctx)
+		// The session begins now rather than at the first challenge, so
+		// that no handover waits for its InitProducerId; a failure here
+		// is retried at the first challenge.
+		if _, err := m.sess.ensure(ctx); err != nil && ctx.Err() == nil {
+			m.log.Info("starting the member session failed; the first challenge tries again", "err", err)
+		}
 	}()
 	runnersDone, sessDone := make(chan struct{}), make(chan struct{})
 	go func() {

@@ -308,11 +308,11 @@ func TestIntegrationShortPartitionCausesNoHandover(t *testing.T) {
 		// succeeded after the heal: it was in flight across it.
 		afterRenewal(t, e, role, a.id, s)
 		e.rec.mu.Lock()
-		held := slices.ContainsFunc(e.rec.writes, func(w write) bool {
-			return w.Member == a.id && w.Token == tokA && w.Start.Before(healed) && w.End.After(healed)
+		held := slices.ContainsFunc(e.rec.beats, func(b beat) bool {
+			return b.hb.Member == a.id && !b.hb.End && b.start.Before(healed) && b.end.After(healed)
 		})
 		e.rec.mu.Unlock()
-		assert.True(t, held, "cut %d: a renewal begun during the cut succeeded after the heal", i)
+		assert.True(t, held, "cut %d: a heartbeat begun during the cut succeeded after the heal", i)
 	}
 	// A lease more, for any late effect to show.
 	time.Sleep(s.LeaseDuration)

@@ -228,13 +228,13 @@ func (r *runner) step(ctx context.Context) Action {
 		r.m.adm.dequeue(r.role)
 	}
 	if a.Kind == DoConfirm {
-		// A campaign: only within the member's renew capacity, and not
-		// while campaigns are paused after a challenge timed out. The
+		// A campaign: not while campaigns are paused after a challenge
+		// timed out. The
 		// role stays registered meanwhile, and decides again on every
 		// change of its state.
 		if !r.m.adm.claim(r.role, now) {
 			return Action{Kind: DoWait, Until: now.Add(r.m.s.RenewInterval/2 + rand.N(r.m.s.RenewInterval)),
-				Reason: "at the renew capacity, or campaigns paused: registered, not campaigning"}
+				Reason: "campaigns paused after a challenge timed out: registered, not campaigning"}
 		}
 		defer r.m.adm.unclaim()
 		var ok bool
