@@ -308,6 +308,18 @@
 //     it is refused.
 //   - At any time, a lease of its id under a token this process did not
 //     mint, while it holds nothing, refuses it.
+//   - The member session's transactional id is the member id's, so a
+//     process's StartSession fences the heartbeats of any other process
+//     under its id. Before its first one (at Run's start), a member whose
+//     view shows its id's latest session record to be another
+//     incarnation's heartbeat (not a session end) watches that session
+//     for one LeaseDuration: a newer heartbeat of it refuses this member
+//     (the other holds roles and is live); a session end, or no heartbeat
+//     for a lease, lets it start its own. A heartbeat of its id under a
+//     nonce this process did not draw, written since it started, while it
+//     holds nothing, refuses it too; and a member whose own heartbeat is
+//     answered fenced (another process took the session over after
+//     taking it for dead) is refused, every holding ended.
 //
 // A refused member leaves as when its ctx ends, except that it writes
 // nothing for the other: it deregisters only a registration of its own

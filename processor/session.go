@@ -23,14 +23,10 @@ import (
 // heartbeats; the role runners hold, check in and drop roles through its
 // methods, and learn of each round's outcome through their note channel.
 //
-// Not wired in yet: Member.Run does not start it and the runners still
-// renew each role with a lease write (issue 20 is under way). The rules
-// of a round are tested on their own (session_test.go); wiring it in
-// means: the runners' challenge calls ensure and names the session in
-// the lease, elected calls hold, every step checks in (or settles an
-// exclusion), a note moves the local deadline or ends the holding, revoke
-// drops the role (excluded unless a release was written), leaving lets
-// finish's session end release the roles, and Decide no longer renews.
+// Member.Run starts it (run, and vetAtStart before the first
+// StartSession); the role runners name the session in their leases
+// (ensure), hold and drop roles, check in at every decision, and take each
+// round's word from their note channel (runner.noted).
 type session struct {
 	m *Member
 
@@ -260,8 +256,12 @@ func notify(ch chan sessNote, n sessNote) {
 // (one session-end record releases every lease of the incarnation) once
 // the runners are done (runnersDone closed).
 func (s *session) run(ctx context.Context, runnersDone <-chan struct{}) {
+	// Rounds go every RenewInterval (less jitter) from the previous
+	// round's start, not its end, as a holder's deadline counts from a
+	// round's start: a slow round does not push the next one later.
+	next := s.m.clk.Now().Add(s.m.s.RenewInterval - renewJitter(s.m.s))
 	for {
-		t := s.m.clk.NewTimer(s.m.s.RenewInterval - renewJitter(s.m.s))
+		t := s.m.clk.NewTimer(next.Sub(s.m.clk.Now()))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -272,7 +272,9 @@ func (s *session) run(ctx context.Context, runnersDone <-chan struct{}) {
 		case <-s.wake:
 			t.Stop()
 		}
+		start := s.m.clk.Now()
 		s.round(ctx)
+		next = start.Add(s.m.s.RenewInterval - renewJitter(s.m.s))
 	}
 }
 

@@ -302,6 +302,7 @@ func TestSessionStartDoesNotHoldUpCheckIns(t *testing.T) {
 	m, err := New(tr, newFakeSource(state(role, nil, 0)), "me", []codec.Role{"r1"}, Options{Clock: newFakeClock(), Logger: testLogger(t)})
 	require.NoError(t, err)
 	s := newSession(m)
+	s.vetDone()
 	checked := make(chan struct{})
 	tr.On("StartSession", mock.Anything, codec.MemberID("me"), mock.AnythingOfType("string")).
 		Run(func(mock.Arguments) {
