@@ -221,7 +221,10 @@
 // writes names the session (producer id, epoch, nonce), and one heartbeat
 // transaction per RenewInterval in the member's session partition
 // (codec.Heartbeat) keeps every lease of the incarnation alive: renewal
-// costs grow with members, not with roles. The goroutine that writes them
+// costs grow with members, not with roles. The session begins at Run's
+// start and heartbeats whether or not the member holds a role: its
+// heartbeats are also the member id's sign of life (see "One process per
+// member id"). The goroutine that writes them
 // (session.go) runs beside the role goroutines; each round:
 //
 //   - a held role whose goroutine has not checked in for

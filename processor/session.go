@@ -251,8 +251,10 @@ func notify(ch chan sessNote, n sessNote) {
 	}
 }
 
-// run writes a heartbeat round every RenewInterval while the member holds
-// a role, until ctx ends; then, unless KeepOnExit, it ends the session
+// run writes a heartbeat round every RenewInterval once the session has
+// begun, whether or not the member holds a role (its heartbeats are the
+// sign of life that keeps another process from taking its member id's
+// session over, see vetAtStart), until ctx ends; then, unless KeepOnExit, it ends the session
 // (one session-end record releases every lease of the incarnation) once
 // the runners are done (runnersDone closed).
 func (s *session) run(ctx context.Context, runnersDone <-chan struct{}) {
@@ -288,7 +290,7 @@ func (s *session) run(ctx context.Context, runnersDone <-chan struct{}) {
 func (s *session) round(ctx context.Context) {
 	start := s.m.clk.Now()
 	s.mu.Lock()
-	if s.cur.Nonce == "" || len(s.held) == 0 && !s.dirty {
+	if s.cur.Nonce == "" {
 		s.mu.Unlock()
 		return
 	}
@@ -599,7 +601,8 @@ func (s *session) vetAtStart(ctx context.Context) {
 			s.mu.Lock()
 			s.ended = true // no session of this process's: ensure refuses
 			s.mu.Unlock()
-			s.m.refuse(&MemberInUseError{Member: s.m.me, Instance: s.m.inst,
+			role, other := s.otherInstance(ctx)
+			s.m.refuse(&MemberInUseError{Member: s.m.me, Role: role, Instance: s.m.inst, Other: other,
 				Evidence: fmt.Sprintf("its member session (nonce %s) heartbeats, at offset %d, since this process started", se.Heartbeat.Session.Nonce, se.Offset)})
 			return
 		}
@@ -608,3 +611,19 @@ func (s *session) vetAtStart(ctx context.Context) {
 
 // vetDone lets StartSession go ahead (see vetAtStart).
 func (s *session) vetDone() { s.vetOnce.Do(func() { close(s.vetted) }) }
+
+// otherInstance returns a role of this member whose state shows a
+// registration of the member id by another instance, and that instance,
+// to name the other process in a refusal; "" when none shows one.
+func (s *session) otherInstance(ctx context.Context) (codec.Role, string) {
+	for _, role := range s.m.order {
+		st, err := s.m.src.Role(ctx, role)
+		if err != nil {
+			continue
+		}
+		if c, ok := candidate(st, s.m.me); ok && c.Instance != "" && c.Instance != s.m.inst {
+			return role, c.Instance
+		}
+	}
+	return "", ""
+}
