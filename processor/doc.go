@@ -317,12 +317,12 @@
 //     view shows its id's latest session record to be another
 //     incarnation's heartbeat (not a session end) watches that session
 //     for one LeaseDuration: a newer heartbeat of it refuses this member
-//     (the other holds roles and is live); a session end, or no heartbeat
-//     for a lease, lets it start its own. A heartbeat of its id under a
-//     nonce this process did not draw, written since it started, while it
-//     holds nothing, refuses it too; and a member whose own heartbeat is
-//     answered fenced (another process took the session over after
-//     taking it for dead) is refused, every holding ended.
+//     (the other is live); a session end, or no heartbeat
+//     for a lease, lets it start its own. Every member heartbeats from
+//     its start, holding roles or not, so a live one is seen within a
+//     RenewInterval; and a member whose own heartbeat is answered fenced
+//     (another process took the session over after a lease of silence:
+//     this one was paused or cut off) is refused, every holding ended.
 //
 // A refused member leaves as when its ctx ends, except that it writes
 // nothing for the other: it deregisters only a registration of its own

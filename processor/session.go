@@ -41,9 +41,8 @@ type session struct {
 	// vouch for: roles this member stopped holding without a release
 	// (their latest lease may still name the incarnation).
 	excluded map[codec.Role]struct{}
-	dirty    bool            // excluded changed since the last heartbeat
-	ended    bool            // Run is over: no new incarnation
-	drawn    map[string]bool // every nonce this process drew
+	dirty    bool // excluded changed since the last heartbeat
+	ended    bool // Run is over: no new incarnation
 	wake     chan struct{}
 	vetted   chan struct{} // closed once vetAtStart is done (vetDone): no StartSession before
 	vetOnce  sync.Once
@@ -68,8 +67,7 @@ type sessNote struct {
 }
 
 func newSession(m *Member) *session {
-	return &session{m: m, held: map[codec.Role]*sessHold{}, excluded: map[codec.Role]struct{}{}, wake: make(chan struct{}, 1), vetted: make(chan struct{}),
-		drawn: map[string]bool{}}
+	return &session{m: m, held: map[codec.Role]*sessHold{}, excluded: map[codec.Role]struct{}{}, wake: make(chan struct{}, 1), vetted: make(chan struct{})}
 }
 
 // newNonce draws an incarnation nonce: 16 random hex digits.
@@ -127,7 +125,6 @@ func (s *session) ensure(ctx context.Context) (codec.Session, error) {
 		cur.Nonce = newNonce()
 	}
 	s.cur, s.retired = cur, false
-	s.drawn[cur.Nonce] = true
 	s.m.log.Info("member session", "producer_id", cur.ProducerID, "epoch", cur.Epoch, "nonce", cur.Nonce)
 	return cur, nil
 }
@@ -520,27 +517,6 @@ func (r *runner) noted(n sessNote) {
 	r.l.renewedAt = n.vouched
 	r.hold.expiry = r.m.clk.AfterFunc(n.vouched.Add(r.m.s.RenewDeadline).Sub(now), r.hold.cancel)
 	r.m.met.renewed(r.role, now.Sub(n.vouched), "ok")
-}
-
-// mine reports whether nonce is one this process drew.
-func (s *session) mine(nonce string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.drawn[nonce]
-}
-
-// ownSession returns the latest session record of this member id, when
-// the source can say.
-func (r *runner) ownSession(ctx context.Context) (rolestate.SessionSeen, bool) {
-	ss, ok := r.m.src.(SessionSource)
-	if !ok {
-		return rolestate.SessionSeen{}, false
-	}
-	se, found, err := ss.Session(ctx, r.m.me)
-	if err != nil || !found {
-		return rolestate.SessionSeen{}, false
-	}
-	return se, true
 }
 
 // vetAtStart keeps this process from taking over the session of another
