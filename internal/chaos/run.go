@@ -482,6 +482,18 @@ func (d *driver) fillHistory(h *History, recs map[string][]*kgo.Record) error {
 		return Batch{Partition: r.Partition, Offset: r.Offset, ProducerID: r.ProducerID, ProducerEpoch: r.ProducerEpoch, Timestamp: r.Timestamp.UnixMilli()}
 	}
 	for _, r := range recs[roleTopic] {
+		if member, ok := strings.CutPrefix(string(r.Key), "krole/session/"); ok && r.Value != nil {
+			hb, err := decodeHeartbeat(r.Value)
+			if err != nil {
+				return fmt.Errorf("session record at %s/%d@%d: %w", roleTopic, r.Partition, r.Offset, err)
+			}
+			if hb.Member != member {
+				return fmt.Errorf("session record at %s/%d@%d: key names member %q, value %q", roleTopic, r.Partition, r.Offset, member, hb.Member)
+			}
+			hb.Batch = batch(r)
+			h.Heartbeats = append(h.Heartbeats, hb)
+			continue
+		}
 		role, ok := strings.CutPrefix(string(r.Key), "krole/lease/")
 		if !ok || r.Value == nil {
 			continue // registrations and tombstones
@@ -510,25 +522,81 @@ func (d *driver) fillHistory(h *History, recs map[string][]*kgo.Record) error {
 	return nil
 }
 
-// decodeLease reads a lease value of the role topic: krole's JSON value
-// format, read here on its own rather than through package codec.
-func decodeLease(b []byte) (Lease, error) {
-	var w struct {
-		V          int    `json:"v"`
-		Kind       string `json:"kind"`
-		Member     string `json:"member"`
-		ProducerID *int64 `json:"producer_id"`
-		Epoch      *int16 `json:"epoch"`
-		GrantedAt  *int64 `json:"granted_at"`
-		Deadline   *int64 `json:"deadline"`
+// wireValue is a value of the role topic in krole's JSON value format,
+// read here on its own rather than through package codec.
+type wireValue struct {
+	V          int          `json:"v"`
+	Kind       string       `json:"kind"`
+	Member     string       `json:"member"`
+	ProducerID *int64       `json:"producer_id"`
+	Epoch      *int16       `json:"epoch"`
+	GrantedAt  *int64       `json:"granted_at"`
+	Deadline   *int64       `json:"deadline"`
+	Session    *wireSession `json:"session"`
+	Excluded   []string     `json:"excluded"`
+}
+
+type wireSession struct {
+	ProducerID *int64 `json:"producer_id"`
+	Epoch      *int16 `json:"epoch"`
+	Nonce      string `json:"nonce"`
+}
+
+func (w *wireSession) session() (*Session, error) {
+	if w == nil {
+		return nil, nil
 	}
+	if w.ProducerID == nil || w.Epoch == nil || w.Nonce == "" {
+		return nil, errors.New("a session without its producer id, epoch or nonce")
+	}
+	return &Session{PID: *w.ProducerID, Epoch: *w.Epoch, Nonce: w.Nonce}, nil
+}
+
+// decodeLease reads a lease value of the role topic (with the member
+// session it names, if any).
+func decodeLease(b []byte) (Lease, error) {
+	var w wireValue
 	if err := json.Unmarshal(b, &w); err != nil {
 		return Lease{}, err
 	}
 	if w.Kind != "lease" || w.ProducerID == nil || w.Epoch == nil || w.GrantedAt == nil || w.Deadline == nil {
 		return Lease{}, errors.New("not a lease value: " + string(b))
 	}
-	return Lease{Member: w.Member, Token: Token{PID: *w.ProducerID, Epoch: *w.Epoch}, GrantedAt: *w.GrantedAt, Deadline: *w.Deadline}, nil
+	s, err := w.Session.session()
+	if err != nil {
+		return Lease{}, fmt.Errorf("lease value %s: %w", b, err)
+	}
+	return Lease{Member: w.Member, Token: Token{PID: *w.ProducerID, Epoch: *w.Epoch}, GrantedAt: *w.GrantedAt, Deadline: *w.Deadline, Session: s}, nil
+}
+
+// decodeHeartbeat reads a member session's record of the role topic: a
+// heartbeat ("heartbeat", with its times and excluded roles) or a session
+// end ("session_end").
+func decodeHeartbeat(b []byte) (Heartbeat, error) {
+	var w wireValue
+	if err := json.Unmarshal(b, &w); err != nil {
+		return Heartbeat{}, err
+	}
+	s, err := w.Session.session()
+	switch {
+	case err != nil:
+		return Heartbeat{}, fmt.Errorf("session value %s: %w", b, err)
+	case s == nil:
+		return Heartbeat{}, errors.New("a session value without its session: " + string(b))
+	}
+	hb := Heartbeat{Member: w.Member, Session: *s, Excluded: w.Excluded}
+	switch w.Kind {
+	case "session_end":
+		hb.End = true
+	case "heartbeat":
+		if w.GrantedAt == nil || w.Deadline == nil {
+			return Heartbeat{}, errors.New("a heartbeat without its times: " + string(b))
+		}
+		hb.GrantedAt, hb.Deadline = *w.GrantedAt, *w.Deadline
+	default:
+		return Heartbeat{}, errors.New("not a heartbeat or session end: " + string(b))
+	}
+	return hb, nil
 }
 
 // lastLine is the last non-empty line of the file at path, clipped.
