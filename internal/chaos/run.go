@@ -44,15 +44,19 @@ type Config struct {
 	// Members is the number of member processes. Default 5.
 	Members int
 	// Roles is the number of roles, each with every member as a
-	// candidate. Default 20.
+	// candidate, so that each member holds Roles/Members of them on
+	// average (more while others are down), all renewed by its one member
+	// session. Default 40.
 	Roles int
 	// Lease is the lease duration; the other timings are derived from it
 	// as processor.Settings does. Default 2s.
 	Lease time.Duration
 	// RequestTimeout is the members' transport request timeout. Default 1s.
 	RequestTimeout time.Duration
-	// WriteEvery is each holder's pause between numbered records. Default
-	// 250ms.
+	// WriteEvery is each holder's pause between numbered records.
+	// Default Roles * 12.5ms (500ms for 40 roles): about 80 numbered
+	// records a second from all the members together, whatever the
+	// number of roles.
 	WriteEvery time.Duration
 	// FaultEvery is the mean pause between faults. Default 1s.
 	FaultEvery time.Duration
@@ -79,7 +83,6 @@ func (c Config) withDefaults() Config {
 	def(&c.Duration, 30*time.Second)
 	def(&c.Lease, 2*time.Second)
 	def(&c.RequestTimeout, time.Second)
-	def(&c.WriteEvery, 250*time.Millisecond)
 	def(&c.FaultEvery, time.Second)
 	def(&c.Tolerance, c.Lease/2)
 	def(&c.Settle, 30*time.Second)
@@ -87,8 +90,9 @@ func (c Config) withDefaults() Config {
 		c.Members = 5
 	}
 	if c.Roles == 0 {
-		c.Roles = 20
+		c.Roles = 40
 	}
+	def(&c.WriteEvery, time.Duration(c.Roles)*12500*time.Microsecond)
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
@@ -103,6 +107,7 @@ const (
 	streamOut  = "chaos.stream"
 	streamRole = "stream"
 	group      = "chaos.stream"
+	txnPrefix  = "chaos." // the members' transactional-id prefix
 )
 
 var topicParts = map[string]int32{roleTopic: 4, outTopic: 4, inTopic: 2, streamOut: 2}
@@ -318,7 +323,7 @@ func (d *driver) start(m *proc, off time.Duration) error {
 	cmd := exec.Command(d.cfg.Member,
 		"-brokers", strings.Join(d.cl.ListenAddrs(), ","),
 		"-role-topic", roleTopic, "-out", outTopic, "-in", inTopic, "-stream-out", streamOut, "-group", group,
-		"-member", m.name, "-client-id", clientIDOf(m.name), "-roles", strings.Join(d.roles, ","), "-stream-role", streamRole,
+		"-txn-prefix", txnPrefix, "-member", m.name, "-client-id", clientIDOf(m.name), "-roles", strings.Join(d.roles, ","), "-stream-role", streamRole,
 		"-events", m.events, "-clock-offset", off.String(), "-lease", d.cfg.Lease.String(),
 		"-request-timeout", d.cfg.RequestTimeout.String(), "-write-every", d.cfg.WriteEvery.String())
 	cmd.Stdout, cmd.Stderr = stderr, stderr
