@@ -170,3 +170,16 @@ func TestDecodeSessionRecords(t *testing.T) {
 	assert.Equal(t, "abc", hb.Session.Nonce)
 	assert.Equal(t, string(codec.SessionKey("m1").Encode()), "krole/session/m1", "the key fillHistory looks for")
 }
+
+// A history with sessions written and read back keeps its heartbeats and
+// the sessions its leases name (TestRecheck judges such histories).
+func TestHistoryRoundTripSessions(t *testing.T) {
+	h := sessioned()
+	h.Heartbeats[1].Excluded = []string{"r"}
+	path := t.TempDir() + "/history.json"
+	require.NoError(t, WriteHistory(path, &h))
+	back, err := ReadHistory(path)
+	require.NoError(t, err)
+	assert.Equal(t, h, *back)
+	assert.Equal(t, lastRenewal(h), lastRenewal(*back))
+}
