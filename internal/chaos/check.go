@@ -73,6 +73,9 @@ type Report struct {
 	Records, Leases, Heartbeats, SessionEnds, Inputs, Outputs int
 
 	Faults int
+	// MidHeartbeat counts the kills of a member mid-heartbeat (among
+	// Faults).
+	MidHeartbeat int
 	// Exits are the member processes that ended on their own (not a
 	// check of their own; see each one's detail).
 	Exits     []Fault
@@ -118,6 +121,7 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "read: %d leases, %d heartbeats (%d session ends), %d numbered records, %d stream inputs, %d stream outputs\n",
 		r.Leases, r.Heartbeats, r.SessionEnds, r.Records, r.Inputs, r.Outputs)
 	fmt.Fprintf(w, "faults: %d\n", r.Faults)
+	fmt.Fprintf(w, "kills mid-heartbeat: %d\n", r.MidHeartbeat)
 	for _, e := range r.Exits {
 		fmt.Fprintf(w, "member exit: %s at %s: %s\n", e.Target, stamp(e.Start), e.Detail)
 	}
@@ -181,6 +185,9 @@ func Check(h History) *Report {
 			r.Exits = append(r.Exits, f)
 		default:
 			r.Faults++
+			if f.Kind == FaultKill && f.Detail == midHeartbeat {
+				r.MidHeartbeat++
+			}
 		}
 	}
 	add := func(k Kind, role, format string, args ...any) {

@@ -110,7 +110,8 @@
 // # The checks
 //
 // [Check] judges a [History] and reports each [Violation] with its
-// evidence, then a summary with the lines "faults: N", "failovers: N",
+// evidence, then a summary with the lines "faults: N", "kills
+// mid-heartbeat: N" (among them), "failovers: N",
 // "max failover: X ms" and "violations: N" (and, after "max failover",
 // the failover closest to its bound and "most of the tolerance used: X
 // ms", the most a failover took beyond its bound without Tolerance, the

@@ -275,6 +275,9 @@ func (d *driver) inject(pending *sync.WaitGroup) {
 	}
 }
 
+// midHeartbeat is the Detail of a kill mid-heartbeat.
+const midHeartbeat = " mid-heartbeat"
+
 // crashMidHeartbeat SIGKILLs m while a transaction of its member session
 // is open: the next EndTxn of m's session transactional id that reaches
 // its coordinator (a heartbeat's commit, after its record was produced)
@@ -328,7 +331,7 @@ func (d *driver) crashMidHeartbeat(m *proc, down, off time.Duration, pending *sy
 		}
 		<-done
 		time.Sleep(down)
-		d.record(Fault{Kind: FaultKill, Target: m.name, Detail: " mid-heartbeat", Start: killedAt.Load(), End: now()})
+		d.record(Fault{Kind: FaultKill, Target: m.name, Detail: midHeartbeat, Start: killedAt.Load(), End: now()})
 		d.restart(m, off)
 	})
 }
