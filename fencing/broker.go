@@ -44,6 +44,8 @@ type BrokerTransport struct {
 	forgedSkipped atomic.Uint64
 	unverified    atomic.Uint64 // leases ReadRoleRecords kept without Describe (not authorized)
 
+	endTxns [2]atomic.Uint64 // EndTxn requests handed to the client: [0] aborts, [1] commits (EndTxnsSent)
+
 	authors *rolestate.Authors // the roles' own producer ids, as minted and described
 
 	startTxn    BrokerTxnSettings // what NewBrokerTransport's DescribeConfigs found

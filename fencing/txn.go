@@ -520,6 +520,15 @@ func (t *BrokerTransport) abortLater(ctx context.Context, tx *Txn, release func(
 	}()
 }
 
+// EndTxnsSent is how many EndTxn requests this transport has handed to
+// its client since it was created, commits and aborts, resends of an
+// unanswered commit included: one per transaction it ended, whatever the
+// transaction wrote (a lease, a release, a Transact's records). What
+// `krole bench renew` reports as transactions_per_s.
+func (t *BrokerTransport) EndTxnsSent() (commits, aborts uint64) {
+	return t.endTxns[1].Load(), t.endTxns[0].Load()
+}
+
 // end sends EndTxn (commit or abort) and maps its answer. An abort that
 // gets no answer retires the token. A commit that gets no answer is sent
 // again, under the same epoch (the coordinator answers a repeated commit
@@ -529,13 +538,14 @@ func (t *BrokerTransport) abortLater(ctx context.Context, tx *Txn, release func(
 // committed).
 func (tx *Txn) end(ctx context.Context, commit bool) error {
 	h := tx.h
-	what := "EndTxn abort"
+	what, ended := "EndTxn abort", 0
 	if commit {
-		what = "EndTxn commit"
+		what, ended = "EndTxn commit", 1
 	}
 	h.dirty = true // until the coordinator confirms
 	endTxn := func() (sarama.KError, error) {
 		return tx.t.atTxnCoordinator(ctx, &h.inflight, h.txnID, func(b *sarama.Broker) (sarama.KError, error) {
+			tx.t.endTxns[ended].Add(1)
 			r, err := b.EndTxn(&sarama.EndTxnRequest{
 				Version:           versionEndTxn,
 				TransactionalID:   h.txnID,

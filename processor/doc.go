@@ -221,7 +221,10 @@
 // writes names the session (producer id, epoch, nonce), and one heartbeat
 // transaction per RenewInterval in the member's session partition
 // (codec.Heartbeat) keeps every lease of the incarnation alive: renewal
-// costs grow with members, not with roles. The goroutine that writes them
+// costs grow with members, not with roles. The session begins at Run's
+// start and heartbeats whether or not the member holds a role: its
+// heartbeats are also the member id's sign of life (see "One process per
+// member id"). The goroutine that writes them
 // (session.go) runs beside the role goroutines; each round:
 //
 //   - a held role whose goroutine has not checked in for
@@ -314,12 +317,12 @@
 //     view shows its id's latest session record to be another
 //     incarnation's heartbeat (not a session end) watches that session
 //     for one LeaseDuration: a newer heartbeat of it refuses this member
-//     (the other holds roles and is live); a session end, or no heartbeat
-//     for a lease, lets it start its own. A heartbeat of its id under a
-//     nonce this process did not draw, written since it started, while it
-//     holds nothing, refuses it too; and a member whose own heartbeat is
-//     answered fenced (another process took the session over after
-//     taking it for dead) is refused, every holding ended.
+//     (the other is live); a session end, or no heartbeat
+//     for a lease, lets it start its own. Every member heartbeats from
+//     its start, holding roles or not, so a live one is seen within a
+//     RenewInterval; and a member whose own heartbeat is answered fenced
+//     (another process took the session over after a lease of silence:
+//     this one was paused or cut off) is refused, every holding ended.
 //
 // A refused member leaves as when its ctx ends, except that it writes
 // nothing for the other: it deregisters only a registration of its own

@@ -121,18 +121,6 @@ func (r *runner) checkInstance(now time.Time) (Action, bool) {
 		}
 		return inUse(other, fmt.Sprintf("it wrote a lease under token %s, which this process did not mint", l.Token))
 	}
-	// A heartbeat of this member id's session under a nonce this process
-	// did not draw, written since this process started, while it holds
-	// nothing: another process holds roles under its id (its heartbeats
-	// are its sign of life, as its lease renewals were).
-	if se, ok := r.ownSession(context.Background()); ok && r.hold == nil && se.Offset > r.baseSessOff &&
-		!se.Heartbeat.End && !r.m.sess.mine(se.Heartbeat.Session.Nonce) {
-		other := ""
-		if c, ok := candidate(r.st, r.m.me); ok && c.Instance != r.m.inst {
-			other = c.Instance
-		}
-		return inUse(other, fmt.Sprintf("its member session heartbeats under nonce %s, which this process did not draw", se.Heartbeat.Session.Nonce))
-	}
 	c, ok := candidate(r.st, r.m.me)
 	if ok && c.Instance == r.m.inst && c.Offset == r.l.registered && r.ownSeenAt.IsZero() {
 		r.ownSeenAt = now

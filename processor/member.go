@@ -257,6 +257,11 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		// is retried at the first challenge.
 		if _, err := m.sess.ensure(ctx); err != nil && ctx.Err() == nil {
 			m.log.Info("starting the member session failed; the first challenge tries again", "err", err)
+			return
+		}
+		select { // the first heartbeat at once: the session's sign of life
+		case m.sess.wake <- struct{}{}:
+		default:
 		}
 	}()
 	runnersDone, sessDone := make(chan struct{}), make(chan struct{})

@@ -253,6 +253,12 @@ func TestIntegrationRoundTripsPerStep(t *testing.T) {
 		"rt-a: EndTxn (commit) @coordinator",
 		"rt-a: Produce (plain) @leader",
 	}, rtNames(release), "a release, then the deregistration")
+	// After its lease transaction, the successor's view may verify the
+	// new lease's author (FindCoordinator, DescribeTransactions): not part
+	// of the handover.
+	for len(successor) > 0 && successor[len(successor)-1].what != "EndTxn (commit)" {
+		successor = successor[:len(successor)-1]
+	}
 	require.NotEmpty(t, successor)
 	// The successor's lease transaction ends its part.
 	n := len(successor)

@@ -45,7 +45,6 @@ type runner struct {
 	// One process per member id (instance.go).
 	minted       map[codec.Token]bool // tokens this process minted for the role
 	baseLeaseOff int64                // the role's lease offset when this process first read it
-	baseSessOff  int64                // the offset of the member id's session record when this process first read the role; -1 none
 	ownSeenAt    time.Time            // when the view first showed this process's own registration
 	reassertedAt time.Time            // when it last registered again to answer another instance
 	watch        *instanceWatch       // another instance's registration watched at the start
@@ -113,10 +112,6 @@ func (r *runner) run(ctx context.Context, work Work) {
 		return
 	}
 	r.baseLeaseOff = r.st.LeaseOffset
-	r.baseSessOff = -1
-	if se, ok := r.ownSession(ctx); ok {
-		r.baseSessOff = se.Offset
-	}
 	burst := 0
 	for {
 		if ctx.Err() != nil {

@@ -41,9 +41,8 @@ type session struct {
 	// vouch for: roles this member stopped holding without a release
 	// (their latest lease may still name the incarnation).
 	excluded map[codec.Role]struct{}
-	dirty    bool            // excluded changed since the last heartbeat
-	ended    bool            // Run is over: no new incarnation
-	drawn    map[string]bool // every nonce this process drew
+	dirty    bool // excluded changed since the last heartbeat
+	ended    bool // Run is over: no new incarnation
 	wake     chan struct{}
 	vetted   chan struct{} // closed once vetAtStart is done (vetDone): no StartSession before
 	vetOnce  sync.Once
@@ -68,8 +67,7 @@ type sessNote struct {
 }
 
 func newSession(m *Member) *session {
-	return &session{m: m, held: map[codec.Role]*sessHold{}, excluded: map[codec.Role]struct{}{}, wake: make(chan struct{}, 1), vetted: make(chan struct{}),
-		drawn: map[string]bool{}}
+	return &session{m: m, held: map[codec.Role]*sessHold{}, excluded: map[codec.Role]struct{}{}, wake: make(chan struct{}, 1), vetted: make(chan struct{})}
 }
 
 // newNonce draws an incarnation nonce: 16 random hex digits.
@@ -127,7 +125,6 @@ func (s *session) ensure(ctx context.Context) (codec.Session, error) {
 		cur.Nonce = newNonce()
 	}
 	s.cur, s.retired = cur, false
-	s.drawn[cur.Nonce] = true
 	s.m.log.Info("member session", "producer_id", cur.ProducerID, "epoch", cur.Epoch, "nonce", cur.Nonce)
 	return cur, nil
 }
@@ -251,8 +248,10 @@ func notify(ch chan sessNote, n sessNote) {
 	}
 }
 
-// run writes a heartbeat round every RenewInterval while the member holds
-// a role, until ctx ends; then, unless KeepOnExit, it ends the session
+// run writes a heartbeat round every RenewInterval once the session has
+// begun, whether or not the member holds a role (its heartbeats are the
+// sign of life that keeps another process from taking its member id's
+// session over, see vetAtStart), until ctx ends; then, unless KeepOnExit, it ends the session
 // (one session-end record releases every lease of the incarnation) once
 // the runners are done (runnersDone closed).
 func (s *session) run(ctx context.Context, runnersDone <-chan struct{}) {
@@ -288,7 +287,7 @@ func (s *session) run(ctx context.Context, runnersDone <-chan struct{}) {
 func (s *session) round(ctx context.Context) {
 	start := s.m.clk.Now()
 	s.mu.Lock()
-	if s.cur.Nonce == "" || len(s.held) == 0 && !s.dirty {
+	if s.cur.Nonce == "" {
 		s.mu.Unlock()
 		return
 	}
@@ -520,27 +519,6 @@ func (r *runner) noted(n sessNote) {
 	r.m.met.renewed(r.role, now.Sub(n.vouched), "ok")
 }
 
-// mine reports whether nonce is one this process drew.
-func (s *session) mine(nonce string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.drawn[nonce]
-}
-
-// ownSession returns the latest session record of this member id, when
-// the source can say.
-func (r *runner) ownSession(ctx context.Context) (rolestate.SessionSeen, bool) {
-	ss, ok := r.m.src.(SessionSource)
-	if !ok {
-		return rolestate.SessionSeen{}, false
-	}
-	se, found, err := ss.Session(ctx, r.m.me)
-	if err != nil || !found {
-		return rolestate.SessionSeen{}, false
-	}
-	return se, true
-}
-
 // vetAtStart keeps this process from taking over the session of another
 // live process under its member id. The session's transactional id is
 // the member id's, so this process's first StartSession would fence the
@@ -599,7 +577,8 @@ func (s *session) vetAtStart(ctx context.Context) {
 			s.mu.Lock()
 			s.ended = true // no session of this process's: ensure refuses
 			s.mu.Unlock()
-			s.m.refuse(&MemberInUseError{Member: s.m.me, Instance: s.m.inst,
+			role, other := s.otherInstance(ctx)
+			s.m.refuse(&MemberInUseError{Member: s.m.me, Role: role, Instance: s.m.inst, Other: other,
 				Evidence: fmt.Sprintf("its member session (nonce %s) heartbeats, at offset %d, since this process started", se.Heartbeat.Session.Nonce, se.Offset)})
 			return
 		}
@@ -608,3 +587,19 @@ func (s *session) vetAtStart(ctx context.Context) {
 
 // vetDone lets StartSession go ahead (see vetAtStart).
 func (s *session) vetDone() { s.vetOnce.Do(func() { close(s.vetted) }) }
+
+// otherInstance returns a role of this member whose state shows a
+// registration of the member id by another instance, and that instance,
+// to name the other process in a refusal; "" when none shows one.
+func (s *session) otherInstance(ctx context.Context) (codec.Role, string) {
+	for _, role := range s.m.order {
+		st, err := s.m.src.Role(ctx, role)
+		if err != nil {
+			continue
+		}
+		if c, ok := candidate(st, s.m.me); ok && c.Instance != "" && c.Instance != s.m.inst {
+			return role, c.Instance
+		}
+	}
+	return "", ""
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -92,6 +93,10 @@ type Options struct {
 	// scratch, when set, is the scratch role instead of a random one
 	// (tests of the guard against touching a role in use).
 	scratch codec.Role
+	// now, when set, is the local clock the clock check reads instead of
+	// time.Now (tests of its warning: a local clock off by d is a broker
+	// clock off by -d).
+	now func() time.Time
 }
 
 func (o Options) withDefaults() Options {
@@ -116,6 +121,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Dial == nil {
 		o.Dial = fencing.NewBrokerTransport
+	}
+	if o.now == nil {
+		o.now = time.Now
 	}
 	if o.Explain == nil {
 		o.Explain = func(err error) string { return err.Error() }
@@ -528,14 +536,26 @@ func codeOf(err error) (sarama.KError, bool) {
 	if err == nil {
 		return 0, false
 	}
-	for k := range codeNames {
-		if k != 0 && errors.Is(err, k) {
-			return k, true
-		}
+	if ks := codesIn(err); len(ks) > 0 {
+		return ks[0], true
 	}
 	var k sarama.KError
 	if errors.As(err, &k) {
 		return k, true
 	}
 	return 0, false
+}
+
+// codesIn returns the named broker codes err carries (an error of krole's
+// can carry two: a refusal and the answer to the abort that followed), in
+// the order of their numbers.
+func codesIn(err error) []sarama.KError {
+	var out []sarama.KError
+	for k := range codeNames {
+		if k != 0 && errors.Is(err, k) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

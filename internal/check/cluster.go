@@ -40,21 +40,27 @@ func call[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 	return ctxcall.Do(ctx, nil, fn)
 }
 
-// opened returns b, connected (sarama connects lazily).
-func (r *runner) opened(b *sarama.Broker) *sarama.Broker {
-	if ok, _ := b.Connected(); !ok {
-		_ = b.Open(r.client.Config())
-	}
+// opened returns b, connected (sarama connects lazily), within ctx: a
+// broker whose connection is still opening (its ApiVersions handshake
+// unanswered) holds b's lock until the client's read timeout, which would
+// make the check outlast its own.
+func (r *runner) opened(ctx context.Context, b *sarama.Broker) *sarama.Broker {
+	_, _ = call(ctx, func() (struct{}, error) {
+		if ok, _ := b.Connected(); !ok {
+			_ = b.Open(r.client.Config())
+		}
+		return struct{}{}, nil
+	})
 	return b
 }
 
 // anyBroker returns a connected broker: the least loaded one.
-func (r *runner) anyBroker() (*sarama.Broker, error) {
+func (r *runner) anyBroker(ctx context.Context) (*sarama.Broker, error) {
 	b := r.client.LeastLoadedBroker()
 	if b == nil {
 		return nil, errors.New("no broker known")
 	}
-	return r.opened(b), nil
+	return r.opened(ctx, b), nil
 }
 
 // need is a request krole sends: the oldest version that has what krole
@@ -117,8 +123,9 @@ func (r *runner) versions(ctx context.Context) Result {
 	brokers := r.client.Brokers()
 	sort.Slice(brokers, func(i, j int) bool { return brokers[i].ID() < brokers[j].ID() })
 	var fails, warns, found []string
+	silent := 0 // brokers that answered no ApiVersions
 	for _, b := range brokers {
-		b := r.opened(b)
+		b := r.opened(ctx, b)
 		res, err := call(ctx, func() (*sarama.ApiVersionsResponse, error) {
 			return b.ApiVersions(&sarama.ApiVersionsRequest{Version: 0})
 		})
@@ -127,6 +134,7 @@ func (r *runner) versions(ctx context.Context) Result {
 		}
 		if err != nil {
 			fails = append(fails, fmt.Sprintf("broker %d answered no ApiVersions: %s", b.ID(), r.explain(err)))
+			silent++
 			continue
 		}
 		type rng struct{ min, max int16 }
@@ -187,6 +195,9 @@ func (r *runner) versions(ctx context.Context) Result {
 	}
 	found = dedupBrokers(found)
 	switch {
+	case len(fails) > 0 && len(fails) == silent:
+		return fail(NameVersions, "check the brokers named and the network to them, then run krole check again",
+			"%s", strings.Join(fails, "; "))
 	case len(fails) > 0:
 		return fail(NameVersions, "krole needs transactions (InitProducerId, AddPartitionsToTxn, EndTxn) and read_committed fetches: use Apache Kafka 3.0 or later, Redpanda, Confluent Cloud or MSK with transactions enabled",
 			"%s", strings.Join(fails, "; "))
@@ -238,7 +249,7 @@ var topicConfigNames = []string{"cleanup.policy", "segment.ms", "min.compaction.
 // unreadable topic is an error whose text says so.
 func (r *runner) topic(ctx context.Context) (*topicInfo, error) {
 	topic := r.cfg.Topic
-	b, err := r.anyBroker()
+	b, err := r.anyBroker(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -426,7 +437,9 @@ func (r *runner) durability(ctx context.Context) Result {
 func (r *runner) timeouts(ctx context.Context) Result {
 	s := processor.Settings{LeaseDuration: r.opts.LeaseDuration}.WithDefaults()
 	txn := s.TransactionTimeout
-	st, err := r.main.BrokerTxnSettings(ctx)
+	// Within ctx: BrokerTxnSettings may wait for a connection still
+	// opening, beyond ctx (see opened).
+	st, err := call(ctx, func() (fencing.BrokerTxnSettings, error) { return r.main.BrokerTxnSettings(ctx) })
 	if err == nil && st.MaxTxnTimeout > 0 {
 		if cerr := st.CheckTxnTimeout(txn); cerr != nil {
 			return fail(NameTimeouts, fmt.Sprintf("raise the brokers' %s to at least %d, or run with a shorter --lease-duration", fencing.BrokerMaxTxnTimeout, txn.Milliseconds()),

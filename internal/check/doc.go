@@ -8,8 +8,10 @@
 //     random hex digits, whose transactional id is the configured prefix
 //     followed by that name; before its first write it checks that the
 //     role and its transactional id are unknown to the cluster, and
-//     writes nothing when they are not. No other role is read or
-//     written; no running member is fenced.
+//     writes nothing when they are not (the id's token is checked when
+//     the cluster can say: without Describe on it, or without
+//     DescribeTransactions, the role's records decide). No other role is
+//     read or written; no running member is fenced.
 //   - it writes to the role topic (the scratch role's partition), not to
 //     a scratch topic: the checks are about that topic (its compaction,
 //     replication, leaders and ACLs), a member's principal may write
@@ -75,5 +77,7 @@
 //     imply.
 //   - cleanup: above.
 //
-// With As [Viewer] the checks that write are reported as skipped.
+// With As [Viewer] the checks that write are reported as skipped, and the
+// run sends only requests that read (ApiVersions, Metadata, Fetch,
+// ListOffsets, FindCoordinator, DescribeConfigs, DescribeTransactions).
 package check

@@ -58,7 +58,7 @@ func benchCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "bench",
 		Usage: "measure failover, handover, acquire and renewals on the embedded cluster (or --brokers)",
-		UsageText: "krole bench failover|handover|acquire|renew|steady [flags]\n" +
+		UsageText: "krole bench failover|handover|acquire|renew|failover-many|steady [flags]\n" +
 			"   krole bench compare RESULT.json... [--chart FILE.svg]",
 		Description: "Each subcommand starts the embedded Kafka-protocol cluster in this process\n" +
 			"(as 'krole dev' does), or uses the cluster --brokers names, on a role of its\n" +
@@ -90,18 +90,8 @@ func benchCommand() *ucli.Command {
 				Flags:     common(rounds, lease, renew),
 				Action:    runBenchAcquire,
 			},
-			{
-				Name:      "renew",
-				Usage:     "one member process holds K roles for T: renewals per second, renew latency, CPU",
-				UsageText: "krole bench renew [--roles K] [--lease-duration D] [--renew-interval D] [--duration T]",
-				Flags: common(
-					&ucli.IntFlag{Name: "roles", Value: 100, Usage: "the member holds `K` roles"},
-					lease, renew,
-					&ucli.DurationFlag{Name: "duration", Value: 30 * time.Second, Usage: "measure for `T` once every role is held"},
-					&ucli.StringFlag{Name: "member-cpuprofile", TakesFile: true, Usage: "write a pprof CPU profile of the member process over T into `FILE`"},
-				),
-				Action: runBenchRenew,
-			},
+			benchRenewCommand(common, lease, renew),
+			benchFailoverManyCommand(common, lease, renew),
 			{
 				Name:      "compare",
 				Usage:     "print results (-o json of the benches and of the etcd peer) side by side, with the ratios krole/etcd",
@@ -723,6 +713,11 @@ func writeBench(c *ucli.Context, res chart.Result) error {
 	} else {
 		chart.WriteText(stdout(c), res)
 	}
+	return drawBench(c, res)
+}
+
+// drawBench draws --chart: res, and the --peer results beside it.
+func drawBench(c *ucli.Context, res chart.Result) error {
 	if path := c.String("chart"); path != "" {
 		results := []chart.Result{res}
 		for _, p := range c.StringSlice("peer") {

@@ -14,7 +14,7 @@ func checkCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "check",
 		Usage:     "test on this cluster everything krole relies on (safe on production: it writes only to a scratch role)",
-		UsageText: "krole check [--as member|operator|viewer] [--lease-duration D] [--timeout D]",
+		UsageText: "krole check [--as member|operator|viewer] [-o json] [--lease-duration D] [--timeout D]",
 		Description: "Runs each check within --timeout and prints one line per check: its name,\n" +
 			"PASS, WARN, FAIL or SKIP, what it found, and what to do. The checks:\n" +
 			"reachability, versions, role-topic, durability, acl.* (the permissions of\n" +
@@ -23,7 +23,8 @@ func checkCommand() *ucli.Command {
 			"It writes only to a scratch role (krole-check.<random>, transactional id\n" +
 			"--txn-prefix + that), checks first that nobody uses it, and tombstones what it\n" +
 			"wrote at the end. --as viewer writes nothing and skips the checks that write.\n\n" +
-			"Exit 0 when no check failed (warnings included), 1 when one failed.\n" +
+			"Exit 0 when no check failed (warnings included), 1 when one failed, 2 on a\n" +
+			"usage error.\n" +
 			"JSON: {\"checks\":[{\"name\",\"ok\",\"warn\",\"skipped\",\"detail\",\"fix\"}]}.",
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "as", Value: string(check.Member), Usage: "whose permissions to try, `WHO`: member, operator (member + krole init) or viewer (read-only)"},

@@ -19,7 +19,8 @@ import (
 )
 
 // startKroleDev starts the cluster `krole dev` starts (the embedded cluster with
-// the default role topic, compacted) and returns its brokers.
+// the default role topic, compacted, with the settings krole init sets) and
+// returns its brokers.
 func startKroleDev(t *testing.T) string {
 	t.Helper()
 	if testcluster.External() {
@@ -27,7 +28,8 @@ func startKroleDev(t *testing.T) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := devcluster.Start(ctx, testcluster.DevOptions(t, devcluster.Options{Topic: fencing.DefaultTopic}))
+	c, err := devcluster.Start(ctx, testcluster.DevOptions(t, devcluster.Options{Topic: fencing.DefaultTopic,
+		TopicConfigs: devcluster.RoleTopicConfigMap(devcluster.DefaultRoleTopicDeleteRetain)})) // as dev.go starts it
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	return strings.Join(c.ListenAddrs(), ",")
@@ -37,7 +39,8 @@ func startKroleDev(t *testing.T) string {
 var checkLine = regexp.MustCompile(`^([a-z.-]+) +(PASS|WARN|FAIL|SKIP)  \S`)
 
 // TestCheckOnKroleDev: against the cluster of `krole dev`, krole check
-// exits 0, with one line per check, none failed; -o json says the same.
+// exits 0, with one line per check, every one PASS; -o json says the
+// same.
 func TestCheckOnKroleDev(t *testing.T) {
 	brokers := startKroleDev(t)
 	r := run(t, "check", "--brokers", brokers)
@@ -48,7 +51,7 @@ func TestCheckOnKroleDev(t *testing.T) {
 	for _, l := range lines {
 		m := checkLine.FindStringSubmatch(l)
 		require.NotNil(t, m, "line %q", l)
-		assert.Contains(t, []string{"PASS", "WARN"}, m[2], "line %q", l)
+		assert.Equal(t, "PASS", m[2], "on krole dev every check passes, without a warning: %q", l)
 		names = append(names, m[1])
 	}
 	assert.Contains(t, names, check.NameTxnFence)
@@ -66,6 +69,19 @@ func TestCheckOnKroleDev(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &out), r.Stdout)
 	require.Len(t, out.Checks, len(names))
+	// The shape: {"checks":[{"name","ok","detail","fix"}]}, plus "warn"
+	// and "skipped" when true, and nothing else.
+	var raw map[string][]map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &raw), r.Stdout)
+	require.Len(t, raw, 1, "one key, checks")
+	for _, c := range raw["checks"] {
+		for _, k := range []string{"name", "ok", "detail", "fix"} {
+			assert.Contains(t, c, k)
+		}
+		for k := range c {
+			assert.Contains(t, []string{"name", "ok", "detail", "fix", "warn", "skipped"}, k)
+		}
+	}
 	for i, c := range out.Checks {
 		assert.Equal(t, names[i], c.Name)
 		require.NotNil(t, c.OK, c.Name)
@@ -84,6 +100,14 @@ func TestCheckFailsOnADeletingTopic(t *testing.T) {
 	assert.Equal(t, ExitFailure, r.Code, "stdout: %s\nstderr: %s", r.Stdout, r.Stderr)
 	assert.Empty(t, r.Stderr, "the failures are in the report")
 	assert.Regexp(t, `(?m)^role-topic +FAIL  topic \S+ has cleanup.policy=delete: .*; fix: kafka-configs.sh .*cleanup.policy=compact$`, r.Stdout)
+	// One line per check; each failure with its fix.
+	for _, l := range strings.Split(strings.TrimRight(r.Stdout, "\n"), "\n") {
+		m := checkLine.FindStringSubmatch(l)
+		require.NotNil(t, m, "line %q", l)
+		if m[2] == "FAIL" {
+			assert.Regexp(t, `; fix: \S`, l)
+		}
+	}
 }
 
 // TestCheckUnreachable: no broker answers: exit 1, one line.
@@ -104,6 +128,10 @@ func TestCheckUnreachable(t *testing.T) {
 func TestCheckUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"check", "--as", "admin"},
+		{"check", "--as", "bogus"},
+		{"check", "--as"},
+		{"check", "-o", "yaml"},
+		{"check", "--timeout", "soon"},
 		{"check", "extra"},
 		{"check", "--timeout", "0s"},
 		{"check", "--lease-duration", "-1s"},
@@ -111,7 +139,8 @@ func TestCheckUsage(t *testing.T) {
 		r := run(t, args...)
 		assertOneLineError(t, r, ExitUsage)
 	}
-	assert.Contains(t, run(t, "check", "--as", "admin").Stderr, "must be member, operator or viewer")
+	assert.Contains(t, run(t, "check", "--as", "bogus").Stderr, `--as "bogus": must be member, operator or viewer`)
+	assert.Contains(t, run(t, "check", "-o", "yaml").Stderr, `--output "yaml": must be table or json`)
 }
 
 // TestCheckOverTLSAndSCRAM: the checks run over the configured TLS and
@@ -146,4 +175,30 @@ func TestCheckOverTLSAndSCRAM(t *testing.T) {
 	lines := strings.Split(strings.TrimRight(r.Stdout, "\n"), "\n")
 	require.Len(t, lines, 1, "stdout: %q", r.Stdout)
 	assert.Regexp(t, `^reachability +FAIL  no broker answered at .*add --tls`, lines[0])
+}
+
+// TestCheckDocs: docs/CHECK.md has a section for every check (the acl.*
+// checks in one, each named in its table) and notes for Confluent Cloud,
+// Amazon MSK and Redpanda; the README's install and set-up sections send
+// the reader to krole check before pointing krole at a cluster.
+func TestCheckDocs(t *testing.T) {
+	doc := readDoc(t, "docs/CHECK.md")
+	for _, n := range []string{check.NameReachability, check.NameVersions, check.NameRoleTopic, check.NameDurability,
+		check.NameTxnInit, check.NameTimeouts, check.NameDescribe, check.NameClock, check.NameLatency, check.NameCleanup} {
+		assert.Contains(t, doc, "\n### "+n+"\n", "docs/CHECK.md has no section for %s", n)
+	}
+	assert.Contains(t, doc, "\n### transactions.fence and transactions.read-committed\n")
+	assert.Contains(t, doc, "\n### acl.*\n")
+	for _, n := range []string{check.NameACLTopicRead, check.NameACLTopicWrite, check.NameACLTxnWrite, check.NameACLTxnDescribe,
+		check.NameACLTopicDescribeConfigs, check.NameACLTopicCreate, check.NameACLTopicAlter} {
+		assert.Contains(t, doc, "| `"+n+"` |", "the acl.* table of docs/CHECK.md does not name %s", n)
+	}
+	for _, p := range []string{"**Confluent Cloud.**", "**Amazon MSK (provisioned).**", "**Redpanda.**"} {
+		assert.Contains(t, doc, p, "docs/CHECK.md has no notes for %s", p)
+	}
+	// The install and set-up sections: from "## Install" to the tour.
+	readme := readDoc(t, "README.md")
+	start, end := strings.Index(readme, "\n## Install\n"), strings.Index(readme, "\n## A one-screen tour\n")
+	require.True(t, start >= 0 && end > start, "README.md has its Install, Set up and tour sections")
+	assert.Regexp(t, "(?i)before pointing krole at your cluster, run `krole check`", readme[start:end])
 }

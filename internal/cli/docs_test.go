@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/krole/internal/liveness"
 )
 
 // The docs follow the commands: docs/CLI.md has a section for every
@@ -126,4 +129,66 @@ func readDoc(t *testing.T, name string) string {
 	b, err := os.ReadFile(filepath.Join(repoRoot(t), name))
 	require.NoError(t, err)
 	return string(b)
+}
+
+// The bound on how long a one-shot `krole leader` can name a dead holder,
+// and the clock assumption it rests on (issue 19, 1), are stated where a
+// script's author reads them: `krole leader --help`, the leader section of
+// docs/CLI.md and docs/GUARANTEES.md; in step with liveness.ClockTolerance.
+func TestLeaderBoundIsStated(t *testing.T) {
+	tol := liveness.ClockTolerance
+	r := run(t, "leader", "--help")
+	requireOK(t, r)
+	cli := readDoc(t, "docs/CLI.md")
+	_, cli, ok := strings.Cut(cli, "\n### krole leader\n")
+	require.True(t, ok, "docs/CLI.md has no section for krole leader")
+	cli, _, _ = strings.Cut(cli, "\n### ")
+	for what, text := range map[string]string{"krole leader --help": r.Stdout, "docs/CLI.md, krole leader": cli} {
+		text = strings.Join(strings.Fields(text), " ")
+		for _, s := range []string{
+			fmt.Sprintf("ran out more than %v ago by its own clock", tol),
+			"exits 1 if none comes",
+			fmt.Sprintf("within %v of each other", tol),
+			fmt.Sprintf("never named more than %v after its lease ran out", 2*tol),
+		} {
+			assert.Contains(t, text, s, what)
+		}
+	}
+	g := strings.Join(strings.Fields(readDoc(t, "docs/GUARANTEES.md")), " ")
+	assert.Contains(t, g, fmt.Sprintf("ran out more than %v ago by the holder's own clock", tol))
+	assert.Contains(t, g, fmt.Sprintf("the two clocks within %v of each other, that is at most %v after the lease really ran out", tol, 2*tol))
+}
+
+// The README says how to install krole with one command, names the two
+// set-up commands, and shows each command beside its etcdctl and consul
+// equivalent (issue 19, 6).
+func TestReadmeInstallAndEquivalents(t *testing.T) {
+	readme := readDoc(t, "README.md")
+	mod, _, _ := strings.Cut(readDoc(t, "go.mod"), "\n")
+	mod, ok := strings.CutPrefix(mod, "module ")
+	require.True(t, ok, "go.mod's first line: %q", mod)
+	assert.Contains(t, readme, "go install "+mod+"@latest", "the install line names the module of go.mod")
+	// go install MODULE@VERSION refuses a module whose go.mod replaces or
+	// excludes modules, and installs the main package at its root.
+	assert.NotRegexp(t, `(?m)^\s*(replace|exclude)\b`, readDoc(t, "go.mod"), "go install ...@latest would refuse this go.mod")
+	assert.Regexp(t, `(?m)^package main$`, readDoc(t, "main.go"), "the module's root is the krole command")
+	for _, h := range []string{"## Install", "## Set up", "## A one-screen tour", "## The commands at a glance"} {
+		assert.Contains(t, readme, "\n"+h+"\n")
+	}
+	setUp := readmeSection(t, "## Set up")
+	assert.Contains(t, setUp, "krole dev")
+	assert.Contains(t, setUp, "krole init")
+	glance := readmeSection(t, "## The commands at a glance")
+	assert.Contains(t, glance, "| krole | what it does | etcdctl | consul |")
+	// Everything else is under docs/, one link away.
+	for _, page := range []string{"TOUR", "CLI", "LIBRARY", "OPERATING", "GUARANTEES", "BENCHMARKS"} {
+		assert.Contains(t, readme, "](docs/"+page+".md)", "the README links to docs/%s.md", page)
+	}
+	for _, row := range []string{
+		"| `krole run ROLE -- CMD` |", "`etcdctl lock NAME CMD`", "`consul lock PREFIX CMD`",
+		"| `krole run ROLE --value V` |", "`etcdctl elect NAME V`",
+		"| `krole leader ROLE` |", "`etcdctl elect -l NAME`",
+	} {
+		assert.Contains(t, glance, row)
+	}
 }

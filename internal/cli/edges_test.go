@@ -89,8 +89,8 @@ func TestBenchWithoutSubcommandIsUsageError(t *testing.T) {
 	r := run(t, "bench")
 	assert.Equal(t, ExitUsage, r.Code)
 	assert.Empty(t, r.Stdout)
-	assert.Contains(t, r.Stderr, "usage: krole bench failover|handover|acquire|renew|steady [flags]")
-	assert.Contains(t, r.Stderr, "subcommands: failover, handover, acquire, renew, compare, steady\n")
+	assert.Contains(t, r.Stderr, "usage: krole bench failover|handover|acquire|renew|failover-many|steady [flags]")
+	assert.Contains(t, r.Stderr, "subcommands: failover, handover, acquire, renew, failover-many, compare, steady\n")
 	assert.NotContains(t, r.Stderr, "OPTIONS", "a short usage, not the whole help")
 
 	r = run(t, "bench", "failovr")

@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,6 +63,58 @@ func TestRunSecondProcessUnderTheSameMemberIsRefused(t *testing.T) {
 	assert.Equal(t, ExitOK, a.stop(), "stderr: %s", a.stderr.String())
 	assert.NotContains(t, a.stderr.String(), "registration was removed")
 	assert.NotContains(t, a.stderr.String(), "revoked")
+}
+
+// TestRunRestartedAfterSIGKILLRejoins (issue 19, 2): `krole run
+// controller --member node-3` is SIGKILLed while it holds the role; the
+// same command started again, with no manual step between, is not
+// refused as a second instance: it takes the id over, holds the role
+// under a newer token and starts CMD.
+func TestRunRestartedAfterSIGKILLRejoins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs processes; skipped with -short")
+	}
+	bin := buildKrole(t)
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	out := filepath.Join(t.TempDir(), "out")
+	a := startKrole(t, bin, c, "controller", "node-3", out)
+	a.waitLine(t, 0, startedRE, 20*time.Second)
+	// CMD appends a line to out once it runs (after krole run said it
+	// started it): once per holding.
+	runs := func(n int) []string {
+		t.Helper()
+		var got []string
+		require.Eventually(t, func() bool {
+			b, err := os.ReadFile(out)
+			got = lines(string(b))
+			return err == nil && strings.Count(string(b), "\n") >= n
+		}, 20*time.Second, 20*time.Millisecond, "CMD ran %d times", n)
+		return got
+	}
+	runs(1)
+	before := lastLease(readRole(t, c.Config, "controller"))
+	require.NotNil(t, before)
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGKILL))
+	select {
+	case <-a.exited:
+	case <-time.After(time.Minute):
+		t.Fatal("the killed krole run's stderr stayed open")
+	}
+	last := lastLease(readRole(t, c.Config, "controller"))
+	require.NotNil(t, last)
+	require.False(t, last.Released(), "SIGKILL: no release")
+
+	b := startKrole(t, bin, c, "controller", "node-3", out)
+	b.waitLine(t, 0, regexp.MustCompile(`^krole run: elected controller as node-3 \(token \d+/\d+\)$`), time.Minute)
+	b.waitLine(t, 0, startedRE, 20*time.Second)
+	assert.NotContains(t, b.log(), "in use")
+	now := lastLease(readRole(t, c.Config, "controller"))
+	require.NotNil(t, now)
+	assert.Equal(t, codec.MemberID("node-3"), now.Member)
+	assert.True(t, now.Token.Newer(before.Token), "a new holding: %s after %s", now.Token, before.Token)
+	ran := runs(2)
+	require.Len(t, ran, 2, "CMD ran once per holding: %q", ran)
+	assert.True(t, strings.HasPrefix(ran[1], "node-3 "), "%q", ran[1])
 }
 
 // assertOneLineErrorIn: stderr holds exactly one "krole: " line.

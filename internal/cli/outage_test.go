@@ -51,8 +51,8 @@ func awaitText(t *testing.T, buf *testcluster.SyncBuffer, s, what string) {
 
 // While the cluster is unreachable, a member says so in one line with the
 // role it affects, and in one more when the cluster answers again: not
-// sarama's error at every retry. observe and serve do the same in their own
-// style, never as raw slog lines.
+// sarama's error at every retry. observe, serve and table --watch do the
+// same in their own style, never as raw slog lines (issue 19, 4).
 func TestOutageIsOneLineAndOneWhenItEnds(t *testing.T) {
 	if testcluster.External() {
 		t.Skip("stops and restarts the embedded cluster")
@@ -68,11 +68,14 @@ func TestOutageIsOneLineAndOneWhenItEnds(t *testing.T) {
 	awaitText(t, obsOut, "ctl held by n1", "observe")
 	_, srvErr, stopSrv := inBackground(t, append([]string{"serve", "--listen", "127.0.0.1:0"}, b...)...)
 	awaitText(t, srvErr, "krole serve: view caught up", "serve")
+	tblOut, tblErr, stopTbl := inBackground(t, append([]string{"table", "--watch", "ctl"}, b...)...)
+	awaitText(t, tblOut, `"member":"n1"`, "table --watch")
 
 	stopDev()
 	awaitText(t, runErr, "krole run: cluster unreachable since ", "run")
 	awaitText(t, obsErr, "krole observe: cluster unreachable since ", "observe")
 	awaitText(t, srvErr, "krole serve: cluster unreachable since ", "serve")
+	awaitText(t, tblErr, "krole table: cluster unreachable since ", "table --watch")
 	// The member retries meanwhile (every retry a warning, before); give
 	// it some.
 	time.Sleep(2 * time.Second)
@@ -82,15 +85,19 @@ func TestOutageIsOneLineAndOneWhenItEnds(t *testing.T) {
 	awaitText(t, runErr, "krole run: the cluster answers again, at ", "run")
 	awaitText(t, obsErr, "krole observe: the cluster answers again, at ", "observe")
 	awaitText(t, srvErr, "krole serve: the cluster answers again, at ", "serve")
+	awaitText(t, tblErr, "krole table: the view is current again", "table --watch")
 	assert.Equal(t, ExitOK, stopRun())
 	assert.Equal(t, ExitOK, stopObs())
 	assert.Equal(t, ExitOK, stopSrv())
+	assert.Equal(t, ExitOK, stopTbl())
 	stopDev2()
 
-	for name, buf := range map[string]*testcluster.SyncBuffer{"run": runErr, "observe": obsErr, "serve": srvErr} {
+	ended := map[string]string{"run": "the cluster answers again", "observe": "the cluster answers again",
+		"serve": "the cluster answers again", "table": "the view is current again"}
+	for name, buf := range map[string]*testcluster.SyncBuffer{"run": runErr, "observe": obsErr, "serve": srvErr, "table": tblErr} {
 		s := buf.String()
 		assert.Equal(t, 1, strings.Count(s, "cluster unreachable since"), "%s: one line per outage:\n%s", name, s)
-		assert.Equal(t, 1, strings.Count(s, "the cluster answers again"), "%s: one line when it ends:\n%s", name, s)
+		assert.Equal(t, 1, strings.Count(s, ended[name]), "%s: one line when it ends:\n%s", name, s)
 		assert.NotContains(t, s, "level=", "%s: no raw slog lines", name)
 		assert.NotContains(t, s, "run out of available brokers", "%s: no sarama error at every retry", name)
 		for _, line := range strings.Split(strings.TrimSpace(s), "\n") {

@@ -19,6 +19,11 @@
 //     present and future, of the clients whose id has a prefix, until the
 //     returned heal function is called; then what was sent meanwhile is
 //     delivered both ways. The client runs on (its own timeouts fire).
+//   - [Net.Rewrite]: hand the broker's answer to a matching request,
+//     decoded, to a function, and send the client what it returns
+//     instead: a broker that answers other than it should (a
+//     non-conforming "Kafka-compatible" cluster). The broker's state is
+//     what its own answer said.
 //   - [Net.Record]: keep every request of the clients whose id has a
 //     prefix, as it is read (before any rule holds or drops it), with its
 //     broker node and frame ([Request.Decode] parses it with kmsg): what a
@@ -107,15 +112,16 @@ func (r Rule) match(node int32, h header) bool {
 // Net is the set of rules and the connections they apply to. Its methods
 // are safe for concurrent use. The zero value is not usable; use [New].
 type Net struct {
-	mu      sync.Mutex
-	cond    *sync.Cond // broadcast on every change a pump may wait for
-	holds   []*Held
-	drops   []*Dropped
-	parts   map[*partition]bool
-	conns   map[*conn]bool
-	recs    []*Recorder // see record.go
-	onClose ClosePolicy
-	closed  bool
+	mu       sync.Mutex
+	cond     *sync.Cond // broadcast on every change a pump may wait for
+	holds    []*Held
+	drops    []*Dropped
+	parts    map[*partition]bool
+	conns    map[*conn]bool
+	recs     []*Recorder  // see record.go
+	rewrites []*Rewritten // see rewrite.go
+	onClose  ClosePolicy
+	closed   bool
 }
 
 // New returns a Net with no rules, delivering held requests of closed
@@ -370,14 +376,16 @@ type conn struct {
 	// guarded by n.mu
 	queue      []frame
 	clientID   string
-	known      bool // clientID was read from a request
-	clientGone bool // the client closed (or broke) the connection
-	closed     bool // the broker closed the connection
+	known      bool                     // clientID was read from a request
+	clientGone bool                     // the client closed (or broke) the connection
+	closed     bool                     // the broker closed the connection
+	rewrites   map[int32]pendingRewrite // by correlation id: requests whose answer a rewrite rule wants
 }
 
 type header struct {
 	apiKey   int16
 	version  int16
+	corrID   int32
 	clientID string
 }
 
@@ -417,6 +425,9 @@ func (c *conn) read() {
 					break
 				}
 			}
+		}
+		if !f.drop && len(n.rewrites) > 0 {
+			c.watchRewrite(h, b)
 		}
 		c.queue = append(c.queue, f)
 		n.cond.Broadcast()
@@ -470,6 +481,7 @@ func (c *conn) Read(p []byte) (int, error) { return c.pr.Read(p) }
 // Write implements net.Conn: an answer to the client, held while the
 // client is partitioned, discarded once the client closed.
 func (c *conn) Write(p []byte) (int, error) {
+	out := c.rewrite(p)
 	n := c.n
 	n.mu.Lock()
 	for !n.closed && !c.closed && !c.clientGone && n.cutOff(c.clientID, c.known) {
@@ -484,7 +496,7 @@ func (c *conn) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	n.mu.Unlock()
-	if _, err := c.client.Write(p); err != nil {
+	if _, err := c.client.Write(out); err != nil {
 		// The client is gone; the broker reads on (held requests may
 		// still come).
 		n.mu.Lock()
@@ -544,7 +556,8 @@ func readFrame(r io.Reader) ([]byte, header, error) {
 
 // parseHeader reads api key, api version, correlation id and client id.
 func parseHeader(b []byte) (header, error) {
-	h := header{apiKey: int16(binary.BigEndian.Uint16(b[0:2])), version: int16(binary.BigEndian.Uint16(b[2:4]))}
+	h := header{apiKey: int16(binary.BigEndian.Uint16(b[0:2])), version: int16(binary.BigEndian.Uint16(b[2:4])),
+		corrID: int32(binary.BigEndian.Uint32(b[4:8]))}
 	l := int16(binary.BigEndian.Uint16(b[8:10]))
 	switch {
 	case l < 0:

@@ -1,0 +1,252 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/internal/bench"
+	"github.com/krabka/krole/internal/chart"
+)
+
+// The commands of issue 20's measurements: krole bench renew (one member
+// or --members M), krole bench failover-many, and the hidden krole bench
+// member they start. The work is package internal/bench's.
+
+func benchRenewCommand(common func(...ucli.Flag) []ucli.Flag, lease, renew ucli.Flag) *ucli.Command {
+	return &ucli.Command{
+		Name:      "renew",
+		Usage:     "member processes hold K roles for T: transactions, renewals per second, renew latency, CPU, memory per role",
+		UsageText: "krole bench renew [--roles K] [--members M] [--lease-duration D] [--renew-interval D] [--duration T]",
+		Description: "M 'krole bench member' processes (default 1) each hold their share of K roles,\n" +
+			"which nobody else wants. Once each holds its share (or the count it holds stopped\n" +
+			"growing for five leases and at least 30s), all measure one window of T at once. Prints the renew\n" +
+			"latencies and transactions_per_s (every EndTxn the members sent, per second),\n" +
+			"cpu_s_per_s of the members and of this process (the embedded cluster), held_at_start\n" +
+			"and held_at_end (summed, and per member), and member_bytes_per_role and\n" +
+			"view_bytes_per_role (live heap after a GC).",
+		Flags: common(
+			&ucli.IntFlag{Name: "roles", Value: 100, Usage: "the members hold `K` roles between them"},
+			&ucli.IntFlag{Name: "members", Value: 1, Usage: "`M` member processes, each with K/M roles of its own"},
+			lease, renew,
+			&ucli.DurationFlag{Name: "duration", Value: 30 * time.Second, Usage: "measure for `T` once every member holds its roles"},
+			&ucli.StringFlag{Name: "member-cpuprofile", TakesFile: true, Usage: "write a pprof CPU profile of the first member process over T into `FILE`"},
+		),
+		Action: runBenchRenew,
+	}
+}
+
+func benchFailoverManyCommand(common func(...ucli.Flag) []ucli.Flag, lease, renew ucli.Flag) *ucli.Command {
+	return &ucli.Command{
+		Name:      "failover-many",
+		Usage:     "M members hold K roles; SIGKILL one holding K/M; time until the others hold all of them again",
+		UsageText: "krole bench failover-many [--roles K] [--members M] [--lease-duration D] [--renew-interval D] [--grace D] [--wait D]",
+		Description: "Member processes start one after the other; each takes its K/M roles and is a\n" +
+			"candidate of every role of the members started before it. The first member, which\n" +
+			"all the others are candidates of, is SIGKILLed. Prints, per role of its, the time\n" +
+			"from the kill to the bench's view showing a survivor's lease; failover_s (the last),\n" +
+			"acquisition_rate_per_s, bound_s (lease + roles / rate), and from the survivors'\n" +
+			"events acquired_twice (roles elected more than once after the kill) and\n" +
+			"survivors_lost (roles a survivor held at the kill and lost). Exits 1 when a role\n" +
+			"was not held again, was acquired twice, or a survivor lost one of its own.",
+		Flags: common(
+			&ucli.IntFlag{Name: "roles", Value: 60, Usage: "the members hold `K` roles between them"},
+			&ucli.IntFlag{Name: "members", Value: 3, Usage: "`M` member processes"},
+			lease, renew,
+			&ucli.DurationFlag{Name: "grace", DefaultText: "the lease duration",
+				Usage: "after the last role shows held again, watch for `D` more for a second election or a loss"},
+			&ucli.DurationFlag{Name: "wait", Value: bench.Wait,
+				Usage: "wait up to one lease plus `D` after the kill for the killed member's roles to show held again"},
+		),
+		Action: runBenchFailoverMany,
+	}
+}
+
+// benchCluster is the internal/bench view of a benchEnv.
+func (e *benchEnv) benchCluster() bench.Cluster {
+	return bench.Cluster{Exe: e.exe, Env: demoEnv(), Brokers: e.brokers, Topic: e.cfg.Topic, TxnPrefix: e.cfg.TxnPrefix,
+		Embedded: e.embedded, Progress: e.progress}
+}
+
+// runBenchRenew runs `krole bench renew`.
+func runBenchRenew(c *ucli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	k, err := positive(c, "roles")
+	if err != nil {
+		return err
+	}
+	m, err := positive(c, "members")
+	if err != nil {
+		return err
+	}
+	if m > k {
+		return Usagef(c, "--members %d: more members than --roles %d", m, k)
+	}
+	dur := c.Duration("duration")
+	if dur <= 0 {
+		return Usagef(c, "--duration %v: must be positive", dur)
+	}
+	s, err := benchSettings(c)
+	if err != nil {
+		return err
+	}
+	e, err := startBenchEnv(c)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	res, err := bench.Renew(c.Context, e.benchCluster(), bench.RenewOptions{Roles: k, Members: m, Settings: s, Duration: dur,
+		Run: e.run, MemberCPUProfile: c.String("member-cpuprofile")})
+	fmt.Fprintln(e.errOut)
+	if err != nil {
+		return err
+	}
+	res.Label = c.String("label")
+	res.Settings["cluster"] = e.clusterName()
+	return writeBenchAs(c, res.Result, res, func(w io.Writer) {
+		fmt.Fprintf(w, "%-16s transactions/s %.1f (%d commits, %d aborts)  held %d -> %d of %d  member CPU %.3f s/s",
+			"", res.TransactionsPerS, res.Commits, res.Aborts, res.HeldAtStart, res.HeldAtEnd, k, res.CPUSPerS)
+		if res.ClusterCPUSPerS != nil {
+			fmt.Fprintf(w, "  cluster+bench process %.3f s/s", *res.ClusterCPUSPerS)
+		}
+		fmt.Fprintf(w, "\n%-16s memory per held role: member %.0f B heap + %.0f B stacks (%.0f B heap per role campaigned for), view %.0f B (%d roles in the view)\n", "",
+			res.MemberBytesPerRole, res.MemberStackBytesPerRole, res.MemberBytesPerCampaignedRole, res.ViewBytesPerRole, res.ViewRoles)
+		if len(res.Members) > 1 {
+			for _, f := range res.Members {
+				fmt.Fprintf(w, "%-16s %s: held %d -> %d of %d  transactions/s %.1f  CPU %.3f s/s\n", "",
+					f.Member, f.HeldAtStart, f.HeldAtEnd, f.Roles, f.TransactionsPerS, f.CPUSPerS)
+			}
+		}
+	})
+}
+
+// runBenchFailoverMany runs `krole bench failover-many`.
+func runBenchFailoverMany(c *ucli.Context) error {
+	if err := noArgs(c); err != nil {
+		return err
+	}
+	k, err := positive(c, "roles")
+	if err != nil {
+		return err
+	}
+	m, err := positive(c, "members")
+	if err != nil {
+		return err
+	}
+	if m < 2 {
+		return Usagef(c, "--members %d: a failover needs at least 2", m)
+	}
+	if m > k {
+		return Usagef(c, "--members %d: more members than --roles %d", m, k)
+	}
+	if c.IsSet("grace") && c.Duration("grace") <= 0 {
+		return Usagef(c, "--grace %v: must be positive", c.Duration("grace"))
+	}
+	if c.Duration("wait") <= 0 {
+		return Usagef(c, "--wait %v: must be positive", c.Duration("wait"))
+	}
+	s, err := benchSettings(c)
+	if err != nil {
+		return err
+	}
+	e, err := startBenchEnv(c)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	res, err := bench.FailoverMany(c.Context, e.benchCluster(), bench.FailoverManyOptions{Roles: k, Members: m, Settings: s,
+		Grace: c.Duration("grace"), Wait: c.Duration("wait"), Run: e.run, View: e.view})
+	fmt.Fprintln(e.errOut)
+	if err != nil {
+		return err
+	}
+	res.Label = c.String("label")
+	res.Settings["cluster"] = e.clusterName()
+	err = writeBenchAs(c, res.Result, res, func(w io.Writer) {
+		fmt.Fprintf(w, "%-16s killed %s holding %d roles: %d held again, the last after %.2f s (first %.2f s)\n", "",
+			res.Settings["killed"], res.KilledRoles, res.HeldAgain, res.FailoverS, res.FirstS)
+		fmt.Fprintf(w, "%-16s acquisition rate %.1f roles/s (its leases fell due over %.2f s; bound: lease + roles/rate = %.2f s)  acquired twice %d  survivors lost %d\n", "",
+			res.AcquisitionRate, res.DueSpreadS, res.BoundS, res.AcquiredTwice, res.SurvivorsLost)
+	})
+	if err != nil {
+		return err
+	}
+	if res.Violations > 0 {
+		return ucli.Exit("", 1)
+	}
+	return nil
+}
+
+// writeBenchAs prints full as JSON (-o json), or r's text and more's
+// lines, and draws --chart from r (and --peer).
+func writeBenchAs(c *ucli.Context, r chart.Result, full any, more func(io.Writer)) error {
+	if outputFormat(c) == FormatJSON {
+		if err := json.NewEncoder(stdout(c)).Encode(full); err != nil {
+			return err
+		}
+	} else {
+		chart.WriteText(stdout(c), r)
+		more(stdout(c))
+	}
+	return drawBench(c, r)
+}
+
+// benchMemberCommand is `krole bench member`, hidden: the member process
+// of `krole bench renew` and `krole bench failover-many`
+// (bench.RunMember).
+func benchMemberCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:   "member",
+		Hidden: true,
+		Usage:  "the member process of 'krole bench renew' and 'failover-many' (JSON lines on stdout, commands on stdin)",
+		Flags: []ucli.Flag{
+			memberFlag(),
+			&ucli.StringFlag{Name: "role-prefix", Value: "bench-renew-"},
+			&ucli.IntFlag{Name: "from", Usage: "the first role's number"},
+			&ucli.IntFlag{Name: "roles", Value: 1},
+			&ucli.IntFlag{Name: "own", Usage: "the last N roles are its own (0: all)"},
+			&ucli.DurationFlag{Name: "lease-duration", Value: benchLease},
+			&ucli.DurationFlag{Name: "renew-interval"},
+			&ucli.BoolFlag{Name: "events"},
+			&ucli.BoolFlag{Name: "view-memory"},
+			&ucli.StringFlag{Name: "cpuprofile"},
+		},
+		Action: runBenchMember,
+	}
+}
+
+func runBenchMember(c *ucli.Context) error {
+	cfg, err := configFrom(c)
+	if err != nil {
+		return err
+	}
+	me, err := memberArg(c)
+	if err != nil {
+		return err
+	}
+	k := c.Int("roles")
+	if k <= 0 {
+		return Usagef(c, "--roles %d: must be at least 1", k)
+	}
+	if c.Int("from") < 0 || c.Int("own") < 0 || c.Int("own") > k {
+		return Usagef(c, "--from %d --own %d: must be at least 0, and --own at most --roles", c.Int("from"), c.Int("own"))
+	}
+	s, err := benchSettings(c)
+	if err != nil {
+		return err
+	}
+	roles := make([]codec.Role, k)
+	for i := range roles {
+		roles[i] = codec.Role(fmt.Sprintf("%s%d", c.String("role-prefix"), c.Int("from")+i))
+	}
+	return bench.RunMember(c.Context, bench.MemberOptions{Config: cfg, Member: me, Roles: roles, Own: c.Int("own"), Settings: s,
+		Events: c.Bool("events"), ViewMemory: c.Bool("view-memory"), CPUProfile: c.String("cpuprofile"),
+		In: os.Stdin, Out: stdout(c), Profile: startCPUProfile})
+}
