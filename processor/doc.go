@@ -257,10 +257,12 @@
 // ends the incarnation with a session end, and the member campaigns again
 // under a new nonce: the late heartbeat brings no lease back to life. An
 // unanswered heartbeat starts the session again before the next (same
-// nonce, new epoch; a new producer id ends the incarnation). A heartbeat
-// answered fenced means another process started a session under the
-// member id: every holding ends, and this member is refused (see "One
-// process per member id").
+// nonce, new epoch; a new producer id ends the incarnation). So does a
+// heartbeat answered fenced (the coordinator aborts a heartbeat that
+// outlived the transaction timeout, bumping the epoch), unless the member
+// id's latest session record is then another incarnation's heartbeat:
+// another process took the session, every holding ends, and this member
+// is refused (see "One process per member id").
 //
 // Safety is unchanged: a challenge is AcquireEpoch on the role's
 // transactional id, then a lease under the role's token, and every data
@@ -321,8 +323,10 @@
 //     for a lease, lets it start its own. Every member heartbeats from
 //     its start, holding roles or not, so a live one is seen within a
 //     RenewInterval; and a member whose own heartbeat is answered fenced
-//     (another process took the session over after a lease of silence:
-//     this one was paused or cut off) is refused, every holding ended.
+//     while the id's latest session record is another incarnation's
+//     heartbeat (another process took the session over after a lease of
+//     silence: this one was paused or cut off) is refused, every holding
+//     ended.
 //
 // A refused member leaves as when its ctx ends, except that it writes
 // nothing for the other: it deregisters only a registration of its own

@@ -36,6 +36,7 @@ type session struct {
 	mu      sync.Mutex
 	cur     codec.Session // the current incarnation; Nonce "" when none
 	retired bool          // a heartbeat got no answer: StartSession again before the next
+	fenced  bool          // the retirement was a fenced heartbeat: another process may have taken the session
 	held    map[codec.Role]*sessHold
 	// excluded holds the roles this incarnation's heartbeats must not
 	// vouch for: roles this member stopped holding without a release
@@ -352,6 +353,9 @@ func (s *session) round(ctx context.Context) {
 	slices.Sort(hb.Excluded)
 	s.dirty = false
 	s.mu.Unlock()
+	if wasRetired && s.fencedByAnother(ctx, cur) {
+		return
+	}
 	if wasRetired {
 		if _, err := s.ensure(ctx); err != nil {
 			s.m.log.Warn("restarting the member session after an unanswered heartbeat failed", "err", err)
@@ -400,15 +404,15 @@ func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, 
 	switch {
 	case err == nil:
 	case fencing.IsFenced(err):
-		// Another StartSession of this member id (another process)
-		// took the session over: none of the incarnation's roles is
-		// vouched for any more, and this process is refused: the other
-		// watched the session for a lease before it took it over, so
-		// this one was taken for dead (paused, or cut off, for longer).
-		s.m.log.Warn("the member session was fenced: another process took this member id's session; every held role is lost", "err", err)
-		s.endLocked(ReasonFenced, err)
-		go s.m.refuse(&MemberInUseError{Member: s.m.me, Instance: s.m.inst,
-			Evidence: "it started a session under this member id, which fenced this process's heartbeats"})
+		// Either the coordinator aborted a heartbeat that outlived the
+		// transaction timeout, which bumps the session's epoch, or
+		// another process under this member id started the session
+		// (after watching it for a lease of silence). The next round
+		// tells them apart: it starts the session again unless the
+		// member id's latest session record is another incarnation's
+		// heartbeat, which refuses this process (see round).
+		s.retired, s.fenced = true, true
+		s.m.log.Warn("a heartbeat was fenced: the session starts again before the next, unless another process took it", "err", err)
 		return nil
 	case retired(err) || errors.Is(err, fencing.ErrNotHeld):
 		s.retired = true
@@ -602,4 +606,35 @@ func (s *session) otherInstance(ctx context.Context) (codec.Role, string) {
 		}
 	}
 	return "", ""
+}
+
+// fencedByAnother reports, after a fenced heartbeat of incarnation cur,
+// whether another process took the member id's session: the id's latest
+// session record is a heartbeat of another incarnation. Then every
+// holding ends and this process is refused ([MemberInUseError]). Without
+// a SessionSource, or when the record cannot be read, it answers false
+// and the session starts again: if another process did take it, that
+// fences the other's heartbeats, and one of the two sees the other's
+// record at its next fenced heartbeat.
+func (s *session) fencedByAnother(ctx context.Context, cur codec.Session) bool {
+	s.mu.Lock()
+	fenced := s.fenced
+	s.fenced = false
+	s.mu.Unlock()
+	ss, ok := s.m.src.(SessionSource)
+	if !fenced || !ok {
+		return false
+	}
+	se, found, err := ss.Session(ctx, s.m.me)
+	if err != nil || !found || se.Heartbeat.End || se.Heartbeat.Session.Nonce == cur.Nonce {
+		return false
+	}
+	s.mu.Lock()
+	s.endLocked(ReasonFenced, errors.New("another process took this member id's session"))
+	s.ended = true
+	s.mu.Unlock()
+	role, other := s.otherInstance(ctx)
+	s.m.refuse(&MemberInUseError{Member: s.m.me, Role: role, Instance: s.m.inst, Other: other,
+		Evidence: fmt.Sprintf("it started a session under this member id (nonce %s), which fenced this process's heartbeats", se.Heartbeat.Session.Nonce)})
+	return true
 }

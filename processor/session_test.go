@@ -219,19 +219,35 @@ func TestSessionUnansweredHeartbeatStartsTheSessionAgain(t *testing.T) {
 
 // A heartbeat answered fenced means that another process took this member
 // id's session: every holding ends at once.
-func TestSessionFencedEndsEveryHolding(t *testing.T) {
+// A fenced heartbeat (the coordinator aborted one that outlived the
+// transaction timeout, bumping the epoch; or another process started the
+// session) ends nothing by itself: with no other incarnation's record to
+// be seen, the next round starts the session again (same producer id and
+// nonce, a new epoch) and its heartbeat vouches for the roles.
+func TestSessionFencedHeartbeatStartsTheSessionAgain(t *testing.T) {
 	r := newSessRig(t, "r1", "r2")
 	t1, t2 := codec.Token{ProducerID: 1}, codec.Token{ProducerID: 2}
 	r.hold("r1", t1)
 	r.hold("r2", t2)
-	r.tr.On("DescribeMany", mock.Anything, mock.Anything).Return(map[codec.Role]fencing.Described{"r1": {Token: t1, Held: true}, "r2": {Token: t2, Held: true}}, nil).Once()
+	both := map[codec.Role]fencing.Described{"r1": {Token: t1, Held: true}, "r2": {Token: t2, Held: true}}
+	r.tr.On("DescribeMany", mock.Anything, mock.Anything).Return(both, nil).Twice()
 	r.tr.On("Heartbeat", mock.Anything, mock.Anything).Return(fencing.Fenced("session/me", nil)).Once()
 	r.s.round(context.Background())
 	for _, role := range []codec.Role{"r1", "r2"} {
+		_, ok := r.note(role)
+		assert.False(t, ok, "%s: nothing vouched, nothing lost", role)
+		require.NoError(t, r.done[role].Err())
+	}
+	again := codec.Session{ProducerID: rigSession.ProducerID, Epoch: rigSession.Epoch + 1, Nonce: rigSession.Nonce}
+	r.tr.On("StartSession", mock.Anything, codec.MemberID("me"), rigSession.Nonce).Return(again, nil).Once()
+	r.tr.On("Heartbeat", mock.Anything, mock.MatchedBy(func(hb codec.Heartbeat) bool { return hb.Session == again })).Return(nil).Once()
+	r.clk.Advance(time.Second)
+	r.s.round(context.Background())
+	r.tr.AssertExpectations(t)
+	for _, role := range []codec.Role{"r1", "r2"} {
 		n, ok := r.note(role)
 		require.True(t, ok)
-		assert.Equal(t, ReasonFenced, n.lost)
-		assert.Error(t, r.done[role].Err())
+		assert.Empty(t, n.lost, "%s vouched for under the new epoch", role)
 	}
 }
 
