@@ -541,7 +541,21 @@ func (s *session) vetAtStart(ctx context.Context) {
 	if !ok {
 		return
 	}
-	first, found, err := ss.Session(ctx, s.m.me)
+	lookup := ss.Session
+	if st, ok := s.m.src.(sessionSettler); ok {
+		// Bounded: a verdict that never comes does not hold the member's
+		// start for longer than a lease.
+		lookup = func(ctx context.Context, m codec.MemberID) (rolestate.SessionSeen, bool, error) {
+			sctx, cancel := withTimeout(ctx, s.m.clk, s.m.s.LeaseDuration)
+			defer cancel()
+			se, found, err := st.SessionSettled(sctx, m)
+			if err != nil && ctx.Err() == nil && sctx.Err() != nil {
+				return ss.Session(ctx, m)
+			}
+			return se, found, err
+		}
+	}
+	first, found, err := lookup(ctx, s.m.me)
 	for err != nil && ctx.Err() == nil {
 		s.m.log.Warn("reading this member id's session failed; retrying before the first challenge", "err", err)
 		t := s.m.clk.NewTimer(s.m.s.RetryBackoff)
@@ -550,7 +564,7 @@ func (s *session) vetAtStart(ctx context.Context) {
 		case <-t.C():
 		}
 		t.Stop()
-		first, found, err = ss.Session(ctx, s.m.me)
+		first, found, err = lookup(ctx, s.m.me)
 	}
 	if !found || err != nil || first.Heartbeat.End {
 		return

@@ -16,6 +16,14 @@ type SessionSource interface {
 	Session(ctx context.Context, member codec.MemberID) (rolestate.SessionSeen, bool, error)
 }
 
+// sessionSettler is a [SessionSource] that can wait until every session
+// record of a member it has read is verified (*view.View's
+// SessionSettled): the member's vetting at its start asks it, so that a
+// live process's heartbeat, not verified yet, is not taken for none.
+type sessionSettler interface {
+	SessionSettled(ctx context.Context, member codec.MemberID) (rolestate.SessionSeen, bool, error)
+}
+
 // refreshSession looks up the session record of the role's lease's holder
 // afresh, when the source can.
 func (r *runner) refreshSession(ctx context.Context) {

@@ -2,6 +2,7 @@ package view
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/krabka/krole/codec"
@@ -241,6 +242,23 @@ func (v *View) Session(ctx context.Context, member codec.MemberID) (rolestate.Se
 	hb := se.hb
 	hb.Excluded = append([]codec.Role(nil), hb.Excluded...)
 	return rolestate.SessionSeen{Offset: se.off, Heartbeat: hb, SeenAt: se.seen}, true, nil
+}
+
+// SessionSettled is [View.Session] once no session record of member that
+// the view has read waits for its producer id's verdict (see "Who can
+// write what" in the package documentation): a record whose author is not
+// verified yet is not returned by Session, so a member vetting its own
+// id's session at its start (package processor) asks this one, and does
+// not take a live process's heartbeat, still unverified, for none. It
+// blocks until then or until ctx ends.
+func (v *View) SessionSettled(ctx context.Context, member codec.MemberID) (rolestate.SessionSeen, bool, error) {
+	if err := v.await(ctx); err != nil {
+		return rolestate.SessionSeen{}, false, err
+	}
+	if err := v.awaitBeat(ctx, member, math.MaxInt64); err != nil {
+		return rolestate.SessionSeen{}, false, err
+	}
+	return v.Session(ctx, member)
 }
 
 // awaitBeat waits until no session record of member below offset below
