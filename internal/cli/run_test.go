@@ -240,13 +240,25 @@ func TestRunMembersInProcess(t *testing.T) {
 }
 
 // handedOverByRelease asserts, through the role's records, that to took
-// the role after from's release: the role passed on by resignation, not
-// by the expiry of from's lease.
+// the role after from's release (a release lease, or the end of the
+// member session from's last lease names): the role passed on by
+// resignation, not by the expiry of from's lease.
 func (h *membersHarness) handedOverByRelease(from, to codec.MemberID) {
 	h.t.Helper()
 	recs := readRole(h.t, h.c.Config, h.role)
 	rel := lastLeaseOf(recs, from, true)
-	require.NotNil(h.t, rel, "%s wrote no release", from)
+	if rel == nil {
+		// A member that leaves releases its roles with its member
+		// session's end: one record after its last lease.
+		rel = lastLeaseOf(recs, from, false)
+		require.NotNil(h.t, rel, "%s wrote no lease", from)
+		sess := readSession(h.t, h.c.Config, from)
+		require.NotEmpty(h.t, sess, "%s has no member session", from)
+		end := sess[len(sess)-1].Record.Heartbeat
+		require.True(h.t, end.End, "%s wrote no release and did not end its session", from)
+		require.NotNil(h.t, rel.lease.Session)
+		assert.Equal(h.t, rel.lease.Session.Nonce, end.Session.Nonce, "%s's session end is of the session its lease names", from)
+	}
 	next := firstLeaseAfter(recs, rel)
 	require.NotNil(h.t, next, "no lease after %s's release", from)
 	assert.Equal(h.t, to, next.lease.Member, "the lease after %s's release", from)
