@@ -531,7 +531,7 @@ func candidate(st rolestate.State, me codec.MemberID) (rolestate.Candidate, bool
 }
 
 func maxOffset(st rolestate.State) int64 {
-	m := st.LeaseOffset
+	m := max(st.LeaseOffset, st.LastOffset)
 	for _, c := range st.Candidates {
 		m = max(m, c.Offset)
 	}

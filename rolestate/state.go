@@ -65,6 +65,14 @@ type State struct {
 	// LeaseOffset is the offset of Lease's record; -1 when Lease is nil.
 	LeaseOffset int64 `json:"lease_offset"`
 
+	// LastOffset is the offset of the latest record of the role the
+	// reader applied (a lease, a registration, or a tombstone of either);
+	// 0 when the reader does not say. A member that registered at an
+	// offset below it and does not see its registration knows it was
+	// removed: with the member session, a holder's renewals no longer
+	// move LeaseOffset past a candidate's registration.
+	LastOffset int64 `json:"-"`
+
 	// LeaseSeenAt is when the reader that built this state first saw
 	// Lease's record, on the reader's own clock; zero when it does not
 	// say. Time left on a lease, as an observer judges it, runs from here
@@ -258,6 +266,7 @@ func Fold(role codec.Role, records []Record) State {
 		if r.Key.Role != role {
 			continue
 		}
+		s.LastOffset = max(s.LastOffset, r.Offset)
 		switch r.Key.Kind {
 		case codec.KindLease:
 			if r.Record.Lease != nil {
