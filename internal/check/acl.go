@@ -150,7 +150,7 @@ func (r *runner) aclTxnWrite(ctx context.Context) Result {
 // record.
 func (r *runner) aclTxnSession(ctx context.Context) Result {
 	id := r.cfg.SessionTransactionalID(r.member)
-	_, err := r.main.StartSession(ctx, r.member, "krole-check")
+	_, err := r.main.StartSession(ctx, r.member, "kroleCheck")
 	if res := refused(NameACLTxnSession, r.txnFix("Write"), err); res != nil {
 		res.Detail += fmt.Sprintf(" (members need it on %ssession/<member>, which the prefix %s covers)", r.cfg.TxnPrefix, r.cfg.TxnPrefix)
 		return *res
