@@ -389,11 +389,41 @@ func (f *follower) awaitSettled(what string, n int, s processor.Settings) error 
 	}, nil); err != nil {
 		return err
 	}
+	if l := f.state.Lease; l.Session != nil {
+		// Renewed by its member session's heartbeats, which the view
+		// does not publish: ask it for the holder's latest.
+		return f.awaitHeartbeat(l.Member, s.LeaseDuration+benchWait)
+	}
 	joined := f.state.LeaseOffset
 	_, err := f.await("a renewal after the joins", s.LeaseDuration+benchWait, func(st rolestate.State) bool {
 		return unreleased(st) && st.LeaseOffset > joined
 	}, nil)
 	return err
+}
+
+// awaitHeartbeat waits, at most timeout, for a heartbeat of member's
+// session written after the call.
+func (f *follower) awaitHeartbeat(member codec.MemberID, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(f.e.ctx, timeout)
+	defer cancel()
+	first, _, err := f.e.view.Session(ctx, member)
+	if err != nil {
+		return fmt.Errorf("waiting for a renewal after the joins: %w", err)
+	}
+	for {
+		se, ok, err := f.e.view.Session(ctx, member)
+		switch {
+		case err != nil:
+			return fmt.Errorf("waiting for a renewal after the joins: %w", err)
+		case ok && !se.Heartbeat.End && se.Offset > first.Offset:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waited %v for a renewal after the joins in vain", timeout)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 func (f *follower) await(what string, timeout time.Duration, ok func(rolestate.State) bool, seen func(rolestate.State)) (time.Time, error) {
