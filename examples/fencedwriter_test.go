@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/assert"
@@ -77,7 +79,13 @@ func TestFencedWriter(t *testing.T) {
 	require.Equal(t, codec.MemberID(third.member), thirdLease.Member)
 	require.True(t, thirdLease.Token.Newer(itok), "token %s after the intruder's %s", thirdLease.Token, itok)
 
-	beats := heartbeats(t, e.readCommitted(out))
+	// The third holder has said it writes; wait for its first heartbeat
+	// to commit before reading them all (read at once, it may not have).
+	var beats []heartbeat
+	require.Eventually(t, func() bool {
+		beats = heartbeats(t, e.readCommitted(out))
+		return slices.ContainsFunc(beats, func(hb heartbeat) bool { return hb.token == thirdLease.Token })
+	}, waitFor, 20*time.Millisecond, "a heartbeat under the third token %s", thirdLease.Token)
 	require.NoError(t, a.signal(syscall.SIGTERM))
 	require.NoError(t, b.signal(syscall.SIGTERM))
 	assert.Equal(t, 0, a.waitExit(t))

@@ -219,12 +219,3 @@ func SelfCPU() float64 {
 	}
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
-
-// roleNames are n role names prefix0 ... prefix(n-1), from index from.
-func roleNames(prefix string, from, n int) []codec.Role {
-	out := make([]codec.Role, n)
-	for i := range out {
-		out[i] = codec.Role(fmt.Sprintf("%s%d", prefix, from+i))
-	}
-	return out
-}
