@@ -142,12 +142,10 @@ func TestHolderThatCannotRenewStopsOnItsOwn(t *testing.T) {
 	elect(t, h, tok1, 0)
 	workCtx := h.r.hold.ctx
 	h.beatErr = errDown
-	var rounds []time.Duration
 	for at := t0.Add(2 * sec); at.Before(t0.Add(8 * sec)); at = at.Add(2 * sec) {
 		h.clk.Set(at)
 		h.settle()
 		h.beat()
-		rounds = append(rounds, at.Sub(t0))
 		require.NoError(t, workCtx.Err())
 	}
 	h.clk.Set(t0.Add(8 * sec))

@@ -75,15 +75,6 @@ func (d *runDriver) wait() time.Time {
 	return time.Time{}
 }
 
-// beat runs one round of the member session at the clock's time (see
-// harness.beat) and returns the member's next wait: the runner wakes on
-// the round's note.
-func (d *runDriver) beat() time.Time {
-	d.t.Helper()
-	d.m.sess.round(context.Background())
-	return d.wait()
-}
-
 // push delivers st as a view update and returns the member's next wait.
 func (d *runDriver) push(st rolestate.State) time.Time {
 	d.upd <- st

@@ -22,7 +22,6 @@ type manualClock struct{ ns atomic.Int64 }
 
 func (c *manualClock) now() time.Time                { return time.Unix(0, c.ns.Load()) }
 func (c *manualClock) set(t time.Time)               { c.ns.Store(t.UnixNano()) }
-func (c *manualClock) add(d time.Duration) time.Time { c.ns.Add(int64(d)); return c.now() }
 
 // sessionRoles returns a role and a member whose session records live in
 // another partition than the role's.
