@@ -20,8 +20,8 @@ import (
 // manualClock is a view clock the test moves by hand.
 type manualClock struct{ ns atomic.Int64 }
 
-func (c *manualClock) now() time.Time                { return time.Unix(0, c.ns.Load()) }
-func (c *manualClock) set(t time.Time)               { c.ns.Store(t.UnixNano()) }
+func (c *manualClock) now() time.Time  { return time.Unix(0, c.ns.Load()) }
+func (c *manualClock) set(t time.Time) { c.ns.Store(t.UnixNano()) }
 
 // sessionRoles returns a role and a member whose session records live in
 // another partition than the role's.
