@@ -180,7 +180,7 @@ func (v *View) confirmPart(ctx context.Context, p int32, maxAge time.Duration) (
 		lso = lsos[p]
 	}
 	if lso < mark.read {
-		v.progress.markRewound(&OffsetsWentBackwardsError{Topic: v.topic, Partition: p, Offset: mark.read, End: lso}, mark.resets)
+		v.probedBackwards(&OffsetsWentBackwardsError{Topic: v.topic, Partition: p, Offset: mark.read, End: lso}, mark.resets)
 	}
 	if e := v.progress.rewoundOf(p); e != nil {
 		return -1, -1, false, rewound(e)

@@ -261,6 +261,36 @@ func (v *View) SessionSettled(ctx context.Context, member codec.MemberID) (roles
 	return v.Session(ctx, member)
 }
 
+// awaitBeats waits until none of the session records waiting for their
+// producer ids' verdicts when it was called still waits (each resolved,
+// or passed over for a later record of its member), or ctx ends: records
+// read later do not hold it back.
+func (v *View) awaitBeats(ctx context.Context) error {
+	ix := v.index
+	ix.mu.RLock()
+	targets := make(map[codec.MemberID]int64, len(ix.sessPend))
+	for m, pb := range ix.sessPend {
+		targets[m] = pb.off
+	}
+	ix.mu.RUnlock()
+	for {
+		ix.mu.RLock()
+		for m, upTo := range targets {
+			if pb, waiting := ix.sessPend[m]; !waiting || pb.off > upTo {
+				delete(targets, m)
+			}
+		}
+		ch := ix.pendChanged
+		ix.mu.RUnlock()
+		if len(targets) == 0 {
+			return nil
+		}
+		if err := v.waitChan(ctx, ch); err != nil {
+			return err
+		}
+	}
+}
+
 // awaitBeat waits until no session record of member below offset below
 // waits for its producer id's verdict, or ctx ends: a confirmation
 // answers with every heartbeat committed before it counted or skipped.

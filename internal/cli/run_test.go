@@ -588,8 +588,9 @@ func TestRunRevokedFencedLine(t *testing.T) {
 // registration; M registers again at the back (a registration at a later
 // offset), the holder keeps the role under the same token, and resign
 // says only what it did. Then SIGINT to the holder: its process exits 0
-// after its "resigned" line, with its release and its deregistration in
-// the role's records, and M takes the role.
+// after its "resigned" line, with its member session's end (which
+// releases the role) and its deregistration on record, and M takes the
+// role.
 func TestRunNonHolderRegistrationRemoved(t *testing.T) {
 	const role = "nonholder"
 	bin, c, a, b, before := startHolderAndCandidate(t, role)
@@ -619,16 +620,26 @@ func TestRunNonHolderRegistrationRemoved(t *testing.T) {
 	assert.Equal(t, 0, a.state.ExitCode())
 	i, _ := a.waitLine(t, 0, regexp.MustCompile(`^krole run: resigned nonholder \(token \d+/\d+\)$`), time.Second)
 	assert.Equal(t, a.count()-1, i, "the last line is the resignation; stderr:\n%s", a.stderr())
+	// A leaving member releases its roles with one record, its member
+	// session's end, after its last lease; its registration is removed.
 	recs = readRole(t, c.Config, role)
-	rel := lastLeaseOf(recs, "node-a", true)
-	require.NotNil(t, rel, "node-a's release is in the records")
-	assert.Equal(t, held.lease.Token, rel.lease.Token)
+	last := lastLeaseOf(recs, "node-a", false)
+	require.NotNil(t, last)
+	assert.Equal(t, held.lease.Token, last.lease.Token, "node-a's last lease is under the token it held")
+	assert.Nil(t, lastLeaseOf(recs, "node-a", true), "no release of its own: the session end releases it")
+	sess := readSession(t, c.Config, "node-a")
+	require.NotEmpty(t, sess)
+	end := sess[len(sess)-1].Record.Heartbeat
+	require.NotNil(t, end)
+	assert.True(t, end.End, "node-a's last session record is its session end")
+	require.NotNil(t, last.lease.Session)
+	assert.Equal(t, last.lease.Session.Nonce, end.Session.Nonce, "the session end is of the session node-a's lease names")
 	var dereg int64 = -1
 	for _, r := range recs {
 		if r.Key.Kind == codec.KindRegistration && r.Key.Member == "node-a" && r.Record.Tombstone() {
 			dereg = r.Offset
 		}
 	}
-	assert.Greater(t, dereg, rel.offset, "node-a's deregistration follows its release in the records")
+	assert.Greater(t, dereg, last.offset, "node-a's deregistration follows its last lease in the records")
 	b.waitLine(t, 0, startedRE, 20*time.Second)
 }
