@@ -559,8 +559,9 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 			if st.Lease != nil && st.Lease.Member == holder.name && !st.Lease.Released() {
 				last, lastSeen = *st.Lease, st.LeaseSeenAt
 			}
-			if st.Lease != nil && st.Lease.Member == holder.name && st.Lease.Released() && released.IsZero() {
-				released = time.Now()
+			if st.Lease != nil && st.Lease.Member == holder.name && released.IsZero() &&
+				(st.Lease.Released() || st.SessionVouch() == rolestate.Dropped) {
+				released = time.Now() // a release, or the end of the session the lease names
 			}
 		})
 		if err != nil {
@@ -663,7 +664,7 @@ var traceSteps = []struct{ name, who, substr string }{
 	{"h_interrupted", "h", "interrupted; leaving"},         // krole run got the signal
 	{"h_cmd_stopped", "h", ") stopped with code"},          // CMD exited (command mode)
 	{"h_revoked", "h", "info: revoked"},                    // the holding cancelled, work stopped: the release begins
-	{"h_released", "h", "info: released the role"},         // the release's EndTxn answered
+	{"h_released", "h", "info: ended the member session"},  // the session end's EndTxn answered (a leaving member releases its roles with it)
 	{"release_shows", "", ""},                              // the bench's view shows the release
 	{"s_saw_vacancy", "s", "info: holder changed: vacant"}, // the successor's runner saw it
 	{"s_confirmed", "s", "info: challenging"},              // the confirmation returned (from the view's answer, or a Fetch)
