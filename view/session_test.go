@@ -321,8 +321,9 @@ func TestSessionRecordsSurviveARestartFromTheStateDir(t *testing.T) {
 
 // TestConfirmWaitsForAHeartbeatsVerdict: a heartbeat under a producer id
 // the view has not settled does not count until the coordinator has
-// answered, and a confirmation of a role whose lease names that session
-// waits for the verdict rather than answer without the heartbeat.
+// answered; a catch-up, and a confirmation of a role whose lease names
+// that session, wait for the verdict rather than answer without the
+// heartbeat.
 func TestConfirmWaitsForAHeartbeatsVerdict(t *testing.T) {
 	const nparts = 4
 	c := testcluster.Start(t, testcluster.Options{Partitions: nparts})
@@ -340,6 +341,7 @@ func TestConfirmWaitsForAHeartbeatsVerdict(t *testing.T) {
 		return tr.Describe(ctx, r)
 	}
 	v, _ := runView(t, c.Config, Options{Authors: rolestate.NewAuthors(), Describe: describe})
+	caughtUp(t, v) // the empty topic: lookups answer from now on
 	ctx := testCtx(t)
 	s, err := tr.StartSession(ctx, member, "inc1")
 	require.NoError(t, err)
@@ -348,11 +350,14 @@ func TestConfirmWaitsForAHeartbeatsVerdict(t *testing.T) {
 	require.NoError(t, tr.WriteLease(ctx, role, tok, sessionLease(tok, s, member, time.Minute)))
 	hb := sessionBeat(s, member, time.Minute)
 	require.NoError(t, tr.Heartbeat(ctx, hb))
-	caughtUp(t, v)
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err = v.WaitCaughtUp(short)
+	cancel()
+	assert.ErrorIs(t, err, ErrNotCaughtUp, "a catch-up waits for the heartbeat's verdict too")
 	_, ok, err := v.Session(ctx, member)
 	require.NoError(t, err)
 	assert.False(t, ok, "an unverified heartbeat does not count")
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	short, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
 	_, err = v.Confirm(short, role)
 	cancel()
 	assert.ErrorIs(t, err, ErrNotCaughtUp, "a confirmation waits for the verdict")
