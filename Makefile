@@ -15,6 +15,8 @@ VERSIONPKGS  ?= ./fencing/... ./view/... ./processor/stream/...
 # (The 30-second run inside `make test` replays one fixed seed; see internal/chaos/chaos_test.go.)
 CHAOS_DURATION ?= 5m
 CHAOS_SEED ?= random
+# The number of roles, every member a candidate for each (empty: the suite's default, 40).
+CHAOS_ROLES ?=
 CHAOS_TIMEOUT ?= 20m
 
 .PHONY: all build test test-race test-versions fuzz bench bench-compare lint check fmt dev demo clean chaos
@@ -38,7 +40,7 @@ fuzz: ## a short fuzz run of the codec's decoder, and of its fast paths against 
 	$(GO) test -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(FUZZTIME) ./codec
 
 chaos: ## the chaos suite for CHAOS_DURATION (default 5m; raise CHAOS_TIMEOUT past 20m for runs over 10m) with seed CHAOS_SEED (default random); fails on any violation
-	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_SEED=$(CHAOS_SEED) $(GO) test -count=1 -v -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) ./internal/chaos
+	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_SEED=$(CHAOS_SEED) CHAOS_ROLES=$(CHAOS_ROLES) $(GO) test -count=1 -v -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) ./internal/chaos
 
 bench: ## the Go benchmarks (see docs/BENCHMARKS.md)
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)

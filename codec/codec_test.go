@@ -110,11 +110,11 @@ func TestRecordRoundTrip(t *testing.T) {
 
 func TestDecodeRecordErrors(t *testing.T) {
 	var uv *UnknownVersionError
-	_, err := DecodeRecord([]byte(`{"v":3,"kind":"hologram","whatever":true}`))
+	_, err := DecodeRecord([]byte(`{"v":4,"kind":"hologram","whatever":true}`))
 	require.True(t, errors.As(err, &uv), "got %v", err)
-	assert.Equal(t, 3, uv.Version)
+	assert.Equal(t, 4, uv.Version)
 	assert.NotErrorIs(t, err, ErrMalformed, "a newer version is not corruption")
-	assert.Contains(t, err.Error(), "version 3 is newer")
+	assert.Contains(t, err.Error(), "version 4 is newer")
 
 	for _, bad := range []string{
 		`garbage`, `{}`, `{"v":0}`, `{"v":1,"kind":"registration","member":"n"}`,
@@ -205,6 +205,14 @@ func TestGolden(t *testing.T) {
 			Record{Registration: &Registration{Member: "node-1", RegisteredAt: 1_700_000_000_000, Value: "10.0.0.7:8080"}}},
 		{"lease-value", LeaseKey("controller"),
 			Record{Lease: &Lease{Member: "node-1", Token: tok, GrantedAt: 1_700_000_000_000, Deadline: 1_700_000_030_000, Value: "10.0.0.7:8080"}}},
+		{"lease-session", LeaseKey("controller"),
+			Record{Lease: &Lease{Member: "node-1", Token: tok, GrantedAt: 1_700_000_000_000, Deadline: 1_700_000_030_000,
+				Session: &Session{ProducerID: 17, Epoch: 2, Nonce: "9f2c4e6a8b0d1f35"}}}},
+		{"heartbeat", SessionKey("node-1"),
+			Record{Heartbeat: &Heartbeat{Member: "node-1", Session: Session{ProducerID: 17, Epoch: 3, Nonce: "9f2c4e6a8b0d1f35"},
+				GrantedAt: 1_700_000_000_000, Deadline: 1_700_000_015_000, Excluded: []Role{"stuck.role"}}}},
+		{"session-end", SessionKey("node-1"),
+			Record{Heartbeat: &Heartbeat{Member: "node-1", Session: Session{ProducerID: 17, Epoch: 3, Nonce: "9f2c4e6a8b0d1f35"}, End: true}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -289,9 +297,9 @@ func BenchmarkDecodeRecord(b *testing.B) {
 
 func TestNewerVersionOfAnotherShape(t *testing.T) {
 	var uv *UnknownVersionError
-	_, err := DecodeRecord([]byte(`{"v":3,"member":{"id":7},"kind":["x"]}`))
+	_, err := DecodeRecord([]byte(`{"v":4,"member":{"id":7},"kind":["x"]}`))
 	require.True(t, errors.As(err, &uv), "a future shape is an unknown version, not garbage: %v", err)
-	assert.Equal(t, 3, uv.Version)
+	assert.Equal(t, 4, uv.Version)
 }
 
 // TestValueLimit: a registration's value is checked on the way out and on

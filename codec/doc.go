@@ -71,7 +71,22 @@
 // they hold any), since a stranger with Write on the topic can append any
 // bytes: readers accept any valid UTF-8 value that fits.
 //
-// A value whose version is newer than [LeaseValueVersion] decodes to an
+// A member session (see package processor, "Member sessions") adds a third
+// kind of record, keyed by member, in the partition chosen from the member
+// id alone ([SessionPartition]): its heartbeats and its session end
+// ([Heartbeat]), written at format version 3 ([SessionVersion]). A lease
+// that names the holder's session is written at version 3 too:
+//
+//	krole/session/<member>
+//	{"v":3,"kind":"heartbeat","member":"node-1","granted_at":1700000000000,"deadline":1700000015000,"session":{"producer_id":17,"epoch":3,"nonce":"9f2c4e6a8b0d1f35"},"excluded":["stuck.role"]}
+//	{"v":3,"kind":"session_end","member":"node-1","session":{"producer_id":17,"epoch":3,"nonce":"9f2c4e6a8b0d1f35"}}
+//	{"v":3,"kind":"lease","member":"node-1","producer_id":4242,"epoch":7,"granted_at":1700000000000,"deadline":1700000030000,"session":{"producer_id":17,"epoch":2,"nonce":"9f2c4e6a8b0d1f35"}}
+//
+// The session's transactional id is <prefix>session/<member>
+// ([SessionName]): a role never contains '/', so it is never a role's.
+// Version-3 values take the general decoding path.
+//
+// A value whose version is newer than [SessionVersion] decodes to an
 // [*UnknownVersionError], never a panic, so an older reader skips a newer
 // writer's record and counts it. Times are Unix milliseconds.
 //

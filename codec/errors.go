@@ -38,11 +38,11 @@ func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 // them; they are not corrupt, only from the future.
 type UnknownVersionError struct {
 	// Version is the format version the record says it was written in,
-	// newer than [LeaseValueVersion].
+	// newer than [SessionVersion].
 	Version int
 }
 
 // Error names the record's version and the newest this reader knows.
 func (e *UnknownVersionError) Error() string {
-	return fmt.Sprintf("record format version %d is newer than this reader (knows up to %d)", e.Version, LeaseValueVersion)
+	return fmt.Sprintf("record format version %d is newer than this reader (knows up to %d)", e.Version, SessionVersion)
 }

@@ -10,13 +10,13 @@ import (
 
 // Version is the value format version of every record this package
 // writes but a lease that carries its holder's value, which is written at
-// [LeaseValueVersion].
+// [LeaseValueVersion] or [SessionVersion].
 const Version = 1
 
 // LeaseValueVersion is the format version of a lease that carries its
-// holder's value ([Lease].Value), and the newest version this package
-// reads. A reader older than it skips such a lease as of a newer version
-// (counted), and keeps reading every other record.
+// holder's value ([Lease].Value) and names no session. A reader older
+// than it skips such a lease as of a newer version (counted), and keeps
+// reading every other record.
 const LeaseValueVersion = 2
 
 // Kind says which kind of record a key or value belongs to.
@@ -27,6 +27,9 @@ const (
 	KindRegistration Kind = iota + 1
 	// KindLease is the role's current lease.
 	KindLease
+	// KindSession is a member session's heartbeat or session end (see
+	// [Heartbeat]); its key names the member, not a role.
+	KindSession
 )
 
 // String returns "registration", "lease", or "kind(N)" for an unknown
@@ -37,6 +40,8 @@ func (k Kind) String() string {
 		return "registration"
 	case KindLease:
 		return "lease"
+	case KindSession:
+		return "session"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -47,11 +52,12 @@ const (
 )
 
 // Key is the key of a record in the role topic: the registration key of a
-// (role, member), or the lease key of a role (Member empty).
+// (role, member), the lease key of a role (Member empty), or the session
+// key of a member (Role empty).
 type Key struct {
-	Kind   Kind     // KindRegistration or KindLease
-	Role   Role     // the role the record belongs to
-	Member MemberID // the registered member; empty for a lease key
+	Kind   Kind     // KindRegistration, KindLease or KindSession
+	Role   Role     // the role the record belongs to; empty for a session key
+	Member MemberID // the registered member, or the session's; empty for a lease key
 }
 
 // RegistrationKey is the key of member's registration for role.
@@ -64,8 +70,11 @@ func LeaseKey(role Role) Key { return Key{Kind: KindLease, Role: role} }
 
 // String renders the key exactly as it is written to Kafka.
 func (k Key) String() string {
-	if k.Kind == KindLease {
+	switch k.Kind {
+	case KindLease:
 		return leasePrefix + string(k.Role)
+	case KindSession:
+		return sessionPrefix + string(k.Member)
 	}
 	return regPrefix + string(k.Role) + "/" + string(k.Member)
 }
@@ -75,6 +84,12 @@ func (k Key) Encode() []byte { return []byte(k.String()) }
 
 // Validate checks the key's kind, role and member.
 func (k Key) Validate() error {
+	if k.Kind == KindSession {
+		if k.Role != "" {
+			return &InvalidError{What: "key", Value: k.String(), Rule: "a session key has no role"}
+		}
+		return k.Member.Validate()
+	}
 	if err := k.Role.Validate(); err != nil {
 		return err
 	}
@@ -106,6 +121,11 @@ func decodeKeyGeneral(b []byte) (Key, error) {
 	switch {
 	case strings.HasPrefix(s, leasePrefix):
 		k = Key{Kind: KindLease, Role: Role(s[len(leasePrefix):])}
+	case strings.HasPrefix(s, sessionPrefix):
+		var err error
+		if k, err = decodeSessionKey(s, s[len(sessionPrefix):]); err != nil {
+			return Key{}, err
+		}
 	case strings.HasPrefix(s, regPrefix):
 		rest := s[len(regPrefix):]
 		i := strings.IndexByte(rest, '/')
@@ -199,6 +219,11 @@ type Lease struct {
 	// was written under the holder's token: a plain append cannot change
 	// it. "" for none (and in a release).
 	Value string `json:"value,omitempty"`
+	// Session names the holder's member session that keeps the lease
+	// alive (see [Heartbeat]); nil for a lease that lives by its own span
+	// alone (a release, or a lease written without a session). A lease
+	// with a session is written at [SessionVersion].
+	Session *Session `json:"session,omitempty"`
 }
 
 // NewLease validates and returns a lease: a valid member and token, and a
@@ -218,6 +243,11 @@ func (l Lease) Validate() error {
 	}
 	if err := l.Token.Validate(); err != nil {
 		return err
+	}
+	if l.Session != nil {
+		if err := l.Session.Validate(); err != nil {
+			return err
+		}
 	}
 	if l.Deadline <= l.GrantedAt {
 		return &InvalidError{What: "lease", Value: fmt.Sprintf("granted_at=%d deadline=%d", l.GrantedAt, l.Deadline),
@@ -244,11 +274,12 @@ func ReleaseLease(member MemberID, token Token) Lease {
 // the clocks say.
 func (l Lease) Released() bool { return l.Deadline-l.GrantedAt <= 1 }
 
-// Record is one value of the role topic: exactly one of Registration and
-// Lease is set, or neither for a tombstone.
+// Record is one value of the role topic: exactly one of Registration,
+// Lease and Heartbeat is set, or none for a tombstone.
 type Record struct {
 	Registration *Registration // set for a registration value
 	Lease        *Lease        // set for a lease value
+	Heartbeat    *Heartbeat    // set for a heartbeat or session end
 }
 
 // Kind returns the kind of the record, or 0 for a tombstone.
@@ -258,12 +289,16 @@ func (r Record) Kind() Kind {
 		return KindRegistration
 	case r.Lease != nil:
 		return KindLease
+	case r.Heartbeat != nil:
+		return KindSession
 	}
 	return 0
 }
 
 // Tombstone reports whether r is a deletion (a nil value on the wire).
-func (r Record) Tombstone() bool { return r.Registration == nil && r.Lease == nil }
+func (r Record) Tombstone() bool {
+	return r.Registration == nil && r.Lease == nil && r.Heartbeat == nil
+}
 
 // wire is the JSON shape of a value. Field order is the encoding order.
 type wire struct {
@@ -277,14 +312,22 @@ type wire struct {
 	Deadline     *int64   `json:"deadline,omitempty"`
 	Value        string   `json:"value,omitempty"`
 	Instance     string   `json:"instance,omitempty"` // registrations only
+	Session      *Session `json:"session,omitempty"`  // leases (version 3) and session records
+	Excluded     []Role   `json:"excluded,omitempty"` // heartbeats only
 }
 
 // EncodeRecord returns the value bytes of r; a tombstone encodes to nil.
 // It validates r first and refuses to write an invalid record.
 func EncodeRecord(r Record) ([]byte, error) {
 	var w wire
+	n := 0
+	for _, set := range []bool{r.Registration != nil, r.Lease != nil, r.Heartbeat != nil} {
+		if set {
+			n++
+		}
+	}
 	switch {
-	case r.Registration != nil && r.Lease != nil:
+	case n > 1:
 		return nil, &InvalidError{What: "record", Value: "registration+lease", Rule: "a record is one kind, not both"}
 	case r.Registration != nil:
 		g := *r.Registration
@@ -301,6 +344,19 @@ func EncodeRecord(r Record) ([]byte, error) {
 			Epoch: &l.Token.Epoch, GrantedAt: &l.GrantedAt, Deadline: &l.Deadline, Value: l.Value}
 		if l.Value != "" {
 			w.V = LeaseValueVersion
+		}
+		if l.Session != nil {
+			w.V, w.Session = SessionVersion, l.Session
+		}
+	case r.Heartbeat != nil:
+		h := *r.Heartbeat
+		if err := h.Validate(); err != nil {
+			return nil, err
+		}
+		w = wire{V: SessionVersion, Kind: "heartbeat", Member: h.Member, Session: &h.Session,
+			GrantedAt: &h.GrantedAt, Deadline: &h.Deadline, Excluded: h.Excluded}
+		if h.End {
+			w.Kind, w.GrantedAt, w.Deadline, w.Excluded = "session_end", nil, nil, nil
 		}
 	default:
 		return nil, nil
@@ -340,7 +396,7 @@ func decodeRecordJSON(b []byte) (Record, error) {
 		var head struct {
 			V int `json:"v"`
 		}
-		if json.Unmarshal(b, &head) == nil && head.V > LeaseValueVersion {
+		if json.Unmarshal(b, &head) == nil && head.V > SessionVersion {
 			return Record{}, &UnknownVersionError{Version: head.V}
 		}
 		return Record{}, fmt.Errorf("%w: value is not a krole record: %w", ErrMalformed, err)
@@ -348,7 +404,7 @@ func decodeRecordJSON(b []byte) (Record, error) {
 	switch {
 	case w.V == -1:
 		return Record{}, fmt.Errorf("%w: value has no format version", ErrMalformed)
-	case w.V > LeaseValueVersion:
+	case w.V > SessionVersion:
 		return Record{}, &UnknownVersionError{Version: w.V}
 	case w.V < 1:
 		return Record{}, fmt.Errorf("%w: format version %d", ErrMalformed, w.V)
@@ -375,12 +431,32 @@ func decodeRecordJSON(b []byte) (Record, error) {
 		if w.ProducerID == nil || w.Epoch == nil || w.GrantedAt == nil || w.Deadline == nil {
 			return Record{}, fmt.Errorf("%w: lease lacks producer_id, epoch, granted_at or deadline", ErrMalformed)
 		}
+		if w.Session != nil && w.V < SessionVersion {
+			return Record{}, fmt.Errorf("%w: a lease of version %d names no session", ErrMalformed, w.V)
+		}
 		l := Lease{Member: w.Member, Token: Token{ProducerID: *w.ProducerID, Epoch: *w.Epoch},
-			GrantedAt: *w.GrantedAt, Deadline: *w.Deadline, Value: w.Value}
+			GrantedAt: *w.GrantedAt, Deadline: *w.Deadline, Value: w.Value, Session: w.Session}
 		if err := l.Validate(); err != nil {
 			return Record{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
 		return Record{Lease: &l}, nil
+	case "heartbeat", "session_end":
+		if w.V < SessionVersion || w.Session == nil {
+			return Record{}, fmt.Errorf("%w: a %s of version %d without a session", ErrMalformed, w.Kind, w.V)
+		}
+		h := Heartbeat{Member: w.Member, Session: *w.Session, Excluded: w.Excluded, End: w.Kind == "session_end"}
+		if !h.End {
+			if w.GrantedAt == nil || w.Deadline == nil {
+				return Record{}, fmt.Errorf("%w: heartbeat lacks granted_at or deadline", ErrMalformed)
+			}
+			h.GrantedAt, h.Deadline = *w.GrantedAt, *w.Deadline
+		} else if w.GrantedAt != nil || w.Deadline != nil || len(w.Excluded) > 0 {
+			return Record{}, fmt.Errorf("%w: a session end carries no times or roles", ErrMalformed)
+		}
+		if err := h.Validate(); err != nil {
+			return Record{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		return Record{Heartbeat: &h}, nil
 	}
 	return Record{}, fmt.Errorf("%w: unknown kind %q", ErrMalformed, clip(w.Kind))
 }
@@ -396,6 +472,10 @@ func CheckPair(k Key, r Record) error {
 		return fmt.Errorf("%w: registration of %s under key %s", ErrMalformed, r.Registration.Member, k)
 	case r.Lease != nil && k.Kind != KindLease:
 		return fmt.Errorf("%w: lease under key %s", ErrMalformed, k)
+	case r.Heartbeat != nil && (k.Kind != KindSession || k.Member != r.Heartbeat.Member):
+		return fmt.Errorf("%w: session record of %s under key %s", ErrMalformed, r.Heartbeat.Member, k)
+	case k.Kind == KindSession && r.Heartbeat == nil:
+		return fmt.Errorf("%w: %s under session key %s", ErrMalformed, r.Kind(), k)
 	}
 	return nil
 }

@@ -40,7 +40,7 @@ func TestCampaignWithoutRun(t *testing.T) {
 	assert.ErrorIs(t, s.Run(context.Background(), nil), ErrAlreadyRun, "Run after Close")
 	st := readRole(t, c, "db")
 	require.NotNil(t, st.Lease)
-	assert.True(t, st.Lease.Released(), "Close resigned")
+	assert.True(t, released(st), "Close resigned")
 	assert.Equal(t, h.Token, st.Lease.Token)
 	assert.Empty(t, st.Candidates, "Close deregistered")
 	_, err = e.Campaign(ctx, "10.0.0.1:80")
@@ -76,7 +76,7 @@ func TestRunAdoptsASessionThatStartedItself(t *testing.T) {
 	}
 	st := readRole(t, c, "db")
 	require.NotNil(t, st.Lease)
-	assert.True(t, st.Lease.Released(), "the end of Run's ctx resigned")
+	assert.True(t, released(st), "the end of Run's ctx resigned")
 	require.NoError(t, s.Close())
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/testcluster"
+	"github.com/krabka/krole/rolestate"
 )
 
 // A second Session under the member id of a live one (issue 19, 2): its
@@ -50,12 +51,12 @@ func TestSecondSessionUnderTheSameMemberIsRefused(t *testing.T) {
 	refusedAt := time.Now()
 	require.Eventually(t, func() bool {
 		st := readRole(t, c, "db")
-		return st.Lease != nil && st.Lease.GrantedAt > refusedAt.UnixMilli()
-	}, waitFor, 50*time.Millisecond, "a renewal after the refusal")
+		return st.Lease != nil && st.SessionVouch() == rolestate.Vouched && st.Session.Heartbeat.GrantedAt > refusedAt.UnixMilli()
+	}, waitFor, 50*time.Millisecond, "a renewal (a heartbeat of the lease's session) after the refusal")
 	after := readRole(t, c, "db")
 	require.NotNil(t, after.Lease)
 	assert.Equal(t, h.Token, after.Lease.Token, "renewed under the same token")
-	assert.False(t, after.Lease.Released())
+	assert.False(t, released(after))
 	assert.Equal(t, before.Candidates, after.Candidates, "node-3's registration is the one the first session wrote")
 	l, err := ea.Leader(ctx)
 	require.NoError(t, err)

@@ -26,6 +26,7 @@ import (
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/testcluster"
+	"github.com/krabka/krole/processor"
 )
 
 // waitFor bounds every wait for a process or the cluster to get somewhere.
@@ -183,9 +184,10 @@ func (e *env) roleState(role string) rolestate.State {
 	defer tr.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	recs, err := tr.ReadRoleRecords(ctx, codec.Role(role))
+	// As a member reads it: the lease's member session joined.
+	st, err := (&processor.TransportSource{Transport: tr}).Role(ctx, codec.Role(role))
 	require.NoError(e.t, err)
-	return rolestate.Fold(codec.Role(role), recs)
+	return st
 }
 
 // holder returns the member that holds role by its latest lease, and

@@ -267,10 +267,15 @@ func (t *BrokerTransport) FindCoordinator(ctx context.Context, role codec.Role) 
 // Describe implements [Transport]: DescribeTransactions on the role's
 // transactional id at its coordinator. TRANSACTIONAL_ID_NOT_FOUND, and a
 // state without a producer id or epoch (-1) or in state Dead, mean that no
-// one holds the role (ok=false).
+// one holds the role (ok=false). role may also be a member session's key
+// (rolestate.SessionAuthor): Describe then describes the session's
+// transactional id, so that VerifyAuthor and a view's author check settle
+// heartbeats as they settle leases.
 func (t *BrokerTransport) Describe(ctx context.Context, role codec.Role) (_ codec.Token, _ bool, err error) {
 	if err := role.Validate(); err != nil {
-		return codec.Token{}, false, &Error{Kind: ErrAdmin, Role: role, Err: err}
+		if _, session := rolestate.SessionMember(role); !session {
+			return codec.Token{}, false, &Error{Kind: ErrAdmin, Role: role, Err: err}
+		}
 	}
 	txnID := t.cfg.TransactionalID(string(role))
 	defer func() { err = needs{txnOp: "DESCRIBE", txnID: txnID}.authz(err) }()

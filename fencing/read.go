@@ -37,13 +37,18 @@ func (t *BrokerTransport) ReadRoleRecords(ctx context.Context, role codec.Role) 
 	if err := role.Validate(); err != nil {
 		return nil, &Error{Kind: ErrClient, Role: role, Err: err}
 	}
+	return t.readRecords(ctx, role, roleReader{role: role, t: t, aborted: map[int64]bool{}})
+}
+
+// readRecords reads the partition of role (a role, or the key of a
+// session: rolestate.SessionAuthor) with r; see ReadRoleRecords.
+func (t *BrokerTransport) readRecords(ctx context.Context, role codec.Role, r roleReader) (_ []RoleRecord, err error) {
 	defer func() { err = needs{topicOp: "READ", topic: t.cfg.Topic}.authz(err) }()
 	p, err := t.partitionOf(ctx, role)
 	if err != nil {
 		return nil, err
 	}
 	topic := t.cfg.Topic
-	r := roleReader{role: role, t: t, aborted: map[int64]bool{}}
 	next, end := int64(0), int64(-1)
 	resetOnce := false
 	for {
@@ -99,17 +104,25 @@ func (t *BrokerTransport) ReadRoleRecords(ctx context.Context, role codec.Role) 
 func (r *roleReader) verify(ctx context.Context) ([]RoleRecord, error) {
 	out := r.out[:0]
 	for _, rec := range r.out {
-		if rec.Key.Kind == codec.KindLease && rec.Record.Lease != nil {
-			v, err := r.t.VerifyAuthor(ctx, r.role, rec.Record.Lease.Token.ProducerID)
-			switch {
-			case IsNotAuthorized(err):
-				r.t.unverified.Add(1)
-			case err != nil:
-				return nil, fmt.Errorf("verifying the author of the lease at offset %d: %w", rec.Offset, err)
-			case v != rolestate.Own:
-				r.t.forgedSkipped.Add(1)
-				continue
-			}
+		var v rolestate.Verdict
+		var err error
+		switch {
+		case rec.Key.Kind == codec.KindLease && rec.Record.Lease != nil:
+			v, err = r.t.VerifyAuthor(ctx, r.role, rec.Record.Lease.Token.ProducerID)
+		case rec.Record.Heartbeat != nil:
+			v, err = r.t.verifySession(ctx, r.session, rec.Record.Heartbeat.Session.ProducerID)
+		default:
+			out = append(out, rec)
+			continue
+		}
+		switch {
+		case IsNotAuthorized(err):
+			r.t.unverified.Add(1)
+		case err != nil:
+			return nil, fmt.Errorf("verifying the author of the %s record at offset %d: %w", rec.Key.Kind, rec.Offset, err)
+		case v != rolestate.Own:
+			r.t.forgedSkipped.Add(1)
+			continue
 		}
 		out = append(out, rec)
 	}
@@ -120,6 +133,7 @@ func (r *roleReader) verify(ctx context.Context) ([]RoleRecord, error) {
 type roleReader struct {
 	t       *BrokerTransport
 	role    codec.Role
+	session codec.MemberID // set: read the session records of this member, not a role's
 	aborted map[int64]bool // producers inside an aborted transaction at the current offset
 	out     []RoleRecord
 }
@@ -181,8 +195,13 @@ func (r *roleReader) take(blk *sarama.FetchResponseBlock, next *int64, end int64
 // (verify).
 func (r *roleReader) add(off int64, rec *sarama.Record, b rolestate.Batch) error {
 	key, err := codec.DecodeKey(rec.Key)
-	if err != nil || key.Role != r.role {
-		return nil // another application's record, or another role's
+	switch {
+	case err != nil:
+		return nil // another application's record
+	case r.session != "" && (key.Kind != codec.KindSession || key.Member != r.session):
+		return nil // another member's, or a role's
+	case r.session == "" && (key.Kind == codec.KindSession || key.Role != r.role):
+		return nil // another role's, or a session's
 	}
 	val, err := codec.DecodeRecord(rec.Value)
 	var newer *codec.UnknownVersionError
@@ -196,7 +215,8 @@ func (r *roleReader) add(off int64, rec *sarama.Record, b rolestate.Batch) error
 	if err != nil {
 		return &Error{Kind: ErrRecord, Role: r.role, Err: fmt.Errorf("offset %d, key %s: %w", off, key, err)}
 	}
-	if key.Kind == codec.KindLease && rolestate.CheckLeaseAuthor(val, b) != nil {
+	if key.Kind == codec.KindLease && rolestate.CheckLeaseAuthor(val, b) != nil ||
+		key.Kind == codec.KindSession && rolestate.CheckHeartbeatAuthor(val, b) != nil {
 		r.t.forgedSkipped.Add(1)
 		return nil
 	}

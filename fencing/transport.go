@@ -24,7 +24,15 @@ type RoleRecord = rolestate.Record
 // epoch of the role and fences the member that held it before. WriteLease
 // writes under that epoch, and the broker rejects the write once a later
 // member has taken the role. A deposed holder learns that it lost the role
-// from an error matching [ErrFenced], and from nothing else.
+// from an error matching [ErrFenced] on a write under the role's token,
+// from DescribeMany showing a newer token (the coordinator's word, asked
+// every renew interval), or from an authentic newer lease in its view: a
+// member session renews no role by writing under the role's token, so a
+// fenced write is no longer the only way (see package processor, "Member
+// sessions").
+//
+// StartSession and Heartbeat keep the member's session: they carry no
+// authority over any role.
 //
 // Register and Deregister carry no authority: a candidate holds no epoch
 // when it announces itself, so they are plain appends. ReadRoleRecords and
@@ -96,6 +104,46 @@ type Transport interface {
 	// Errors: [ErrAdmin] when the coordinator lookup fails or the
 	// coordinator reports a fault other than an unknown transactional id.
 	Describe(ctx context.Context, role codec.Role) (token codec.Token, ok bool, err error)
+
+	// StartSession begins an incarnation of member's session (see package
+	// processor, "Member sessions"): InitProducerId on the session's own
+	// transactional id, <prefix>session/<member>, which fences the
+	// previous incarnation's heartbeats. The session carries nonce, drawn
+	// by the member for the incarnation. Leases name the session, and
+	// Heartbeat writes under it.
+	//
+	// Errors: as AcquireEpoch.
+	StartSession(ctx context.Context, member codec.MemberID, nonce string) (codec.Session, error)
+
+	// Heartbeat writes hb (a heartbeat, or the session end when hb.End)
+	// in one transaction under hb.Session, in the member's session
+	// partition. A heartbeat carries no authority over any role: it only
+	// keeps the leases naming its session alive in the observers' eyes.
+	//
+	// Errors: as WriteLease. [ErrFenced] means that another StartSession
+	// of the member took the session over; [ErrUnknownOutcome] retires
+	// the session's token (StartSession again, with the same nonce, to go
+	// on).
+	Heartbeat(ctx context.Context, hb codec.Heartbeat) error
+
+	// ReadSession is ReadRoleRecords for member's session records: its
+	// heartbeats and session ends that were written in a transaction by
+	// the session they name, whose producer id is the session's
+	// transactional id's own (rolestate.CheckHeartbeatAuthor), in offset
+	// order.
+	//
+	// Errors: as ReadRoleRecords.
+	ReadSession(ctx context.Context, member codec.MemberID) ([]RoleRecord, error)
+
+	// DescribeMany is Describe for many roles at once: one
+	// DescribeTransactions per coordinator broker with the transactional
+	// ids of roles. A role missing from the result was not answered, and
+	// err says why. It is how a holder learns, within a renew interval,
+	// that another member took a role it holds (the token moved) without
+	// writing under each role.
+	//
+	// Errors: [ErrAdmin], joined for each coordinator or role that failed.
+	DescribeMany(ctx context.Context, roles []codec.Role) (map[codec.Role]Described, error)
 }
 
 // Optional capabilities of a [Transport]. Code that holds a Transport
@@ -128,6 +176,22 @@ type FencedWriter interface {
 	// Transact runs fn in one transaction under token; see
 	// [BrokerTransport.Transact].
 	Transact(ctx context.Context, role codec.Role, token codec.Token, fn func(tx *Txn) error) error
+}
+
+// TokenChecker is a [Transport] that can say, without a round trip,
+// whether a token it minted can still write: a member whose renewals no
+// longer write per role (the member session's heartbeats renew every
+// role) asks it at each check-in, so that a holding whose token the
+// transport forgot (a write under it was fenced) or retired (a write under
+// it got no definite answer: work's, through a [Writer] or a stream) ends
+// as soon as it would have at the next lease write. [BrokerTransport]
+// does.
+type TokenChecker interface {
+	// CheckToken returns nil while tok is the newest token the transport
+	// minted for role and can still write; else the ErrNotHeld error a
+	// write under it would get, wrapping ErrRetired after an unknown
+	// outcome. It does not block.
+	CheckToken(role codec.Role, tok codec.Token) error
 }
 
 // SkipCounter is a [Transport] that counts the records its reads skipped:

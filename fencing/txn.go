@@ -605,3 +605,13 @@ func (tx *Txn) abort(ctx context.Context) error {
 	}
 	return tx.end(ctx, false)
 }
+
+// CheckToken implements [TokenChecker]: nil while tok is the newest token
+// this transport minted for role and can still write, else the
+// ErrNotHeld error a write under it would get (wrapping ErrRetired when
+// a request under it got no definite answer). It asks nothing of the
+// cluster.
+func (t *BrokerTransport) CheckToken(role codec.Role, tok codec.Token) error {
+	_, err := t.current(role, tok)
+	return err
+}

@@ -66,9 +66,9 @@ func TestDecide(t *testing.T) {
 		{name: "holder whose registration was removed before its holding showed it (a racing challenger pruned it) registers again and keeps the role",
 			st: state(role, leaseOf("me", tok1, t0, 10*sec), 4, "x", 5), l: holder(tok1, t0),
 			now: t0.Add(sec), want: DoRegister},
-		{name: "holder whose registration is in the view renews",
+		{name: "holder whose registration is in the view keeps holding",
 			st: state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 0, "x", 5), l: holder(tok1, t0),
-			now: t0.Add(3 * sec), want: DoRenew},
+			now: t0.Add(3 * sec), want: DoWait, until: t0.Add(5 * sec)},
 		{name: "first election: not registered", st: state(role, nil, 0), l: NewLocal(), now: t0, want: DoRegister},
 		{name: "first election: sole candidate confirms before it challenges", st: state(role, nil, 0, "me", 0), l: local(0), now: t0,
 			open: unconfirmed, want: DoConfirm},
@@ -214,16 +214,26 @@ func TestDecide(t *testing.T) {
 			now: t0, want: DoWait, until: t0.Add(8 * sec)},
 
 		// The holder.
-		{name: "holder waits for the renew interval",
+		{name: "holder checks in with the member session every renew interval",
 			st: state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 0), l: holder(tok1, t0),
-			now: t0.Add(sec), want: DoWait, until: t0.Add(2 * sec)},
-		{name: "holder renews every renew interval",
-			st: state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 0), l: holder(tok1, t0),
-			now: t0.Add(2 * sec), want: DoRenew},
-		{name: "holder backs off after a failed renewal",
+			now: t0.Add(sec), want: DoWait, until: t0.Add(3 * sec)},
+		{name: "holder rewrites its lease every LeaseRewriteInterval",
+			st: state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 0),
+			l: func() Local {
+				l := holder(tok1, t0.Add(LeaseRewriteInterval-sec)) // vouched for by a heartbeat a second ago
+				l.writtenAt = t0
+				return l
+			}(),
+			now: t0.Add(LeaseRewriteInterval), want: DoRenew},
+		{name: "holder asked to rewrite its lease does so at once",
+			st:  state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 0),
+			l:   func() Local { l := holder(tok1, t0); l.renewNow = true; return l }(),
+			now: t0.Add(sec), want: DoRenew},
+		{name: "holder backs off after a failed rewrite",
 			st: state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 0),
 			l: func() Local {
 				l := holder(tok1, t0)
+				l.renewNow = true
 				l.retryAt, l.failures = t0.Add(2500*time.Millisecond), 1
 				return l
 			}(),
@@ -236,7 +246,7 @@ func TestDecide(t *testing.T) {
 			now: t0.Add(sec), want: DoStepDown, why: ReasonFenced},
 		{name: "holder ignores an older lease in a lagging view",
 			st: state(role, leaseOf("x", codec.Token{ProducerID: 42}, t0.Add(-20*sec), 10*sec), 3, "me", 0), l: holder(tok1, t0),
-			now: t0.Add(sec), want: DoWait, until: t0.Add(2 * sec)},
+			now: t0.Add(sec), want: DoWait, until: t0.Add(3 * sec)},
 		{name: "resignation comes first",
 			st:  state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 0),
 			l:   func() Local { l := holder(tok1, t0); l.resign = ReasonResigned; return l }(),

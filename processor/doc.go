@@ -12,13 +12,18 @@
 // # The rules
 //
 // Candidates of a role rank by the offset of their registration, lowest
-// first. The holder renews its lease every RenewInterval (a little
-// earlier, with jitter; later when the member is loaded, see "Many
-// roles"): a write of a new lease under the same token, with deadline = start of the write +
-// LeaseDuration. A renewal answered fenced ends its leadership at once. A
-// holder that has not renewed successfully within RenewDeadline of the
-// start of its last successful write stops on its own, measured on its own
-// monotonic clock only, before others may take over (see Liveness).
+// first. A holder's lease names its member session, and the session's
+// heartbeat, one transaction per RenewInterval for every role the member
+// holds, renews it (see "Member sessions"); the holder writes its lease
+// again only when its value changes and every [LeaseRewriteInterval]. A
+// holding ends at once when the session's round finds the role's token
+// moved at its coordinator (fenced), when the transport can no longer
+// write under the token ([fencing.TokenChecker]: a write under it, work's,
+// was fenced or got no answer), or when a lease rewrite is refused. A
+// holder that has not been renewed within RenewDeadline of the start of
+// the last round that vouched for it (or of its election, or of its last
+// lease write) stops on its own, measured on its own monotonic clock only,
+// before others may take over (see Liveness).
 //
 // Every other member judges a lease on its own clock, never on the
 // writer's deadline: a lease record (each renewal is a new record, at a
@@ -30,6 +35,18 @@
 // member that has just started counts a lease it has never seen renewed
 // from its first observation: it waits one span at most, even for a lease
 // whose holder died long ago.
+//
+// A lease may name its holder's member session (codec.Lease.Session; see
+// "Member sessions" below). Such a lease expires as above, or one
+// heartbeat span (rolestate.HeartbeatSpan) after this member first
+// observed the latest heartbeat of that session's incarnation that does
+// not exclude the role (the source's own time for it when the source
+// gives one this member's clock can take: the view, in the same process,
+// stamps each record when it applies it), whichever is later; the
+// session's record that excludes the role or ends the session makes the
+// role vacant at once, and a record of another incarnation keeps nothing
+// alive. The member looks the session's record up afresh at every
+// decision ([SessionSource]): heartbeats are not role changes.
 //
 // A role is vacant when it has no lease, its lease is a release (see
 // [codec.ReleaseLease]) or its lease has expired as above. Then the
@@ -194,6 +211,75 @@
 // TestConfirmRecentAfterACutHoldsWhatWasCommittedDuringIt checks the
 // view's side.
 //
+// # Member sessions
+//
+// Each member keeps one session under a transactional id of its own,
+// <prefix>session/<member> (fencing.Config.SessionTransactionalID; a role
+// name never contains '/', so no role's <prefix><role> is it), begun by
+// InitProducerId before its first challenge (fencing.Transport
+// StartSession) and carrying a random incarnation nonce. Every lease it
+// writes names the session (producer id, epoch, nonce), and one heartbeat
+// transaction per RenewInterval in the member's session partition
+// (codec.Heartbeat) keeps every lease of the incarnation alive: renewal
+// costs grow with members, not with roles. The session begins at Run's
+// start and heartbeats whether or not the member holds a role: its
+// heartbeats are also the member id's sign of life (see "One process per
+// member id"). The goroutine that writes them
+// (session.go) runs beside the role goroutines; each round:
+//
+//   - a held role whose goroutine has not checked in for
+//     TransactionTimeout + RenewInterval is stuck: its work is cancelled,
+//     and the heartbeat excludes it, so others take it after they see the
+//     heartbeat. A role goroutine checks in at every decision, and a
+//     holder decides at least every RenewInterval;
+//   - one DescribeTransactions per coordinator over the held roles'
+//     transactional ids (fencing.Transport DescribeMany) ends at once
+//     every holding whose token moved (revoked: [ReasonFenced]): a deposed
+//     holder learns it from the coordinator's own word within a round,
+//     whatever its view shows;
+//   - then one heartbeat under the session's token, listing the excluded
+//     roles. Once it commits, each role the round's describe confirmed has
+//     its local deadline moved to the round's start + RenewDeadline. An
+//     observer credits the heartbeat one span (LeaseDuration >
+//     RenewDeadline) from when it saw it, after the round began: the
+//     holder stops first, as with a lease of its own.
+//
+// A role the member stops holding without a release (fenced, lost at its
+// deadline, its token retired) is excluded by the heartbeats until the
+// member's view shows a lease of the role that does not name the
+// incarnation. Releasing one role (Resign, Withdraw, failed work, a
+// step-down) is one release under its token; a member leaving (its ctx
+// ends, without KeepOnExit) deregisters each role and then writes one
+// session end, which releases every lease of the incarnation at once.
+//
+// A heartbeat that commits after the local deadline some role it vouched
+// for had when it began (the member was paused, or cut off, mid-heartbeat)
+// ends the incarnation with a session end, and the member campaigns again
+// under a new nonce: the late heartbeat brings no lease back to life. An
+// unanswered heartbeat starts the session again before the next (same
+// nonce, new epoch; a new producer id ends the incarnation). So does a
+// heartbeat answered fenced (the coordinator aborts a heartbeat that
+// outlived the transaction timeout, bumping the epoch), unless the member
+// id's latest session record is then another incarnation's heartbeat:
+// another process took the session, every holding ends, and this member
+// is refused (see "One process per member id").
+//
+// Safety is unchanged: a challenge is AcquireEpoch on the role's
+// transactional id, then a lease under the role's token, and every data
+// write stays under the role's token, so safety rests on the role's epoch
+// fence alone, whatever the heartbeats do. A forged, late or resurrected
+// heartbeat can only make observers wait longer: heartbeats are
+// authenticated as leases are (rolestate.CheckHeartbeatAuthor, and the
+// session transactional id's own producer id), a challenger confirms the
+// session's partition as well as the role's, and the frozen-partition rule
+// covers both.
+//
+// The cost: every role of a member depends on one coordinator (the
+// session's) and one partition leader (the session partition's). A
+// failover of either longer than RenewDeadline - RenewInterval loses all
+// the member's roles at once, each to its deadline, where per-role renewal
+// lost the roles on that coordinator or leader only.
+//
 // # One process per member id
 //
 // A member id names one process. On a transport that writes instances
@@ -227,6 +313,20 @@
 //     it is refused.
 //   - At any time, a lease of its id under a token this process did not
 //     mint, while it holds nothing, refuses it.
+//   - The member session's transactional id is the member id's, so a
+//     process's StartSession fences the heartbeats of any other process
+//     under its id. Before its first one (at Run's start), a member whose
+//     view shows its id's latest session record to be another
+//     incarnation's heartbeat (not a session end) watches that session
+//     for one LeaseDuration: a newer heartbeat of it refuses this member
+//     (the other is live); a session end, or no heartbeat
+//     for a lease, lets it start its own. Every member heartbeats from
+//     its start, holding roles or not, so a live one is seen within a
+//     RenewInterval; and a member whose own heartbeat is answered fenced
+//     while the id's latest session record is another incarnation's
+//     heartbeat (another process took the session over after a lease of
+//     silence: this one was paused or cut off) is refused, every holding
+//     ended.
 //
 // A refused member leaves as when its ctx ends, except that it writes
 // nothing for the other: it deregisters only a registration of its own
@@ -331,7 +431,8 @@
 // healthy holder's lease expire and take its role.
 //
 // The cancellation of Work's context when a role is lost is local and
-// best effort: it happens when a renewal is fenced or its token retired,
+// best effort: it happens when the member session's round finds the token
+// moved, when a lease rewrite is fenced or its token retired or forgotten,
 // when the view shows a newer token, and at the latest when RenewDeadline
 // passes (a timer independent of any call in flight), which is before
 // another member's span for the lease can run out if the clocks run at
@@ -385,155 +486,31 @@
 // their partition, more roles looked expired, more were challenged: a
 // metastable failure, the retries feeding the overload. So:
 //
+//   - Holding a role costs no call per renew interval: the member
+//     session's one heartbeat renews every role the member holds, so a
+//     member holds as many roles as its goroutines and view can keep, and
+//     slow lease writes (a loaded coordinator, a slow partition) cost it
+//     no held role.
 //   - Calls in flight are bounded per member (Settings.MaxInFlight, by
 //     default sarama's 5), by a limiter all the member's role goroutines
 //     share. A call waits for a slot before it begins, never inside a
-//     transaction; renewals are served first, then releases, then
-//     registrations, challenges, deregistrations and prunes. A renewal
-//     that gets its slot with less time left before RenewDeadline than
-//     the write latency estimate L (below) is not begun: ending after
-//     the deadline, it would renew the lease for nothing (the holding
-//     ends at the deadline) and keep the role from the others for a
-//     lease. Any renewal with more time left is attempted: the renew
-//     deadline is the bound. A renewal that queued for its slot and
-//     then could not be begun, or got no slot before RenewDeadline,
-//     releases the role instead ([ReasonOverloaded]), whether or not
-//     another candidate waits: a release now rather than a lapse at the
-//     deadline. (One left too little time by failed attempts, not by a
-//     wait, is retried until the deadline, as any failed renewal.)
-//   - Renewals are spread across the interval: each goes a random
-//     duration in [0, RenewJitter) early (default RenewInterval/4), drawn
-//     anew each time, so roles elected together do not renew in bursts
-//     (and the renewals of many members spread). A loaded member (below)
-//     instead puts its renewals on a schedule of its own: each begins at
-//     the next free start slot, the later of its due time (an eighth of
-//     its pace early) and the last slot taken plus L / (0.75 x
-//     MaxInFlight), and never later than C after the last write's start,
-//     so that they come evenly spaced, not at random times that bunch
-//     and queue for the call slots.
+//     transaction; lease rewrites are served first, then releases, then
+//     registrations, challenges, deregistrations and prunes.
 //   - A challenge that times out (its calls, or the wait for a slot)
 //     pauses every campaign of the member, RetryBackoff doubling up to
 //     LeaseDuration, with jitter; a successful challenge ends the run.
-//   - A member campaigns (confirms and challenges) for no more roles than
-//     it can renew in time. Unloaded it renews each role every
-//     RenewInterval; loaded, it spaces renewals out so that they take at
-//     most three quarters of its call slots' time (with K held, one every
-//     K x L / (0.75 x MaxInFlight), up to C below), and they wait for
-//     call slots, which is safe as long as each comes well before
-//     RenewDeadline. It plans for at most C = RenewInterval + 3/8
-//     (RenewDeadline - RenewInterval) between two renewals of a role,
-//     an eighth of that margin before the renew period P, halfway from
-//     RenewInterval to RenewDeadline, after which a renewal is late, and
-//     estimates its renew capacity as 0.75 x MaxInFlight x C / L:
-//     MaxInFlight slots each held L per write give MaxInFlight/L writes
-//     a second, and a quarter is kept for latency spikes, jitter's early
-//     renewals and the other calls. L is taken over the lease writes
-//     (renewals and challenges' leases, each from its slot's grant to
-//     its answer) that ended in the last LeaseDuration: the latency that
-//     9 in 10 of them stayed within, never counting the MaxInFlight
-//     slowest (the fastest, when there are MaxInFlight or fewer). A
-//     stall of the cluster or the network delays only the writes in
-//     flight during it, at most one per slot (the others wait for a
-//     slot, before their clock starts), so a stall moves L not at all,
-//     while an overload, which slows every write, moves it within a
-//     tenth of the window's writes (MaxInFlight+1 at least). L forgets by time, not by count of writes: a lease after
-//     its last write a member knows no latency, and its capacity is
-//     unbounded, as before its first write (the limiter still bounds its
-//     calls). (A moving average did not: the 5 writes of a 1s stall kept
-//     it above 600ms for dozens of writes after the writes were fast
-//     again, and a member holding nothing, which writes nothing, kept it
-//     for ever.) The window is a lease, longer than RenewDeadline (by
-//     RenewInterval at the defaults), so that at the end of a stall
-//     shorter than RenewDeadline it still holds writes from before the
-//     stall. At its capacity
-//     (roles held plus campaigns under way) a member says so in one log
-//     line (Warn, "not campaigning for more roles"; and Info when it
-//     campaigns again) and in krole_renew_capacity_roles and
-//     krole_queued_roles, and keeps the other roles registered, not
-//     challenging: the candidates behind it take them in their turn.
-//   - A member holding more than its capacity and an eighth (at least
-//     one) resigns the excess ([ReasonOverloaded]): at a renewal that is
-//     late (begun or granted its slot more than P after the last
-//     successful write), it writes the release instead, so another
-//     candidate takes the role at once rather than after an expiry, and
-//     the roles it keeps are renewed in time. The estimate
-//     alone sheds nothing: handing roles over costs calls too; nor is a
-//     role shed this way that has no other candidate in the view (it is
-//     released only when its renewal cannot be written in time, above,
-//     and then waits queued: a member with nobody to hand roles to keeps
-//     a stable set instead of losing roles to their deadlines). After a
-//     shed or such a release the member does not campaign for 4 lease
-//     durations (it moves with the load: on a cluster that serves
-//     writes one at a time, a member with fewer writes in flight
-//     measures them faster); the pause doubles, up to 64 lease
-//     durations, while each campaign after a pause ends in a shed again,
-//     so that a member alone does not take released roles back and shed
-//     them again. The pause ends early, at the member's next campaign
-//     step, once its cause has passed: when the capacity says the member
-//     could renew twice the roles it held when it shed (L fell below
-//     half of any L that could have made it shed).
+//     The roles refused meanwhile stay registered, and are counted in
+//     krole_queued_roles.
 //
-// So a stall shorter than RenewDeadline - RenewInterval, less a lease
-// write's time (every request of the member held back, then answered;
-// 1.2s with a 2s lease), sheds nothing and pauses nothing on a member
-// that is not loaded, and loses nothing if it is shorter than
-// TransactionTimeout too: a renewal begins at most RenewInterval
-// after the last successful write began, so one held or queued by the
-// stall ends, or gets its slot and is attempted, before its deadline; L
-// and the capacity do not move. (On a loaded member, which spaces its
-// renewals up to C apart, the bound is RenewDeadline - C.) A stall as
-// long as TransactionTimeout (default LeaseDuration/2) also cuts short
-// the writes in flight during it: no answer, so their tokens are retired
-// ([ReasonTokenRetired]) and those roles, at most one per call slot, are
-// released under a new epoch and taken again (section 9 of
-// docs/GUARANTEES.md), not shed. A stall between that
-// and RenewDeadline leaves the roles whose renewal fell due as it began
-// less than nothing: those are released (the renewal queued) or lost at
-// their deadline (the renewal in flight), as with a stall of any length;
-// per-role renewal cannot do better (the last write's start plus
-// RenewDeadline is the holder's own bound). The others are kept. What a
-// longer stall costs is bounded: other candidates take the roles given
-// up within a lease plus their stagger, and the pause after the releases
-// ends at the member's first campaign step once the stall's writes are
-// outnumbered in L's window (at once, when at most MaxInFlight of them
-// were delayed; within a lease in any case), so that a member alone
-// takes its roles back.
+// So a stall shorter than RenewDeadline - RenewInterval, less a
+// heartbeat's time (every request of the member held back, then answered;
+// 1.2s with a 2s lease), loses nothing: the round in flight during it
+// commits before the local deadlines it extends. A longer stall loses
+// every role at once, each at its deadline (or with the late heartbeat's
+// session end), and other candidates take them within a lease plus their
+// stagger.
 //
-// Each role keeps its own lease, renewed under its own token: a holder
-// learns that it lost a role from a fenced lease write of that role and
-// from nothing else, and the fence at acquisition is per role. A renewal
-// written once per member for all its roles (as etcd's sessions share one
-// keepalive among many elections) would cut the member's writes from K
-// per RenewInterval to one, but a holder would then no longer learn of a
-// lost role from that role's fenced write: a member could keep "renewing"
-// a role another member had taken, learning of it only from the view.
-// That breaks the seed's contract, so it is not done; per-role renewal
-// stays, and what a member holds is bounded by its renew capacity
-// instead. Where the member's capacity is lower than the roles offered,
-// spread them over more members: the capacity is per member.
-//
-// The other options weighed, for when the per-role renewal is the limit:
-//
-//   - Several roles' renewals in one transaction: not possible. A
-//     transaction runs under one producer id and epoch, which is one
-//     role's token; a write under another role's token cannot join it.
-//   - Fewer requests per renewal: a lease write is AddPartitionsToTxn,
-//     Produce and EndTxn to the role's coordinator and partition leader.
-//     Brokers with transaction protocol version 2 (KIP-890, Kafka 4)
-//     add the partition on Produce (v12 and later), which would save one
-//     request; sarama (v1.61) sends Produce up to v10.
-//   - Renewing less often under load: done (the pacing above), within
-//     the renew period P, so that a late renewal still has half the
-//     margin to RenewDeadline; lengthening LeaseDuration does the rest.
-//   - More members: the capacity is per member, as are its call slots.
-//
-// Measured (docs/BENCHMARKS.md, "Many roles on one member"): on the
-// embedded cluster the limit is the cluster, not the per-role renewal
-// (kfake walks every transactional id after every request, so its cost
-// per request grows with the roles); the member's own cost is 0.5 to 1
-// CPU millisecond per renewal, its view included, most of it in the
-// client's network calls, below the cluster process's at every K
-// measured.
+// Measured (docs/BENCHMARKS.md, "Issue 20: many roles").
 //
 // # Events, logs, metrics
 //

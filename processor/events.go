@@ -48,14 +48,6 @@ const (
 	// reports Revoked and releases once work has returned (see the
 	// package documentation).
 	ReasonDeregistered Reason = "deregistered"
-	// ReasonOverloaded: the member held more roles than it can renew in
-	// time (its renew capacity, see "Many roles" in the package
-	// documentation), or this role's renewal, having queued for a call
-	// slot, could not be written before RenewDeadline, so it resigned this
-	// one at its renewal, for another candidate to take at once rather
-	// than after an expiry. It registers again at the back, and campaigns again once
-	// below its capacity, after a pause.
-	ReasonOverloaded Reason = "overloaded"
 )
 
 // EventKind is the kind of an [Event].

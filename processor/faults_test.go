@@ -234,7 +234,6 @@ func TestRunWorkContextDerivesFromRuns(t *testing.T) {
 	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
 	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	got := make(chan any, 1)
 	ended := make(chan error, 1)
@@ -254,6 +253,7 @@ func TestRunWorkContextDerivesFromRuns(t *testing.T) {
 	cancel(stopped)
 	assert.ErrorIs(t, recv(t, ended), stopped, "work's ctx ended with Run's, carrying its cause")
 	require.NoError(t, recv(t, errc))
+	assert.True(t, h.sessionEnded(), "the session's end releases the role")
 }
 
 // Candidates held back by frozen readers all wait past their turns; when

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/fencing/fencingtest"
 	"github.com/krabka/krole/rolestate"
 )
@@ -36,6 +37,20 @@ type harness struct {
 	open       int64
 	confirmErr error
 
+	// The member session (guarded by mu): the tokens minted per role,
+	// DescribeMany's answers when set, the heartbeats written and the
+	// error they get.
+	minted    map[codec.Role]codec.Token
+	described map[codec.Role]fencing.Described
+	beats     []codec.Heartbeat
+	beatErr   error
+	// beatHook, when set, runs in each heartbeat call (not a session
+	// end's) before it is answered: a test holds the call there.
+	beatHook func()
+	// tokErr is what CheckToken answers (fencing.TokenChecker): nil, the
+	// token can write.
+	tokErr error
+
 	mu     sync.Mutex
 	events []Event
 }
@@ -43,7 +58,8 @@ type harness struct {
 func newHarness(t *testing.T, me codec.MemberID, s Settings) *harness {
 	t.Helper()
 	h := &harness{t: t, me: me, tr: fencingtest.NewMockTransport(t), clk: newFakeClock(),
-		src: newFakeSource(state(role, nil, 0)), reg: prometheus.NewRegistry()}
+		src: newFakeSource(state(role, nil, 0)), reg: prometheus.NewRegistry(),
+		minted: map[codec.Role]codec.Token{}, described: map[codec.Role]fencing.Described{}}
 	if s.RenewJitter == 0 {
 		s.RenewJitter = -1 // renewals exactly at RenewInterval, as the tests expect
 	}
@@ -52,6 +68,7 @@ func newHarness(t *testing.T, me codec.MemberID, s Settings) *harness {
 	})
 	require.NoError(t, err)
 	h.m, h.r = m, m.runners[role]
+	h.m.sess.vetDone() // the member session starts without the check at Run's start: no Run here
 	h.open = -1
 	// Confirm answers what the member's view shows (the view is caught
 	// up), on the member's goroutine, which owns r.st.
@@ -92,6 +109,57 @@ func (e echoTransport) Register(ctx context.Context, role codec.Role, member cod
 		r.st = withCandidate(r.st, member, off, e.h.clk.Now().UnixMilli())
 	}
 	return off, err
+}
+
+// harnessSession is the member session the harness's transport starts.
+var harnessSession = codec.Session{ProducerID: 900, Epoch: 0, Nonce: "harness"}
+
+// StartSession begins the member session without the mock.
+func (e echoTransport) StartSession(ctx context.Context, member codec.MemberID, nonce string) (codec.Session, error) {
+	return harnessSession, nil
+}
+
+// AcquireEpoch is the mock's, and remembers the token minted for
+// DescribeMany.
+func (e echoTransport) AcquireEpoch(ctx context.Context, role codec.Role) (codec.Token, error) {
+	tok, err := e.MockTransport.AcquireEpoch(ctx, role)
+	if err == nil {
+		e.h.mu.Lock()
+		e.h.minted[role] = tok
+		e.h.mu.Unlock()
+	}
+	return tok, err
+}
+
+// DescribeMany answers without the mock: each role's token is the one the
+// member minted last, unless the test set h.described.
+func (e echoTransport) DescribeMany(ctx context.Context, roles []codec.Role) (map[codec.Role]fencing.Described, error) {
+	e.h.mu.Lock()
+	defer e.h.mu.Unlock()
+	out := map[codec.Role]fencing.Described{}
+	for _, r := range roles {
+		if d, ok := e.h.described[r]; ok {
+			out[r] = d
+		} else if tok, ok := e.h.minted[r]; ok {
+			out[r] = fencing.Described{Token: tok, Held: true}
+		}
+	}
+	return out, nil
+}
+
+// Heartbeat answers without the mock: h.beatErr (nil by default); the
+// heartbeats are counted in h.beats.
+func (e echoTransport) Heartbeat(ctx context.Context, hb codec.Heartbeat) error {
+	e.h.mu.Lock()
+	hook := e.h.beatHook
+	e.h.mu.Unlock()
+	if hook != nil && !hb.End {
+		hook()
+	}
+	e.h.mu.Lock()
+	defer e.h.mu.Unlock()
+	e.h.beats = append(e.h.beats, hb)
+	return e.h.beatErr
 }
 
 // withCandidate returns a copy of st in which member is a candidate
@@ -221,7 +289,8 @@ func hasLabel(m *dto.Metric, k, v string) bool {
 
 // leaseAt is the lease member writes under tok when its write begins at.
 func leaseAt(member codec.MemberID, tok codec.Token, at time.Time) codec.Lease {
-	return codec.Lease{Member: member, Token: tok, GrantedAt: at.UnixMilli(), Deadline: at.Add(DefaultLeaseDuration).UnixMilli()}
+	s := harnessSession
+	return codec.Lease{Member: member, Token: tok, GrantedAt: at.UnixMilli(), Deadline: at.Add(DefaultLeaseDuration).UnixMilli(), Session: &s}
 }
 
 // testLogger logs through t at debug level, so every transition and
@@ -235,4 +304,47 @@ type tWriter struct{ t *testing.T }
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// CheckToken answers h.tokErr.
+func (e echoTransport) CheckToken(codec.Role, codec.Token) error {
+	e.h.mu.Lock()
+	defer e.h.mu.Unlock()
+	return e.h.tokErr
+}
+
+// beat runs one round of the member session at the clock's time (the
+// heartbeat the harness's transport records, DescribeMany answered from
+// what the member minted unless h.described says otherwise), then hands
+// the role's runner its note, as its goroutine would.
+func (h *harness) beat() {
+	h.t.Helper()
+	h.m.sess.round(context.Background())
+	h.takeNote()
+}
+
+// takeNote hands the runner the member session's note, if there is one.
+func (h *harness) takeNote() {
+	select {
+	case n := <-h.r.note:
+		h.r.noted(n)
+	default:
+	}
+}
+
+// beatCount returns the heartbeats written so far.
+func (h *harness) beatCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.beats)
+}
+
+// sessionEnded reports whether the member wrote its session's end (a
+// leaving member's one record that releases every lease naming the
+// session).
+func (h *harness) sessionEnded() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := len(h.beats)
+	return n > 0 && h.beats[n-1].End
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/fencing/fencingtest"
 	"github.com/krabka/krole/rolestate"
 )
@@ -49,7 +50,8 @@ func withInstance(st rolestate.State, member codec.MemberID, off int64, instance
 func newInstanceHarness(t *testing.T, me codec.MemberID) *harness {
 	t.Helper()
 	h := &harness{t: t, me: me, tr: fencingtest.NewMockTransport(t), clk: newFakeClock(),
-		src: newFakeSource(state(role, nil, 0)), reg: prometheus.NewRegistry(), open: -1}
+		src: newFakeSource(state(role, nil, 0)), reg: prometheus.NewRegistry(), open: -1,
+		minted: map[codec.Role]codec.Token{}, described: map[codec.Role]fencing.Described{}}
 	s := Settings{RenewJitter: -1}
 	m, err := New(instTransport{echoTransport{h.tr, h}}, h.src, me, []codec.Role{role}, Options{
 		Settings: s, Clock: h.clk, Registerer: h.reg, OnEvent: h.record, Logger: testLogger(t),
@@ -57,6 +59,7 @@ func newInstanceHarness(t *testing.T, me codec.MemberID) *harness {
 	require.NoError(t, err)
 	require.NotEmpty(t, m.Instance())
 	h.m, h.r = m, m.runners[role]
+	h.m.sess.vetDone() // no Run: nothing to vet
 	h.r.baseLeaseOff = -1
 	h.src.confirm = func(codec.Role) (rolestate.Confirmed, error) {
 		return rolestate.Confirmed{State: h.r.st.Clone(), OpenProducerID: -1}, nil

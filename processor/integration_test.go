@@ -109,6 +109,10 @@ type recorder struct {
 	// registers are the registrations appended: role, member, and when
 	// Register was called and returned.
 	registers []write
+	// beats are the member-session heartbeats that committed (session
+	// ends included): Member, Lease.Session (the heartbeat's session),
+	// Start and End, and the roles excluded in beatExcluded.
+	beats []beat
 	// hook, when set, is called with every event before it is recorded,
 	// under mu, on the member's goroutine.
 	hook func(processor.Event)
@@ -168,10 +172,40 @@ func (r *recorder) lastWrite(role codec.Role, member codec.MemberID) (write, boo
 	defer r.mu.Unlock()
 	for i := len(r.writes) - 1; i >= 0; i-- {
 		if w := r.writes[i]; w.Role == role && w.Member == member {
+			// A later heartbeat of the session the lease names, not
+			// excluding the role, renewed it: the last "write" is the
+			// latest such heartbeat.
+			for j := len(r.beats) - 1; j >= 0; j-- {
+				b := r.beats[j]
+				if b.hb.Member == member && !b.hb.End && w.Lease.Session != nil && b.hb.Session.Nonce == w.Lease.Session.Nonce &&
+					b.start.After(w.Start) && !slices.Contains(b.hb.Excluded, role) {
+					w.Start, w.End = b.start, b.end
+					w.Lease.GrantedAt, w.Lease.Deadline = b.hb.GrantedAt, b.hb.Deadline
+					break
+				}
+			}
 			return w, true
 		}
 	}
 	return write{}, false
+}
+
+// lastBeat returns member's last committed session record.
+func (r *recorder) lastBeat(member codec.MemberID) (beat, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.beats) - 1; i >= 0; i-- {
+		if r.beats[i].hb.Member == member {
+			return r.beats[i], true
+		}
+	}
+	return beat{}, false
+}
+
+// beat is a member-session heartbeat that committed.
+type beat struct {
+	hb         codec.Heartbeat
+	start, end time.Time
 }
 
 // checkFence asserts what the broker guarantees: a lease write under a
@@ -238,6 +272,18 @@ func (t *recTransport) WriteLease(ctx context.Context, role codec.Role, tok code
 		end := time.Now()
 		t.rec.mu.Lock()
 		t.rec.writes = append(t.rec.writes, write{Role: role, Member: t.member, Token: tok, Lease: l, Start: start, End: end})
+		t.rec.mu.Unlock()
+	}
+	return err
+}
+
+func (t *recTransport) Heartbeat(ctx context.Context, hb codec.Heartbeat) error {
+	start := time.Now()
+	err := t.BrokerTransport.Heartbeat(ctx, hb)
+	if err == nil {
+		end := time.Now()
+		t.rec.mu.Lock()
+		t.rec.beats = append(t.rec.beats, beat{hb: hb, start: start, end: end})
 		t.rec.mu.Unlock()
 	}
 	return err
@@ -374,7 +420,12 @@ func (e *env) start(id codec.MemberID, roles []codec.Role, s processor.Settings,
 func (e *env) startClock(id codec.MemberID, roles []codec.Role, s processor.Settings, work processor.Work, clk processor.Clock) *node {
 	e.t.Helper()
 	n := e.newNode(id)
-	n.src = e.view()
+	// The node's view runs on the node's clock: one machine, one clock.
+	var vo view.Options
+	if clk != nil {
+		vo.Clock = clk.Now
+	}
+	n.src = e.viewWith(vo)
 	return e.launch(n, roles, processor.Options{
 		Settings: s, Logger: testLog(string(id)), OnEvent: e.rec.onEvent, Clock: clk,
 	}, work, nil)
@@ -755,20 +806,21 @@ func TestIntegrationGracefulHandover(t *testing.T) {
 	require.Len(t, rev, 1)
 	assert.Equal(t, processor.ReasonContextEnded, rev[0].Reason)
 	assert.False(t, rev[0].At.After(el.At), "the old holder stopped before the new one was elected")
-	release, ok := e.rec.lastWrite(role, a.id)
+	end, ok := e.rec.lastBeat(a.id)
 	require.True(t, ok)
-	assert.True(t, release.Lease.Released(), "the leaving holder's last write is the release")
-	assert.True(t, release.Start.Before(el.At), "the new term began after the release")
+	assert.True(t, end.hb.End, "the leaving holder's last session record is its end, which releases its leases")
+	assert.True(t, end.start.Before(el.Got), "the new term began after the session end was sent")
 	e.agree(role, b.id, el.Token)
 	assert.Equal(t, []codec.MemberID{"node-b"}, e.candidates(role), "the leaving member deregistered")
 	e.rec.checkFence(t)
 }
 
 // An outsider's AcquireEpoch on the role's transactional id fences the
-// holder: its next renewal is refused, it is revoked (fenced) within a
-// RenewInterval (+ slack), and its work's context is cancelled no later
-// than the Revoked event. The role is taken again once the fenced lease
-// runs out, under a token newer than the outsider's.
+// holder: the member session's next round (DescribeTransactions) finds
+// the token moved, the holder is revoked (fenced) within a RenewInterval
+// (+ slack), and its work's context is cancelled no later than the
+// Revoked event. The role is taken again, under a token newer than the
+// outsider's, once the holder has stopped vouching for it.
 func TestIntegrationFencedByOutsideEpoch(t *testing.T) {
 	e := newEnv(t, itTxnTimeout)
 	role := codec.Role("billing")
@@ -847,14 +899,14 @@ func TestIntegrationFencedByOutsideEpoch(t *testing.T) {
 	mu.Unlock()
 	e.rec.mu.Unlock()
 
-	// The outsider wrote no lease: the role stays taken until node-a's
-	// last lease runs out, then a member takes it under a newer token.
+	// The outsider wrote no lease. node-a, fenced, stops vouching for
+	// the role (its next heartbeat excludes it), so the role is vacant
+	// once node-a has stopped, and a member takes it under a newer token.
 	holder, tok := e.soleHolder(role, s.LeaseDuration+s.Stagger+slack)
 	assert.True(t, later(tok, tokX), "the next term's token %s is newer than the outsider's %s", tok, tokX)
-	last, _ := e.rec.lastWrite(role, a.id)
 	el := e.rec.find(processor.Elected, role, func(ev stamped) bool { return ev.Token == tok })
 	require.Len(t, el, 1)
-	assert.GreaterOrEqual(t, el[0].At.UnixMilli(), last.Lease.Deadline, "taken before the fenced lease ran out")
+	assert.True(t, el[0].Got.After(rev.Got), "taken only after node-a stopped")
 	e.agree(role, holder, tok)
 	e.rec.checkFence(t)
 }
@@ -1055,7 +1107,9 @@ func TestIntegrationKilledMidTransactionDoesNotStallTheView(t *testing.T) {
 		TransactionTimeout: txnTimeout,
 	}
 	busy := codec.Role("busy")
-	p := codec.Partition(busy, 3)
+	// The killed member's role shares a partition with node-a's member
+	// session, whose heartbeats renew node-a's lease of busy.
+	p := codec.SessionPartition("node-a", 3)
 	var killed codec.Role
 	for i := 0; ; i++ {
 		if r := codec.Role(fmt.Sprintf("killed-%d", i)); codec.Partition(r, 3) == p {
@@ -1080,9 +1134,14 @@ func TestIntegrationKilledMidTransactionDoesNotStallTheView(t *testing.T) {
 	l := codec.Lease{Member: k.id, Token: tokK, GrantedAt: time.Now().UnixMilli(), Deadline: time.Now().Add(s.LeaseDuration).UnixMilli()}
 	began := time.Now()
 	openAt := e.openLeaseWrite(k.tr, killed, p, l)
+	// The renewal the view shows: node-a's lease, or the latest heartbeat
+	// of the session it names.
 	granted := func(st rolestate.State) int64 {
 		if st.Lease == nil || st.Lease.Member != a.id {
 			return 0
+		}
+		if st.Session != nil && !st.Session.Heartbeat.End && st.Session.Heartbeat.GrantedAt > st.Lease.GrantedAt {
+			return st.Session.Heartbeat.GrantedAt
 		}
 		return st.Lease.GrantedAt
 	}

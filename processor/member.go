@@ -37,9 +37,11 @@ type Options struct {
 	//	    "_" for " ": fenced, lease_lost, resigned, context_ended,
 	//	    work_failed, token_retired.
 	//	krole_renew_duration_seconds{role,result}
-	//	    histogram of lease renewals (challenges not included); result
-	//	    is ok, fenced, retired (the token was retired: see
-	//	    ReasonTokenRetired) or error. Buckets from 0.5ms, doubling, 16
+	//	    histogram of renewals (challenges not included): each member
+	//	    session round that vouched for the role, from the round's
+	//	    start to the role's goroutine taking its word, and each lease
+	//	    rewrite; result is ok, or for a rewrite fenced, retired (the
+	//	    token was retired: see ReasonTokenRetired) or error. Buckets from 0.5ms, doubling, 16
 	//	    of them.
 	//	krole_fenced_total{role}
 	//	    counter: writes of this member (challenge, renewal, release)
@@ -49,13 +51,10 @@ type Options struct {
 	//	krole_campaign_backoff_seconds{role}
 	//	    gauge: the wait before campaigning again after the last work
 	//	    failure (see ReasonWorkFailed); 0 once elected.
-	//	krole_renew_capacity_roles{member}
-	//	    gauge: the roles the member estimates it can renew in time
-	//	    (see "Many roles" in the package documentation); set once a
-	//	    lease write was measured.
 	//	krole_queued_roles{member}
 	//	    gauge: roles the member is registered for but does not
-	//	    campaign for, because it holds its renew capacity.
+	//	    campaign for now: campaigns pause after a challenge timed out
+	//	    (see "Many roles" in the package documentation).
 	Registerer prometheus.Registerer
 	// OnEvent receives the member's events (see [Event]). It is called
 	// from the member's goroutines, one call at a time (never
@@ -99,8 +98,9 @@ type Member struct {
 	runners map[codec.Role]*runner
 	order   []codec.Role
 
-	lim *limiter   // the transport calls in flight
-	adm *admission // how many roles it campaigns for
+	lim  *limiter   // the transport calls in flight
+	adm  *admission // how many roles it campaigns for
+	sess *session   // the member session: heartbeats for every held role
 
 	inst string             // this process's instance; "" without an InstanceRegisterer
 	ireg InstanceRegisterer // t, when it is one
@@ -116,6 +116,10 @@ type Member struct {
 	// idle, when set (tests), is called by a role's goroutine each time it
 	// is about to wait, with the time it will wake at the latest.
 	idle func(role codec.Role, until time.Time)
+	// manualRounds (tests): the member session's rounds run only when the
+	// test calls them, not on a timer; the session end is still written
+	// when Run ends.
+	manualRounds bool
 }
 
 // New returns a Member named me for roles, which reads the roles from src
@@ -172,6 +176,7 @@ func New(t fencing.Transport, src Source, me codec.MemberID, roles []codec.Role,
 	}
 	m.met = met
 	m.adm = newAdmission(m)
+	m.sess = newSession(m)
 	for _, r := range roles {
 		if err := r.Validate(); err != nil {
 			return nil, fmt.Errorf("processor: %w", err)
@@ -243,6 +248,32 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 	}()
 
 	var wg sync.WaitGroup
+	vetExit := make(chan struct{})
+	go func() {
+		defer close(vetExit)
+		m.sess.vetAtStart(ctx)
+		// The session begins now rather than at the first challenge, so
+		// that no handover waits for its InitProducerId; a failure here
+		// is retried at the first challenge.
+		if _, err := m.sess.ensure(ctx); err != nil && ctx.Err() == nil {
+			m.log.Info("starting the member session failed; the first challenge tries again", "err", err)
+			return
+		}
+		select { // the first heartbeat at once: the session's sign of life
+		case m.sess.wake <- struct{}{}:
+		default:
+		}
+	}()
+	runnersDone, sessDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sessDone)
+		if m.manualRounds {
+			<-runnersDone
+			m.sess.finish(ctx)
+			return
+		}
+		m.sess.run(ctx, runnersDone)
+	}()
 	for _, role := range m.order {
 		r := m.runners[role]
 		wg.Add(1)
@@ -252,6 +283,9 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		}()
 	}
 	wg.Wait()
+	close(runnersDone)
+	<-sessDone
+	<-vetExit
 	m.works.Wait()
 	m.mu.Lock()
 	defer m.mu.Unlock()

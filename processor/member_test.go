@@ -53,20 +53,50 @@ func TestFirstElection(t *testing.T) {
 	assert.Equal(t, 1.0, h.metric("krole_transitions_total", "transition", "elected"))
 }
 
+// A holding is renewed by the member session: each round's heartbeat, once
+// it commits, moves the local deadline to the round's start +
+// RenewDeadline; the runner only checks in, every RenewInterval, and
+// writes no lease.
 func TestRenewal(t *testing.T) {
 	h := newHarness(t, "a", Settings{})
 	elect(t, h, tok1, 0)
 	for i := 1; i <= 3; i++ {
 		at := t0.Add(time.Duration(i) * 2 * sec)
-		h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, at)).Return(nil).Once()
 		h.clk.Set(at)
-		assert.Equal(t, DoRenew, h.step().Kind)
-		a := h.step()
-		assert.Equal(t, at.Add(2*sec), a.Until)
+		a := h.settle()
+		assert.Equal(t, at.Add(2*sec), a.Until, "the runner checks in every RenewInterval")
+		h.beat()
+		assert.Equal(t, at, h.r.l.renewedAt, "the round vouched for the role")
 	}
+	assert.Equal(t, 3, h.beatCount())
 	assert.Equal(t, []string{"elected 42/1"}, h.transitions(), "renewals are not transitions")
-	assert.Equal(t, leaseAt("a", tok1, t0.Add(6*sec)), h.r.l.Held().Lease)
+	assert.Equal(t, leaseAt("a", tok1, t0), h.r.l.Held().Lease, "no lease written after the election's")
 	assert.Equal(t, 3.0, h.metric("krole_renew_duration_seconds", "result", "ok"))
+	h.tr.AssertNotCalled(t, "WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(2*sec)))
+}
+
+// A lease rewrite (the holder's value changed, or LeaseRewriteInterval
+// passed) is a write under the holding's token naming the session; it
+// moves the local deadline as a round does.
+func TestLeaseRewrite(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	elect(t, h, tok1, 0)
+	h.clk.Set(t0.Add(sec))
+	h.r.l.renewNow = true
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(sec))).Return(nil).Once()
+	assert.Equal(t, DoRenew, h.step().Kind)
+	assert.Equal(t, t0.Add(sec), h.r.l.renewedAt)
+	// Heartbeats keep it from then on; the next rewrite is an hour after.
+	for at := t0.Add(3 * sec); at.Before(t0.Add(LeaseRewriteInterval)); at = at.Add(2 * sec) {
+		h.clk.Set(at)
+		h.settle()
+		h.beat()
+	}
+	h.clk.Set(t0.Add(sec + LeaseRewriteInterval))
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, h.clk.Now())).Return(nil).Once()
+	assert.Equal(t, DoRenew, h.step().Kind)
+	h.tr.AssertExpectations(t)
+	assert.Equal(t, []string{"elected 42/1"}, h.transitions())
 }
 
 func TestRenewalFencedEndsLeadershipAtOnce(t *testing.T) {
@@ -76,9 +106,11 @@ func TestRenewalFencedEndsLeadershipAtOnce(t *testing.T) {
 	workCtx := h.r.hold.ctx
 	confirms := h.src.confirmed()
 
+	// The round's DescribeTransactions names another token for the role:
+	// the holding ends at once, whatever the view shows.
 	h.clk.Set(t0.Add(2 * sec))
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(2*sec))).Return(errFenced).Once()
-	assert.Equal(t, DoRenew, h.step().Kind)
+	h.described[role] = fencing.Described{Token: tok2, Held: true}
+	h.beat()
 
 	assert.Nil(t, h.r.hold, "no longer the holder, at once")
 	assert.Error(t, workCtx.Err(), "work's context is cancelled")
@@ -109,23 +141,24 @@ func TestHolderThatCannotRenewStopsOnItsOwn(t *testing.T) {
 	h := newHarness(t, "a", Settings{})
 	elect(t, h, tok1, 0)
 	workCtx := h.r.hold.ctx
-	var attempts []time.Duration
-	h.tr.On("WriteLease", mock.Anything, role, tok1, mock.Anything).Return(errDown).
-		Run(func(mock.Arguments) { attempts = append(attempts, h.clk.Now().Sub(t0)) })
-
-	h.until(t0.Add(8*sec), func() bool { return workCtx.Err() != nil })
-	assert.Equal(t, t0.Add(8*sec), h.clk.Now(), "work is told to stop by the local deadline's timer")
+	h.beatErr = errDown
+	for at := t0.Add(2 * sec); at.Before(t0.Add(8 * sec)); at = at.Add(2 * sec) {
+		h.clk.Set(at)
+		h.settle()
+		h.beat()
+		require.NoError(t, workCtx.Err())
+	}
+	h.clk.Set(t0.Add(8 * sec))
+	assert.Error(t, workCtx.Err(), "work is told to stop by the local deadline's timer")
 	assert.NotNil(t, h.r.hold, "before the runner even looks")
 
 	a := h.step()
 	assert.Equal(t, DoStepDown, a.Kind)
 	assert.Equal(t, []string{"elected 42/1", "revoked lease lost 42/1"}, h.transitions())
 	e, _ := h.last(Revoked)
-	assert.Equal(t, t0.Add(8*sec), e.At, "RenewDeadline after the last successful write began, before the lease's deadline at 10s")
-	// Retries back off from 250ms, doubling up to the renew interval.
-	ms := time.Millisecond
-	assert.Equal(t, []time.Duration{2 * sec, 2250 * ms, 2750 * ms, 3750 * ms, 5750 * ms, 7750 * ms}, attempts)
-	assert.Equal(t, 6.0, h.metric("krole_renew_duration_seconds", "result", "error"))
+	assert.Equal(t, t0.Add(8*sec), e.At, "RenewDeadline after the election began, before the lease's deadline at 10s")
+	assert.Equal(t, 3, h.beatCount(), "a heartbeat every round, each failing")
+	assert.Equal(t, 0.0, h.metric("krole_renew_duration_seconds", "result", "ok"))
 }
 
 func TestExpiredLeaseTakenByTheTopRankedCandidate(t *testing.T) {
@@ -286,13 +319,16 @@ func TestLeavingResignsOnAFreshContext(t *testing.T) {
 	h := newHarness(t, "a", Settings{})
 	elect(t, h, tok1, 1)
 	fresh := mock.MatchedBy(func(ctx context.Context) bool { return ctx.Err() == nil })
-	h.tr.On("WriteLease", fresh, role, tok1, codec.ReleaseLease("a", tok1)).Return(errFenced).Once()
 	h.tr.On("Deregister", fresh, role, codec.MemberID("a")).Return(nil).Once()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	h.r.leave(ctx)
-	assert.Equal(t, []string{"elected 42/1", "revoked context ended 42/1"}, h.transitions(),
-		"a fenced release is fine: someone else holds the role")
+	assert.Equal(t, []string{"elected 42/1", "revoked context ended 42/1"}, h.transitions())
+	// No release per role: the session's end, once every runner is done,
+	// releases every lease that names the session.
+	h.tr.AssertNotCalled(t, "WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1))
+	h.m.sess.finish(ctx)
+	assert.True(t, h.sessionEnded())
 }
 
 func TestLeavingWithKeepOnExitWritesNothing(t *testing.T) {
@@ -318,16 +354,16 @@ func TestFlappingNetwork(t *testing.T) {
 	h.until(t0.Add(sec), func() bool { return h.r.hold != nil })
 	assert.Equal(t, t0.Add(500*ms), h.r.RenewedAt(), "two backoffs of 250ms: a success resets the count")
 
-	// Renewals fail and succeed by turns: it keeps the role.
+	// Heartbeats fail and succeed by turns: it keeps the role.
 	for _, ok := range []bool{false, true, false, false, true} {
-		var err error
+		h.beatErr = nil
 		if !ok {
-			err = errDown
+			h.beatErr = errDown
 		}
-		h.tr.On("WriteLease", mock.Anything, role, tok1, mock.Anything).Return(err).Once()
 		a := h.settle()
 		h.clk.Set(a.Until)
-		h.step()
+		h.settle()
+		h.beat()
 	}
 	assert.Equal(t, []string{"elected 42/1"}, h.transitions())
 
@@ -335,17 +371,26 @@ func TestFlappingNetwork(t *testing.T) {
 	// the member, alone, takes the role again under a new epoch.
 	lastOK := h.r.RenewedAt()
 	h.see(state(role, leaseOf("a", tok1, lastOK, 10*sec), 2, "a", 0))
-	h.tr.On("WriteLease", mock.Anything, role, tok1, mock.Anything).Return(errDown).Times(6) // at +2s, +2.25s, +2.75s, +3.75s, +5.75s, +7.75s
-	h.until(lastOK.Add(10*sec), func() bool { return h.r.hold == nil })
+	h.beatErr = errDown
+	for {
+		a := h.settle()
+		if h.r.hold == nil {
+			break
+		}
+		require.False(t, a.Until.After(lastOK.Add(8*sec)), "the local deadline ends the holding at the latest")
+		h.clk.Set(a.Until)
+		h.beat()
+	}
 	assert.Equal(t, lastOK.Add(8*sec), h.clk.Now())
+	h.beatErr = nil
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(codec.Token{}, errDown).Once()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
 	h.tr.On("WriteLease", mock.Anything, role, tok2, mock.Anything).Return(nil).Once()
 	h.until(lastOK.Add(20*sec), func() bool { return h.r.hold != nil })
 	assert.Equal(t, []string{"elected 42/1", "revoked lease lost 42/1", "elected 42/2"}, h.transitions())
 	e, _ := h.last(Elected)
-	assert.Equal(t, lastOK.Add(10*sec+2*sec), e.At,
-		"its own lease's deadline, plus one backoff, at its cap (the renew interval) after so many failures")
+	assert.Equal(t, lastOK.Add(10*sec+250*ms), e.At,
+		"its own lease's deadline, plus one backoff after the failed AcquireEpoch")
 }
 
 func TestHolderChangedReportsChangesNotRenewals(t *testing.T) {

@@ -19,7 +19,6 @@ type metrics interface {
 	fenced(role codec.Role)
 	workFailed(role codec.Role, backoff time.Duration)
 	campaignBackoff(role codec.Role, d time.Duration)
-	capacity(member codec.MemberID, roles int)
 	queued(member codec.MemberID, roles int)
 }
 
@@ -31,7 +30,6 @@ func (noMetrics) renewed(codec.Role, time.Duration, string) {}
 func (noMetrics) fenced(codec.Role)                         {}
 func (noMetrics) workFailed(codec.Role, time.Duration)      {}
 func (noMetrics) campaignBackoff(codec.Role, time.Duration) {}
-func (noMetrics) capacity(codec.MemberID, int)              {}
 func (noMetrics) queued(codec.MemberID, int)                {}
 
 // promMetrics are the Prometheus collectors of a Member:
@@ -42,8 +40,7 @@ func (noMetrics) queued(codec.MemberID, int)                {}
 //	krole_fenced_total{role}                   writes refused because a later member holds role
 //	krole_work_failures_total{role}            runs of work that returned an error
 //	krole_campaign_backoff_seconds{role}       the campaign backoff after the last work failure; 0 once elected
-//	krole_renew_capacity_roles{member}         the roles the member estimates it can renew in time
-//	krole_queued_roles{member}                 roles registered but not campaigning: over the renew capacity
+//	krole_queued_roles{member}                 roles registered but not campaigning: campaigns paused
 type promMetrics struct {
 	holding     *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
@@ -51,7 +48,6 @@ type promMetrics struct {
 	fencedTotal *prometheus.CounterVec
 	workFails   *prometheus.CounterVec
 	backoff     *prometheus.GaugeVec
-	capa        *prometheus.GaugeVec
 	queue       *prometheus.GaugeVec
 }
 
@@ -88,13 +84,9 @@ func newMetrics(reg prometheus.Registerer) (metrics, error) {
 			Name: "krole_campaign_backoff_seconds",
 			Help: "The wait before campaigning again after the last failure of work; 0 once elected.",
 		}, []string{"role"}),
-		capa: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "krole_renew_capacity_roles",
-			Help: "The roles this member estimates it can renew in time (from its lease write latency and MaxInFlight); it campaigns for no more.",
-		}, []string{"member"}),
 		queue: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "krole_queued_roles",
-			Help: "Roles this member is registered for but does not campaign for, because it holds its renew capacity.",
+			Help: "Roles this member is registered for but does not campaign for now: campaigns pause after a challenge timed out.",
 		}, []string{"member"}),
 	}
 	var err error
@@ -116,9 +108,7 @@ func newMetrics(reg prometheus.Registerer) (metrics, error) {
 	if m.backoff, err = register(reg, m.backoff); err != nil {
 		return nil, err
 	}
-	if m.capa, err = register(reg, m.capa); err != nil {
-		return nil, err
-	}
+
 	if m.queue, err = register(reg, m.queue); err != nil {
 		return nil, err
 	}
@@ -163,10 +153,6 @@ func (m *promMetrics) workFailed(role codec.Role, backoff time.Duration) {
 
 func (m *promMetrics) campaignBackoff(role codec.Role, d time.Duration) {
 	m.backoff.WithLabelValues(string(role)).Set(d.Seconds())
-}
-
-func (m *promMetrics) capacity(member codec.MemberID, roles int) {
-	m.capa.WithLabelValues(string(member)).Set(float64(roles))
 }
 
 func (m *promMetrics) queued(member codec.MemberID, roles int) {

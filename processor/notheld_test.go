@@ -15,9 +15,9 @@ import (
 	"github.com/krabka/krole/rolestate"
 )
 
-// A renewal answered ErrUnknownOutcome, or ErrNotHeld saying the
-// transport retired the token after such an answer (to another write
-// under it, a writer's or a stream's), ends the holding at once. The view
+// A token the transport retired (a write under it, a writer's or a
+// stream's, got no definite answer; fencing.TokenChecker says so at the
+// runner's next check-in) ends the holding at once. The view
 // still shows the member's own lease under the retired token as live: the
 // member takes the role back at once under a new token (it fences only its
 // former self), and prunes nobody.
@@ -34,9 +34,13 @@ func TestRenewalOnARetiredTokenEndsTheHoldingAndTakesTheRoleBack(t *testing.T) {
 			h.settle()
 			workCtx := h.r.hold.ctx
 
+			// A write under tok1 (work's) got no definite answer: the
+			// transport retired the token, and the runner learns it at
+			// its next check-in.
 			h.clk.Set(t0.Add(2 * sec))
-			h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(2*sec))).Return(retired).Once()
-			assert.Equal(t, DoRenew, h.step().Kind)
+			h.tokErr = retired
+			h.step()
+			h.tokErr = nil
 
 			assert.Nil(t, h.r.hold, "no longer the holder, at once")
 			assert.Error(t, workCtx.Err(), "work's context is cancelled")
@@ -68,8 +72,7 @@ func TestRetiredTokenDoesNotChallengeANewerLease(t *testing.T) {
 	h.see(state(role, leaseOf("a", tok1, t0, 10*sec), 1, "a", 0, "b", 3))
 	h.settle()
 	h.clk.Set(t0.Add(2 * sec))
-	h.tr.On("WriteLease", mock.Anything, role, tok1, mock.Anything).
-		Return(&fencing.Error{Kind: fencing.ErrUnknownOutcome, Role: role}).Once()
+	h.tokErr = &fencing.Error{Kind: fencing.ErrNotHeld, Role: role, Err: fmt.Errorf("token 42/1 was %w", fencing.ErrRetired)}
 	h.step()
 	require.Nil(t, h.r.hold)
 
@@ -108,7 +111,7 @@ func TestNoChallengeBeforeTheViewShowsOwnRegistration(t *testing.T) {
 	assert.Nil(t, h.r.hold)
 }
 
-// A bare ErrNotHeld on a renewal is not a retirement: the transport forgot
+// A bare ErrNotHeld from CheckToken is not a retirement: the transport forgot
 // the token because a write under it (work's, through a fencing.Writer or
 // a stream) was fenced, so another member may hold the role. The member
 // ends the holding as fenced and takes the wait after a loss: it does not
@@ -121,9 +124,8 @@ func TestRenewalOnATokenForgottenAfterAFenceIsALoss(t *testing.T) {
 	h.settle()
 
 	h.clk.Set(t0.Add(2 * sec))
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(2*sec))).
-		Return(&fencing.Error{Kind: fencing.ErrNotHeld, Role: role}).Once()
-	assert.Equal(t, DoRenew, h.step().Kind)
+	h.tokErr = &fencing.Error{Kind: fencing.ErrNotHeld, Role: role}
+	h.step()
 	require.Nil(t, h.r.hold)
 	assert.Equal(t, []string{"elected 42/1", "revoked fenced 42/1"}, h.transitions())
 	assert.Equal(t, 1.0, h.metric("krole_fenced_total"))

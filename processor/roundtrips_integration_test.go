@@ -100,6 +100,7 @@ func rtClassify(t *testing.T, reqs []faultnet.Request, coord, leader int32) []rt
 			node = "leader"
 		}
 		what := r.Name()
+		session := false // a request of the member session's round
 		switch kmsg.Key(r.APIKey) {
 		case kmsg.ApiVersions, kmsg.SASLHandshake, kmsg.SASLAuthenticate, kmsg.Metadata:
 			continue
@@ -120,6 +121,7 @@ func rtClassify(t *testing.T, reqs []faultnet.Request, coord, leader int32) []rt
 			require.NoError(t, err)
 			if p := req.(*kmsg.ProduceRequest); p.TransactionID != nil {
 				what = "Produce (transactional)"
+				session = isSessionTxn(*p.TransactionID)
 			} else {
 				what = "Produce (plain)"
 			}
@@ -131,8 +133,45 @@ func rtClassify(t *testing.T, reqs []faultnet.Request, coord, leader int32) []rt
 			} else {
 				what = "EndTxn (abort)"
 			}
+			session = isSessionTxn(req.(*kmsg.EndTxnRequest).TransactionalID)
+		case kmsg.AddPartitionsToTxn:
+			req, err := r.Decode()
+			require.NoError(t, err)
+			a := req.(*kmsg.AddPartitionsToTxnRequest)
+			session = isSessionTxn(a.TransactionalID)
+			for _, tx := range a.Transactions {
+				session = session || isSessionTxn(tx.TransactionalID)
+			}
+		case kmsg.InitProducerID:
+			req, err := r.Decode()
+			require.NoError(t, err)
+			if id := req.(*kmsg.InitProducerIDRequest).TransactionalID; id != nil {
+				session = isSessionTxn(*id)
+			}
+		case kmsg.DescribeTransactions:
+			session = true // the round's check of the held roles' tokens
+		}
+		if session {
+			what += " [session]"
+			node = "any"
 		}
 		out = append(out, rtStep{view: fromView, member: member, what: what, node: node, at: r.At})
+	}
+	return out
+}
+
+// isSessionTxn reports whether id is a member session's transactional id
+// (fencing.Config.SessionTransactionalID).
+func isSessionTxn(id string) bool { return strings.Contains(id, "session/") }
+
+// noSession returns steps without the member session's rounds, which run
+// on their own schedule beside every step.
+func noSession(steps []rtStep) []rtStep {
+	var out []rtStep
+	for _, s := range steps {
+		if !strings.HasSuffix(s.what, "[session]") {
+			out = append(out, s)
+		}
 	}
 	return out
 }
@@ -180,16 +219,18 @@ func TestIntegrationRoundTripsPerStep(t *testing.T) {
 	rec := fn.Record("krole-rt-")
 	defer rec.Stop()
 
-	// Renewal: the requests between the ends of two renewals of a.
+	// Renewal: the requests between the ends of two rounds of a's member
+	// session (for every role it holds: one here).
 	afterRenewal(t, e, role, a.id, s)
 	rec.Take()
 	afterRenewal(t, e, role, a.id, s)
 	renewalA := rtOf(rtClassify(t, rec.Take(), coord, leader), "rt-a", false)
 	assert.Equal(t, []string{
-		"rt-a: AddPartitionsToTxn @coordinator",
-		"rt-a: Produce (transactional) @leader",
-		"rt-a: EndTxn (commit) @coordinator",
-	}, rtNames(renewalA), "a renewal")
+		"rt-a: DescribeTransactions [session] @any",
+		"rt-a: AddPartitionsToTxn [session] @any",
+		"rt-a: Produce (transactional) [session] @any",
+		"rt-a: EndTxn (commit) [session] @any",
+	}, rtNames(renewalA), "a renewal: one member-session round")
 
 	// Release and handover: a withdraws, b takes over.
 	afterRenewal(t, e, role, a.id, s)
@@ -200,7 +241,7 @@ func TestIntegrationRoundTripsPerStep(t *testing.T) {
 	awaitElected(t, e.rec, role, b.id, left, s.LeaseDuration)
 	await(t, 5*time.Second, "rt-a deregistered", func() bool { return slices.Equal(e.candidates(role), []codec.MemberID{b.id}) })
 	handover := rtClassify(t, rec.Take(), coord, leader)
-	release, successor := rtOf(handover, "rt-a", false), rtOf(handover, "rt-b", true)
+	release, successor := noSession(rtOf(handover, "rt-a", false)), noSession(rtOf(handover, "rt-b", true))
 	// The successor's view may probe for its own reasons before the
 	// release shows (health); the confirmation comes after the release.
 	for len(successor) > 0 && successor[0].at.Before(release[len(release)-2].at) {
@@ -212,6 +253,12 @@ func TestIntegrationRoundTripsPerStep(t *testing.T) {
 		"rt-a: EndTxn (commit) @coordinator",
 		"rt-a: Produce (plain) @leader",
 	}, rtNames(release), "a release, then the deregistration")
+	// After its lease transaction, the successor's view may verify the
+	// new lease's author (FindCoordinator, DescribeTransactions): not part
+	// of the handover.
+	for len(successor) > 0 && successor[len(successor)-1].what != "EndTxn (commit)" {
+		successor = successor[:len(successor)-1]
+	}
 	require.NotEmpty(t, successor)
 	// The successor's lease transaction ends its part.
 	n := len(successor)
@@ -242,7 +289,7 @@ func TestIntegrationRoundTripsPerStep(t *testing.T) {
 	joined := time.Now()
 	require.NoError(t, a.m.Rejoin(role))
 	awaitElected(t, e.rec, role, a.id, joined, s.LeaseDuration)
-	acqA := rtOf(rtClassify(t, rec.Take(), coord, leader), "rt-a", true)
+	acqA := noSession(rtOf(rtClassify(t, rec.Take(), coord, leader), "rt-a", true))
 	require.GreaterOrEqual(t, len(acqA), 5)
 	assert.Equal(t, "rt-a: Produce (plain) @leader", acqA[0].String(), "the registration first")
 	for _, st := range acqA[1 : len(acqA)-4] {
@@ -262,7 +309,7 @@ func TestIntegrationRoundTripsPerStep(t *testing.T) {
 		fmt.Fprintf(&tb, "| %s | %s | %d | %s |\n", step, strings.Join(rtNames(steps), ", "), serial, note)
 	}
 	fmt.Fprintf(&tb, "| step | requests, in order (member: request @broker) | serial round trips | note |\n| --- | --- | --- | --- |\n")
-	row("renewal", renewalA, len(renewalA), "")
+	row("renewal (every role of the member)", renewalA, len(renewalA), "one member-session round per RenewInterval, whatever the roles held")
 	row("release (Withdraw)", release, len(release)-1, "the deregistration runs beside the successor's challenge")
 	row("acquisition (Rejoin of a vacant role)", acqA, len(acqA), "registration, confirmation, epoch, lease")
 	hand := append(append([]rtStep{}, release[:len(release)-1]...), successor...)

@@ -39,6 +39,7 @@ func startRun(t *testing.T, h *harness, work Work) *runDriver {
 	noLeaks(t)
 	d := &runDriver{harness: h, idle: make(chan time.Time), errc: make(chan error, 1)}
 	h.m.idle = func(_ codec.Role, until time.Time) { d.idle <- until }
+	h.m.manualRounds = true
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	go func() { d.errc <- h.m.Run(ctx, work) }()
@@ -160,11 +161,11 @@ func TestRunWorkFollowsTheRole(t *testing.T) {
 	assert.Equal(t, t0.Add(13*sec), d.wait())
 	assert.Equal(t, tok3, recv(t, w.started).Token)
 
-	// The context ends: work stops, then the role is released and a
-	// deregisters, so the next member needs no deadline.
-	h.tr.On("WriteLease", mock.Anything, role, tok3, codec.ReleaseLease("a", tok3)).Return(nil).Once()
+	// The context ends: work stops, a deregisters, and the session's end
+	// releases the role, so the next member needs no deadline.
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	require.NoError(t, d.stop())
+	assert.True(t, h.sessionEnded())
 	recv(t, w.ended)
 	assert.Equal(t, int32(2), w.runs.Load())
 	assert.Equal(t, []string{"elected 42/1", "revoked fenced 42/1", "elected 42/3", "revoked context ended 42/3"}, h.transitions())
@@ -226,7 +227,8 @@ func holdWithSlowStop(t *testing.T, h *harness) (d *runDriver, cancelled, finish
 }
 
 // A Resign whose work stops slowly, past the holding's first local
-// deadline (t0+8s), renews the lease while it waits, so that the role is
+// deadline (t0+8s), keeps the holding renewed while it waits (it checks in
+// with the member session, whose heartbeats vouch for it), so that the role is
 // neither released nor left to lapse while work runs; the release write
 // then gets its whole TransactionTimeout, however long the wait took.
 func TestRunResignAfterSlowWork(t *testing.T) {
@@ -237,15 +239,13 @@ func TestRunResignAfterSlowWork(t *testing.T) {
 	resigned := make(chan error, 1)
 	go func() { resigned <- h.m.Resign(context.Background(), role) }()
 	recv(t, cancelled)
-	var renewals atomic.Int32
-	for i := 1; i <= 5; i++ { // renewals at t0+2s, 4s, ... 10s: past the first deadline, t0+8s
-		at := t0.Add(time.Duration(2*i) * sec)
-		h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, at)).Return(nil).Once().
-			Run(func(mock.Arguments) { renewals.Add(1) })
+	for i := 1; i <= 5; i++ { // rounds at t0+2s, 4s, ... 10s: past the first deadline, t0+8s
 		h.clk.waitTimers(1)
-		h.clk.Set(at)
-		require.Eventually(t, func() bool { return renewals.Load() == int32(i) }, failsafe, time.Millisecond, "renewal %d", i)
+		h.clk.Set(t0.Add(time.Duration(2*i) * sec))
+		h.m.sess.round(context.Background())
+		require.Eventually(t, func() bool { return len(h.r.note) == 0 }, failsafe, time.Millisecond, "the runner takes round %d's word", i)
 	}
+	assert.Equal(t, 5, h.beatCount(), "each round's heartbeat vouched for the role")
 	h.tr.AssertNotCalled(t, "WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1))
 	assert.Equal(t, []string{"elected 42/1"}, h.transitions(), "no Revoked while work stops")
 
@@ -298,10 +298,10 @@ func TestRunWorkErrorResignsAndRetries(t *testing.T) {
 	d.wait()
 	assert.Equal(t, tok2, recv(t, started).Token)
 
-	h.tr.On("WriteLease", mock.Anything, role, tok2, codec.ReleaseLease("a", tok2)).Return(nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	require.NoError(t, d.stop())
 	assert.Equal(t, []string{"elected 42/1", "revoked work failed 42/1", "elected 42/2", "revoked context ended 42/2"}, h.transitions())
+	assert.True(t, h.sessionEnded(), "leaving: the session's end releases the role")
 }
 
 func TestRunLocalDeadlineStopsWorkWhileARenewalHangs(t *testing.T) {
@@ -314,20 +314,35 @@ func TestRunLocalDeadlineStopsWorkWhileARenewalHangs(t *testing.T) {
 	d.wait()
 	recv(t, w.started)
 
-	// The renewal hangs, ignoring its context (a stuck connection).
+	// The round's heartbeat hangs, ignoring its context (a stuck
+	// connection).
 	inFlight, unblock := make(chan struct{}), make(chan struct{})
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(2*sec))).Return(errDown).Once().
-		Run(func(mock.Arguments) { close(inFlight); <-unblock })
+	h.mu.Lock()
+	h.beatHook = func() { close(inFlight); <-unblock }
+	h.mu.Unlock()
 	h.clk.Set(t0.Add(2 * sec))
+	d.wait()
+	roundDone := make(chan struct{})
+	go func() { defer close(roundDone); h.m.sess.round(context.Background()) }()
 	recv(t, inFlight)
 
+	// (After the loss the role looks vacant to a: its challenges fail
+	// here, which keeps the rest of the test to the heartbeat.)
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(codec.Token{}, errDown).Maybe()
 	h.clk.Set(t0.Add(8 * sec))
 	assert.Equal(t, t0.Add(8*sec), recv(t, w.ended), "work stops at the local deadline, while the call still hangs")
-	assert.Equal(t, []string{"elected 42/1"}, h.transitions())
-
-	close(unblock)
 	d.wait()
-	assert.Equal(t, []string{"elected 42/1", "revoked lease lost 42/1"}, h.transitions())
+	assert.Equal(t, []string{"elected 42/1", "revoked lease lost 42/1"}, h.transitions(), "the runner does not wait for the heartbeat")
+
+	// The heartbeat then commits, after the deadline of the role it
+	// vouched for: the incarnation ends (a session end), so that it
+	// brings no lease back to life.
+	h.mu.Lock()
+	h.beatHook = nil
+	h.mu.Unlock()
+	close(unblock)
+	recv(t, roundDone)
+	assert.True(t, h.sessionEnded(), "a late heartbeat ends its incarnation")
 
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	require.NoError(t, d.stop())
@@ -360,7 +375,6 @@ func TestRunManyRoles(t *testing.T) {
 		tr.On("Register", mock.Anything, r, codec.MemberID("a")).Return(int64(0), nil).Once()
 		tr.On("AcquireEpoch", mock.Anything, r).Return(tok, nil).Once()
 		tr.On("WriteLease", mock.Anything, r, tok, leaseAt("a", tok, t0)).Return(nil).Once()
-		tr.On("WriteLease", mock.Anything, r, tok, codec.ReleaseLease("a", tok)).Return(nil).Once()
 		tr.On("Deregister", mock.Anything, r, codec.MemberID("a")).Return(nil).Once()
 	}
 	m, err := New(echoTransport{tr, h}, src, "a", roles, Options{Settings: Settings{RenewJitter: -1}, Clock: clk, OnEvent: onEvent, Logger: testLogger(t)})
@@ -381,6 +395,8 @@ func TestRunManyRoles(t *testing.T) {
 	cancel()
 	require.NoError(t, recv(t, errc))
 	assert.Len(t, revoked, len(roles))
+	assert.True(t, h.sessionEnded(), "one session end releases every role")
+	tr.AssertNotCalled(t, "WriteLease", mock.Anything, mock.Anything, mock.Anything, mock.MatchedBy(func(l codec.Lease) bool { return l.Released() }))
 }
 
 func TestTransportSource(t *testing.T) {
@@ -442,14 +458,17 @@ func TestRunEndDuringARenewalLetsItFinishThenReleases(t *testing.T) {
 	d := startRun(t, h, nil)
 	assert.Equal(t, t0.Add(2*sec), d.wait())
 
+	// A lease rewrite (the holder's value changed) is in flight when Run's
+	// context ends: it finishes on its own context, and the session's end
+	// then releases the role.
 	var callErr error
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(2*sec))).Run(func(args mock.Arguments) {
-		d.cancel() // Run's context ends while the renewal is in flight
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(sec))).Run(func(args mock.Arguments) {
+		d.cancel() // Run's context ends while the rewrite is in flight
 		callErr = args.Get(0).(context.Context).Err()
 	}).Return(nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
-	h.clk.Set(t0.Add(2 * sec))
+	h.clk.Set(t0.Add(sec))
+	require.NoError(t, h.m.RenewNow(role))
 	select {
 	case err := <-d.errc:
 		d.errc <- err // for the cleanup
@@ -457,8 +476,9 @@ func TestRunEndDuringARenewalLetsItFinishThenReleases(t *testing.T) {
 	case <-time.After(failsafe):
 		t.Fatal("Run did not return")
 	}
-	assert.NoError(t, callErr, "the renewal's context outlives Run's")
+	assert.NoError(t, callErr, "the rewrite's context outlives Run's")
 	assert.Equal(t, []string{"elected 42/1", "revoked context ended 42/1"}, h.transitions())
+	assert.True(t, h.sessionEnded())
 }
 
 // A holding whose token the transport retired (work's write under it got
@@ -481,8 +501,13 @@ func TestResignWithARetiredTokenReleasesUnderANewEpoch(t *testing.T) {
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
 	h.tr.On("WriteLease", mock.Anything, role, tok2, codec.ReleaseLease("a", tok2)).Return(nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
-	require.NoError(t, d.stop())
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(3), nil).Maybe()
+	h.noEcho = true
+	require.NoError(t, h.m.Resign(context.Background(), role))
 	h.tr.AssertExpectations(t)
+	d.wait()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Maybe()
+	require.NoError(t, d.stop())
 }
 
 // forgedCounter is a transport that counts forged leases, as
@@ -546,7 +571,6 @@ func TestRunDeregisteredRenewsWhileWorkStops(t *testing.T) {
 			h.clk.Set(t0.Add(sec))
 			d.upd <- state(role, leaseOf("a", tok1, t0, DefaultLeaseDuration), 2)
 			recv(t, cancelled)
-			var renewals atomic.Int32
 			expectEnd := func() {
 				if fenced {
 					// The holding is lost: the release is refused too,
@@ -559,22 +583,24 @@ func TestRunDeregisteredRenewsWhileWorkStops(t *testing.T) {
 				h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(3), nil).Maybe()
 				h.noEcho = true
 			}
-			for i := 1; i <= 5; i++ { // renewals at t0+2s, 4s, ... 10s: past the first deadline, t0+8s
-				at := t0.Add(time.Duration(2*i) * sec)
-				var err error
+			rounds := 0
+			for i := 1; i <= 5; i++ { // rounds at t0+2s, 4s, ... 10s: past the first deadline, t0+8s
 				if fenced && i == 3 {
-					err = fencing.ErrFenced
+					// The round's DescribeTransactions names another token.
 					expectEnd()
+					h.mu.Lock()
+					h.described[role] = fencing.Described{Token: tok2, Held: true}
+					h.mu.Unlock()
 				}
-				h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, at)).Return(err).Once().
-					Run(func(mock.Arguments) { renewals.Add(1) })
 				h.clk.waitTimers(1)
 				assert.Equal(t, []string{"elected 42/1"}, h.transitions(), "no Revoked while work stops")
-				h.clk.Set(at)
-				require.Eventually(t, func() bool { return renewals.Load() == int32(i) }, failsafe, time.Millisecond, "renewal %d", i)
+				h.clk.Set(t0.Add(time.Duration(2*i) * sec))
+				h.m.sess.round(context.Background())
+				rounds++
 				if fenced && i == 3 {
 					break
 				}
+				require.Eventually(t, func() bool { return len(h.r.note) == 0 }, failsafe, time.Millisecond, "the runner takes round %d's word", i)
 			}
 			if !fenced {
 				h.tr.AssertNotCalled(t, "WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1))
@@ -583,7 +609,8 @@ func TestRunDeregisteredRenewsWhileWorkStops(t *testing.T) {
 			}
 			d.wait()
 			assert.Equal(t, []string{"elected 42/1", "revoked deregistered 42/1"}, h.transitions())
-			assert.Equal(t, map[bool]int32{false: 5, true: 3}[fenced], renewals.Load(), "renewals while work stopped")
+			assert.Equal(t, 5, rounds+map[bool]int{false: 0, true: 2}[fenced], "rounds while work stopped (the third found the token moved)")
+			assert.Equal(t, rounds, h.beatCount())
 			if fenced {
 				close(finish) // work outlived the lost holding, as after any loss
 			}

@@ -39,6 +39,7 @@ type runner struct {
 
 	resignCh chan resignReq
 	renewCh  chan struct{} // capacity 1: Member.RenewNow
+	note     chan sessNote // capacity 1: the member session's word on the held role
 	exited   chan struct{}
 
 	// One process per member id (instance.go).
@@ -69,7 +70,6 @@ type holding struct {
 	started time.Time
 	res     chan error    // work's result; nil without work
 	done    chan struct{} // closed when work returned; nil without work
-	counted bool          // counted in the member's admission as held
 }
 
 type holderKey struct {
@@ -85,6 +85,7 @@ func newRunner(m *Member, role codec.Role) *runner {
 		log:      m.log.With("role", string(role)),
 		resignCh: make(chan resignReq),
 		renewCh:  make(chan struct{}, 1),
+		note:     make(chan sessNote, 1),
 		exited:   make(chan struct{}),
 		minted:   map[codec.Token]bool{},
 		wake:     make(chan struct{}, 1),
@@ -151,6 +152,8 @@ func (r *runner) run(ctx context.Context, work Work) {
 			r.requestResign(q)
 		case <-r.renewCh:
 			r.l.renewNow = r.l.held != nil
+		case n := <-r.note:
+			r.noted(n)
 		case <-r.wake:
 		case err := <-r.workResult():
 			r.workReturned(err)
@@ -201,6 +204,9 @@ func (r *runner) poll(ctx context.Context) {
 // challenge always follows a confirmation that still says challenge.
 func (r *runner) step(ctx context.Context) Action {
 	now := r.m.clk.Now()
+	if a, ok := r.checkToken(now); ok {
+		return a
+	}
 	if a, ok := r.checkInstance(now); ok {
 		r.m.adm.dequeue(r.role)
 		if a.Kind == DoRegister {
@@ -217,13 +223,13 @@ func (r *runner) step(ctx context.Context) Action {
 		r.m.adm.dequeue(r.role)
 	}
 	if a.Kind == DoConfirm {
-		// A campaign: only within the member's renew capacity, and not
-		// while campaigns are paused after a challenge timed out. The
+		// A campaign: not while campaigns are paused after a challenge
+		// timed out. The
 		// role stays registered meanwhile, and decides again on every
 		// change of its state.
 		if !r.m.adm.claim(r.role, now) {
 			return Action{Kind: DoWait, Until: now.Add(r.m.s.RenewInterval/2 + rand.N(r.m.s.RenewInterval)),
-				Reason: "at the renew capacity, or campaigns paused: registered, not campaigning"}
+				Reason: "campaigns paused after a challenge timed out: registered, not campaigning"}
 		}
 		defer r.m.adm.unclaim()
 		var ok bool
@@ -254,8 +260,49 @@ func (r *runner) step(ctx context.Context) Action {
 	return a
 }
 
-// decide observes the role at now and applies the rules.
+// checkToken ends the holding at now when the transport can no longer
+// write under its token ([fencing.TokenChecker]), as a lease write under
+// it would have learned: retired after an unknown outcome (revoked:
+// ReasonTokenRetired; the member may take its own lease back at once),
+// or forgotten because a write under it was fenced (revoked:
+// ReasonFenced, with the wait after a loss). Writes under the token are
+// work's (a fencing.Writer, a stream) between the lease writes: the
+// member session's heartbeats renew the holding without one.
+// It returns the step down it took, and true; false when the token can
+// still write.
+func (r *runner) checkToken(now time.Time) (Action, bool) {
+	tc, ok := r.m.t.(fencing.TokenChecker)
+	if !ok || r.hold == nil {
+		return Action{}, false
+	}
+	err := tc.CheckToken(r.role, r.hold.held.Token)
+	switch {
+	case err == nil:
+		return Action{}, false
+	case retired(err):
+		tok := r.hold.held.Token
+		r.l.retiredTok = &tok
+		r.revoke(now, ReasonTokenRetired, err, "the transport retired the holding's token")
+		return Action{Kind: DoStepDown, Revoke: ReasonTokenRetired, Reason: "the transport retired the holding's token"}, true
+	default:
+		r.m.met.fenced(r.role)
+		r.lost(now)
+		r.revoke(now, ReasonFenced, err, "the transport forgot the holding's token: a write under it was fenced")
+		return Action{Kind: DoStepDown, Revoke: ReasonFenced, Reason: "the transport forgot the holding's token"}, true
+	}
+}
+
+// decide observes the role at now and applies the rules. It checks in
+// with the member session first (this goroutine is alive), and looks up
+// the session record of the lease's holder afresh: heartbeats are not
+// published as role changes.
 func (r *runner) decide(ctx context.Context, now time.Time) Action {
+	if r.hold != nil {
+		r.m.sess.checkIn(r.role, now)
+	} else {
+		r.m.sess.settle(r.role, r.st)
+	}
+	r.refreshSession(ctx)
 	r.l = r.l.Observe(r.st, r.m.me, now)
 	r.observeHolder(now)
 	a := Decide(r.st, r.m.me, r.l, now, r.m.s)
@@ -417,6 +464,16 @@ func (r *runner) challenge(ctx context.Context, prune []codec.MemberID) {
 	}()
 	cctx, cancel := r.callCtx(ctx, r.m.s.TransactionTimeout)
 	defer cancel()
+	// The lease names the member session, which keeps it alive: one is
+	// begun before the first challenge.
+	if _, err := r.m.sess.ensure(cctx); err != nil {
+		if cctx.Err() != nil && ctx.Err() == nil {
+			r.challengeTimedOut(ctx, err)
+			return
+		}
+		r.failed(ctx, "challenge: member session", err)
+		return
+	}
 	tok, err := r.m.t.AcquireEpoch(cctx, r.role)
 	if err != nil {
 		if cctx.Err() != nil && ctx.Err() == nil {
@@ -430,6 +487,10 @@ func (r *runner) challenge(ctx context.Context, prune []codec.MemberID) {
 	r.log.Info("acquired an epoch", "token", tok.String())
 	start := r.m.clk.Now()
 	lease := r.lease(tok, start)
+	if lease.Session == nil {
+		r.failed(ctx, "challenge", errors.New("no member session to name in the lease"))
+		return
+	}
 	// The lease write is not cut short by the end of Run's context either
 	// (see renew): once it has committed, the member releases the role on
 	// its way out; cut short, it might commit unseen and hold the role
@@ -437,9 +498,6 @@ func (r *runner) challenge(ctx context.Context, prune []codec.MemberID) {
 	wctx, wcancel := r.callCtx(context.WithoutCancel(ctx), r.m.s.TransactionTimeout)
 	defer wcancel()
 	err = r.m.t.WriteLease(wctx, r.role, tok, lease)
-	if err == nil {
-		r.m.adm.wrote(start, r.m.clk.Now())
-	}
 	release()
 	release = nil
 	if err != nil {
@@ -496,7 +554,11 @@ func (r *runner) challengeTimedOut(ctx context.Context, err error) {
 // start.
 func (r *runner) lease(tok codec.Token, start time.Time) codec.Lease {
 	ms := start.UnixMilli()
-	return codec.Lease{Member: r.m.me, Token: tok, GrantedAt: ms, Deadline: ms + r.m.s.LeaseDuration.Milliseconds()}
+	l := codec.Lease{Member: r.m.me, Token: tok, GrantedAt: ms, Deadline: ms + r.m.s.LeaseDuration.Milliseconds()}
+	if s := r.m.sess.current(); s.Nonce != "" {
+		l.Session = &s
+	}
+	return l
 }
 
 // lost records that this member was fenced or lost a challenge race at
@@ -512,12 +574,16 @@ func (r *runner) lost(now time.Time) {
 func (r *runner) elected(ctx context.Context, start time.Time) {
 	held := *r.l.held
 	wctx, cancel := context.WithCancel(ctx)
-	h := &holding{held: held, ctx: wctx, cancel: cancel, started: start, counted: true}
-	r.m.adm.holding(+1)
+	h := &holding{held: held, ctx: wctx, cancel: cancel, started: start}
 	r.m.adm.dequeue(r.role)
-	r.l.renewEvery = r.m.adm.renewEvery(start)
+	r.l.writtenAt = start
 	h.expiry = r.m.clk.AfterFunc(start.Add(r.m.s.RenewDeadline).Sub(r.m.clk.Now()), cancel)
 	r.hold = h
+	nonce := ""
+	if held.Lease.Session != nil {
+		nonce = held.Lease.Session.Nonce
+	}
+	r.m.sess.hold(r.role, held.Token, nonce, start, r.note, cancel)
 	r.m.met.holder(r.role, r.m.me, true)
 	r.m.met.transition(r.role, "elected")
 	r.m.met.campaignBackoff(r.role, 0)
@@ -580,62 +646,33 @@ func (r *runner) workReturned(err error) {
 		"err", err, "consecutive_failures", r.workFails, "campaign_in", d)
 }
 
+// renew writes the held lease again under the holding's token (naming
+// the current member session): when the holder's value changed
+// (Member.RenewNow), and every LeaseRewriteInterval. The member session's
+// heartbeats keep the holding alive between rewrites; a rewrite is a lease
+// of its own, so it moves the local deadline too.
 func (r *runner) renew(ctx context.Context, now time.Time) {
 	r.l.renewNow = false
-	if r.shed() {
-		return
-	}
 	h := r.l.held
 	expiry := r.l.renewedAt.Add(r.m.s.RenewDeadline)
-	// The wait for a slot counts against the renew deadline; the write
+	// The wait for a slot counts against the local deadline; the write
 	// itself begins only once it has a slot, so no transaction waits.
-	release, queued, err := r.slotQueued(ctx, prioRenew, expiry.Sub(now))
+	release, err := r.slot(ctx, prioRenew, expiry.Sub(now))
 	var lease codec.Lease
-	if err == nil && r.shed() { // the estimate may have moved during the wait
-		release()
-		return
-	}
 	if err == nil {
-		granted := r.m.clk.Now()
-		// A write that cannot finish before the renew deadline is not
-		// begun: cut short by its context mid-transaction, it would
-		// retire the token (an unknown outcome) and leave a transaction
-		// open that holds back the partition's readers. Nor is one with
-		// less time left than the write latency estimate (see
-		// latencyWindow, which a stall that has passed does not move):
-		// one that ends after the deadline ends the holding with the
-		// lease renewed for nothing. Any other is attempted: the renew
-		// deadline is the bound.
-		if left := expiry.Sub(granted); left <= 0 || left < r.m.adm.latency(granted) {
-			err = fmt.Errorf("%w: %v left before the renew deadline, less than a lease write takes", ErrOverloaded, left)
-		} else {
-			// Bounded by TransactionTimeout only, not by the deadline: a
-			// write cut short mid-transaction gets no definite answer,
-			// retires the token and leaves a transaction open that holds
-			// back the partition's readers. One that ends after the
-			// deadline ends the holding below (the local timer has
-			// stopped work at the deadline regardless).
-			// Nor by the end of Run's context: a renewal cut short has an
-			// unknown outcome, which retires the token, and then no release
-			// can follow; the successor would wait for the lease to run out.
-			// The member leaves right after it.
-			lease, err = r.writeRenewal(ctx, h.Token, now, granted)
-		}
+		// Bounded by TransactionTimeout only, not by the deadline nor by
+		// the end of Run's context: a write cut short mid-transaction
+		// gets no definite answer, retires the token and leaves a
+		// transaction open that holds back the partition's readers. One
+		// that ends after the deadline ends the holding below.
+		cctx, cancel := r.callCtx(context.WithoutCancel(ctx), r.m.s.TransactionTimeout)
+		lease = r.lease(h.Token, now) // dated from the step's start, before the wait: on the safe side
+		err = r.m.t.WriteLease(cctx, r.role, h.Token, lease)
+		cancel()
 		release()
 	}
 	took := r.m.clk.Now().Sub(now)
 	switch {
-	case queued && errors.Is(err, ErrOverloaded) && ctx.Err() == nil:
-		// The renewal queued for a call slot and then could not be
-		// written before the renew deadline: the role is lost to its
-		// deadline unless the member lets it go. It releases it instead,
-		// so that another candidate takes it at once (or, with none, it
-		// waits queued), and pauses its campaigns. (A renewal left too
-		// little time by failed attempts, not by the wait, is retried
-		// until the deadline, as any failed renewal.)
-		r.m.met.renewed(r.role, took, "error")
-		r.shedLate(err)
-		return
 	case fencing.IsFenced(err) || forgotten(err):
 		// Fenced, or the transport forgot the token because another
 		// write under it (work's writer, a stream) was fenced: another
@@ -643,10 +680,10 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 		r.m.met.renewed(r.role, took, "fenced")
 		r.m.met.fenced(r.role)
 		r.lost(r.m.clk.Now())
-		r.revoke(r.m.clk.Now(), ReasonFenced, err, "the renewal was fenced")
+		r.revoke(r.m.clk.Now(), ReasonFenced, err, "the lease rewrite was fenced")
 		return
 	case retired(err):
-		// The transport retired the token: this renewal, or another
+		// The transport retired the token: this write, or another
 		// write under the token (a writer's, a stream's), got no
 		// definite answer. No write follows under it, so the holding is
 		// over at once.
@@ -657,89 +694,29 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 		return
 	case err != nil:
 		r.m.met.renewed(r.role, took, "error")
-		r.failed(ctx, "renew", err)
+		r.failed(ctx, "rewrite the lease", err)
 		return
 	}
 	r.m.met.renewed(r.role, took, "ok")
 	r.succeeded()
+	r.l.writtenAt = now
+	if !now.After(r.l.renewedAt) {
+		h.Lease = lease
+		return // a heartbeat round that began later already moved the deadline further
+	}
 	if !r.hold.expiry.Stop() {
 		// The local deadline passed while the write was in flight: work
 		// has been told to stop, so the member stops too.
-		r.revoke(r.m.clk.Now(), ReasonLeaseLost, nil, "the renewal succeeded only after the local deadline")
+		r.revoke(r.m.clk.Now(), ReasonLeaseLost, nil, "the lease rewrite succeeded only after the local deadline")
 		return
 	}
 	r.l.renewedAt = now
-	r.l.renewEvery = r.m.adm.renewEvery(now)
 	h.Lease = lease
+	r.m.sess.vouched(r.role, now)
 	r.hold.expiry = r.m.clk.AfterFunc(now.Add(r.m.s.RenewDeadline).Sub(r.m.clk.Now()), r.hold.cancel)
 	if r.log.Enabled(ctx, slog.LevelDebug) {
-		r.log.Debug("renewed", "token", h.Token.String(), "deadline", lease.Deadline, "took", took)
+		r.log.Debug("rewrote the lease", "token", h.Token.String(), "deadline", lease.Deadline, "took", took)
 	}
-}
-
-// writeRenewal writes the lease of tok dated start (the renewal's start,
-// before its wait for a call slot: the holder's own deadline counts from
-// then, on the safe side), its call slot granted at granted. The write is
-// bounded by TransactionTimeout only, not by ctx (see renew), and its
-// latency feeds the admission estimate when it succeeds.
-func (r *runner) writeRenewal(ctx context.Context, tok codec.Token, start, granted time.Time) (codec.Lease, error) {
-	cctx, cancel := r.callCtx(context.WithoutCancel(ctx), r.m.s.TransactionTimeout)
-	defer cancel()
-	lease := r.lease(tok, start)
-	err := r.m.t.WriteLease(cctx, r.role, tok, lease)
-	if err == nil {
-		r.m.adm.wrote(granted, r.m.clk.Now())
-	}
-	return lease, err
-}
-
-// shed reports whether the member holds more roles than it can renew in
-// time; then it gives this one up (resigned at the next step, with a
-// release another candidate acts on at once) rather than lose roles at
-// random to their deadlines.
-//
-// Only a renewal that is late sheds: one that begins (or gets its call
-// slot) more than the renew period (see admission) after the last
-// successful write. An estimate alone does not: handing roles over costs
-// calls too (releases, registrations, the successor's challenges), and
-// shedding on a noisy estimate feeds the load it means to relieve.
-//
-// Nor does a role with no other candidate in the view: nobody would take
-// it. Such a role is let go only when its renewal cannot be written in
-// time at all (shedLate).
-func (r *runner) shed() bool {
-	late := r.l.renewedAt.Add(renewPeriod(r.m.s))
-	if now := r.m.clk.Now(); now.Before(late) || !r.othersQueued() || !r.m.adm.shed(now) {
-		return false
-	}
-	r.hold.counted = false
-	r.l.resign = ReasonOverloaded
-	r.log.Warn("resigning the role: the member holds more roles than it can renew in time", "capacity", r.m.adm.Capacity())
-	return true
-}
-
-// shedLate gives the role up when its renewal could not be written before
-// the renew deadline (err says why): a release now instead of a lapse,
-// whether or not another candidate waits, and whatever the estimate says.
-func (r *runner) shedLate(err error) {
-	if r.hold.counted {
-		r.hold.counted = false
-		r.m.adm.holding(-1)
-	}
-	r.m.adm.shedAt(r.m.clk.Now())
-	r.l.resign = ReasonOverloaded
-	r.log.Warn("resigning the role: its renewal could not be written before the renew deadline", "err", err, "capacity", r.m.adm.Capacity())
-}
-
-// othersQueued reports whether the view shows a candidate of the role
-// other than this member.
-func (r *runner) othersQueued() bool {
-	for _, c := range r.st.Candidates {
-		if c.Member != r.m.me {
-			return true
-		}
-	}
-	return false
 }
 
 // revoke ends the holding: work's context is cancelled (without waiting
@@ -750,9 +727,9 @@ func (r *runner) revoke(now time.Time, why Reason, cause error, detail string) {
 		return
 	}
 	r.hold, r.l.held = nil, nil
-	if h.counted {
-		r.m.adm.holding(-1)
-	}
+	// Until a release shows (or another lease), the heartbeats exclude
+	// the role: its lease may still name the member session.
+	r.m.sess.drop(r.role, true)
 	h.expiry.Stop()
 	h.cancel()
 	r.m.met.holder(r.role, r.m.me, false)
@@ -785,80 +762,55 @@ func (r *runner) awaitWork(h *holding) {
 }
 
 // awaitWorkRenewing waits for h's work to return after a step-down (its
-// ctx has been cancelled), and renews the lease under the holding's token
-// meanwhile, every RenewInterval after the last successful write began:
-// the role is neither released nor left to lapse while work runs, so no
-// successor's work starts beside it (`krole run`: while any process of
-// CMD's tree lives). Each renewal gets a call slot within, and ends
-// before, the holding's local deadline (the last successful write's start
-// + RenewDeadline), its write bounded by TransactionTimeout, as any
-// renewal; a failed one is retried RetryBackoff later. The wait has no
-// bound of its own: it lasts as long as work does (Run waits for work in
-// any case).
+// ctx has been cancelled), and keeps the holding renewed meanwhile: it
+// checks in with the member session every RenewInterval, so that the
+// session's heartbeats go on vouching for the role, and takes each round's
+// word (a vouch moves the local deadline on). The role is neither released
+// nor left to lapse while work runs, so no successor's work starts beside
+// it (`krole run`: while any process of CMD's tree lives). The wait has
+// no bound of its own: it lasts as long as work does (Run waits for work
+// in any case).
 //
-// The renewals stop, and the wait falls back to awaitWork's (work is
-// waited for at most until the local deadline, then the member goes on
-// without it), when the holding is lost: a renewal fenced, or its token
-// forgotten or retired, or no renewal succeeded before the local
-// deadline. Then the release that follows is fenced, is written under a
-// new epoch (releaseUnderANewEpoch, within that deadline), or is not
-// written, as after any such loss.
+// It falls back to awaitWork's wait (work is waited for at most until the
+// local deadline, then the member goes on without it) when the holding is
+// lost: the session says so (fenced, its incarnation ended), or no round
+// vouched for the role before the local deadline. Then the release that
+// follows is fenced, is written under a new epoch (releaseUnderANewEpoch,
+// within that deadline), or is not written, as after any such loss.
 //
 // It is the wait of the resignations renewsWhileWorkStops names; the
 // others keep awaitWork.
-func (r *runner) awaitWorkRenewing(ctx context.Context, h *holding) {
+func (r *runner) awaitWorkRenewing(h *holding) {
 	if h.done == nil {
 		return
 	}
-	bctx := context.WithoutCancel(ctx) // renewals go on after Run's ctx ended
-	tok := h.held.Token
 	for {
 		end := r.l.renewedAt.Add(r.m.s.RenewDeadline)
-		due := r.l.renewedAt.Add(r.m.s.RenewInterval)
-		if r.l.failures > 0 && r.l.retryAt.After(due) {
-			due = r.l.retryAt
+		now := r.m.clk.Now()
+		if !now.Before(end) {
+			r.log.Warn("no heartbeat vouched for the role by the local deadline while work stopped; going on without it")
+			return
 		}
-		t := r.m.clk.NewTimer(due.Sub(r.m.clk.Now()))
+		r.m.sess.checkIn(r.role, now)
+		t := r.m.clk.NewTimer(min(r.m.s.RenewInterval, end.Sub(now)))
 		select {
 		case <-h.done:
 			t.Stop()
 			return
 		case <-t.C():
-		}
-		now := r.m.clk.Now()
-		if !now.Before(end) {
-			r.log.Warn("no renewal succeeded by the local deadline while work stopped; going on without it")
-			return
-		}
-		release, err := r.slot(bctx, prioRenew, end.Sub(now))
-		var lease codec.Lease
-		if err == nil {
-			lease, err = r.writeRenewal(bctx, tok, now, r.m.clk.Now())
-			release()
-		}
-		switch {
-		case err == nil && r.m.clk.Now().Before(end):
-			r.succeeded()
-			r.l.renewedAt = now
-			h.held.Lease = lease
-			if r.l.held != nil {
-				r.l.held.Lease = lease
+		case n := <-r.note:
+			t.Stop()
+			if n.lost != "" {
+				if n.lost == ReasonFenced {
+					r.m.met.fenced(r.role)
+					r.lost(r.m.clk.Now())
+				}
+				r.log.Info("the holding was lost while work stopped; going on without work", "reason", string(n.lost), "err", n.cause)
+				return
 			}
-			r.log.Info("renewed the lease while work stops", "token", tok.String(), "deadline", lease.Deadline)
-		case err == nil:
-			r.log.Warn("a renewal while work stopped succeeded only after the local deadline; going on without work")
-			return
-		case fencing.IsFenced(err) || forgotten(err):
-			r.m.met.fenced(r.role)
-			r.lost(r.m.clk.Now())
-			r.log.Info("a renewal while work stopped was fenced; going on without work", "err", err)
-			return
-		case retired(err):
-			r.log.Warn("a renewal while work stopped got no answer; waiting for work until the local deadline", "err", err)
-			r.awaitWork(h)
-			return
-		default:
-			r.failed(ctx, "renew while work stops", err)
+			if n.vouched.After(r.l.renewedAt) {
+				r.l.renewedAt = n.vouched
+			}
 		}
 	}
 }
@@ -902,7 +854,7 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 	if h != nil {
 		h.cancel()
 		if renewsWhileWorkStops(why) {
-			r.awaitWorkRenewing(ctx, h)
+			r.awaitWorkRenewing(h)
 		} else {
 			r.awaitWork(h)
 		}
@@ -918,6 +870,13 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 		r.workErr = nil
 		r.revoke(r.m.clk.Now(), why, cause, "")
 		release, err := r.slot(bctx, prioRelease, r.m.s.TransactionTimeout)
+		if err == nil && why == ReasonContextEnded && r.m.sess.ending(h.held.Lease) {
+			// The member is leaving: its session end, written once every
+			// role has stopped, releases every lease of the incarnation
+			// at once, instead of one release per role.
+			release()
+			err = errEndsWithSession
+		}
 		if err == nil {
 			cctx, cancel := r.callCtx(bctx, r.m.s.TransactionTimeout)
 			err = r.m.t.WriteLease(cctx, r.role, h.held.Token, codec.ReleaseLease(r.m.me, h.held.Token))
@@ -930,7 +889,11 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 			release()
 		}
 		switch {
+		case errors.Is(err, errEndsWithSession):
+			err = nil
+			r.log.Info("leaving: the member session's end releases the role", "token", h.held.Token.String())
 		case err == nil:
+			r.m.sess.drop(r.role, false)
 			r.log.Info("released the role", "token", h.held.Token.String())
 		case fencing.IsFenced(err) || forgotten(err):
 			// Fenced, or the token forgotten after a fence of work's

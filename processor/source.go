@@ -86,7 +86,29 @@ func (s *TransportSource) Role(ctx context.Context, role codec.Role) (rolestate.
 	if sc, ok := s.Transport.(fencing.SkipCounter); ok {
 		s.reportForged(ctx, role, sc.ForgedLeasesSkipped())
 	}
-	return rolestate.Fold(role, recs), nil
+	st := rolestate.Fold(role, recs)
+	if l := st.Lease; l != nil && l.Session != nil && !l.Released() {
+		se, ok, err := s.Session(ctx, l.Member)
+		if err != nil {
+			return rolestate.State{}, err
+		}
+		if ok {
+			st.Session = &se
+		}
+	}
+	return st, nil
+}
+
+// Session implements [SessionSource]: it reads member's session records
+// (fencing.Transport.ReadSession) and returns the latest, without a
+// SeenAt (the member counts it from when it first observed it).
+func (s *TransportSource) Session(ctx context.Context, member codec.MemberID) (rolestate.SessionSeen, bool, error) {
+	recs, err := s.Transport.ReadSession(ctx, member)
+	if err != nil || len(recs) == 0 {
+		return rolestate.SessionSeen{}, false, err
+	}
+	last := recs[len(recs)-1]
+	return rolestate.SessionSeen{Offset: last.Offset, Heartbeat: *last.Record.Heartbeat}, true, nil
 }
 
 // reportForged logs forged lease records that the transport's reads

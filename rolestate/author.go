@@ -3,6 +3,7 @@ package rolestate
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/krabka/krole/codec"
@@ -166,4 +167,52 @@ func (a *Authors) Learn(role codec.Role, pid, current int64) Verdict {
 func NotOwnError(l codec.Lease, txnID string) error {
 	return fmt.Errorf("%w: lease of %s under token %d/%d: producer id %d is not the one transactional id %s has at its coordinator",
 		ErrForged, l.Member, l.Token.ProducerID, l.Token.Epoch, l.Token.ProducerID, txnID)
+}
+
+// SessionAuthor is the key under which [Authors] (and the transport's
+// producer state) keep member's session: "session/<member>", the suffix
+// of the session's transactional id (codec.SessionName). It is not a
+// valid role name, so it never meets a role's.
+func SessionAuthor(member codec.MemberID) codec.Role { return codec.Role(codec.SessionName(member)) }
+
+// CheckHeartbeatAuthor is [CheckLeaseAuthor] for a record on a session
+// key (a heartbeat or a session end): it counts only when written in a
+// transaction by the producer id and epoch of the session it carries. A
+// tombstone on a session key never counts (krole writes none). As for a
+// lease, the producer id must also be the session's own, the one its
+// transactional id (<prefix>session/<member>) has at the coordinator
+// ([SessionAuthor] in [Authors]): a heartbeat committed under another
+// transactional id names a producer id that is not. It returns nil for a
+// record that passes, else an error wrapping ErrForged.
+func CheckHeartbeatAuthor(rec codec.Record, b Batch) error {
+	h := rec.Heartbeat
+	switch {
+	case h == nil:
+		return fmt.Errorf("%w: a record on a session key that is not a heartbeat: krole never writes one", ErrForged)
+	case !b.Transactional:
+		return fmt.Errorf("%w: heartbeat of %s under session %s not written in a transaction (batch producer id %d)",
+			ErrForged, h.Member, h.Session, b.ProducerID)
+	case b.ProducerID != h.Session.ProducerID || b.Epoch != h.Session.Epoch:
+		return fmt.Errorf("%w: heartbeat of %s names session %s but was written by producer id %d epoch %d",
+			ErrForged, h.Member, h.Session, b.ProducerID, b.Epoch)
+	}
+	return nil
+}
+
+// NotOwnSessionError is CheckHeartbeatAuthor's sequel: the error,
+// wrapping ErrForged, for a heartbeat whose producer id is not the one
+// the session's transactional id txnID has.
+func NotOwnSessionError(h codec.Heartbeat, txnID string) error {
+	return fmt.Errorf("%w: heartbeat of %s under session %s: producer id %d is not the one transactional id %s has at its coordinator",
+		ErrForged, h.Member, h.Session, h.Session.ProducerID, txnID)
+}
+
+// SessionMember returns the member whose session key ([SessionAuthor])
+// key is, and whether it is one.
+func SessionMember(key codec.Role) (codec.MemberID, bool) {
+	m, ok := strings.CutPrefix(string(key), "session/")
+	if !ok || codec.MemberID(m).Validate() != nil {
+		return "", false
+	}
+	return codec.MemberID(m), true
 }

@@ -65,6 +65,14 @@ type State struct {
 	// LeaseOffset is the offset of Lease's record; -1 when Lease is nil.
 	LeaseOffset int64 `json:"lease_offset"`
 
+	// LastOffset is the offset of the latest record of the role the
+	// reader applied (a lease, a registration, or a tombstone of either);
+	// 0 when the reader does not say. A member that registered at an
+	// offset below it and does not see its registration knows it was
+	// removed: with the member session, a holder's renewals no longer
+	// move LeaseOffset past a candidate's registration.
+	LastOffset int64 `json:"-"`
+
 	// LeaseSeenAt is when the reader that built this state first saw
 	// Lease's record, on the reader's own clock; zero when it does not
 	// say. Time left on a lease, as an observer judges it, runs from here
@@ -74,6 +82,65 @@ type State struct {
 	// Candidates are the role's registered members in rank order, Rank
 	// filled in; nil when there are none.
 	Candidates []Candidate `json:"candidates"`
+
+	// Session is the latest authentic session record (a heartbeat or a
+	// session end) of the lease's member, when Lease names a session
+	// (codec.Lease.Session) and the reader has read one; nil otherwise.
+	// Whether it keeps the lease alive is [State.LeaseEnd]'s to judge.
+	Session *SessionSeen `json:"session,omitempty"`
+}
+
+// SessionSeen is a member's latest session record as a reader saw it.
+type SessionSeen struct {
+	// Offset is the record's offset in the member's session partition.
+	Offset int64 `json:"offset"`
+	// Heartbeat is the record: a heartbeat, or the session end.
+	Heartbeat codec.Heartbeat `json:"heartbeat"`
+	// SeenAt is when the reader first saw the record, on its own clock;
+	// zero when it does not say.
+	SeenAt time.Time `json:"-"`
+}
+
+// Vouch is what a lease's member session says of the lease (see
+// [SessionVouch]).
+type Vouch uint8
+
+const (
+	// NoVouch: the session says nothing of the lease (the lease names no
+	// session, or no record of that incarnation was read, or the latest
+	// is another incarnation's): the lease lives by its own span.
+	NoVouch Vouch = iota
+	// Vouched: the latest heartbeat is of the lease's incarnation and
+	// does not exclude the role: the lease lives one heartbeat span from
+	// when the reader saw it, or by its own span if that is later.
+	Vouched
+	// Dropped: the latest record of the lease's incarnation excludes the
+	// role, or ends the session: the lease holds no longer, as after a
+	// release. The member writes either only after it stopped acting on
+	// the role.
+	Dropped
+)
+
+// SessionVouch says what s's session record says of s's lease.
+func (s State) SessionVouch() Vouch {
+	l, se := s.Lease, s.Session
+	if l == nil || l.Session == nil || l.Released() || se == nil || se.Heartbeat.Member != l.Member ||
+		!se.Heartbeat.Session.Keeps(*l.Session) {
+		return NoVouch
+	}
+	if se.Heartbeat.End || se.Heartbeat.Excludes(s.Role) {
+		return Dropped
+	}
+	return Vouched
+}
+
+// HeartbeatSpan is [LeaseSpan] for a heartbeat: Deadline - GrantedAt,
+// capped at [MaxLeaseSpan]; 0 for a session end.
+func HeartbeatSpan(h codec.Heartbeat) time.Duration {
+	if h.End || h.Deadline <= h.GrantedAt {
+		return 0
+	}
+	return min(time.Duration(h.Deadline-h.GrantedAt)*time.Millisecond, MaxLeaseSpan)
 }
 
 // Holder returns the lease and true when s's lease is live at nowMS (Unix
@@ -101,19 +168,44 @@ func (s State) Holder(nowMS int64) (codec.Lease, bool) {
 // the view's Holder and Leader lookups and the HTTP API's rows all use it.
 // The succession rules count from their own observation instead (see
 // package processor), with the same span.
+//
+// A lease that names its holder's session lives by its own span from when
+// it was seen or one heartbeat span ([HeartbeatSpan]) from when the
+// session's latest heartbeat was seen, whichever ends later, when that
+// heartbeat is of the lease's incarnation and vouches for the role
+// ([State.SessionVouch] Vouched); a session record that drops the role
+// ends it when it was seen (Dropped). A heartbeat of another incarnation
+// says nothing: the lease lives by its own span alone, so an old lease
+// never comes back to life through a later incarnation's heartbeats.
 func (s State) LeaseEnd() time.Time {
 	if s.Lease == nil {
 		return time.Time{}
 	}
-	if s.LeaseSeenAt.IsZero() {
-		return time.UnixMilli(s.Lease.GrantedAt).Add(LeaseSpan(*s.Lease))
+	end := seenOr(s.LeaseSeenAt, s.Lease.GrantedAt).Add(LeaseSpan(*s.Lease))
+	switch s.SessionVouch() {
+	case Dropped:
+		return seenOr(s.Session.SeenAt, 0)
+	case Vouched:
+		h := s.Session.Heartbeat
+		if hb := seenOr(s.Session.SeenAt, h.GrantedAt).Add(HeartbeatSpan(h)); hb.After(end) {
+			end = hb
+		}
 	}
-	return s.LeaseSeenAt.Add(LeaseSpan(*s.Lease))
+	return end
+}
+
+// seenOr returns seen, or the writer's wall clock ms when seen is zero.
+func seenOr(seen time.Time, ms int64) time.Time {
+	if seen.IsZero() {
+		return time.UnixMilli(ms)
+	}
+	return seen
 }
 
 // Live reports whether s's lease holds at now, on the reader's clock: s
 // has a lease, it is not a release (a release is never live, under any
-// clock), and now is before [State.LeaseEnd].
+// clock), and now is before [State.LeaseEnd] (which a session's heartbeats
+// move, see there).
 func (s State) Live(now time.Time) bool {
 	return s.Lease != nil && LiveUntil(*s.Lease, s.LeaseEnd(), now)
 }
@@ -156,6 +248,11 @@ func (s State) Clone() State {
 		c.Lease = &l
 	}
 	c.Candidates = append([]Candidate(nil), s.Candidates...)
+	if s.Session != nil {
+		se := *s.Session
+		se.Heartbeat.Excluded = append([]codec.Role(nil), se.Heartbeat.Excluded...)
+		c.Session = &se
+	}
 	return c
 }
 
@@ -169,6 +266,7 @@ func Fold(role codec.Role, records []Record) State {
 		if r.Key.Role != role {
 			continue
 		}
+		s.LastOffset = max(s.LastOffset, r.Offset)
 		switch r.Key.Kind {
 		case codec.KindLease:
 			if r.Record.Lease != nil {

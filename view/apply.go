@@ -34,7 +34,7 @@ func (v *View) update(uc goka.UpdateContext, st storage.Storage, key string, val
 	d := &decoded{off: off}
 	d.k, d.rec, d.reason, d.err = v.decode(p, []byte(key), value, &d.buf)
 	batch := batchInfo{producerID: -1, epoch: -1}
-	if d.reason == "" && d.k.Kind == codec.KindLease {
+	if d.reason == "" && (d.k.Kind == codec.KindLease || d.k.Kind == codec.KindSession) {
 		batch = batchOf(uc)
 	}
 	return v.updateOne(p, d, key, value, batch, st)
@@ -78,6 +78,8 @@ func (v *View) updateChunk(p int32, first, last int64, st storage.Storage) error
 		for i := range batch {
 			if d := &batch[i]; d.off > from && d.reason == "" && d.k.Kind == codec.KindLease {
 				d.reason, d.err, d.hold = v.checkAuthor(d.k.Role, d.rec, d.src.batch())
+			} else if d.off > from && d.reason == "" && d.k.Kind == codec.KindSession {
+				d.reason, d.err, d.hold = v.checkBeat(d.k.Member, d.rec, d.src.batch())
 			}
 		}
 		v.index.applyChunk(p, batch, from)
@@ -86,6 +88,9 @@ func (v *View) updateChunk(p int32, first, last int64, st storage.Storage) error
 			d := &batch[i]
 			if d.off <= from {
 				continue
+			}
+			if d.hold && d.reason == "" && d.k.Kind == codec.KindSession {
+				continue // not kept in the state dir while it waits (see session.go)
 			}
 			if d.hold && d.reason == "" {
 				if err := v.storePending(p, d.off, string(d.src.key()), d.src.value(), st); err != nil {
@@ -113,6 +118,19 @@ func (v *View) updateOne(p int32, d *decoded, key string, value []byte, batch ba
 	hold := false
 	if reason == "" && k.Kind == codec.KindLease {
 		reason, derr, hold = v.checkAuthor(k.Role, rec, batch)
+	}
+	if reason == "" && k.Kind == codec.KindSession {
+		reason, derr, hold = v.checkBeat(k.Member, rec, batch)
+		if hold {
+			if v.progress.replay(p, off) {
+				return nil
+			}
+			v.index.mu.Lock()
+			v.index.holdBeatLocked(p, k.Member, *rec.Heartbeat, off)
+			v.index.mu.Unlock()
+			v.progress.done(p, off)
+			return nil
+		}
 	}
 	if hold {
 		if v.progress.replay(p, off) {
@@ -179,7 +197,11 @@ func (v *View) decode(p int32, key, value []byte, buf *codec.RecordBuf) (codec.K
 	if err != nil {
 		return k, codec.Record{}, SkipKey, err
 	}
-	if want := codec.Partition(k.Role, v.nparts); want != p {
+	if k.Kind == codec.KindSession {
+		if want := codec.SessionPartition(k.Member, v.nparts); want != p {
+			return k, codec.Record{}, SkipPartition, errors.New("the session of " + string(k.Member) + " belongs in another partition")
+		}
+	} else if want := codec.Partition(k.Role, v.nparts); want != p {
 		return k, codec.Record{}, SkipPartition, errors.New("role " + string(k.Role) + " belongs in another partition")
 	}
 	if len(value) == 0 {

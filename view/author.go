@@ -226,6 +226,10 @@ func (vf *verifier) describe(ctx context.Context, role codec.Role) (int64, error
 // are skipped and counted as forged. unverified marks an own verdict taken
 // without the coordinator (Describe denied).
 func (v *View) resolve(role codec.Role, pid int64, verdict rolestate.Verdict, unverified bool) {
+	if member, ok := rolestate.SessionMember(role); ok {
+		v.resolveBeat(member, pid, verdict)
+		return
+	}
 	ix := v.index
 	type skipped struct {
 		off   int64

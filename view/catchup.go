@@ -415,6 +415,13 @@ func (v *View) waitHanded(ctx context.Context, p int32, target int64) error {
 //     inside the open transaction are not awaited, and do not show until
 //     it commits (nor ever, if it aborts).
 //
+// "Applied" includes the verdict on the record's author: a lease or
+// session record whose producer id waits for its verdict (see "Who can
+// write what" in the package documentation) is awaited until it is
+// applied or skipped. Without that, a member's session end still
+// waiting would leave its roles shown as held to a view that just
+// caught up.
+//
 // WaitCaughtUp costs one ListOffsets round trip per leader, plus a fetch or
 // two per partition that is behind; it never rereads the partition. The
 // first success marks the view ready: lookups stop waiting and
@@ -453,9 +460,14 @@ func (v *View) WaitCaughtUp(ctx context.Context) error {
 			}
 			continue
 		}
-		// Lease records read so far whose producer ids wait for a
-		// verdict are settled before the table counts as caught up.
+		// Lease and session records read so far whose producer ids
+		// wait for a verdict are settled before the table counts as
+		// caught up: a session end waiting for its verdict would leave
+		// its member's roles shown as held.
 		if err := v.awaitVerified(ctx, "", true, -1); err != nil {
+			return err
+		}
+		if err := v.awaitBeats(ctx); err != nil {
 			return err
 		}
 		v.markReady()
@@ -535,7 +547,7 @@ func (v *View) probeErr(ctx context.Context, err error) error {
 func (v *View) catchUpPartition(ctx context.Context, p int32, lso int64, mark readMark, first bool) error {
 	if lso < mark.read {
 		e := &OffsetsWentBackwardsError{Topic: v.topic, Partition: p, Offset: mark.read, End: lso}
-		v.progress.markRewound(e, mark.resets)
+		v.probedBackwards(e, mark.resets)
 		for {
 			done, reset := v.progress.resetSince(p, mark.resets)
 			if done {

@@ -44,6 +44,15 @@ import (
 // after the first round trip answered may be reported too. So a
 // confirmation with no transaction open costs one round trip.
 //
+// When the role's lease names its holder's session (see session.go), the
+// session's partition is confirmed the same way, after the role's (one
+// more round trip when it is another partition), so that the state's
+// session record is the latest committed before the confirmation (one
+// waiting for its producer id's verdict is settled first); a
+// transaction open there of a producer other than the session's is
+// reported in OpenProducerID and OpenOffset when the role's partition has
+// none open, since heartbeats may wait behind it.
+//
 // Errors: when ctx ends first, an error matching both [ErrNotCaughtUp] and
 // ctx.Err(); once Run has returned, [ErrStopped]; while the partition's
 // offsets have gone backwards (its last stable offset found below what the
@@ -69,8 +78,75 @@ func (v *View) confirm(ctx context.Context, role codec.Role, maxAge time.Duratio
 		return none, err
 	}
 	p := codec.Partition(role, v.nparts)
+	lso, open, recent, err := v.confirmPart(ctx, p, maxAge)
+	if err != nil {
+		return none, err
+	}
+	// A lease record of the role read so far whose producer id waits for
+	// a verdict is settled first (see author.go).
+	if err := v.awaitVerified(ctx, role, false, lso); err != nil {
+		return none, err
+	}
+	// The lease's session: its partition is confirmed too, so that the
+	// heartbeats the state is judged with are every one committed before
+	// the confirmation (see session.go). A transaction open there of a
+	// producer other than the session's may hide its heartbeats: it is
+	// reported as held back, as one in the role's partition is, when the
+	// role's partition has none.
+	ix := v.index
+	ix.mu.RLock()
+	var sess *codec.Lease
+	if e := ix.roles[role]; e != nil && e.hasLease && e.lease.Session != nil && !e.lease.Released() {
+		l := e.lease
+		sess = &l
+	}
+	ix.mu.RUnlock()
+	openOff := int64(-1)
+	if open >= 0 {
+		openOff = lso
+	}
+	if sess != nil {
+		below := lso
+		if sp := codec.SessionPartition(sess.Member, v.nparts); sp != p {
+			slso, sopen, _, err := v.confirmPart(ctx, sp, maxAge)
+			if err != nil {
+				return none, err
+			}
+			if open < 0 && sopen >= 0 && sopen != sess.Session.ProducerID {
+				open, openOff = sopen, slso
+			}
+			below = slso
+		}
+		// A session record read so far whose producer id waits for a
+		// verdict is settled first, as a lease's is.
+		if err := v.awaitBeat(ctx, sess.Member, below); err != nil {
+			return none, err
+		}
+	}
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	select {
+	case <-v.done:
+		return none, ErrStopped
+	default:
+	}
+	if ix.rebuilding[p] { // cannot be without a mark: a reset follows one
+		return none, rewound(&OffsetsWentBackwardsError{Topic: v.topic, Partition: p, Offset: v.progress.marks()[p].read, End: lso})
+	}
+	if recent {
+		v.recent.used.Add(1)
+	}
+	return rolestate.Confirmed{State: ix.stateLocked(ix.roles[role], role), OpenProducerID: open, OpenOffset: openOff}, nil
+}
+
+// confirmPart is Confirm's work on partition p: it returns p's last
+// stable offset once the view has applied every record below it, and the
+// producer id of the transaction open there (-1 for none). With maxAge >
+// 0 it may take the round trip from the view's own consumer (see
+// ConfirmRecent); recent says it did.
+func (v *View) confirmPart(ctx context.Context, p int32, maxAge time.Duration) (lso, open int64, recent bool, err error) {
 	if e := v.progress.rewoundOf(p); e != nil {
-		return none, rewound(e)
+		return -1, -1, false, rewound(e)
 	}
 	first := !v.isReady()
 	mark := v.progress.marks()[p]
@@ -80,7 +156,6 @@ func (v *View) confirm(ctx context.Context, role codec.Role, maxAge time.Duratio
 	// consumer must be proven fetching, and an offset outside the
 	// partition: a log that went backwards, or was deleted below it).
 	var fetched *ends
-	recent := false
 	if !first && maxAge > 0 {
 		if e, ok := v.recentEnds(p, mark, maxAge, time.Now()); ok {
 			fetched, recent = &e, true
@@ -92,36 +167,34 @@ func (v *View) confirm(ctx context.Context, role codec.Role, maxAge time.Duratio
 		case err == nil:
 			fetched = &e
 		case !errors.Is(err, errOutOfRange):
-			return none, v.probeErr(ctx, err)
+			return -1, -1, false, v.probeErr(ctx, err)
 		}
 	}
-	var lso int64
 	if fetched != nil {
 		lso = fetched.lso
 	} else {
 		lsos, err := v.prober.listOffsets(ctx, []int32{p}, sarama.OffsetNewest)
 		if err != nil {
-			return none, v.probeErr(ctx, err)
+			return -1, -1, false, v.probeErr(ctx, err)
 		}
 		lso = lsos[p]
 	}
 	if lso < mark.read {
-		v.progress.markRewound(&OffsetsWentBackwardsError{Topic: v.topic, Partition: p, Offset: mark.read, End: lso}, mark.resets)
+		v.probedBackwards(&OffsetsWentBackwardsError{Topic: v.topic, Partition: p, Offset: mark.read, End: lso}, mark.resets)
 	}
 	if e := v.progress.rewoundOf(p); e != nil {
-		return none, rewound(e)
+		return -1, -1, false, rewound(e)
 	}
-	open := int64(-1)
+	open = -1
 	if fetched == nil || fetched.hwm > lso {
 		var err error
 		if open, err = v.prober.openProducer(p, lso); err != nil {
-			return none, v.probeErr(ctx, err)
+			return -1, -1, false, v.probeErr(ctx, err)
 		}
 	}
 	if !recent {
 		v.recent.probed(p, time.Now())
 	}
-	var err error
 	switch {
 	case first:
 		err = v.catchUpPartition(ctx, p, lso, mark, true)
@@ -134,35 +207,12 @@ func (v *View) confirm(ctx context.Context, role codec.Role, maxAge time.Duratio
 		err = v.confirmPartition(ctx, p, lso, mark)
 	}
 	if err != nil {
-		return none, err
+		return -1, -1, false, err
 	}
 	if e := v.progress.rewoundOf(p); e != nil {
-		return none, rewound(e) // it went backwards while the view caught up
+		return -1, -1, false, rewound(e) // it went backwards while the view caught up
 	}
-	// A lease record of the role read so far whose producer id waits for
-	// a verdict is settled first (see author.go).
-	if err := v.awaitVerified(ctx, role, false, lso); err != nil {
-		return none, err
-	}
-	ix := v.index
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	select {
-	case <-v.done:
-		return none, ErrStopped
-	default:
-	}
-	if ix.rebuilding[p] { // cannot be without a mark: a reset follows one
-		return none, rewound(&OffsetsWentBackwardsError{Topic: v.topic, Partition: p, Offset: mark.read, End: lso})
-	}
-	c := rolestate.Confirmed{State: ix.roles[role].state(role), OpenProducerID: open, OpenOffset: -1}
-	if open >= 0 {
-		c.OpenOffset = lso
-	}
-	if recent {
-		v.recent.used.Add(1)
-	}
-	return c, nil
+	return lso, open, recent, nil
 }
 
 // rewound is Confirm's error for a partition whose offsets went backwards

@@ -268,6 +268,7 @@ func (c *fetchConsumer) ConsumePartition(topic string, partition int32, offset i
 		dying:     make(chan struct{}),
 		ended:     make(chan struct{}),
 		resume:    make(chan struct{}, 1),
+		rewound:   make(chan *OffsetsWentBackwardsError, 1),
 	}
 	pc.hwm.Store(-1)
 	if c.partitions[topic] == nil {
@@ -415,6 +416,9 @@ type fetchPartition struct {
 	hwm      atomic.Int64
 	paused   atomic.Bool
 	resume   chan struct{} // capacity 1
+	// rewound carries a probe's finding that the partition's offsets went
+	// backwards (see fetchConsumer.rewind); capacity 1.
+	rewound chan *OffsetsWentBackwardsError
 
 	// The latest fetch answer, for View.ConfirmRecent (confirm_recent.go).
 	recent   atomic.Pointer[answer]
@@ -584,7 +588,13 @@ func (pc *fetchPartition) fetchLoop() {
 			}
 			continue
 		}
+		if pc.wentBackwards() {
+			return
+		}
 		blk, err := pc.fetch()
+		if pc.wentBackwards() {
+			return
+		}
 		if err != nil {
 			if !fail(err) {
 				return
@@ -626,6 +636,46 @@ func (pc *fetchPartition) fetchLoop() {
 			return
 		}
 	}
+}
+
+// wentBackwards reports whether a probe found the partition's offsets
+// gone backwards (fetchConsumer.rewind); if so, it does what outOfRange
+// does on finding it, tells the view and sends the error on Errors, and
+// waits for goka to close the consumer.
+func (pc *fetchPartition) wentBackwards() bool {
+	select {
+	case e := <-pc.rewound:
+		if pc.c.backwards != nil {
+			pc.c.backwards(e)
+		}
+		pc.report(e)
+		<-pc.dying
+		return true
+	default:
+		return false
+	}
+}
+
+// rewind tells the consumer of topic/partition, if any, that a probe
+// found the partition's offsets gone backwards (its end below what the
+// view had read): it stops fetching and reports it as when a fetch is
+// answered OFFSET_OUT_OF_RANGE. Without this, a partition written past
+// the view's next offset before the consumer's next fetch (a member's
+// heartbeats, every renew interval) is never found gone backwards by the
+// consumer, goka never resets it, and the partition stays marked rewound
+// (see rebuild.go). The fetch in flight is cut short.
+func (c *fetchConsumer) rewind(e *OffsetsWentBackwardsError) {
+	c.mu.Lock()
+	pc := c.partitions[e.Topic][e.Partition]
+	c.mu.Unlock()
+	if pc == nil {
+		return
+	}
+	select {
+	case pc.rewound <- e:
+	default: // one is on its way already
+	}
+	pc.disconnect()
 }
 
 // report sends err on Errors unless the consumer is closing or nobody reads.

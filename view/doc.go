@@ -177,6 +177,26 @@
 // members. Write on the topic plus that transactional id can take the
 // role through the broker's fence, as any member can.
 //
+// # Member sessions
+//
+// A lease may name its holder's member session (codec.Lease.Session; see
+// package processor, "Member sessions"). The view keeps each member's
+// latest session record that counts (a heartbeat or a session end, key
+// krole/session/<member>), with when it applied it on its clock, and
+// joins it to every lookup of a role whose lease names that member
+// (rolestate.State.Session), so that [View.Holder], [View.Leader] and
+// rolestate.State.LeaseEnd judge the lease with it: one heartbeat span
+// from when the view saw a heartbeat of the lease's incarnation that does
+// not exclude the role; ended at once by one that excludes it or ends the
+// session; a later incarnation's heartbeat says nothing of the lease. A
+// session record counts only under the rules of a lease: written in a
+// transaction by the session it names, whose producer id is the one
+// <prefix>session/<member> has at its coordinator (asked as for a lease,
+// once per new producer id; Options.Describe is asked with the session's
+// key, rolestate.SessionAuthor). Heartbeats are not published to Watch or
+// Follow (they change no role's records); [View.Session] looks one up.
+// [View.Confirm] confirms the session's partition too.
+//
 // # When the topic starts over
 //
 // A partition whose log now ends below the offset the view has read has

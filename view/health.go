@@ -198,7 +198,7 @@ func (v *View) healthProbe(ctx context.Context) {
 		m := marks[p]
 		if lsos[p] < m.read {
 			e := &OffsetsWentBackwardsError{Topic: v.topic, Partition: p, Offset: m.read, End: lsos[p]}
-			v.progress.markRewound(e, m.resets)
+			v.probedBackwards(e, m.resets)
 		}
 		if v.progress.rewoundOf(p) != nil {
 			rewound = true

@@ -58,6 +58,12 @@ type index struct {
 	pendRoles   map[codec.Role]struct{}
 	pendChanged chan struct{}
 	ask         func(codec.Role, int64)
+
+	// sessions holds each member's latest session record that counts,
+	// sessPend the latest waiting for its producer id's verdict (see
+	// session.go).
+	sessions map[codec.MemberID]sessionEntry
+	sessPend map[codec.MemberID]pendBeat
 }
 
 func newIndex(clock func() time.Time) *index {
@@ -71,6 +77,8 @@ func newIndex(clock func() time.Time) *index {
 		rebuild:     map[codec.Role]*roleEntry{},
 		pendRoles:   map[codec.Role]struct{}{},
 		pendChanged: make(chan struct{}),
+		sessions:    map[codec.MemberID]sessionEntry{},
+		sessPend:    map[codec.MemberID]pendBeat{},
 	}
 }
 
@@ -112,6 +120,8 @@ func (ix *index) applyChunk(p int32, recs []decoded, from int64) {
 		case d.reason != "":
 			ix.skipped[d.reason]++
 			d.first = ix.skipped[d.reason] == 1
+		case d.hold && d.k.Kind == codec.KindSession:
+			ix.holdBeatLocked(p, d.k.Member, *d.rec.Heartbeat, d.off)
 		case d.hold:
 			ix.holdLocked(p, d.k.Role, *d.rec.Lease, d.off, string(d.src.key()), d.src.value())
 		default:
@@ -122,6 +132,9 @@ func (ix *index) applyChunk(p int32, recs []decoded, from int64) {
 
 // applyLocked is apply; ix.mu must be held.
 func (ix *index) applyLocked(p int32, k codec.Key, rec codec.Record, off int64) bool {
+	if k.Kind == codec.KindSession {
+		return ix.applyBeatLocked(k.Member, rec, off)
+	}
 	ix.applied++
 	roles, live := ix.roles, true
 	if len(ix.rebuilding) > 0 && ix.rebuilding[p] {
@@ -208,6 +221,14 @@ func (ix *index) seed(recs []decodedRecord, touched map[codec.Role]*roleEntry) {
 		if r.rec.Tombstone() {
 			continue
 		}
+		if r.key.Kind == codec.KindSession {
+			if se, ok := ix.sessions[r.key.Member]; (!ok || se.off < r.offset) && r.rec.Heartbeat != nil {
+				hb := *r.rec.Heartbeat
+				hb.Excluded = append([]codec.Role(nil), hb.Excluded...)
+				ix.sessions[r.key.Member] = sessionEntry{off: r.offset, hb: hb, seen: now}
+			}
+			continue
+		}
 		if e == nil || r.key.Role != role {
 			role = r.key.Role
 			if e = ix.roles[role]; e == nil {
@@ -256,6 +277,7 @@ func (ix *index) startRebuild(p int32) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.rebuilding[p] = true
+	ix.dropSessionsLocked(p)
 	for role := range ix.rebuild {
 		if codec.Partition(role, ix.nparts) == p {
 			delete(ix.rebuild, role)

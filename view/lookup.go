@@ -29,7 +29,7 @@ func (v *View) Lookup(ctx context.Context, role codec.Role) (rolestate.State, bo
 	v.index.mu.RLock()
 	defer v.index.mu.RUnlock()
 	e := v.index.roles[role]
-	return e.state(role), e != nil, nil
+	return v.index.stateLocked(e, role), e != nil, nil
 }
 
 // Role returns role's state: its lease and ranked candidates. An unknown
@@ -63,7 +63,7 @@ func (v *View) Holder(ctx context.Context, role codec.Role, now time.Time) (leas
 		v.index.mu.RUnlock()
 		return codec.Lease{}, false, nil
 	}
-	l, live := e.lease, e.live(now)
+	l, live := e.lease, v.index.liveLocked(e, role, now)
 	v.index.mu.RUnlock()
 	return l, live, nil
 }
@@ -112,7 +112,7 @@ func (v *View) Snapshot(ctx context.Context) ([]rolestate.State, error) {
 	v.index.mu.RLock()
 	out := make([]rolestate.State, 0, len(v.index.roles))
 	for r, e := range v.index.roles {
-		out = append(out, e.state(r))
+		out = append(out, v.index.stateLocked(e, r))
 	}
 	v.index.mu.RUnlock()
 	slices.SortFunc(out, func(a, b rolestate.State) int { return cmp.Compare(a.Role, b.Role) })
@@ -147,7 +147,7 @@ func (v *View) Leader(ctx context.Context, role codec.Role, now time.Time) (Lead
 	v.index.mu.RLock()
 	defer v.index.mu.RUnlock()
 	e := v.index.roles[role]
-	if e == nil || !e.live(now) {
+	if e == nil || !v.index.liveLocked(e, role, now) {
 		return Leader{}, false, nil
 	}
 	return Leader{Lease: e.lease, Value: e.lease.Value}, true, nil

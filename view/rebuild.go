@@ -15,7 +15,10 @@ package view
 //     yet, because goka may still be applying records the consumer
 //     fetched from the old log. A probe (WaitCaughtUp, Confirm, the health
 //     monitor) that finds the partition's end below what the view had
-//     read before it probed marks the partition rewound too.
+//     read before it probed does the same (probedBackwards), and tells
+//     the partition's consumer, which stops and reports the error as in
+//     step 1: by its next fetch the new log may have grown past its
+//     offset, and it would never find out itself.
 //  3. goka, handed the error, closes the partition consumer, drains it and,
 //     after its backoff, asks the partition's storage for its offset again.
 //     The storage (goka.go) takes the reset there, on goka's partition
@@ -35,7 +38,7 @@ package view
 //     leases are stamped (LeaseSeenAt) at the adoption.
 //
 // The limit: a partition is seen going backwards only while its end is
-// below the view's next offset. A partition recreated and written past
+// below the view's next offset, by the consumer or by a probe. A partition recreated and written past
 // that offset before the view fetches again is read on from that offset,
 // and the new records below it are never read (Kafka's topic ids, Fetch
 // v13, would tell; sarama's fetch does not send them). A view that
@@ -69,4 +72,29 @@ func (v *View) resetPartition(p int32) bool {
 	default:
 	}
 	return true
+}
+
+// probedBackwards records what a probe (WaitCaughtUp, Confirm, the health
+// monitor) found: partition e.Partition's end below what the view had
+// read before the probe, with reset count resets. Unless the partition
+// was reset since, it goes through step 2 above as if its consumer had
+// found it, and the consumer, if goka runs one for the partition, stops
+// and reports it, so that goka resets the partition. Without this, a
+// partition written past the view's next offset before the consumer
+// fetched again (a member's heartbeats come every renew interval) would
+// never be found gone backwards by the consumer, never be reset, and
+// stay marked rewound for ever.
+func (v *View) probedBackwards(e *OffsetsWentBackwardsError, resets int) {
+	if !v.progress.markRewound(e, resets) {
+		return
+	}
+	if reset, _ := v.progress.resetSince(e.Partition, resets); reset {
+		return // reset since the probe's mark was read: rebuilt already
+	}
+	v.wentBackwards(e)
+	if c := v.glue.consumer.Load(); c != nil {
+		if fc, ok := (*c).(*fetchConsumer); ok {
+			fc.rewind(e)
+		}
+	}
 }

@@ -2,16 +2,19 @@ package view
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/devcluster"
+	"github.com/krabka/krole/internal/faultnet"
 	"github.com/krabka/krole/internal/testcluster"
 )
 
@@ -224,5 +227,49 @@ func TestRestartedClusterWithoutDataIsRebuilt(t *testing.T) {
 	})
 	assert.Equal(t, []codec.MemberID{"z"}, members(got["r"].After.Candidates))
 	assert.Equal(t, []codec.MemberID{"a", "b", "c"}, members(got["r"].Before.Candidates))
+	assert.Equal(t, int64(1), v.Stats().Rebuilds)
+}
+
+// TestRecreatedTopicWrittenPastTheViewIsRebuilt: the topic is recreated
+// and the new partition is written past the view's next offset before the
+// view's consumer fetches again (a member's heartbeats do that within a
+// renew interval), so the consumer itself never meets
+// OFFSET_OUT_OF_RANGE. The health monitor's probe, made while the new
+// partition was still short, finds it gone backwards; the view rebuilds
+// it then, reading the records below its old offset, and is healthy
+// again. Without the probe's word reaching the consumer, the partition
+// stayed marked rewound for ever and the new log's first records were
+// never read.
+func TestRecreatedTopicWrittenPastTheViewIsRebuilt(t *testing.T) {
+	c, fn := testcluster.StartFaulty(t, testcluster.Options{Partitions: 1})
+	w := newWriter(t, c, 1)
+	cfg := c.Config
+	cfg.ClientID = "krole-past"
+	v, _ := runView(t, cfg, Options{HealthInterval: 50 * time.Millisecond, ReconnectBackoff: 20 * time.Millisecond})
+	ctx := testCtx(t)
+	for _, m := range []codec.MemberID{"a", "b", "c"} {
+		w.register("db", m)
+	}
+	caughtUp(t, v)
+	time.Sleep(250 * time.Millisecond) // idle: the consumer's long poll waits at the broker
+
+	// The consumer's next fetch is held; the monitor's ListOffsets are not.
+	held := fn.Hold(faultnet.Rule{APIKey: int16(kmsg.Fetch), Node: faultnet.AnyNode, ClientID: "krole-past"})
+	recreateTopic(t, c, 1)
+	w.register("db", "z") // offset 0 of the new partition: below the view's 3
+	require.Eventually(t, func() bool {
+		return strings.Contains(v.Health().Reason, "went backwards")
+	}, 20*time.Second, 10*time.Millisecond, "the monitor's probe finds the partition gone backwards")
+	for _, m := range []codec.MemberID{"y", "x", "w", "u"} {
+		w.register("db", m) // offsets 1 to 4: past the view's next offset
+	}
+	held.Release()
+
+	require.Eventually(t, func() bool { return v.Health().Healthy }, 30*time.Second, 20*time.Millisecond,
+		"the view rebuilt the partition and is healthy again: %+v", v.Health())
+	caughtUp(t, v)
+	cs, err := v.Candidates(ctx, "db")
+	require.NoError(t, err)
+	assert.Equal(t, []codec.MemberID{"z", "y", "x", "w", "u"}, members(cs), "the new log from its start")
 	assert.Equal(t, int64(1), v.Stats().Rebuilds)
 }

@@ -92,6 +92,7 @@ func (e *roleEntry) state(role codec.Role) rolestate.State {
 		s.Lease, s.LeaseOffset, s.LeaseSeenAt = &l, e.leaseOffset, e.leaseSeenAt
 	}
 	s.Candidates = e.candidates()
+	s.LastOffset = max(e.lastOffset, 0)
 	return s
 }
 

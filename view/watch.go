@@ -63,6 +63,12 @@ type Change struct {
 	// Left are the members registered in Before but not in After, in
 	// Before's rank order.
 	Left []codec.MemberID `json:"left,omitempty"`
+
+	// SessionDropped: After's lease is the same as Before's, and the
+	// holder's member session now drops it (a heartbeat that excludes the
+	// role, or the session end: see [rolestate.State.SessionVouch]), so
+	// the role is vacant, as after a release.
+	SessionDropped bool `json:"session_dropped,omitempty"`
 }
 
 func sameTerm(a, b *codec.Lease) bool {
@@ -81,7 +87,7 @@ func (c *Change) diff() bool {
 	case !sameTerm(b, a):
 		c.HolderChanged = true
 		c.LeaseReleased = a.Released()
-	case *a != *b:
+	case !sameLease(*a, *b):
 		if a.Released() {
 			c.LeaseReleased = !b.Released()
 			c.LeaseRenewed = false
@@ -105,9 +111,22 @@ func (c *Change) diff() bool {
 		}
 	}
 	c.CandidatesChanged = len(c.Joined) > 0 || len(c.Left) > 0
+	c.SessionDropped = !c.HolderChanged && a != nil && c.After.SessionVouch() == rolestate.Dropped &&
+		c.Before.SessionVouch() != rolestate.Dropped
 	// A lease rewritten at another offset with the same content changes
 	// nothing a subscriber acts on.
-	return c.HolderChanged || c.LeaseRenewed || c.LeaseReleased || c.CandidatesChanged
+	return c.HolderChanged || c.LeaseRenewed || c.LeaseReleased || c.CandidatesChanged || c.SessionDropped
+}
+
+// sameLease reports whether a and b are the same lease, their sessions
+// compared by value.
+func sameLease(a, b codec.Lease) bool {
+	as, bs := a.Session, b.Session
+	a.Session, b.Session = nil, nil
+	if a != b || (as == nil) != (bs == nil) {
+		return false
+	}
+	return as == nil || *as == *bs
 }
 
 // subscriber is one Watch call. Its pending changes are kept per role, in
@@ -231,7 +250,7 @@ func (ix *index) next(s *subscriber) (Change, bool) {
 	s.queue = s.queue[1:]
 	pc := s.pending[role]
 	delete(s.pending, role)
-	return Change{Role: role, Before: pc.before, After: ix.roles[role].state(role), Offset: pc.offset}, true
+	return Change{Role: role, Before: pc.before, After: ix.stateLocked(ix.roles[role], role), Offset: pc.offset}, true
 }
 
 // addSub indexes s: under all when it wants every role, else under each

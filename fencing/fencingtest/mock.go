@@ -85,3 +85,31 @@ func (m *MockTransport) Describe(ctx context.Context, role codec.Role) (codec.To
 	a := m.Called(ctx, role)
 	return a.Get(0).(codec.Token), a.Bool(1), a.Error(2)
 }
+
+// StartSession implements fencing.Transport. Return(session
+// codec.Session, err error).
+func (m *MockTransport) StartSession(ctx context.Context, member codec.MemberID, nonce string) (codec.Session, error) {
+	a := m.Called(ctx, member, nonce)
+	return a.Get(0).(codec.Session), a.Error(1)
+}
+
+// Heartbeat implements fencing.Transport. Return(err error).
+func (m *MockTransport) Heartbeat(ctx context.Context, hb codec.Heartbeat) error {
+	return m.Called(ctx, hb).Error(0)
+}
+
+// ReadSession implements fencing.Transport. Return(recs
+// []fencing.RoleRecord, err error); recs may be nil.
+func (m *MockTransport) ReadSession(ctx context.Context, member codec.MemberID) ([]fencing.RoleRecord, error) {
+	a := m.Called(ctx, member)
+	recs, _ := a.Get(0).([]fencing.RoleRecord)
+	return recs, a.Error(1)
+}
+
+// DescribeMany implements fencing.Transport. Return(got
+// map[codec.Role]fencing.Described, err error); got may be nil.
+func (m *MockTransport) DescribeMany(ctx context.Context, roles []codec.Role) (map[codec.Role]fencing.Described, error) {
+	a := m.Called(ctx, roles)
+	got, _ := a.Get(0).(map[codec.Role]fencing.Described)
+	return got, a.Error(1)
+}

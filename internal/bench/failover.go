@@ -180,13 +180,11 @@ func FailoverMany(ctx context.Context, c Cluster, o FailoverManyOptions) (*Failo
 		roles = append(roles, r)
 	}
 	changes := o.View.Watch(wctx, roles...)
-	// The victim's last lease of each role (its deadline: when the role
-	// falls due), and the survivors' first: from a snapshot taken after
-	// the Watch began, then from the changes. With member sessions a
-	// lease no longer falls due at its own deadline but one span after
-	// the victim's last heartbeat: take the due time from that heartbeat
-	// (its Deadline, read from the session's partition, or the view's
-	// verdict on the role) instead of deadLease's Deadline below.
+	// The victim's last lease of each role, and the survivors' first:
+	// from a snapshot taken after the Watch began, then from the changes.
+	// A lease naming the victim's member session falls due one span after
+	// the later of its own grant and the session's last heartbeat (due,
+	// below).
 	deadLease := map[codec.Role]codec.Lease{}
 	newLease := map[codec.Role]codec.Lease{}
 	shown := map[codec.Role]time.Time{}
@@ -322,18 +320,30 @@ watch:
 		res.AcquisitionRate = float64(n-1) / (float64(electedAt[n-1]-electedAt[0]) / 1e6)
 		res.BoundS = o.Settings.LeaseDuration.Seconds() + float64(len(dead))/res.AcquisitionRate
 	}
+	// The victim's last heartbeat: its leases that name that session
+	// were live until its deadline.
+	var beat *codec.Heartbeat
+	if se, ok, err := o.View.Session(ctx, victim.name); err == nil && ok && !se.Heartbeat.End {
+		beat = &se.Heartbeat
+	}
+	due := func(l codec.Lease) int64 {
+		if beat != nil && l.Session != nil && l.Session.Nonce == beat.Session.Nonce {
+			return max(l.Deadline, beat.Deadline)
+		}
+		return l.Deadline
+	}
 	var past []float64
 	var firstDue, lastDue int64
 	for r, nl := range newLease {
 		if dl, ok := deadLease[r]; ok {
-			past = append(past, float64(nl.GrantedAt-dl.Deadline))
+			past = append(past, float64(nl.GrantedAt-due(dl)))
 		}
 	}
 	for _, dl := range deadLease {
-		if firstDue == 0 || dl.Deadline < firstDue {
-			firstDue = dl.Deadline
+		if d := due(dl); firstDue == 0 || d < firstDue {
+			firstDue = d
 		}
-		lastDue = max(lastDue, dl.Deadline)
+		lastDue = max(lastDue, due(dl))
 	}
 	if len(past) > 0 {
 		res.PastDeadline = chart.NewDist(past)

@@ -112,41 +112,23 @@ type MemberReport struct {
 	ViewRoles     int    `json:"view_roles,omitempty"`
 }
 
-// RenewalSampler is the hook where a member's renewals are timed: today
-// the lease writes under a token after its first (timedTransport). When a
-// member renews all its roles with one heartbeat per RenewInterval
-// (issue 20's member session), per-role lease writes become rare
-// (challenges, releases, slow rewrites) and the renewal to sample is the
-// heartbeat round. Then give timedTransport
-//
-//	func (t *timedTransport) Heartbeat(ctx context.Context, hb codec.Heartbeat) error {
-//		start := time.Now()
-//		err := t.Transport.Heartbeat(ctx, hb)
-//		if !hb.End {
-//			t.sample(time.UnixMilli(hb.GrantedAt), start, err)
-//		}
-//		return err
-//	}
-//
-// (GrantedAt: when the heartbeat's write began; if the round's start,
-// before its check-ins and DescribeMany, is wanted instead, the session
-// runner must expose it), and stop sampling WriteLease (or sample it as
-// its own phase, "rewrite"), so that renew_ms stays "from the renewal's
-// start to its answer" and write_ms "the write alone". Without the
-// Heartbeat method, fencing.Transport's (embedded) passes heartbeats
-// through untimed, and renew_ms is empty: transactions_per_s still counts
-// them (fencing.BrokerTransport.EndTxnsSent).
+// RenewalSampler is the hook where a member's renewals are timed: a
+// member renews all its roles with one member-session heartbeat per
+// RenewInterval (processor, "Member sessions"), so the renewal sampled is
+// the heartbeat, from its GrantedAt (when its write began) to its answer
+// (timedTransport.Heartbeat); lease writes (challenges, releases, the
+// rare rewrites) are not renewals. transactions_per_s counts every
+// transaction, heartbeats included (fencing.BrokerTransport.EndTxnsSent).
 type RenewalSampler interface {
 	sample(began, writeStart time.Time, err error)
 }
 
-// timedTransport times the renewals that pass through it: the lease
-// writes under a token after the first (the challenge's), releases not
-// counted. It is the member's [RenewalSampler].
+// timedTransport times the renewals that pass through it: the member
+// session's heartbeats (session ends not counted). It is the member's
+// [RenewalSampler].
 type timedTransport struct {
 	fencing.Transport
 	mu        sync.Mutex
-	fresh     map[codec.Role]codec.Token // tokens whose first write is still to come
 	recording bool
 	samples   []float64 // from the renewal's start
 	writes    []float64 // the write alone
@@ -155,29 +137,11 @@ type timedTransport struct {
 
 var _ RenewalSampler = (*timedTransport)(nil)
 
-func (t *timedTransport) AcquireEpoch(ctx context.Context, role codec.Role) (codec.Token, error) {
-	tok, err := t.Transport.AcquireEpoch(ctx, role)
-	if err == nil {
-		t.mu.Lock()
-		t.fresh[role] = tok
-		t.mu.Unlock()
-	}
-	return tok, err
-}
-
-func (t *timedTransport) WriteLease(ctx context.Context, role codec.Role, tok codec.Token, lease codec.Lease) error {
-	t.mu.Lock()
-	renewal := !lease.Released() && t.fresh[role] != tok
-	if t.fresh[role] == tok {
-		delete(t.fresh, role)
-	}
-	t.mu.Unlock()
+func (t *timedTransport) Heartbeat(ctx context.Context, hb codec.Heartbeat) error {
 	start := time.Now()
-	err := t.Transport.WriteLease(ctx, role, tok, lease)
-	if renewal {
-		// The lease is dated from the renewal's start, before the wait
-		// for a call slot: the latency a holder sees.
-		t.sample(time.UnixMilli(lease.GrantedAt), start, err)
+	err := t.Transport.Heartbeat(ctx, hb)
+	if !hb.End {
+		t.sample(time.UnixMilli(hb.GrantedAt), start, err)
 	}
 	return err
 }
@@ -249,7 +213,7 @@ func RunMember(ctx context.Context, o MemberOptions) error {
 		return err
 	}
 	defer bt.Close()
-	tt := &timedTransport{Transport: bt, fresh: map[codec.Role]codec.Token{}}
+	tt := &timedTransport{Transport: bt}
 	out := &lineWriter{enc: json.NewEncoder(o.Out)}
 	var (
 		mu       sync.Mutex

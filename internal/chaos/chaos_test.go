@@ -29,7 +29,9 @@ const gateSeed = 7130356208474190219
 // TestRecheck) there (default: a temporary directory, removed
 // afterwards). CHAOS_ONLY
 // ("member", "request" or "cluster") restricts the faults to one class;
-// CHAOS_FAULT_EVERY sets the mean pause between faults (default 1s).
+// CHAOS_FAULT_EVERY sets the mean pause between faults (default 1s);
+// CHAOS_ROLES the number of roles (default 40: eight per member, each
+// member's renewed by its one member session).
 func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the chaos run takes CHAOS_DURATION")
@@ -65,6 +67,14 @@ func TestChaos(t *testing.T) {
 		}
 		every = d
 	}
+	var roles int
+	if s := os.Getenv("CHAOS_ROLES"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("CHAOS_ROLES=%q: want a positive number of roles", s)
+		}
+		roles = n
+	}
 	dir := os.Getenv("CHAOS_DIR")
 	if dir == "" {
 		dir = t.TempDir()
@@ -88,6 +98,8 @@ func TestChaos(t *testing.T) {
 		// (4s) leave the quiet stretches in which the gap check's bounds
 		// are short.
 		FaultEvery: every,
+		// Roles (default 40): members hold many roles each.
+		Roles: roles,
 		// Members' clocks apart by up to 10 s, five leases: package
 		// processor judges expiry on the observer's clock.
 		MaxClockOffset: 5 * time.Second,

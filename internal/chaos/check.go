@@ -68,10 +68,14 @@ type Election struct {
 
 // Report is the checker's verdict.
 type Report struct {
-	// Records, Leases, Inputs and Outputs count what was read back.
-	Records, Leases, Inputs, Outputs int
+	// Records, Leases, Heartbeats (session ends included), SessionEnds,
+	// Inputs and Outputs count what was read back.
+	Records, Leases, Heartbeats, SessionEnds, Inputs, Outputs int
 
 	Faults int
+	// MidHeartbeat counts the kills of a member mid-heartbeat (among
+	// Faults).
+	MidHeartbeat int
 	// Exits are the member processes that ended on their own (not a
 	// check of their own; see each one's detail).
 	Exits     []Fault
@@ -114,8 +118,10 @@ func (r *Report) Write(w io.Writer) {
 			most, mostRole = n, role
 		}
 	}
-	fmt.Fprintf(w, "read: %d leases, %d numbered records, %d stream inputs, %d stream outputs\n", r.Leases, r.Records, r.Inputs, r.Outputs)
+	fmt.Fprintf(w, "read: %d leases, %d heartbeats (%d session ends), %d numbered records, %d stream inputs, %d stream outputs\n",
+		r.Leases, r.Heartbeats, r.SessionEnds, r.Records, r.Inputs, r.Outputs)
 	fmt.Fprintf(w, "faults: %d\n", r.Faults)
+	fmt.Fprintf(w, "kills mid-heartbeat: %d\n", r.MidHeartbeat)
 	for _, e := range r.Exits {
 		fmt.Fprintf(w, "member exit: %s at %s: %s\n", e.Target, stamp(e.Start), e.Detail)
 	}
@@ -166,7 +172,12 @@ func (r *Report) Write(w io.Writer) {
 
 // Check judges h; see the package documentation for the rules.
 func Check(h History) *Report {
-	r := &Report{Records: len(h.Records), Leases: len(h.Leases), Inputs: len(h.Inputs), Outputs: len(h.Outputs)}
+	r := &Report{Records: len(h.Records), Leases: len(h.Leases), Heartbeats: len(h.Heartbeats), Inputs: len(h.Inputs), Outputs: len(h.Outputs)}
+	for _, hb := range h.Heartbeats {
+		if hb.End {
+			r.SessionEnds++
+		}
+	}
 	for _, f := range h.Faults {
 		switch f.Kind {
 		case FaultStart, FaultShutdown:
@@ -174,6 +185,9 @@ func Check(h History) *Report {
 			r.Exits = append(r.Exits, f)
 		default:
 			r.Faults++
+			if f.Kind == FaultKill && f.Detail == midHeartbeat {
+				r.MidHeartbeat++
+			}
 		}
 	}
 	add := func(k Kind, role, format string, args ...any) {
@@ -251,8 +265,15 @@ func minters(h History) map[string]Event {
 // checkLeases: per role, in offset order, no lease of a token after the
 // first lease of a newer one (stale); each lease committed under the
 // token it names, by the member whose event log minted that token
-// (author).
+// (author); each heartbeat and session end committed under the session
+// it names (author).
 func checkLeases(h History, add addFunc) {
+	for _, hb := range h.Heartbeats {
+		if hb.Batch.Token() != hb.Session.Token() {
+			add(KindAuthor, "session/"+hb.Member, "session record (end %t) at partition %d offset %d names %s session %s but was written by producer %s",
+				hb.End, hb.Partition, hb.Offset, hb.Member, hb.Session, hb.Batch.Token())
+		}
+	}
 	mint := minters(h)
 	newest := map[string]Lease{} // per role, the first lease of the newest token so far
 	for _, l := range h.Leases {

@@ -56,10 +56,86 @@ func lastLease(h History) map[roleToken]int64 {
 	return m
 }
 
+// lastRenewal is, per role and token, the latest system time at which a
+// renewal of that token's holding was begun: its last committed lease (or
+// release, lastLease), or, for a lease that names a member session, the
+// latest committed heartbeat of that session (the same member, producer
+// id and nonce, an epoch at least the lease's: Session.Keeps) that does
+// not exclude the role, or the session's end (a release of every lease
+// naming it). A heartbeat counts at its batch timestamp, taken after its
+// round began, but at most at the earliest minted (or elected) line of a
+// newer token of the role, and at most at the token's first release: a
+// round vouches for a role only when its DescribeTransactions, sent at
+// the round's start, still shows the token, so a round that vouched
+// began before the newer token was minted (its minted line comes after
+// the coordinator minted it), whatever its heartbeat's timestamp; and the
+// member's later rounds, which still name the session, renew nothing of
+// a holding that ended (package processor, "Member sessions"). Heartbeats
+// committed before the lease change nothing: the lease's own timestamp
+// is later.
+func lastRenewal(h History) map[roleToken]int64 {
+	m := lastLease(h)
+	if len(h.Heartbeats) == 0 {
+		return m
+	}
+	type named struct {
+		member string
+		s      Session
+	}
+	sessions := map[roleToken][]named{}
+	released := map[roleToken]int64{}
+	for _, l := range h.Leases {
+		k := roleToken{l.Role, l.Token}
+		if l.Released() {
+			if at, ok := released[k]; !ok || l.Timestamp < at {
+				released[k] = l.Timestamp
+			}
+		}
+		if l.Session == nil {
+			continue
+		}
+		n := named{l.Member, *l.Session}
+		dup := false
+		for _, x := range sessions[k] {
+			dup = dup || x == n
+		}
+		if !dup {
+			sessions[k] = append(sessions[k], n)
+		}
+	}
+	byMember := map[string][]Heartbeat{}
+	for _, hb := range h.Heartbeats {
+		byMember[hb.Member] = append(byMember[hb.Member], hb)
+	}
+	minted := mints(h)
+	for k, ns := range sessions {
+		limit := int64(1) << 62
+		for t, at := range minted[k.role] {
+			if k.token.Less(t) {
+				limit = min(limit, at)
+			}
+		}
+		if at, ok := released[k]; ok {
+			limit = min(limit, at)
+		}
+		for _, n := range ns {
+			for _, hb := range byMember[n.member] {
+				if hb.Session.Keeps(n.s) && (hb.End || !hb.Excludes(k.role)) {
+					m[k] = max(m[k], min(hb.Timestamp, limit))
+				}
+			}
+		}
+	}
+	return m
+}
+
 // checkOverlap (a): a holder may believe it holds a role until its local
 // deadline: RenewDeadline after the start of its last successful lease
-// write, which is at most the system time of its last committed lease of
-// the token (or its elected line, when later) + RenewDeadline, moved to
+// write, or of the last member-session round that vouched for the role,
+// which is at most the system time of the token's last renewal
+// (lastRenewal: its last committed lease, or the last heartbeat of its
+// session that vouched for it; or its elected line, when later) +
+// RenewDeadline, moved to
 // the SIGCONT when a SIGSTOP of its process spans that deadline or begins
 // within Tolerance after it (a stopped process can do nothing, not even
 // give up). Its own log shows it holding until its revoked line for the
@@ -68,7 +144,7 @@ func lastLease(h History) map[roleToken]int64 {
 // elected, two holdings overlapped beyond what the fence allows.
 func checkOverlap(h History, els []Election, add addFunc) {
 	s := h.Settings
-	last := lastLease(h)
+	last := lastRenewal(h)
 	// per role, the elections in token order (els is sorted so)
 	byRole := map[string][]Election{}
 	for _, e := range els {
@@ -104,7 +180,7 @@ func checkOverlap(h History, els []Election, add addFunc) {
 				if !e.Token().Less(n.Token) || n.At >= end.Wall {
 					continue
 				}
-				add(KindOverlap, e.Role, "%s held under token %s (elected %s, last lease begun %s, local deadline %s) and still held by %s at %s, %d ms past its deadline (tolerance %d ms), while %s held the role under newer token %s since %s",
+				add(KindOverlap, e.Role, "%s held under token %s (elected %s, last renewal begun %s, local deadline %s) and still held by %s at %s, %d ms past its deadline (tolerance %d ms), while %s held the role under newer token %s since %s",
 					p.member, e.Token(), stamp(e.Wall), stamp(base), stamp(deadline), how, stamp(end.Wall), end.Wall-deadline, s.Tolerance.Milliseconds(), n.Member, n.Token, stamp(n.At))
 				break
 			}
@@ -393,7 +469,7 @@ func allDown(h History, from, to int64) bool {
 // process was down. The first election of a role is the opening, not
 // judged. A gap that the shutdown cuts is judged up to the shutdown.
 func checkGaps(h History, r *Report, add addFunc) {
-	last := lastLease(h)
+	last := lastRenewal(h)
 	bounds := newGapBounds(h)
 	judge := func(g Gap, holder string, next *Election) {
 		if g.To <= g.From {
@@ -405,11 +481,11 @@ func checkGaps(h History, r *Report, add addFunc) {
 			return
 		}
 		if next != nil {
-			add(KindGap, g.Role, "no holder from %s (the last lease of token %s begun) to %s (%s elected under token %s): %d ms, bound %d ms",
+			add(KindGap, g.Role, "no holder from %s (the last renewal of token %s begun) to %s (%s elected under token %s): %d ms, bound %d ms",
 				stamp(g.From), g.After, stamp(g.To), next.Member, next.Token, g.Took().Milliseconds(), g.Bound.Milliseconds())
 			return
 		}
-		add(KindGap, g.Role, "no holder from %s (the last lease of token %s begun) until the shutdown at %s: %d ms, bound %d ms",
+		add(KindGap, g.Role, "no holder from %s (the last renewal of token %s begun) until the shutdown at %s: %d ms, bound %d ms",
 			stamp(g.From), g.After, stamp(g.To), g.Took().Milliseconds(), g.Bound.Milliseconds())
 	}
 	for i := range r.Elections {

@@ -190,7 +190,7 @@ func TestCheckGap(t *testing.T) {
 	r := Check(h)
 	vs := reported(r, KindGap)
 	require.Len(t, vs, 1, "%v", r.Violations)
-	assert.Contains(t, vs[0].Evidence, "(the last lease of token 1/0 begun) to")
+	assert.Contains(t, vs[0].Evidence, "(the last renewal of token 1/0 begun) to")
 	assert.Contains(t, vs[0].Evidence, "b elected under token 1/1")
 	assert.Contains(t, vs[0].Evidence, "bound 5600 ms")
 	require.Len(t, r.Elections, 2)

@@ -11,7 +11,12 @@
 // in the test process, so that the driver reaches kfake's controls, and
 // Config.Members (5) processes of the member program (internal/chaos/member,
 // built with `go build` by [BuildMember]). Each member is a candidate for
-// all Config.Roles (20) roles, with Config.Lease (2 s) and the timings
+// all Config.Roles (40; TestChaos: CHAOS_ROLES) roles, so that each holds
+// several (eight on average, more while others are down), all renewed by
+// its one member session (package processor, "Member sessions": one
+// heartbeat transaction per renew interval in its session partition of
+// the role topic, and a lease written only at an election), with
+// Config.Lease (2 s) and the timings
 // processor.Settings derives from it (renew 400 ms, stagger 200 ms,
 // transaction timeout 1 s), and a request timeout of 1 s. It runs an
 // election.Session (view, transport, processor.Member; the view outlives
@@ -22,7 +27,9 @@
 //
 // While it holds a role, a member writes numbered records (role, member,
 // token, sequence) through a fencing.Writer under the holding's token to
-// the topic chaos.out, keyed by role, every Config.WriteEvery; while it
+// the topic chaos.out, keyed by role, every Config.WriteEvery (Roles *
+// 12.5 ms, 500 ms for 40 roles: about 80 records a second from all the
+// members, whatever the number of roles); while it
 // holds the role "stream" it runs processor/stream from chaos.in, which
 // the driver fills with consecutive numbers every 50 ms, to chaos.stream.
 // Each member appends its events to a JSON-lines file the driver names:
@@ -44,7 +51,19 @@
 //
 //   - member faults (45%; at most two members down at once, three times
 //     in four a member that holds a role): SIGKILL, restarted after
-//     lease/2 to 3 leases; SIGSTOP, SIGCONT after 1.25 to 2 leases; a
+//     lease/2 to 3 leases; a crash mid-heartbeat (issue 20): the next
+//     EndTxn of the member's session transactional id
+//     (chaos.session/<member>) that reaches its coordinator, a
+//     heartbeat's (or the session end's) commit after its record was
+//     produced, is not processed (a kfake control): the member is
+//     SIGKILLed and the request's connection closed, so that the
+//     transaction stays open and holds back the readers of the session's
+//     partition of the role topic, the leases of a quarter of the roles
+//     with it, until the coordinator aborts it at the transaction timeout
+//     (1 s); logged as a kill (detail "mid-heartbeat") from the SIGKILL,
+//     restarted after lease/2 to 3 leases, and abandoned, nothing logged,
+//     when no such EndTxn comes within three leases; SIGSTOP, SIGCONT
+//     after 1.25 to 2 leases; a
 //     partition (every broker connection of the member's process, its
 //     transport's and its view's, by their client ids, cut off both ways
 //     through faultnet while the member runs on), healed after 1.25 to 2
@@ -82,20 +101,46 @@
 // every partition, and reads every partition up to its sentinel with
 // read_committed isolation through franz-go's kgo: nothing of krole's
 // read path (no sarama, no package of krole) reads the results. Lease
-// values are decoded here, from their JSON, not through package codec.
+// values (with the member session each names) and the member sessions'
+// records (key krole/session/<member>: heartbeats, with the roles each
+// excludes, and session ends) are decoded here, from their JSON, not
+// through package codec (TestDecodeSessionRecords holds the two to the
+// same format).
 //
 // # The checks
 //
 // [Check] judges a [History] and reports each [Violation] with its
-// evidence, then a summary with the lines "faults: N", "failovers: N",
+// evidence, then a summary with the lines "faults: N", "kills
+// mid-heartbeat: N" (among them), "failovers: N",
 // "max failover: X ms" and "violations: N" (and, after "max failover",
 // the failover closest to its bound and "most of the tolerance used: X
 // ms", the most a failover took beyond its bound without Tolerance, the
 // evidence for the Tolerance below; and after it "writes: N (outcome
 // count, ...)", the members' write lines by outcome, "gaps judged: N",
 // "longest gap" and "gap closest to its bound", each with its length and
-// bound). Token order is (producer id, epoch); kfake never reuses a
-// producer id.
+// bound; its first line counts what was read: leases, heartbeats and
+// session ends, numbered records, the stream's input and output). Token
+// order is (producer id, epoch); kfake never reuses a producer id.
+//
+// A holding's last renewal, from which the overlap and gap checks
+// measure, is the system time (batch timestamp, set from the system clock
+// when the batch is built, after the write began) of the latest of: its
+// committed leases and its release; and, when its lease names a member
+// session, every committed heartbeat of that session (the same member,
+// producer id and nonce, an epoch at least the lease's) that does not
+// exclude the role, and the session's end (a release of every lease
+// naming it). A holder writes its lease at its election, when its value
+// changes and hourly; its session's heartbeat, one per renew interval,
+// renews it. A heartbeat counts at most at the minted (or elected) line of
+// the role's first newer token, and at most at the token's release: a
+// session round vouches for a role only when its DescribeTransactions,
+// sent at the round's start, still shows the token, so a round that did
+// began before any newer token was minted, however late its heartbeat;
+// the member's later heartbeats, which name the session still (it holds
+// other roles), and stop excluding the role once its view shows the newer
+// lease, renew nothing of a holding that ended. (Until issue 20 the last
+// renewal was the last committed lease: on the session design the gate's
+// seed reported 11 overlaps, every holder judged from its one lease.)
 //
 //   - order: per role and partition of chaos.out, and per partition of
 //     chaos.stream, the tokens of committed records in offset order never
@@ -106,16 +151,22 @@
 //     of the role's partition) after the first lease of a newer token.
 //   - author: every lease on the role topic was written in a batch of the
 //     producer id and epoch it names, and names the member whose event log
-//     minted that token for that role.
+//     minted that token for that role; every heartbeat and session end in
+//     a batch of the producer id and epoch of the session it names.
 //   - exactly-once: every committed value of chaos.in is in chaos.stream
 //     exactly once, and chaos.stream holds nothing else.
 //   - failover: for each SIGKILL, SIGSTOP or partition at time k of a member that held
 //     a role (by its event log: after its elected line, before its revoked
-//     line or its next start), the role's next token is elected (its
+//     line or its next start), the crash mid-heartbeat included (a kill),
+//     the role's next token is elected (its
 //     elected line, else its minted line) within "Lease + Renew +
 //     Stagger*(Members-1) + Tolerance + injected" after k. Lease + Renew: the vacancy shows at most a lease after the
 //     holder's last renewal is observed, which is at most a renew interval
-//     before k; Stagger*(Members-1): every other candidate ahead in rank
+//     before k (a heartbeat of its session, one a renew interval; a
+//     crash mid-heartbeat leaves the last one uncommitted, and the open
+//     transaction holds back the session partition's readers for at most
+//     the transaction timeout, 1 s, from before k: within the lease the
+//     vacancy waits for anyway); Stagger*(Members-1): every other candidate ahead in rank
 //     may be down; injected: for each other fault whose span [Start,
 //     End + RequestTimeout] overlaps [k, k + the bound], what the gap
 //     bound below counts for it (a broker fault its length End-Start
@@ -191,11 +242,12 @@
 //     judged.
 //   - overlap (two holdings at once beyond what the fence allows): a
 //     holder may believe it holds until its local deadline, RenewDeadline
-//     (4/5 of the lease, 1.6 s) after the start of its last successful
-//     lease write, on its own monotonic clock (package processor). The
-//     checker bounds that start from above by the system time of the
-//     holding's last committed lease (its batch timestamp, set from the
-//     system clock when the batch is built, after the write began) or its
+//     (4/5 of the lease, 1.6 s) after the start of the last session
+//     round that vouched for the role, or of its last successful lease
+//     write, or its election, on its own monotonic clock (package
+//     processor). The
+//     checker bounds that start from above by the holding's last
+//     renewal (above) or its
 //     elected line, whichever is later; when a SIGSTOP of the process
 //     spans the deadline, or begins within Tolerance after it, the
 //     deadline moves to the SIGCONT (a stopped process can do nothing,
@@ -228,8 +280,9 @@
 //     (docs/GUARANTEES.md, section 2: a write that returned an error never
 //     shows later).
 //   - gap: per role, between consecutive elections in token order, the
-//     role is without a holder from the begin (batch timestamp) of the
-//     earlier holding's last committed lease or release to the later
+//     role is without a holder from the earlier holding's last renewal
+//     (above: its last vouching heartbeat, lease, release or session
+//     end) to the later
 //     election (its elected line, else its minted line), and after its
 //     last election up to the shutdown. A gap longer than [GapBound] is a
 //     violation unless at some moment of it every member process was down
@@ -252,11 +305,12 @@
 //     passed over within the base's stagger, but a transaction of another
 //     role it left open holds back its partition's readers up to the
 //     transaction timeout, 1 s, the request timeout, and the candidates'
-//     turns count again from then). Counting every member fault as a
+//     turns count again from then; the heartbeat a crash mid-heartbeat
+//     leaves open holds back its session's partition alike). Counting
+//     every member fault as a
 //     lease and a request timeout let the chain grow one gap's bound to
 //     194 s in a 2-minute run (seed 5878769250441648831), faults coming
-//     every second.
-//     request it gave up on. So with five members and no other fault near
+//     every second. So with five members and no other fault near
 //     it, a stall of one second allows 6.2 s: lease 2 s, renew 0.4 s,
 //     four staggers 0.8 s, tolerance 1 s, the stall's 1 s and a request
 //     timeout 1 s; a role that stays unheld 14 s after it, with a live

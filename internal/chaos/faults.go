@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/faultnet"
 )
 
@@ -84,7 +86,9 @@ func (d *driver) inject(pending *sync.WaitGroup) {
 		m.mu.Unlock()
 		start := now()
 		off := d.offset()
-		switch k := r.IntN(4); k {
+		switch k := r.IntN(5); k {
+		case 4:
+			d.crashMidHeartbeat(m, span(lease/2, 3*lease), off, pending)
 		case 0:
 			down := span(lease/2, 3*lease)
 			m.signal(syscall.SIGKILL)
@@ -269,6 +273,67 @@ func (d *driver) inject(pending *sync.WaitGroup) {
 			})
 		}
 	}
+}
+
+// midHeartbeat is the Detail of a kill mid-heartbeat.
+const midHeartbeat = " mid-heartbeat"
+
+// crashMidHeartbeat SIGKILLs m while a transaction of its member session
+// is open: the next EndTxn of m's session transactional id that reaches
+// its coordinator (a heartbeat's commit, after its record was produced)
+// is not processed; m is killed and the request's connection closed
+// instead. The transaction stays open, holding back the readers of the
+// session's partition of the role topic (and every role's lease there)
+// until the coordinator aborts it at the transaction timeout. The fault
+// is recorded as a kill (Detail "mid-heartbeat"), from the SIGKILL, and
+// m starts again down later. If m sends no session EndTxn within three
+// leases (it is not in a session yet, say), the fault is abandoned and
+// nothing is recorded.
+func (d *driver) crashMidHeartbeat(m *proc, down, off time.Duration, pending *sync.WaitGroup) {
+	tid := fencing.Config{TxnPrefix: txnPrefix}.SessionTransactionalID(codec.MemberID(m.name))
+	const (
+		armed = iota
+		fired
+		abandoned
+	)
+	var state atomic.Int32
+	var killedAt atomic.Int64
+	killed := make(chan struct{})
+	m.mu.Lock()
+	done := m.done
+	m.mu.Unlock()
+	d.cl.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if state.Load() == abandoned {
+			d.cl.DropControl()
+			return nil, nil, false
+		}
+		if req.(*kmsg.EndTxnRequest).TransactionalID != tid || !state.CompareAndSwap(armed, fired) {
+			return nil, nil, false
+		}
+		m.signal(syscall.SIGKILL)
+		killedAt.Store(now())
+		close(killed)
+		return nil, errDropped, true // the connection closes; the EndTxn is never processed
+	})
+	d.logf("crash %s mid-heartbeat (SIGKILL at its session's next EndTxn), restart in %s", m.name, down)
+	pending.Go(func() {
+		select {
+		case <-killed:
+		case <-time.After(3 * d.cfg.Lease):
+			if state.CompareAndSwap(armed, abandoned) {
+				d.logf("crash %s mid-heartbeat: no session EndTxn within %s; abandoned", m.name, 3*d.cfg.Lease)
+				m.mu.Lock()
+				m.busy = false
+				m.mu.Unlock()
+				return
+			}
+			<-killed
+		}
+		<-done
+		time.Sleep(down)
+		d.record(Fault{Kind: FaultKill, Target: m.name, Detail: midHeartbeat, Start: killedAt.Load(), End: now()})
+		d.restart(m, off)
+	})
 }
 
 // liveNode is a node of the cluster now (not removed), at random.

@@ -150,7 +150,59 @@ type Lease struct {
 	Token     Token // the token the lease names
 	GrantedAt int64
 	Deadline  int64
+	// Session is the member session the lease names (the session that
+	// keeps it alive with its heartbeats), nil for a lease that names
+	// none (renewed by lease writes of its own).
+	Session *Session `json:",omitempty"`
 	Batch
+}
+
+// Session is a member session's incarnation as a lease or heartbeat
+// names it: the producer id and epoch of the member's session
+// transactional id, and the incarnation's nonce.
+type Session struct {
+	PID   int64  `json:"pid"`
+	Epoch int16  `json:"epoch"`
+	Nonce string `json:"nonce"`
+}
+
+// Token returns the session's producer id and epoch as a token.
+func (s Session) Token() Token { return Token{PID: s.PID, Epoch: s.Epoch} }
+
+// String renders s as pid/epoch/nonce.
+func (s Session) String() string { return s.Token().String() + "/" + s.Nonce }
+
+// Keeps reports whether a heartbeat of session s keeps alive a lease
+// naming session l: the same producer id and nonce (one incarnation), and
+// an epoch at least the lease's (the epoch may move within an
+// incarnation; package codec, Session.Keeps).
+func (s Session) Keeps(l Session) bool {
+	return s.PID == l.PID && s.Nonce == l.Nonce && s.Epoch >= l.Epoch
+}
+
+// Heartbeat is one committed record of a member session on the role
+// topic (key krole/session/<member>): a heartbeat, which keeps alive every
+// lease naming its incarnation except those of the roles it excludes, or,
+// with End, the session end, which releases every lease naming the
+// incarnation at once.
+type Heartbeat struct {
+	Member    string
+	Session   Session
+	GrantedAt int64    `json:",omitempty"`
+	Deadline  int64    `json:",omitempty"`
+	Excluded  []string `json:",omitempty"`
+	End       bool     `json:",omitempty"`
+	Batch
+}
+
+// Excludes reports whether hb does not vouch for role.
+func (hb Heartbeat) Excludes(role string) bool {
+	for _, r := range hb.Excluded {
+		if r == role {
+			return true
+		}
+	}
+	return false
 }
 
 // Released reports whether l is a release (see codec.ReleaseLease).
@@ -189,12 +241,15 @@ type History struct {
 	// the members were told to leave (system clock, Unix ms).
 	FaultsFrom, FaultsUntil, Shutdown int64
 
-	Events  []Event
-	Faults  []Fault
-	Leases  []Lease  // in offset order per partition
-	Records []Record // in offset order per partition
-	Inputs  []string // the committed values of the stream's input
-	Outputs []StreamOut
+	Events []Event
+	Faults []Fault
+	Leases []Lease // in offset order per partition
+	// Heartbeats are the member sessions' heartbeats and session ends,
+	// in offset order per partition.
+	Heartbeats []Heartbeat
+	Records    []Record // in offset order per partition
+	Inputs     []string // the committed values of the stream's input
+	Outputs    []StreamOut
 }
 
 // Settings are the timings a run uses, from which the checker's bounds

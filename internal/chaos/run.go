@@ -44,15 +44,19 @@ type Config struct {
 	// Members is the number of member processes. Default 5.
 	Members int
 	// Roles is the number of roles, each with every member as a
-	// candidate. Default 20.
+	// candidate, so that each member holds Roles/Members of them on
+	// average (more while others are down), all renewed by its one member
+	// session. Default 40.
 	Roles int
 	// Lease is the lease duration; the other timings are derived from it
 	// as processor.Settings does. Default 2s.
 	Lease time.Duration
 	// RequestTimeout is the members' transport request timeout. Default 1s.
 	RequestTimeout time.Duration
-	// WriteEvery is each holder's pause between numbered records. Default
-	// 250ms.
+	// WriteEvery is each holder's pause between numbered records.
+	// Default Roles * 12.5ms (500ms for 40 roles): about 80 numbered
+	// records a second from all the members together, whatever the
+	// number of roles.
 	WriteEvery time.Duration
 	// FaultEvery is the mean pause between faults. Default 1s.
 	FaultEvery time.Duration
@@ -79,7 +83,6 @@ func (c Config) withDefaults() Config {
 	def(&c.Duration, 30*time.Second)
 	def(&c.Lease, 2*time.Second)
 	def(&c.RequestTimeout, time.Second)
-	def(&c.WriteEvery, 250*time.Millisecond)
 	def(&c.FaultEvery, time.Second)
 	def(&c.Tolerance, c.Lease/2)
 	def(&c.Settle, 30*time.Second)
@@ -87,8 +90,9 @@ func (c Config) withDefaults() Config {
 		c.Members = 5
 	}
 	if c.Roles == 0 {
-		c.Roles = 20
+		c.Roles = 40
 	}
+	def(&c.WriteEvery, time.Duration(c.Roles)*12500*time.Microsecond)
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
@@ -103,6 +107,7 @@ const (
 	streamOut  = "chaos.stream"
 	streamRole = "stream"
 	group      = "chaos.stream"
+	txnPrefix  = "chaos." // the members' transactional-id prefix
 )
 
 var topicParts = map[string]int32{roleTopic: 4, outTopic: 4, inTopic: 2, streamOut: 2}
@@ -318,7 +323,7 @@ func (d *driver) start(m *proc, off time.Duration) error {
 	cmd := exec.Command(d.cfg.Member,
 		"-brokers", strings.Join(d.cl.ListenAddrs(), ","),
 		"-role-topic", roleTopic, "-out", outTopic, "-in", inTopic, "-stream-out", streamOut, "-group", group,
-		"-member", m.name, "-client-id", clientIDOf(m.name), "-roles", strings.Join(d.roles, ","), "-stream-role", streamRole,
+		"-txn-prefix", txnPrefix, "-member", m.name, "-client-id", clientIDOf(m.name), "-roles", strings.Join(d.roles, ","), "-stream-role", streamRole,
 		"-events", m.events, "-clock-offset", off.String(), "-lease", d.cfg.Lease.String(),
 		"-request-timeout", d.cfg.RequestTimeout.String(), "-write-every", d.cfg.WriteEvery.String())
 	cmd.Stdout, cmd.Stderr = stderr, stderr
@@ -482,6 +487,18 @@ func (d *driver) fillHistory(h *History, recs map[string][]*kgo.Record) error {
 		return Batch{Partition: r.Partition, Offset: r.Offset, ProducerID: r.ProducerID, ProducerEpoch: r.ProducerEpoch, Timestamp: r.Timestamp.UnixMilli()}
 	}
 	for _, r := range recs[roleTopic] {
+		if member, ok := strings.CutPrefix(string(r.Key), "krole/session/"); ok && r.Value != nil {
+			hb, err := decodeHeartbeat(r.Value)
+			if err != nil {
+				return fmt.Errorf("session record at %s/%d@%d: %w", roleTopic, r.Partition, r.Offset, err)
+			}
+			if hb.Member != member {
+				return fmt.Errorf("session record at %s/%d@%d: key names member %q, value %q", roleTopic, r.Partition, r.Offset, member, hb.Member)
+			}
+			hb.Batch = batch(r)
+			h.Heartbeats = append(h.Heartbeats, hb)
+			continue
+		}
 		role, ok := strings.CutPrefix(string(r.Key), "krole/lease/")
 		if !ok || r.Value == nil {
 			continue // registrations and tombstones
@@ -510,25 +527,81 @@ func (d *driver) fillHistory(h *History, recs map[string][]*kgo.Record) error {
 	return nil
 }
 
-// decodeLease reads a lease value of the role topic: krole's JSON value
-// format, read here on its own rather than through package codec.
-func decodeLease(b []byte) (Lease, error) {
-	var w struct {
-		V          int    `json:"v"`
-		Kind       string `json:"kind"`
-		Member     string `json:"member"`
-		ProducerID *int64 `json:"producer_id"`
-		Epoch      *int16 `json:"epoch"`
-		GrantedAt  *int64 `json:"granted_at"`
-		Deadline   *int64 `json:"deadline"`
+// wireValue is a value of the role topic in krole's JSON value format,
+// read here on its own rather than through package codec.
+type wireValue struct {
+	V          int          `json:"v"`
+	Kind       string       `json:"kind"`
+	Member     string       `json:"member"`
+	ProducerID *int64       `json:"producer_id"`
+	Epoch      *int16       `json:"epoch"`
+	GrantedAt  *int64       `json:"granted_at"`
+	Deadline   *int64       `json:"deadline"`
+	Session    *wireSession `json:"session"`
+	Excluded   []string     `json:"excluded"`
+}
+
+type wireSession struct {
+	ProducerID *int64 `json:"producer_id"`
+	Epoch      *int16 `json:"epoch"`
+	Nonce      string `json:"nonce"`
+}
+
+func (w *wireSession) session() (*Session, error) {
+	if w == nil {
+		return nil, nil
 	}
+	if w.ProducerID == nil || w.Epoch == nil || w.Nonce == "" {
+		return nil, errors.New("a session without its producer id, epoch or nonce")
+	}
+	return &Session{PID: *w.ProducerID, Epoch: *w.Epoch, Nonce: w.Nonce}, nil
+}
+
+// decodeLease reads a lease value of the role topic (with the member
+// session it names, if any).
+func decodeLease(b []byte) (Lease, error) {
+	var w wireValue
 	if err := json.Unmarshal(b, &w); err != nil {
 		return Lease{}, err
 	}
 	if w.Kind != "lease" || w.ProducerID == nil || w.Epoch == nil || w.GrantedAt == nil || w.Deadline == nil {
 		return Lease{}, errors.New("not a lease value: " + string(b))
 	}
-	return Lease{Member: w.Member, Token: Token{PID: *w.ProducerID, Epoch: *w.Epoch}, GrantedAt: *w.GrantedAt, Deadline: *w.Deadline}, nil
+	s, err := w.Session.session()
+	if err != nil {
+		return Lease{}, fmt.Errorf("lease value %s: %w", b, err)
+	}
+	return Lease{Member: w.Member, Token: Token{PID: *w.ProducerID, Epoch: *w.Epoch}, GrantedAt: *w.GrantedAt, Deadline: *w.Deadline, Session: s}, nil
+}
+
+// decodeHeartbeat reads a member session's record of the role topic: a
+// heartbeat ("heartbeat", with its times and excluded roles) or a session
+// end ("session_end").
+func decodeHeartbeat(b []byte) (Heartbeat, error) {
+	var w wireValue
+	if err := json.Unmarshal(b, &w); err != nil {
+		return Heartbeat{}, err
+	}
+	s, err := w.Session.session()
+	switch {
+	case err != nil:
+		return Heartbeat{}, fmt.Errorf("session value %s: %w", b, err)
+	case s == nil:
+		return Heartbeat{}, errors.New("a session value without its session: " + string(b))
+	}
+	hb := Heartbeat{Member: w.Member, Session: *s, Excluded: w.Excluded}
+	switch w.Kind {
+	case "session_end":
+		hb.End = true
+	case "heartbeat":
+		if w.GrantedAt == nil || w.Deadline == nil {
+			return Heartbeat{}, errors.New("a heartbeat without its times: " + string(b))
+		}
+		hb.GrantedAt, hb.Deadline = *w.GrantedAt, *w.Deadline
+	default:
+		return Heartbeat{}, errors.New("not a heartbeat or session end: " + string(b))
+	}
+	return hb, nil
 }
 
 // lastLine is the last non-empty line of the file at path, clipped.

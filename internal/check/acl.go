@@ -144,6 +144,23 @@ func (r *runner) aclTxnWrite(ctx context.Context) Result {
 	return pass(NameACLTxnWrite, "WRITE on TransactionalId %s: allowed (InitProducerId answered token %s)", r.txnID, tok)
 }
 
+// aclTxnSession: a member keeps its member session under the
+// transactional id <prefix>session/<member> (processor, "Member
+// sessions"): InitProducerId on the scratch member's, which writes no
+// record.
+func (r *runner) aclTxnSession(ctx context.Context) Result {
+	id := r.cfg.SessionTransactionalID(r.member)
+	_, err := r.main.StartSession(ctx, r.member, "kroleCheck")
+	if res := refused(NameACLTxnSession, r.txnFix("Write"), err); res != nil {
+		res.Detail += fmt.Sprintf(" (members need it on %ssession/<member>, which the prefix %s covers)", r.cfg.TxnPrefix, r.cfg.TxnPrefix)
+		return *res
+	}
+	if err != nil {
+		return fail(NameACLTxnSession, "see transactions.init", "InitProducerId on %s failed: %s", id, r.explain(err))
+	}
+	return pass(NameACLTxnSession, "WRITE on TransactionalId %s: allowed (a member's session; InitProducerId answered, nothing written)", id)
+}
+
 func (r *runner) aclTxnDescribe(ctx context.Context) Result {
 	_, _, err := r.main.Describe(ctx, r.role)
 	if res := refused(NameACLTxnDescribe, r.txnFix("Describe"), err); res != nil {

@@ -204,6 +204,7 @@ const (
 	NameACLTopicWrite  = "acl.topic.write"
 	NameACLTxnWrite    = "acl.txn.write"
 	NameACLTxnDescribe = "acl.txn.describe"
+	NameACLTxnSession  = "acl.txn.session"
 	NameACLTopicCreate = "acl.topic.create"
 	NameACLTopicAlter  = "acl.topic.alter-configs"
 	NameTxnInit        = "transactions.init"
@@ -293,6 +294,7 @@ func Run(ctx context.Context, opts Options) Report {
 		one(NameACLTopicWrite, true, r.aclTopicWrite),
 		one(NameACLTxnWrite, true, r.aclTxnWrite),
 		one(NameACLTxnDescribe, false, r.aclTxnDescribe),
+		one(NameACLTxnSession, true, r.aclTxnSession),
 	}
 	if opts.As == Operator {
 		steps = append(steps,

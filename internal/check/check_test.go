@@ -95,7 +95,7 @@ func requireScratchGone(t *testing.T, c *testcluster.Cluster) string {
 
 var allChecks = []string{
 	check.NameReachability, check.NameVersions, check.NameRoleTopic, check.NameDurability,
-	check.NameACLTopicRead, check.NameACLTopicWrite, check.NameACLTxnWrite, check.NameACLTxnDescribe,
+	check.NameACLTopicRead, check.NameACLTopicWrite, check.NameACLTxnWrite, check.NameACLTxnDescribe, check.NameACLTxnSession,
 	check.NameTxnInit, check.NameTxnFence, check.NameTxnReadCommit, check.NameTimeouts, check.NameDescribe,
 	check.NameClock, check.NameLatency, check.NameCleanup,
 }

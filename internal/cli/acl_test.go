@@ -173,7 +173,9 @@ func TestACLs(t *testing.T) {
 	t.Run("member without Write on the transactional id", func(t *testing.T) {
 		r := runProc(t, bin, c.as("nowrite"), limit, runArgs("nw-1")...)
 		assert.Equal(t, ExitFailure, r.Code, "stderr:\n%s", r.Stderr)
-		assert.Equal(t, "krole: not authorized: WRITE on TransactionalId acl.ctl (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)", lastLine(r.Stderr))
+		// The first transactional id it uses is its member session's, at
+		// its start.
+		assert.Equal(t, "krole: not authorized: WRITE on TransactionalId acl.session/nw-1 (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)", lastLine(r.Stderr))
 		assert.Equal(t, 1, strings.Count(r.Stderr, "not authorized"), "one line names the ACL; stderr:\n%s", r.Stderr)
 		assert.NotContains(t, r.Stderr, "elected")
 		// It left the candidates as it went.

@@ -389,11 +389,41 @@ func (f *follower) awaitSettled(what string, n int, s processor.Settings) error 
 	}, nil); err != nil {
 		return err
 	}
+	if l := f.state.Lease; l.Session != nil {
+		// Renewed by its member session's heartbeats, which the view
+		// does not publish: ask it for the holder's latest.
+		return f.awaitHeartbeat(l.Member, s.LeaseDuration+benchWait)
+	}
 	joined := f.state.LeaseOffset
 	_, err := f.await("a renewal after the joins", s.LeaseDuration+benchWait, func(st rolestate.State) bool {
 		return unreleased(st) && st.LeaseOffset > joined
 	}, nil)
 	return err
+}
+
+// awaitHeartbeat waits, at most timeout, for a heartbeat of member's
+// session written after the call.
+func (f *follower) awaitHeartbeat(member codec.MemberID, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(f.e.ctx, timeout)
+	defer cancel()
+	first, _, err := f.e.view.Session(ctx, member)
+	if err != nil {
+		return fmt.Errorf("waiting for a renewal after the joins: %w", err)
+	}
+	for {
+		se, ok, err := f.e.view.Session(ctx, member)
+		switch {
+		case err != nil:
+			return fmt.Errorf("waiting for a renewal after the joins: %w", err)
+		case ok && !se.Heartbeat.End && se.Offset > first.Offset:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waited %v for a renewal after the joins in vain", timeout)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 func (f *follower) await(what string, timeout time.Duration, ok func(rolestate.State) bool, seen func(rolestate.State)) (time.Time, error) {
@@ -529,8 +559,9 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 			if st.Lease != nil && st.Lease.Member == holder.name && !st.Lease.Released() {
 				last, lastSeen = *st.Lease, st.LeaseSeenAt
 			}
-			if st.Lease != nil && st.Lease.Member == holder.name && st.Lease.Released() && released.IsZero() {
-				released = time.Now()
+			if st.Lease != nil && st.Lease.Member == holder.name && released.IsZero() &&
+				(st.Lease.Released() || st.SessionVouch() == rolestate.Dropped) {
+				released = time.Now() // a release, or the end of the session the lease names
 			}
 		})
 		if err != nil {
@@ -633,7 +664,7 @@ var traceSteps = []struct{ name, who, substr string }{
 	{"h_interrupted", "h", "interrupted; leaving"},         // krole run got the signal
 	{"h_cmd_stopped", "h", ") stopped with code"},          // CMD exited (command mode)
 	{"h_revoked", "h", "info: revoked"},                    // the holding cancelled, work stopped: the release begins
-	{"h_released", "h", "info: released the role"},         // the release's EndTxn answered
+	{"h_released", "h", "info: ended the member session"},  // the session end's EndTxn answered (a leaving member releases its roles with it)
 	{"release_shows", "", ""},                              // the bench's view shows the release
 	{"s_saw_vacancy", "s", "info: holder changed: vacant"}, // the successor's runner saw it
 	{"s_confirmed", "s", "info: challenging"},              // the confirmation returned (from the view's answer, or a Fetch)

@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -17,13 +20,14 @@ import (
 )
 
 // steadyResult is the -o json object of `krole bench steady`: the common
-// fields (the samples are the gaps between consecutive lease writes of the
-// window, by their granted_at, in ms) and the counts of the window, from
-// the role topic.
+// fields (the samples are the gaps between consecutive renewals and
+// elections of the window, by their granted_at, in ms) and the counts of
+// the window, from the role topic.
 type steadyResult struct {
 	chart.Result
-	// Renewals are the lease records of the window written under the
-	// token that held the role when it started.
+	// Renewals are the heartbeats of the holder's member session that
+	// vouched for the role in the window, and its lease rewrites under
+	// its token.
 	Renewals int `json:"renewals"`
 	// Elections are the leases of the window written under a new token:
 	// each one is a member taking the role. None was asked for.
@@ -37,15 +41,15 @@ type steadyResult struct {
 	// then wrote no lease.
 	EpochsWithoutLease int `json:"epochs_without_lease"`
 	// (Rounds, in the common fields, has one object per election: its
-	// offset, the gap since the lease write before it, its epoch step
-	// and whether it was a handover, 1 or 0.)
+	// offset, the gap since the renewal or election before it, its epoch
+	// step and whether it was a handover, 1 or 0.)
 
 	// Needless is Elections + Releases + EpochsWithoutLease: every change
 	// of holder or epoch, none of which anyone asked for. The command
 	// exits 1 when it is not 0.
 	Needless int `json:"needless"`
-	// MaxRenewGapMS is the longest gap between consecutive lease writes
-	// (granted_at), against the lease duration.
+	// MaxRenewGapMS is the longest gap between consecutive renewals or
+	// elections (granted_at), against the lease duration.
 	MaxRenewGapMS float64 `json:"max_renew_gap_ms"`
 	// LoadAvg is /proc/loadavg at the start and at the end.
 	LoadAvg []string `json:"loadavg,omitempty"`
@@ -61,11 +65,13 @@ func benchSteadyCommand() *ucli.Command {
 			"and all N are candidates, then lets them be for T. Nobody resigns or dies, so\n" +
 			"every change of holder or epoch in that window is needless: a lease that ran\n" +
 			"out because a renewal, or a candidate's view of it, came too late. At the end\n" +
-			"it reads the role's records from the topic (read_committed) and counts, over\n" +
-			"the window: renewals, elections (leases under a new token), handovers\n" +
+			"it reads the role's records and its holders' member sessions from the topic\n" +
+			"(read_committed) and counts, over the window: renewals (the holder's\n" +
+			"heartbeats that vouched for the role), elections (leases under a new token), handovers\n" +
 			"(elections that moved the role to another member), releases, and epochs that\n" +
 			"no lease carries (a challenge that fenced the holder and wrote nothing). The\n" +
-			"samples are the gaps between consecutive lease writes (their granted_at). It\n" +
+			"samples are the gaps between consecutive renewals and elections (their\n" +
+			"granted_at). It\n" +
 			"exits 1 when any needless change happened (after the members' last lines on\n" +
 			"stderr), or when a member exited.",
 		Flags: []ucli.Flag{
@@ -190,7 +196,15 @@ watch:
 	if err != nil {
 		return fmt.Errorf("reading the role's records: %w", err)
 	}
-	res := countSteady(recs, start, first)
+	beats := map[codec.MemberID][]fencing.RoleRecord{}
+	for _, r := range append(recs, fencing.RoleRecord{Offset: start + 1, Record: codec.Record{Lease: &first}}) {
+		if l := r.Record.Lease; r.Offset > start && l != nil && l.Session != nil && beats[l.Member] == nil {
+			if beats[l.Member], err = bt.ReadSession(c.Context, l.Member); err != nil {
+				return fmt.Errorf("reading %s's member session: %w", l.Member, err)
+			}
+		}
+	}
+	res := countSteady(role, recs, beats, start, first)
 	res.Kind, res.System, res.Label = "steady", "krole", c.String("label")
 	res.Settings = map[string]any{
 		"members": n, "duration": d.String(), "lease_duration": s.LeaseDuration.String(),
@@ -208,7 +222,7 @@ watch:
 			"max renew gap %.0f ms of a %v lease\n", "", res.Renewals, res.Elections, res.Handovers, res.Releases,
 			res.EpochsWithoutLease, res.Needless, res.MaxRenewGapMS, s.LeaseDuration)
 		for _, ev := range res.Rounds {
-			fmt.Fprintf(stdout(c), "%-16s election at offset %.0f, %.0f ms after the lease write before it, epoch +%.0f, handover %v\n",
+			fmt.Fprintf(stdout(c), "%-16s election at offset %.0f, %.0f ms after the renewal before it, epoch +%.0f, handover %v\n",
 				"", ev["offset"], ev["gap_ms"], ev["epoch_step"], ev["handover"] == 1)
 		}
 	}
@@ -224,39 +238,87 @@ watch:
 	return nil
 }
 
-// countSteady counts the window's lease records: those at offset start
-// (first, the holder's renewal that opens the window) and after.
-func countSteady(recs []fencing.RoleRecord, start int64, first codec.Lease) steadyResult {
+// countSteady counts the window's lease records, those at offset start
+// (first, the holder's lease that opens the window) and after, and the
+// renewals of its holdings: a lease rewritten under its token, or a
+// heartbeat of the member session a lease names (beats holds each
+// holder's session records) that vouches for role, granted after that
+// lease and before the next lease record. The samples are the gaps
+// between consecutive renewals and elections, by granted_at; an
+// election's gap_ms is its gap to the renewal or election before it.
+func countSteady(role codec.Role, recs []fencing.RoleRecord, beats map[codec.MemberID][]fencing.RoleRecord, start int64, first codec.Lease) steadyResult {
+	type lease struct {
+		off int64
+		l   codec.Lease
+	}
+	window := []lease{{start, first}}
+	for _, r := range recs {
+		if l := r.Record.Lease; r.Offset > start && l != nil {
+			window = append(window, lease{r.Offset, *l})
+		}
+	}
+	type event struct {
+		at    int64
+		round int // index in Rounds for an election, else -1
+	}
 	var res steadyResult
+	var events []event
 	prev := first
 	epochs := map[int16]bool{first.Token.Epoch: true}
-	for _, r := range recs {
-		l := r.Record.Lease
-		if r.Offset <= start || l == nil {
-			continue
-		}
-		if l.Released() {
-			res.Releases++
-			continue
-		}
-		res.SamplesMS = append(res.SamplesMS, float64(l.GrantedAt-prev.GrantedAt))
-		switch {
-		case l.Token == prev.Token:
-			res.Renewals++
-		default:
-			res.Elections++
-			ev := map[string]float64{"offset": float64(r.Offset), "gap_ms": float64(l.GrantedAt - prev.GrantedAt),
-				"epoch_step": float64(l.Token.Epoch - prev.Token.Epoch), "handover": 0}
-			if l.Member != prev.Member {
-				res.Handovers++
-				ev["handover"] = 1
+	for i, w := range window {
+		l := w.l
+		if i > 0 {
+			switch {
+			case l.Released():
+				res.Releases++
+			case l.Token == prev.Token:
+				res.Renewals++
+				events = append(events, event{at: l.GrantedAt, round: -1})
+			default:
+				res.Elections++
+				events = append(events, event{at: l.GrantedAt, round: len(res.Rounds)})
+				ev := map[string]float64{"offset": float64(w.off), "epoch_step": float64(l.Token.Epoch - prev.Token.Epoch), "handover": 0}
+				if l.Member != prev.Member {
+					res.Handovers++
+					ev["handover"] = 1
+				}
+				res.Rounds = append(res.Rounds, ev)
 			}
-			res.Rounds = append(res.Rounds, ev)
+			if l.Released() {
+				continue
+			}
+			if l.Token.ProducerID == first.Token.ProducerID {
+				epochs[l.Token.Epoch] = true
+			}
+			prev = l
 		}
-		if l.Token.ProducerID == first.Token.ProducerID {
-			epochs[l.Token.Epoch] = true
+		// The heartbeats that renewed l while it was the latest lease.
+		if l.Session == nil {
+			continue
 		}
-		prev = *l
+		until := int64(math.MaxInt64)
+		if i+1 < len(window) {
+			until = window[i+1].l.GrantedAt
+		}
+		for _, b := range beats[l.Member] {
+			hb := b.Record.Heartbeat
+			if hb == nil || hb.End || hb.GrantedAt <= l.GrantedAt || hb.GrantedAt >= until ||
+				!hb.Session.Keeps(*l.Session) || slices.Contains(hb.Excluded, role) {
+				continue
+			}
+			res.Renewals++
+			events = append(events, event{at: hb.GrantedAt, round: -1})
+		}
+	}
+	slices.SortStableFunc(events, func(a, b event) int { return cmp.Compare(a.at, b.at) })
+	at := first.GrantedAt
+	for _, e := range events {
+		gap := float64(e.at - at)
+		res.SamplesMS = append(res.SamplesMS, gap)
+		if e.round >= 0 {
+			res.Rounds[e.round]["gap_ms"] = gap
+		}
+		at = e.at
 	}
 	// Epochs of the producer id between the first and the last that no
 	// lease carries. (A new producer id, after an epoch overflow, counts

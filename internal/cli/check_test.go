@@ -189,7 +189,7 @@ func TestCheckDocs(t *testing.T) {
 	}
 	assert.Contains(t, doc, "\n### transactions.fence and transactions.read-committed\n")
 	assert.Contains(t, doc, "\n### acl.*\n")
-	for _, n := range []string{check.NameACLTopicRead, check.NameACLTopicWrite, check.NameACLTxnWrite, check.NameACLTxnDescribe,
+	for _, n := range []string{check.NameACLTopicRead, check.NameACLTopicWrite, check.NameACLTxnWrite, check.NameACLTxnDescribe, check.NameACLTxnSession,
 		check.NameACLTopicDescribeConfigs, check.NameACLTopicCreate, check.NameACLTopicAlter} {
 		assert.Contains(t, doc, "| `"+n+"` |", "the acl.* table of docs/CHECK.md does not name %s", n)
 	}

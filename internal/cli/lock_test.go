@@ -46,7 +46,7 @@ func TestRunWithoutCommandHoldsTheRole(t *testing.T) {
 	assert.Regexp(t, `krole run: resigned lock \(token `+regexp.QuoteMeta(tok)+`\)\n$`, a.stderr.String())
 	last := lastLease(readRole(t, c.Config, "lock"))
 	require.NotNil(t, last)
-	assert.True(t, last.Released())
+	assert.True(t, leaseReleased(t, c.Config, "lock"))
 	assert.False(t, strings.Contains(a.stderr.String(), "started CMD"))
 
 	// The role vacant: --try campaigns and takes it.

@@ -36,6 +36,7 @@ func TestRunSecondProcessUnderTheSameMemberIsRefused(t *testing.T) {
 	require.NotNil(t, reg)
 	require.NotEmpty(t, reg.Instance, "krole run registers with its instance")
 
+	beatsBefore := readSession(t, c.Config, "node-3")
 	r := run(t, args...)
 	assert.Equal(t, ExitRunMemberInUse, r.Code, "stderr: %s", r.Stderr)
 	assertOneLineErrorIn(t, r.Stderr)
@@ -59,7 +60,12 @@ func TestRunSecondProcessUnderTheSameMemberIsRefused(t *testing.T) {
 			assert.False(t, rec.Record.Lease.Released())
 		}
 	}
-	require.Greater(t, len(after), len(before), "the holder renewed")
+	beats := readSession(t, c.Config, "node-3")
+	require.Greater(t, len(beats), len(beatsBefore), "the holder renewed (its member session's heartbeats)")
+	for _, b := range beats[len(beatsBefore):] {
+		assert.False(t, b.Record.Heartbeat.End, "the holder's session was not ended")
+		assert.Equal(t, beatsBefore[len(beatsBefore)-1].Record.Heartbeat.Session.Nonce, b.Record.Heartbeat.Session.Nonce, "the same incarnation")
+	}
 	assert.Equal(t, ExitOK, a.stop(), "stderr: %s", a.stderr.String())
 	assert.NotContains(t, a.stderr.String(), "registration was removed")
 	assert.NotContains(t, a.stderr.String(), "revoked")

@@ -354,6 +354,12 @@ func runRun(c *ucli.Context) error {
 	deniedMu.Unlock()
 	switch {
 	case abandoned:
+		if held == nil {
+			// Revoked on the way out, but the member had not returned:
+			// its session's end, which releases the role, is written
+			// last, so it is not confirmed either.
+			held = resigned
+		}
 		lw.printf("%s", unconfirmedLine(role, member, held, settings.LeaseDuration, true))
 	case resigned != nil:
 		lw.printf("resigned %s (token %s)", role, *resigned)

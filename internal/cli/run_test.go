@@ -133,12 +133,12 @@ func TestRunCommandExitCode(t *testing.T) {
 				assert.True(t, strings.HasPrefix(l, "krole run: "), "every line is krole run's: %q", l)
 			}
 
-			// The last lease is the release under the same token, and the
-			// registration is gone.
+			// The last lease, under the same token, is released (by the
+			// member session's end), and the registration is gone.
 			recs := readRole(t, c.Config, codec.Role(role))
 			last := lastLease(recs)
 			require.NotNil(t, last)
-			assert.True(t, last.Released(), "%+v", last)
+			assert.True(t, leaseReleased(t, c.Config, codec.Role(role)), "%+v", last)
 			assert.Equal(t, token, last.Token.String())
 			assert.Empty(t, rolestate.Fold(codec.Role(role), recs).Candidates)
 		})
@@ -191,7 +191,7 @@ func TestRunInterrupted(t *testing.T) {
 			// The role was released, not left to expire.
 			last := lastLease(readRole(t, c.Config, "svc"))
 			require.NotNil(t, last)
-			assert.True(t, last.Released())
+			assert.True(t, leaseReleased(t, c.Config, "svc"))
 			assert.Less(t, time.Since(stopped), testLease, "krole run returned before the lease would have run out")
 		})
 	}
@@ -240,13 +240,25 @@ func TestRunMembersInProcess(t *testing.T) {
 }
 
 // handedOverByRelease asserts, through the role's records, that to took
-// the role after from's release: the role passed on by resignation, not
-// by the expiry of from's lease.
+// the role after from's release (a release lease, or the end of the
+// member session from's last lease names): the role passed on by
+// resignation, not by the expiry of from's lease.
 func (h *membersHarness) handedOverByRelease(from, to codec.MemberID) {
 	h.t.Helper()
 	recs := readRole(h.t, h.c.Config, h.role)
 	rel := lastLeaseOf(recs, from, true)
-	require.NotNil(h.t, rel, "%s wrote no release", from)
+	if rel == nil {
+		// A member that leaves releases its roles with its member
+		// session's end: one record after its last lease.
+		rel = lastLeaseOf(recs, from, false)
+		require.NotNil(h.t, rel, "%s wrote no lease", from)
+		sess := readSession(h.t, h.c.Config, from)
+		require.NotEmpty(h.t, sess, "%s has no member session", from)
+		end := sess[len(sess)-1].Record.Heartbeat
+		require.True(h.t, end.End, "%s wrote no release and did not end its session", from)
+		require.NotNil(h.t, rel.lease.Session)
+		assert.Equal(h.t, rel.lease.Session.Nonce, end.Session.Nonce, "%s's session end is of the session its lease names", from)
+	}
 	next := firstLeaseAfter(recs, rel)
 	require.NotNil(h.t, next, "no lease after %s's release", from)
 	assert.Equal(h.t, to, next.lease.Member, "the lease after %s's release", from)
@@ -471,6 +483,35 @@ func readRole(t *testing.T, cfg fencing.Config, role codec.Role) []fencing.RoleR
 	return recs
 }
 
+// readSession returns member's member-session records (heartbeats,
+// session ends), as a member's transport reads them.
+func readSession(t *testing.T, cfg fencing.Config, member codec.MemberID) []fencing.RoleRecord {
+	t.Helper()
+	tr, err := fencing.NewBrokerTransport(cfg)
+	require.NoError(t, err)
+	defer tr.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	recs, err := tr.ReadSession(ctx, member)
+	require.NoError(t, err)
+	return recs
+}
+
+// leaseReleased reports whether role's latest lease no longer holds it, as
+// a member judges it: a release, or the end of the member session it
+// names (or a heartbeat of that session excluding the role).
+func leaseReleased(t *testing.T, cfg fencing.Config, role codec.Role) bool {
+	t.Helper()
+	tr, err := fencing.NewBrokerTransport(cfg)
+	require.NoError(t, err)
+	defer tr.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := (&processor.TransportSource{Transport: tr}).Role(ctx, role)
+	require.NoError(t, err)
+	return st.Lease != nil && (st.Lease.Released() || st.SessionVouch() == rolestate.Dropped)
+}
+
 func lastLease(recs []fencing.RoleRecord) *codec.Lease {
 	for i := len(recs) - 1; i >= 0; i-- {
 		if recs[i].Key.Kind == codec.KindLease {
@@ -547,8 +588,9 @@ func TestRunRevokedFencedLine(t *testing.T) {
 // registration; M registers again at the back (a registration at a later
 // offset), the holder keeps the role under the same token, and resign
 // says only what it did. Then SIGINT to the holder: its process exits 0
-// after its "resigned" line, with its release and its deregistration in
-// the role's records, and M takes the role.
+// after its "resigned" line, with its member session's end (which
+// releases the role) and its deregistration on record, and M takes the
+// role.
 func TestRunNonHolderRegistrationRemoved(t *testing.T) {
 	const role = "nonholder"
 	bin, c, a, b, before := startHolderAndCandidate(t, role)
@@ -578,16 +620,26 @@ func TestRunNonHolderRegistrationRemoved(t *testing.T) {
 	assert.Equal(t, 0, a.state.ExitCode())
 	i, _ := a.waitLine(t, 0, regexp.MustCompile(`^krole run: resigned nonholder \(token \d+/\d+\)$`), time.Second)
 	assert.Equal(t, a.count()-1, i, "the last line is the resignation; stderr:\n%s", a.stderr())
+	// A leaving member releases its roles with one record, its member
+	// session's end, after its last lease; its registration is removed.
 	recs = readRole(t, c.Config, role)
-	rel := lastLeaseOf(recs, "node-a", true)
-	require.NotNil(t, rel, "node-a's release is in the records")
-	assert.Equal(t, held.lease.Token, rel.lease.Token)
+	last := lastLeaseOf(recs, "node-a", false)
+	require.NotNil(t, last)
+	assert.Equal(t, held.lease.Token, last.lease.Token, "node-a's last lease is under the token it held")
+	assert.Nil(t, lastLeaseOf(recs, "node-a", true), "no release of its own: the session end releases it")
+	sess := readSession(t, c.Config, "node-a")
+	require.NotEmpty(t, sess)
+	end := sess[len(sess)-1].Record.Heartbeat
+	require.NotNil(t, end)
+	assert.True(t, end.End, "node-a's last session record is its session end")
+	require.NotNil(t, last.lease.Session)
+	assert.Equal(t, last.lease.Session.Nonce, end.Session.Nonce, "the session end is of the session node-a's lease names")
 	var dereg int64 = -1
 	for _, r := range recs {
 		if r.Key.Kind == codec.KindRegistration && r.Key.Member == "node-a" && r.Record.Tombstone() {
 			dereg = r.Offset
 		}
 	}
-	assert.Greater(t, dereg, rel.offset, "node-a's deregistration follows its release in the records")
+	assert.Greater(t, dereg, last.offset, "node-a's deregistration follows its last lease in the records")
 	b.waitLine(t, 0, startedRE, 20*time.Second)
 }

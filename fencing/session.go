@@ -1,0 +1,209 @@
+package fencing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/IBM/sarama"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/rolestate"
+)
+
+// Member sessions (see package processor, "Member sessions"): one
+// transactional id per member, <prefix>session/<member>
+// ([Config.SessionTransactionalID]), whose heartbeats keep every role the
+// member holds alive. The session's producer state is kept like a role's
+// token, under the key rolestate.SessionAuthor(member), a name no role
+// has; Transact and its errors name that key as the role.
+
+// Described is what [Transport].DescribeMany learned of one role: the
+// token that holds it now (Held), or that no member ever held it.
+type Described struct {
+	Token codec.Token
+	Held  bool
+}
+
+// SessionTransactionalID returns the transactional id of member's
+// session: TxnPrefix + "session/" + member. No role's transactional id
+// equals it: a role name never contains '/'.
+func (c Config) SessionTransactionalID(member codec.MemberID) string {
+	return c.TransactionalID(codec.SessionName(member))
+}
+
+// StartSession implements [Transport]: InitProducerId on member's
+// session transactional id (fencing the previous incarnation's epoch and
+// aborting a heartbeat it left open), with the same retries as
+// AcquireEpoch. The session names nonce; the transport keeps the producer
+// state the session's token binds, and Heartbeat writes under it.
+func (t *BrokerTransport) StartSession(ctx context.Context, member codec.MemberID, nonce string) (_ codec.Session, err error) {
+	key := rolestate.SessionAuthor(member)
+	if err := member.Validate(); err != nil {
+		return codec.Session{}, &Error{Kind: ErrProducer, Role: key, Err: err}
+	}
+	if err := (codec.Session{Nonce: nonce}).Validate(); err != nil {
+		return codec.Session{}, &Error{Kind: ErrProducer, Role: key, Err: err}
+	}
+	txnID := t.cfg.SessionTransactionalID(member)
+	defer func() { err = needs{txnOp: "WRITE", txnID: txnID}.authz(err) }()
+	var res *sarama.InitProducerIDResponse
+	kerr, err := t.atTxnCoordinator(ctx, nil, txnID, func(b *sarama.Broker) (sarama.KError, error) {
+		r, err := b.InitProducerID(&sarama.InitProducerIDRequest{
+			Version:            versionInitProducerID,
+			TransactionalID:    &txnID,
+			TransactionTimeout: t.cfg.TxnTimeout,
+			ProducerID:         -1,
+			ProducerEpoch:      -1,
+		})
+		if err != nil {
+			return 0, err
+		}
+		res = r
+		return r.Err, nil
+	})
+	if err != nil {
+		return codec.Session{}, &Error{Kind: ErrClient, Role: key, Err: fmt.Errorf("InitProducerId on %s: %w", txnID, err)}
+	}
+	if kerr != sarama.ErrNoError {
+		return codec.Session{}, &Error{Kind: ErrProducer, Role: key, Err: fmt.Errorf("InitProducerId on %s: %w", txnID, kerrError(kerr))}
+	}
+	s := codec.Session{ProducerID: res.ProducerID, Epoch: res.ProducerEpoch, Nonce: nonce}
+	if err := s.Validate(); err != nil {
+		return codec.Session{}, &Error{Kind: ErrProducer, Role: key, Err: fmt.Errorf("InitProducerId on %s: %w", txnID, err)}
+	}
+	t.mu.Lock()
+	t.holders[key] = newHolder(s.Token(), txnID)
+	delete(t.retired, key)
+	t.mu.Unlock()
+	t.authors.Own(key, s.ProducerID)
+	return s, nil
+}
+
+// Heartbeat implements [Transport]: one transaction under hb.Session's
+// producer id and epoch that adds the member's session partition
+// (codec.SessionPartition), produces hb under codec.SessionKey and
+// commits. Its errors are WriteLease's: [ErrFenced] when another
+// StartSession of the member fenced this one, [ErrNotHeld] when this
+// transport did not mint the session (or retired it), [ErrUnknownOutcome]
+// when a request got no definite answer (the session's token is retired:
+// StartSession again), [ErrProducer] otherwise.
+func (t *BrokerTransport) Heartbeat(ctx context.Context, hb codec.Heartbeat) error {
+	val, err := codec.EncodeRecord(codec.Record{Heartbeat: &hb})
+	key := rolestate.SessionAuthor(hb.Member)
+	if err != nil {
+		return &Error{Kind: ErrProducer, Role: key, Err: err}
+	}
+	return t.Transact(ctx, key, hb.Session.Token(), func(tx *Txn) error {
+		n, err := t.partitionCount(ctx, t.cfg.Topic, false)
+		if err != nil {
+			return &Error{Kind: ErrClient, Role: key, Err: err}
+		}
+		_, err = tx.Produce(t.cfg.Topic, codec.SessionPartition(hb.Member, n), codec.SessionKey(hb.Member).Encode(), val)
+		return err
+	})
+}
+
+// DescribeMany implements [Transport]: DescribeTransactions with the
+// transactional ids of roles, one request per coordinator broker (the
+// coordinators as the client knows them; a role whose coordinator is not
+// known costs one FindCoordinator first). A role missing from the result
+// was not answered: err says why (errors.Join of each failure).
+func (t *BrokerTransport) DescribeMany(ctx context.Context, roles []codec.Role) (map[codec.Role]Described, error) {
+	ids := make([]string, 0, len(roles))
+	byID := make(map[string]codec.Role, len(roles))
+	for _, r := range roles {
+		if err := r.Validate(); err != nil {
+			return nil, &Error{Kind: ErrAdmin, Role: r, Err: err}
+		}
+		id := t.cfg.TransactionalID(string(r))
+		ids = append(ids, id)
+		byID[id] = r
+	}
+	got, err := t.describeIDs(ctx, ids)
+	out := make(map[codec.Role]Described, len(got))
+	for id, d := range got {
+		out[byID[id]] = d
+	}
+	return out, err
+}
+
+// describeIDs is DescribeMany for transactional ids.
+func (t *BrokerTransport) describeIDs(ctx context.Context, ids []string) (map[string]Described, error) {
+	groups := map[int32][]string{}
+	var errs []error
+	for _, id := range ids {
+		b, err := call(ctx, nil, func() (*sarama.Broker, error) { return t.client.TransactionCoordinator(id) })
+		if err != nil {
+			errs = append(errs, fmt.Errorf("finding the coordinator of %s: %w", id, err))
+			continue
+		}
+		groups[b.ID()] = append(groups[b.ID()], id)
+	}
+	out := make(map[string]Described, len(ids))
+	for _, g := range groups {
+		first := g[0]
+		var states []sarama.TransactionState
+		kerr, err := t.atTxnCoordinator(ctx, nil, first, func(b *sarama.Broker) (sarama.KError, error) {
+			r, err := b.DescribeTransactions(&sarama.DescribeTransactionsRequest{Version: versionDescribeTxns, TransactionalIDs: g})
+			if err != nil {
+				return 0, err
+			}
+			states = r.TransactionStates
+			for _, s := range r.TransactionStates {
+				if s.TransactionalID == first {
+					return s.ErrorCode, nil // NOT_COORDINATOR for the group's first id: find it again
+				}
+			}
+			return sarama.ErrNoError, nil
+		})
+		if err != nil {
+			errs = append(errs, &Error{Kind: ErrAdmin, Err: fmt.Errorf("DescribeTransactions on %d transactional ids (%s, ...): %w", len(g), first, err)})
+			continue
+		}
+		if kerr != sarama.ErrNoError && kerr != kerrTransactionalIDNotFound {
+			errs = append(errs, &Error{Kind: ErrAdmin, Err: fmt.Errorf("DescribeTransactions on %s: %w", first, kerrError(kerr))})
+		}
+		for _, s := range states {
+			switch s.ErrorCode {
+			case sarama.ErrNoError:
+				held := s.ProducerID >= 0 && s.ProducerEpoch >= 0 && s.TransactionState != "Dead"
+				d := Described{Held: held}
+				if held {
+					d.Token = codec.Token{ProducerID: s.ProducerID, Epoch: s.ProducerEpoch}
+				}
+				out[s.TransactionalID] = d
+			case kerrTransactionalIDNotFound:
+				out[s.TransactionalID] = Described{}
+			default:
+				if s.TransactionalID != first {
+					_, _ = call(ctx, nil, func() (struct{}, error) {
+						return struct{}{}, t.client.RefreshTransactionCoordinator(s.TransactionalID)
+					})
+				}
+				errs = append(errs, &Error{Kind: ErrAdmin, Err: fmt.Errorf("DescribeTransactions on %s: %w", s.TransactionalID, kerrError(s.ErrorCode))})
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// ReadSession implements [Transport]: it reads the partition of member's
+// session records as ReadRoleRecords reads a role's, and returns the
+// session records of member in offset order, except those that
+// rolestate.CheckHeartbeatAuthor refuses or whose producer id is not the
+// one the session's transactional id has at its coordinator (both
+// counted as forged).
+func (t *BrokerTransport) ReadSession(ctx context.Context, member codec.MemberID) ([]RoleRecord, error) {
+	key := rolestate.SessionAuthor(member)
+	if err := member.Validate(); err != nil {
+		return nil, &Error{Kind: ErrClient, Role: key, Err: err}
+	}
+	return t.readRecords(ctx, key, roleReader{role: key, session: member, t: t, aborted: map[int64]bool{}})
+}
+
+// verifySession is VerifyAuthor for member's session: whether pid is the
+// producer id the session's transactional id has at its coordinator.
+func (t *BrokerTransport) verifySession(ctx context.Context, member codec.MemberID, pid int64) (rolestate.Verdict, error) {
+	return t.VerifyAuthor(ctx, rolestate.SessionAuthor(member), pid)
+}

@@ -1,0 +1,654 @@
+package processor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/rolestate"
+)
+
+// session is the member's session (see "Member sessions" in the package
+// doc): one incarnation at a time, one heartbeat per RenewInterval for
+// every role the member holds, and the batched DescribeTransactions that
+// tells a holder it lost a role. Its goroutine (run) writes the
+// heartbeats; the role runners hold, check in and drop roles through its
+// methods, and learn of each round's outcome through their note channel.
+//
+// Member.Run starts it (run, and vetAtStart before the first
+// StartSession); the role runners name the session in their leases
+// (ensure), hold and drop roles, check in at every decision, and take each
+// round's word from their note channel (runner.noted).
+type session struct {
+	m *Member
+
+	starting sync.Mutex // one StartSession at a time
+	closing  bool       // a session end is being written: no new incarnation until it is
+
+	mu      sync.Mutex
+	cur     codec.Session // the current incarnation; Nonce "" when none
+	retired bool          // a heartbeat got no answer: StartSession again before the next
+	fenced  bool          // the retirement was a fenced heartbeat: another process may have taken the session
+	held    map[codec.Role]*sessHold
+	// excluded holds the roles this incarnation's heartbeats must not
+	// vouch for: roles this member stopped holding without a release
+	// (their latest lease may still name the incarnation).
+	excluded map[codec.Role]struct{}
+	dirty    bool // excluded changed since the last heartbeat
+	ended    bool // Run is over: no new incarnation
+	wake     chan struct{}
+	vetted   chan struct{} // closed once vetAtStart is done (vetDone): no StartSession before
+	vetOnce  sync.Once
+}
+
+// sessHold is a role the member holds, as the session knows it.
+type sessHold struct {
+	tok       codec.Token
+	base      time.Time          // the holding's local deadline is base + RenewDeadline: its election, or the last round that vouched for it
+	checkedIn time.Time          // the runner's last check-in
+	note      chan sessNote      // capacity 1: the runner's
+	cancel    context.CancelFunc // the holding's work context
+}
+
+// sessNote is what the session tells a role's runner after a round: its
+// role was vouched for by a heartbeat whose round began at vouched, or
+// it is lost (lost is the reason, cause why).
+type sessNote struct {
+	vouched time.Time
+	lost    Reason
+	cause   error
+}
+
+func newSession(m *Member) *session {
+	return &session{m: m, held: map[codec.Role]*sessHold{}, excluded: map[codec.Role]struct{}{}, wake: make(chan struct{}, 1), vetted: make(chan struct{})}
+}
+
+// newNonce draws an incarnation nonce: 16 random hex digits.
+func newNonce() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ensure returns the current incarnation, beginning one (StartSession)
+// when there is none: the session a challenge's lease names. Starts are
+// one at a time (starting), and the call to the cluster is made without
+// mu, so that runners checking in never wait for it.
+func (s *session) ensure(ctx context.Context) (codec.Session, error) {
+	select {
+	case <-s.vetted:
+	case <-ctx.Done():
+		return codec.Session{}, fmt.Errorf("waiting for the check that no other process runs this member id's session: %w", ctx.Err())
+	}
+	s.starting.Lock()
+	defer s.starting.Unlock()
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return codec.Session{}, errors.New("the member is leaving: no new session")
+	}
+	if s.closing {
+		s.mu.Unlock()
+		return codec.Session{}, errors.New("the member session's incarnation is ending; try again")
+	}
+	prev := s.cur
+	if prev.Nonce != "" && !s.retired {
+		s.mu.Unlock()
+		return prev, nil
+	}
+	s.mu.Unlock()
+	nonce := prev.Nonce
+	if nonce == "" {
+		nonce = newNonce()
+	}
+	cur, err := s.m.t.StartSession(ctx, s.m.me, nonce)
+	if err != nil {
+		return codec.Session{}, fmt.Errorf("starting the member session: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if prev.Nonce != "" && s.cur.Nonce == prev.Nonce && cur.ProducerID != prev.ProducerID {
+		// A new producer id cannot keep the incarnation's leases (they
+		// name the old one): the incarnation is over.
+		s.endLocked(ReasonLeaseLost, errors.New("the member session's producer id changed"))
+		cur.Nonce = newNonce()
+	} else if prev.Nonce != "" && s.cur.Nonce != prev.Nonce {
+		// The incarnation ended while the session started again: this
+		// start begins a new one.
+		cur.Nonce = newNonce()
+	}
+	s.cur, s.retired = cur, false
+	s.m.log.Info("member session", "producer_id", cur.ProducerID, "epoch", cur.Epoch, "nonce", cur.Nonce)
+	return cur, nil
+}
+
+// hold records that the member holds role under tok, elected at start
+// (its first check-in), with a lease naming the incarnation nonce; note
+// and cancel are the runner's. When that incarnation has ended meanwhile
+// (no heartbeat will vouch for the lease), the runner is told at once
+// that the holding is lost.
+func (s *session) hold(role codec.Role, tok codec.Token, nonce string, start time.Time, note chan sessNote, cancel context.CancelFunc) {
+	s.mu.Lock()
+	if s.cur.Nonce == "" || s.cur.Nonce != nonce {
+		s.mu.Unlock()
+		cancel()
+		notify(note, sessNote{lost: ReasonLeaseLost, cause: errors.New("the member session's incarnation that the lease names ended before the holding began")})
+		return
+	}
+	s.held[role] = &sessHold{tok: tok, base: start, checkedIn: start, note: note, cancel: cancel}
+	if _, ok := s.excluded[role]; ok {
+		delete(s.excluded, role)
+		s.dirty = true
+	}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}: // the first heartbeat need not wait a whole interval after an idle one
+	default:
+	}
+}
+
+// vouched records that the holding of role was renewed otherwise (a lease
+// rewrite begun at at): its local deadline counts from there, for the
+// rounds' check of a late heartbeat too.
+func (s *session) vouched(role codec.Role, at time.Time) {
+	s.mu.Lock()
+	if h := s.held[role]; h != nil && at.After(h.base) {
+		h.base = at
+	}
+	s.mu.Unlock()
+}
+
+// checkIn records that role's runner is alive at now.
+func (s *session) checkIn(role codec.Role, now time.Time) {
+	s.mu.Lock()
+	if h := s.held[role]; h != nil && now.After(h.checkedIn) {
+		h.checkedIn = now
+	}
+	s.mu.Unlock()
+}
+
+// drop records that the member no longer holds role. exclude: its latest
+// lease may still name the incarnation (no release was written), so the
+// heartbeats exclude it until the member's view shows another.
+func (s *session) drop(role codec.Role, exclude bool) {
+	s.mu.Lock()
+	delete(s.held, role)
+	_, was := s.excluded[role]
+	if exclude && s.cur.Nonce != "" {
+		s.excluded[role] = struct{}{}
+	} else {
+		delete(s.excluded, role)
+	}
+	_, is := s.excluded[role]
+	s.dirty = s.dirty || was != is
+	s.mu.Unlock()
+}
+
+// settle ends role's exclusion once st shows that its latest lease no
+// longer names this incarnation (a release, another member's lease, or
+// one of another incarnation).
+func (s *session) settle(role codec.Role, st rolestate.State) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.excluded[role]; !ok {
+		return
+	}
+	l := st.Lease
+	if l == nil || l.Released() || l.Session == nil || l.Member != s.m.me || l.Session.Nonce != s.cur.Nonce {
+		delete(s.excluded, role)
+		s.dirty = true
+	}
+}
+
+// current returns the current incarnation (Nonce "" when none).
+func (s *session) current() codec.Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+// endLocked ends the incarnation: every held role is lost (its runner is
+// told, its work cancelled), and nothing is excluded any more (the next
+// incarnation's heartbeats vouch for none of the old leases).
+func (s *session) endLocked(why Reason, cause error) {
+	for role, h := range s.held {
+		h.cancel()
+		notify(h.note, sessNote{lost: why, cause: cause})
+		delete(s.held, role)
+	}
+	clear(s.excluded)
+	s.cur, s.retired, s.dirty = codec.Session{}, false, false
+}
+
+// notify sends n on ch (capacity 1), replacing a note not taken yet; a
+// loss is never replaced by a vouch.
+func notify(ch chan sessNote, n sessNote) {
+	select {
+	case ch <- n:
+		return
+	default:
+	}
+	select {
+	case old := <-ch:
+		if old.lost != "" && n.lost == "" {
+			n = old
+		}
+	default:
+	}
+	select {
+	case ch <- n:
+	default:
+	}
+}
+
+// run writes a heartbeat round every RenewInterval once the session has
+// begun, whether or not the member holds a role (its heartbeats are the
+// sign of life that keeps another process from taking its member id's
+// session over, see vetAtStart), until ctx ends; then, unless KeepOnExit, it ends the session
+// (one session-end record releases every lease of the incarnation) once
+// the runners are done (runnersDone closed).
+func (s *session) run(ctx context.Context, runnersDone <-chan struct{}) {
+	// Rounds go every RenewInterval (less jitter) from the previous
+	// round's start, not its end, as a holder's deadline counts from a
+	// round's start: a slow round does not push the next one later.
+	next := s.m.clk.Now().Add(s.m.s.RenewInterval - renewJitter(s.m.s))
+	for {
+		t := s.m.clk.NewTimer(next.Sub(s.m.clk.Now()))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			<-runnersDone
+			s.finish(ctx)
+			return
+		case <-t.C():
+		case <-s.wake:
+			t.Stop()
+		}
+		start := s.m.clk.Now()
+		s.round(ctx)
+		next = start.Add(s.m.s.RenewInterval - renewJitter(s.m.s))
+	}
+}
+
+// round is one heartbeat round: DescribeMany over the held roles' tokens
+// (a role whose token moved is lost: fenced), then one heartbeat that
+// vouches for every lease of the incarnation except the excluded roles and
+// the held roles whose runner did not check in lately (stuck: dropped,
+// their work cancelled). Each held role the round confirmed is told its
+// new local deadline base (the round's start) once the heartbeat
+// committed.
+func (s *session) round(ctx context.Context) {
+	start := s.m.clk.Now()
+	s.mu.Lock()
+	if s.cur.Nonce == "" {
+		s.mu.Unlock()
+		return
+	}
+	stale := start.Add(-(s.m.s.TransactionTimeout + s.m.s.RenewInterval))
+	roles := make([]codec.Role, 0, len(s.held))
+	for role, h := range s.held {
+		if h.checkedIn.Before(stale) {
+			// Stuck: its runner has not checked in for longer than a
+			// call may take. Drop it: its work is cancelled and the
+			// heartbeats exclude it, so others take it after they see
+			// this heartbeat.
+			h.cancel()
+			notify(h.note, sessNote{lost: ReasonLeaseLost, cause: errors.New("the role's runner did not check in with the member session")})
+			delete(s.held, role)
+			s.excluded[role] = struct{}{}
+			s.dirty = true
+			s.m.log.Warn("dropping a held role: its runner did not check in", "role", string(role), "checked_in", h.checkedIn)
+			continue
+		}
+		roles = append(roles, role)
+	}
+	s.mu.Unlock()
+
+	confirmed := map[codec.Role]codec.Token{}
+	bases := map[codec.Role]time.Time{} // each confirmed role's local deadline base when the heartbeat began
+	if len(roles) > 0 {
+		dctx, cancel := withTimeout(ctx, s.m.clk, s.m.s.TransactionTimeout)
+		got, err := s.m.t.DescribeMany(dctx, roles)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			s.m.log.Warn("describing the held roles' tokens failed; the roles not answered are not renewed this round", "err", err, "answered", len(got), "held", len(roles))
+		}
+		s.mu.Lock()
+		for _, role := range roles {
+			h := s.held[role]
+			d, ok := got[role]
+			switch {
+			case h == nil || !ok:
+			case d.Held && d.Token == h.tok:
+				confirmed[role] = h.tok
+				bases[role] = h.base
+			default:
+				// The coordinator names another token (or none): another
+				// member took the role. The holder learns it here, within
+				// a round, whatever its view shows.
+				h.cancel()
+				notify(h.note, sessNote{lost: ReasonFenced, cause: fmt.Errorf("%w: the coordinator names token %s for the role, not ours (%s)", fencing.ErrFenced, d.Token, h.tok)})
+				delete(s.held, role)
+				s.m.met.fenced(role)
+			}
+		}
+		s.mu.Unlock()
+	}
+
+	s.mu.Lock()
+	cur, wasRetired := s.cur, s.retired
+	hb := codec.Heartbeat{Member: s.m.me, Session: cur, GrantedAt: start.UnixMilli(),
+		Deadline: start.UnixMilli() + s.m.s.LeaseDuration.Milliseconds()}
+	for role := range s.excluded {
+		hb.Excluded = append(hb.Excluded, role)
+	}
+	slices.Sort(hb.Excluded)
+	s.dirty = false
+	s.mu.Unlock()
+	if wasRetired && s.fencedByAnother(ctx, cur) {
+		return
+	}
+	if wasRetired {
+		if _, err := s.ensure(ctx); err != nil {
+			s.m.log.Warn("restarting the member session after an unanswered heartbeat failed", "err", err)
+			return
+		}
+		s.mu.Lock()
+		if s.cur.Nonce != cur.Nonce {
+			s.mu.Unlock()
+			return // a new incarnation: nothing of the old is vouched for
+		}
+		hb.Session = s.cur
+		s.mu.Unlock()
+	}
+	// Not cut short by the end of Run's context: a heartbeat cut short
+	// mid-transaction has no definite outcome.
+	hctx, cancel := withTimeout(context.WithoutCancel(ctx), s.m.clk, s.m.s.TransactionTimeout)
+	err := s.m.t.Heartbeat(hctx, hb)
+	cancel()
+	done := s.m.clk.Now()
+	if end := s.afterBeat(ctx, hb, err, start, done, confirmed, bases); end != nil {
+		// Written without the lock, while ensure refuses to start a new
+		// incarnation (closing), whose InitProducerId would fence it.
+		ectx, ecancel := withTimeout(context.WithoutCancel(ctx), s.m.clk, s.m.s.TransactionTimeout)
+		if err := s.m.t.Heartbeat(ectx, *end); err != nil {
+			s.m.log.Warn("writing the session end failed; the old leases run out their spans", "err", err)
+		}
+		ecancel()
+		s.mu.Lock()
+		s.closing = false
+		s.mu.Unlock()
+	}
+}
+
+// afterBeat applies a round's heartbeat outcome (err; the round began at
+// start, the answer came at done) under the lock, and returns the session
+// end to write when the heartbeat committed too late.
+func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, start, done time.Time, confirmed map[codec.Role]codec.Token, bases map[codec.Role]time.Time) *codec.Heartbeat {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur.Nonce != hb.Session.Nonce {
+		return nil // the incarnation ended meanwhile
+	}
+	if err != nil {
+		s.dirty = s.dirty || len(hb.Excluded) > 0
+	}
+	switch {
+	case err == nil:
+	case fencing.IsFenced(err):
+		// Either the coordinator aborted a heartbeat that outlived the
+		// transaction timeout, which bumps the session's epoch, or
+		// another process under this member id started the session
+		// (after watching it for a lease of silence). The next round
+		// tells them apart: it starts the session again unless the
+		// member id's latest session record is another incarnation's
+		// heartbeat, which refuses this process (see round).
+		s.retired, s.fenced = true, true
+		s.m.log.Warn("a heartbeat was fenced: the session starts again before the next, unless another process took it", "err", err)
+		return nil
+	case retired(err) || errors.Is(err, fencing.ErrNotHeld):
+		s.retired = true
+		s.m.log.Warn("a heartbeat got no definite answer; the session starts again before the next", "err", err)
+		return nil
+	default:
+		if ctx.Err() == nil {
+			s.m.log.Warn("heartbeat failed", "err", err)
+		}
+		return nil
+	}
+	// Late for a role it vouched for: past that role's local deadline as
+	// it stood when the heartbeat began (the runner may have ended the
+	// holding at that deadline meanwhile, and dropped it).
+	late := false
+	for role := range confirmed {
+		if !done.Before(bases[role].Add(s.m.s.RenewDeadline)) {
+			late = true
+		}
+	}
+	if late {
+		// Resurrected: the heartbeat committed after the member's own
+		// deadline for a role it vouched for (the member was paused, or
+		// cut off, meanwhile): that holding ended at its deadline, and
+		// observers may have seen its lease expire. The incarnation
+		// ends, so that this late heartbeat brings none of its leases
+		// back to life, and the member campaigns again.
+		s.m.log.Warn("a heartbeat committed after the member's own deadline; ending the session's incarnation", "started", start, "committed", done)
+		end := codec.Heartbeat{Member: s.m.me, Session: hb.Session, End: true}
+		s.endLocked(ReasonLeaseLost, errors.New("a heartbeat committed after the member's own deadline"))
+		s.closing = true
+		return &end
+	}
+	for role, tok := range confirmed {
+		if h := s.held[role]; h != nil && h.tok == tok {
+			h.base = start
+			notify(h.note, sessNote{vouched: start})
+		}
+	}
+	if s.m.log.Enabled(ctx, slog.LevelDebug) {
+		s.m.log.Debug("heartbeat", "roles", len(confirmed), "excluded", len(hb.Excluded), "took", done.Sub(start))
+	}
+	return nil
+}
+
+// finish ends the session when Run ends (not with KeepOnExit): one
+// session-end record, after which every lease naming the incarnation is
+// released in every reader's eyes.
+func (s *session) finish(ctx context.Context) {
+	s.mu.Lock()
+	s.ended = true
+	cur := s.cur
+	s.mu.Unlock()
+	if cur.Nonce == "" || s.m.s.KeepOnExit {
+		return
+	}
+	ectx, cancel := withTimeout(context.WithoutCancel(ctx), s.m.clk, s.m.s.TransactionTimeout)
+	defer cancel()
+	if err := s.m.t.Heartbeat(ectx, codec.Heartbeat{Member: s.m.me, Session: cur, End: true}); err != nil {
+		s.m.log.Warn("writing the session end failed; the member's leases run out their spans", "err", err)
+		return
+	}
+	s.m.log.Info("ended the member session", "nonce", cur.Nonce)
+}
+
+// errEndsWithSession: a leaving member's role is released by the session
+// end, not by a release of its own.
+var errEndsWithSession = errors.New("released by the member session's end")
+
+// ending reports whether the session end the leaving member writes
+// releases l: l names the current incarnation and the member does not
+// keep its roles on exit.
+func (s *session) ending(l codec.Lease) bool {
+	if s.m.s.KeepOnExit || l.Session == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur.Nonce != "" && l.Session.Nonce == s.cur.Nonce && !s.retired
+}
+
+// noted applies the session's word on the held role: a loss ends the
+// holding at once (a fence as any fence: the wait after a loss applies);
+// a vouch moves the local deadline to the round's start + RenewDeadline.
+func (r *runner) noted(n sessNote) {
+	if r.hold == nil {
+		return
+	}
+	now := r.m.clk.Now()
+	if n.lost != "" {
+		if n.lost == ReasonFenced {
+			r.lost(now)
+		}
+		r.revoke(now, n.lost, n.cause, "the member session ended the holding")
+		return
+	}
+	if !n.vouched.After(r.l.renewedAt) {
+		return
+	}
+	if !r.hold.expiry.Stop() {
+		// The local deadline passed before the heartbeat's word came:
+		// work has been told to stop, so the member stops too.
+		r.revoke(now, ReasonLeaseLost, nil, "the heartbeat committed only after the local deadline")
+		return
+	}
+	r.l.renewedAt = n.vouched
+	r.hold.expiry = r.m.clk.AfterFunc(n.vouched.Add(r.m.s.RenewDeadline).Sub(now), r.hold.cancel)
+	r.m.met.renewed(r.role, now.Sub(n.vouched), "ok")
+}
+
+// vetAtStart keeps this process from taking over the session of another
+// live process under its member id. The session's transactional id is
+// the member id's, so this process's first StartSession would fence the
+// other's heartbeats (every role it holds would be lost); so before it,
+// when the member id's latest session record is a heartbeat of an
+// incarnation this process did not begin (not a session end), it watches
+// that session for one LeaseDuration: a newer heartbeat of it means the
+// other process is live, and the member is refused ([MemberInUseError]:
+// Run returns it, nothing written); a session end, or no heartbeat for a
+// lease, means it is gone (a process killed, or paused for longer than a
+// lease), and the first StartSession may go ahead. Without a
+// SessionSource there is nothing to watch. ensure waits for it (vetted).
+func (s *session) vetAtStart(ctx context.Context) {
+	defer s.vetDone()
+	ss, ok := s.m.src.(SessionSource)
+	if !ok {
+		return
+	}
+	lookup := ss.Session
+	if st, ok := s.m.src.(sessionSettler); ok {
+		// Bounded: a verdict that never comes does not hold the member's
+		// start for longer than a lease.
+		lookup = func(ctx context.Context, m codec.MemberID) (rolestate.SessionSeen, bool, error) {
+			sctx, cancel := withTimeout(ctx, s.m.clk, s.m.s.LeaseDuration)
+			defer cancel()
+			se, found, err := st.SessionSettled(sctx, m)
+			if err != nil && ctx.Err() == nil && sctx.Err() != nil {
+				return ss.Session(ctx, m)
+			}
+			return se, found, err
+		}
+	}
+	first, found, err := lookup(ctx, s.m.me)
+	for err != nil && ctx.Err() == nil {
+		s.m.log.Warn("reading this member id's session failed; retrying before the first challenge", "err", err)
+		t := s.m.clk.NewTimer(s.m.s.RetryBackoff)
+		select {
+		case <-ctx.Done():
+		case <-t.C():
+		}
+		t.Stop()
+		first, found, err = lookup(ctx, s.m.me)
+	}
+	if !found || err != nil || first.Heartbeat.End {
+		return
+	}
+	other := first.Heartbeat.Session.Nonce
+	s.m.log.Info("this member id's session shows another process's heartbeat: watching it for a lease before starting a session",
+		"nonce", other, "offset", first.Offset)
+	until := s.m.clk.Now().Add(s.m.s.LeaseDuration)
+	for {
+		left := until.Sub(s.m.clk.Now())
+		if left <= 0 {
+			s.m.log.Warn("taking over the member id's session: the other process showed no heartbeat for a lease", "nonce", other)
+			return
+		}
+		t := s.m.clk.NewTimer(min(left, s.m.s.RenewInterval/2))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		se, found, err := ss.Session(ctx, s.m.me)
+		switch {
+		case err != nil || !found:
+		case se.Heartbeat.End:
+			return // the other ended its session
+		case se.Offset > first.Offset:
+			s.mu.Lock()
+			s.ended = true // no session of this process's: ensure refuses
+			s.mu.Unlock()
+			role, other := s.otherInstance(ctx)
+			s.m.refuse(&MemberInUseError{Member: s.m.me, Role: role, Instance: s.m.inst, Other: other,
+				Evidence: fmt.Sprintf("its member session (nonce %s) heartbeats, at offset %d, since this process started", se.Heartbeat.Session.Nonce, se.Offset)})
+			return
+		}
+	}
+}
+
+// vetDone lets StartSession go ahead (see vetAtStart).
+func (s *session) vetDone() { s.vetOnce.Do(func() { close(s.vetted) }) }
+
+// otherInstance returns a role of this member whose state shows a
+// registration of the member id by another instance, and that instance,
+// to name the other process in a refusal; "" when none shows one.
+func (s *session) otherInstance(ctx context.Context) (codec.Role, string) {
+	for _, role := range s.m.order {
+		st, err := s.m.src.Role(ctx, role)
+		if err != nil {
+			continue
+		}
+		if c, ok := candidate(st, s.m.me); ok && c.Instance != "" && c.Instance != s.m.inst {
+			return role, c.Instance
+		}
+	}
+	return "", ""
+}
+
+// fencedByAnother reports, after a fenced heartbeat of incarnation cur,
+// whether another process took the member id's session: the id's latest
+// session record is a heartbeat of another incarnation. Then every
+// holding ends and this process is refused ([MemberInUseError]). Without
+// a SessionSource, or when the record cannot be read, it answers false
+// and the session starts again: if another process did take it, that
+// fences the other's heartbeats, and one of the two sees the other's
+// record at its next fenced heartbeat.
+func (s *session) fencedByAnother(ctx context.Context, cur codec.Session) bool {
+	s.mu.Lock()
+	fenced := s.fenced
+	s.fenced = false
+	s.mu.Unlock()
+	ss, ok := s.m.src.(SessionSource)
+	if !fenced || !ok {
+		return false
+	}
+	se, found, err := ss.Session(ctx, s.m.me)
+	if err != nil || !found || se.Heartbeat.End || se.Heartbeat.Session.Nonce == cur.Nonce {
+		return false
+	}
+	s.mu.Lock()
+	s.endLocked(ReasonFenced, errors.New("another process took this member id's session"))
+	s.ended = true
+	s.mu.Unlock()
+	role, other := s.otherInstance(ctx)
+	s.m.refuse(&MemberInUseError{Member: s.m.me, Role: role, Instance: s.m.inst, Other: other,
+		Evidence: fmt.Sprintf("it started a session under this member id (nonce %s), which fenced this process's heartbeats", se.Heartbeat.Session.Nonce)})
+	return true
+}

@@ -1,0 +1,330 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/fencing/fencingtest"
+)
+
+// sessRig drives a member session's rounds by hand: the mock transport,
+// the fake clock, and one note channel and cancel per held role.
+type sessRig struct {
+	t     *testing.T
+	tr    *fencingtest.MockTransport
+	clk   *fakeClock
+	m     *Member
+	s     *session
+	notes map[codec.Role]chan sessNote
+	done  map[codec.Role]context.Context
+}
+
+var rigSession = codec.Session{ProducerID: 77, Epoch: 0, Nonce: "n"}
+
+func newSessRig(t *testing.T, roles ...codec.Role) *sessRig {
+	t.Helper()
+	r := &sessRig{t: t, tr: fencingtest.NewMockTransport(t), clk: newFakeClock(),
+		notes: map[codec.Role]chan sessNote{}, done: map[codec.Role]context.Context{}}
+	m, err := New(r.tr, newFakeSource(state(role, nil, 0)), "me", roles, Options{Clock: r.clk, Logger: testLogger(t)})
+	require.NoError(t, err)
+	r.m, r.s = m, newSession(m)
+	r.s.vetDone()
+	r.tr.On("StartSession", mock.Anything, codec.MemberID("me"), mock.AnythingOfType("string")).Return(rigSession, nil).Once()
+	cur, err := r.s.ensure(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, rigSession, cur)
+	return r
+}
+
+// hold makes the member hold role under tok from now.
+func (r *sessRig) hold(role codec.Role, tok codec.Token) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r.t.Cleanup(cancel)
+	r.notes[role], r.done[role] = make(chan sessNote, 1), ctx
+	r.s.hold(role, tok, r.s.current().Nonce, r.clk.Now(), r.notes[role], cancel)
+}
+
+// note returns role's note from the last round, and whether there is one.
+func (r *sessRig) note(role codec.Role) (sessNote, bool) {
+	select {
+	case n := <-r.notes[role]:
+		return n, true
+	default:
+		return sessNote{}, false
+	}
+}
+
+// beatAt is the heartbeat the round that begins at start writes.
+func beatAt(sess codec.Session, start time.Time, s Settings, excluded ...codec.Role) codec.Heartbeat {
+	return codec.Heartbeat{Member: "me", Session: sess, GrantedAt: start.UnixMilli(),
+		Deadline: start.Add(s.LeaseDuration).UnixMilli(), Excluded: excluded}
+}
+
+// A round asks the coordinators about every held role at once
+// (DescribeMany) and writes one heartbeat for them all: each role whose
+// token the coordinator confirmed is renewed from the round's start; a
+// role whose token moved is lost at once (fenced: the holder learns it
+// here, whatever its view shows); a role the coordinator did not answer
+// for is not renewed this round.
+func TestSessionRoundRenewsConfirmedRolesAndLearnsOfALoss(t *testing.T) {
+	r := newSessRig(t, "r1", "r2", "r3")
+	tok := map[codec.Role]codec.Token{"r1": {ProducerID: 1, Epoch: 1}, "r2": {ProducerID: 2, Epoch: 1}, "r3": {ProducerID: 3, Epoch: 1}}
+	for _, role := range []codec.Role{"r1", "r2", "r3"} {
+		r.hold(role, tok[role])
+	}
+	r.clk.Advance(time.Second)
+	start := r.clk.Now()
+	r.tr.On("DescribeMany", mock.Anything, mock.MatchedBy(func(rs []codec.Role) bool { return len(rs) == 3 })).
+		Return(map[codec.Role]fencing.Described{
+			"r1": {Token: tok["r1"], Held: true},
+			"r2": {Token: codec.Token{ProducerID: 2, Epoch: 2}, Held: true},
+		}, errors.New("r3's coordinator did not answer")).Once()
+	r.tr.On("Heartbeat", mock.Anything, beatAt(rigSession, start, r.m.s)).Return(nil).Once()
+	r.s.round(context.Background())
+
+	n, ok := r.note("r1")
+	require.True(t, ok)
+	assert.Equal(t, sessNote{vouched: start}, n)
+	n, ok = r.note("r2")
+	require.True(t, ok)
+	assert.Equal(t, ReasonFenced, n.lost)
+	assert.ErrorIs(t, n.cause, fencing.ErrFenced)
+	assert.Error(t, r.done["r2"].Err(), "the lost role's work is cancelled")
+	_, ok = r.note("r3")
+	assert.False(t, ok, "a role the coordinator did not answer for is not renewed")
+	assert.NoError(t, r.done["r3"].Err())
+}
+
+// A held role whose goroutine has not checked in for TransactionTimeout +
+// RenewInterval is stuck: the round drops it (its work cancelled, its
+// runner told) and the heartbeat excludes it, so that observers take it
+// when they see that heartbeat, not never; the others are renewed.
+func TestSessionDropsAStuckRole(t *testing.T) {
+	r := newSessRig(t, "ok", "stuck")
+	t1, t2 := codec.Token{ProducerID: 1}, codec.Token{ProducerID: 2}
+	r.hold("ok", t1)
+	r.hold("stuck", t2)
+	r.clk.Advance(r.m.s.TransactionTimeout + r.m.s.RenewInterval + time.Millisecond)
+	r.s.checkIn("ok", r.clk.Now())
+	start := r.clk.Now()
+	r.tr.On("DescribeMany", mock.Anything, []codec.Role{"ok"}).Return(map[codec.Role]fencing.Described{"ok": {Token: t1, Held: true}}, nil).Once()
+	r.tr.On("Heartbeat", mock.Anything, beatAt(rigSession, start, r.m.s, "stuck")).Return(nil).Once()
+	r.s.round(context.Background())
+
+	n, ok := r.note("stuck")
+	require.True(t, ok)
+	assert.Equal(t, ReasonLeaseLost, n.lost)
+	assert.Error(t, r.done["stuck"].Err())
+	n, _ = r.note("ok")
+	assert.Equal(t, start, n.vouched)
+
+	// The exclusion stays until the member's view shows a lease of the
+	// role that does not name the incarnation.
+	r.clk.Advance(time.Second)
+	r.s.checkIn("ok", r.clk.Now())
+	next := r.clk.Now()
+	r.tr.On("DescribeMany", mock.Anything, []codec.Role{"ok"}).Return(map[codec.Role]fencing.Described{"ok": {Token: t1, Held: true}}, nil).Once()
+	r.tr.On("Heartbeat", mock.Anything, beatAt(rigSession, next, r.m.s, "stuck")).Return(nil).Once()
+	r.s.round(context.Background())
+	own := leaseOf("me", t2, t0, 10*time.Second)
+	own.Session = &rigSession
+	r.s.settle("stuck", state("stuck", own, 3))
+	assert.Contains(t, r.s.excluded, codec.Role("stuck"), "the view still shows our lease")
+	r.s.settle("stuck", state("stuck", leaseOf("other", codec.Token{ProducerID: 2, Epoch: 1}, t0, 10*time.Second), 4))
+	assert.NotContains(t, r.s.excluded, codec.Role("stuck"))
+}
+
+// A heartbeat that commits after the local deadline of a role it vouched
+// for (the member was paused mid-heartbeat) must not bring that lease
+// back to life: the member ends the incarnation with a session end, every
+// holding is lost, and the next challenge starts a new incarnation under
+// a new nonce.
+func TestSessionHeartbeatCommittedAfterTheDeadlineEndsTheIncarnation(t *testing.T) {
+	r := newSessRig(t, "r1")
+	tok := codec.Token{ProducerID: 1}
+	r.hold("r1", tok)
+	start := r.clk.Now()
+	r.tr.On("DescribeMany", mock.Anything, []codec.Role{"r1"}).Return(map[codec.Role]fencing.Described{"r1": {Token: tok, Held: true}}, nil).Once()
+	r.tr.On("Heartbeat", mock.Anything, beatAt(rigSession, start, r.m.s)).
+		Run(func(mock.Arguments) { r.clk.Advance(r.m.s.RenewDeadline) }). // paused in flight
+		Return(nil).Once()
+	r.tr.On("Heartbeat", mock.Anything, codec.Heartbeat{Member: "me", Session: rigSession, End: true}).
+		Run(func(mock.Arguments) {
+			// Written without the session's lock, and no new incarnation
+			// starts meanwhile (its InitProducerId would fence the end).
+			r.s.checkIn("r1", r.clk.Now())
+			_, err := r.s.ensure(context.Background())
+			assert.Error(t, err, "no new incarnation while the session end is written")
+		}).Return(nil).Once()
+	r.s.round(context.Background())
+
+	n, ok := r.note("r1")
+	require.True(t, ok)
+	assert.Equal(t, ReasonLeaseLost, n.lost)
+	assert.Equal(t, "", r.s.current().Nonce, "the incarnation ended")
+	next := codec.Session{ProducerID: 77, Epoch: 1, Nonce: "m"}
+	r.tr.On("StartSession", mock.Anything, codec.MemberID("me"), mock.MatchedBy(func(nonce string) bool { return nonce != rigSession.Nonce })).
+		Return(next, nil).Once()
+	cur, err := r.s.ensure(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, next, cur)
+}
+
+// A heartbeat with no definite answer retires the session's token: the
+// next round starts the session again under the same nonce (a new epoch
+// keeps the incarnation's leases) and renews; had the producer id
+// changed, the incarnation would end.
+func TestSessionUnansweredHeartbeatStartsTheSessionAgain(t *testing.T) {
+	for _, newPID := range []bool{false, true} {
+		r := newSessRig(t, "r1")
+		tok := codec.Token{ProducerID: 1}
+		r.hold("r1", tok)
+		start := r.clk.Now()
+		r.tr.On("DescribeMany", mock.Anything, []codec.Role{"r1"}).Return(map[codec.Role]fencing.Described{"r1": {Token: tok, Held: true}}, nil)
+		r.tr.On("Heartbeat", mock.Anything, beatAt(rigSession, start, r.m.s)).
+			Return(&fencing.Error{Kind: fencing.ErrUnknownOutcome, Err: errors.New("no answer")}).Once()
+		r.s.round(context.Background())
+		_, ok := r.note("r1")
+		assert.False(t, ok)
+
+		r.clk.Advance(time.Second)
+		r.s.checkIn("r1", r.clk.Now())
+		again := codec.Session{ProducerID: 77, Epoch: 1, Nonce: rigSession.Nonce}
+		if newPID {
+			again.ProducerID = 78
+		}
+		r.tr.On("StartSession", mock.Anything, codec.MemberID("me"), rigSession.Nonce).Return(again, nil).Once()
+		if !newPID {
+			r.tr.On("Heartbeat", mock.Anything, beatAt(again, r.clk.Now(), r.m.s)).Return(nil).Once()
+		}
+		r.s.round(context.Background())
+		n, ok := r.note("r1")
+		require.True(t, ok)
+		if newPID {
+			assert.Equal(t, ReasonLeaseLost, n.lost, "a new producer id cannot keep the incarnation's leases")
+			assert.NotEqual(t, rigSession.Nonce, r.s.current().Nonce)
+		} else {
+			assert.Equal(t, r.clk.Now(), n.vouched)
+		}
+	}
+}
+
+// A heartbeat answered fenced means that another process took this member
+// id's session: every holding ends at once.
+// A fenced heartbeat (the coordinator aborted one that outlived the
+// transaction timeout, bumping the epoch; or another process started the
+// session) ends nothing by itself: with no other incarnation's record to
+// be seen, the next round starts the session again (same producer id and
+// nonce, a new epoch) and its heartbeat vouches for the roles.
+func TestSessionFencedHeartbeatStartsTheSessionAgain(t *testing.T) {
+	r := newSessRig(t, "r1", "r2")
+	t1, t2 := codec.Token{ProducerID: 1}, codec.Token{ProducerID: 2}
+	r.hold("r1", t1)
+	r.hold("r2", t2)
+	both := map[codec.Role]fencing.Described{"r1": {Token: t1, Held: true}, "r2": {Token: t2, Held: true}}
+	r.tr.On("DescribeMany", mock.Anything, mock.Anything).Return(both, nil).Twice()
+	r.tr.On("Heartbeat", mock.Anything, mock.Anything).Return(fencing.Fenced("session/me", nil)).Once()
+	r.s.round(context.Background())
+	for _, role := range []codec.Role{"r1", "r2"} {
+		_, ok := r.note(role)
+		assert.False(t, ok, "%s: nothing vouched, nothing lost", role)
+		require.NoError(t, r.done[role].Err())
+	}
+	again := codec.Session{ProducerID: rigSession.ProducerID, Epoch: rigSession.Epoch + 1, Nonce: rigSession.Nonce}
+	r.tr.On("StartSession", mock.Anything, codec.MemberID("me"), rigSession.Nonce).Return(again, nil).Once()
+	r.tr.On("Heartbeat", mock.Anything, mock.MatchedBy(func(hb codec.Heartbeat) bool { return hb.Session == again })).Return(nil).Once()
+	r.clk.Advance(time.Second)
+	r.s.round(context.Background())
+	r.tr.AssertExpectations(t)
+	for _, role := range []codec.Role{"r1", "r2"} {
+		n, ok := r.note(role)
+		require.True(t, ok)
+		assert.Empty(t, n.lost, "%s vouched for under the new epoch", role)
+	}
+}
+
+// A member that leaves writes one session end, which releases every lease
+// of the incarnation; with KeepOnExit it writes nothing.
+func TestSessionFinishWritesOneSessionEnd(t *testing.T) {
+	r := newSessRig(t, "r1")
+	r.hold("r1", codec.Token{ProducerID: 1})
+	l := leaseOf("me", codec.Token{ProducerID: 1}, t0, 10*time.Second)
+	l.Session = &rigSession
+	assert.True(t, r.s.ending(*l))
+	r.tr.On("Heartbeat", mock.Anything, codec.Heartbeat{Member: "me", Session: rigSession, End: true}).Return(nil).Once()
+	r.s.finish(context.Background())
+	_, err := r.s.ensure(context.Background())
+	assert.Error(t, err, "no new incarnation once the member left")
+
+	k := newSessRig(t, "r1")
+	k.m.s.KeepOnExit = true
+	assert.False(t, k.s.ending(*l))
+	k.s.finish(context.Background()) // the mock fails the test on any call
+}
+
+// The session's goroutine runs a round every RenewInterval on the
+// member's clock, and when Run's context ends it waits for the role
+// runners, then writes the session end.
+func TestSessionRunBeatsEveryIntervalAndEndsTheSession(t *testing.T) {
+	r := newSessRig(t, "r1")
+	tok := codec.Token{ProducerID: 1}
+	r.hold("r1", tok)
+	<-r.s.wake // hold's nudge: the test drives the rounds by the clock alone
+	ctx, cancel := context.WithCancel(context.Background())
+	runnersDone, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		r.s.run(ctx, runnersDone)
+	}()
+	beat := make(chan codec.Heartbeat, 4)
+	r.tr.On("DescribeMany", mock.Anything, []codec.Role{"r1"}).Return(map[codec.Role]fencing.Described{"r1": {Token: tok, Held: true}}, nil)
+	r.tr.On("Heartbeat", mock.Anything, mock.MatchedBy(func(hb codec.Heartbeat) bool { return !hb.End })).
+		Run(func(a mock.Arguments) { beat <- a.Get(1).(codec.Heartbeat) }).Return(nil)
+	for i := 1; i <= 2; i++ {
+		r.clk.waitTimers(1)
+		r.s.checkIn("r1", r.clk.Now())
+		r.clk.Advance(r.m.s.RenewInterval)
+		hb := recv(t, beat)
+		assert.Equal(t, t0.Add(time.Duration(i)*r.m.s.RenewInterval).UnixMilli(), hb.GrantedAt, "round %d", i)
+		n := recv(t, r.notes["r1"])
+		assert.Equal(t, t0.Add(time.Duration(i)*r.m.s.RenewInterval), n.vouched)
+	}
+	ended := make(chan struct{})
+	r.tr.On("Heartbeat", mock.Anything, codec.Heartbeat{Member: "me", Session: rigSession, End: true}).
+		Run(func(mock.Arguments) { close(ended) }).Return(nil).Once()
+	cancel()
+	select {
+	case <-ended:
+		t.Fatal("the session ended before the runners were done")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(runnersDone)
+	recv(t, ended)
+	recv(t, done)
+}
+
+// Starting the session is a call to the cluster that may take up to a
+// request timeout: the runners' check-ins never wait for it.
+func TestSessionStartDoesNotHoldUpCheckIns(t *testing.T) {
+	tr := fencingtest.NewMockTransport(t)
+	m, err := New(tr, newFakeSource(state(role, nil, 0)), "me", []codec.Role{"r1"}, Options{Clock: newFakeClock(), Logger: testLogger(t)})
+	require.NoError(t, err)
+	s := newSession(m)
+	s.vetDone()
+	checked := make(chan struct{})
+	tr.On("StartSession", mock.Anything, codec.MemberID("me"), mock.AnythingOfType("string")).
+		Run(func(mock.Arguments) {
+			go func() { s.checkIn("r1", t0); close(checked) }()
+			recv(t, checked) // fails the test if the check-in waits for the start
+		}).Return(rigSession, nil).Once()
+	_, err = s.ensure(context.Background())
+	require.NoError(t, err)
+}
