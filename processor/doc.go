@@ -17,9 +17,10 @@
 // holds, renews it (see "Member sessions"); the holder writes its lease
 // again only when its value changes and every [LeaseRewriteInterval]. A
 // holding ends at once when the session's round finds the role's token
-// moved at its coordinator (fenced), when the transport can no longer
-// write under the token ([fencing.TokenChecker]: a write under it, work's,
-// was fenced or got no answer), or when a lease rewrite is refused. A
+// moved at its coordinator (fenced), when the view shows a lease under a
+// newer token, when the transport can no longer write under the token
+// ([fencing.TokenChecker]: a write under it, work's, was fenced or got no
+// answer), or when a lease rewrite is refused. A
 // holder that has not been renewed within RenewDeadline of the start of
 // the last round that vouched for it (or of its election, or of its last
 // lease write) stops on its own, measured on its own monotonic clock only,
@@ -304,8 +305,10 @@
 //   - At its start, a role whose view shows a registration of its id by
 //     another instance is watched for one LeaseDuration before this
 //     member writes anything for it. If meanwhile a lease of its id is
-//     written under a token this process did not mint (the other holds
-//     the role and renews, at least every RenewInterval), or the other
+//     written under a token this process did not mint (the other took the
+//     role, or rewrote its lease: a holder rewrites it only when its value
+//     changes and every LeaseRewriteInterval, so a live holder is seen by
+//     its session's heartbeats, the last point below), or the other
 //     registers again, the other is live: Run returns a
 //     [*MemberInUseError] (matching [ErrMemberInUse]) naming it. If the
 //     registration is removed, or the lease passes without a sign of
