@@ -116,8 +116,8 @@
 // rewrite, or a heartbeat of its holder's session): the time it looks
 // expired is frozen time. A transaction seen open for the first time may
 // be one in flight for milliseconds (another role's lease write, another
-// member's heartbeat), so the candidate confirms
-// again a RetryBackoff later: if the same transaction is still open at the
+// member's heartbeat), so the candidate confirms again a RetryBackoff
+// later: if the same transaction is still open at the
 // same offset (Confirmed.OpenOffset), readers are frozen, and it does not
 // challenge, confirming again every RenewInterval until the transaction
 // ends; if readers have moved (no open transaction, or one at another
@@ -140,8 +140,9 @@
 // it, may challenge that lease at once (after a confirmation, pruning
 // nobody): it fences only its former self. Any other lease follows the
 // normal rules. An ErrNotHeld without that cause (a lease rewrite's, or
-// CheckToken's) is not a retirement: the transport forgot the token because a write under it
-// (work's fencing.Writer or stream) was fenced, or it minted a newer one,
+// CheckToken's) is not a retirement: the transport forgot the token
+// because a write under it (work's fencing.Writer or stream) was fenced,
+// or it minted a newer one,
 // so another member may hold the role. That ends the holding as a fence
 // does (revoked: [ReasonFenced]), with the wait after a loss described
 // above: the member does not take its own lease back at once.
@@ -155,8 +156,8 @@
 // one as a challenge does: only after a confirmation that still shows its
 // own lease under that token as the latest, and only before the holding's
 // local deadline (the start of the last round or lease write that renewed
-// it + RenewDeadline, which also bounds that AcquireEpoch), before any observer can have seen the lease
-// expire; it then releases under the new epoch, fencing only its former
+// it + RenewDeadline, which also bounds that AcquireEpoch), before any
+// observer can have seen the lease expire; it then releases under the new epoch, fencing only its former
 // self. Otherwise (a newer lease confirmed, a failed confirmation, past
 // the deadline) it writes nothing and the lease runs out, at most one
 // lease for the next candidate. [Member.Withdraw] resigns as Resign
@@ -167,8 +168,7 @@
 // session end, which releases at once every lease that names its
 // session's incarnation (a lease that does not, it releases one by one
 // as Resign does), so a rolling restart hands roles over without waiting
-// for a deadline. Work
-// that returns an error resigns the role too; the member then waits before
+// for a deadline. Work that returns an error resigns the role too; the member then waits before
 // it registers and campaigns again: RenewInterval after the first failure,
 // doubling with each consecutive one (a holding whose work ran at least a
 // LeaseDuration restarts the count), at most [MaxWorkBackoff]. Each
@@ -194,8 +194,8 @@
 //     (span = the holder's LeaseDuration). A healthy holder began L's
 //     write (for a heartbeat, its round) at w < o and committed its next
 //     renewal (a heartbeat that vouches for the role, or a lease write)
-//     before w + RenewDeadline (otherwise it stopped on its own at that deadline),
-//     so before o + RenewDeadline <= T_c - (LeaseDuration -
+//     before w + RenewDeadline (otherwise it stopped on its own at that
+//     deadline), so before o + RenewDeadline <= T_c - (LeaseDuration -
 //     RenewDeadline) <= T_c - 4W < T_s: the confirmation holds that
 //     renewal, the member observes it at T_c, and does not challenge. A
 //     member cut off from the cluster (or paused) gets no fresh read: the
@@ -455,8 +455,8 @@
 // moved, when a lease rewrite is fenced or its token retired or forgotten
 // (or the transport says so, fencing.TokenChecker), when the view shows a
 // newer token, when the session's incarnation ends (a late heartbeat) or
-// the round finds the role's goroutine stuck, and at the latest when RenewDeadline
-// passes (a timer independent of any call in flight), which is before
+// the round finds the role's goroutine stuck, and at the latest when
+// RenewDeadline passes (a timer independent of any call in flight), which is before
 // another member's span for the lease can run out if the clocks run at
 // similar rates. It is not a guarantee that no other member holds the role
 // meanwhile.
