@@ -50,8 +50,10 @@
 //     is called and the member starts: it registers, campaigns, and runs
 //     the work while it holds a role (see [processor.Member.Run]);
 //  3. when Run's ctx ends, the member cancels the work, waits for it,
-//     resigns what it holds and deregisters, through the open transport,
-//     while the view still runs (so its lookups keep answering);
+//     deregisters, and ends its member session (one session-end record
+//     releases every role it holds; see package processor, "Member
+//     sessions"), through the open transport, while the view still runs
+//     (so its lookups keep answering);
 //  4. then the view stops;
 //  5. then the transport is closed (it waits, for a bounded time, for
 //     the aborts of transactions whose callers gave up), and Run returns.

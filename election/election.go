@@ -103,9 +103,9 @@ func (e *Election) Campaign(ctx context.Context, value string) (Holding, error) 
 			return nil
 		}
 		_, err = e.s.t.AppendRegistration(ctx, e.role, codec.Registration{Member: e.s.m.ID(), Value: value, Instance: e.s.m.Instance()})
-		// A holder's value is the one its lease carries: renew at once,
-		// so readers see the new value within a write, not a renew
-		// interval later.
+		// A holder's value is the one its lease carries: rewrite it at
+		// once, so readers see the new value within a write, not at the
+		// next hourly rewrite (processor.LeaseRewriteInterval).
 		_ = e.s.m.RenewNow(e.role)
 		return err
 	}); err != nil {

@@ -98,7 +98,8 @@ func (s BrokerTxnSettings) CheckTxnTimeout(txnTimeout time.Duration) error {
 // partition back until the coordinator aborts it, up to txnTimeout + the
 // abort interval ([DefaultAbortInterval] when not reported); a lease
 // duration no longer than that + renew lets the stall hide a healthy
-// holder's renewals of another role in that partition for longer than its
+// holder's renewals in that partition (the lease records of its roles
+// there, the heartbeats of member sessions there) for longer than its
 // lease (see package processor for what still guards that case). That
 // returns a warning [*BrokerSettingsError] (Refused false) naming the
 // numbers. lease and renew of 0 skip the stall rule.

@@ -4,6 +4,14 @@
 // ([ErrFenced], [ErrNotHeld], [ErrUnknownOutcome], [ErrProducer],
 // [ErrClient], [ErrAdmin], [ErrRecord]). The testify mock lives in package fencingtest.
 //
+// The operations: a role's token is minted by AcquireEpoch and written
+// under by WriteLease (and by a holder's [Writer] or Transact); Register
+// and Deregister append a member's candidacy; ReadRoleRecords and
+// Describe read. A member's session (see "Member sessions" below) is
+// begun by StartSession and kept by Heartbeat, DescribeMany asks the
+// coordinators which token holds each of many roles, and ReadSession
+// reads a member's session records.
+//
 // # What a token is
 //
 // The transactional id of a role is [Config.TxnPrefix] + role. A token
@@ -77,8 +85,11 @@
 //     reader (goka's default, sarama's default) sees aborted writes of a
 //     fenced holder.
 //   - The fence is the broker's, not the clock's: a deposed holder that
-//     does not write learns nothing, and may act on its own (outside Kafka)
-//     until its lease deadline passes. Systems outside Kafka that want the
+//     does not write under its token learns it only when it asks (package
+//     processor's member session asks the coordinators every renew
+//     interval, [Transport.DescribeMany]) or when its view shows the newer
+//     lease, and may act on its own (outside Kafka) until then, at the
+//     latest until its local deadline passes. Systems outside Kafka that want the
 //     same guarantee must check the token themselves, for example with
 //     [Transport.Describe], or by keeping the highest token they have seen
 //     and refusing older ones.
@@ -90,8 +101,8 @@
 //     periodic check runs, every
 //     transaction.abort.timed.out.transaction.cleanup.interval.ms (default
 //     10 s), so there the stall lasts up to TxnTimeout + that interval,
-//     hiding the renewals of every role in those partitions from
-//     read_committed readers (Redpanda likewise, every
+//     hiding the lease records and member-session heartbeats in those
+//     partitions from read_committed readers (Redpanda likewise, every
 //     abort_timed_out_transactions_interval_ms, 10 s). Package processor
 //     says what its members do about it and why its defaults stay;
 //     [BrokerTxnSettings.CheckTimings] checks timings against a broker's
@@ -109,9 +120,40 @@
 //     (Apache Kafka), or TRANSACTIONAL_ID_NOT_FOUND (105) or
 //     UNKNOWN_PRODUCER_ID (59) (Redpanda, src/v/kafka/server/errors.h,
 //     map_tx_errc), and each of these is [ErrFenced]: the token is
-//     forgotten and its holding ends at that write, not at the holder's
-//     renew deadline. A holder renews every few seconds, so its
-//     transactional id does not expire while it holds.
+//     forgotten and its holding ends at that write, or at the member
+//     session's next round, whose DescribeMany shows another producer id
+//     or none, not at the holder's renew deadline. A holder writes under
+//     its role's transactional id at least every
+//     processor.LeaseRewriteInterval (an hour: its lease rewrite), and
+//     under its member session's every renew interval, so neither expires
+//     while it holds.
+//
+// # Member sessions
+//
+// Besides the roles' transactional ids, each member has one of its own,
+// [Config.SessionTransactionalID]: TxnPrefix + "session/" + member, which
+// no role's equals (a role name never contains '/'). StartSession is
+// InitProducerId on it: the coordinator mints the session's producer id
+// and epoch, fencing the previous incarnation's heartbeats and aborting a
+// heartbeat it left open, and the session carries the nonce the member
+// drew for the incarnation. Heartbeat writes a heartbeat, or the session
+// end, in one transaction under the session's producer id and epoch, in
+// the member's session partition (codec.SessionPartition); its errors are
+// WriteLease's: [ErrFenced] when the session's epoch moved (another
+// StartSession under the member id, or the coordinator's abort of a
+// heartbeat that outlived the transaction timeout), [ErrUnknownOutcome]
+// when a request got no definite answer (the session's token is retired:
+// StartSession again, with the same nonce, to go on). A heartbeat carries
+// no authority over any role: each role's fence is still its own
+// transactional id's epoch, and every lease and every write of work stays
+// under the role's token. Because a holder no longer writes under each
+// role's token every renew interval, a fenced write no longer tells it in
+// time that it lost a role; DescribeMany does (one DescribeTransactions
+// per coordinator broker for all the roles it holds, each round). A
+// heartbeat or session end counts only when its batch is a transaction of
+// the session it names and that producer id is the one the session's
+// transactional id has at its coordinator (rolestate.CheckHeartbeatAuthor;
+// ReadSession, and the view, skip the others as forged).
 //
 // # Application writes
 //
@@ -255,9 +297,11 @@
 // No retry can add an ACL: the refusal is never resent, and the error
 // (of the call's usual kind) wraps an [*AuthorizationError] that names the
 // ACL the call needs (WRITE on the TransactionalId for AcquireEpoch and
-// the transactions, DESCRIBE on it for Describe, WRITE on the role topic
-// for Register, READ on it for ReadRoleRecords); it matches
-// [ErrNotAuthorized].
+// the transactions, WRITE on the member's session TransactionalId for
+// StartSession and Heartbeat, DESCRIBE on it for Describe, WRITE on the
+// role topic for Register, READ on it for ReadRoleRecords); it matches
+// [ErrNotAuthorized]. DescribeMany's refusals are [ErrAdmin] errors
+// naming the Kafka error, without an [*AuthorizationError].
 //
 // # Who wrote a lease
 //

@@ -83,8 +83,10 @@ func (t *BrokerTransport) StartSession(ctx context.Context, member codec.MemberI
 // Heartbeat implements [Transport]: one transaction under hb.Session's
 // producer id and epoch that adds the member's session partition
 // (codec.SessionPartition), produces hb under codec.SessionKey and
-// commits. Its errors are WriteLease's: [ErrFenced] when another
-// StartSession of the member fenced this one, [ErrNotHeld] when this
+// commits. Its errors are WriteLease's: [ErrFenced] when the session's
+// epoch moved (another StartSession of the member fenced this one, or the
+// coordinator aborted a heartbeat that outlived the transaction timeout),
+// [ErrNotHeld] when this
 // transport did not mint the session (or retired it), [ErrUnknownOutcome]
 // when a request got no definite answer (the session's token is retired:
 // StartSession again), [ErrProducer] otherwise.

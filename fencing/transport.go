@@ -120,8 +120,10 @@ type Transport interface {
 	// partition. A heartbeat carries no authority over any role: it only
 	// keeps the leases naming its session alive in the observers' eyes.
 	//
-	// Errors: as WriteLease. [ErrFenced] means that another StartSession
-	// of the member took the session over; [ErrUnknownOutcome] retires
+	// Errors: as WriteLease. [ErrFenced] means that the session's epoch
+	// moved: another StartSession of the member took the session over,
+	// or the coordinator aborted a heartbeat that outlived the
+	// transaction timeout (which bumps the epoch); [ErrUnknownOutcome] retires
 	// the session's token (StartSession again, with the same nonce, to go
 	// on).
 	Heartbeat(ctx context.Context, hb codec.Heartbeat) error
@@ -149,7 +151,7 @@ type Transport interface {
 // Optional capabilities of a [Transport]. Code that holds a Transport
 // checks for them with a type assertion on these named interfaces, never
 // on an undeclared method set; a Transport that lacks one (the testify
-// mock, fencingtest.MockTransport, lacks all three) simply does not offer
+// mock, fencingtest.MockTransport, lacks all of them) simply does not offer
 // it, and the caller says what it does instead.
 
 // TxnTimeouter is a [Transport] whose transactions are aborted by the

@@ -75,7 +75,9 @@ func KeyPartition(key []byte, n int32) int32 {
 //
 // The writes share the role's transactional id with the lease writes of
 // the same token (WriteLease): their transactions run one at a time, so a
-// long transaction delays the holder's lease renewal. Keep transactions
+// long transaction delays the holder's lease rewrite (not its renewal: the
+// member session's heartbeats are written under the session's own
+// transactional id). Keep transactions
 // short, well under [Config.TxnTimeout].
 //
 // Readers must read with read_committed isolation; a read_uncommitted

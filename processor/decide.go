@@ -24,8 +24,10 @@ type Held struct {
 	// fenced; a write under it fails once a later member has taken the
 	// role.
 	Token codec.Token
-	// Lease is the lease written when this member was elected. Renewals
-	// move its deadline; the token stays.
+	// Lease is the lease written when this member was elected. The
+	// member session's heartbeats renew the holding without writing it
+	// again; a lease rewrite (Member.RenewNow, every
+	// LeaseRewriteInterval) moves its deadline; the token stays.
 	Lease codec.Lease
 }
 
@@ -46,7 +48,9 @@ const (
 	// DoConfirm) taken at the same time.
 	DoChallenge
 	// DoRenew: write the held lease again under the same token with a new
-	// deadline.
+	// deadline (a lease rewrite: asked for by Member.RenewNow, or every
+	// [LeaseRewriteInterval]; the member session's heartbeats renew the
+	// holding between rewrites).
 	DoRenew
 	// DoStepDown: stop acting as holder at once, writing nothing
 	// (Action.Revoke says why).
@@ -251,17 +255,20 @@ const maxConfirmGap = 5 * time.Second
 //
 //  1. A resignation asked for comes first: DoResign.
 //  2. A holder stops (DoStepDown, lease lost) once RenewDeadline has passed
-//     since its last successful write began, on its local clock. It stops
+//     since its last renewal began (the member session round that last
+//     vouched for it, or its election or last lease write), on its local
+//     clock. It stops
 //     (DoStepDown, fenced) when the view shows a lease under a newer epoch
 //     of its token. It hands the role over (DoResign, deregistered) when
 //     the view shows its registration, seen during this holding, removed
 //     by someone else (records newer than it, not it), and registers again
 //     by rule 4 after; a registration removed before the holding showed it
 //     (pruned by a challenger that raced it) it registers again at once
-//     (DoRegister) and keeps the role. It
-//     renews every RenewInterval (or the interval the Member set for this
-//     renewal: jitter, and pacing when loaded; or at the retry time after
-//     a failure), and otherwise waits.
+//     (DoRegister) and keeps the role. It rewrites its lease (DoRenew)
+//     when asked to (Member.RenewNow) and once [LeaseRewriteInterval] has
+//     passed since its last lease write (or at the retry time after a
+//     failed rewrite), and otherwise waits, at most RenewInterval: the
+//     member session's heartbeats renew the holding.
 //  3. After a failed call it waits for its retry time; after its work
 //     failed it waits for the campaign backoff.
 //  4. A member that is not a candidate registers (DoRegister): at start,

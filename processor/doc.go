@@ -17,17 +17,18 @@
 // holds, renews it (see "Member sessions"); the holder writes its lease
 // again only when its value changes and every [LeaseRewriteInterval]. A
 // holding ends at once when the session's round finds the role's token
-// moved at its coordinator (fenced), when the transport can no longer
-// write under the token ([fencing.TokenChecker]: a write under it, work's,
-// was fenced or got no answer), or when a lease rewrite is refused. A
+// moved at its coordinator (fenced), when the view shows a lease under a
+// newer token, when the transport can no longer write under the token
+// ([fencing.TokenChecker]: a write under it, work's, was fenced or got no
+// answer), or when a lease rewrite is refused. A
 // holder that has not been renewed within RenewDeadline of the start of
 // the last round that vouched for it (or of its election, or of its last
 // lease write) stops on its own, measured on its own monotonic clock only,
 // before others may take over (see Liveness).
 //
 // Every other member judges a lease on its own clock, never on the
-// writer's deadline: a lease record (each renewal is a new record, at a
-// new offset) expires rolestate.LeaseSpan(lease) after this member first
+// writer's deadline: a lease record (each lease write is a new record, at
+// a new offset) expires rolestate.LeaseSpan(lease) after this member first
 // observed it, that is Deadline - GrantedAt (two readings of the writer's
 // clock, so the writer's clock offset does not enter), capped at
 // rolestate.MaxLeaseSpan. The observation is the member's own (kept in its
@@ -76,27 +77,27 @@
 // first, as Resign does (Revoked with ReasonDeregistered, then the
 // release), then registers again at the back: an operator's way to make
 // a live holder step down. It stops its work first, and while work stops
-// it keeps renewing the lease under its token, every RenewInterval after
-// the last successful write began, so that the role is neither released
-// nor left to lapse while work runs and no successor's work starts
-// beside it (`krole run`: while any process of CMD's tree lives). Each
-// of those renewals is bounded as any renewal is (a call slot within,
-// and an answer before, the holding's local deadline; the write by
-// TransactionTimeout; a failed one retried after RetryBackoff). The
-// wait itself is bounded only by work: it lasts until work returns,
-// which Run waits for in any case (krole run's work returns once CMD's
-// tree is gone, SIGKILL after --kill-timeout). The renewals end when the
-// holding is lost: a renewal fenced (the release that follows is then
-// fenced too), its token retired (the member waits for work until the
-// local deadline, then releases under a new epoch as below), or no
-// renewal answered before the local deadline (the lease runs out); then
-// work is waited for at most until the local deadline, as after any
-// loss, and may outlive the holding. Resign, Withdraw and the end of
-// Run's context (which waits for work in any case) renew the same way
-// while work stops; a shed for overload waits for work at most until the
-// local deadline without renewing, and work that failed has returned.
+// it keeps the holding renewed: its goroutine checks in with the member
+// session every RenewInterval, so the session's heartbeats go on vouching
+// for the role and each round that does moves the local deadline on (no
+// lease is written meanwhile), so that the role is neither released nor
+// left to lapse while work runs and no successor's work starts beside it
+// (`krole run`: while any process of CMD's tree lives). The wait itself
+// is bounded only by work: it lasts until work returns, which Run waits
+// for in any case (krole run's work returns once CMD's tree is gone,
+// SIGKILL after --kill-timeout). The renewals end when the holding is
+// lost: the session's round finds the token moved (the release that
+// follows is then fenced too), the session's incarnation ends, or no
+// round vouches for the role before the local deadline (the lease runs
+// out); then the member goes on without work, which may outlive the
+// holding. A token the transport retired meanwhile (a write of work's
+// got no answer) is found at the release, which is then written under a
+// new epoch as below, within the local deadline. Resign, Withdraw and
+// the end of Run's context (which waits for work in any case) renew the
+// same way while work stops; work that failed has returned.
 //
-// A member that was fenced (its renewal refused) or lost a challenge race
+// A member that was fenced (its session's round found its token moved, or
+// a write under its token was refused) or lost a challenge race
 // (its lease write after AcquireEpoch refused) does not challenge that
 // role again until its view shows a lease at a higher offset than the one
 // it showed then, or LeaseDuration has passed since the refusal came: the
@@ -108,11 +109,15 @@
 //
 // While confirmations show the partition's readers held back by an open
 // transaction of a producer other than the one named in the role's live
-// lease (rolestate.Confirmed.OpenProducerID), the lease may have been
-// renewed behind that transaction: the time it looks expired is frozen
-// time. A transaction seen open for the first time may be one in flight
-// for milliseconds (another role's renewal), so the candidate confirms
-// again a RetryBackoff later: if the same transaction is still open at the
+// lease (rolestate.Confirmed.OpenProducerID; for a lease that names a
+// member session, also one in the session's partition of a producer
+// other than the session's, when the role's partition has none open),
+// the lease may have been renewed behind that transaction (a lease
+// rewrite, or a heartbeat of its holder's session): the time it looks
+// expired is frozen time. A transaction seen open for the first time may
+// be one in flight for milliseconds (another role's lease write, another
+// member's heartbeat), so the candidate confirms again a RetryBackoff
+// later: if the same transaction is still open at the
 // same offset (Confirmed.OpenOffset), readers are frozen, and it does not
 // challenge, confirming again every RenewInterval until the transaction
 // ends; if readers have moved (no open transaction, or one at another
@@ -126,15 +131,18 @@
 // hide behind it.
 //
 // A holding ends at once, without a write, when the transport retires its
-// token (a renewal answered fencing.ErrUnknownOutcome, or the
+// token (a write under it answered fencing.ErrUnknownOutcome: a lease
+// rewrite, or work's through a fencing.Writer or a stream, which the
+// member learns at its next decision from fencing.TokenChecker, or the
 // fencing.ErrNotHeld whose cause says the token was retired after an
 // unknown outcome; revoked: [ReasonTokenRetired]). The view still shows
 // the member's own lease under that token as live; the member, and only
 // it, may challenge that lease at once (after a confirmation, pruning
 // nobody): it fences only its former self. Any other lease follows the
-// normal rules. A renewal answered ErrNotHeld without that cause is not a
-// retirement: the transport forgot the token because a write under it
-// (work's fencing.Writer or stream) was fenced, or it minted a newer one,
+// normal rules. An ErrNotHeld without that cause (a lease rewrite's, or
+// CheckToken's) is not a retirement: the transport forgot the token
+// because a write under it (work's fencing.Writer or stream) was fenced,
+// or it minted a newer one,
 // so another member may hold the role. That ends the holding as a fence
 // does (revoked: [ReasonFenced]), with the wait after a loss described
 // above: the member does not take its own lease back at once.
@@ -147,17 +155,20 @@
 // epoch would fence whoever holds the role, so the resigning member takes
 // one as a challenge does: only after a confirmation that still shows its
 // own lease under that token as the latest, and only before the holding's
-// local deadline (the last renewal's start + RenewDeadline, which also
-// bounds that AcquireEpoch), before any observer can have seen the lease
-// expire; it then releases under the new epoch, fencing only its former
+// local deadline (the start of the last round or lease write that renewed
+// it + RenewDeadline, which also bounds that AcquireEpoch), before any
+// observer can have seen the lease expire; it then releases under the new epoch, fencing only its former
 // self. Otherwise (a newer lease confirmed, a failed confirmation, past
 // the deadline) it writes nothing and the lease runs out, at most one
 // lease for the next candidate. [Member.Withdraw] resigns as Resign
 // does (and deregisters a member that does not hold the role) but then
 // keeps the member out of the role's queue until [Member.Rejoin]. A
-// Member whose context ends resigns every role it holds (unless KeepOnExit), so a
-// rolling restart hands roles over without waiting for a deadline. Work
-// that returns an error resigns the role too; the member then waits before
+// Member whose context ends (unless KeepOnExit) stops the work of every
+// role it holds, deregisters from each of its roles and then writes one
+// session end, which releases at once every lease that names its
+// session's incarnation (a lease that does not, it releases one by one
+// as Resign does), so a rolling restart hands roles over without waiting
+// for a deadline. Work that returns an error resigns the role too; the member then waits before
 // it registers and campaigns again: RenewInterval after the first failure,
 // doubling with each consecutive one (a holding whose work ran at least a
 // LeaseDuration restarts the count), at most [MaxWorkBackoff]. Each
@@ -177,11 +188,14 @@
 // T_c, as on any confirmation. Why that keeps the rules' guarantees:
 //
 //   - No takeover of a healthy holder from a stale view. The candidate
-//     challenges a lease L it first observed at o only if o + span <= T_c
+//     challenges a lease whose last renewal it saw is the record L (the
+//     lease itself, or the latest heartbeat of the session it names that
+//     vouches for the role), first observed at o, only if o + span <= T_c
 //     (span = the holder's LeaseDuration). A healthy holder began L's
-//     write at w < o and committed its next renewal before w +
-//     RenewDeadline (otherwise it stopped on its own at that deadline),
-//     so before o + RenewDeadline <= T_c - (LeaseDuration -
+//     write (for a heartbeat, its round) at w < o and committed its next
+//     renewal (a heartbeat that vouches for the role, or a lease write)
+//     before w + RenewDeadline (otherwise it stopped on its own at that
+//     deadline), so before o + RenewDeadline <= T_c - (LeaseDuration -
 //     RenewDeadline) <= T_c - 4W < T_s: the confirmation holds that
 //     renewal, the member observes it at T_c, and does not challenge. A
 //     member cut off from the cluster (or paused) gets no fresh read: the
@@ -291,8 +305,10 @@
 //   - At its start, a role whose view shows a registration of its id by
 //     another instance is watched for one LeaseDuration before this
 //     member writes anything for it. If meanwhile a lease of its id is
-//     written under a token this process did not mint (the other holds
-//     the role and renews, at least every RenewInterval), or the other
+//     written under a token this process did not mint (the other took the
+//     role, or rewrote its lease: a holder rewrites it only when its value
+//     changes and every LeaseRewriteInterval, so a live holder is seen by
+//     its session's heartbeats, the last point below), or the other
 //     registers again, the other is live: Run returns a
 //     [*MemberInUseError] (matching [ErrMemberInUse]) naming it. If the
 //     registration is removed, or the lease passes without a sign of
@@ -386,19 +402,23 @@
 //     began the write, so a healthy holder is not challenged early however
 //     far its clock is off, and a dead holder is replaced one span (+
 //     Stagger per live rank ahead, + the view's lag) after the candidate
-//     saw its last renewal, never a clock offset later. The holder stops at
-//     RenewDeadline after the start of its last successful write, before
-//     any observer's span (counted from a later moment) can run out;
+//     saw its last renewal (its lease, or the last heartbeat of its
+//     session that vouched for the role), never a clock offset later. The
+//     holder stops at RenewDeadline after the start of the last session
+//     round that vouched for the role (or of its election, or of its last
+//     lease write), before any observer's span (counted from a later
+//     moment) can run out;
 //   - rolestate.MaxLeaseSpan (10 minutes): a lease record claiming a longer
 //     span keeps a role unheld for that long at most;
 //   - Stagger exceeding the time a candidate needs to see a vacancy and
 //     complete a challenge;
 //   - the transaction timeout (Settings.TransactionTimeout, given to the
-//     transport as fencing.Config.TxnTimeout): a lease write left open by
-//     a holder that crashed mid-transaction holds back read_committed
-//     readers of its partition, the views of every role in that partition
-//     included, until the coordinator aborts it, so the renewals of healthy
-//     holders of those roles are hidden meanwhile. [Settings.Validate]
+//     transport as fencing.Config.TxnTimeout): a lease write or a
+//     heartbeat left open by a member that crashed mid-transaction holds
+//     back read_committed readers of its partition, the views of every
+//     role and every member session in that partition included, until the
+//     coordinator aborts it, so the lease writes and heartbeats of healthy
+//     holders there are hidden meanwhile. [Settings.Validate]
 //     requires TransactionTimeout < LeaseDuration - RenewInterval, and
 //     [New] the same of the transport's TxnTimeout, so that the lease
 //     readers last saw outlives the stall. That bound does not cover
@@ -416,7 +436,7 @@
 // periodic check runs, every
 // transaction.abort.timed.out.transaction.cleanup.interval.ms (Redpanda:
 // abort_timed_out_transactions_interval_ms; default 10 s for both), so
-// there a holder that crashed mid-transaction can hide renewals from
+// there a member that crashed mid-transaction can hide renewals from
 // read_committed readers for up to TxnTimeout + that interval, 15 s with
 // the defaults: longer than the bound above. Members reading through a
 // view are kept from taking a healthy holder's role meanwhile by the
@@ -432,9 +452,11 @@
 //
 // The cancellation of Work's context when a role is lost is local and
 // best effort: it happens when the member session's round finds the token
-// moved, when a lease rewrite is fenced or its token retired or forgotten,
-// when the view shows a newer token, and at the latest when RenewDeadline
-// passes (a timer independent of any call in flight), which is before
+// moved, when a lease rewrite is fenced or its token retired or forgotten
+// (or the transport says so, fencing.TokenChecker), when the view shows a
+// newer token, when the session's incarnation ends (a late heartbeat) or
+// the round finds the role's goroutine stuck, and at the latest when
+// RenewDeadline passes (a timer independent of any call in flight), which is before
 // another member's span for the lease can run out if the clocks run at
 // similar rates. It is not a guarantee that no other member holds the role
 // meanwhile.
@@ -460,8 +482,9 @@
 // A token is (producer id, epoch) of the role's transactional id, minted by
 // the transaction coordinator at AcquireEpoch. With the transaction
 // protocol Sarama speaks, the epoch moves only at InitProducerId, so the
-// token is fixed for as long as a member holds the role, and renewals
-// reuse it. Should the epoch move at every commit (KIP-890, transaction
+// token is fixed for as long as a member holds the role, and its lease
+// rewrites reuse it (heartbeats are written under the member session's
+// own token). Should the epoch move at every commit (KIP-890, transaction
 // version 2), the transport must keep presenting the epoch it was minted
 // with as the token, or the rules' "newer token in the view" check must
 // compare producer ids only; that is the transport's concern, not the
@@ -495,7 +518,9 @@
 //     default sarama's 5), by a limiter all the member's role goroutines
 //     share. A call waits for a slot before it begins, never inside a
 //     transaction; lease rewrites are served first, then releases, then
-//     registrations, challenges, deregistrations and prunes.
+//     registrations, challenges, deregistrations and prunes. The member
+//     session's round (its DescribeMany and heartbeat) takes no slot: it
+//     never waits behind the role goroutines' calls.
 //   - A challenge that times out (its calls, or the wait for a slot)
 //     pauses every campaign of the member, RetryBackoff doubling up to
 //     LeaseDuration, with jitter; a successful challenge ends the run.

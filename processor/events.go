@@ -12,12 +12,23 @@ type Reason string
 
 // The revocation reasons.
 const (
-	// ReasonFenced: a later member took the role: the broker refused a
-	// renewal (fencing.ErrFenced), or the view showed a lease under a
-	// newer epoch of the token.
+	// ReasonFenced: a later member took the role: the member session's
+	// round found the role's token moved at its coordinator
+	// (DescribeMany), the broker refused a lease rewrite
+	// (fencing.ErrFenced), the transport forgot the token because a write
+	// under it was fenced (fencing.ErrNotHeld, not a retirement), or the
+	// view showed a lease under a newer epoch of the token. Also when
+	// another process under the member id took the member session over
+	// (see [ErrMemberInUse]).
 	ReasonFenced Reason = "fenced"
-	// ReasonLeaseLost: no renewal succeeded within RenewDeadline, so the
-	// holder stopped on its own before anybody could take the role.
+	// ReasonLeaseLost: no renewal (a member session round that vouched
+	// for the role, or a lease write) succeeded within RenewDeadline, so
+	// the holder stopped on its own before anybody could take the role.
+	// Also when the member session's incarnation ended under the holding
+	// (a heartbeat committed after the member's own deadline, or the
+	// session's producer id changed), and when the role's goroutine did
+	// not check in with the session for TransactionTimeout +
+	// RenewInterval (stuck: the heartbeats exclude the role).
 	ReasonLeaseLost Reason = "lease lost"
 	// ReasonResigned: the holder handed the role over ([Member.Resign]).
 	ReasonResigned Reason = "resigned"
@@ -36,7 +47,8 @@ const (
 	// longer holds it (fencing.ErrNotHeld: it retired it after such an
 	// answer or a fenced write through a Writer, Transact or a stream
 	// sharing the transport). The holding ends at once (Event.Err is the
-	// renewal's error). While the view still shows this member's own lease
+	// error of the lease rewrite, or the one the transport's
+	// fencing.TokenChecker reported). While the view still shows this member's own lease
 	// under that token, the member may challenge again at once: that
 	// fences only its former self.
 	ReasonTokenRetired Reason = "token retired"
@@ -44,8 +56,9 @@ const (
 	// registration was removed by someone else (`krole resign --member`,
 	// a tombstone on its key): it handed the role over as [Member.Resign]
 	// does (a release), and registers again at the back, as a pruned
-	// member does. It renewed the lease while its work stopped, and
-	// reports Revoked and releases once work has returned (see the
+	// member does. It kept the holding renewed while its work stopped
+	// (the member session's heartbeats went on vouching for the role),
+	// and reports Revoked and releases once work has returned (see the
 	// package documentation).
 	ReasonDeregistered Reason = "deregistered"
 )

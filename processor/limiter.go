@@ -13,7 +13,8 @@ import (
 type priority int
 
 const (
-	// prioRenew: renewals, which keep the roles the member holds.
+	// prioRenew: lease rewrites, which keep the roles the member holds
+	// (the member session's heartbeats take no slot).
 	prioRenew priority = iota
 	// prioRelease: releases of resigned roles, which hand them over at
 	// once; one that cannot get a slot in time leaves its lease to
@@ -25,7 +26,7 @@ const (
 )
 
 // limiter bounds the transport calls a Member has in flight, shared by all
-// its role goroutines, in three priorities: renewals first, then
+// its role goroutines, in three priorities: lease rewrites first, then
 // releases, then everything else (registrations, challenges,
 // deregistrations, prunes). A waiter is granted a slot in priority order,
 // first come first served within a priority. The wait happens before a

@@ -44,8 +44,10 @@ type Options struct {
 	//	    token was retired: see ReasonTokenRetired) or error. Buckets from 0.5ms, doubling, 16
 	//	    of them.
 	//	krole_fenced_total{role}
-	//	    counter: writes of this member (challenge, renewal, release)
-	//	    refused because a later member holds role.
+	//	    counter: losses of role to a later member: writes of this
+	//	    member (challenge, lease rewrite, release) refused, and
+	//	    holdings ended because the member session's round found the
+	//	    role's token moved or the transport forgot the token.
 	//	krole_work_failures_total{role}
 	//	    counter: runs of work that returned an error.
 	//	krole_campaign_backoff_seconds{role}
@@ -60,7 +62,10 @@ type Options struct {
 	// from the member's goroutines, one call at a time (never
 	// concurrently, even across roles), in order for each role. The
 	// calling role's goroutine waits for it, and every other role's
-	// waits for its turn, so a slow OnEvent delays renewals: it must
+	// waits for its turn, so a slow OnEvent delays the roles' check-ins
+	// with the member session and their taking of its rounds' word (a
+	// holding not told of a round before its local deadline ends; one
+	// whose goroutine does not check in is dropped as stuck): it must
 	// return quickly, and must not call [Member.Resign] (which waits for
 	// the goroutine that is calling it). Default none.
 	OnEvent func(Event)
@@ -74,10 +79,11 @@ type Options struct {
 // (a new holding's call starts only after the previous one has returned,
 // and a holding that ended meanwhile gets no call at all).
 // Work should return soon after ctx ends: until it does, the member does
-// not resign and its Run does not return (it stops waiting for work at
-// the local deadline, RenewDeadline after the last successful write;
-// after an operator's step-down, [ReasonDeregistered], it renews the
-// lease meanwhile and waits for as long as work runs).
+// not resign and its Run does not return (leaving with KeepOnExit, it
+// stops waiting for work at the local deadline, RenewDeadline after the
+// start of the last renewal; after a resignation, [ReasonResigned], an operator's
+// step-down, [ReasonDeregistered], or the end of Run's context, it keeps
+// the holding renewed meanwhile and waits for as long as work runs).
 type Work func(ctx context.Context, held Held) error
 
 // Member is one member of one or more roles: it registers as a candidate,
@@ -204,14 +210,19 @@ func (m *Member) Settings() Settings { return m.s }
 //
 // Each role runs on its own goroutine: the member registers (unless the
 // view already shows it as a candidate), follows the role, challenges in
-// its turn, renews while it holds the role and steps down when a renewal
-// is fenced or cannot succeed before RenewDeadline.
+// its turn, checks in with the member session while it holds the role
+// (the session's heartbeats renew it), and steps down when the session's
+// round finds its token moved, a write under the token is refused, or no
+// renewal succeeds before RenewDeadline. The member session runs beside
+// the roles from Run's start (see "Member sessions" in the package
+// documentation).
 //
 // work, when not nil, runs on its own goroutine for each role while this
 // member holds it. Its ctx derives from Run's and is cancelled when the
 // role is lost (fenced, lease lost, resigned) or Run's ctx ends; it is
 // also cancelled by a timer at the local deadline (RenewDeadline after the
-// last successful write began), independently of any transport call in
+// start of the last renewal: the member session round that last vouched
+// for the role, or its election or last lease write), independently of any transport call in
 // flight. When the role is regained, work starts again, but never while
 // its previous run for the role has not returned. work returning nil
 // leaves the role held (its job is done); returning an error resigns the
@@ -224,12 +235,15 @@ func (m *Member) Settings() Settings { return m.s }
 // work keeps writing without its token is not stopped by anything here;
 // pass held.Token to a fenced writer.
 //
-// When ctx ends, a lease write in flight (a renewal, a challenge's) is
-// not cut short but finishes, bounded by its own timeout; then Run cancels
-// work and waits for it, renewing meanwhile as Resign does, before resigning each
-// held role and deregistering, on a fresh context bounded by
-// TransactionTimeout, unless KeepOnExit is set. Run
-// returns once every goroutine it started, work included, has returned.
+// When ctx ends, a lease write in flight (a rewrite, a challenge's) is
+// not cut short but finishes, bounded by its own timeout; then, unless
+// KeepOnExit is set, Run cancels work and waits for it, renewing
+// meanwhile as Resign does, deregisters each role, and once every role
+// has stopped writes one session end, which releases every lease that
+// names the member session's incarnation (a lease that does not is
+// released on its own, as Resign does); each write on a fresh context
+// bounded by TransactionTimeout. Run returns once every goroutine it
+// started, work included, has returned.
 func (m *Member) Run(ctx context.Context, work Work) error {
 	m.mu.Lock()
 	if m.started {
@@ -295,10 +309,12 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 	return nil
 }
 
-// RenewNow asks the member to renew its lease of role at once if it holds
-// it, rather than at the next renew interval: the transport's lease
-// writes carry the holder's value (see election), so a holder whose value
-// changed calls it to have readers see the new value within a write. It
+// RenewNow asks the member to write its lease of role again at once if it
+// holds it (the member session's heartbeats renew a holding without
+// writing its lease, which is otherwise rewritten only every
+// [LeaseRewriteInterval]): the transport's lease writes carry the
+// holder's value (see election), so a holder whose value changed calls it
+// to have readers see the new value within a write. It
 // does not block, and does nothing when the member does not hold role.
 // It returns [ErrUnknownRole] for a role the member does not run.
 func (m *Member) RenewNow(role codec.Role) error {
@@ -314,8 +330,9 @@ func (m *Member) RenewNow(role codec.Role) error {
 }
 
 // Resign hands role over if this member holds it: it cancels the role's
-// work and waits for it, renewing the lease meanwhile (see the package
-// doc: until the holding is lost, then up to the local deadline), and
+// work and waits for it, keeping the holding renewed meanwhile (the
+// member session's heartbeats go on vouching for it; see the package
+// doc: until the holding is lost), and
 // writes the release lease under its token so the next candidate
 // challenges at once. It blocks until the release is written (or the
 // role given up) or ctx ends. The member then deregisters and registers

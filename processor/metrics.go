@@ -36,8 +36,8 @@ func (noMetrics) queued(codec.MemberID, int)                {}
 //
 //	krole_holder{role,member}                  1 while this member holds role, else 0
 //	krole_transitions_total{role,transition}   elected, fenced, lease_lost, resigned, context_ended, work_failed, token_retired
-//	krole_renew_duration_seconds{role,result}  latency of renewals; result ok, fenced, retired or error
-//	krole_fenced_total{role}                   writes refused because a later member holds role
+//	krole_renew_duration_seconds{role,result}  latency of renewals (session rounds that vouched, lease rewrites); result ok, fenced, retired or error
+//	krole_fenced_total{role}                   losses to a later member: writes refused, or the session's round found the token moved
 //	krole_work_failures_total{role}            runs of work that returned an error
 //	krole_campaign_backoff_seconds{role}       the campaign backoff after the last work failure; 0 once elected
 //	krole_queued_roles{member}                 roles registered but not campaigning: campaigns paused

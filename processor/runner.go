@@ -820,7 +820,7 @@ func (r *runner) awaitWorkRenewing(h *holding) {
 // (ReasonDeregistered), one the program asked for (ReasonResigned:
 // Resign, Withdraw) and Run's end (ReasonContextEnded), which all wait for
 // work in any case, so renewing costs them no time. Work that failed has
-// returned already, and a shed for overload cannot renew.
+// returned already.
 func renewsWhileWorkStops(why Reason) bool {
 	switch why {
 	case ReasonDeregistered, ReasonResigned, ReasonContextEnded:
@@ -958,8 +958,9 @@ func (r *runner) leave(ctx context.Context) {
 	}
 }
 
-// RenewedAt is for tests: when the last successful write of the held lease
-// began.
+// RenewedAt is for tests: when the holding's last renewal began (the
+// member session round that last vouched for it, or its election or last
+// lease write).
 func (r *runner) RenewedAt() time.Time { return r.l.renewedAt }
 
 // retired reports whether err says that the transport retired the token

@@ -59,16 +59,19 @@ type Settings struct {
 	// lease record. Default 10s.
 	LeaseDuration time.Duration
 
-	// RenewInterval is how often the holder renews its lease, counted
-	// from the start of its last successful write (less RenewJitter at
-	// random; a loaded member spaces its renewals out, up to 3/8 of the
-	// way from RenewInterval to RenewDeadline, and they wait for a call slot,
-	// see MaxInFlight). Default LeaseDuration/5 (2s).
+	// RenewInterval is how often the member session writes a heartbeat,
+	// which renews every role the member holds: each round begins
+	// RenewInterval (less RenewJitter at random) after the previous one
+	// began, whether that one succeeded or not, and waits for no call
+	// slot (see "Member sessions" in the package documentation). A
+	// holder's goroutine checks in with the session at least this often.
+	// Default LeaseDuration/5 (2s).
 	RenewInterval time.Duration
 
-	// RenewDeadline is how long after the start of its last successful
-	// write a holder keeps acting as holder without another successful
-	// renewal. When it passes, the holder stops on its own (revoked:
+	// RenewDeadline is how long after the start of its last renewal (the
+	// member session round that last vouched for the role, or its
+	// election or last lease write) a holder keeps acting as holder
+	// without another successful renewal. When it passes, the holder stops on its own (revoked:
 	// lease lost), measured on its own monotonic clock only. The gap to
 	// LeaseDuration is the margin for clock rate differences and for the
 	// held work to stop before anybody else may take the role. Default
@@ -77,8 +80,9 @@ type Settings struct {
 
 	// RetryBackoff is the first wait after a failed call to the transport
 	// or source; it doubles with every consecutive failure, up to
-	// RenewInterval. A renewal is retried at this pace until
-	// RenewDeadline. Default RenewInterval/8 (250ms).
+	// RenewInterval. A failed lease rewrite is retried at this pace; a
+	// failed heartbeat is not (the next round comes RenewInterval after
+	// it began). Default RenewInterval/8 (250ms).
 	RetryBackoff time.Duration
 
 	// Stagger is how long each rank waits after the one ahead of it once
@@ -92,14 +96,14 @@ type Settings struct {
 	Stagger time.Duration
 
 	// TransactionTimeout bounds every call the Member makes through the
-	// transport, once the call has a call slot (see MaxInFlight; a
-	// renewal is begun only while the time left before RenewDeadline
-	// exceeds a lease write's measured latency, and its wait for a slot
-	// is bounded by RenewDeadline), and it
-	// is the transaction timeout to give the transport
-	// (fencing.Config.TxnTimeout): a lease write left open by a crashed
-	// holder holds back read_committed readers of its partition, for
-	// every role in it, until the coordinator aborts it after this long.
+	// transport, once the call has a call slot (see MaxInFlight; a lease
+	// rewrite's wait for a slot is bounded by the holding's local
+	// deadline), and each call of the member session's round (its
+	// DescribeMany, its heartbeat), and it is the transaction timeout to
+	// give the transport (fencing.Config.TxnTimeout): a lease write or a
+	// heartbeat left open by a crashed member holds back read_committed
+	// readers of its partition, for every role and member session in it,
+	// until the coordinator aborts it after this long.
 	// Apache Kafka and Redpanda abort it only at their next check for
 	// timed-out transactions (transaction.abort.timed.out.transaction.cleanup.interval.ms,
 	// default 10s), so there the stall lasts up to TransactionTimeout +
@@ -112,32 +116,35 @@ type Settings struct {
 	// LeaseDuration/2 (5s).
 	TransactionTimeout time.Duration
 
-	// RenewJitter spreads renewals across the interval: each renewal goes
-	// a random duration in [0, RenewJitter) before RenewInterval has
-	// passed, drawn anew each time, so that roles elected together (at
-	// start, after a failover) do not renew in bursts. Zero: the default,
-	// RenewInterval/4; negative: none (every renewal exactly at
+	// RenewJitter spreads the member session's heartbeat rounds across
+	// the interval: each round goes a random duration in [0, RenewJitter)
+	// (at most RenewInterval - RetryBackoff) before RenewInterval has
+	// passed since the previous one began, drawn anew each time, so that
+	// members started together do not heartbeat in step. Zero: the
+	// default, RenewInterval/4; negative: none (every round exactly at
 	// RenewInterval).
 	RenewJitter time.Duration
 
-	// MaxInFlight bounds the calls the Member has in flight through the
-	// transport at once, over all its roles: renewals and releases go
-	// first, then registrations, challenges and deregistrations. A call
-	// waits for its turn before it begins, so no transaction stays open
-	// while it waits. It also sets how many roles the member campaigns
-	// for (see [Member] and the package documentation, "Many roles").
+	// MaxInFlight bounds the calls the Member's role goroutines have in
+	// flight through the transport at once, over all its roles: lease
+	// rewrites and releases go first, then registrations, challenges,
+	// deregistrations and prunes. A call waits for its turn before it
+	// begins, so no transaction stays open while it waits. The member
+	// session's round takes no slot (see the package documentation,
+	// "Many roles").
 	// Zero or less: [DefaultMaxInFlight] (5, sarama's
 	// Net.MaxOpenRequests: one member never queues requests inside the
 	// client).
 	MaxInFlight int
 
 	// KeepOnExit, when true, makes a Member whose context ends leave
-	// without writing anything: its lease runs out (a span after each
-	// observer saw its last renewal) and
-	// its registration stays (a restart under the same member id keeps
-	// its rank). Default false: a leaving member resigns each role it
-	// holds and deregisters, so a rolling restart hands roles over at
-	// once.
+	// without writing anything: no session end, so its leases run out (a
+	// span after each observer saw its last renewal, its last heartbeat
+	// included) and its registrations stay (a restart under the same
+	// member id keeps its rank). Default false: a leaving member
+	// deregisters from each role and writes one session end, which
+	// releases every role it holds, so a rolling restart hands roles
+	// over at once.
 	KeepOnExit bool
 }
 
@@ -188,12 +195,12 @@ func (s Settings) WithDefaults() Settings {
 // The cap on LeaseDuration is what observers accept: they count any lease
 // as lasting at most rolestate.MaxLeaseSpan (10 minutes) after they saw
 // it. A longer lease would let them take the role over while its holder,
-// renewing every RenewInterval and giving up only at RenewDeadline, still
+// renewed every RenewInterval and giving up only at RenewDeadline, still
 // believes it holds it; since RenewInterval < RenewDeadline <=
 // LeaseDuration, the one cap bounds all three.
 //
 // The last bound keeps a transaction left open by a crashed writer from
-// hiding a healthy holder's renewals long enough for its lease to look
+// hiding a healthy holder's renewals (its lease writes and heartbeats) long enough for its lease to look
 // expired: the lease the readers last saw has at least
 // LeaseDuration-RenewInterval left when they are held back. It assumes
 // the coordinator aborts the transaction when its timeout passes, as kfake

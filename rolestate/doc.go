@@ -11,5 +11,17 @@
 // lease holds, as an observer judges it: from when the reader saw the
 // lease record ([State].LeaseSeenAt) plus its span ([LeaseSpan]), on the
 // reader's clock, never by the holder's wall-clock deadline; a release is
-// never live. The view's lookups and the HTTP API use them.
+// never live. A lease that names its holder's member session (see package
+// processor, "Member sessions") lives, too, one heartbeat span
+// ([HeartbeatSpan]) after the reader saw the latest heartbeat of that
+// incarnation that vouches for the role ([State].Session), and ends when
+// the reader saw a session record that drops the role (one that excludes
+// it, or the session end), as after a release. The view's lookups and the
+// HTTP API use them.
+//
+// [CheckLeaseAuthor] and [CheckHeartbeatAuthor] are the batch half of
+// the check that a lease, or a session record, was written by the
+// producer it names; [Authors] keeps the other half, the producer id of
+// each role's (and each member session's, [SessionAuthor]) own
+// transactional id.
 package rolestate

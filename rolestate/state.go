@@ -116,8 +116,11 @@ const (
 	Vouched
 	// Dropped: the latest record of the lease's incarnation excludes the
 	// role, or ends the session: the lease holds no longer, as after a
-	// release. The member writes either only after it stopped acting on
-	// the role.
+	// release. The member writes either only once it no longer acts as
+	// the role's holder: its work's context is cancelled first (a leaving
+	// member's session end also waits for its work; a heartbeat that
+	// excludes a stuck role, or the session end after a late heartbeat,
+	// does not).
 	Dropped
 )
 

@@ -11,7 +11,8 @@
 // [View.Holder] reports as live may already have been fenced by a newer
 // epoch whose lease the table has not read yet, or whose lease write is
 // still inside an open transaction; a lease that looks expired may be
-// renewed in a record on its way. Only a transactional write under the
+// renewed in a record on its way (a heartbeat of its holder's member
+// session, or a lease rewrite). Only a transactional write under the
 // current epoch, accepted by the broker, proves that a member holds a role
 // (see package fencing). The succession rules use the view to decide when
 // to act (challenge, stagger, step down early) and the broker to decide who
@@ -193,9 +194,13 @@
 // transaction by the session it names, whose producer id is the one
 // <prefix>session/<member> has at its coordinator (asked as for a lease,
 // once per new producer id; Options.Describe is asked with the session's
-// key, rolestate.SessionAuthor). Heartbeats are not published to Watch or
-// Follow (they change no role's records); [View.Session] looks one up.
-// [View.Confirm] confirms the session's partition too.
+// key, rolestate.SessionAuthor). A heartbeat that only vouches is not
+// published to Watch or Follow (it changes no role's records): a reader
+// waiting for a lease's end looks the session up again ([View.Session]).
+// A session record that drops roles (a heartbeat that excludes them, or
+// a session end) is published as a change of each role it drops, which
+// is then vacant at once, as after a release. [View.Confirm] confirms the
+// session's partition too.
 //
 // # When the topic starts over
 //
@@ -237,8 +242,9 @@
 //
 // # Watching
 //
-// [View.Watch] hands over each change of a role (new holder, lease renewed
-// or released, candidate joined or left). A slow subscriber never blocks
+// [View.Watch] hands over each change of a role (new holder, lease
+// written again or released, the holder's session record that drops the
+// role, candidate joined or left; not a heartbeat that only vouches). A slow subscriber never blocks
 // the view: its pending changes coalesce per role, keeping the first Before
 // and the latest After, so it may miss intermediate states but never the
 // latest one. [View.Follow] is the same for one role as a stream of states,

@@ -92,13 +92,18 @@
 //     silent skip.
 //   - A deposed holder learns of the fence only when it next writes: an
 //     idle Run (no input) goes on waiting until its ctx ends. The krole
-//     member cancels its work when a lease renewal is fenced.
+//     member cancels its work when it learns that it lost the role: its
+//     member session's round finds the role's token moved at the
+//     coordinator (every renew interval), a write under the token is
+//     fenced, or its local deadline passes.
 //   - Input partitions added while Run runs are read only from the next
 //     Run (or the next resumption after a failed transaction).
 //   - Run's transactions share the role's transactional id with the lease
-//     renewals of the same token, which wait for them: choose BatchSize (and
-//     Linger) so that one batch's writes take well under the renewal
-//     interval, and under fencing.Config.TxnTimeout. Transform runs before
+//     writes of the same token (at election, on Member.RenewNow, and every
+//     processor.LeaseRewriteInterval), which wait for them; the member
+//     session's heartbeats, under the session's own transactional id, do
+//     not. Choose BatchSize (and Linger) so that one batch's writes take
+//     well under fencing.Config.TxnTimeout. Transform runs before
 //     the transaction begins, and a batch's outputs are held in memory
 //     until it is written.
 //   - Records carry key and value; headers are neither read nor written.

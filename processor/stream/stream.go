@@ -166,7 +166,7 @@ func (c Config) check() (Config, error) {
 //   - an error matching fencing.ErrFenced when the token no longer holds
 //     the role: the broker refused a write because a later member acquired
 //     it, or the transport no longer holds the token (it was fenced in
-//     another transaction, such as a lease renewal, or replaced by a newer
+//     another transaction, such as a lease rewrite, or replaced by a newer
 //     one; the error then matches fencing.ErrNotHeld too). The caller has
 //     lost the role;
 //   - an error matching fencing.ErrUnknownOutcome when a request of a
