@@ -252,9 +252,10 @@ func notify(ch chan sessNote, n sessNote) {
 // run writes a heartbeat round every RenewInterval once the session has
 // begun, whether or not the member holds a role (its heartbeats are the
 // sign of life that keeps another process from taking its member id's
-// session over, see vetAtStart), until ctx ends; then, unless KeepOnExit, it ends the session
-// (one session-end record releases every lease of the incarnation) once
-// the runners are done (runnersDone closed).
+// session over, see vetAtStart), until ctx ends; then it goes on while
+// the runners stop (drain), and once they are done (runnersDone closed),
+// unless KeepOnExit, it ends the session: one session-end record
+// releases every lease of the incarnation.
 func (s *session) run(ctx context.Context, runnersDone <-chan struct{}) {
 	// Rounds go every RenewInterval (less jitter) from the previous
 	// round's start, not its end, as a holder's deadline counts from a
@@ -265,8 +266,32 @@ func (s *session) run(ctx context.Context, runnersDone <-chan struct{}) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			<-runnersDone
+			s.drain(context.WithoutCancel(ctx), runnersDone, next)
 			s.finish(ctx)
+			return
+		case <-t.C():
+		case <-s.wake:
+			t.Stop()
+		}
+		start := s.m.clk.Now()
+		s.round(ctx)
+		next = start.Add(s.m.s.RenewInterval - renewJitter(s.m.s))
+	}
+}
+
+// drain goes on writing rounds, every RenewInterval from next, after
+// Run's context ended and until the runners are done (runnersDone
+// closed): a holder whose work is still stopping keeps its roles renewed
+// meanwhile, as after Resign (see "Stepping down while work stops" in the
+// package documentation), so that its successor's work cannot begin
+// beside it. ctx is not cancelled; each call of a round is bounded by
+// TransactionTimeout.
+func (s *session) drain(ctx context.Context, runnersDone <-chan struct{}, next time.Time) {
+	for {
+		t := s.m.clk.NewTimer(next.Sub(s.m.clk.Now()))
+		select {
+		case <-runnersDone:
+			t.Stop()
 			return
 		case <-t.C():
 		case <-s.wake:
