@@ -78,7 +78,16 @@ func runDescribe(c *ucli.Context) error {
 	// first read that lease record, judged as a one-shot answer is
 	// (package liveness), waiting for a renewal when the holder's clock
 	// says the lease ran out.
-	seen := map[int64]time.Time{}
+	// A lease that names its holder's member session is renewed by the
+	// session's heartbeats: the holder's latest session record is read
+	// with it, stamped the same way.
+	seen, seenBeat := map[int64]time.Time{}, map[int64]time.Time{}
+	stamp := func(m map[int64]time.Time, off int64) time.Time {
+		if _, ok := m[off]; !ok {
+			m[off] = time.Now()
+		}
+		return m[off]
+	}
 	sts, err := liveness.Settle(c.Context, func(ctx context.Context) ([]rolestate.State, error) {
 		recs, err := t.ReadRoleRecords(ctx, role)
 		if err != nil {
@@ -86,10 +95,19 @@ func runDescribe(c *ucli.Context) error {
 		}
 		st := rolestate.Fold(role, recs)
 		if st.Lease != nil {
-			if _, ok := seen[st.LeaseOffset]; !ok {
-				seen[st.LeaseOffset] = time.Now()
+			st.LeaseSeenAt = stamp(seen, st.LeaseOffset)
+		}
+		if st.Lease != nil && st.Lease.Session != nil {
+			beats, err := t.ReadSession(ctx, st.Lease.Member)
+			if err != nil {
+				return nil, err
 			}
-			st.LeaseSeenAt = seen[st.LeaseOffset]
+			for i := len(beats) - 1; i >= 0; i-- {
+				if hb := beats[i].Record.Heartbeat; hb != nil {
+					st.Session = &rolestate.SessionSeen{Offset: beats[i].Offset, Heartbeat: *hb, SeenAt: stamp(seenBeat, beats[i].Offset)}
+					break
+				}
+			}
 		}
 		return []rolestate.State{st}, nil
 	}, time.Now)

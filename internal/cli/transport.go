@@ -22,6 +22,9 @@ type roleClient interface {
 	RegisterValue(ctx context.Context, role codec.Role, member codec.MemberID, value string) (int64, error)
 	Deregister(ctx context.Context, role codec.Role, member codec.MemberID) error
 	ReadRoleRecords(ctx context.Context, role codec.Role) ([]fencing.RoleRecord, error)
+	// ReadSession reads member's member-session records; see
+	// [fencing.BrokerTransport.ReadSession].
+	ReadSession(ctx context.Context, member codec.MemberID) ([]fencing.RoleRecord, error)
 	Describe(ctx context.Context, role codec.Role) (codec.Token, bool, error)
 	// Config is the configuration the client connected with, defaults
 	// applied.
@@ -81,6 +84,11 @@ func (e *explained) Deregister(ctx context.Context, role codec.Role, member code
 
 func (e *explained) ReadRoleRecords(ctx context.Context, role codec.Role) ([]fencing.RoleRecord, error) {
 	recs, err := e.t.ReadRoleRecords(ctx, role)
+	return recs, e.explain(err)
+}
+
+func (e *explained) ReadSession(ctx context.Context, member codec.MemberID) ([]fencing.RoleRecord, error) {
+	recs, err := e.t.ReadSession(ctx, member)
 	return recs, e.explain(err)
 }
 

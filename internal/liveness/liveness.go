@@ -15,7 +15,11 @@
 //   - The holder's clock: a lease whose Deadline (the holder's wall
 //     clock when its write began, plus its span) is more than
 //     [ClockTolerance] behind this machine's clock ran out, as far as the
-//     clocks say. A live holder renews every RenewInterval and stops
+//     clocks say. A holder's renewal is its member session's heartbeat
+//     (the lease itself is written again only hourly), so the Deadline
+//     judged is that of the latest renewal: the lease's, or that of the
+//     latest heartbeat of the incarnation the lease names that vouches
+//     for the role (see [Judge]). A live holder renews every RenewInterval and stops
 //     acting as holder RenewDeadline (at most its span) after its last
 //     renewal began, so with clocks within ClockTolerance of each other
 //     the newest lease of a live holder never looks like that.
@@ -78,7 +82,12 @@ type Verdict struct {
 // must be when this reader read the lease record (a zero LeaseSeenAt
 // counts as read when it was granted, by the holder's clock, as
 // rolestate.State.LeaseEnd counts it). Without a lease, or for a release,
-// the verdict is not live.
+// the verdict is not live. A lease that names its holder's member session
+// is judged by its latest renewal: the latest heartbeat of that
+// incarnation that vouches for the role, when it began after the lease
+// was written (its GrantedAt, Deadline and span, and when this reader saw
+// it, st.Session.SeenAt); a session record that drops the role makes the
+// verdict not live, as a release does.
 func Judge(st rolestate.State, now time.Time) Verdict {
 	l := st.Lease
 	if l == nil {
@@ -87,12 +96,23 @@ func Judge(st rolestate.State, now time.Time) Verdict {
 	if l.Released() {
 		return Verdict{End: now}
 	}
-	seen := st.LeaseSeenAt
-	if seen.IsZero() {
-		seen = time.UnixMilli(l.GrantedAt)
+	// The latest renewal: the lease itself, or the latest heartbeat of the
+	// member session it names, when that vouches for the role and began
+	// after the lease was written. A session record that drops the role
+	// (the session's end, or an exclusion) ends it, as a release does.
+	seen, granted, deadline, span := st.LeaseSeenAt, l.GrantedAt, l.Deadline, rolestate.LeaseSpan(*l)
+	switch st.SessionVouch() {
+	case rolestate.Dropped:
+		return Verdict{End: now}
+	case rolestate.Vouched:
+		if h := st.Session.Heartbeat; h.GrantedAt > l.GrantedAt {
+			seen, granted, deadline, span = st.Session.SeenAt, h.GrantedAt, h.Deadline, rolestate.HeartbeatSpan(h)
+		}
 	}
-	span := rolestate.LeaseSpan(*l)
-	ranOut := time.UnixMilli(l.Deadline)
+	if seen.IsZero() {
+		seen = time.UnixMilli(granted)
+	}
+	ranOut := time.UnixMilli(deadline)
 	clockEnd := ranOut.Add(ClockTolerance)
 	end := seen.Add(span) // the reader's own count: never later than that
 	if waited := seen.Add(RenewalWait(span)); clockEnd.Before(end) {

@@ -61,6 +61,48 @@ func TestJudge(t *testing.T) {
 	assert.False(t, Judge(rolestate.State{Role: "db", Lease: &rel, LeaseSeenAt: t0}, t0).Live, "a release")
 }
 
+// TestJudgeBySessionHeartbeat: a lease that names its holder's member
+// session is judged by its latest renewal, the session's heartbeat: a
+// holder elected long ago (its lease's Deadline far behind the reader's
+// clock) whose heartbeat just began is live, not pending; a heartbeat of
+// another incarnation, or one that excludes the role, does not renew it;
+// the session's end ends it.
+func TestJudgeBySessionHeartbeat(t *testing.T) {
+	const span = 3 * time.Second
+	sess := codec.Session{ProducerID: 9, Epoch: 0, Nonce: "n1"}
+	long := func(hb codec.Heartbeat, seen time.Time) rolestate.State {
+		st := state(t0, span, t0.Add(time.Minute)) // elected a minute before the reader read it
+		st.Lease.Session = &sess
+		st.Session = &rolestate.SessionSeen{Heartbeat: hb, SeenAt: seen}
+		return st
+	}
+	now := t0.Add(time.Minute + 100*time.Millisecond)
+	beat := codec.Heartbeat{Member: "m1", Session: sess, GrantedAt: now.Add(-200 * time.Millisecond).UnixMilli(), Deadline: now.Add(-200*time.Millisecond + span).UnixMilli()}
+
+	v := Judge(long(beat, now.Add(-190*time.Millisecond)), now)
+	assert.True(t, v.Live, "renewed by a heartbeat 200ms ago")
+	assert.False(t, v.Pending, "the heartbeat's deadline is ahead: nothing to wait for")
+	assert.Equal(t, time.UnixMilli(beat.Deadline), v.RanOut)
+
+	other := beat
+	other.Session.Nonce = "n2"
+	v = Judge(long(other, now), now)
+	assert.True(t, v.Pending, "another incarnation's heartbeat renews nothing: the lease's own deadline ran out")
+
+	excl := beat
+	excl.Excluded = []codec.Role{"db"}
+	assert.False(t, Judge(long(excl, now), now).Live, "a heartbeat that excludes the role ends it")
+
+	end := codec.Heartbeat{Member: "m1", Session: sess, End: true}
+	assert.False(t, Judge(long(end, now), now).Live, "the session's end ends it")
+
+	// A heartbeat older than the lease (a rewrite after it) leaves the
+	// lease's own times.
+	st := long(beat, now)
+	st.Lease.GrantedAt, st.Lease.Deadline = now.UnixMilli(), now.Add(span).UnixMilli()
+	assert.Equal(t, now.Add(span), Judge(st, now).RanOut)
+}
+
 // Settle reads again while a verdict is pending: a renewal ends the wait
 // at once; without one the wait ends when the verdict does.
 func TestSettle(t *testing.T) {
