@@ -97,17 +97,8 @@ func runDescribe(c *ucli.Context) error {
 		if st.Lease != nil {
 			st.LeaseSeenAt = stamp(seen, st.LeaseOffset)
 		}
-		if st.Lease != nil && st.Lease.Session != nil {
-			beats, err := t.ReadSession(ctx, st.Lease.Member)
-			if err != nil {
-				return nil, err
-			}
-			for i := len(beats) - 1; i >= 0; i-- {
-				if hb := beats[i].Record.Heartbeat; hb != nil {
-					st.Session = &rolestate.SessionSeen{Offset: beats[i].Offset, Heartbeat: *hb, SeenAt: stamp(seenBeat, beats[i].Offset)}
-					break
-				}
-			}
+		if err := withSession(ctx, t, &st, func(off int64) time.Time { return stamp(seenBeat, off) }); err != nil {
+			return nil, err
 		}
 		return []rolestate.State{st}, nil
 	}, time.Now)
@@ -170,4 +161,25 @@ func leaseText(l *describeLease) string {
 		return fmt.Sprintf("released by %s (token %s): nobody holds the role", l.Member, l.Token)
 	}
 	return fmt.Sprintf("expired: %s (token %s) stopped renewing", l.Member, l.Token)
+}
+
+// withSession sets st.Session to the latest session record of the member
+// its lease names, read with t, when the lease names a session: a holder
+// is renewed by its session's heartbeats, not by lease records. seenAt
+// stamps the record by its offset.
+func withSession(ctx context.Context, t roleClient, st *rolestate.State, seenAt func(off int64) time.Time) error {
+	if st.Lease == nil || st.Lease.Session == nil {
+		return nil
+	}
+	beats, err := t.ReadSession(ctx, st.Lease.Member)
+	if err != nil {
+		return err
+	}
+	for i := len(beats) - 1; i >= 0; i-- {
+		if hb := beats[i].Record.Heartbeat; hb != nil {
+			st.Session = &rolestate.SessionSeen{Offset: beats[i].Offset, Heartbeat: *hb, SeenAt: seenAt(beats[i].Offset)}
+			return nil
+		}
+	}
+	return nil
 }

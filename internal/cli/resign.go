@@ -8,6 +8,8 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/internal/liveness"
+	"github.com/krabka/krole/rolestate"
 )
 
 func resignCommand() *ucli.Command {
@@ -44,8 +46,9 @@ type resignResult struct {
 	Released *codec.Token `json:"released,omitempty"`
 	// Holder is the member that held the role next, when resign saw it.
 	Holder codec.MemberID `json:"holder,omitempty"`
-	// StillHeldUntil is M's lease deadline (Unix ms, M's clock) when M
-	// held the role and did not release it within --wait.
+	// StillHeldUntil is the deadline of M's latest renewal (Unix ms, M's
+	// clock: its lease's, or its member session's latest heartbeat's) when
+	// M held the role and did not release it within --wait.
 	StillHeldUntil int64 `json:"still_held_until,omitempty"`
 }
 
@@ -96,7 +99,19 @@ func runResign(c *ucli.Context) error {
 	}
 	res := resignResult{Role: string(role), Member: string(member)}
 	var said string
-	if holds && lease.Deadline > now.UnixMilli() {
+	// Whether M's holding is live, judged as a one-shot answer is, by its
+	// latest renewal (its member session's heartbeat, see package
+	// liveness); a dead holder has no release to wait for.
+	ranOut := lease.Deadline
+	if holds {
+		st := rolestate.Fold(role, recs)
+		if err := withSession(c.Context, t, &st, func(int64) time.Time { return now }); err == nil && st.Lease != nil {
+			v := liveness.Judge(st, now)
+			holds = v.Live
+			ranOut = v.RanOut.UnixMilli()
+		}
+	}
+	if holds {
 		released, next := awaitRelease(c.Context, t, role, lease, wait)
 		switch {
 		case released != nil:
@@ -110,11 +125,11 @@ func runResign(c *ucli.Context) error {
 			res.Holder = next
 			said = fmt.Sprintf("; %s holds the role now", next)
 		default:
-			res.StillHeldUntil = lease.Deadline
+			res.StillHeldUntil = ranOut
 			fmt.Fprintf(stderr(c), "krole: note: %s did not release role %s within --wait %v (its work is still stopping, and it "+
-				"renews its lease until it has; or its process is not running, or is older than this krole): the lease read "+
-				"before the resignation runs until %s; the role passes on at %s's release, or when its last lease ends\n",
-				member, role, wait, humanTime(lease.Deadline, time.Now()), member)
+				"keeps the role renewed until it has; or its process is not running, or is older than this krole): its latest renewal read "+
+				"before the resignation runs until %s; the role passes on at %s's release, or when its renewals stop\n",
+				member, role, wait, humanTime(ranOut, time.Now()), member)
 		}
 	}
 	if outputFormat(c) == FormatJSON {

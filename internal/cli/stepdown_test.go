@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/internal/liveness"
 	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/rolestate"
 )
@@ -87,4 +88,36 @@ func awaitRegistration(t *testing.T, c *testcluster.Cluster, role codec.Role, me
 		return got.Offset > after
 	}, 20*time.Second, 20*time.Millisecond, "%s never registered at rank %d after offset %d; stderr:\n%s", member, rank, after, p.stderr())
 	return got
+}
+
+// TestResignStepsDownAHolderElectedLongAgo: the same on a holder elected
+// more than a lease before (a 2s lease: its lease record's own deadline
+// has passed, and its member session's heartbeats renew it). resign waits
+// for the release and names the next holder; judged by the lease record's
+// deadline alone, it took the live holder for dead and reported no
+// release.
+func TestResignStepsDownAHolderElectedLongAgo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs processes; skipped with -short")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("krole run's process tests are Linux's")
+	}
+	const role = "ctl"
+	bin := buildKrole(t)
+	c := testcluster.Start(t, testcluster.Options{})
+	out := filepath.Join(t.TempDir(), "cmds")
+	flags := []string{"--lease-duration", "2s", "--renew-interval", "400ms", "--stagger", "200ms"}
+	a := startKroleWith(t, bin, c, role, "node-a", out, flags...)
+	a.waitLine(t, 0, startedRE, 20*time.Second)
+	b := startKroleWith(t, bin, c, role, "node-b", out, flags...)
+	awaitRegistration(t, c, role, "node-b", 1, -1, b)
+	held := lastLeaseOf(readRole(t, c.Config, role), "node-a", false)
+	require.NotNil(t, held)
+	time.Sleep(time.Until(time.UnixMilli(held.lease.Deadline).Add(liveness.ClockTolerance + 500*time.Millisecond)))
+
+	said := runBin(t, bin, append(clusterFlags(c), "resign", role, "--member", "node-a", "--wait", "30s")...)
+	assert.Regexp(t, `^resigned node-a from role ctl; node-a released the role \(token \d+/\d+\) and node-b holds it now; `+
+		`node-a joins the candidates again at the back unless its process stops\n$`, said)
+	b.waitLine(t, 0, startedRE, 20*time.Second)
 }
