@@ -298,10 +298,10 @@
 // (of the call's usual kind) wraps an [*AuthorizationError] that names the
 // ACL the call needs (WRITE on the TransactionalId for AcquireEpoch and
 // the transactions, WRITE on the member's session TransactionalId for
-// StartSession and Heartbeat, DESCRIBE on it for Describe, WRITE on the
-// role topic for Register, READ on it for ReadRoleRecords); it matches
-// [ErrNotAuthorized]. DescribeMany's refusals are [ErrAdmin] errors
-// naming the Kafka error, without an [*AuthorizationError].
+// StartSession and Heartbeat, DESCRIBE on it for Describe and for each
+// id of DescribeMany, WRITE on the role topic for Register, READ on it
+// for ReadRoleRecords); it matches [ErrNotAuthorized]. DescribeMany joins
+// one such error per refused id.
 //
 // # Who wrote a lease
 //

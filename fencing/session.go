@@ -130,14 +130,19 @@ func (t *BrokerTransport) DescribeMany(ctx context.Context, roles []codec.Role) 
 	return out, err
 }
 
-// describeIDs is DescribeMany for transactional ids.
+// describeNeeds is what a DescribeTransactions on txnID needs: a refusal
+// is an [ErrNotAuthorized] naming it, as for Describe.
+func describeNeeds(txnID string) needs { return needs{txnOp: "DESCRIBE", txnID: txnID} }
+
+// describeIDs is DescribeMany for transactional ids. A refusal of an id
+// matches [ErrNotAuthorized] (errors.Join of each failure).
 func (t *BrokerTransport) describeIDs(ctx context.Context, ids []string) (map[string]Described, error) {
 	groups := map[int32][]string{}
 	var errs []error
 	for _, id := range ids {
 		b, err := call(ctx, nil, func() (*sarama.Broker, error) { return t.client.TransactionCoordinator(id) })
 		if err != nil {
-			errs = append(errs, fmt.Errorf("finding the coordinator of %s: %w", id, err))
+			errs = append(errs, describeNeeds(id).authz(&Error{Kind: ErrAdmin, Err: fmt.Errorf("finding the coordinator of %s: %w", id, err)}))
 			continue
 		}
 		groups[b.ID()] = append(groups[b.ID()], id)
@@ -160,11 +165,11 @@ func (t *BrokerTransport) describeIDs(ctx context.Context, ids []string) (map[st
 			return sarama.ErrNoError, nil
 		})
 		if err != nil {
-			errs = append(errs, &Error{Kind: ErrAdmin, Err: fmt.Errorf("DescribeTransactions on %d transactional ids (%s, ...): %w", len(g), first, err)})
+			errs = append(errs, describeNeeds(first).authz(&Error{Kind: ErrAdmin, Err: fmt.Errorf("DescribeTransactions on %d transactional ids (%s, ...): %w", len(g), first, err)}))
 			continue
 		}
 		if kerr != sarama.ErrNoError && kerr != kerrTransactionalIDNotFound {
-			errs = append(errs, &Error{Kind: ErrAdmin, Err: fmt.Errorf("DescribeTransactions on %s: %w", first, kerrError(kerr))})
+			errs = append(errs, describeNeeds(first).authz(&Error{Kind: ErrAdmin, Err: fmt.Errorf("DescribeTransactions on %s: %w", first, kerrError(kerr))}))
 		}
 		for _, s := range states {
 			switch s.ErrorCode {
@@ -183,7 +188,7 @@ func (t *BrokerTransport) describeIDs(ctx context.Context, ids []string) (map[st
 						return struct{}{}, t.client.RefreshTransactionCoordinator(s.TransactionalID)
 					})
 				}
-				errs = append(errs, &Error{Kind: ErrAdmin, Err: fmt.Errorf("DescribeTransactions on %s: %w", s.TransactionalID, kerrError(s.ErrorCode))})
+				errs = append(errs, describeNeeds(s.TransactionalID).authz(&Error{Kind: ErrAdmin, Err: fmt.Errorf("DescribeTransactions on %s: %w", s.TransactionalID, kerrError(s.ErrorCode))}))
 			}
 		}
 	}
