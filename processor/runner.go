@@ -232,6 +232,26 @@ func (r *runner) step(ctx context.Context) Action {
 				Reason: "campaigns paused after a challenge timed out: registered, not campaigning"}
 		}
 		defer r.m.adm.unclaim()
+		// The call slot of the challenge is taken before the
+		// confirmation, and held through the challenge's calls: a
+		// confirmation goes stale while its challenge waits, so the wait
+		// (the member's other campaigns, all after their slots at once
+		// when it starts with many roles) comes first. A wait that runs
+		// out is no sign of an overloaded cluster: the role decides again
+		// a little later, without pausing the member's campaigns.
+		release, err := r.slot(ctx, prioCampaign, r.m.s.LeaseDuration)
+		if err != nil {
+			if ctx.Err() != nil {
+				return a
+			}
+			wait := r.m.s.RenewInterval/2 + rand.N(r.m.s.RenewInterval)
+			return Action{Kind: DoWait, Until: now.Add(wait), Reason: "waited for a call slot in vain: every slot is busy with the member's other calls"}
+		}
+		defer func() {
+			if release != nil {
+				release()
+			}
+		}()
 		var ok bool
 		if now, ok = r.confirm(ctx); !ok {
 			return a // the next decision waits for the retry
@@ -240,12 +260,17 @@ func (r *runner) step(ctx context.Context) Action {
 			// Cannot happen: the confirmation was taken at now.
 			return Action{Kind: DoWait, Until: now.Add(r.m.s.RetryBackoff), Reason: "confirmed, yet asked to confirm again"}
 		}
+		if a.Kind == DoChallenge {
+			r.challenge(ctx, a.Prune, release)
+			release = nil
+			return a
+		}
 	}
 	switch a.Kind {
 	case DoRegister:
 		r.register(ctx, a.Reason)
 	case DoChallenge:
-		r.challenge(ctx, a.Prune)
+		r.challenge(ctx, a.Prune, nil)
 	case DoRenew:
 		r.renew(ctx, now)
 	case DoStepDown:
@@ -447,15 +472,21 @@ func (r *runner) register(ctx context.Context, why string) {
 // token, then the prunes. A lease write refused as fenced is a lost race,
 // counted (Local.lostAt) from when the refusal came, not from when the
 // step began.
-func (r *runner) challenge(ctx context.Context, prune []codec.MemberID) {
+//
+// held is the call slot the confirmation took for the challenge (see
+// step), which challenge gives back; nil: challenge waits for one itself.
+func (r *runner) challenge(ctx context.Context, prune []codec.MemberID, held func()) {
 	r.log.Info("challenging: the confirmed state says so")
 	// One slot for both calls, so the transaction AcquireEpoch begins
 	// never waits for a slot; the confirmation goes stale if the wait is
 	// longer than a renew interval.
-	release, err := r.slot(ctx, prioCampaign, r.m.s.RenewInterval)
-	if err != nil {
-		r.challengeTimedOut(ctx, err)
-		return
+	release := held
+	if release == nil {
+		var err error
+		if release, err = r.slot(ctx, prioCampaign, r.m.s.RenewInterval); err != nil {
+			r.challengeTimedOut(ctx, err)
+			return
+		}
 	}
 	defer func() {
 		if release != nil {
