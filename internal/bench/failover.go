@@ -71,9 +71,10 @@ type FailoverManyResult struct {
 	SurvivorsLost int `json:"survivors_lost"`
 	// SurvivorsLostBy: those by revocation reason ("lease lost": no
 	// heartbeat of its session vouched for it in time, or its runner
-	// did not check in; "fenced": another member took it). RevokedBy: every revocation of a survivor after the
-	// kill, of any role, by reason (a role of the killed member taken
-	// and then let go is how one comes to be elected twice).
+	// did not check in; "fenced": another member took it). RevokedBy:
+	// every revocation of a survivor after the kill, of any role, by
+	// reason (a role of the killed member taken and then let go is how
+	// one comes to be elected twice).
 	SurvivorsLostBy map[string]int `json:"survivors_lost_by,omitempty"`
 	RevokedBy       map[string]int `json:"revoked_by,omitempty"`
 	// ElectedByTwo: roles of the killed member that two different
