@@ -69,12 +69,12 @@ func newMetrics(reg prometheus.Registerer) (metrics, error) {
 		}, []string{"role", "transition"}),
 		renew: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "krole_renew_duration_seconds",
-			Help:    "Latency of lease renewals by result (ok, fenced, retired, error).",
+			Help:    "Latency of renewals by result (ok, fenced, retired, error): member-session heartbeat rounds that vouched for the role, and lease rewrites.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"role", "result"}),
 		fencedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "krole_fenced_total",
-			Help: "Lease writes of this member refused because a later member holds the role.",
+			Help: "Losses of the role to a later member: a write under this member's token refused (a lease, a release, work's), or its session's round found the role's token moved at the coordinator.",
 		}, []string{"role"}),
 		workFails: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "krole_work_failures_total",

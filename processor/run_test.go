@@ -551,11 +551,12 @@ func TestTransportSourceLogsForgedLeasesOnce(t *testing.T) {
 
 // An operator's step-down (the member's registration removed while it
 // holds the role) of a holder whose work drains past the local deadline:
-// the member renews its lease under its token while work stops (at the
-// renew interval, past the 8s deadline of its last renewal before the
-// step-down), and releases only once work has returned. A renewal
-// refused as fenced ends the renewals: the holding is lost, and the
-// member goes on as after any loss.
+// the member session's rounds go on renewing the role while work stops
+// (one every renew interval, past the 8s deadline of its last renewal
+// before the step-down; no lease is written), and the member releases
+// only once work has returned. A round that finds the role's token moved
+// (its DescribeTransactions names another) ends the renewals: the
+// holding is lost, and the member goes on as after any loss.
 func TestRunDeregisteredRenewsWhileWorkStops(t *testing.T) {
 	for _, fenced := range []bool{false, true} {
 		name := "work returns"

@@ -14,8 +14,9 @@
 // (SIGKILL closes its connections mid-request) for failover-many. A
 // member campaigns for its roles and prints JSON lines ([Line]) on
 // stdout: "steady" once it holds its own roles (or the count it holds has
-// not grown for [Plateau]: a member at its renew capacity keeps the rest
-// queued; or after a bound), "elected" and "revoked" per event
+// not grown for [Plateau]: a member whose campaigns are paused, after a
+// challenge timed out, keeps the rest queued; or after a bound),
+// "elected" and "revoked" per event
 // when asked, and "report" after each window. The bench drives it with
 // lines on its stdin: "window D" measures one window of D and reports;
 // the end of stdin makes it leave (it releases what it holds). The
@@ -25,13 +26,16 @@
 //
 //   - transactions: EndTxn requests its transport sent in the window
 //     (fencing.BrokerTransport.EndTxnsSent), commits and aborts: every
-//     transaction the member ended, whatever it carried (lease writes,
-//     releases, challenges' leases, and with member sessions heartbeats,
-//     rewrites and session ends). Counted in the member's transport, so
+//     transaction the member ended, whatever it carried: its member
+//     session's heartbeats (one per renew interval for all the roles it
+//     holds), the leases written at election, on RenewNow and hourly
+//     (processor.LeaseRewriteInterval), releases and session ends.
+//     Counted in the member's transport, so
 //     the same figure comes from the embedded cluster and from one named
 //     by --brokers.
-//   - renewals: see [RenewalSampler], the hook to move to heartbeat rounds
-//     when renewal becomes a member's heartbeat.
+//   - renewals: the member session's heartbeat rounds, one per renew
+//     interval for every role the member holds (see [RenewalSampler]);
+//     lease writes are not renewals.
 //   - CPU: the member process's user+system time over the window; the
 //     bench process's over the same window is the embedded cluster's
 //     (with the bench's view and its reading of the members' lines).

@@ -50,14 +50,14 @@ type FailoverManyResult struct {
 	// roles per second, from the first such election to the last (on
 	// the survivors' clocks, this machine's): (n-1) / (last - first).
 	AcquisitionRate float64 `json:"acquisition_rate_per_s"`
-	// With per-role renewal the killed member's leases fall due one
-	// by one, spread over a renew interval (DueSpreadS: the last
-	// deadline minus the first), so the rate is at most KilledRoles /
-	// DueSpreadS whatever the survivors could do: PastDeadline (per
-	// role, the survivor's lease start minus the dead lease's deadline,
-	// in ms, both on this machine's clock) shows whether they kept up.
-	// With member sessions every lease falls due at once and the rate is
-	// the survivors' own.
+	// DueSpreadS: the last deadline of the killed member's leases minus
+	// the first, each lease's deadline being the later of its own and
+	// that of the killed session's last heartbeat. Its heartbeats renew
+	// every lease at once, so they fall due together (DueSpreadS about
+	// 0, apart from leases written after that heartbeat) and the rate is
+	// the survivors' own. PastDeadline (per role, the survivor's lease
+	// start minus the dead lease's deadline, in ms, both on this
+	// machine's clock) shows whether they kept up.
 	DueSpreadS float64 `json:"due_spread_s"`
 	// BoundS: lease + KilledRoles / AcquisitionRate, the goal's bound.
 	BoundS float64 `json:"bound_s"`
@@ -69,11 +69,12 @@ type FailoverManyResult struct {
 	// SurvivorsLost: holdings of roles a survivor held at the kill that
 	// ended after it (revoked events, any reason), summed.
 	SurvivorsLost int `json:"survivors_lost"`
-	// SurvivorsLostBy: those by revocation reason ("overloaded": the
-	// member released a role it could not renew in time; "lease lost":
-	// it lapsed). RevokedBy: every revocation of a survivor after the
-	// kill, of any role, by reason (a role of the killed member taken
-	// and then let go is how one comes to be elected twice).
+	// SurvivorsLostBy: those by revocation reason ("lease lost": no
+	// heartbeat of its session vouched for it in time, or its runner
+	// did not check in; "fenced": another member took it). RevokedBy:
+	// every revocation of a survivor after the kill, of any role, by
+	// reason (a role of the killed member taken and then let go is how
+	// one comes to be elected twice).
 	SurvivorsLostBy map[string]int `json:"survivors_lost_by,omitempty"`
 	RevokedBy       map[string]int `json:"revoked_by,omitempty"`
 	// ElectedByTwo: roles of the killed member that two different
@@ -356,8 +357,8 @@ watch:
 		"renew_interval": o.Settings.RenewInterval.String(), "stagger": o.Settings.Stagger.String(), "grace": o.Grace.String(), "wait": o.Wait.String(),
 		"killed": string(victim.name), "signal": "SIGKILL",
 		"samples": "per role of the killed member: from the SIGKILL to the bench's view showing a survivor's lease of it",
-		"past_deadline": "per role: the survivor's lease's granted_at minus the killed member's last lease's deadline (ms, " +
-			"this machine's clock); with member sessions, take the due time from the killed member's last heartbeat instead",
+		"past_deadline": "per role: the survivor's lease's granted_at minus when the killed member's last lease fell due, the later of " +
+			"its deadline and that of the killed session's last heartbeat (ms, this machine's clock)",
 		"elections": "from the survivors' own Elected and Revoked events after the kill (their clocks: this machine's)",
 	}
 	return res, nil

@@ -71,15 +71,16 @@ type Line struct {
 
 // MemberReport is one member's figures over one window.
 type MemberReport struct {
-	// RenewMS: each renewal's latency (ms), from the renewal's start
-	// (the lease's GrantedAt, before the wait for one of the member's
-	// call slots) to the write's answer; WriteMS the write alone (from
-	// the transport's call). See [RenewalSampler] for what a renewal is
-	// once renewal is a member's heartbeat.
+	// RenewMS: each renewal's latency (ms), a renewal being one
+	// heartbeat round of the member session (see [RenewalSampler]):
+	// from the round's start (the heartbeat's GrantedAt, before the
+	// round's DescribeMany over the held roles) to the heartbeat's
+	// answer; WriteMS the heartbeat's write alone (from the transport's
+	// call).
 	RenewMS []float64 `json:"renew_ms,omitempty"`
 	WriteMS []float64 `json:"write_ms,omitempty"`
 	// Missed counts the holdings that ended unasked in the window, by
-	// reason (MissedBy); Failed the renewals that failed.
+	// reason (MissedBy); Failed the heartbeats that failed.
 	Missed   int            `json:"missed"`
 	MissedBy map[string]int `json:"missed_by,omitempty"`
 	Failed   int            `json:"failed_renewals"`
@@ -88,7 +89,8 @@ type MemberReport struct {
 	CPUS float64 `json:"cpu_s"`
 	// Commits and Aborts: the EndTxn requests its transport sent in the
 	// window (fencing.BrokerTransport.EndTxnsSent): every transaction
-	// the member ended, leases, releases and (with sessions) heartbeats.
+	// the member ended: heartbeats, lease writes, releases and session
+	// ends.
 	Commits uint64 `json:"commits"`
 	Aborts  uint64 `json:"aborts"`
 	// HeldAtStart and HeldAtEnd: roles held when the window began and
@@ -115,7 +117,8 @@ type MemberReport struct {
 // RenewalSampler is the hook where a member's renewals are timed: a
 // member renews all its roles with one member-session heartbeat per
 // RenewInterval (processor, "Member sessions"), so the renewal sampled is
-// the heartbeat, from its GrantedAt (when its write began) to its answer
+// the heartbeat round, from its GrantedAt (the round's start, before its
+// DescribeMany over the held roles' tokens) to the heartbeat's answer
 // (timedTransport.Heartbeat); lease writes (challenges, releases, the
 // rare rewrites) are not renewals. transactions_per_s counts every
 // transaction, heartbeats included (fencing.BrokerTransport.EndTxnsSent).
@@ -163,10 +166,11 @@ func (t *timedTransport) sample(began, writeStart time.Time, err error) {
 
 // Plateau is how long the count a member holds must not grow before it
 // reports steady without holding all its roles: five lease durations,
-// and at least 30 s. A loaded member that let a role go for overload
-// pauses its campaigns for four lease durations (package processor,
-// "Many roles"): a member still taking roles after such a pause is not
-// taken for one that stopped.
+// and at least 30 s. A member whose challenge timed out pauses every
+// campaign, RetryBackoff doubling with each consecutive timeout up to a
+// lease duration (package processor, "Many roles"): a member still
+// taking roles after a few such pauses is not taken for one that
+// stopped.
 func Plateau(s processor.Settings) time.Duration {
 	return max(5*s.LeaseDuration, 30*time.Second)
 }
@@ -281,8 +285,9 @@ func RunMember(ctx context.Context, o MemberOptions) error {
 		defer mu.Unlock()
 		return len(held)
 	}
-	// Its own roles held, or a plateau (a member at its renew capacity
-	// keeps the rest queued), or the bound.
+	// Its own roles held, or a plateau (a member whose campaigns are
+	// paused after challenge timeouts keeps the rest queued), or the
+	// bound.
 	bound := time.After(s.LeaseDuration + 10*Wait)
 	tick := time.NewTicker(time.Second)
 	most, grew := 0, time.Now()

@@ -51,8 +51,9 @@ type RenewResult struct {
 	chart.Result
 	// TransactionsPerS: every EndTxn request (commit or abort) the
 	// members' transports sent, per second of the window, summed over
-	// the members: lease writes, releases and (with member sessions)
-	// heartbeats and rewrites. Commits and Aborts are the counts.
+	// the members: heartbeats, lease writes (at election, on RenewNow
+	// and hourly rewrites), releases and session ends. Commits and
+	// Aborts are the counts.
 	TransactionsPerS float64 `json:"transactions_per_s"`
 	Commits          uint64  `json:"commits"`
 	Aborts           uint64  `json:"aborts"`
@@ -220,7 +221,7 @@ func Renew(ctx context.Context, c Cluster, o RenewOptions) (*RenewResult, error)
 		"roles": o.Roles, "members": o.Members, "lease_duration": o.Settings.LeaseDuration.String(),
 		"renew_interval": o.Settings.RenewInterval.String(), "duration": o.Duration.String(),
 		"failed_renewals": failed, "missed_by": missedBy, "elected_s": chart.Round3(electedS),
-		"samples": "from the renewal's start (before the wait for a call slot) to the write's answer; phase write: the write alone",
+		"samples": "a renewal is one heartbeat round of a member's session: from the round's start (before its DescribeMany) to the heartbeat's answer; phase write: the heartbeat's write alone",
 		"cpu": "cpu_s_per_1000 and cpu_s_per_s: the member processes (krole bench member: view, transport, processor), summed; " +
 			"cluster_cpu_s_per_1000 and cluster_cpu_s_per_s: the bench process (the embedded cluster when there is one, and the bench's view)",
 		"transactions": "transactions_per_s: EndTxn requests (commits + aborts) the members' transports sent, per second of the window, summed",

@@ -73,8 +73,8 @@
 //     from the start time it stamps on an open transaction (reported by
 //     DescribeTransactions); a warning above [Options].ClockWarn.
 //   - latency: p50 and p99 of a burst of transactions of one record, as
-//     a lease renewal writes them, and the smallest safe lease they
-//     imply.
+//     a lease write or a member session's heartbeat writes them, and the
+//     smallest safe lease they imply.
 //   - cleanup: above.
 //
 // With As [Viewer] the checks that write are reported as skipped, and the

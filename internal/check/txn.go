@@ -497,15 +497,17 @@ func (r *runner) latency(ctx context.Context) Result {
 		return durs[max(0, min(i, len(durs)-1))]
 	}
 	p50, p99 := pct(0.50), pct(0.99)
-	// A holder renews every lease/5 and gives up at 4/5 of the lease: the
-	// 3/5 between must hold ten lease writes at p99 (retries with
-	// backoff after a failed one).
+	// A member's heartbeat round goes every lease/5 and a holder gives up
+	// at 4/5 of the lease after the last round that vouched for it: the
+	// 3/5 between must hold the next rounds (each a DescribeTransactions
+	// and a heartbeat; a failed one is not retried, the next comes lease/5
+	// later), about ten writes at p99 (docs/CHECK.md, "latency").
 	safe := (p99 * 50 / 3).Round(10 * time.Millisecond)
 	if safe < 10*time.Millisecond {
 		safe = 10 * time.Millisecond
 	}
 	s := processor.Settings{LeaseDuration: r.opts.LeaseDuration}.WithDefaults()
-	detail := fmt.Sprintf("%d transactions of one record, as a lease renewal writes them (AddPartitionsToTxn, Produce, EndTxn), on the scratch role: p50 %v, p99 %v; the smallest safe lease on this network is about %v (renew deadline - renew interval = 3/5 of it holds ten writes at p99); the lease is %v",
+	detail := fmt.Sprintf("%d transactions of one record, as a lease write or a member session's heartbeat writes them (AddPartitionsToTxn, Produce, EndTxn), on the scratch role: p50 %v, p99 %v; the smallest safe lease on this network is about %v (renew deadline - renew interval = 3/5 of it holds ten writes at p99); the lease is %v",
 		n, p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond), safe, s.LeaseDuration)
 	if s.LeaseDuration < safe {
 		return warn(name, fmt.Sprintf("run the members with --lease-duration %v or longer", safe), "%s: too short", detail)

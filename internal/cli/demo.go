@@ -315,7 +315,7 @@ func (d *demo) run(listen string, fallback, keep bool) error {
 	old = *st.Lease
 	next = d.nextInLine(newHolder.name)
 	d.step("Asking %s (pid %d) to resign, with SIGTERM.", newHolder.name, newHolder.child.Pid())
-	d.detail("It stops its command, writes a released lease under its token and leaves the queue, so")
+	d.detail("It stops its command, leaves the queue and ends its member session, which releases the role, so")
 	d.detail("%s takes over at once, without waiting for the lease to run out.", next)
 	newHolder.expectExit()
 	termed := time.Now()
@@ -338,7 +338,8 @@ func (d *demo) run(listen string, fallback, keep bool) error {
 	d.result("Handover: %s holds %s %s after the SIGTERM, under token %s (%s held %s).",
 		st.Lease.Member, d.role, round(handover), st.Lease.Token, newHolder.name, old.Token)
 	d.detail("%s exited with code %d.", newHolder.name, newHolder.child.ExitCode())
-	// Its deregistration follows its released lease.
+	// Its deregistration comes before its session's end, which released
+	// the role.
 	if _, _, err := d.await("the resigned holder to leave the queue", 2*time.Second, func(st rolestate.State) bool {
 		return st.Rank(newHolder.name) < 0
 	}); errors.Is(err, errDemoInterrupted) {

@@ -21,9 +21,10 @@ func resignCommand() *ucli.Command {
 			"candidates. Resigning a member that is not registered is harmless.\n\n" +
 			"When M holds the role, its running member (krole run, or a program on package\n" +
 			"processor) sees its registration removed and steps down: it stops its work\n" +
-			"(krole run: CMD's whole process tree), renewing its lease meanwhile, then\n" +
-			"releases the role, which passes to the next candidate in milliseconds, and then\n" +
-			"joins the candidates again at the back (stop M's process to remove it for good).\n" +
+			"(krole run: CMD's whole process tree) while its member session's heartbeats go\n" +
+			"on renewing the role, then releases the role, which passes to the next candidate\n" +
+			"in milliseconds, and then joins the candidates again at the back (stop M's\n" +
+			"process to remove it for good).\n" +
 			"So no two CMDs run at once, however long M's CMD takes to stop. The CLI\n" +
 			"holds no token of the role and cannot end M's lease itself: resign waits up to\n" +
 			"--wait for M's release and says what happened. When none comes (M's process is\n" +

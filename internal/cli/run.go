@@ -110,7 +110,7 @@ func runCommand() *ucli.Command {
 			&ucli.DurationFlag{Name: "lease-duration", Value: processor.DefaultLeaseDuration, EnvVars: []string{"KROLE_LEASE_DURATION"},
 				Usage: "how long a lease lasts, `D`: a holder that dies without resigning keeps the role this long"},
 			&ucli.DurationFlag{Name: "renew-interval", EnvVars: []string{"KROLE_RENEW_INTERVAL"}, DefaultText: "lease duration / 5",
-				Usage: "how often the holder renews its lease, `D`"},
+				Usage: "how often the member renews the roles it holds, `D`: one heartbeat of its member session renews all of them"},
 			&ucli.DurationFlag{Name: "stagger", EnvVars: []string{"KROLE_STAGGER"}, DefaultText: "lease duration / 10",
 				Usage: "how long each rank waits after the one ahead of it before challenging for a vacant role, `D`"},
 			&ucli.DurationFlag{Name: "kill-timeout", EnvVars: []string{"KROLE_KILL_TIMEOUT"}, DefaultText: "lease duration / 5",
@@ -274,8 +274,9 @@ func runRun(c *ucli.Context) error {
 			interrupted = context.AfterFunc(c.Context, func() {
 				lw.printf("interrupted; leaving %s", role)
 				// CMD's tree is stopped while the member still holds
-				// the role and renews its lease; the member resigns
-				// only once the tree is gone.
+				// the role and its session's heartbeats go on renewing
+				// it; the member leaves (its session's end releases the
+				// role) only once the tree is gone.
 				s.stopForInterrupt()
 				stopSession()
 			})
@@ -760,12 +761,14 @@ func (s *runSession) stopCmd(child *supervise.Child) {
 }
 
 // stopForInterrupt stops CMD, if it runs, on SIGINT or SIGTERM, before the
-// member leaves: the member holds the role, and renews it, until CMD's tree
-// is gone, and only then releases it. (The member's own wait for work, at
-// the end of a holding, also renews and lasts as long as work runs, except
-// after a loss or an overload, when it lasts at most until the holding's
-// local deadline; stopping the tree here first keeps the order whatever
-// the member's reason. A second signal ends krole at once, see
+// member leaves: the member holds the role, and its session's heartbeats
+// renew it, until CMD's tree is gone, and only then releases it. (The
+// member's own wait for work, at the end of a holding, also keeps the role
+// renewed as long as work runs, until the holding is lost: fenced, the
+// session ended, or no heartbeat vouched for the role before the local
+// deadline; then the member goes on without it, and work may outlive the
+// holding. Stopping the tree here first keeps the order whatever the
+// member's reason. A second signal ends krole at once, see
 // SecondInterrupt.)
 func (s *runSession) stopForInterrupt() {
 	s.mu.Lock()

@@ -237,11 +237,11 @@ func killWorkers(dir string) {
 // `krole resign --member a` on the live holder a, whose CMD is a shell
 // wrapper around a worker that drains for 3s after SIGTERM, longer than
 // the lease (2s; a's own renew deadline is 1.6s after its last renewal).
-// a stops the tree while it renews its lease, and releases the role only
-// once the worker is gone: b's CMD, as it starts, finds the old worker
-// dead. Before the fix a waited for its CMD only until its local deadline,
-// without renewing, then released, and b's CMD started beside the
-// draining worker.
+// a stops the tree while its session's heartbeats renew the role, and
+// releases the role only once the worker is gone: b's CMD, as it starts,
+// finds the old worker dead. Before the fix a waited for its CMD only
+// until its local deadline, without renewing, then released, and b's CMD
+// started beside the draining worker.
 func TestRunStepDownWaitsForADrainingWorker(t *testing.T) {
 	bin, c, dir := treeTest(t)
 	const role = "tree"
