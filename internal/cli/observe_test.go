@@ -56,3 +56,35 @@ func TestObserveHolderChanges(t *testing.T) {
 		assert.Equal(t, ExitOK, b.stop(), "stderr: %s", b.stderr.String())
 	}
 }
+
+// TestObserveHolderRenewedBySession: a holder that runs (krole run, a 2s
+// lease) is renewed by its member session's heartbeats, which the view
+// does not publish as changes: observe and table --watch look the role up
+// again when its lease seems to end, and for three leases after the
+// election say nothing of it running out. Before, both said the role had
+// no holder one lease after the election.
+func TestObserveHolderRenewedBySession(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	holder := startBackground(t, append(append(append(clusterFlags(c), "run", "db"), testTimingFlags()...), "--member", "m1")...)
+	require.Regexp(t, `^\d+/\d+$`, holder.line("the token"))
+
+	text := startBackground(t, append([]string{"observe", "db"}, clusterFlags(c)...)...)
+	tbl := startBackground(t, append([]string{"table", "--watch", "db", "-o", "json"}, clusterFlags(c)...)...)
+	assert.Regexp(t, ` db held by m1 \(token \d+/\d+\)$`, text.line("the holder"))
+	assert.Equal(t, "m1", rowOf(t, tbl.line("the row")).Holder.Member.String())
+	deadline := time.Now().Add(3 * testLease)
+	for time.Now().Before(deadline) {
+		select {
+		case l := <-text.lines:
+			assert.Fail(t, "observe printed a line while the holder ran", "%s", l)
+		case l := <-tbl.lines:
+			r := rowOf(t, l)
+			require.NotNil(t, r.Holder, "table --watch: a row without a holder: %s", l)
+			assert.False(t, r.Holder.Expired, "table --watch: the live holder shown expired: %s", l)
+		case <-time.After(time.Until(deadline)):
+		}
+	}
+	for _, b := range []*background{text, tbl, holder} {
+		assert.Equal(t, ExitOK, b.stop(), "stderr: %s", b.stderr.String())
+	}
+}

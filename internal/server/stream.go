@@ -82,10 +82,13 @@ func (s *Stream) Err() error { return s.err }
 //     renewed or released, a candidate joined or left), the row as the
 //     table holds the role when it is handed over; a role that lost its
 //     last record shows as an empty row;
-//   - and a row when a lease that the stream showed as not expired runs
-//     out ([LeaseEnd]), with Expired now true: no record marks that
+//   - and a row when a lease that the stream showed as not expired
+//     reaches its end as last shown ([LeaseEnd]): no record marks that
 //     moment, so the stream keeps its own timer (wall-clock time; expiry
-//     itself is judged with now).
+//     itself is judged with now). The role is looked up again then: a
+//     lease its holder's member session renewed meanwhile (heartbeats are
+//     not published as changes) shows with its new end, any other with
+//     Expired now true.
 //
 // A slow reader blocks nobody: the view coalesces a role's changes while
 // the reader is busy (see [view.View.Watch]), so intermediate states may
@@ -171,6 +174,17 @@ func follow(ctx context.Context, t Lookuper, now func() time.Time, roles []codec
 			}
 			slices.SortFunc(expired, func(a, b rolestate.State) int { return cmp.Compare(a.Role, b.Role) })
 			for _, st := range expired {
+				// The holder's member session renews the lease with
+				// heartbeats, which the view does not publish (one per
+				// member and renew interval, for every role it holds):
+				// the role as the table holds it now has the latest.
+				// Renewed, its row goes out with its new end; else it
+				// goes out expired.
+				if cur, _, err := t.Lookup(ctx, st.Role); err == nil {
+					st = cur
+				} else if ctx.Err() != nil {
+					return nil
+				}
 				if !send(st) {
 					return nil
 				}
