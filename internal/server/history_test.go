@@ -249,3 +249,34 @@ func TestHistoryOutages(t *testing.T) {
 	h.noteHealth(view.Health{Healthy: true, LastContact: now})
 	assert.Empty(t, h.outages, "dropped once out of the window")
 }
+
+// TestSessionEndIsARelease: a lease whose holder's member session ended
+// (the record a leaving member writes instead of a release per role) is
+// a release in a row (Dropped, Released, expired) and in the history (a
+// handover, not a failover).
+func TestSessionEndIsARelease(t *testing.T) {
+	sess := codec.Session{ProducerID: 9, Epoch: 0, Nonce: "n1"}
+	l := codec.Lease{Member: "m1", Token: codec.Token{ProducerID: 7, Epoch: 1}, GrantedAt: 1000, Deadline: 4000, Session: &sess}
+	st := rolestate.State{Role: "db", Lease: &l, LeaseSeenAt: time.UnixMilli(1000),
+		Session: &rolestate.SessionSeen{Heartbeat: codec.Heartbeat{Member: "m1", Session: sess, End: true}, SeenAt: time.UnixMilli(1500)}}
+	r := NewRow(st, time.UnixMilli(1600))
+	require.NotNil(t, r.Holder)
+	assert.True(t, r.Holder.Dropped)
+	assert.True(t, r.Holder.Released())
+	assert.True(t, r.Holder.Expired)
+
+	st.Session.Heartbeat = codec.Heartbeat{Member: "m1", Session: sess, GrantedAt: 1400, Deadline: 4400}
+	live := NewRow(st, time.UnixMilli(1600))
+	assert.False(t, live.Holder.Dropped, "a heartbeat that vouches")
+	assert.False(t, live.Holder.Released())
+
+	now := time.UnixMilli(1600)
+	h := NewHistory(time.Hour, 0, func() time.Time { return now })
+	h.record(live, true)
+	now = time.UnixMilli(1700)
+	h.record(r, false)
+	ts := h.Role("db").Transitions
+	require.Len(t, ts, 2)
+	assert.Equal(t, TransitionReleased, ts[1].Kind)
+	assert.Equal(t, CauseHandover, ts[1].Cause)
+}

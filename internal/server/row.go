@@ -28,8 +28,8 @@ type Row struct {
 // at [LeaseEnd], the lease's span counted from when the view applied its
 // record, never at the holder's wall-clock deadline, which is as far off
 // as the holder's clock is. It is what the table believes, not the
-// broker's fence. A released lease (the one a resigning holder writes) is
-// always expired.
+// broker's fence. A released lease (the one a resigning holder writes, or
+// one its member session dropped) is always expired.
 type Holder struct {
 	Member codec.MemberID `json:"member"`
 	// Value is the value the holder registered with, "" when none or when
@@ -45,11 +45,17 @@ type Holder struct {
 	// Ends is [LeaseEnd] on the clock of the process that built the row;
 	// zero in a row decoded from JSON.
 	Ends time.Time `json:"-"`
+	// Dropped: the holder's member session gave the role up after this
+	// lease (its session end, written when the member left, or a
+	// heartbeat that excludes the role): released as by a release
+	// record ([rolestate.Dropped]).
+	Dropped bool `json:"dropped,omitempty"`
 }
 
-// Released reports whether the holder's lease is a release, written by a
-// holder that resigned.
-func (h *Holder) Released() bool { return h != nil && h.lease().Released() }
+// Released reports whether the holder gave the role up: its lease is a
+// release, written by a holder that resigned, or its member session
+// dropped the role (Dropped).
+func (h *Holder) Released() bool { return h != nil && (h.Dropped || h.lease().Released()) }
 
 func (h *Holder) lease() codec.Lease {
 	return codec.Lease{Member: h.Member, Token: h.Token, GrantedAt: h.GrantedAt, Deadline: h.Deadline}
@@ -70,6 +76,7 @@ func NewRow(st rolestate.State, now time.Time) Row {
 			Deadline:  l.Deadline,
 			Expired:   !st.Live(now),
 			Ends:      end,
+			Dropped:   st.SessionVouch() == rolestate.Dropped,
 		}
 		if !r.Holder.Expired {
 			r.Holder.LeftMS = end.Sub(now).Milliseconds()
