@@ -521,11 +521,16 @@
 //     registrations, challenges, deregistrations and prunes. The member
 //     session's round (its DescribeMany and heartbeat) takes no slot: it
 //     never waits behind the role goroutines' calls.
-//   - A challenge that times out (its calls, or the wait for a slot)
-//     pauses every campaign of the member, RetryBackoff doubling up to
-//     LeaseDuration, with jitter; a successful challenge ends the run.
-//     The roles refused meanwhile stay registered, and are counted in
-//     krole_queued_roles.
+//   - A campaign takes its challenge's slot before its confirmation, and
+//     holds it through the challenge's calls, so that a confirmation never
+//     goes stale waiting for a slot. That wait is the member's own queue
+//     (a member starting with thousands of roles campaigns for all of them
+//     at once): when it runs out (a LeaseDuration) the role decides again
+//     a little later, and nothing else happens.
+//   - A challenge whose calls time out pauses every campaign of the
+//     member, RetryBackoff doubling up to LeaseDuration, with jitter; a
+//     successful challenge ends the run. The roles refused meanwhile stay
+//     registered, and are counted in krole_queued_roles.
 //
 // So a stall shorter than RenewDeadline - RenewInterval, less a
 // heartbeat's time (every request of the member held back, then answered;
@@ -535,7 +540,8 @@
 // session end), and other candidates take them within a lease plus their
 // stagger.
 //
-// Measured (docs/BENCHMARKS.md, "Issue 20: many roles").
+// Measured (docs/BENCHMARKS.md, "Issue 20: many roles" and "Issue 20,
+// after: the member session").
 //
 // # Events, logs, metrics
 //
