@@ -203,11 +203,17 @@ func (t *BrokerTransport) Close() error {
 // request is out, its connection is closed at once; what a late delivery
 // can still do is in the package documentation ("Requests the caller
 // gave up on").
-func (t *BrokerTransport) AcquireEpoch(ctx context.Context, role codec.Role) (_ codec.Token, err error) {
+func (t *BrokerTransport) AcquireEpoch(ctx context.Context, role codec.Role) (codec.Token, error) {
 	if err := role.Validate(); err != nil {
 		return codec.Token{}, &Error{Kind: ErrProducer, Role: role, Err: err}
 	}
-	txnID := t.cfg.TransactionalID(string(role))
+	return t.mint(ctx, role, t.cfg.TransactionalID(string(role)))
+}
+
+// mint sends InitProducerId on txnID, the transactional id of key (a role,
+// or a member session's key), and keeps the token it answers as key's
+// newest, minted by this transport: AcquireEpoch and StartSession.
+func (t *BrokerTransport) mint(ctx context.Context, key codec.Role, txnID string) (_ codec.Token, err error) {
 	defer func() { err = needs{txnOp: "WRITE", txnID: txnID}.authz(err) }()
 	var res *sarama.InitProducerIDResponse
 	kerr, err := t.atTxnCoordinator(ctx, nil, txnID, func(b *sarama.Broker) (sarama.KError, error) {
@@ -225,20 +231,20 @@ func (t *BrokerTransport) AcquireEpoch(ctx context.Context, role codec.Role) (_ 
 		return r.Err, nil
 	})
 	if err != nil {
-		return codec.Token{}, &Error{Kind: ErrClient, Role: role, Err: fmt.Errorf("InitProducerId on %s: %w", txnID, err)}
+		return codec.Token{}, &Error{Kind: ErrClient, Role: key, Err: fmt.Errorf("InitProducerId on %s: %w", txnID, err)}
 	}
 	if kerr != sarama.ErrNoError {
-		return codec.Token{}, &Error{Kind: ErrProducer, Role: role, Err: fmt.Errorf("InitProducerId on %s: %w", txnID, kerrError(kerr))}
+		return codec.Token{}, &Error{Kind: ErrProducer, Role: key, Err: fmt.Errorf("InitProducerId on %s: %w", txnID, kerrError(kerr))}
 	}
 	tok := codec.Token{ProducerID: res.ProducerID, Epoch: res.ProducerEpoch}
 	if err := tok.Validate(); err != nil {
-		return codec.Token{}, &Error{Kind: ErrProducer, Role: role, Err: fmt.Errorf("InitProducerId on %s: %w", txnID, err)}
+		return codec.Token{}, &Error{Kind: ErrProducer, Role: key, Err: fmt.Errorf("InitProducerId on %s: %w", txnID, err)}
 	}
 	t.mu.Lock()
-	t.holders[role] = newHolder(tok, txnID)
-	delete(t.retired, role)
+	t.holders[key] = newHolder(tok, txnID)
+	delete(t.retired, key)
 	t.mu.Unlock()
-	t.authors.Own(role, tok.ProducerID)
+	t.authors.Own(key, tok.ProducerID)
 	return tok, nil
 }
 

@@ -37,7 +37,7 @@ func (c Config) SessionTransactionalID(member codec.MemberID) string {
 // aborting a heartbeat it left open), with the same retries as
 // AcquireEpoch. The session names nonce; the transport keeps the producer
 // state the session's token binds, and Heartbeat writes under it.
-func (t *BrokerTransport) StartSession(ctx context.Context, member codec.MemberID, nonce string) (_ codec.Session, err error) {
+func (t *BrokerTransport) StartSession(ctx context.Context, member codec.MemberID, nonce string) (codec.Session, error) {
 	key := rolestate.SessionAuthor(member)
 	if err := member.Validate(); err != nil {
 		return codec.Session{}, &Error{Kind: ErrProducer, Role: key, Err: err}
@@ -45,39 +45,11 @@ func (t *BrokerTransport) StartSession(ctx context.Context, member codec.MemberI
 	if err := (codec.Session{Nonce: nonce}).Validate(); err != nil {
 		return codec.Session{}, &Error{Kind: ErrProducer, Role: key, Err: err}
 	}
-	txnID := t.cfg.SessionTransactionalID(member)
-	defer func() { err = needs{txnOp: "WRITE", txnID: txnID}.authz(err) }()
-	var res *sarama.InitProducerIDResponse
-	kerr, err := t.atTxnCoordinator(ctx, nil, txnID, func(b *sarama.Broker) (sarama.KError, error) {
-		r, err := b.InitProducerID(&sarama.InitProducerIDRequest{
-			Version:            versionInitProducerID,
-			TransactionalID:    &txnID,
-			TransactionTimeout: t.cfg.TxnTimeout,
-			ProducerID:         -1,
-			ProducerEpoch:      -1,
-		})
-		if err != nil {
-			return 0, err
-		}
-		res = r
-		return r.Err, nil
-	})
+	tok, err := t.mint(ctx, key, t.cfg.SessionTransactionalID(member))
 	if err != nil {
-		return codec.Session{}, &Error{Kind: ErrClient, Role: key, Err: fmt.Errorf("InitProducerId on %s: %w", txnID, err)}
+		return codec.Session{}, err
 	}
-	if kerr != sarama.ErrNoError {
-		return codec.Session{}, &Error{Kind: ErrProducer, Role: key, Err: fmt.Errorf("InitProducerId on %s: %w", txnID, kerrError(kerr))}
-	}
-	s := codec.Session{ProducerID: res.ProducerID, Epoch: res.ProducerEpoch, Nonce: nonce}
-	if err := s.Validate(); err != nil {
-		return codec.Session{}, &Error{Kind: ErrProducer, Role: key, Err: fmt.Errorf("InitProducerId on %s: %w", txnID, err)}
-	}
-	t.mu.Lock()
-	t.holders[key] = newHolder(s.Token(), txnID)
-	delete(t.retired, key)
-	t.mu.Unlock()
-	t.authors.Own(key, s.ProducerID)
-	return s, nil
+	return codec.Session{ProducerID: tok.ProducerID, Epoch: tok.Epoch, Nonce: nonce}, nil
 }
 
 // Heartbeat implements [Transport]: one transaction under hb.Session's
