@@ -24,8 +24,71 @@ import (
 // deadline, without renewing, then released: node-b's work started while
 // node-a's still ran.
 func TestIntegrationDeregisteredHolderRenewsUntilItsWorkHasStopped(t *testing.T) {
+	d := drainingHandover(t, "drain", func(e *env, a *node) {
+		require.NoError(t, e.probe.Deregister(e.ctx(10*time.Second), "drain", a.id))
+	})
+	rev := d.e.rec.find(processor.Revoked, "drain", func(ev stamped) bool { return ev.Member == d.a.id })
+	require.Len(t, rev, 1)
+	assert.Equal(t, processor.ReasonDeregistered, rev[0].Reason)
+
+	// node-a renewed while its work drained, and released after it.
+	d.e.rec.mu.Lock()
+	var release *write
+	for i := range d.e.rec.writes {
+		w := d.e.rec.writes[i]
+		if w.Role == "drain" && w.Member == d.a.id && !w.Start.Before(d.cancelled) && w.Lease.Released() {
+			release = &w
+		}
+	}
+	d.e.rec.mu.Unlock()
+	assert.GreaterOrEqual(t, d.renewals("drain"), 2, "node-a's heartbeats renewed its lease while its work drained")
+	require.NotNil(t, release, "node-a released the role")
+	assert.True(t, release.Start.After(d.stopped), "node-a released the role before its work returned")
+	d.e.agree("drain", d.b.id, d.el.Token)
+	d.e.rec.checkFence(t)
+}
+
+// TestIntegrationHolderWhoseRunEndsRenewsUntilItsWorkHasStopped: the
+// same when the holder's Run context ends (a library user shutting down,
+// election.Session.Close): its work drains for longer than a lease, and
+// its member session goes on vouching for the role meanwhile; the
+// successor is elected, and its work starts, only after node-a's work
+// returned and node-a's session end (written once its runners are done)
+// released the role.
+func TestIntegrationHolderWhoseRunEndsRenewsUntilItsWorkHasStopped(t *testing.T) {
+	d := drainingHandover(t, "drain-run", func(_ *env, a *node) { a.cancel() })
+
+	d.e.rec.mu.Lock()
+	var end *beat
+	for i := range d.e.rec.beats {
+		if b := d.e.rec.beats[i]; b.hb.Member == d.a.id && b.hb.End && !b.start.Before(d.cancelled) {
+			end = &b
+		}
+	}
+	d.e.rec.mu.Unlock()
+	assert.GreaterOrEqual(t, d.renewals("drain-run"), 2, "node-a's heartbeats renewed its lease while its work drained")
+	require.NotNil(t, end, "node-a ended its session")
+	assert.True(t, end.start.After(d.stopped), "node-a ended its session before its work returned")
+	d.e.agree("drain-run", d.b.id, d.el.Token)
+	d.e.rec.checkFence(t)
+}
+
+// drained is what drainingHandover saw.
+type drained struct {
+	e                  *env
+	a, b               *node
+	el                 stamped   // node-b's election
+	cancelled, stopped time.Time // node-a's work told to stop, returned
+}
+
+// drainingHandover makes node-a hold role with work that drains for 3s
+// (longer than a lease of 2s) once its ctx ends, queues node-b, then calls
+// stepDown, and waits until node-b is elected and its work starts. It
+// asserts that node-b was elected, and its work started, only after
+// node-a's work returned.
+func drainingHandover(t *testing.T, role codec.Role, stepDown func(e *env, a *node)) drained {
+	t.Helper()
 	e := newEnv(t, itTxnTimeout)
-	role := codec.Role("drain")
 	s := itSettings()
 	const drain = 3 * time.Second
 
@@ -59,7 +122,7 @@ func TestIntegrationDeregisteredHolderRenewsUntilItsWorkHasStopped(t *testing.T)
 	time.Sleep(viewWarmup)
 
 	sent := time.Now()
-	require.NoError(t, e.probe.Deregister(e.ctx(10*time.Second), role, a.id))
+	stepDown(e, a)
 	el := awaitElected(t, e.rec, role, b.id, sent, drain+s.LeaseDuration+10*time.Second)
 	await(t, 10*time.Second, "node-b's work starts", func() bool {
 		mu.Lock()
@@ -74,111 +137,19 @@ func TestIntegrationDeregisteredHolderRenewsUntilItsWorkHasStopped(t *testing.T)
 	assert.True(t, started.After(stopped), "node-b's work started at %s, before node-a's returned at %s",
 		started.Format("15:04:05.000"), stopped.Format("15:04:05.000"))
 	assert.True(t, el.Got.After(stopped), "node-b was elected before node-a's work returned")
-
-	rev := e.rec.find(processor.Revoked, role, func(ev stamped) bool { return ev.Member == a.id })
-	require.Len(t, rev, 1)
-	assert.Equal(t, processor.ReasonDeregistered, rev[0].Reason)
-
-	// node-a renewed while its work drained, and released after it.
-	e.rec.mu.Lock()
-	var renewals int
-	var release *write
-	for i := range e.rec.writes {
-		w := e.rec.writes[i]
-		if w.Role == role && w.Member == a.id && !w.Start.Before(cancelled) && w.Lease.Released() {
-			release = &w
-		}
-	}
-	for _, b := range e.rec.beats { // the member session's heartbeats, vouching for the role
-		if b.hb.Member == a.id && !b.hb.End && !b.start.Before(cancelled) && b.end.Before(stopped) && !slices.Contains(b.hb.Excluded, role) {
-			renewals++
-		}
-	}
-	e.rec.mu.Unlock()
-	assert.GreaterOrEqual(t, renewals, 2, "node-a's heartbeats renewed its lease while its work drained")
-	require.NotNil(t, release, "node-a released the role")
-	assert.True(t, release.Start.After(stopped), "node-a released the role before its work returned")
-	e.agree(role, b.id, el.Token)
-	e.rec.checkFence(t)
+	return drained{e: e, a: a, b: b, el: el, cancelled: cancelled, stopped: stopped}
 }
 
-// TestIntegrationHolderWhoseRunEndsRenewsUntilItsWorkHasStopped: the
-// same when the holder's Run context ends (a library user shutting down,
-// election.Session.Close): its work drains for longer than a lease, and
-// its member session goes on vouching for the role meanwhile; the
-// successor is elected, and its work starts, only after node-a's work
-// returned and node-a's session end (written once its runners are done)
-// released the role.
-func TestIntegrationHolderWhoseRunEndsRenewsUntilItsWorkHasStopped(t *testing.T) {
-	e := newEnv(t, itTxnTimeout)
-	role := codec.Role("drain-run")
-	s := itSettings()
-	const drain = 3 * time.Second
-
-	var mu sync.Mutex
-	var aCancelled, aStopped, bStarted time.Time
-	aWork := func(ctx context.Context, _ processor.Held) error {
-		<-ctx.Done()
-		mu.Lock()
-		aCancelled = time.Now()
-		mu.Unlock()
-		time.Sleep(drain) // drains, whatever its ctx says
-		mu.Lock()
-		aStopped = time.Now()
-		mu.Unlock()
-		return nil
-	}
-	bWork := func(ctx context.Context, _ processor.Held) error {
-		mu.Lock()
-		if bStarted.IsZero() {
-			bStarted = time.Now()
-		}
-		mu.Unlock()
-		<-ctx.Done()
-		return nil
-	}
-	a := e.start("node-a", []codec.Role{role}, s, aWork)
-	holder, _ := e.soleHolder(role, 10*time.Second)
-	require.Equal(t, a.id, holder)
-	b := e.start("node-b", []codec.Role{role}, s, bWork)
-	e.awaitCandidate(role, b.id)
-	time.Sleep(viewWarmup)
-
-	sent := time.Now()
-	a.cancel()
-	el := awaitElected(t, e.rec, role, b.id, sent, drain+s.LeaseDuration+10*time.Second)
-	await(t, 10*time.Second, "node-b's work starts", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return !bStarted.IsZero()
-	})
-	mu.Lock()
-	cancelled, stopped, started := aCancelled, aStopped, bStarted
-	mu.Unlock()
-	require.False(t, stopped.IsZero(), "node-b's work started while node-a's work still ran")
-	assert.True(t, started.After(stopped), "node-b's work started at %s, before node-a's returned at %s",
-		started.Format("15:04:05.000"), stopped.Format("15:04:05.000"))
-	assert.True(t, el.Got.After(stopped), "node-b was elected before node-a's work returned")
-
-	e.rec.mu.Lock()
-	var renewals int
-	var end *beat
-	for i := range e.rec.beats {
-		b := e.rec.beats[i]
-		if b.hb.Member != a.id || b.start.Before(cancelled) {
-			continue
-		}
-		switch {
-		case b.hb.End:
-			end = &b
-		case b.end.Before(stopped) && !slices.Contains(b.hb.Excluded, role):
-			renewals++
+// renewals counts node-a's heartbeats that vouched for role, begun after
+// its work was told to stop and answered before it returned.
+func (d drained) renewals(role codec.Role) int {
+	d.e.rec.mu.Lock()
+	defer d.e.rec.mu.Unlock()
+	n := 0
+	for _, b := range d.e.rec.beats {
+		if b.hb.Member == d.a.id && !b.hb.End && !b.start.Before(d.cancelled) && b.end.Before(d.stopped) && !slices.Contains(b.hb.Excluded, role) {
+			n++
 		}
 	}
-	e.rec.mu.Unlock()
-	assert.GreaterOrEqual(t, renewals, 2, "node-a's heartbeats renewed its lease while its work drained")
-	require.NotNil(t, end, "node-a ended its session")
-	assert.True(t, end.start.After(stopped), "node-a ended its session before its work returned")
-	e.agree(role, b.id, el.Token)
-	e.rec.checkFence(t)
+	return n
 }

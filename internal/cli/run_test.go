@@ -473,26 +473,30 @@ func (h *membersHarness) check() {
 // readRole reads role's records through a transport of its own.
 func readRole(t *testing.T, cfg fencing.Config, role codec.Role) []fencing.RoleRecord {
 	t.Helper()
-	tr, err := fencing.NewBrokerTransport(cfg)
-	require.NoError(t, err)
-	defer tr.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	recs, err := tr.ReadRoleRecords(ctx, role)
-	require.NoError(t, err)
-	return recs
+	return readWith(t, cfg, func(ctx context.Context, tr *fencing.BrokerTransport) ([]fencing.RoleRecord, error) {
+		return tr.ReadRoleRecords(ctx, role)
+	})
 }
 
 // readSession returns member's member-session records (heartbeats,
 // session ends), as a member's transport reads them.
 func readSession(t *testing.T, cfg fencing.Config, member codec.MemberID) []fencing.RoleRecord {
 	t.Helper()
+	return readWith(t, cfg, func(ctx context.Context, tr *fencing.BrokerTransport) ([]fencing.RoleRecord, error) {
+		return tr.ReadSession(ctx, member)
+	})
+}
+
+// readWith reads records with read through a transport of its own,
+// bounded by 10s.
+func readWith(t *testing.T, cfg fencing.Config, read func(context.Context, *fencing.BrokerTransport) ([]fencing.RoleRecord, error)) []fencing.RoleRecord {
+	t.Helper()
 	tr, err := fencing.NewBrokerTransport(cfg)
 	require.NoError(t, err)
 	defer tr.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	recs, err := tr.ReadSession(ctx, member)
+	recs, err := read(ctx, tr)
 	require.NoError(t, err)
 	return recs
 }
