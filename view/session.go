@@ -268,40 +268,36 @@ func (v *View) SessionSettled(ctx context.Context, member codec.MemberID) (roles
 func (v *View) awaitBeats(ctx context.Context) error {
 	ix := v.index
 	ix.mu.RLock()
-	targets := make(map[codec.MemberID]int64, len(ix.sessPend))
+	upTo := make(map[codec.MemberID]int64, len(ix.sessPend))
 	for m, pb := range ix.sessPend {
-		targets[m] = pb.off
+		upTo[m] = pb.off
 	}
 	ix.mu.RUnlock()
-	for {
-		ix.mu.RLock()
-		for m, upTo := range targets {
-			if pb, waiting := ix.sessPend[m]; !waiting || pb.off > upTo {
-				delete(targets, m)
-			}
-		}
-		ch := ix.pendChanged
-		ix.mu.RUnlock()
-		if len(targets) == 0 {
-			return nil
-		}
-		if err := v.waitChan(ctx, ch); err != nil {
-			return err
-		}
-	}
+	return v.awaitBeatsUpTo(ctx, upTo)
 }
 
 // awaitBeat waits until no session record of member below offset below
 // waits for its producer id's verdict, or ctx ends: a confirmation
 // answers with every heartbeat committed before it counted or skipped.
 func (v *View) awaitBeat(ctx context.Context, member codec.MemberID, below int64) error {
+	return v.awaitBeatsUpTo(ctx, map[codec.MemberID]int64{member: below - 1})
+}
+
+// awaitBeatsUpTo waits until, for each member of upTo, no session record
+// at or below its offset there waits for its producer id's verdict, or
+// ctx ends. It takes upTo over.
+func (v *View) awaitBeatsUpTo(ctx context.Context, upTo map[codec.MemberID]int64) error {
 	ix := v.index
 	for {
 		ix.mu.RLock()
-		pb, waiting := ix.sessPend[member]
+		for m, off := range upTo {
+			if pb, waiting := ix.sessPend[m]; !waiting || pb.off > off {
+				delete(upTo, m)
+			}
+		}
 		ch := ix.pendChanged
 		ix.mu.RUnlock()
-		if !waiting || pb.off >= below {
+		if len(upTo) == 0 {
 			return nil
 		}
 		if err := v.waitChan(ctx, ch); err != nil {
