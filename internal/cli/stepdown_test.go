@@ -56,6 +56,13 @@ func TestResignStepsDownALiveHolder(t *testing.T) {
 // with -short and off Linux.
 func startHolderAndCandidate(t *testing.T, role codec.Role) (bin string, c *testcluster.Cluster, a, b *kroleProc, bReg rolestate.Candidate) {
 	t.Helper()
+	return startHolderAndCandidateWith(t, role, "--lease-duration", "60s", "--renew-interval", "1s", "--stagger", "300ms")
+}
+
+// startHolderAndCandidateWith is startHolderAndCandidate with the
+// members' timing flags.
+func startHolderAndCandidateWith(t *testing.T, role codec.Role, flags ...string) (bin string, c *testcluster.Cluster, a, b *kroleProc, bReg rolestate.Candidate) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary and runs processes; skipped with -short")
 	}
@@ -65,7 +72,6 @@ func startHolderAndCandidate(t *testing.T, role codec.Role) (bin string, c *test
 	bin = buildKrole(t)
 	c = testcluster.Start(t, testcluster.Options{})
 	out := filepath.Join(t.TempDir(), "cmds")
-	flags := []string{"--lease-duration", "60s", "--renew-interval", "1s", "--stagger", "300ms"}
 	a = startKroleWith(t, bin, c, string(role), "node-a", out, flags...)
 	a.waitLine(t, 0, startedRE, 20*time.Second)
 	b = startKroleWith(t, bin, c, string(role), "node-b", out, flags...)
@@ -97,21 +103,8 @@ func awaitRegistration(t *testing.T, c *testcluster.Cluster, role codec.Role, me
 // deadline alone, it took the live holder for dead and reported no
 // release.
 func TestResignStepsDownAHolderElectedLongAgo(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary and runs processes; skipped with -short")
-	}
-	if runtime.GOOS != "linux" {
-		t.Skip("krole run's process tests are Linux's")
-	}
 	const role = "ctl"
-	bin := buildKrole(t)
-	c := testcluster.Start(t, testcluster.Options{})
-	out := filepath.Join(t.TempDir(), "cmds")
-	flags := []string{"--lease-duration", "2s", "--renew-interval", "400ms", "--stagger", "200ms"}
-	a := startKroleWith(t, bin, c, role, "node-a", out, flags...)
-	a.waitLine(t, 0, startedRE, 20*time.Second)
-	b := startKroleWith(t, bin, c, role, "node-b", out, flags...)
-	awaitRegistration(t, c, role, "node-b", 1, -1, b)
+	bin, c, _, b, _ := startHolderAndCandidateWith(t, role, "--lease-duration", "2s", "--renew-interval", "400ms", "--stagger", "200ms")
 	held := lastLeaseOf(readRole(t, c.Config, role), "node-a", false)
 	require.NotNil(t, held)
 	time.Sleep(time.Until(time.UnixMilli(held.lease.Deadline).Add(liveness.ClockTolerance + 500*time.Millisecond)))
