@@ -143,14 +143,27 @@ func (s *session) hold(role codec.Role, tok codec.Token, nonce string, start tim
 		notify(note, sessNote{lost: ReasonLeaseLost, cause: errors.New("the member session's incarnation that the lease names ended before the holding began")})
 		return
 	}
+	first := len(s.held) == 0
 	s.held[role] = &sessHold{tok: tok, base: start, checkedIn: start, note: note, cancel: cancel}
-	if _, ok := s.excluded[role]; ok {
+	_, wasExcluded := s.excluded[role]
+	if wasExcluded {
 		delete(s.excluded, role)
 		s.dirty = true
 	}
 	s.mu.Unlock()
+	// A round at once only when it matters: the latest heartbeat still
+	// excludes the role (readers take the new lease, of the same
+	// incarnation, for dropped until a heartbeat vouches for it), or the
+	// member held nothing (its first holding's vouch need not wait a whole
+	// interval). Otherwise the next round, within RenewInterval, vouches
+	// for it, long before its local deadline: a member taking thousands
+	// of roles must not run a round (a DescribeMany over every held role,
+	// and a note to each) per role it takes.
+	if !wasExcluded && !first {
+		return
+	}
 	select {
-	case s.wake <- struct{}{}: // the first heartbeat need not wait a whole interval after an idle one
+	case s.wake <- struct{}{}:
 	default:
 	}
 }

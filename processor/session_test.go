@@ -328,3 +328,30 @@ func TestSessionStartDoesNotHoldUpCheckIns(t *testing.T) {
 	_, err = s.ensure(context.Background())
 	require.NoError(t, err)
 }
+
+// A holding wakes the session for a round at once only when the member
+// held nothing (the first vouch need not wait an interval) or the latest
+// heartbeat excludes the role (readers take its new lease for dropped
+// until a heartbeat vouches for it). Any other holding waits for the
+// next round: a member taking thousands of roles ran a round (a
+// DescribeMany over every held role, a note to each) per role it took,
+// and acquired at 11 roles a second.
+func TestSessionHoldWakesARoundOnlyWhenItMatters(t *testing.T) {
+	r := newSessRig(t, "r1", "r2", "r3")
+	woken := func() bool {
+		select {
+		case <-r.s.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	r.hold("r1", codec.Token{ProducerID: 1, Epoch: 1})
+	assert.True(t, woken(), "the first holding wakes the session")
+	r.hold("r2", codec.Token{ProducerID: 2, Epoch: 1})
+	r.hold("r3", codec.Token{ProducerID: 3, Epoch: 1})
+	assert.False(t, woken(), "further holdings wait for the next round")
+	r.s.drop("r2", true)
+	r.hold("r2", codec.Token{ProducerID: 2, Epoch: 2})
+	assert.True(t, woken(), "a holding of a role the heartbeats exclude wakes the session")
+}

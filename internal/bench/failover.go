@@ -30,6 +30,10 @@ type FailoverManyOptions struct {
 	// View is the bench's own view of the topic: the observer that
 	// says when a role is held again.
 	View *view.View
+	// SurvivorCPUProfile, when set, is where the first survivor (the
+	// second member started) writes a pprof CPU profile of the failover:
+	// from the kill for one lease plus Wait.
+	SurvivorCPUProfile string
 }
 
 // FailoverManyResult is what `krole bench failover-many` prints. Its
@@ -136,7 +140,11 @@ func FailoverMany(ctx context.Context, c Cluster, o FailoverManyOptions) (*Failo
 		from, count := memberSplit(o.Roles, o.Members, i)
 		name := codec.MemberID(fmt.Sprintf("bench-fm-%s-m%d", o.Run, i))
 		c.progress("failover-many: starting member %d/%d (%d roles of its own, a candidate of %d)", i+1, o.Members, count, from)
-		p, err := c.start(memberSpec{name: name, prefix: prefix, from: 0, count: from + count, own: count, s: o.Settings, events: true})
+		spec := memberSpec{name: name, prefix: prefix, from: 0, count: from + count, own: count, s: o.Settings, events: true}
+		if i == 1 {
+			spec.cpuProfile = o.SurvivorCPUProfile
+		}
+		p, err := c.start(spec)
 		if err != nil {
 			return nil, err
 		}
@@ -211,6 +219,12 @@ func FailoverMany(ctx context.Context, c Cluster, o FailoverManyOptions) (*Failo
 	}
 	if err := victim.kill(); err != nil {
 		return nil, fmt.Errorf("SIGKILL %s: %w", victim.name, err)
+	}
+	if o.SurvivorCPUProfile != "" {
+		// A window profiles the member; its report line is not read.
+		if err := procs[1].send("window " + (o.Settings.LeaseDuration + o.Wait).String()); err != nil {
+			return nil, err
+		}
 	}
 	bound := time.NewTimer(o.Settings.LeaseDuration + o.Wait)
 	defer bound.Stop()

@@ -62,6 +62,8 @@ func benchFailoverManyCommand(common func(...ucli.Flag) []ucli.Flag, lease, rene
 				Usage: "after the last role shows held again, watch for `D` more for a second election or a loss"},
 			&ucli.DurationFlag{Name: "wait", Value: bench.Wait,
 				Usage: "wait up to one lease plus `D` after the kill for the killed member's roles to show held again"},
+			&ucli.StringFlag{Name: "member-cpuprofile", TakesFile: true,
+				Usage: "write a pprof CPU profile of the first survivor (the second member) from the kill for one lease plus the wait into `FILE`"},
 		),
 		Action: runBenchFailoverMany,
 	}
@@ -163,7 +165,8 @@ func runBenchFailoverMany(c *ucli.Context) error {
 	}
 	defer e.close()
 	res, err := bench.FailoverMany(c.Context, e.benchCluster(), bench.FailoverManyOptions{Roles: k, Members: m, Settings: s,
-		Grace: c.Duration("grace"), Wait: c.Duration("wait"), Run: e.run, View: e.view})
+		Grace: c.Duration("grace"), Wait: c.Duration("wait"), Run: e.run, View: e.view,
+		SurvivorCPUProfile: c.String("member-cpuprofile")})
 	fmt.Fprintln(e.errOut)
 	if err != nil {
 		return err
