@@ -127,6 +127,11 @@ type Local struct {
 
 	vacantSince time.Time // when it first observed the current vacancy
 	vacantKey   int64     // the vacancy: offset of the lease that ended, -1 never held, noKey none
+	// aheadLive: until when a candidate ranked ahead of this member in
+	// the current vacancy counts as alive (two RenewIntervals after its
+	// member session's latest heartbeat was seen); zero when none does.
+	// Rule 7 defers to it.
+	aheadLive time.Time
 
 	// lostAt is when this member was fenced or lost a challenge race;
 	// lostOff is the offset of the lease its state showed then. Until a
@@ -209,10 +214,19 @@ func (l Local) Observe(st rolestate.State, me codec.MemberID, now time.Time) Loc
 	key, vacant, _ := l.vacancy(st, me, now)
 	switch {
 	case l.held != nil || !vacant:
-		l.vacantSince, l.vacantKey = time.Time{}, noKey
+		l.vacantSince, l.vacantKey, l.aheadLive = time.Time{}, noKey, time.Time{}
 	case l.vacantKey != key || l.vacantSince.IsZero():
-		l.vacantSince, l.vacantKey = now, key
+		l.vacantSince, l.vacantKey, l.aheadLive = now, key, time.Time{}
 	}
+	return l
+}
+
+// withAheadLive returns l knowing that a candidate ranked ahead of this
+// member in the current vacancy is alive until until (zero: none is
+// known to be). The Member looks it up when rule 7 would have it
+// campaign (see [Decide]).
+func (l Local) withAheadLive(until time.Time) Local {
+	l.aheadLive = until
 	return l
 }
 
@@ -292,6 +306,17 @@ const maxConfirmGap = 5 * time.Second
 //     the lease go). The candidate of effective rank r challenges once
 //     r*Stagger has passed since it observed the vacancy. (A member
 //     taking back its own retired lease goes at once and prunes nobody.)
+//     While a candidate ranked ahead of it is alive (the Member saw a
+//     heartbeat of its member session within two RenewIntervals: see
+//     Local's aheadLive, which the Member looks up when its turn comes),
+//     it defers to it, for at most one LeaseDuration past its turn: a
+//     member that dies holding many roles leaves them all vacant at once,
+//     the first candidate takes them one after another, and a second that
+//     joined in at its turn would race it for the roles it is taking
+//     (both elected, one fenced). A candidate ahead that stopped, paused
+//     or was cut off delays the turn by two RenewIntervals after its last
+//     heartbeat at most. The deferral is for liveness only; the fence
+//     keeps one holder at a time either way.
 //  8. Before it challenges it confirms (DoConfirm): only a confirmation
 //     taken at now lets it challenge, and on the confirmed state the
 //     rules above must still say so. When the confirmation shows the
@@ -379,16 +404,24 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 				Reason: fmt.Sprintf("fenced or lost a challenge; waiting for a lease newer than offset %d", l.lostOff)}
 		}
 	}
-	rank, prune := 0, []codec.MemberID(nil)
+	var ahead, prune []codec.MemberID
 	if !own {
-		rank, prune = turn(st, me)
+		ahead, prune = turn(st, me)
 	}
+	rank := len(ahead)
 	since := l.vacantSince
 	if since.IsZero() {
 		since = now
 	}
-	if at := since.Add(time.Duration(rank) * s.Stagger); now.Before(at) {
-		return Action{Kind: DoWait, Until: at, Reason: fmt.Sprintf("vacant; rank %d waits its turn", rank)}
+	myTurn := since.Add(time.Duration(rank) * s.Stagger)
+	if now.Before(myTurn) {
+		return Action{Kind: DoWait, Until: myTurn, Reason: fmt.Sprintf("vacant; rank %d waits its turn", rank)}
+	}
+	if rank > 0 && now.Before(l.aheadLive) {
+		if at := earliest(l.aheadLive, myTurn.Add(s.LeaseDuration)); now.Before(at) {
+			return Action{Kind: DoWait, Until: at,
+				Reason: fmt.Sprintf("vacant; rank %d defers to a live candidate ranked ahead of it, until %v at most", rank, myTurn.Add(s.LeaseDuration))}
+		}
 	}
 	if fresh := !l.confAt.IsZero() && !now.Before(l.confAt) && now.Before(l.confAt.Add(s.RenewInterval)); fresh && l.heldBack(st) {
 		switch until := l.confAt.Add(s.RetryBackoff); {
@@ -507,9 +540,10 @@ func (l Local) heldBack(st rolestate.State) bool {
 	return st.Lease.Token.ProducerID != l.confOpen
 }
 
-// turn returns me's effective rank in a vacancy (the member named in the
-// lease that ended ranks last) and the candidates its challenge prunes.
-func turn(st rolestate.State, me codec.MemberID) (rank int, prune []codec.MemberID) {
+// turn returns the candidates ranked ahead of me in a vacancy (me's
+// effective rank is their number; the member named in the lease that
+// ended ranks last) and the candidates its challenge prunes.
+func turn(st rolestate.State, me codec.MemberID) (ahead, prune []codec.MemberID) {
 	var last codec.MemberID
 	expired := false
 	if st.Lease != nil {
@@ -521,13 +555,13 @@ func turn(st rolestate.State, me codec.MemberID) (rank int, prune []codec.Member
 			continue
 		}
 		if me == last || (c.Member != last && c.Offset < mine.Offset) {
-			rank++
+			ahead = append(ahead, c.Member)
 			prune = append(prune, c.Member)
 		} else if expired && c.Member == last {
 			prune = append(prune, c.Member)
 		}
 	}
-	return rank, prune
+	return ahead, prune
 }
 
 func candidate(st rolestate.State, me codec.MemberID) (rolestate.Candidate, bool) {

@@ -54,7 +54,13 @@
 // candidates challenge in turn: the member named in the lease that ended
 // ranks last (it let the lease go), and the candidate of effective rank r
 // challenges r*Stagger after it first observed the vacancy, on its local
-// clock. Before a challenge, the candidate confirms the role's state
+// clock; while a candidate ranked ahead of it is alive (the member saw a
+// heartbeat of that candidate's member session within two RenewIntervals)
+// it defers to it, for one LeaseDuration past its turn at most, so that a
+// member that died holding many roles, all vacant at once, is succeeded
+// by its first candidate alone while that one takes them, rather than by
+// several racing for each (see "Failover of a member holding many
+// roles"). Before a challenge, the candidate confirms the role's state
 // ([Source].Confirm: one round trip to the partition's leader, and a wait
 // until its source holds everything committed below the last stable
 // offset; or, from a [RecentConfirmer], its own read of at most
@@ -401,7 +407,10 @@
 //     clock from when it first saw the record, which is after the holder
 //     began the write, so a healthy holder is not challenged early however
 //     far its clock is off, and a dead holder is replaced one span (+
-//     Stagger per live rank ahead, + the view's lag) after the candidate
+//     Stagger per rank ahead, + up to two RenewIntervals after the last
+//     heartbeat of a candidate ahead that stopped meanwhile, or one
+//     LeaseDuration at most while a live candidate ahead does not take
+//     the role, + the view's lag) after the candidate
 //     saw its last renewal (its lease, or the last heartbeat of its
 //     session that vouched for the role), never a clock offset later. The
 //     holder stops at RenewDeadline after the start of the last session
@@ -531,6 +540,32 @@
 //     member, RetryBackoff doubling up to LeaseDuration, with jitter; a
 //     successful challenge ends the run. The roles refused meanwhile stay
 //     registered, and are counted in krole_queued_roles.
+//   - A new holding does not wake the member session for a round of its
+//     own (only the first, and one whose role the heartbeats still
+//     exclude): the next round vouches for it, well before its local
+//     deadline. A member taking thousands of roles ran a round, a
+//     DescribeMany over every held role and a note to each role's
+//     goroutine, per role it took, and took them at a tenth of the
+//     cluster's pace.
+//
+// # Failover of a member holding many roles
+//
+// Every role a member holds falls due at once when it dies: one session's
+// heartbeats kept them all. Its first candidate takes them one after
+// another, at the pace of its calls (MaxInFlight challenges at a time).
+// A second candidate whose turn (one Stagger later) came while the first
+// was still at it would race it, role by role: each confirmed vacant
+// while the other's challenge was in flight, both elected, one fenced at
+// once (safe, the fence holds, but a wasted election and work started
+// and stopped). So a candidate defers to a live candidate ranked ahead of
+// it (rule 7: its member session heartbeating within two RenewIntervals),
+// for one LeaseDuration past its turn at most: the first candidate takes
+// the roles alone while it can; a candidate ahead that stopped, paused or
+// was cut off is passed over two RenewIntervals after its last heartbeat,
+// and one that is alive but does not take the role (its campaigns paused,
+// say) holds the role vacant one LeaseDuration longer at most. A failover
+// of more roles than the first candidate takes in a LeaseDuration still
+// has the next one join in for the rest.
 //
 // So a stall shorter than RenewDeadline - RenewInterval, less a
 // heartbeat's time (every request of the member held back, then answered;

@@ -143,6 +143,9 @@ type fakeSource struct {
 	// Role's state and no open transaction.
 	confirm  func(codec.Role) (rolestate.Confirmed, error)
 	confirms int // calls of Confirm
+	// sessions answers Session ([SessionSource]): each member's latest
+	// session record; a member not in it has none.
+	sessions map[codec.MemberID]rolestate.SessionSeen
 }
 
 func newFakeSource(st rolestate.State) *fakeSource {
@@ -193,6 +196,26 @@ func (f *fakeSource) Follow(ctx context.Context, role codec.Role) <-chan rolesta
 		}
 	}()
 	return out
+}
+
+// Session implements [SessionSource] from f.sessions.
+func (f *fakeSource) Session(ctx context.Context, member codec.MemberID) (rolestate.SessionSeen, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	se, ok := f.sessions[member]
+	return se, ok, nil
+}
+
+// beat records member's latest session record: a heartbeat of a lease's
+// span, at offset off, seen at at.
+func (f *fakeSource) beat(member codec.MemberID, off int64, at time.Time, span time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sessions == nil {
+		f.sessions = map[codec.MemberID]rolestate.SessionSeen{}
+	}
+	f.sessions[member] = rolestate.SessionSeen{Offset: off, SeenAt: at, Heartbeat: codec.Heartbeat{Member: member,
+		Session: codec.Session{ProducerID: 900, Nonce: "ahead"}, GrantedAt: at.UnixMilli(), Deadline: at.Add(span).UnixMilli()}}
 }
 
 // set changes what Role returns.

@@ -287,3 +287,62 @@ func TestThawedPartitionKeepsTheStagger(t *testing.T) {
 	h.settle()
 	assert.Equal(t, []string{"elected 42/2"}, h.transitions())
 }
+
+// A candidate whose turn comes while a candidate ranked ahead of it is
+// alive (its member session heartbeats) defers to it, for at most one
+// LeaseDuration past its turn, and then challenges: a member that dies
+// holding many roles leaves them all vacant at once, and a second
+// candidate that joined in at its turn raced the first for the roles it
+// was taking (both elected, one fenced). A candidate ahead whose
+// heartbeats stopped is not deferred to.
+func TestVacancyDefersToALiveCandidateAhead(t *testing.T) {
+	h := newHarness(t, "b", Settings{})
+	h.see(state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "a", 2, "b", 3))
+	assert.Equal(t, t0.Add(10*sec), h.settle().Until, "the lease runs out")
+	h.clk.Set(t0.Add(10 * sec))
+	assert.Equal(t, t0.Add(11*sec), h.settle().Until, "rank 1 waits its turn")
+	h.src.beat("a", 7, t0.Add(10500*time.Millisecond), 10*sec)
+	h.clk.Set(t0.Add(11 * sec))
+	a := h.settle()
+	assert.Equal(t, t0.Add(14500*time.Millisecond), a.Until, "a's heartbeat was seen at 10.5s: alive for two renew intervals")
+	assert.Contains(t, a.Reason, "defers to a live candidate ranked ahead")
+	assert.Zero(t, h.src.confirmed(), "no confirmation, no challenge while it defers")
+	// a heartbeats on, every renew interval: b defers on, looking again
+	// each time the last heartbeat it saw is two intervals old, until a
+	// lease past its turn.
+	for at := 12500 * time.Millisecond; !a.Until.Equal(t0.Add(21 * sec)); at += 2 * sec {
+		require.Less(t, at, 21*sec, "b defers too long: %s", a.Reason)
+		h.src.beat("a", 8, t0.Add(at), 10*sec)
+		h.clk.Set(a.Until)
+		a = h.settle()
+		assert.Equal(t, DoWait, a.Kind)
+		assert.Contains(t, a.Reason, "defers to a live candidate ranked ahead")
+		assert.Zero(t, h.src.confirmed())
+	}
+	h.clk.Set(t0.Add(21 * sec))
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, t0.Add(21*sec))).Return(nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("x")).Return(nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	assert.Equal(t, DoChallenge, h.step().Kind)
+	assert.Equal(t, []string{"elected 42/2"}, h.transitions())
+}
+
+// A candidate ahead whose last heartbeat is more than two renew
+// intervals old (stopped, paused, cut off, or dead with the holder) is
+// not deferred to: the candidate challenges at its turn.
+func TestVacancyDoesNotDeferToADeadCandidateAhead(t *testing.T) {
+	h := newHarness(t, "b", Settings{})
+	h.see(state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "a", 2, "b", 3))
+	h.src.beat("a", 7, t0.Add(6*sec), 10*sec) // its last, 5 s before b's turn: a's span has not run out, but it missed two heartbeats
+	h.settle()
+	h.clk.Set(t0.Add(10 * sec))
+	assert.Equal(t, t0.Add(11*sec), h.settle().Until, "rank 1 waits its turn")
+	h.clk.Set(t0.Add(11 * sec))
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, t0.Add(11*sec))).Return(nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("x")).Return(nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	assert.Equal(t, DoChallenge, h.step().Kind)
+	assert.Equal(t, []string{"elected 42/2"}, h.transitions())
+}

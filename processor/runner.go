@@ -219,6 +219,9 @@ func (r *runner) step(ctx context.Context) Action {
 		return Action{Kind: DoWait, Until: now.Add(time.Hour), Reason: "withdrawn from the role: not campaigning until Rejoin"}
 	}
 	a := r.decide(ctx, now)
+	if a.Kind == DoConfirm && r.lookAhead(ctx, now) {
+		a = Decide(r.st, r.m.me, r.l, now, r.m.s) // rule 7: defers to the live candidate ahead
+	}
 	if a.Kind != DoConfirm {
 		r.m.adm.dequeue(r.role)
 	}
@@ -335,6 +338,36 @@ func (r *runner) decide(ctx context.Context, now time.Time) Action {
 		r.log.Debug("decided", "action", a.Kind.String(), "reason", a.Reason, "until", a.Until)
 	}
 	return a
+}
+
+// lookAhead records in r.l until when a candidate ranked ahead of this
+// member in the vacancy counts as alive: two RenewIntervals (at most a
+// heartbeat span) after the source saw the latest heartbeat of its member
+// session. A live member heartbeats every RenewInterval, so one stopped,
+// paused or cut off counts as alive for two intervals at most after its
+// last heartbeat. Only a source that stamps a record with the time it saw
+// it (the view) tells; a TransportSource's records carry no such time,
+// and a member on one does not defer. It reports whether one is alive at
+// now. The Member asks when rule 7 would have it campaign, so that it
+// defers to a live candidate ahead of it (see [Decide]).
+func (r *runner) lookAhead(ctx context.Context, now time.Time) bool {
+	ss, ok := r.m.src.(SessionSource)
+	if !ok || r.l.ownRetired(r.st, r.m.me) {
+		return false
+	}
+	ahead, _ := turn(r.st, r.m.me)
+	var until time.Time
+	for _, m := range ahead {
+		se, found, err := ss.Session(ctx, m)
+		if err != nil || !found || se.Heartbeat.End || se.SeenAt.IsZero() || se.SeenAt.After(now) {
+			continue
+		}
+		if e := se.SeenAt.Add(min(2*r.m.s.RenewInterval, rolestate.HeartbeatSpan(se.Heartbeat))); e.After(until) {
+			until = e
+		}
+	}
+	r.l = r.l.withAheadLive(until)
+	return now.Before(until)
 }
 
 // confirm asks the source to confirm the role's state (Source.Confirm),
