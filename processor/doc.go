@@ -170,11 +170,12 @@
 // does (and deregisters a member that does not hold the role) but then
 // keeps the member out of the role's queue until [Member.Rejoin]. A
 // Member whose context ends (unless KeepOnExit) stops the work of every
-// role it holds, deregisters from each of its roles and then writes one
-// session end, which releases at once every lease that names its
-// session's incarnation (a lease that does not, it releases one by one
-// as Resign does), so a rolling restart hands roles over without waiting
-// for a deadline. Work that returns an error resigns the role too; the member then waits before
+// role it holds and then writes one session end, which releases at once
+// every lease that names its session's incarnation (a lease that does
+// not, it releases one by one as Resign does), while it deregisters from
+// each of its roles (the member named in the lease that ended ranks last,
+// so the successor need not see the deregistration first), so a rolling
+// restart hands roles over without waiting for a deadline. Work that returns an error resigns the role too; the member then waits before
 // it registers and campaigns again: RenewInterval after the first failure,
 // doubling with each consecutive one (a holding whose work ran at least a
 // LeaseDuration restarts the count), at most [MaxWorkBackoff]. Each
@@ -269,8 +270,9 @@
 // member's view shows a lease of the role that does not name the
 // incarnation. Releasing one role (Resign, Withdraw, failed work, a
 // step-down) is one release under its token; a member leaving (its ctx
-// ends, without KeepOnExit) deregisters each role and then writes one
-// session end, which releases every lease of the incarnation at once.
+// ends, without KeepOnExit) writes one session end once every role's work
+// has stopped, which releases every lease of the incarnation at once, and
+// deregisters each role meanwhile.
 //
 // A heartbeat that commits after the local deadline some role it vouched
 // for had when it began (the member was paused, or cut off, mid-heartbeat)

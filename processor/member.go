@@ -238,11 +238,11 @@ func (m *Member) Settings() Settings { return m.s }
 // When ctx ends, a lease write in flight (a rewrite, a challenge's) is
 // not cut short but finishes, bounded by its own timeout; then, unless
 // KeepOnExit is set, Run cancels work and waits for it, renewing
-// meanwhile as Resign does, deregisters each role, and once every role
-// has stopped writes one session end, which releases every lease that
-// names the member session's incarnation (a lease that does not is
-// released on its own, as Resign does); each write on a fresh context
-// bounded by TransactionTimeout. Run returns once every goroutine it
+// meanwhile as Resign does, and once every role has stopped writes one
+// session end, which releases every lease that names the member
+// session's incarnation (a lease that does not is released on its own,
+// as Resign does), while it deregisters each role; each write on a fresh
+// context bounded by TransactionTimeout. Run returns once every goroutine it
 // started, work included, has returned.
 func (m *Member) Run(ctx context.Context, work Work) error {
 	m.mu.Lock()
@@ -278,26 +278,33 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		default:
 		}
 	}()
-	runnersDone, sessDone := make(chan struct{}), make(chan struct{})
+	// The session ends once every role's goroutine has stopped acting
+	// on its role (rolesStopped), not once each has also deregistered:
+	// a leaving member's session end and its deregistrations go at once.
+	var stopping sync.WaitGroup
+	rolesStopped, sessDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(sessDone)
 		if m.manualRounds {
-			<-runnersDone
+			<-rolesStopped
 			m.sess.finish(ctx)
 			return
 		}
-		m.sess.run(ctx, runnersDone)
+		m.sess.run(ctx, rolesStopped)
 	}()
 	for _, role := range m.order {
 		r := m.runners[role]
 		wg.Add(1)
+		stopping.Add(1)
+		r.stopped = sync.OnceFunc(stopping.Done)
 		go func() {
 			defer wg.Done()
 			r.run(ctx, work)
 		}()
 	}
+	stopping.Wait()
+	close(rolesStopped)
 	wg.Wait()
-	close(runnersDone)
 	<-sessDone
 	<-vetExit
 	m.works.Wait()

@@ -620,3 +620,34 @@ func TestRunDeregisteredRenewsWhileWorkStops(t *testing.T) {
 		})
 	}
 }
+
+// A leaving holder's session end does not wait for its deregistration:
+// once its work has stopped, the two go at once (the member named in the
+// lease that ended ranks last, so the successor need not see the
+// deregistration first), a round trip off every handover of a leaving
+// member. Here the deregistration is held until the session end has been
+// written; when the session end waited for it, it was not.
+func TestRunLeavingEndsTheSessionBesideTheDeregistration(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	w := newWorker(h.clk)
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
+	d := startRun(t, h, w.work)
+	assert.Equal(t, t0.Add(2*sec), d.wait())
+	recv(t, w.started)
+
+	var endedFirst bool
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once().Run(func(mock.Arguments) {
+		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if h.sessionEnded() {
+				endedFirst = true
+				return
+			}
+		}
+	})
+	require.NoError(t, d.stop())
+	recv(t, w.ended)
+	assert.True(t, endedFirst, "the session end was written while the deregistration was held")
+	assert.True(t, h.sessionEnded())
+}

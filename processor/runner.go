@@ -41,6 +41,11 @@ type runner struct {
 	renewCh  chan struct{} // capacity 1: Member.RenewNow
 	note     chan sessNote // capacity 1: the member session's word on the held role
 	exited   chan struct{}
+	// stopped is called once the goroutine, leaving, acts on the role no
+	// more (its work stopped, its holding revoked), before it
+	// deregisters: the member session's end need not wait for the
+	// deregistrations (see Member.Run).
+	stopped func()
 
 	// One process per member id (instance.go).
 	minted       map[codec.Token]bool // tokens this process minted for the role
@@ -89,6 +94,7 @@ func newRunner(m *Member, role codec.Role) *runner {
 		exited:   make(chan struct{}),
 		minted:   map[codec.Token]bool{},
 		wake:     make(chan struct{}, 1),
+		stopped:  func() {},
 	}
 }
 
@@ -96,6 +102,7 @@ func newRunner(m *Member, role codec.Role) *runner {
 // left the role.
 func (r *runner) run(ctx context.Context, work Work) {
 	defer close(r.exited)
+	defer r.stopped() // at the latest
 	r.work = work
 	r.m.met.holder(r.role, r.m.me, false)
 	fctx, stopFollow := context.WithCancel(ctx)
@@ -973,6 +980,14 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 	if q := r.resignQ; q != nil {
 		r.resignQ = nil
 		q <- werr
+	}
+	if why == ReasonContextEnded {
+		// Leaving: the role is let go (its release written, or its
+		// lease left to the session end); the session end goes on
+		// beside the deregistration. The member named in the lease
+		// that ended ranks last, so the successor's turn does not wait
+		// for the deregistration to show.
+		r.stopped()
 	}
 	reg := r.l.registered
 	if c, ok := candidate(r.st, r.m.me); ok && c.Offset > r.l.retired {

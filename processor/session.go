@@ -266,10 +266,12 @@ func notify(ch chan sessNote, n sessNote) {
 // begun, whether or not the member holds a role (its heartbeats are the
 // sign of life that keeps another process from taking its member id's
 // session over, see vetAtStart), until ctx ends; then it goes on while
-// the runners stop (drain), and once they are done (runnersDone closed),
-// unless KeepOnExit, it ends the session: one session-end record
-// releases every lease of the incarnation.
-func (s *session) run(ctx context.Context, runnersDone <-chan struct{}) {
+// the runners stop (drain), and once every one has stopped acting on its
+// role (stopped closed: its work returned, its holding revoked; its
+// deregistration may still be under way), unless KeepOnExit, it ends the
+// session: one session-end record releases every lease of the
+// incarnation.
+func (s *session) run(ctx context.Context, stopped <-chan struct{}) {
 	// Rounds go every RenewInterval (less jitter) from the previous
 	// round's start, not its end, as a holder's deadline counts from a
 	// round's start: a slow round does not push the next one later.
@@ -279,7 +281,7 @@ func (s *session) run(ctx context.Context, runnersDone <-chan struct{}) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			s.drain(context.WithoutCancel(ctx), runnersDone, next)
+			s.drain(context.WithoutCancel(ctx), stopped, next)
 			s.finish(ctx)
 			return
 		case <-t.C():
@@ -293,17 +295,17 @@ func (s *session) run(ctx context.Context, runnersDone <-chan struct{}) {
 }
 
 // drain goes on writing rounds, every RenewInterval from next, after
-// Run's context ended and until the runners are done (runnersDone
+// Run's context ended and until the runners have stopped (stopped
 // closed): a holder whose work is still stopping keeps its roles renewed
 // meanwhile, as after Resign (see "Stepping down while work stops" in the
 // package documentation), so that its successor's work cannot begin
 // beside it. ctx is not cancelled; each call of a round is bounded by
 // TransactionTimeout.
-func (s *session) drain(ctx context.Context, runnersDone <-chan struct{}, next time.Time) {
+func (s *session) drain(ctx context.Context, stopped <-chan struct{}, next time.Time) {
 	for {
 		t := s.m.clk.NewTimer(next.Sub(s.m.clk.Now()))
 		select {
-		case <-runnersDone:
+		case <-stopped:
 			t.Stop()
 			return
 		case <-t.C():
