@@ -403,6 +403,7 @@ func (e *env) describe(role codec.Role) codec.Token {
 type node struct {
 	id     codec.MemberID
 	tr     *recTransport
+	via    fencing.Transport // when set, the member's transport (wrapping tr); tr otherwise
 	src    *view.View
 	m      *processor.Member
 	cancel context.CancelFunc
@@ -442,7 +443,11 @@ func (e *env) newNode(id codec.MemberID) *node {
 // errc, or, when errc is nil, is asserted to be nil.
 func (e *env) launch(n *node, roles []codec.Role, opts processor.Options, work processor.Work, errc chan<- error) *node {
 	e.t.Helper()
-	m, err := processor.New(n.tr, n.src, n.id, roles, opts)
+	var tr fencing.Transport = n.tr
+	if n.via != nil {
+		tr = n.via
+	}
+	m, err := processor.New(tr, n.src, n.id, roles, opts)
 	require.NoError(e.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	n.m, n.cancel, n.done = m, cancel, make(chan struct{})

@@ -337,16 +337,8 @@ watch:
 	}
 	// The victim's last heartbeat: its leases that name that session
 	// were live until its deadline.
-	var beat *codec.Heartbeat
-	if se, ok, err := o.View.Session(ctx, victim.name); err == nil && ok && !se.Heartbeat.End {
-		beat = &se.Heartbeat
-	}
-	due := func(l codec.Lease) int64 {
-		if beat != nil && l.Session != nil && l.Session.Nonce == beat.Session.Nonce {
-			return max(l.Deadline, beat.Deadline)
-		}
-		return l.Deadline
-	}
+	beat := LastBeat(ctx, o.View, victim.name)
+	due := func(l codec.Lease) int64 { return LeaseDue(l, beat) }
 	var past []float64
 	var firstDue, lastDue int64
 	for r, nl := range newLease {
@@ -376,4 +368,25 @@ watch:
 		"elections": "from the survivors' own Elected and Revoked events after the kill (their clocks: this machine's)",
 	}
 	return res, nil
+}
+
+// LastBeat returns member's latest heartbeat as v shows it; nil when it
+// has none, or its latest session record is a session end.
+func LastBeat(ctx context.Context, v *view.View, member codec.MemberID) *codec.Heartbeat {
+	if se, ok, err := v.Session(ctx, member); err == nil && ok && !se.Heartbeat.End {
+		return &se.Heartbeat
+	}
+	return nil
+}
+
+// LeaseDue returns when the lease l of a member that died fell due (Unix
+// ms, the writers' clocks): l's deadline, or that of the member's last
+// heartbeat (beat, nil for none) when beat is of the session l names,
+// whichever is later. A holder's lease is written at its election (and
+// hourly); its session's heartbeats keep it alive after that.
+func LeaseDue(l codec.Lease, beat *codec.Heartbeat) int64 {
+	if beat != nil && l.Session != nil && l.Session.Nonce == beat.Session.Nonce {
+		return max(l.Deadline, beat.Deadline)
+	}
+	return l.Deadline
 }

@@ -34,8 +34,9 @@ type Result struct {
 	Settings map[string]any `json:"settings"`
 
 	// PastDeadline (failover): how far past the dead holder's lease
-	// deadline (its last GrantedAt + lease duration, on the writer's
-	// clock) the new holder's lease write began.
+	// deadline (the later of its lease's and of its member session's last
+	// heartbeat's, which renewed it: GrantedAt + lease duration, on the
+	// writer's clock) the new holder's lease write began.
 	PastDeadline *Dist `json:"past_deadline,omitempty"`
 
 	// Phases, when set, break each sample down: what part of it each

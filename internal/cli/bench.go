@@ -18,6 +18,7 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/bench"
 	"github.com/krabka/krole/internal/chart"
 	"github.com/krabka/krole/internal/devcluster"
 	"github.com/krabka/krole/internal/supervise"
@@ -569,7 +570,9 @@ func runBenchSuccession(c *ucli.Context, kind string) error {
 		}
 		samples = append(samples, float64(at.Sub(sent).Microseconds())/1000)
 		if kind == "failover" {
-			past = append(past, float64(f.state.Lease.GrantedAt-last.Deadline))
+			// Past the dead lease's due time: its deadline, or its
+			// session's last heartbeat's, which kept it alive.
+			past = append(past, float64(f.state.Lease.GrantedAt-bench.LeaseDue(last, bench.LastBeat(c.Context, e.view, holder.name))))
 			if !lastSeen.IsZero() {
 				lastLag = append(lastLag, float64(lastSeen.UnixMilli()-last.GrantedAt))
 			}
