@@ -245,7 +245,9 @@
 // costs grow with members, not with roles. The session begins at Run's
 // start and heartbeats whether or not the member holds a role: its
 // heartbeats are also the member id's sign of life (see "One process per
-// member id"). The goroutine that writes them
+// member id"). Its first round comes with its first holding or one
+// RenewInterval after the start, not at once, where it would contend
+// with the first challenge at the coordinator. The goroutine that writes them
 // (session.go) runs beside the role goroutines; each round:
 //
 //   - a held role whose goroutine has not checked in for

@@ -273,10 +273,12 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 			m.log.Info("starting the member session failed; the first challenge tries again", "err", err)
 			return
 		}
-		select { // the first heartbeat at once: the session's sign of life
-		case m.sess.wake <- struct{}{}:
-		default:
-		}
+		// The first heartbeat comes with the first holding (which wakes
+		// the session) or a RenewInterval from now, not at once: a
+		// round at start would contend with the member's first
+		// challenge at the coordinator. Another process under this
+		// member id watches for a heartbeat for a LeaseDuration (see
+		// vetAtStart), well over a RenewInterval.
 	}()
 	// The session ends once every role's goroutine has stopped acting
 	// on its role (rolesStopped), not once each has also deregistered:

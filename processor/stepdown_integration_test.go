@@ -58,14 +58,19 @@ func TestIntegrationDeregisteredHolderRenewsUntilItsWorkHasStopped(t *testing.T)
 func TestIntegrationHolderWhoseRunEndsRenewsUntilItsWorkHasStopped(t *testing.T) {
 	d := drainingHandover(t, "drain-run", func(_ *env, a *node) { a.cancel() })
 
-	d.e.rec.mu.Lock()
+	// The session end is recorded once node-a's call returns, which may
+	// be after node-b saw it committed and was elected.
 	var end *beat
-	for i := range d.e.rec.beats {
-		if b := d.e.rec.beats[i]; b.hb.Member == d.a.id && b.hb.End && !b.start.Before(d.cancelled) {
-			end = &b
+	await(t, 10*time.Second, "node-a's session end", func() bool {
+		d.e.rec.mu.Lock()
+		defer d.e.rec.mu.Unlock()
+		for i := range d.e.rec.beats {
+			if b := d.e.rec.beats[i]; b.hb.Member == d.a.id && b.hb.End && !b.start.Before(d.cancelled) {
+				end = &b
+			}
 		}
-	}
-	d.e.rec.mu.Unlock()
+		return end != nil
+	})
 	assert.GreaterOrEqual(t, d.renewals("drain-run"), 2, "node-a's heartbeats renewed its lease while its work drained")
 	require.NotNil(t, end, "node-a ended its session")
 	assert.True(t, end.start.After(d.stopped), "node-a ended its session before its work returned")

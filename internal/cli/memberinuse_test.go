@@ -36,7 +36,13 @@ func TestRunSecondProcessUnderTheSameMemberIsRefused(t *testing.T) {
 	require.NotNil(t, reg)
 	require.NotEmpty(t, reg.Instance, "krole run registers with its instance")
 
+	// Its first heartbeat comes with its first holding, just after the
+	// election.
 	beatsBefore := readSession(t, c.Config, "node-3")
+	require.Eventually(t, func() bool {
+		beatsBefore = readSession(t, c.Config, "node-3")
+		return len(beatsBefore) > 0
+	}, 10*time.Second, 20*time.Millisecond, "node-3's first heartbeat")
 	r := run(t, args...)
 	assert.Equal(t, ExitRunMemberInUse, r.Code, "stderr: %s", r.Stderr)
 	assertOneLineErrorIn(t, r.Stderr)
