@@ -44,7 +44,9 @@
 // not exclude the role (the source's own time for it when the source
 // gives one this member's clock can take: the view, in the same process,
 // stamps each record when it applies it), whichever is later; the
-// session's record that excludes the role or ends the session makes the
+// session's record that excludes the role (a heartbeat begun no earlier
+// than the lease: one begun before it excluded an earlier lease of the
+// role, see rolestate.ExcludesLease) or ends the session makes the
 // role vacant at once, and a record of another incarnation keeps nothing
 // alive. The member looks the session's record up afresh at every
 // decision ([SessionSource]): heartbeats are not role changes.

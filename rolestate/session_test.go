@@ -53,6 +53,21 @@ func TestSessionLeaseLiveness(t *testing.T) {
 	assert.False(t, st.Live(t0.Add(11*time.Second)))
 	assert.True(t, st.Live(t0.Add(2*time.Second)), "until the exclusion was seen")
 
+	// A member that takes a role back under the same incarnation writes
+	// its new lease while its latest heartbeat, begun before, still
+	// excludes the role (it excluded the lease the member lost): the new
+	// lease is not dropped by it; it lives by its own span until a
+	// heartbeat vouches for it. Readers took it for dropped, and a
+	// candidate could take the role at once.
+	retaken := lease
+	retaken.GrantedAt, retaken.Deadline = 200, 3200
+	st2 := State{Role: "r", Lease: &retaken, LeaseOffset: 2, LeaseSeenAt: t0, Session: hb(sess, "r")}
+	assert.Equal(t, NoVouch, st2.SessionVouch(), "an exclusion begun before the lease was written")
+	assert.True(t, st2.Live(t0.Add(2*time.Second)))
+	assert.False(t, ExcludesLease(st2.Session.Heartbeat, "r", retaken))
+	st2.Session.Heartbeat.GrantedAt = 200
+	assert.Equal(t, Dropped, st2.SessionVouch(), "an exclusion begun when the lease was written, or after")
+
 	end := hb(sess)
 	end.Heartbeat = codec.Heartbeat{Member: "m", Session: sess, End: true}
 	st.Session = end

@@ -115,8 +115,9 @@ const (
 	// when the reader saw it, or by its own span if that is later.
 	Vouched
 	// Dropped: the latest record of the lease's incarnation excludes the
-	// role, or ends the session: the lease holds no longer, as after a
-	// release. The member writes either only once it no longer acts as
+	// role (a heartbeat begun no earlier than the lease: see
+	// [ExcludesLease]), or ends the session: the lease holds no longer,
+	// as after a release. The member writes either only once it no longer acts as
 	// the role's holder: its work's context is cancelled first (a leaving
 	// member's session end also waits for its work; a heartbeat that
 	// excludes a stuck role, or the session end after a late heartbeat,
@@ -131,10 +132,28 @@ func (s State) SessionVouch() Vouch {
 		!se.Heartbeat.Session.Keeps(*l.Session) {
 		return NoVouch
 	}
-	if se.Heartbeat.End || se.Heartbeat.Excludes(s.Role) {
+	if se.Heartbeat.End || ExcludesLease(se.Heartbeat, s.Role, *l) {
 		return Dropped
 	}
+	if se.Heartbeat.Excludes(s.Role) {
+		return NoVouch // an exclusion of an earlier lease of the role
+	}
 	return Vouched
+}
+
+// ExcludesLease reports whether heartbeat h, of l's incarnation, drops
+// l, the member's lease of role: h excludes role, and h began no earlier
+// than l (GrantedAt, both on the member's own wall clock). A heartbeat
+// begun before l was written excludes an earlier lease of the role (one
+// the member lost, or let go stuck): a member that takes a role back
+// under the same incarnation writes its new lease while its latest
+// heartbeat still excludes the role, until its next round. That exclusion
+// does not drop the new lease: it lives by its own span until a
+// heartbeat vouches for it. (A wall clock stepped back between the two
+// can only make an exclusion look older, so a lease live by its own span
+// for one round more: never a safety matter, the fence is.)
+func ExcludesLease(h codec.Heartbeat, role codec.Role, l codec.Lease) bool {
+	return h.Excludes(role) && h.GrantedAt >= l.GrantedAt
 }
 
 // HeartbeatSpan is [LeaseSpan] for a heartbeat: Deadline - GrantedAt,
