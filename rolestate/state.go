@@ -153,8 +153,13 @@ func (s State) SessionVouch() Vouch {
 // can only make an exclusion look older, so a lease live by its own span
 // for one round more: never a safety matter, the fence is.)
 func ExcludesLease(h codec.Heartbeat, role codec.Role, l codec.Lease) bool {
-	return h.Excludes(role) && h.GrantedAt >= l.GrantedAt
+	return h.Excludes(role) && ExclusionsReach(h, l)
 }
+
+// ExclusionsReach reports whether the roles heartbeat h excludes would
+// drop lease l of one of them: h began no earlier than l (see
+// [ExcludesLease], for a reader that already knows h excludes l's role).
+func ExclusionsReach(h codec.Heartbeat, l codec.Lease) bool { return h.GrantedAt >= l.GrantedAt }
 
 // HeartbeatSpan is [LeaseSpan] for a heartbeat: Deadline - GrantedAt,
 // capped at [MaxLeaseSpan]; 0 for a session end.

@@ -122,7 +122,7 @@ func (ix *index) droppedLocked(member codec.MemberID, hb codec.Heartbeat) []code
 		return out
 	}
 	for _, role := range hb.Excluded {
-		if names(role) && rolestate.ExcludesLease(hb, role, ix.roles[role].lease) {
+		if names(role) && rolestate.ExclusionsReach(hb, ix.roles[role].lease) {
 			out = append(out, role)
 		}
 	}
