@@ -34,6 +34,12 @@ func seenAt(l Local, off int64, at time.Time) Local {
 	return l
 }
 
+// vacantFrom returns l having first observed the vacancy key at since.
+func vacantFrom(l Local, key int64, since time.Time) Local {
+	l.vacantSince, l.vacantKey = since, key
+	return l
+}
+
 func holder(tok codec.Token, renewedAt time.Time) Local {
 	l := local(0)
 	l.held = &Held{Role: role, Member: "me", Token: tok, Lease: *leaseOf("me", tok, renewedAt, 10*time.Second)}
@@ -117,47 +123,31 @@ func TestDecide(t *testing.T) {
 			now: t0.Add(10 * sec), open: -1, want: DoChallenge, prune: []codec.MemberID{"x"}},
 		{name: "expired lease: rank 1 waits one stagger",
 			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y", 2, "me", 3),
-			l:   func() Local { l := seenAt(local(3), 4, t0); l.vacantSince, l.vacantKey = t0.Add(10*sec), 4; return l }(),
+			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)),
 			now: t0.Add(10 * sec), want: DoWait, until: t0.Add(11 * sec)},
 		{name: "expired lease: rank 1 challenges after one stagger, prunes the skipped and the dead holder",
 			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y", 2, "me", 3),
-			l:   func() Local { l := seenAt(local(3), 4, t0); l.vacantSince, l.vacantKey = t0.Add(10*sec), 4; return l }(),
+			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)),
 			now: t0.Add(11 * sec), open: -1, want: DoChallenge, prune: []codec.MemberID{"x", "y"}},
 		{name: "expired lease: rank 1 defers to a live candidate ahead of it",
-			st: state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y", 2, "me", 3),
-			l: func() Local {
-				l := seenAt(local(3), 4, t0)
-				l.vacantSince, l.vacantKey = t0.Add(10*sec), 4
-				return l.withAheadLive(t0.Add(15 * sec))
-			}(),
+			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y", 2, "me", 3),
+			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(15 * sec)),
 			now: t0.Add(11 * sec), want: DoWait, until: t0.Add(15 * sec)},
 		{name: "expired lease: rank 1 defers to a live candidate ahead for at most a lease past its turn",
-			st: state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y", 2, "me", 3),
-			l: func() Local {
-				l := seenAt(local(3), 4, t0)
-				l.vacantSince, l.vacantKey = t0.Add(10*sec), 4
-				return l.withAheadLive(t0.Add(minute))
-			}(),
+			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y", 2, "me", 3),
+			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(minute)),
 			now: t0.Add(11 * sec), want: DoWait, until: t0.Add(21 * sec)},
 		{name: "expired lease: rank 1 challenges a lease past its turn, though the candidate ahead is alive",
-			st: state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y", 2, "me", 3),
-			l: func() Local {
-				l := seenAt(local(3), 4, t0)
-				l.vacantSince, l.vacantKey = t0.Add(10*sec), 4
-				return l.withAheadLive(t0.Add(minute))
-			}(),
+			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y", 2, "me", 3),
+			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(minute)),
 			now: t0.Add(21 * sec), open: -1, want: DoChallenge, prune: []codec.MemberID{"x", "y"}},
 		{name: "expired lease: the top-ranked candidate defers to nobody",
-			st: state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2, "y", 3),
-			l: func() Local {
-				l := seenAt(local(2), 4, t0)
-				l.vacantSince, l.vacantKey = t0.Add(10*sec), 4
-				return l.withAheadLive(t0.Add(minute))
-			}(),
+			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2, "y", 3),
+			l:   vacantFrom(seenAt(local(2), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(minute)),
 			now: t0.Add(10 * sec), open: -1, want: DoChallenge, prune: []codec.MemberID{"x"}},
 		{name: "no lease: rank 2 waits two staggers",
 			st:  state(role, nil, 0, "a", 1, "b", 2, "me", 3),
-			l:   func() Local { l := local(3); l.vacantSince, l.vacantKey = t0, -1; return l }(),
+			l:   vacantFrom(local(3), -1, t0),
 			now: t0.Add(sec), want: DoWait, until: t0.Add(2 * sec)},
 		{name: "release: next candidate challenges at once, before any deadline",
 			st: func() rolestate.State { r := codec.ReleaseLease("x", tok1); return state(role, &r, 6, "me", 3) }(),
@@ -167,7 +157,7 @@ func TestDecide(t *testing.T) {
 			l:  local(3), now: t0, open: -1, want: DoChallenge},
 		{name: "the member whose lease expired ranks last",
 			st:  state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 1, "a", 2, "b", 3),
-			l:   func() Local { l := seenAt(local(1), 4, t0); l.vacantSince, l.vacantKey = t0.Add(10*sec), 4; return l }(),
+			l:   vacantFrom(seenAt(local(1), 4, t0), 4, t0.Add(10*sec)),
 			now: t0.Add(10 * sec), want: DoWait, until: t0.Add(12 * sec)},
 
 		// Confirmation and held-back partitions.

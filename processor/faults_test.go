@@ -320,10 +320,7 @@ func TestVacancyDefersToALiveCandidateAhead(t *testing.T) {
 		assert.Zero(t, h.src.confirmed())
 	}
 	h.clk.Set(t0.Add(21 * sec))
-	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, t0.Add(21*sec))).Return(nil).Once()
-	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("x")).Return(nil).Once()
-	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	expectTakeover(h, t0.Add(21*sec))
 	assert.Equal(t, DoChallenge, h.step().Kind)
 	assert.Equal(t, []string{"elected 42/2"}, h.transitions())
 }
@@ -339,10 +336,17 @@ func TestVacancyDoesNotDeferToADeadCandidateAhead(t *testing.T) {
 	h.clk.Set(t0.Add(10 * sec))
 	assert.Equal(t, t0.Add(11*sec), h.settle().Until, "rank 1 waits its turn")
 	h.clk.Set(t0.Add(11 * sec))
-	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, t0.Add(11*sec))).Return(nil).Once()
-	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("x")).Return(nil).Once()
-	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	expectTakeover(h, t0.Add(11*sec))
 	assert.Equal(t, DoChallenge, h.step().Kind)
 	assert.Equal(t, []string{"elected 42/2"}, h.transitions())
+}
+
+// expectTakeover scripts b's challenge at at, in the vacancy x's expired
+// lease left with a ranked ahead of b: a new epoch, b's lease, and the
+// prunes of x and a.
+func expectTakeover(h *harness, at time.Time) {
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, at)).Return(nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("x")).Return(nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 }
