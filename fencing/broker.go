@@ -50,6 +50,8 @@ type BrokerTransport struct {
 
 	startTxn    BrokerTxnSettings // what NewBrokerTransport's DescribeConfigs found
 	startTxnErr error
+
+	pipeline bool // commits may go behind their produce (see pipeline.go)
 }
 
 var _ Transport = (*BrokerTransport)(nil)
@@ -108,6 +110,7 @@ func NewBrokerTransport(cfg Config) (*BrokerTransport, error) {
 			return nil, fmt.Errorf("fencing config: TxnTimeout: %w", err)
 		}
 	}
+	t.pipeline = cfg.Pipeline == PipelineOn || ((cfg.Pipeline == PipelineAuto || cfg.Pipeline == "auto") && t.startTxnErr == nil && t.startTxn.PartitionVerification)
 	return t, nil
 }
 

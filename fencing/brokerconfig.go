@@ -22,6 +22,13 @@ const (
 	// transactions older than their timeout and aborts them. Apache
 	// Kafka's default is 10 s.
 	BrokerAbortInterval = "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+	// BrokerPartitionVerification, when true, makes a partition's leader
+	// ask the transaction coordinator whether a transactional produce's
+	// partition is in its producer's ongoing transaction, and refuse it
+	// if not (KIP-890 part 1, Apache Kafka 3.6 and later, default true).
+	// krole reads it as the sign of an Apache Kafka broker, on which it
+	// may pipeline a commit (see [Config].Pipeline).
+	BrokerPartitionVerification = "transaction.partition.verification.enable"
 )
 
 // DefaultAbortInterval is the abort interval [BrokerTxnSettings.CheckTimings]
@@ -48,6 +55,9 @@ type BrokerTxnSettings struct {
 	MaxTxnTimeout time.Duration
 	// AbortInterval is [BrokerAbortInterval]; 0 when not reported.
 	AbortInterval time.Duration
+	// PartitionVerification is [BrokerPartitionVerification] reported
+	// true.
+	PartitionVerification bool
 }
 
 // BrokerSettingsError says that a setting of krole cannot hold against a
@@ -123,7 +133,8 @@ func (s BrokerTxnSettings) CheckTimings(txnTimeout, lease, renew time.Duration) 
 }
 
 // BrokerTxnSettings asks one broker (the least loaded one the client
-// knows) for its [BrokerMaxTxnTimeout] and [BrokerAbortInterval] with one
+// knows) for its [BrokerMaxTxnTimeout], [BrokerAbortInterval] and
+// [BrokerPartitionVerification] with one
 // DescribeConfigs request. It blocks until the answer or ctx ends. A
 // setting the broker does not report is left zero. Errors: [ErrAdmin]
 // when no broker answers or it refuses the request (for example without
@@ -138,7 +149,7 @@ func (t *BrokerTransport) BrokerTxnSettings(ctx context.Context) (BrokerTxnSetti
 	}
 	id := b.ID()
 	req := &sarama.DescribeConfigsRequest{Version: 1, Resources: []*sarama.ConfigResource{{
-		Type: sarama.BrokerResource, Name: strconv.Itoa(int(id)), ConfigNames: []string{BrokerMaxTxnTimeout, BrokerAbortInterval},
+		Type: sarama.BrokerResource, Name: strconv.Itoa(int(id)), ConfigNames: []string{BrokerMaxTxnTimeout, BrokerAbortInterval, BrokerPartitionVerification},
 	}}}
 	res, err := send(ctx, t, nil, b, func() (*sarama.DescribeConfigsResponse, error) { return b.DescribeConfigs(req) })
 	if err != nil {
@@ -150,6 +161,10 @@ func (t *BrokerTransport) BrokerTxnSettings(ctx context.Context) (BrokerTxnSetti
 			return BrokerTxnSettings{}, &Error{Kind: ErrAdmin, Err: fmt.Errorf("DescribeConfigs of broker %d: %w", id, kerrError(sarama.KError(r.ErrorCode)))}
 		}
 		for _, c := range r.Configs {
+			if c.Name == BrokerPartitionVerification {
+				out.PartitionVerification = c.Value == "true"
+				continue
+			}
 			ms, err := strconv.ParseInt(c.Value, 10, 64)
 			if err != nil || ms <= 0 {
 				continue

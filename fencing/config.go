@@ -107,7 +107,34 @@ type Config struct {
 	TLS TLSConfig
 	// SASL, when a mechanism is set, authenticates them. Default off.
 	SASL SASLConfig
+	// Pipeline says whether a transaction of one record sends its commit
+	// behind its produce, without waiting for the produce's answer, when
+	// the transaction coordinator is also the partition's leader (one
+	// connection): PipelineAuto (""), PipelineOn or PipelineOff. See
+	// "Pipelined commits" in the package documentation. Default auto:
+	// only where the broker reports transaction.partition.verification.enable=true
+	// (Apache Kafka 3.6 and later).
+	Pipeline string
 }
+
+// Values of [Config].Pipeline.
+const (
+	// PipelineAuto pipelines where the broker that NewBrokerTransport
+	// asks for its transaction settings reports
+	// [BrokerPartitionVerification] true: Apache Kafka 3.6 and later,
+	// which answers a connection's requests one at a time, in order, and
+	// refuses a transactional produce to a partition its transaction does
+	// not hold. Redpanda (whose requests on one connection may complete
+	// out of order) and kfake report no such setting.
+	PipelineAuto = ""
+	// PipelineOn pipelines whatever the broker reports: only for a
+	// cluster known to process each connection's requests one at a time,
+	// in order (Apache Kafka, kfake), never Redpanda.
+	PipelineOn = "on"
+	// PipelineOff never pipelines: every request waits for the answer of
+	// the one before it.
+	PipelineOff = "off"
+)
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
@@ -156,6 +183,11 @@ func (c Config) Validate() error {
 		}
 	default:
 		return fmt.Errorf("SASL mechanism %q is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", c.SASL.Mechanism)
+	}
+	switch c.Pipeline {
+	case PipelineAuto, "auto", PipelineOn, PipelineOff:
+	default:
+		return fmt.Errorf("pipeline %q is not one of auto, on, off", c.Pipeline)
 	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		return errors.New("TLS client certificate and key go together: set both or neither")

@@ -315,7 +315,14 @@ func (t *BrokerTransport) produce(ctx context.Context, inflight *sync.WaitGroup,
 			Version:         versionProduce,
 		}
 		req.AddBatch(topic, partition, batch)
-		res, err := send(ctx, t, inflight, leader, func() (*sarama.ProduceResponse, error) { return leader.Produce(req) })
+		res, err := send(ctx, t, inflight, leader, func() (*sarama.ProduceResponse, error) {
+			answer, err := produceAsync(leader, req)
+			if err != nil {
+				return nil, err
+			}
+			a := <-answer
+			return a.res, a.err
+		})
 		if err != nil {
 			if retriableErr(ctx, err) && (txnID == nil || !noAnswer(err)) {
 				t.refreshMetadata(ctx, topic)
@@ -352,6 +359,30 @@ func (t *BrokerTransport) produce(ctx context.Context, inflight *sync.WaitGroup,
 		return -1, 0, fmt.Errorf("no definite answer for %s/%d: %w", topic, partition, answer)
 	}
 	return offset, answer, nil
+}
+
+// produceAnswer is a broker's answer to a produce request, or the error
+// that ended its connection before the answer came.
+type produceAnswer struct {
+	res *sarama.ProduceResponse
+	err error
+}
+
+// produceAsync writes req (acks required) to b and returns at once; the
+// answer comes on the channel. sarama's Broker.Produce holds the broker's
+// lock for the whole round trip, so that every other request to b from
+// this client waits for the answer; AsyncProduce holds it only while it
+// writes, so other requests follow on the same connection meanwhile (the
+// broker answers a connection's requests in the order it read them). An
+// error means nothing is coming: the request was not written, or its
+// write failed.
+func produceAsync(b *sarama.Broker, req *sarama.ProduceRequest) (<-chan produceAnswer, error) {
+	answer := make(chan produceAnswer, 1) // the callback runs on sarama's reader goroutine: never block it
+	err := b.AsyncProduce(req, func(res *sarama.ProduceResponse, err error) { answer <- produceAnswer{res, err} })
+	if err != nil {
+		return nil, err
+	}
+	return answer, nil
 }
 
 // newBatch builds a record batch of one record. A nil value is a tombstone.

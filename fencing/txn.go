@@ -124,8 +124,7 @@ func (t *BrokerTransport) WriteLease(ctx context.Context, role codec.Role, token
 		if err != nil {
 			return err
 		}
-		_, err = tx.Produce(t.cfg.Topic, p, codec.LeaseKey(role).Encode(), val)
-		return err
+		return tx.produceLast(t.cfg.Topic, p, codec.LeaseKey(role).Encode(), val)
 	})
 }
 
@@ -147,6 +146,9 @@ type Txn struct {
 	started bool
 	// err is the first failure of a Txn method; it dooms the transaction.
 	err error
+	// behind is the last produce when it was written without waiting for
+	// its answer (produceLast): the commit goes behind it.
+	behind *behindProduce
 }
 
 // Role returns the role whose token the transaction writes under.
@@ -451,7 +453,7 @@ func (t *BrokerTransport) Transact(ctx context.Context, role codec.Role, token c
 			release()
 			return nil
 		}
-		cerr := tx.end(ctx, true)
+		cerr := tx.commit(ctx)
 		if cerr == nil {
 			release()
 			return nil
@@ -462,6 +464,7 @@ func (t *BrokerTransport) Transact(ctx context.Context, role codec.Role, token c
 		}
 		tx.err = cerr
 	}
+	tx.settleBehind()
 	if tx.err != nil && ends(tx.err) {
 		release()
 		return tx.err

@@ -29,6 +29,8 @@ type Cluster struct {
 	Env []string
 	// Brokers, Topic, TxnPrefix: the members' cluster flags.
 	Brokers, Topic, TxnPrefix string
+	// Pipeline is the members' --pipeline flag ("" for auto).
+	Pipeline string
 	// Embedded: the cluster runs in this process (its CPU is this
 	// process's).
 	Embedded bool
@@ -71,7 +73,11 @@ type memberSpec struct {
 
 // start starts a `krole bench member` process for spec.
 func (c Cluster) start(spec memberSpec) (*proc, error) {
-	args := []string{"bench", "member", "--brokers", c.Brokers, "--topic", c.Topic, "--txn-prefix", c.TxnPrefix,
+	pipeline := c.Pipeline
+	if pipeline == "" {
+		pipeline = "auto"
+	}
+	args := []string{"bench", "member", "--brokers", c.Brokers, "--topic", c.Topic, "--txn-prefix", c.TxnPrefix, "--pipeline", pipeline,
 		"--member", string(spec.name), "--role-prefix", spec.prefix, "--from", fmt.Sprint(spec.from),
 		"--roles", fmt.Sprint(spec.count), "--own", fmt.Sprint(spec.own),
 		"--lease-duration", spec.s.LeaseDuration.String(), "--renew-interval", spec.s.RenewInterval.String()}

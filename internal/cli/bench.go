@@ -207,6 +207,13 @@ func startBenchEnv(c *ucli.Context) (*benchEnv, error) {
 		e.stops = append(e.stops, func() { cluster.Close() })
 		e.embedded = true
 		cfg.Brokers = cluster.ListenAddrs()
+		if !c.IsSet("pipeline") {
+			// The bench's own kfake answers each connection's requests
+			// one at a time, in order, as Apache Kafka does (and would
+			// report transaction.partition.verification.enable, which
+			// kfake does not know).
+			cfg.Pipeline = fencing.PipelineOn
+		}
 	}
 	e.cfg = cfg
 	e.brokers = strings.Join(cfg.Brokers, ",")
@@ -342,7 +349,7 @@ func (t *tailBuffer) last() string {
 func (e *benchEnv) startMember(role codec.Role, name codec.MemberID, s processor.Settings, lock bool) (*benchMember, error) {
 	out := &tailBuffer{stamp: e.trace}
 	args := []string{"run", string(role), "--member", string(name),
-		"--brokers", e.brokers, "--topic", e.cfg.Topic, "--txn-prefix", e.cfg.TxnPrefix,
+		"--brokers", e.brokers, "--topic", e.cfg.Topic, "--txn-prefix", e.cfg.TxnPrefix, "--pipeline", pipelineFlag(e.cfg),
 		"--lease-duration", s.LeaseDuration.String(), "--renew-interval", s.RenewInterval.String()}
 	if e.trace {
 		args = append(args, "--verbose")
@@ -836,4 +843,12 @@ func runBenchCompare(c *ucli.Context) error {
 		return writeChart(path, "krole and etcd election, latency distributions", results)
 	}
 	return nil
+}
+
+// pipelineFlag is cfg.Pipeline as the --pipeline flag of a member process.
+func pipelineFlag(cfg fencing.Config) string {
+	if cfg.Pipeline == fencing.PipelineAuto {
+		return "auto"
+	}
+	return cfg.Pipeline
 }

@@ -72,7 +72,7 @@ func benchFailoverManyCommand(common func(...ucli.Flag) []ucli.Flag, lease, rene
 
 // benchCluster is the internal/bench view of a benchEnv.
 func (e *benchEnv) benchCluster() bench.Cluster {
-	return bench.Cluster{Exe: e.exe, Env: demoEnv(), Brokers: e.brokers, Topic: e.cfg.Topic, TxnPrefix: e.cfg.TxnPrefix,
+	return bench.Cluster{Exe: e.exe, Env: demoEnv(), Brokers: e.brokers, Topic: e.cfg.Topic, TxnPrefix: e.cfg.TxnPrefix, Pipeline: e.cfg.Pipeline,
 		Embedded: e.embedded, Progress: e.progress}
 }
 

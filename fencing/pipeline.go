@@ -1,0 +1,308 @@
+package fencing
+
+// Pipelined commits: a transaction of one record (a lease, a heartbeat, a
+// session end) sends its EndTxn commit right behind its Produce, on the
+// same connection, when the transaction coordinator is also the
+// partition's leader, instead of waiting for the Produce's answer: two
+// round trips (AddPartitionsToTxn, then Produce + EndTxn) where there
+// were three. See "Pipelined commits" in the package documentation for
+// when it is done and what an error then means.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/IBM/sarama"
+)
+
+// Pipelining reports whether this transport sends a one-record
+// transaction's commit behind its produce where it can (see
+// [Config].Pipeline).
+func (t *BrokerTransport) Pipelining() bool { return t.pipeline }
+
+// behindProduce is a produce written to the coordinator's connection
+// whose answer the commit behind it will collect.
+type behindProduce struct {
+	tp     topicPartition
+	b      *sarama.Broker
+	recs   []*sarama.Record
+	seq    int32
+	after  int32
+	answer <-chan produceAnswer
+}
+
+// produceLast appends one record to topic/partition as the transaction's
+// last write (its offset is not returned). When the transport pipelines,
+// the sequence number is known, and the partition's leader is the
+// transaction's coordinator (the same connection), the produce is only
+// written: Transact's commit then goes right behind it (commitBehind).
+// Otherwise it is Produce.
+func (tx *Txn) produceLast(topic string, partition int32, key, value []byte) error {
+	if tx.err != nil {
+		return tx.err
+	}
+	if !tx.t.pipeline {
+		_, err := tx.Produce(topic, partition, key, value)
+		return err
+	}
+	tp := topicPartition{topic, partition}
+	if err := tx.addPartitions([]topicPartition{tp}); err != nil {
+		tx.err = err
+		return err
+	}
+	recs := []*sarama.Record{{Key: key, Value: value}}
+	b := tx.t.sameBroker(tx.h.txnID, tp)
+	cands := tx.h.next[tp]
+	if b == nil || len(cands) > 1 {
+		_, err := tx.produceRecords(tp, recs)
+		return tx.doom(err)
+	}
+	seq := int32(0)
+	if len(cands) == 1 {
+		seq = cands[0]
+	}
+	h, t := tx.h, tx.t
+	req := &sarama.ProduceRequest{
+		TransactionalID: &h.txnID,
+		RequiredAcks:    sarama.WaitForAll,
+		Timeout:         int32(t.cfg.RequestTimeout / time.Millisecond),
+		Version:         versionProduce,
+	}
+	req.AddBatch(tp.topic, tp.partition, newRecordBatch(h.token.ProducerID, h.token.Epoch, seq, true, recs))
+	answer, err := send(tx.ctx, t, &h.inflight, b, func() (<-chan produceAnswer, error) { return produceAsync(b, req) })
+	switch {
+	case err != nil && !noAnswer(err):
+		// Nothing was written: the plain path finds the leader again
+		// (or returns ctx's error).
+		_, err := tx.produceRecords(tp, recs)
+		return tx.doom(err)
+	case err != nil:
+		h.next[tp] = []int32{seq, incrementSequence(seq, len(recs))}
+		tx.err = tx.fail("Produce", 0, err)
+		return tx.err
+	}
+	tx.behind = &behindProduce{tp: tp, b: b, recs: recs, seq: seq, after: incrementSequence(seq, len(recs)), answer: answer}
+	return nil
+}
+
+// doom makes err, when not nil, the transaction's error, as Produce does.
+func (tx *Txn) doom(err error) error {
+	if err != nil && tx.err == nil {
+		tx.err = err
+	}
+	return err
+}
+
+// sameBroker returns the broker that is both txnID's transaction
+// coordinator and tp's leader, as the client knows them now (no request
+// is sent), or nil.
+func (t *BrokerTransport) sameBroker(txnID string, tp topicPartition) *sarama.Broker {
+	c, err := t.client.TransactionCoordinator(txnID)
+	if err != nil {
+		return nil
+	}
+	l, err := t.client.Leader(tp.topic, tp.partition)
+	if err != nil || l != c {
+		return nil
+	}
+	return c
+}
+
+// outcome maps the answer to a produce of one partition as produce does:
+// the broker's code (ErrNoError for a duplicate), or err when no definite
+// answer came.
+func (p *behindProduce) outcome(a produceAnswer) (sarama.KError, error) {
+	if a.err != nil {
+		return 0, a.err
+	}
+	blk := a.res.GetBlock(p.tp.topic, p.tp.partition)
+	switch {
+	case blk == nil:
+		return 0, fmt.Errorf("leader %s answered without %s/%d", p.b.Addr(), p.tp.topic, p.tp.partition)
+	case blk.Err == sarama.ErrDuplicateSequenceNumber:
+		return sarama.ErrNoError, nil
+	case blk.Err == sarama.ErrRequestTimedOut, blk.Err == sarama.ErrNotEnoughReplicasAfterAppend:
+		return 0, fmt.Errorf("no definite answer for %s/%d: %w", p.tp.topic, p.tp.partition, blk.Err)
+	}
+	return blk.Err, nil
+}
+
+// commit commits the transaction: behind its last produce when that one
+// is still unanswered (commitBehind), else with end.
+func (tx *Txn) commit(ctx context.Context) error {
+	p := tx.behind
+	if p == nil {
+		return tx.end(ctx, true)
+	}
+	tx.behind = nil
+	select {
+	case a := <-p.answer:
+		// Answered already: nothing to gain, and the plain rules apply.
+		if err := tx.settle(p, a); err != nil {
+			return err
+		}
+		return tx.end(ctx, true)
+	default:
+	}
+	return tx.commitBehind(ctx, p)
+}
+
+// settle records the answer a to the produce p before any commit was sent
+// behind it, as produceRecords would: nil when it appended the record,
+// else the transaction's error (a lost answer retires the token; a
+// leader that moved, or refused the sequence, is answered by the plain
+// path, which looks the leader up again and resends).
+func (tx *Txn) settle(p *behindProduce, a produceAnswer) error {
+	kerr, err := p.outcome(a)
+	switch {
+	case err != nil:
+		tx.h.next[p.tp] = []int32{p.seq, p.after}
+		tx.err = tx.fail("Produce", 0, noAnswerError{err})
+		return tx.err
+	case kerr == sarama.ErrNoError:
+		tx.h.next[p.tp] = []int32{p.after}
+		return nil
+	case leaderMoved(kerr):
+		tx.t.refreshMetadata(tx.ctx, p.tp.topic)
+		tx.h.next[p.tp] = []int32{p.seq}
+		_, err := tx.produceRecords(p.tp, p.recs)
+		return tx.doom(err)
+	case kerr == sarama.ErrOutOfOrderSequenceNumber:
+		// The one candidate refused: the sequence state is lost, and only
+		// a new epoch restarts it (as in produceRecords).
+		tx.t.forget(tx.role, tx.h)
+	}
+	tx.h.next[p.tp] = []int32{p.seq}
+	tx.err = tx.fail("Produce", kerr, nil)
+	return tx.err
+}
+
+// settleBehind waits for the answer to the produce still out behind
+// which no commit was sent (the transaction aborts instead) and records
+// it, so that the next transaction's sequence number is right.
+func (tx *Txn) settleBehind() {
+	if p := tx.behind; p != nil {
+		tx.behind = nil
+		_ = tx.settle(p, <-p.answer)
+	}
+}
+
+// commitBehind sends EndTxn commit to p's broker, on the connection p was
+// written to, before p's answer came, then reads both answers (in order:
+// the broker answers p first). What the pair means:
+//
+//   - both succeeded: committed, the record in it;
+//   - the commit fenced: a newer epoch aborted the transaction ([Fenced]);
+//   - the commit succeeded, the produce fenced (refused before any
+//     append): committed without the record ([Fenced]);
+//   - the commit succeeded, the produce otherwise not (refused, or no
+//     definite answer): committed, with or without the record; the record
+//     is written again in a transaction of its own under the plain rules
+//     (rewrite), which makes it definite;
+//   - the commit got no answer: [ErrUnknownOutcome], "may have
+//     committed", the token retired; the commit is not sent again (the
+//     produce may still be on its way to the log, and a commit on another
+//     connection could overtake it);
+//   - the commit refused otherwise (the coordinator moved, say): nothing
+//     committed. With the produce's answer in hand, the plain rules apply
+//     (a success commits again through end; an error aborts).
+func (tx *Txn) commitBehind(ctx context.Context, p *behindProduce) error {
+	t, h := tx.t, tx.h
+	h.dirty = true // until the coordinator confirms
+	kerr, err := send(ctx, t, &h.inflight, p.b, func() (sarama.KError, error) {
+		t.endTxns[1].Add(1)
+		r, err := p.b.EndTxn(&sarama.EndTxnRequest{
+			Version:           versionEndTxn,
+			TransactionalID:   h.txnID,
+			ProducerID:        h.token.ProducerID,
+			ProducerEpoch:     h.token.Epoch,
+			TransactionResult: true,
+		})
+		if err != nil {
+			return 0, err
+		}
+		return r.Err, nil
+	})
+	if err != nil && !noAnswer(err) {
+		// The commit was not written: ctx ended first, or the connection
+		// is gone (then the produce's answer, an error at worst, is on
+		// its way and settles what comes next).
+		if ctx.Err() != nil {
+			h.next[p.tp] = []int32{p.seq, p.after}
+			return tx.fail("Produce", 0, noAnswerError{ctx.Err()})
+		}
+		if serr := tx.settle(p, <-p.answer); serr != nil {
+			return serr
+		}
+		return tx.end(ctx, true)
+	}
+	if err != nil {
+		h.next[p.tp] = []int32{p.seq, p.after}
+		t.retire(tx.role, h)
+		return &Error{Kind: ErrUnknownOutcome, Role: tx.role, Err: fmt.Errorf("EndTxn commit, sent behind the produce under token %s, got no answer: the transaction may have committed; the token is retired: %w", h.token, err)}
+	}
+	var a produceAnswer
+	select {
+	case a = <-p.answer:
+	default:
+		// The commit's answer comes after the produce's on the one
+		// connection, so this does not happen; if it did, the produce's
+		// outcome would be unknown.
+		a = produceAnswer{err: errors.New("no answer read before the commit's")}
+	}
+	pk, perr := p.outcome(a)
+	switch {
+	case fenceCode(kerr):
+		h.dirty = false // a later epoch aborted it
+		return tx.fail("EndTxn commit", kerr, nil)
+	case kerr != sarama.ErrNoError:
+		// Refused: nothing committed.
+		if serr := tx.settle(p, a); serr != nil {
+			return serr
+		}
+		return tx.end(ctx, true)
+	}
+	h.dirty = false
+	switch {
+	case perr == nil && pk == sarama.ErrNoError:
+		h.next[p.tp] = []int32{p.after}
+		return nil
+	case perr == nil && fenceCode(pk):
+		h.next[p.tp] = []int32{p.seq}
+		return tx.fail("Produce", pk, nil)
+	case perr == nil:
+		perr = kerrError(pk)
+	}
+	return tx.rewrite(ctx, p, perr)
+}
+
+// rewrite writes p's records again, in a transaction of their own, under
+// the plain rules, after the transaction p was in committed without a
+// definite answer to p (cause): p may be in it or not. It sends the same
+// batch under the same sequence number, as the plain path resends a
+// produce without a definite answer: if p was appended, the broker
+// answers the resend as a duplicate of it and appends nothing, else it
+// appends it now. Success makes the write definite (the records show
+// once); a failure cannot say that nothing shows, so it is
+// [ErrUnknownOutcome], "may have committed", and the token is retired.
+func (tx *Txn) rewrite(ctx context.Context, p *behindProduce, cause error) error {
+	h := tx.h
+	h.next[p.tp] = []int32{p.seq}
+	tx.added, tx.started, tx.err = map[topicPartition]bool{}, false, nil
+	err := tx.addPartitions([]topicPartition{p.tp})
+	if err == nil {
+		_, err = tx.produceRecords(p.tp, p.recs)
+	}
+	if err == nil {
+		if err = tx.end(ctx, true); err == nil {
+			return nil
+		}
+	} else if !ends(err) {
+		_ = tx.abort(ctx)
+	}
+	tx.t.retire(tx.role, h)
+	tx.err = &Error{Kind: ErrUnknownOutcome, Role: tx.role, Err: fmt.Errorf("the produce under token %s, committed behind without a definite answer (%w), and its rewrite failed: the record may show; the token is retired: %w", h.token, cause, err)}
+	return tx.err
+}
