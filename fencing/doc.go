@@ -240,6 +240,63 @@
 //     unclean leader election that loses the marker loses the guarantee,
 //     as it loses committed data.
 //
+// # Pipelined commits
+//
+// A transaction of one record (a lease write, a heartbeat, a session end)
+// is three round trips: AddPartitionsToTxn, Produce, EndTxn commit. Where
+// the transaction coordinator of its transactional id is also its
+// partition's leader (one broker, one connection), the transport can send
+// the commit right behind the produce, before the produce's answer: two
+// round trips. It does when [Config].Pipeline allows it: PipelineOn, or
+// PipelineAuto (the default) against a broker that reports
+// transaction.partition.verification.enable=true (Apache Kafka 3.6 and
+// later; [BrokerTxnSettings].PartitionVerification, asked once by
+// NewBrokerTransport). The coordinator and leader are compared as the
+// client knows them, at each transaction; AddPartitionsToTxn always waits
+// for its answer, so a produce still reaches only a partition its
+// transaction added.
+//
+// Why the order holds: Apache Kafka reads one request of a connection at a
+// time and mutes the connection until that request's answer is sent
+// (SocketServer; a Produce with acks=all answers once replicated), so the
+// commit is read only after the produce was appended, or refused. kfake
+// does the same (clientConn.read waits for the previous answer). Redpanda
+// does not: it dispatches a connection's requests in order but may
+// complete them out of order, so a commit could overtake its produce and
+// the produce open a transaction nobody ends. Redpanda reports no such
+// setting, and PipelineOn must never name it. With the setting on, a
+// broker's leader also refuses a transactional produce whose partition
+// is not in an ongoing transaction of its producer, so a produce that
+// lingers after its commit (a broken connection) is refused, not appended
+// into a transaction no one ends.
+//
+// What the answers mean then (commitBehind in pipeline.go):
+//   - both succeeded: committed, as before;
+//   - the commit fenced, or the produce fenced: nothing shows ([Fenced]);
+//   - the commit succeeded and the produce did not (refused, or an answer
+//     that may come after an append, REQUEST_TIMED_OUT): the transaction
+//     committed with the record or without it. The transport sends the
+//     same batch again, under the same sequence number, in a transaction
+//     of its own: the broker answers it as a duplicate if the first was
+//     appended, else appends it. So the record shows once and the call
+//     succeeds; if that transaction fails too, the call returns
+//     ErrUnknownOutcome, "may have committed", and retires the token;
+//   - the commit got no answer: ErrUnknownOutcome, "may have committed",
+//     the token retired. Unlike the plain commit above, it is not sent
+//     again: the produce ahead of it may still be on its way, and a
+//     commit on a new connection could overtake it. The transaction
+//     committed (the commit was read, behind the produce) or is aborted
+//     by the role's next AcquireEpoch or its timeout;
+//   - the commit refused otherwise (NOT_COORDINATOR, say): nothing
+//     committed; with the produce's answer in hand the plain rules apply.
+//
+// So the exception to "an error means nothing shows" stays the one above
+// (ErrUnknownOutcome after a commit was sent), and a pipelined call loses
+// a token to a lost commit answer where a plain one would have resent
+// it. A produce answered before the commit was sent is handled as a plain
+// one (its answer settles what follows). Shown by TestPipelinedCommit* in
+// pipeline_test.go.
+//
 // # Requests the caller gave up on
 //
 // When ctx ends while a request is out, the transport closes its
