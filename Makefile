@@ -11,15 +11,17 @@ FUZZTIME ?= 20s
 # (KROLE_TEST_VERSIONS caps every embedded cluster they start).
 VERSIONS     ?= kafka-3.0 kafka-4.0 redpanda
 VERSIONPKGS  ?= ./fencing/... ./view/... ./processor/stream/...
+PIPEPKGS     ?= ./processor/... ./election/... ./examples/...
 # The chaos suite: how long its faults run, its seed (a number, or random), the go test timeout.
 # (The 30-second run inside `make test` replays one fixed seed; see internal/chaos/chaos_test.go.)
 CHAOS_DURATION ?= 5m
 CHAOS_SEED ?= random
 # The number of roles, every member a candidate for each (empty: the suite's default, 40).
 CHAOS_ROLES ?=
+CHAOS_PIPELINE ?=
 CHAOS_TIMEOUT ?= 20m
 
-.PHONY: all build test test-race test-versions fuzz bench bench-compare lint check fmt dev demo clean chaos
+.PHONY: all build test test-race test-versions test-pipeline fuzz bench bench-compare lint check fmt dev demo clean chaos
 
 all: lint test build
 
@@ -35,12 +37,15 @@ test-race: ## the library packages' tests with the race detector
 test-versions: ## VERSIONPKGS once per broker table (KROLE_TEST_VERSIONS=kafka-3.0, kafka-4.0, redpanda): as against those brokers' request versions
 	@set -e; for v in $(VERSIONS); do echo "== KROLE_TEST_VERSIONS=$$v"; KROLE_TEST_VERSIONS=$$v $(GO) test -count=1 -timeout $(TIMEOUT) $(VERSIONPKGS); done
 
+test-pipeline: ## PIPEPKGS with KROLE_TEST_PIPELINE=on: the succession suites with every commit that can go behind its produce pipelined
+	KROLE_TEST_PIPELINE=on $(GO) test -count=1 -timeout $(TIMEOUT) $(PIPEPKGS)
+
 fuzz: ## a short fuzz run of the codec's decoder, and of its fast paths against the general one (FUZZTIME each, default 20s)
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./codec
 	$(GO) test -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(FUZZTIME) ./codec
 
 chaos: ## the chaos suite for CHAOS_DURATION (default 5m; raise CHAOS_TIMEOUT past 20m for runs over 10m) with seed CHAOS_SEED (default random); fails on any violation
-	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_SEED=$(CHAOS_SEED) CHAOS_ROLES=$(CHAOS_ROLES) $(GO) test -count=1 -v -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) ./internal/chaos
+	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_SEED=$(CHAOS_SEED) CHAOS_ROLES=$(CHAOS_ROLES) CHAOS_PIPELINE=$(CHAOS_PIPELINE) $(GO) test -count=1 -v -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) ./internal/chaos
 
 bench: ## the Go benchmarks (see docs/BENCHMARKS.md)
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
@@ -81,7 +86,7 @@ lint: ## go vet, a gofmt check and staticcheck (the version pinned by go.mod's t
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) tool staticcheck $(PKGS)
 
-check: lint test test-race test-versions fuzz ## everything CI runs, in CI's order
+check: lint test test-race test-versions test-pipeline fuzz ## everything CI runs, in CI's order
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

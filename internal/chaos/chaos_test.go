@@ -30,7 +30,8 @@ const gateSeed = 7130356208474190219
 // afterwards). CHAOS_ONLY
 // ("member", "request" or "cluster") restricts the faults to one class;
 // CHAOS_FAULT_EVERY sets the mean pause between faults (default 1s);
-// CHAOS_ROLES the number of roles (default 40: eight per member, each
+// CHAOS_PIPELINE sets the members' Pipeline (auto, on, off; default
+// auto, which is off on kfake); CHAOS_ROLES the number of roles (default 40: eight per member, each
 // member's renewed by its one member session).
 func TestChaos(t *testing.T) {
 	if testing.Short() {
@@ -94,6 +95,7 @@ func TestChaos(t *testing.T) {
 		Dir:      dir,
 		Log:      testLog{t},
 		Only:     os.Getenv("CHAOS_ONLY"),
+		Pipeline: os.Getenv("CHAOS_PIPELINE"),
 		// The mean pause between faults (default 1s). Sparser faults
 		// (4s) leave the quiet stretches in which the gap check's bounds
 		// are short.

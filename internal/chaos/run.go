@@ -72,6 +72,12 @@ type Config struct {
 	// Settle bounds the wait, after the fault phase, for the stream to
 	// consume the whole input. Default 30s.
 	Settle time.Duration
+	// Pipeline is the members' fencing.Config.Pipeline ("on" sends a
+	// one-record transaction's commit behind its produce where the
+	// coordinator is the partition's leader; kfake orders a connection's
+	// requests as Apache Kafka does). Default "": auto, which is off on
+	// kfake.
+	Pipeline string
 }
 
 func (c Config) withDefaults() Config {
@@ -325,7 +331,7 @@ func (d *driver) start(m *proc, off time.Duration) error {
 		"-role-topic", roleTopic, "-out", outTopic, "-in", inTopic, "-stream-out", streamOut, "-group", group,
 		"-txn-prefix", txnPrefix, "-member", m.name, "-client-id", clientIDOf(m.name), "-roles", strings.Join(d.roles, ","), "-stream-role", streamRole,
 		"-events", m.events, "-clock-offset", off.String(), "-lease", d.cfg.Lease.String(),
-		"-request-timeout", d.cfg.RequestTimeout.String(), "-write-every", d.cfg.WriteEvery.String())
+		"-request-timeout", d.cfg.RequestTimeout.String(), "-write-every", d.cfg.WriteEvery.String(), "-pipeline", d.cfg.Pipeline)
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	if err := cmd.Start(); err != nil {
 		stderr.Close()

@@ -137,6 +137,10 @@ func Start(t testing.TB, opts Options) *Cluster {
 		c.Fake = fake
 		cfg.Brokers = fake.ListenAddrs()
 	}
+	// KROLE_TEST_PIPELINE sets the transports' Pipeline (make
+	// test-pipeline runs the succession suites with "on": every commit
+	// that can go behind its produce does).
+	cfg.Pipeline = os.Getenv("KROLE_TEST_PIPELINE")
 	c.Config = cfg.WithDefaults()
 	if err := devcluster.CreateTopic(ctx, c.Config, opts.Partitions, 1); err != nil {
 		t.Fatalf("create role topic: %v", err)

@@ -65,6 +65,7 @@ func main() {
 		reqTimeout = flag.Duration("request-timeout", time.Second, "the transport's request timeout")
 		every      = flag.Duration("write-every", 250*time.Millisecond, "the pause between numbered records")
 		verbose    = flag.Bool("v", false, "log the member's transitions to stderr")
+		pipeline   = flag.String("pipeline", "", "the transport's Pipeline setting: auto (\"\"), on or off")
 	)
 	flag.Parse()
 	f, err := os.OpenFile(*events, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -92,6 +93,7 @@ func main() {
 		ClientID:       *clientID,
 		DialTimeout:    *reqTimeout,
 		RequestTimeout: *reqTimeout,
+		Pipeline:       *pipeline,
 	}
 	// Warnings go to stderr (the driver keeps it as <member>.stderr): the
 	// member's failed calls and the stream's retried transactions and
