@@ -31,16 +31,21 @@ func TestIntegrationDeregisteredHolderRenewsUntilItsWorkHasStopped(t *testing.T)
 	require.Len(t, rev, 1)
 	assert.Equal(t, processor.ReasonDeregistered, rev[0].Reason)
 
-	// node-a renewed while its work drained, and released after it.
-	d.e.rec.mu.Lock()
+	// node-a renewed while its work drained, and released after it. The
+	// release is recorded once node-a's call returns, which may be after
+	// node-b saw it committed and was elected.
 	var release *write
-	for i := range d.e.rec.writes {
-		w := d.e.rec.writes[i]
-		if w.Role == "drain" && w.Member == d.a.id && !w.Start.Before(d.cancelled) && w.Lease.Released() {
-			release = &w
+	await(t, 10*time.Second, "node-a's release", func() bool {
+		d.e.rec.mu.Lock()
+		defer d.e.rec.mu.Unlock()
+		for i := range d.e.rec.writes {
+			w := d.e.rec.writes[i]
+			if w.Role == "drain" && w.Member == d.a.id && !w.Start.Before(d.cancelled) && w.Lease.Released() {
+				release = &w
+			}
 		}
-	}
-	d.e.rec.mu.Unlock()
+		return release != nil
+	})
 	assert.GreaterOrEqual(t, d.renewals("drain"), 2, "node-a's heartbeats renewed its lease while its work drained")
 	require.NotNil(t, release, "node-a released the role")
 	assert.True(t, release.Start.After(d.stopped), "node-a released the role before its work returned")
