@@ -7,6 +7,7 @@
 //	etcd-election-bench failover --members N --rounds R --ttl D   SIGKILL the leader's process
 //	etcd-election-bench handover --members N --rounds R --ttl D   SIGTERM it: it Resigns
 //	etcd-election-bench acquire --rounds R --ttl D                an uncontended Campaign
+//	  (--with-session: NewSession, its lease grant, and the Campaign)
 //
 // Each prints min, median, p90, p99 and max in milliseconds; -o json prints
 // one object in the format of krole bench (see package
@@ -59,7 +60,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: etcd-election-bench failover|handover|acquire [--members N] [--rounds R] [--ttl D] [-o json] [--endpoints URLS]")
+	fmt.Fprintln(os.Stderr, "usage: etcd-election-bench failover|handover|acquire [--members N] [--rounds R] [--ttl D] [--with-session] [-o json] [--endpoints URLS]")
 	os.Exit(2)
 }
 
@@ -73,6 +74,7 @@ func runDriver(kind string, args []string) error {
 	output := fs.String("o", "table", "table or json")
 	endpoints := fs.String("endpoints", "", "an etcd cluster's client URLs, comma-separated (default: an embedded server)")
 	label := fs.String("label", "", "the run's label in charts")
+	withSession := fs.Bool("with-session", false, "acquire: time NewSession (its lease grant) with the Campaign, as krole's acquire times its member session's start with the campaign")
 	if err := fs.Parse(args); err != nil {
 		os.Exit(2)
 	}
@@ -105,7 +107,8 @@ func runDriver(kind string, args []string) error {
 	settings := map[string]any{"ttl": ttl.String(), "keepalive_interval": (*ttl / 3).String(), "rounds": *rounds,
 		"cluster": cluster, "etcd": "v3.7 (server/v3/embed, client/v3/concurrency)"}
 	if kind == "acquire" {
-		samples, err = d.acquire(*rounds)
+		settings["with_session"] = *withSession
+		samples, err = d.acquire(*rounds, *withSession)
 	} else {
 		settings["members"] = *members
 		samples, err = d.succession(kind, *members, *rounds)
@@ -178,15 +181,18 @@ func progress(format string, args ...any) {
 
 // acquire: each round a fresh session (its lease granted before the clock
 // starts) campaigns on a fresh election; the sample is the Campaign call.
-func (d *driver) acquire(rounds int) ([]float64, error) {
+func (d *driver) acquire(rounds int, withSession bool) ([]float64, error) {
 	var samples []float64
 	for r := range rounds {
+		t0 := time.Now()
 		sess, err := concurrency.NewSession(d.cli, concurrency.WithTTL(int(d.ttl/time.Second)))
 		if err != nil {
 			return nil, err
 		}
 		el := concurrency.NewElection(sess, fmt.Sprintf("%s/%d", d.prefix, r))
-		t0 := time.Now()
+		if !withSession {
+			t0 = time.Now()
+		}
 		if err := el.Campaign(d.ctx, "acquirer"); err != nil {
 			sess.Close()
 			return nil, err
