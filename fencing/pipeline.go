@@ -53,7 +53,7 @@ func (tx *Txn) produceLast(topic string, partition int32, key, value []byte) err
 		return err
 	}
 	recs := []*sarama.Record{{Key: key, Value: value}}
-	b := tx.t.sameBroker(tx.h.txnID, tp)
+	b := tx.t.sameBroker(tx.ctx, tx.h.txnID, tp)
 	cands := tx.h.next[tp]
 	if b == nil || len(cands) > 1 {
 		_, err := tx.produceRecords(tp, recs)
@@ -96,14 +96,15 @@ func (tx *Txn) doom(err error) error {
 }
 
 // sameBroker returns the broker that is both txnID's transaction
-// coordinator and tp's leader, as the client knows them now (no request
-// is sent), or nil.
-func (t *BrokerTransport) sameBroker(txnID string, tp topicPartition) *sarama.Broker {
-	c, err := t.client.TransactionCoordinator(txnID)
+// coordinator and tp's leader, as the client knows them now (both are in
+// its cache once the transaction has added tp; a lookup otherwise,
+// bounded by ctx), or nil.
+func (t *BrokerTransport) sameBroker(ctx context.Context, txnID string, tp topicPartition) *sarama.Broker {
+	c, err := call(ctx, nil, func() (*sarama.Broker, error) { return t.client.TransactionCoordinator(txnID) })
 	if err != nil {
 		return nil
 	}
-	l, err := t.client.Leader(tp.topic, tp.partition)
+	l, err := call(ctx, nil, func() (*sarama.Broker, error) { return t.client.Leader(tp.topic, tp.partition) })
 	if err != nil || l != c {
 		return nil
 	}
