@@ -125,7 +125,10 @@ const (
 	// which answers a connection's requests one at a time, in order, and
 	// refuses a transactional produce to a partition its transaction does
 	// not hold. Redpanda (whose requests on one connection may complete
-	// out of order) and kfake report no such setting.
+	// out of order) does not report it: its DescribeConfigs of a broker
+	// reports nine settings, none of them this one (make_broker_configs in
+	// src/v/kafka/server/handlers/configs/config_response_utils.cc, read
+	// at redpanda-data/redpanda 0862e2f). Nor does kfake.
 	PipelineAuto = ""
 	// PipelineOn pipelines whatever the broker reports: only for a
 	// cluster known to process each connection's requests one at a time,
