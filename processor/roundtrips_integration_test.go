@@ -18,7 +18,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/faultnet"
+	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/processor"
 	"github.com/krabka/krole/view"
 )
@@ -316,4 +318,155 @@ func TestIntegrationRoundTripsPerStep(t *testing.T) {
 	row("handover (Withdraw to the successor's Elected)", hand, len(hand), "the view's answer to its long poll brings the release: no request")
 	t.Logf("round trips per step (coordinator node %d, leader node %d):\n%s", coord, leader, tb.String())
 	_ = processor.Elected
+}
+
+// rtRaw is one recorded request with the name rtClassify gives it.
+type rtRaw struct {
+	req  faultnet.Request
+	step rtStep
+}
+
+// rtPick returns the requests of member's transport (not its view) that
+// rtClassify keeps and keep accepts, in the order they were read.
+func rtPick(t *testing.T, reqs []faultnet.Request, member string, keep func(rtStep) bool) []rtRaw {
+	t.Helper()
+	var out []rtRaw
+	for _, r := range reqs {
+		st := rtClassify(t, []faultnet.Request{r}, 0, 0)
+		if len(st) == 1 && st[0].member == member && !st[0].view && keep(st[0]) {
+			out = append(out, rtRaw{r, st[0]})
+		}
+	}
+	return out
+}
+
+// rtSerial counts the serial round trips of rs, one client's requests in
+// the order it sent them: a request read before the answer to the one
+// before it went back (pipelined behind it) shares that one's round trip.
+func rtSerial(rec *faultnet.Recorder, rs []rtRaw) int {
+	n := 0
+	for i, r := range rs {
+		if i == 0 {
+			n++
+			continue
+		}
+		if at, ok := rec.Answered(rs[i-1].req); !ok || r.req.At.After(at) {
+			n++
+		}
+	}
+	return n
+}
+
+func rtWhats(rs []rtRaw) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.step.what
+	}
+	return out
+}
+
+// The round trips of each step with pipelined commits (fencing.Config
+// Pipeline on), on one broker, where every role's coordinator is its
+// partition's leader, counted from when faultnet read each request and
+// when it handed each answer back: a commit sent before its produce's
+// answer came shares the produce's round trip. The rows of "Issue 21,
+// pipelined commits" in docs/BENCHMARKS.md (run with -v to print them).
+func TestIntegrationPipelinedRoundTripsPerStep(t *testing.T) {
+	role := codec.Role("piped")
+	c, fn := testcluster.StartFaulty(t, testcluster.Options{Nodes: 1})
+	c.Config.TxnTimeout = itTxnTimeout
+	c.Config.Pipeline = fencing.PipelineOn
+	e := &env{t: t, c: c, rec: &recorder{}}
+	e.probe = e.transport()
+	e.obs = e.view()
+	s := itSettings()
+
+	a := e.startSplit("rt-a", []codec.Role{role}, s)
+	holder, _ := e.soleHolder(role, 10*time.Second)
+	require.Equal(t, a.id, holder)
+	b := e.startSplit("rt-b", []codec.Role{role}, s)
+	e.awaitCandidate(role, b.id)
+	require.NoError(t, b.tr.FindCoordinator(e.ctx(5*time.Second), role), "as krole run does at its start")
+	time.Sleep(viewWarmup)
+	// Every produce is answered 50ms late (kfake sleeps it, the cluster
+	// goes on), so that what the client sends without waiting for a
+	// produce's answer is read before that answer goes back, however
+	// fast the cluster is: on loopback an answer can otherwise beat the
+	// client's own next write, and the count would say "waited" where
+	// the client did not.
+	c.Fake.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.Fake.KeepControl()
+		c.Fake.SleepControl(func() { time.Sleep(50 * time.Millisecond) })
+		return nil, nil, false
+	})
+	rec := fn.Record("krole-rt-")
+	defer rec.Stop()
+	session := func(st rtStep) bool { return strings.HasSuffix(st.what, "[session]") }
+	role1 := func(st rtStep) bool { return !session(st) }
+	txn := func(st rtStep) bool { return !session(st) && st.what != "Produce (plain)" }
+	var tb strings.Builder
+	fmt.Fprintf(&tb, "| step | requests | serial round trips |\n| --- | --- | --- |\n")
+	row := func(step string, rs []rtRaw, serial int) {
+		fmt.Fprintf(&tb, "| %s | %s | %d |\n", step, strings.Join(rtWhats(rs), ", "), serial)
+	}
+
+	// Renewal: one member-session round, its heartbeat's commit behind
+	// the heartbeat.
+	afterRenewal(t, e, role, a.id, s)
+	rec.Take()
+	afterRenewal(t, e, role, a.id, s)
+	renewal := rtPick(t, rec.Take(), "rt-a", session)
+	require.Equal(t, []string{"DescribeTransactions [session]", "AddPartitionsToTxn [session]", "Produce (transactional) [session]", "EndTxn (commit) [session]"},
+		rtWhats(renewal))
+	assert.Equal(t, 3, rtSerial(rec, renewal), "the heartbeat's commit goes behind its produce")
+	row("renewal", renewal, rtSerial(rec, renewal))
+
+	// Withdraw: a's release, then b's challenge.
+	afterRenewal(t, e, role, a.id, s)
+	rec.Take()
+	left := time.Now()
+	require.NoError(t, a.m.Withdraw(e.ctx(5*time.Second), role))
+	awaitElected(t, e.rec, role, b.id, left, s.LeaseDuration)
+	await(t, 5*time.Second, "rt-a deregistered", func() bool { return slices.Equal(e.candidates(role), []codec.MemberID{b.id}) })
+	reqs := rec.Take()
+	release := rtPick(t, reqs, "rt-a", txn)
+	require.Equal(t, []string{"AddPartitionsToTxn", "Produce (transactional)", "EndTxn (commit)"}, rtWhats(release))
+	assert.Equal(t, 2, rtSerial(rec, release), "the release's commit goes behind its produce")
+	row("release (Withdraw)", release, rtSerial(rec, release))
+	challenge := rtPick(t, reqs, "rt-b", txn)
+	require.GreaterOrEqual(t, len(challenge), 4)
+	challenge = challenge[len(challenge)-4:]
+	require.Equal(t, []string{"InitProducerID", "AddPartitionsToTxn", "Produce (transactional)", "EndTxn (commit)"}, rtWhats(challenge))
+	assert.Equal(t, 3, rtSerial(rec, challenge), "the lease's commit goes behind its produce")
+	row("challenge (the successor's)", challenge, rtSerial(rec, challenge))
+
+	// b leaves (its Run ends): its session end releases the role, its
+	// deregistration beside it; a, rejoined, takes the role.
+	require.NoError(t, a.m.Rejoin(role))
+	e.awaitCandidate(role, a.id)
+	time.Sleep(viewWarmup)
+	afterRenewal(t, e, role, b.id, s)
+	rec.Take()
+	left = time.Now()
+	b.cancel()
+	awaitElected(t, e.rec, role, a.id, left, s.LeaseDuration)
+	<-b.done
+	reqs = rec.Take()
+	leaving := rtPick(t, reqs, "rt-b", func(st rtStep) bool { return st.what != "DescribeTransactions [session]" })
+	var end []rtRaw
+	for _, r := range leaving {
+		if session(r.step) {
+			end = append(end, r)
+		}
+	}
+	require.Equal(t, []string{"AddPartitionsToTxn [session]", "Produce (transactional) [session]", "EndTxn (commit) [session]"}, rtWhats(end))
+	assert.Equal(t, 2, rtSerial(rec, end), "the session end's commit goes behind its produce")
+	row("session end (a member leaving)", leaving, rtSerial(rec, end))
+	retake := rtPick(t, reqs, "rt-a", role1)
+	require.GreaterOrEqual(t, len(retake), 4)
+	retake = retake[len(retake)-4:]
+	require.Equal(t, []string{"InitProducerID", "AddPartitionsToTxn", "Produce (transactional)", "EndTxn (commit)"}, rtWhats(retake))
+	assert.Equal(t, 3, rtSerial(rec, retake))
+	row("challenge after a session end", retake, rtSerial(rec, retake))
+	t.Logf("pipelined round trips per step (one broker):\n%s", tb.String())
 }

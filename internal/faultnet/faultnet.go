@@ -26,8 +26,10 @@
 //     what its own answer said.
 //   - [Net.Record]: keep every request of the clients whose id has a
 //     prefix, as it is read (before any rule holds or drops it), with its
-//     broker node and frame ([Request.Decode] parses it with kmsg): what a
-//     test counts round trips with.
+//     broker node and frame ([Request.Decode] parses it with kmsg), and
+//     when its answer went back to the client ([Recorder.Answered]): what
+//     a test counts round trips with, and tells a request sent before the
+//     previous one's answer (pipelined) from one sent after it.
 //
 // A test waits for the rules to act with [Held.Wait] (requests taken),
 // [Held.WaitOrphaned] (their clients closed the connection) and
@@ -122,6 +124,7 @@ type Net struct {
 	rewrites []*Rewritten // see rewrite.go
 	onClose  ClosePolicy
 	closed   bool
+	connSeq  uint64 // the last connection's number (conn.id)
 }
 
 // New returns a Net with no rules, delivering held requests of closed
@@ -350,6 +353,8 @@ func (l *listener) Accept() (net.Conn, error) {
 		_ = client.Close()
 		return nil, net.ErrClosed
 	}
+	l.n.connSeq++
+	c.id = l.n.connSeq
 	l.n.conns[c] = true
 	l.n.mu.Unlock()
 	go c.read()
@@ -369,6 +374,7 @@ type frame struct {
 type conn struct {
 	n      *Net
 	node   int32
+	id     uint64 // this connection's number, from 1 in accept order (Request.Conn)
 	client net.Conn
 	pr     *io.PipeReader
 	pw     *io.PipeWriter
@@ -408,7 +414,7 @@ func (c *conn) read() {
 			return
 		}
 		c.clientID, c.known = h.clientID, true
-		n.record(c.node, h, b)
+		n.record(c, h, b)
 		f := frame{b: b}
 		for _, d := range n.drops {
 			if d.rule.match(c.node, h) && (d.rule.Count <= 0 || d.taken < d.rule.Count) {
@@ -494,6 +500,11 @@ func (c *conn) Write(p []byte) (int, error) {
 	case c.clientGone:
 		n.mu.Unlock()
 		return len(p), nil
+	}
+	// The answer's time is taken before it is written: a request read
+	// before it was sent before the client could have the answer.
+	if len(p) >= 8 {
+		n.recordAnswer(c, int32(binary.BigEndian.Uint32(p[4:8])))
 	}
 	n.mu.Unlock()
 	if _, err := c.client.Write(out); err != nil {

@@ -13,6 +13,8 @@ import (
 type Request struct {
 	At       time.Time // when faultnet had read the whole frame
 	Node     int32     // the broker node it was sent to (the node given to [Net.Wrap])
+	Conn     uint64    // the connection it came on, numbered from 1 in accept order
+	Corr     int32     // its correlation id (its answer carries the same)
 	APIKey   int16
 	Version  int16
 	ClientID string
@@ -100,15 +102,21 @@ func (k *kbin) skip(n int) {
 // that is the order the client sent them; across connections, the order
 // faultnet's readers got to them.
 type Recorder struct {
-	n      *Net
-	prefix string
-	reqs   []Request
+	n       *Net
+	prefix  string
+	reqs    []Request
+	answers map[answerKey]time.Time // kept across Take, for Answered
+}
+
+type answerKey struct {
+	conn uint64
+	corr int32
 }
 
 // Record starts recording the requests of the clients whose client id
 // starts with prefix ("" records every client's), until [Recorder.Stop].
 func (n *Net) Record(prefix string) *Recorder {
-	r := &Recorder{n: n, prefix: prefix}
+	r := &Recorder{n: n, prefix: prefix, answers: map[answerKey]time.Time{}}
 	n.mu.Lock()
 	n.recs = append(n.recs, r)
 	n.mu.Unlock()
@@ -125,6 +133,18 @@ func (r *Recorder) Take() []Request {
 	return out
 }
 
+// Answered returns when faultnet began handing the broker's answer to req
+// (a request this recorder recorded) back to the client, just before it
+// wrote it to the client's connection: a request read before that time
+// was sent before the client had the answer. ok is false while no answer
+// has gone back.
+func (r *Recorder) Answered(req Request) (at time.Time, ok bool) {
+	r.n.mu.Lock()
+	defer r.n.mu.Unlock()
+	at, ok = r.answers[answerKey{req.Conn, req.Corr}]
+	return at, ok
+}
+
 // Stop ends the recording; Take still returns what was recorded.
 func (r *Recorder) Stop() {
 	r.n.mu.Lock()
@@ -132,16 +152,30 @@ func (r *Recorder) Stop() {
 	r.n.mu.Unlock()
 }
 
-// record appends the frame b, just read from a client of node, to every
+// record appends the frame b, just read from a client of c, to every
 // recorder it matches; n.mu is held.
-func (n *Net) record(node int32, h header, b []byte) {
+func (n *Net) record(c *conn, h header, b []byte) {
 	if len(n.recs) == 0 {
 		return
 	}
 	now := time.Now()
 	for _, r := range n.recs {
 		if strings.HasPrefix(h.clientID, r.prefix) {
-			r.reqs = append(r.reqs, Request{At: now, Node: node, APIKey: h.apiKey, Version: h.version, ClientID: h.clientID, Frame: b})
+			r.reqs = append(r.reqs, Request{At: now, Node: c.node, Conn: c.id, Corr: h.corrID, APIKey: h.apiKey, Version: h.version, ClientID: h.clientID, Frame: b})
+		}
+	}
+}
+
+// recordAnswer notes that the answer with correlation id corr went back
+// to c's client, for the recorders of that client; n.mu is held.
+func (n *Net) recordAnswer(c *conn, corr int32) {
+	if len(n.recs) == 0 || !c.known {
+		return
+	}
+	now := time.Now()
+	for _, r := range n.recs {
+		if strings.HasPrefix(c.clientID, r.prefix) {
+			r.answers[answerKey{c.id, corr}] = now
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package faultnet_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -62,4 +63,38 @@ func TestRecordKeepsTheRequestsOfItsClients(t *testing.T) {
 	_, _, err = p.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder("after stop")})
 	require.NoError(t, err)
 	assert.Empty(t, rec.Take(), "nothing after Stop")
+}
+
+// Answered gives when a recorded request's answer went back to the
+// client: after the request was read, and not while a rule holds the
+// request from the broker.
+func TestRecordAnswered(t *testing.T) {
+	c, fn := testcluster.StartFaulty(t, testcluster.Options{Nodes: 1})
+	topic := c.Topic(t, c.Name("ans"), 1, 10*time.Second)
+	rec := fn.Record("answered")
+	p := producer(t, c, "answered-1")
+	held := fn.Hold(faultnet.Rule{APIKey: int16(kmsg.Produce), Node: faultnet.AnyNode, ClientID: "answered", Count: 1})
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder("one")})
+		done <- err
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, held.Wait(ctx, 1))
+	var produce faultnet.Request
+	for _, r := range rec.Take() {
+		if kmsg.Key(r.APIKey) == kmsg.Produce {
+			produce = r
+		}
+	}
+	require.NotZero(t, produce.Conn, "the produce was recorded")
+	_, ok := rec.Answered(produce)
+	assert.False(t, ok, "no answer while the request is held")
+	released := time.Now()
+	held.Release()
+	require.NoError(t, <-done)
+	at, ok := rec.Answered(produce)
+	require.True(t, ok, "answered once delivered")
+	assert.True(t, at.After(released) && at.After(produce.At))
 }
