@@ -315,14 +315,13 @@ func (t *BrokerTransport) produce(ctx context.Context, inflight *sync.WaitGroup,
 			Version:         versionProduce,
 		}
 		req.AddBatch(topic, partition, batch)
-		res, err := send(ctx, t, inflight, leader, func() (*sarama.ProduceResponse, error) {
-			answer, err := produceAsync(leader, req)
-			if err != nil {
-				return nil, err
-			}
-			a := <-answer
-			return a.res, a.err
-		})
+		// Broker.Produce holds the connection's lock until the answer, so
+		// that no other request of this client is written behind a
+		// produce that is held up: one that is, and then abandoned by
+		// its caller, closes the connection (see send), and every request
+		// written behind it would go with it. Only a commit pipelined
+		// behind its produce (pipeline.go) is written behind one.
+		res, err := send(ctx, t, inflight, leader, func() (*sarama.ProduceResponse, error) { return leader.Produce(req) })
 		if err != nil {
 			if retriableErr(ctx, err) && (txnID == nil || !noAnswer(err)) {
 				t.refreshMetadata(ctx, topic)
@@ -370,12 +369,11 @@ type produceAnswer struct {
 
 // produceAsync writes req (acks required) to b and returns at once; the
 // answer comes on the channel. sarama's Broker.Produce holds the broker's
-// lock for the whole round trip, so that every other request to b from
-// this client waits for the answer; AsyncProduce holds it only while it
-// writes, so other requests follow on the same connection meanwhile (the
-// broker answers a connection's requests in the order it read them). An
-// error means nothing is coming: the request was not written, or its
-// write failed.
+// lock for the whole round trip; AsyncProduce holds it only while it
+// writes, so that the commit of a pipelined transaction follows on the
+// same connection before the answer (the broker answers a connection's
+// requests in the order it read them). An error means nothing is coming:
+// the request was not written, or its write failed.
 func produceAsync(b *sarama.Broker, req *sarama.ProduceRequest) (<-chan produceAnswer, error) {
 	answer := make(chan produceAnswer, 1) // the callback runs on sarama's reader goroutine: never block it
 	err := b.AsyncProduce(req, func(res *sarama.ProduceResponse, err error) { answer <- produceAnswer{res, err} })
