@@ -174,9 +174,10 @@
 // Member whose context ends (unless KeepOnExit) stops the work of every
 // role it holds and then writes one session end, which releases at once
 // every lease that names its session's incarnation (a lease that does
-// not, it releases one by one as Resign does), while it deregisters from
+// not, it releases one by one as Resign does), and then deregisters from
 // each of its roles (the member named in the lease that ended ranks last,
-// so the successor need not see the deregistration first), so a rolling
+// so the successor need not see the deregistration first, and the session
+// end does not queue behind the deregistrations), so a rolling
 // restart hands roles over without waiting for a deadline. Work that returns an error resigns the role too; the member then waits before
 // it registers and campaigns again: RenewInterval after the first failure,
 // doubling with each consecutive one (a holding whose work ran at least a
@@ -276,7 +277,7 @@
 // step-down) is one release under its token; a member leaving (its ctx
 // ends, without KeepOnExit) writes one session end once every role's work
 // has stopped, which releases every lease of the incarnation at once, and
-// deregisters each role meanwhile.
+// then deregisters each role.
 //
 // A heartbeat that commits after the local deadline some role it vouched
 // for had when it began (the member was paused, or cut off, mid-heartbeat)

@@ -47,6 +47,9 @@ type harness struct {
 	// beatHook, when set, runs in each heartbeat call (not a session
 	// end's) before it is answered: a test holds the call there.
 	beatHook func()
+	// endHook, when set, runs in the session-end call, before it is
+	// recorded, outside mu.
+	endHook func()
 	// tokErr is what CheckToken answers (fencing.TokenChecker): nil, the
 	// token can write.
 	tokErr error
@@ -151,10 +154,13 @@ func (e echoTransport) DescribeMany(ctx context.Context, roles []codec.Role) (ma
 // heartbeats are counted in h.beats.
 func (e echoTransport) Heartbeat(ctx context.Context, hb codec.Heartbeat) error {
 	e.h.mu.Lock()
-	hook := e.h.beatHook
+	hook, endHook := e.h.beatHook, e.h.endHook
 	e.h.mu.Unlock()
 	if hook != nil && !hb.End {
 		hook()
+	}
+	if endHook != nil && hb.End {
+		endHook()
 	}
 	e.h.mu.Lock()
 	defer e.h.mu.Unlock()

@@ -282,7 +282,8 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 	}()
 	// The session ends once every role's goroutine has stopped acting
 	// on its role (rolesStopped), not once each has also deregistered:
-	// a leaving member's session end and its deregistrations go at once.
+	// a leaving member's runners deregister once the session end is
+	// written (session.done), so that it is not queued behind them.
 	var stopping sync.WaitGroup
 	rolesStopped, sessDone := make(chan struct{}), make(chan struct{})
 	go func() {

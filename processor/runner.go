@@ -983,11 +983,16 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 	}
 	if why == ReasonContextEnded {
 		// Leaving: the role is let go (its release written, or its
-		// lease left to the session end); the session end goes on
-		// beside the deregistration. The member named in the lease
-		// that ended ranks last, so the successor's turn does not wait
-		// for the deregistration to show.
+		// lease left to the session end). The deregistration goes after
+		// the session end, which is written once every role has stopped
+		// (stopped): the member named in the lease that ended ranks
+		// last, so the successor's turn does not wait for the
+		// deregistration to show, and the session end, which is what
+		// the successor waits for, does not wait behind it on the
+		// connection (a request of the transport's to a broker waits
+		// for the answer to the one before it).
 		r.stopped()
+		<-r.m.sess.done()
 	}
 	reg := r.l.registered
 	if c, ok := candidate(r.st, r.m.me); ok && c.Offset > r.l.retired {

@@ -47,6 +47,8 @@ type session struct {
 	wake     chan struct{}
 	vetted   chan struct{} // closed once vetAtStart is done (vetDone): no StartSession before
 	vetOnce  sync.Once
+	finished chan struct{} // closed once finish is done: the session end written, or not to be
+	finOnce  sync.Once
 }
 
 // sessHold is a role the member holds, as the session knows it.
@@ -68,7 +70,8 @@ type sessNote struct {
 }
 
 func newSession(m *Member) *session {
-	return &session{m: m, held: map[codec.Role]*sessHold{}, excluded: map[codec.Role]struct{}{}, wake: make(chan struct{}, 1), vetted: make(chan struct{})}
+	return &session{m: m, held: map[codec.Role]*sessHold{}, excluded: map[codec.Role]struct{}{}, wake: make(chan struct{}, 1), vetted: make(chan struct{}),
+		finished: make(chan struct{})}
 }
 
 // newNonce draws an incarnation nonce: 16 random hex digits.
@@ -502,6 +505,7 @@ func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, 
 // session-end record, after which every lease naming the incarnation is
 // released in every reader's eyes.
 func (s *session) finish(ctx context.Context) {
+	defer s.finOnce.Do(func() { close(s.finished) })
 	s.mu.Lock()
 	s.ended = true
 	cur := s.cur
@@ -517,6 +521,10 @@ func (s *session) finish(ctx context.Context) {
 	}
 	s.m.log.Info("ended the member session", "nonce", cur.Nonce)
 }
+
+// done returns a channel closed once finish is done: the session end is
+// written (or failed, or there was none to write).
+func (s *session) done() <-chan struct{} { return s.finished }
 
 // errEndsWithSession: a leaving member's role is released by the session
 // end, not by a release of its own.
