@@ -283,9 +283,10 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 	// The session ends once every role's goroutine has stopped acting
 	// on its role (rolesStopped), not once each has also deregistered:
 	// a leaving member's runners deregister once the session end is
-	// written (session.done), so that it is not queued behind them.
+	// written (session.awaitFinish), so that it is not queued behind them.
 	var stopping sync.WaitGroup
 	rolesStopped, sessDone := make(chan struct{}), make(chan struct{})
+	m.sess.finishing.Store(true)
 	go func() {
 		defer close(sessDone)
 		if m.manualRounds {

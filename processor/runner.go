@@ -992,7 +992,7 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 		// connection (a request of the transport's to a broker waits
 		// for the answer to the one before it).
 		r.stopped()
-		<-r.m.sess.done()
+		r.m.sess.awaitFinish()
 	}
 	reg := r.l.registered
 	if c, ok := candidate(r.st, r.m.me); ok && c.Offset > r.l.retired {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/krabka/krole/codec"
@@ -49,6 +50,10 @@ type session struct {
 	vetOnce  sync.Once
 	finished chan struct{} // closed once finish is done: the session end written, or not to be
 	finOnce  sync.Once
+	// finishing is set once Run has started the goroutine that calls
+	// finish after every runner stopped: only then may a runner wait
+	// for done.
+	finishing atomic.Bool
 }
 
 // sessHold is a role the member holds, as the session knows it.
@@ -522,9 +527,14 @@ func (s *session) finish(ctx context.Context) {
 	s.m.log.Info("ended the member session", "nonce", cur.Nonce)
 }
 
-// done returns a channel closed once finish is done: the session end is
-// written (or failed, or there was none to write).
-func (s *session) done() <-chan struct{} { return s.finished }
+// awaitFinish waits until finish is done (the session end written, or
+// failed, or none to write), when Run's session goroutine will call it;
+// it returns at once otherwise (a runner driven without Run).
+func (s *session) awaitFinish() {
+	if s.finishing.Load() {
+		<-s.finished
+	}
+}
 
 // errEndsWithSession: a leaving member's role is released by the session
 // end, not by a release of its own.
