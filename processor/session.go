@@ -289,7 +289,17 @@ func (s *session) run(ctx context.Context, stopped <-chan struct{}) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			s.drain(context.WithoutCancel(ctx), stopped, next)
+			if s.m.s.KeepOnExit {
+				// Leaving without writing anything (Settings.KeepOnExit):
+				// no round either. A heartbeat now would exclude the
+				// roles the runners let go on the way out, and so hand
+				// them over at once: TestIntegrationCrashFailover saw the
+				// next candidate elected milliseconds after such a
+				// "crash", a woken round having run in the drain.
+				<-stopped
+			} else {
+				s.drain(context.WithoutCancel(ctx), stopped, next)
+			}
 			s.finish(ctx)
 			return
 		case <-t.C():
