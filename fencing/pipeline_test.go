@@ -175,8 +175,19 @@ func TestCommitWaitsForTheProduceWhereItCannotBePipelined(t *testing.T) {
 func TestPipelinedCommitWithoutAnswerRetiresTheToken(t *testing.T) {
 	ctx := (&env{t: t}).ctx()
 	e := newPipeEnv(t, ctx, 1, fencing.PipelineOn)
+	// The produce is held until the commit behind it has been read (so
+	// the commit leaves unanswered however slow the client is), then
+	// delivered; the commit's drop then closes the connection.
+	produce := e.hold(kmsg.Produce)
 	drop := e.fn.Drop(faultnet.Rule{APIKey: int16(kmsg.EndTxn), Node: faultnet.AnyNode, ClientID: e.id, Count: 1})
-	err := e.tr.WriteLease(ctx, e.role, e.tok, lease(t, "n1", e.tok))
+	done := make(chan error, 1)
+	go func() { done <- e.tr.WriteLease(ctx, e.role, e.tok, lease(t, "n1", e.tok)) }()
+	require.NoError(t, produce.Wait(ctx, 1))
+	for drop.Count() == 0 && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	produce.Release()
+	err := <-done
 	require.ErrorIs(t, err, fencing.ErrUnknownOutcome)
 	assert.Contains(t, err.Error(), "may have committed")
 	assert.Equal(t, 1, drop.Count())
