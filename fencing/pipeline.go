@@ -212,20 +212,7 @@ func (tx *Txn) settleBehind() {
 func (tx *Txn) commitBehind(ctx context.Context, p *behindProduce) error {
 	t, h := tx.t, tx.h
 	h.dirty = true // until the coordinator confirms
-	kerr, err := send(ctx, t, &h.inflight, p.b, func() (sarama.KError, error) {
-		t.endTxns[1].Add(1)
-		r, err := p.b.EndTxn(&sarama.EndTxnRequest{
-			Version:           versionEndTxn,
-			TransactionalID:   h.txnID,
-			ProducerID:        h.token.ProducerID,
-			ProducerEpoch:     h.token.Epoch,
-			TransactionResult: true,
-		})
-		if err != nil {
-			return 0, err
-		}
-		return r.Err, nil
-	})
+	kerr, err := send(ctx, t, &h.inflight, p.b, func() (sarama.KError, error) { return tx.endTxnAt(p.b, true) })
 	if err != nil && !noAnswer(err) {
 		// The commit was not written: ctx ended first, or the connection
 		// is gone (then the produce's answer, an error at worst, is on

@@ -541,25 +541,14 @@ func (t *BrokerTransport) EndTxnsSent() (commits, aborts uint64) {
 // committed).
 func (tx *Txn) end(ctx context.Context, commit bool) error {
 	h := tx.h
-	what, ended := "EndTxn abort", 0
+	what := "EndTxn abort"
 	if commit {
-		what, ended = "EndTxn commit", 1
+		what = "EndTxn commit"
 	}
 	h.dirty = true // until the coordinator confirms
 	endTxn := func() (sarama.KError, error) {
 		return tx.t.atTxnCoordinator(ctx, &h.inflight, h.txnID, func(b *sarama.Broker) (sarama.KError, error) {
-			tx.t.endTxns[ended].Add(1)
-			r, err := b.EndTxn(&sarama.EndTxnRequest{
-				Version:           versionEndTxn,
-				TransactionalID:   h.txnID,
-				ProducerID:        h.token.ProducerID,
-				ProducerEpoch:     h.token.Epoch,
-				TransactionResult: commit,
-			})
-			if err != nil {
-				return 0, err
-			}
-			return r.Err, nil
+			return tx.endTxnAt(b, commit)
 		})
 	}
 	kerr, err := endTxn()
@@ -599,6 +588,27 @@ func (tx *Txn) end(ctx context.Context, commit bool) error {
 		h.dirty = false // a later epoch aborted it
 	}
 	return tx.fail(what, kerr, err)
+}
+
+// endTxnAt sends EndTxn (commit or abort) under the transaction's token
+// to b, counting it, and returns the broker's code.
+func (tx *Txn) endTxnAt(b *sarama.Broker, commit bool) (sarama.KError, error) {
+	h, ended := tx.h, 0
+	if commit {
+		ended = 1
+	}
+	tx.t.endTxns[ended].Add(1)
+	r, err := b.EndTxn(&sarama.EndTxnRequest{
+		Version:           versionEndTxn,
+		TransactionalID:   h.txnID,
+		ProducerID:        h.token.ProducerID,
+		ProducerEpoch:     h.token.Epoch,
+		TransactionResult: commit,
+	})
+	if err != nil {
+		return 0, err
+	}
+	return r.Err, nil
 }
 
 // abort ends the transaction with EndTxn abort if it may be open.
