@@ -186,6 +186,21 @@ func rtNames(steps []rtStep) []string {
 	return out
 }
 
+// rtPair starts rt-a, which takes role, then rt-b, its candidate, which
+// looks the role's coordinator up ahead as krole run does; it returns
+// once their views have settled.
+func rtPair(t *testing.T, e *env, role codec.Role, s processor.Settings) (a, b *node) {
+	t.Helper()
+	a = e.startSplit("rt-a", []codec.Role{role}, s)
+	holder, _ := e.soleHolder(role, 10*time.Second)
+	require.Equal(t, a.id, holder)
+	b = e.startSplit("rt-b", []codec.Role{role}, s)
+	e.awaitCandidate(role, b.id)
+	require.NoError(t, b.tr.FindCoordinator(e.ctx(5*time.Second), role), "as krole run does at its start")
+	time.Sleep(viewWarmup)
+	return a, b
+}
+
 // The requests of each step, on three brokers with the role's transaction
 // coordinator and partition leader on different ones (so each request
 // says where it went), members that looked their coordinator up ahead, as
@@ -210,13 +225,7 @@ func TestIntegrationRoundTripsPerStep(t *testing.T) {
 	leader := e.c.Fake.LeaderFor(e.c.Config.Topic, codec.Partition(role, 3))
 	s := itSettings()
 
-	a := e.startSplit("rt-a", []codec.Role{role}, s)
-	holder, _ := e.soleHolder(role, 10*time.Second)
-	require.Equal(t, a.id, holder)
-	b := e.startSplit("rt-b", []codec.Role{role}, s)
-	e.awaitCandidate(role, b.id)
-	require.NoError(t, b.tr.FindCoordinator(e.ctx(5*time.Second), role), "as krole run does at its start")
-	time.Sleep(viewWarmup)
+	a, b := rtPair(t, e, role, s)
 
 	rec := fn.Record("krole-rt-")
 	defer rec.Stop()
@@ -381,13 +390,7 @@ func TestIntegrationPipelinedRoundTripsPerStep(t *testing.T) {
 	e.obs = e.view()
 	s := itSettings()
 
-	a := e.startSplit("rt-a", []codec.Role{role}, s)
-	holder, _ := e.soleHolder(role, 10*time.Second)
-	require.Equal(t, a.id, holder)
-	b := e.startSplit("rt-b", []codec.Role{role}, s)
-	e.awaitCandidate(role, b.id)
-	require.NoError(t, b.tr.FindCoordinator(e.ctx(5*time.Second), role), "as krole run does at its start")
-	time.Sleep(viewWarmup)
+	a, b := rtPair(t, e, role, s)
 	// Every produce is answered 50ms late (kfake sleeps it, the cluster
 	// goes on), so that what the client sends without waiting for a
 	// produce's answer is read before that answer goes back, however
