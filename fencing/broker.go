@@ -52,6 +52,7 @@ type BrokerTransport struct {
 	startTxnErr error
 
 	pipeline bool // commits may go behind their produce (see pipeline.go)
+	pipes    pipes
 }
 
 var _ Transport = (*BrokerTransport)(nil)

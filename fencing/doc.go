@@ -254,7 +254,12 @@
 // NewBrokerTransport). The coordinator and leader are compared as the
 // client knows them, at each transaction; AddPartitionsToTxn always waits
 // for its answer, so a produce still reaches only a partition its
-// transaction added.
+// transaction added. One pipelined produce at a time is unanswered per
+// broker address: a transaction that finds another out writes its produce
+// the plain way, which waits its turn on the connection. Otherwise every
+// role's produce could be out at once behind a stalled one, and one caller
+// giving up (below: its connection is closed) would leave them all
+// without an answer, their tokens retired.
 //
 // Why the order holds: Apache Kafka reads one request of a connection at a
 // time and mutes the connection until that request's answer is sent

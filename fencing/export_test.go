@@ -26,3 +26,16 @@ func ConcurrentRetryWaits(n int) []time.Duration {
 	}
 	return out
 }
+
+// OccupyPipe takes the pipelined-produce gate of role's transaction
+// coordinator, as an unanswered pipelined produce to that broker would;
+// free gives it back.
+func (t *BrokerTransport) OccupyPipe(role string) (free func(), err error) {
+	b, err := t.client.TransactionCoordinator(t.cfg.TransactionalID(role))
+	if err != nil {
+		return nil, err
+	}
+	g := t.pipes.gate(b.Addr())
+	g <- struct{}{}
+	return func() { <-g }, nil
+}

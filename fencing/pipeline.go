@@ -71,7 +71,7 @@ func (tx *Txn) produceLast(topic string, partition int32, key, value []byte) err
 		Version:         versionProduce,
 	}
 	req.AddBatch(tp.topic, tp.partition, newRecordBatch(h.token.ProducerID, h.token.Epoch, seq, true, recs))
-	answer, err := send(tx.ctx, t, &h.inflight, b, func() (<-chan produceAnswer, error) { return produceAsync(b, req) })
+	answer, err := send(tx.ctx, t, &h.inflight, b, func() (<-chan produceAnswer, error) { return produceAsync(b, req, t.pipes.gate(b.Addr())) })
 	switch {
 	case err != nil && !noAnswer(err):
 		// Nothing was written: the plain path finds the leader again

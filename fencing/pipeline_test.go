@@ -166,6 +166,47 @@ func TestCommitWaitsForTheProduceWhereItCannotBePipelined(t *testing.T) {
 	}
 }
 
+// One pipelined produce at a time is unanswered per broker: a lease write
+// that finds another out (here the gate is taken as that produce would)
+// writes its produce the plain way, its EndTxn sent only after the
+// produce's answer, and the lease shows once. With the gate free again,
+// the next write's commit goes behind its produce. Unbounded, every
+// role's produce could be out at once behind a stalled one, and a caller
+// giving up (its connection closed) would retire every role's token
+// (TestIntegrationStallAtStartShedsNothing with pipelining, 1 run in 10).
+func TestPipelinedProduceOneAtATimePerBroker(t *testing.T) {
+	ctx := (&env{t: t}).ctx()
+	e := newPipeEnv(t, ctx, 1, fencing.PipelineOn)
+	free, err := e.tr.OccupyPipe(string(e.role))
+	require.NoError(t, err)
+	produce := e.hold(kmsg.Produce)
+	l1 := lease(t, "n1", e.tok)
+	done := make(chan error, 1)
+	go func() { done <- e.tr.WriteLease(ctx, e.role, e.tok, l1) }()
+	require.NoError(t, produce.Wait(ctx, 1))
+	released := time.Now()
+	produce.Release()
+	require.NoError(t, <-done)
+	for _, r := range e.rec.Take() {
+		if r.APIKey == int16(kmsg.EndTxn) {
+			assert.True(t, r.At.After(released), "with the gate taken, the EndTxn was sent only after the produce's release")
+		}
+	}
+
+	free()
+	produce, commit := e.hold(kmsg.Produce), e.hold(kmsg.EndTxn)
+	l2 := lease(t, "n2", e.tok)
+	go func() { done <- e.tr.WriteLease(ctx, e.role, e.tok, l2) }()
+	require.NoError(t, produce.Wait(ctx, 1))
+	require.NoError(t, commit.Wait(ctx, 1), "the gate free, the commit goes behind the produce")
+	produce.Release()
+	commit.Release()
+	require.NoError(t, <-done)
+	recs, err := e.tr.ReadRoleRecords(ctx, e.role)
+	require.NoError(t, err)
+	assert.Equal(t, []codec.Lease{e.l0, l1, l2}, leases(recs))
+}
+
 // A pipelined commit that gets no answer (its connection breaks) may have
 // committed: the write returns ErrUnknownOutcome saying so, the token is
 // retired, and the commit is not sent again (the produce ahead of it

@@ -151,7 +151,7 @@ func send[T any](ctx context.Context, t *BrokerTransport, inflight *sync.WaitGro
 // request never left the client.
 func notSent(err error) bool {
 	var oe *net.OpError
-	return errors.Is(err, sarama.ErrNotConnected) || errors.Is(err, sarama.ErrUnsupportedVersion) || errors.Is(err, ctxcall.ErrAbandoned) ||
+	return errors.Is(err, sarama.ErrNotConnected) || errors.Is(err, sarama.ErrUnsupportedVersion) || errors.Is(err, ctxcall.ErrAbandoned) || errors.Is(err, errPipeBusy) ||
 		errors.Is(err, sarama.ErrClosedClient) || (errors.As(err, &oe) && oe.Op == "dial")
 }
 
@@ -374,13 +374,58 @@ type produceAnswer struct {
 // same connection before the answer (the broker answers a connection's
 // requests in the order it read them). An error means nothing is coming:
 // the request was not written, or its write failed.
-func produceAsync(b *sarama.Broker, req *sarama.ProduceRequest) (<-chan produceAnswer, error) {
+//
+// One such produce at a time is unanswered on b's address (gate): while
+// another is, produceAsync writes nothing and returns [errPipeBusy], and
+// the caller takes the plain path, which waits its turn on the connection.
+// Unbounded, every role's produce could be out at once behind a stalled
+// one, and a caller that gave up on its request, closing the connection
+// under all of them, would leave each without an answer and its token
+// retired; as in the plain path, at most the pipelined pair and the one
+// request sent between them are cut short.
+func produceAsync(b *sarama.Broker, req *sarama.ProduceRequest, gate chan struct{}) (<-chan produceAnswer, error) {
+	select {
+	case gate <- struct{}{}:
+	default:
+		return nil, errPipeBusy
+	}
 	answer := make(chan produceAnswer, 1) // the callback runs on sarama's reader goroutine: never block it
-	err := b.AsyncProduce(req, func(res *sarama.ProduceResponse, err error) { answer <- produceAnswer{res, err} })
+	err := b.AsyncProduce(req, func(res *sarama.ProduceResponse, err error) {
+		<-gate
+		answer <- produceAnswer{res, err}
+	})
 	if err != nil {
+		<-gate
 		return nil, err
 	}
 	return answer, nil
+}
+
+// errPipeBusy is produceAsync's error when another pipelined produce is
+// unanswered on the broker's address: nothing was sent.
+var errPipeBusy = errors.New("another pipelined produce is unanswered on the connection")
+
+// pipes holds each broker address's gate for pipelined produces (see
+// produceAsync).
+type pipes struct {
+	mu    sync.Mutex
+	gates map[string]chan struct{}
+}
+
+// gate returns addr's gate, a channel of capacity one: full while a
+// pipelined produce to addr is unanswered.
+func (p *pipes) gate(addr string) chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gates == nil {
+		p.gates = map[string]chan struct{}{}
+	}
+	g := p.gates[addr]
+	if g == nil {
+		g = make(chan struct{}, 1)
+		p.gates[addr] = g
+	}
+	return g
 }
 
 // newBatch builds a record batch of one record. A nil value is a tombstone.

@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -61,6 +62,50 @@ func TestRenewalOnARetiredTokenEndsTheHoldingAndTakesTheRoleBack(t *testing.T) {
 			assert.Equal(t, []string{"elected 42/1", "revoked token retired 42/1", "elected 42/2"}, h.transitions())
 		})
 	}
+}
+
+// A challenge whose lease write gets no definite answer (a pipelined
+// commit sent without one: fencing retires the token) may have committed
+// a lease that names the member and its session under a token nothing
+// writes under again. Nobody acts on that lease: the member's heartbeats
+// exclude the role (they would otherwise keep it alive for the others for
+// as long as the member lives), and the member, once its view shows the
+// lease, takes the role back at once under a new token, without waiting
+// for the lease's span. (TestIntegrationStallAtStartShedsNothing with
+// pipelining: a role stayed unheld for 3 s and more, its stale lease
+// renewed by the heartbeats.)
+func TestChallengeWithoutADefiniteAnswerTakesItsOwnLeaseBack(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	h.see(state(role, nil, 0, "a", 0, "b", 3))
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).
+		Return(&fencing.Error{Kind: fencing.ErrUnknownOutcome, Role: role, Err: errors.New("EndTxn commit, sent behind the produce, got no answer")}).Once()
+	assert.Equal(t, DoChallenge, h.step().Kind)
+	require.Nil(t, h.r.hold, "no holding without an answer")
+
+	h.beat()
+	h.mu.Lock()
+	last := h.beats[len(h.beats)-1]
+	h.mu.Unlock()
+	assert.Equal(t, []codec.Role{role}, last.Excluded, "the heartbeat excludes the role its challenge left unsure")
+
+	// The lease had committed: the view shows it, live for the lease's
+	// span. After the retry backoff the member takes it back at once.
+	h.see(state(role, func() *codec.Lease { l := leaseAt("a", tok1, t0); return &l }(), 5, "a", 0, "b", 3))
+	a := h.settle()
+	require.Equal(t, DoWait, a.Kind)
+	assert.True(t, a.Until.Before(t0.Add(sec)), "only the retry backoff, not the lease's span: waits until %v", a.Until)
+	h.clk.Set(a.Until)
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("a", tok2, a.Until)).Return(nil).Once()
+	assert.Equal(t, DoChallenge, h.step().Kind)
+	assert.Equal(t, []string{"elected 42/2"}, h.transitions())
+
+	h.beat()
+	h.mu.Lock()
+	last = h.beats[len(h.beats)-1]
+	h.mu.Unlock()
+	assert.Empty(t, last.Excluded, "held again: the heartbeats vouch for it")
 }
 
 // The quick way back is for the member's own lease under the retired

@@ -578,6 +578,17 @@ func (r *runner) challenge(ctx context.Context, prune []codec.MemberID, held fun
 			r.log.Info("lost a challenge race: another member took the role; waiting for its lease", "token", tok.String(), "lease_offset", r.st.LeaseOffset)
 			return
 		}
+		if retired(err) {
+			// No definite answer (a commit sent without one, say): the
+			// lease may have committed, naming this member and its
+			// session, under a token nothing writes under again. Rule 5
+			// makes that lease vacant at once for this member, which
+			// takes the role back; until the view shows another lease,
+			// the session's heartbeats exclude the role, so they do not
+			// keep a lease nobody acts on alive for the others.
+			r.l.retiredTok = &tok
+			r.m.sess.drop(r.role, true)
+		}
 		if cctx.Err() != nil && ctx.Err() == nil {
 			r.challengeTimedOut(ctx, err)
 			return

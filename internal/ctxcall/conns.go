@@ -17,8 +17,10 @@ var ErrAbandoned = fmt.Errorf("ctxcall: connection closed after a request on it 
 // the connections it opens by address, so that a caller that gives up on
 // a request can close the connection the request went out on. sarama
 // sends one request at a time on a connection and holds it for the whole
-// round trip, so closing every connection to the broker's address cuts
-// short the abandoned request and, at most, requests on other connections
+// round trip (fencing's pipelined produce is the exception: written without
+// holding it, one at a time per address, it and the request sent behind it
+// are cut short too), so closing every connection to the broker's address
+// cuts short the abandoned request and, at most, requests on other connections
 // to the same broker that were waiting for their answer (sarama keeps a
 // second connection to a bootstrap broker, for metadata). Requests queued
 // behind the abandoned one were not sent: their write fails with
