@@ -140,9 +140,9 @@ type Local struct {
 	lostAt  time.Time
 	lostOff int64
 
-	// retiredTok is the token of this member's last holding when the
-	// transport retired it (a write under it got ErrUnknownOutcome or
-	// ErrNotHeld); nil otherwise.
+	// retiredTok is the token of this member's last holding, or of its
+	// last challenge's lease write, when the transport retired it (a
+	// write under it got ErrUnknownOutcome or ErrNotHeld); nil otherwise.
 	retiredTok *codec.Token
 
 	// regHeld: while this member holds the role, its view has shown its
@@ -293,9 +293,10 @@ const maxConfirmGap = 5 * time.Second
 //  5. While the lease is live (not a release, and its span has not passed
 //     since this member first observed the record) it waits for its
 //     expiry. Exception: a lease of this member under a token that the
-//     transport retired (its holding ended on an unknown outcome) is
-//     vacant at once for this member: challenging it fences only its
-//     former self.
+//     transport retired (its holding ended on an unknown outcome, or its
+//     challenge's lease write got no definite answer and committed
+//     unseen) is vacant at once for this member: challenging it fences
+//     only its former self.
 //  6. A member that was fenced, or lost a challenge race, does not
 //     challenge again until the view shows a lease at a higher offset
 //     than the one it showed then, or a LeaseDuration has passed since

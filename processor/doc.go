@@ -271,9 +271,13 @@
 //     holder stops first, as with a lease of its own.
 //
 // A role the member stops holding without a release (fenced, lost at its
-// deadline, its token retired) is excluded by the heartbeats until the
-// member's view shows a lease of the role that does not name the
-// incarnation. Releasing one role (Resign, Withdraw, failed work, a
+// deadline, its token retired), or whose challenge's lease write got no
+// definite answer (the lease may have committed, naming the incarnation,
+// under a retired token: the member takes it back at once, rule 5 of
+// Decide), is excluded by the heartbeats until the member's view shows a
+// lease of the role that does not name the incarnation. A member leaving
+// with KeepOnExit writes no heartbeat at all once its context has ended,
+// so nothing is excluded on the way out. Releasing one role (Resign, Withdraw, failed work, a
 // step-down) is one release under its token; a member leaving (its ctx
 // ends, without KeepOnExit) writes one session end once every role's work
 // has stopped, which releases every lease of the incarnation at once, and
