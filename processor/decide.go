@@ -142,7 +142,10 @@ type Local struct {
 
 	// retiredTok is the token of this member's last holding, or of its
 	// last challenge's lease write, when the transport retired it (a
-	// write under it got ErrUnknownOutcome or ErrNotHeld); nil otherwise.
+	// write under it got ErrUnknownOutcome or ErrNotHeld), or of its last
+	// holding when the member session found the role's transactional id
+	// unknown to its coordinator (expired: nobody holds the role); nil
+	// otherwise.
 	retiredTok *codec.Token
 
 	// regHeld: while this member holds the role, its view has shown its
@@ -295,13 +298,16 @@ const maxConfirmGap = 5 * time.Second
 //     expiry. Exception: a lease of this member under a token that the
 //     transport retired (its holding ended on an unknown outcome, or its
 //     challenge's lease write got no definite answer and committed
-//     unseen) is vacant at once for this member: challenging it fences
-//     only its former self.
+//     unseen), or under which the member session found the role's
+//     transactional id expired at its coordinator, is vacant at once for
+//     this member: challenging it fences only its former self.
 //  6. A member that was fenced, or lost a challenge race, does not
 //     challenge again until the view shows a lease at a higher offset
 //     than the one it showed then, or a LeaseDuration has passed since
 //     the refusal (by then the winner's lease write, bounded by its
-//     TransactionTimeout, has shown or failed).
+//     TransactionTimeout, has shown or failed). The loss ends rule 5's
+//     exception for its own lease under a retired token: taking that
+//     back again would fence the winner, which would fence it in turn.
 //  7. The role is vacant. Candidates rank by registration offset, except
 //     that the member named in the lease that ended ranks last (it let
 //     the lease go). The candidate of effective rank r challenges once

@@ -262,7 +262,12 @@
 //     transactional ids (fencing.Transport DescribeMany) ends at once
 //     every holding whose token moved (revoked: [ReasonFenced]): a deposed
 //     holder learns it from the coordinator's own word within a round,
-//     whatever its view shows;
+//     whatever its view shows. When the coordinator knows no producer for
+//     a role's transactional id at all (it expired under the holding:
+//     transactional.id.expiration.ms), nobody took the role: the holding
+//     ends the same way, and the member takes its own lease back at once
+//     under a new token (rule 5 of Decide), instead of waiting a lease as
+//     after a fence (rule 6);
 //   - then one heartbeat under the session's token, listing the excluded
 //     roles. Once it commits, each role the round's describe confirmed has
 //     its local deadline moved to the round's start + RenewDeadline. An
@@ -270,8 +275,9 @@
 //     RenewDeadline) from when it saw it, after the round began: the
 //     holder stops first, as with a lease of its own.
 //
-// A role the member stops holding without a release (fenced, lost at its
-// deadline, its token retired), or whose challenge's lease write got no
+// A role the member stops holding without a release (fenced, from the
+// round that learns it on; lost at its deadline; its token retired), or
+// whose challenge's lease write got no
 // definite answer (the lease may have committed, naming the incarnation,
 // under a retired token: the member takes it back at once, rule 5 of
 // Decide), is excluded by the heartbeats until the member's view shows a

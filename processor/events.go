@@ -17,7 +17,10 @@ const (
 	// (DescribeMany), the broker refused a lease rewrite
 	// (fencing.ErrFenced), the transport forgot the token because a write
 	// under it was fenced (fencing.ErrNotHeld, not a retirement), or the
-	// view showed a lease under a newer epoch of the token. Also when
+	// view showed a lease under a newer epoch of the token. Also when the
+	// round found the role's transactional id unknown to its coordinator
+	// (expired under the holding): then nobody else holds the role, and
+	// the member takes it back at once, under a new token. Also when
 	// another process under the member id took the member session over
 	// (see [ErrMemberInUse]).
 	ReasonFenced Reason = "fenced"

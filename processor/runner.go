@@ -647,7 +647,11 @@ func (r *runner) lease(tok codec.Token, start time.Time) codec.Lease {
 // now: it does not challenge again until a lease newer than the one its
 // state shows now has shown (see Decide, rule 6).
 func (r *runner) lost(now time.Time) {
-	r.l.lostAt, r.l.lostOff = now, r.st.LeaseOffset
+	// Another member acted under a newer token: the member's own lease
+	// under a retired token is no longer its former self's alone to take
+	// back (rule 5), or a member that lost the race for it would fence
+	// the winner at once, and be fenced by it in turn.
+	r.l.lostAt, r.l.lostOff, r.l.retiredTok = now, r.st.LeaseOffset, nil
 }
 
 // elected makes the member the holder of the role after a successful

@@ -72,6 +72,10 @@ type sessNote struct {
 	vouched time.Time
 	lost    Reason
 	cause   error
+	// vanished: the coordinator knows no producer for the role's
+	// transactional id (it expired under the holding), so nobody holds
+	// the role: the member may take its own lease back at once.
+	vanished bool
 }
 
 func newSession(m *Member) *session {
@@ -337,7 +341,8 @@ func (s *session) drain(ctx context.Context, stopped <-chan struct{}, next time.
 }
 
 // round is one heartbeat round: DescribeMany over the held roles' tokens
-// (a role whose token moved is lost: fenced), then one heartbeat that
+// (a role whose token moved is lost: fenced, and excluded until the view
+// shows a lease that is not ours), then one heartbeat that
 // vouches for every lease of the incarnation except the excluded roles and
 // the held roles whose runner did not check in lately (stuck: dropped,
 // their work cancelled). Each held role the round confirmed is told its
@@ -392,9 +397,24 @@ func (s *session) round(ctx context.Context) {
 				// The coordinator names another token (or none): another
 				// member took the role. The holder learns it here, within
 				// a round, whatever its view shows.
+				// This round's heartbeat excludes the role, not its
+				// runner's drop, which may come after the heartbeat is
+				// composed: when the coordinator names no token (the
+				// role's transactional id expired) the role's latest
+				// lease is still ours, and a heartbeat vouching for it
+				// would show a fenced holder live for a lease more
+				// (TestIntegrationTransactionalIDExpiry, about 1 run in
+				// 6 under load).
 				h.cancel()
-				notify(h.note, sessNote{lost: ReasonFenced, cause: fmt.Errorf("%w: the coordinator names token %s for the role, not ours (%s)", fencing.ErrFenced, d.Token, h.tok)})
+				n := sessNote{lost: ReasonFenced, cause: fmt.Errorf("%w: the coordinator names token %s for the role, not ours (%s)", fencing.ErrFenced, d.Token, h.tok)}
+				if !d.Held {
+					n.vanished = true
+					n.cause = fmt.Errorf("%w: the coordinator knows no producer for the role's transactional id (it expired: transactional.id.expiration.ms), not our token %s", fencing.ErrFenced, h.tok)
+				}
+				notify(h.note, n)
 				delete(s.held, role)
+				s.excluded[role] = struct{}{}
+				s.dirty = true
 				s.m.met.fenced(role)
 			}
 		}
@@ -579,9 +599,7 @@ func (r *runner) noted(n sessNote) {
 	}
 	now := r.m.clk.Now()
 	if n.lost != "" {
-		if n.lost == ReasonFenced {
-			r.lost(now)
-		}
+		r.sessionLost(n, now)
 		r.revoke(now, n.lost, n.cause, "the member session ended the holding")
 		return
 	}
@@ -597,6 +615,25 @@ func (r *runner) noted(n sessNote) {
 	r.l.renewedAt = n.vouched
 	r.hold.expiry = r.m.clk.AfterFunc(n.vouched.Add(r.m.s.RenewDeadline).Sub(now), r.hold.cancel)
 	r.m.met.renewed(r.role, now.Sub(n.vouched), "ok")
+}
+
+// sessionLost records what the member session's word that the holding is
+// lost (n) means for the next campaign: after a fence, the wait of rule 6
+// (another member took the role: its lease is on its way); when the
+// role's transactional id vanished, nobody took it, and rule 5 lets the
+// member take its own lease back at once (retiredTok), as after a
+// retirement: challenging fences nobody but its former self. (A member
+// that learns it while its work stops on a resignation, in
+// awaitWorkRenewing, waits as after any fence: it is handing the role
+// over.)
+func (r *runner) sessionLost(n sessNote, now time.Time) {
+	switch {
+	case n.vanished && r.hold != nil:
+		tok := r.hold.held.Token
+		r.l.retiredTok = &tok
+	case n.lost == ReasonFenced:
+		r.lost(now)
+	}
 }
 
 // vetAtStart keeps this process from taking over the session of another

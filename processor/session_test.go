@@ -72,7 +72,9 @@ func beatAt(sess codec.Session, start time.Time, s Settings, excluded ...codec.R
 // (DescribeMany) and writes one heartbeat for them all: each role whose
 // token the coordinator confirmed is renewed from the round's start; a
 // role whose token moved is lost at once (fenced: the holder learns it
-// here, whatever its view shows); a role the coordinator did not answer
+// here, whatever its view shows) and that round's heartbeat excludes it
+// (its latest lease may still be ours: when the role's transactional id
+// expired, no other lease follows); a role the coordinator did not answer
 // for is not renewed this round.
 func TestSessionRoundRenewsConfirmedRolesAndLearnsOfALoss(t *testing.T) {
 	r := newSessRig(t, "r1", "r2", "r3")
@@ -87,7 +89,7 @@ func TestSessionRoundRenewsConfirmedRolesAndLearnsOfALoss(t *testing.T) {
 			"r1": {Token: tok["r1"], Held: true},
 			"r2": {Token: codec.Token{ProducerID: 2, Epoch: 2}, Held: true},
 		}, errors.New("r3's coordinator did not answer")).Once()
-	r.tr.On("Heartbeat", mock.Anything, beatAt(rigSession, start, r.m.s)).Return(nil).Once()
+	r.tr.On("Heartbeat", mock.Anything, beatAt(rigSession, start, r.m.s, "r2")).Return(nil).Once()
 	r.s.round(context.Background())
 
 	n, ok := r.note("r1")
