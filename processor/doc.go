@@ -287,7 +287,11 @@
 // step-down) is one release under its token; a member leaving (its ctx
 // ends, without KeepOnExit) writes one session end once every role's work
 // has stopped, which releases every lease of the incarnation at once, and
-// then deregisters each role.
+// then deregisters each role. When its last heartbeat got no definite
+// answer it first starts the session's producer again under the same
+// nonce (a later epoch of the same producer id ends the incarnation's
+// leases all the same); after a fenced heartbeat it does not, since
+// another process may hold the session.
 //
 // A heartbeat that commits after the local deadline some role it vouched
 // for had when it began (the member was paused, or cut off, mid-heartbeat)

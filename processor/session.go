@@ -551,13 +551,38 @@ func (s *session) finish(ctx context.Context) {
 	defer s.finOnce.Do(func() { close(s.finished) })
 	s.mu.Lock()
 	s.ended = true
-	cur := s.cur
+	cur, retired, fenced := s.cur, s.retired, s.fenced
 	s.mu.Unlock()
 	if cur.Nonce == "" || s.m.s.KeepOnExit {
 		return
 	}
 	ectx, cancel := withTimeout(context.WithoutCancel(ctx), s.m.clk, s.m.s.TransactionTimeout)
 	defer cancel()
+	if retired && !fenced {
+		// The last heartbeat got no definite answer: as the member's
+		// context ended, another call's abandonment closed the
+		// connection it was on (ctxcall.Conns), say. Start the session's
+		// producer again under the same nonce, which ends that
+		// heartbeat's transaction, and write the end under the new epoch:
+		// it ends the incarnation's leases all the same (codec.Session
+		// Keeps), where a retired token could write nothing and every
+		// lease would run out its span (election
+		// TestRunAdoptsASessionThatStartedItself, about 1 run in 15 under
+		// load). Not after a fence: another process may have taken the
+		// session, and a new epoch would fence it.
+		next, err := s.m.t.StartSession(ectx, s.m.me, cur.Nonce)
+		if err == nil && next.ProducerID != cur.ProducerID {
+			err = fmt.Errorf("the session's producer id changed (%d, was %d): the incarnation's leases name the old one", next.ProducerID, cur.ProducerID)
+		}
+		if err != nil {
+			s.m.log.Warn("writing the session end failed: its last heartbeat got no answer, and starting the session again failed; the member's leases run out their spans", "err", err)
+			return
+		}
+		cur = next
+		s.mu.Lock()
+		s.cur, s.retired = next, false
+		s.mu.Unlock()
+	}
 	if err := s.m.t.Heartbeat(ectx, codec.Heartbeat{Member: s.m.me, Session: cur, End: true}); err != nil {
 		s.m.log.Warn("writing the session end failed; the member's leases run out their spans", "err", err)
 		return

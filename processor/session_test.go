@@ -272,6 +272,53 @@ func TestSessionFinishWritesOneSessionEnd(t *testing.T) {
 	k.s.finish(context.Background()) // the mock fails the test on any call
 }
 
+// A member leaving right after a heartbeat that got no definite answer
+// (its connection closed under it by another call's abandonment as Run's
+// context ended) still ends its incarnation: it starts the session's
+// producer again under the same nonce and writes the end under the new
+// epoch, which ends the incarnation's leases (codec.Session.Keeps). With a
+// new producer id it cannot (the leases name the old one): it writes
+// nothing. After a fenced heartbeat it does not start the session again
+// (another process may have taken it, and a new epoch would fence it): it
+// tries the end under the fenced token, which the broker refuses.
+func TestSessionFinishAfterAnUnansweredHeartbeat(t *testing.T) {
+	for name, c := range map[string]struct {
+		fenced bool
+		again  codec.Session // StartSession's answer; zero: not called
+		end    bool          // the session end is written
+	}{
+		"same producer id": {again: codec.Session{ProducerID: rigSession.ProducerID, Epoch: rigSession.Epoch + 1, Nonce: rigSession.Nonce}, end: true},
+		"new producer id":  {again: codec.Session{ProducerID: rigSession.ProducerID + 1, Nonce: rigSession.Nonce}},
+		"fenced":           {fenced: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newSessRig(t, "r1")
+			tok := codec.Token{ProducerID: 1}
+			r.hold("r1", tok)
+			start := r.clk.Now()
+			beatErr := error(&fencing.Error{Kind: fencing.ErrUnknownOutcome, Err: errors.New("set tcp 127.0.0.1:1: use of closed network connection")})
+			if c.fenced {
+				beatErr = fencing.Fenced("session/me", errors.New("epoch bumped"))
+			}
+			r.tr.On("DescribeMany", mock.Anything, []codec.Role{"r1"}).Return(map[codec.Role]fencing.Described{"r1": {Token: tok, Held: true}}, nil).Once()
+			r.tr.On("Heartbeat", mock.Anything, beatAt(rigSession, start, r.m.s)).Return(beatErr).Once()
+			r.s.round(context.Background())
+			if c.again != (codec.Session{}) {
+				r.tr.On("StartSession", mock.Anything, codec.MemberID("me"), rigSession.Nonce).Return(c.again, nil).Once()
+			}
+			if c.end {
+				r.tr.On("Heartbeat", mock.Anything, codec.Heartbeat{Member: "me", Session: c.again, End: true}).Return(nil).Once()
+			}
+			if c.fenced {
+				// Tried under the fenced token, as before: the broker
+				// refuses it.
+				r.tr.On("Heartbeat", mock.Anything, codec.Heartbeat{Member: "me", Session: rigSession, End: true}).Return(beatErr).Once()
+			}
+			r.s.finish(context.Background()) // the mock fails the test on any other call
+		})
+	}
+}
+
 // The session's goroutine runs a round every RenewInterval on the
 // member's clock, and when Run's context ends it waits for the role
 // runners, then writes the session end.
