@@ -2,9 +2,13 @@ package fencing
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/krabka/krole/codec"
 )
 
 // LeaderMovedCodes exposes leaderMovedCodes to the tests.
@@ -38,4 +42,29 @@ func (t *BrokerTransport) OccupyPipe(role string) (free func(), err error) {
 	g := t.pipes.gate(b.Addr())
 	g <- struct{}{}
 	return func() { <-g }, nil
+}
+
+// NotSent exposes notSent to the tests.
+var NotSent = notSent
+
+// SendOnAbandonedConnection resets the connections to role's transaction
+// coordinator (as a caller abandoning a request there does) while the
+// client's sarama broker still holds one, and sends an AddPartitionsToTxn
+// under tok on that broker, as a request queued behind the abandoned one
+// would go out: it returns the send's error.
+func (t *BrokerTransport) SendOnAbandonedConnection(role string, tok codec.Token) error {
+	id := t.cfg.TransactionalID(role)
+	b, err := t.client.TransactionCoordinator(id)
+	if err != nil {
+		return err
+	}
+	if ok, err := b.Connected(); !ok || err != nil {
+		return fmt.Errorf("the coordinator's broker is not connected (%v)", err)
+	}
+	if n := t.conns.Close(b.Addr()); n == 0 {
+		return errors.New("no connection to reset")
+	}
+	_, err = b.AddPartitionsToTxn(&sarama.AddPartitionsToTxnRequest{Version: versionAddPartitions, TransactionalID: id,
+		ProducerID: tok.ProducerID, ProducerEpoch: tok.Epoch, TopicPartitions: map[string][]int32{t.cfg.Topic: {0}}})
+	return err
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
 )
 
 // ErrAbandoned is the error of a write on a connection that [Conns.Close]
@@ -23,8 +24,8 @@ var ErrAbandoned = fmt.Errorf("ctxcall: connection closed after a request on it 
 // cuts short the abandoned request and, at most, requests on other connections
 // to the same broker that were waiting for their answer (sarama keeps a
 // second connection to a bootstrap broker, for metadata). Requests queued
-// behind the abandoned one were not sent: their write fails with
-// [ErrAbandoned].
+// behind the abandoned one were not sent: their write, and the write
+// deadline sarama sets before it, fail with [ErrAbandoned].
 //
 // The close resets the connection (SO_LINGER 0): bytes still in the
 // client's send buffer are discarded, not sent. It cannot recall bytes
@@ -182,18 +183,42 @@ type trackedConn struct {
 
 func (tc *trackedConn) Write(p []byte) (int, error) {
 	n, err := tc.Conn.Write(p)
-	if err != nil {
-		tc.c.mu.Lock()
-		abandoned, shut := tc.abandoned, tc.c.shut
-		tc.c.mu.Unlock()
-		switch {
-		case abandoned && shut && n == 0:
-			return 0, ErrShut
-		case abandoned && n == 0:
-			return 0, ErrAbandoned
-		}
+	if err != nil && n == 0 {
+		err = tc.notSent(err)
 	}
 	return n, err
+}
+
+// SetWriteDeadline is the connection's, except that on a connection
+// [Conns.Close] or [Conns.Shut] reset it fails with [ErrAbandoned]
+// ([ErrShut]), as a write does. sarama sets the write deadline right
+// before it writes a request (Broker.write), so a request queued behind
+// the abandoned one fails there, before any byte of it is written: as a
+// plain "set tcp ...: use of closed network connection" it read as a
+// request without an answer, and retired the token of a transaction that
+// had sent nothing (a member session's heartbeat, whose end could then not
+// be written).
+func (tc *trackedConn) SetWriteDeadline(t time.Time) error {
+	if err := tc.Conn.SetWriteDeadline(t); err != nil {
+		return tc.notSent(err)
+	}
+	return nil
+}
+
+// notSent returns ErrShut or ErrAbandoned for err, an error of a write
+// (or of setting its deadline) that sent nothing, when the connection was
+// reset by Shut or Close; err otherwise.
+func (tc *trackedConn) notSent(err error) error {
+	tc.c.mu.Lock()
+	abandoned, shut := tc.abandoned, tc.c.shut
+	tc.c.mu.Unlock()
+	switch {
+	case abandoned && shut:
+		return ErrShut
+	case abandoned:
+		return ErrAbandoned
+	}
+	return err
 }
 
 func (tc *trackedConn) Close() error {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -87,9 +88,15 @@ func TestConnsClose(t *testing.T) {
 
 	assert.Equal(t, 1, cs.Close(a.Addr().String()))
 	assert.Error(t, <-readErr, "the blocked read returns")
+	// sarama sets the write deadline before each request it writes: that
+	// fails as the write does, so a request queued behind the abandoned
+	// one reads as not sent.
+	err = ca.SetWriteDeadline(time.Now().Add(time.Second))
+	assert.ErrorIs(t, err, ErrAbandoned)
 	_, err = ca.Write([]byte("x"))
 	assert.ErrorIs(t, err, ErrAbandoned)
 	assert.ErrorIs(t, err, net.ErrClosed)
+	assert.NoError(t, cb.SetWriteDeadline(time.Now().Add(time.Second)), "another address's connection stays")
 	assert.Equal(t, 0, cs.Open(a.Addr().String()))
 	assert.Equal(t, 1, cs.Open(b.Addr().String()))
 	_, err = cb.Write([]byte("x"))
@@ -124,6 +131,7 @@ func TestConnsShut(t *testing.T) {
 
 	assert.Equal(t, 1, cs.Shut())
 	assert.Error(t, <-readErr, "the blocked read returns")
+	assert.ErrorIs(t, ca.SetWriteDeadline(time.Now().Add(time.Second)), ErrShut)
 	_, err = ca.Write([]byte("x"))
 	assert.ErrorIs(t, err, ErrShut)
 	_, err = cs.Dial("tcp", ln.Addr().String())
