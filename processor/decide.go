@@ -447,7 +447,7 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 		return Action{Kind: DoConfirm, Reason: fmt.Sprintf("vacant; rank %d confirms the state before it challenges", rank)}
 	}
 	if own {
-		return Action{Kind: DoChallenge, Reason: fmt.Sprintf("the transport retired this member's token %s; taking the role back", st.Lease.Token)}
+		return Action{Kind: DoChallenge, Reason: fmt.Sprintf("this member's own lease, under token %s, which nothing writes under any more (retired, or its transactional id expired); taking the role back", st.Lease.Token)}
 	}
 	return Action{Kind: DoChallenge, Prune: prune, Reason: fmt.Sprintf("vacant; rank %d challenges", rank)}
 }
