@@ -762,7 +762,8 @@ func (s *session) otherInstance(ctx context.Context) (codec.Role, string) {
 
 // fencedByAnother reports, after a fenced heartbeat of incarnation cur,
 // whether another process took the member id's session: the id's latest
-// session record is a heartbeat of another incarnation. Then every
+// session record is a heartbeat of another incarnation, not under an
+// earlier epoch of cur's producer id (that is a predecessor's). Then every
 // holding ends and this process is refused ([MemberInUseError]). Without
 // a SessionSource, or when the record cannot be read, it answers false
 // and the session starts again: if another process did take it, that
@@ -779,6 +780,20 @@ func (s *session) fencedByAnother(ctx context.Context, cur codec.Session) bool {
 	}
 	se, found, err := ss.Session(ctx, s.m.me)
 	if err != nil || !found || se.Heartbeat.End || se.Heartbeat.Session.Nonce == cur.Nonce {
+		return false
+	}
+	if o := se.Heartbeat.Session; o.ProducerID == cur.ProducerID && o.Epoch < cur.Epoch {
+		// A record under an earlier epoch of the session's producer id
+		// was written before this process's StartSession, which moved the
+		// epoch past it: a predecessor's (a process killed, then this one
+		// started after a lease of its silence), not one of a process
+		// that took the session since, whose StartSession would have
+		// moved the epoch past this process's. The fence was the
+		// coordinator's abort of a heartbeat that outlived the
+		// transaction timeout (an EndTxn refused for that long): start
+		// again. (Chaos, a member restarted after a kill whose first
+		// heartbeat met 2 s of CONCURRENT_TRANSACTIONS on EndTxn: it
+		// left as "in use by another process", with none running.)
 		return false
 	}
 	s.mu.Lock()

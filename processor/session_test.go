@@ -13,6 +13,7 @@ import (
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/fencing/fencingtest"
+	"github.com/krabka/krole/rolestate"
 )
 
 // sessRig drives a member session's rounds by hand: the mock transport,
@@ -250,6 +251,66 @@ func TestSessionFencedHeartbeatStartsTheSessionAgain(t *testing.T) {
 		n, ok := r.note(role)
 		require.True(t, ok)
 		assert.Empty(t, n.lost, "%s vouched for under the new epoch", role)
+	}
+}
+
+// After a fenced heartbeat the member id's latest session record tells
+// who fenced it. A heartbeat of another incarnation under a later epoch of
+// the session's producer id is a process that took the session since
+// (its StartSession moved the epoch past this one's): every holding ends
+// and the process is refused. One under an earlier epoch is a
+// predecessor's, written before this process's StartSession (a member
+// restarted after a kill, its first heartbeat aborted by the coordinator
+// after its EndTxn was refused for the transaction timeout): the session
+// starts again, and nothing is lost.
+func TestSessionFencedHeartbeatTellsAPredecessorFromATaker(t *testing.T) {
+	for name, other := range map[string]struct {
+		epoch   int16
+		refused bool
+	}{
+		"a predecessor, under an earlier epoch": {epoch: 1, refused: false},
+		"a taker, under a later epoch":          {epoch: 3, refused: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newSessRig(t, "r1")
+			cur := codec.Session{ProducerID: rigSession.ProducerID, Epoch: 2, Nonce: rigSession.Nonce}
+			r.s.mu.Lock()
+			r.s.cur = cur // this process's StartSession moved the epoch to 2
+			r.s.mu.Unlock()
+			src := r.m.src.(*fakeSource)
+			src.mu.Lock()
+			src.sessions = map[codec.MemberID]rolestate.SessionSeen{"me": {Offset: 9, Heartbeat: codec.Heartbeat{Member: "me",
+				Session: codec.Session{ProducerID: rigSession.ProducerID, Epoch: other.epoch, Nonce: "other"}, GrantedAt: 1, Deadline: 2}}}
+			src.mu.Unlock()
+			tok := codec.Token{ProducerID: 1}
+			r.hold("r1", tok)
+			r.tr.On("DescribeMany", mock.Anything, []codec.Role{"r1"}).Return(map[codec.Role]fencing.Described{"r1": {Token: tok, Held: true}}, nil)
+			r.tr.On("Heartbeat", mock.Anything, beatAt(cur, r.clk.Now(), r.m.s)).Return(fencing.Fenced("session/me", errors.New("epoch bumped"))).Once()
+			r.s.round(context.Background())
+
+			r.clk.Advance(time.Second)
+			r.s.checkIn("r1", r.clk.Now())
+			again := codec.Session{ProducerID: cur.ProducerID, Epoch: cur.Epoch + 2, Nonce: cur.Nonce}
+			if !other.refused {
+				r.tr.On("StartSession", mock.Anything, codec.MemberID("me"), cur.Nonce).Return(again, nil).Once()
+				r.tr.On("Heartbeat", mock.Anything, beatAt(again, r.clk.Now(), r.m.s)).Return(nil).Once()
+			}
+			r.s.round(context.Background()) // the mock fails the test on any other call
+			n, ok := r.note("r1")
+			require.True(t, ok)
+			r.m.mu.Lock()
+			inUse := r.m.inUse
+			r.m.mu.Unlock()
+			if other.refused {
+				assert.Equal(t, ReasonFenced, n.lost)
+				require.NotNil(t, inUse, "refused: another process runs the member id")
+				assert.Contains(t, inUse.Error(), "other")
+				return
+			}
+			assert.Empty(t, n.lost, "a predecessor's record: the session starts again")
+			assert.Equal(t, r.clk.Now(), n.vouched)
+			assert.Nil(t, inUse)
+		})
 	}
 }
 
