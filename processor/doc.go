@@ -301,9 +301,11 @@
 // nonce, new epoch; a new producer id ends the incarnation). So does a
 // heartbeat answered fenced (the coordinator aborts a heartbeat that
 // outlived the transaction timeout, bumping the epoch), unless the member
-// id's latest session record is then another incarnation's heartbeat:
-// another process took the session, every holding ends, and this member
-// is refused (see "One process per member id").
+// id's latest session record is then another incarnation's heartbeat,
+// not under an earlier epoch of the session's producer id (that one is a
+// predecessor's, written before this process's StartSession): another
+// process took the session, every holding ends, and this member is
+// refused (see "One process per member id").
 //
 // Safety is unchanged: a challenge is AcquireEpoch on the role's
 // transactional id, then a lease under the role's token, and every data
@@ -367,9 +369,9 @@
 //     its start, holding roles or not, so a live one is seen within a
 //     RenewInterval; and a member whose own heartbeat is answered fenced
 //     while the id's latest session record is another incarnation's
-//     heartbeat (another process took the session over after a lease of
-//     silence: this one was paused or cut off) is refused, every holding
-//     ended.
+//     heartbeat under a later epoch (another process took the session
+//     over after a lease of silence: this one was paused or cut off) is
+//     refused, every holding ended.
 //
 // A refused member leaves as when its ctx ends, except that it writes
 // nothing for the other: it deregisters only a registration of its own
