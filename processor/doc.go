@@ -369,9 +369,9 @@
 //     its start, holding roles or not, so a live one is seen within a
 //     RenewInterval; and a member whose own heartbeat is answered fenced
 //     while the id's latest session record is another incarnation's
-//     heartbeat under a later epoch (another process took the session
-//     over after a lease of silence: this one was paused or cut off) is
-//     refused, every holding ended.
+//     heartbeat, not under an earlier epoch of the session's producer id
+//     (another process took the session over after a lease of silence:
+//     this one was paused or cut off), is refused, every holding ended.
 //
 // A refused member leaves as when its ctx ends, except that it writes
 // nothing for the other: it deregisters only a registration of its own
