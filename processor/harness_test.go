@@ -338,6 +338,14 @@ func (h *harness) takeNote() {
 	}
 }
 
+// lastBeat returns the last heartbeat written (there must be one).
+func (h *harness) lastBeat() codec.Heartbeat {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	require.NotEmpty(h.t, h.beats, "no heartbeat written")
+	return h.beats[len(h.beats)-1]
+}
+
 // beatCount returns the heartbeats written so far.
 func (h *harness) beatCount() int {
 	h.mu.Lock()

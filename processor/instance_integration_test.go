@@ -122,27 +122,52 @@ func TestIntegrationRestartedMemberRejoinsAfterItsOldInstanceDied(t *testing.T) 
 	e := newEnv(t, itTxnTimeout)
 	role := codec.Role("dup-restart")
 	s := itSettings()
-	keep := s
-	keep.KeepOnExit = true
-	a := e.start("node-3", []codec.Role{role}, keep, nil)
-	_, tok := e.settled(role, 10*time.Second)
-	a.stop(t)()
+	a, tok := e.diedHolding("node-3", role, s)
 	old, ok := e.registration(role, a.id)
 	require.True(t, ok, "KeepOnExit left the registration")
 	require.Equal(t, a.m.Instance(), old.Instance)
 
 	b, errc := e.startErr("node-3", []codec.Role{role}, s)
-	var held codec.Token
-	await(t, 20*time.Second, "the restarted node-3 holds the role", func() bool {
-		cur, _, err := e.probe.Describe(e.ctx(10*time.Second), role)
-		held = cur
-		return err == nil && cur.Newer(tok)
-	})
+	held := e.awaitNewerToken(role, tok, "the restarted node-3 holds the role")
 	await(t, 10*time.Second, "node-3 registered by its new instance", func() bool {
 		reg, ok := e.registration(role, b.id)
 		return ok && reg.Instance == b.m.Instance()
 	})
 	e.agree(role, b.id, held)
+	requireRunning(t, errc)
+}
+
+// diedHolding starts member id, alone, on role with settings s and
+// KeepOnExit, waits until it holds the role, and stops it: it leaves
+// without releasing or deregistering anything, as a SIGKILL would, its
+// last heartbeats the member id's latest session records. It returns the
+// stopped node and its token.
+func (e *env) diedHolding(id codec.MemberID, role codec.Role, s processor.Settings) (*node, codec.Token) {
+	e.t.Helper()
+	s.KeepOnExit = true
+	n := e.start(id, []codec.Role{role}, s, nil)
+	_, tok := e.settled(role, 10*time.Second)
+	n.stop(e.t)()
+	return n, tok
+}
+
+// awaitNewerToken waits until role's coordinator names a token Newer than
+// tok (what), and returns it.
+func (e *env) awaitNewerToken(role codec.Role, tok codec.Token, what string) codec.Token {
+	e.t.Helper()
+	var held codec.Token
+	await(e.t, 20*time.Second, what, func() bool {
+		cur, _, err := e.probe.Describe(e.ctx(10*time.Second), role)
+		held = cur
+		return err == nil && cur.Newer(tok)
+	})
+	return held
+}
+
+// requireRunning fails the test when the member whose Run reports to
+// errc has stopped.
+func requireRunning(t *testing.T, errc <-chan error) {
+	t.Helper()
 	select {
 	case err := <-errc:
 		t.Fatalf("the restarted member stopped: %v", err)

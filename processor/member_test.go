@@ -144,26 +144,13 @@ func TestRenewalFencedEndsLeadershipAtOnce(t *testing.T) {
 // the member takes its own lease back at once under a new token (rule 5),
 // pruning nobody, instead of waiting a lease as after a fence (rule 6).
 func TestExpiredTransactionalIDTakesTheRoleBackAtOnce(t *testing.T) {
-	h := newHarness(t, "a", Settings{})
-	elect(t, h, tok1, 0)
-	h.see(state(role, leaseOf("a", tok1, t0, 10*sec), 1, "a", 0, "b", 3))
-	h.settle()
-
-	h.clk.Set(t0.Add(2 * sec))
-	h.mu.Lock()
-	h.described[role] = fencing.Described{}
-	h.mu.Unlock()
-	h.beat()
+	h := heldUntilItsIDExpired(t)
 	require.Nil(t, h.r.hold)
 	assert.Equal(t, []string{"elected 42/1", "revoked fenced 42/1"}, h.transitions())
 	e, _ := h.last(Revoked)
 	assert.True(t, fencing.IsFenced(e.Err), "%v", e.Err)
 	assert.Contains(t, e.Err.Error(), "transactional.id.expiration.ms")
-	h.mu.Lock()
-	last := h.beats[len(h.beats)-1]
-	delete(h.described, role)
-	h.mu.Unlock()
-	assert.Equal(t, []codec.Role{role}, last.Excluded, "the round that learns it excludes the role")
+	assert.Equal(t, []codec.Role{role}, h.lastBeat().Excluded, "the round that learns it excludes the role")
 
 	// Its own lease under tok1 is live on its clock until 12s; it takes
 	// it back now (the mock fails on a Deregister: it prunes nobody).
@@ -172,18 +159,15 @@ func TestExpiredTransactionalIDTakesTheRoleBackAtOnce(t *testing.T) {
 	assert.Equal(t, DoChallenge, h.step().Kind)
 	assert.Equal(t, []string{"elected 42/1", "revoked fenced 42/1", "elected 42/2"}, h.transitions())
 	h.beat()
-	h.mu.Lock()
-	last = h.beats[len(h.beats)-1]
-	h.mu.Unlock()
-	assert.Empty(t, last.Excluded, "held again: the heartbeats vouch for it")
+	assert.Empty(t, h.lastBeat().Excluded, "held again: the heartbeats vouch for it")
 }
 
-// Taking the role back is a race with the next candidate, to whom the
-// heartbeat excluding the role let the lease go: when that one's
-// InitProducerId fences the take-back's lease write, the member waits for
-// the winner's lease (rule 6) instead of taking its own lease back again,
-// which would fence the winner in turn, and so on.
-func TestTakingTheRoleBackAndLosingTheRaceWaits(t *testing.T) {
+// heldUntilItsIDExpired returns a harness whose member a, elected under
+// tok1 (b queued behind it), learned at 2s from its session's round that
+// the coordinator knows no producer for the role's transactional id; the
+// next rounds' DescribeMany answer from what the member mints again.
+func heldUntilItsIDExpired(t *testing.T) *harness {
+	t.Helper()
 	h := newHarness(t, "a", Settings{})
 	elect(t, h, tok1, 0)
 	h.see(state(role, leaseOf("a", tok1, t0, 10*sec), 1, "a", 0, "b", 3))
@@ -193,6 +177,19 @@ func TestTakingTheRoleBackAndLosingTheRaceWaits(t *testing.T) {
 	h.described[role] = fencing.Described{}
 	h.mu.Unlock()
 	h.beat()
+	h.mu.Lock()
+	delete(h.described, role)
+	h.mu.Unlock()
+	return h
+}
+
+// Taking the role back is a race with the next candidate, to whom the
+// heartbeat excluding the role let the lease go: when that one's
+// InitProducerId fences the take-back's lease write, the member waits for
+// the winner's lease (rule 6) instead of taking its own lease back again,
+// which would fence the winner in turn, and so on.
+func TestTakingTheRoleBackAndLosingTheRaceWaits(t *testing.T) {
+	h := heldUntilItsIDExpired(t)
 	require.NotNil(t, h.r.l.retiredTok)
 
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()

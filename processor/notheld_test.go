@@ -84,10 +84,7 @@ func TestChallengeWithoutADefiniteAnswerTakesItsOwnLeaseBack(t *testing.T) {
 	require.Nil(t, h.r.hold, "no holding without an answer")
 
 	h.beat()
-	h.mu.Lock()
-	last := h.beats[len(h.beats)-1]
-	h.mu.Unlock()
-	assert.Equal(t, []codec.Role{role}, last.Excluded, "the heartbeat excludes the role its challenge left unsure")
+	assert.Equal(t, []codec.Role{role}, h.lastBeat().Excluded, "the heartbeat excludes the role its challenge left unsure")
 
 	// The lease had committed: the view shows it, live for the lease's
 	// span. After the retry backoff the member takes it back at once.
@@ -102,10 +99,7 @@ func TestChallengeWithoutADefiniteAnswerTakesItsOwnLeaseBack(t *testing.T) {
 	assert.Equal(t, []string{"elected 42/2"}, h.transitions())
 
 	h.beat()
-	h.mu.Lock()
-	last = h.beats[len(h.beats)-1]
-	h.mu.Unlock()
-	assert.Empty(t, last.Excluded, "held again: the heartbeats vouch for it")
+	assert.Empty(t, h.lastBeat().Excluded, "held again: the heartbeats vouch for it")
 }
 
 // The quick way back is for the member's own lease under the retired

@@ -624,7 +624,19 @@ func (r *runner) noted(n sessNote) {
 	}
 	now := r.m.clk.Now()
 	if n.lost != "" {
-		r.sessionLost(n, now)
+		switch {
+		case n.vanished:
+			// Nobody took the role (its transactional id expired): rule
+			// 5 lets the member take its own lease back at once, as
+			// after a retirement; challenging fences only its former
+			// self. (Learned while work stops on a resignation, in
+			// awaitWorkRenewing, it waits as after any fence: it is
+			// handing the role over.)
+			tok := r.hold.held.Token
+			r.l.retiredTok = &tok
+		case n.lost == ReasonFenced:
+			r.lost(now) // rule 6: another member's lease is on its way
+		}
 		r.revoke(now, n.lost, n.cause, "the member session ended the holding")
 		return
 	}
@@ -640,25 +652,6 @@ func (r *runner) noted(n sessNote) {
 	r.l.renewedAt = n.vouched
 	r.hold.expiry = r.m.clk.AfterFunc(n.vouched.Add(r.m.s.RenewDeadline).Sub(now), r.hold.cancel)
 	r.m.met.renewed(r.role, now.Sub(n.vouched), "ok")
-}
-
-// sessionLost records what the member session's word that the holding is
-// lost (n) means for the next campaign: after a fence, the wait of rule 6
-// (another member took the role: its lease is on its way); when the
-// role's transactional id vanished, nobody took it, and rule 5 lets the
-// member take its own lease back at once (retiredTok), as after a
-// retirement: challenging fences nobody but its former self. (A member
-// that learns it while its work stops on a resignation, in
-// awaitWorkRenewing, waits as after any fence: it is handing the role
-// over.)
-func (r *runner) sessionLost(n sessNote, now time.Time) {
-	switch {
-	case n.vanished && r.hold != nil:
-		tok := r.hold.held.Token
-		r.l.retiredTok = &tok
-	case n.lost == ReasonFenced:
-		r.lost(now)
-	}
 }
 
 // vetAtStart keeps this process from taking over the session of another

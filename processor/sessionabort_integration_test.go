@@ -30,11 +30,7 @@ func TestIntegrationRestartedMemberSurvivesAnAbortedHeartbeat(t *testing.T) {
 	e.c.RequireFake(t)
 	role := codec.Role("restart-abort")
 	s := itSettings()
-	keep := s
-	keep.KeepOnExit = true
-	a := e.start("node-5", []codec.Role{role}, keep, nil)
-	_, tok := e.settled(role, 10*time.Second)
-	a.stop(t)()
+	a, tok := e.diedHolding("node-5", role, s)
 
 	// The restarted process's first session commit is answered fenced.
 	h := e.c.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, TxnID: e.c.Config.SessionTransactionalID(a.id), Err: kerr.InvalidProducerEpoch})
@@ -42,28 +38,15 @@ func TestIntegrationRestartedMemberSurvivesAnAbortedHeartbeat(t *testing.T) {
 	b, errc := e.startErr("node-5", []codec.Role{role}, s)
 	await(t, 20*time.Second, "the restarted node-5's first heartbeat is fenced", func() bool { return h.Hits() > 0 })
 
-	var held codec.Token
-	await(t, 20*time.Second, "the restarted node-5 holds the role", func() bool {
-		cur, _, err := e.probe.Describe(e.ctx(10*time.Second), role)
-		held = cur
-		return err == nil && cur.Newer(tok)
-	})
+	held := e.awaitNewerToken(role, tok, "the restarted node-5 holds the role")
 	e.agree(role, b.id, held)
 	// Not refused: Run goes on (its error would say "in use by another
 	// process"), and a heartbeat of its own session commits again.
-	select {
-	case err := <-errc:
-		t.Fatalf("the restarted member stopped: %v", err)
-	default:
-	}
+	requireRunning(t, errc)
 	await(t, 10*time.Second, "a heartbeat of node-5's new process commits", func() bool {
 		hb, ok := e.rec.lastBeat(b.id)
 		return ok && hb.end.After(time.Now().Add(-2*s.RenewInterval))
 	})
-	select {
-	case err := <-errc:
-		t.Fatalf("the restarted member stopped: %v", err)
-	default:
-	}
+	requireRunning(t, errc)
 	require.Equal(t, 1, h.Hits())
 }
