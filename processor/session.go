@@ -559,17 +559,19 @@ func (s *session) finish(ctx context.Context) {
 	ectx, cancel := withTimeout(context.WithoutCancel(ctx), s.m.clk, s.m.s.TransactionTimeout)
 	defer cancel()
 	if retired && !fenced {
-		// The last heartbeat got no definite answer: as the member's
-		// context ended, another call's abandonment closed the
-		// connection it was on (ctxcall.Conns), say. Start the session's
-		// producer again under the same nonce, which ends that
-		// heartbeat's transaction, and write the end under the new epoch:
-		// it ends the incarnation's leases all the same (codec.Session
-		// Keeps), where a retired token could write nothing and every
-		// lease would run out its span (election
-		// TestRunAdoptsASessionThatStartedItself, about 1 run in 15 under
-		// load). Not after a fence: another process may have taken the
-		// session, and a new epoch would fence it.
+		// The last heartbeat got no definite answer (its connection was
+		// lost or timed out mid-request). Start the session's producer
+		// again under the same nonce, which ends that heartbeat's
+		// transaction, and write the end under the new epoch: it ends
+		// the incarnation's leases all the same (codec.Session Keeps),
+		// where a retired token could write nothing and every lease
+		// would run out its span (election
+		// TestRunAdoptsASessionThatStartedItself, about 1 run in 15
+		// under load, before ctxcall read a request queued behind an
+		// abandoned one as not sent). Unlike ensure, a new producer id
+		// starts nothing: it could not end the old incarnation's leases.
+		// Not after a fence: another process may have taken the session,
+		// and a new epoch would fence it.
 		next, err := s.m.t.StartSession(ectx, s.m.me, cur.Nonce)
 		if err == nil && next.ProducerID != cur.ProducerID {
 			err = fmt.Errorf("the session's producer id changed (%d, was %d): the incarnation's leases name the old one", next.ProducerID, cur.ProducerID)
