@@ -66,8 +66,8 @@
 // would have refused a version-1 lease with a value as malformed. A
 // version-1 lease with a value is malformed.
 //
-// Values are checked when written with [CheckWriteValue] (no control
-// characters) and shown with [PrintableValue] (escaped and quoted when
+// Values are checked when written with [CheckWriteValue] (no control or
+// format characters) and shown with [PrintableValue] (escaped and quoted when
 // they hold any), since a stranger with Write on the topic can append any
 // bytes: readers accept any valid UTF-8 value that fits.
 //

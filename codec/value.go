@@ -9,23 +9,60 @@ import (
 
 // CheckWriteValue reports whether v may be written as a value (by
 // `krole run --value`, election.Config.Value, Election.Campaign):
-// [CheckValue]'s rules, and no control character (C0, DEL, C1), since a
-// value is printed by `krole leader` and read by scripts and terminals.
-// The error is an [*InvalidError] with What "value" whose Rule names the
-// first control character and its byte offset. Readers do not apply it:
-// a stranger with Write on the role topic can append any bytes, so every
-// printer escapes what it reads ([PrintableValue]).
+// [CheckValue]'s rules, no control character (C0, DEL, C1) and no format
+// character (Unicode category Cf: bidi overrides and isolates, zero-width
+// characters), since a value is printed by `krole leader` and shown on
+// `krole serve`'s page, where a format character would reorder or hide
+// what surrounds it. The error is an [*InvalidError] with What "value"
+// whose Rule names the first such character and its byte offset. Readers
+// do not apply it: a stranger with Write on the role topic can append any
+// bytes, so every printer escapes what it reads ([PrintableValue]).
 func CheckWriteValue(v string) error {
 	if err := CheckValue(v); err != nil {
 		return err
 	}
 	for i, r := range v {
-		if unicode.IsControl(r) {
+		switch {
+		case unicode.IsControl(r):
 			return &InvalidError{What: "value", Value: clipName(v),
 				Rule: fmt.Sprintf("control character %U at byte %d; a value is printed as is, so it may hold no control characters", r, i)}
+		case unicode.Is(unicode.Cf, r):
+			return &InvalidError{What: "value", Value: clipName(v),
+				Rule: fmt.Sprintf("format character %U%s at byte %d; a value is shown as is, so it may hold no invisible formatting characters", r, formatName(r), i)}
 		}
 	}
 	return nil
+}
+
+// formatNames names the format characters most likely to be met in a
+// value; the others are named by code point alone.
+var formatNames = map[rune]string{
+	0x00AD: "SOFT HYPHEN",
+	0x061C: "ARABIC LETTER MARK",
+	0x200B: "ZERO WIDTH SPACE",
+	0x200C: "ZERO WIDTH NON-JOINER",
+	0x200D: "ZERO WIDTH JOINER",
+	0x200E: "LEFT-TO-RIGHT MARK",
+	0x200F: "RIGHT-TO-LEFT MARK",
+	0x202A: "LEFT-TO-RIGHT EMBEDDING",
+	0x202B: "RIGHT-TO-LEFT EMBEDDING",
+	0x202C: "POP DIRECTIONAL FORMATTING",
+	0x202D: "LEFT-TO-RIGHT OVERRIDE",
+	0x202E: "RIGHT-TO-LEFT OVERRIDE",
+	0x2060: "WORD JOINER",
+	0x2066: "LEFT-TO-RIGHT ISOLATE",
+	0x2067: "RIGHT-TO-LEFT ISOLATE",
+	0x2068: "FIRST STRONG ISOLATE",
+	0x2069: "POP DIRECTIONAL ISOLATE",
+	0xFEFF: "ZERO WIDTH NO-BREAK SPACE",
+}
+
+// formatName is " (NAME)" for a format character in formatNames, else "".
+func formatName(r rune) string {
+	if n, ok := formatNames[r]; ok {
+		return " (" + n + ")"
+	}
+	return ""
 }
 
 // PrintableValue returns v as a printer of values shows it: v itself when

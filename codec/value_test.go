@@ -53,6 +53,32 @@ func TestCheckWriteValue(t *testing.T) {
 	assert.ErrorIs(t, CheckWriteValue("\xff"), ErrInvalid)
 }
 
+// TestCheckWriteValueRefusesFormatCharacters: a bidi override, an isolate,
+// a zero-width character or a byte-order mark (category Cf) is refused
+// with one line naming it and its byte offset, and the line carries the
+// character only escaped.
+func TestCheckWriteValueRefusesFormatCharacters(t *testing.T) {
+	for _, c := range []struct{ v, rule string }{
+		{"ab\u202ecd", "format character U+202E (RIGHT-TO-LEFT OVERRIDE) at byte 2;"},
+		{"\u2066x\u2069", "format character U+2066 (LEFT-TO-RIGHT ISOLATE) at byte 0;"},
+		{"a\u200bb", "format character U+200B (ZERO WIDTH SPACE) at byte 1;"},
+		{"é\ufeff", "format character U+FEFF (ZERO WIDTH NO-BREAK SPACE) at byte 2;"},
+		{"tag\U000E0041", "format character U+E0041 at byte 3;"},
+	} {
+		err := CheckWriteValue(c.v)
+		require.ErrorIs(t, err, ErrInvalid, "%q", c.v)
+		var ie *InvalidError
+		require.ErrorAs(t, err, &ie)
+		assert.Equal(t, "value", ie.What)
+		assert.Contains(t, err.Error(), c.rule, "%q", c.v)
+		assert.NotContains(t, err.Error(), "\n")
+		for _, r := range err.Error() {
+			assert.False(t, r >= 0x2000 && r <= 0x206f || r == 0xfeff || r >= 0xe0000, "%q: %U in the error", c.v, r)
+		}
+	}
+	assert.NoError(t, CheckWriteValue("مرحبا-1"), "right-to-left letters are not format characters")
+}
+
 // TestPrintableValue: what a printer shows of a value read from the topic
 // holds no control byte, and an escaped value is quoted.
 func TestPrintableValue(t *testing.T) {
