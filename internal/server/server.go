@@ -32,6 +32,8 @@
 // by Options.Wait), and then says "expired"; so a server that has just
 // started never answers a holder dead for long as live.
 //
+// Every response carries X-Content-Type-Options: nosniff.
+//
 // /healthz answers [view.View.Health]:
 //
 //	{"healthy":BOOL, "caught_up":BOOL, "unreachable":BOOL,
@@ -199,7 +201,17 @@ func New(t Table, opts Options) (http.Handler, error) {
 		mux.Handle("GET "+route, s.counted(route, api[route]))
 	}
 	mux.HandleFunc("/", notFound)
-	return mux, nil
+	return nosniff(mux), nil
+}
+
+// nosniff sets X-Content-Type-Options: nosniff on every response (pages,
+// JSON, errors, event streams, metrics), so that no browser reads an
+// answer as another type than the one it declares.
+func nosniff(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		h.ServeHTTP(w, r)
+	})
 }
 
 func (s *server) counted(route string, h http.HandlerFunc) http.Handler {
