@@ -38,7 +38,12 @@ type session struct {
 	cur     codec.Session // the current incarnation; Nonce "" when none
 	retired bool          // a heartbeat got no answer: StartSession again before the next
 	fenced  bool          // the retirement was a fenced heartbeat: another process may have taken the session
-	held    map[codec.Role]*sessHold
+	// unsettled is the earliest local deadline of the roles a heartbeat
+	// with no definite answer vouched for (zero: none). That heartbeat
+	// may commit until the session starts again; a start at or after it
+	// ends the incarnation, as a heartbeat known to be late does.
+	unsettled time.Time
+	held      map[codec.Role]*sessHold
 	// excluded holds the roles this incarnation's heartbeats must not
 	// vouch for: roles this member stopped holding without a release
 	// (their latest lease may still name the incarnation).
@@ -125,19 +130,36 @@ func (s *session) ensure(ctx context.Context) (codec.Session, error) {
 	if err != nil {
 		return codec.Session{}, fmt.Errorf("starting the member session: %w", err)
 	}
+	started := s.m.clk.Now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if prev.Nonce != "" && s.cur.Nonce == prev.Nonce && cur.ProducerID != prev.ProducerID {
+	switch {
+	case prev.Nonce != "" && s.cur.Nonce == prev.Nonce && cur.ProducerID != prev.ProducerID:
 		// A new producer id cannot keep the incarnation's leases (they
 		// name the old one): the incarnation is over.
 		s.endLocked(ReasonLeaseLost, errors.New("the member session's producer id changed"))
 		cur.Nonce = newNonce()
-	} else if prev.Nonce != "" && s.cur.Nonce != prev.Nonce {
+	case prev.Nonce != "" && s.cur.Nonce != prev.Nonce:
 		// The incarnation ended while the session started again: this
 		// start begins a new one.
 		cur.Nonce = newNonce()
+	case prev.Nonce != "" && !s.unsettled.IsZero() && !started.Before(s.unsettled):
+		// The unanswered heartbeat could commit until this start (the
+		// new epoch ends its transaction), so it may have committed
+		// after the member's own deadline: it is taken as late. The end
+		// goes under the new epoch, which ends the incarnation's leases.
+		end := s.endLateLocked(cur, "a heartbeat with no definite answer may have committed after the member's own deadline",
+			"deadline", s.unsettled, "started", started)
+		s.mu.Unlock()
+		s.writeEnd(ctx, end)
+		s.mu.Lock()
+		if s.ended {
+			s.mu.Unlock()
+			return codec.Session{}, errors.New("the member is leaving: no new session")
+		}
+		cur.Nonce = newNonce()
 	}
-	s.cur, s.retired = cur, false
+	s.cur, s.retired, s.unsettled = cur, false, time.Time{}
+	s.mu.Unlock()
 	s.m.log.Info("member session", "producer_id", cur.ProducerID, "epoch", cur.Epoch, "nonce", cur.Nonce)
 	return cur, nil
 }
@@ -250,7 +272,32 @@ func (s *session) endLocked(why Reason, cause error) {
 		delete(s.held, role)
 	}
 	clear(s.excluded)
-	s.cur, s.retired, s.dirty = codec.Session{}, false, false
+	s.cur, s.retired, s.dirty, s.unsettled = codec.Session{}, false, false, time.Time{}
+}
+
+// endLateLocked ends the incarnation after a heartbeat of it that
+// committed, or may have, after the member's own deadline for a role it
+// vouched for, and returns the session end to write under sess
+// (writeEnd); ensure starts no new incarnation until it is written.
+func (s *session) endLateLocked(sess codec.Session, why string, attrs ...any) codec.Heartbeat {
+	s.m.log.Warn(why+"; ending the session's incarnation", attrs...)
+	s.endLocked(ReasonLeaseLost, errors.New(why))
+	s.closing = true
+	return codec.Heartbeat{Member: s.m.me, Session: sess, End: true}
+}
+
+// writeEnd writes the session end endLateLocked returned, without the
+// lock, bounded by TransactionTimeout whatever ctx does; then new
+// incarnations may start.
+func (s *session) writeEnd(ctx context.Context, end codec.Heartbeat) {
+	ectx, cancel := withTimeout(context.WithoutCancel(ctx), s.m.clk, s.m.s.TransactionTimeout)
+	if err := s.m.t.Heartbeat(ectx, end); err != nil {
+		s.m.log.Warn("writing the session end failed; the old leases run out their spans", "err", err)
+	}
+	cancel()
+	s.mu.Lock()
+	s.closing = false
+	s.mu.Unlock()
 }
 
 // notify sends n on ch (capacity 1), replacing a note not taken yet; a
@@ -464,14 +511,7 @@ func (s *session) round(ctx context.Context) {
 	if end := s.afterBeat(ctx, hb, err, start, done, confirmed, bases); end != nil {
 		// Written without the lock, while ensure refuses to start a new
 		// incarnation (closing), whose InitProducerId would fence it.
-		ectx, ecancel := withTimeout(context.WithoutCancel(ctx), s.m.clk, s.m.s.TransactionTimeout)
-		if err := s.m.t.Heartbeat(ectx, *end); err != nil {
-			s.m.log.Warn("writing the session end failed; the old leases run out their spans", "err", err)
-		}
-		ecancel()
-		s.mu.Lock()
-		s.closing = false
-		s.mu.Unlock()
+		s.writeEnd(ctx, *end)
 	}
 }
 
@@ -483,6 +523,15 @@ func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, 
 	defer s.mu.Unlock()
 	if s.cur.Nonce != hb.Session.Nonce {
 		return nil // the incarnation ended meanwhile
+	}
+	// The earliest local deadline of a role it vouched for, as it stood
+	// when the heartbeat began (the runner may have ended the holding at
+	// that deadline meanwhile, and dropped it).
+	var until time.Time
+	for role := range confirmed {
+		if d := bases[role].Add(s.m.s.RenewDeadline); until.IsZero() || d.Before(until) {
+			until = d
+		}
 	}
 	if err != nil {
 		s.dirty = s.dirty || len(hb.Excluded) > 0
@@ -502,6 +551,9 @@ func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, 
 		return nil
 	case retired(err) || errors.Is(err, fencing.ErrNotHeld):
 		s.retired = true
+		if errors.Is(err, fencing.ErrUnknownOutcome) && !until.IsZero() && (s.unsettled.IsZero() || until.Before(s.unsettled)) {
+			s.unsettled = until // settled when the session starts again (ensure)
+		}
 		s.m.log.Warn("a heartbeat got no definite answer; the session starts again before the next", "err", err)
 		return nil
 	default:
@@ -510,26 +562,14 @@ func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, 
 		}
 		return nil
 	}
-	// Late for a role it vouched for: past that role's local deadline as
-	// it stood when the heartbeat began (the runner may have ended the
-	// holding at that deadline meanwhile, and dropped it).
-	late := false
-	for role := range confirmed {
-		if !done.Before(bases[role].Add(s.m.s.RenewDeadline)) {
-			late = true
-		}
-	}
-	if late {
+	if !until.IsZero() && !done.Before(until) {
 		// Resurrected: the heartbeat committed after the member's own
 		// deadline for a role it vouched for (the member was paused, or
 		// cut off, meanwhile): that holding ended at its deadline, and
 		// observers may have seen its lease expire. The incarnation
 		// ends, so that this late heartbeat brings none of its leases
 		// back to life, and the member campaigns again.
-		s.m.log.Warn("a heartbeat committed after the member's own deadline; ending the session's incarnation", "started", start, "committed", done)
-		end := codec.Heartbeat{Member: s.m.me, Session: hb.Session, End: true}
-		s.endLocked(ReasonLeaseLost, errors.New("a heartbeat committed after the member's own deadline"))
-		s.closing = true
+		end := s.endLateLocked(hb.Session, "a heartbeat committed after the member's own deadline", "started", start, "committed", done)
 		return &end
 	}
 	for role, tok := range confirmed {

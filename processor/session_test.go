@@ -220,6 +220,56 @@ func TestSessionUnansweredHeartbeatStartsTheSessionAgain(t *testing.T) {
 	}
 }
 
+// A heartbeat with no definite answer may commit until the session starts
+// again (the new epoch ends its transaction). When that start comes at or
+// after the local deadline of a role the heartbeat vouched for (the answer
+// itself came late, or the start did), the heartbeat may have committed
+// late: the incarnation ends as after a heartbeat known to be late, with a
+// session end under the new epoch, every holding lost, and the heartbeats
+// go on under a new nonce.
+func TestSessionUnansweredHeartbeatSettledPastTheDeadlineEndsTheIncarnation(t *testing.T) {
+	for name, c := range map[string]struct {
+		inFlight, inStart time.Duration // the clock moves while the heartbeat, then the start, is in flight
+	}{
+		"answered past the deadline":      {inFlight: DefaultLeaseDuration * 4 / 5},
+		"started again past the deadline": {inFlight: time.Second, inStart: DefaultLeaseDuration*4/5 - time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newSessRig(t, "r1")
+			require.Equal(t, DefaultLeaseDuration*4/5, r.m.s.RenewDeadline)
+			tok := codec.Token{ProducerID: 1}
+			r.hold("r1", tok)
+			start := r.clk.Now()
+			r.tr.On("DescribeMany", mock.Anything, []codec.Role{"r1"}).Return(map[codec.Role]fencing.Described{"r1": {Token: tok, Held: true}}, nil).Twice()
+			r.tr.On("Heartbeat", mock.Anything, beatAt(rigSession, start, r.m.s)).
+				Run(func(mock.Arguments) { r.clk.Advance(c.inFlight) }).
+				Return(&fencing.Error{Kind: fencing.ErrUnknownOutcome, Err: errors.New("no answer")}).Once()
+			r.s.round(context.Background())
+			_, ok := r.note("r1")
+			assert.False(t, ok, "nothing vouched, nothing lost yet")
+
+			r.s.checkIn("r1", r.clk.Now())
+			again := codec.Session{ProducerID: rigSession.ProducerID, Epoch: rigSession.Epoch + 1, Nonce: rigSession.Nonce}
+			r.tr.On("StartSession", mock.Anything, codec.MemberID("me"), rigSession.Nonce).
+				Run(func(mock.Arguments) { r.clk.Advance(c.inStart) }).Return(again, nil).Once()
+			r.tr.On("Heartbeat", mock.Anything, codec.Heartbeat{Member: "me", Session: again, End: true}).Return(nil).Once()
+			r.s.round(context.Background()) // the mock fails the test on a heartbeat of the old incarnation
+			n, ok := r.note("r1")
+			require.True(t, ok)
+			assert.Equal(t, ReasonLeaseLost, n.lost)
+			assert.Error(t, r.done["r1"].Err(), "the holding's work is cancelled")
+			cur := r.s.current()
+			assert.NotEqual(t, rigSession.Nonce, cur.Nonce, "a new incarnation")
+			assert.Equal(t, again.Token(), cur.Token(), "under the session's new epoch")
+
+			r.clk.Advance(time.Second)
+			r.tr.On("Heartbeat", mock.Anything, beatAt(cur, r.clk.Now(), r.m.s)).Return(nil).Once()
+			r.s.round(context.Background())
+			r.tr.AssertExpectations(t)
+		})
+	}
+}
+
 // A heartbeat answered fenced means that another process took this member
 // id's session: every holding ends at once.
 // A fenced heartbeat (the coordinator aborted one that outlived the
