@@ -47,6 +47,16 @@ type Candidate struct {
 	// Rank is the candidate's place among the role's candidates, 0 first.
 	// The view's lookups and Fold fill it in; it is not stored.
 	Rank int `json:"rank"`
+
+	// Session is the latest record of the member's session, when the
+	// reader joined it (the lookup API's rows do); nil otherwise: Fold and
+	// the view leave it nil.
+	Session *SessionSeen `json:"-"`
+
+	// Gone is set in a row of the lookup API (package internal/server)
+	// when the member's session is gone, as package internal/liveness
+	// judges Session; false elsewhere.
+	Gone bool `json:"gone,omitempty"`
 }
 
 // State is one role as the role topic says it is: its latest lease (nil
@@ -182,43 +192,72 @@ func (s State) Holder(nowMS int64) (codec.Lease, bool) {
 }
 
 // LeaseEnd returns when s's lease runs out as the reader that built s
-// judges it: LeaseSeenAt plus [LeaseSpan] of the lease, both on the
-// reader's clock, so a holder's clock that runs ahead or behind does not
-// move it. A state without a LeaseSeenAt stamp (from [Fold], which reads
-// no clock) falls back to the lease's GrantedAt plus its span, that is
-// its Deadline capped at [MaxLeaseSpan] after GrantedAt: the writer's
-// clock, as far off as that clock is. It is the zero time when s has no
-// lease. A release's span is 0: it ends when it was seen (or granted, at
-// 0).
+// judges it: [State.Renewal]'s End. It is the zero time when s has no
+// lease.
 //
 // It is the one judgement of a lease's end: [State.Live], [State.Holder],
-// the view's Holder and Leader lookups and the HTTP API's rows all use it.
-// The succession rules count from their own observation instead (see
-// package processor), with the same span.
-//
-// A lease that names its holder's session lives by its own span from when
-// it was seen or one heartbeat span ([HeartbeatSpan]) from when the
-// session's latest heartbeat was seen, whichever ends later, when that
-// heartbeat is of the lease's incarnation and vouches for the role
-// ([State.SessionVouch] Vouched); a session record that drops the role
-// ends it when it was seen (Dropped). A heartbeat of another incarnation
-// says nothing: the lease lives by its own span alone, so an old lease
-// never comes back to life through a later incarnation's heartbeats.
+// the view's Holder and Leader lookups and package liveness (which the
+// CLI and the HTTP API judge with) use it. The succession rules count
+// from their own observation instead (see package processor), with the
+// same spans and the same [State.SessionVouch].
 func (s State) LeaseEnd() time.Time {
 	if s.Lease == nil {
 		return time.Time{}
 	}
-	end := seenOr(s.LeaseSeenAt, s.Lease.GrantedAt).Add(LeaseSpan(*s.Lease))
+	return s.Renewal().End
+}
+
+// Renewal is a lease's latest renewal as the reader that built a State
+// saw it: the lease record, or the latest heartbeat of the member session
+// the lease names when that vouches for the role and began later.
+type Renewal struct {
+	// GrantedAt and Deadline are the renewal's (Unix ms, the holder's
+	// clock): when its write began, and that plus its span.
+	GrantedAt, Deadline int64
+	// Span is [LeaseSpan] of the lease, or [HeartbeatSpan] of the
+	// heartbeat.
+	Span time.Duration
+	// SeenAt is when the reader saw the renewal, on its clock; zero when
+	// it does not say.
+	SeenAt time.Time
+	// Heartbeat: the renewal is a heartbeat, not the lease record.
+	Heartbeat bool
+	// Dropped: the session dropped the lease ([Dropped]); End is when the
+	// reader saw that.
+	Dropped bool
+	// End is when the lease runs out as the reader judges it, on its
+	// clock: the lease's span from when it was seen, or one heartbeat
+	// span from when the vouching heartbeat was seen, whichever ends later
+	// (a record without a SeenAt counts from its GrantedAt, the writer's
+	// clock). A release ends when it was seen (span 0).
+	End time.Time
+}
+
+// Renewal returns the latest renewal of s's lease and its end (see
+// [Renewal]); the zero Renewal without a lease. A heartbeat of another
+// incarnation says nothing: the lease lives by its own span alone, so an
+// old lease never comes back to life through a later incarnation's
+// heartbeats.
+func (s State) Renewal() Renewal {
+	l := s.Lease
+	if l == nil {
+		return Renewal{}
+	}
+	r := Renewal{GrantedAt: l.GrantedAt, Deadline: l.Deadline, Span: LeaseSpan(*l), SeenAt: s.LeaseSeenAt}
+	r.End = seenOr(r.SeenAt, r.GrantedAt).Add(r.Span)
 	switch s.SessionVouch() {
 	case Dropped:
-		return seenOr(s.Session.SeenAt, 0)
+		r.Dropped, r.End = true, seenOr(s.Session.SeenAt, 0)
 	case Vouched:
 		h := s.Session.Heartbeat
-		if hb := seenOr(s.Session.SeenAt, h.GrantedAt).Add(HeartbeatSpan(h)); hb.After(end) {
-			end = hb
+		if end := seenOr(s.Session.SeenAt, h.GrantedAt).Add(HeartbeatSpan(h)); end.After(r.End) {
+			r.End = end
+		}
+		if h.GrantedAt > l.GrantedAt {
+			r.GrantedAt, r.Deadline, r.Span, r.SeenAt, r.Heartbeat = h.GrantedAt, h.Deadline, HeartbeatSpan(h), s.Session.SeenAt, true
 		}
 	}
-	return end
+	return r
 }
 
 // seenOr returns seen, or the writer's wall clock ms when seen is zero.

@@ -73,61 +73,145 @@ type Verdict struct {
 	// End is when the lease stops being live as this judgement stands
 	// (without a renewal); zero without a lease.
 	End time.Time
-	// RanOut is when the lease ran out by its holder's clock (Deadline),
-	// zero without a lease or for a release.
+	// RanOut is when the lease ran out by its holder's clock (the latest
+	// renewal's Deadline), zero without a lease or for a release.
 	RanOut time.Time
+	// RenewedAt is the latest renewal's GrantedAt (Unix ms, the holder's
+	// clock): the lease's, or its member session's latest heartbeat that
+	// vouches for the role, whichever is later; 0 without a lease or for a
+	// release.
+	RenewedAt int64
+	// RenewalSeen is when the reader saw that renewal, on its clock; zero
+	// when it does not say.
+	RenewalSeen time.Time
 }
 
-// Judge judges st's lease at now, on the reader's clock; st.LeaseSeenAt
-// must be when this reader read the lease record (a zero LeaseSeenAt
-// counts as read when it was granted, by the holder's clock, as
+// Judge judges st's lease at now, on the reader's clock: the one
+// judgement of a holder's liveness, time left and last renewal that every
+// answer of the CLI and of the HTTP API gives. st.LeaseSeenAt must be when
+// this reader read the lease record (a zero LeaseSeenAt counts as read
+// when it was granted, by the holder's clock, as
 // rolestate.State.LeaseEnd counts it). Without a lease, or for a release,
-// the verdict is not live. A lease that names its holder's member session
-// is judged by its latest renewal: the latest heartbeat of that
-// incarnation that vouches for the role, when it began after the lease
-// was written (its GrantedAt, Deadline and span, and when this reader saw
-// it, st.Session.SeenAt); a session record that drops the role makes the
-// verdict not live, as a release does.
+// the verdict is not live. The lease is judged by its latest renewal
+// (rolestate.State.Renewal): the lease record, or the latest heartbeat of
+// the member session it names that vouches for the role (st.Session), the
+// same records the succession rules count; a session record that drops
+// the role makes the verdict not live, as a release does.
 func Judge(st rolestate.State, now time.Time) Verdict {
-	l := st.Lease
-	if l == nil {
+	if st.Lease == nil {
 		return Verdict{}
 	}
-	if l.Released() {
+	r := st.Renewal()
+	if st.Lease.Released() || r.Dropped {
 		return Verdict{End: now}
 	}
-	// The latest renewal: the lease itself, or the latest heartbeat of the
-	// member session it names, when that vouches for the role and began
-	// after the lease was written. A session record that drops the role
-	// (the session's end, or an exclusion) ends it, as a release does.
-	seen, granted, deadline, span := st.LeaseSeenAt, l.GrantedAt, l.Deadline, rolestate.LeaseSpan(*l)
-	switch st.SessionVouch() {
-	case rolestate.Dropped:
-		return Verdict{End: now}
-	case rolestate.Vouched:
-		if h := st.Session.Heartbeat; h.GrantedAt > l.GrantedAt {
-			seen, granted, deadline, span = st.Session.SeenAt, h.GrantedAt, h.Deadline, rolestate.HeartbeatSpan(h)
-		}
+	end, clockEnd := bound(r.SeenAt, r.GrantedAt, r.Deadline, r.Span, r.End)
+	v := Verdict{End: end, RanOut: time.UnixMilli(r.Deadline), Live: now.Before(end), RenewedAt: r.GrantedAt, RenewalSeen: r.SeenAt}
+	v.Pending = v.Live && !now.Before(clockEnd)
+	return v
+}
+
+// End is when st's lease stops being live as [Judge] judges it without a
+// renewal; the zero time without a lease, or for a lease that is not live
+// at any time (a release, or one its session dropped).
+func End(st rolestate.State) time.Time {
+	if st.Lease == nil || st.Lease.Released() {
+		return time.Time{}
 	}
+	r := st.Renewal()
+	if r.Dropped {
+		return time.Time{}
+	}
+	end, _ := bound(r.SeenAt, r.GrantedAt, r.Deadline, r.Span, r.End)
+	return end
+}
+
+// bound returns when a renewal stops counting, and when its holder's
+// clock says it ran out plus [ClockTolerance]. The renewal was granted at
+// granted with deadline deadline (the holder's clock, Unix ms) and span
+// span, seen at seen (zero: counted from granted); own is the reader's
+// own count of its end, which bounds it.
+func bound(seen time.Time, granted, deadline int64, span time.Duration, own time.Time) (end, clockEnd time.Time) {
 	if seen.IsZero() {
 		seen = time.UnixMilli(granted)
 	}
-	ranOut := time.UnixMilli(deadline)
-	clockEnd := ranOut.Add(ClockTolerance)
-	end := seen.Add(span) // the reader's own count: never later than that
+	clockEnd = time.UnixMilli(deadline).Add(ClockTolerance)
+	end = own
 	if waited := seen.Add(RenewalWait(span)); clockEnd.Before(end) {
 		end = maxTime(clockEnd, minTime(waited, end))
 	}
-	v := Verdict{End: end, RanOut: ranOut, Live: now.Before(end)}
-	v.Pending = v.Live && !now.Before(clockEnd)
+	return end, clockEnd
+}
+
+// SessionVerdict is the judgement of a member's session, as its latest
+// record says, at one moment.
+type SessionVerdict struct {
+	// Gone: the session ended, or its latest heartbeat ran out as [Judge]
+	// judges a renewal (one heartbeat span from when the reader saw it, or
+	// ClockTolerance past its deadline by the member's clock after the
+	// wait for the next one).
+	Gone bool
+	// Pending: not gone only while the reader waits for the next
+	// heartbeat (the member's clock says the latest ran out).
+	Pending bool
+	// RanOut is the latest heartbeat's deadline by the member's clock;
+	// zero for a session end.
+	RanOut time.Time
+}
+
+// Session judges member session se (its latest record, as a reader saw
+// it) at now, with the rule [Judge] judges a holder's renewal by. A
+// member's session heartbeats every renew interval whether or not it
+// holds a role (see package processor, "Member sessions"), so a candidate
+// whose session is gone is not running. Without a record (se nil: none
+// was read) nothing is known, and the verdict is not gone.
+func Session(se *rolestate.SessionSeen, now time.Time) SessionVerdict {
+	if se == nil {
+		return SessionVerdict{}
+	}
+	if se.Heartbeat.End {
+		return SessionVerdict{Gone: true}
+	}
+	end, clockEnd := sessionEnd(se)
+	v := SessionVerdict{Gone: !now.Before(end), RanOut: time.UnixMilli(se.Heartbeat.Deadline)}
+	v.Pending = !v.Gone && !now.Before(clockEnd)
 	return v
+}
+
+// sessionEnd is [bound] for the latest heartbeat of a session: its span
+// counted from when the reader saw it.
+func sessionEnd(se *rolestate.SessionSeen) (end, clockEnd time.Time) {
+	h := se.Heartbeat
+	span := rolestate.HeartbeatSpan(h)
+	seen := se.SeenAt
+	if seen.IsZero() {
+		seen = time.UnixMilli(h.GrantedAt)
+	}
+	return bound(seen, h.GrantedAt, h.Deadline, span, seen.Add(span))
+}
+
+// pending returns how long past now st asks a one-shot reader to wait
+// for a renewal: of its lease, or of a candidate's session.
+func pending(st rolestate.State, now time.Time) time.Duration {
+	var wait time.Duration
+	if v := Judge(st, now); v.Pending {
+		wait = v.End.Sub(now)
+	}
+	for _, c := range st.Candidates {
+		if c.Session != nil && Session(c.Session, now).Pending {
+			end, _ := sessionEnd(c.Session)
+			wait = max(wait, end.Sub(now))
+		}
+	}
+	return wait
 }
 
 // pollEvery is how often [Settle] reads the states again while it waits.
 const pollEvery = 25 * time.Millisecond
 
 // Settle reads states with read until none of them is [Verdict].Pending
-// at now(): a renewal showed, or the wait ran out. It returns the last
+// at now(), nor has a candidate whose [SessionVerdict] is (see [Session]
+// and rolestate.Candidate.Session): a renewal showed, or the wait ran out. It returns the last
 // states read. The wait is bounded by the longest wait the first pending
 // verdict asks for (at most [RenewalWait] after the lease was read), and
 // by ctx: when ctx ends, it returns the states as they are and ctx's
@@ -142,9 +226,7 @@ func Settle(ctx context.Context, read func(context.Context) ([]rolestate.State, 
 		at := now()
 		var wait time.Duration
 		for _, st := range states {
-			if v := Judge(st, at); v.Pending {
-				wait = max(wait, v.End.Sub(at))
-			}
+			wait = max(wait, pending(st, at))
 		}
 		if wait <= 0 {
 			return states, nil

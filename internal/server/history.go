@@ -70,15 +70,19 @@ type Transition struct {
 	// no holder before it, as the server saw it (0 when the holder took
 	// over a live lease, or none was seen before).
 	UnheldMS int64 `json:"unheld_ms,omitempty"`
-	// RenewedAt, for a transition with a holder, is when the server last
-	// saw that holder's lease written (its grant or latest renewal; Unix
-	// ms, the server's clock): the last time the holder was known to be
-	// alive. A holding that ended by running out was not renewed after
-	// it: the server cannot tell whether its holder was alive then.
+	// RenewedAt, for a transition with a holder, is when the server's
+	// view saw that holder's latest renewal (Unix ms, the server's clock):
+	// its lease record, or a heartbeat of its member session that vouches
+	// for the role (the holder's renewal, [Holder].RenewedAt): the last
+	// time the holder was known to be alive. A holding that ended by
+	// running out was not renewed after it: the server cannot tell whether
+	// its holder was alive then.
 	RenewedAt int64 `json:"renewed_at,omitempty"`
 	// RenewMS is the interval between the last two renewals the server
-	// saw (0 before the second), and LeaseMS the span of the holder's
-	// lease ([rolestate.LeaseSpan]).
+	// noted (0 before the second; it notes a renewal when a row of the
+	// role comes, at a change or when the lease would end, so a holder
+	// renewed by heartbeats shows about a lease's span), and LeaseMS the
+	// span of the holder's lease ([rolestate.LeaseSpan]).
 	RenewMS int64 `json:"renew_ms,omitempty"`
 	LeaseMS int64 `json:"lease_ms,omitempty"`
 	// DuringOutage, for a lease that ran out, says it was judged while
@@ -144,7 +148,7 @@ type History struct {
 // holding is what the history notes of a role's current holder beside its
 // transition.
 type holding struct {
-	granted      int64 // GrantedAt of the latest lease record seen of the holding
+	renewed      int64 // RenewedAt of the latest renewal seen of the holding (the holder's clock)
 	candidate    bool  // the holder was a candidate in a row of the holding
 	deregistered bool  // ... and then was not, while it held: an operator's step-down
 }
@@ -272,6 +276,10 @@ func (h *History) record(r Row, initial bool) {
 		}
 		return
 	}
+	if last != nil && last.Holder != nil && r.Holder != nil && !r.Holder.Released() &&
+		sameHolder(last.Holder, &HistoryHolder{Member: r.Holder.Member, Token: r.Holder.Token}) {
+		h.noteRenewal(last, r, now) // the holding's last renewal, seen before it ran out
+	}
 	t := Transition{At: now, Holder: cur}
 	switch {
 	case last == nil && initial:
@@ -321,36 +329,55 @@ func (h *History) record(r Row, initial bool) {
 	}
 	delete(h.holding, r.Role)
 	if cur != nil {
-		t.RenewedAt = now
+		t.RenewedAt = renewalSeen(r.Holder, now)
 		t.LeaseMS = rolestate.LeaseSpan(r.Holder.lease()).Milliseconds()
-		h.holding[r.Role] = &holding{granted: r.Holder.GrantedAt, candidate: isCandidate(r, cur.Member)}
+		h.holding[r.Role] = &holding{renewed: r.Holder.RenewedAt, candidate: isCandidate(r, cur.Member)}
 	}
 	ts = append(ts, t)
 	h.roles[r.Role] = h.trim(ts, now)
 }
 
-// renewed notes, on the transition of the current holding, a new lease
-// record of its holder (a renewal), and whether the holder is still a
-// candidate.
+// renewed notes, on the transition of the current holding, a renewal of
+// its holder, and whether the holder is still a candidate.
 func (h *History) renewed(last *Transition, r Row, now int64) {
-	hd := h.holding[r.Role]
-	if hd == nil {
-		hd = &holding{granted: r.Holder.GrantedAt}
-		h.holding[r.Role] = hd
-	}
-	if r.Holder.GrantedAt != hd.granted {
-		hd.granted = r.Holder.GrantedAt
-		if last.RenewedAt != 0 {
-			last.RenewMS = now - last.RenewedAt
-		}
-		last.RenewedAt = now
-		last.LeaseMS = rolestate.LeaseSpan(r.Holder.lease()).Milliseconds()
-	}
+	hd := h.noteRenewal(last, r, now)
 	if isCandidate(r, r.Holder.Member) {
 		hd.candidate, hd.deregistered = true, false
 	} else if hd.candidate {
 		hd.deregistered = true
 	}
+}
+
+// noteRenewal notes on last, the transition of r's holding, the holder's
+// latest renewal when it is newer than the one noted (a lease record, or
+// a heartbeat of its member session: [Holder].RenewedAt), and returns the
+// holding's notes.
+func (h *History) noteRenewal(last *Transition, r Row, now int64) *holding {
+	hd := h.holding[r.Role]
+	if hd == nil {
+		hd = &holding{renewed: r.Holder.RenewedAt}
+		h.holding[r.Role] = hd
+	}
+	if r.Holder.RenewedAt > hd.renewed {
+		hd.renewed = r.Holder.RenewedAt
+		if seen := renewalSeen(r.Holder, now); seen > last.RenewedAt {
+			if last.RenewedAt != 0 {
+				last.RenewMS = seen - last.RenewedAt
+			}
+			last.RenewedAt = seen
+		}
+		last.LeaseMS = rolestate.LeaseSpan(r.Holder.lease()).Milliseconds()
+	}
+	return hd
+}
+
+// renewalSeen is when the view saw h's latest renewal (Unix ms, its
+// clock), or now when the row does not say.
+func renewalSeen(h *Holder, now int64) int64 {
+	if h.Renewed.IsZero() {
+		return now
+	}
+	return min(h.Renewed.UnixMilli(), now)
 }
 
 func isCandidate(r Row, m codec.MemberID) bool {

@@ -17,7 +17,7 @@ import (
 )
 
 func heldRow(role codec.Role, m codec.MemberID, epoch int16) Row {
-	return Row{Role: role, Holder: &Holder{Member: m, Token: codec.Token{ProducerID: 7, Epoch: epoch}, GrantedAt: 1000, Deadline: 11000}}
+	return Row{Role: role, Holder: &Holder{Member: m, Token: codec.Token{ProducerID: 7, Epoch: epoch}, GrantedAt: 1000, Deadline: 11000, RenewedAt: 1000}}
 }
 
 // TestHistoryKinds: the history names each change of holder by what
@@ -124,7 +124,7 @@ func TestHistoryCauses(t *testing.T) {
 	at := func(ms int64, r Row) { now = time.UnixMilli(1_000_000 + ms); h.record(r, false) }
 	held := func(m codec.MemberID, epoch int16, granted int64, cands ...codec.MemberID) Row {
 		r := heldRow("db", m, epoch)
-		r.Holder.GrantedAt, r.Holder.Deadline = granted, granted+3000
+		r.Holder.GrantedAt, r.Holder.Deadline, r.Holder.RenewedAt = granted, granted+3000, granted
 		for i, c := range cands {
 			r.Candidates = append(r.Candidates, rolestate.Candidate{Member: c, Offset: int64(i), Rank: i})
 		}

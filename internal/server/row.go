@@ -3,33 +3,49 @@ package server
 import (
 	"time"
 
-	"github.com/krabka/krole/rolestate"
-
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/internal/liveness"
+	"github.com/krabka/krole/rolestate"
 )
 
 // Row is one role as `krole table -o json`, GET /v1/roles and the watch
 // streams show it: the one JSON shape of a role, built by [NewRow] only.
 //
 //	{"role":R,
-//	 "holder":{"member":M,"value":V,"token":{"producer_id":N,"epoch":N},"granted_at":MS,"deadline":MS,"expired":BOOL,"left_ms":N} or null,
-//	 "candidates":[{"member":M,"offset":N,"registered_at":MS,"value":V,"rank":0},...]}
+//	 "holder":{"member":M,"value":V,"token":{"producer_id":N,"epoch":N},"granted_at":MS,"deadline":MS,
+//	           "renewed_at":MS,"expired":BOOL,"left_ms":N} or null,
+//	 "candidates":[{"member":M,"offset":N,"registered_at":MS,"value":V,"rank":0,"gone":true},...],
+//	 "dead":true}
 //
-// "value" is left out when the member registered none. Times are Unix milliseconds (granted_at and deadline by the holder's
-// clock). Candidates are in rank order and never null.
+// "value" is left out when the member registered none. Times are Unix
+// milliseconds; granted_at, deadline and renewed_at by the holder's clock.
+// granted_at and deadline are the lease record's (written again only
+// hourly); renewed_at is the holder's latest renewal: the lease's
+// granted_at, or that of the latest heartbeat of its member session that
+// vouches for the role, whichever is later. "expired" and "left_ms" are
+// judged when the row is built by that latest renewal ([liveness.Judge]),
+// so a live holder's left_ms starts again from its span at each
+// heartbeat. A candidate has "gone":true when its member session is gone
+// ([liveness.Session]: it ended, or its latest heartbeat ran out); a
+// candidate whose session was never read is not. "dead" is true when the
+// row has records but no live holder and every candidate is gone: no
+// member is there to take the role. Candidates are in rank order and
+// never null.
 type Row struct {
 	Role       codec.Role            `json:"role"`
 	Holder     *Holder               `json:"holder"`
 	Candidates []rolestate.Candidate `json:"candidates"`
+	Dead       bool                  `json:"dead,omitempty"`
 }
 
-// Holder is the latest lease of a role. Expired and LeftMS are computed
-// when the row is built, as this observer judges the lease: it runs out
-// at [LeaseEnd], the lease's span counted from when the view applied its
-// record, never at the holder's wall-clock deadline, which is as far off
-// as the holder's clock is. It is what the table believes, not the
-// broker's fence. A released lease (the one a resigning holder writes, or
-// one its member session dropped) is always expired.
+// Holder is the latest lease of a role. Expired, LeftMS and RenewedAt are
+// judged when the row is built, as this observer judges the lease
+// ([liveness.Judge]): it runs out a span after this process saw the
+// holder's latest renewal (its lease record or a heartbeat of its member
+// session), never at the holder's wall-clock deadline alone, which is as
+// far off as the holder's clock is. It is what the table believes, not
+// the broker's fence. A released lease (the one a resigning holder
+// writes, or one its member session dropped) is always expired.
 type Holder struct {
 	Member codec.MemberID `json:"member"`
 	// Value is the value the holder registered with, "" when none or when
@@ -38,13 +54,21 @@ type Holder struct {
 	Token     codec.Token `json:"token"`
 	GrantedAt int64       `json:"granted_at"`
 	Deadline  int64       `json:"deadline"`
-	Expired   bool        `json:"expired"`
+	// RenewedAt is the GrantedAt of the holder's latest renewal (Unix ms,
+	// the holder's clock); 0 for a release.
+	RenewedAt int64 `json:"renewed_at,omitempty"`
+	Expired   bool  `json:"expired"`
 	// LeftMS is the time left on the lease when the row was built, in
-	// milliseconds: LeaseEnd minus now, 0 once expired.
+	// milliseconds: Ends minus now, 0 once expired.
 	LeftMS int64 `json:"left_ms"`
-	// Ends is [LeaseEnd] on the clock of the process that built the row;
-	// zero in a row decoded from JSON.
+	// Ends is when the lease stops being live without a further renewal
+	// ([LeaseEnd]), on the clock of the process that built the row; zero
+	// in a row decoded from JSON.
 	Ends time.Time `json:"-"`
+	// Renewed is when the process that built the row saw the latest
+	// renewal, on its clock; zero when unknown, and in a row decoded from
+	// JSON.
+	Renewed time.Time `json:"-"`
 	// Dropped: the holder's member session gave the role up after this
 	// lease (its session end, written when the member left, or a
 	// heartbeat that excludes the role): released as by a release
@@ -61,39 +85,48 @@ func (h *Holder) lease() codec.Lease {
 	return codec.Lease{Member: h.Member, Token: h.Token, GrantedAt: h.GrantedAt, Deadline: h.Deadline}
 }
 
-// NewRow returns st as a [Row], its lease's expiry judged at now (see
-// [LeaseEnd]). It copies what it keeps: the row shares nothing with st.
+// NewRow returns st as a [Row], judged at now by [liveness.Judge] (the
+// holder) and [liveness.Session] (each candidate whose session st
+// carries, rolestate.Candidate.Session). It copies what it keeps: the row
+// shares nothing with st.
 func NewRow(st rolestate.State, now time.Time) Row {
 	r := Row{Role: st.Role, Candidates: make([]rolestate.Candidate, len(st.Candidates))}
-	copy(r.Candidates, st.Candidates)
+	gone := 0
+	for i, c := range st.Candidates {
+		c.Gone, c.Session = liveness.Session(c.Session, now).Gone, nil
+		if c.Gone {
+			gone++
+		}
+		r.Candidates[i] = c
+	}
 	if l := st.Lease; l != nil {
-		end := LeaseEnd(st)
+		v := liveness.Judge(st, now)
 		r.Holder = &Holder{
 			Member:    l.Member,
 			Token:     l.Token,
 			Value:     l.Value, // written under the holder's token, never a registration's
 			GrantedAt: l.GrantedAt,
 			Deadline:  l.Deadline,
-			Expired:   !st.Live(now),
-			Ends:      end,
+			RenewedAt: v.RenewedAt,
+			Expired:   !v.Live,
+			Ends:      v.End,
+			Renewed:   v.RenewalSeen,
 			Dropped:   st.SessionVouch() == rolestate.Dropped,
 		}
-		if !r.Holder.Expired {
-			r.Holder.LeftMS = end.Sub(now).Milliseconds()
+		if v.Live {
+			r.Holder.LeftMS = v.End.Sub(now).Milliseconds()
 		}
 	}
+	r.Dead = !r.Empty() && (r.Holder == nil || r.Holder.Expired) && gone == len(r.Candidates)
 	return r
 }
 
-// LeaseEnd returns when st's lease runs out as this observer judges it:
-// [rolestate.State.LeaseEnd], st.LeaseSeenAt (when the view applied the
-// lease record, on its clock) plus [rolestate.LeaseSpan] of the lease. A
-// holder's clock that runs ahead or behind does not move it; a view that
-// first saw the lease when it started counts the whole span from then.
-// For a state without LeaseSeenAt (a source that does not stamp it) it is
-// the lease's deadline, capped at rolestate.MaxLeaseSpan after its
-// GrantedAt. st.Lease must not be nil.
-func LeaseEnd(st rolestate.State) time.Time { return st.LeaseEnd() }
+// LeaseEnd returns when st's lease stops being live without a further
+// renewal, as [NewRow] judges it ([liveness.End]): a span after this
+// process saw the holder's latest renewal, on its clock (earlier when the
+// holder's clock says the renewal ran out, see package liveness). The
+// zero time when st has no lease that can be live.
+func LeaseEnd(st rolestate.State) time.Time { return liveness.End(st) }
 
 // Empty reports whether the row has neither a lease nor a candidate: the
 // table does not know the role.

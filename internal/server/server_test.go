@@ -186,8 +186,8 @@ func TestRolesIsTheTableJSON(t *testing.T) {
 	// The exact shape: roles sorted, a lease without candidates and
 	// candidates without a lease both present, candidates in rank order.
 	assert.JSONEq(t, `[
-	  {"role":"cron","holder":{"member":"x","token":{"producer_id":4,"epoch":0},"granted_at":1000,"deadline":1100,"expired":true,"left_ms":0},"candidates":[]},
-	  {"role":"db","holder":{"member":"a","token":{"producer_id":9,"epoch":2},"granted_at":1000,"deadline":2000,"expired":false,"left_ms":500},
+	  {"role":"cron","holder":{"member":"x","token":{"producer_id":4,"epoch":0},"granted_at":1000,"deadline":1100,"renewed_at":1000,"expired":true,"left_ms":0},"candidates":[],"dead":true},
+	  {"role":"db","holder":{"member":"a","token":{"producer_id":9,"epoch":2},"granted_at":1000,"deadline":2000,"renewed_at":1000,"expired":false,"left_ms":500},
 	   "candidates":[{"member":"a","offset":1,"registered_at":900,"rank":0},{"member":"b","offset":3,"registered_at":950,"rank":1}]},
 	  {"role":"queue","holder":null,"candidates":[{"member":"q","offset":2,"registered_at":990,"rank":0}]}
 	]`, rec.Body.String())
@@ -415,7 +415,7 @@ func TestWatchRole(t *testing.T) {
 	f.set(rolestate.State{Role: "db", Lease: &l, LeaseOffset: 8, Candidates: []rolestate.Candidate{{Member: "b", Offset: 3, RegisteredAt: 950}}})
 	next := s.row()
 	assert.Equal(t, codec.Role("db"), next.Role)
-	assert.Equal(t, &Holder{Member: "b", Token: l.Token, GrantedAt: 1400, Deadline: 9000, LeftMS: 7500}, next.Holder)
+	assert.Equal(t, &Holder{Member: "b", Token: l.Token, GrantedAt: 1400, Deadline: 9000, RenewedAt: 1400, LeftMS: 7500}, next.Holder)
 	assert.Equal(t, []rolestate.Candidate{{Member: "b", Offset: 3, RegisteredAt: 950}}, next.Candidates)
 
 	// A role the table does not have: an empty row first, then its rows.
@@ -565,11 +565,15 @@ func TestTimeLeftIsTheObservers(t *testing.T) {
 	assert.True(t, r.Holder.Expired, "expired at the end of its span, 30 s before its deadline")
 	assert.Equal(t, int64(0), r.Holder.LeftMS)
 
-	// A holder 30 s behind: not expired before its span has passed.
+	// A holder 30 s behind: its clock says the lease ran out, so it lives
+	// while a renewal is waited for, half its span from when it was seen
+	// (package liveness), then is expired.
 	l2 := codec.Lease{Member: "a", Token: codec.Token{ProducerID: 1}, GrantedAt: seen.Add(-30 * time.Second).UnixMilli(), Deadline: seen.Add(-28 * time.Second).UnixMilli()}
-	r = NewRow(rolestate.State{Role: "db", Lease: &l2, LeaseSeenAt: seen}, seen.Add(time.Second))
+	r = NewRow(rolestate.State{Role: "db", Lease: &l2, LeaseSeenAt: seen}, seen.Add(500*time.Millisecond))
 	assert.False(t, r.Holder.Expired)
-	assert.Equal(t, int64(1000), r.Holder.LeftMS)
+	assert.Equal(t, int64(500), r.Holder.LeftMS)
+	r = NewRow(rolestate.State{Role: "db", Lease: &l2, LeaseSeenAt: seen}, seen.Add(time.Second))
+	assert.True(t, r.Holder.Expired)
 
 	// A span longer than rolestate.MaxLeaseSpan counts as that.
 	l3 := codec.Lease{Member: "a", Token: codec.Token{ProducerID: 1}, GrantedAt: 0, Deadline: seen.Add(1000 * time.Hour).UnixMilli()}

@@ -94,7 +94,7 @@ func TestOverARealView(t *testing.T) {
 	assert.Nil(t, rows[1].Holder)
 	svc := rows[2]
 	require.NotNil(t, svc.Holder)
-	assert.Equal(t, &Holder{Member: "m1", Token: l.Token, GrantedAt: l.GrantedAt, Deadline: l.Deadline, LeftMS: svc.Holder.LeftMS}, svc.Holder)
+	assert.Equal(t, &Holder{Member: "m1", Token: l.Token, GrantedAt: l.GrantedAt, Deadline: l.Deadline, RenewedAt: l.GrantedAt, LeftMS: svc.Holder.LeftMS}, svc.Holder)
 	assert.LessOrEqual(t, svc.Holder.LeftMS, time.Hour.Milliseconds())
 	require.Len(t, svc.Candidates, 2)
 	assert.Equal(t, rolestate.Candidate{Member: "m1", Offset: off1, RegisteredAt: svc.Candidates[0].RegisteredAt, Rank: 0}, svc.Candidates[0])
@@ -110,7 +110,7 @@ func TestOverARealView(t *testing.T) {
 	l2 := m.Lease("svc", "m2", 1500*time.Millisecond)
 	r := s.row()
 	require.NotNil(t, r.Holder)
-	assert.Equal(t, &Holder{Member: "m2", Token: l2.Token, GrantedAt: l2.GrantedAt, Deadline: l2.Deadline, LeftMS: r.Holder.LeftMS}, r.Holder, "not expired yet")
+	assert.Equal(t, &Holder{Member: "m2", Token: l2.Token, GrantedAt: l2.GrantedAt, Deadline: l2.Deadline, RenewedAt: l2.GrantedAt, LeftMS: r.Holder.LeftMS}, r.Holder, "not expired yet")
 	assert.LessOrEqual(t, r.Holder.LeftMS, int64(1500))
 	r = s.row()
 	require.NotNil(t, r.Holder)
