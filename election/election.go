@@ -12,12 +12,10 @@ import (
 )
 
 // Election is one role of a [Session] with the calls of etcd's
-// concurrency.Election: [Election.Campaign], [Election.Resign],
-// [Election.Leader] and [Election.Observe]. The session's member stays
-// the engine: it registers, campaigns and renews from the session's start
-// on ([Session.Run], or the first Campaign, Leader or Observe), whether
-// or not Campaign is called, until [Election.Resign] takes it out of the
-// role's queue; the Election waits for and reports what the member does.
+// concurrency.Election: [Election.Campaign] and [Election.Resign] act
+// through the session's member, which registers for the role at the
+// first Campaign and campaigns until Resign; [Election.Leader] and
+// [Election.Observe] only read the session's view of the role topic.
 // Its methods are safe for concurrent use.
 type Election struct {
 	s    *Session
@@ -54,8 +52,17 @@ type Holder struct {
 }
 
 // Election returns the Election of role, one of Config.Roles; for any
-// other role it returns an error matching [ErrUnknownRole].
+// other role it returns an error matching [ErrUnknownRole]. In a session
+// without a member it returns an Election of any valid role name, whose
+// Leader and Observe work and whose Campaign and Resign return
+// [ErrReadOnly].
 func (s *Session) Election(role codec.Role) (*Election, error) {
+	if s.m == nil {
+		if err := role.Validate(); err != nil {
+			return nil, fmt.Errorf("election: %w", err)
+		}
+		return &Election{s: s, role: role}, nil
+	}
 	for _, r := range s.m.Roles() {
 		if r == role {
 			return &Election{s: s, role: role}, nil
@@ -64,24 +71,28 @@ func (s *Session) Election(role codec.Role) (*Election, error) {
 	return nil, fmt.Errorf("%w: %s", ErrUnknownRole, role)
 }
 
-// Campaign blocks until this member holds the role, and returns the
-// holding. value is carried in the member's registration, for
-// [Election.Leader], `krole leader` and the lookups: a value other than
-// the one registered re-registers the member with it, which puts it at
-// the back of the queue (as a new etcd campaign key is the newest); a
+// Campaign registers this member for the role (the first call; after
+// [Election.Resign], again, at the back of the queue) and blocks until it
+// holds the role, and returns the holding. It is the only call of an
+// Election that registers. value is carried in the member's registration,
+// for [Election.Leader], `krole leader` and the lookups: a value other
+// than the one registered re-registers the member with it, which puts it
+// at the back of the queue (as a new etcd campaign key is the newest); a
 // holder that changes its value keeps the role (etcd's Proclaim).
 //
 // Nothing else need be started: a session that [Session.Run] does not
-// run is started by its first Campaign (or Leader, or Observe), in the
-// background, and stopped by [Session.Close]. After [Election.Resign],
-// Campaign puts the member back in the queue, at the back. Cancelling ctx
-// ends the wait with ctx.Err(); the member stays a candidate (Resign, or
-// end the session, to leave). Once the session has stopped it returns an
-// error matching [ErrNotRunning], wrapping why it stopped when that was
-// an error (a [*MemberInUseError], a [*ViewError]). A value that
-// [codec.CheckValue] refuses returns an error matching
-// [codec.ErrInvalid].
+// run is started by its first Campaign (its view by a Leader or Observe
+// before), in the background, and stopped by [Session.Close]. Cancelling
+// ctx ends the wait with ctx.Err(); the member stays a candidate
+// (Resign, or end the session, to leave). Once the session has stopped it
+// returns an error matching [ErrNotRunning], wrapping why it stopped when
+// that was an error (a [*MemberInUseError], a [*ViewError]). A value
+// that [codec.CheckValue] refuses returns an error matching
+// [codec.ErrInvalid]; a session without a member, [ErrReadOnly].
 func (e *Election) Campaign(ctx context.Context, value string) (Holding, error) {
+	if e.s.m == nil {
+		return Holding{}, ErrReadOnly
+	}
 	if err := codec.CheckWriteValue(value); err != nil {
 		return Holding{}, fmt.Errorf("election: %w", err)
 	}
@@ -90,6 +101,9 @@ func (e *Election) Campaign(ctx context.Context, value string) (Holding, error) 
 		return Holding{}, err
 	}
 	if err := e.s.vt.change(e.role, value, func() error {
+		if e.s.g.shut(e.role) {
+			return nil // the member's first registration, to come, carries it
+		}
 		// Registered by this process already (the view, confirmed, holds
 		// every append made before this call): register again with the
 		// value. Otherwise the member's own registration, to come, carries
@@ -111,6 +125,7 @@ func (e *Election) Campaign(ctx context.Context, value string) (Holding, error) 
 	}); err != nil {
 		return Holding{}, err
 	}
+	e.s.g.open(e.role)
 	for {
 		tok, held, changed, done := e.s.tr.holding(e.role)
 		if held {
@@ -134,12 +149,24 @@ func (e *Election) Campaign(ctx context.Context, value string) (Holding, error) 
 // done and this session's view no longer shows this member's holding
 // (so that Leader, from this session, no longer names it), or ctx ends.
 // It returns [ErrNotHolder] when this member did not hold the role (it
-// has left the queue all the same), [ErrNotRunning] when the session
-// is not running, or the release's error. See
+// has left the queue all the same; a role never campaigned for writes
+// nothing), [ErrNotRunning] when the session is not running, the
+// release's error, or [ErrReadOnly] in a session without a member. See
 // [processor.Member.Withdraw]. (Session.Resign, and an operator's `krole
 // resign --member`, instead hand over and queue the member again.)
 func (e *Election) Resign(ctx context.Context) error {
-	tok, held, _, _ := e.s.tr.holding(e.role)
+	if e.s.m == nil {
+		return ErrReadOnly
+	}
+	tok, held, _, done := e.s.tr.holding(e.role)
+	if e.s.g.shut(e.role) {
+		select {
+		case <-done:
+			return e.s.tr.notRunning()
+		default:
+			return ErrNotHolder
+		}
+	}
 	if err := e.s.m.Withdraw(ctx, e.role); err != nil {
 		if errors.Is(err, processor.ErrNotRunning) {
 			return e.s.tr.notRunning()
@@ -162,8 +189,10 @@ func (e *Election) Resign(ctx context.Context) error {
 }
 
 // Leader returns the role's live holder and its value, as the session's
-// view believes it (not the broker's fence), or [ErrNoLeader]. It waits
-// for the view's first catch-up, bounded by ctx, as every lookup does.
+// view believes it (not the broker's fence), or [ErrNoLeader]. It only
+// reads: it never registers or campaigns, and starts only the session's
+// view. It waits for the view's first catch-up, bounded by ctx, as every
+// lookup does.
 //
 // It reads this session's own writes: while this member holds the role
 // (from the moment [Election.Campaign] returns until it loses or resigns
@@ -172,46 +201,35 @@ func (e *Election) Resign(ctx context.Context) error {
 // of the role. Other sessions' views learn of it within their lag.
 func (e *Election) Leader(ctx context.Context) (Holder, error) {
 	e.s.start()
-	tok, held, _, _ := e.s.tr.holding(e.role)
-	l, ok, err := e.s.v.Leader(ctx, e.role, time.Time{})
-	if err != nil {
-		return Holder{}, err
+	h, _, err := e.holder(ctx)
+	if err == nil && h.Member == "" {
+		err = ErrNoLeader
 	}
-	if held && (!ok || !l.Lease.Token.Newer(tok)) {
-		return Holder{Member: e.s.m.ID(), Token: tok, Value: e.s.vt.get(e.role)}, nil
-	}
-	if !ok {
-		return Holder{}, ErrNoLeader
-	}
-	return Holder{Member: l.Lease.Member, Token: l.Lease.Token, Value: l.Value}, nil
+	return h, err
 }
 
-// Observe returns a channel of the role's holders: first the current one,
-// then one each time the holder changes (a new holder or token, or none:
-// the zero Holder), never on renewals. Changes are judged as the session's
-// member judges them (its HolderChanged events, which include a lease
-// running out); until the member has judged the role, the first holder
-// comes from [Election.Leader]. A session nobody runs is started by
-// Observe, as by Campaign. A slow reader misses intermediate holders,
-// never the latest. The channel closes when ctx ends or the session
-// stops; Observe starts one goroutine, which ends then.
+// Observe returns a channel of the role's holders, as [Election.Leader]
+// judges them: first the current one, then one each time the holder
+// changes (a new holder or token, or none: the zero Holder, when its
+// lease is released or runs out), never on renewals. Like Leader, it only
+// reads, and starts only the session's view. A slow reader misses
+// intermediate holders, never the latest. The channel closes when ctx
+// ends or the session stops; Observe starts one goroutine, which ends
+// then.
 func (e *Election) Observe(ctx context.Context) <-chan Holder {
 	e.s.start()
 	out := make(chan Holder)
 	go func() {
 		defer close(out)
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		states := e.s.v.Follow(ctx, e.role) // a change of the role's records
 		var last *Holder
 		for {
-			lease, known, changed, done := e.s.tr.holder(e.role)
-			var cur Holder
-			if known {
-				if lease != nil {
-					cur = Holder{Member: lease.Member, Token: lease.Token, Value: lease.Value}
-				}
-			} else if h, err := e.Leader(ctx); err == nil {
-				cur = h
-			} else if ctx.Err() != nil {
-				return
+			_, _, own, done := e.s.tr.holding(e.role) // a change of this member's holding
+			cur, end, err := e.holder(ctx)
+			if err != nil {
+				return // ctx ended, or the view stopped
 			}
 			if last == nil || last.Member != cur.Member || last.Token != cur.Token {
 				select {
@@ -223,33 +241,75 @@ func (e *Election) Observe(ctx context.Context) <-chan Holder {
 					return
 				}
 			}
+			// No record marks a lease running out: wake at its end, when
+			// the holder's heartbeats may have moved it on.
+			var (
+				t      processor.Timer
+				expiry <-chan time.Time
+			)
+			if !end.IsZero() {
+				t = e.s.clk.NewTimer(max(end.Sub(e.s.clk.Now()), minRearm))
+				expiry = t.C()
+			}
+			stop := true
 			select {
 			case <-ctx.Done():
-				return
 			case <-done:
+			case _, ok := <-states:
+				stop = !ok
+			case <-own:
+				stop = false
+			case <-expiry:
+				stop = false
+			}
+			if t != nil {
+				t.Stop()
+			}
+			if stop {
 				return
-			case <-changed:
 			}
 		}
 	}()
 	return out
 }
 
+// minRearm bounds how soon Observe wakes again for a lease's end, so that
+// a clock that does not move with its timers cannot make it spin.
+const minRearm = 10 * time.Millisecond
+
+// holder returns the role's live holder as this session believes it (the
+// zero Holder when none), and when the lease it judged live ends (zero
+// when there is none, or the holder is this member, whose own events say
+// when it stops).
+func (e *Election) holder(ctx context.Context) (Holder, time.Time, error) {
+	tok, held, _, _ := e.s.tr.holding(e.role)
+	st, err := e.s.v.Role(ctx, e.role)
+	if err != nil {
+		return Holder{}, time.Time{}, err
+	}
+	live := st.Live(e.s.clk.Now())
+	if held && (!live || !st.Lease.Token.Newer(tok)) {
+		return Holder{Member: e.s.m.ID(), Token: tok, Value: e.s.vt.get(e.role)}, time.Time{}, nil
+	}
+	if !live {
+		return Holder{}, time.Time{}, nil
+	}
+	return Holder{Member: st.Lease.Member, Token: st.Lease.Token, Value: st.Lease.Value}, st.LeaseEnd(), nil
+}
+
 // tracker follows the member's events for the Elections: which roles it
-// holds, and the latest holder it saw of each.
+// holds.
 type tracker struct {
 	mu      sync.Mutex
 	held    map[codec.Role]codec.Token
-	holders map[codec.Role]*codec.Lease // from HolderChanged; nil value: vacant
-	changed chan struct{}               // closed and replaced on every change
-	done    chan struct{}               // closed when Run returns
+	changed chan struct{} // closed and replaced on every change
+	done    chan struct{} // closed when Run returns
 	ended   bool
 	err     error // what Run returned
 }
 
 func newTracker() *tracker {
-	return &tracker{held: map[codec.Role]codec.Token{}, holders: map[codec.Role]*codec.Lease{},
-		changed: make(chan struct{}), done: make(chan struct{})}
+	return &tracker{held: map[codec.Role]codec.Token{}, changed: make(chan struct{}), done: make(chan struct{})}
 }
 
 // note records an event of the member; it is called on the member's
@@ -262,13 +322,6 @@ func (t *tracker) note(e processor.Event) {
 		t.held[e.Role] = e.Token
 	case processor.Revoked:
 		delete(t.held, e.Role)
-	case processor.HolderChanged:
-		var l *codec.Lease
-		if e.Holder != nil {
-			c := *e.Holder
-			l = &c
-		}
-		t.holders[e.Role] = l
 	default:
 		return
 	}
@@ -309,13 +362,6 @@ func (t *tracker) holding(role codec.Role) (codec.Token, bool, <-chan struct{}, 
 	defer t.mu.Unlock()
 	tok, ok := t.held[role]
 	return tok, ok, t.changed, t.done
-}
-
-func (t *tracker) holder(role codec.Role) (*codec.Lease, bool, <-chan struct{}, <-chan struct{}) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	l, ok := t.holders[role]
-	return l, ok, t.changed, t.done
 }
 
 // values are the values a session registers with, per role.

@@ -11,8 +11,8 @@ import (
 // after [Session.Close]: a Session runs once.
 var ErrAlreadyRun = errors.New("election: the session has already been run")
 
-// ErrUnknownRole is returned by [Session.Election] for a role that is not
-// one of Config.Roles.
+// ErrUnknownRole is returned by [Session.Election] of a session with a
+// member for a role that is not one of Config.Roles.
 var ErrUnknownRole = errors.New("election: not a role of this session")
 
 // ErrNoLeader is returned by [Election.Leader] when the role has no live
@@ -40,9 +40,8 @@ var ErrNotHolder = processor.ErrNotHolder
 // cause (sarama.ErrUnknownTopicOrPartition when the role topic is
 // missing, for one).
 type ViewError struct {
-	// CaughtUp is true when the view failed after it had caught up and
-	// the member had started; false when it never caught up, and the
-	// member never started.
+	// CaughtUp is true when the view failed after it had caught up;
+	// false when it never caught up, and the member never started.
 	CaughtUp bool
 	// Err is the view's error.
 	Err error
@@ -56,3 +55,8 @@ func (e *ViewError) Error() string {
 }
 
 func (e *ViewError) Unwrap() error { return e.Err }
+
+// ErrReadOnly is returned by [Election.Campaign], [Election.Resign] and
+// [Session.Resign] in a session without a member (Config.Member ""),
+// which only reads.
+var ErrReadOnly = errors.New("election: the session has no member: it only reads")

@@ -1,6 +1,7 @@
 package election
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,25 +19,33 @@ import (
 )
 
 // Config configures a [Session]: the cluster, the member and its roles,
-// the timings, and where logs, metrics and events go. Member, Roles and
-// Cluster.Brokers are required; every other zero field takes its default.
+// the timings, and where logs, metrics and events go. Cluster.Brokers is
+// required; Member and Roles go together: both for a session that
+// campaigns, neither for one that only reads ([Election.Leader],
+// [Election.Observe], [Session.View]). Every other zero field takes its
+// default.
 type Config struct {
 	// Cluster names the brokers, the role topic (default "krole.roles"),
 	// the transactional-id prefix (default "krole."), TLS and SASL; see
 	// [fencing.Config]. Cluster.TxnTimeout is not read: the session sets
 	// it to Settings.TransactionTimeout, the one place to change it.
-	// Cluster.ClientID defaults to "krole-" + Member, so that brokers
-	// (their logs and quotas) tell the members apart; the view's clients
-	// add suffixes to it.
+	// Cluster.ClientID defaults to "krole-" + Member ("krole-observer"
+	// without a member), so that brokers (their logs and quotas) tell the
+	// members apart; the view's clients add suffixes to it.
 	Cluster Cluster
 	// Member is this member's id, one process's: a second live process
-	// under the same id is refused ([ErrMemberInUse]). Required.
+	// under the same id is refused ([ErrMemberInUse]). Default "": a
+	// session that only reads, which has no member, writes nothing to the
+	// role topic, and refuses Campaign and Resign ([ErrReadOnly]).
 	Member MemberID
-	// Roles are the roles the member campaigns for, at least one.
+	// Roles are the roles the member may campaign for, at least one when
+	// Member is set, none without it. The member registers for a role at
+	// its first [Election.Campaign], or for every role at [Session.Run].
 	Roles []Role
 	// Value is carried in the member's registrations, for readers to find
 	// the holder by (its address, say): [view.View.Leader], `krole leader`.
-	// At most [codec.MaxValueLen] bytes of UTF-8. Default "": none.
+	// At most [codec.MaxValueLen] bytes of UTF-8; only with Member.
+	// Default "": none.
 	Value string
 	// Settings are the timings; zero fields take their defaults, derived
 	// from LeaseDuration (default 10s; see [processor.Settings]).
@@ -57,11 +66,11 @@ type Config struct {
 	// per role; it must return quickly and must not call Resign. See
 	// [processor.Options].OnEvent. Default none.
 	OnEvent func(Event)
-	// OnReady is called once by [Session.Run], on Run's goroutine group,
-	// when the view has caught up with the role topic and just before the
-	// member starts to register and campaign, so before any OnEvent call.
-	// Run waits for it. It is not called when Run ends before that (ctx
-	// ended, or the view failed). Default none.
+	// OnReady is called once, on the run's goroutine group, when the view
+	// has caught up with the role topic, before the member starts (so
+	// before any OnEvent call). The run waits for it. It is not called
+	// when the run ends before that (ctx ended, or the view failed).
+	// Default none.
 	OnReady func()
 	// Clock is the member's local clock: it times the member's renewals,
 	// turns and expiry judgements, stamps its leases (GrantedAt and
@@ -89,14 +98,17 @@ type Config struct {
 }
 
 // Session is one member of one or more roles together with the view and
-// the transport it runs on; see the package documentation for what it
-// starts and in which order it stops. Create it with [New], run it with
-// [Session.Run]. Its methods are safe for concurrent use.
+// the transport it runs on, or, without a member, a reader of the role
+// topic; see the package documentation for what it starts and in which
+// order it stops. Create it with [New]. Its methods are safe for
+// concurrent use.
 type Session struct {
 	t       *fencing.BrokerTransport
 	v       *view.View
-	vr      viewRunner // v; a test wraps it to fail on demand
-	m       *processor.Member
+	vr      viewRunner        // v; a test wraps it to fail on demand
+	m       *processor.Member // nil: the session only reads
+	g       *gates            // the roles the member may campaign for
+	clk     processor.Clock
 	log     *slog.Logger
 	onReady func()
 	onFatal func(*ViewError)
@@ -113,11 +125,12 @@ type Session struct {
 }
 
 // New validates cfg, connects to the cluster and builds the view and the
-// member; it starts nothing. It blocks for the connection only: like
+// member (none without Config.Member); it starts nothing. It blocks for the connection only: like
 // [fencing.NewBrokerTransport], it fails when no broker answers, with an
 // error matching [fencing.ErrClient]. Invalid settings return an error
-// matching [processor.ErrInvalidSettings]; other invalid values a plain
-// error naming them.
+// matching [processor.ErrInvalidSettings]; other invalid values (Roles
+// without Member, or Member without Roles, among them) a plain error
+// naming them.
 //
 // The returned Session holds the connection until [Session.Run] returns;
 // a Session that will not be run must be closed with [Session.Close].
@@ -132,21 +145,10 @@ func New(cfg Config) (*Session, error) {
 	// what the settings allow for.
 	cluster.TxnTimeout = s.TransactionTimeout
 	if cluster.ClientID == "" {
-		cluster.ClientID = "krole-" + string(cfg.Member)
+		cluster.ClientID = "krole-" + cmp.Or(string(cfg.Member), "observer")
 	}
-	if err := cfg.Member.Validate(); err != nil {
-		return nil, fmt.Errorf("election: %w", err)
-	}
-	if err := codec.CheckWriteValue(cfg.Value); err != nil {
-		return nil, fmt.Errorf("election: %w", err)
-	}
-	if len(cfg.Roles) == 0 {
-		return nil, errors.New("election: a session needs at least one role")
-	}
-	for _, r := range cfg.Roles {
-		if err := r.Validate(); err != nil {
-			return nil, fmt.Errorf("election: %w", err)
-		}
+	if err := checkMember(cfg); err != nil {
+		return nil, err
 	}
 	clk := cfg.Clock
 	if clk == nil {
@@ -172,16 +174,20 @@ func New(cfg Config) (*Session, error) {
 			cfg.OnEvent(e)
 		}
 	}
-	m, err := processor.New(valueTransport{t, vals, cfg.OnMinted}, v, cfg.Member, cfg.Roles, processor.Options{
-		Settings:   s,
-		Clock:      clk,
-		Logger:     cfg.Logger,
-		Registerer: cfg.Registerer,
-		OnEvent:    onEvent,
-	})
-	if err != nil {
-		_ = t.Close()
-		return nil, err
+	g := newGates(cfg.Roles)
+	var m *processor.Member
+	if cfg.Member != "" {
+		m, err = processor.New(valueTransport{t, vals, cfg.OnMinted}, gatedSource{v, g}, cfg.Member, cfg.Roles, processor.Options{
+			Settings:   s,
+			Clock:      clk,
+			Logger:     cfg.Logger,
+			Registerer: cfg.Registerer,
+			OnEvent:    onEvent,
+		})
+		if err != nil {
+			_ = t.Close()
+			return nil, err
+		}
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -196,7 +202,34 @@ func New(cfg Config) (*Session, error) {
 				"challenges of that partition's roles wait until it ends", "broker", err.Error())
 		}
 	}
-	return &Session{t: t, v: v, vr: v, m: m, log: log, onReady: cfg.OnReady, onFatal: cfg.OnFatal, vt: vals, tr: tr}, nil
+	return &Session{t: t, v: v, vr: v, m: m, g: g, clk: clk, log: log, onReady: cfg.OnReady, onFatal: cfg.OnFatal, vt: vals, tr: tr}, nil
+}
+
+// checkMember validates the member, its roles and its value: a member
+// with at least one role, or neither (a session that only reads).
+func checkMember(cfg Config) error {
+	switch {
+	case cfg.Member == "" && len(cfg.Roles) > 0:
+		return fmt.Errorf("election: Config.Roles %v without a Config.Member to campaign as (a session without a member only reads)", cfg.Roles)
+	case cfg.Member == "" && cfg.Value != "":
+		return fmt.Errorf("election: Config.Value %q without a Config.Member to register with it (a session without a member only reads)", cfg.Value)
+	case cfg.Member != "" && len(cfg.Roles) == 0:
+		return fmt.Errorf("election: Config.Member %q without Config.Roles to campaign for (leave Member empty for a session that only reads)", cfg.Member)
+	case cfg.Member == "":
+		return nil
+	}
+	if err := cfg.Member.Validate(); err != nil {
+		return fmt.Errorf("election: %w", err)
+	}
+	if err := codec.CheckWriteValue(cfg.Value); err != nil {
+		return fmt.Errorf("election: %w", err)
+	}
+	for _, r := range cfg.Roles {
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("election: %w", err)
+		}
+	}
+	return nil
 }
 
 // valueTransport registers the member with its value and reports the
@@ -251,12 +284,14 @@ type viewRunner interface {
 // Run runs the view and the member until ctx ends, then stops them and
 // closes the transport; see the package documentation for the order. It
 // blocks until every goroutine it started has returned, work included.
+// The member registers and campaigns for every role of Config.Roles
+// (client-go's Run); a program that campaigns with [Election.Campaign]
+// alone need not call Run. A session without a member runs its view only.
 //
 // work runs while the member holds a role, as in [processor.Member.Run]:
 // its ctx ends when the role is lost or Run's ctx ends. To write under
 // the holding's token, use [Session.Writer]. work may be nil: the member
-// then only holds the roles (what a program that uses the Elections
-// alone needs; it need not call Run at all, see [Election.Campaign]).
+// then only holds the roles.
 //
 // Run returns nil when ctx ended; a [*ViewError] when the view failed
 // (it stopped with an error; after the first catch-up, the member has
@@ -266,19 +301,19 @@ type viewRunner interface {
 // when called a second time or after Close.
 //
 // Run may be called after the session started itself (a Campaign,
-// Leader or Observe came first, as when `go sess.Run(ctx, nil)` races
-// them): it then adopts that run, returning, as above, once ctx has
-// ended and the session has stopped; its work runs for the holdings that
-// begin after the call, not for one under way.
+// Leader or Observe came first): it then adopts that run, campaigns for
+// every role as above, and returns once ctx has ended and the session
+// has stopped; its work runs for the holdings that begin after the call,
+// not for one under way.
 func (s *Session) Run(ctx context.Context, work Work) error {
 	s.mu.Lock()
 	if s.autoStop != nil && !s.adopted {
-		// A Campaign, Leader or Observe started the session before Run
-		// (`go sess.Run(ctx, nil)` racing a Campaign): Run adopts that
-		// run, as if it had started it.
+		// A Campaign, Leader or Observe started the session before Run:
+		// Run adopts that run, as if it had started it.
 		s.adopted, s.work = true, work
 		stop, done := s.autoStop, s.autoDone
 		s.mu.Unlock()
+		s.g.openAll()
 		select {
 		case <-ctx.Done():
 			stop()
@@ -293,6 +328,7 @@ func (s *Session) Run(ctx context.Context, work Work) error {
 	}
 	s.started = true
 	s.mu.Unlock()
+	s.g.openAll()
 	return s.run(ctx, work)
 }
 
@@ -311,7 +347,8 @@ func (s *Session) adoptedWork(ctx context.Context, held Held) error {
 // start runs the session in the background, without work, unless it has
 // been run (or closed) already: the first [Election.Campaign],
 // [Election.Leader] or [Election.Observe] of a session nobody runs
-// starts it, and [Session.Close] stops it.
+// starts it, and [Session.Close] stops it. Its member starts once a
+// Campaign opens a role's gate.
 func (s *Session) start() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -381,6 +418,15 @@ func (s *Session) run(ctx context.Context, work Work) (err error) {
 		if s.onReady != nil {
 			s.onReady()
 		}
+		if s.m == nil {
+			<-mctx.Done() // only the view runs
+			return nil
+		}
+		select { // the member starts when it is to campaign for a role
+		case <-s.g.any:
+		case <-mctx.Done():
+			return nil
+		}
 		return s.m.Run(mctx, work) // returns once mctx has ended and the member has left
 	})
 	return g.Wait()
@@ -423,12 +469,21 @@ func (s *Session) waitCaughtUp(ctx context.Context) error {
 
 // Resign hands role over if this member holds it; see
 // [processor.Member.Resign]. It blocks until the release is written or ctx
-// ends.
+// ends. It returns [ErrNotHolder] for a role the member has not
+// campaigned for, and [ErrReadOnly] in a session without a member.
 //
 // Unlike [Election.Resign], it keeps the member a candidate: it
 // registers again at once, at the back of the queue (as an operator's
 // `krole resign --member` makes a holder do).
-func (s *Session) Resign(ctx context.Context, role Role) error { return s.m.Resign(ctx, role) }
+func (s *Session) Resign(ctx context.Context, role Role) error {
+	if s.m == nil {
+		return ErrReadOnly
+	}
+	if s.g.shut(role) {
+		return ErrNotHolder
+	}
+	return s.m.Resign(ctx, role)
+}
 
 // Writer returns the fenced writer of held: it writes under held.Token,
 // in transactions of held.Role's transactional id, and fails with an
@@ -448,16 +503,18 @@ func (s *Session) Transport() *fencing.BrokerTransport { return s.t }
 // lookups and watches. It answers while Run runs; see package view.
 func (s *Session) View() *view.View { return s.v }
 
-// Member returns the member. Run runs it: do not call its Run.
+// Member returns the member, nil in a session without one. The session
+// runs it: do not call its Run.
 func (s *Session) Member() *processor.Member { return s.m }
 
 // Close ends the session, and is safe to defer right after New (as
 // etcd's Session.Close):
 //
 //   - a session that started itself (a Campaign, Leader or Observe before
-//     Run) is stopped as Run's end stops it: the member resigns what it
-//     holds and deregisters, then the view and the transport stop. Close
-//     blocks until that is done (bounded by the settings' timeouts).
+//     Run) is stopped as Run's end stops it: the member, if a Campaign
+//     started it, resigns what it holds and deregisters, then the view
+//     and the transport stop. Close blocks until that is done (bounded by
+//     the settings' timeouts).
 //   - a session run by [Session.Run]: Close does nothing; Run's ctx ends
 //     it, and Run closes the transport when it returns.
 //   - a session never run: Close releases the connection, and a later
