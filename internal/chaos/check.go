@@ -27,6 +27,7 @@ const (
 	KindSequence    Kind = "sequence"     // a numbered record committed twice, or after a later one of its holding
 	KindZombie      Kind = "zombie"       // a numbered record committed whose write returned an error to the member
 	KindGap         Kind = "gap"          // a role without a holder for longer than the faults around it allow
+	KindDoubleWin   Kind = "double-win"   // a role won by two or more members within one vacancy, no fault to hold a challenge in flight
 )
 
 // Violation is one failed check, with its evidence.
@@ -89,6 +90,10 @@ type Report struct {
 	// Gaps are the stretches without a holder that checkGaps judged,
 	// longest first.
 	Gaps []Gap
+	// Vacancies counts the vacancies judged (after each role's opening
+	// campaign, filled before the shutdown), WonTwice those won more
+	// than once, WonTwiceInAFault those of them a fault may explain.
+	Vacancies, WonTwice, WonTwiceInAFault int
 	// Writes counts the members' write lines by outcome.
 	Writes     map[string]int
 	Violations []Violation
@@ -131,6 +136,7 @@ func (r *Report) Write(w io.Writer) {
 		fmt.Fprintf(w, "longest chain of concurrent challenges: %d elections of role %s within a stagger of each other, the last %s (token %s) at %s\n",
 			r.RaceChain+1, r.RaceChainAt.Role, r.RaceChainAt.Member, r.RaceChainAt.Token, stamp(r.RaceChainAt.At))
 	}
+	fmt.Fprintf(w, "vacancies: %d (won more than once: %d, %d of them while a fault could hold a challenge in flight)\n", r.Vacancies, r.WonTwice, r.WonTwiceInAFault)
 	fmt.Fprintf(w, "failovers: %d\n", len(r.Failovers))
 	fmt.Fprintf(w, "max failover: %d ms\n", r.MaxFailover().Milliseconds())
 	if len(r.Failovers) > 0 {
@@ -209,6 +215,7 @@ func Check(h History) *Report {
 	checkFailovers(h, r, add)
 	checkElections(h, r, add)
 	checkGaps(h, r, add)
+	checkVacancies(h, r, add)
 	return r
 }
 
