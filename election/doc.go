@@ -19,12 +19,22 @@
 //	e, _ := sess.Election("db")
 //	h, err := e.Campaign(ctx, "10.0.0.1:5432") // blocks until held
 //
+// A program that only observes a role needs no member id and no roles:
+// a session without them only reads, and writes nothing to the role
+// topic.
+//
+//	sess, err := election.New(election.Config{Cluster: election.Cluster{Brokers: brokers}})
+//	if err != nil { ... }
+//	defer sess.Close()
+//	e, _ := sess.Election("db")
+//	for h := range e.Observe(ctx) { ... } // the holder, then each change
+//
 // # What a Session starts
 //
 // [New] connects a [fencing.BrokerTransport] to the cluster (the only
 // I/O New does), and builds a [view.View] of the role topic and a
-// [processor.Member] that reads the roles from the view and acts through
-// the transport. The transport's transaction timeout is not a setting of
+// [processor.Member] (when Config.Member is set) that reads the roles
+// from the view and acts through the transport. The transport's transaction timeout is not a setting of
 // its own: it is Settings.TransactionTimeout (half the lease by default),
 // so that a lease write left open by a crashed holder is aborted before
 // the lease readers last saw has run out (see package processor, "Liveness").
@@ -34,21 +44,26 @@
 // judges a lease live for its span.
 //
 // A session runs in one of two ways. [Session.Run] runs it until its ctx
-// ends, with the work to do while holding a role, and blocks. Or nothing
-// runs it: then the first [Election.Campaign], [Election.Leader] or
-// [Election.Observe] starts it in the background, without work (as
-// etcd's NewSession starts its keepalive), and [Session.Close] stops it,
-// resigning what it holds; no step can be missed. (Run called after the
-// session started itself adopts that run: it returns once its ctx has
-// ended and the session has stopped.)
+// ends, with the work to do while holding a role, and blocks; its member
+// campaigns for every role of Config.Roles. Or nothing runs it: then the
+// first [Election.Campaign], [Election.Leader] or [Election.Observe]
+// starts it in the background, without work, and [Session.Close] stops
+// it, resigning what it holds; no step can be missed. Started so, its
+// view runs from the first call, its member from the first Campaign, and
+// the member registers for the roles Campaign was called for, no others.
+// (Run called after the session started itself adopts that run: it
+// campaigns for every role, and returns once its ctx has ended and the
+// session has stopped.)
 //
 // A run runs the view and the member under one errgroup
 // (golang.org/x/sync/errgroup) and blocks until both have returned:
 //
 //  1. the view starts following the role topic;
 //  2. once it has caught up (see [view.View.WaitCaughtUp]), Config.OnReady
-//     is called and the member starts: it registers, campaigns, and runs
-//     the work while it holds a role (see [processor.Member.Run]);
+//     is called and the member starts (under Run at once, else at the
+//     first Campaign; never in a session without a member): it
+//     registers, campaigns, and runs the work while it holds a role (see
+//     [processor.Member.Run]);
 //  3. when Run's ctx ends, the member cancels the work, waits for it,
 //     deregisters, and ends its member session (one session-end record
 //     releases every role it holds; see package processor, "Member
@@ -76,12 +91,13 @@
 //
 // # Defaults
 //
-// Only Config.Cluster.Brokers, Config.Member and Config.Roles are
-// required. The settings default as [processor.Settings] says (a 10s
-// lease, the rest derived from it), the role topic is "krole.roles", the
-// Kafka client id is "krole-" + the member (one per member, so the
-// brokers tell members apart), the view keeps its table in memory, and
-// there are no logs, metrics or callbacks unless Config names them.
+// Only Config.Cluster.Brokers is required; Config.Member and Config.Roles
+// go together, for a session that campaigns. The settings default as
+// [processor.Settings] says (a 10s lease, the rest derived from it), the
+// role topic is "krole.roles", the Kafka client id is "krole-" + the
+// member (one per member, so the brokers tell members apart), the view
+// keeps its table in memory, and there are no logs, metrics or callbacks
+// unless Config names them.
 //
 // # What it exposes
 //
@@ -97,30 +113,33 @@
 // [Session.Election] gives one role the calls of etcd's
 // concurrency.Election:
 //
-//   - [Election.Campaign] blocks until this member holds the role and
-//     returns the [Holding] and its token. A value (Config.Value, or
-//     Campaign's) rides in the member's registrations and in every lease
-//     it writes; a holder that campaigns with a new value keeps the role
-//     and writes a lease with the value at once (etcd's Proclaim;
-//     processor.Member.RenewNow). A value with a control character is
-//     refused (codec.CheckWriteValue).
+//   - [Election.Campaign] registers the member for the role, blocks
+//     until it holds the role and returns the [Holding] and its token. A
+//     value (Config.Value, or Campaign's) rides in the member's
+//     registrations and in every lease it writes; a holder that
+//     campaigns with a new value keeps the role and writes a lease with
+//     the value at once (etcd's Proclaim; processor.Member.RenewNow). A
+//     value with a control character is refused (codec.CheckWriteValue).
 //   - [Election.Leader] returns the live holder and its value (its
 //     lease's, written under its token, so a registration appended by
 //     anyone cannot change it: the same value [Election.Observe], `krole
-//     leader` and the HTTP API report), as the session's view believes it, reading the session's own writes: once
-//     Campaign has returned, Leader names this member (until it loses or
-//     resigns the role), even before the view shows its lease.
+//     leader` and the HTTP API report), as the session's view believes
+//     it, reading the session's own writes: once Campaign has returned,
+//     Leader names this member (until it loses or resigns the role), even
+//     before the view shows its lease.
 //   - [Election.Resign] hands the role over now and takes the member out
 //     of the role's queue: it does not campaign for the role again until
 //     Campaign is called again, as in etcd. Once it returns, Leader from
 //     this session no longer names this member. ([Session.Resign], and an
 //     operator's `krole resign --member`, hand over and queue the member
 //     again at the back.)
-//   - [Election.Observe] returns a channel of holder changes.
+//   - [Election.Observe] returns a channel of holder changes, judged as
+//     Leader judges the holder.
 //
-// The member stays the engine: from the session's start it registers and
-// campaigns for every role of Config.Roles, whether or not Campaign is
-// called, until Resign; Campaign waits for it.
+// Campaign (for its role) and [Session.Run] (for every role of
+// Config.Roles) are the calls that register; Resign leaves. Leader and
+// Observe only read, as etcd's do: a session that calls nothing else
+// never joins a role's queue and can never be handed the role.
 //
 // The guarantees are those of packages processor and fencing: the
 // broker's fence on the role's transactional id, never clocks. A Session
