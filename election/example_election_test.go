@@ -172,3 +172,44 @@ func ExampleElection_Observe() {
 	// holder: node-1 at 10.0.0.1:5432
 	// holder: node-2 at 10.0.0.2:5432
 }
+
+// A session without a member id or roles only reads: it names the holder
+// and follows its changes, as etcd's Observe does, and never joins the
+// role's queue; its Campaign is refused.
+func ExampleNew_readOnly() {
+	cfg, stopCluster := exampleCluster()
+	defer stopCluster()
+	e1, stop1 := exampleSession(cfg, "node-1", "10.0.0.1:5432")
+	defer stop1()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := e1.Campaign(ctx, "10.0.0.1:5432"); err != nil {
+		panic(err)
+	}
+
+	sess, err := election.New(election.Config{Cluster: cfg}) // no Member, no Roles
+	if err != nil {
+		panic(err)
+	}
+	defer sess.Close()
+	e, err := sess.Election("db")
+	if err != nil {
+		panic(err)
+	}
+	for h := range e.Observe(ctx) {
+		if h.Member == "" {
+			fmt.Println("no holder")
+			break
+		}
+		fmt.Println("holder:", h.Member, "at", h.Value)
+		if err := e1.Resign(ctx); err != nil { // node-1 leaves; nobody else campaigns
+			panic(err)
+		}
+	}
+	_, err = e.Campaign(ctx, "10.0.0.9:5432")
+	fmt.Println("campaign:", errors.Is(err, election.ErrReadOnly))
+	// Output:
+	// holder: node-1 at 10.0.0.1:5432
+	// no holder
+	// campaign: true
+}
