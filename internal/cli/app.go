@@ -45,6 +45,7 @@ func commands() []*ucli.Command {
 		initCommand(),
 		registerCommand(),
 		resignCommand(),
+		pruneCommand(),
 		runCommand(),
 		benchCommand(),
 		leaderCommand(),

@@ -105,7 +105,7 @@ func TestOneShotAnswersAfterTheHolderDied(t *testing.T) {
 	assert.Equal(t, true, rows[0]["holder"].(map[string]any)["expired"], "table: expired")
 	r = runOn(t, c, "table", role)
 	requireOK(t, r)
-	assert.Regexp(t, `(?m)^db\s+y1\s+10\.9\.9\.9:5432\s+`+tok.String()+`\s+expired\s+y1$`, r.Stdout)
+	assert.Regexp(t, `(?m)^db\s+y1\s+10\.9\.9\.9:5432\s+`+tok.String()+`\s+dead\s+y1 \(gone\)$`, r.Stdout)
 	r = runOn(t, c, "describe", role)
 	requireOK(t, r)
 	assert.Regexp(t, `(?m)^db\s+`+tok.String()+`\s+\S+\s+expired: y1 \(token `+tok.String()+`\) stopped renewing$`, r.Stdout)

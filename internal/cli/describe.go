@@ -31,7 +31,9 @@ func describeCommand() *ucli.Command {
 			"and joins no group, so it disturbs no one.\n\n" +
 			"JSON: {\"role\":R,\"held\":BOOL,\"token\":{\"producer_id\":N,\"epoch\":N} or null,\n" +
 			"       \"lease\":{\"state\":\"live\"|\"released\"|\"expired\",\"member\":M,\n" +
-			"                \"token\":{\"producer_id\":N,\"epoch\":N},\"left_ms\":N} or null}\n" +
+			"                \"token\":{\"producer_id\":N,\"epoch\":N},\"left_ms\":N,\"renewed_at\":MS} or null}\n" +
+			"\"renewed_at\" is when the holder's latest renewal began (its lease's or its\n" +
+			"member session's heartbeat's, by its clock).\n" +
 			"\"held\" is true when the coordinator has a token for the role (TOKEN), whether\n" +
 			"or not a member holds the role: see \"lease\".",
 		ArgsUsage: "ROLE",
@@ -58,6 +60,8 @@ type describeLease struct {
 	Member codec.MemberID `json:"member"`
 	Token  codec.Token    `json:"token"`
 	LeftMS int64          `json:"left_ms"`
+	// RenewedAt is the holder's latest renewal (server.Holder.RenewedAt).
+	RenewedAt int64 `json:"renewed_at,omitempty"`
 }
 
 func runDescribe(c *ucli.Context) error {
@@ -140,7 +144,7 @@ func leaseOf(st rolestate.State, now time.Time) *describeLease {
 	if h == nil {
 		return nil
 	}
-	l := &describeLease{Member: h.Member, Token: h.Token, LeftMS: h.LeftMS, State: "live"}
+	l := &describeLease{Member: h.Member, Token: h.Token, LeftMS: h.LeftMS, RenewedAt: h.RenewedAt, State: "live"}
 	switch {
 	case h.Released():
 		l.State = "released"

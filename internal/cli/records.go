@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"time"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/liveness"
+	"github.com/krabka/krole/rolestate"
 )
 
 func recordsCommand() *ucli.Command {
@@ -26,7 +29,15 @@ func recordsCommand() *ucli.Command {
 			"  {\"offset\":N,\"kind\":\"registration\",\"member\":M,\"tombstone\":true}  (a deregistration)\n" +
 			"  {\"offset\":N,\"kind\":\"lease\",\"tombstone\":true}\n" +
 			"Times are Unix milliseconds. A lease that its holder released on resigning has\n" +
-			"granted_at 0 and deadline 1 (the table says \"lease (released)\").",
+			"granted_at 0 and deadline 1 (the table says \"lease (released)\").\n\n" +
+			"The newest lease is renewed by its holder's member session's heartbeats, not by\n" +
+			"new lease records (written again only hourly): records reads the holder's\n" +
+			"latest heartbeat with it and judges the lease as 'krole table' does. Its row\n" +
+			"says \"lease (live)\" or \"lease (expired)\", and its DEADLINE is that of its\n" +
+			"latest renewal (\"by heartbeat\" when a heartbeat renewed it). In JSON it has\n" +
+			"  \"live\":BOOL,\"renewed_at\":MS,\"renewed_until\":MS,\"left_ms\":N\n" +
+			"besides: when its latest renewal began and ran until (the holder's clock), and\n" +
+			"the time left as this machine judges it.",
 		ArgsUsage: "ROLE",
 		Action:    runRecords,
 	}
@@ -45,6 +56,22 @@ type recordJSON struct {
 	Token        *codec.Token `json:"token,omitempty"`
 	GrantedAt    *int64       `json:"granted_at,omitempty"`
 	Deadline     *int64       `json:"deadline,omitempty"`
+	// The newest lease's liveness (see liveness.Judge): left out on other
+	// records and on a release.
+	Live         *bool  `json:"live,omitempty"`
+	RenewedAt    *int64 `json:"renewed_at,omitempty"`
+	RenewedUntil *int64 `json:"renewed_until,omitempty"`
+	LeftMS       *int64 `json:"left_ms,omitempty"`
+}
+
+// judged adds to j, the newest lease's record, its liveness v.
+func (j *recordJSON) judged(v liveness.Verdict, now time.Time) {
+	left := int64(0)
+	if v.Live {
+		left = v.End.Sub(now).Milliseconds()
+	}
+	until := v.RanOut.UnixMilli()
+	j.Live, j.RenewedAt, j.RenewedUntil, j.LeftMS = &v.Live, &v.RenewedAt, &until, &left
 }
 
 func toJSON(r fencing.RoleRecord) recordJSON {
@@ -62,6 +89,42 @@ func toJSON(r fencing.RoleRecord) recordJSON {
 	return j
 }
 
+// settledRecords reads role's records and, when its newest lease names
+// its holder's member session, the session's latest record, judged as a
+// one-shot answer is (liveness.Settle): each record is stamped with when
+// this process first read it, and the reads go on while the holder's
+// clock says the latest renewal ran out, for a renewal to show. It
+// returns the last records read and their state.
+func settledRecords(ctx context.Context, t roleClient, role codec.Role) ([]fencing.RoleRecord, rolestate.State, error) {
+	seen, seenBeat := map[int64]time.Time{}, map[int64]time.Time{}
+	stamp := func(m map[int64]time.Time, off int64) time.Time {
+		if _, ok := m[off]; !ok {
+			m[off] = time.Now()
+		}
+		return m[off]
+	}
+	var recs []fencing.RoleRecord
+	sts, err := liveness.Settle(ctx, func(ctx context.Context) ([]rolestate.State, error) {
+		rs, err := t.ReadRoleRecords(ctx, role)
+		if err != nil {
+			return nil, err
+		}
+		st := rolestate.Fold(role, rs)
+		if st.Lease != nil {
+			st.LeaseSeenAt = stamp(seen, st.LeaseOffset)
+		}
+		if err := withSession(ctx, t, &st, func(off int64) time.Time { return stamp(seenBeat, off) }); err != nil {
+			return nil, err
+		}
+		recs = rs
+		return []rolestate.State{st}, nil
+	}, time.Now)
+	if err != nil {
+		return nil, rolestate.State{}, err
+	}
+	return recs, sts[0], nil
+}
+
 func runRecords(c *ucli.Context) error {
 	role, err := roleArg(c)
 	if err != nil {
@@ -72,9 +135,14 @@ func runRecords(c *ucli.Context) error {
 		return err
 	}
 	defer t.Close()
-	recs, err := t.ReadRoleRecords(c.Context, role)
+	recs, st, err := settledRecords(c.Context, t, role)
 	if err != nil {
 		return err
+	}
+	now := time.Now()
+	verdict := liveness.Judge(st, now)
+	newest := func(r fencing.RoleRecord) bool {
+		return st.Lease != nil && !st.Lease.Released() && r.Offset == st.LeaseOffset && r.Record.Lease != nil
 	}
 	if s, ok := t.(fencing.SkipCounter); ok && s.NewerRecordsSkipped() > 0 {
 		fmt.Fprintf(stderr(c), "krole: warning: skipped %d record(s) of a newer format: a newer krole writes to topic %s\n",
@@ -91,7 +159,11 @@ func runRecords(c *ucli.Context) error {
 	if outputFormat(c) == FormatJSON {
 		out := make([]recordJSON, 0, len(recs)) // [] rather than null when empty
 		for _, r := range recs {
-			out = append(out, toJSON(r))
+			j := toJSON(r)
+			if newest(r) {
+				j.judged(verdict, now)
+			}
+			out = append(out, j)
 		}
 		return writeJSON(stdout(c), out)
 	}
@@ -99,7 +171,6 @@ func runRecords(c *ucli.Context) error {
 		_, err := fmt.Fprintf(stdout(c), "role %s has no records\n", role)
 		return err
 	}
-	now := time.Now()
 	tw := newTable(stdout(c), "OFFSET", "KIND", "MEMBER", "TOKEN", "TIME", "DEADLINE")
 	for _, r := range recs {
 		j := toJSON(r)
@@ -113,6 +184,17 @@ func runRecords(c *ucli.Context) error {
 		case j.Token != nil && r.Record.Lease.Released():
 			kind += " (released)"
 			tok = j.Token.String()
+		case j.Token != nil && newest(r):
+			tok = j.Token.String()
+			at = humanTime(*j.GrantedAt, now)
+			kind += " (expired)"
+			if verdict.Live {
+				kind = "lease (live)"
+			}
+			deadline = humanTime(verdict.RanOut.UnixMilli(), now)
+			if verdict.RenewedAt > *j.GrantedAt {
+				deadline += " by heartbeat"
+			}
 		case j.Token != nil:
 			tok = j.Token.String()
 			at = humanTime(*j.GrantedAt, now)

@@ -116,7 +116,8 @@ func runServe(c *ucli.Context) error {
 	}
 	defer lv.stop()
 	hist := server.NewHistory(c.Duration("history"), 0, nil)
-	h, err := server.New(lv.View, server.Options{
+	tbl := server.WithSessions(lv.View) // candidates' sessions, for their "gone"
+	h, err := server.New(tbl, server.Options{
 		Source:  server.Source{Brokers: lv.cfg.Brokers, Topic: lv.cfg.Topic},
 		History: hist,
 	})
@@ -127,7 +128,7 @@ func runServe(c *ucli.Context) error {
 	histDone := make(chan struct{})
 	go func() {
 		defer close(histDone)
-		_ = hist.Run(histCtx, lv.View) // ends with histCtx, or when the view stops
+		_ = hist.Run(histCtx, tbl) // ends with histCtx, or when the view stops
 	}()
 	defer func() { stopHistory(); <-histDone }()
 	// Requests run on base: cancelling it ends the event streams, which

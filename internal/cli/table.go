@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,33 +34,41 @@ func tableCommand() *ucli.Command {
 			"lease and its token, the time left on the lease, and the candidates in rank\n" +
 			"order (join order). With no ROLE, every role the topic has a record of; a ROLE\n" +
 			"it has none of shows with no holder and no candidates.\n\n" +
-			"LEFT is the time left as this machine judges it, as a candidate would: the\n" +
-			"lease's span (deadline - granted_at, by the holder's clock) counted from when\n" +
-			"this view read the lease record, on this machine's clock; never the holder's\n" +
-			"deadline alone, which is off by as much as the holder's clock. A view that\n" +
-			"first reads a lease when it starts counts its whole span from then; without\n" +
-			"--watch, LEFT also ends 1s after the lease's deadline by the holder's clock,\n" +
-			"and when that has passed, table waits for a renewal, up to half the lease after\n" +
-			"it read it, and shows \"expired\" if none comes (see 'krole leader --help' for\n" +
-			"the bound). \"expired\" once that time is up, \"none\" without a lease.\n\n" +
+			"A holder is renewed by its member session's heartbeats (one per member and\n" +
+			"renew interval; the lease record itself is written again only hourly). LEFT is\n" +
+			"the time left as this machine judges it, as a candidate would: the span of the\n" +
+			"holder's latest renewal (its lease record or a heartbeat), counted from when\n" +
+			"this view read it, on this machine's clock; never the holder's deadline alone,\n" +
+			"which is off by as much as the holder's clock. A view that first reads a\n" +
+			"renewal when it starts counts its whole span from then; LEFT also ends 1s\n" +
+			"after the renewal's deadline by the holder's clock, and when that has passed,\n" +
+			"table waits for a renewal, up to half the lease after it read the last, and\n" +
+			"shows \"expired\" if none comes (see 'krole leader --help' for the bound).\n" +
+			"\"expired\" once that time is up, \"none\" without a lease, \"dead\" when no holder\n" +
+			"is live and every candidate is gone. A candidate shows as \"M (gone)\" when its\n" +
+			"member session is gone: it ended, or its latest heartbeat ran out as a holder's\n" +
+			"renewal does ('krole prune' removes such registrations).\n\n" +
 			"This is what the topic says, not the broker's fence: a holder shown as live may\n" +
 			"already be fenced by a newer token whose lease is not written yet.\n\n" +
 			"JSON: an array in role order, [] when there are no roles:\n" +
 			"  {\"role\":R,\"holder\":{\"member\":M,\"value\":V,\"token\":{\"producer_id\":N,\"epoch\":N},\"granted_at\":MS,\n" +
-			"   \"deadline\":MS,\"expired\":BOOL,\"left_ms\":N} or null,\n" +
-			"   \"candidates\":[{\"member\":M,\"offset\":N,\"registered_at\":MS,\"value\":V,\"rank\":0},...]}\n" +
+			"   \"deadline\":MS,\"renewed_at\":MS,\"expired\":BOOL,\"left_ms\":N} or null,\n" +
+			"   \"candidates\":[{\"member\":M,\"offset\":N,\"registered_at\":MS,\"value\":V,\"rank\":0,\"gone\":true},...],\n" +
+			"   \"dead\":true}\n" +
 			"\"value\" is the member's --value, left out when it has none; VALUE shows the\n" +
-			"holder's.\n" +
-			"Times are Unix milliseconds; \"expired\" and \"left_ms\" (LEFT) are judged when\n" +
-			"the row is printed.\n" +
+			"holder's. granted_at and deadline are the lease record's; renewed_at is when\n" +
+			"the holder's latest renewal began (its lease's or heartbeat's, by its clock).\n" +
+			"\"gone\" and \"dead\" are left out when false.\n" +
+			"Times are Unix milliseconds; \"expired\", \"left_ms\" (LEFT) and \"gone\" are\n" +
+			"judged when the row is printed.\n" +
 			"GET /v1/roles of 'krole serve' answers the same.\n\n" +
 			"--watch keeps following the topic until interrupted (SIGINT or SIGTERM ends it\n" +
 			"within 10s, whatever the cluster does). On a terminal (and without\n" +
-			"-o json) the table is redrawn on each change and the time left ticks down.\n" +
+			"-o json) the table is redrawn on each change and every second, read afresh.\n" +
 			"Otherwise it prints one JSON row per line: first the current row of each role,\n" +
 			"then the row of a role each time it changes, and again when a lease it showed\n" +
-			"as live runs out (with \"expired\":true). A role that lost its last record shows\n" +
-			"as a row with no holder and no candidates.\n\n" +
+			"as live runs out (with \"expired\":true); never for a renewal alone. A role\n" +
+			"that lost its last record shows as a row with no holder and no candidates.\n\n" +
 			"When no broker has answered the view for 5s, or its data has not been confirmed\n" +
 			"current for that long, --watch says so: on a terminal, a line above the table\n" +
 			"(\"cluster unreachable since T; data as of T\"); otherwise a line on stderr, and\n" +
@@ -117,7 +126,7 @@ func runTable(c *ucli.Context) error {
 		return err
 	}
 	if !watch {
-		rows, err := server.SettledRows(c.Context, lv.View, time.Now, roles...)
+		rows, err := server.SettledRows(c.Context, server.WithSessions(lv.View), time.Now, roles...)
 		if err != nil {
 			return err
 		}
@@ -129,13 +138,15 @@ func runTable(c *ucli.Context) error {
 
 	ctx, cancel := context.WithCancel(c.Context)
 	defer cancel()
-	st := server.Follow(ctx, lv.View, time.Now, roles...)
+	tbl := server.WithSessions(lv.View)
+	st := server.Follow(ctx, tbl, time.Now, roles...)
 	rowsC := st.C
 	if c.Bool("changes") {
 		rowsC = holderChanges(st.C)
 	}
 	if outputFormat(c) == FormatTable && isTerminal(stdout(c)) {
-		err = watchTerminal(stdout(c), rowsC, roles, lv.cfg.Topic, time.Now, lv.Health, redrawEvery)
+		refresh := func() ([]server.Row, error) { return server.Rows(ctx, tbl, time.Now, roles...) }
+		err = watchTerminal(stdout(c), rowsC, roles, lv.cfg.Topic, time.Now, lv.Health, redrawEvery, refresh)
 	} else {
 		noted := make(chan struct{})
 		go func() {
@@ -183,8 +194,15 @@ func rowsTable(w io.Writer, rows []server.Row, now time.Time) error {
 		names := make([]string, len(r.Candidates))
 		for i, cd := range r.Candidates {
 			names[i] = string(cd.Member)
+			if cd.Gone {
+				names[i] += " (gone)"
+			}
 		}
-		tw.row(string(r.Role), holder, value, token, timeLeft(r.Holder, now), strings.Join(names, ", "))
+		left := timeLeft(r.Holder, now)
+		if r.Dead {
+			left = "dead"
+		}
+		tw.row(string(r.Role), holder, value, token, left, strings.Join(names, ", "))
 	}
 	return tw.flush()
 }
@@ -249,16 +267,39 @@ func isTerminal(w io.Writer) bool {
 }
 
 // watchLines prints each row of the stream as one line of JSON, until the
-// stream ends or a write fails.
+// stream ends or a write fails. A row that differs from the last one
+// printed of its role only in its times (the stream looks a role up again
+// when its lease would end: a holder its heartbeats renewed shows again)
+// is not printed.
 func watchLines(w io.Writer, c <-chan []server.Row) error {
+	last := map[codec.Role]server.Row{}
 	for rows := range c {
 		for _, r := range rows {
+			if old, ok := last[r.Role]; ok && sameButTimes(old, r) {
+				continue
+			}
+			last[r.Role] = r
 			if err := writeJSON(w, r); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// sameButTimes reports whether a and b show the same role alike but for
+// when they were judged: the time left and the holder's latest renewal.
+func sameButTimes(a, b server.Row) bool {
+	if (a.Holder == nil) != (b.Holder == nil) || a.Dead != b.Dead || !slices.Equal(a.Candidates, b.Candidates) {
+		return false
+	}
+	if a.Holder == nil {
+		return true
+	}
+	ha, hb := *a.Holder, *b.Holder
+	ha.LeftMS, ha.RenewedAt, ha.Ends, ha.Renewed = 0, 0, time.Time{}, time.Time{}
+	hb.LeftMS, hb.RenewedAt, hb.Ends, hb.Renewed = 0, 0, time.Time{}, time.Time{}
+	return ha == hb
 }
 
 // redrawEvery is how often a terminal's table is redrawn without a change,
@@ -269,8 +310,10 @@ const redrawEvery = time.Second
 // of the stream and every interval, until the stream ends or a write
 // fails, with a line about the view's health when it is not healthy.
 // Roles that lose their last record leave the table, unless named in
-// roles.
-func watchTerminal(w io.Writer, st <-chan []server.Row, roles []codec.Role, topic string, now func() time.Time, health func() view.Health, every time.Duration) error {
+// roles. At each interval the rows are read afresh with refresh (when not
+// nil), so that the time left follows the heartbeats, which the stream
+// does not bring.
+func watchTerminal(w io.Writer, st <-chan []server.Row, roles []codec.Role, topic string, now func() time.Time, health func() view.Health, every time.Duration, refresh func() ([]server.Row, error)) error {
 	named := map[codec.Role]bool{}
 	for _, r := range roles {
 		named[r] = true
@@ -292,6 +335,14 @@ func watchTerminal(w io.Writer, st <-chan []server.Row, roles []codec.Role, topi
 		case <-tick.C:
 			if !drawn {
 				continue
+			}
+			if refresh != nil {
+				if rows, err := refresh(); err == nil {
+					shown = shown[:0]
+					for _, r := range rows {
+						shown = upsertRow(shown, r, r.Empty() && !named[r.Role])
+					}
+				}
 			}
 		}
 		if _, err := w.Write(frame(shown, topic, now(), health())); err != nil {

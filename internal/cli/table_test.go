@@ -71,9 +71,9 @@ func TestTableJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &typed))
 	db := typed[1]
 	h := rows[1]["holder"].(map[string]any)
-	assert.ElementsMatch(t, []string{"member", "token", "granted_at", "deadline", "expired", "left_ms"}, keys(h))
+	assert.ElementsMatch(t, []string{"member", "token", "granted_at", "deadline", "renewed_at", "expired", "left_ms"}, keys(h))
 	assert.ElementsMatch(t, []string{"producer_id", "epoch"}, keys(h["token"].(map[string]any)))
-	assert.Equal(t, &server.Holder{Member: "m1", Token: l.Token, GrantedAt: l.GrantedAt, Deadline: l.Deadline, Expired: false, LeftMS: db.Holder.LeftMS}, db.Holder)
+	assert.Equal(t, &server.Holder{Member: "m1", Token: l.Token, GrantedAt: l.GrantedAt, Deadline: l.Deadline, RenewedAt: l.GrantedAt, Expired: false, LeftMS: db.Holder.LeftMS}, db.Holder)
 	assert.LessOrEqual(t, db.Holder.LeftMS, time.Hour.Milliseconds())
 	assert.Contains(t, out, `"producer_id":`+jsonInt(l.Token.ProducerID), "the token's int64 in full")
 	require.Len(t, db.Candidates, 2)
@@ -252,7 +252,7 @@ func TestTableWatchPipe(t *testing.T) {
 	r := rowOf(t, b.line("db's new holder"))
 	assert.Equal(t, codec.Role("db"), r.Role)
 	require.NotNil(t, r.Holder)
-	assert.Equal(t, &server.Holder{Member: "m2", Token: l2.Token, GrantedAt: l2.GrantedAt, Deadline: l2.Deadline, LeftMS: r.Holder.LeftMS}, r.Holder)
+	assert.Equal(t, &server.Holder{Member: "m2", Token: l2.Token, GrantedAt: l2.GrantedAt, Deadline: l2.Deadline, RenewedAt: l2.GrantedAt, LeftMS: r.Holder.LeftMS}, r.Holder)
 	assert.LessOrEqual(t, r.Holder.LeftMS, int64(2000))
 	off := m.Register("fresh", "f1")
 	r = rowOf(t, b.line("fresh's first candidate"))
@@ -310,7 +310,9 @@ func TestWatchTerminal(t *testing.T) {
 		}
 		return view.Health{Healthy: true}
 	}
-	go func() { done <- watchTerminal(&out, st.C, []codec.Role{"named"}, "t.roles", now, health, time.Hour) }()
+	go func() {
+		done <- watchTerminal(&out, st.C, []codec.Role{"named"}, "t.roles", now, health, time.Hour, nil)
+	}()
 
 	lease := &server.Holder{Member: "m1", Token: codec.Token{ProducerID: 7, Epoch: 1}, GrantedAt: 990_000, Deadline: 1_030_000, Ends: time.UnixMilli(1_030_000)}
 	ch <- []server.Row{

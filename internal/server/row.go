@@ -28,8 +28,8 @@ import (
 // heartbeat. A candidate has "gone":true when its member session is gone
 // ([liveness.Session]: it ended, or its latest heartbeat ran out); a
 // candidate whose session was never read is not. "dead" is true when the
-// row has records but no live holder and every candidate is gone: no
-// member is there to take the role. Candidates are in rank order and
+// role has candidates, all of them gone, and no live holder: no member is
+// there to take the role. Candidates are in rank order and
 // never null.
 type Row struct {
 	Role       codec.Role            `json:"role"`
@@ -117,7 +117,7 @@ func NewRow(st rolestate.State, now time.Time) Row {
 			r.Holder.LeftMS = v.End.Sub(now).Milliseconds()
 		}
 	}
-	r.Dead = !r.Empty() && (r.Holder == nil || r.Holder.Expired) && gone == len(r.Candidates)
+	r.Dead = len(r.Candidates) > 0 && gone == len(r.Candidates) && (r.Holder == nil || r.Holder.Expired)
 	return r
 }
 
