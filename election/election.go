@@ -46,8 +46,8 @@ func (h Holding) Held() processor.Held {
 type Holder struct {
 	Member codec.MemberID
 	Token  codec.Token
-	// Value is the value the holder registered with; "" when none, or
-	// when it is no longer a candidate.
+	// Value is the value the holder's lease carries, written under its
+	// token (the value it campaigned with); "" when none.
 	Value string
 }
 
