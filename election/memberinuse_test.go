@@ -14,7 +14,7 @@ import (
 	"github.com/krabka/krole/rolestate"
 )
 
-// A second Session under the member id of a live one (issue 19, 2): its
+// A second Session under the member id of a live one: its
 // Campaign returns ErrMemberInUse, a *MemberInUseError naming the first
 // session's instance, and it writes nothing that disturbs the first,
 // which keeps the role under the same token and renews on.
