@@ -23,6 +23,7 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/testcluster"
+	"github.com/krabka/krole/rolestate"
 )
 
 // TestPageInChromium loads the page at / in headless Chromium, driven over
@@ -406,9 +407,9 @@ func (p *tab) waitFor(what, expr string, out any, ok func() bool) {
 //   - the timeline: one lane per role, the holders named in their
 //     segments and beside the lane, in colors that are not the red of the
 //     failover marks, a mark of its own shape per cause that does not
-//     shrink away, m1's unrenewed lease drawn apart from holding, and an
-//     axis that agrees with the heading for each window (1 min, 15 min,
-//     1 h);
+//     shrink away, the last span of m1's lease, which ran out unrenewed,
+//     drawn apart from holding, and an axis that agrees with the heading
+//     for each window (1 min, 15 min, 1 h);
 //   - the members: who holds what, who waits for what;
 //   - the history of each role: from -> to, token, cause, unheld time.
 //
@@ -572,11 +573,11 @@ func TestPageTimeline(t *testing.T) {
 		assert.GreaterOrEqual(t, mk.H, 8.0, "mark %s visible", mk.Kind)
 	}
 	assert.Equal(t, []string{"failover", "handover", "step-down", "fenced"}, kinds)
-	// m1 was never seen renewing: its lease, from its last sign of life
-	// to running out, is drawn apart from holding.
+	// m1's lease ran out unrenewed: its last span is drawn apart from
+	// holding.
 	var tails []string
 	require.NoError(t, page.eval(ctx, `[...document.querySelectorAll('#timeline .track[data-role="db"] .seg.tail')].map(s => s.dataset.member + " " + s.dataset.kind)`, &tails))
-	assert.Equal(t, []string{"m1 silent"}, tails)
+	assert.Equal(t, []string{"m1 unrenewed"}, tails)
 
 	// The members: who holds what, who waits for what, with its rank.
 	page.waitFor("the members view", memberRows, &members, func() bool { return len(members) == 4 })
@@ -602,7 +603,7 @@ func TestPageTimeline(t *testing.T) {
 	assert.Equal(t, []string{l5.Token.String(), l4.Token.String(), l3.Token.String(), l2.Token.String(), l1.Token.String()}, col(2), "tokens")
 	causes := col(3)
 	assert.Equal(t, []string{"fenced", "step-down", "handover"}, causes[:3])
-	assert.Regexp(t, `^failover · m1 silent \d`, causes[3], "a failover says how long the dead holder's lease ran on")
+	assert.Equal(t, "failover", causes[3], "the page does not judge how long the holder was silent")
 	assert.Equal(t, "holder when the server started", causes[4])
 	unheld := col(4)
 	assert.Equal(t, "none", unheld[0], "a fenced holder's role was never unheld")
@@ -622,30 +623,39 @@ func TestPageTimeline(t *testing.T) {
 	require.NoError(t, page.eval(ctx, `location.hash`, &hash))
 	assert.Equal(t, "#window=1m", hash, "the window chosen is in the address")
 
-	// A holder that renews every 300 ms, then goes silent (it died): while
-	// its lease still runs, the time since its last renewal is drawn as
-	// silent, not as holding, once its renewals are overdue.
+	// A holder that renews every 300 ms, then stops: while its lease
+	// runs (as its row says), it is drawn holding, never as silent, and
+	// its lane names it alone; once the row says the lease ran out, the
+	// lease's last span is drawn apart from holding.
 	m.Register("quiet", "s1")
-	ls := m.Lease("quiet", "s1", 8*time.Second)
+	ls := m.Lease("quiet", "s1", 4*time.Second)
 	for range 5 {
 		time.Sleep(300 * time.Millisecond)
 		now := time.Now()
-		l, err := codec.NewLease("s1", ls.Token, now.UnixMilli(), now.Add(8*time.Second).UnixMilli())
+		l, err := codec.NewLease("s1", ls.Token, now.UnixMilli(), now.Add(4*time.Second).UnixMilli())
 		require.NoError(t, err)
 		require.NoError(t, m.Transport.WriteLease(ctx, "quiet", ls.Token, l))
 	}
-	silentAt := time.Now()
+	stoppedAt := time.Now()
 	var quiet struct {
 		Tail []string `json:"tail"`
+		Now  string   `json:"now"`
 		Left string   `json:"left"`
 	}
-	page.waitFor("s1's silence drawn apart from holding", `({
+	const quietExpr = `({
 		tail: [...document.querySelectorAll('#timeline .track[data-role="quiet"] .seg.tail')].map(s => s.dataset.member + " " + s.dataset.kind),
-		left: document.querySelector('#roles tr[data-role="quiet"] td.left')?.textContent ?? ""})`, &quiet, func() bool { return len(quiet.Tail) > 0 })
-	assert.Equal(t, []string{"s1 silent"}, quiet.Tail)
-	if time.Since(silentAt) < 6*time.Second { // not on a slow machine
-		assert.Regexp(t, live, quiet.Left, "the lease has not run out yet")
+		now: document.querySelector('#timeline .lane-now[data-role="quiet"]')?.textContent ?? "",
+		left: document.querySelector('#roles tr[data-role="quiet"] td.left')?.textContent ?? ""})`
+	page.waitFor("s1 drawn holding quiet", quietExpr, &quiet, func() bool { return quiet.Now != "" })
+	if time.Since(stoppedAt) < 2*time.Second { // the lease surely runs: not on a slow machine
+		assert.Empty(t, quiet.Tail, "a live lease is not drawn as unrenewed")
+		assert.Equal(t, "now: s1", quiet.Now)
+		assert.Regexp(t, live, quiet.Left)
 	}
+	page.waitFor("s1's lease ran out: its last span drawn apart", quietExpr, &quiet, func() bool { return len(quiet.Tail) > 0 })
+	assert.Equal(t, []string{"s1 unrenewed"}, quiet.Tail)
+	assert.Equal(t, "expired", quiet.Left)
+	assert.GreaterOrEqual(t, time.Since(stoppedAt), 3*time.Second, "not before the lease's span since its last renewal")
 
 	if path := os.Getenv("KROLE_SCREENSHOT"); path != "" {
 		screenshot(t, b, page, path)
@@ -718,4 +728,118 @@ func screenshot(t *testing.T, b *browser, page *tab, path string) {
 	}
 	require.NoError(t, json.Unmarshal(res, &shot))
 	require.NoError(t, os.WriteFile(path, shot.Data, 0o644))
+}
+
+// manyRoles returns a table of n roles, role-0000 on: each held for an
+// hour by one of seven members (m-0 to m-6), with that member and the
+// next as candidates.
+func manyRoles(n int, now time.Time) *fakeTable {
+	f := &fakeTable{caughtUp: true, roles: make(map[codec.Role]rolestate.State, n)}
+	for i := range n {
+		role := codec.Role(fmt.Sprintf("role-%04d", i))
+		holder, next := codec.MemberID(fmt.Sprintf("m-%d", i%7)), codec.MemberID(fmt.Sprintf("m-%d", (i+1)%7))
+		l := codec.Lease{Member: holder, Token: codec.Token{ProducerID: int64(1000 + i), Epoch: 1},
+			GrantedAt: now.UnixMilli(), Deadline: now.Add(time.Hour).UnixMilli(), Value: fmt.Sprintf("10.0.%d.%d:80", i/256, i%256)}
+		f.roles[role] = rolestate.State{Role: role, Lease: &l, LeaseOffset: int64(3 * i), LeaseSeenAt: now,
+			Candidates: []rolestate.Candidate{{Member: holder, Offset: int64(3*i + 1)}, {Member: next, Offset: int64(3*i + 2), Rank: 1}}}
+	}
+	return f
+}
+
+// TestPageManyRoles loads the page over 3,000 roles (with a history) and
+// checks that it answers: it shows every role's row, the last one
+// included; a change of one role shows in its row and among the members;
+// the timeline draws the lanes on screen and those scrolled to, not all
+// of them. Values that reach the page from another writer are shown as
+// the CLI shows them (codec.PrintableValue): a bidi override quoted and
+// escaped, never applied. A candidate whose member session is gone is
+// shown as gone.
+func TestPageManyRoles(t *testing.T) {
+	bin := chromiumBinary()
+	if bin == "" {
+		t.Skip("chromium not installed: apt-get install chromium (or set KROLE_CHROMIUM to a Chrome/Chromium binary)")
+	}
+	const n = 3000
+	now := time.Now()
+	f := manyRoles(n, now)
+	forged := f.roles["role-0001"]
+	forged.Lease.Value = "\u202egnp.exe" // written by another client: krole refuses it
+	gone := f.roles["role-0002"]
+	gone.Candidates[1].Session = &rolestate.SessionSeen{Heartbeat: codec.Heartbeat{Member: gone.Candidates[1].Member, End: true}}
+
+	hist := NewHistory(time.Hour, 0, nil)
+	hctx, stopHist := context.WithCancel(context.Background())
+	histDone := make(chan error, 1)
+	go func() { histDone <- hist.Run(hctx, f) }()
+	t.Cleanup(func() { stopHist(); <-histDone })
+	base, stop := context.WithCancel(context.Background())
+	srv := httptest.NewUnstartedServer(newHandler(t, f, Options{History: hist, Source: Source{Brokers: []string{"127.0.0.1:9092"}, Topic: "many.roles"}}))
+	srv.Config.BaseContext = func(net.Listener) context.Context { return base }
+	srv.Start()
+	t.Cleanup(srv.Close)
+	t.Cleanup(stop)
+
+	b := startChromium(t, bin)
+	page := b.open(srv.URL + "/")
+	ctx := testCtx(t)
+
+	const rowOf = `(role => { const tr = document.querySelector('#roles tr[data-role="' + role + '"]'); return tr ? [...tr.cells].map(td => td.textContent) : []; })`
+	var last []string
+	page.waitFor("the last role's row", rowOf+`("role-2999")`, &last, func() bool { return len(last) == 6 })
+	assert.Equal(t, []string{"role-2999", "m-3", "10.0.11.183:80", "3999/1"}, last[:4])
+	assert.Regexp(t, live, last[4])
+	assert.Equal(t, "m-3, m-4", last[5])
+	var count int
+	require.NoError(t, page.eval(ctx, `document.querySelectorAll("#roles tr").length`, &count))
+	assert.Equal(t, n, count, "a row per role")
+
+	// A value with a bidi override is shown quoted and escaped.
+	var row []string
+	require.NoError(t, page.eval(ctx, rowOf+`("role-0001")`, &row))
+	require.Len(t, row, 6)
+	assert.Equal(t, `"\u202egnp.exe"`, row[2])
+	assert.Equal(t, codec.PrintableValue(forged.Lease.Value), row[2], "as the CLI prints it")
+	// The page's escaping is the CLI's, character for character.
+	values := []string{"10.0.0.7:8080", "a b", "zürich-1", "日本", "\u202egnp.exe", "a\u2066b\u2069", "zero\u200bwidth", "\ufeffbom",
+		"evil\x1b[2J\a\r\n", "tab\t", "del\x7f", "c1\u0085", `"quoted"`, `back\slash`, "nbsp\u00a0x", "emoji \U0001F600", "tag\U000E0041"}
+	in, err := json.Marshal(values)
+	require.NoError(t, err)
+	var escaped []string
+	require.NoError(t, page.eval(ctx, string(in)+`.map(shown)`, &escaped))
+	require.Len(t, escaped, len(values))
+	for i, v := range values {
+		assert.Equal(t, codec.PrintableValue(v), escaped[i], "%q", v)
+	}
+	// A candidate whose session is gone.
+	require.NoError(t, page.eval(ctx, rowOf+`("role-0002")`, &row))
+	require.Len(t, row, 6)
+	assert.Equal(t, "m-2, m-3 (gone)", row[5])
+
+	// One role changes: its row and the members follow.
+	l := codec.Lease{Member: "newcomer", Token: codec.Token{ProducerID: 99999, Epoch: 1}, GrantedAt: now.UnixMilli(), Deadline: now.Add(time.Hour).UnixMilli()}
+	f.set(rolestate.State{Role: "role-1500", Lease: &l, LeaseOffset: 1 << 20, LeaseSeenAt: time.Now(),
+		Candidates: []rolestate.Candidate{{Member: "newcomer", Offset: 1 << 20}}})
+	page.waitFor("role-1500's new holder", rowOf+`("role-1500")`, &row, func() bool { return len(row) == 6 && row[1] == "newcomer" })
+	assert.Equal(t, []string{"role-1500", "newcomer", "-", "99999/1"}, row[:4])
+	var holds string
+	page.waitFor("newcomer among the members", `document.querySelector('#members tr[data-member="newcomer"]')?.cells[1].textContent ?? ""`, &holds, func() bool { return holds == "role-1500" })
+	var more string
+	require.NoError(t, page.eval(ctx, `document.querySelector('#members tr[data-member="m-0"] .holds .more')?.textContent ?? ""`, &more))
+	assert.Equal(t, "and 379 more", more, "m-0 holds 429 roles: 50 chips and a count")
+
+	// The timeline: the lanes on screen, not 3,000 of them.
+	type lanes struct {
+		Roles []string `json:"roles"`
+	}
+	const laneExpr = `({roles: [...document.querySelectorAll("#timeline .track")].map(t => t.dataset.role)})`
+	var ls lanes
+	require.NoError(t, page.eval(ctx, `(document.getElementById("timeline").scrollIntoView(), true)`, new(bool)))
+	page.waitFor("the first lanes", laneExpr, &ls, func() bool { return len(ls.Roles) > 0 && ls.Roles[0] == "role-0000" })
+	assert.Less(t, len(ls.Roles), 200, "only the lanes near the screen are drawn")
+	require.NoError(t, page.eval(ctx, `(() => { const t = document.getElementById("timeline"); scrollTo(0, t.getBoundingClientRect().bottom + scrollY - innerHeight); return true; })()`, new(bool)))
+	page.waitFor("the last lane, scrolled to", laneExpr, &ls, func() bool { return slices.Contains(ls.Roles, "role-2999") })
+	assert.Less(t, len(ls.Roles), 200)
+	var nowText string
+	require.NoError(t, page.eval(ctx, `document.querySelector('#timeline .lane-now[data-role="role-2999"]').textContent`, &nowText))
+	assert.Equal(t, "now: m-3", nowText)
 }

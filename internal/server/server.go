@@ -13,6 +13,7 @@
 //	/v1/roles/{role}         Row; 404 {"error": ...} when the table does not know the role
 //	/v1/roles/{role}/watch   text/event-stream of the role's rows: the current one, then one per change
 //	/v1/watch?role=a&role=b  text/event-stream of the rows of the roles named (no role: every role)
+//	                         (either with ?snapshot=1: the current rows in one event, see below)
 //	/v1/stats                the view's counters as JSON
 //	/v1/source               {"brokers":[...],"topic":T,"history_window_ms":N}: what the server reads (Options.Source)
 //	/v1/roles/{role}/history RoleHistory: the role's changes of holder in the history's window (Options.History)
@@ -56,6 +57,10 @@
 // each role it follows (sorted by role; a role the table does not know
 // gives a row with holder null and no candidates), then one per change of
 // the table, and one when a lease shown as live runs out (see [Follow]).
+// With ?snapshot=1 the current rows come instead as one event named
+// "snapshot" whose data is their JSON array ("event: snapshot" then
+// "data: [Row, ...]"), so that a client of many roles learns them in one
+// message; the changes follow as plain events, as without it.
 // Before the view has caught up it sends only heartbeats (": ping"
 // comments, every Options.Heartbeat). It ends when the client goes away,
 // the server shuts down (the request's context ends) or the view stops;
@@ -416,6 +421,20 @@ func (s *server) watchRole(w http.ResponseWriter, r *http.Request) {
 	s.stream(w, r, []codec.Role{role})
 }
 
+// snapshotParam reports whether the request asks for the current rows as
+// one "snapshot" event (?snapshot=1, or true).
+func snapshotParam(r *http.Request) (bool, error) {
+	v := r.URL.Query().Get("snapshot")
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("snapshot=%q: want 1 or 0: %w", v, codec.ErrInvalid)
+	}
+	return b, nil
+}
+
 func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 	var roles []codec.Role
 	for _, q := range r.URL.Query()["role"] {
@@ -435,6 +454,11 @@ func (s *server) watch(w http.ResponseWriter, r *http.Request) {
 // events, until the client goes away, the request's context ends or the
 // view stops.
 func (s *server) stream(w http.ResponseWriter, r *http.Request, roles []codec.Role) {
+	snapshot, err := snapshotParam(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -462,6 +486,7 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, roles []codec.Ro
 	}()
 	beat := time.NewTicker(s.opts.Heartbeat)
 	defer beat.Stop()
+	first := true // the next batch is the current rows of every role followed
 	for {
 		select {
 		case rows, ok := <-st.C:
@@ -471,6 +496,19 @@ func (s *server) stream(w http.ResponseWriter, r *http.Request, roles []codec.Ro
 				}
 				return
 			}
+			if first && snapshot {
+				first = false
+				b, err := json.Marshal(rows)
+				if err != nil {
+					s.opts.Logger.Debug("encoding the snapshot", "err", err)
+					return
+				}
+				if _, err := fmt.Fprintf(w, "event: snapshot\ndata: %s\n\n", b); err != nil {
+					return
+				}
+				break
+			}
+			first = false
 			for _, row := range rows {
 				b, err := json.Marshal(row)
 				if err != nil {

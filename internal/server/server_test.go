@@ -333,7 +333,7 @@ func TestPage(t *testing.T) {
 	require.Equal(t, http.StatusOK, rec.Code)
 	assert.Equal(t, "text/html; charset=utf-8", rec.Header().Get("Content-Type"))
 	body := rec.Body.String()
-	assert.Contains(t, body, `new EventSource("v1/watch")`)
+	assert.Contains(t, body, `new EventSource("v1/watch?snapshot=1")`)
 	assert.Contains(t, body, `<tbody id="roles">`)
 	assert.NotRegexp(t, `(?i)(src|href)\s*=\s*["']?(https?:)?//`, body, "no external assets")
 }
