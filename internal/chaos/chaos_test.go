@@ -1,6 +1,7 @@
 package chaos_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -76,24 +77,9 @@ func TestChaos(t *testing.T) {
 		}
 		roles = n
 	}
-	dir := os.Getenv("CHAOS_DIR")
-	if dir == "" {
-		dir = t.TempDir()
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), dur+5*time.Minute)
-	defer cancel()
-	bin, err := chaos.BuildMember(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, _, err := chaos.Run(ctx, chaos.Config{
+	cfg := chaos.Config{
 		Duration: dur,
 		Seed:     seed,
-		Member:   bin,
-		Dir:      dir,
-		Log:      testLog{t},
 		Only:     os.Getenv("CHAOS_ONLY"),
 		Pipeline: os.Getenv("CHAOS_PIPELINE"),
 		// The mean pause between faults (default 1s). Sparser faults
@@ -105,27 +91,92 @@ func TestChaos(t *testing.T) {
 		// Members' clocks apart by up to 10 s, five leases: package
 		// processor judges expiry on the observer's clock.
 		MaxClockOffset: 5 * time.Second,
-	})
+	}
+	switch sc := os.Getenv("CHAOS_SCENARIO"); sc {
+	case "":
+	case chaos.ScenarioMassFailover:
+		cfg = massFailover(t, cmp.Or(roles, 1000))
+		cfg.Duration, cfg.Seed = dur, seed
+	default:
+		t.Fatalf("CHAOS_SCENARIO=%q: want %q or nothing", sc, chaos.ScenarioMassFailover)
+	}
+	runSuite(t, cfg)
+}
+
+// massFailover is the Config of the mass-failover scenario with roles
+// roles and CHAOS_CANDIDATES (default 2) candidates beside the holder.
+func massFailover(t *testing.T, roles int) chaos.Config {
+	t.Helper()
+	cands := 2
+	if s := os.Getenv("CHAOS_CANDIDATES"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("CHAOS_CANDIDATES=%q: want a positive number", s)
+		}
+		cands = n
+	}
+	return chaos.Config{
+		Scenario:       chaos.ScenarioMassFailover,
+		Members:        1 + cands,
+		Roles:          roles,
+		MaxClockOffset: 5 * time.Second,
+	}
+}
+
+// TestChaosMassFailover runs the mass-failover scenario with 1000 roles, a
+// holder and two candidates (CHAOS_CANDIDATES), and fails on any
+// violation: every role the holder's kill leaves vacant is won once.
+func TestChaosMassFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the mass failover takes about half a minute")
+	}
+	cfg := massFailover(t, 1000)
+	cfg.Duration = 2 * time.Minute
+	runSuite(t, cfg)
+}
+
+// runSuite builds the member program and runs the suite with cfg (its
+// Member, Dir and Log filled in here: CHAOS_DIR, or a temporary
+// directory), and fails on any violation.
+func runSuite(t *testing.T, cfg chaos.Config) {
+	t.Helper()
+	dir := os.Getenv("CHAOS_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration+5*time.Minute)
+	defer cancel()
+	bin, err := chaos.BuildMember(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Member, cfg.Dir, cfg.Log = bin, dir, testLog{t}
+	rep, _, err := chaos.Run(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var sb strings.Builder
 	rep.Write(&sb)
-	t.Logf("seed: %d\n%s", seed, sb.String())
+	t.Logf("seed: %d\n%s", cfg.Seed, sb.String())
 	if len(rep.Violations) > 0 {
 		logViolatedRoles(t, dir, rep.Violations)
-		t.Errorf("%d violations (seed %d, logs in %s)", len(rep.Violations), seed, dir)
+		t.Errorf("%d violations (seed %d, logs in %s)", len(rep.Violations), cfg.Seed, dir)
 	}
 }
 
-// logViolatedRoles logs what the members wrote about each role with a
-// violation, their events (writes left out) and their stderr (at most 60
+// logViolatedRoles logs what the members wrote about the first five roles
+// with a violation, their events (writes left out) and their stderr (at most 60
 // lines a file and role), so that a run
 // whose directory is gone (make test's, CI's) can still be diagnosed.
 func logViolatedRoles(t *testing.T, dir string, vs []chaos.Violation) {
+	// At most five roles: a mass failover may have hundreds violated.
 	roles := map[string]bool{}
 	for _, v := range vs {
-		roles[v.Role] = true
+		if len(roles) < 5 {
+			roles[v.Role] = true
+		}
 	}
 	stderr, _ := filepath.Glob(filepath.Join(dir, "m*.stderr"))
 	events, _ := filepath.Glob(filepath.Join(dir, "m*.events"))

@@ -611,15 +611,19 @@ func checkElections(h History, r *Report, add addFunc) {
 			prev = e
 			continue
 		}
-		if at, ok := retired[e.Role+"@"+prev.Token.String()]; ok && e.Member == prev.Member && e.Minted != 0 && at <= e.Minted {
-			// The holder took its own lease back after its token was
-			// retired (package processor, "Tokens"): it fences only its
-			// former self, and spends no fault's budget. What left the
-			// request without an answer is the gap check's to bound
-			// (seed 1202050001: every request of the cluster, which runs
-			// in the driver's process, went unanswered for 1.3 s with no
-			// fault injected, on a machine shared with other work).
+		if at, ok := retired[e.Role+"@"+prev.Token.String()]; ok && e.Minted != 0 && at <= e.Minted {
+			// The holder's token was retired (package processor,
+			// "Tokens"): it takes its own lease back at once, fencing
+			// only its former self, and its heartbeats exclude the role,
+			// so another candidate may take it at once too. Neither
+			// spends a fault's budget: what left the request without an
+			// answer is the gap check's to bound (seed 1202050001: every
+			// request of the cluster, which runs in the driver's process,
+			// went unanswered for 1.3 s with no fault injected).
 			e.Cause, prevRace, chain = "retake of its own lease after its token was retired", false, 0
+			if e.Member != prev.Member {
+				e.Cause = "after the holder's token was retired"
+			}
 			prev = e
 			continue
 		}

@@ -379,7 +379,7 @@ func (b *gapBounds) minted(role, member string, from, to int64) bool {
 func (b *gapBounds) bound(role, holder string, g int64, trigger *Fault) time.Duration {
 	s := b.h.Settings
 	staggers := time.Duration(max(b.h.Members-1, 0)) * s.Stagger
-	bound := s.Lease + s.Renew + staggers + s.Tolerance
+	bound := s.Lease + s.Renew + staggers + s.Tolerance + s.Takeover
 	for _, f := range b.faults {
 		if f.Start > g+ms(bound) {
 			break

@@ -473,8 +473,9 @@ func TestFailoverBoundCountsOtherMembersFaults(t *testing.T) {
 // answer) takes its own lease back at once (package processor, "Tokens"):
 // an election that fences only its former self, explained without a
 // fault (seed 1202050001: requests left unanswered by a stall of the
-// cluster that no fault had injected). Another member's election after
-// the retirement, or the same member's without a retirement, is not.
+// cluster that no fault had injected). So is another member's election
+// after the retirement (the holder's heartbeats exclude the role); the
+// same member's without a retirement is not.
 func TestCheckRetakeAfterRetirement(t *testing.T) {
 	h := clean()
 	elect(&h, "b", 2, t0+6000)
@@ -487,7 +488,34 @@ func TestCheckRetakeAfterRetirement(t *testing.T) {
 	assert.Empty(t, r.Violations)
 	assert.Equal(t, "retake of its own lease after its token was retired", r.Elections[2].Cause)
 
+	for i, ev := range h.Events {
+		if ev.Role == "r" && ev.Epoch == 2 {
+			h.Events[i].Member = "a"
+		}
+	}
+	for i, l := range h.Leases {
+		if l.Token == tok(2) {
+			h.Leases[i].Member = "a"
+		}
+	}
+	r = Check(h)
+	assert.Empty(t, reported(r, KindElections))
+	assert.Equal(t, "after the holder's token was retired", r.Elections[2].Cause)
+
 	h = clean()
 	elect(&h, "b", 2, t0+6000) // fenced, not retired
 	assert.Equal(t, []Kind{KindElections}, kinds(Check(h)))
+}
+
+// Settings.Takeover widens the failover and gap bounds by the time one
+// candidate may take to challenge for every role of a member that died
+// holding them all: a failover 3 s over the bound is within it then.
+func TestTakeoverWidensTheBounds(t *testing.T) {
+	h := clean()
+	h.Events[4].Wall, h.Events[5].Wall = t0+6990, t0+7000 // 6 s after the kill, bound 3.6 s
+	assert.Contains(t, kinds(Check(h)), KindFailover)
+	base := GapBound(h, "r", "a", t0+800)
+	h.Settings.Takeover = 3 * time.Second
+	assert.Equal(t, base+3*time.Second, GapBound(h, "r", "a", t0+800))
+	assert.NotContains(t, kinds(Check(h)), KindFailover)
 }

@@ -263,6 +263,10 @@ type Settings struct {
 	// Tolerance is the slack added to the failover bound for a loaded
 	// machine.
 	Tolerance time.Duration
+	// Takeover is added to the failover and gap bounds: how long one
+	// candidate may take to challenge for every role of a member that died
+	// holding all of them (the mass-failover scenario; 0 otherwise).
+	Takeover time.Duration `json:",omitempty"`
 }
 
 // renewDeadline is s.RenewDeadline, or its default.

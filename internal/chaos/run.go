@@ -72,6 +72,12 @@ type Config struct {
 	// Settle bounds the wait, after the fault phase, for the stream to
 	// consume the whole input. Default 30s.
 	Settle time.Duration
+	// Scenario is "" (faults at random for Duration) or
+	// ScenarioMassFailover (no random faults: one member holding every
+	// role is SIGKILLed; Duration bounds each of its waits, and the
+	// failover and gap bounds allow 10 ms a role for one candidate to
+	// take them all). Default "".
+	Scenario string
 	// Pipeline is the members' fencing.Config.Pipeline ("on" sends a
 	// one-record transaction's commit behind its produce where the
 	// coordinator is the partition's leader; kfake orders a connection's
@@ -103,6 +109,16 @@ func (c Config) withDefaults() Config {
 		c.Log = io.Discard
 	}
 	return c
+}
+
+// takeover is the Settings.Takeover of the run: in the mass-failover
+// scenario 10 ms a role, a few times the pace at which one candidate
+// takes them on the embedded cluster (MaxInFlight challenges at a time).
+func (c Config) takeover() time.Duration {
+	if c.Scenario != ScenarioMassFailover {
+		return 0
+	}
+	return time.Duration(c.Roles) * 10 * time.Millisecond
 }
 
 // The topics of a run.
@@ -194,14 +210,23 @@ func Run(ctx context.Context, cfg Config) (*Report, *History, error) {
 		d.members = append(d.members, m)
 	}
 	defer d.killAll()
-	for _, m := range d.members {
-		if err := d.start(m, d.offset()); err != nil {
-			return nil, nil, err
+	switch cfg.Scenario {
+	case "":
+		for _, m := range d.members {
+			if err := d.start(m, d.offset()); err != nil {
+				return nil, nil, err
+			}
 		}
+	case ScenarioMassFailover:
+		if cfg.Members < 2 {
+			return nil, nil, fmt.Errorf("scenario %s: %d members, want a holder and at least one candidate", cfg.Scenario, cfg.Members)
+		}
+	default:
+		return nil, nil, fmt.Errorf("unknown scenario %q", cfg.Scenario)
 	}
 
 	h := &History{
-		Settings: Settings{Lease: s.LeaseDuration, Renew: s.RenewInterval, RenewDeadline: s.RenewDeadline, Stagger: s.Stagger, RequestTimeout: cfg.RequestTimeout, Tolerance: cfg.Tolerance},
+		Settings: Settings{Lease: s.LeaseDuration, Renew: s.RenewInterval, RenewDeadline: s.RenewDeadline, Stagger: s.Stagger, RequestTimeout: cfg.RequestTimeout, Tolerance: cfg.Tolerance, Takeover: cfg.takeover()},
 		Members:  cfg.Members, StreamRole: streamRole,
 	}
 	fillCtx, stopFill := context.WithCancel(ctx)
@@ -212,6 +237,13 @@ func Run(ctx context.Context, cfg Config) (*Report, *History, error) {
 	fmt.Fprintf(cfg.Log, "faults from %s for %s\n", stamp(h.FaultsFrom), cfg.Duration)
 	deadline := time.Now().Add(cfg.Duration)
 	var pending sync.WaitGroup
+	if cfg.Scenario == ScenarioMassFailover {
+		deadline = time.Now() // no random faults
+		if err := d.massFailover(ctx); err != nil {
+			stopFill()
+			return nil, nil, err
+		}
+	}
 	for time.Now().Before(deadline) {
 		wait := time.Duration(d.rnd.ExpFloat64() * float64(cfg.FaultEvery))
 		wait = min(wait, time.Until(deadline))
