@@ -298,9 +298,12 @@
 // ends the incarnation with a session end, and the member campaigns again
 // under a new nonce: the late heartbeat brings no lease back to life. An
 // unanswered heartbeat starts the session again before the next (same
-// nonce, new epoch; a new producer id ends the incarnation). So does a
-// heartbeat answered fenced (the coordinator aborts a heartbeat that
-// outlived the transaction timeout, bumping the epoch), unless the member
+// nonce, new epoch; a new producer id ends the incarnation). It may
+// commit until that start, so a start at or after that deadline ends the
+// incarnation as a late heartbeat does, with the session end under the
+// new epoch. A heartbeat answered fenced starts the session again too
+// (the coordinator aborts a heartbeat that outlived the transaction
+// timeout, bumping the epoch), unless the member
 // id's latest session record is then another incarnation's heartbeat,
 // not under an earlier epoch of the session's producer id (that one is a
 // predecessor's, written before this process's StartSession): another
