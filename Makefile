@@ -13,12 +13,15 @@ VERSIONS     ?= kafka-3.0 kafka-4.0 redpanda
 VERSIONPKGS  ?= ./fencing/... ./view/... ./processor/stream/...
 PIPEPKGS     ?= ./processor/... ./election/... ./examples/...
 # The chaos suite: how long its faults run, its seed (a number, or random), the go test timeout.
-# (The 30-second run inside `make test` replays one fixed seed; see internal/chaos/chaos_test.go.)
+# (The 30-second run inside `make test` replays one fixed seed, and a mass failover of 1000 roles follows it; see internal/chaos/chaos_test.go.)
 CHAOS_DURATION ?= 5m
 CHAOS_SEED ?= random
 # The number of roles, every member a candidate for each (empty: the suite's default, 40).
 CHAOS_ROLES ?=
 CHAOS_PIPELINE ?=
+# massfailover: one member holding every role (CHAOS_ROLES, default 1000) SIGKILLed, CHAOS_CANDIDATES (default 2) candidates.
+CHAOS_SCENARIO ?=
+CHAOS_CANDIDATES ?=
 CHAOS_TIMEOUT ?= 20m
 
 .PHONY: all build test test-race test-versions test-pipeline fuzz bench bench-compare lint check fmt dev demo clean chaos
@@ -45,7 +48,7 @@ fuzz: ## a short fuzz run of the codec's decoder, and of its fast paths against 
 	$(GO) test -run '^$$' -fuzz '^FuzzFastDecode$$' -fuzztime $(FUZZTIME) ./codec
 
 chaos: ## the chaos suite for CHAOS_DURATION (default 5m; raise CHAOS_TIMEOUT past 20m for runs over 10m) with seed CHAOS_SEED (default random); fails on any violation
-	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_SEED=$(CHAOS_SEED) CHAOS_ROLES=$(CHAOS_ROLES) CHAOS_PIPELINE=$(CHAOS_PIPELINE) $(GO) test -count=1 -v -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) ./internal/chaos
+	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_SEED=$(CHAOS_SEED) CHAOS_ROLES=$(CHAOS_ROLES) CHAOS_PIPELINE=$(CHAOS_PIPELINE) CHAOS_SCENARIO=$(CHAOS_SCENARIO) CHAOS_CANDIDATES=$(CHAOS_CANDIDATES) $(GO) test -count=1 -v -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) ./internal/chaos
 
 bench: ## the Go benchmarks (see docs/BENCHMARKS.md)
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)

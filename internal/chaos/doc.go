@@ -3,7 +3,8 @@
 // independent checker that reads everything back afterwards and judges
 // it. `make chaos` runs TestChaos for CHAOS_DURATION (default 5m) with
 // seed CHAOS_SEED (random when unset, logged first); `make test` runs it
-// for 30 s.
+// for 30 s, and the mass failover (below) of 1000 roles
+// (TestChaosMassFailover, about 30 s).
 //
 // # The run
 //
@@ -107,11 +108,33 @@
 // through package codec (TestDecodeSessionRecords holds the two to the
 // same format).
 //
+// # The mass failover
+//
+// With Config.Scenario ScenarioMassFailover (`make chaos
+// CHAOS_SCENARIO=massfailover`, CHAOS_ROLES default 1000,
+// CHAOS_CANDIDATES default 2) no fault is drawn. The first member
+// campaigns alone until its event log shows it holding every role; the
+// others start one after another, each once kgo reads a registration of
+// the one before for every role on the role topic, so that they rank in
+// that order on every role; half a lease later the first is SIGKILLed
+// (a kill fault, detail "holding N roles") and left down. Every role
+// then falls vacant at once and the first candidate takes them at the
+// pace of its calls, while the others defer to it (package processor,
+// "Failover of a member holding many roles"). The run ends a lease
+// after every role has a new holder, and is judged as any other; the
+// failover and gap bounds add Settings.Takeover, 10 ms a role, a few
+// times the pace one candidate takes them at on the embedded cluster.
+// Config.Duration bounds each wait. The check that matters here is
+// double-win: a second candidate that joins in while the first is still
+// taking roles races it for some, both elected.
+//
 // # The checks
 //
 // [Check] judges a [History] and reports each [Violation] with its
 // evidence, then a summary with the lines "faults: N", "kills
-// mid-heartbeat: N" (among them), "failovers: N",
+// mid-heartbeat: N" (among them), "vacancies: N (won more than once: M,
+// K of them while a fault could hold a challenge in flight)",
+// "failovers: N",
 // "max failover: X ms" and "violations: N" (and, after "max failover",
 // the failover closest to its bound and "most of the tolerance used: X
 // ms", the most a failover took beyond its bound without Tolerance, the
@@ -199,10 +222,11 @@
 //     a Produce delay spent on such a race left unexplained the election
 //     it had caused 2 s later, when a concurrent challenge it cut short,
 //     its token minted and no lease written, had fenced the holder).
-//     So does a retake: an election by the previous election's member
-//     after its revoked line said that token was retired (package
-//     processor, "Tokens": it takes its own lease back at once, fencing
-//     only its former self); what left its request without an answer is
+//     So does an election after the previous election's revoked line
+//     said its token was retired (package processor, "Tokens": the
+//     holder takes its own lease back at once, fencing only its former
+//     self, and its heartbeats exclude the role, so another candidate
+//     may take it as well); what left its request without an answer is
 //     the gap check's to bound (seed 1202050001: every request went
 //     unanswered for 1.3 s, no fault injected, on a shared machine).
 //     Faults explain the other elections of a role in time order, each up to its budget
@@ -324,8 +348,36 @@
 //     lines show the bounds). Run leaves the whole history in
 //     Config.Dir/history.json; TestRecheck judges one again
 //     (CHAOS_HISTORY=path), after a change of the checker.
+//   - double-win: per role, every vacancy is won once. A vacancy begins
+//     when a holding ends as the role topic shows it: its release is
+//     committed, its member session ends, a heartbeat of its session
+//     excludes the role (one begun no earlier than the holding's lease,
+//     both on the member's clock, as rolestate.ExcludesLease has it), or
+//     it expires a Lease after its last renewal (above), each judged at
+//     the minted line of the next token: a challenger can have read only
+//     what was committed before its token was minted. The next election fills
+//     the vacancy; an election by another member before that winner's
+//     holding ended is a second win of the same vacancy (the earlier
+//     winner never let the role go, and two members believed they held
+//     it). An election by the holding's own member is a take-back
+//     (package processor, rule 5) and wins nothing: the holding goes on
+//     under the new token, and when its own heartbeat had excluded the
+//     role first, a candidate that saw the exclusion may race the
+//     take-back (rule 6) and win that vacancy once. So a resignation, a
+//     handover (the session's end), a step-down followed by expiry, or
+//     an expiry, then an election, is one vacancy won once. The opening
+//     campaign (see elections) and elections after the shutdown are not
+//     judged. A vacancy won more than once is reported with the role,
+//     each winner's member, token, lease offset and minted time, unless
+//     a fault could have held a challenge in flight: a broker fault, or
+//     a fault of one of its winners, whose span [Start, End +
+//     RequestTimeout] overlaps [its start or its first win, whichever is
+//     earlier, less a RequestTimeout, its last win]. The summary counts
+//     both. With a fault every second the random runs shadow most such
+//     races; the mass failover injects no fault to shadow them.
 //
-// The checker's own tests (check_test.go, check_classes_test.go) feed it
+// The checker's own tests (check_test.go, check_classes_test.go,
+// check_vacancy_test.go) feed it
 // hand-made histories with one violation of each kind and require that it
 // reports it, and, for each class of issue 18 (overlap, after-mint,
 // sequence and zombie, gap), a history just inside the bound that it
