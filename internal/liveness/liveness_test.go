@@ -140,3 +140,72 @@ func TestSettle(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, states, 1)
 }
+
+// TestJudgeRenewedAt: the verdict names the latest renewal, the lease's
+// or the vouching heartbeat's, whichever began later, and counts the
+// time left from when the reader saw it.
+func TestJudgeRenewedAt(t *testing.T) {
+	const span = 2 * time.Second
+	sess := codec.Session{ProducerID: 9, Epoch: 0, Nonce: "n1"}
+	st := state(t0, span, t0)
+	st.Lease.Session = &sess
+	assert.Equal(t, t0.UnixMilli(), Judge(st, t0).RenewedAt, "no heartbeat: the lease")
+
+	// Three spans later, a heartbeat begun 100ms ago, seen 50ms ago.
+	now := t0.Add(3 * span)
+	hb := codec.Heartbeat{Member: "m1", Session: sess, GrantedAt: now.Add(-100 * time.Millisecond).UnixMilli(), Deadline: now.Add(span - 100*time.Millisecond).UnixMilli()}
+	st.Session = &rolestate.SessionSeen{Heartbeat: hb, SeenAt: now.Add(-50 * time.Millisecond)}
+	v := Judge(st, now)
+	assert.True(t, v.Live)
+	assert.Equal(t, hb.GrantedAt, v.RenewedAt)
+	assert.Equal(t, now.Add(-50*time.Millisecond), v.RenewalSeen)
+	assert.Equal(t, now.Add(span-50*time.Millisecond), v.End, "a span from when the heartbeat was seen")
+	assert.Equal(t, v.End, End(st))
+
+	rel := codec.ReleaseLease("m1", codec.Token{ProducerID: 7, Epoch: 1})
+	assert.Zero(t, Judge(rolestate.State{Role: "db", Lease: &rel}, now).RenewedAt)
+	assert.True(t, End(rolestate.State{Role: "db", Lease: &rel}).IsZero())
+}
+
+// TestSession: a member session is gone once it ended or its latest
+// heartbeat ran out as a holder's renewal does: a span after the reader
+// saw it, or, when the member's clock says it ran out, after the wait
+// for the next one.
+func TestSession(t *testing.T) {
+	const span = 2 * time.Second
+	sess := codec.Session{ProducerID: 9, Epoch: 0, Nonce: "n1"}
+	beat := func(granted, seen time.Time) *rolestate.SessionSeen {
+		return &rolestate.SessionSeen{Heartbeat: codec.Heartbeat{Member: "m2", Session: sess, GrantedAt: granted.UnixMilli(), Deadline: granted.Add(span).UnixMilli()}, SeenAt: seen}
+	}
+	assert.Equal(t, SessionVerdict{}, Session(nil, t0), "never read: not known to be gone")
+	assert.True(t, Session(&rolestate.SessionSeen{Heartbeat: codec.Heartbeat{Member: "m2", Session: sess, End: true}}, t0).Gone, "ended")
+
+	fresh := beat(t0, t0)
+	assert.False(t, Session(fresh, t0.Add(span-time.Millisecond)).Gone)
+	assert.True(t, Session(fresh, t0.Add(span)).Gone, "a span after it was seen")
+
+	// Read just now, written an hour ago: waited for, then gone.
+	old := beat(t0.Add(-time.Hour), t0)
+	v := Session(old, t0.Add(100*time.Millisecond))
+	assert.False(t, v.Gone)
+	assert.True(t, v.Pending)
+	assert.True(t, Session(old, t0.Add(span/2)).Gone)
+}
+
+// Settle waits for a candidate whose member's clock says its session ran
+// out, as for a holder's renewal.
+func TestSettleWaitsForCandidates(t *testing.T) {
+	const span = 400 * time.Millisecond
+	sess := codec.Session{ProducerID: 9, Epoch: 0, Nonce: "n1"}
+	start := time.Now()
+	old := &rolestate.SessionSeen{Heartbeat: codec.Heartbeat{Member: "m2", Session: sess, GrantedAt: start.Add(-time.Hour).UnixMilli(), Deadline: start.Add(-time.Hour + span).UnixMilli()}, SeenAt: start}
+	st := rolestate.State{Role: "db", Candidates: []rolestate.Candidate{{Member: "m2", Session: old}}}
+	var reads atomic.Int32
+	states, err := Settle(context.Background(), func(context.Context) ([]rolestate.State, error) {
+		reads.Add(1)
+		return []rolestate.State{st}, nil
+	}, time.Now)
+	require.NoError(t, err)
+	assert.Greater(t, reads.Load(), int32(1), "read again while waiting")
+	assert.True(t, Session(states[0].Candidates[0].Session, time.Now()).Gone)
+}

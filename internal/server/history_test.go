@@ -280,3 +280,38 @@ func TestSessionEndIsARelease(t *testing.T) {
 	assert.Equal(t, TransitionReleased, ts[1].Kind)
 	assert.Equal(t, CauseHandover, ts[1].Cause)
 }
+
+// TestHistoryCountsHeartbeats: a holding renewed by its member session's
+// heartbeats alone (the lease record never written again) notes each
+// renewal the rows bring, by when the view saw it; a holder that dies is
+// silent from its last heartbeat, not from its lease record.
+func TestHistoryCountsHeartbeats(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	h := NewHistory(time.Hour, 0, func() time.Time { return now })
+	row := func(renewed, seen int64, expired bool) Row {
+		r := heldRow("db", "m1", 0) // the lease: granted at 1000
+		r.Holder.RenewedAt, r.Holder.Renewed, r.Holder.Expired = renewed, time.UnixMilli(seen), expired
+		return r
+	}
+	h.record(row(1000, 1_000_000, false), true)
+	for _, ms := range []int64{10_000, 20_000, 30_000} {
+		now = time.UnixMilli(1_000_000 + ms)
+		h.record(row(1000+ms, 1_000_000+ms-500, false), false) // a heartbeat seen 500ms before the row
+	}
+	tr := h.Role("db").Transitions
+	require.Len(t, tr, 1)
+	assert.Equal(t, int64(1_029_500), tr[0].RenewedAt, "the latest heartbeat, when the view saw it")
+	assert.Equal(t, int64(10_000), tr[0].RenewMS)
+
+	// m1 dies after one more heartbeat, seen at 1_035_000; its lease runs
+	// out ten seconds later, and m2 takes over.
+	now = time.UnixMilli(1_045_000)
+	h.record(row(36_000, 1_035_000, true), false)
+	now = time.UnixMilli(1_045_300)
+	h.record(heldRow("db", "m2", 1), false)
+	tr = h.Role("db").Transitions
+	require.Len(t, tr, 3)
+	assert.Equal(t, int64(1_035_000), tr[0].RenewedAt, "m1's last heartbeat, from the row that showed it run out")
+	assert.Equal(t, TransitionFailover, tr[2].Kind)
+	assert.Equal(t, int64(10_300), tr[2].At-tr[0].RenewedAt, "m1 silent about a lease, not since its lease record")
+}

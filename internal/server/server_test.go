@@ -580,3 +580,47 @@ func TestTimeLeftIsTheObservers(t *testing.T) {
 	r = NewRow(rolestate.State{Role: "db", Lease: &l3, LeaseSeenAt: seen}, seen)
 	assert.Equal(t, rolestate.MaxLeaseSpan.Milliseconds(), r.Holder.LeftMS)
 }
+
+// TestRowJudgesByHeartbeats: a holder elected three spans ago, renewed by
+// its member session's heartbeats alone, is live with the time left from
+// its latest heartbeat and renewed_at that heartbeat's start; a candidate
+// whose session ran out is gone, and a role whose candidates are all gone
+// without a live holder is dead.
+func TestRowJudgesByHeartbeats(t *testing.T) {
+	const span = 2 * time.Second
+	seen := time.UnixMilli(1_000_000)
+	sess := codec.Session{ProducerID: 9, Epoch: 0, Nonce: "n1"}
+	l := codec.Lease{Member: "a", Token: codec.Token{ProducerID: 1}, GrantedAt: seen.UnixMilli(), Deadline: seen.Add(span).UnixMilli(), Session: &sess}
+	now := seen.Add(3 * span)
+	hb := codec.Heartbeat{Member: "a", Session: sess, GrantedAt: now.Add(-300 * time.Millisecond).UnixMilli(), Deadline: now.Add(span - 300*time.Millisecond).UnixMilli()}
+	other := codec.Session{ProducerID: 10, Epoch: 0, Nonce: "n2"}
+	bGone := &rolestate.SessionSeen{Heartbeat: codec.Heartbeat{Member: "b", Session: other, GrantedAt: now.Add(-2 * span).UnixMilli(), Deadline: now.Add(-span).UnixMilli()}, SeenAt: now.Add(-2 * span)}
+	st := rolestate.State{Role: "db", Lease: &l, LeaseSeenAt: seen,
+		Session: &rolestate.SessionSeen{Heartbeat: hb, SeenAt: now.Add(-250 * time.Millisecond)},
+		Candidates: []rolestate.Candidate{
+			{Member: "a", Rank: 0, Session: &rolestate.SessionSeen{Heartbeat: hb, SeenAt: now.Add(-250 * time.Millisecond)}},
+			{Member: "b", Rank: 1, Session: bGone},
+			{Member: "c", Rank: 2}, // never read: not known to be gone
+		}}
+	r := NewRow(st, now)
+	require.NotNil(t, r.Holder)
+	assert.False(t, r.Holder.Expired, "three spans after its lease record")
+	assert.Equal(t, (span - 250*time.Millisecond).Milliseconds(), r.Holder.LeftMS)
+	assert.Equal(t, hb.GrantedAt, r.Holder.RenewedAt)
+	assert.Equal(t, l.GrantedAt, r.Holder.GrantedAt, "granted_at stays the lease's")
+	assert.Equal(t, []bool{false, true, false}, []bool{r.Candidates[0].Gone, r.Candidates[1].Gone, r.Candidates[2].Gone})
+	assert.Nil(t, r.Candidates[0].Session, "the row shares nothing with the state")
+	assert.False(t, r.Dead)
+	body, err := json.Marshal(r)
+	require.NoError(t, err)
+	assert.Contains(t, string(body), fmt.Sprintf(`"renewed_at":%d`, hb.GrantedAt))
+	assert.Contains(t, string(body), `{"member":"b","offset":0,"registered_at":0,"rank":1,"gone":true}`)
+
+	// The holder's session ended, and so did every candidate's: dead.
+	end := &rolestate.SessionSeen{Heartbeat: codec.Heartbeat{Member: "a", Session: sess, End: true}, SeenAt: now}
+	st.Session = end
+	st.Candidates = []rolestate.Candidate{{Member: "a", Session: end}, {Member: "b", Rank: 1, Session: bGone}}
+	r = NewRow(st, now)
+	assert.True(t, r.Holder.Expired)
+	assert.True(t, r.Dead)
+}
