@@ -17,6 +17,16 @@ type vacancy struct {
 	winners []Election
 }
 
+// vacancyCheck holds what checkVacancies looks up, per role and token
+// and per member.
+type vacancyCheck struct {
+	h        History
+	first    map[roleToken]Lease // the first committed lease of each token
+	released map[roleToken]Lease // the first committed release of each token
+	renewed  map[roleToken]int64 // lastRenewal
+	byMember map[string][]Heartbeat
+}
+
 // ending is how and when a holding ended.
 type ending struct {
 	at       int64
@@ -60,14 +70,6 @@ func (c *vacancyCheck) holdingEnd(role string, t Token, at int64, expiry bool) (
 		}
 	}
 	return end, end.how != ""
-}
-
-type vacancyCheck struct {
-	h        History
-	first    map[roleToken]Lease // the first committed lease of each token
-	released map[roleToken]Lease // the first committed release of each token
-	renewed  map[roleToken]int64 // lastRenewal
-	byMember map[string][]Heartbeat
 }
 
 // challengedAt is when e's challenge had returned its token at the
