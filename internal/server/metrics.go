@@ -1,10 +1,13 @@
 package server
 
 import (
+	"context"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/krabka/krole/rolestate"
 	"github.com/krabka/krole/view"
 )
 
@@ -17,6 +20,9 @@ import (
 //	krole_view_caught_up                       1 once the view has caught up and while it runs, else 0
 //	krole_view_healthy                         1 while the view is healthy (view.View.Health, as /healthz), else 0
 //	krole_view_roles                           roles the table knows
+//	krole_roles{state}                         roles by state, judged at scrape time as the rows are (NewRow):
+//	                                           held (a live holder), dead (candidates, all gone, and no live holder),
+//	                                           unheld (any other)
 //	krole_lookups_total{endpoint}              API requests served, by route (e.g. /v1/roles/{role})
 //
 // Every name starts with krole_; the Go runtime and process collectors are
@@ -35,19 +41,27 @@ var (
 		"1 while the view is healthy: a broker answered it and it was confirmed caught up within its bound (as /healthz), else 0.", nil, nil)
 	descRoles = prometheus.NewDesc("krole_view_roles",
 		"Roles the view's table knows (with a lease or a candidate).", nil, nil)
+	descRoleStates = prometheus.NewDesc("krole_roles",
+		"Roles by state as the rows judge them at scrape time: held (a live holder), dead (candidates, all gone, and no live holder), unheld (any other).",
+		[]string{"state"}, nil)
 )
+
+// roleStatesWait bounds the snapshot a scrape reads for krole_roles.
+const roleStatesWait = 2 * time.Second
 
 // statsSource is what the view collector reads.
 type statsSource interface {
 	Stats() view.Stats
 	Health() view.Health
+	Snapshot(ctx context.Context) ([]rolestate.State, error)
 }
 
-// viewCollector exports a view's Stats, read once per scrape.
+// viewCollector exports a view's Stats, read once per scrape, and the
+// roles by state, judged at the scrape on this machine's clock.
 type viewCollector struct{ t statsSource }
 
 func (c viewCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descApplied, descSkipped, descLag, descCaughtUp, descHealthy, descRoles} {
+	for _, d := range []*prometheus.Desc{descApplied, descSkipped, descLag, descCaughtUp, descHealthy, descRoles, descRoleStates} {
 		ch <- d
 	}
 }
@@ -72,6 +86,31 @@ func (c viewCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descHealthy, prometheus.GaugeValue, healthy)
 	ch <- prometheus.MustNewConstMetric(descRoles, prometheus.GaugeValue, float64(st.Roles))
+	if !st.CaughtUp {
+		return // a snapshot would wait for the catch-up
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), roleStatesWait)
+	defer cancel()
+	states, err := c.t.Snapshot(ctx)
+	if err != nil {
+		return
+	}
+	counts := map[string]float64{"held": 0, "unheld": 0, "dead": 0}
+	now := time.Now()
+	for _, rs := range states {
+		r := NewRow(rs, now)
+		switch {
+		case r.Holder != nil && !r.Holder.Expired:
+			counts["held"]++
+		case r.Dead:
+			counts["dead"]++
+		default:
+			counts["unheld"]++
+		}
+	}
+	for _, state := range []string{"held", "unheld", "dead"} {
+		ch <- prometheus.MustNewConstMetric(descRoleStates, prometheus.GaugeValue, counts[state], state)
+	}
 }
 
 // newLookups returns krole_lookups_total, with a zero series for each

@@ -624,3 +624,25 @@ func TestRowJudgesByHeartbeats(t *testing.T) {
 	assert.True(t, r.Holder.Expired)
 	assert.True(t, r.Dead)
 }
+
+// TestMetricsRoleStates: krole_roles counts the roles as the rows judge
+// them at the scrape: a holder renewed by heartbeats long after its lease
+// record is held, a role whose candidates are all gone is dead.
+func TestMetricsRoleStates(t *testing.T) {
+	const span = 2 * time.Second
+	now := time.Now()
+	sess := codec.Session{ProducerID: 9, Epoch: 0, Nonce: "n1"}
+	l := codec.Lease{Member: "a", Token: codec.Token{ProducerID: 1}, GrantedAt: now.Add(-time.Hour).UnixMilli(), Deadline: now.Add(-time.Hour + span).UnixMilli(), Session: &sess}
+	hb := codec.Heartbeat{Member: "a", Session: sess, GrantedAt: now.UnixMilli(), Deadline: now.Add(span).UnixMilli()}
+	ended := &rolestate.SessionSeen{Heartbeat: codec.Heartbeat{Member: "b", Session: codec.Session{ProducerID: 10, Nonce: "n2"}, End: true}, SeenAt: now}
+	old := codec.Lease{Member: "b", Token: codec.Token{ProducerID: 2}, GrantedAt: now.Add(-time.Hour).UnixMilli(), Deadline: now.Add(-time.Hour + span).UnixMilli()}
+	f := &fakeTable{caughtUp: true, roles: map[codec.Role]rolestate.State{
+		"live":  {Role: "live", Lease: &l, LeaseSeenAt: now.Add(-time.Hour), Session: &rolestate.SessionSeen{Heartbeat: hb, SeenAt: now}},
+		"dead":  {Role: "dead", Lease: &old, LeaseSeenAt: now.Add(-time.Hour), Candidates: []rolestate.Candidate{{Member: "b", Session: ended}}},
+		"queue": {Role: "queue", LeaseOffset: -1, Candidates: []rolestate.Candidate{{Member: "q"}}},
+	}}
+	m := scrape(t, newHandler(t, f, Options{}))
+	assert.Equal(t, "1", m[`krole_roles{state="held"}`])
+	assert.Equal(t, "1", m[`krole_roles{state="dead"}`])
+	assert.Equal(t, "1", m[`krole_roles{state="unheld"}`])
+}
