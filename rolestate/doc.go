@@ -16,8 +16,9 @@
 // ([HeartbeatSpan]) after the reader saw the latest heartbeat of that
 // incarnation that vouches for the role ([State].Session), and ends when
 // the reader saw a session record that drops the role (one that excludes
-// it, or the session end), as after a release. The view's lookups and the
-// HTTP API use them.
+// it, or the session end), as after a release. [State.Renewal] names the
+// latest of those renewals. The view's lookups use them, and package
+// internal/liveness builds the CLI's and the HTTP API's judgement on them.
 //
 // [CheckLeaseAuthor] and [CheckHeartbeatAuthor] are the batch half of
 // the check that a lease, or a session record, was written by the

@@ -1,7 +1,12 @@
-// Package liveness judges whether a role's newest lease still holds, for
-// an answer given once (krole leader, table, describe, GET /v1/roles of
-// krole serve) by a process that may have read the lease only a moment
-// ago.
+// Package liveness judges whether a role's newest lease still holds, and
+// whether a candidate's member session is gone: [Judge] and [Session] are
+// the one judgement of a holder's liveness, time left and last renewal
+// behind every answer of the CLI and of krole serve (leader, table and
+// its --watch, records, describe, prune; serve's rows, streams, history
+// and metrics). It counts the records the succession rules count (package
+// processor): the lease and the heartbeats of the member session it names
+// (rolestate.State.Renewal). An answer may come from a process that read
+// the lease only a moment ago.
 //
 // A reader that follows the role topic counts a lease's span from when it
 // read the lease record (rolestate.State.LeaseEnd), on its own clock:
