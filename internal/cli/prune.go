@@ -118,10 +118,11 @@ func runPrune(c *ucli.Context) error {
 				continue // the live holder
 			}
 			se := cd.Session
-			if se == nil || !liveness.Session(se, now).Gone {
+			sv := liveness.Session(se, now)
+			if !sv.Gone {
 				continue
 			}
-			since := se.Heartbeat.Deadline
+			since := sv.RanOut.UnixMilli()
 			if se.Heartbeat.End {
 				d, ok := ended[cd.Member]
 				if !ok {
