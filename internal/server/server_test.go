@@ -186,7 +186,7 @@ func TestRolesIsTheTableJSON(t *testing.T) {
 	// The exact shape: roles sorted, a lease without candidates and
 	// candidates without a lease both present, candidates in rank order.
 	assert.JSONEq(t, `[
-	  {"role":"cron","holder":{"member":"x","token":{"producer_id":4,"epoch":0},"granted_at":1000,"deadline":1100,"renewed_at":1000,"expired":true,"left_ms":0},"candidates":[],"dead":true},
+	  {"role":"cron","holder":{"member":"x","token":{"producer_id":4,"epoch":0},"granted_at":1000,"deadline":1100,"renewed_at":1000,"expired":true,"left_ms":0},"candidates":[]},
 	  {"role":"db","holder":{"member":"a","token":{"producer_id":9,"epoch":2},"granted_at":1000,"deadline":2000,"renewed_at":1000,"expired":false,"left_ms":500},
 	   "candidates":[{"member":"a","offset":1,"registered_at":900,"rank":0},{"member":"b","offset":3,"registered_at":950,"rank":1}]},
 	  {"role":"queue","holder":null,"candidates":[{"member":"q","offset":2,"registered_at":990,"rank":0}]}
