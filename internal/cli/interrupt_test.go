@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
+	"fmt"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -75,4 +77,88 @@ func TestRunSecondInterrupt(t *testing.T) {
 	assert.Equal(t, "krole run: interrupted again: exiting now without resigning; the watchdog stops CMD's process tree (SIGTERM, then SIGKILL after --kill-timeout), and the role passes on when the lease ends",
 		seen[len(seen)-1])
 	require.Eventually(t, func() bool { return !processAlive(pid) }, 10*time.Second, 10*time.Millisecond, "CMD outlived krole")
+}
+
+// TestRepeatedSIGTERMIsOneRequest: a SIGTERM within RepeatWindow of the
+// first signal is the same request to stop; a SIGINT after the first
+// signal, or a SIGTERM after the window, is a second one.
+func TestRepeatedSIGTERMIsOneRequest(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		name   string
+		first  syscall.Signal
+		second syscall.Signal
+		after  time.Duration
+		want   signalVerdict
+	}{
+		{"SIGTERM to the process, then to its group", syscall.SIGTERM, syscall.SIGTERM, time.Millisecond, sameRequest},
+		{"SIGINT, then a supervisor's SIGTERM", syscall.SIGINT, syscall.SIGTERM, RepeatWindow / 2, sameRequest},
+		{"SIGTERM well after the first", syscall.SIGTERM, syscall.SIGTERM, RepeatWindow, secondRequest},
+		{"a second Ctrl-C", syscall.SIGINT, syscall.SIGINT, time.Millisecond, secondRequest},
+		{"Ctrl-C after a SIGTERM", syscall.SIGTERM, syscall.SIGINT, time.Millisecond, secondRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r repeats
+			require.Equal(t, firstSignal, r.next(tc.first, t0))
+			assert.Equal(t, tc.want, r.next(tc.second, t0.Add(tc.after)))
+		})
+	}
+}
+
+// TestRunUnderTimeoutResigns: GNU timeout sends SIGTERM to krole run and
+// then to its process group, krole included; krole takes the two as one
+// request and resigns, so the role has no holder at once, not when the
+// 30s lease runs out. Several runs, since the kernel sometimes merges the
+// two signals into one; then the two signals by hand.
+func TestRunUnderTimeoutResigns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs processes; skipped with -short")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("krole run's process tests are Linux's")
+	}
+	timeoutBin, err := exec.LookPath("timeout")
+	if err != nil {
+		t.Skip("needs GNU timeout (coreutils)")
+	}
+	bin := buildKrole(t)
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	for i := range 4 {
+		role, member := fmt.Sprintf("timed-%d", i), fmt.Sprintf("m-%d", i)
+		args := append([]string{"5", bin}, clusterFlags(c)...)
+		args = append(args, "run", role, "--member", member,
+			"--lease-duration", "30s", "--renew-interval", "2s", "--stagger", "100ms", "--", "sleep", "300")
+		cmd := exec.Command(timeoutBin, args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "stderr:\n%s", stderr.String())
+		assert.Equal(t, 124, ee.ExitCode(), "timeout's code for a command it timed out; stderr:\n%s", stderr.String())
+		require.Contains(t, stderr.String(), "krole run: started CMD", "elected within timeout's 5s")
+		assert.NotContains(t, stderr.String(), "interrupted again")
+		assert.Regexp(t, fmt.Sprintf(`(?m)^krole run: resigned %s \(token \d+/\d+\)$`, role), stderr.String())
+		// Resigned: nobody holds the role now, though m's lease had 30s to run.
+		r := runOn(t, c, "leader", role)
+		assert.Equal(t, ExitFailure, r.Code, "run %d: the role has no live holder; leader: %s%s\nkrole run:\n%s", i, r.Stdout, r.Stderr, stderr.String())
+		assert.Contains(t, r.Stderr, "released", "run %d", i)
+	}
+
+	// The same two signals 100ms apart, which the kernel cannot merge,
+	// while CMD takes a second to stop.
+	p := startKroleScript(t, bin, c, "twice", "m-twice", nil,
+		[]string{"--lease-duration", "30s", "--renew-interval", "2s", "--stagger", "100ms"},
+		`trap "sleep 1; exit 0" TERM; while :; do sleep 0.05; done`)
+	p.waitLine(t, 0, startedRE, 30*time.Second)
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	time.Sleep(100 * time.Millisecond)
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-p.exited:
+	case <-time.After(time.Minute):
+		t.Fatal("krole run did not exit within a minute of SIGTERM")
+	}
+	assert.Equal(t, 0, p.state.ExitCode(), "stderr:\n%s", p.stderr())
+	assert.NotContains(t, p.stderr(), "interrupted again")
+	assert.Regexp(t, `(?m)^krole run: resigned twice \(token \d+/\d+\)$`, p.stderr())
 }

@@ -86,9 +86,11 @@ func noHolderWhy(st rolestate.State, now time.Time) string {
 		return ""
 	case l.Released():
 		return fmt.Sprintf("%s released it (token %s)", l.Member, l.Token)
+	case st.SessionVouch() == rolestate.Dropped:
+		return fmt.Sprintf("%s released it (token %s) when its member session gave the role up", l.Member, l.Token)
 	}
 	v := liveness.Judge(st, now)
-	if !v.RanOut.After(now) {
+	if !v.RanOut.IsZero() && !v.RanOut.After(now) {
 		return fmt.Sprintf("the lease of %s (token %s) ran out at %s by its holder's clock, %v ago, and no renewal came",
 			l.Member, l.Token, v.RanOut.Local().Format("15:04:05.000"), now.Sub(v.RanOut).Round(100*time.Millisecond))
 	}
