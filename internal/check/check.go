@@ -182,6 +182,10 @@ func skip(name, format string, args ...any) Result {
 // Report is the outcome of a run: every check in the order it ran.
 type Report struct {
 	Checks []Result `json:"checks"`
+	// Interrupted says what stopped the run when the caller's context
+	// ended before every check ran ("interrupted by SIGTERM": its cause);
+	// the checks not run are skipped, and say so.
+	Interrupted string `json:"interrupted,omitempty"`
 }
 
 // OK reports whether no check failed.
@@ -224,6 +228,7 @@ const ScratchPrefix = "krole-check."
 
 // runner holds what the checks of one run share.
 type runner struct {
+	caller  context.Context // Run's: when it ends, the run was interrupted
 	opts    Options
 	cfg     fencing.Config
 	client  sarama.Client // raw requests: ApiVersions, configs, fetches
@@ -257,7 +262,7 @@ type holding struct {
 // check alone.
 func Run(ctx context.Context, opts Options) Report {
 	opts = opts.withDefaults()
-	r := &runner{opts: opts, cfg: opts.Config}
+	r := &runner{caller: ctx, opts: opts, cfg: opts.Config}
 	var rep Report
 	add := func(res Result) {
 		rep.Checks = append(rep.Checks, res)
@@ -267,8 +272,14 @@ func Run(ctx context.Context, opts Options) Report {
 	}
 
 	res := r.reach(ctx)
+	if ctx.Err() != nil {
+		res = skip(NameReachability, "cut short: %s", stopped(ctx))
+	}
 	add(res)
-	if !res.OK {
+	if !res.OK || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			rep.Interrupted = stopped(ctx)
+		}
 		return rep
 	}
 	defer r.close()
@@ -326,7 +337,19 @@ func Run(ctx context.Context, opts Options) Report {
 	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), opts.Timeout)
 	defer ccancel()
 	add(r.cleanup(cctx))
+	if ctx.Err() != nil {
+		rep.Interrupted = stopped(ctx)
+	}
 	return rep
+}
+
+// stopped says what ended ctx, the caller's: its cause ("interrupted by
+// SIGTERM"), or "interrupted" when it has none of its own.
+func stopped(ctx context.Context) string {
+	if c := context.Cause(ctx); c != nil && c != context.Canceled {
+		return c.Error()
+	}
+	return "interrupted"
 }
 
 // bounded runs fn, the step of the checks names, within the run's
@@ -337,6 +360,13 @@ func (r *runner) bounded(budget context.Context, names []string, fn func(context
 		var out []Result
 		for _, n := range names {
 			out = append(out, fail(n, fix, format, args...))
+		}
+		return out
+	}
+	if r.caller.Err() != nil {
+		var out []Result
+		for _, n := range names {
+			out = append(out, skip(n, "not run: %s", stopped(r.caller)))
 		}
 		return out
 	}
@@ -356,7 +386,11 @@ func (r *runner) bounded(budget context.Context, names []string, fn func(context
 	}()
 	for i := range out {
 		switch {
-		case out[i].OK || ctx.Err() == nil || strings.Contains(out[i].Detail, "no answer within") || strings.Contains(out[i].Detail, "budget"):
+		case out[i].OK || ctx.Err() == nil:
+		case r.caller.Err() != nil:
+			// Stopped by the caller, not by the cluster: it proves nothing.
+			out[i] = skip(out[i].Name, "cut short: %s", stopped(r.caller))
+		case strings.Contains(out[i].Detail, "no answer within") || strings.Contains(out[i].Detail, "budget"):
 		case budget.Err() != nil:
 			out[i].Detail = fmt.Sprintf("the run's budget (%v) ran out during it: %s", r.opts.Budget, out[i].Detail)
 		default:

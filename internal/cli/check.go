@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/IBM/sarama"
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/krabka/krole/fencing"
@@ -71,7 +74,7 @@ func runCheck(c *ucli.Context) error {
 		Timeout:       c.Duration("timeout"),
 		Budget:        max(check.DefaultBudget, 6*c.Duration("timeout")),
 		Dial:          func(cfg fencing.Config) (*fencing.BrokerTransport, error) { return dialTransport(cfg) },
-		Explain:       func(err error) string { return oneLine(withoutPackagePrefixes(describeError(err))) },
+		Explain:       func(err error) string { return explainCheckError(cfg, err) },
 		OnResult:      onResult,
 	})
 	if werr != nil {
@@ -81,23 +84,98 @@ func runCheck(c *ucli.Context) error {
 		if err := writeJSON(stdout(c), rep); err != nil {
 			return err
 		}
+	} else if err := writeCheckSummary(c, rep); err != nil {
+		return err
 	}
-	if !rep.OK() {
+	switch {
+	case rep.Interrupted != "":
+		// Interrupted is no verdict, whatever ran before.
+		return ucli.Exit("", ExitFailure)
+	case !rep.OK():
 		return ucli.Exit("", ExitFailure) // the failures are in the report
 	}
 	return nil
 }
 
+// explainCheckError is the one line a check's result gives for err.
+func explainCheckError(cfg fencing.Config, err error) string {
+	if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
+		return fmt.Sprintf("topic %s does not exist", cfg.Topic) // the fix says how to create it
+	}
+	return oneLine(withoutPackagePrefixes(describeError(err)))
+}
+
 // checkNameWidth aligns the status column: the longest check name.
 const checkNameWidth = len(check.NameTxnReadCommit)
 
-// writeCheckLine prints one check's line: name, status, what it found,
-// and the fix of a check that did not pass.
+// checkLineWidth is the width a check's lines are wrapped at.
+const checkLineWidth = 120
+
+// writeCheckLine prints one check's lines: name, status and what it
+// found, then the fix of a check that did not pass, wrapped at
+// checkLineWidth under the detail.
 func writeCheckLine(c *ucli.Context, r check.Result) error {
-	line := fmt.Sprintf("%-*s  %s  %s", checkNameWidth, r.Name, r.Status(), r.Detail)
+	text := r.Detail
 	if r.Fix != "" && (!r.OK || r.Warn) {
-		line += "; fix: " + r.Fix
+		text += "; fix: " + r.Fix
 	}
-	_, err := fmt.Fprintln(stdout(c), line)
+	head := fmt.Sprintf("%-*s  %s  ", checkNameWidth, r.Name, r.Status())
+	_, err := fmt.Fprint(stdout(c), wrapLine(head, text, checkLineWidth))
 	return err
+}
+
+// writeCheckSummary prints the run's verdict last: how many checks
+// failed and the first failure, which often causes the rest (a missing
+// topic fails every check that reads it).
+func writeCheckSummary(c *ucli.Context, rep check.Report) error {
+	var failed []check.Result
+	warned, skipped := 0, 0
+	for _, r := range rep.Checks {
+		switch {
+		case !r.OK:
+			failed = append(failed, r)
+		case r.Skipped:
+			skipped++
+		case r.Warn:
+			warned++
+		}
+	}
+	var text string
+	switch {
+	case rep.Interrupted != "":
+		text = fmt.Sprintf("%s: %d of %d checks not run or cut short; no verdict", rep.Interrupted, skipped, len(rep.Checks))
+	case len(failed) > 0:
+		first := failed[0]
+		text = fmt.Sprintf("%d of %d checks failed; the first, %s: %s", len(failed), len(rep.Checks), first.Name, first.Detail)
+		if first.Fix != "" {
+			text += "; fix that first: " + first.Fix
+		}
+	default:
+		text = fmt.Sprintf("no check failed (%d passed, %d warned, %d skipped)", len(rep.Checks)-warned-skipped, warned, skipped)
+	}
+	_, err := fmt.Fprint(stdout(c), wrapLine("summary: ", text, checkLineWidth))
+	return err
+}
+
+// wrapLine returns head and text on lines of at most width characters
+// (a word longer than a line keeps a line of its own), the lines after
+// the first indented by the width of head, each ending in a newline.
+func wrapLine(head, text string, width int) string {
+	var b strings.Builder
+	b.WriteString(head)
+	indent := strings.Repeat(" ", len(head))
+	col := len(head)
+	for i, w := range strings.Fields(text) {
+		if i > 0 && col+1+len(w) > width {
+			b.WriteString("\n" + indent)
+			col = len(indent)
+		} else if i > 0 {
+			b.WriteByte(' ')
+			col++
+		}
+		b.WriteString(w)
+		col += len(w)
+	}
+	b.WriteByte('\n')
+	return b.String()
 }

@@ -1,10 +1,15 @@
 package cli
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os/exec"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,8 +40,28 @@ func startKroleDev(t *testing.T) string {
 	return strings.Join(c.ListenAddrs(), ",")
 }
 
-// checkLine is one line of krole check's text output.
+// checkLine is one check's line of krole check's text output, unwrapped.
 var checkLine = regexp.MustCompile(`^([a-z.-]+) +(PASS|WARN|FAIL|SKIP)  \S`)
+
+// checkText splits krole check's text output into each check's line,
+// with its wrapped continuation lines joined to it, and the summary that
+// ends it. Every line printed is at most checkLineWidth characters.
+func checkText(t *testing.T, stdout string) (checks []string, summary string) {
+	t.Helper()
+	var all []string
+	for _, l := range strings.Split(strings.TrimRight(stdout, "\n"), "\n") {
+		assert.LessOrEqual(t, len(l), checkLineWidth, "line %q", l)
+		if strings.HasPrefix(l, " ") && len(all) > 0 {
+			all[len(all)-1] += " " + strings.TrimSpace(l)
+			continue
+		}
+		all = append(all, l)
+	}
+	require.NotEmpty(t, all)
+	summary, ok := strings.CutPrefix(all[len(all)-1], "summary: ")
+	require.True(t, ok, "the last line is the summary: %q", stdout)
+	return all[:len(all)-1], summary
+}
 
 // TestCheckOnKroleDev: against the cluster of `krole dev`, krole check
 // exits 0, with one line per check, every one PASS; -o json says the
@@ -46,7 +71,8 @@ func TestCheckOnKroleDev(t *testing.T) {
 	r := run(t, "check", "--brokers", brokers)
 	requireOK(t, r)
 	assert.Empty(t, r.Stderr)
-	lines := strings.Split(strings.TrimRight(r.Stdout, "\n"), "\n")
+	lines, summary := checkText(t, r.Stdout)
+	assert.Regexp(t, `^no check failed \(\d+ passed, 0 warned, 0 skipped\)$`, summary)
 	var names []string
 	for _, l := range lines {
 		m := checkLine.FindStringSubmatch(l)
@@ -73,7 +99,7 @@ func TestCheckOnKroleDev(t *testing.T) {
 	// and "skipped" when true, and nothing else.
 	var raw map[string][]map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &raw), r.Stdout)
-	require.Len(t, raw, 1, "one key, checks")
+	require.Len(t, raw, 1, "one key, checks (and interrupted, when interrupted)")
 	for _, c := range raw["checks"] {
 		for _, k := range []string{"name", "ok", "detail", "fix"} {
 			assert.Contains(t, c, k)
@@ -99,9 +125,12 @@ func TestCheckFailsOnADeletingTopic(t *testing.T) {
 	r := run(t, "check", "--brokers", strings.Join(c.Config.Brokers, ","), "--topic", topic, "--txn-prefix", c.Config.TxnPrefix)
 	assert.Equal(t, ExitFailure, r.Code, "stdout: %s\nstderr: %s", r.Stdout, r.Stderr)
 	assert.Empty(t, r.Stderr, "the failures are in the report")
-	assert.Regexp(t, `(?m)^role-topic +FAIL  topic \S+ has cleanup.policy=delete: .*; fix: kafka-configs.sh .*cleanup.policy=compact$`, r.Stdout)
+	lines, summary := checkText(t, r.Stdout)
+	assert.Regexp(t, `(?m)^role-topic +FAIL  topic \S+ has cleanup.policy=delete: .*; fix: kafka-configs.sh .*cleanup.policy=compact$`,
+		strings.Join(lines, "\n"))
+	assert.Regexp(t, `^1 of \d+ checks failed; the first, role-topic: topic \S+ has cleanup.policy=delete`, summary)
 	// One line per check; each failure with its fix.
-	for _, l := range strings.Split(strings.TrimRight(r.Stdout, "\n"), "\n") {
+	for _, l := range lines {
 		m := checkLine.FindStringSubmatch(l)
 		require.NotNil(t, m, "line %q", l)
 		if m[2] == "FAIL" {
@@ -115,9 +144,10 @@ func TestCheckUnreachable(t *testing.T) {
 	r := run(t, "check", "--brokers", "127.0.0.1:1", "--timeout", "5s")
 	assert.Equal(t, ExitFailure, r.Code)
 	assert.Empty(t, r.Stderr)
-	lines := strings.Split(strings.TrimRight(r.Stdout, "\n"), "\n")
+	lines, summary := checkText(t, r.Stdout)
 	require.Len(t, lines, 1, "stdout: %q", r.Stdout)
 	assert.Regexp(t, `^reachability +FAIL  no broker answered at 127\.0\.0\.1:1: .*; fix: check --brokers`, lines[0])
+	assert.Regexp(t, `^1 of 1 checks failed; the first, reachability: no broker answered`, summary)
 
 	r = run(t, "check", "--brokers", "127.0.0.1:1", "--timeout", "5s", "-o", "json")
 	assert.Equal(t, ExitFailure, r.Code)
@@ -201,4 +231,65 @@ func TestCheckDocs(t *testing.T) {
 	start, end := strings.Index(readme, "\n## Install\n"), strings.Index(readme, "\n## A one-screen tour\n")
 	require.True(t, start >= 0 && end > start, "README.md has its Install, Set up and tour sections")
 	assert.Regexp(t, "(?i)before pointing krole at your cluster, run `krole check`", readme[start:end])
+}
+
+// TestCheckMissingTopic: one cause, a topic that does not exist, fails
+// several checks; the summary names it and its fix, and no line is
+// longer than checkLineWidth.
+func TestCheckMissingTopic(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{})
+	r := run(t, "check", "--brokers", strings.Join(c.Config.Brokers, ","), "--topic", "nosuch", "--txn-prefix", c.Config.TxnPrefix)
+	assert.Equal(t, ExitFailure, r.Code, "stdout: %s\nstderr: %s", r.Stdout, r.Stderr)
+	lines, summary := checkText(t, r.Stdout)
+	failed := 0
+	for _, l := range lines {
+		m := checkLine.FindStringSubmatch(l)
+		require.NotNil(t, m, "line %q", l)
+		if m[2] == "FAIL" {
+			failed++
+		}
+	}
+	require.Greater(t, failed, 1, "one cause fails several checks")
+	assert.Equal(t, fmt.Sprintf("%d of %d checks failed; the first, role-topic: topic nosuch does not exist; "+
+		"fix that first: create it with 'krole init --topic nosuch' (or check --topic)", failed, len(lines)), summary)
+	assert.NotContains(t, r.Stdout, "Request was for a topic or partition", "the cause in krole's words")
+}
+
+// TestCheckInterrupted: krole check stopped by SIGTERM says so, not that
+// its budget ran out, skips what it had not run, cleans up and exits 1.
+func TestCheckInterrupted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary; skipped with -short")
+	}
+	bin := buildKrole(t)
+	c := testcluster.Start(t, testcluster.Options{})
+	cmd := exec.Command(bin, append(clusterFlags(c), "check")...)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	sc := bufio.NewScanner(out)
+	var stdout []string
+	for sc.Scan() {
+		stdout = append(stdout, sc.Text())
+		if strings.HasPrefix(sc.Text(), check.NameVersions) {
+			require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+			break
+		}
+	}
+	for sc.Scan() {
+		stdout = append(stdout, sc.Text())
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "stdout:\n%s", strings.Join(stdout, "\n"))
+	assert.Equal(t, ExitFailure, ee.ExitCode())
+	text := strings.Join(stdout, "\n")
+	assert.NotContains(t, text, "budget")
+	lines, summary := checkText(t, text+"\n")
+	assert.Regexp(t, `^interrupted by SIGTERM: \d+ of \d+ checks not run or cut short; no verdict$`, summary)
+	assert.Regexp(t, `(?m)^latency +SKIP  not run: interrupted by SIGTERM$`, strings.Join(lines, "\n"))
+	assert.Regexp(t, `(?m)^cleanup +PASS  `, strings.Join(lines, "\n"), "the clean-up runs all the same")
 }
