@@ -46,8 +46,9 @@ func TestRunSecondProcessUnderTheSameMemberIsRefused(t *testing.T) {
 	r := run(t, args...)
 	assert.Equal(t, ExitRunMemberInUse, r.Code, "stderr: %s", r.Stderr)
 	assertOneLineErrorIn(t, r.Stderr)
-	assert.Contains(t, r.Stderr, "krole: member id node-3 is in use by instance "+reg.Instance)
-	assert.Contains(t, r.Stderr, "give each process its own --member")
+	// What to do first, the details after.
+	assert.Contains(t, r.Stderr,
+		"\nkrole: another process runs as member node-3 on role controller; stop it or choose another --member (it is instance "+reg.Instance+": ")
 	assert.NotContains(t, r.Stderr, "left controller")
 	assert.Empty(t, r.Stdout)
 

@@ -333,7 +333,7 @@ func runRun(c *ucli.Context) error {
 		return gaveUp
 	case errors.As(err, &inUse):
 		// Refused: the running process keeps the id, untouched.
-		return ucli.Exit(fmt.Sprintf("%s; give each process its own --member", withoutPackagePrefixes(inUse.Error())), ExitRunMemberInUse)
+		return ucli.Exit(memberInUseLine(inUse), ExitRunMemberInUse)
 	case errors.As(err, &ve) && ve.CaughtUp:
 		// failure is set, and said, by OnFatal.
 	case errors.As(err, &ve): // the view never caught up
@@ -382,6 +382,17 @@ func runRun(c *ucli.Context) error {
 		return ucli.Exit("", *exit)
 	}
 	return nil
+}
+
+// memberInUseLine says what to do first when another live process runs
+// as this member, then what showed it.
+func memberInUseLine(e *processor.MemberInUseError) string {
+	other := "it"
+	if e.Other != "" {
+		other = "it is instance " + e.Other
+	}
+	return fmt.Sprintf("another process runs as member %s on role %s; stop it or choose another --member "+
+		"(%s: %s; this one, instance %s, left without writing anything)", e.Member, e.Role, other, e.Evidence, e.Instance)
 }
 
 // runMember returns the --member of `krole run`, by default HOSTNAME:PID.
