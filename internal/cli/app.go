@@ -131,11 +131,13 @@ func newApp(stdout, stderr io.Writer) *ucli.App {
 		Description: "krole keeps, for each role, a queue of candidate members in join order on one\n" +
 			"compacted Kafka topic; one member holds the role under a lease, and the Kafka\n" +
 			"transaction coordinator fences the previous holder at the broker.\n\n" +
-			"Start a local cluster with `krole dev`, then `krole register ROLE --member M`.\n" +
+			"Start a local cluster with `krole dev`, then in each member's terminal\n" +
+			"`krole run ROLE --member M -- CMD`: one member runs CMD at a time.\n" +
 			"Flags may follow the command and its ROLE.\n\n" +
 			"Exit codes: 0 success (also dev, run, observe, table --watch and serve stopped\n" +
 			"by SIGINT or SIGTERM); 2 a usage error or an invalid name; 1 anything else;\n" +
-			"130 (143) when a second SIGINT (SIGTERM) ends krole before its clean-up.\n" +
+			"130 (143) when a second SIGINT (a SIGTERM 2s or more after the first signal)\n" +
+			"ends krole before its clean-up.\n" +
 			"krole run: CMD's own code when CMD exits by itself, 124 when --timeout passed,\n" +
 			"75 when --try found the role held, 73 when another live process runs as its\n" +
 			"--member, 126 when CMD cannot be executed, 127 when it is not found. krole leader: 1 when the role has no live holder, 3 when it could\n" +

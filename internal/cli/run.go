@@ -53,52 +53,46 @@ const (
 	ExitRunMemberInUse = 73
 )
 
+// runExamples ends the help of `krole run`, before the global flags.
+const runExamples = `
+EXAMPLES:
+   # one scheduler at a time; the other nodes queue and take over
+   krole run scheduler --member node-1 -- ./scheduler --config prod.yaml
+
+   # the holder's address, for clients to find: krole leader db
+   krole run db --value 10.0.0.1:5432 -- ./db-primary
+
+   # a nightly job, only when nobody else runs it (exit 75 otherwise)
+   krole run nightly --try -- ./job.sh
+
+   # a migration under a lock, giving up when not holding it within a minute (exit 124)
+   krole run db-migrations --timeout 1m -- ./migrate.sh
+`
+
 func runCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "run",
 		Usage: "campaign for a role and run a command while holding it, or hold it until interrupted",
 		UsageText: "krole run ROLE [--member M] [--value V] [--timeout D] [--try] [--lease-duration D]\n" +
 			"      [--renew-interval D] [--stagger D] [--kill-timeout D] [-- CMD [ARGS...]]",
-		Description: "Joins the candidates of ROLE as member M and campaigns for the role. While M\n" +
-			"holds ROLE, krole runs CMD in a process group of its own, with KROLE_ROLE,\n" +
-			"KROLE_MEMBER, KROLE_PRODUCER_ID and KROLE_EPOCH in its environment: the token\n" +
-			"under which M holds the role, for CMD to pass to whatever it writes.\n\n" +
-			"CMD's tree is CMD and every process descended from it, including those that\n" +
-			"left its process group or session (on Linux; elsewhere, CMD's process group\n" +
-			"only). CMD is stopped only once no process of its tree is left: the tree gets\n" +
-			"SIGTERM, then SIGKILL after --kill-timeout. When the role is lost (a newer\n" +
-			"holder fenced M, or M could not renew its lease in time), krole stops CMD and\n" +
-			"campaigns again. When CMD exits by itself, krole stops what is left of its\n" +
-			"tree, resigns the role and exits with CMD's exit code. On SIGINT or SIGTERM,\n" +
-			"krole stops CMD, resigns (the next candidate takes over at once) and exits 0;\n" +
-			"it resigns only once the tree is gone. A second SIGINT or SIGTERM while it\n" +
-			"stops (CMD slow to exit within --kill-timeout, say) ends krole at once, with a\n" +
-			"line saying so, without resigning: exit 130 (143 for SIGTERM). If krole is\n" +
-			"killed, CMD's tree is stopped all the same (SIGTERM, then SIGKILL after\n" +
-			"--kill-timeout) by a small watchdog process, CMD's parent, and the role passes\n" +
-			"on when the lease ends. Whatever the cluster does, krole run exits within 10s\n" +
-			"of the signal, plus the time CMD's tree takes to stop: when the cluster has not\n" +
-			"confirmed the release within 8s, krole run exits without it, its last line\n" +
-			"saying so (\"release of ROLE (token T) not confirmed: ...; the lease runs out\n" +
-			"in at most D\").\n\n" +
-			"Without CMD, krole holds the role until interrupted, like etcdctl lock: each time\n" +
-			"M is elected it prints the token on stdout, one line \"PRODUCER_ID/EPOCH\"; on\n" +
-			"SIGINT or SIGTERM it resigns and exits 0. A role lost meanwhile (see above) is\n" +
-			"said on stderr, and krole campaigns again.\n\n" +
-			"--timeout D gives up when M does not hold the role within D of the start: krole\n" +
-			"leaves the candidates and exits 124. --try gives up at once, exit 75, when\n" +
-			"another member holds the role (as the topic says once read); a vacant role is\n" +
-			"campaigned for as usual (with --timeout to bound the wait).\n\n" +
-			"Every transition is one line on stderr, starting \"krole run: \". Put -- before\n" +
-			"CMD, so that its flags are not read as krole's. CMD's stdin is /dev/null.\n" +
-			"Exit codes: CMD's own when it exits by itself; 0 after SIGINT or SIGTERM; 130\n" +
-			"(143 for SIGTERM) after a second signal, without resigning; 2 for\n" +
-			"a usage error; 124 when --timeout passed, 75 when --try found the role held;\n" +
-			"73 when another live process runs as member M (this one leaves untouched);\n" +
-			"126 when CMD cannot be executed, 127 when it is not found; 1 for anything\n" +
-			"else, such as an ACL the cluster refuses (\"not authorized: ...\"): no retry\n" +
-			"can add one, so krole leaves at the first refusal.",
-		ArgsUsage: "ROLE [-- CMD [ARGS...]]",
+		Description: "Joins the candidates of ROLE as member M and campaigns for it. While M holds ROLE,\n" +
+			"krole runs CMD in a process group of its own, with the token M holds it under in\n" +
+			"KROLE_PRODUCER_ID and KROLE_EPOCH (and KROLE_ROLE, KROLE_MEMBER). Without CMD, it\n" +
+			"prints the token (PRODUCER_ID/EPOCH) on stdout each time it is elected.\n\n" +
+			"Role lost (fenced, or not renewed in time): krole stops CMD's process tree\n" +
+			"(SIGTERM, then SIGKILL after --kill-timeout) and campaigns again. CMD exits by\n" +
+			"itself: krole resigns and exits with CMD's code. SIGINT or SIGTERM: krole stops\n" +
+			"CMD, resigns (the next candidate takes over at once) and exits 0, within 10s of\n" +
+			"the signal plus the time CMD's tree takes to stop. A SIGTERM within 2s of the\n" +
+			"first signal is the same request (GNU timeout sends two); a second Ctrl-C, or a\n" +
+			"SIGTERM later, exits at once without resigning (130, 143): the role passes on\n" +
+			"when the lease ends. If krole is killed, a watchdog process stops CMD's tree.\n\n" +
+			"Exit codes: CMD's own; 0 after SIGINT or SIGTERM; 124 --timeout passed; 75 --try\n" +
+			"found the role held; 73 another live process runs as member M; 126, 127 CMD\n" +
+			"cannot be executed, not found; 2 usage; 1 anything else (an ACL refused, say).\n" +
+			"See docs/CLI.md for the details.",
+		CustomHelpTemplate: ucli.CommandHelpTemplate + runExamples + globalFlagsNote,
+		ArgsUsage:          "ROLE [-- CMD [ARGS...]]",
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "member", Aliases: []string{"m"}, EnvVars: []string{"KROLE_MEMBER"}, DefaultText: "HOSTNAME:PID",
 				Usage: "the member id, `M`: 1-128 characters of [A-Za-z0-9._:@-]"},
@@ -110,17 +104,15 @@ func runCommand() *ucli.Command {
 			&ucli.DurationFlag{Name: "lease-duration", Value: processor.DefaultLeaseDuration, EnvVars: []string{"KROLE_LEASE_DURATION"},
 				Usage: "how long a lease lasts, `D`: a holder that dies without resigning keeps the role this long"},
 			&ucli.DurationFlag{Name: "renew-interval", EnvVars: []string{"KROLE_RENEW_INTERVAL"}, DefaultText: "lease duration / 5",
-				Usage: "how often the member renews the roles it holds, `D`: one heartbeat of its member session renews all of them"},
+				Usage: "how often the member renews the roles it holds, `D`"},
 			&ucli.DurationFlag{Name: "stagger", EnvVars: []string{"KROLE_STAGGER"}, DefaultText: "lease duration / 10",
-				Usage: "how long each rank waits after the one ahead of it before challenging for a vacant role, `D`"},
+				Usage: "how long each rank waits after the one ahead before taking a vacant role, `D`"},
 			&ucli.DurationFlag{Name: "kill-timeout", EnvVars: []string{"KROLE_KILL_TIMEOUT"}, DefaultText: "lease duration / 5",
-				Usage: "how long CMD's process tree has to exit after SIGTERM before SIGKILL, `D`; the default stops CMD before " +
-					"a lease this member failed to renew can pass to another"},
+				Usage: "how long CMD's process tree has to exit after SIGTERM before SIGKILL, `D`"},
 			&ucli.StringFlag{Name: "metrics-listen", EnvVars: []string{"KROLE_METRICS_LISTEN"}, DefaultText: "off",
-				Usage: "serve the member's Prometheus metrics (krole_holder, krole_transitions_total, " +
-					"krole_renew_duration_seconds, krole_fenced_total) at http://`HOST:PORT`/metrics; port 0 picks a free port"},
+				Usage: "serve the member's Prometheus metrics at http://`HOST:PORT`/metrics (port 0: a free one)"},
 			&ucli.BoolFlag{Name: "verbose", EnvVars: []string{"KROLE_VERBOSE"},
-				Usage: "log the member's and the view's activity on stderr too, not only transitions and warnings"},
+				Usage: "log all the member's activity on stderr, not only transitions and warnings"},
 		},
 		Action: runRun,
 	}

@@ -82,7 +82,13 @@ func TestRunHelp(t *testing.T) {
 	for _, s := range []string{"krole run ROLE", "-- CMD [ARGS...]", "KROLE_PRODUCER_ID", "--kill-timeout", "(default: HOSTNAME:PID)", "(default: lease duration / 5)"} {
 		assert.Contains(t, r.Stdout, s)
 	}
-	assert.Contains(t, run(t, "--help").Stdout, "\n   run ")
+	assert.Contains(t, r.Stdout, "\nEXAMPLES:\n   # ")
+	assert.Contains(t, r.Stdout, "\n   krole run nightly --try -- ./job.sh\n")
+	assert.LessOrEqual(t, strings.Count(r.Stdout, "\n"), 60, "a screen, not a manual")
+	root := run(t, "--help").Stdout
+	assert.Contains(t, root, "\n   run ")
+	assert.Contains(t, root, "Start a local cluster with `krole dev`, then in each member's terminal\n   `krole run ROLE", "the next step")
+	assert.NotContains(t, root, "then `krole register")
 }
 
 func TestDefaultMember(t *testing.T) {
