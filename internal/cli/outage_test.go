@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/testcluster"
+	"github.com/krabka/krole/processor"
 )
 
 // inBackground runs the app in-process with args until the returned stop is
@@ -121,3 +126,39 @@ func TestUnreachableCause(t *testing.T) {
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+// TestTokenRetiredInWords: a holding whose renewal got no definite answer
+// (the interrupt cut it short, during an outage say) ends with one line
+// in krole's words; the transport's error shows only with --verbose.
+func TestTokenRetiredInWords(t *testing.T) {
+	cause := &fencing.Error{Kind: fencing.ErrUnknownOutcome, Role: "session/node-1",
+		Err: errors.New("AddPartitionsToTxn under token 7/0 got no answer: the token is retired")}
+	ev := processor.Event{Kind: processor.Revoked, Role: "ctl", Member: "node-1", Token: codec.Token{ProducerID: 7},
+		Reason: processor.ReasonTokenRetired, Err: cause}
+	for _, tc := range []struct {
+		name    string
+		leaving bool
+		verbose bool
+		want    string
+	}{
+		{"during an outage", false, false, "krole run: revoked ctl (token 7/0): a renewal got no definite answer from the cluster, " +
+			"so the token is retired: nothing more is written under it\n"},
+		{"interrupted", true, false, "krole run: revoked ctl (token 7/0): the renewal under way when interrupted got no answer, " +
+			"so the token is retired: nothing more is written under it\n"},
+		{"verbose", false, true, "krole run: revoked ctl (token 7/0): a renewal got no definite answer from the cluster, " +
+			"so the token is retired: nothing more is written under it (unknown outcome: role session/node-1: " +
+			"AddPartitionsToTxn under token 7/0 got no answer: the token is retired)\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			leaving, stop := context.WithCancel(context.Background())
+			defer stop()
+			if tc.leaving {
+				stop()
+			}
+			s := &runSession{role: "ctl", me: "node-1", lines: &lineWriter{w: &out}, leaving: leaving, verbose: tc.verbose}
+			s.onEvent(ev)
+			assert.Equal(t, tc.want, out.String())
+		})
+	}
+}

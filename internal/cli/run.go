@@ -192,7 +192,7 @@ func runRun(c *ucli.Context) error {
 
 	s := &runSession{
 		role: role, me: member, path: path, args: cmdArgs, kill: killTimeout,
-		stdout: lockedWriter(stdout(c), new(sync.Mutex)), stderr: lockedWriter(stderr(c), &lw.mu), lines: lw,
+		stdout: lockedWriter(stdout(c), new(sync.Mutex)), stderr: lockedWriter(stderr(c), &lw.mu), lines: lw, verbose: c.Bool("verbose"),
 		report: openReport(),
 	}
 	if s.report != nil {
@@ -561,6 +561,7 @@ type runSession struct {
 	stdout     io.Writer // CMD's
 	stderr     io.Writer // CMD's
 	lines      *lineWriter
+	verbose    bool // --verbose: the transport's errors too
 	stopMember context.CancelFunc
 	report     *os.File // see reportFDEnv; nil: none
 
@@ -626,6 +627,18 @@ func (s *runSession) onEvent(e processor.Event) {
 				"releasing the role to the next candidate, then joining again at the back", e.Role, e.Token)
 		case processor.ReasonLeaseLost:
 			s.lines.printf("revoked %s (token %s): lease lost: no renewal succeeded in time", e.Role, e.Token)
+		case processor.ReasonTokenRetired:
+			// The transport's error names requests and session keys; the
+			// line says what it means for the role.
+			what := "a renewal got no definite answer from the cluster"
+			if s.leaving != nil && s.leaving.Err() != nil {
+				what = "the renewal under way when interrupted got no answer"
+			}
+			msg := fmt.Sprintf("revoked %s (token %s): %s, so the token is retired: nothing more is written under it", e.Role, e.Token, what)
+			if s.verbose && e.Err != nil {
+				msg += " (" + withoutPackagePrefixes(e.Err.Error()) + ")"
+			}
+			s.lines.printf("%s", msg)
 		default:
 			msg := string(e.Reason)
 			if e.Err != nil {
