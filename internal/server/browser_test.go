@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/rolestate"
 )
@@ -842,4 +844,136 @@ func TestPageManyRoles(t *testing.T) {
 	var nowText string
 	require.NoError(t, page.eval(ctx, `document.querySelector('#timeline .lane-now[data-role="role-2999"]').textContent`, &nowText))
 	assert.Equal(t, "now: m-3", nowText)
+}
+
+// TestPageTimeToUsable measures, with KROLE_PAGE_ROLES=N, how soon the page
+// over N roles is usable: it writes N roles (each held for an hour, with
+// two candidates) to a new role topic of the cluster (KROLE_BROKERS, say
+// `krole dev`; else an embedded one), serves them as `krole serve` does (a
+// view and a history), keeps re-electing one role every 100 ms, and loads
+// the page in Chromium. It logs when the last role's row showed, the main
+// thread's long tasks (over 50 ms) until 10 s after load, and how long
+// an evaluation in the page took to answer then. A measurement, not a
+// test: it skips without KROLE_PAGE_ROLES.
+func TestPageTimeToUsable(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("KROLE_PAGE_ROLES"))
+	if n <= 0 {
+		t.Skip("a measurement: set KROLE_PAGE_ROLES=N (and KROLE_BROKERS to use an outside cluster, such as krole dev)")
+	}
+	bin := chromiumBinary()
+	if bin == "" {
+		t.Skip("chromium not installed")
+	}
+	c := testcluster.Start(t, testcluster.Options{Partitions: 12})
+	m := c.Members(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	t.Cleanup(cancel)
+	began := time.Now()
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				role := codec.Role(fmt.Sprintf("role-%05d", i))
+				holder, next := codec.MemberID(fmt.Sprintf("m-%d", i%7)), codec.MemberID(fmt.Sprintf("m-%d", (i+1)%7))
+				if err := writeRole(ctx, m.Transport, role, holder, next, fmt.Sprintf("10.0.%d.%d:80", i/256%256, i%256)); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Logf("wrote %d roles in %s", n, time.Since(began).Round(time.Millisecond))
+
+	v := runView(t, c)
+	require.NoError(t, v.WaitCaughtUp(ctx))
+	hist := NewHistory(time.Hour, 0, nil)
+	hctx, stopHist := context.WithCancel(context.Background())
+	histDone := make(chan error, 1)
+	go func() { histDone <- hist.Run(hctx, v) }()
+	t.Cleanup(func() { stopHist(); <-histDone })
+	base, stop := context.WithCancel(context.Background())
+	srv := httptest.NewUnstartedServer(newHandler(t, v, Options{History: hist, Source: Source{Brokers: c.Config.Brokers, Topic: c.Config.Topic}}))
+	srv.Config.BaseContext = func(net.Listener) context.Context { return base }
+	srv.Start()
+	t.Cleanup(srv.Close)
+	t.Cleanup(stop)
+
+	// Changes while the page loads: role-00000 passes from member to member.
+	churn, stopChurn := context.WithCancel(ctx)
+	churned := make(chan int)
+	go func() {
+		k := 0
+		defer func() { churned <- k }()
+		for churn.Err() == nil {
+			tok, err := m.Transport.AcquireEpoch(churn, "role-00000")
+			if err != nil {
+				return
+			}
+			now := time.Now()
+			l, _ := codec.NewLease(codec.MemberID(fmt.Sprintf("churn-%d", k%3)), tok, now.UnixMilli(), now.Add(time.Hour).UnixMilli())
+			if m.Transport.WriteLease(churn, "role-00000", tok, l) == nil {
+				k++
+			}
+			select {
+			case <-churn.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { stopChurn(); <-churned })
+
+	last := fmt.Sprintf("role-%05d", n-1)
+	b := startChromium(t, bin)
+	page := b.openWatching(srv.URL+"/", `window.__long = [];
+new PerformanceObserver(l => { for (const e of l.getEntries()) window.__long.push([Math.round(e.startTime), Math.round(e.duration)]); }).observe({type: "longtask", buffered: true});
+new MutationObserver((_, o) => {
+  if (document.querySelector('#roles tr[data-role="`+last+`"]')) { window.__lastRow = performance.now(); o.disconnect(); }
+}).observe(document, {subtree: true, childList: true});`)
+	var lastRow float64
+	page.waitFor("the last role's row", `window.__lastRow || 0`, &lastRow, func() bool { return lastRow > 0 })
+	time.Sleep(10*time.Second - time.Duration(lastRow)*time.Millisecond)
+	asked := time.Now()
+	var rowsShown int
+	require.NoError(t, page.eval(ctx, `document.querySelectorAll("#roles tr").length`, &rowsShown))
+	answered := time.Since(asked)
+	var long [][2]float64
+	require.NoError(t, page.eval(ctx, `window.__long`, &long))
+	var holder string
+	require.NoError(t, page.eval(ctx, `document.querySelector('#roles tr[data-role="role-00000"]').cells[1].textContent`, &holder))
+	assert.Equal(t, n, rowsShown)
+	assert.True(t, strings.HasPrefix(holder, "churn-"), "the changes show: %q", holder)
+	t.Logf("%d roles: last row shown %.0f ms after navigation; long tasks (start ms, duration ms) until 10 s: %v; an evaluation then answered in %s",
+		n, lastRow, long, answered.Round(time.Millisecond))
+}
+
+// writeRole registers holder and next for role and makes holder its holder
+// for an hour, with value.
+func writeRole(ctx context.Context, tr *fencing.BrokerTransport, role codec.Role, holder, next codec.MemberID, value string) error {
+	if _, err := tr.Register(ctx, role, holder); err != nil {
+		return err
+	}
+	if _, err := tr.Register(ctx, role, next); err != nil {
+		return err
+	}
+	tok, err := tr.AcquireEpoch(ctx, role)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	l, err := codec.NewLease(holder, tok, now.UnixMilli(), now.Add(time.Hour).UnixMilli())
+	if err != nil {
+		return err
+	}
+	l.Value = value
+	return tr.WriteLease(ctx, role, tok, l)
 }
