@@ -18,7 +18,7 @@ func describeCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "describe",
 		Usage:     "show the fencing token of a role from the transaction coordinator, and its lease",
-		UsageText: "krole describe ROLE",
+		UsageText: "krole describe ROLE [--timeout D]",
 		Description: "Asks the transaction coordinator about the role's transactional id\n" +
 			"(--txn-prefix + ROLE): TOKEN is the producer id and epoch it has for it,\n" +
 			"whoever minted them, the only token the brokers accept lease writes from\n" +
@@ -37,7 +37,8 @@ func describeCommand() *ucli.Command {
 			"\"held\" is true when the coordinator has a token for the role (TOKEN), whether\n" +
 			"or not a member holds the role: see \"lease\".",
 		ArgsUsage: "ROLE",
-		Action:    runDescribe,
+		Flags:     []ucli.Flag{timeoutFlag()},
+		Action:    withTimeout(runDescribe, false),
 	}
 }
 

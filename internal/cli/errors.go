@@ -109,7 +109,11 @@ func describeError(err error) string {
 	var nb *noBroker
 	var ae *fencing.AuthorizationError
 	var bse *fencing.BrokerSettingsError
+	var na *noAnswer
 	switch {
+	case errors.As(err, &na):
+		// --timeout passed: whatever the command met on the way.
+		return na.Error()
 	case errors.As(err, &nb):
 		return nb.Error()
 	case errors.As(err, &bse) && bse.Refused:

@@ -112,6 +112,8 @@ func configFrom(c *ucli.Context) (fencing.Config, error) {
 		cfg.TLS.Enable = true
 	}
 	cfg = cfg.WithDefaults()
+	// A command bounded by --timeout (withTimeout): no request outlasts it.
+	deadlineTimeouts(c.Context, &cfg.DialTimeout, &cfg.RequestTimeout)
 	if err := cfg.Validate(); err != nil {
 		return cfg, &UsageError{Err: err, Hint: "see 'krole --help' for the connection flags"}
 	}

@@ -24,7 +24,7 @@ func initCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "init",
 		Usage:     "create the compacted role topic on a cluster (running it again is fine)",
-		UsageText: "krole init [--partitions N] [--replication-factor N] [--delete-retention D]",
+		UsageText: "krole init [--partitions N] [--replication-factor N] [--delete-retention D] [--timeout D]",
 		Description: "Creates --topic with cleanup.policy=compact, segment.ms=3600000 (1h),\n" +
 			"min.compaction.lag.ms=600000 (10m) and delete.retention.ms=--delete-retention,\n" +
 			"and says what it set (a setting the cluster refuses is a warning). When the\n" +
@@ -40,8 +40,9 @@ func initCommand() *ucli.Command {
 				Usage: "replicas of each partition, `N`; 0: 3, or the number of brokers when fewer"},
 			&ucli.DurationFlag{Name: "delete-retention", Value: defaultRoleTopicDeleteRetain,
 				Usage: "delete.retention.ms of a new topic, `D`: the longest a view with a state dir may be offline and still see every deregistration"},
+			timeoutFlag(),
 		},
-		Action: runInit,
+		Action: withTimeout(runInit, true),
 	}
 }
 

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -135,8 +134,19 @@ func (lv *liveView) ready(ctx context.Context, timeout time.Duration) error {
 		}
 		return err
 	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("the view did not catch up with topic %s within %v (a transaction left open by a crashed holder holds readers back until it times out; see --timeout)",
-			lv.cfg.Topic, timeout)
+		// Say what was seen: no answer at all, or answers without a
+		// catch-up (an open transaction, when one shows).
+		stuck := &viewStuck{Topic: lv.cfg.Topic, Brokers: lv.cfg.Brokers, Timeout: timeout, LastAnswer: lv.Health().LastContact}
+		pctx, cancel := context.WithTimeout(ctx, stuckProbeTimeout)
+		open, perr := openTransactions(pctx, lv.cfg)
+		cancel()
+		if perr == nil {
+			stuck.Open = open
+			if stuck.LastAnswer.IsZero() {
+				stuck.LastAnswer = time.Now() // the view's own requests got none, the probe's did
+			}
+		}
+		return stuck
 	}
 	return explainRunError(lv.cfg, err)
 }

@@ -18,7 +18,7 @@ func recordsCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "records",
 		Usage:     "list a role's records (registrations, leases, tombstones) in offset order",
-		UsageText: "krole records ROLE",
+		UsageText: "krole records ROLE [--timeout D]",
 		Description: "Reads the role's partition from its start with read_committed isolation (an\n" +
 			"aborted lease write never shows) and lists the role's records in offset order.\n" +
 			"A registration's offset is its member's join sequence. Compaction may have\n" +
@@ -39,7 +39,8 @@ func recordsCommand() *ucli.Command {
 			"besides: when its latest renewal began and ran until (the holder's clock), and\n" +
 			"the time left as this machine judges it.",
 		ArgsUsage: "ROLE",
-		Action:    runRecords,
+		Flags:     []ucli.Flag{timeoutFlag()},
+		Action:    withTimeout(runRecords, false),
 	}
 }
 

@@ -10,14 +10,14 @@ func registerCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "register",
 		Usage:     "make a member a candidate for a role, at the back of the queue",
-		UsageText: "krole register ROLE --member M [--value V]",
+		UsageText: "krole register ROLE --member M [--value V] [--timeout D]",
 		Description: "Appends M's registration for ROLE to the role topic. Its offset is M's join\n" +
 			"sequence: candidates rank by it, lowest first. Registering again moves M to the\n" +
 			"back. register only queues M: holding the role takes a running member (see\n" +
 			"package processor), which challenges when its turn comes.",
 		ArgsUsage: "ROLE",
-		Flags:     []ucli.Flag{memberFlag(), valueFlag()},
-		Action:    runRegister,
+		Flags:     []ucli.Flag{memberFlag(), valueFlag(), timeoutFlag()},
+		Action:    withTimeout(runRegister, true),
 	}
 }
 

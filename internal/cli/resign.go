@@ -16,7 +16,7 @@ func resignCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "resign",
 		Usage:     "remove a member from a role's candidates (its deregistration)",
-		UsageText: "krole resign ROLE --member M [--wait D]",
+		UsageText: "krole resign ROLE --member M [--wait D] [--timeout D]",
 		Description: "Writes a tombstone on M's registration for ROLE, which removes M from the\n" +
 			"candidates. Resigning a member that is not registered is harmless.\n\n" +
 			"When M holds the role, its running member (krole run, or a program on package\n" +
@@ -31,10 +31,10 @@ func resignCommand() *ucli.Command {
 			"not running, or is a krole older than this), the role passes on when the lease\n" +
 			"ends.",
 		ArgsUsage: "ROLE",
-		Flags: []ucli.Flag{memberFlag(),
+		Flags: []ucli.Flag{memberFlag(), timeoutFlag(),
 			&ucli.DurationFlag{Name: "wait", Value: 5 * time.Second,
-				Usage: "how long to wait for a holding M to release the role, `D` (0: do not wait)"}},
-		Action: runResign,
+				Usage: "how long to wait for a holding M to release the role, `D` (0: do not wait); --timeout includes it"}},
+		Action: withTimeout(runResign, true),
 	}
 }
 

@@ -41,7 +41,9 @@ func openTransport(c *ucli.Context) (roleClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := dialTransport(cfg)
+	// The dial takes no context: it is abandoned when c.Context ends
+	// (--timeout, an interrupt), and bounded by cfg's timeouts anyway.
+	t, err := startInterruptible(c.Context, func() (*fencing.BrokerTransport, error) { return dialTransport(cfg) })
 	if err != nil {
 		return nil, err
 	}
