@@ -49,17 +49,33 @@ func withTimeout(action ucli.ActionFunc, writes bool) ucli.ActionFunc {
 		ctx, cancel := context.WithTimeoutCause(parent, d, errTimeoutPassed)
 		defer cancel()
 		c.Context = ctx
-		done := make(chan error, 1)
-		go func() { done <- action(c) }()
+		type result struct {
+			err   error
+			panic any // re-raised here, for Run to report
+		}
+		done := make(chan result, 1)
+		go func() {
+			defer func() {
+				if p := recover(); p != nil {
+					done <- result{panic: p}
+				}
+			}()
+			done <- result{err: action(c)}
+		}()
+		var r result
 		select {
-		case err = <-done:
+		case r = <-done:
 		case <-ctx.Done():
 			select {
-			case err = <-done: // it returned with the deadline: its error says more
+			case r = <-done: // it returned with the deadline: its error says more
 			case <-time.After(100 * time.Millisecond):
-				err = ctx.Err()
+				r.err = ctx.Err()
 			}
 		}
+		if r.panic != nil {
+			panic(r.panic)
+		}
+		err = r.err
 		var ue *UsageError
 		if err == nil || errors.As(err, &ue) || parent.Err() != nil || context.Cause(ctx) != errTimeoutPassed {
 			return err
