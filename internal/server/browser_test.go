@@ -937,6 +937,7 @@ func TestPageTimeToUsable(t *testing.T) {
 	page := b.openWatching(srv.URL+"/", `window.__long = [];
 new PerformanceObserver(l => { for (const e of l.getEntries()) window.__long.push([Math.round(e.startTime), Math.round(e.duration)]); }).observe({type: "longtask", buffered: true});
 new MutationObserver((_, o) => {
+  if (!window.__firstRow && document.querySelector('#roles tr')) window.__firstRow = performance.now();
   if (document.querySelector('#roles tr[data-role="`+last+`"]')) { window.__lastRow = performance.now(); o.disconnect(); }
 }).observe(document, {subtree: true, childList: true});`)
 	var lastRow float64
@@ -948,12 +949,18 @@ new MutationObserver((_, o) => {
 	answered := time.Since(asked)
 	var long [][2]float64
 	require.NoError(t, page.eval(ctx, `window.__long`, &long))
+	var firstRow float64
+	require.NoError(t, page.eval(ctx, `window.__firstRow`, &firstRow))
 	var holder string
 	require.NoError(t, page.eval(ctx, `document.querySelector('#roles tr[data-role="role-00000"]').cells[1].textContent`, &holder))
 	assert.Equal(t, n, rowsShown)
 	assert.True(t, strings.HasPrefix(holder, "churn-"), "the changes show: %q", holder)
-	t.Logf("%d roles: last row shown %.0f ms after navigation; long tasks (start ms, duration ms) until 10 s: %v; an evaluation then answered in %s",
-		n, lastRow, long, answered.Round(time.Millisecond))
+	longest := 0.0
+	for _, l := range long {
+		longest = max(longest, l[1])
+	}
+	t.Logf("%d roles: first row shown %.0f ms, last row %.0f ms after navigation; longest task %.0f ms; long tasks (start ms, duration ms) until 10 s: %v; an evaluation then answered in %s",
+		n, firstRow, lastRow, longest, long, answered.Round(time.Millisecond))
 }
 
 // writeRole registers holder and next for role and makes holder its holder
