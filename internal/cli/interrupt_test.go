@@ -146,10 +146,12 @@ func TestRunUnderTimeoutResigns(t *testing.T) {
 
 	// The same two signals 100ms apart, which the kernel cannot merge,
 	// while CMD takes a second to stop.
-	p := startKroleScript(t, bin, c, "twice", "m-twice", nil,
+	ready := t.TempDir() + "/pid"
+	p := startKroleScript(t, bin, c, "twice", "m-twice", []string{"KROLE_TEST_READY=" + ready},
 		[]string{"--lease-duration", "30s", "--renew-interval", "2s", "--stagger", "100ms"},
-		`trap "sleep 1; exit 0" TERM; while :; do sleep 0.05; done`)
+		`trap "sleep 1; exit 0" TERM; echo $$ > "$KROLE_TEST_READY"; while :; do sleep 0.05; done`)
 	p.waitLine(t, 0, startedRE, 30*time.Second)
+	waitPidFile(t, ready, nil) // CMD's trap is set
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	time.Sleep(100 * time.Millisecond)
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
