@@ -130,8 +130,9 @@ type Local struct {
 	// aheadLive: until when a candidate ranked ahead of this member in
 	// the current vacancy counts as alive (two RenewIntervals after its
 	// member session's latest heartbeat was seen); zero when none does.
-	// Rule 7 defers to it.
-	aheadLive time.Time
+	// aheadWon: when this member last saw a live candidate ahead take a
+	// role (any role); zero for never. Rule 7 defers to it.
+	aheadLive, aheadWon time.Time
 
 	// lostAt is when this member was fenced or lost a challenge race;
 	// lostOff is the offset of the lease its state showed then. Until a
@@ -217,19 +218,20 @@ func (l Local) Observe(st rolestate.State, me codec.MemberID, now time.Time) Loc
 	key, vacant, _ := l.vacancy(st, me, now)
 	switch {
 	case l.held != nil || !vacant:
-		l.vacantSince, l.vacantKey, l.aheadLive = time.Time{}, noKey, time.Time{}
+		l.vacantSince, l.vacantKey, l.aheadLive, l.aheadWon = time.Time{}, noKey, time.Time{}, time.Time{}
 	case l.vacantKey != key || l.vacantSince.IsZero():
-		l.vacantSince, l.vacantKey, l.aheadLive = now, key, time.Time{}
+		l.vacantSince, l.vacantKey, l.aheadLive, l.aheadWon = now, key, time.Time{}, time.Time{}
 	}
 	return l
 }
 
 // withAheadLive returns l knowing that a candidate ranked ahead of this
 // member in the current vacancy is alive until until (zero: none is
-// known to be). The Member looks it up when rule 7 would have it
+// known to be), and that such a candidate was last seen taking a role at
+// won (zero: never). The Member looks them up when rule 7 would have it
 // campaign (see [Decide]).
-func (l Local) withAheadLive(until time.Time) Local {
-	l.aheadLive = until
+func (l Local) withAheadLive(until, won time.Time) Local {
+	l.aheadLive, l.aheadWon = until, won
 	return l
 }
 
@@ -316,14 +318,18 @@ const maxConfirmGap = 5 * time.Second
 //     While a candidate ranked ahead of it is alive (the Member saw a
 //     heartbeat of its member session within two RenewIntervals: see
 //     Local's aheadLive, which the Member looks up when its turn comes),
-//     it defers to it, for at most one LeaseDuration past its turn: a
-//     member that dies holding many roles leaves them all vacant at once,
-//     the first candidate takes them one after another, and a second that
-//     joined in at its turn would race it for the roles it is taking
-//     (both elected, one fenced). A candidate ahead that stopped, paused
-//     or was cut off delays the turn by two RenewIntervals after its last
-//     heartbeat at most. The deferral is for liveness only; the fence
-//     keeps one holder at a time either way.
+//     it defers to it for as long as that candidate makes progress: until
+//     one LeaseDuration past its turn, or past the last time this member
+//     saw that candidate take a role (any role), whichever is later. A
+//     member that dies holding many roles leaves them all vacant at once;
+//     the first candidate takes them one after another, and the ones
+//     behind it do not race it for the roles it has not reached yet (both
+//     elected, one fenced, two workers at once until the fenced one
+//     learns). A candidate ahead that stopped, paused or was cut off
+//     delays the turn by two RenewIntervals after its last heartbeat at
+//     most; one alive but taking no role, by a LeaseDuration. The deferral
+//     is for liveness only; the fence keeps one holder at a time either
+//     way.
 //  8. Before it challenges it confirms (DoConfirm): only a confirmation
 //     taken at now lets it challenge, and on the confirmed state the
 //     rules above must still say so. When the confirmation shows the
@@ -425,9 +431,13 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 		return Action{Kind: DoWait, Until: myTurn, Reason: fmt.Sprintf("vacant; rank %d waits its turn", rank)}
 	}
 	if rank > 0 && now.Before(l.aheadLive) {
-		if at := earliest(l.aheadLive, myTurn.Add(s.LeaseDuration)); now.Before(at) {
+		from := myTurn
+		if l.aheadWon.After(from) {
+			from = l.aheadWon
+		}
+		if at := earliest(l.aheadLive, from.Add(s.LeaseDuration)); now.Before(at) {
 			return Action{Kind: DoWait, Until: at,
-				Reason: fmt.Sprintf("vacant; rank %d defers to a live candidate ranked ahead of it, until %v at most", rank, myTurn.Add(s.LeaseDuration))}
+				Reason: fmt.Sprintf("vacant; rank %d defers to a live candidate ranked ahead of it while it takes roles, until %v at most", rank, from.Add(s.LeaseDuration))}
 		}
 	}
 	if fresh := !l.confAt.IsZero() && !now.Before(l.confAt) && now.Before(l.confAt.Add(s.RenewInterval)); fresh && l.heldBack(st) {

@@ -131,19 +131,27 @@ func TestDecide(t *testing.T) {
 			now: t0.Add(11 * sec), open: -1, want: DoChallenge, prune: []codec.MemberID{"x", "y"}},
 		{name: "expired lease: rank 1 defers to a live candidate ahead of it",
 			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y", 2, "me", 3),
-			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(15 * sec)),
+			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(15*sec), time.Time{}),
 			now: t0.Add(11 * sec), want: DoWait, until: t0.Add(15 * sec)},
 		{name: "expired lease: rank 1 defers to a live candidate ahead for at most a lease past its turn",
 			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y", 2, "me", 3),
-			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(minute)),
+			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(minute), time.Time{}),
 			now: t0.Add(11 * sec), want: DoWait, until: t0.Add(21 * sec)},
 		{name: "expired lease: rank 1 challenges a lease past its turn, though the candidate ahead is alive",
 			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y", 2, "me", 3),
-			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(minute)),
+			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(minute), time.Time{}),
 			now: t0.Add(21 * sec), open: -1, want: DoChallenge, prune: []codec.MemberID{"x", "y"}},
+		{name: "expired lease: rank 1 defers while the live candidate ahead takes roles, past a lease after its turn",
+			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y", 2, "me", 3),
+			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(minute), t0.Add(20*sec)),
+			now: t0.Add(21 * sec), want: DoWait, until: t0.Add(30 * sec)},
+		{name: "expired lease: rank 1 challenges once the live candidate ahead took no role for a lease",
+			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y", 2, "me", 3),
+			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(minute), t0.Add(20*sec)),
+			now: t0.Add(30 * sec), open: -1, want: DoChallenge, prune: []codec.MemberID{"x", "y"}},
 		{name: "expired lease: the top-ranked candidate defers to nobody",
 			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2, "y", 3),
-			l:   vacantFrom(seenAt(local(2), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(minute)),
+			l:   vacantFrom(seenAt(local(2), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(minute), time.Time{}),
 			now: t0.Add(10 * sec), open: -1, want: DoChallenge, prune: []codec.MemberID{"x"}},
 		{name: "no lease: rank 2 waits two staggers",
 			st:  state(role, nil, 0, "a", 1, "b", 2, "me", 3),
@@ -327,11 +335,12 @@ func TestObserveKeepsVacancyUntilANewLease(t *testing.T) {
 	assert.Equal(t, int64(7), l.vacantKey)
 	// What it knew of the candidates ahead in one vacancy is not carried
 	// into the next.
-	l = l.withAheadLive(t0.Add(time.Minute))
+	l = l.withAheadLive(t0.Add(time.Minute), t0)
 	l = l.Observe(state(role, live, 7, "me", 2), "me", t0.Add(23*time.Second))
 	assert.Equal(t, t0.Add(time.Minute), l.aheadLive, "the same vacancy")
 	l = l.Observe(state(role, leaseOf("y", tok2, t0.Add(23*time.Second), 10*time.Second), 9, "me", 2), "me", t0.Add(23*time.Second))
 	assert.True(t, l.aheadLive.IsZero(), "a new lease ends the vacancy")
+	assert.True(t, l.aheadWon.IsZero(), "a new lease ends the vacancy")
 }
 
 func TestReleaseLease(t *testing.T) {

@@ -58,11 +58,12 @@
 // challenges r*Stagger after it first observed the vacancy, on its local
 // clock; while a candidate ranked ahead of it is alive (the member saw a
 // heartbeat of that candidate's member session within two RenewIntervals)
-// it defers to it, for one LeaseDuration past its turn at most, so that a
-// member that died holding many roles, all vacant at once, is succeeded
-// by its first candidate alone while that one takes them, rather than by
-// several racing for each (see "Failover of a member holding many
-// roles"). Before a challenge, the candidate confirms the role's state
+// it defers to it while that candidate makes progress (one LeaseDuration
+// past its turn, or past the last time the member saw it take a role,
+// whichever is later), so that a member that died holding many roles,
+// all vacant at once, is succeeded by its first candidate alone while
+// that one takes them, rather than by several racing for each (see
+// "Failover of a member holding many roles"). Before a challenge, the candidate confirms the role's state
 // ([Source].Confirm: one round trip to the partition's leader, and a wait
 // until its source holds everything committed below the last stable
 // offset; or, from a [RecentConfirmer], its own read of at most
@@ -596,14 +597,16 @@
 // while the other's challenge was in flight, both elected, one fenced at
 // once (safe, the fence holds, but a wasted election and work started
 // and stopped). So a candidate defers to a live candidate ranked ahead of
-// it (rule 7: its member session heartbeating within two RenewIntervals),
-// for one LeaseDuration past its turn at most: the first candidate takes
-// the roles alone while it can; a candidate ahead that stopped, paused or
-// was cut off is passed over two RenewIntervals after its last heartbeat,
-// and one that is alive but does not take the role (its campaigns paused,
-// say) holds the role vacant one LeaseDuration longer at most. A failover
-// of more roles than the first candidate takes in a LeaseDuration still
-// has the next one join in for the rest.
+// it (rule 7: its member session heartbeating within two RenewIntervals)
+// for as long as that candidate makes progress: until one LeaseDuration
+// past its turn, or past the last time it saw that candidate take any
+// role, whichever is later. The first candidate takes the roles alone
+// however many there are; a candidate ahead that stopped, paused or was
+// cut off is passed over two RenewIntervals after its last heartbeat,
+// and one that is alive but takes no role (its campaigns paused, say)
+// holds the role vacant one LeaseDuration longer at most. Progress is
+// judged on each member's own clock from the leases its view shows; it
+// decides only who tries first, never who may write.
 //
 // # Events, logs, metrics
 //

@@ -3,11 +3,13 @@ package processor_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/processor"
@@ -104,4 +106,171 @@ func TestIntegrationFirstHeartbeatFollowsTheFirstElection(t *testing.T) {
 	}
 	require.False(t, leaseWritten.IsZero(), "the election's lease write")
 	assert.False(t, firstBeat.Before(leaseWritten), "the first heartbeat began %v before the election's lease was written", leaseWritten.Sub(firstBeat))
+}
+
+// A member that dies holding more roles than its survivors can take in a
+// lease leaves them all vacant at once. The first survivor takes them one
+// after another (each AcquireEpoch 150 ms late, five at a time: longer
+// than a lease in all); the ones ranked behind it defer while it makes
+// progress, instead of joining in a lease past their turn and racing it.
+// Read back from the role topic by another client: every role is elected
+// exactly once, no survivor loses a role of its own, and no two members
+// hold a role at once.
+func TestIntegrationMassFailoverElectsEachRoleOnce(t *testing.T) {
+	for _, survivors := range []int{2, 3} {
+		t.Run(fmt.Sprintf("%d survivors", survivors), func(t *testing.T) {
+			massFailover(t, 80, survivors)
+		})
+	}
+}
+
+func massFailover(t *testing.T, k, survivors int) {
+	e := newEnv(t, itTxnTimeout)
+	s := itSettings()
+	roles := make([]codec.Role, k)
+	for i := range roles {
+		roles[i] = codec.Role(fmt.Sprintf("mass-%03d", i))
+	}
+	dying := s
+	dying.KeepOnExit = true // it writes nothing when it stops: a crash
+	a := e.start("node-a", roles, dying, nil)
+	for _, r := range roles {
+		awaitElected(t, e.rec, r, a.id, time.Time{}, 20*time.Second)
+	}
+	var nodes []*node
+	for i := range survivors {
+		n := e.newNode(codec.MemberID(fmt.Sprintf("node-%c", 'b'+i)))
+		n.src, n.via = e.view(), slowAcquire{n.tr, 150 * time.Millisecond}
+		own := codec.Role("own-" + string(n.id))
+		e.launch(n, append([]codec.Role{own}, roles...), processor.Options{Settings: s, Logger: testLog(string(n.id)), OnEvent: e.rec.onEvent}, nil, nil)
+		awaitElected(t, e.rec, own, n.id, time.Time{}, 10*time.Second)
+		nodes = append(nodes, n)
+	}
+	for _, r := range roles {
+		await(t, 10*time.Second, "every survivor a candidate of "+string(r), func() bool { return len(e.candidates(r)) == survivors+1 })
+	}
+	aLast := map[codec.Role]int64{}
+	for _, r := range roles {
+		aLast[r] = e.state(r).LeaseOffset
+	}
+
+	crashed := time.Now()
+	a.stop(t)()
+	for _, r := range roles {
+		await(t, 30*time.Second, string(r)+" elected after the crash", func() bool {
+			return len(e.rec.find(processor.Elected, r, func(ev stamped) bool { return ev.Got.After(crashed) })) > 0
+		})
+	}
+	t.Logf("%d roles held again %v after the crash", k, time.Since(crashed))
+	time.Sleep(2 * s.LeaseDuration) // a second winner, if any, shows within this
+
+	won := map[codec.MemberID]int{}
+	for _, r := range roles {
+		el := e.rec.find(processor.Elected, r, func(ev stamped) bool { return ev.Got.After(crashed) })
+		if assert.Len(t, el, 1, "%s elected once after the crash", r) {
+			won[el[0].Member]++
+		}
+	}
+	t.Logf("roles taken per survivor: %v", won)
+	for _, n := range nodes {
+		own := codec.Role("own-" + string(n.id))
+		assert.Empty(t, e.rec.find(processor.Revoked, own, nil), "%s kept its own role", n.id)
+	}
+	all := slices.Clone(roles)
+	for _, n := range nodes {
+		all = append(all, codec.Role("own-"+string(n.id)))
+	}
+	assert.Zero(t, longestOverlap(e.rec, all), "two members held a role at once")
+	for r, toks := range leasesAfter(t, e, aLast) {
+		assert.Len(t, toks, 1, "%s: the topic shows one lease token after the crash, got %v", r, toks)
+	}
+	e.rec.checkFence(t)
+}
+
+// longestOverlap returns the longest time two members held one of roles at
+// once, as their own Elected and Revoked events say.
+func longestOverlap(rec *recorder, roles []codec.Role) time.Duration {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var longest time.Duration
+	for _, r := range roles {
+		since := map[codec.MemberID]time.Time{}
+		for _, ev := range rec.events {
+			if ev.Role != r {
+				continue
+			}
+			switch ev.Kind {
+			case processor.Elected:
+				since[ev.Member] = ev.Got
+			case processor.Revoked:
+				from := since[ev.Member]
+				delete(since, ev.Member)
+				for m, t := range since {
+					if m != ev.Member {
+						start := from
+						if t.After(start) {
+							start = t
+						}
+						longest = max(longest, ev.Got.Sub(start))
+					}
+				}
+			}
+		}
+	}
+	return longest
+}
+
+// leasesAfter reads the role topic through another client (franz-go,
+// read_committed) and returns, for each role of after, the tokens of the
+// leases (releases left out) written at offsets past after's.
+func leasesAfter(t *testing.T, e *env, after map[codec.Role]int64) map[codec.Role][]codec.Token {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.c.Config.Brokers...), kgo.ConsumeTopics(e.c.Config.Topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// A plain record at the end of every partition: read up to it, and
+	// everything committed before it has been read.
+	parts := partitionsOf(t, e)
+	ends := map[int32]int64{}
+	w, err := kgo.NewClient(kgo.SeedBrokers(e.c.Config.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	defer w.Close()
+	for p := range parts {
+		r, err := w.ProduceSync(ctx, &kgo.Record{Topic: e.c.Config.Topic, Partition: p, Key: []byte("end-of-test")}).First()
+		require.NoError(t, err)
+		ends[p] = r.Offset
+	}
+	out := map[codec.Role][]codec.Token{}
+	for r := range after {
+		out[r] = nil
+	}
+	seen := map[int32]bool{}
+	for len(seen) < len(ends) {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "reading the role topic back")
+		fs.EachRecord(func(rec *kgo.Record) {
+			if rec.Offset >= ends[rec.Partition] {
+				seen[rec.Partition] = true
+			}
+			k, err := codec.DecodeKey(rec.Key)
+			if err != nil || k.Kind != codec.KindLease || rec.Value == nil {
+				return
+			}
+			from, ok := after[k.Role]
+			if !ok || rec.Offset <= from {
+				return
+			}
+			v, err := codec.DecodeRecord(rec.Value)
+			if err != nil || v.Lease == nil || v.Lease.Released() {
+				return
+			}
+			if !slices.Contains(out[k.Role], v.Lease.Token) {
+				out[k.Role] = append(out[k.Role], v.Lease.Token)
+			}
+		})
+	}
+	return out
 }

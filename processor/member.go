@@ -107,6 +107,7 @@ type Member struct {
 	lim  *limiter   // the transport calls in flight
 	adm  *admission // how many roles it campaigns for
 	sess *session   // the member session: heartbeats for every held role
+	prog progress   // when other members were last seen taking a role
 
 	inst string             // this process's instance; "" without an InstanceRegisterer
 	ireg InstanceRegisterer // t, when it is one

@@ -338,6 +338,9 @@ func (r *runner) decide(ctx context.Context, now time.Time) Action {
 		r.m.sess.settle(r.role, r.st)
 	}
 	r.refreshSession(ctx)
+	if l := r.st.Lease; l != nil && l.Member != r.m.me && !l.Released() && r.l.leaseOff >= 0 && r.st.LeaseOffset != r.l.leaseOff {
+		r.m.prog.won(l.Member, now) // a new lease, not one read at the start
+	}
 	r.l = r.l.Observe(r.st, r.m.me, now)
 	r.observeHolder(now)
 	a := Decide(r.st, r.m.me, r.l, now, r.m.s)
@@ -352,28 +355,39 @@ func (r *runner) decide(ctx context.Context, now time.Time) Action {
 // heartbeat span) after the source saw the latest heartbeat of its member
 // session. A live member heartbeats every RenewInterval, so one stopped,
 // paused or cut off counts as alive for two intervals at most after its
-// last heartbeat. Only a source that stamps a record with the time it saw
-// it (the view) tells; a TransportSource's records carry no such time,
-// and a member on one does not defer. It reports whether one is alive at
-// now. The Member asks when rule 7 would have it campaign, so that it
-// defers to a live candidate ahead of it (see [Decide]).
+// last heartbeat. It also records when this member last saw such a live
+// candidate take a role (its progress). Only a source that stamps a
+// record with the time it saw it (the view) tells; a TransportSource's
+// records carry no such time, and a member on one does not defer. It
+// reports whether one is alive at now. The Member asks when rule 7 would
+// have it campaign (see [Decide]).
 func (r *runner) lookAhead(ctx context.Context, now time.Time) bool {
 	ss, ok := r.m.src.(SessionSource)
 	if !ok || r.l.ownRetired(r.st, r.m.me) {
 		return false
 	}
 	ahead, _ := turn(r.st, r.m.me)
-	var until time.Time
+	var until, won time.Time
 	for _, m := range ahead {
 		se, found, err := ss.Session(ctx, m)
 		if err != nil || !found || se.Heartbeat.End || se.SeenAt.IsZero() || se.SeenAt.After(now) {
 			continue
 		}
-		if e := se.SeenAt.Add(min(2*r.m.s.RenewInterval, rolestate.HeartbeatSpan(se.Heartbeat))); e.After(until) {
+		e := se.SeenAt.Add(min(2*r.m.s.RenewInterval, rolestate.HeartbeatSpan(se.Heartbeat)))
+		if !now.Before(e) {
+			continue
+		}
+		if e.After(until) {
 			until = e
 		}
+		if w := r.m.prog.last(m); w.After(won) {
+			won = w
+		}
 	}
-	r.l = r.l.withAheadLive(until)
+	if until.IsZero() {
+		won = time.Time{}
+	}
+	r.l = r.l.withAheadLive(until, won)
 	return now.Before(until)
 }
 
