@@ -17,7 +17,11 @@ import (
 type FailoverManyOptions struct {
 	// Roles over Members member processes (see [FailoverMany]).
 	Roles, Members int
-	Settings       processor.Settings
+	// KilledRoles, when positive, is how many of Roles the first member
+	// (the one killed) holds; the others share the rest. Zero: each
+	// member holds its Roles / Members.
+	KilledRoles int
+	Settings    processor.Settings
 	// Grace: how long after the last of the dead member's roles showed
 	// held again the bench keeps watching for a second election of a
 	// role or a loss of a survivor's own (default one lease).
@@ -85,8 +89,17 @@ type FailoverManyResult struct {
 	// survivors were elected to after the kill (one after the other:
 	// the view shows one holder at a time).
 	ElectedByTwo int `json:"elected_by_two"`
-	// Violations: AcquiredTwice + SurvivorsLost + the roles not held
-	// again.
+	// LongestOverlapMS: the longest time two members both held one role
+	// (any role of the run), each from its Elected event to its Revoked
+	// event, the killed member's holdings ending when it died, the open
+	// ones at the end of the grace; all on this machine's clock.
+	// OverlapRoles: the roles two members held at once at all;
+	// LongestOverlap: which role, members and when.
+	LongestOverlapMS float64  `json:"longest_overlap_ms"`
+	OverlapRoles     int      `json:"overlap_roles"`
+	LongestOverlap   *Overlap `json:"longest_overlap,omitempty"`
+	// Violations: AcquiredTwice + SurvivorsLost + OverlapRoles + the
+	// roles not held again.
 	Violations int              `json:"violations"`
 	Members    []FailoverMember `json:"members"`
 }
@@ -110,8 +123,8 @@ type FailoverMember struct {
 // FailoverMany runs `krole bench failover-many`: o.Members member
 // processes start one after the other; member i (from 0) campaigns for
 // the roles of members 0..i-1, which they hold, so it only registers as
-// their candidate, and for its own share (o.Roles / o.Members), which
-// nobody holds, so it takes them. Once each holds its share, member 0,
+// their candidate, and for its own share (o.Roles / o.Members, or see
+// o.KilledRoles), which nobody holds, so it takes them. Once each holds its share, member 0,
 // which every other member is a candidate of, is SIGKILLed, and the bench
 // measures until its roles show held again in the bench's view; then,
 // after o.Grace, counts from the survivors' events the elections of each
@@ -119,6 +132,10 @@ type FailoverMember struct {
 func FailoverMany(ctx context.Context, c Cluster, o FailoverManyOptions) (*FailoverManyResult, error) {
 	if o.Members < 2 || o.Roles < o.Members {
 		return nil, fmt.Errorf("bench failover-many: %d roles over %d members: need 2 members and a role each", o.Roles, o.Members)
+	}
+	if o.KilledRoles > 0 && o.Roles-o.KilledRoles < o.Members-1 {
+		return nil, fmt.Errorf("bench failover-many: %d roles, %d of them the killed member's: need a role for each of the %d others",
+			o.Roles, o.KilledRoles, o.Members-1)
 	}
 	if o.Grace <= 0 {
 		o.Grace = o.Settings.LeaseDuration
@@ -137,7 +154,7 @@ func FailoverMany(ctx context.Context, c Cluster, o FailoverManyOptions) (*Failo
 	}()
 	settle := o.Settings.LeaseDuration + 11*Wait
 	for i := range o.Members {
-		from, count := memberSplit(o.Roles, o.Members, i)
+		from, count := o.share(i)
 		name := codec.MemberID(fmt.Sprintf("bench-fm-%s-m%d", o.Run, i))
 		c.progress("failover-many: starting member %d/%d (%d roles of its own, a candidate of %d)", i+1, o.Members, count, from)
 		spec := memberSpec{name: name, prefix: prefix, from: 0, count: from + count, own: count, s: o.Settings, events: true}
@@ -220,6 +237,13 @@ func FailoverMany(ctx context.Context, c Cluster, o FailoverManyOptions) (*Failo
 	if err := victim.kill(); err != nil {
 		return nil, fmt.Errorf("SIGKILL %s: %w", victim.name, err)
 	}
+	// Its holdings end when it is gone; reaped is later than that, by
+	// little, so an overlap with it is not missed.
+	select {
+	case <-victim.child.Done():
+	case <-time.After(5 * time.Second):
+	}
+	diedUS := time.Now().UnixMicro()
 	if o.SurvivorCPUProfile != "" {
 		// A window profiles the member; its report line is not read.
 		if err := procs[1].send("window " + (o.Settings.LeaseDuration + o.Wait).String()); err != nil {
@@ -283,6 +307,14 @@ watch:
 	var electedAt []int64
 	killedUS := killed.UnixMicro()
 	res.Members = append(res.Members, FailoverMember{Member: victim.name, HeldAtKill: len(dead)})
+	endUS := time.Now().UnixMicro()
+	holdings := Holdings(victim.name, victim.takeEvents(), diedUS)
+	for _, p := range procs[1:] {
+		holdings = append(holdings, Holdings(p.name, p.takeEvents(), endUS)...)
+	}
+	if ov, n := LongestOverlap(holdings); n > 0 {
+		res.LongestOverlap, res.OverlapRoles, res.LongestOverlapMS = &ov, n, float64(ov.US)/1000
+	}
 	for i, p := range procs[1:] {
 		f := FailoverMember{Member: p.name, HeldAtKill: len(own[i+1]), RevokedBy: map[string]int{}}
 		held := map[codec.Role]bool{}
@@ -356,18 +388,33 @@ watch:
 		res.PastDeadline = chart.NewDist(past)
 	}
 	res.DueSpreadS = float64(lastDue-firstDue) / 1000
-	res.Violations = res.AcquiredTwice + res.SurvivorsLost + (res.KilledRoles - res.HeldAgain)
+	res.Violations = res.AcquiredTwice + res.SurvivorsLost + res.OverlapRoles + (res.KilledRoles - res.HeldAgain)
 	res.Stats = chart.Summarize(res.SamplesMS)
 	res.Settings = map[string]any{
-		"roles": o.Roles, "members": o.Members, "lease_duration": o.Settings.LeaseDuration.String(),
+		"roles": o.Roles, "members": o.Members, "killed_roles": o.KilledRoles, "lease_duration": o.Settings.LeaseDuration.String(),
 		"renew_interval": o.Settings.RenewInterval.String(), "stagger": o.Settings.Stagger.String(), "grace": o.Grace.String(), "wait": o.Wait.String(),
 		"killed": string(victim.name), "signal": "SIGKILL",
 		"samples": "per role of the killed member: from the SIGKILL to the bench's view showing a survivor's lease of it",
 		"past_deadline": "per role: the survivor's lease's granted_at minus when the killed member's last lease fell due, the later of " +
 			"its deadline and that of the killed session's last heartbeat (ms, this machine's clock)",
 		"elections": "from the survivors' own Elected and Revoked events after the kill (their clocks: this machine's)",
+		"overlap":   "from every member's Elected and Revoked events over the whole run, the killed member's holdings ending when it was reaped",
 	}
 	return res, nil
+}
+
+// share is member i's own roles, [from, from+count): its Roles / Members,
+// or, with KilledRoles set, KilledRoles for member 0 and a share of the
+// rest for the others.
+func (o FailoverManyOptions) share(i int) (from, count int) {
+	if o.KilledRoles <= 0 {
+		return memberSplit(o.Roles, o.Members, i)
+	}
+	if i == 0 {
+		return 0, o.KilledRoles
+	}
+	from, count = memberSplit(o.Roles-o.KilledRoles, o.Members-1, i-1)
+	return o.KilledRoles + from, count
 }
 
 // LastBeat returns member's latest heartbeat as v shows it; nil when it

@@ -14,9 +14,9 @@ import (
 	"github.com/krabka/krole/internal/chart"
 )
 
-// The commands of issue 20's measurements: krole bench renew (one member
-// or --members M), krole bench failover-many, and the hidden krole bench
-// member they start. The work is package internal/bench's.
+// The many-roles measurements: krole bench renew (one member or --members
+// M), krole bench failover-many, and the hidden krole bench member they
+// start. The work is package internal/bench's.
 
 func benchRenewCommand(common func(...ucli.Flag) []ucli.Flag, lease, renew ucli.Flag) *ucli.Command {
 	return &ucli.Command{
@@ -45,19 +45,27 @@ func benchRenewCommand(common func(...ucli.Flag) []ucli.Flag, lease, renew ucli.
 func benchFailoverManyCommand(common func(...ucli.Flag) []ucli.Flag, lease, renew ucli.Flag) *ucli.Command {
 	return &ucli.Command{
 		Name:      "failover-many",
-		Usage:     "M members hold K roles; SIGKILL one holding K/M; time until the others hold all of them again",
-		UsageText: "krole bench failover-many [--roles K] [--members M] [--lease-duration D] [--renew-interval D] [--grace D] [--wait D]",
+		Usage:     "M members hold K roles; SIGKILL one holding K/M (or --killed-roles); time until the others hold all of them again",
+		UsageText: "krole bench failover-many [--roles K] [--members M] [--killed-roles N] [--lease-duration D] [--renew-interval D] [--grace D] [--wait D]",
 		Description: "Member processes start one after the other; each takes its K/M roles and is a\n" +
-			"candidate of every role of the members started before it. The first member, which\n" +
-			"all the others are candidates of, is SIGKILLed. Prints, per role of its, the time\n" +
-			"from the kill to the bench's view showing a survivor's lease; failover_s (the last),\n" +
-			"acquisition_rate_per_s, bound_s (lease + roles / rate), and from the survivors'\n" +
-			"events acquired_twice (roles elected more than once after the kill) and\n" +
-			"survivors_lost (roles a survivor held at the kill and lost). Exits 1 when a role\n" +
-			"was not held again, was acquired twice, or a survivor lost one of its own.",
+			"candidate of every role of the members started before it. With --killed-roles N,\n" +
+			"the first member takes N of the K roles and the others share the other K-N (at\n" +
+			"least one each): --roles 10300 --members 4 --killed-roles 10000 kills a member\n" +
+			"holding 10,000 roles, with 3 survivors holding 100 of their own each. The first\n" +
+			"member, which all the others are candidates of, is SIGKILLed. Prints, per role of\n" +
+			"its, the time from the kill to the bench's view showing a survivor's lease;\n" +
+			"failover_s (the last), acquisition_rate_per_s, bound_s (lease + roles / rate), and\n" +
+			"from the members' events acquired_twice (roles elected more than once after the\n" +
+			"kill), survivors_lost (roles a survivor held at the kill and lost) and\n" +
+			"longest_overlap_ms (the longest time two members held one role at once, from their\n" +
+			"Elected and Revoked events; the killed member's holdings end when it died).\n" +
+			"Exits 1 when a role was not held again, was acquired twice, a survivor lost one\n" +
+			"of its own, or two members held a role at once.",
 		Flags: common(
 			&ucli.IntFlag{Name: "roles", Value: 60, Usage: "the members hold `K` roles between them"},
 			&ucli.IntFlag{Name: "members", Value: 3, Usage: "`M` member processes"},
+			&ucli.IntFlag{Name: "killed-roles", DefaultText: "K/M",
+				Usage: "the killed member holds `N` of the K roles; the other members share the rest"},
 			lease, renew,
 			&ucli.DurationFlag{Name: "grace", DefaultText: "the lease duration",
 				Usage: "after the last role shows held again, watch for `D` more for a second election or a loss"},
@@ -156,6 +164,10 @@ func runBenchFailoverMany(c *ucli.Context) error {
 	if c.Duration("wait") <= 0 {
 		return Usagef(c, "--wait %v: must be positive", c.Duration("wait"))
 	}
+	killed := c.Int("killed-roles")
+	if c.IsSet("killed-roles") && (killed <= 0 || k-killed < m-1) {
+		return Usagef(c, "--killed-roles %d: must be at least 1, and leave one of --roles %d for each of the %d other members", killed, k, m-1)
+	}
 	s, err := benchSettings(c)
 	if err != nil {
 		return err
@@ -165,7 +177,7 @@ func runBenchFailoverMany(c *ucli.Context) error {
 		return err
 	}
 	defer e.close()
-	res, err := bench.FailoverMany(c.Context, e.benchCluster(), bench.FailoverManyOptions{Roles: k, Members: m, Settings: s,
+	res, err := bench.FailoverMany(c.Context, e.benchCluster(), bench.FailoverManyOptions{Roles: k, Members: m, KilledRoles: killed, Settings: s,
 		Grace: c.Duration("grace"), Wait: c.Duration("wait"), Run: e.run, View: e.view,
 		SurvivorCPUProfile: c.String("member-cpuprofile")})
 	fmt.Fprintln(e.errOut)
@@ -179,6 +191,11 @@ func runBenchFailoverMany(c *ucli.Context) error {
 			res.Settings["killed"], res.KilledRoles, res.HeldAgain, res.FailoverS, res.FirstS)
 		fmt.Fprintf(w, "%-16s acquisition rate %.1f roles/s (its leases fell due over %.2f s; bound: lease + roles/rate = %.2f s)  acquired twice %d  survivors lost %d\n", "",
 			res.AcquisitionRate, res.DueSpreadS, res.BoundS, res.AcquiredTwice, res.SurvivorsLost)
+		fmt.Fprintf(w, "%-16s longest overlap %.1f ms (roles two members held at once: %d)", "", res.LongestOverlapMS, res.OverlapRoles)
+		if o := res.LongestOverlap; o != nil {
+			fmt.Fprintf(w, ": %s by %s and %s", o.Role, o.Members[0], o.Members[1])
+		}
+		fmt.Fprintln(w)
 	})
 	if err != nil {
 		return err
