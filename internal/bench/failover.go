@@ -98,11 +98,25 @@ type FailoverManyResult struct {
 	LongestOverlapMS float64  `json:"longest_overlap_ms"`
 	OverlapRoles     int      `json:"overlap_roles"`
 	LongestOverlap   *Overlap `json:"longest_overlap,omitempty"`
+	// Traces: every member's events of the role of the longest overlap
+	// and of the first few roles acquired twice (by name), to read why.
+	Traces map[codec.Role][]TracedEvent `json:"traces,omitempty"`
 	// Violations: AcquiredTwice + SurvivorsLost + OverlapRoles + the
 	// roles not held again.
 	Violations int              `json:"violations"`
 	Members    []FailoverMember `json:"members"`
 }
+
+// TracedEvent is one member's Elected or Revoked event of a role.
+type TracedEvent struct {
+	Member codec.MemberID `json:"member"`
+	Event  string         `json:"event"`
+	AtUS   int64          `json:"at_us"`
+	Reason string         `json:"reason,omitempty"`
+}
+
+// tracedRoles is how many roles acquired twice a result traces.
+const tracedRoles = 5
 
 // FailoverMember is one member's part in a failover-many run.
 type FailoverMember struct {
@@ -356,10 +370,33 @@ watch:
 			res.ElectedByTwo++
 		}
 	}
-	for _, n := range elections {
+	var twice []codec.Role
+	for r, n := range elections {
 		res.ElectionsMax = max(res.ElectionsMax, n)
 		if n > 1 {
 			res.AcquiredTwice++
+			twice = append(twice, r)
+		}
+	}
+	sort.Slice(twice, func(i, j int) bool { return twice[i] < twice[j] })
+	traced := map[codec.Role]bool{}
+	for _, r := range twice[:min(len(twice), tracedRoles)] {
+		traced[r] = true
+	}
+	if res.LongestOverlap != nil {
+		traced[res.LongestOverlap.Role] = true
+	}
+	if len(traced) > 0 {
+		res.Traces = map[codec.Role][]TracedEvent{}
+		for _, p := range procs {
+			for _, e := range p.takeEvents() {
+				if traced[e.Role] {
+					res.Traces[e.Role] = append(res.Traces[e.Role], TracedEvent{Member: p.name, Event: e.Event, AtUS: e.AtUS, Reason: e.Reason})
+				}
+			}
+		}
+		for _, evs := range res.Traces {
+			sort.SliceStable(evs, func(i, j int) bool { return evs[i].AtUS < evs[j].AtUS })
 		}
 	}
 	sort.Slice(electedAt, func(i, j int) bool { return electedAt[i] < electedAt[j] })
