@@ -3,8 +3,8 @@
 // independent checker that reads everything back afterwards and judges
 // it. `make chaos` runs TestChaos for CHAOS_DURATION (default 5m) with
 // seed CHAOS_SEED (random when unset, logged first); `make test` runs it
-// for 30 s, and the mass failover (below) of 1000 roles with a 1 s
-// lease (TestChaosMassFailover, about 20 s).
+// for 30 s, and the mass failover (below) of 1000 roles
+// (TestChaosMassFailover, about 25 s).
 //
 // # The run
 //
