@@ -198,11 +198,11 @@ func TestCheckOverTLSAndSCRAM(t *testing.T) {
 	assert.Regexp(t, `(?m)^reachability +PASS  1 broker\(s\) answered at \S+ over TLS with SASL SCRAM-SHA-256`, r.Stdout)
 	assert.Regexp(t, `(?m)^transactions.fence +PASS`, r.Stdout)
 
-	// Without TLS, the one line says what to fix.
+	// Without TLS, the one check's line says what to fix.
 	r = run(t, "check", "--brokers", strings.Join(fake.ListenAddrs(), ","), "--topic", "secure.roles",
 		"--sasl-mechanism", "SCRAM-SHA-256", "--sasl-user", "alice", "--timeout", "5s")
 	assert.Equal(t, ExitFailure, r.Code)
-	lines := strings.Split(strings.TrimRight(r.Stdout, "\n"), "\n")
+	lines, _ := checkText(t, r.Stdout)
 	require.Len(t, lines, 1, "stdout: %q", r.Stdout)
 	assert.Regexp(t, `^reachability +FAIL  no broker answered at .*add --tls`, lines[0])
 }
