@@ -10,8 +10,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/internal/faultnet"
+	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/processor"
 )
 
@@ -273,4 +276,61 @@ func leasesAfter(t *testing.T, e *env, after map[codec.Role]int64) map[codec.Rol
 		})
 	}
 	return out
+}
+
+// A member whose session stalls (its commits held past its renew
+// deadline, as when its session's coordinator moves) loses every role it
+// holds at once, and stays a candidate of all of them, ranked last. Its
+// candidate takes them one after another (slowly: longer than a lease in
+// all), and the member that lost them defers to it while it does,
+// instead of taking some back: each role is elected once, and no two
+// members hold one at once.
+func TestIntegrationStalledSessionLosesItsRolesToOneMember(t *testing.T) {
+	c, fn := testcluster.StartFaulty(t, testcluster.Options{})
+	c.Config.TxnTimeout = itTxnTimeout
+	e := &env{t: t, c: c, rec: &recorder{}}
+	e.probe = e.transport()
+	e.obs = e.view()
+	s := itSettings()
+	roles := make([]codec.Role, 80)
+	for i := range roles {
+		roles[i] = codec.Role(fmt.Sprintf("stall-%02d", i))
+	}
+	saved := e.c.Config
+	e.c.Config.ClientID = clientIDOf("node-a")
+	a := e.start("node-a", roles, s, nil)
+	e.c.Config = saved
+	for _, r := range roles {
+		awaitElected(t, e.rec, r, a.id, time.Time{}, 20*time.Second)
+	}
+	b := e.newNode("node-b")
+	b.src, b.via = e.view(), slowAcquire{b.tr, 150 * time.Millisecond}
+	e.launch(b, roles, processor.Options{Settings: s, Logger: testLog("node-b"), OnEvent: e.rec.onEvent}, nil, nil)
+	for _, r := range roles {
+		await(t, 10*time.Second, "node-b a candidate of "+string(r), func() bool { return len(e.candidates(r)) == 2 })
+	}
+
+	stalled := time.Now()
+	hold := fn.Hold(faultnet.Rule{APIKey: int16(kmsg.EndTxn), Node: faultnet.AnyNode, ClientID: clientIDOf(a.id)})
+	t.Cleanup(hold.Release)
+	for _, r := range roles {
+		await(t, 10*time.Second, "node-a lost "+string(r), func() bool {
+			return len(e.rec.find(processor.Revoked, r, func(ev stamped) bool { return ev.Member == a.id })) > 0
+		})
+	}
+	hold.Release() // node-a's calls go through again: it could challenge
+	for _, r := range roles {
+		await(t, 30*time.Second, string(r)+" elected after the stall", func() bool {
+			return len(e.rec.find(processor.Elected, r, func(ev stamped) bool { return ev.Got.After(stalled) })) > 0
+		})
+	}
+	time.Sleep(2 * s.LeaseDuration) // a second winner, if any, shows within this
+	for _, r := range roles {
+		el := e.rec.find(processor.Elected, r, func(ev stamped) bool { return ev.Got.After(stalled) })
+		if assert.Len(t, el, 1, "%s elected once after the stall", r) {
+			assert.Equal(t, b.id, el[0].Member, "%s taken by the candidate whose session did not stall", r)
+		}
+	}
+	assert.Zero(t, longestOverlap(e.rec, roles), "two members held a role at once")
+	e.rec.checkFence(t)
 }
