@@ -130,6 +130,16 @@ type FailoverMember struct {
 	// kill; Lost: holdings of roles it held at the kill that ended.
 	Acquired int `json:"acquired"`
 	Lost     int `json:"lost"`
+	// AcquiredFirstS and AcquiredLastS: its first and last election of
+	// one of them, from the kill (its clock, this machine's).
+	AcquiredFirstS float64 `json:"acquired_first_s,omitempty"`
+	AcquiredLastS  float64 `json:"acquired_last_s,omitempty"`
+	// HeartbeatGapMaxMS: the longest time between two of its member
+	// session's heartbeats as the bench's view saw them (polled every
+	// 100 ms), from the kill until the roles showed held again; more
+	// than two renew intervals, and the candidates behind it may take it
+	// for gone (rule 7).
+	HeartbeatGapMaxMS float64 `json:"heartbeat_gap_max_ms"`
 	// RevokedBy: its revocations after the kill, of any role, by reason.
 	RevokedBy map[string]int `json:"revoked_by,omitempty"`
 }
@@ -268,6 +278,10 @@ func FailoverMany(ctx context.Context, c Cluster, o FailoverManyOptions) (*Failo
 	defer bound.Stop()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	beatPoll := time.NewTicker(100 * time.Millisecond)
+	defer beatPoll.Stop()
+	beatSeen := make([]time.Time, len(procs))
+	beatGap := make([]time.Duration, len(procs))
 watch:
 	for len(shown) < len(dead) {
 		select {
@@ -284,6 +298,17 @@ watch:
 					return nil, fmt.Errorf("%w: %s exited %s after the kill: %s", errMemberExit, p.name, exitText(p.child.ExitCode()), p.stderr.last())
 				default:
 				}
+			}
+		case <-beatPoll.C:
+			for i, p := range procs[1:] {
+				se, ok, err := o.View.Session(ctx, p.name)
+				if err != nil || !ok || !se.SeenAt.After(beatSeen[i+1]) {
+					continue
+				}
+				if !beatSeen[i+1].IsZero() {
+					beatGap[i+1] = max(beatGap[i+1], se.SeenAt.Sub(beatSeen[i+1]))
+				}
+				beatSeen[i+1] = se.SeenAt
 			}
 		case <-bound.C:
 			break watch
@@ -330,7 +355,8 @@ watch:
 		res.LongestOverlap, res.OverlapRoles, res.LongestOverlapMS = &ov, n, float64(ov.US)/1000
 	}
 	for i, p := range procs[1:] {
-		f := FailoverMember{Member: p.name, HeldAtKill: len(own[i+1]), RevokedBy: map[string]int{}}
+		f := FailoverMember{Member: p.name, HeldAtKill: len(own[i+1]), RevokedBy: map[string]int{},
+			HeartbeatGapMaxMS: float64(beatGap[i+1].Microseconds()) / 1000}
 		held := map[codec.Role]bool{}
 		for r := range own[i+1] {
 			held[r] = true
@@ -350,6 +376,11 @@ watch:
 					electors[e.Role][p.name] = true
 					electedAt = append(electedAt, e.AtUS)
 					f.Acquired++
+					at := float64(e.AtUS-killedUS) / 1e6
+					if f.Acquired == 1 || at < f.AcquiredFirstS {
+						f.AcquiredFirstS = at
+					}
+					f.AcquiredLastS = max(f.AcquiredLastS, at)
 				}
 			case "revoked":
 				delete(held, e.Role)
