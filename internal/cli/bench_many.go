@@ -196,6 +196,10 @@ func runBenchFailoverMany(c *ucli.Context) error {
 			fmt.Fprintf(w, ": %s by %s and %s", o.Role, o.Members[0], o.Members[1])
 		}
 		fmt.Fprintln(w)
+		for _, f := range res.Members[1:] {
+			fmt.Fprintf(w, "%-16s %s: acquired %d (%.2f to %.2f s after the kill), lost %d, longest heartbeat gap %.0f ms\n", "",
+				f.Member, f.Acquired, f.AcquiredFirstS, f.AcquiredLastS, f.Lost, f.HeartbeatGapMaxMS)
+		}
 	})
 	if err != nil {
 		return err
