@@ -87,6 +87,10 @@ type Action struct {
 	Reason string
 	// Revoke is the revocation reason (DoStepDown, DoResign).
 	Revoke Reason
+	// Deferring, on a DoWait of rule 7, is when the deference to a live
+	// candidate ahead ends unless that candidate stops heartbeating
+	// first (Until is the earlier of the two); zero otherwise.
+	Deferring time.Time
 	// Prune lists the candidates to deregister once a challenge wins
 	// (DoChallenge only): those ranked ahead of this member, who did not
 	// challenge in their turn, and the member whose lease expired.
@@ -436,7 +440,7 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 			from = l.aheadWon
 		}
 		if at := earliest(l.aheadLive, from.Add(s.LeaseDuration)); now.Before(at) {
-			return Action{Kind: DoWait, Until: at,
+			return Action{Kind: DoWait, Until: at, Deferring: from.Add(s.LeaseDuration),
 				Reason: fmt.Sprintf("vacant; rank %d defers to a live candidate ranked ahead of it while it takes roles, until %v at most", rank, from.Add(s.LeaseDuration))}
 		}
 	}

@@ -606,7 +606,11 @@
 // and one that is alive but takes no role (its campaigns paused, say)
 // holds the role vacant one LeaseDuration longer at most. Progress is
 // judged on each member's own clock from the leases its view shows; it
-// decides only who tries first, never who may write.
+// decides only who tries first, never who may write. A deferring role
+// sleeps until its deference ends; one watch per Member looks up the
+// candidates deferred to every RenewInterval and wakes the roles
+// deferring to one that stopped heartbeating, so that thousands of
+// deferring roles cost the member next to nothing.
 //
 // # Events, logs, metrics
 //

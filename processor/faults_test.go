@@ -304,25 +304,55 @@ func TestVacancyDefersToALiveCandidateAhead(t *testing.T) {
 	h.src.beat("a", 7, t0.Add(10500*time.Millisecond), 10*sec)
 	h.clk.Set(t0.Add(11 * sec))
 	a := h.settle()
-	assert.Equal(t, t0.Add(14500*time.Millisecond), a.Until, "a's heartbeat was seen at 10.5s: alive for two renew intervals")
+	assert.Equal(t, t0.Add(21*sec), a.Until, "deferring until a lease past its turn: the Member's watch wakes it sooner if a stops heartbeating")
+	assert.Equal(t, t0.Add(21*sec), a.Deferring)
 	assert.Contains(t, a.Reason, "defers to a live candidate ranked ahead")
 	assert.Zero(t, h.src.confirmed(), "no confirmation, no challenge while it defers")
-	// a heartbeats on, every renew interval: b defers on, looking again
-	// each time the last heartbeat it saw is two intervals old, until a
-	// lease past its turn.
-	for at := 12500 * time.Millisecond; !a.Until.Equal(t0.Add(21 * sec)); at += 2 * sec {
-		require.Less(t, at, 21*sec, "b defers too long: %s", a.Reason)
-		h.src.beat("a", 8, t0.Add(at), 10*sec)
-		h.clk.Set(a.Until)
-		a = h.settle()
-		assert.Equal(t, DoWait, a.Kind)
-		assert.Contains(t, a.Reason, "defers to a live candidate ranked ahead")
-		assert.Zero(t, h.src.confirmed())
-	}
+	assert.Contains(t, h.r.m.prog.deferred["a"], h.r, "the watch knows whom b defers to")
+	// a takes some other role at 20s: b defers a lease past that.
+	h.r.m.prog.won("a", t0.Add(20*sec))
+	h.src.beat("a", 8, t0.Add(20500*time.Millisecond), 10*sec)
 	h.clk.Set(t0.Add(21 * sec))
-	expectTakeover(h, t0.Add(21*sec))
+	a = h.settle()
+	assert.Equal(t, DoWait, a.Kind)
+	assert.Equal(t, t0.Add(30*sec), a.Until, "a lease past the last role a was seen taking")
+	assert.Zero(t, h.src.confirmed())
+	// a heartbeats on but takes no role for a lease: b takes this one.
+	h.src.beat("a", 9, t0.Add(29500*time.Millisecond), 10*sec)
+	h.clk.Set(t0.Add(30 * sec))
+	expectTakeover(h, t0.Add(30*sec))
 	assert.Equal(t, DoChallenge, h.step().Kind)
 	assert.Equal(t, []string{"elected 42/2"}, h.transitions())
+}
+
+// The Member's watch wakes a role deferring to a candidate ahead once that
+// candidate's heartbeats stop (two renew intervals after the last one
+// seen), and not before.
+func TestWatchWakesARoleWhenTheCandidateAheadStops(t *testing.T) {
+	h := newHarness(t, "b", Settings{})
+	s := h.r.m.s
+	h.src.beat("a", 7, t0, 10*sec)
+	h.r.m.prog.deferTo(h.r, []codec.MemberID{"a"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); h.r.m.prog.watch(ctx, h.src, s, h.clk) }()
+	defer func() { cancel(); <-done }()
+	woken := func() bool {
+		select {
+		case <-h.r.wake:
+			return true
+		default:
+			return false
+		}
+	}
+	h.clk.waitTimers(1)
+	h.clk.Advance(s.RenewInterval) // a's heartbeat is one interval old
+	h.clk.waitTimers(1)
+	assert.False(t, woken(), "a is alive")
+	h.clk.Advance(s.RenewInterval) // two intervals: a stopped
+	h.clk.waitTimers(1)
+	assert.True(t, woken(), "a stopped heartbeating: b decides again")
+	assert.Empty(t, h.r.m.prog.deferred, "woken once")
 }
 
 // A candidate ahead whose last heartbeat is more than two renew

@@ -297,6 +297,13 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		}
 		m.sess.run(ctx, rolesStopped)
 	}()
+	if ss, ok := m.src.(SessionSource); ok {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.prog.watch(ctx, ss, m.s, m.clk)
+		}()
+	}
 	for _, role := range m.order {
 		r := m.runners[role]
 		wg.Add(1)

@@ -1,18 +1,25 @@
 package processor
 
 import (
+	"context"
 	"sync"
 	"time"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/rolestate"
 )
 
-// progress is, per other member, when this member last saw a new lease of
-// it in any of its roles: how rule 7 tells a live candidate ahead that is
-// taking roles from one that is live but not taking this one.
+// progress is what rule 7's deference needs of the other members, once
+// per Member rather than per role: when this member last saw each take a
+// role (how a live candidate ahead that is taking roles is told from one
+// that is live but not taking this one), and which role goroutines defer
+// to whom, so that one watch per RenewInterval wakes them when a
+// candidate they defer to stops heartbeating, instead of every deferring
+// role waking to look for itself.
 type progress struct {
-	mu   sync.Mutex
-	seen map[codec.MemberID]time.Time
+	mu       sync.Mutex
+	seen     map[codec.MemberID]time.Time
+	deferred map[codec.MemberID]map[*runner]struct{}
 }
 
 // won records that member was seen winning (or rewriting) a lease at now.
@@ -32,4 +39,61 @@ func (p *progress) last(member codec.MemberID) time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.seen[member]
+}
+
+// deferTo records that r defers to the members ahead: [progress.watch]
+// wakes r once one of them stops heartbeating.
+func (p *progress) deferTo(r *runner, ahead []codec.MemberID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.deferred == nil {
+		p.deferred = map[codec.MemberID]map[*runner]struct{}{}
+	}
+	for _, m := range ahead {
+		if p.deferred[m] == nil {
+			p.deferred[m] = map[*runner]struct{}{}
+		}
+		p.deferred[m][r] = struct{}{}
+	}
+}
+
+// watch looks up, every RenewInterval until ctx ends, the member session
+// of each member some role defers to, and wakes those roles once it has
+// not heartbeat within two RenewIntervals (the span lookAhead counts it
+// alive for). A woken role decides again; one no longer deferring
+// ignores the wake.
+func (p *progress) watch(ctx context.Context, ss SessionSource, s Settings, clk Clock) {
+	for {
+		t := clk.NewTimer(s.RenewInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		p.mu.Lock()
+		members := make([]codec.MemberID, 0, len(p.deferred))
+		for m := range p.deferred {
+			members = append(members, m)
+		}
+		p.mu.Unlock()
+		now := clk.Now()
+		for _, m := range members {
+			se, found, err := ss.Session(ctx, m)
+			if err == nil && found && !se.Heartbeat.End && !se.SeenAt.IsZero() &&
+				now.Before(se.SeenAt.Add(min(2*s.RenewInterval, rolestate.HeartbeatSpan(se.Heartbeat)))) {
+				continue
+			}
+			p.mu.Lock()
+			rs := p.deferred[m]
+			delete(p.deferred, m)
+			p.mu.Unlock()
+			for r := range rs {
+				select {
+				case r.wake <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
 }

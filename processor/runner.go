@@ -226,8 +226,16 @@ func (r *runner) step(ctx context.Context) Action {
 		return Action{Kind: DoWait, Until: now.Add(time.Hour), Reason: "withdrawn from the role: not campaigning until Rejoin"}
 	}
 	a := r.decide(ctx, now)
-	if a.Kind == DoConfirm && r.lookAhead(ctx, now) {
-		a = Decide(r.st, r.m.me, r.l, now, r.m.s) // rule 7: defers to the live candidate ahead
+	if a.Kind == DoConfirm {
+		if ahead := r.lookAhead(ctx, now); len(ahead) > 0 {
+			a = Decide(r.st, r.m.me, r.l, now, r.m.s) // rule 7: defers to the live candidate ahead
+			if !a.Deferring.IsZero() {
+				// The Member's watch wakes this role if a candidate ahead
+				// stops heartbeating first (progress.watch).
+				r.m.prog.deferTo(r, ahead)
+				a.Until = a.Deferring
+			}
+		}
 	}
 	if a.Kind != DoConfirm {
 		r.m.adm.dequeue(r.role)
@@ -359,14 +367,15 @@ func (r *runner) decide(ctx context.Context, now time.Time) Action {
 // candidate take a role (its progress). Only a source that stamps a
 // record with the time it saw it (the view) tells; a TransportSource's
 // records carry no such time, and a member on one does not defer. It
-// reports whether one is alive at now. The Member asks when rule 7 would
-// have it campaign (see [Decide]).
-func (r *runner) lookAhead(ctx context.Context, now time.Time) bool {
+// returns the candidates ahead alive at now. The Member asks when rule 7
+// would have it campaign (see [Decide]).
+func (r *runner) lookAhead(ctx context.Context, now time.Time) []codec.MemberID {
 	ss, ok := r.m.src.(SessionSource)
 	if !ok || r.l.ownRetired(r.st, r.m.me) {
-		return false
+		return nil
 	}
 	ahead, _ := turn(r.st, r.m.me)
+	var alive []codec.MemberID
 	var until, won time.Time
 	for _, m := range ahead {
 		se, found, err := ss.Session(ctx, m)
@@ -377,6 +386,7 @@ func (r *runner) lookAhead(ctx context.Context, now time.Time) bool {
 		if !now.Before(e) {
 			continue
 		}
+		alive = append(alive, m)
 		if e.After(until) {
 			until = e
 		}
@@ -388,7 +398,7 @@ func (r *runner) lookAhead(ctx context.Context, now time.Time) bool {
 		won = time.Time{}
 	}
 	r.l = r.l.withAheadLive(until, won)
-	return now.Before(until)
+	return alive
 }
 
 // confirm asks the source to confirm the role's state (Source.Confirm),
