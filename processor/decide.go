@@ -330,8 +330,9 @@ const maxConfirmGap = 5 * time.Second
 //     behind it do not race it for the roles it has not reached yet (both
 //     elected, one fenced, two workers at once until the fenced one
 //     learns). A candidate ahead that stopped, paused or was cut off
-//     delays the turn by two RenewIntervals after its last heartbeat at
-//     most; one alive but taking no role, by a LeaseDuration. The deferral
+//     delays the turn by three RenewIntervals after its last heartbeat
+//     at most (two, and the Member's watch that wakes the deferring
+//     role); one alive but taking no role, by a LeaseDuration. The deferral
 //     is for liveness only; the fence keeps one holder at a time either
 //     way.
 //  8. Before it challenges it confirms (DoConfirm): only a confirmation

@@ -602,7 +602,8 @@
 // past its turn, or past the last time it saw that candidate take any
 // role, whichever is later. The first candidate takes the roles alone
 // however many there are; a candidate ahead that stopped, paused or was
-// cut off is passed over two RenewIntervals after its last heartbeat,
+// cut off is passed over at most three RenewIntervals after its last
+// heartbeat (two, and the watch below),
 // and one that is alive but takes no role (its campaigns paused, say)
 // holds the role vacant one LeaseDuration longer at most. Progress is
 // judged on each member's own clock from the leases its view shows; it
