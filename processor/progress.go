@@ -59,9 +59,8 @@ func (p *progress) deferTo(r *runner, ahead []codec.MemberID) {
 
 // watch looks up, every RenewInterval until ctx ends, the member session
 // of each member some role defers to, and wakes those roles once it has
-// not heartbeat within two RenewIntervals (the span lookAhead counts it
-// alive for). A woken role decides again; one no longer deferring
-// ignores the wake.
+// stopped counting as alive ([aliveUntil]). A woken role decides again;
+// one no longer deferring ignores the wake.
 func (p *progress) watch(ctx context.Context, ss SessionSource, s Settings, clk Clock) {
 	for {
 		t := clk.NewTimer(s.RenewInterval)
@@ -79,9 +78,7 @@ func (p *progress) watch(ctx context.Context, ss SessionSource, s Settings, clk 
 		p.mu.Unlock()
 		now := clk.Now()
 		for _, m := range members {
-			se, found, err := ss.Session(ctx, m)
-			if err == nil && found && !se.Heartbeat.End && !se.SeenAt.IsZero() &&
-				now.Before(se.SeenAt.Add(min(2*s.RenewInterval, rolestate.HeartbeatSpan(se.Heartbeat)))) {
+			if se, found, err := ss.Session(ctx, m); err == nil && found && now.Before(aliveUntil(se, now, s)) {
 				continue
 			}
 			p.mu.Lock()
@@ -96,4 +93,18 @@ func (p *progress) watch(ctx context.Context, ss SessionSource, s Settings, clk 
 			}
 		}
 	}
+}
+
+// aliveUntil is until when a candidate whose latest session record is se
+// counts as alive to the members behind it (rule 7): two RenewIntervals
+// (at most a heartbeat span) after the source saw the record. A live
+// member heartbeats every RenewInterval, so one stopped, paused or cut
+// off counts as alive two intervals at most after its last heartbeat. A
+// session end, or a record without a plausible time seen, counts for
+// nothing (zero).
+func aliveUntil(se rolestate.SessionSeen, now time.Time, s Settings) time.Time {
+	if se.Heartbeat.End || se.SeenAt.IsZero() || se.SeenAt.After(now) {
+		return time.Time{}
+	}
+	return se.SeenAt.Add(min(2*s.RenewInterval, rolestate.HeartbeatSpan(se.Heartbeat)))
 }

@@ -359,11 +359,7 @@ func (r *runner) decide(ctx context.Context, now time.Time) Action {
 }
 
 // lookAhead records in r.l until when a candidate ranked ahead of this
-// member in the vacancy counts as alive: two RenewIntervals (at most a
-// heartbeat span) after the source saw the latest heartbeat of its member
-// session. A live member heartbeats every RenewInterval, so one stopped,
-// paused or cut off counts as alive for two intervals at most after its
-// last heartbeat. It also records when this member last saw such a live
+// member in the vacancy counts as alive ([aliveUntil]). It also records when this member last saw such a live
 // candidate take a role (its progress). Only a source that stamps a
 // record with the time it saw it (the view) tells; a TransportSource's
 // records carry no such time, and a member on one does not defer. It
@@ -379,10 +375,10 @@ func (r *runner) lookAhead(ctx context.Context, now time.Time) []codec.MemberID 
 	var until, won time.Time
 	for _, m := range ahead {
 		se, found, err := ss.Session(ctx, m)
-		if err != nil || !found || se.Heartbeat.End || se.SeenAt.IsZero() || se.SeenAt.After(now) {
+		if err != nil || !found {
 			continue
 		}
-		e := se.SeenAt.Add(min(2*r.m.s.RenewInterval, rolestate.HeartbeatSpan(se.Heartbeat)))
+		e := aliveUntil(se, now, r.m.s)
 		if !now.Before(e) {
 			continue
 		}
@@ -393,9 +389,6 @@ func (r *runner) lookAhead(ctx context.Context, now time.Time) []codec.MemberID 
 		if w := r.m.prog.last(m); w.After(won) {
 			won = w
 		}
-	}
-	if until.IsZero() {
-		won = time.Time{}
 	}
 	r.l = r.l.withAheadLive(until, won)
 	return alive
