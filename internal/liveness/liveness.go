@@ -120,15 +120,7 @@ func Judge(st rolestate.State, now time.Time) Verdict {
 // renewal; the zero time without a lease, or for a lease that is not live
 // at any time (a release, or one its session dropped).
 func End(st rolestate.State) time.Time {
-	if st.Lease == nil || st.Lease.Released() {
-		return time.Time{}
-	}
-	r := st.Renewal()
-	if r.Dropped {
-		return time.Time{}
-	}
-	end, _ := bound(r.SeenAt, r.GrantedAt, r.Deadline, r.Span, r.End)
-	return end
+	return Judge(st, time.Time{}).End // a verdict's End does not depend on now, but for a release's
 }
 
 // bound returns when a renewal stops counting, and when its holder's
