@@ -2,6 +2,7 @@ package processor_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -75,6 +76,22 @@ func revocationsSince(r *recorder, member codec.MemberID, from int) map[processo
 	for _, ev := range r.events[from:] {
 		if ev.Kind == processor.Revoked && ev.Member == member {
 			out[ev.Reason]++
+		}
+	}
+	return out
+}
+
+// revocationCauses returns the distinct causes (Event.Err) of member's
+// Revoked events from the event at index from on, for a failure's log.
+func revocationCauses(r *recorder, member codec.MemberID, from int) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, ev := range r.events[from:] {
+		if ev.Kind == processor.Revoked && ev.Member == member && ev.Err != nil {
+			if c := ev.Err.Error(); !slices.Contains(out, c) {
+				out = append(out, c)
+			}
 		}
 	}
 	return out
@@ -180,7 +197,7 @@ func TestIntegrationShortStallShedsNothing(t *testing.T) {
 	now := time.Now()
 	gaps := unheldGaps(e.rec, roles, onset, now)
 	ra, rb := revocationsSince(e.rec, a.id, onset), revocationsSince(e.rec, b.id, onset)
-	t.Logf("revocations since the stall: node-a %v, node-b %v; unheld gaps %v (stall released %v ago)", ra, rb, gaps, now.Sub(released).Round(time.Millisecond))
+	t.Logf("revocations since the stall: node-a %v %q, node-b %v %q; unheld gaps %v (stall released %v ago)", ra, revocationCauses(e.rec, a.id, onset), rb, revocationCauses(e.rec, b.id, onset), gaps, now.Sub(released).Round(time.Millisecond))
 	assert.Empty(t, ra, "node-a lost no role to a stall shorter than the renew margin")
 	assert.Empty(t, rb, "node-b lost no role to a stall shorter than the renew margin")
 	// A gap counts from a revocation, which may come during a stall (a
@@ -212,7 +229,7 @@ func TestIntegrationShortStallAloneKeepsItsRoles(t *testing.T) {
 	time.Sleep(s.LeaseDuration)
 	lost := revocationsSince(e.rec, a.id, onset)
 	gaps := unheldGaps(e.rec, roles, onset, time.Now())
-	t.Logf("node-a's revocations: %v; unheld gaps %v", lost, gaps)
+	t.Logf("node-a's revocations: %v, causes %q; unheld gaps %v", lost, revocationCauses(e.rec, a.id, onset), gaps)
 	assert.Empty(t, lost, "a member alone loses no role to a stall shorter than the renew margin")
 	assert.True(t, allHeld(e.rec, roles, a.id), "node-a holds every role after the stall")
 	for _, r := range roles { // from the stall's start, as above
