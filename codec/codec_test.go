@@ -208,6 +208,10 @@ func TestGolden(t *testing.T) {
 		{"lease-session", LeaseKey("controller"),
 			Record{Lease: &Lease{Member: "node-1", Token: tok, GrantedAt: 1_700_000_000_000, Deadline: 1_700_000_030_000,
 				Session: &Session{ProducerID: 17, Epoch: 2, Nonce: "9f2c4e6a8b0d1f35"}}}},
+		{"lease-fence", LeaseKey("controller"),
+			Record{Lease: &Lease{Member: "node-1", Token: tok, GrantedAt: 1_700_000_000_000, Deadline: 1_700_000_030_000, Fence: 17,
+				Session: &Session{ProducerID: 17, Epoch: 2, Nonce: "9f2c4e6a8b0d1f35"}}}},
+		{"release-fence", LeaseKey("controller"), Record{Lease: &Lease{Member: "node-1", Token: tok, GrantedAt: 0, Deadline: 1, Fence: 17}}},
 		{"heartbeat", SessionKey("node-1"),
 			Record{Heartbeat: &Heartbeat{Member: "node-1", Session: Session{ProducerID: 17, Epoch: 3, Nonce: "9f2c4e6a8b0d1f35"},
 				GrantedAt: 1_700_000_000_000, Deadline: 1_700_000_015_000, Excluded: []Role{"stuck.role"}}}},
@@ -383,5 +387,42 @@ func TestRegistrationInstance(t *testing.T) {
 		raw, _ := json.Marshal(map[string]any{"v": 1, "kind": "registration", "member": "node-1", "registered_at": 1, "instance": bad})
 		_, err = DecodeRecord(raw)
 		assert.ErrorIs(t, err, ErrMalformed, "%q", bad)
+	}
+}
+
+// TestLeaseFence: a lease carries its holding's fencing number after its
+// deadline, at every version, omitted when 0; a negative one is refused
+// on the way out and malformed on the way in.
+func TestLeaseFence(t *testing.T) {
+	tok := Token{ProducerID: 4, Epoch: 2}
+	for _, l := range []Lease{
+		{Member: "node-1", Token: tok, GrantedAt: 1, Deadline: 2000, Fence: 9},
+		{Member: "node-1", Token: tok, GrantedAt: 1, Deadline: 2000, Fence: 9, Value: "10.0.0.7:8080"},
+		{Member: "node-1", Token: tok, GrantedAt: 1, Deadline: 2000, Fence: 9, Session: &Session{ProducerID: 1, Epoch: 0, Nonce: "ab"}},
+		ReleaseLease("node-1", tok),
+	} {
+		b, err := EncodeRecord(Record{Lease: &l})
+		require.NoError(t, err)
+		assert.Equal(t, l.Fence != 0, strings.Contains(string(b), `"deadline":2000,"fence":9`), "%s", b)
+		assert.Equal(t, l.Fence != 0, strings.Contains(string(b), `"fence"`), "%s", b)
+		r, err := DecodeRecord(b)
+		require.NoError(t, err)
+		assert.Equal(t, l, *r.Lease)
+		var buf RecordBuf
+		r, err = buf.Decode(b, "node-1")
+		require.NoError(t, err)
+		assert.Equal(t, l, *r.Lease)
+	}
+	_, err := EncodeRecord(Record{Lease: &Lease{Member: "node-1", Token: tok, GrantedAt: 1, Deadline: 2, Fence: -1}})
+	assert.ErrorIs(t, err, ErrInvalid)
+	assert.ErrorContains(t, err, "fence must be >= 0")
+	for _, bad := range []string{
+		`{"v":1,"kind":"lease","member":"n","producer_id":1,"epoch":1,"granted_at":1,"deadline":2,"fence":-1}`,
+		`{"v":3,"kind":"lease","member":"n","producer_id":1,"epoch":1,"granted_at":1,"deadline":2,"fence":-5,"session":{"producer_id":1,"epoch":0,"nonce":"ab"}}`,
+		`{"v":1,"kind":"lease","member":"n","producer_id":1,"epoch":1,"granted_at":1,"deadline":2,"fence":1.5}`,
+		`{"v":1,"kind":"lease","member":"n","producer_id":1,"epoch":1,"granted_at":1,"deadline":2,"fence":"3"}`,
+	} {
+		_, err := DecodeRecord([]byte(bad))
+		assert.ErrorIs(t, err, ErrMalformed, bad)
 	}
 }

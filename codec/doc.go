@@ -82,6 +82,15 @@
 //	{"v":3,"kind":"session_end","member":"node-1","session":{"producer_id":17,"epoch":3,"nonce":"9f2c4e6a8b0d1f35"}}
 //	{"v":3,"kind":"lease","member":"node-1","producer_id":4242,"epoch":7,"granted_at":1700000000000,"deadline":1700000030000,"session":{"producer_id":17,"epoch":2,"nonce":"9f2c4e6a8b0d1f35"}}
 //
+// A lease may carry the fencing number of its holding, "fence": the
+// offset of the holding's first lease record in the role's partition (see
+// [Lease].Fence). Every lease of a holding but its first carries it
+// (that one cannot know its own offset), after "deadline"; it is an
+// optional field of every lease version, never negative:
+//
+//	{"v":3,"kind":"lease","member":"node-1","producer_id":4242,"epoch":7,"granted_at":1700000000000,"deadline":1700000030000,"fence":17,"session":{"producer_id":17,"epoch":2,"nonce":"9f2c4e6a8b0d1f35"}}
+//	{"v":1,"kind":"lease","member":"node-1","producer_id":4242,"epoch":7,"granted_at":0,"deadline":1,"fence":17}
+//
 // The session's transactional id is <prefix>session/<member>
 // ([SessionName]): a role never contains '/', so it is never a role's.
 // Version-3 values take the general decoding path.

@@ -119,6 +119,7 @@ const (
 	fastEpoch    = `,"epoch":`
 	fastGranted  = `,"granted_at":`
 	fastDeadline = `,"deadline":`
+	fastFence    = `,"fence":`
 )
 
 // decodeFast decodes b into *reg or *lease when b is in the exact shape
@@ -189,6 +190,12 @@ func decodeFast(b []byte, hint MemberID, reg *Registration, lease *Lease) Kind {
 			return 0
 		}
 	}
+	var fence int64
+	if j, ok := cut(b, i, fastFence); ok {
+		if fence, i, ok = fastInt(b, j); !ok {
+			return 0
+		}
+	}
 	var value string
 	if v2 {
 		if value, i, ok = fastValueField(b, i); !ok {
@@ -198,7 +205,7 @@ func decodeFast(b []byte, hint MemberID, reg *Registration, lease *Lease) Kind {
 	if epoch > 1<<15-1 || deadline <= granted || i != len(b)-1 || b[i] != '}' {
 		return 0
 	}
-	*lease = Lease{Member: m, Token: Token{ProducerID: pid, Epoch: int16(epoch)}, GrantedAt: granted, Deadline: deadline, Value: value}
+	*lease = Lease{Member: m, Token: Token{ProducerID: pid, Epoch: int16(epoch)}, GrantedAt: granted, Deadline: deadline, Value: value, Fence: fence}
 	return KindLease
 }
 

@@ -120,10 +120,16 @@ func fastSeeds(tb testing.TB) []string {
 		`{"v":2,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":1,"deadline":2,"value":""}`,
 		`{"v":2,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":1,"deadline":2}`,
 		`{"v":2,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":1,"deadline":2,"value":"a\u001b"}`,
+		`{"v":1,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":0,"deadline":1,"fence":17}`,
+		`{"v":1,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":0,"deadline":1,"fence":0}`,
+		`{"v":1,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":0,"deadline":1,"fence":-1}`,
+		`{"v":1,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":0,"deadline":1,"fence":017}`,
+		`{"v":2,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":1,"deadline":2,"fence":3,"value":"x"}`,
+		`{"v":2,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":1,"deadline":2,"value":"x","fence":3}`,
 		`krole/reg/controller/node-1`, `krole/lease/controller`, `krole/reg/controller/`, `krole/lease/a/b`,
 		`krole/reg/` + strings.Repeat("r", 129) + `/m`, "", "\x00\xff",
 	}
-	for _, name := range []string{"registration", "lease", "tombstone", "registration-value"} {
+	for _, name := range []string{"registration", "lease", "tombstone", "registration-value", "release-fence"} {
 		b, err := os.ReadFile(filepath.Join("..", "testdata", "codec", name+".golden"))
 		if err != nil {
 			tb.Fatal(err)
@@ -139,7 +145,7 @@ func fastSeeds(tb testing.TB) []string {
 func TestFastPathsTaken(t *testing.T) {
 	var reg Registration
 	var lease Lease
-	for _, name := range []string{"registration", "lease", "registration-value"} {
+	for _, name := range []string{"registration", "lease", "registration-value", "lease-value", "release-fence"} {
 		b, err := os.ReadFile(filepath.Join("..", "testdata", "codec", name+".golden"))
 		if err != nil {
 			t.Fatal(err)

@@ -224,6 +224,14 @@ type Lease struct {
 	// alone (a release, or a lease written without a session). A lease
 	// with a session is written at [SessionVersion].
 	Session *Session `json:"session,omitempty"`
+	// Fence is the fencing number of the holding the lease belongs to:
+	// the offset of the holding's first lease record in the role's
+	// partition (see package processor, "The fencing number"). The
+	// holder writes it in every lease of the holding but the first, which
+	// cannot know its own offset before it is written and carries 0
+	// (omitted): its number is its own offset. Never negative.
+	// rolestate.State.Fence is the number as readers see it.
+	Fence int64 `json:"fence,omitempty"`
 }
 
 // NewLease validates and returns a lease: a valid member and token, and a
@@ -233,7 +241,7 @@ func NewLease(member MemberID, token Token, grantedAt, deadline int64) (Lease, e
 	return l, l.Validate()
 }
 
-// Validate checks the lease's member, token, times and value.
+// Validate checks the lease's member, token, times, value and fence.
 func (l Lease) Validate() error {
 	if err := l.Member.Validate(); err != nil {
 		return err
@@ -252,6 +260,9 @@ func (l Lease) Validate() error {
 	if l.Deadline <= l.GrantedAt {
 		return &InvalidError{What: "lease", Value: fmt.Sprintf("granted_at=%d deadline=%d", l.GrantedAt, l.Deadline),
 			Rule: "deadline must be after granted_at"}
+	}
+	if l.Fence < 0 {
+		return &InvalidError{What: "lease", Value: fmt.Sprintf("fence=%d", l.Fence), Rule: "fence must be >= 0"}
 	}
 	return nil
 }
@@ -310,6 +321,7 @@ type wire struct {
 	RegisteredAt *int64   `json:"registered_at,omitempty"`
 	GrantedAt    *int64   `json:"granted_at,omitempty"`
 	Deadline     *int64   `json:"deadline,omitempty"`
+	Fence        int64    `json:"fence,omitempty"` // leases only
 	Value        string   `json:"value,omitempty"`
 	Instance     string   `json:"instance,omitempty"` // registrations only
 	Session      *Session `json:"session,omitempty"`  // leases (version 3) and session records
@@ -341,7 +353,7 @@ func EncodeRecord(r Record) ([]byte, error) {
 			return nil, err
 		}
 		w = wire{V: Version, Kind: "lease", Member: l.Member, ProducerID: &l.Token.ProducerID,
-			Epoch: &l.Token.Epoch, GrantedAt: &l.GrantedAt, Deadline: &l.Deadline, Value: l.Value}
+			Epoch: &l.Token.Epoch, GrantedAt: &l.GrantedAt, Deadline: &l.Deadline, Fence: l.Fence, Value: l.Value}
 		if l.Value != "" {
 			w.V = LeaseValueVersion
 		}
@@ -435,7 +447,7 @@ func decodeRecordJSON(b []byte) (Record, error) {
 			return Record{}, fmt.Errorf("%w: a lease of version %d names no session", ErrMalformed, w.V)
 		}
 		l := Lease{Member: w.Member, Token: Token{ProducerID: *w.ProducerID, Epoch: *w.Epoch},
-			GrantedAt: *w.GrantedAt, Deadline: *w.Deadline, Value: w.Value, Session: w.Session}
+			GrantedAt: *w.GrantedAt, Deadline: *w.Deadline, Value: w.Value, Session: w.Session, Fence: w.Fence}
 		if err := l.Validate(); err != nil {
 			return Record{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
