@@ -190,6 +190,31 @@ func (r *recorder) lastWrite(role codec.Role, member codec.MemberID) (write, boo
 	return write{}, false
 }
 
+// letGo reports whether member's last lease write of role is a release,
+// or a later committed heartbeat of its session stopped vouching for the
+// role (excluded it, or ended the session).
+func (r *recorder) letGo(role codec.Role, member codec.MemberID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.writes) - 1; i >= 0; i-- {
+		w := r.writes[i]
+		if w.Role != role || w.Member != member {
+			continue
+		}
+		if w.Lease.Released() {
+			return true
+		}
+		for _, b := range r.beats {
+			if b.hb.Member == member && w.Lease.Session != nil && b.hb.Session.Nonce == w.Lease.Session.Nonce &&
+				b.start.After(w.Start) && (b.hb.End || slices.Contains(b.hb.Excluded, role)) {
+				return true
+			}
+		}
+		return false
+	}
+	return false
+}
+
 // lastBeat returns member's last committed session record.
 func (r *recorder) lastBeat(member codec.MemberID) (beat, bool) {
 	r.mu.Lock()

@@ -56,12 +56,14 @@ func TestIntegrationStrangersTombstoneOfTheHolderForcesOnlyAHandover(t *testing.
 	rev := e.rec.find(processor.Revoked, role, func(ev stamped) bool { return ev.Member == a.id })
 	require.Len(t, rev, 1)
 	assert.Equal(t, processor.ReasonDeregistered, rev[0].Reason)
-	// node-b can be elected on seeing node-a's release before node-a's
-	// transport call that wrote it has returned and been recorded (it
-	// failed once under load): wait for the record of that write.
-	await(t, 5*time.Second, "the deposed holder released the role", func() bool {
-		w, ok := e.rec.lastWrite(role, a.id)
-		return ok && w.Lease.Released()
+	// node-a lets go in one of two ways, whichever its view shows node-b
+	// first: its release, or its session's heartbeat that no longer
+	// vouches for the role once node-a stopped acting on it (node-b's
+	// epoch then fences the release). node-b can be elected before
+	// node-a's transport call has returned and been recorded: wait for
+	// the record.
+	await(t, 5*time.Second, "the deposed holder let the role go", func() bool {
+		return e.rec.letGo(role, a.id)
 	})
 	assert.Less(t, el.At.UnixMilli(), live.Lease.Deadline, "the role passed at once, not after the old lease ran out")
 	e.agree(role, b.id, el.Token)
