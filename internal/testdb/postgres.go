@@ -1,0 +1,130 @@
+package testdb
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// pgBinDir finds the newest /usr/lib/postgresql/*/bin with a postgres in it.
+func pgBinDir() (string, error) {
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	var ok []string
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "postgres")); err == nil {
+			ok = append(ok, d)
+		}
+	}
+	if len(ok) == 0 {
+		return "", fmt.Errorf("testdb: PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/postgres): apt-get install postgresql")
+	}
+	major := func(d string) int { n, _ := strconv.Atoi(filepath.Base(filepath.Dir(d))); return n }
+	sort.Slice(ok, func(i, j int) bool { return major(ok[i]) > major(ok[j]) })
+	return ok[0], nil
+}
+
+// pgCredential is the postgres user's, when running as root (initdb and
+// postgres refuse root); nil otherwise: they run as this user.
+func pgCredential() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("testdb: running as root, and there is no postgres user to run PostgreSQL as: apt-get install postgresql")
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// startPostgres runs initdb and postgres in a new directory. As root it
+// runs them as the postgres user through the child's credentials rather
+// than runuser: runuser forks and waits, and the kernel clears the
+// parent-death signal when the uid changes, so the server could outlive a
+// killed test binary.
+func startPostgres() (*Server, error) {
+	bin, err := pgBinDir()
+	if err != nil {
+		return nil, err
+	}
+	cred, err := pgCredential()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := makeDir("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("testdb: %w", err)
+	}
+	srv, err := initPostgres(bin, cred, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("testdb: PostgreSQL: %w", err)
+	}
+	return srv, nil
+}
+
+func initPostgres(bin string, cred *syscall.Credential, dir string) (*Server, error) {
+	if cred != nil {
+		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+			return nil, err
+		}
+	}
+	data := filepath.Join(dir, "data")
+	initdb := exec.Command(filepath.Join(bin, "initdb"), "-D", data, "-A", "trust", "-U", "krole",
+		"-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
+	initdb.Dir = dir
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if err := run(initdb); err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for try := 0; try < 3; try++ { // another process may take the port first
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		logPath := filepath.Join(dir, fmt.Sprintf("postgres-%d.log", port))
+		logf, err := os.Create(logPath)
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", dir,
+			"-c", "listen_addresses=127.0.0.1",
+			"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+			"-c", "max_connections=200")
+		cmd.Dir = dir
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		p, err := startProc(cmd, syscall.SIGINT) // SIGINT: fast shutdown
+		logf.Close()
+		if err != nil {
+			return nil, err
+		}
+		dsn := fmt.Sprintf("postgres://krole@127.0.0.1:%d/postgres?sslmode=disable", port)
+		db, err := waitReady(p, "pgx", dsn, logPath)
+		if err != nil {
+			p.stop(0)
+			lastErr = err
+			if bindFailed(logPath) {
+				continue
+			}
+			return nil, err
+		}
+		var version string
+		err = db.QueryRow("SELECT version()").Scan(&version)
+		db.Close()
+		if err != nil {
+			p.stop(0)
+			return nil, err
+		}
+		return &Server{Driver: "pgx", DSN: dsn, Version: strings.TrimSpace(version), name: "postgres", dir: dir, log: logPath, proc: p}, nil
+	}
+	return nil, lastErr
+}
