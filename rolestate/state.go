@@ -191,6 +191,22 @@ func (s State) Holder(nowMS int64) (codec.Lease, bool) {
 	return *s.Lease, true
 }
 
+// Fence returns the fencing number of the holding s's lease belongs to
+// (see package processor, "The fencing number"): the lease's Fence when
+// it carries one, else the offset of the lease record (a holding's first
+// lease, or one written without it); -1 when s has no lease. It is the
+// same for every lease of a holding, so a reader that sees only a later
+// one (compaction removed the first) reports the same number.
+func (s State) Fence() int64 {
+	if s.Lease == nil {
+		return -1
+	}
+	if s.Lease.Fence > 0 {
+		return s.Lease.Fence
+	}
+	return s.LeaseOffset
+}
+
 // LeaseEnd returns when s's lease runs out as the reader that built s
 // judges it: [State.Renewal]'s End. It is the zero time when s has no
 // lease.

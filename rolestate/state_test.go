@@ -64,3 +64,34 @@ func TestReleaseNeverLive(t *testing.T) {
 	assert.False(t, State{LeaseSeenAt: t0}.Live(t0))
 	assert.True(t, State{}.LeaseEnd().IsZero())
 }
+
+// TestFence: a holding's number is the offset of its first lease record,
+// carried by the holding's later leases, so a state folded from what
+// compaction left (the rewrite or the release alone) reports the same
+// number; a new holding's first lease gives a new, higher one.
+func TestFence(t *testing.T) {
+	tok := codec.Token{ProducerID: 1, Epoch: 1}
+	first := codec.Lease{Member: "a", Token: tok, GrantedAt: 1, Deadline: 10_000}
+	rewrite := codec.Lease{Member: "a", Token: tok, GrantedAt: 2, Deadline: 10_001, Fence: 3}
+	release := codec.ReleaseLease("a", tok)
+	release.Fence = 3
+	next := codec.Lease{Member: "b", Token: codec.Token{ProducerID: 1, Epoch: 2}, GrantedAt: 3, Deadline: 10_002}
+	reg := Record{Offset: 2, Key: codec.RegistrationKey("r", "a"), Record: codec.Record{Registration: &codec.Registration{Member: "a"}}}
+	rec := func(off int64, l codec.Lease) Record {
+		return Record{Offset: off, Key: codec.LeaseKey("r"), Record: codec.Record{Lease: &l}}
+	}
+	assert.Equal(t, int64(-1), Fold("r", []Record{reg}).Fence(), "no lease")
+	for _, c := range []struct {
+		recs []Record
+		want int64
+	}{
+		{[]Record{reg, rec(3, first)}, 3},
+		{[]Record{reg, rec(3, first), rec(7, rewrite)}, 3},
+		{[]Record{rec(7, rewrite)}, 3},
+		{[]Record{rec(9, release)}, 3},
+		{[]Record{rec(7, rewrite), rec(12, next)}, 12},
+	} {
+		st := Fold("r", c.recs)
+		assert.Equal(t, c.want, st.Fence(), "%+v", c.recs)
+	}
+}
