@@ -332,6 +332,7 @@ func (ix *index) holdLease(e *roleEntry, role codec.Role, l codec.Lease, off int
 		e.pend = e.pend[1:]
 	}
 	e.pend = append(e.pend, pendLease{off: off, lease: l, key: key, value: slices.Clone(value), dups: dups})
+	ix.settlePendLocked(role) // older records may have gone
 	ix.pendRoles[role] = struct{}{}
 	if ix.ask != nil {
 		ix.ask(role, pid)
@@ -341,6 +342,7 @@ func (ix *index) holdLease(e *roleEntry, role codec.Role, l codec.Lease, off int
 // notePendLocked keeps pendRoles in step with role's waiting records and
 // wakes the waiters of verdicts. ix.mu must be held.
 func (ix *index) notePendLocked(role codec.Role) {
+	ix.settlePendLocked(role)
 	if e := ix.roles[role]; e != nil && len(e.pend) > 0 {
 		return
 	}
@@ -357,36 +359,87 @@ func (ix *index) notePendLocked(role codec.Role) {
 // producer id's verdict, or ctx ends. For every role, it waits only for
 // the records waiting when it was called: records read later, however
 // many a stranger writes under new producer ids, do not hold it back.
+// The waiter is checked only when one of its roles' waiting records
+// change (settlePendLocked), so a catch-up with many roles waiting costs
+// each verdict one check.
 func (v *View) awaitVerified(ctx context.Context, role codec.Role, all bool, below int64) error {
 	ix := v.index
-	targets := map[codec.Role]int64{}
-	ix.mu.RLock()
-	if all {
-		for r := range ix.pendRoles {
-			targets[r] = ix.lastPendLocked(r)
-		}
-	} else if _, ok := ix.pendRoles[role]; ok {
-		targets[role] = ix.lastPendLocked(role)
-		if below >= 0 {
-			targets[role] = min(targets[role], below-1)
+	w := &pendWaiter{done: make(chan struct{})}
+	ix.mu.Lock()
+	wait := func(r codec.Role, upTo int64) {
+		if ix.firstPendLocked(r) <= upTo {
+			ix.pendWaits[r] = append(ix.pendWaits[r], pendWait{w: w, upTo: upTo})
+			w.left++
 		}
 	}
-	ix.mu.RUnlock()
-	for {
-		ix.mu.RLock()
-		for r, upTo := range targets {
-			if ix.firstPendLocked(r) > upTo {
-				delete(targets, r)
+	if all {
+		for r := range ix.pendRoles {
+			wait(r, ix.lastPendLocked(r))
+		}
+	} else if _, ok := ix.pendRoles[role]; ok {
+		upTo := ix.lastPendLocked(role)
+		if below >= 0 {
+			upTo = min(upTo, below-1)
+		}
+		wait(role, upTo)
+	}
+	left := w.left
+	ix.mu.Unlock()
+	if left == 0 {
+		return nil
+	}
+	err := v.waitChan(ctx, w.done)
+	if err != nil {
+		ix.mu.Lock()
+		for r, ws := range ix.pendWaits {
+			ws = slices.DeleteFunc(ws, func(pw pendWait) bool { return pw.w == w })
+			if len(ws) == 0 {
+				delete(ix.pendWaits, r)
+			} else {
+				ix.pendWaits[r] = ws
 			}
 		}
-		ch := ix.pendChanged
-		ix.mu.RUnlock()
-		if len(targets) == 0 {
-			return nil
+		ix.mu.Unlock()
+	}
+	return err
+}
+
+// pendWaiter is one awaitVerified call: left counts its roles whose
+// records it still waits for; done is closed when none is left.
+type pendWaiter struct {
+	left int
+	done chan struct{}
+}
+
+// pendWait is a waiter's wait on one role: until no record of the role
+// at or below upTo waits for a verdict.
+type pendWait struct {
+	w    *pendWaiter
+	upTo int64
+}
+
+// settlePendLocked releases role's waiters whose records no longer wait.
+// It runs wherever role's waiting records may have gone. ix.mu must be
+// held.
+func (ix *index) settlePendLocked(role codec.Role) {
+	ws, ok := ix.pendWaits[role]
+	if !ok {
+		return
+	}
+	first := ix.firstPendLocked(role)
+	ws = slices.DeleteFunc(ws, func(pw pendWait) bool {
+		if first <= pw.upTo {
+			return false
 		}
-		if err := v.waitChan(ctx, ch); err != nil {
-			return err
+		if pw.w.left--; pw.w.left == 0 {
+			close(pw.w.done)
 		}
+		return true
+	})
+	if len(ws) == 0 {
+		delete(ix.pendWaits, role)
+	} else {
+		ix.pendWaits[role] = ws
 	}
 }
 

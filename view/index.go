@@ -58,6 +58,9 @@ type index struct {
 	pendRoles   map[codec.Role]struct{}
 	pendChanged chan struct{}
 	ask         func(codec.Role, int64)
+	// pendWaits holds, per role, the awaitVerified calls waiting for its
+	// records' verdicts.
+	pendWaits map[codec.Role][]pendWait
 
 	// sessions holds each member's latest session record that counts,
 	// sessPend the latest waiting for its producer id's verdict (see
@@ -77,6 +80,7 @@ func newIndex(clock func() time.Time) *index {
 		rebuild:     map[codec.Role]*roleEntry{},
 		pendRoles:   map[codec.Role]struct{}{},
 		pendChanged: make(chan struct{}),
+		pendWaits:   map[codec.Role][]pendWait{},
 		sessions:    map[codec.MemberID]sessionEntry{},
 		sessPend:    map[codec.MemberID]pendBeat{},
 	}
