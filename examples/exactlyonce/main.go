@@ -41,6 +41,7 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/election"
+	"github.com/krabka/krole/examples/internal/devtopics"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/processor"
 	"github.com/krabka/krole/processor/stream"
@@ -94,7 +95,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	}
 	cfg := fencing.Config{Brokers: o.brokers, Topic: o.topic}
 	if o.create {
-		if err := createTopics(cfg, o.input, o.output); err != nil {
+		if err := devtopics.Create(cfg, o.input, o.output); err != nil {
 			return err
 		}
 	}

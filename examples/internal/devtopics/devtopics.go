@@ -1,4 +1,7 @@
-package main
+// Package devtopics creates the topics the examples read and write. It is
+// not part of the patterns they show: it lets them run against `krole dev`,
+// which creates only the role topic.
+package devtopics
 
 import (
 	"errors"
@@ -9,11 +12,9 @@ import (
 	"github.com/krabka/krole/fencing"
 )
 
-// createTopics creates each topic in names that does not exist yet, with 3
-// partitions, one replica and cleanup.policy=delete. It is not part of the
-// pattern the example shows: it lets you try the example against
-// `krole dev`, which creates only the role topic.
-func createTopics(cfg fencing.Config, names ...string) error {
+// Create creates each topic in names that does not exist yet, with 3
+// partitions, one replica and cleanup.policy=delete.
+func Create(cfg fencing.Config, names ...string) error {
 	sc, err := cfg.Sarama()
 	if err != nil {
 		return err
