@@ -30,6 +30,11 @@ type Holding struct {
 	// Token is the token the member holds the role under; pass it (or
 	// the Holding's Held) to [Session.Writer] to write fenced.
 	Token codec.Token
+	// Fence is the holding's fencing number, [processor.Held].Fence:
+	// strictly greater than every earlier holding's. Give it, with the
+	// token, to a target outside Kafka that is to refuse writes of
+	// earlier holdings.
+	Fence int64
 	// Value is the value this member campaigned with.
 	Value string
 }
@@ -37,7 +42,7 @@ type Holding struct {
 // Held returns the holding as [processor.Held] (without its lease), for
 // [Session.Writer].
 func (h Holding) Held() processor.Held {
-	return processor.Held{Role: h.Role, Member: h.Member, Token: h.Token}
+	return processor.Held{Role: h.Role, Member: h.Member, Token: h.Token, Fence: h.Fence}
 }
 
 // Holder is a role's holder as [Election.Leader] and [Election.Observe]
@@ -46,6 +51,10 @@ func (h Holding) Held() processor.Held {
 type Holder struct {
 	Member codec.MemberID
 	Token  codec.Token
+	// Fence is the holding's fencing number (see
+	// [processor.Held].Fence), as the holder's lease gives it
+	// (rolestate.State.Fence), or this member's own.
+	Fence int64
 	// Value is the value the holder's lease carries, written under its
 	// token (the value it campaigned with); "" when none.
 	Value string
@@ -127,9 +136,9 @@ func (e *Election) Campaign(ctx context.Context, value string) (Holding, error) 
 	}
 	e.s.g.open(e.role)
 	for {
-		tok, held, changed, done := e.s.tr.holding(e.role)
+		h, held, changed, done := e.s.tr.holding(e.role)
 		if held {
-			return Holding{Role: e.role, Member: e.s.m.ID(), Token: tok, Value: value}, nil
+			return Holding{Role: e.role, Member: e.s.m.ID(), Token: h.tok, Fence: h.fence, Value: value}, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -158,7 +167,8 @@ func (e *Election) Resign(ctx context.Context) error {
 	if e.s.m == nil {
 		return ErrReadOnly
 	}
-	tok, held, _, done := e.s.tr.holding(e.role)
+	own, held, _, done := e.s.tr.holding(e.role)
+	tok := own.tok
 	if e.s.g.shut(e.role) {
 		select {
 		case <-done:
@@ -282,26 +292,26 @@ const minRearm = 10 * time.Millisecond
 // when there is none, or the holder is this member, whose own events say
 // when it stops).
 func (e *Election) holder(ctx context.Context) (Holder, time.Time, error) {
-	tok, held, _, _ := e.s.tr.holding(e.role)
+	own, held, _, _ := e.s.tr.holding(e.role)
 	st, err := e.s.v.Role(ctx, e.role)
 	if err != nil {
 		return Holder{}, time.Time{}, err
 	}
 	live := st.Live(e.s.clk.Now())
-	if held && (!live || !st.Lease.Token.Newer(tok)) {
-		return Holder{Member: e.s.m.ID(), Token: tok, Value: e.s.vt.get(e.role)}, time.Time{}, nil
+	if held && (!live || !st.Lease.Token.Newer(own.tok)) {
+		return Holder{Member: e.s.m.ID(), Token: own.tok, Fence: own.fence, Value: e.s.vt.get(e.role)}, time.Time{}, nil
 	}
 	if !live {
 		return Holder{}, time.Time{}, nil
 	}
-	return Holder{Member: st.Lease.Member, Token: st.Lease.Token, Value: st.Lease.Value}, st.LeaseEnd(), nil
+	return Holder{Member: st.Lease.Member, Token: st.Lease.Token, Fence: st.Fence(), Value: st.Lease.Value}, st.LeaseEnd(), nil
 }
 
 // tracker follows the member's events for the Elections: which roles it
 // holds.
 type tracker struct {
 	mu      sync.Mutex
-	held    map[codec.Role]codec.Token
+	held    map[codec.Role]ownHolding
 	changed chan struct{} // closed and replaced on every change
 	done    chan struct{} // closed when Run returns
 	ended   bool
@@ -309,7 +319,13 @@ type tracker struct {
 }
 
 func newTracker() *tracker {
-	return &tracker{held: map[codec.Role]codec.Token{}, changed: make(chan struct{}), done: make(chan struct{})}
+	return &tracker{held: map[codec.Role]ownHolding{}, changed: make(chan struct{}), done: make(chan struct{})}
+}
+
+// ownHolding is a holding of the member's, as its Elected event gave it.
+type ownHolding struct {
+	tok   codec.Token
+	fence int64
 }
 
 // note records an event of the member; it is called on the member's
@@ -319,7 +335,7 @@ func (t *tracker) note(e processor.Event) {
 	defer t.mu.Unlock()
 	switch e.Kind {
 	case processor.Elected:
-		t.held[e.Role] = e.Token
+		t.held[e.Role] = ownHolding{tok: e.Token, fence: e.Fence}
 	case processor.Revoked:
 		delete(t.held, e.Role)
 	default:
@@ -357,11 +373,11 @@ func (t *tracker) notRunning() error {
 	return ErrNotRunning
 }
 
-func (t *tracker) holding(role codec.Role) (codec.Token, bool, <-chan struct{}, <-chan struct{}) {
+func (t *tracker) holding(role codec.Role) (ownHolding, bool, <-chan struct{}, <-chan struct{}) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	tok, ok := t.held[role]
-	return tok, ok, t.changed, t.done
+	h, ok := t.held[role]
+	return h, ok, t.changed, t.done
 }
 
 // values are the values a session registers with, per role.

@@ -52,14 +52,14 @@ func TestElectionCampaignLeaderObserveResign(t *testing.T) {
 	defer cancel()
 	ha, err := ea.Campaign(ctx, "10.0.0.1:80")
 	require.NoError(t, err)
-	assert.Equal(t, Holding{Role: "db", Member: "a", Token: ha.Token, Value: "10.0.0.1:80"}, ha)
+	assert.Equal(t, Holding{Role: "db", Member: "a", Token: ha.Token, Fence: ha.Fence, Value: "10.0.0.1:80"}, ha)
 
 	sb, stopB := startSession(t, c, "b", "db")
 	eb, err := sb.Election("db")
 	require.NoError(t, err)
 	obs := eb.Observe(ctx)
 	first := <-obs
-	assert.Equal(t, Holder{Member: "a", Token: ha.Token, Value: "10.0.0.1:80"}, first)
+	assert.Equal(t, Holder{Member: "a", Token: ha.Token, Fence: ha.Fence, Value: "10.0.0.1:80"}, first)
 	require.Eventually(t, func() bool { // the value reached b's view with a's new registration
 		h, err := eb.Leader(ctx)
 		return err == nil && h == first
@@ -80,9 +80,12 @@ func TestElectionCampaignLeaderObserveResign(t *testing.T) {
 	hb := <-campaigned
 	assert.Equal(t, codec.MemberID("b"), hb.Member)
 	assert.True(t, hb.Token.Newer(ha.Token))
+	assert.Greater(t, ha.Fence, int64(0))
+	assert.Greater(t, hb.Fence, ha.Fence, "the next holding's number is greater")
+	assert.Equal(t, hb.Fence, hb.Held().Fence)
 	for h := range obs {
 		if h.Member == "b" {
-			assert.Equal(t, Holder{Member: "b", Token: hb.Token, Value: "10.0.0.2:80"}, h)
+			assert.Equal(t, Holder{Member: "b", Token: hb.Token, Fence: hb.Fence, Value: "10.0.0.2:80"}, h)
 			break
 		}
 		assert.Equal(t, Holder{}, h, "between a and b: no holder, only")
@@ -123,7 +126,7 @@ func TestCampaignWhileHoldingWritesTheNewValueAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		l, err := eb.Leader(wctx)
-		return err == nil && l == Holder{Member: "a", Token: h.Token, Value: "10.0.0.1:80"}
+		return err == nil && l == Holder{Member: "a", Token: h.Token, Fence: h.Fence, Value: "10.0.0.1:80"}
 	}, waitFor, 10*time.Millisecond, "b's view shows a's value from its lease")
 
 	changed := time.Now()
@@ -132,7 +135,7 @@ func TestCampaignWhileHoldingWritesTheNewValueAtOnce(t *testing.T) {
 	assert.Equal(t, h.Token, h2.Token, "a keeps the role under the same token")
 	require.Eventually(t, func() bool {
 		l, err := eb.Leader(wctx)
-		return err == nil && l == Holder{Member: "a", Token: h.Token, Value: "10.0.0.9:80"}
+		return err == nil && l == Holder{Member: "a", Token: h.Token, Fence: h.Fence, Value: "10.0.0.9:80"}
 	}, slow.RenewInterval/2, 10*time.Millisecond, "the new value is in a lease before the next renewal")
 	t.Logf("new value seen %v after Campaign", time.Since(changed).Round(time.Millisecond))
 

@@ -98,7 +98,7 @@ func TestLeaderRightAfterCampaignNamesThisMember(t *testing.T) {
 		require.NoError(t, err)
 		l, err := e.Leader(ctx)
 		require.NoError(t, err, "role %s: Leader right after Campaign", r)
-		assert.Equal(t, Holder{Member: "a", Token: h.Token, Value: "v-" + string(r)}, l, "role %s", r)
+		assert.Equal(t, Holder{Member: "a", Token: h.Token, Fence: h.Fence, Value: "v-" + string(r)}, l, "role %s", r)
 	}
 }
 

@@ -60,5 +60,5 @@ func TestSecondSessionUnderTheSameMemberIsRefused(t *testing.T) {
 	assert.Equal(t, before.Candidates, after.Candidates, "node-3's registration is the one the first session wrote")
 	l, err := ea.Leader(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, Holder{Member: "node-3", Token: h.Token, Value: "10.0.0.3:5432"}, l)
+	assert.Equal(t, Holder{Member: "node-3", Token: h.Token, Fence: h.Fence, Value: "10.0.0.3:5432"}, l)
 }

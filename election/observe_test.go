@@ -65,7 +65,7 @@ func TestObserverNeverCampaigns(t *testing.T) {
 			t.Cleanup(func() { assert.NoError(t, obs.Close()) })
 			eo := mustElection(t, obs, role)
 			seen := eo.Observe(ctx)
-			holderA := Holder{Member: "a", Token: ha.Token, Value: "10.0.0.1:80"}
+			holderA := Holder{Member: "a", Token: ha.Token, Fence: ha.Fence, Value: "10.0.0.1:80"}
 			require.Equal(t, holderA, <-seen)
 			l, err := eo.Leader(ctx)
 			require.NoError(t, err)
@@ -98,7 +98,7 @@ func TestObserverNeverCampaigns(t *testing.T) {
 			assert.Equal(t, codec.MemberID("b"), hb.Member)
 			assert.True(t, hb.Token.Newer(ha.Token))
 
-			holderB := Holder{Member: "b", Token: hb.Token, Value: "10.0.0.2:80"}
+			holderB := Holder{Member: "b", Token: hb.Token, Fence: hb.Fence, Value: "10.0.0.2:80"}
 			sawB := false
 			for h := range seen {
 				if h.Member == "b" {
@@ -158,7 +158,7 @@ func TestReadOnlySession(t *testing.T) {
 	_, ea := etcdSession(t, c, "a", "db")
 	ha, err := ea.Campaign(ctx, "10.0.0.1:80")
 	require.NoError(t, err)
-	holderA := Holder{Member: "a", Token: ha.Token, Value: "10.0.0.1:80"}
+	holderA := Holder{Member: "a", Token: ha.Token, Fence: ha.Fence, Value: "10.0.0.1:80"}
 	assert.Equal(t, holderA, <-seen)
 	l, err := e.Leader(ctx)
 	require.NoError(t, err)

@@ -255,7 +255,7 @@ func (t valueTransport) AcquireEpoch(ctx context.Context, role codec.Role) (code
 // carries the session's current value for role (Config.Value, or
 // Campaign's), so that the value readers report for the holder was
 // written under its token; a release carries none.
-func (t valueTransport) WriteLease(ctx context.Context, role codec.Role, token codec.Token, lease codec.Lease) error {
+func (t valueTransport) WriteLease(ctx context.Context, role codec.Role, token codec.Token, lease codec.Lease) (int64, error) {
 	if !lease.Released() {
 		lease.Value = t.values.get(role)
 	}

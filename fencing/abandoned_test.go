@@ -46,7 +46,7 @@ func TestAbandonedAcquireEpoch(t *testing.T) {
 			holder := c.Transport(t)
 			tok, err := holder.AcquireEpoch(ctx, role)
 			require.NoError(t, err)
-			require.NoError(t, holder.WriteLease(ctx, role, tok, lease(t, "holder", tok)))
+			require.NoError(t, leaseErr(holder.WriteLease(ctx, role, tok, lease(t, "holder", tok))))
 
 			cfg := c.Config
 			cfg.ClientID = "challenger"
@@ -86,7 +86,7 @@ func TestAbandonedAcquireEpoch(t *testing.T) {
 					return err == nil && now != tok
 				}, 10*time.Second, 10*time.Millisecond, "the late request takes effect")
 			}
-			werr := holder.WriteLease(ctx, role, tok, lease(t, "holder", tok))
+			werr := leaseErr(holder.WriteLease(ctx, role, tok, lease(t, "holder", tok)))
 			if !tc.moves {
 				assert.Equal(t, tok, now, "the epoch does not move")
 				assert.NoError(t, werr, "the holder keeps writing")
@@ -94,7 +94,7 @@ func TestAbandonedAcquireEpoch(t *testing.T) {
 			}
 			assert.Equal(t, tok.Epoch+1, now.Epoch, "the late request bumped the epoch once")
 			assert.True(t, fencing.IsFenced(werr), "the fenced holder learns at its next write: %v", werr)
-			assert.ErrorIs(t, challenger.WriteLease(ctx, role, now, lease(t, "challenger", now)), fencing.ErrNotHeld,
+			assert.ErrorIs(t, leaseErr(challenger.WriteLease(ctx, role, now, lease(t, "challenger", now))), fencing.ErrNotHeld,
 				"no member holds the epoch of the abandoned request")
 		})
 	}
@@ -127,5 +127,5 @@ func TestRequestOnAnAbandonedConnectionIsNotSent(t *testing.T) {
 	assert.True(t, fencing.NotSent(err), "nothing was written, so nothing was sent: %v", err)
 	assert.ErrorIs(t, err, ctxcall.ErrAbandoned)
 	// The transport's own path reads it so too: the token still writes.
-	assert.NoError(t, tr.WriteLease(ctx, role, tok, lease(t, "m", tok)))
+	assert.NoError(t, leaseErr(tr.WriteLease(ctx, role, tok, lease(t, "m", tok))))
 }

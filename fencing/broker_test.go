@@ -85,6 +85,10 @@ func lease(t *testing.T, member codec.MemberID, tok codec.Token) codec.Lease {
 	return l
 }
 
+// leaseErr is the error of a WriteLease, for tests that do not look at
+// the offset.
+func leaseErr(_ int64, err error) error { return err }
+
 // leases returns the leases among recs, in order.
 func leases(recs []fencing.RoleRecord) []codec.Lease {
 	var out []codec.Lease
@@ -103,6 +107,52 @@ func requireOffsetOrder(t *testing.T, recs []fencing.RoleRecord) {
 	}
 }
 
+// WriteLease returns the offset of the lease record it wrote, in both
+// pipelining modes; the next holder's first lease, written after its
+// AcquireEpoch, lies above every lease of the earlier token; a refused
+// write returns -1.
+func TestWriteLeaseReturnsTheRecordsOffset(t *testing.T) {
+	for _, mode := range []string{fencing.PipelineOff, fencing.PipelineOn} {
+		t.Run(mode, func(t *testing.T) {
+			ctx := (&env{t: t}).ctx()
+			c := testcluster.Start(t, testcluster.Options{Partitions: partitions})
+			role := codec.Role("numbered")
+			a, b := pipedTransport(t, c, "a", mode), pipedTransport(t, c, "b", mode)
+			_, err := a.Register(ctx, role, "node-a")
+			require.NoError(t, err)
+			tokA, err := a.AcquireEpoch(ctx, role)
+			require.NoError(t, err)
+			l1, l2 := lease(t, "node-a", tokA), lease(t, "node-a", tokA)
+			l2.Fence = 1
+			off1, err := a.WriteLease(ctx, role, tokA, l1)
+			require.NoError(t, err)
+			off2, err := a.WriteLease(ctx, role, tokA, l2)
+			require.NoError(t, err)
+			tokB, err := b.AcquireEpoch(ctx, role)
+			require.NoError(t, err)
+			off, err := a.WriteLease(ctx, role, tokA, lease(t, "node-a", tokA))
+			require.True(t, fencing.IsFenced(err), "got %v", err)
+			assert.Equal(t, int64(-1), off)
+			lb := lease(t, "node-b", tokB)
+			offB, err := b.WriteLease(ctx, role, tokB, lb)
+			require.NoError(t, err)
+
+			recs, err := b.ReadRoleRecords(ctx, role)
+			require.NoError(t, err)
+			require.Equal(t, []codec.Lease{l1, l2, lb}, leases(recs))
+			var got []int64
+			for _, r := range recs {
+				if r.Record.Lease != nil {
+					got = append(got, r.Offset)
+				}
+			}
+			assert.Equal(t, []int64{off1, off2, offB}, got)
+			assert.Greater(t, off1, int64(0), "the registration precedes the first lease")
+			assert.Greater(t, offB, off2)
+		})
+	}
+}
+
 // A second AcquireEpoch, by another transport, fences the first holder:
 // its lease write is refused with ErrFenced and the exact message, and the
 // new holder's write goes through.
@@ -115,13 +165,13 @@ func TestAcquireEpochFencesTheEarlierHolder(t *testing.T) {
 		require.NoError(t, err)
 		e.place(role)
 		l1 := lease(t, "node-a", tokA)
-		require.NoError(t, a.WriteLease(ctx, role, tokA, l1))
+		require.NoError(t, leaseErr(a.WriteLease(ctx, role, tokA, l1)))
 
 		tokB, err := b.AcquireEpoch(ctx, role)
 		require.NoError(t, err)
 		assert.True(t, tokB.Newer(tokA), "token %s should be newer than %s", tokB, tokA)
 
-		err = a.WriteLease(ctx, role, tokA, lease(t, "node-a", tokA))
+		err = leaseErr(a.WriteLease(ctx, role, tokA, lease(t, "node-a", tokA)))
 		require.Error(t, err)
 		assert.True(t, errors.Is(err, fencing.ErrFenced), "got %v", err)
 		assert.True(t, fencing.IsFenced(err))
@@ -131,10 +181,10 @@ func TestAcquireEpochFencesTheEarlierHolder(t *testing.T) {
 		assert.Equal(t, role, fe.Role)
 
 		l2 := lease(t, "node-b", tokB)
-		require.NoError(t, b.WriteLease(ctx, role, tokB, l2))
+		require.NoError(t, leaseErr(b.WriteLease(ctx, role, tokB, l2)))
 
 		// The fenced token is forgotten: no request, ErrNotHeld.
-		err = a.WriteLease(ctx, role, tokA, lease(t, "node-a", tokA))
+		err = leaseErr(a.WriteLease(ctx, role, tokA, lease(t, "node-a", tokA)))
 		assert.ErrorIs(t, err, fencing.ErrNotHeld)
 
 		recs, err := b.ReadRoleRecords(ctx, role)
@@ -176,7 +226,7 @@ func TestAcquireEpochAbortsTheOpenTransactionOfTheEarlierHolder(t *testing.T) {
 		assert.Empty(t, recs, "the fenced holder's open transaction must be aborted")
 
 		l := lease(t, "node-b", tokB)
-		require.NoError(t, b.WriteLease(ctx, role, tokB, l))
+		require.NoError(t, leaseErr(b.WriteLease(ctx, role, tokB, l)))
 		recs, err = a.ReadRoleRecords(ctx, role)
 		require.NoError(t, err)
 		assert.Equal(t, []codec.Lease{l}, leases(recs))
@@ -202,7 +252,7 @@ func TestDescribeReportsTheNewestToken(t *testing.T) {
 		require.True(t, ok)
 		assert.Equal(t, tok1, got)
 
-		require.NoError(t, a.WriteLease(ctx, role, tok1, lease(t, "node-a", tok1)))
+		require.NoError(t, leaseErr(a.WriteLease(ctx, role, tok1, lease(t, "node-a", tok1))))
 		tok2, err := b.AcquireEpoch(ctx, role)
 		require.NoError(t, err)
 		require.NotEqual(t, tok1, tok2)
@@ -212,7 +262,7 @@ func TestDescribeReportsTheNewestToken(t *testing.T) {
 		assert.Equal(t, tok2, got)
 
 		// A commit does not move the epoch (pre-KIP-890 EndTxn).
-		require.NoError(t, b.WriteLease(ctx, role, tok2, lease(t, "node-b", tok2)))
+		require.NoError(t, leaseErr(b.WriteLease(ctx, role, tok2, lease(t, "node-b", tok2))))
 		got, _, err = third.Describe(ctx, role)
 		require.NoError(t, err)
 		assert.Equal(t, tok2, got)
@@ -240,7 +290,7 @@ func TestAbortedLeaseWritesNeverShow(t *testing.T) {
 		boom := errors.New("boom")
 		for i := range 4 {
 			l := lease(t, codec.MemberID(fmt.Sprintf("node-%d", i)), tok)
-			require.NoError(t, tr.WriteLease(ctx, role, tok, l))
+			require.NoError(t, leaseErr(tr.WriteLease(ctx, role, tok, l)))
 			want = append(want, l)
 
 			aborted := lease(t, "aborted", tok)
@@ -314,7 +364,7 @@ func TestTransactAbandonedByItsContextIsAborted(t *testing.T) {
 		assert.ErrorIs(t, err, fencing.ErrProducer)
 
 		l := lease(t, "kept", tok)
-		require.NoError(t, tr.WriteLease(ctx, role, tok, l))
+		require.NoError(t, leaseErr(tr.WriteLease(ctx, role, tok, l)))
 		recs, err := tr.ReadRoleRecords(ctx, role)
 		require.NoError(t, err)
 		assert.Equal(t, []codec.Lease{l}, leases(recs))
@@ -396,7 +446,7 @@ func TestWriteLeaseWithATokenNotHeld(t *testing.T) {
 			"a token of another role":   {a, codec.Token{ProducerID: 7, Epoch: 0}},
 			"an older token of its own": {a, tokA0},
 		} {
-			err := tc.tr.WriteLease(ctx, role, tc.tok, lease(t, "x", tc.tok))
+			err := leaseErr(tc.tr.WriteLease(ctx, role, tc.tok, lease(t, "x", tc.tok)))
 			assert.ErrorIs(t, err, fencing.ErrNotHeld, name)
 			assert.False(t, fencing.IsFenced(err), name)
 			err = tc.tr.Transact(ctx, role, tc.tok, func(*fencing.Txn) error {
@@ -409,9 +459,9 @@ func TestWriteLeaseWithATokenNotHeld(t *testing.T) {
 		// A newer own token supersedes the older one.
 		tokA2, err := a.AcquireEpoch(ctx, role)
 		require.NoError(t, err)
-		err = a.WriteLease(ctx, role, tokA, lease(t, "x", tokA))
+		err = leaseErr(a.WriteLease(ctx, role, tokA, lease(t, "x", tokA)))
 		assert.ErrorIs(t, err, fencing.ErrNotHeld)
-		require.NoError(t, a.WriteLease(ctx, role, tokA2, lease(t, "x", tokA2)))
+		require.NoError(t, leaseErr(a.WriteLease(ctx, role, tokA2, lease(t, "x", tokA2))))
 
 		recs, err := a.ReadRoleRecords(ctx, role)
 		require.NoError(t, err)
@@ -449,11 +499,11 @@ func TestRolesSharingAPartitionNeverMix(t *testing.T) {
 			_, err := tr.Register(ctx, r1, codec.MemberID(fmt.Sprintf("a%d", i)))
 			require.NoError(t, err)
 			l2 := lease(t, codec.MemberID(fmt.Sprintf("b%d", i)), t2)
-			require.NoError(t, tr.WriteLease(ctx, r2, t2, l2))
+			require.NoError(t, leaseErr(tr.WriteLease(ctx, r2, t2, l2)))
 			l2s = append(l2s, l2)
 			send([]byte("orders/42"), []byte(`{"not":"krole"}`))
 			l1 := lease(t, codec.MemberID(fmt.Sprintf("a%d", i)), t1)
-			require.NoError(t, tr.WriteLease(ctx, r1, t1, l1))
+			require.NoError(t, leaseErr(tr.WriteLease(ctx, r1, t1, l1)))
 			l1s = append(l1s, l1)
 			_, err = tr.Register(ctx, r2, codec.MemberID(fmt.Sprintf("b%d", i)))
 			require.NoError(t, err)
@@ -787,7 +837,7 @@ func TestTransactPanicAbortsTheTransaction(t *testing.T) {
 			})
 		})
 		l := lease(t, "kept", tok)
-		require.NoError(t, tr.WriteLease(ctx, role, tok, l))
+		require.NoError(t, leaseErr(tr.WriteLease(ctx, role, tok, l)))
 		recs, err := tr.ReadRoleRecords(ctx, role)
 		require.NoError(t, err)
 		assert.Equal(t, []codec.Lease{l}, leases(recs))

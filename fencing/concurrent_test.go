@@ -52,16 +52,16 @@ func TestInitProducerIDRightAfterACommitRetriesSoon(t *testing.T) {
 
 		release, err := codec.NewLease("node-a", tokA, 0, 1)
 		require.NoError(t, err)
-		require.NoError(t, a.WriteLease(ctx, role, tokA, release), "the first transaction after InitProducerId meets no commit")
+		require.NoError(t, leaseErr(a.WriteLease(ctx, role, tokA, release)), "the first transaction after InitProducerId meets no commit")
 		tokB, err := b.AcquireEpoch(ctx, role)
 		require.NoError(t, err, "CONCURRENT_TRANSACTIONS right after the release is retried")
 		assert.True(t, tokB.Newer(tokA), "%s after %s", tokB, tokA)
 
 		lb := lease(t, "node-b", tokB)
-		require.NoError(t, b.WriteLease(ctx, role, tokB, lb))
+		require.NoError(t, leaseErr(b.WriteLease(ctx, role, tokB, lb)))
 		lb2 := lease(t, "node-b", tokB)
-		require.NoError(t, b.WriteLease(ctx, role, tokB, lb2), "a renewal right after the commit: AddPartitionsToTxn retried")
-		err = a.WriteLease(ctx, role, tokA, lease(t, "node-a", tokA))
+		require.NoError(t, leaseErr(b.WriteLease(ctx, role, tokB, lb2)), "a renewal right after the commit: AddPartitionsToTxn retried")
+		err = leaseErr(a.WriteLease(ctx, role, tokA, lease(t, "node-a", tokA)))
 		require.Error(t, err)
 		assert.True(t, fencing.IsFenced(err) || isNotHeld(err), "the released holder is fenced: %v", err)
 
@@ -96,7 +96,7 @@ func BenchmarkAcquireEpochRightAfterACommit(b *testing.B) {
 	for range b.N {
 		rel, err := codec.NewLease("bench", tok, 0, 1)
 		require.NoError(b, err)
-		require.NoError(b, holder.WriteLease(ctx, role, tok, rel))
+		require.NoError(b, leaseErr(holder.WriteLease(ctx, role, tok, rel)))
 		tok, err = next.AcquireEpoch(ctx, role)
 		require.NoError(b, err)
 		holder, next = next, holder

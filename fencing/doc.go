@@ -283,9 +283,10 @@
 //     committed with the record or without it. The transport sends the
 //     same batch again, under the same sequence number, in a transaction
 //     of its own: the broker answers it as a duplicate if the first was
-//     appended, else appends it. So the record shows once and the call
-//     succeeds; if that transaction fails too, the call returns
-//     ErrUnknownOutcome, "may have committed", and retires the token;
+//     appended (with the first's offset), else appends it. So the record
+//     shows once and the call succeeds; if that transaction fails too,
+//     the call returns ErrUnknownOutcome, "may have committed", and
+//     retires the token;
 //   - the commit got no answer: ErrUnknownOutcome, "may have committed",
 //     the token retired. Unlike the plain commit above, it is not sent
 //     again: the produce ahead of it may still be on its way, and a
@@ -294,6 +295,14 @@
 //     by the role's next AcquireEpoch or its timeout;
 //   - the commit refused otherwise (NOT_COORDINATOR, say): nothing
 //     committed; with the produce's answer in hand the plain rules apply.
+//
+// A lease write returns its record's offset (the fencing number of a
+// holding's first lease, see package processor): from the produce's
+// answer, which arrives before the commit's on the one connection, or
+// from the rewrite's. An answer that acknowledges the record without an
+// offset (DUPLICATE_SEQUENCE_NUMBER; Apache Kafka and kfake give a
+// duplicate its first offset) fails the write: aborted when it came
+// before the commit was sent, else ErrUnknownOutcome, the token retired.
 //
 // So the exception to "an error means nothing shows" stays the one above
 // (ErrUnknownOutcome after a commit was sent), and a pipelined call loses

@@ -53,7 +53,7 @@ func TestRealBrokersFenceAnswersEndTheHolding(t *testing.T) {
 				tok, err := tr.AcquireEpoch(ctx, role)
 				require.NoError(t, err)
 				l0 := lease(t, "n0", tok)
-				require.NoError(t, tr.WriteLease(ctx, role, tok, l0))
+				require.NoError(t, leaseErr(tr.WriteLease(ctx, role, tok, l0)))
 
 				f := kfake.Fault{Keys: []kmsg.Key{at}, Err: code, Count: 1}
 				if at == kmsg.Produce {
@@ -62,20 +62,20 @@ func TestRealBrokersFenceAnswersEndTheHolding(t *testing.T) {
 					f.TxnID = e.c.Config.TransactionalID(string(role))
 				}
 				h := e.c.Fake.Fault(f)
-				err = tr.WriteLease(ctx, role, tok, lease(t, "n1", tok))
+				err = leaseErr(tr.WriteLease(ctx, role, tok, lease(t, "n1", tok)))
 				h.Remove()
 				require.Error(t, err)
 				assert.True(t, fencing.IsFenced(err), "%v must end the holding: got %v", code, err)
 				assert.ErrorIs(t, err, sarama.KError(code.Code), "the cause names the broker's code")
 				assert.Equal(t, 1, h.Hits(), "answered once, not retried")
 
-				err = tr.WriteLease(ctx, role, tok, lease(t, "n2", tok))
+				err = leaseErr(tr.WriteLease(ctx, role, tok, lease(t, "n2", tok)))
 				assert.ErrorIs(t, err, fencing.ErrNotHeld, "the token is forgotten")
 
 				tok2, err := tr.AcquireEpoch(ctx, role)
 				require.NoError(t, err)
 				l3 := lease(t, "n3", tok2)
-				require.NoError(t, tr.WriteLease(ctx, role, tok2, l3))
+				require.NoError(t, leaseErr(tr.WriteLease(ctx, role, tok2, l3)))
 				recs, err := tr.ReadRoleRecords(ctx, role)
 				require.NoError(t, err)
 				assert.Equal(t, []codec.Lease{l0, l3}, leases(recs), "nothing of the refused write shows")
@@ -148,7 +148,7 @@ func TestTakeoverMidTransactionRetriesConcurrentTransactions(t *testing.T) {
 		assert.True(t, tokB.Newer(tokA), "%s after %s", tokB, tokA)
 
 		lb := lease(t, "node-b", tokB)
-		require.NoError(t, b.WriteLease(ctx, role, tokB, lb))
+		require.NoError(t, leaseErr(b.WriteLease(ctx, role, tokB, lb)))
 		recs, err := b.ReadRoleRecords(ctx, role)
 		require.NoError(t, err)
 		assert.Equal(t, []codec.Lease{lb}, leases(recs), "nothing of the fenced holder shows")

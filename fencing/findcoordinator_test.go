@@ -41,8 +41,8 @@ func TestFindCoordinatorAheadOfTheChallenge(t *testing.T) {
 
 	tok, err := tr.AcquireEpoch(ctx, role)
 	require.NoError(t, err)
-	require.NoError(t, tr.WriteLease(ctx, role, tok, codec.Lease{Member: "m", Token: tok,
-		GrantedAt: time.Now().UnixMilli(), Deadline: time.Now().Add(time.Minute).UnixMilli()}))
+	require.NoError(t, leaseErr(tr.WriteLease(ctx, role, tok, codec.Lease{Member: "m", Token: tok,
+		GrantedAt: time.Now().UnixMilli(), Deadline: time.Now().Add(time.Minute).UnixMilli()})))
 	assert.Equal(t, int32(1), finds.Load(), "the challenge used the coordinator found before")
 
 	// Without it, the challenge looks the coordinator up itself.

@@ -26,7 +26,7 @@ func TestEveryPathRetriesEveryLeaderMovedCode(t *testing.T) {
 	role := codec.Role("moved")
 	tok, err := tr.AcquireEpoch(ctx, role)
 	require.NoError(t, err)
-	require.NoError(t, tr.WriteLease(ctx, role, tok, lease(t, "n0", tok)))
+	require.NoError(t, leaseErr(tr.WriteLease(ctx, role, tok, lease(t, "n0", tok))))
 	topic, p := c.Config.Topic, codec.Partition(role, partitions)
 
 	paths := []struct {
@@ -34,7 +34,7 @@ func TestEveryPathRetriesEveryLeaderMovedCode(t *testing.T) {
 		key  kmsg.Key
 		call func() error
 	}{
-		{"transactional produce", kmsg.Produce, func() error { return tr.WriteLease(ctx, role, tok, lease(t, "n1", tok)) }},
+		{"transactional produce", kmsg.Produce, func() error { return leaseErr(tr.WriteLease(ctx, role, tok, lease(t, "n1", tok))) }},
 		{"plain produce", kmsg.Produce, func() error { _, err := tr.Register(ctx, role, "member"); return err }},
 		{"fetch", kmsg.Fetch, func() error { _, err := tr.ReadRoleRecords(ctx, role); return err }},
 		{"list offsets", kmsg.ListOffsets, func() error { _, err := tr.LogStart(ctx, topic, p); return err }},

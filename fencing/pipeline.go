@@ -31,20 +31,33 @@ type behindProduce struct {
 	seq    int32
 	after  int32
 	answer <-chan produceAnswer
+	off    *int64 // where the record's offset goes; nil: not wanted
 }
 
 // produceLast appends one record to topic/partition as the transaction's
-// last write (its offset is not returned). When the transport pipelines,
-// the sequence number is known, and the partition's leader is the
-// transaction's coordinator (the same connection), the produce is only
-// written: Transact's commit then goes right behind it (commitBehind).
-// Otherwise it is Produce.
-func (tx *Txn) produceLast(topic string, partition int32, key, value []byte) error {
+// last write. When the transport pipelines, the sequence number is known,
+// and the partition's leader is the transaction's coordinator (the same
+// connection), the produce is only written: Transact's commit then goes
+// right behind it (commitBehind). Otherwise it is Produce.
+//
+// off, when not nil, receives the record's offset once the produce's
+// answer has come: before produceLast returns, or at the commit when the
+// commit went behind it. When Transact then returns nil, *off is the
+// offset of the record, which the transaction committed. A broker that
+// acknowledges the record without its offset (DUPLICATE_SEQUENCE_NUMBER;
+// Apache Kafka and kfake answer a duplicate with its first offset) fails
+// the transaction instead: it is aborted (ErrProducer), or, when the
+// commit went behind the produce, the record committed at an offset
+// nobody knows, and Transact returns ErrUnknownOutcome, the token retired.
+func (tx *Txn) produceLast(topic string, partition int32, key, value []byte, off *int64) error {
 	if tx.err != nil {
 		return tx.err
 	}
 	if !tx.t.pipeline {
-		_, err := tx.Produce(topic, partition, key, value)
+		o, err := tx.Produce(topic, partition, key, value)
+		if err == nil {
+			err = tx.gotOffset(off, o)
+		}
 		return err
 	}
 	tp := topicPartition{topic, partition}
@@ -56,8 +69,7 @@ func (tx *Txn) produceLast(topic string, partition int32, key, value []byte) err
 	b := tx.t.sameBroker(tx.ctx, tx.h.txnID, tp)
 	cands := tx.h.next[tp]
 	if b == nil || len(cands) > 1 {
-		_, err := tx.produceRecords(tp, recs)
-		return tx.doom(err)
+		return tx.doom(tx.producePlain(tp, recs, off))
 	}
 	seq := int32(0)
 	if len(cands) == 1 {
@@ -76,15 +88,52 @@ func (tx *Txn) produceLast(topic string, partition int32, key, value []byte) err
 	case err != nil && !noAnswer(err):
 		// Nothing was written: the plain path finds the leader again
 		// (or returns ctx's error).
-		_, err := tx.produceRecords(tp, recs)
-		return tx.doom(err)
+		return tx.doom(tx.producePlain(tp, recs, off))
 	case err != nil:
 		h.next[tp] = []int32{seq, incrementSequence(seq, len(recs))}
 		tx.err = tx.fail("Produce", 0, err)
 		return tx.err
 	}
-	tx.behind = &behindProduce{tp: tp, b: b, recs: recs, seq: seq, after: incrementSequence(seq, len(recs)), answer: answer}
+	tx.behind = &behindProduce{tp: tp, b: b, recs: recs, seq: seq, after: incrementSequence(seq, len(recs)), answer: answer, off: off}
 	return nil
+}
+
+// producePlain is produceRecords, with the offset (when it appended)
+// given to off as gotOffset does.
+func (tx *Txn) producePlain(tp topicPartition, recs []*sarama.Record, off *int64) error {
+	o, err := tx.produceRecords(tp, recs)
+	if err != nil {
+		return err
+	}
+	return tx.gotOffset(off, o)
+}
+
+// gotOffset stores the offset o of an appended record in *off (when off
+// is not nil), and dooms the transaction when the broker gave none (-1:
+// a duplicate answered without it), before its commit is sent.
+func (tx *Txn) gotOffset(off *int64, o int64) error {
+	if off == nil {
+		return nil
+	}
+	*off = o
+	if o < 0 {
+		tx.err = &Error{Kind: ErrProducer, Role: tx.role, Err: fmt.Errorf("the broker acknowledged the record under token %s without its offset", tx.h.token)}
+		return tx.err
+	}
+	return nil
+}
+
+// offsetOf returns the offset the answer a gives p's record, -1 when it
+// gives none.
+func (p *behindProduce) offsetOf(a produceAnswer) int64 {
+	if a.res == nil {
+		return -1
+	}
+	blk := a.res.GetBlock(p.tp.topic, p.tp.partition)
+	if blk == nil || blk.Err != sarama.ErrNoError {
+		return -1
+	}
+	return blk.Offset
 }
 
 // doom makes err, when not nil, the transaction's error, as Produce does.
@@ -164,12 +213,11 @@ func (tx *Txn) settle(p *behindProduce, a produceAnswer) error {
 		return tx.err
 	case kerr == sarama.ErrNoError:
 		tx.h.next[p.tp] = []int32{p.after}
-		return nil
+		return tx.gotOffset(p.off, p.offsetOf(a))
 	case leaderMoved(kerr):
 		tx.t.refreshMetadata(tx.ctx, p.tp.topic)
 		tx.h.next[p.tp] = []int32{p.seq}
-		_, err := tx.produceRecords(p.tp, p.recs)
-		return tx.doom(err)
+		return tx.doom(tx.producePlain(p.tp, p.recs, p.off))
 	case kerr == sarama.ErrOutOfOrderSequenceNumber:
 		// The one candidate refused: the sequence state is lost, and only
 		// a new epoch restarts it (as in produceRecords).
@@ -256,7 +304,14 @@ func (tx *Txn) commitBehind(ctx context.Context, p *behindProduce) error {
 	switch {
 	case perr == nil && pk == sarama.ErrNoError:
 		h.next[p.tp] = []int32{p.after}
-		return nil
+		if p.off == nil {
+			return nil
+		}
+		if *p.off = p.offsetOf(a); *p.off >= 0 {
+			return nil
+		}
+		t.retire(tx.role, h)
+		return &Error{Kind: ErrUnknownOutcome, Role: tx.role, Err: fmt.Errorf("the produce under token %s committed, but the broker acknowledged it without its offset; the token is retired", h.token)}
 	case perr == nil && fenceCode(pk):
 		h.next[p.tp] = []int32{p.seq}
 		return tx.fail("Produce", pk, nil)
@@ -281,7 +336,7 @@ func (tx *Txn) rewrite(ctx context.Context, p *behindProduce, cause error) error
 	tx.added, tx.started, tx.err = map[topicPartition]bool{}, false, nil
 	err := tx.addPartitions([]topicPartition{p.tp})
 	if err == nil {
-		_, err = tx.produceRecords(p.tp, p.recs)
+		err = tx.producePlain(p.tp, p.recs, p.off)
 	}
 	if err == nil {
 		if err = tx.end(ctx, true); err == nil {

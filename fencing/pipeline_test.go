@@ -98,10 +98,38 @@ func newPipeEnv(t *testing.T, ctx context.Context, nodes int, mode string) *pipe
 	tok, err := e.tr.AcquireEpoch(ctx, e.role)
 	require.NoError(t, err)
 	e.tok, e.l0 = tok, lease(t, "n0", tok)
-	require.NoError(t, e.tr.WriteLease(ctx, e.role, tok, e.l0))
+	require.NoError(t, leaseErr(e.tr.WriteLease(ctx, e.role, tok, e.l0)))
 	e.rec = fn.Record(e.id)
 	t.Cleanup(e.rec.Stop)
 	return e
+}
+
+// written is what a WriteLease returned.
+type written struct {
+	off int64
+	err error
+}
+
+// writeLease runs WriteLease in the background; its result comes on the
+// channel.
+func (e *pipeEnv) writeLease(ctx context.Context, tok codec.Token, l codec.Lease) <-chan written {
+	done := make(chan written, 1)
+	go func() {
+		off, err := e.tr.WriteLease(ctx, e.role, tok, l)
+		done <- written{off, err}
+	}()
+	return done
+}
+
+// offsetOf returns the offset of the record of recs that holds lease l,
+// -1 when none does.
+func offsetOf(recs []fencing.RoleRecord, l codec.Lease) int64 {
+	for _, r := range recs {
+		if r.Record.Lease != nil && *r.Record.Lease == l {
+			return r.Offset
+		}
+	}
+	return -1
 }
 
 func (e *pipeEnv) hold(key kmsg.Key) *faultnet.Held {
@@ -117,13 +145,13 @@ func TestPipelinedCommitGoesBehindTheProduce(t *testing.T) {
 	e := newPipeEnv(t, ctx, 1, fencing.PipelineOn)
 	produce, commit := e.hold(kmsg.Produce), e.hold(kmsg.EndTxn)
 	l1 := lease(t, "n1", e.tok)
-	done := make(chan error, 1)
-	go func() { done <- e.tr.WriteLease(ctx, e.role, e.tok, l1) }()
+	done := e.writeLease(ctx, e.tok, l1)
 	require.NoError(t, produce.Wait(ctx, 1))
 	require.NoError(t, commit.Wait(ctx, 1), "the commit is sent while the produce is unanswered")
 	produce.Release()
 	commit.Release()
-	require.NoError(t, <-done)
+	w := <-done
+	require.NoError(t, w.err)
 
 	var names []string
 	for _, r := range e.rec.Take() {
@@ -133,6 +161,7 @@ func TestPipelinedCommitGoesBehindTheProduce(t *testing.T) {
 	recs, err := e.tr.ReadRoleRecords(ctx, e.role)
 	require.NoError(t, err)
 	assert.Equal(t, []codec.Lease{e.l0, l1}, leases(recs))
+	assert.Equal(t, offsetOf(recs, l1), w.off, "the offset from the produce's answer, read behind the commit")
 }
 
 // Where the commit cannot go behind the produce (pipelining off, or the
@@ -148,12 +177,16 @@ func TestCommitWaitsForTheProduceWhereItCannotBePipelined(t *testing.T) {
 			ctx := (&env{t: t}).ctx()
 			e := newPipeEnv(t, ctx, tc.nodes, tc.mode)
 			produce := e.hold(kmsg.Produce)
-			done := make(chan error, 1)
-			go func() { done <- e.tr.WriteLease(ctx, e.role, e.tok, lease(t, "n1", e.tok)) }()
+			l1 := lease(t, "n1", e.tok)
+			done := e.writeLease(ctx, e.tok, l1)
 			require.NoError(t, produce.Wait(ctx, 1))
 			released := time.Now()
 			produce.Release()
-			require.NoError(t, <-done)
+			w := <-done
+			require.NoError(t, w.err)
+			recs, err := e.tr.ReadRoleRecords(ctx, e.role)
+			require.NoError(t, err)
+			assert.Equal(t, offsetOf(recs, l1), w.off)
 			var ends int
 			for _, r := range e.rec.Take() {
 				if r.APIKey == int16(kmsg.EndTxn) {
@@ -181,12 +214,12 @@ func TestPipelinedProduceOneAtATimePerBroker(t *testing.T) {
 	require.NoError(t, err)
 	produce := e.hold(kmsg.Produce)
 	l1 := lease(t, "n1", e.tok)
-	done := make(chan error, 1)
-	go func() { done <- e.tr.WriteLease(ctx, e.role, e.tok, l1) }()
+	done := e.writeLease(ctx, e.tok, l1)
 	require.NoError(t, produce.Wait(ctx, 1))
 	released := time.Now()
 	produce.Release()
-	require.NoError(t, <-done)
+	w1 := <-done
+	require.NoError(t, w1.err)
 	for _, r := range e.rec.Take() {
 		if r.APIKey == int16(kmsg.EndTxn) {
 			assert.True(t, r.At.After(released), "with the gate taken, the EndTxn was sent only after the produce's release")
@@ -196,15 +229,18 @@ func TestPipelinedProduceOneAtATimePerBroker(t *testing.T) {
 	free()
 	produce, commit := e.hold(kmsg.Produce), e.hold(kmsg.EndTxn)
 	l2 := lease(t, "n2", e.tok)
-	go func() { done <- e.tr.WriteLease(ctx, e.role, e.tok, l2) }()
+	done = e.writeLease(ctx, e.tok, l2)
 	require.NoError(t, produce.Wait(ctx, 1))
 	require.NoError(t, commit.Wait(ctx, 1), "the gate free, the commit goes behind the produce")
 	produce.Release()
 	commit.Release()
-	require.NoError(t, <-done)
+	w2 := <-done
+	require.NoError(t, w2.err)
 	recs, err := e.tr.ReadRoleRecords(ctx, e.role)
 	require.NoError(t, err)
 	assert.Equal(t, []codec.Lease{e.l0, l1, l2}, leases(recs))
+	assert.Equal(t, offsetOf(recs, l1), w1.off)
+	assert.Equal(t, offsetOf(recs, l2), w2.off)
 }
 
 // A pipelined commit that gets no answer (its connection breaks) may have
@@ -222,7 +258,7 @@ func TestPipelinedCommitWithoutAnswerRetiresTheToken(t *testing.T) {
 	produce := e.hold(kmsg.Produce)
 	drop := e.fn.Drop(faultnet.Rule{APIKey: int16(kmsg.EndTxn), Node: faultnet.AnyNode, ClientID: e.id, Count: 1})
 	done := make(chan error, 1)
-	go func() { done <- e.tr.WriteLease(ctx, e.role, e.tok, lease(t, "n1", e.tok)) }()
+	go func() { done <- leaseErr(e.tr.WriteLease(ctx, e.role, e.tok, lease(t, "n1", e.tok))) }()
 	require.NoError(t, produce.Wait(ctx, 1))
 	for drop.Count() == 0 && ctx.Err() == nil {
 		time.Sleep(time.Millisecond)
@@ -245,7 +281,7 @@ func TestPipelinedCommitWithoutAnswerRetiresTheToken(t *testing.T) {
 	tok2, err := e.tr.AcquireEpoch(ctx, e.role)
 	require.NoError(t, err)
 	l2 := lease(t, "n2", tok2)
-	require.NoError(t, e.tr.WriteLease(ctx, e.role, tok2, l2))
+	require.NoError(t, leaseErr(e.tr.WriteLease(ctx, e.role, tok2, l2)))
 	recs, err := e.tr.ReadRoleRecords(ctx, e.role)
 	require.NoError(t, err)
 	assert.Equal(t, []codec.Lease{e.l0, l2}, leases(recs))
@@ -265,12 +301,12 @@ func TestPipelinedCommitRewritesAnUnsettledProduce(t *testing.T) {
 			h := e.c.Fake.Fault(kfakeFault(e.c.Config.Topic, code, 1))
 			l1, l2 := lease(t, "n1", e.tok), lease(t, "n2", e.tok)
 			produce, commit := e.hold(kmsg.Produce), e.hold(kmsg.EndTxn)
-			done := make(chan error, 1)
-			go func() { done <- e.tr.WriteLease(ctx, e.role, e.tok, l1) }()
+			done := e.writeLease(ctx, e.tok, l1)
 			require.NoError(t, commit.Wait(ctx, 1), "the commit goes behind the produce")
 			produce.Release()
 			commit.Release()
-			require.NoError(t, <-done)
+			w := <-done
+			require.NoError(t, w.err)
 			assert.Equal(t, 1, h.Hits())
 			var names []string
 			for _, r := range e.rec.Take() {
@@ -278,10 +314,11 @@ func TestPipelinedCommitRewritesAnUnsettledProduce(t *testing.T) {
 			}
 			assert.Equal(t, []string{"AddPartitionsToTxn", "Produce", "EndTxn", "AddPartitionsToTxn", "Produce", "EndTxn"}, names,
 				"the commit behind the unsettled produce, then the rewrite")
-			require.NoError(t, e.tr.WriteLease(ctx, e.role, e.tok, l2), "the sequence goes on")
+			require.NoError(t, leaseErr(e.tr.WriteLease(ctx, e.role, e.tok, l2)), "the sequence goes on")
 			recs, err := e.tr.ReadRoleRecords(ctx, e.role)
 			require.NoError(t, err)
 			assert.Equal(t, []codec.Lease{e.l0, l1, l2}, leases(recs))
+			assert.Equal(t, offsetOf(recs, l1), w.off, "the offset of the record that shows, from the rewrite's answer")
 		})
 	}
 }
@@ -295,11 +332,11 @@ func TestPipelinedCommitUnderAFencedToken(t *testing.T) {
 	other := pipedTransport(t, e.c, "other", fencing.PipelineOn)
 	tok2, err := other.AcquireEpoch(ctx, e.role)
 	require.NoError(t, err)
-	err = e.tr.WriteLease(ctx, e.role, e.tok, lease(t, "n1", e.tok))
+	err = leaseErr(e.tr.WriteLease(ctx, e.role, e.tok, lease(t, "n1", e.tok)))
 	require.Error(t, err)
 	assert.True(t, fencing.IsFenced(err), "fenced: %v", err)
 	l2 := lease(t, "n2", tok2)
-	require.NoError(t, other.WriteLease(ctx, e.role, tok2, l2))
+	require.NoError(t, leaseErr(other.WriteLease(ctx, e.role, tok2, l2)))
 	recs, err := other.ReadRoleRecords(ctx, e.role)
 	require.NoError(t, err)
 	assert.Equal(t, []codec.Lease{e.l0, l2}, leases(recs))

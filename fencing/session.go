@@ -73,7 +73,7 @@ func (t *BrokerTransport) Heartbeat(ctx context.Context, hb codec.Heartbeat) err
 		if err != nil {
 			return &Error{Kind: ErrClient, Role: key, Err: err}
 		}
-		return tx.produceLast(t.cfg.Topic, codec.SessionPartition(hb.Member, n), codec.SessionKey(hb.Member).Encode(), val)
+		return tx.produceLast(t.cfg.Topic, codec.SessionPartition(hb.Member, n), codec.SessionKey(hb.Member).Encode(), val, nil)
 	})
 }
 

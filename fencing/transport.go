@@ -84,17 +84,22 @@ type Transport interface {
 	Deregister(ctx context.Context, role codec.Role, member codec.MemberID) error
 
 	// WriteLease writes lease for role in one transaction under token: add
-	// the partition, produce, commit.
+	// the partition, produce, commit. It returns the offset of the lease
+	// record in the role's partition, which the transaction committed
+	// (>= 0); -1 with every error. The offset of a new holder's first
+	// lease is its holding's fencing number (see package processor, "The
+	// fencing number").
 	//
 	// Errors: [ErrFenced] when the broker rejects token because a later
 	// member has taken role; [ErrNotHeld] when this transport never minted
 	// token for role (or has since minted a newer one, or retired it);
 	// [ErrUnknownOutcome] when a request of the write got no definite
-	// answer: the token is retired and the holding is over, as for
-	// ErrFenced; [ErrProducer] for every other failure of the write.
-	// Except for ErrUnknownOutcome after a commit without an answer, an
-	// error means that the lease never becomes visible.
-	WriteLease(ctx context.Context, role codec.Role, token codec.Token, lease codec.Lease) error
+	// answer, or the lease committed but the broker's answer to its
+	// produce gave no offset: the token is retired and the holding is
+	// over, as for ErrFenced; [ErrProducer] for every other failure of the
+	// write. Except for ErrUnknownOutcome, an error means that the lease
+	// never becomes visible.
+	WriteLease(ctx context.Context, role codec.Role, token codec.Token, lease codec.Lease) (int64, error)
 
 	// Describe asks the transaction coordinator which token holds role now,
 	// by DescribeTransactions. It returns ok=false when no member has ever

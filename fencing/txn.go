@@ -107,25 +107,34 @@ func (t *BrokerTransport) isRetired(h *holder) bool {
 
 // WriteLease implements [Transport]: one transaction under token that adds
 // the role's partition, produces the lease (key codec.LeaseKey(role)) and
-// commits. A token that is not the newest this transport minted for role
-// gets ErrNotHeld before any request is sent. A broker's PRODUCER_FENCED or
-// INVALID_PRODUCER_EPOCH anywhere in the transaction returns [Fenced] and
-// the transport forgets the token.
-func (t *BrokerTransport) WriteLease(ctx context.Context, role codec.Role, token codec.Token, lease codec.Lease) (err error) {
+// commits, and returns the lease record's offset, from the Produce's
+// answer (when the commit is pipelined behind the produce, the answer that
+// comes before the commit's). A token that is not the newest this
+// transport minted for role gets ErrNotHeld before any request is sent. A
+// broker's PRODUCER_FENCED or INVALID_PRODUCER_EPOCH anywhere in the
+// transaction returns [Fenced] and the transport forgets the token. A
+// broker that acknowledges the lease without its offset fails the write
+// (see [Transport].WriteLease).
+func (t *BrokerTransport) WriteLease(ctx context.Context, role codec.Role, token codec.Token, lease codec.Lease) (off int64, err error) {
 	defer func() {
 		err = needs{txnOp: "WRITE", txnID: t.cfg.TransactionalID(string(role)), topicOp: "WRITE", topic: t.cfg.Topic}.authz(err)
+		if err != nil {
+			off = -1
+		}
 	}()
 	val, err := codec.EncodeRecord(codec.Record{Lease: &lease})
 	if err != nil {
-		return &Error{Kind: ErrProducer, Role: role, Err: err}
+		return -1, &Error{Kind: ErrProducer, Role: role, Err: err}
 	}
-	return t.Transact(ctx, role, token, func(tx *Txn) error {
+	off = -1
+	err = t.Transact(ctx, role, token, func(tx *Txn) error {
 		p, err := t.partitionOf(ctx, role)
 		if err != nil {
 			return err
 		}
-		return tx.produceLast(t.cfg.Topic, p, codec.LeaseKey(role).Encode(), val)
+		return tx.produceLast(t.cfg.Topic, p, codec.LeaseKey(role).Encode(), val, &off)
 	})
+	return off, err
 }
 
 // Txn is one transaction under a role's token, handed to the function

@@ -37,7 +37,7 @@ func TestWriterDeposedHolderIsRefused(t *testing.T) {
 		wA := a.Writer(role, tokA)
 		assert.Equal(t, role, wA.Role())
 		assert.Equal(t, tokA, wA.Token())
-		require.NoError(t, a.WriteLease(ctx, role, tokA, lease(t, "node-a", tokA)), "lease and data writes share the token")
+		require.NoError(t, leaseErr(a.WriteLease(ctx, role, tokA, lease(t, "node-a", tokA))), "lease and data writes share the token")
 		require.NoError(t, wA.Write(ctx, msg("a1")))
 
 		tokB, err := b.AcquireEpoch(ctx, role)

@@ -24,6 +24,14 @@ type Held struct {
 	// fenced; a write under it fails once a later member has taken the
 	// role.
 	Token codec.Token
+	// Fence is the holding's fencing number: the offset of the lease
+	// record the member's challenge wrote (see "The fencing number" in
+	// the package documentation). It is strictly greater than the number
+	// of every earlier holding of the role, and the same for the whole
+	// holding: every later lease of the holding carries it
+	// (codec.Lease.Fence). Pass it, with the token, to a target outside
+	// Kafka that is to refuse writes of earlier holdings.
+	Fence int64
 	// Lease is the lease written when this member was elected. The
 	// member session's heartbeats renew the holding without writing it
 	// again; a lease rewrite (Member.RenewNow, every

@@ -533,6 +533,45 @@
 // anything that checks tokens, learns of a new one only through a new
 // Elected event and a new call of Work.
 //
+// # The fencing number
+//
+// Each holding also has one integer, [Held].Fence, strictly greater than
+// the number of every earlier holding of the role, whatever any member's
+// view or clock says, across producer-id changes, restarts and
+// compaction: the offset of the holding's first lease record (its
+// challenge's lease write) in the role's partition, as the Produce's
+// answer gives it (fencing.Transport.WriteLease). A target outside Kafka
+// that stores the highest number it has seen and refuses smaller ones
+// refuses every earlier holding, where tokens compare only within one
+// producer id.
+//
+// Why it grows: the new holder produces that record only after its
+// InitProducerId on the role's transactional id raised the epoch. A lease
+// record of an earlier holding is then either committed before it (so at a
+// lower offset: offsets only grow in a partition), or in a transaction
+// that InitProducerId aborted, or refused (AddPartitionsToTxn or Produce
+// under the old epoch is fenced; under the producer id of an expired
+// transactional id, INVALID_PRODUCER_ID_MAPPING), so it never becomes
+// visible. So every earlier holding's first lease lies at a lower offset.
+// Compaction keeps offsets. The number is at least 1 in practice, since
+// the holder's registration precedes its lease in the same partition;
+// nothing relies on that.
+//
+// The first lease cannot carry its own offset; every later lease of the
+// holding (rewrites, the release) carries the number (codec.Lease.Fence),
+// so readers (rolestate.State.Fence) report the same number after
+// compaction removed the first record. A release written under a new
+// epoch (see above) is a holding of its own, numbered by its offset. Taking
+// one's own lease back is a new challenge, with a new number.
+//
+// What breaks it: recreating the role topic (offsets start again at 0),
+// and changing its partition count (codec.Partition moves the role to
+// another partition, whose offsets are unrelated). `krole check` reports
+// a role whose records lie in a partition other than the one it maps to
+// now. A recreated topic cannot be told from Kafka: a target's table of
+// highest numbers then refuses every new holding (it fails closed) until
+// the operator resets the role's entry.
+//
 // # Many roles
 //
 // A member running many roles (one per partition, tenant or shard) slows

@@ -117,6 +117,9 @@ type Event struct {
 	At time.Time
 	// Token is this member's token (Elected, Revoked).
 	Token codec.Token
+	// Fence is the holding's fencing number, [Held].Fence (Elected,
+	// Revoked).
+	Fence int64
 	// Reason is why the role was revoked (Revoked).
 	Reason Reason
 	// Err is the cause of a revocation when there is one: the fenced
@@ -128,13 +131,13 @@ type Event struct {
 }
 
 // String returns a one-line description for logs, such as
-// "orders node-1: elected with token 7/3" or "orders: vacant".
+// "orders node-1: elected with token 7/3, fence 12" or "orders: vacant".
 func (e Event) String() string {
 	switch e.Kind {
 	case Elected:
-		return fmt.Sprintf("%s %s: elected with token %s", e.Role, e.Member, e.Token)
+		return fmt.Sprintf("%s %s: elected with token %s, fence %d", e.Role, e.Member, e.Token, e.Fence)
 	case Revoked:
-		return fmt.Sprintf("%s %s: revoked (%s), token %s", e.Role, e.Member, e.Reason, e.Token)
+		return fmt.Sprintf("%s %s: revoked (%s), token %s, fence %d", e.Role, e.Member, e.Reason, e.Token, e.Fence)
 	case HolderChanged:
 		if e.Holder == nil {
 			return fmt.Sprintf("%s: vacant", e.Role)

@@ -34,7 +34,7 @@ func TestNoChallengeFromAFailedConfirmation(t *testing.T) {
 
 	h.confirmErr = nil
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, h.clk.Now())).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, h.clk.Now())).Return(fenceOf(tok1), nil).Once()
 	assert.Equal(t, DoChallenge, h.step().Kind)
 	assert.Equal(t, []string{"elected 42/1"}, h.transitions())
 }
@@ -119,7 +119,7 @@ func TestLostRaceWaitsFromTheRefusal(t *testing.T) {
 	h.see(state(role, leaseOf("x", tok1, t0.Add(-10*sec), 10*sec), 4, "x", 1, "a", 2))
 	h.r.l = seenAt(h.r.l, 4, t0.Add(-10*sec))
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok2, mock.Anything).Return(errFenced).Once().
+	h.tr.On("WriteLease", mock.Anything, role, tok2, mock.Anything).Return(int64(-1), errFenced).Once().
 		Run(func(mock.Arguments) { h.clk.Advance(3 * sec) })
 	w := h.settle()
 	assert.Empty(t, h.transitions())
@@ -151,7 +151,7 @@ func TestHeldBackPartitionNoChallengeOnFrozenTime(t *testing.T) {
 	}
 	h.open = -1
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, t0.Add(20*sec+250*time.Millisecond))).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, t0.Add(20*sec+250*time.Millisecond))).Return(fenceOf(tok2), nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("x")).Return(nil).Once()
 	assert.Equal(t, DoChallenge, h.step().Kind)
 	assert.Equal(t, []string{"elected 42/2"}, h.transitions())
@@ -165,7 +165,7 @@ func TestLostChallengeWaitsForANewerLease(t *testing.T) {
 	h.see(state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "a", 2))
 	h.r.l = seenAt(h.r.l, 4, t0.Add(-10*sec))
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(codec.Token{ProducerID: 42, Epoch: 3}, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, mock.Anything, mock.Anything).Return(errFenced).Once()
+	h.tr.On("WriteLease", mock.Anything, role, mock.Anything, mock.Anything).Return(int64(-1), errFenced).Once()
 	a := h.settle()
 	assert.Equal(t, t0.Add(10*sec), a.Until)
 	assert.Contains(t, a.Reason, "waiting for a lease newer than offset 4")
@@ -190,7 +190,7 @@ func TestRunWorkThatAlwaysFailsBacksOffCampaigning(t *testing.T) {
 	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil)
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).
 		Run(func(mock.Arguments) { elected = append(elected, h.clk.Now().Sub(t0)) })
-	h.tr.On("WriteLease", mock.Anything, role, mock.Anything, mock.Anything).Return(nil)
+	h.tr.On("WriteLease", mock.Anything, role, mock.Anything, mock.Anything).Return(fenceOf(tok1), nil)
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil)
 	d := startRun(t, h, work)
 
@@ -233,7 +233,7 @@ func TestRunWorkContextDerivesFromRuns(t *testing.T) {
 	h := newHarness(t, "a", Settings{})
 	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(fenceOf(tok1), nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	got := make(chan any, 1)
 	ended := make(chan error, 1)
@@ -280,7 +280,7 @@ func TestThawedPartitionKeepsTheStagger(t *testing.T) {
 	assert.Empty(t, h.transitions())
 	thawed := h.clk.Now()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, thawed.Add(sec))).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, thawed.Add(sec))).Return(fenceOf(tok2), nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("x")).Return(nil).Once()
 	h.clk.Set(a.Until)
@@ -376,7 +376,7 @@ func TestVacancyDoesNotDeferToADeadCandidateAhead(t *testing.T) {
 // prunes of x and a.
 func expectTakeover(h *harness, at time.Time) {
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, at)).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, at)).Return(fenceOf(tok2), nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("x")).Return(nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 }

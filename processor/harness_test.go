@@ -299,6 +299,26 @@ func leaseAt(member codec.MemberID, tok codec.Token, at time.Time) codec.Lease {
 	return codec.Lease{Member: member, Token: tok, GrantedAt: at.UnixMilli(), Deadline: at.Add(DefaultLeaseDuration).UnixMilli(), Session: &s}
 }
 
+// fenceOf is the offset the mock's challenge lease write under tok
+// returns: the number of the holding under tok.
+func fenceOf(tok codec.Token) int64 { return 100 + int64(tok.Epoch) }
+
+// rewriteAt is the lease a holder under tok writes again at at: leaseAt,
+// carrying the holding's number.
+func rewriteAt(member codec.MemberID, tok codec.Token, at time.Time) codec.Lease {
+	l := leaseAt(member, tok, at)
+	l.Fence = fenceOf(tok)
+	return l
+}
+
+// releaseOf is the release of member's holding under tok, carrying the
+// holding's number.
+func releaseOf(member codec.MemberID, tok codec.Token) codec.Lease {
+	l := codec.ReleaseLease(member, tok)
+	l.Fence = fenceOf(tok)
+	return l
+}
+
 // testLogger logs through t at debug level, so every transition and
 // decision of a failing test shows.
 func testLogger(t *testing.T) *slog.Logger {

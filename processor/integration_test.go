@@ -89,7 +89,7 @@ type write struct {
 	Token      codec.Token
 	Lease      codec.Lease
 	Start, End time.Time
-	Offset     int64 // registrations only: the registration's offset
+	Offset     int64 // the registration's offset, or the lease record's
 }
 
 // acquire is a token the coordinator minted: AcquireEpoch was called at
@@ -290,16 +290,16 @@ func (t *recTransport) AcquireEpoch(ctx context.Context, role codec.Role) (codec
 	return tok, err
 }
 
-func (t *recTransport) WriteLease(ctx context.Context, role codec.Role, tok codec.Token, l codec.Lease) error {
+func (t *recTransport) WriteLease(ctx context.Context, role codec.Role, tok codec.Token, l codec.Lease) (int64, error) {
 	start := time.Now()
-	err := t.BrokerTransport.WriteLease(ctx, role, tok, l)
+	off, err := t.BrokerTransport.WriteLease(ctx, role, tok, l)
 	if err == nil {
 		end := time.Now()
 		t.rec.mu.Lock()
-		t.rec.writes = append(t.rec.writes, write{Role: role, Member: t.member, Token: tok, Lease: l, Start: start, End: end})
+		t.rec.writes = append(t.rec.writes, write{Role: role, Member: t.member, Token: tok, Lease: l, Start: start, End: end, Offset: off})
 		t.rec.mu.Unlock()
 	}
-	return err
+	return off, err
 }
 
 func (t *recTransport) Heartbeat(ctx context.Context, hb codec.Heartbeat) error {

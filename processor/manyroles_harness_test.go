@@ -271,10 +271,10 @@ type holdTransport struct {
 	toks map[codec.Role]codec.Token
 }
 
-func (t *holdTransport) WriteLease(ctx context.Context, role codec.Role, tok codec.Token, l codec.Lease) error {
-	err := t.BrokerTransport.WriteLease(ctx, role, tok, l)
+func (t *holdTransport) WriteLease(ctx context.Context, role codec.Role, tok codec.Token, l codec.Lease) (int64, error) {
+	off, err := t.BrokerTransport.WriteLease(ctx, role, tok, l)
 	if err != nil || l.Released() {
-		return err
+		return off, err
 	}
 	t.mu.Lock()
 	renewal := t.toks[role] == tok
@@ -286,7 +286,7 @@ func (t *holdTransport) WriteLease(ctx context.Context, role codec.Role, tok cod
 		began := time.UnixMilli(l.GrantedAt)
 		t.h.renewed(role, began, time.Since(began))
 	}
-	return err
+	return off, err
 }
 
 func startHoldMember(t *testing.T, cfg fencing.Config, id codec.MemberID, roles []codec.Role, s processor.Settings, h *holdStats, reg prometheus.Registerer) *holdMember {

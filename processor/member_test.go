@@ -27,7 +27,7 @@ func elect(t *testing.T, h *harness, tok codec.Token, off int64) {
 	t.Helper()
 	h.tr.On("Register", mock.Anything, role, h.me).Return(off, nil).Once()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok, leaseAt(h.me, tok, h.clk.Now())).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok, leaseAt(h.me, tok, h.clk.Now())).Return(fenceOf(tok), nil).Once()
 	h.settle()
 	require.NotNil(t, h.r.hold, "elected")
 }
@@ -37,7 +37,7 @@ func TestFirstElection(t *testing.T) {
 	h.see(state(role, nil, 0))
 	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(int64(1), nil).Once()
 
 	assert.Equal(t, DoRegister, h.step().Kind)
 	assert.Equal(t, DoChallenge, h.step().Kind, "once its view shows its registration, the sole candidate challenges")
@@ -48,7 +48,8 @@ func TestFirstElection(t *testing.T) {
 	assert.Equal(t, []string{"elected 42/1"}, h.transitions())
 	e, _ := h.last(Elected)
 	assert.Equal(t, t0, e.At)
-	assert.Equal(t, Held{Role: role, Member: "a", Token: tok1, Lease: leaseAt("a", tok1, t0)}, *h.r.l.Held())
+	assert.Equal(t, Held{Role: role, Member: "a", Token: tok1, Fence: 1, Lease: leaseAt("a", tok1, t0)}, *h.r.l.Held())
+	assert.Equal(t, int64(1), e.Fence, "the offset of the challenge's lease")
 	assert.Equal(t, 1.0, h.metric("krole_holder", "role", "controller", "member", "a"))
 	assert.Equal(t, 1.0, h.metric("krole_transitions_total", "transition", "elected"))
 }
@@ -72,7 +73,7 @@ func TestRenewal(t *testing.T) {
 	assert.Equal(t, []string{"elected 42/1"}, h.transitions(), "renewals are not transitions")
 	assert.Equal(t, leaseAt("a", tok1, t0), h.r.l.Held().Lease, "no lease written after the election's")
 	assert.Equal(t, 3.0, h.metric("krole_renew_duration_seconds", "result", "ok"))
-	h.tr.AssertNotCalled(t, "WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(2*sec)))
+	h.tr.AssertNotCalled(t, "WriteLease", mock.Anything, role, tok1, rewriteAt("a", tok1, t0.Add(2*sec)))
 }
 
 // A lease rewrite (the holder's value changed, or LeaseRewriteInterval
@@ -83,9 +84,10 @@ func TestLeaseRewrite(t *testing.T) {
 	elect(t, h, tok1, 0)
 	h.clk.Set(t0.Add(sec))
 	h.r.l.renewNow = true
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(sec))).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, rewriteAt("a", tok1, t0.Add(sec))).Return(int64(7), nil).Once()
 	assert.Equal(t, DoRenew, h.step().Kind)
 	assert.Equal(t, t0.Add(sec), h.r.l.renewedAt)
+	assert.Equal(t, fenceOf(tok1), h.r.l.Held().Fence, "a rewrite keeps the holding's number, not its own offset")
 	// Heartbeats keep it from then on; the next rewrite is an hour after.
 	for at := t0.Add(3 * sec); at.Before(t0.Add(LeaseRewriteInterval)); at = at.Add(2 * sec) {
 		h.clk.Set(at)
@@ -93,7 +95,7 @@ func TestLeaseRewrite(t *testing.T) {
 		h.beat()
 	}
 	h.clk.Set(t0.Add(sec + LeaseRewriteInterval))
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, h.clk.Now())).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, rewriteAt("a", tok1, h.clk.Now())).Return(int64(9), nil).Once()
 	assert.Equal(t, DoRenew, h.step().Kind)
 	h.tr.AssertExpectations(t)
 	assert.Equal(t, []string{"elected 42/1"}, h.transitions())
@@ -155,9 +157,11 @@ func TestExpiredTransactionalIDTakesTheRoleBackAtOnce(t *testing.T) {
 	// Its own lease under tok1 is live on its clock until 12s; it takes
 	// it back now (the mock fails on a Deregister: it prunes nobody).
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("a", tok2, h.clk.Now())).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("a", tok2, h.clk.Now())).Return(fenceOf(tok2), nil).Once()
 	assert.Equal(t, DoChallenge, h.step().Kind)
 	assert.Equal(t, []string{"elected 42/1", "revoked fenced 42/1", "elected 42/2"}, h.transitions())
+	e, _ = h.last(Elected)
+	assert.Equal(t, fenceOf(tok2), e.Fence, "taking its own lease back is a new challenge: a new number")
 	h.beat()
 	assert.Empty(t, h.lastBeat().Excluded, "held again: the heartbeats vouch for it")
 }
@@ -194,7 +198,7 @@ func TestTakingTheRoleBackAndLosingTheRaceWaits(t *testing.T) {
 
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
 	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("a", tok2, h.clk.Now())).
-		Return(&fencing.Error{Kind: fencing.ErrFenced, Role: role, Err: errors.New("b's InitProducerId came first")}).Once()
+		Return(int64(-1), &fencing.Error{Kind: fencing.ErrFenced, Role: role, Err: errors.New("b's InitProducerId came first")}).Once()
 	assert.Equal(t, DoChallenge, h.step().Kind)
 	assert.Nil(t, h.r.l.retiredTok, "lost to another member: no longer its own to take back")
 
@@ -246,7 +250,7 @@ func TestExpiredLeaseTakenByTheTopRankedCandidate(t *testing.T) {
 
 	h.clk.Set(a.Until)
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, t0.Add(10*sec))).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, t0.Add(10*sec))).Return(fenceOf(tok2), nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("x")).Return(nil).Once()
 	assert.Equal(t, DoChallenge, h.step().Kind, "the dead holder ranks last: b goes at once")
 	assert.Equal(t, 1, h.src.confirmed(), "after one confirmation")
@@ -266,7 +270,7 @@ func TestLowerRanksWaitAStaggerPerRank(t *testing.T) {
 
 	h.clk.Set(t0.Add(2 * sec))
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("c", tok1, t0.Add(2*sec))).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("c", tok1, t0.Add(2*sec))).Return(fenceOf(tok1), nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("b")).Return(nil).Once()
 	h.settle()
@@ -309,10 +313,10 @@ func TestTwoChallengersRacing(t *testing.T) {
 
 	tokA, tokB := codec.Token{ProducerID: 42, Epoch: 2}, codec.Token{ProducerID: 42, Epoch: 3}
 	a.tr.On("AcquireEpoch", mock.Anything, role).Return(tokA, nil).Once()
-	a.tr.On("WriteLease", mock.Anything, role, tokA, mock.Anything).Return(errFenced).Once().Run(func(mock.Arguments) {
+	a.tr.On("WriteLease", mock.Anything, role, tokA, mock.Anything).Return(int64(-1), errFenced).Once().Run(func(mock.Arguments) {
 		b.clk.Set(t0.Add(sec))
 		b.tr.On("AcquireEpoch", mock.Anything, role).Return(tokB, nil).Once()
-		b.tr.On("WriteLease", mock.Anything, role, tokB, leaseAt("b", tokB, t0.Add(sec))).Return(nil).Once()
+		b.tr.On("WriteLease", mock.Anything, role, tokB, leaseAt("b", tokB, t0.Add(sec))).Return(fenceOf(tokB), nil).Once()
 		b.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 		b.tr.On("Deregister", mock.Anything, role, codec.MemberID("x")).Return(nil).Once()
 		b.settle()
@@ -356,14 +360,16 @@ func TestResignationHandsOverWithoutWaitingForTheDeadline(t *testing.T) {
 	// One second in, a resigns.
 	a.clk.Set(t0.Add(sec))
 	b.clk.Set(t0.Add(sec))
-	release := codec.ReleaseLease("a", tok1)
-	a.tr.On("WriteLease", mock.Anything, role, tok1, release).Return(nil).Once()
+	release := releaseOf("a", tok1)
+	a.tr.On("WriteLease", mock.Anything, role, tok1, release).Return(int64(5), nil).Once()
 	a.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	q := make(chan error, 1)
 	a.r.requestResign(resignReq{q: q})
 	assert.Equal(t, DoResign, a.step().Kind)
 	assert.NoError(t, <-q)
 	assert.Equal(t, []string{"elected 42/1", "revoked resigned 42/1"}, a.transitions())
+	e, _ := a.last(Revoked)
+	assert.Equal(t, fenceOf(tok1), e.Fence, "the holding's number, which its release carries")
 
 	// a queues again, at the back.
 	a.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(6), nil).Once()
@@ -372,7 +378,7 @@ func TestResignationHandsOverWithoutWaitingForTheDeadline(t *testing.T) {
 	// b sees the release (and a's tombstone) and takes over at once.
 	b.see(state(role, &release, 4, "b", 2))
 	b.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
-	b.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, t0.Add(sec))).Return(nil).Once()
+	b.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, t0.Add(sec))).Return(fenceOf(tok2), nil).Once()
 	b.settle()
 	e, ok := b.last(Elected)
 	require.True(t, ok)
@@ -383,7 +389,7 @@ func TestResignationHandsOverWithoutWaitingForTheDeadline(t *testing.T) {
 	b2 := newHarness(t, "b", Settings{})
 	b2.see(state(role, &release, 4, "a", 1, "b", 2))
 	b2.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
-	b2.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, t0)).Return(nil).Once()
+	b2.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, t0)).Return(fenceOf(tok2), nil).Once()
 	assert.Equal(t, DoChallenge, b2.step().Kind, "a released: b does not prune it")
 }
 
@@ -398,7 +404,7 @@ func TestLeavingResignsOnAFreshContext(t *testing.T) {
 	assert.Equal(t, []string{"elected 42/1", "revoked context ended 42/1"}, h.transitions())
 	// No release per role: the session's end, once every runner is done,
 	// releases every lease that names the session.
-	h.tr.AssertNotCalled(t, "WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1))
+	h.tr.AssertNotCalled(t, "WriteLease", mock.Anything, role, tok1, releaseOf("a", tok1))
 	h.m.sess.finish(ctx)
 	assert.True(t, h.sessionEnded())
 }
@@ -433,7 +439,7 @@ func TestFlappingNetwork(t *testing.T) {
 	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(codec.Token{}, errDown).Once()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(500*ms))).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(500*ms))).Return(fenceOf(tok1), nil).Once()
 	h.until(t0.Add(sec), func() bool { return h.r.hold != nil })
 	assert.Equal(t, t0.Add(500*ms), h.r.RenewedAt(), "two backoffs of 250ms: a success resets the count")
 
@@ -468,7 +474,7 @@ func TestFlappingNetwork(t *testing.T) {
 	h.beatErr = nil
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(codec.Token{}, errDown).Once()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok2, mock.Anything).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, mock.Anything).Return(fenceOf(tok2), nil).Once()
 	h.until(lastOK.Add(20*sec), func() bool { return h.r.hold != nil })
 	assert.Equal(t, []string{"elected 42/1", "revoked lease lost 42/1", "elected 42/2"}, h.transitions())
 	e, _ := h.last(Elected)

@@ -55,7 +55,7 @@ func TestRenewalOnARetiredTokenEndsTheHoldingAndTakesTheRoleBack(t *testing.T) {
 			// once, after a confirmation, and deregisters nobody (b saw
 			// no vacancy).
 			h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
-			h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("a", tok2, t0.Add(2*sec))).Return(nil).Once()
+			h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("a", tok2, t0.Add(2*sec))).Return(fenceOf(tok2), nil).Once()
 			confirms := h.src.confirmed()
 			assert.Equal(t, DoChallenge, h.step().Kind)
 			assert.Equal(t, confirms+1, h.src.confirmed())
@@ -79,7 +79,7 @@ func TestChallengeWithoutADefiniteAnswerTakesItsOwnLeaseBack(t *testing.T) {
 	h.see(state(role, nil, 0, "a", 0, "b", 3))
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
 	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).
-		Return(&fencing.Error{Kind: fencing.ErrUnknownOutcome, Role: role, Err: errors.New("EndTxn commit, sent behind the produce, got no answer")}).Once()
+		Return(int64(-1), &fencing.Error{Kind: fencing.ErrUnknownOutcome, Role: role, Err: errors.New("EndTxn commit, sent behind the produce, got no answer")}).Once()
 	assert.Equal(t, DoChallenge, h.step().Kind)
 	require.Nil(t, h.r.hold, "no holding without an answer")
 
@@ -94,7 +94,7 @@ func TestChallengeWithoutADefiniteAnswerTakesItsOwnLeaseBack(t *testing.T) {
 	assert.True(t, a.Until.Before(t0.Add(sec)), "only the retry backoff, not the lease's span: waits until %v", a.Until)
 	h.clk.Set(a.Until)
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("a", tok2, a.Until)).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("a", tok2, a.Until)).Return(fenceOf(tok2), nil).Once()
 	assert.Equal(t, DoChallenge, h.step().Kind)
 	assert.Equal(t, []string{"elected 42/2"}, h.transitions())
 
@@ -195,7 +195,7 @@ func TestReleaseUnderANewEpochConfirmsFirst(t *testing.T) {
 	h.clk.Set(t0.Add(sec))
 
 	retiredErr := errRetiredTok1()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(retiredErr).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, releaseOf("a", tok1)).Return(int64(-1), retiredErr).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	newer := state(role, leaseOf("b", tok2, t0.Add(sec), 10*sec), 4, "a", 0, "b", 3)
 	h.src.confirm = func(codec.Role) (rolestate.Confirmed, error) {
@@ -219,7 +219,7 @@ func TestReleaseUnderANewEpochNotPastTheLocalDeadline(t *testing.T) {
 	h.clk.Set(t0.Add(8 * sec)) // renewed at t0; RenewDeadline 8s
 
 	retiredErr := errRetiredTok1()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(retiredErr).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, releaseOf("a", tok1)).Return(int64(-1), retiredErr).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	confirms := h.src.confirmed()
 	h.r.resign(context.Background(), ReasonResigned)
@@ -244,9 +244,11 @@ func TestReleaseUnderANewEpochWhenTheViewLagsItsOwnLease(t *testing.T) {
 
 	retiredErr := errRetiredTok1()
 	tok3 := codec.Token{ProducerID: 42, Epoch: 3}
-	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(retiredErr).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, releaseOf("a", tok1)).Return(int64(-1), retiredErr).Once()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok3, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok3, codec.ReleaseLease("a", tok3)).Return(nil).Once()
+	// A holding begun and ended by the release: its number is the
+	// release's own offset, which it cannot carry.
+	h.tr.On("WriteLease", mock.Anything, role, tok3, codec.ReleaseLease("a", tok3)).Return(int64(12), nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	own := state(role, leaseOf("a", tok1, t0, 10*sec), 4, "a", 0, "b", 3)
 	h.src.confirm = func(codec.Role) (rolestate.Confirmed, error) {

@@ -137,12 +137,12 @@ func TestRunWorkFollowsTheRole(t *testing.T) {
 	w := newWorker(h.clk)
 	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(fenceOf(tok1), nil).Once()
 	d := startRun(t, h, w.work)
 
 	assert.Equal(t, t0.Add(2*sec), d.wait())
 	held := recv(t, w.started)
-	assert.Equal(t, Held{Role: role, Member: "a", Token: tok1, Lease: leaseAt("a", tok1, t0)}, held)
+	assert.Equal(t, Held{Role: role, Member: "a", Token: tok1, Fence: fenceOf(tok1), Lease: leaseAt("a", tok1, t0)}, held)
 
 	// b took the role (its view lagged); a's view shows it a second
 	// later: a steps down and its work's context ends, at once.
@@ -155,7 +155,7 @@ func TestRunWorkFollowsTheRole(t *testing.T) {
 
 	// b dies; at its deadline a takes the role back and work starts again.
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok3, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok3, leaseAt("a", tok3, t0.Add(11*sec))).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok3, leaseAt("a", tok3, t0.Add(11*sec))).Return(fenceOf(tok3), nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("b")).Return(nil).Once()
 	h.clk.Set(t0.Add(11 * sec))
 	assert.Equal(t, t0.Add(13*sec), d.wait())
@@ -180,13 +180,13 @@ func TestRunResign(t *testing.T) {
 	d := startRun(t, h, w.work)
 	assert.Equal(t, t0.Add(sec), d.wait(), "rank 1 waits a stagger")
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(sec))).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(sec))).Return(fenceOf(tok1), nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("b")).Return(nil).Once()
 	h.clk.Set(t0.Add(sec)) // b, ahead, never challenged: pruned
 	assert.Equal(t, t0.Add(3*sec), d.wait())
 	recv(t, w.started)
 
-	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, releaseOf("a", tok1)).Return(int64(8), nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(7), nil).Once()
 	require.NoError(t, h.m.Resign(context.Background(), role))
@@ -219,7 +219,7 @@ func holdWithSlowStop(t *testing.T, h *harness) (d *runDriver, cancelled, finish
 	}
 	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(1), nil).Once()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(fenceOf(tok1), nil).Once()
 	d = startRun(t, h, work)
 	d.wait()
 	recv(t, started)
@@ -246,11 +246,11 @@ func TestRunResignAfterSlowWork(t *testing.T) {
 		require.Eventually(t, func() bool { return len(h.r.note) == 0 }, failsafe, time.Millisecond, "the runner takes round %d's word", i)
 	}
 	assert.Equal(t, 5, h.beatCount(), "each round's heartbeat vouched for the role")
-	h.tr.AssertNotCalled(t, "WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1))
+	h.tr.AssertNotCalled(t, "WriteLease", mock.Anything, role, tok1, releaseOf("a", tok1))
 	assert.Equal(t, []string{"elected 42/1"}, h.transitions(), "no Revoked while work stops")
 
 	var releaseCtxErr error
-	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(nil).Once().
+	h.tr.On("WriteLease", mock.Anything, role, tok1, releaseOf("a", tok1)).Return(int64(8), nil).Once().
 		Run(func(args mock.Arguments) { releaseCtxErr = args.Get(0).(context.Context).Err() })
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(2), nil).Once()
@@ -280,8 +280,8 @@ func TestRunWorkErrorResignsAndRetries(t *testing.T) {
 	}
 	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(fenceOf(tok1), nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, releaseOf("a", tok1)).Return(int64(8), nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	d := startRun(t, h, work)
 	assert.Equal(t, t0.Add(2*sec), d.wait())
@@ -293,7 +293,7 @@ func TestRunWorkErrorResignsAndRetries(t *testing.T) {
 
 	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(3), nil).Once()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok2, mock.Anything).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, mock.Anything).Return(fenceOf(tok2), nil).Once()
 	h.clk.Set(t0.Add(2 * sec))
 	d.wait()
 	assert.Equal(t, tok2, recv(t, started).Token)
@@ -309,7 +309,7 @@ func TestRunLocalDeadlineStopsWorkWhileARenewalHangs(t *testing.T) {
 	w := newWorker(h.clk)
 	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(fenceOf(tok1), nil).Once()
 	d := startRun(t, h, w.work)
 	d.wait()
 	recv(t, w.started)
@@ -374,7 +374,7 @@ func TestRunManyRoles(t *testing.T) {
 		tok := codec.Token{ProducerID: int64(i), Epoch: 0}
 		tr.On("Register", mock.Anything, r, codec.MemberID("a")).Return(int64(0), nil).Once()
 		tr.On("AcquireEpoch", mock.Anything, r).Return(tok, nil).Once()
-		tr.On("WriteLease", mock.Anything, r, tok, leaseAt("a", tok, t0)).Return(nil).Once()
+		tr.On("WriteLease", mock.Anything, r, tok, leaseAt("a", tok, t0)).Return(fenceOf(tok), nil).Once()
 		tr.On("Deregister", mock.Anything, r, codec.MemberID("a")).Return(nil).Once()
 	}
 	m, err := New(echoTransport{tr, h}, src, "a", roles, Options{Settings: Settings{RenewJitter: -1}, Clock: clk, OnEvent: onEvent, Logger: testLogger(t)})
@@ -454,7 +454,7 @@ func TestRunEndDuringARenewalLetsItFinishThenReleases(t *testing.T) {
 	h.src.set(state(role, nil, 0))
 	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(fenceOf(tok1), nil).Once()
 	d := startRun(t, h, nil)
 	assert.Equal(t, t0.Add(2*sec), d.wait())
 
@@ -462,10 +462,10 @@ func TestRunEndDuringARenewalLetsItFinishThenReleases(t *testing.T) {
 	// context ends: it finishes on its own context, and the session's end
 	// then releases the role.
 	var callErr error
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(sec))).Run(func(args mock.Arguments) {
+	h.tr.On("WriteLease", mock.Anything, role, tok1, rewriteAt("a", tok1, t0.Add(sec))).Run(func(args mock.Arguments) {
 		d.cancel() // Run's context ends while the rewrite is in flight
 		callErr = args.Get(0).(context.Context).Err()
-	}).Return(nil).Once()
+	}).Return(int64(9), nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	h.clk.Set(t0.Add(sec))
 	require.NoError(t, h.m.RenewNow(role))
@@ -490,16 +490,16 @@ func TestResignWithARetiredTokenReleasesUnderANewEpoch(t *testing.T) {
 	h.src.set(state(role, nil, 0))
 	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(fenceOf(tok1), nil).Once()
 	d := startRun(t, h, nil)
 	assert.Equal(t, t0.Add(2*sec), d.wait())
 	// The view shows the member's lease, under tok1.
 	d.push(state(role, leaseOf("a", tok1, t0, 10*sec), 1, "a", 0))
 
 	retiredErr := &fencing.Error{Kind: fencing.ErrNotHeld, Role: role, Err: fencing.ErrRetired}
-	h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(retiredErr).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, releaseOf("a", tok1)).Return(int64(-1), retiredErr).Once()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok2, codec.ReleaseLease("a", tok2)).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, codec.ReleaseLease("a", tok2)).Return(int64(9), nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(3), nil).Maybe()
 	h.noEcho = true
@@ -579,9 +579,9 @@ func TestRunDeregisteredRenewsWhileWorkStops(t *testing.T) {
 				if fenced {
 					// The holding is lost: the release is refused too,
 					// and the member deregisters, work or no work.
-					h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(fencing.ErrFenced).Once()
+					h.tr.On("WriteLease", mock.Anything, role, tok1, releaseOf("a", tok1)).Return(int64(-1), fencing.ErrFenced).Once()
 				} else {
-					h.tr.On("WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1)).Return(nil).Once()
+					h.tr.On("WriteLease", mock.Anything, role, tok1, releaseOf("a", tok1)).Return(int64(8), nil).Once()
 				}
 				h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 				h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(3), nil).Maybe()
@@ -607,7 +607,7 @@ func TestRunDeregisteredRenewsWhileWorkStops(t *testing.T) {
 				require.Eventually(t, func() bool { return len(h.r.note) == 0 }, failsafe, time.Millisecond, "the runner takes round %d's word", i)
 			}
 			if !fenced {
-				h.tr.AssertNotCalled(t, "WriteLease", mock.Anything, role, tok1, codec.ReleaseLease("a", tok1))
+				h.tr.AssertNotCalled(t, "WriteLease", mock.Anything, role, tok1, releaseOf("a", tok1))
 				expectEnd()
 				close(finish)
 			}
@@ -637,7 +637,7 @@ func TestRunLeavingDeregistersAfterTheSessionEnd(t *testing.T) {
 	w := newWorker(h.clk)
 	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(fenceOf(tok1), nil).Once()
 	d := startRun(t, h, w.work)
 	assert.Equal(t, t0.Add(2*sec), d.wait())
 	recv(t, w.started)

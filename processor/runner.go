@@ -574,7 +574,7 @@ func (r *runner) challenge(ctx context.Context, prune []codec.MemberID, held fun
 	r.minted[tok] = true
 	r.log.Info("acquired an epoch", "token", tok.String())
 	start := r.m.clk.Now()
-	lease := r.lease(tok, start)
+	lease := r.lease(tok, start, 0) // its own offset is the holding's number
 	if lease.Session == nil {
 		r.failed(ctx, "challenge", errors.New("no member session to name in the lease"))
 		return
@@ -585,7 +585,7 @@ func (r *runner) challenge(ctx context.Context, prune []codec.MemberID, held fun
 	// for a lease.
 	wctx, wcancel := r.callCtx(context.WithoutCancel(ctx), r.m.s.TransactionTimeout)
 	defer wcancel()
-	err = r.m.t.WriteLease(wctx, r.role, tok, lease)
+	fence, err := r.m.t.WriteLease(wctx, r.role, tok, lease)
 	release()
 	release = nil
 	if err != nil {
@@ -615,7 +615,7 @@ func (r *runner) challenge(ctx context.Context, prune []codec.MemberID, held fun
 	}
 	r.succeeded()
 	r.m.adm.challengeDone()
-	r.l.held = &Held{Role: r.role, Member: r.m.me, Token: tok, Lease: lease}
+	r.l.held = &Held{Role: r.role, Member: r.m.me, Token: tok, Fence: fence, Lease: lease}
 	r.l.renewedAt = start
 	r.l.lostAt, r.l.lostOff, r.l.retiredTok = time.Time{}, noKey, nil
 	r.elected(ctx, start)
@@ -649,11 +649,11 @@ func (r *runner) challengeTimedOut(ctx context.Context, err error) {
 	}
 }
 
-// lease returns a lease of this member under tok whose write begins at
-// start.
-func (r *runner) lease(tok codec.Token, start time.Time) codec.Lease {
+// lease returns a lease of this member under tok, of the holding numbered
+// fence (0 for the holding's first lease), whose write begins at start.
+func (r *runner) lease(tok codec.Token, start time.Time, fence int64) codec.Lease {
 	ms := start.UnixMilli()
-	l := codec.Lease{Member: r.m.me, Token: tok, GrantedAt: ms, Deadline: ms + r.m.s.LeaseDuration.Milliseconds()}
+	l := codec.Lease{Member: r.m.me, Token: tok, GrantedAt: ms, Deadline: ms + r.m.s.LeaseDuration.Milliseconds(), Fence: fence}
 	if s := r.m.sess.current(); s.Nonce != "" {
 		l.Session = &s
 	}
@@ -690,8 +690,8 @@ func (r *runner) elected(ctx context.Context, start time.Time) {
 	r.m.met.holder(r.role, r.m.me, true)
 	r.m.met.transition(r.role, "elected")
 	r.m.met.campaignBackoff(r.role, 0)
-	r.log.Info("elected", "token", held.Token.String(), "deadline", held.Lease.Deadline)
-	r.m.emit(Event{Kind: Elected, Role: r.role, Member: r.m.me, At: start, Token: held.Token})
+	r.log.Info("elected", "token", held.Token.String(), "fence", held.Fence, "deadline", held.Lease.Deadline)
+	r.m.emit(Event{Kind: Elected, Role: r.role, Member: r.m.me, At: start, Token: held.Token, Fence: held.Fence})
 	r.startWork(h)
 }
 
@@ -769,8 +769,8 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 		// transaction open that holds back the partition's readers. One
 		// that ends after the deadline ends the holding below.
 		cctx, cancel := r.callCtx(context.WithoutCancel(ctx), r.m.s.TransactionTimeout)
-		lease = r.lease(h.Token, now) // dated from the step's start, before the wait: on the safe side
-		err = r.m.t.WriteLease(cctx, r.role, h.Token, lease)
+		lease = r.lease(h.Token, now, h.Fence) // dated from the step's start, before the wait: on the safe side
+		_, err = r.m.t.WriteLease(cctx, r.role, h.Token, lease)
 		cancel()
 		release()
 	}
@@ -837,7 +837,7 @@ func (r *runner) revoke(now time.Time, why Reason, cause error, detail string) {
 	h.cancel()
 	r.m.met.holder(r.role, r.m.me, false)
 	r.m.met.transition(r.role, string(why))
-	attrs := []any{"reason", string(why), "token", h.held.Token.String()}
+	attrs := []any{"reason", string(why), "token", h.held.Token.String(), "fence", h.held.Fence}
 	if detail != "" {
 		attrs = append(attrs, "detail", detail)
 	}
@@ -845,7 +845,7 @@ func (r *runner) revoke(now time.Time, why Reason, cause error, detail string) {
 		attrs = append(attrs, "err", cause)
 	}
 	r.log.Info("revoked", attrs...)
-	r.m.emit(Event{Kind: Revoked, Role: r.role, Member: r.m.me, At: now, Token: h.held.Token, Reason: why, Err: cause})
+	r.m.emit(Event{Kind: Revoked, Role: r.role, Member: r.m.me, At: now, Token: h.held.Token, Fence: h.held.Fence, Reason: why, Err: cause})
 }
 
 // awaitWork waits for h's work to return, at most until the local
@@ -982,7 +982,9 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 		}
 		if err == nil {
 			cctx, cancel := r.callCtx(bctx, r.m.s.TransactionTimeout)
-			err = r.m.t.WriteLease(cctx, r.role, h.held.Token, codec.ReleaseLease(r.m.me, h.held.Token))
+			rel := codec.ReleaseLease(r.m.me, h.held.Token)
+			rel.Fence = h.held.Fence
+			_, err = r.m.t.WriteLease(cctx, r.role, h.held.Token, rel)
 			if retired(err) {
 				// Whether its lease is still the latest is for the
 				// confirmation to say: the view may not show it yet.
@@ -1149,7 +1151,9 @@ func (r *runner) releaseUnderANewEpoch(ctx context.Context, old codec.Token, cau
 		return err
 	}
 	r.minted[tok] = true
-	if err := r.m.t.WriteLease(ctx, r.role, tok, codec.ReleaseLease(r.m.me, tok)); err != nil {
+	// A holding of its own, begun and ended by this release: its number
+	// is the release's offset, so the release carries none.
+	if _, err := r.m.t.WriteLease(ctx, r.role, tok, codec.ReleaseLease(r.m.me, tok)); err != nil {
 		return err
 	}
 	r.log.Info("the holding's token was retired; released the role under a new epoch", "token", old.String(), "new_token", tok.String(), "cause", cause)

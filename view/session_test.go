@@ -70,7 +70,7 @@ func TestSessionHeartbeatsCarryALeaseOnTheViewsClock(t *testing.T) {
 	tok, err := tr.AcquireEpoch(ctx, role)
 	require.NoError(t, err)
 	l := sessionLease(tok, s, member, span)
-	require.NoError(t, tr.WriteLease(ctx, role, tok, l))
+	require.NoError(t, leaseErr(tr.WriteLease(ctx, role, tok, l)))
 	caughtUp(t, v)
 	held := func(at time.Time) bool {
 		t.Helper()
@@ -168,7 +168,7 @@ func TestSessionRecordThatDropsARoleIsPublished(t *testing.T) {
 	for _, r := range []codec.Role{role, other} {
 		tok, err := tr.AcquireEpoch(ctx, r)
 		require.NoError(t, err)
-		require.NoError(t, tr.WriteLease(ctx, r, tok, sessionLease(tok, s, member, time.Minute)))
+		require.NoError(t, leaseErr(tr.WriteLease(ctx, r, tok, sessionLease(tok, s, member, time.Minute))))
 	}
 	caughtUp(t, v)
 	follow := v.Follow(ctx, role)
@@ -247,7 +247,7 @@ func TestMemberKilledMidHeartbeatHoldsBackItsSessionPartition(t *testing.T) {
 		require.NoError(t, err)
 		tok, err := tr.AcquireEpoch(ctx, x.r)
 		require.NoError(t, err)
-		require.NoError(t, tr.WriteLease(ctx, x.r, tok, sessionLease(tok, s, x.m, time.Minute)))
+		require.NoError(t, leaseErr(tr.WriteLease(ctx, x.r, tok, sessionLease(tok, s, x.m, time.Minute))))
 		require.NoError(t, tr.Heartbeat(ctx, sessionBeat(s, x.m, time.Minute)))
 	}
 	caughtUp(t, v)
@@ -290,7 +290,7 @@ func TestSessionRecordsSurviveARestartFromTheStateDir(t *testing.T) {
 	require.NoError(t, err)
 	tok, err := tr.AcquireEpoch(ctx, role)
 	require.NoError(t, err)
-	require.NoError(t, tr.WriteLease(ctx, role, tok, sessionLease(tok, s, member, time.Minute)))
+	require.NoError(t, leaseErr(tr.WriteLease(ctx, role, tok, sessionLease(tok, s, member, time.Minute))))
 	hb := sessionBeat(s, member, time.Minute, "excluded-role")
 	require.NoError(t, tr.Heartbeat(ctx, hb))
 
@@ -347,7 +347,7 @@ func TestConfirmWaitsForAHeartbeatsVerdict(t *testing.T) {
 	require.NoError(t, err)
 	tok, err := tr.AcquireEpoch(ctx, role)
 	require.NoError(t, err)
-	require.NoError(t, tr.WriteLease(ctx, role, tok, sessionLease(tok, s, member, time.Minute)))
+	require.NoError(t, leaseErr(tr.WriteLease(ctx, role, tok, sessionLease(tok, s, member, time.Minute))))
 	hb := sessionBeat(s, member, time.Minute)
 	require.NoError(t, tr.Heartbeat(ctx, hb))
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
@@ -386,7 +386,7 @@ func TestCompactionKeepsTheLatestSessionRecord(t *testing.T) {
 	require.NoError(t, err)
 	tok, err := tr.AcquireEpoch(ctx, role)
 	require.NoError(t, err)
-	require.NoError(t, tr.WriteLease(ctx, role, tok, sessionLease(tok, s, member, time.Minute)))
+	require.NoError(t, leaseErr(tr.WriteLease(ctx, role, tok, sessionLease(tok, s, member, time.Minute))))
 	require.NoError(t, tr.Heartbeat(ctx, sessionBeat(s, member, time.Minute)))
 	require.NoError(t, tr.Heartbeat(ctx, sessionBeat(s, member, time.Minute, role))) // an exclusion, later superseded
 	last := sessionBeat(s, member, time.Minute)

@@ -32,7 +32,7 @@ func TestLeaderValue(t *testing.T) {
 	l, err := codec.NewLease("m1", tok, now.UnixMilli(), now.Add(time.Hour).UnixMilli())
 	require.NoError(t, err)
 	l.Value = "10.0.0.1:5432"
-	require.NoError(t, m.Transport.WriteLease(ctx, "db", tok, l))
+	require.NoError(t, leaseErr(m.Transport.WriteLease(ctx, "db", tok, l)))
 	dir := t.TempDir()
 
 	v1, stop1 := runView(t, c.Config, Options{StateDir: dir})

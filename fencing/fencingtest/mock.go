@@ -21,7 +21,7 @@ import (
 //	m := fencingtest.NewMockTransport(t)
 //	m.On("AcquireEpoch", mock.Anything, role).Return(token, nil)
 //	m.On("WriteLease", mock.Anything, role, token, mock.Anything).
-//		Return(fencing.Fenced(role, nil))
+//		Return(int64(-1), fencing.Fenced(role, nil))
 //
 // Each method documents the values its Return takes; they must have
 // exactly those types (an untyped 5 is an int, not the int64 Register
@@ -71,11 +71,13 @@ func (m *MockTransport) Deregister(ctx context.Context, role codec.Role, member 
 	return m.Called(ctx, role, member).Error(0)
 }
 
-// WriteLease implements fencing.Transport. Return(err error); return
-// fencing.Fenced(role, cause) to play a later member that has taken the
-// role.
-func (m *MockTransport) WriteLease(ctx context.Context, role codec.Role, token codec.Token, lease codec.Lease) error {
-	return m.Called(ctx, role, token, lease).Error(0)
+// WriteLease implements fencing.Transport. Return(offset int64, err
+// error): the lease record's offset (the holding's fencing number for a
+// challenge's lease), -1 with an error; return fencing.Fenced(role,
+// cause) to play a later member that has taken the role.
+func (m *MockTransport) WriteLease(ctx context.Context, role codec.Role, token codec.Token, lease codec.Lease) (int64, error) {
+	a := m.Called(ctx, role, token, lease)
+	return a.Get(0).(int64), a.Error(1)
 }
 
 // Describe implements fencing.Transport. Return(token codec.Token, ok

@@ -148,11 +148,11 @@ func (t *traceTransport) AcquireEpoch(ctx context.Context, role codec.Role) (cod
 	return tok, err
 }
 
-func (t *traceTransport) WriteLease(ctx context.Context, role codec.Role, tok codec.Token, l codec.Lease) error {
+func (t *traceTransport) WriteLease(ctx context.Context, role codec.Role, tok codec.Token, l codec.Lease) (int64, error) {
 	start := time.Now()
-	err := t.Transport.WriteLease(ctx, role, tok, l)
+	off, err := t.Transport.WriteLease(ctx, role, tok, l)
 	t.tr.add("write_lease", time.Since(start))
-	return err
+	return off, err
 }
 
 func acquireOnce(ctx context.Context, e *benchEnv, bt *fencing.BrokerTransport, s processor.Settings, r int) (time.Duration, map[string]float64, error) {

@@ -126,11 +126,11 @@ func TestDescribe(t *testing.T) {
 	now := time.Now().UnixMilli()
 	lease, err := codec.NewLease("node-1", tok, now, now+30_000)
 	require.NoError(t, err)
-	require.NoError(t, ft.WriteLease(ctx, "controller", tok, lease))
+	require.NoError(t, leaseErr(ft.WriteLease(ctx, "controller", tok, lease)))
 	r = runOn(t, c, "describe", "controller")
 	requireOK(t, r)
 	assert.Regexp(t, `(?m)^controller\s+`+tok.String()+`\s+\S+\s+live: node-1 \(token `+tok.String()+`\), \d+s left$`, r.Stdout)
-	require.NoError(t, ft.WriteLease(ctx, "controller", tok, codec.ReleaseLease("node-1", tok)))
+	require.NoError(t, leaseErr(ft.WriteLease(ctx, "controller", tok, codec.ReleaseLease("node-1", tok))))
 
 	// Released: the coordinator keeps its token, and LEASE says that
 	// nobody holds the role (issue 19, 1: "HELD yes" said otherwise).

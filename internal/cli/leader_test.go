@@ -102,7 +102,7 @@ func leaseWithValue(t *testing.T, m *testcluster.Members, role codec.Role, membe
 	l, err := codec.NewLease(member, tok, now.UnixMilli(), now.Add(time.Hour).UnixMilli())
 	require.NoError(t, err)
 	l.Value = value
-	require.NoError(t, m.Transport.WriteLease(ctx, role, tok, l))
+	require.NoError(t, leaseErr(m.Transport.WriteLease(ctx, role, tok, l)))
 	return l
 }
 

@@ -36,7 +36,7 @@ func TestObserveHolderChanges(t *testing.T) {
 	// A renewal (same token, a later deadline) and a new candidate: no line.
 	renewed, err := codec.NewLease("m1", l1.Token, time.Now().UnixMilli(), time.Now().Add(2*time.Hour).UnixMilli())
 	require.NoError(t, err)
-	require.NoError(t, m.Transport.WriteLease(m.Context(), "db", l1.Token, renewed))
+	require.NoError(t, leaseErr(m.Transport.WriteLease(m.Context(), "db", l1.Token, renewed)))
 	m.Register("db", "m3")
 	// A new holder, with a short lease: a line, then one when it runs out.
 	l2 := m.Lease("db", "m2", 2*time.Second)

@@ -106,7 +106,7 @@ func TestTableText(t *testing.T) {
 	m, l, _ := fixtureRoles(t, c)
 	m.LeaseAt("short", "s1", time.Now().Add(-3*time.Second), time.Now().Add(-2*time.Second))
 	rl := m.Lease("resigned", "r1", time.Hour)
-	require.NoError(t, m.Transport.WriteLease(m.Context(), "resigned", rl.Token, codec.ReleaseLease("r1", rl.Token)))
+	require.NoError(t, leaseErr(m.Transport.WriteLease(m.Context(), "resigned", rl.Token, codec.ReleaseLease("r1", rl.Token))))
 
 	r := runOn(t, c, "table", "nosuch")
 	requireOK(t, r)

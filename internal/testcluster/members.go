@@ -65,7 +65,8 @@ func (m *Members) LeaseValue(role codec.Role, member codec.MemberID, d time.Dura
 	l, err := codec.NewLease(member, tok, now.UnixMilli(), now.Add(d).UnixMilli())
 	require.NoError(m.t, err)
 	l.Value = value
-	require.NoError(m.t, m.Transport.WriteLease(ctx, role, tok, l))
+	_, err = m.Transport.WriteLease(ctx, role, tok, l)
+	require.NoError(m.t, err)
 	return l
 }
 
@@ -88,6 +89,7 @@ func (m *Members) writeLease(ctx context.Context, role codec.Role, member codec.
 	m.t.Helper()
 	l, err := codec.NewLease(member, tok, granted.UnixMilli(), deadline.UnixMilli())
 	require.NoError(m.t, err)
-	require.NoError(m.t, m.Transport.WriteLease(ctx, role, tok, l))
+	_, err = m.Transport.WriteLease(ctx, role, tok, l)
+	require.NoError(m.t, err)
 	return l
 }
