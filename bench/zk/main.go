@@ -110,6 +110,9 @@ func runDriver(kind string, args []string) error {
 	} else {
 		settings["cluster"] = srv
 	}
+	if *output == "table" {
+		fmt.Println("cluster:", settings["cluster"])
+	}
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(term)
@@ -485,6 +488,15 @@ func (d *driver) cleanUp() {
 func (d *driver) waitCount(n int) error {
 	deadline := time.Now().Add(d.ttl + waitLimit)
 	for {
+		for cand, done := range d.exited {
+			select {
+			case <-done:
+				if d.procs[cand] != nil {
+					return fmt.Errorf("candidate %s exited", cand)
+				}
+			default:
+			}
+		}
 		kids, _, err := d.conn.Children(d.prefix)
 		if err != nil {
 			return err
