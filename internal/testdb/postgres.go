@@ -98,7 +98,7 @@ func initPostgres(bin string, cred *syscall.Credential, dir string) (*Server, er
 		cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", dir,
 			"-c", "listen_addresses=127.0.0.1",
 			"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-			"-c", "max_connections=200")
+			"-c", "max_connections=200", "-c", "deadlock_timeout=100ms")
 		cmd.Dir = dir
 		cmd.Stdout, cmd.Stderr = logf, logf
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}

@@ -4,10 +4,11 @@
 // temporary directory, and stopped by [Run].
 //
 // A missing server fails the test (it does not skip) with the Debian
-// package to install. The servers run with fsync off: their data is thrown
-// away. Each server is started with the kernel's parent-death signal, so it
-// dies with the test binary even when [Run] never gets to stop it (a panic,
-// a -timeout, a kill); PostgreSQL's own children exit when it does.
+// package to install. The servers run with fsync off (their data is thrown
+// away), and PostgreSQL detects deadlocks after 100ms. Each server is
+// started with the kernel's parent-death signal, so it dies with the test
+// binary even when [Run] never gets to stop it (a panic, a -timeout, a
+// kill); PostgreSQL's own children exit when it does.
 package testdb
 
 import (
