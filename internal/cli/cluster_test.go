@@ -122,31 +122,41 @@ func TestDescribe(t *testing.T) {
 	assert.Regexp(t, `(?m)^controller\s+`+tok.String()+`\s+`+c.Config.TxnPrefix+`controller\s+none$`, r.Stdout)
 
 	// The lease written under that token shows in records, and so does
-	// its release.
+	// its release, after the holder's registration (so the lease's
+	// offset, the holding's number, is not 0).
+	_, err = ft.Register(ctx, "controller", "node-1")
+	require.NoError(t, err)
 	now := time.Now().UnixMilli()
 	lease, err := codec.NewLease("node-1", tok, now, now+30_000)
 	require.NoError(t, err)
-	require.NoError(t, leaseErr(ft.WriteLease(ctx, "controller", tok, lease)))
+	fence, err := ft.WriteLease(ctx, "controller", tok, lease)
+	require.NoError(t, err)
 	r = runOn(t, c, "describe", "controller")
 	requireOK(t, r)
-	assert.Regexp(t, `(?m)^controller\s+`+tok.String()+`\s+\S+\s+live: node-1 \(token `+tok.String()+`\), \d+s left$`, r.Stdout)
-	require.NoError(t, leaseErr(ft.WriteLease(ctx, "controller", tok, codec.ReleaseLease("node-1", tok))))
+	assert.Regexp(t, fmt.Sprintf(`(?m)^controller\s+%s\s+\S+\s+live: node-1 \(token %[1]s, fence %d\), \d+s left$`, tok, fence), r.Stdout)
+	release := codec.ReleaseLease("node-1", tok)
+	release.Fence = fence // the holding's number, as a member's release carries it
+	require.NoError(t, leaseErr(ft.WriteLease(ctx, "controller", tok, release)))
 
 	// Released: the coordinator keeps its token, and LEASE says that
 	// nobody holds the role (issue 19, 1: "HELD yes" said otherwise).
 	r = runOn(t, c, "describe", "controller")
 	requireOK(t, r)
-	assert.Regexp(t, `(?m)^controller\s+`+tok.String()+`\s+\S+\s+released by node-1 \(token `+tok.String()+`\): nobody holds the role$`, r.Stdout)
+	assert.Regexp(t, fmt.Sprintf(`(?m)^controller\s+%s\s+\S+\s+released by node-1 \(token %[1]s, fence %d\): nobody holds the role$`, tok, fence), r.Stdout)
 	assert.NotContains(t, r.Stdout, "yes")
 	r = runOn(t, c, "describe", "controller", "-o", "json")
 	requireOK(t, r)
 	assert.JSONEq(t, fmt.Sprintf(`{"role":"controller","held":true,"token":{"producer_id":%[1]d,"epoch":%[2]d},
-		"lease":{"state":"released","member":"node-1","token":{"producer_id":%[1]d,"epoch":%[2]d},"left_ms":0}}`, tok.ProducerID, tok.Epoch), r.Stdout)
+		"lease":{"state":"released","member":"node-1","token":{"producer_id":%[1]d,"epoch":%[2]d},"fence":%[3]d,"left_ms":0}}`, tok.ProducerID, tok.Epoch, fence), r.Stdout)
 	recs := records(t, c, "controller")
-	require.Len(t, recs, 2)
+	require.Len(t, recs, 3)
+	assert.Equal(t, "registration", recs[0]["kind"])
+	recs = recs[1:]
 	tokJSON := map[string]any{"producer_id": float64(tok.ProducerID), "epoch": float64(tok.Epoch)}
-	assert.Equal(t, record{"offset": recs[0]["offset"], "kind": "lease", "member": "node-1", "token": tokJSON,
+	assert.Equal(t, record{"offset": float64(fence), "kind": "lease", "member": "node-1", "token": tokJSON, "fence": float64(fence),
 		"granted_at": float64(now), "deadline": float64(now + 30_000)}, recs[0])
+	assert.Equal(t, float64(fence), recs[1]["fence"], "the release carries the holding's number")
+	assert.Greater(t, recs[1]["offset"], recs[0]["offset"])
 	assert.Equal(t, float64(0), recs[1]["granted_at"])
 	assert.Equal(t, float64(1), recs[1]["deadline"])
 

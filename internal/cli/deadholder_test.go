@@ -75,7 +75,7 @@ func TestOneShotAnswersAfterTheHolderDied(t *testing.T) {
 		assert.Equal(t, false, rows[0]["holder"].(map[string]any)["expired"], "table: live")
 		r = runOn(t, c, "describe", role)
 		requireOK(t, r)
-		assert.Regexp(t, `live: y1 \(token `+tok.String()+`\)`, r.Stdout)
+		assert.Regexp(t, `live: y1 \(token `+tok.String()+`, fence \d+\)`, r.Stdout)
 		time.Sleep(500 * time.Millisecond)
 	}
 	assert.False(t, getRole(t, c, role).Holder.Expired, "GET /v1/roles/db of a fresh serve: live")
@@ -108,7 +108,7 @@ func TestOneShotAnswersAfterTheHolderDied(t *testing.T) {
 	assert.Regexp(t, `(?m)^db\s+y1\s+10\.9\.9\.9:5432\s+`+tok.String()+`\s+dead\s+y1 \(gone\)$`, r.Stdout)
 	r = runOn(t, c, "describe", role)
 	requireOK(t, r)
-	assert.Regexp(t, `(?m)^db\s+`+tok.String()+`\s+\S+\s+expired: y1 \(token `+tok.String()+`\) stopped renewing$`, r.Stdout)
+	assert.Regexp(t, `(?m)^db\s+`+tok.String()+`\s+\S+\s+expired: y1 \(token `+tok.String()+`, fence \d+\) stopped renewing$`, r.Stdout)
 	assert.True(t, getRole(t, c, role).Holder.Expired, "GET /v1/roles/db of a fresh serve: expired")
 }
 

@@ -44,8 +44,9 @@ const (
 var demoMembers = []codec.MemberID{"node-1", "node-2", "node-3"}
 
 // demoScript is the CMD each member runs while it holds the role: one line
-// that shows the token krole hands it, then a wait until it is stopped.
-const demoScript = `echo "$KROLE_MEMBER is doing the $KROLE_ROLE work under token $KROLE_PRODUCER_ID/$KROLE_EPOCH"; exec sleep 3600`
+// that shows the token and the fencing number krole hands it, then a wait
+// until it is stopped.
+const demoScript = `echo "$KROLE_MEMBER is doing the $KROLE_ROLE work under token $KROLE_PRODUCER_ID/$KROLE_EPOCH, fence $KROLE_FENCE"; exec sleep 3600`
 
 func demoCommand() *ucli.Command {
 	return &ucli.Command{
@@ -232,7 +233,8 @@ func (d *demo) run(listen string, fallback, keep bool) error {
 	d.detail("Each one runs:")
 	d.detail("  %s", d.runCommandLineAs("krole", "node-N"))
 	d.detail("While a member holds the role, krole runs the command after -- with its fencing token in")
-	d.detail("KROLE_PRODUCER_ID and KROLE_EPOCH; when it loses the role, krole stops the command.")
+	d.detail("KROLE_PRODUCER_ID and KROLE_EPOCH and the holding's number in KROLE_FENCE (greater than")
+	d.detail("every earlier holding's); when it loses the role, krole stops the command.")
 	for i, name := range demoMembers {
 		m, err := d.startMember(name)
 		if err != nil {

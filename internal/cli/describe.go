@@ -27,11 +27,13 @@ func describeCommand() *ucli.Command {
 			"holds the role. LEASE says that, from the role's newest lease in the role topic:\n" +
 			"\"live\" (its member and the time left, judged as 'krole leader' does: see there\n" +
 			"for the bound), \"released\" (its holder resigned; nobody holds the role),\n" +
-			"\"expired\" (its holder stopped renewing), or \"none\". describe takes no epoch\n" +
-			"and joins no group, so it disturbs no one.\n\n" +
+			"\"expired\" (its holder stopped renewing), or \"none\". Its fence is the holding's\n" +
+			"fencing number: the offset of the holding's first lease record, greater than\n" +
+			"every earlier holding's. describe takes no epoch and joins no group, so it\n" +
+			"disturbs no one.\n\n" +
 			"JSON: {\"role\":R,\"held\":BOOL,\"token\":{\"producer_id\":N,\"epoch\":N} or null,\n" +
 			"       \"lease\":{\"state\":\"live\"|\"released\"|\"expired\",\"member\":M,\n" +
-			"                \"token\":{\"producer_id\":N,\"epoch\":N},\"left_ms\":N,\"renewed_at\":MS} or null}\n" +
+			"                \"token\":{\"producer_id\":N,\"epoch\":N},\"fence\":N,\"left_ms\":N,\"renewed_at\":MS} or null}\n" +
 			"\"renewed_at\" is when the holder's latest renewal began (its lease's or its\n" +
 			"member session's heartbeat's, by its clock).\n" +
 			"\"held\" is true when the coordinator has a token for the role (TOKEN), whether\n" +
@@ -60,7 +62,9 @@ type describeLease struct {
 	State  string         `json:"state"` // live, released or expired
 	Member codec.MemberID `json:"member"`
 	Token  codec.Token    `json:"token"`
-	LeftMS int64          `json:"left_ms"`
+	// Fence is the holding's fencing number (server.Holder.Fence).
+	Fence  int64 `json:"fence"`
+	LeftMS int64 `json:"left_ms"`
 	// RenewedAt is the holder's latest renewal (server.Holder.RenewedAt).
 	RenewedAt int64 `json:"renewed_at,omitempty"`
 }
@@ -145,7 +149,7 @@ func leaseOf(st rolestate.State, now time.Time) *describeLease {
 	if h == nil {
 		return nil
 	}
-	l := &describeLease{Member: h.Member, Token: h.Token, LeftMS: h.LeftMS, RenewedAt: h.RenewedAt, State: "live"}
+	l := &describeLease{Member: h.Member, Token: h.Token, Fence: h.Fence, LeftMS: h.LeftMS, RenewedAt: h.RenewedAt, State: "live"}
 	switch {
 	case h.Released():
 		l.State = "released"
@@ -161,11 +165,11 @@ func leaseText(l *describeLease) string {
 	case l == nil:
 		return "none"
 	case l.State == "live":
-		return fmt.Sprintf("live: %s (token %s), %s left", l.Member, l.Token, formatLeft(time.Duration(l.LeftMS)*time.Millisecond))
+		return fmt.Sprintf("live: %s (token %s, fence %d), %s left", l.Member, l.Token, l.Fence, formatLeft(time.Duration(l.LeftMS)*time.Millisecond))
 	case l.State == "released":
-		return fmt.Sprintf("released by %s (token %s): nobody holds the role", l.Member, l.Token)
+		return fmt.Sprintf("released by %s (token %s, fence %d): nobody holds the role", l.Member, l.Token, l.Fence)
 	}
-	return fmt.Sprintf("expired: %s (token %s) stopped renewing", l.Member, l.Token)
+	return fmt.Sprintf("expired: %s (token %s, fence %d) stopped renewing", l.Member, l.Token, l.Fence)
 }
 
 // withSession sets st.Session to the latest session record of the member

@@ -34,8 +34,9 @@ func leaderCommand() *ucli.Command {
 			"other, a holder is never named more than 2s after its lease ran out; a live\n" +
 			"holder is never reported dead for a clock difference alone, as long as it\n" +
 			"renews at least every half lease (the default is every fifth).\n\n" +
-			"JSON: {\"role\":R,\"member\":M,\"value\":V,\"token\":{\"producer_id\":N,\"epoch\":N},\"left_ms\":N},\n" +
-			"\"value\" left out when the holder has none.",
+			"JSON: {\"role\":R,\"member\":M,\"value\":V,\"token\":{\"producer_id\":N,\"epoch\":N},\"fence\":N,\"left_ms\":N},\n" +
+			"\"value\" left out when the holder has none; \"fence\" is the holding's fencing\n" +
+			"number (see 'krole run --help').",
 		ArgsUsage: "ROLE",
 		Flags: []ucli.Flag{
 			&ucli.DurationFlag{Name: "timeout", Value: DefaultTableTimeout,
@@ -51,6 +52,7 @@ type leaderResult struct {
 	Member codec.MemberID `json:"member"`
 	Value  string         `json:"value,omitempty"`
 	Token  codec.Token    `json:"token"`
+	Fence  int64          `json:"fence"`
 	LeftMS int64          `json:"left_ms"`
 }
 
@@ -148,7 +150,7 @@ func findLeader(c *ucli.Context) error {
 		return &NoHolderError{Role: role, Why: noHolderWhy(sts[0], now)}
 	}
 	if outputFormat(c) == FormatJSON {
-		return writeJSON(stdout(c), leaderResult{Role: role, Member: h.Member, Value: h.Value, Token: h.Token, LeftMS: h.LeftMS})
+		return writeJSON(stdout(c), leaderResult{Role: role, Member: h.Member, Value: h.Value, Token: h.Token, Fence: h.Fence, LeftMS: h.LeftMS})
 	}
 	// The value was read from the topic: escaped when it holds a control
 	// character (codec.PrintableValue), so none reaches a terminal or a

@@ -26,8 +26,9 @@ func observeCommand() *ucli.Command {
 			"within 10s, whatever the cluster does.\n\n" +
 			"Text: \"HH:MM:SS.mmm ROLE held by M (token P/E, value V)\" or \"... ROLE has no holder\".\n" +
 			"JSON (-o json), one object per line:\n" +
-			"  {\"at\":MS,\"role\":R,\"holder\":{\"member\":M,\"value\":V,\"token\":{\"producer_id\":N,\"epoch\":N}} or null}\n" +
-			"\"at\" is when this machine saw the change (Unix ms); \"value\" is left out when none.",
+			"  {\"at\":MS,\"role\":R,\"holder\":{\"member\":M,\"value\":V,\"token\":{\"producer_id\":N,\"epoch\":N},\"fence\":N} or null}\n" +
+			"\"at\" is when this machine saw the change (Unix ms); \"value\" is left out when none;\n" +
+			"\"fence\" is the holding's fencing number (see 'krole run --help').",
 		ArgsUsage: "ROLE",
 		Flags: []ucli.Flag{
 			&ucli.DurationFlag{Name: "timeout", Value: DefaultTableTimeout,
@@ -48,6 +49,7 @@ type observedOwner struct {
 	Member codec.MemberID `json:"member"`
 	Value  string         `json:"value,omitempty"`
 	Token  codec.Token    `json:"token"`
+	Fence  int64          `json:"fence"`
 }
 
 func runObserve(c *ucli.Context) error {
@@ -95,7 +97,7 @@ func runObserve(c *ucli.Context) error {
 func printObserved(w io.Writer, r server.Row, now time.Time, asJSON bool) error {
 	o := observed{At: now.UnixMilli(), Role: r.Role}
 	if h := liveHolder(r); h != nil {
-		o.Holder = &observedOwner{Member: h.Member, Value: h.Value, Token: h.Token}
+		o.Holder = &observedOwner{Member: h.Member, Value: h.Value, Token: h.Token, Fence: h.Fence}
 	}
 	if asJSON {
 		return writeJSON(w, o)

@@ -23,6 +23,7 @@ func TestObserveHolderChanges(t *testing.T) {
 	require.NoError(t, err)
 	m.Register("db", "m2")
 	l1 := m.LeaseValue("db", "m1", time.Hour, "10.0.0.1:80")
+	f1 := m.LastLease
 
 	text := startBackground(t, append([]string{"observe", "db"}, clusterFlags(c)...)...)
 	js := startBackground(t, append([]string{"observe", "db", "-o", "json"}, clusterFlags(c)...)...)
@@ -30,7 +31,7 @@ func TestObserveHolderChanges(t *testing.T) {
 	assert.Regexp(t, `^\d\d:\d\d:\d\d\.\d{3} db held by m1 \(token `+l1.Token.String()+`, value 10\.0\.0\.1:80\)$`, text.line("the holder"))
 	var o observed
 	require.NoError(t, json.Unmarshal([]byte(js.line("the holder")), &o))
-	assert.Equal(t, &observedOwner{Member: "m1", Value: "10.0.0.1:80", Token: l1.Token}, o.Holder)
+	assert.Equal(t, &observedOwner{Member: "m1", Value: "10.0.0.1:80", Token: l1.Token, Fence: f1}, o.Holder)
 	assert.Equal(t, "m1", rowOf(t, tbl.line("the row")).Holder.Member.String())
 
 	// A renewal (same token, a later deadline) and a new candidate: no line.
@@ -40,10 +41,11 @@ func TestObserveHolderChanges(t *testing.T) {
 	m.Register("db", "m3")
 	// A new holder, with a short lease: a line, then one when it runs out.
 	l2 := m.Lease("db", "m2", 2*time.Second)
+	f2 := m.LastLease
 	assert.Regexp(t, ` db held by m2 \(token `+l2.Token.String()+`\)$`, text.line("the new holder, not the renewal"))
 	o = observed{}
 	require.NoError(t, json.Unmarshal([]byte(js.line("the new holder")), &o))
-	assert.Equal(t, &observedOwner{Member: "m2", Token: l2.Token}, o.Holder)
+	assert.Equal(t, &observedOwner{Member: "m2", Token: l2.Token, Fence: f2}, o.Holder)
 	r := rowOf(t, tbl.line("the new holder"))
 	assert.Equal(t, codec.MemberID("m2"), r.Holder.Member)
 	assert.Regexp(t, ` db has no holder$`, text.line("the lease ran out"))

@@ -25,9 +25,11 @@ func recordsCommand() *ucli.Command {
 			"removed records that a later record of the same key replaced.\n\n" +
 			"JSON: an array, [] when the role has no records:\n" +
 			"  {\"offset\":N,\"kind\":\"registration\",\"member\":M,\"registered_at\":MS}\n" +
-			"  {\"offset\":N,\"kind\":\"lease\",\"member\":M,\"token\":{\"producer_id\":N,\"epoch\":N},\"granted_at\":MS,\"deadline\":MS}\n" +
+			"  {\"offset\":N,\"kind\":\"lease\",\"member\":M,\"token\":{\"producer_id\":N,\"epoch\":N},\"fence\":N,\"granted_at\":MS,\"deadline\":MS}\n" +
 			"  {\"offset\":N,\"kind\":\"registration\",\"member\":M,\"tombstone\":true}  (a deregistration)\n" +
 			"  {\"offset\":N,\"kind\":\"lease\",\"tombstone\":true}\n" +
+			"A lease's \"fence\" is its holding's fencing number: the offset of the holding's\n" +
+			"first lease, which the holding's later leases carry.\n" +
 			"Times are Unix milliseconds. A lease that its holder released on resigning has\n" +
 			"granted_at 0 and deadline 1 (the table says \"lease (released)\").\n\n" +
 			"The newest lease is renewed by its holder's member session's heartbeats, not by\n" +
@@ -55,6 +57,7 @@ type recordJSON struct {
 	RegisteredAt *int64       `json:"registered_at,omitempty"`
 	Value        string       `json:"value,omitempty"` // a registration's value, when it has one
 	Token        *codec.Token `json:"token,omitempty"`
+	Fence        *int64       `json:"fence,omitempty"` // a lease's holding's fencing number
 	GrantedAt    *int64       `json:"granted_at,omitempty"`
 	Deadline     *int64       `json:"deadline,omitempty"`
 	// The newest lease's liveness (see liveness.Judge): left out on other
@@ -84,6 +87,11 @@ func toJSON(r fencing.RoleRecord) recordJSON {
 	case r.Record.Lease != nil:
 		l := r.Record.Lease
 		j.Member, j.Token, j.GrantedAt, j.Deadline = string(l.Member), &l.Token, &l.GrantedAt, &l.Deadline
+		fence := r.Offset // a holding's first lease
+		if l.Fence > 0 {
+			fence = l.Fence
+		}
+		j.Fence = &fence
 	default:
 		j.Tombstone = true
 	}

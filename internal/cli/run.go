@@ -77,8 +77,12 @@ func runCommand() *ucli.Command {
 			"      [--renew-interval D] [--stagger D] [--kill-timeout D] [-- CMD [ARGS...]]",
 		Description: "Joins the candidates of ROLE as member M and campaigns for it. While M holds ROLE,\n" +
 			"krole runs CMD in a process group of its own, with the token M holds it under in\n" +
-			"KROLE_PRODUCER_ID and KROLE_EPOCH (and KROLE_ROLE, KROLE_MEMBER). Without CMD, it\n" +
-			"prints the token (PRODUCER_ID/EPOCH) on stdout each time it is elected.\n\n" +
+			"KROLE_PRODUCER_ID and KROLE_EPOCH, the holding's fencing number in KROLE_FENCE\n" +
+			"(and KROLE_ROLE, KROLE_MEMBER). Without CMD, it prints the token\n" +
+			"(PRODUCER_ID/EPOCH) on stdout each time it is elected.\n\n" +
+			"KROLE_FENCE, the offset of the holding's first lease, exceeds every earlier\n" +
+			"holding's: a target that refuses numbers below the highest it has seen refuses\n" +
+			"every earlier holder (docs/CLI.md says what starts the numbers again).\n\n" +
 			"Role lost (fenced, or not renewed in time): krole stops CMD's process tree\n" +
 			"(SIGTERM, then SIGKILL after --kill-timeout) and campaigns again. CMD exits by\n" +
 			"itself: krole resigns and exits with CMD's code. SIGINT or SIGTERM: krole stops\n" +
@@ -689,6 +693,7 @@ func (s *runSession) work(ctx context.Context, held processor.Held) error {
 			"KROLE_MEMBER=" + string(held.Member),
 			"KROLE_PRODUCER_ID=" + strconv.FormatInt(held.Token.ProducerID, 10),
 			"KROLE_EPOCH=" + strconv.Itoa(int(held.Token.Epoch)),
+			"KROLE_FENCE=" + strconv.FormatInt(held.Fence, 10),
 		},
 		Stdout: s.stdout,
 		Stderr: s.stderr,

@@ -122,7 +122,7 @@ func TestRunCommandExitCode(t *testing.T) {
 	for _, code := range []int{3, 0} {
 		t.Run(fmt.Sprint("exit ", code), func(t *testing.T) {
 			role := fmt.Sprintf("exit-%d", code)
-			script := fmt.Sprintf(`echo "$KROLE_ROLE $KROLE_MEMBER $KROLE_PRODUCER_ID $KROLE_EPOCH"; exit %d`, code)
+			script := fmt.Sprintf(`echo "$KROLE_ROLE $KROLE_MEMBER $KROLE_PRODUCER_ID $KROLE_EPOCH $KROLE_FENCE"; exit %d`, code)
 			args := append(append(append(clusterFlags(c), "run", role), testTimingFlags()...), "--member", "node-1", "--", "sh", "-c", script)
 			r := run(t, args...)
 			require.Equal(t, code, r.Code, "stderr:\n%s", r.Stderr)
@@ -130,8 +130,17 @@ func TestRunCommandExitCode(t *testing.T) {
 			m := electedLine.FindStringSubmatch(r.Stderr)
 			require.NotNil(t, m, "stderr:\n%s", r.Stderr)
 			assert.Equal(t, []string{role, "node-1"}, m[1:3])
-			assert.Equal(t, fmt.Sprintf("%s node-1 %s %s\n", role, m[3], m[4]), r.Stdout, "CMD's environment names the role, member and token")
 			token := m[3] + "/" + m[4]
+			fence := int64(-1) // the offset of the holding's first lease record
+			for _, rec := range readRole(t, c.Config, codec.Role(role)) {
+				if l := rec.Record.Lease; l != nil && l.Token.String() == token {
+					fence = rec.Offset
+					break
+				}
+			}
+			assert.Greater(t, fence, int64(0))
+			assert.Equal(t, fmt.Sprintf("%s node-1 %s %s %d\n", role, m[3], m[4], fence), r.Stdout,
+				"CMD's environment names the role, member, token and the holding's fencing number")
 			assert.Regexp(t, fmt.Sprintf(`(?m)^krole run: started CMD \(pid \d+\) with token %s$`, token), r.Stderr)
 			assert.Regexp(t, fmt.Sprintf(`(?m)^krole run: CMD \(pid \d+\) exited by itself with code %d; resigning %s$`, code, role), r.Stderr)
 			assert.True(t, strings.HasSuffix(r.Stderr, fmt.Sprintf("krole run: resigned %s (token %s)\n", role, token)), "stderr:\n%s", r.Stderr)

@@ -51,12 +51,13 @@ func tableCommand() *ucli.Command {
 			"This is what the topic says, not the broker's fence: a holder shown as live may\n" +
 			"already be fenced by a newer token whose lease is not written yet.\n\n" +
 			"JSON: an array in role order, [] when there are no roles:\n" +
-			"  {\"role\":R,\"holder\":{\"member\":M,\"value\":V,\"token\":{\"producer_id\":N,\"epoch\":N},\"granted_at\":MS,\n" +
+			"  {\"role\":R,\"holder\":{\"member\":M,\"value\":V,\"token\":{\"producer_id\":N,\"epoch\":N},\"fence\":N,\"granted_at\":MS,\n" +
 			"   \"deadline\":MS,\"renewed_at\":MS,\"expired\":BOOL,\"left_ms\":N} or null,\n" +
 			"   \"candidates\":[{\"member\":M,\"offset\":N,\"registered_at\":MS,\"value\":V,\"rank\":0,\"gone\":true},...],\n" +
 			"   \"dead\":true}\n" +
 			"\"value\" is the member's --value, left out when it has none; VALUE shows the\n" +
-			"holder's. granted_at and deadline are the lease record's; renewed_at is when\n" +
+			"holder's. \"fence\" is the holding's fencing number (see 'krole run --help').\n" +
+			"granted_at and deadline are the lease record's; renewed_at is when\n" +
 			"the holder's latest renewal began (its lease's or heartbeat's, by its clock).\n" +
 			"\"gone\" and \"dead\" are left out when false.\n" +
 			"Times are Unix milliseconds; \"expired\", \"left_ms\" (LEFT) and \"gone\" are\n" +

@@ -35,6 +35,19 @@ func fixtureRoles(t *testing.T, c *testcluster.Cluster) (m *testcluster.Members,
 	return m, dbLease, dbOffsets
 }
 
+// firstLeaseOffset returns the offset of role's first lease under tok:
+// the fencing number of that holding.
+func firstLeaseOffset(t *testing.T, c *testcluster.Cluster, role codec.Role, tok codec.Token) int64 {
+	t.Helper()
+	for _, r := range readRole(t, c.Config, role) {
+		if l := r.Record.Lease; l != nil && l.Token == tok {
+			return r.Offset
+		}
+	}
+	t.Fatalf("role %s has no lease under token %s", role, tok)
+	return -1
+}
+
 func tableJSON(t *testing.T, c *testcluster.Cluster, roles ...string) (string, []map[string]any) {
 	t.Helper()
 	r := runOn(t, c, append(append([]string{"table"}, roles...), "-o", "json")...)
@@ -71,9 +84,11 @@ func TestTableJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &typed))
 	db := typed[1]
 	h := rows[1]["holder"].(map[string]any)
-	assert.ElementsMatch(t, []string{"member", "token", "granted_at", "deadline", "renewed_at", "expired", "left_ms"}, keys(h))
+	assert.ElementsMatch(t, []string{"member", "token", "fence", "granted_at", "deadline", "renewed_at", "expired", "left_ms"}, keys(h))
 	assert.ElementsMatch(t, []string{"producer_id", "epoch"}, keys(h["token"].(map[string]any)))
-	assert.Equal(t, &server.Holder{Member: "m1", Token: l.Token, GrantedAt: l.GrantedAt, Deadline: l.Deadline, RenewedAt: l.GrantedAt, Expired: false, LeftMS: db.Holder.LeftMS}, db.Holder)
+	fence := firstLeaseOffset(t, c, "db", l.Token)
+	assert.Greater(t, fence, offs[1], "the lease follows the registrations")
+	assert.Equal(t, &server.Holder{Member: "m1", Token: l.Token, Fence: fence, GrantedAt: l.GrantedAt, Deadline: l.Deadline, RenewedAt: l.GrantedAt, Expired: false, LeftMS: db.Holder.LeftMS}, db.Holder)
 	assert.LessOrEqual(t, db.Holder.LeftMS, time.Hour.Milliseconds())
 	assert.Contains(t, out, `"producer_id":`+jsonInt(l.Token.ProducerID), "the token's int64 in full")
 	require.Len(t, db.Candidates, 2)
@@ -252,7 +267,7 @@ func TestTableWatchPipe(t *testing.T) {
 	r := rowOf(t, b.line("db's new holder"))
 	assert.Equal(t, codec.Role("db"), r.Role)
 	require.NotNil(t, r.Holder)
-	assert.Equal(t, &server.Holder{Member: "m2", Token: l2.Token, GrantedAt: l2.GrantedAt, Deadline: l2.Deadline, RenewedAt: l2.GrantedAt, LeftMS: r.Holder.LeftMS}, r.Holder)
+	assert.Equal(t, &server.Holder{Member: "m2", Token: l2.Token, Fence: m.LastLease, GrantedAt: l2.GrantedAt, Deadline: l2.Deadline, RenewedAt: l2.GrantedAt, LeftMS: r.Holder.LeftMS}, r.Holder)
 	assert.LessOrEqual(t, r.Holder.LeftMS, int64(2000))
 	off := m.Register("fresh", "f1")
 	r = rowOf(t, b.line("fresh's first candidate"))

@@ -169,18 +169,20 @@ func indexFrom(ls []string, from int, s string) int {
 var (
 	tourToken = regexp.MustCompile(`\b\d+/\d+\b`)
 	tourPid   = regexp.MustCompile(`\(pid \d+\)`)
+	tourFence = regexp.MustCompile(`\bfence \d+\b`)
 	tourLeft  = regexp.MustCompile(`\b\d+(\.\d)?s\b( left)?$`)
 )
 
 // normTour puts what differs from run to run in a line of the tour (the
-// token, a pid, the time left at its end, column widths, the test
-// cluster's transactional-id prefix) into one form.
+// token, the fencing number, a pid, the time left at its end, column
+// widths, the test cluster's transactional-id prefix) into one form.
 func normTour(c *testcluster.Cluster, ls []string) []string {
 	var out []string
 	for _, l := range ls {
 		l = strings.ReplaceAll(l, c.Config.TxnPrefix+"controller", "krole.controller")
 		l = tourToken.ReplaceAllString(l, "PID/EPOCH")
 		l = tourPid.ReplaceAllString(l, "(pid N)")
+		l = tourFence.ReplaceAllString(l, "fence N")
 		f := strings.Fields(l)
 		if len(f) > 4 && f[0] == "controller" && f[1] == "node-1" { // a row of krole table: LEFT is its fifth column
 			f[4] = tourLeft.ReplaceAllString(f[4], "LEFT")

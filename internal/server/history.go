@@ -46,8 +46,8 @@ const (
 // it.
 //
 //	{"at":MS,"kind":K,"cause":C,
-//	 "holder":{"member":M,"value":V,"token":{...}} or null,
-//	 "from":{"member":M,"value":V,"token":{...}} (left out when none),
+//	 "holder":{"member":M,"value":V,"token":{...},"fence":N} or null,
+//	 "from":{"member":M,"value":V,"token":{...},"fence":N} (left out when none),
 //	 "unheld_ms":N, "renewed_at":MS, "renew_ms":N, "lease_ms":N,
 //	 "during_outage":BOOL}
 //
@@ -104,11 +104,13 @@ type Outage struct {
 	To   int64 `json:"to,omitempty"`
 }
 
-// HistoryHolder is a holder in a [Transition].
+// HistoryHolder is a holder in a [Transition]; Fence is its holding's
+// fencing number ([Holder].Fence).
 type HistoryHolder struct {
 	Member codec.MemberID `json:"member"`
 	Value  string         `json:"value,omitempty"`
 	Token  codec.Token    `json:"token"`
+	Fence  int64          `json:"fence"`
 }
 
 // RoleHistory is a role's transitions in the history's window, oldest
@@ -261,7 +263,7 @@ func (h *History) record(r Row, initial bool) {
 	now := h.clock().UnixMilli()
 	var cur *HistoryHolder
 	if r.Holder != nil && !r.Holder.Expired {
-		cur = &HistoryHolder{Member: r.Holder.Member, Value: r.Holder.Value, Token: r.Holder.Token}
+		cur = &HistoryHolder{Member: r.Holder.Member, Value: r.Holder.Value, Token: r.Holder.Token, Fence: r.Holder.Fence}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

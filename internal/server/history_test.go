@@ -17,7 +17,7 @@ import (
 )
 
 func heldRow(role codec.Role, m codec.MemberID, epoch int16) Row {
-	return Row{Role: role, Holder: &Holder{Member: m, Token: codec.Token{ProducerID: 7, Epoch: epoch}, GrantedAt: 1000, Deadline: 11000, RenewedAt: 1000}}
+	return Row{Role: role, Holder: &Holder{Member: m, Token: codec.Token{ProducerID: 7, Epoch: epoch}, Fence: 10 * int64(epoch), GrantedAt: 1000, Deadline: 11000, RenewedAt: 1000}}
 }
 
 // TestHistoryKinds: the history names each change of holder by what
@@ -49,7 +49,7 @@ func TestHistoryKinds(t *testing.T) {
 	assert.Equal(t, []string{TransitionInitial, TransitionReleased, TransitionHandover, TransitionExpired, TransitionFailover, TransitionTakeover}, kinds())
 	rh := h.Role("db")
 	assert.Nil(t, rh.Transitions[1].Holder)
-	assert.Equal(t, &HistoryHolder{Member: "m3", Token: codec.Token{ProducerID: 7, Epoch: 2}}, rh.Transitions[4].Holder)
+	assert.Equal(t, &HistoryHolder{Member: "m3", Token: codec.Token{ProducerID: 7, Epoch: 2}, Fence: 20}, rh.Transitions[4].Holder)
 
 	step(Row{Role: "db"}) // the lease record went away
 	assert.Equal(t, TransitionVacant, kinds()[len(kinds())-1])
@@ -73,6 +73,7 @@ func TestHistoryEndpoint(t *testing.T) {
 	m.Register("db", "m1")
 	m.Register("db", "m2")
 	l1 := m.Lease("db", "m1", time.Second)
+	f1 := m.LastLease
 	v := runView(t, c)
 	caughtUp(t, v)
 	hist := NewHistory(time.Hour, 0, nil)
@@ -90,17 +91,19 @@ func TestHistoryEndpoint(t *testing.T) {
 		return len(rh.Transitions) == 2
 	}, 20*time.Second, 20*time.Millisecond)
 	l2 := m.Lease("db", "m2", time.Hour)
+	f2 := m.LastLease
+	require.Greater(t, f2, f1)
 	require.Eventually(t, func() bool {
 		require.NoError(t, json.Unmarshal(get(t, h, "/v1/roles/db/history").Body.Bytes(), &rh))
 		return len(rh.Transitions) == 3
 	}, 20*time.Second, 20*time.Millisecond)
 	assert.Equal(t, codec.Role("db"), rh.Role)
 	assert.Equal(t, TransitionInitial, rh.Transitions[0].Kind)
-	assert.Equal(t, &HistoryHolder{Member: "m1", Token: l1.Token}, rh.Transitions[0].Holder)
+	assert.Equal(t, &HistoryHolder{Member: "m1", Token: l1.Token, Fence: f1}, rh.Transitions[0].Holder)
 	assert.Equal(t, TransitionExpired, rh.Transitions[1].Kind)
 	tr := rh.Transitions[2]
 	assert.Equal(t, Transition{At: tr.At, Kind: TransitionFailover, Cause: CauseFailover,
-		Holder: &HistoryHolder{Member: "m2", Token: l2.Token}, From: &HistoryHolder{Member: "m1", Token: l1.Token},
+		Holder: &HistoryHolder{Member: "m2", Token: l2.Token, Fence: f2}, From: &HistoryHolder{Member: "m1", Token: l1.Token, Fence: f1},
 		UnheldMS: tr.At - rh.Transitions[1].At, RenewedAt: tr.At, LeaseMS: rolestate.MaxLeaseSpan.Milliseconds()}, tr)
 	assert.Equal(t, []Outage{}, rh.Outages)
 

@@ -12,12 +12,13 @@ import (
 // streams show it: the one JSON shape of a role, built by [NewRow] only.
 //
 //	{"role":R,
-//	 "holder":{"member":M,"value":V,"token":{"producer_id":N,"epoch":N},"granted_at":MS,"deadline":MS,
+//	 "holder":{"member":M,"value":V,"token":{"producer_id":N,"epoch":N},"fence":N,"granted_at":MS,"deadline":MS,
 //	           "renewed_at":MS,"expired":BOOL,"left_ms":N} or null,
 //	 "candidates":[{"member":M,"offset":N,"registered_at":MS,"value":V,"rank":0,"gone":true},...],
 //	 "dead":true}
 //
-// "value" is left out when the member registered none. Times are Unix
+// "value" is left out when the member registered none. "fence" is the
+// holding's fencing number ([rolestate.State.Fence]). Times are Unix
 // milliseconds; granted_at, deadline and renewed_at by the holder's clock.
 // granted_at and deadline are the lease record's (written again only
 // hourly); renewed_at is the holder's latest renewal: the lease's
@@ -50,10 +51,12 @@ type Holder struct {
 	Member codec.MemberID `json:"member"`
 	// Value is the value the holder registered with, "" when none or when
 	// it is no longer a candidate.
-	Value     string      `json:"value,omitempty"`
-	Token     codec.Token `json:"token"`
-	GrantedAt int64       `json:"granted_at"`
-	Deadline  int64       `json:"deadline"`
+	Value string      `json:"value,omitempty"`
+	Token codec.Token `json:"token"`
+	// Fence is the holding's fencing number ([rolestate.State.Fence]).
+	Fence     int64 `json:"fence"`
+	GrantedAt int64 `json:"granted_at"`
+	Deadline  int64 `json:"deadline"`
 	// RenewedAt is the GrantedAt of the holder's latest renewal (Unix ms,
 	// the holder's clock); 0 for a release.
 	RenewedAt int64 `json:"renewed_at,omitempty"`
@@ -104,6 +107,7 @@ func NewRow(st rolestate.State, now time.Time) Row {
 		r.Holder = &Holder{
 			Member:    l.Member,
 			Token:     l.Token,
+			Fence:     st.Fence(),
 			Value:     l.Value, // written under the holder's token, never a registration's
 			GrantedAt: l.GrantedAt,
 			Deadline:  l.Deadline,

@@ -186,8 +186,8 @@ func TestRolesIsTheTableJSON(t *testing.T) {
 	// The exact shape: roles sorted, a lease without candidates and
 	// candidates without a lease both present, candidates in rank order.
 	assert.JSONEq(t, `[
-	  {"role":"cron","holder":{"member":"x","token":{"producer_id":4,"epoch":0},"granted_at":1000,"deadline":1100,"renewed_at":1000,"expired":true,"left_ms":0},"candidates":[]},
-	  {"role":"db","holder":{"member":"a","token":{"producer_id":9,"epoch":2},"granted_at":1000,"deadline":2000,"renewed_at":1000,"expired":false,"left_ms":500},
+	  {"role":"cron","holder":{"member":"x","token":{"producer_id":4,"epoch":0},"fence":7,"granted_at":1000,"deadline":1100,"renewed_at":1000,"expired":true,"left_ms":0},"candidates":[]},
+	  {"role":"db","holder":{"member":"a","token":{"producer_id":9,"epoch":2},"fence":4,"granted_at":1000,"deadline":2000,"renewed_at":1000,"expired":false,"left_ms":500},
 	   "candidates":[{"member":"a","offset":1,"registered_at":900,"rank":0},{"member":"b","offset":3,"registered_at":950,"rank":1}]},
 	  {"role":"queue","holder":null,"candidates":[{"member":"q","offset":2,"registered_at":990,"rank":0}]}
 	]`, rec.Body.String())
@@ -415,7 +415,7 @@ func TestWatchRole(t *testing.T) {
 	f.set(rolestate.State{Role: "db", Lease: &l, LeaseOffset: 8, Candidates: []rolestate.Candidate{{Member: "b", Offset: 3, RegisteredAt: 950}}})
 	next := s.row()
 	assert.Equal(t, codec.Role("db"), next.Role)
-	assert.Equal(t, &Holder{Member: "b", Token: l.Token, GrantedAt: 1400, Deadline: 9000, RenewedAt: 1400, LeftMS: 7500}, next.Holder)
+	assert.Equal(t, &Holder{Member: "b", Token: l.Token, Fence: 8, GrantedAt: 1400, Deadline: 9000, RenewedAt: 1400, LeftMS: 7500}, next.Holder)
 	assert.Equal(t, []rolestate.Candidate{{Member: "b", Offset: 3, RegisteredAt: 950}}, next.Candidates)
 
 	// A role the table does not have: an empty row first, then its rows.

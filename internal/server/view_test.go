@@ -77,6 +77,7 @@ func TestOverARealView(t *testing.T) {
 	off2 := m.Register("svc", "m2")
 	m.Register("solo", "s1")
 	l := m.Lease("svc", "m1", time.Hour)
+	f1 := m.LastLease
 	m.Lease("leaseonly", "x", time.Hour)
 
 	rv := runView(t, c)
@@ -94,7 +95,7 @@ func TestOverARealView(t *testing.T) {
 	assert.Nil(t, rows[1].Holder)
 	svc := rows[2]
 	require.NotNil(t, svc.Holder)
-	assert.Equal(t, &Holder{Member: "m1", Token: l.Token, GrantedAt: l.GrantedAt, Deadline: l.Deadline, RenewedAt: l.GrantedAt, LeftMS: svc.Holder.LeftMS}, svc.Holder)
+	assert.Equal(t, &Holder{Member: "m1", Token: l.Token, Fence: f1, GrantedAt: l.GrantedAt, Deadline: l.Deadline, RenewedAt: l.GrantedAt, LeftMS: svc.Holder.LeftMS}, svc.Holder)
 	assert.LessOrEqual(t, svc.Holder.LeftMS, time.Hour.Milliseconds())
 	require.Len(t, svc.Candidates, 2)
 	assert.Equal(t, rolestate.Candidate{Member: "m1", Offset: off1, RegisteredAt: svc.Candidates[0].RegisteredAt, Rank: 0}, svc.Candidates[0])
@@ -108,9 +109,10 @@ func TestOverARealView(t *testing.T) {
 	s, _ := openSSE(t, testCtx(t), srv.URL+"/v1/roles/svc/watch")
 	assert.Equal(t, "m1", string(s.row().Holder.Member))
 	l2 := m.Lease("svc", "m2", 1500*time.Millisecond)
+	f2 := m.LastLease
 	r := s.row()
 	require.NotNil(t, r.Holder)
-	assert.Equal(t, &Holder{Member: "m2", Token: l2.Token, GrantedAt: l2.GrantedAt, Deadline: l2.Deadline, RenewedAt: l2.GrantedAt, LeftMS: r.Holder.LeftMS}, r.Holder, "not expired yet")
+	assert.Equal(t, &Holder{Member: "m2", Token: l2.Token, Fence: f2, GrantedAt: l2.GrantedAt, Deadline: l2.Deadline, RenewedAt: l2.GrantedAt, LeftMS: r.Holder.LeftMS}, r.Holder, "not expired yet")
 	assert.LessOrEqual(t, r.Holder.LeftMS, int64(1500))
 	r = s.row()
 	require.NotNil(t, r.Holder)

@@ -19,6 +19,10 @@ type Members struct {
 	// Transport is the transport the writes go through, for writes
 	// Members has no method for. It is closed when the test ends.
 	Transport *fencing.BrokerTransport
+	// LastLease is the offset of the last lease a method of Members
+	// wrote: the fencing number of that holding, since each writes under
+	// a new epoch.
+	LastLease int64
 }
 
 // Members returns a Members writing to c (see [Cluster.Transport]).
@@ -65,7 +69,7 @@ func (m *Members) LeaseValue(role codec.Role, member codec.MemberID, d time.Dura
 	l, err := codec.NewLease(member, tok, now.UnixMilli(), now.Add(d).UnixMilli())
 	require.NoError(m.t, err)
 	l.Value = value
-	_, err = m.Transport.WriteLease(ctx, role, tok, l)
+	m.LastLease, err = m.Transport.WriteLease(ctx, role, tok, l)
 	require.NoError(m.t, err)
 	return l
 }
@@ -89,7 +93,7 @@ func (m *Members) writeLease(ctx context.Context, role codec.Role, member codec.
 	m.t.Helper()
 	l, err := codec.NewLease(member, tok, granted.UnixMilli(), deadline.UnixMilli())
 	require.NoError(m.t, err)
-	_, err = m.Transport.WriteLease(ctx, role, tok, l)
+	m.LastLease, err = m.Transport.WriteLease(ctx, role, tok, l)
 	require.NoError(m.t, err)
 	return l
 }
