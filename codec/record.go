@@ -230,7 +230,10 @@ type Lease struct {
 	// holder writes it in every lease of the holding but the first, which
 	// cannot know its own offset before it is written and carries 0
 	// (omitted): its number is its own offset. Never negative.
-	// rolestate.State.Fence is the number as readers see it.
+	// rolestate.State.Fence is the number as readers see it. A holding
+	// numbered 0 (nothing before its first lease in the partition; a
+	// member's registration always is) carries none: readers number each
+	// of its leases by its own offset, still below every later holding's.
 	Fence int64 `json:"fence,omitempty"`
 }
 
