@@ -168,8 +168,12 @@ func (r row) judge(h Holding, check bool) verdict {
 }
 
 // queryRow runs a read of the fence row; ok is false when there is none.
-func queryRow(ctx context.Context, tx *sql.Tx, query, role string) (r row, ok bool, err error) {
-	err = tx.QueryRowContext(ctx, query, role).Scan(&r.number, &r.holder)
+func (f *Fence) queryRow(ctx context.Context, tx *sql.Tx, query, role string) (r row, ok bool, err error) {
+	s, err := f.stmt(ctx, tx, query)
+	if err != nil {
+		return row{}, false, err
+	}
+	err = s.QueryRowContext(ctx, role).Scan(&r.number, &r.holder)
 	if errors.Is(err, sql.ErrNoRows) {
 		return row{}, false, nil
 	}
@@ -179,7 +183,7 @@ func queryRow(ctx context.Context, tx *sql.Tx, query, role string) (r row, ok bo
 // shareStep reads the role's row under a shared lock: the fast path of a
 // holding that has written before.
 func (f *Fence) shareStep(ctx context.Context, tx *sql.Tx, h Holding) (verdict, row, error) {
-	r, ok, err := queryRow(ctx, tx, f.sql.share, h.Role)
+	r, ok, err := f.queryRow(ctx, tx, f.sql.share, h.Role)
 	if err != nil || !ok {
 		return missing, r, err
 	}
@@ -189,12 +193,15 @@ func (f *Fence) shareStep(ctx context.Context, tx *sql.Tx, h Holding) (verdict, 
 // advanceStep writes the holding over the role's row under an exclusive
 // lock, or reads why not.
 func (f *Fence) advanceStep(ctx context.Context, tx *sql.Tx, h Holding) (verdict, row, error) {
+	s, err := f.stmt(ctx, tx, f.sql.advance)
+	if err != nil {
+		return 0, row{}, err
+	}
 	var res sql.Result
-	var err error
 	if f.dialect == Postgres {
-		res, err = tx.ExecContext(ctx, f.sql.advance, h.Role, h.Number, h.Holder)
+		res, err = s.ExecContext(ctx, h.Role, h.Number, h.Holder)
 	} else {
-		res, err = tx.ExecContext(ctx, f.sql.advance, h.Number, h.Holder, h.Role, h.Number, h.Number, h.Holder)
+		res, err = s.ExecContext(ctx, h.Number, h.Holder, h.Role, h.Number, h.Number, h.Holder)
 	}
 	if err != nil {
 		return 0, row{}, err
@@ -210,7 +217,7 @@ func (f *Fence) advanceStep(ctx context.Context, tx *sql.Tx, h Holding) (verdict
 	// reads the version it judged. MySQL: no row, or one not changed
 	// (rows affected counts changed rows: an equal holding written in the
 	// same microsecond), or a newer one; FOR UPDATE locks it.
-	r, ok, err := queryRow(ctx, tx, f.sql.read, h.Role)
+	r, ok, err := f.queryRow(ctx, tx, f.sql.read, h.Role)
 	if err != nil || !ok {
 		return missing, r, err
 	}

@@ -3,6 +3,7 @@
 // holding's fencing number. It uses database/sql and imports no driver.
 //
 //	f, err := sqlfence.New(db) // the dialect is pgx's, lib/pq's or go-sql-driver/mysql's
+//	defer f.Close()            // its prepared statements
 //	err = f.CreateTable(ctx)   // once; idempotent
 //	h := sqlfence.Holding{Role: "billing", Number: number, Holder: "node-1"}
 //	err = f.Do(ctx, h, func(tx *sql.Tx) error {
@@ -57,7 +58,8 @@
 // side and only a new holding waits for them. A new holding's first Do
 // writes its number under an exclusive lock instead, which its other
 // transactions wait for. MySQL's first Do of a role also creates the row,
-// in a transaction of its own.
+// in a transaction of its own. The fence's statements are prepared once
+// per connection, so each is one round trip whatever the driver's settings.
 //
 // # What it does not cover
 //

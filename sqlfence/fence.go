@@ -43,6 +43,7 @@ type Fence struct {
 	check   bool
 	onRetry func(error)
 	sql     statements
+	prep    prepared
 	// known holds, per role, the last holding whose Do committed here: its
 	// next Do starts with a shared lock instead of a write.
 	known sync.Map

@@ -12,7 +12,7 @@ import (
 	"github.com/krabka/krole/sqlfence"
 )
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +62,11 @@ func TestAdvanceAndWrite(t *testing.T) {
 		must(t, f.Do(ctx(t), sqlfence.Holding{Role: "billing", Number: 12, Holder: "m4"}, nil))
 		e.wantRow(t, f, "billing", 12, "m4")
 		must(t, f.CreateTable(ctx(t))) // idempotent
+		// Close releases the prepared statements; Do prepares them again.
+		must(t, f.Close())
+		must(t, f.Do(ctx(t), sqlfence.Holding{Role: "billing", Number: 12, Holder: "m4"}, e.insert(data, "d", 12)))
+		must(t, f.Close())
+		e.wantIDs(t, data, "a", "b", "c", "d")
 	})
 }
 

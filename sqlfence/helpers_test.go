@@ -52,7 +52,7 @@ var tableSeq atomic.Int64
 
 // tables returns a fresh fence table name and a fresh data table (created)
 // with columns id, number, seq.
-func (e env) tables(t *testing.T) (fence, data string) {
+func (e env) tables(t testing.TB) (fence, data string) {
 	t.Helper()
 	n := tableSeq.Add(1)
 	fence, data = fmt.Sprintf("fence_%d", n), fmt.Sprintf("data_%d", n)
@@ -61,7 +61,7 @@ func (e env) tables(t *testing.T) (fence, data string) {
 }
 
 // fence returns a Fence on a new table (created), and the data table.
-func (e env) fence(t *testing.T, opts ...sqlfence.Option) (*sqlfence.Fence, string) {
+func (e env) fence(t testing.TB, opts ...sqlfence.Option) (*sqlfence.Fence, string) {
 	t.Helper()
 	table, data := e.tables(t)
 	f := e.fenceOn(t, table, opts...)
@@ -69,7 +69,7 @@ func (e env) fence(t *testing.T, opts ...sqlfence.Option) (*sqlfence.Fence, stri
 }
 
 // fenceOn returns a Fence on table, created.
-func (e env) fenceOn(t *testing.T, table string, opts ...sqlfence.Option) *sqlfence.Fence {
+func (e env) fenceOn(t testing.TB, table string, opts ...sqlfence.Option) *sqlfence.Fence {
 	t.Helper()
 	f, err := sqlfence.New(e.db, append([]sqlfence.Option{sqlfence.WithTable(table)}, opts...)...)
 	if err != nil {
@@ -99,7 +99,7 @@ func (e env) q(query string) string {
 	return b.String()
 }
 
-func (e env) exec(t *testing.T, query string, args ...any) {
+func (e env) exec(t testing.TB, query string, args ...any) {
 	t.Helper()
 	if _, err := e.db.ExecContext(ctx(t), e.q(query), args...); err != nil {
 		t.Fatalf("%s: %v", query, err)
@@ -107,7 +107,7 @@ func (e env) exec(t *testing.T, query string, args ...any) {
 }
 
 // row returns role's fence row; ok is false when there is none.
-func (e env) row(t *testing.T, f *sqlfence.Fence, role string) (number int64, holder string, ok bool) {
+func (e env) row(t testing.TB, f *sqlfence.Fence, role string) (number int64, holder string, ok bool) {
 	t.Helper()
 	err := e.db.QueryRowContext(ctx(t), e.q("SELECT number, holder FROM "+f.Table()+" WHERE role = ?"), role).Scan(&number, &holder)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -120,7 +120,7 @@ func (e env) row(t *testing.T, f *sqlfence.Fence, role string) (number int64, ho
 }
 
 // wantRow fails t unless role's fence row is (number, holder).
-func (e env) wantRow(t *testing.T, f *sqlfence.Fence, role string, number int64, holder string) {
+func (e env) wantRow(t testing.TB, f *sqlfence.Fence, role string, number int64, holder string) {
 	t.Helper()
 	n, h, ok := e.row(t, f, role)
 	if !ok || n != number || h != holder {
@@ -129,7 +129,7 @@ func (e env) wantRow(t *testing.T, f *sqlfence.Fence, role string, number int64,
 }
 
 // ids returns the ids in a data table.
-func (e env) ids(t *testing.T, data string) map[string]bool {
+func (e env) ids(t testing.TB, data string) map[string]bool {
 	t.Helper()
 	rows, err := e.db.QueryContext(ctx(t), "SELECT id FROM "+data)
 	if err != nil {
@@ -207,4 +207,4 @@ func contextWithCancel(t *testing.T) (context.Context, context.CancelFunc) {
 }
 
 // ctx is the test's context, cancelled as it ends.
-func ctx(t *testing.T) context.Context { return t.Context() }
+func ctx(t testing.TB) context.Context { return t.Context() }
