@@ -24,14 +24,27 @@ CHAOS_SCENARIO ?=
 CHAOS_CANDIDATES ?=
 CHAOS_TIMEOUT ?= 20m
 
-.PHONY: all build test test-race test-versions test-pipeline fuzz bench bench-compare lint check fmt dev demo clean chaos
+# The Debian packages the tests use: chromium (the page test of krole
+# serve) and kcat (an interop test) skip without theirs; postgresql and
+# mariadb-server (sqlfence's tests start their own servers) fail without.
+DEBS ?= chromium kcat postgresql mariadb-server
+
+.PHONY: all build deps test test-race test-versions test-pipeline fuzz bench bench-compare lint check fmt dev demo clean chaos
 
 all: lint test build
 
 build: ## the binary, bin/krole
 	$(GO) build -o bin/krole .
 
-test: ## every test; integration tests start an embedded Kafka-protocol cluster (or use KROLE_BROKERS)
+deps: ## apt-get install those of DEBS that are missing (as root, on Debian)
+	@missing=""; for p in $(DEBS); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then echo "deps: all of $(DEBS) installed"; exit 0; fi; \
+	echo "deps: installing$$missing"; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null
+
+test: ## every test; integration tests start an embedded Kafka-protocol cluster (or use KROLE_BROKERS), sqlfence's a PostgreSQL and a MariaDB (see deps)
 	$(GO) test -count=1 -timeout $(TIMEOUT) $(PKGS)
 
 test-race: ## the library packages' tests with the race detector
