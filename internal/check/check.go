@@ -203,6 +203,7 @@ const (
 	NameReachability   = "reachability"
 	NameVersions       = "versions"
 	NameRoleTopic      = "role-topic"
+	NameRolePartitions = "role-partitions"
 	NameDurability     = "durability"
 	NameACLTopicRead   = "acl.topic.read"
 	NameACLTopicWrite  = "acl.topic.write"
@@ -300,6 +301,7 @@ func Run(ctx context.Context, opts Options) Report {
 	steps := []step{
 		one(NameVersions, false, r.versions),
 		one(NameRoleTopic, false, r.roleTopic),
+		one(NameRolePartitions, false, r.rolePartitions),
 		one(NameDurability, false, r.durability),
 		one(NameACLTopicRead, false, r.aclTopicRead),
 		one(NameACLTopicWrite, true, r.aclTopicWrite),

@@ -2,6 +2,7 @@ package check_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"regexp"
 	"strings"
@@ -94,7 +95,7 @@ func requireScratchGone(t *testing.T, c *testcluster.Cluster) string {
 }
 
 var allChecks = []string{
-	check.NameReachability, check.NameVersions, check.NameRoleTopic, check.NameDurability,
+	check.NameReachability, check.NameVersions, check.NameRoleTopic, check.NameRolePartitions, check.NameDurability,
 	check.NameACLTopicRead, check.NameACLTopicWrite, check.NameACLTxnWrite, check.NameACLTxnDescribe, check.NameACLTxnSession,
 	check.NameTxnInit, check.NameTxnFence, check.NameTxnReadCommit, check.NameTimeouts, check.NameDescribe,
 	check.NameClock, check.NameLatency, check.NameCleanup,
@@ -681,7 +682,7 @@ func TestEveryCheckIsBounded(t *testing.T) {
 		t.Logf("%-28s took %v", r.Name, took[r.Name].Round(time.Millisecond))
 		assert.Less(t, took[r.Name], bound, "%s took %v", r.Name, took[r.Name])
 	}
-	for _, n := range []string{check.NameVersions, check.NameRoleTopic, check.NameDurability, check.NameACLTopicRead,
+	for _, n := range []string{check.NameVersions, check.NameRoleTopic, check.NameRolePartitions, check.NameDurability, check.NameACLTopicRead,
 		check.NameACLTopicWrite, check.NameACLTxnWrite, check.NameACLTxnDescribe, check.NameTxnInit} {
 		r := byName(t, rep, n)
 		assert.False(t, r.OK, "%s passed against a cluster that answers nothing: %s", n, r.Detail)
@@ -967,3 +968,39 @@ func TestAbortedWritesShownFails(t *testing.T) {
 // leaseErr is the error of a WriteLease, for tests that do not look at
 // the offset.
 func leaseErr(_ int64, err error) error { return err }
+
+// TestPartitionCountChanged: a role's records in a partition other than
+// the one the role maps to for the topic's partition count now (the
+// count grew after they were written) fail role-partitions, naming the
+// role, the partition they lie in and the one it maps to now.
+func TestPartitionCountChanged(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 2})
+	var role codec.Role
+	for i := 0; role == ""; i++ {
+		if r := codec.Role(fmt.Sprintf("db-%d", i)); codec.Partition(r, 2) != codec.Partition(r, 3) {
+			role = r
+		}
+	}
+	m := c.Members(t)
+	m.Register(role, "m1")
+	m.Lease(role, "m1", time.Minute)
+	rep := run(t, check.Options{Config: c.Config, As: check.Viewer})
+	r := byName(t, rep, check.NameRolePartitions)
+	assert.True(t, r.OK, r.Detail)
+	assert.Regexp(t, `each role's records lie in the partition it maps to among 2 \(\d+ record\(s\) read\)$`, r.Detail)
+
+	admin, err := sarama.NewClusterAdmin(c.Config.Brokers, c.Sarama(t))
+	require.NoError(t, err)
+	defer admin.Close()
+	require.NoError(t, admin.CreatePartitions(c.Config.Topic, 3, nil, false))
+
+	rep = run(t, check.Options{Config: c.Config, As: check.Viewer})
+	assert.False(t, rep.OK())
+	r = byName(t, rep, check.NameRolePartitions)
+	assert.False(t, r.OK)
+	assert.Equal(t, fmt.Sprintf("role %s has records in partition %d of topic %s but maps to partition %d of its 3 now: "+
+		"the topic's partition count changed, and the role's fencing numbers started again",
+		role, codec.Partition(role, 2), c.Config.Topic, codec.Partition(role, 3)), r.Detail)
+	assert.Contains(t, r.Fix, "partition count must not change")
+	assert.True(t, byName(t, rep, check.NameRoleTopic).OK, "the topic itself is as krole needs it")
+}

@@ -47,6 +47,10 @@
 //   - role-topic: the topic exists and is compacted (cleanup.policy is
 //     compact alone); segment.ms, min.compaction.lag.ms and
 //     delete.retention.ms against what `krole init` sets.
+//   - role-partitions: every role's records lie in the partition
+//     codec.Partition gives it for the topic's partition count now (all
+//     partitions read, read_committed). A role found elsewhere means the
+//     count changed, and the role's fencing numbers started again.
 //   - durability: replication factor, min.insync.replicas and
 //     unclean.leader.election.enable, which must not be true.
 //   - acl.*: each permission the principal of [Options].As needs, tried

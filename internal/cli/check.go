@@ -20,9 +20,10 @@ func checkCommand() *ucli.Command {
 		UsageText: "krole check [--as member|operator|viewer] [-o json] [--lease-duration D] [--timeout D]",
 		Description: "Runs each check within --timeout and prints one line per check: its name,\n" +
 			"PASS, WARN, FAIL or SKIP, what it found, and what to do. The checks:\n" +
-			"reachability, versions, role-topic, durability, acl.* (the permissions of\n" +
-			"--as), transactions.init, transactions.fence, transactions.read-committed,\n" +
-			"timeouts, describe, clock, latency, cleanup (see docs/CHECK.md).\n\n" +
+			"reachability, versions, role-topic, role-partitions, durability, acl.* (the\n" +
+			"permissions of --as), transactions.init, transactions.fence,\n" +
+			"transactions.read-committed, timeouts, describe, clock, latency, cleanup (see\n" +
+			"docs/CHECK.md).\n\n" +
 			"It writes only to a scratch role (krole-check.<random>, transactional id\n" +
 			"--txn-prefix + that), checks first that nobody uses it, and tombstones what it\n" +
 			"wrote at the end. --as viewer writes nothing and skips the checks that write.\n\n" +

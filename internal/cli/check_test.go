@@ -213,7 +213,7 @@ func TestCheckOverTLSAndSCRAM(t *testing.T) {
 // the reader to krole check before pointing krole at a cluster.
 func TestCheckDocs(t *testing.T) {
 	doc := readDoc(t, "docs/CHECK.md")
-	for _, n := range []string{check.NameReachability, check.NameVersions, check.NameRoleTopic, check.NameDurability,
+	for _, n := range []string{check.NameReachability, check.NameVersions, check.NameRoleTopic, check.NameRolePartitions, check.NameDurability,
 		check.NameTxnInit, check.NameTimeouts, check.NameDescribe, check.NameClock, check.NameLatency, check.NameCleanup} {
 		assert.Contains(t, doc, "\n### "+n+"\n", "docs/CHECK.md has no section for %s", n)
 	}
