@@ -119,7 +119,8 @@ func (f *Fence) Reset(ctx context.Context, role string) error {
 // fn runs. A nil fn only fences. Do commits when fn returns nil, and rolls
 // back when fn returns an error, which Do returns as it is (wrapped in
 // [ErrConflict] when it is a conflict). Do blocks until the transaction
-// has ended; cancelling ctx rolls it back.
+// has ended; cancelling ctx rolls it back. As with any commit, an error
+// from the commit itself may hide a commit that happened.
 func (f *Fence) Do(ctx context.Context, h Holding, fn func(*sql.Tx) error) error {
 	if err := h.validate(); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krabka/krole/internal/testdb"
 	"github.com/krabka/krole/sqlfence"
 )
 
@@ -338,4 +339,27 @@ func TestCancelledWhileBlocked(t *testing.T) {
 		e.wantIDs(t, data)
 		e.wantRow(t, f, "r", 2, "m2")
 	})
+}
+
+// TestMySQLClientFoundRows: with clientFoundRows in the DSN, MySQL counts
+// matched rows rather than changed ones; the fence does not depend on
+// which.
+func TestMySQLClientFoundRows(t *testing.T) {
+	srv := testdb.MariaDB(t)
+	db, err := sql.Open(srv.Driver, srv.DSN+"&clientFoundRows=true")
+	must(t, err)
+	t.Cleanup(func() { db.Close() })
+	e := env{name: "mariadb", srv: srv, db: db}
+	f, data := e.fence(t)
+	h := sqlfence.Holding{Role: "r", Number: 4, Holder: "m1"}
+	must(t, f.Do(ctx(t), h, e.insert(data, "1", 4)))
+	must(t, e.fenceOn(t, f.Table()).Do(ctx(t), h, e.insert(data, "2", 4))) // equal, on the write path
+	older := sqlfence.Holding{Role: "r", Number: 3, Holder: "m0"}
+	wantStale(t, e.fenceOn(t, f.Table()).Do(ctx(t), older, e.insert(data, "3", 3)), older, 4, "m1")
+	err = e.fenceOn(t, f.Table()).Do(ctx(t), sqlfence.Holding{Role: "r", Number: 4, Holder: "m2"}, e.insert(data, "4", 4))
+	if !errors.Is(err, sqlfence.ErrNumberReused) {
+		t.Fatalf("same number, other holder: %v", err)
+	}
+	e.wantIDs(t, data, "1", "2")
+	e.wantRow(t, f, "r", 4, "m1")
 }
