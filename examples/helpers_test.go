@@ -26,8 +26,12 @@ import (
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/testcluster"
+	"github.com/krabka/krole/internal/testdb"
 	"github.com/krabka/krole/processor"
 )
+
+// TestMain stops the database servers the tests started (package testdb).
+func TestMain(m *testing.M) { os.Exit(testdb.Run(m)) }
 
 // waitFor bounds every wait for a process or the cluster to get somewhere.
 // It is a bound on liveness for a busy machine, not a measure of speed.
