@@ -117,8 +117,9 @@ type Event struct {
 	At time.Time
 	// Token is this member's token (Elected, Revoked).
 	Token codec.Token
-	// Fence is the holding's fencing number, [Held].Fence (Elected,
-	// Revoked).
+	// Fence is the holding's fencing number: [Held].Fence (Elected,
+	// Revoked), or the holder's as the view gives it
+	// (rolestate.State.Fence; HolderChanged, 0 when vacant).
 	Fence int64
 	// Reason is why the role was revoked (Revoked).
 	Reason Reason

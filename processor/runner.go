@@ -439,8 +439,9 @@ func (r *runner) confirm(ctx context.Context) (time.Time, bool) {
 func (r *runner) observeHolder(now time.Time) {
 	var key holderKey
 	var cur *codec.Lease
+	var fence int64
 	if l, ok := r.l.holder(r.st, r.m.me, now); ok {
-		key, cur = holderKey{member: l.Member, token: l.Token, ok: true}, &l
+		key, cur, fence = holderKey{member: l.Member, token: l.Token, ok: true}, &l, r.st.Fence()
 	}
 	if r.seen != nil && *r.seen == key {
 		return
@@ -449,9 +450,9 @@ func (r *runner) observeHolder(now time.Time) {
 	if cur == nil {
 		r.log.Info("holder changed: vacant")
 	} else {
-		r.log.Info("holder changed", "holder", string(cur.Member), "token", cur.Token.String())
+		r.log.Info("holder changed", "holder", string(cur.Member), "token", cur.Token.String(), "fence", fence)
 	}
-	r.m.emit(Event{Kind: HolderChanged, Role: r.role, Member: r.m.me, At: now, Holder: cur})
+	r.m.emit(Event{Kind: HolderChanged, Role: r.role, Member: r.m.me, At: now, Holder: cur, Fence: fence})
 }
 
 func (r *runner) callCtx(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {

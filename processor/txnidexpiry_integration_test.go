@@ -131,10 +131,16 @@ func TestIntegrationTransactionalIDExpiry(t *testing.T) {
 
 	// What orders the two holdings is the lease offset: the view shows
 	// node-a's new lease, written after its old one; Describe names the
-	// new token.
+	// new token. The fencing numbers, the offsets of the two holdings'
+	// first leases, say so to targets outside Kafka.
 	e.agree(role, a.id, tokA2)
 	st := e.state(role)
 	assert.Greater(t, st.LeaseOffset, aLease.LeaseOffset, "the new lease is later in the role topic")
+	first := e.rec.find(processor.Elected, role, func(ev stamped) bool { return ev.Member == a.id })[0]
+	assert.Equal(t, aLease.Fence(), first.Fence, "the first holding's number, as the view gives it")
+	assert.Equal(t, rev.Fence, first.Fence, "Revoked carries the holding's number")
+	assert.Greater(t, el.Fence, first.Fence, "taking the lease back is a new holding, with a greater number")
+	assert.Equal(t, el.Fence, st.Fence(), "the view gives the new holding's number")
 	h, ok := st.Holder(time.Now().UnixMilli())
 	assert.True(t, ok)
 	assert.Equal(t, a.id, h.Member, "the view's holder")

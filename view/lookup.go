@@ -119,11 +119,14 @@ func (v *View) Snapshot(ctx context.Context) ([]rolestate.State, error) {
 	return out, nil
 }
 
-// Leader is a role's live holder as the table believes it: its lease and
-// the value it registered with.
+// Leader is a role's live holder as the table believes it: its lease, the
+// value it registered with and its holding's fencing number.
 type Leader struct {
 	// Lease is the holder's live lease: its member and token.
 	Lease codec.Lease `json:"lease"`
+	// Fence is the holding's fencing number ([rolestate.State.Fence]):
+	// the offset of its first lease record, which its later leases carry.
+	Fence int64 `json:"fence"`
 	// Value is the value the holder's lease carries ([codec.Lease].Value),
 	// written under the holder's token: a registration appended by anyone
 	// cannot change it. "" when the holder has none (or wrote its lease
@@ -150,5 +153,6 @@ func (v *View) Leader(ctx context.Context, role codec.Role, now time.Time) (Lead
 	if e == nil || !v.index.liveLocked(e, role, now) {
 		return Leader{}, false, nil
 	}
-	return Leader{Lease: e.lease, Value: e.lease.Value}, true, nil
+	l := e.lease
+	return Leader{Lease: l, Fence: rolestate.State{Lease: &l, LeaseOffset: e.leaseOffset}.Fence(), Value: l.Value}, true, nil
 }

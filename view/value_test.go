@@ -32,7 +32,8 @@ func TestLeaderValue(t *testing.T) {
 	l, err := codec.NewLease("m1", tok, now.UnixMilli(), now.Add(time.Hour).UnixMilli())
 	require.NoError(t, err)
 	l.Value = "10.0.0.1:5432"
-	require.NoError(t, leaseErr(m.Transport.WriteLease(ctx, "db", tok, l)))
+	fence, err := m.Transport.WriteLease(ctx, "db", tok, l)
+	require.NoError(t, err)
 	dir := t.TempDir()
 
 	v1, stop1 := runView(t, c.Config, Options{StateDir: dir})
@@ -40,7 +41,7 @@ func TestLeaderValue(t *testing.T) {
 	ld, ok, err := v1.Leader(testCtx(t), "db", time.Time{})
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.Equal(t, Leader{Lease: l, Value: "10.0.0.1:5432"}, ld)
+	assert.Equal(t, Leader{Lease: l, Fence: fence, Value: "10.0.0.1:5432"}, ld)
 	cs, err := v1.Candidates(testCtx(t), "db")
 	require.NoError(t, err)
 	require.Len(t, cs, 2)
@@ -75,5 +76,54 @@ func TestLeaderValue(t *testing.T) {
 	ld, ok, err = v3.Leader(testCtx(t), "db", time.Time{})
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.Equal(t, Leader{Lease: l, Value: "10.0.0.1:5432"}, ld)
+	assert.Equal(t, Leader{Lease: l, Fence: fence, Value: "10.0.0.1:5432"}, ld)
+}
+
+// TestFenceFromALaterLease: a holding's later leases carry its number, so
+// a view that finds only a later one (compaction removed the first lease
+// record: here it was never written) gives the same number, from the
+// topic and from a restored state dir; the next holding's first lease
+// gives its own offset.
+func TestFenceFromALaterLease(t *testing.T) {
+	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
+	m := c.Members(t)
+	ctx := m.Context()
+	m.Register("db", "m1")
+	m.Register("db", "m2")
+	tok, err := m.Transport.AcquireEpoch(ctx, "db")
+	require.NoError(t, err)
+	now := time.Now()
+	rewrite, err := codec.NewLease("m1", tok, now.UnixMilli(), now.Add(time.Hour).UnixMilli())
+	require.NoError(t, err)
+	rewrite.Fence = 1 // the offset its holding's first lease had
+	off, err := m.Transport.WriteLease(ctx, "db", tok, rewrite)
+	require.NoError(t, err)
+	require.Greater(t, off, int64(1))
+
+	dir := t.TempDir()
+	v1, stop1 := runView(t, c.Config, Options{StateDir: dir})
+	caughtUp(t, v1)
+	st, err := v1.Role(testCtx(t), "db")
+	require.NoError(t, err)
+	assert.Equal(t, off, st.LeaseOffset)
+	assert.Equal(t, int64(1), st.Fence(), "the number the rewrite carries, not its offset")
+	ld, ok, err := v1.Leader(testCtx(t), "db", time.Time{})
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, int64(1), ld.Fence)
+	stop1()
+
+	v2, _ := runView(t, c.Config, Options{StateDir: dir})
+	caughtUp(t, v2)
+	st, err = v2.Role(testCtx(t), "db")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), st.Fence(), "restored from the state dir")
+
+	next := m.Lease("db", "m2", time.Hour)
+	require.NoError(t, v2.WaitCaughtUp(testCtx(t)))
+	st, err = v2.Role(testCtx(t), "db")
+	require.NoError(t, err)
+	require.Equal(t, next.Token, st.Lease.Token)
+	assert.Equal(t, m.LastLease, st.Fence(), "a new holding's first lease: its own offset")
+	assert.Greater(t, st.Fence(), off)
 }
