@@ -152,6 +152,7 @@ func runDriver(kind string, args []string) error {
 		samples, err = d.acquire(*rounds, *withSession)
 	} else {
 		settings["members"] = *members
+		settings["signal_phase"] = "random within the heartbeat interval"
 		samples, err = d.succession(kind, *members, *rounds)
 		d.stopAll()
 	}
