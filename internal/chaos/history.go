@@ -33,8 +33,8 @@ func (t Token) Less(u Token) bool {
 // Event is one line of a member's event log, as the member program
 // writes it (see internal/chaos/member).
 type Event struct {
-	// Kind is "start", "minted", "elected", "revoked", "write" or
-	// "commit".
+	// Kind is "start", "minted", "elected", "revoked", "write",
+	// "dbwrite" or "commit".
 	Kind   string `json:"kind"`
 	Role   string `json:"role,omitempty"`
 	Member string `json:"member"`
@@ -57,6 +57,11 @@ type Event struct {
 	Seq     int64  `json:"seq,omitempty"`
 	Began   int64  `json:"began,omitempty"`
 	Outcome string `json:"outcome,omitempty"`
+	// Fence is the holding's fencing number (elected, revoked, dbwrite).
+	// A "dbwrite" line has Seq, Began and the outcome of the row's fenced
+	// transaction: "ok", "stale" (sqlfence.ErrStale), "reused",
+	// "conflict", "context" or "error".
+	Fence int64 `json:"fence,omitempty"`
 }
 
 // The outcomes of a "write" line. Every outcome but OutcomeOK and
@@ -222,6 +227,30 @@ type Record struct {
 // Token returns the token the record names.
 func (r Record) Token() Token { return Token{PID: r.PID, Epoch: r.Epoch} }
 
+// Row is one committed row a holder wrote to PostgreSQL through package
+// sqlfence, as the checker reads it back.
+type Row struct {
+	Role string
+	// Pos is the row's place in its role's commit order: 1, 2, 3, ...
+	// from a counter row its transaction incremented and held locked
+	// until it ended.
+	Pos int64
+	// Number is the fencing number the row was written under, Member its
+	// holder, PID and Epoch the holding's token (as the member knew it).
+	Number int64
+	Member string
+	PID    int64
+	Epoch  int16
+	// Seq numbers the holding's rows from 0; Began is the system time
+	// (Unix ms) the member took before it began the row's transaction,
+	// while its holding's context had not ended.
+	Seq   int64
+	Began int64
+}
+
+// Token returns the token the row names.
+func (r Row) Token() Token { return Token{PID: r.PID, Epoch: r.Epoch} }
+
 // StreamOut is one committed record of the stream's output.
 type StreamOut struct {
 	Value string
@@ -250,6 +279,9 @@ type History struct {
 	Records    []Record // in offset order per partition
 	Inputs     []string // the committed values of the stream's input
 	Outputs    []StreamOut
+	// Rows are the committed rows of the members' PostgreSQL table, per
+	// role in commit order (none when the run had no database).
+	Rows []Row `json:",omitempty"`
 }
 
 // Settings are the timings a run uses, from which the checker's bounds

@@ -84,6 +84,11 @@ type Config struct {
 	// requests as Apache Kafka does). Default "": auto, which is off on
 	// kfake.
 	Pipeline string
+	// Postgres is a PostgreSQL server (a URL DSN, superuser) on which Run
+	// creates a database of the run's own; the members write rows to it
+	// through package sqlfence while they hold a role, and the checker
+	// reads them back. Default "": no database, no rows.
+	Postgres string
 }
 
 func (c Config) withDefaults() Config {
@@ -174,7 +179,14 @@ func Run(ctx context.Context, cfg Config) (*Report, *History, error) {
 			return nil, nil, err
 		}
 	}
+	var dsn string
+	if cfg.Postgres != "" {
+		if dsn, err = createDatabase(ctx, cfg.Postgres); err != nil {
+			return nil, nil, err
+		}
+	}
 	d := &driver{
+		dsn:     dsn,
 		cfg:     cfg,
 		rnd:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		cl:      cl,
@@ -297,6 +309,11 @@ func Run(ctx context.Context, cfg Config) (*Report, *History, error) {
 	if err := d.fillHistory(h, recs); err != nil {
 		return nil, nil, err
 	}
+	if d.dsn != "" {
+		if h.Rows, err = readRows(rctx, d.dsn); err != nil {
+			return nil, nil, err
+		}
+	}
 	// The whole history, for judging again (ReadHistory) after a change
 	// of the checker.
 	if err := WriteHistory(filepath.Join(cfg.Dir, "history.json"), h); err != nil {
@@ -323,6 +340,7 @@ type driver struct {
 	sup      sync.WaitGroup // the goroutines that wait for member processes
 	ending   atomic.Bool    // the members are being stopped for good
 	ctrl     int32          // the controller node, never removed
+	dsn      string         // the run's PostgreSQL database, "" for none
 }
 
 // proc is a member process.
@@ -363,7 +381,8 @@ func (d *driver) start(m *proc, off time.Duration) error {
 		"-role-topic", roleTopic, "-out", outTopic, "-in", inTopic, "-stream-out", streamOut, "-group", group,
 		"-txn-prefix", txnPrefix, "-member", m.name, "-client-id", clientIDOf(m.name), "-roles", strings.Join(d.roles, ","), "-stream-role", streamRole,
 		"-events", m.events, "-clock-offset", off.String(), "-lease", d.cfg.Lease.String(),
-		"-request-timeout", d.cfg.RequestTimeout.String(), "-write-every", d.cfg.WriteEvery.String(), "-pipeline", d.cfg.Pipeline)
+		"-request-timeout", d.cfg.RequestTimeout.String(), "-write-every", d.cfg.WriteEvery.String(), "-pipeline", d.cfg.Pipeline,
+		"-dsn", d.dsn)
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	if err := cmd.Start(); err != nil {
 		stderr.Close()

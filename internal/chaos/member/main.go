@@ -2,8 +2,10 @@
 // internal/chaos): it campaigns for every role it is given through an
 // election.Session whose Config.Clock runs Offset ahead of (or behind) the
 // system clock, for the member and its view alike. While it holds a role it writes numbered records under the
-// holding's token through a fencing.Writer; while it holds the stream role
-// it runs an exactly-once processor/stream pipeline instead.
+// holding's token through a fencing.Writer, and, given -dsn, rows to
+// PostgreSQL through package sqlfence under the holding's fencing number;
+// while it holds the stream role it runs an exactly-once processor/stream
+// pipeline instead.
 //
 // It appends one JSON object per line to the file -events names (see
 // chaos.Event): "start" once, "minted" as soon as AcquireEpoch returned a
@@ -15,7 +17,9 @@
 // sequence number, when the call began, and its outcome: "ok",
 // "may-have-committed" for the one error after which the record may
 // still have committed, or the error's kind; chaos.Outcome* lists them),
-// and "commit" after each stream transaction. A write cut short by a
+// "dbwrite" after every row's fenced transaction returned (the same
+// fields, the outcome "ok", "stale", "reused", "conflict", "context" or
+// "error"), and "commit" after each stream transaction. A write cut short by a
 // SIGKILL has no line. Every line carries the member's own time (its offset
 // clock, "at") and the system time ("wall"), both Unix ms. Each line is one
 // write(2) to a file opened O_APPEND, so a SIGKILL loses no line already
@@ -27,6 +31,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -39,11 +44,14 @@ import (
 	"syscall"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
+
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/election"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/processor"
 	"github.com/krabka/krole/processor/stream"
+	"github.com/krabka/krole/sqlfence"
 )
 
 func main() {
@@ -66,6 +74,7 @@ func main() {
 		every      = flag.Duration("write-every", 250*time.Millisecond, "the pause between numbered records")
 		verbose    = flag.Bool("v", false, "log the member's transitions to stderr")
 		pipeline   = flag.String("pipeline", "", "the transport's Pipeline setting: auto (\"\"), on or off")
+		dsn        = flag.String("dsn", "", "the PostgreSQL database to write rows to through the fence (none: no rows)")
 	)
 	flag.Parse()
 	f, err := os.OpenFile(*events, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -81,6 +90,24 @@ func main() {
 		group:     *group,
 		stream:    codec.Role(*streamRole),
 		every:     *every,
+	}
+	if *dsn != "" {
+		// A few connections: a member taking hundreds of roles at once
+		// must not exhaust the server's. The fence prepares its
+		// statements on the pool, outside the transaction that needs
+		// them, so the transactions leave one connection free.
+		db, err := sql.Open("pgx", *dsn)
+		if err == nil {
+			db.SetMaxOpenConns(dbConns + 1)
+			m.fence, err = sqlfence.New(db)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "member:", err)
+			os.Exit(2)
+		}
+		m.dbSlots = make(chan struct{}, dbConns)
+		defer db.Close()
+		defer m.fence.Close()
 	}
 	var rs []codec.Role
 	for _, r := range strings.Split(*roles, ",") {
@@ -129,6 +156,7 @@ type Event struct {
 	Seq     int64           `json:"seq,omitempty"`     // "write": the record's sequence number
 	Began   int64           `json:"began,omitempty"`   // "write": the system time the call began, Unix ms
 	Outcome string          `json:"outcome,omitempty"` // "write": what the call returned
+	Fence   int64           `json:"fence,omitempty"`   // the holding's fencing number (elected, revoked, dbwrite)
 }
 
 type eventLog struct {
@@ -170,7 +198,12 @@ type memberProc struct {
 	stream                    codec.Role
 	every                     time.Duration
 	logger                    *slog.Logger
+	fence                     *sqlfence.Fence // nil: no rows
+	dbSlots                   chan struct{}   // one per transaction in flight
 }
+
+// dbConns bounds a member's transactions in flight.
+const dbConns = 4
 
 func (m *memberProc) run(ctx context.Context, cluster fencing.Config, me codec.MemberID, roles []codec.Role, lease time.Duration, clk offsetClock, logger *slog.Logger) error {
 	cfg := election.Config{
@@ -212,9 +245,9 @@ func (m *memberProc) run(ctx context.Context, cluster fencing.Config, me codec.M
 func (m *memberProc) onEvent(e processor.Event) {
 	switch e.Kind {
 	case processor.Elected:
-		m.log.write(Event{Kind: "elected", Role: string(e.Role), PID: e.Token.ProducerID, Epoch: e.Token.Epoch, At: e.At.UnixMilli()})
+		m.log.write(Event{Kind: "elected", Role: string(e.Role), PID: e.Token.ProducerID, Epoch: e.Token.Epoch, At: e.At.UnixMilli(), Fence: e.Fence})
 	case processor.Revoked:
-		ev := Event{Kind: "revoked", Role: string(e.Role), PID: e.Token.ProducerID, Epoch: e.Token.Epoch, At: e.At.UnixMilli(), Reason: string(e.Reason)}
+		ev := Event{Kind: "revoked", Role: string(e.Role), PID: e.Token.ProducerID, Epoch: e.Token.Epoch, At: e.At.UnixMilli(), Reason: string(e.Reason), Fence: e.Fence}
 		if e.Err != nil {
 			ev.Err = e.Err.Error()
 		}
@@ -249,6 +282,11 @@ func (m *memberProc) work(ctx context.Context, held processor.Held) error {
 		}
 		return nil
 	}
+	if m.fence != nil {
+		rows := make(chan struct{})
+		go func() { defer close(rows); m.writeRows(ctx, held) }()
+		defer func() { <-rows }()
+	}
 	w := m.tr.Writer(held.Role, held.Token)
 	key := []byte(held.Role)
 	for seq := int64(0); ; seq++ {
@@ -271,6 +309,75 @@ func (m *memberProc) work(ctx context.Context, held processor.Held) error {
 		case <-time.After(m.every):
 		}
 	}
+}
+
+// The tables of the rows (the driver creates them): a counter row per
+// role, and the rows, each numbered (pos) by the counter in the
+// transaction that writes it. The counter row's lock is held to commit,
+// so a role's rows commit in the order of their pos.
+const (
+	nextSQL = `INSERT INTO chaos_next (role, pos) VALUES ($1, 1)
+		ON CONFLICT (role) DO UPDATE SET pos = chaos_next.pos + 1 RETURNING pos`
+	rowSQL = `INSERT INTO chaos_rows (role, pos, number, member, pid, epoch, seq, began)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+)
+
+// writeRows writes a row to PostgreSQL every m.every through the fence,
+// under the holding's fencing number, until ctx ends or the fence refuses
+// the holding. Each write's begin time is taken before ctx is checked,
+// so the holding was live then: its ctx ends before its revoked line is
+// written. A write once begun is not cut short when ctx ends (at most
+// 10 s): whether it commits is the fence's decision.
+func (m *memberProc) writeRows(ctx context.Context, held processor.Held) {
+	h := sqlfence.Holding{Role: string(held.Role), Number: held.Fence, Holder: string(held.Member)}
+	for seq := int64(0); ; seq++ {
+		began := time.Now().UnixMilli()
+		if ctx.Err() != nil {
+			return
+		}
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		m.dbSlots <- struct{}{}
+		err := m.fence.Do(wctx, h, func(tx *sql.Tx) error {
+			var pos int64
+			if err := tx.QueryRowContext(wctx, nextSQL, h.Role).Scan(&pos); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(wctx, rowSQL, h.Role, pos, h.Number, h.Holder, held.Token.ProducerID, held.Token.Epoch, seq, began)
+			return err
+		})
+		<-m.dbSlots
+		cancel()
+		ev := Event{Kind: "dbwrite", Role: h.Role, PID: held.Token.ProducerID, Epoch: held.Token.Epoch, Fence: h.Number, Seq: seq, Began: began, Outcome: dbOutcome(err)}
+		if err != nil {
+			ev.Err = err.Error()
+		}
+		m.log.write(ev)
+		if errors.Is(err, sqlfence.ErrStale) || errors.Is(err, sqlfence.ErrNumberReused) {
+			return // a newer holding has written: this one is over
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(m.every):
+		}
+	}
+}
+
+// dbOutcome names what a fenced transaction returned (chaos.DBOutcome*).
+func dbOutcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, sqlfence.ErrStale):
+		return "stale"
+	case errors.Is(err, sqlfence.ErrNumberReused):
+		return "reused"
+	case errors.Is(err, sqlfence.ErrConflict):
+		return "conflict"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "context"
+	}
+	return "error"
 }
 
 // outcome names what a write call returned (chaos.Outcome*). Only "ok"
