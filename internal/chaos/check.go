@@ -28,6 +28,8 @@ const (
 	KindZombie      Kind = "zombie"       // a numbered record committed whose write returned an error to the member
 	KindGap         Kind = "gap"          // a role without a holder for longer than the faults around it allow
 	KindDoubleWin   Kind = "double-win"   // a role won by two or more members within one vacancy, no fault to hold a challenge in flight
+	KindDBOrder     Kind = "db-order"     // a database row of a smaller fencing number committed after one of a larger
+	KindDBHolding   Kind = "db-holding"   // a database row whose number is no holding of its member, or whose holding was over when it began
 )
 
 // Violation is one failed check, with its evidence.
@@ -70,8 +72,8 @@ type Election struct {
 // Report is the checker's verdict.
 type Report struct {
 	// Records, Leases, Heartbeats (session ends included), SessionEnds,
-	// Inputs and Outputs count what was read back.
-	Records, Leases, Heartbeats, SessionEnds, Inputs, Outputs int
+	// Inputs, Outputs and Rows (of the database) count what was read back.
+	Records, Leases, Heartbeats, SessionEnds, Inputs, Outputs, Rows int
 
 	Faults int
 	// MidHeartbeat counts the kills of a member mid-heartbeat (among
@@ -94,9 +96,10 @@ type Report struct {
 	// campaign, filled before the shutdown), WonTwice those won more
 	// than once, WonTwiceInAFault those of them a fault may explain.
 	Vacancies, WonTwice, WonTwiceInAFault int
-	// Writes counts the members' write lines by outcome.
-	Writes     map[string]int
-	Violations []Violation
+	// Writes counts the members' write lines by outcome, DBWrites their
+	// dbwrite lines.
+	Writes, DBWrites map[string]int
+	Violations       []Violation
 }
 
 // MaxFailover is the longest failover measured.
@@ -123,8 +126,8 @@ func (r *Report) Write(w io.Writer) {
 			most, mostRole = n, role
 		}
 	}
-	fmt.Fprintf(w, "read: %d leases, %d heartbeats (%d session ends), %d numbered records, %d stream inputs, %d stream outputs\n",
-		r.Leases, r.Heartbeats, r.SessionEnds, r.Records, r.Inputs, r.Outputs)
+	fmt.Fprintf(w, "read: %d leases, %d heartbeats (%d session ends), %d numbered records, %d stream inputs, %d stream outputs, %d database rows\n",
+		r.Leases, r.Heartbeats, r.SessionEnds, r.Records, r.Inputs, r.Outputs, r.Rows)
 	fmt.Fprintf(w, "faults: %d\n", r.Faults)
 	fmt.Fprintf(w, "kills mid-heartbeat: %d\n", r.MidHeartbeat)
 	for _, e := range r.Exits {
@@ -154,14 +157,8 @@ func (r *Report) Write(w io.Writer) {
 		fmt.Fprintf(w, "most of the tolerance used: %d ms, by the %s of %s at %s, role %s (%d ms; bound without tolerance %d ms)\n",
 			max(most.OverBase.Milliseconds(), 0), most.Fault, most.Member, stamp(most.At), most.Role, most.Took.Milliseconds(), (most.Took - most.OverBase).Milliseconds())
 	}
-	outcomes := make([]string, 0, len(r.Writes))
-	total := 0
-	for o, n := range r.Writes {
-		outcomes = append(outcomes, fmt.Sprintf("%s %d", o, n))
-		total += n
-	}
-	sort.Strings(outcomes)
-	fmt.Fprintf(w, "writes: %d (%s)\n", total, strings.Join(outcomes, ", "))
+	fmt.Fprintf(w, "writes: %s\n", counts(r.Writes))
+	fmt.Fprintf(w, "database writes: %s\n", counts(r.DBWrites))
 	fmt.Fprintf(w, "gaps judged: %d\n", len(r.Gaps))
 	if len(r.Gaps) > 0 {
 		g, closest := r.Gaps[0], r.Gaps[0]
@@ -176,9 +173,21 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "violations: %d\n", len(r.Violations))
 }
 
+// counts renders outcome counts as "N (outcome n, ...)".
+func counts(m map[string]int) string {
+	outcomes := make([]string, 0, len(m))
+	total := 0
+	for o, n := range m {
+		outcomes = append(outcomes, fmt.Sprintf("%s %d", o, n))
+		total += n
+	}
+	sort.Strings(outcomes)
+	return fmt.Sprintf("%d (%s)", total, strings.Join(outcomes, ", "))
+}
+
 // Check judges h; see the package documentation for the rules.
 func Check(h History) *Report {
-	r := &Report{Records: len(h.Records), Leases: len(h.Leases), Heartbeats: len(h.Heartbeats), Inputs: len(h.Inputs), Outputs: len(h.Outputs)}
+	r := &Report{Records: len(h.Records), Leases: len(h.Leases), Heartbeats: len(h.Heartbeats), Inputs: len(h.Inputs), Outputs: len(h.Outputs), Rows: len(h.Rows)}
 	for _, hb := range h.Heartbeats {
 		if hb.End {
 			r.SessionEnds++
@@ -199,10 +208,13 @@ func Check(h History) *Report {
 	add := func(k Kind, role, format string, args ...any) {
 		r.Violations = append(r.Violations, Violation{Kind: k, Role: role, Evidence: fmt.Sprintf(format, args...)})
 	}
-	r.Writes = map[string]int{}
+	r.Writes, r.DBWrites = map[string]int{}, map[string]int{}
 	for _, e := range h.Events {
-		if e.Kind == "write" {
+		switch e.Kind {
+		case "write":
 			r.Writes[e.Outcome]++
+		case "dbwrite":
+			r.DBWrites[e.Outcome]++
 		}
 	}
 	checkWrites(h, add)
@@ -210,6 +222,7 @@ func Check(h History) *Report {
 	checkStream(h, add)
 	checkAfterMint(h, add)
 	checkSequences(h, add)
+	checkRows(h, add)
 	r.Elections = elections(h)
 	checkOverlap(h, r.Elections, add)
 	checkFailovers(h, r, add)

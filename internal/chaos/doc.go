@@ -33,6 +33,23 @@
 // members, whatever the number of roles); while it
 // holds the role "stream" it runs processor/stream from chaos.in, which
 // the driver fills with consecutive numbers every 50 ms, to chaos.stream.
+//
+// With Config.Postgres (TestChaos: the test binary's PostgreSQL server,
+// package internal/testdb, started while the member program builds; the
+// mass failover has none) the driver creates a database of the run's own
+// with the members' tables and sqlfence's fence table, and a member
+// holding a role other than the stream's also writes a row there every
+// Config.WriteEvery, on a goroutine of its own, through package sqlfence
+// under the holding's fencing number (processor.Held.Fence): role,
+// number, member, token, the holding's sequence number, and the system
+// time taken before the member checked that the holding's context had
+// not ended, then began the transaction. The transaction takes the row's
+// pos from a counter row of the role that it increments and holds locked
+// until it ends, so a role's rows commit in the order of their pos. A
+// write once begun is not cut short when the holding ends (whether it
+// commits is the fence's decision); after sqlfence.ErrStale the holding
+// writes no more rows. A member has at most four transactions in flight.
+//
 // Each member appends its events to a JSON-lines file the driver names:
 // "start"; "minted" as soon as AcquireEpoch returns a token, before any
 // lease is written under it (election.Config.OnMinted); "elected" and
@@ -43,9 +60,11 @@
 // commit: fencing.ErrUnknownOutcome from an EndTxn commit resent without
 // a success until the context ended; otherwise the error's kind:
 // "unknown-outcome", "fenced", "not-held", "producer", "client", "admin",
-// "context", "error"; a call cut short by SIGKILL has no line); "commit"
-// after each stream transaction; each with the member's own time and the
-// system time.
+// "context", "error"; a call cut short by SIGKILL has no line);
+// "dbwrite" when a row's fenced transaction returned, with the same
+// fields and the holding's fencing number (outcome "ok", "stale",
+// "reused", "conflict", "context" or "error"); "commit" after each stream
+// transaction; each with the member's own time and the system time.
 //
 // The faults, chosen with the seed, one every Config.FaultEvery (1 s) on
 // average, each logged with its start and end to faults.jsonl:
@@ -106,7 +125,8 @@
 // records (key krole/session/<member>: heartbeats, with the roles each
 // excludes, and session ends) are decoded here, from their JSON, not
 // through package codec (TestDecodeSessionRecords holds the two to the
-// same format).
+// same format). The rows are read with pgx, in the order of their pos;
+// nothing of sqlfence reads them.
 //
 // # The mass failover
 //
@@ -139,10 +159,12 @@
 // the failover closest to its bound and "most of the tolerance used: X
 // ms", the most a failover took beyond its bound without Tolerance, the
 // evidence for the Tolerance below; and after it "writes: N (outcome
-// count, ...)", the members' write lines by outcome, "gaps judged: N",
+// count, ...)", the members' write lines by outcome, "database writes:
+// N (outcome count, ...)", their dbwrite lines, "gaps judged: N",
 // "longest gap" and "gap closest to its bound", each with its length and
 // bound; its first line counts what was read: leases, heartbeats and
-// session ends, numbered records, the stream's input and output). Token
+// session ends, numbered records, the stream's input and output, the
+// database rows). Token
 // order is (producer id, epoch); kfake never reuses a producer id.
 //
 // A holding's last renewal, from which the overlap and gap checks
@@ -375,9 +397,26 @@
 //     earlier, less a RequestTimeout, its last win]. The summary counts
 //     both. With a fault every second the random runs shadow most such
 //     races; the mass failover injects no fault to shadow them.
+//   - db-order: per role, in commit order (pos), no database row of a
+//     smaller fencing number is committed after one of a larger number
+//     (sqlfence's guarantee: once a holding has written, every older
+//     holding's transaction is refused).
+//   - db-holding: every database row's number is a holding of its
+//     member: the offset of the first committed lease of a token of the
+//     role (on the role topic, read with kgo), a lease naming the row's
+//     member and token; and that holding was live when the row's
+//     transaction began (the row's begin time): the member's own log
+//     shows it elected and not yet revoked, nor the process started
+//     again, or no later holding of the role had begun its first lease
+//     (its batch timestamp is later). The member takes the begin time
+//     before it checks the holding's context, which ends before its
+//     revoked line is written, so the check is sound on one system
+//     clock. A deposed holder whose transaction began after it knew it
+//     was deposed is what this catches: the fence itself lets such a
+//     write through until the newer holding has written.
 //
 // The checker's own tests (check_test.go, check_classes_test.go,
-// check_vacancy_test.go) feed it
+// check_vacancy_test.go, check_db_test.go) feed it
 // hand-made histories with one violation of each kind and require that it
 // reports it, and, for each class of issue 18 (overlap, after-mint,
 // sequence and zombie, gap), a history just inside the bound that it
