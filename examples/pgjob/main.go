@@ -118,6 +118,7 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	if err != nil {
 		return err
 	}
+	defer fence.Close() // its prepared statements
 	if err := fence.CreateTable(ctx); err != nil {
 		return err
 	}
