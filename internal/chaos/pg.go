@@ -39,7 +39,7 @@ CREATE TABLE chaos_rows (
 func createDatabase(ctx context.Context, dsn string) (string, error) {
 	u, err := url.Parse(dsn)
 	if err != nil || u.Scheme == "" {
-		return "", fmt.Errorf("the PostgreSQL DSN %q: want a URL, postgres://...", dsn)
+		return "", fmt.Errorf("the PostgreSQL DSN %q is no URL (postgres://host/db)", dsn)
 	}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
