@@ -48,11 +48,17 @@ func startMariaDB() (*Server, error) {
 
 func initMariaDB(mariadbd, installDB, dir string) (*Server, error) {
 	data := filepath.Join(dir, "data")
+	// A temporary directory of its own: concurrent bootstraps in one /tmp
+	// can collide on their temporary tables' files.
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return nil, err
+	}
 	var asRoot []string
 	if os.Geteuid() == 0 {
 		asRoot = []string{"--user=root"}
 	}
-	install := exec.Command(installDB, append([]string{"--no-defaults", "--datadir=" + data,
+	install := exec.Command(installDB, append([]string{"--no-defaults", "--datadir=" + data, "--tmpdir=" + tmp,
 		"--auth-root-authentication-method=normal", "--skip-test-db"}, asRoot...)...)
 	install.Dir = dir
 	if err := run(install); err != nil {
@@ -69,7 +75,7 @@ func initMariaDB(mariadbd, installDB, dir string) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		cmd := exec.Command(mariadbd, append([]string{"--no-defaults", "--datadir=" + data,
+		cmd := exec.Command(mariadbd, append([]string{"--no-defaults", "--datadir=" + data, "--tmpdir=" + tmp,
 			"--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
 			"--socket=" + filepath.Join(dir, "mariadbd.sock"), "--pid-file=" + filepath.Join(dir, "mariadbd.pid"),
 			"--skip-name-resolve", "--skip-log-bin", "--max-connections=200",
@@ -92,8 +98,15 @@ func initMariaDB(mariadbd, installDB, dir string) (*Server, error) {
 			}
 			return nil, err
 		}
-		var version string
-		err = db.QueryRow("SELECT version()").Scan(&version)
+		var version, dataDir string
+		err = db.QueryRow("SELECT version(), @@datadir").Scan(&version, &dataDir)
+		if err == nil && filepath.Clean(dataDir) != data {
+			// Another process took the port first, and this one answered.
+			db.Close()
+			p.stop(0)
+			lastErr = fmt.Errorf("port %d answered from data directory %s, not %s", port, dataDir, data)
+			continue
+		}
 		if err == nil {
 			_, err = db.Exec("CREATE DATABASE krole")
 		}

@@ -117,9 +117,16 @@ func initPostgres(bin string, cred *syscall.Credential, dir string) (*Server, er
 			}
 			return nil, err
 		}
-		var version string
-		err = db.QueryRow("SELECT version()").Scan(&version)
+		var version, dataDir string
+		err = db.QueryRow("SELECT version(), current_setting('data_directory')").Scan(&version, &dataDir)
 		db.Close()
+		if err == nil && filepath.Clean(dataDir) != data {
+			// Another process took the port first, and this one answered.
+			err = fmt.Errorf("port %d answered from data directory %s, not %s", port, dataDir, data)
+			p.stop(0)
+			lastErr = err
+			continue
+		}
 		if err != nil {
 			p.stop(0)
 			return nil, err

@@ -245,13 +245,24 @@ func logTail(path string) string {
 	return strings.Join(lines, " | ")
 }
 
-// run runs a setup command, returning its output in the error.
+// run runs a setup command, returning the lines of its output that name
+// an error (or its last lines) in the error.
 func run(cmd *exec.Cmd) error {
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%s: %w: %s", filepath.Base(cmd.Path), err, strings.TrimSpace(lastLines(string(out), 5)))
+	if err == nil {
+		return nil
 	}
-	return nil
+	var errLines []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(strings.ToLower(l), "error") {
+			errLines = append(errLines, strings.TrimSpace(l))
+		}
+	}
+	msg := strings.Join(errLines, " | ")
+	if msg == "" {
+		msg = lastLines(string(out), 5)
+	}
+	return fmt.Errorf("%s: %w: %s", filepath.Base(cmd.Path), err, msg)
 }
 
 func lastLines(s string, n int) string {
