@@ -130,9 +130,12 @@ func statementsFor(d Dialect, table string, check bool) statements {
 			share:   "SELECT number, holder FROM " + t + " WHERE role = ? LOCK IN SHARE MODE",
 			advance: "UPDATE " + t + " SET number = ?, holder = ?, written_at = UTC_TIMESTAMP(6) WHERE role = ? " + cond,
 			read:    "SELECT number, holder FROM " + t + " WHERE role = ? FOR UPDATE",
-			insert: "INSERT INTO " + t + " (role, number, holder, written_at) VALUES (?, -1, '', UTC_TIMESTAMP(6))" +
-				" ON DUPLICATE KEY UPDATE role = role",
-			reset: "DELETE FROM " + t + " WHERE role = ?",
+			// IGNORE: a duplicate takes a shared lock and nothing more, so
+			// that concurrent inserts of one role cannot deadlock upgrading
+			// it. The values are valid (validated lengths), so IGNORE
+			// turns nothing else into a warning.
+			insert: "INSERT IGNORE INTO " + t + " (role, number, holder, written_at) VALUES (?, -1, '', UTC_TIMESTAMP(6))",
+			reset:  "DELETE FROM " + t + " WHERE role = ?",
 		}
 	}
 }
@@ -224,9 +227,20 @@ func (f *Fence) advanceStep(ctx context.Context, tx *sql.Tx, h Holding) (verdict
 	return r.judge(h, f.check), r, nil
 }
 
-// insertRow creates the role's row at number -1 in a transaction of its
-// own (MySQL), so that the fence's transactions only ever update it.
+// insertRow creates the role's row at number -1 unless it exists, in a
+// transaction of its own (MySQL), so that the fence's transactions only
+// ever update it. It tries again after a conflict.
 func (f *Fence) insertRow(ctx context.Context, role string) error {
+	var err error
+	for range fenceTries {
+		if err = f.insertRowOnce(ctx, role); err == nil || !isConflict(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func (f *Fence) insertRowOnce(ctx context.Context, role string) error {
 	tx, err := f.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err

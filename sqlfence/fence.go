@@ -3,6 +3,7 @@ package sqlfence
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -119,12 +120,23 @@ func (f *Fence) Reset(ctx context.Context, role string) error {
 // fn runs. A nil fn only fences. Do commits when fn returns nil, and rolls
 // back when fn returns an error, which Do returns as it is (wrapped in
 // [ErrConflict] when it is a conflict). Do blocks until the transaction
-// has ended; cancelling ctx rolls it back. As with any commit, an error
-// from the commit itself may hide a commit that happened.
+// has ended; cancelling ctx rolls it back, and Do's error then matches
+// ctx.Err(). As with any commit, an error from the commit itself may hide
+// a commit that happened.
 func (f *Fence) Do(ctx context.Context, h Holding, fn func(*sql.Tx) error) error {
 	if err := h.validate(); err != nil {
 		return err
 	}
+	err := f.do(ctx, h, fn)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		// The driver may report a cancelled statement otherwise (a closed
+		// connection, a finished transaction).
+		err = fmt.Errorf("%w: %w", context.Cause(ctx), err)
+	}
+	return err
+}
+
+func (f *Fence) do(ctx context.Context, h Holding, fn func(*sql.Tx) error) error {
 	for rerun := 0; ; rerun++ {
 		tx, err := f.fence(ctx, h)
 		if err != nil {
@@ -194,7 +206,7 @@ func (f *Fence) fence(ctx context.Context, h Holding) (*sql.Tx, error) {
 		case v == reused:
 			return nil, &ReusedError{Held: h, Holder: r.holder}
 		case v == missing && f.dialect == MySQL:
-			if err := f.insertRow(ctx, h.Role); err != nil && !isConflict(err) {
+			if err := f.insertRow(ctx, h.Role); err != nil {
 				return nil, fmt.Errorf("sqlfence: create the fence row of role %q: %w", h.Role, err)
 			}
 		}

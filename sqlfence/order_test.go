@@ -124,3 +124,38 @@ func TestCommitOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestFirstWritesAtOnce: many holdings write a role's first row at the
+// same moment (MySQL creates it in transactions of their own); each Do
+// commits or is refused as stale, nothing else.
+func TestFirstWritesAtOnce(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		f, _ := e.fence(t)
+		const roles, writers = 5, 16
+		var wg sync.WaitGroup
+		errs := make(chan error, roles*writers)
+		for r := range roles {
+			start := make(chan struct{})
+			for w := range writers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					h := sqlfence.Holding{Role: fmt.Sprintf("r%d", r), Number: int64(w), Holder: fmt.Sprintf("m%d", w)}
+					if err := f.Do(ctx(t), h, nil); err != nil && !errors.Is(err, sqlfence.ErrStale) {
+						errs <- err
+					}
+				}()
+			}
+			close(start)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		for r := range roles {
+			e.wantRow(t, f, fmt.Sprintf("r%d", r), writers-1, fmt.Sprintf("m%d", writers-1))
+		}
+	})
+}
