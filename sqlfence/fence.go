@@ -177,6 +177,9 @@ const fenceTries = 4
 func (f *Fence) fence(ctx context.Context, h Holding) (*sql.Tx, error) {
 	known, ok := f.known.Load(h.Role)
 	advance := !ok || known.(Holding) != h
+	if err := f.prepare(ctx, f.sql.share, f.sql.advance, f.sql.read); err != nil {
+		return nil, fmt.Errorf("sqlfence: prepare: %w", err)
+	}
 	var conflict error
 	for try := 0; try < fenceTries; try++ {
 		tx, err := f.db.BeginTx(ctx, f.txOpts)

@@ -71,6 +71,31 @@ func TestAdvanceAndWrite(t *testing.T) {
 	})
 }
 
+// A pool of one connection serves Do: the fence's statements are prepared
+// before its transaction takes the connection, for every statement path
+// (a new holding, a known one, a stale one).
+func TestOneConnectionPool(t *testing.T) {
+	each(t, func(t *testing.T, e env) {
+		table, data := e.tables(t)
+		db := e.srv.Open(t)
+		db.SetMaxOpenConns(1)
+		f, err := sqlfence.New(db, sqlfence.WithTable(table))
+		must(t, err)
+		must(t, f.CreateTable(ctx(t)))
+		c, cancel := context.WithTimeout(ctx(t), 20*time.Second)
+		defer cancel()
+		h := sqlfence.Holding{Role: "pool", Number: 3, Holder: "m1"}
+		must(t, f.Do(c, h, e.insert(data, "a", 3)))
+		must(t, f.Do(c, h, e.insert(data, "b", 3)))
+		err = f.Do(c, sqlfence.Holding{Role: "pool", Number: 2, Holder: "m0"}, e.insert(data, "c", 2))
+		if !errors.Is(err, sqlfence.ErrStale) {
+			t.Fatalf("an older holding on a one-connection pool: got %v, want ErrStale", err)
+		}
+		must(t, f.Close())
+		e.wantIDs(t, data, "a", "b")
+	})
+}
+
 func TestStaleRefused(t *testing.T) {
 	each(t, func(t *testing.T, e env) {
 		f, data := e.fence(t)

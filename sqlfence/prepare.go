@@ -17,27 +17,44 @@ type prepared struct {
 	m  map[string]*sql.Stmt
 }
 
-// stmt returns query prepared for tx.
+// prepare prepares those of queries the Fence has not prepared yet. It
+// runs before the transaction begins: preparing on db needs a connection
+// of its own, and a pool capped at one would otherwise wait for itself.
+func (f *Fence) prepare(ctx context.Context, queries ...string) error {
+	for _, q := range queries {
+		f.prep.mu.Lock()
+		s := f.prep.m[q]
+		f.prep.mu.Unlock()
+		if s != nil {
+			continue
+		}
+		s, err := f.db.PrepareContext(ctx, q)
+		if err != nil {
+			return err
+		}
+		f.prep.mu.Lock()
+		if had := f.prep.m[q]; had != nil {
+			s.Close()
+		} else {
+			if f.prep.m == nil {
+				f.prep.m = map[string]*sql.Stmt{}
+			}
+			f.prep.m[q] = s
+		}
+		f.prep.mu.Unlock()
+	}
+	return nil
+}
+
+// stmt returns query prepared for tx: the Fence's statement (see
+// prepare) bound to tx, or, when a Close came in between, one prepared on
+// tx's own connection.
 func (f *Fence) stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.Stmt, error) {
 	f.prep.mu.Lock()
 	s := f.prep.m[query]
 	f.prep.mu.Unlock()
 	if s == nil {
-		var err error
-		if s, err = f.db.PrepareContext(ctx, query); err != nil {
-			return nil, err
-		}
-		f.prep.mu.Lock()
-		if had := f.prep.m[query]; had != nil {
-			s.Close()
-			s = had
-		} else {
-			if f.prep.m == nil {
-				f.prep.m = map[string]*sql.Stmt{}
-			}
-			f.prep.m[query] = s
-		}
-		f.prep.mu.Unlock()
+		return tx.PrepareContext(ctx, query)
 	}
 	return tx.StmtContext(ctx, s), nil
 }
