@@ -66,8 +66,9 @@ chaos: ## the chaos suite for CHAOS_DURATION (default 5m; raise CHAOS_TIMEOUT pa
 bench: ## the Go benchmarks (see docs/BENCHMARKS.md)
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-# bench-compare: krole bench against etcd's election (bench/, a module of its
-# own), same scenarios, same machine, same run. BENCH_TTL is etcd's session
+# bench-compare: krole bench against etcd's election (bench/), ZooKeeper's
+# recipe (bench/zk) and a Kafka consumer group (bench/kgroup), each a module
+# of its own, same scenarios, same machine, same run. BENCH_TTL is etcd's session
 # TTL and krole's lease; etcd keeps alive every TTL/3, so krole runs with
 # --renew-interval TTL/3 as well as with its default (lease/5).
 BENCH_TTL     ?= 3s
@@ -78,8 +79,12 @@ BENCH_MEMBERS ?= 3
 BENCH_OUT     ?= bin/bench-compare
 BENCH_CHART   ?= docs/bench-compare.svg
 
-bench-compare: build ## krole bench and the etcd peer, side by side, with ratios and a chart (BENCH_CHART)
+bench-compare: build ## krole bench and its peers (etcd, ZooKeeper, a Kafka consumer group), side by side, with ratios and a chart (BENCH_CHART)
+	@command -v java >/dev/null 2>&1 && ls /usr/share/java/zookeeper*.jar >/dev/null 2>&1 || \
+		{ echo "bench-compare: installing zookeeper from Debian"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zookeeper >/dev/null; }
 	cd bench && GOFLAGS=-mod=mod $(GO) build -o ../bin/etcd-election-bench .
+	cd bench/zk && GOFLAGS=-mod=mod $(GO) build -o ../../bin/zookeeper-election-bench .
+	cd bench/kgroup && GOFLAGS=-mod=mod $(GO) build -o ../../bin/kgroup-election-bench .
 	mkdir -p $(BENCH_OUT)
 	bin/etcd-election-bench acquire  --rounds $(BENCH_ROUNDS) --ttl $(BENCH_TTL) -o json > $(BENCH_OUT)/etcd-acquire.json
 	bin/krole bench acquire --rounds $(BENCH_ROUNDS) --lease-duration $(BENCH_TTL) -o json > $(BENCH_OUT)/krole-acquire.json
@@ -92,10 +97,16 @@ bench-compare: build ## krole bench and the etcd peer, side by side, with ratios
 		--label "krole failover RI=TTL/3" -o json > $(BENCH_OUT)/krole-failover.json
 	bin/krole bench failover --members $(BENCH_MEMBERS) --rounds $(BENCH_FROUNDS) --lease-duration $(BENCH_TTL) \
 		--label "krole failover default RI" -o json > $(BENCH_OUT)/krole-failover-default.json
+	bin/zookeeper-election-bench acquire --start-zookeeper --rounds $(BENCH_ROUNDS) --ttl $(BENCH_TTL) -o json > $(BENCH_OUT)/zookeeper-acquire.json
+	bin/zookeeper-election-bench handover --start-zookeeper --members $(BENCH_MEMBERS) --rounds $(BENCH_ROUNDS) --ttl $(BENCH_TTL) -o json > $(BENCH_OUT)/zookeeper-handover.json
+	bin/zookeeper-election-bench failover --start-zookeeper --members $(BENCH_MEMBERS) --rounds $(BENCH_FROUNDS) --ttl $(BENCH_TTL) -o json > $(BENCH_OUT)/zookeeper-failover.json
+	bin/kgroup-election-bench acquire --rounds $(BENCH_ROUNDS) --ttl $(BENCH_TTL) -o json > $(BENCH_OUT)/kgroup-acquire.json
+	bin/kgroup-election-bench handover --members $(BENCH_MEMBERS) --rounds $(BENCH_ROUNDS) --ttl $(BENCH_TTL) -o json > $(BENCH_OUT)/kgroup-handover.json
+	bin/kgroup-election-bench failover --members $(BENCH_MEMBERS) --rounds $(BENCH_FROUNDS) --ttl $(BENCH_TTL) -o json > $(BENCH_OUT)/kgroup-failover.json
 	bin/krole bench compare --chart $(BENCH_CHART) \
-		$(BENCH_OUT)/krole-acquire.json $(BENCH_OUT)/etcd-acquire.json \
-		$(BENCH_OUT)/krole-handover.json $(BENCH_OUT)/krole-handover-lock.json $(BENCH_OUT)/etcd-handover.json \
-		$(BENCH_OUT)/krole-failover.json $(BENCH_OUT)/krole-failover-default.json $(BENCH_OUT)/etcd-failover.json
+		$(BENCH_OUT)/krole-acquire.json $(BENCH_OUT)/etcd-acquire.json $(BENCH_OUT)/zookeeper-acquire.json $(BENCH_OUT)/kgroup-acquire.json \
+		$(BENCH_OUT)/krole-handover.json $(BENCH_OUT)/krole-handover-lock.json $(BENCH_OUT)/etcd-handover.json $(BENCH_OUT)/zookeeper-handover.json $(BENCH_OUT)/kgroup-handover.json \
+		$(BENCH_OUT)/krole-failover.json $(BENCH_OUT)/krole-failover-default.json $(BENCH_OUT)/etcd-failover.json $(BENCH_OUT)/zookeeper-failover.json $(BENCH_OUT)/kgroup-failover.json
 
 lint: ## go vet, a gofmt check and staticcheck (the version pinned by go.mod's tool line)
 	$(GO) vet $(PKGS)

@@ -95,7 +95,7 @@ func benchCommand() *ucli.Command {
 			benchFailoverManyCommand(common, lease, renew),
 			{
 				Name:      "compare",
-				Usage:     "print results (-o json of the benches and of the etcd peer) side by side, with the ratios krole/etcd",
+				Usage:     "print results (-o json of the benches and of the peers: etcd, ZooKeeper, a consumer group) side by side, with the ratios of krole to each",
 				UsageText: "krole bench compare RESULT.json... [--chart FILE.svg]",
 				Flags: []ucli.Flag{&ucli.StringFlag{Name: "chart", TakesFile: true,
 					Usage: "draw the latency distributions as SVG into `FILE`"}},
@@ -826,21 +826,9 @@ func runBenchCompare(c *ucli.Context) error {
 		chart.WriteText(out, r)
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "ratios krole/etcd (below 1: krole is faster):")
-	for _, k := range results {
-		if k.System != "krole" {
-			continue
-		}
-		for _, p := range results {
-			if p.System != "etcd" || p.Kind != k.Kind || p.MedianMS == 0 || p.P99MS == 0 {
-				continue
-			}
-			fmt.Fprintf(out, "  %-34s median %.2f  p90 %.2f  p99 %.2f\n", k.Name(),
-				k.MedianMS/p.MedianMS, k.P90MS/p.P90MS, k.P99MS/p.P99MS)
-		}
-	}
+	chart.WriteRatios(out, results)
 	if path := c.String("chart"); path != "" {
-		return writeChart(path, "krole and etcd election, latency distributions", results)
+		return writeChart(path, chart.Title(results), results)
 	}
 	return nil
 }
