@@ -70,14 +70,11 @@ type describeLease struct {
 }
 
 func runDescribe(c *ucli.Context) error {
-	role, err := roleArg(c)
+	rc, err := openRole(c, false, nil)
 	if err != nil {
 		return err
 	}
-	t, err := openTransport(c)
-	if err != nil {
-		return err
-	}
+	role, t := rc.role, rc.t
 	defer t.Close()
 	tok, ok, err := t.Describe(c.Context, role)
 	if err != nil {

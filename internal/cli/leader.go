@@ -39,8 +39,7 @@ func leaderCommand() *ucli.Command {
 			"number (see 'krole run --help').",
 		ArgsUsage: "ROLE",
 		Flags: []ucli.Flag{
-			&ucli.DurationFlag{Name: "timeout", Value: DefaultTableTimeout,
-				Usage: "give up when the view has not caught up with the topic within `D` (0: wait as long as it takes)"},
+			viewTimeoutFlag(),
 		},
 		Action: runLeader,
 	}
@@ -123,18 +122,11 @@ func findLeader(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	timeout, err := viewTimeout(c)
-	if err != nil {
-		return err
-	}
-	lv, err := startView(c, "")
+	lv, err := readyView(c, nil, false)
 	if err != nil {
 		return err
 	}
 	defer lv.stop()
-	if err := lv.ready(c.Context, timeout); err != nil {
-		return err
-	}
 	// A lease whose holder's clock says it ran out: wait for a renewal
 	// (package liveness), bounded by the lease.
 	sts, err := liveness.Settle(c.Context, func(ctx context.Context) ([]rolestate.State, error) {

@@ -168,3 +168,40 @@ func viewTimeout(c *ucli.Context) (time.Duration, error) {
 	}
 	return timeout, nil
 }
+
+// viewTimeoutFlag is --timeout of the commands that read a view of the
+// role topic: the bound of the wait for it to catch up.
+func viewTimeoutFlag() ucli.Flag {
+	return &ucli.DurationFlag{Name: "timeout", Value: DefaultTableTimeout,
+		Usage: "give up when the view has not caught up with the topic within `D` (0: wait as long as it takes)"}
+}
+
+// readyView reads --timeout, runs check (when not nil) on the command's
+// other flags, starts a view of the role topic and waits up to --timeout
+// for it to catch up. The caller stops the view. When the wait fails, the
+// view is stopped and, with quiet and c.Context ended (an interrupt),
+// readyView returns a nil view and a nil error: the command ends without
+// one.
+func readyView(c *ucli.Context, check func() error, quiet bool) (*liveView, error) {
+	timeout, err := viewTimeout(c)
+	if err != nil {
+		return nil, err
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return nil, err
+		}
+	}
+	lv, err := startView(c, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := lv.ready(c.Context, timeout); err != nil {
+		lv.stop()
+		if quiet && c.Context.Err() != nil {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return lv, nil
+}

@@ -31,8 +31,7 @@ func observeCommand() *ucli.Command {
 			"\"fence\" is the holding's fencing number (see 'krole run --help').",
 		ArgsUsage: "ROLE",
 		Flags: []ucli.Flag{
-			&ucli.DurationFlag{Name: "timeout", Value: DefaultTableTimeout,
-				Usage: "give up when the view has not caught up with the topic within `D` (0: wait as long as it takes)"},
+			viewTimeoutFlag(),
 		},
 		Action: runObserve,
 	}
@@ -57,21 +56,11 @@ func runObserve(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	timeout, err := viewTimeout(c)
-	if err != nil {
-		return err
-	}
-	lv, err := startView(c, "")
-	if err != nil {
-		return err
+	lv, err := readyView(c, nil, true)
+	if lv == nil {
+		return err // nil when interrupted while the view caught up
 	}
 	defer lv.stop()
-	if err := lv.ready(c.Context, timeout); err != nil {
-		if c.Context.Err() != nil {
-			return nil
-		}
-		return err
-	}
 	st := server.Follow(c.Context, lv.View, time.Now, role)
 	w, asJSON := stdout(c), outputFormat(c) == FormatJSON
 	var werr error

@@ -45,8 +45,7 @@ func pruneCommand() *ucli.Command {
 				Usage: "prune a member only when its session has been gone for longer than `D`"},
 			&ucli.BoolFlag{Name: "yes",
 				Usage: "write the tombstones (without it, prune only lists what it would remove)"},
-			&ucli.DurationFlag{Name: "timeout", Value: DefaultTableTimeout,
-				Usage: "give up when the view has not caught up with the topic within `D` (0: wait as long as it takes)"},
+			viewTimeoutFlag(),
 		},
 		Action: runPrune,
 	}
@@ -67,22 +66,17 @@ func runPrune(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	timeout, err := viewTimeout(c)
-	if err != nil {
-		return err
-	}
 	olderThan := c.Duration("older-than")
-	if olderThan <= 0 {
-		return Usagef(c, "--older-than %v: must be positive", olderThan)
-	}
-	lv, err := startView(c, "")
+	lv, err := readyView(c, func() error {
+		if olderThan <= 0 {
+			return Usagef(c, "--older-than %v: must be positive", olderThan)
+		}
+		return nil
+	}, false)
 	if err != nil {
 		return err
 	}
 	defer lv.stop()
-	if err := lv.ready(c.Context, timeout); err != nil {
-		return err
-	}
 	tbl := server.WithSessions(lv.View)
 	// Judged as a one-shot answer is: a session whose member's clock says
 	// it ran out is read again until a heartbeat shows or the wait is up.

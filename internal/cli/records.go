@@ -135,14 +135,11 @@ func settledRecords(ctx context.Context, t roleClient, role codec.Role) ([]fenci
 }
 
 func runRecords(c *ucli.Context) error {
-	role, err := roleArg(c)
+	rc, err := openRole(c, false, nil)
 	if err != nil {
 		return err
 	}
-	t, err := openTransport(c)
-	if err != nil {
-		return err
-	}
+	role, t := rc.role, rc.t
 	defer t.Close()
 	recs, st, err := settledRecords(c.Context, t, role)
 	if err != nil {

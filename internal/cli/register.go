@@ -30,22 +30,15 @@ type registerResult struct {
 }
 
 func runRegister(c *ucli.Context) error {
-	role, err := roleArg(c)
+	var value string
+	rc, err := openRole(c, true, func() (err error) {
+		value, err = valueArg(c)
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	member, err := memberArg(c)
-	if err != nil {
-		return err
-	}
-	value, err := valueArg(c)
-	if err != nil {
-		return err
-	}
-	t, err := openTransport(c)
-	if err != nil {
-		return err
-	}
+	role, member, t := rc.role, rc.member, rc.t
 	defer t.Close()
 	off, err := t.RegisterValue(c.Context, role, member, value)
 	if err != nil {

@@ -54,18 +54,11 @@ type resignResult struct {
 }
 
 func runResign(c *ucli.Context) error {
-	role, err := roleArg(c)
+	rc, err := openRole(c, true, nil)
 	if err != nil {
 		return err
 	}
-	member, err := memberArg(c)
-	if err != nil {
-		return err
-	}
-	t, err := openTransport(c)
-	if err != nil {
-		return err
-	}
+	role, member, t := rc.role, rc.member, rc.t
 	defer t.Close()
 
 	// Read first, only to warn about a likely mistake; a read that fails

@@ -81,8 +81,7 @@ func tableCommand() *ucli.Command {
 				Usage: "keep the table live until interrupted: redrawn on a terminal, one JSON line per change otherwise"},
 			&ucli.BoolFlag{Name: "changes",
 				Usage: "with --watch: show a row only when the role's holder changes (a new holder or token, or none), not on renewals or candidates"},
-			&ucli.DurationFlag{Name: "timeout", Value: DefaultTableTimeout,
-				Usage: "give up when the view has not caught up with the topic within `D` (0: wait as long as it takes)"},
+			viewTimeoutFlag(),
 		},
 		Action: runTable,
 	}
@@ -106,26 +105,17 @@ func runTable(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	timeout, err := viewTimeout(c)
-	if err != nil {
-		return err
-	}
 	watch := c.Bool("watch")
-	if c.Bool("changes") && !watch {
-		return Usagef(c, "--changes needs --watch: it shows a live table's changes of holder")
-	}
-	lv, err := startView(c, "")
-	if err != nil {
-		return err
+	lv, err := readyView(c, func() error {
+		if c.Bool("changes") && !watch {
+			return Usagef(c, "--changes needs --watch: it shows a live table's changes of holder")
+		}
+		return nil
+	}, watch)
+	if lv == nil {
+		return err // nil when a watch was interrupted before it began
 	}
 	defer lv.stop()
-
-	if err := lv.ready(c.Context, timeout); err != nil {
-		if watch && c.Context.Err() != nil {
-			return nil // interrupted: the end of a watch
-		}
-		return err
-	}
 	if !watch {
 		rows, err := server.SettledRows(c.Context, server.WithSessions(lv.View), time.Now, roles...)
 		if err != nil {

@@ -32,6 +32,38 @@ type roleClient interface {
 	Close() error
 }
 
+// roleCall is what a one-shot command on one role starts from.
+type roleCall struct {
+	role   codec.Role
+	member codec.MemberID // "" unless the command takes --member
+	t      roleClient
+}
+
+// openRole reads the command's ROLE argument and, with member, its
+// --member, runs check (when not nil) on its other flags, and connects to
+// the cluster (see openTransport). The caller closes the client.
+func openRole(c *ucli.Context, member bool, check func() error) (roleCall, error) {
+	var rc roleCall
+	var err error
+	if rc.role, err = roleArg(c); err != nil {
+		return roleCall{}, err
+	}
+	if member {
+		if rc.member, err = memberArg(c); err != nil {
+			return roleCall{}, err
+		}
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return roleCall{}, err
+		}
+	}
+	if rc.t, err = openTransport(c); err != nil {
+		return roleCall{}, err
+	}
+	return rc, nil
+}
+
 // openTransport connects to the cluster that the global flags name. When
 // no broker answers, the error says so, naming the addresses tried. The
 // errors of the calls on the returned client name the topic when it does
