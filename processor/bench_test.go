@@ -28,10 +28,11 @@ import (
 )
 
 // viewWarmup is how long a new view is given after its first catch-up
-// before a benchmark relies on its latency: goka restarts the partition
-// consumers once recovery ends, and sarama batches new partition
-// subscriptions for 100ms, so a record committed in that window reaches
-// the table up to ~100ms late. It affects a view's first moments only.
+// before a benchmark relies on its latency: for a partition that held no
+// record, the view's consumer may still be opening its connection when the
+// first catch-up returns, and a record committed then reaches the table a
+// round trip or two late (package view, "A view's first moments"). It
+// affects a view's first moments only; 300ms leaves a wide margin.
 const viewWarmup = 300 * time.Millisecond
 
 // elections returns an OnEvent that sends every Elected event on ch.

@@ -575,14 +575,14 @@
 // # Many roles
 //
 // A member running many roles (one per partition, tenant or shard) slows
-// down under overload; it must not collapse. What collapsed before (issue
-// 13): every role goroutine called the transport at once, renewals queued
+// down under overload; it must not collapse. The collapse to avoid: were
+// every role goroutine to call the transport at once, renewals would queue
 // behind challenges inside the client (sarama sends at most
 // Net.MaxOpenRequests requests per connection and queues the rest past
-// their contexts), queued calls outlived the transaction timeout, the
-// transactions they abandoned held back every read_committed view of
-// their partition, more roles looked expired, more were challenged: a
-// metastable failure, the retries feeding the overload. So:
+// their contexts), queued calls would outlive the transaction timeout, the
+// transactions they abandon would hold back every read_committed view of
+// their partition, more roles would look expired, more would be
+// challenged: a metastable failure, the retries feeding the overload. So:
 //
 //   - Holding a role costs no call per renew interval: the member
 //     session's one heartbeat renews every role the member holds, so a
@@ -609,11 +609,10 @@
 //   - A new holding does not wake the member session for a round of its
 //     own (only the first, and one whose role the heartbeats still
 //     exclude): the next round vouches for it, well before its local
-//     deadline. A member taking thousands of roles ran a round, a
-//     DescribeMany over every held role and a note to each role's
-//     goroutine, per role it took: it took 5,000 roles in over four
-//     minutes, at 88% of a core, where it now takes them in under one at
-//     the cluster's pace.
+//     deadline. A round per role taken (a DescribeMany over every held
+//     role and a note to each role's goroutine) would make taking K roles
+//     grow as K squared: minutes, at most of a core, for thousands of roles,
+//     which now come at the cluster's pace.
 //
 // So a stall shorter than RenewDeadline - RenewInterval, less a
 // heartbeat's time (every request of the member held back, then answered;
@@ -623,8 +622,8 @@
 // session end), and other candidates take them within a lease plus their
 // stagger.
 //
-// Measured (docs/BENCHMARKS.md, "Issue 20: many roles", "Issue 20,
-// after: the member session" and "Issue 20, third pass").
+// Measured (docs/BENCHMARKS.md, "Many roles": "Holding many roles" and
+// "One member-session round, the mechanism alone").
 //
 // # Failover of a member holding many roles
 //

@@ -81,10 +81,9 @@ func TestIntegrationFailoverOfManyRolesGoesToTheFirstCandidate(t *testing.T) {
 }
 
 // A member's first heartbeat round comes with its first holding, not at
-// its start, where its transaction contended with the first challenge
-// at the coordinator (uncontended acquisition 1.5 ms at the median
-// before, 1.1 ms after: docs/BENCHMARKS.md). The lease the election
-// writes keeps the role alive until the round vouches for it.
+// its start, where its transaction would contend with the first challenge
+// at the coordinator and slow the first acquisition. The lease the
+// election writes keeps the role alive until the round vouches for it.
 func TestIntegrationFirstHeartbeatFollowsTheFirstElection(t *testing.T) {
 	e := newEnv(t, itTxnTimeout)
 	role := codec.Role("first-beat")

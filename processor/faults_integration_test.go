@@ -77,13 +77,14 @@ func TestIntegrationClockSkewNeitherEarlyNorLate(t *testing.T) {
 	}
 }
 
-// The faults issue's storm (section 5): the holder of role A crashed in the
-// middle of a lease write under a long transaction timeout, so its open
-// transaction holds back read_committed readers of its partition. Role B,
-// in the same partition with a 2s lease, is healthy: its holder's renewals
-// commit but no view shows them until the transaction times out. B's
-// candidate finds B's lease expired on its clock, but its confirmation
-// shows the partition held back by a producer other than B's: it waits.
+// No election storm behind a frozen partition: the holder of role A
+// crashed in the middle of a lease write under a long transaction
+// timeout, so its open transaction holds back read_committed readers of
+// its partition. Role B, in the same partition with a 2s lease, is
+// healthy: its holder's renewals commit but no view shows them until the
+// transaction times out. B's candidate finds B's lease expired on its
+// clock, but its confirmation shows the partition held back by a producer
+// other than B's: it waits.
 // The freeze causes at most one handover of B (none is expected).
 func TestIntegrationFrozenPartitionCausesNoElectionStorm(t *testing.T) {
 	const freeze = 10 * time.Second // A's transaction timeout: five of B's leases

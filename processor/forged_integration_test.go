@@ -65,14 +65,15 @@ func (f *forger) commit(role codec.Role, l codec.Lease) {
 	require.NoError(f.t, f.cl.EndTransaction(ctx, kgo.TryCommit))
 }
 
-// Scenario A of issue 18: three members of a role; a stranger commits a
+// Forged releases: three members of a role; a stranger commits a
 // release of the role every few hundred milliseconds, from an
 // application's transactional id and from another role's (krole.other),
 // each naming the stranger's own producer id and epoch (so the record
-// batch matches the lease). Each release used to count: the candidates saw
-// the role vacant and challenged, fencing the live holder (9 elections in
-// 12 s). Now none counts: over several lease durations the holder and its
-// token do not change, and nobody else is elected.
+// batch matches the lease). None counts (the view skips a lease whose
+// producer id the coordinator does not name for the role): over several
+// lease durations the holder and its token do not change, and nobody else
+// is elected. A release that counted would show the role vacant, and the
+// candidates would challenge, fencing the live holder.
 func TestIntegrationForgedReleasesCauseNoElections(t *testing.T) {
 	e := newEnv(t, itTxnTimeout)
 	role := codec.Role("forged-releases")
@@ -102,12 +103,12 @@ func TestIntegrationForgedReleasesCauseNoElections(t *testing.T) {
 	e.rec.checkFence(t)
 }
 
-// Scenario B of issue 18: the holder dies (it leaves without a release);
+// A forged ghost lease: the holder dies (it leaves without a release);
 // a stranger then commits, under the transactional id of another role
 // (krole.other), one lease of the role naming a member "ghost" and a
-// 10-minute span. That lease used to count, and nobody was elected while
-// it ran. Now it does not count: the candidate is elected within the
-// crash failover's bound, and the table never names the ghost.
+// 10-minute span. It does not count: the candidate is elected within the
+// crash failover's bound, and the table never names the ghost. A lease
+// that counted would keep everyone from being elected while it ran.
 func TestIntegrationForgedGhostLeaseDoesNotStopSuccession(t *testing.T) {
 	e := newEnv(t, itTxnTimeout)
 	role := codec.Role("forged-ghost")

@@ -51,11 +51,10 @@ func awaitRefused(t *testing.T, errc <-chan error, other string) *processor.Memb
 	return nil
 }
 
-// A second process under the member id of the live holder (issue 19,
-// scenario 2) is refused: its Run returns ErrMemberInUse naming the
-// holder's instance, and it writes nothing: the holder keeps the role
-// under the same token, its registration stays where it was, and it
-// renews on.
+// A second process under the member id of the live holder is refused:
+// its Run returns ErrMemberInUse naming the holder's instance, and it
+// writes nothing: the holder keeps the role under the same token, its
+// registration stays where it was, and it renews on.
 func TestIntegrationSecondInstanceOfTheHolderIsRefused(t *testing.T) {
 	e := newEnv(t, itTxnTimeout)
 	role := codec.Role("dup-holder")

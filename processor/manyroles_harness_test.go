@@ -25,8 +25,8 @@ import (
 	"github.com/krabka/krole/view"
 )
 
-// TestHarnessHoldManyRoles is a measuring harness for issue 13, not a
-// test of `make test`: it is skipped unless KROLE_HOLD is set, and it
+// TestHarnessHoldManyRoles is a measuring harness for many roles held at
+// once, not a test of `make test`: it is skipped unless KROLE_HOLD is set, and it
 // asserts nothing about speed. It runs M members (KROLE_HOLD_MEMBERS,
 // default 1), each with its own transport and view, holding K roles
 // between them (each member runs K/M roles of its own), waits until every

@@ -19,17 +19,16 @@ import (
 )
 
 // TestIntegrationSlowCommitsCostNoHeldRole overloads one member's lease
-// writes on purpose, as issue 13 did: node-a holds 20 roles, node-b is a
+// writes on purpose: node-a holds 20 roles, node-b is a
 // candidate of each, and then the cluster answers every EndTxn under one of
 // node-a's role tokens only after 80ms (kfake's SleepControl), so that 20
 // per-role renewals would take 1.6s, as long as the renew deadline. Under
 // the member session a held role costs no transaction per renew interval:
 // node-a keeps every role under the token it had, nothing is handed over
 // and nothing is revoked, over several lease durations. Checked through the
-// broker (Describe) and the view, not on speed.
-//
-// (With per-role renewal, issue 13's design, node-a could not keep them
-// all: it resigned the roles it could not renew in time to node-b.)
+// broker (Describe) and the view, not on speed. (A member renewing each
+// role in a transaction of its own could not keep them all here: it would
+// resign to node-b the roles it could not renew in time.)
 func TestIntegrationSlowCommitsCostNoHeldRole(t *testing.T) {
 	e := newEnv(t, itTxnTimeout)
 	e.c.RequireFake(t)

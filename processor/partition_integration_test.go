@@ -1,7 +1,6 @@
 package processor_test
 
-// Real network partitions of one member (the faults issue, section 4): a
-// faultnet.Net sits between every client and each of three kfake brokers,
+// Real network partitions of one member: a faultnet.Net sits between every client and each of three kfake brokers,
 // the role's transaction coordinator and its partition's leader are
 // different brokers, and every member talks to the cluster under a client
 // id of its own ("krole-" + member, which its view's clients extend), so
@@ -15,7 +14,7 @@ package processor_test
 // The timings are itSettings (lease 2s, renew every 400ms, local deadline
 // 1.6s, stagger 200ms, transaction timeout 1s) with the default request
 // timeout (10s), so a request the cut-off member sends is still in flight
-// when the partition heals, as in the issue's report.
+// when the partition heals, and is delivered then.
 
 import (
 	"context"
@@ -140,8 +139,8 @@ func watchDescribe(e *env, role codec.Role, stop <-chan struct{}) <-chan []codec
 	return out
 }
 
-// The issue's scenario: the holder is cut off by a network partition for
-// three leases while it runs on, then the network heals.
+// The holder is cut off by a network partition for three leases while it
+// runs on, then the network heals.
 //
 //   - While cut off, node-a cannot renew: its work's context ends at its
 //     local deadline (RenewDeadline after its last successful write

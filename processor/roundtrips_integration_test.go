@@ -378,8 +378,8 @@ func rtWhats(rs []rtRaw) []string {
 // Pipeline on), on one broker, where every role's coordinator is its
 // partition's leader, counted from when faultnet read each request and
 // when it handed each answer back: a commit sent before its produce's
-// answer came shares the produce's round trip. The rows of "Issue 21,
-// pipelined commits" in docs/BENCHMARKS.md (run with -v to print them).
+// answer came shares the produce's round trip. The "pipelined" column of
+// "Round trips per step" in docs/BENCHMARKS.md (run with -v to print it).
 func TestIntegrationPipelinedRoundTripsPerStep(t *testing.T) {
 	role := codec.Role("piped")
 	c, fn := testcluster.StartFaulty(t, testcluster.Options{Nodes: 1})

@@ -629,9 +629,9 @@ func TestRunDeregisteredRenewsWhileWorkStops(t *testing.T) {
 // ended ranks last, so the successor need not see the deregistration
 // first, and the session end, which the successor does wait for, is not
 // queued behind the deregistration's produce on the connection
-// (docs/BENCHMARKS.md). Here the session end is held until the
-// deregistration begins, or 300ms: the deregistration must find it
-// written. When the two went at once, it did not.
+// (docs/BENCHMARKS.md, "Round trips per step"). Here the session end is
+// held until the deregistration begins, or 300ms: the deregistration must
+// find it written.
 func TestRunLeavingDeregistersAfterTheSessionEnd(t *testing.T) {
 	h := newHarness(t, "a", Settings{})
 	w := newWorker(h.clk)

@@ -22,8 +22,8 @@ import (
 // another transactional id naming the session's nonce, and a plain
 // append naming the real session) keep nothing alive: the candidate is
 // elected within a span of the last real heartbeat (+ its view's lag).
-// Members do not write session leases yet (issue 20): the holder here is
-// driven through the seam by hand.
+// The holder here is driven through the transport by hand, so that the
+// test decides when its real heartbeats stop.
 func TestIntegrationSessionHeartbeatsKeepAHolderForgedOnesDoNot(t *testing.T) {
 	e := newEnv(t, itTxnTimeout)
 	role := codec.Role("session-held")

@@ -20,9 +20,9 @@ import (
 // its ctx ends (3s, lease 2s, local deadline 1.6s): the holder renews its
 // lease under its token while work stops, releases only once work has
 // returned, and the next candidate's work starts after that, never beside
-// it. Before the fix the holder waited for work only until its local
-// deadline, without renewing, then released: node-b's work started while
-// node-a's still ran.
+// it. A holder that waited for work only until its local deadline, without
+// renewing, and then released would let node-b's work start while node-a's
+// still ran.
 func TestIntegrationDeregisteredHolderRenewsUntilItsWorkHasStopped(t *testing.T) {
 	d := drainingHandover(t, "drain", func(e *env, a *node) {
 		require.NoError(t, e.probe.Deregister(e.ctx(10*time.Second), "drain", a.id))

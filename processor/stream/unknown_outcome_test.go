@@ -16,7 +16,7 @@ import (
 	"github.com/krabka/krole/internal/testcluster"
 )
 
-// The issue's repro (faults issue, section 1) through the stream: on 3
+// A write without an answer, through the stream: on 3
 // brokers, with the role's transaction coordinator on one broker and the
 // output partition's leader on another, the leader holds back the first
 // batch's produce past the client's request timeout (the default, 10 s;
@@ -24,13 +24,13 @@ import (
 // produce reaches the leader while the next transaction's produce is out.
 // The output must hold each input exactly once.
 //
-// Before the fix, the stream took the timeout for a retriable failure,
-// aborted under the same epoch and processed the batch again under it;
-// the late batch landed in that transaction and the output held every
-// record twice. Now Run returns ErrUnknownOutcome (the transport retired
-// the token) and commits nothing more under it; the next holding (a new
-// token, whose InitProducerId aborted the first transaction) processes the
-// batch once.
+// Run returns ErrUnknownOutcome (the transport retired the token) and
+// commits nothing more under it; the next holding (a new token, whose
+// InitProducerId aborted the first transaction) processes the batch once.
+// A stream that took the timeout for a retriable failure, aborted under
+// the same epoch and processed the batch again under it would let the
+// late batch land in that transaction: the output would hold every record
+// twice.
 func TestStreamWriteWithoutAnswerNeverShows(t *testing.T) {
 	t.Parallel()
 	c, fn := testcluster.StartFaulty(t, testcluster.Options{Nodes: 3, Partitions: 3})
@@ -91,7 +91,8 @@ func TestStreamWriteWithoutAnswerNeverShows(t *testing.T) {
 	go func() { caught <- next.Wait(ctx, 1) }()
 	select {
 	case <-caught:
-		// The same holding went on (the code before the fix).
+		// The same holding went on: the wrong outcome, which the
+		// exactly-once check below catches.
 	case err := <-errc:
 		require.ErrorIs(t, err, fencing.ErrUnknownOutcome, "Run stops its holding")
 		assert.False(t, fencing.IsFenced(err))
