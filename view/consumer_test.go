@@ -236,9 +236,9 @@ func TestConsumerOutOfRange(t *testing.T) {
 // TestConsumerPartitionFreeOnceDrained: goka ends a partition consumer with
 // AsyncClose, drains Messages and Errors until both are closed, and at once
 // consumes the same partition again (recovery, then catch-up). Once both
-// channels are closed the partition must be free, as in sarama's consumer;
-// before the fix the map entry outlived the channels, and goka's catch-up
-// failed with "already being consumed" now and then.
+// channels are closed the partition must be free, as in sarama's consumer:
+// a map entry that outlived the channels would fail goka's catch-up with
+// "already being consumed".
 func TestConsumerPartitionFreeOnceDrained(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
 	w := newWriter(t, c, 1)

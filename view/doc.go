@@ -150,11 +150,11 @@
 // a challenge, whose AcquireEpoch goes to the same coordinator, would
 // fail anyway. A reader whose principal may not Describe the role's
 // transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) counts leases
-// by their record batch alone, as before this check, and logs a warning
-// once: a member always has that ACL (Write on the TransactionalId
-// implies Describe); a read-only reader (krole table, serve, leader,
-// observe) without it can be shown a lease forged under another
-// transactional id, but makes no decision on it.
+// by their record batch alone, and logs a warning once: a member always
+// has that ACL (Write on the TransactionalId implies Describe); a
+// read-only reader (krole table, serve, leader, observe) without it can be
+// shown a lease forged under another transactional id, but makes no
+// decision on it.
 //
 // What the check does not stop: registrations and their tombstones are
 // plain appends by design (a member registers without a transaction), so
