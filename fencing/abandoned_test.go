@@ -17,11 +17,11 @@ import (
 
 const initProducerIDKey = 22 // kmsg.InitProducerID
 
-// An AcquireEpoch whose ctx ends while its InitProducerId is held (faults
-// issue, section 4): the transport closes the connection the request went
-// out on at once, not when its read timeout (30 s here) would. A request
-// that the close overtakes (faultnet's DropOnClose) never reaches the
-// coordinator: the epoch does not move and the holder keeps writing.
+// An AcquireEpoch whose ctx ends while its InitProducerId is held: the
+// transport closes the connection the request went out on at once, not
+// when its read timeout (30 s here) would. A request that the close
+// overtakes (faultnet's DropOnClose) never reaches the coordinator: the
+// epoch does not move and the holder keeps writing.
 //
 // A close cannot recall bytes that already left the client: a network
 // that delivers them anyway (DeliverOnClose) still bumps the epoch once.

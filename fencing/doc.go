@@ -184,8 +184,8 @@
 // after that marker is not older than anything the partition has seen:
 // it is appended, and begins a new transaction of the producer at that
 // partition, which the next commit of epoch e (its transaction adds the
-// partition again) makes visible. This is how a write that returned an
-// error became visible before this rule (faults issue, section 1).
+// partition again) makes visible: a write that returned an error would
+// become visible.
 //
 // Why leaving the transaction open is sound: an open transaction of epoch
 // e ends only when the coordinator aborts it, and Apache Kafka's

@@ -1,8 +1,8 @@
 package fencing_test
 
-// Tests of what real brokers answer where kfake answers otherwise (issue 9,
-// "Fidelity to real brokers"). kfake's fault controls make it answer as
-// Apache Kafka or Redpanda would; each test names the source it follows.
+// Tests of what real brokers answer where kfake answers otherwise. kfake's
+// fault controls make it answer as Apache Kafka or Redpanda would; each
+// test names the source it follows.
 
 import (
 	"context"

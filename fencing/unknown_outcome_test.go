@@ -17,7 +17,7 @@ import (
 
 const produceKey = 0 // kmsg.Produce
 
-// The issue's repro (faults issue, section 1), for a fenced Writer: on 3
+// A write without an answer, for a fenced Writer: on 3
 // brokers, with the role's transaction coordinator on one broker and the
 // output partition's leader on another, the leader holds back the produce
 // of X1 past the client's request timeout (the default, 10 s); the
@@ -27,13 +27,13 @@ const produceKey = 0 // kmsg.Produce
 // transaction is under way. A read_committed reader (sarama's consumer,
 // not krole's read path) must never see X1.
 //
-// Before the fix, the write of X1 failed with a plain i/o timeout, the
-// transport aborted under the same epoch and began the next transaction
-// under it, and X1 landed in that transaction: the reader saw [X1 X2]. Now
-// the write of X1 returns ErrUnknownOutcome, the token is retired (the
+// The write of X1 returns ErrUnknownOutcome, the token is retired (the
 // next write under it is ErrNotHeld and sends nothing), and the holder
 // writes X2 under a new token, whose InitProducerId aborted X1's
-// transaction; the late X1 is refused as a stale epoch.
+// transaction; the late X1 is refused as a stale epoch. A transport that
+// took the timeout for a plain failure, aborted under the same epoch and
+// began the next transaction under it would let X1 land in that
+// transaction: the reader would see [X1 X2].
 func TestWriteWithoutAnswerNeverShows(t *testing.T) {
 	t.Parallel()
 	c, fn := testcluster.StartFaulty(t, testcluster.Options{Nodes: 3, Partitions: partitions})
