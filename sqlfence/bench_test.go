@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/krabka/krole/internal/testdb"
 	"github.com/krabka/krole/sqlfence"
 )
 
@@ -26,9 +27,17 @@ import (
 // BENCH_MYSQL_PARAMS adds DSN parameters for MariaDB (say
 // "&interpolateParams=true").
 //
+// postgres-durable is a PostgreSQL server with its default durability
+// (every commit flushed to disk), where the test servers run with fsync
+// off.
+//
 //	go test -run '^$' -bench BenchmarkFence -benchtime 5000x ./sqlfence
 func BenchmarkFence(b *testing.B) {
-	for _, s := range servers {
+	durable := []struct {
+		name  string
+		start func(testing.TB) *testdb.Server
+	}{{"postgres-durable", testdb.DurablePostgres}}
+	for _, s := range append(servers, durable...) {
 		b.Run(s.name, func(b *testing.B) {
 			srv := s.start(b)
 			e := env{name: s.name, srv: srv, db: srv.Open(b)}

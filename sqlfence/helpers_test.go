@@ -46,7 +46,7 @@ func each(t *testing.T, fn func(t *testing.T, e env)) {
 	}
 }
 
-func (e env) pg() bool { return e.name == "postgres" }
+func (e env) pg() bool { return strings.HasPrefix(e.name, "postgres") }
 
 var tableSeq atomic.Int64
 

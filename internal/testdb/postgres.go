@@ -49,7 +49,13 @@ func pgCredential() (*syscall.Credential, error) {
 // than runuser: runuser forks and waits, and the kernel clears the
 // parent-death signal when the uid changes, so the server could outlive a
 // killed test binary.
-func startPostgres() (*Server, error) {
+func startPostgres() (*Server, error) { return startPG(false) }
+
+// startDurablePostgres is startPostgres with PostgreSQL's default
+// durability: every commit waits for its WAL to reach the disk.
+func startDurablePostgres() (*Server, error) { return startPG(true) }
+
+func startPG(durable bool) (*Server, error) {
 	bin, err := pgBinDir()
 	if err != nil {
 		return nil, err
@@ -62,7 +68,7 @@ func startPostgres() (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("testdb: %w", err)
 	}
-	srv, err := initPostgres(bin, cred, dir)
+	srv, err := initPostgres(bin, cred, dir, durable)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("testdb: PostgreSQL: %w", err)
@@ -70,7 +76,7 @@ func startPostgres() (*Server, error) {
 	return srv, nil
 }
 
-func initPostgres(bin string, cred *syscall.Credential, dir string) (*Server, error) {
+func initPostgres(bin string, cred *syscall.Credential, dir string, durable bool) (*Server, error) {
 	if cred != nil {
 		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			return nil, err
@@ -95,10 +101,12 @@ func initPostgres(bin string, cred *syscall.Credential, dir string) (*Server, er
 		if err != nil {
 			return nil, err
 		}
-		cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port), "-k", dir,
-			"-c", "listen_addresses=127.0.0.1",
-			"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-			"-c", "max_connections=200", "-c", "deadlock_timeout=100ms")
+		args := []string{"-D", data, "-p", strconv.Itoa(port), "-k", dir,
+			"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200", "-c", "deadlock_timeout=100ms"}
+		if !durable {
+			args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+		}
+		cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
 		cmd.Dir = dir
 		cmd.Stdout, cmd.Stderr = logf, logf
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}

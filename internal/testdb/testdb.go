@@ -68,9 +68,9 @@ type shared struct {
 }
 
 var (
-	pgShared, myShared shared
-	startedMu          sync.Mutex
-	started            []*Server
+	pgShared, pgDurable, myShared shared
+	startedMu                     sync.Mutex
+	started                       []*Server
 )
 
 // Postgres returns the binary's PostgreSQL server, starting it on the first
@@ -78,6 +78,14 @@ var (
 func Postgres(tb testing.TB) *Server {
 	tb.Helper()
 	return pgShared.get(tb, startPostgres)
+}
+
+// DurablePostgres is Postgres for benchmarks of what commits cost: a
+// server of its own with PostgreSQL's default durability (fsync on, every
+// commit flushed), where the shared one runs with fsync off.
+func DurablePostgres(tb testing.TB) *Server {
+	tb.Helper()
+	return pgDurable.get(tb, startDurablePostgres)
 }
 
 // MariaDB returns the binary's MariaDB server, starting it on the first call;
