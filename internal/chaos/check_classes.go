@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// This file holds the checks of issue 18, section 6: overlapping
+// This file holds the checks of holdings and writes: overlapping
 // holdings (overlap), a commit under a token after a newer one was minted
 // (after-mint), sequence numbers and writes that returned an error
 // (sequence, zombie), and unheld gaps (gap). The package documentation

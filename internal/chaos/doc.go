@@ -71,19 +71,18 @@
 //
 //   - member faults (45%; at most two members down at once, three times
 //     in four a member that holds a role): SIGKILL, restarted after
-//     lease/2 to 3 leases; a crash mid-heartbeat (issue 20): the next
-//     EndTxn of the member's session transactional id
-//     (chaos.session/<member>) that reaches its coordinator, a
-//     heartbeat's (or the session end's) commit after its record was
-//     produced, is not processed (a kfake control): the member is
-//     SIGKILLed and the request's connection closed, so that the
-//     transaction stays open and holds back the readers of the session's
-//     partition of the role topic, the leases of a quarter of the roles
-//     with it, until the coordinator aborts it at the transaction timeout
-//     (1 s); logged as a kill (detail "mid-heartbeat") from the SIGKILL,
-//     restarted after lease/2 to 3 leases, and abandoned, nothing logged,
-//     when no such EndTxn comes within three leases; SIGSTOP, SIGCONT
-//     after 1.25 to 2 leases; a
+//     lease/2 to 3 leases; a crash mid-heartbeat: the next EndTxn of the
+//     member's session transactional id (chaos.session/<member>) that
+//     reaches its coordinator, a heartbeat's (or the session end's)
+//     commit after its record was produced, is not processed (a kfake
+//     control): the member is SIGKILLed and the request's connection
+//     closed, so that the transaction stays open and holds back the
+//     readers of the session's partition of the role topic, the leases of
+//     a quarter of the roles with it, until the coordinator aborts it at
+//     the transaction timeout (1 s); logged as a kill (detail
+//     "mid-heartbeat") from the SIGKILL, restarted after lease/2 to 3
+//     leases, and abandoned, nothing logged, when no such EndTxn comes
+//     within three leases; SIGSTOP, SIGCONT after 1.25 to 2 leases; a
 //     partition (every broker connection of the member's process, its
 //     transport's and its view's, by their client ids, cut off both ways
 //     through faultnet while the member runs on), healed after 1.25 to 2
@@ -100,13 +99,12 @@
 //     held 50 ms to 1.5 request timeouts before the broker answers
 //     (ControlKey with SleepControl, so some answers come after the
 //     client gave up); connections closed instead of an answer.
-//   - stalls (5%; issue 18, section 3): every Produce of every member,
-//     on every broker, held back once through faultnet (Net.Hold, the
-//     members' client ids, every node), for 0.3 to 0.5 leases (0.6 to
-//     1 s: about a second, shorter than RenewDeadline, 1.6 s), then
-//     delivered, those the client gave up on included; the requests
-//     behind a held one on its connection wait with it. The driver's
-//     own input is not held.
+//   - stalls (5%): every Produce of every member, on every broker, held
+//     back once through faultnet (Net.Hold, the members' client ids,
+//     every node), for 0.3 to 0.5 leases (0.6 to 1 s: about a second,
+//     shorter than RenewDeadline, 1.6 s), then delivered, those the
+//     client gave up on included; the requests behind a held one on its
+//     connection wait with it. The driver's own input is not held.
 //   - cluster faults (20%): RehashCoordinators, MoveTopicPartition,
 //     ShufflePartitionLeaders, and RemoveNode followed lease/2 to 2 leases
 //     later by AddNode of a new node (a new id and port: kfake keeps a
@@ -183,9 +181,7 @@
 // began before any newer token was minted, however late its heartbeat;
 // the member's later heartbeats, which name the session still (it holds
 // other roles), and stop excluding the role once its view shows the newer
-// lease, renew nothing of a holding that ended. (Until issue 20 the last
-// renewal was the last committed lease: on the session design the gate's
-// seed reported 11 overlaps, every holder judged from its one lease.)
+// lease, renew nothing of a holding that ended.
 //
 //   - order: per role and partition of chaos.out, and per partition of
 //     chaos.stream, the tokens of committed records in offset order never
@@ -418,7 +414,7 @@
 // The checker's own tests (check_test.go, check_classes_test.go,
 // check_vacancy_test.go, check_db_test.go) feed it
 // hand-made histories with one violation of each kind and require that it
-// reports it, and, for each class of issue 18 (overlap, after-mint,
+// reports it, and, for each class of check (overlap, after-mint,
 // sequence and zombie, gap), a history just inside the bound that it
 // must not report.
 package chaos

@@ -203,13 +203,12 @@ func (d *driver) inject(pending *sync.WaitGroup) {
 			})
 		}
 	case n < 80:
-		// A stall (issue 18, section 3): every Produce of the members,
-		// on every broker, held back once, for about a second, shorter
-		// than the renew deadline (RenewDeadline, 4/5 of the lease): the
-		// requests that arrive while it lasts (and those behind them on
-		// their connections) are delivered at its end, those the client
-		// gave up on too. The driver's own input (client id "kgo") is not
-		// held.
+		// A stall: every Produce of the members, on every broker, held back
+		// once, for about a second, shorter than the renew deadline
+		// (RenewDeadline, 4/5 of the lease): the requests that arrive while
+		// it lasts (and those behind them on their connections) are
+		// delivered at its end, those the client gave up on too. The
+		// driver's own input (client id "kgo") is not held.
 		hold := span(lease*3/10, lease/2)
 		start := now()
 		held := d.net.Hold(faultnet.Rule{APIKey: int16(kmsg.Produce), Node: faultnet.AnyNode, ClientID: clientIDPrefix})

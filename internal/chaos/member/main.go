@@ -301,8 +301,9 @@ func (m *memberProc) work(ctx context.Context, held processor.Held) error {
 		if errors.Is(err, fencing.ErrFenced) || ctx.Err() != nil {
 			return nil // the role is lost; the member notices on its own
 		}
-		// Any other error: the record is not committed (issue 8, 1);
-		// the next one goes on under the same token.
+		// Any other error: the record is not committed
+		// (docs/GUARANTEES.md, section 2); the next one goes on under
+		// the same token.
 		select {
 		case <-ctx.Done():
 			return nil
