@@ -1,7 +1,7 @@
-// Package bench holds the measurements of many roles (issue 20) behind
-// `krole bench renew` and `krole bench failover-many`; internal/cli has
-// the commands, and the hidden `krole bench member`, the member process
-// both start ([RunMember]).
+// Package bench holds the measurements of many roles behind `krole bench
+// renew` and `krole bench failover-many`; internal/cli has the commands,
+// and the hidden `krole bench member`, the member process both start
+// ([RunMember]).
 //
 // # Member processes
 //

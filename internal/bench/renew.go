@@ -50,7 +50,8 @@ type MemberFigures struct {
 }
 
 // RenewResult is what `krole bench renew` prints: the renew latencies as
-// samples (chart.Result) and issue 20's figures beside them.
+// samples (chart.Result) and the many-roles figures beside them
+// (docs/BENCHMARKS.md, "Many roles").
 type RenewResult struct {
 	chart.Result
 	// TransactionsPerS: every EndTxn request (commit or abort) the

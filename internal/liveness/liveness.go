@@ -12,10 +12,10 @@
 // read the lease record (rolestate.State.LeaseEnd), on its own clock:
 // that needs no agreement between clocks, and it is what the succession
 // rules do. But a fresh process reads every lease when it starts, so it
-// credits a holder that died long ago with a whole new span: `krole
-// leader` named a holder SIGKILLed twelve seconds before, as live with a
-// lease of 3s. This package adds what the lease record says of its own
-// age, and a wait:
+// credits a holder that died long ago with a whole new span: on that
+// count alone, `krole leader` would name a holder SIGKILLed twelve
+// seconds before as live, with a lease of 3s. This package adds what the
+// lease record says of its own age, and a wait:
 //
 //   - The holder's clock: a lease whose Deadline (the holder's wall
 //     clock when its write began, plus its span) is more than

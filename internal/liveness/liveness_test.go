@@ -36,7 +36,7 @@ func TestJudge(t *testing.T) {
 		// live until its span, by the holder's clock plus the tolerance or
 		// the reader's count, whichever comes first.
 		{"just renewed", t0, t0.Add(10 * time.Millisecond), t0.Add(time.Second), true, false, t0.Add(span + 10*time.Millisecond)},
-		// The case: SIGKILLed 12s ago, read now: the holder's clock
+		// A holder SIGKILLed 12s ago, read now: the holder's clock
 		// says it ran out 9s ago; a renewal is waited for, half a span.
 		{"dead, read just now", t0, t0.Add(12 * time.Second), t0.Add(12 * time.Second), true, true, t0.Add(12*time.Second + span/2)},
 		{"dead, waited half a span", t0, t0.Add(12 * time.Second), t0.Add(12*time.Second + span/2), false, false, t0.Add(12*time.Second + span/2)},

@@ -35,13 +35,13 @@ func (l *versionLog) record(req kmsg.Request) {
 	}
 }
 
-// The version matrix (issue 9): under the request versions of Apache Kafka
-// 3.0, Apache Kafka 4.0 and Redpanda, every request krole sends
-// negotiates down and works: acquire, lease write, a fenced writer,
-// application writes read back read_committed, the role's records,
-// describe, and a view that catches up with all of it. Each request sent
-// is at or below the broker's maximum for its key (kfake refuses one
-// above, so the test would fail there too, but the log says which).
+// The version matrix: under the request versions of Apache Kafka 3.0,
+// Apache Kafka 4.0 and Redpanda, every request krole sends negotiates
+// down and works: acquire, lease write, a fenced writer, application
+// writes read back read_committed, the role's records, describe, and a
+// view that catches up with all of it. Each request sent is at or below
+// the broker's maximum for its key (kfake refuses one above, so the test
+// would fail there too, but the log says which).
 func TestVersionMatrix(t *testing.T) {
 	if testcluster.External() {
 		t.Skip("caps the embedded cluster's versions; KROLE_BROKERS names an outside cluster with versions of its own")
