@@ -146,8 +146,8 @@
 // StartSession again, with the same nonce, to go on). A heartbeat carries
 // no authority over any role: each role's fence is still its own
 // transactional id's epoch, and every lease and every write of work stays
-// under the role's token. Because a holder no longer writes under each
-// role's token every renew interval, a fenced write no longer tells it in
+// under the role's token. Because a holder does not write under each
+// role's token every renew interval, a fenced write does not tell it in
 // time that it lost a role; DescribeMany does (one DescribeTransactions
 // per coordinator broker for all the roles it holds, each round). A
 // heartbeat or session end counts only when its batch is a transaction of

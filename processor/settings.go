@@ -32,11 +32,12 @@ const DefaultLeaseDuration = 10 * time.Second
 // open by a holder that crashed mid-write therefore holds the
 // read_committed readers of its partition back for up to
 // TransactionTimeout + 10s = 15s, longer than the default lease less a
-// renew interval (8s): the old rule LeaseDuration > TransactionTimeout +
-// 10s + RenewInterval does not hold for the defaults, and would need a
-// lease of 20s or more. The defaults stay at a lease of 10s, because that
-// rule no longer guards against what it was for: a member reading through
-// a view (*view.View, what election.Session and krole run use) does not
+// renew interval (8s): the rule LeaseDuration > TransactionTimeout +
+// 10s + RenewInterval, which would keep that stall shorter than a lease,
+// does not hold for the defaults, and would need a lease of 20s or more.
+// The defaults stay at a lease of 10s, because a healthy holder does not
+// need that rule: a member reading through a view (*view.View, what
+// election.Session and krole run use) does not
 // challenge while its confirmations show the partition's readers held
 // back by another producer's open transaction (see the package
 // documentation), so the stall cannot make a healthy holder of another

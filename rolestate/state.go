@@ -79,8 +79,8 @@ type State struct {
 	// reader applied (a lease, a registration, or a tombstone of either);
 	// 0 when the reader does not say. A member that registered at an
 	// offset below it and does not see its registration knows it was
-	// removed: with the member session, a holder's renewals no longer
-	// move LeaseOffset past a candidate's registration.
+	// removed: with the member session, a holder's renewals do not move
+	// LeaseOffset past a candidate's registration.
 	LastOffset int64 `json:"-"`
 
 	// LeaseSeenAt is when the reader that built this state first saw
