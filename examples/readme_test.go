@@ -12,9 +12,9 @@ import (
 )
 
 // TestReadmeExamples checks that the Go code of docs/LIBRARY.md (the
-// library guide, where the README's "Library API" moved) is the code of
-// the examples in election/example_test.go, which go test compiles, and
-// that its complete program builds as it stands.
+// library guide) is the code of the examples in election/example_test.go,
+// which go test compiles, and that its complete program builds as it
+// stands.
 func TestReadmeExamples(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the library guide's program; skipped with -short")
