@@ -457,11 +457,11 @@ func sortedEvents(evs []Event) []Event {
 // RequestTimeout + Stagger*(Members-1). The faults are added as the
 // bound grows, until none more overlaps (a chain of faults, each starting
 // before the failover the ones before it delayed, is counted whole).
-// Until 2026-12-02 it counted broker faults only: a failover delayed by
-// another member's fault (a challenger killed or cut off mid-challenge,
-// whose token fenced the candidates' view of the role; seed
-// 2101384489899549293) was reported, while the gap check, which counts
-// them, judged the same vacancy within its bound.
+// Counting broker faults only would report a failover delayed by another
+// member's fault (a challenger killed or cut off mid-challenge, whose
+// token fenced the candidates' view of the role; seed
+// 2101384489899549293) that the gap check, which counts them, judges
+// within its bound.
 func FailoverBound(h History, role, holder string, k int64, trigger Fault) time.Duration {
 	return newGapBounds(h).bound(role, holder, k, &trigger)
 }

@@ -196,42 +196,43 @@
 //     a batch of the producer id and epoch of the session it names.
 //   - exactly-once: every committed value of chaos.in is in chaos.stream
 //     exactly once, and chaos.stream holds nothing else.
-//   - failover: for each SIGKILL, SIGSTOP or partition at time k of a member that held
-//     a role (by its event log: after its elected line, before its revoked
-//     line or its next start), the crash mid-heartbeat included (a kill),
-//     the role's next token is elected (its
-//     elected line, else its minted line) within "Lease + Renew +
-//     Stagger*(Members-1) + Tolerance + injected" after k. Lease + Renew: the vacancy shows at most a lease after the
-//     holder's last renewal is observed, which is at most a renew interval
-//     before k (a heartbeat of its session, one a renew interval; a
-//     crash mid-heartbeat leaves the last one uncommitted, and the open
+//   - failover: for each SIGKILL, SIGSTOP or partition at time k of a
+//     member that held a role (by its event log: after its elected line,
+//     before its revoked line or its next start), the crash mid-heartbeat
+//     included (a kill), the role's next token is elected (its elected
+//     line, else its minted line) within "Lease + Renew +
+//     Stagger*(Members-1) + Tolerance + injected" after k. Lease + Renew:
+//     the vacancy shows at most a lease after the holder's last renewal
+//     is observed, which is at most a renew interval before k (a
+//     heartbeat of its session, one a renew interval; a crash
+//     mid-heartbeat leaves the last one uncommitted, and the open
 //     transaction holds back the session partition's readers for at most
 //     the transaction timeout, 1 s, from before k: within the lease the
-//     vacancy waits for anyway); Stagger*(Members-1): every other candidate ahead in rank
-//     may be down; injected: for each other fault whose span [Start,
-//     End + RequestTimeout] overlaps [k, k + the bound], what the gap
-//     bound below counts for it (a broker fault its length End-Start
-//     plus one RequestTimeout, the client's wait to give up on a
-//     request; a fault of the holder or of a member that minted a token
-//     of the role meanwhile Lease + RequestTimeout; any other member
-//     fault RequestTimeout + Stagger*(Members-1)), the bound growing
-//     with each fault it counts until no more overlaps. (Until
-//     2026-12-02 it counted broker faults only, and reported two
-//     failovers of seed 2101384489899549293 that a challenger's faults
-//     had delayed, which the gap check, counting them, judged within
-//     its bound: a failover is a gap that a fault of the holder began,
-//     and is judged as one.) The chain of faults counts whole (a fault that begins while earlier ones delay the failover
-//     delays it too: seed 5180330340403525889 had an INVALID_PRODUCER_EPOCH
-//     window on Produce begin 4.8 s after a kill, inside the 7.3 s that
-//     the faults before it allowed, and refuse every challenge's lease for
-//     1.9 s). Tolerance (default Lease/2, 1 s at the suite's
-//     2 s lease) is a margin for a loaded 2-core machine: the members'
-//     scheduling and the challenge's round trips. Three runs on
-//     2026-12-01 (2 to 3 minutes each, load average 6-10; 230, 282 and
+//     vacancy waits for anyway); Stagger*(Members-1): every other
+//     candidate ahead in rank may be down; injected: for each other fault
+//     whose span [Start, End + RequestTimeout] overlaps [k, k + the
+//     bound], what the gap bound below counts for it (a broker fault its
+//     length End-Start plus one RequestTimeout, the client's wait to give
+//     up on a request; a fault of the holder or of a member that minted a
+//     token of the role meanwhile Lease + RequestTimeout; any other
+//     member fault RequestTimeout + Stagger*(Members-1)), the bound
+//     growing with each fault it counts until no more overlaps. (A
+//     failover is a gap that a fault of the holder began, and is judged
+//     as one: counting broker faults only, it would report failovers that
+//     a challenger's faults delayed, as in seed 2101384489899549293,
+//     which the gap check judges within its bound.) The chain of faults
+//     counts whole (a fault that begins while earlier ones delay the
+//     failover delays it too: seed 5180330340403525889 had an
+//     INVALID_PRODUCER_EPOCH window on Produce begin 4.8 s after a kill,
+//     inside the 7.3 s that the faults before it allowed, and refuse
+//     every challenge's lease for 1.9 s). Tolerance (default Lease/2, 1 s
+//     at the suite's 2 s lease) is a margin for a loaded 2-core machine:
+//     the members' scheduling and the challenge's round trips. Three runs
+//     on 2026-12-01 (2 to 3 minutes each, load average 6-10; 230, 282 and
 //     305 failovers) used none of it: every failover came within the
-//     bound without Tolerance (the summary's "most of the tolerance
-//     used" line). It was 2*Lease + 2 s before those runs. A role whose bound
-//     runs past the shutdown without a new holder is not judged.
+//     bound without Tolerance (the summary's "most of the tolerance used"
+//     line). A role whose bound runs past the shutdown without a new
+//     holder is not judged.
 //   - elections: per role, each election (the first committed lease of a
 //     token) after the first is explained, or it is a violation. An
 //     election whose token was minted less than a Stagger after the
