@@ -12,6 +12,7 @@ import (
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/bench"
 	"github.com/krabka/krole/internal/chart"
+	"github.com/krabka/krole/processor"
 )
 
 // The many-roles measurements: krole bench renew (one member or --members
@@ -99,24 +100,43 @@ func rolesOverMembers(c *ucli.Context) (k, m int, err error) {
 	return k, m, nil
 }
 
-// runBenchRenew runs `krole bench renew`.
-func runBenchRenew(c *ucli.Context) error {
+// startBench fails a bench command given arguments, runs check (when not
+// nil) on its own flags, reads the members' settings (benchSettings) and
+// starts the cluster and processes it measures (startBenchEnv). The caller
+// closes the environment.
+func startBench(c *ucli.Context, check func() error) (processor.Settings, *benchEnv, error) {
 	if err := noArgs(c); err != nil {
-		return err
+		return processor.Settings{}, nil, err
 	}
-	k, m, err := rolesOverMembers(c)
-	if err != nil {
-		return err
-	}
-	dur := c.Duration("duration")
-	if dur <= 0 {
-		return Usagef(c, "--duration %v: must be positive", dur)
+	if check != nil {
+		if err := check(); err != nil {
+			return processor.Settings{}, nil, err
+		}
 	}
 	s, err := benchSettings(c)
 	if err != nil {
-		return err
+		return processor.Settings{}, nil, err
 	}
 	e, err := startBenchEnv(c)
+	if err != nil {
+		return processor.Settings{}, nil, err
+	}
+	return s, e, nil
+}
+
+// runBenchRenew runs `krole bench renew`.
+func runBenchRenew(c *ucli.Context) error {
+	var k, m int
+	dur := c.Duration("duration")
+	s, e, err := startBench(c, func() (err error) {
+		if k, m, err = rolesOverMembers(c); err != nil {
+			return err
+		}
+		if dur <= 0 {
+			return Usagef(c, "--duration %v: must be positive", dur)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
@@ -148,31 +168,26 @@ func runBenchRenew(c *ucli.Context) error {
 
 // runBenchFailoverMany runs `krole bench failover-many`.
 func runBenchFailoverMany(c *ucli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
-	k, m, err := rolesOverMembers(c)
-	if err != nil {
-		return err
-	}
-	if m < 2 {
-		return Usagef(c, "--members %d: a failover needs at least 2", m)
-	}
-	if c.IsSet("grace") && c.Duration("grace") <= 0 {
-		return Usagef(c, "--grace %v: must be positive", c.Duration("grace"))
-	}
-	if c.Duration("wait") <= 0 {
-		return Usagef(c, "--wait %v: must be positive", c.Duration("wait"))
-	}
+	var k, m int
 	killed := c.Int("killed-roles")
-	if c.IsSet("killed-roles") && (killed <= 0 || k-killed < m-1) {
-		return Usagef(c, "--killed-roles %d: must be at least 1, and leave one of --roles %d for each of the %d other members", killed, k, m-1)
-	}
-	s, err := benchSettings(c)
-	if err != nil {
-		return err
-	}
-	e, err := startBenchEnv(c)
+	s, e, err := startBench(c, func() (err error) {
+		if k, m, err = rolesOverMembers(c); err != nil {
+			return err
+		}
+		if m < 2 {
+			return Usagef(c, "--members %d: a failover needs at least 2", m)
+		}
+		if c.IsSet("grace") && c.Duration("grace") <= 0 {
+			return Usagef(c, "--grace %v: must be positive", c.Duration("grace"))
+		}
+		if c.Duration("wait") <= 0 {
+			return Usagef(c, "--wait %v: must be positive", c.Duration("wait"))
+		}
+		if c.IsSet("killed-roles") && (killed <= 0 || k-killed < m-1) {
+			return Usagef(c, "--killed-roles %d: must be at least 1, and leave one of --roles %d for each of the %d other members", killed, k, m-1)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}

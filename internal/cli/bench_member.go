@@ -22,18 +22,11 @@ import (
 // member's Run (it registers, then campaigns) to its Elected event (its
 // lease write committed). The phases say where the time went.
 func runBenchAcquire(c *ucli.Context) error {
-	if err := noArgs(c); err != nil {
+	var rounds int
+	s, e, err := startBench(c, func() (err error) {
+		rounds, err = positive(c, "rounds")
 		return err
-	}
-	rounds, err := positive(c, "rounds")
-	if err != nil {
-		return err
-	}
-	s, err := benchSettings(c)
-	if err != nil {
-		return err
-	}
-	e, err := startBenchEnv(c)
+	})
 	if err != nil {
 		return err
 	}

@@ -100,22 +100,17 @@ func loadAvg() string {
 
 // runBenchSteady runs `krole bench steady`.
 func runBenchSteady(c *ucli.Context) error {
-	if err := noArgs(c); err != nil {
-		return err
-	}
-	n, err := positive(c, "members")
-	if err != nil {
-		return err
-	}
+	var n int
 	d := c.Duration("duration")
-	if d <= 0 {
-		return Usagef(c, "--duration %v: must be positive", d)
-	}
-	s, err := benchSettings(c)
-	if err != nil {
-		return err
-	}
-	e, err := startBenchEnv(c)
+	s, e, err := startBench(c, func() (err error) {
+		if n, err = positive(c, "members"); err != nil {
+			return err
+		}
+		if d <= 0 {
+			return Usagef(c, "--duration %v: must be positive", d)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
