@@ -2,6 +2,7 @@ package processor
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math"
 	"time"
 
@@ -322,9 +323,13 @@ const maxConfirmGap = 5 * time.Second
 //     TransactionTimeout, has shown or failed). The loss ends rule 5's
 //     exception for its own lease under a retired token: taking that
 //     back again would fence the winner, which would fence it in turn.
-//  7. The role is vacant. Candidates rank by registration offset, except
-//     that the member named in the lease that ended ranks last (it let
-//     the lease go). The candidate of effective rank r challenges once
+//  7. The role is vacant. Candidates rank by registration offset (join
+//     order) when the holder let the role go (a release, or its session
+//     dropped the role or ended), and by split score ([splitScore]) when
+//     its lease ran out while its session still claimed it (it died or
+//     was cut off): the survivors of a member that held many roles each
+//     take their own share at once. Either way the member named in the
+//     lease that ended ranks last. The candidate of effective rank r challenges once
 //     r*Stagger has passed since it observed the vacancy. (A member
 //     taking back its own retired lease goes at once and prunes nobody.)
 //     While a candidate ranked ahead of it is alive (the Member saw a
@@ -334,10 +339,10 @@ const maxConfirmGap = 5 * time.Second
 //     one LeaseDuration past its turn, or past the last time this member
 //     saw that candidate take a role (any role), whichever is later. A
 //     member that dies holding many roles leaves them all vacant at once;
-//     the first candidate takes them one after another, and the ones
-//     behind it do not race it for the roles it has not reached yet (both
-//     elected, one fenced, two workers at once until the fenced one
-//     learns). A candidate ahead that stopped, paused or was cut off
+//     each survivor takes its share one role after another, and the ones
+//     behind it on a role do not race it for the roles it has not reached
+//     yet (both elected, one fenced, two workers at once until the fenced
+//     one learns). A candidate ahead that stopped, paused or was cut off
 //     delays the turn by three RenewIntervals after its last heartbeat
 //     at most (two, and the Member's watch that wakes the deferring
 //     role); one alive but taking no role, by a LeaseDuration. The deferral
@@ -572,19 +577,31 @@ func (l Local) heldBack(st rolestate.State) bool {
 
 // turn returns the candidates ranked ahead of me in a vacancy (me's
 // effective rank is their number; the member named in the lease that
-// ended ranks last) and the candidates its challenge prunes.
+// ended ranks last) and the candidates its challenge prunes. Candidates
+// rank by registration offset (join order), except in a vacancy left by a
+// lease that ran out while its session still claimed it (the holder died
+// or was cut off): there they rank by [splitScore], so that the survivors
+// of a member that held many roles each take their own share at once.
 func turn(st rolestate.State, me codec.MemberID) (ahead, prune []codec.MemberID) {
 	var last codec.MemberID
 	expired := false
 	if st.Lease != nil {
 		last, expired = st.Lease.Member, !st.Lease.Released()
 	}
+	split := expired && st.SessionVouch() != rolestate.Dropped
 	mine, _ := candidate(st, me)
+	before := func(c rolestate.Candidate) bool {
+		if !split {
+			return c.Offset < mine.Offset
+		}
+		a, b := splitScore(st.Role, c.Member), splitScore(st.Role, me)
+		return a > b || a == b && c.Offset < mine.Offset
+	}
 	for _, c := range st.Candidates {
 		if c.Member == me {
 			continue
 		}
-		if me == last || (c.Member != last && c.Offset < mine.Offset) {
+		if me == last || (c.Member != last && before(c)) {
 			ahead = append(ahead, c.Member)
 			prune = append(prune, c.Member)
 		} else if expired && c.Member == last {
@@ -592,6 +609,23 @@ func turn(st rolestate.State, me codec.MemberID) (ahead, prune []codec.MemberID)
 		}
 	}
 	return ahead, prune
+}
+
+// splitScore is m's rendezvous score for role: every member computes the
+// same order of a role's candidates from their names alone, and a role
+// moves from one survivor's share to another's only when a candidate
+// ahead of it joins or leaves.
+func splitScore(role codec.Role, m codec.MemberID) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(role))
+	h.Write([]byte{0})
+	h.Write([]byte(m))
+	x := h.Sum64() // splitmix64's finalizer: FNV alone leaves similar names close
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 func candidate(st rolestate.State, me codec.MemberID) (rolestate.Candidate, bool) {

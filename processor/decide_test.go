@@ -119,7 +119,7 @@ func TestDecide(t *testing.T) {
 			st: state(role, leaseOf("x", tok1, t0, 365*24*time.Hour), 4, "x", 1, "me", 2), l: seenAt(local(2), 4, t0),
 			now: t0.Add(sec), want: DoWait, until: t0.Add(rolestate.MaxLeaseSpan)},
 		{name: "expired lease: top-ranked live candidate challenges and prunes the dead holder",
-			st: state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2, "y", 3), l: seenAt(local(2), 4, t0),
+			st: state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2, "y14", 3), l: seenAt(local(2), 4, t0),
 			now: t0.Add(10 * sec), open: -1, want: DoChallenge, prune: []codec.MemberID{"x"}},
 		{name: "expired lease: rank 1 waits one stagger",
 			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y", 2, "me", 3),
@@ -150,9 +150,25 @@ func TestDecide(t *testing.T) {
 			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(minute), t0.Add(20*sec)),
 			now: t0.Add(30 * sec), open: -1, want: DoChallenge, prune: []codec.MemberID{"x", "y"}},
 		{name: "expired lease: the top-ranked candidate defers to nobody",
-			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2, "y", 3),
+			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2, "y14", 3),
 			l:   vacantFrom(seenAt(local(2), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(minute), time.Time{}),
 			now: t0.Add(10 * sec), open: -1, want: DoChallenge, prune: []codec.MemberID{"x"}},
+		// A dead holder's roles split: candidates rank by splitScore, in
+		// which "y" comes before "me" and "me" before "y14".
+		{name: "expired lease: a candidate that joined first waits one stagger behind one of a higher split score",
+			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2, "y", 3),
+			l:   vacantFrom(seenAt(local(2), 4, t0), 4, t0.Add(10*sec)),
+			now: t0.Add(10 * sec), want: DoWait, until: t0.Add(11 * sec)},
+		{name: "expired lease: a candidate that joined last goes first on its split score",
+			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y14", 2, "me", 3),
+			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)),
+			now: t0.Add(10 * sec), open: -1, want: DoChallenge, prune: []codec.MemberID{"x"}},
+		{name: "release: candidates keep join order, whatever their split scores",
+			st: func() rolestate.State {
+				r := codec.ReleaseLease("x", tok1)
+				return state(role, &r, 6, "me", 2, "y", 3)
+			}(),
+			l: local(2), now: t0, open: -1, want: DoChallenge},
 		{name: "no lease: rank 2 waits two staggers",
 			st:  state(role, nil, 0, "a", 1, "b", 2, "me", 3),
 			l:   vacantFrom(local(3), -1, t0),

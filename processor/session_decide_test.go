@@ -1,10 +1,12 @@
 package processor
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/rolestate"
@@ -73,4 +75,57 @@ func TestDecideJudgesALeaseByItsHoldersSession(t *testing.T) {
 	assert.Equal(t, DoConfirm, decideAt(st, t0.Add(3*sec)).Kind, "so does the session end")
 	st.Session = beat(sess, 1, t0.Add(2*sec), "other")
 	assert.Equal(t, DoWait, decideAt(st, t0.Add(3*sec)).Kind, "another role's exclusion")
+}
+
+// A vacancy's order: a holder that died (its lease ran out while its
+// session still claimed the role) leaves the role to the candidates in
+// splitScore order, so that a dead member's roles are split among its
+// survivors; a holder that let go (a release, or a session record that
+// drops the role) leaves it to the next in join order. Here "y" joined
+// after "me" and has the higher split score.
+func TestTurnSplitsOnlyADeadHoldersRoles(t *testing.T) {
+	require.Greater(t, splitScore(role, "y"), splitScore(role, "me"))
+	sess := codec.Session{ProducerID: 7, Epoch: 2, Nonce: "inc1"}
+	lease := leaseOf("x", tok1, t0, 10*time.Second)
+	lease.Session = &sess
+	st := state(role, lease, 4, "x", 1, "me", 2, "y", 3)
+	st.Session = &rolestate.SessionSeen{Offset: 1, Heartbeat: codec.Heartbeat{Member: "x", Session: sess}}
+
+	ahead, prune := turn(st, "me")
+	assert.Equal(t, []codec.MemberID{"y"}, ahead, "died: split order")
+	assert.ElementsMatch(t, []codec.MemberID{"x", "y"}, prune)
+	ahead, _ = turn(st, "y")
+	assert.Empty(t, ahead, "died: y first")
+
+	st.Session.Heartbeat.End = true
+	ahead, _ = turn(st, "me")
+	assert.Empty(t, ahead, "its session ended: join order")
+	ahead, _ = turn(st, "y")
+	assert.Equal(t, []codec.MemberID{"me"}, ahead)
+
+	r := codec.ReleaseLease("x", tok1)
+	st = state(role, &r, 6, "x", 1, "me", 2, "y", 3)
+	ahead, _ = turn(st, "me")
+	assert.Empty(t, ahead, "released: join order")
+}
+
+// Every member computes the same split, and it spreads a member's roles
+// over its survivors: no survivor's share of 3,000 roles is far from a
+// third.
+func TestSplitScoreSpreadsRoles(t *testing.T) {
+	members := []codec.MemberID{"node-1", "node-2", "node-3"}
+	won := map[codec.MemberID]int{}
+	for i := range 3000 {
+		r := codec.Role(fmt.Sprintf("shard-%d", i))
+		best := members[0]
+		for _, m := range members[1:] {
+			if splitScore(r, m) > splitScore(r, best) {
+				best = m
+			}
+		}
+		won[best]++
+	}
+	for _, m := range members {
+		assert.InDelta(t, 1000, won[m], 100, "%s's share: %v", m, won)
+	}
 }

@@ -1,0 +1,4 @@
+package processor
+
+// SplitScore is splitScore, for the integration tests' expectations.
+var SplitScore = splitScore
