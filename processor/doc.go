@@ -53,17 +53,19 @@
 //
 // A role is vacant when it has no lease, its lease is a release (see
 // [codec.ReleaseLease]) or its lease has expired as above. Then the
-// candidates challenge in turn: the member named in the lease that ended
-// ranks last (it let the lease go), and the candidate of effective rank r
+// candidates challenge in turn. They rank in join order when the holder let
+// the role go, and by a split score of role and member when its lease ran
+// out while its session still claimed it (see "Failover of a member
+// holding many roles"); the member named in the lease that ended ranks
+// last either way, and the candidate of effective rank r
 // challenges r*Stagger after it first observed the vacancy, on its local
 // clock; while a candidate ranked ahead of it is alive (the member saw a
 // heartbeat of that candidate's member session within two RenewIntervals)
 // it defers to it while that candidate makes progress (one LeaseDuration
 // past its turn, or past the last time the member saw it take a role,
-// whichever is later), so that a member that died holding many roles,
-// all vacant at once, is succeeded by its first candidate alone while
-// that one takes them, rather than by several racing for each (see
-// "Failover of a member holding many roles"). Before a challenge, the candidate confirms the role's state
+// whichever is later), so that the roles of a member that died holding
+// many, all vacant at once, are not raced for by several candidates.
+// Before a challenge, the candidate confirms the role's state
 // ([Source].Confirm: one round trip to the partition's leader, and a wait
 // until its source holds everything committed below the last stable
 // offset; or, from a [RecentConfirmer], its own read of at most
@@ -628,18 +630,21 @@
 // # Failover of a member holding many roles
 //
 // Every role a member holds falls due at once when it dies: one session's
-// heartbeats kept them all. Its first candidate takes them one after
-// another, at the pace of its calls (MaxInFlight challenges at a time).
-// A second candidate whose turn (one Stagger later) came while the first
-// was still at it would race it, role by role: each confirmed vacant
-// while the other's challenge was in flight, both elected, one fenced at
-// once (safe, the fence holds, but a wasted election and work started
-// and stopped). So a candidate defers to a live candidate ranked ahead of
-// it (rule 7: its member session heartbeating within two RenewIntervals)
-// for as long as that candidate makes progress: until one LeaseDuration
-// past its turn, or past the last time it saw that candidate take any
-// role, whichever is later. The first candidate takes the roles alone
-// however many there are; a candidate ahead that stopped, paused or was
+// heartbeats kept them all. Its survivors split them: in a vacancy left
+// by a lease that ran out, candidates rank by a rendezvous score of role
+// and member (FNV-1a of both, mixed), which every member computes alike
+// from the names alone, so each survivor is first for about its share of
+// the roles and takes them one after another, at the pace of its calls
+// (MaxInFlight challenges at a time), while the others take theirs. A
+// candidate whose turn (one Stagger later) came while the one ahead of
+// it was still at its share would race it, role by role: each confirmed
+// vacant while the other's challenge was in flight, both elected, one
+// fenced at once (safe, the fence holds, but a wasted election and work
+// started and stopped). So a candidate defers to a live candidate ranked
+// ahead of it (rule 7: its member session heartbeating within two
+// RenewIntervals) for as long as that candidate makes progress: until one
+// LeaseDuration past its turn, or past the last time it saw that
+// candidate take any role, whichever is later. A candidate ahead that stopped, paused or was
 // cut off is passed over at most three RenewIntervals after its last
 // heartbeat (two, and the watch below),
 // and one that is alive but takes no role (its campaigns paused, say)
@@ -650,6 +655,10 @@
 // candidates deferred to every RenewInterval and wakes the roles
 // deferring to one that stopped heartbeating, so that thousands of
 // deferring roles cost the member next to nothing.
+//
+// A holder that lets go (a release, or a session record that drops the
+// role: a resign, a leaving member) leaves the role to the next candidate
+// in join order, so a planned handover goes where the queue says.
 //
 // # Events, logs, metrics
 //

@@ -136,15 +136,15 @@
 // the one before for every role on the role topic, so that they rank in
 // that order on every role; half a lease later the first is SIGKILLed
 // (a kill fault, detail "holding N roles") and left down. Every role
-// then falls vacant at once and the first candidate takes them at the
-// pace of its calls, while the others defer to it (package processor,
-// "Failover of a member holding many roles"). The run ends a lease
+// then falls vacant at once and the candidates split them, each taking its
+// share at the pace of its calls and deferring to the others on theirs
+// (package processor, "Failover of a member holding many roles"). The run ends a lease
 // after every role has a new holder, and is judged as any other; the
 // failover and gap bounds add Settings.Takeover, 10 ms a role, a few
 // times the pace one candidate takes them at on the embedded cluster.
 // Config.Duration bounds each wait. The check that matters here is
-// double-win: a second candidate that joins in while the first is still
-// taking roles races it for some, both elected.
+// double-win: a candidate that joins in on another's share while that one
+// is still taking roles races it for some, both elected.
 //
 // # The checks
 //
