@@ -242,7 +242,7 @@ func TestExpiredLeaseTakenByTheTopRankedCandidate(t *testing.T) {
 	// b starts and sees x's lease, whose deadline says 1s left; b never
 	// saw it renewed, so it counts the lease's span from now.
 	dead := leaseOf("x", tok1, t0.Add(-9*sec), 10*sec)
-	h.see(state(role, dead, 4, "x", 1, "b", 2, "c", 3))
+	h.see(state(role, dead, 4, "x", 1, "b", 2, "v", 3)) // b's split score is above v's
 
 	a := h.settle()
 	assert.Equal(t, t0.Add(10*sec), a.Until, "waits one span from its first observation")
@@ -252,7 +252,7 @@ func TestExpiredLeaseTakenByTheTopRankedCandidate(t *testing.T) {
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
 	h.tr.On("WriteLease", mock.Anything, role, tok2, leaseAt("b", tok2, t0.Add(10*sec))).Return(fenceOf(tok2), nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("x")).Return(nil).Once()
-	assert.Equal(t, DoChallenge, h.step().Kind, "the dead holder ranks last: b goes at once")
+	assert.Equal(t, DoChallenge, h.step().Kind, "the dead holder ranks last: b, first by split score, goes at once")
 	assert.Equal(t, 1, h.src.confirmed(), "after one confirmation")
 	assert.Equal(t, []string{"elected 42/2"}, h.transitions())
 	assert.Equal(t, []string{"x 42/1", "vacant"}, h.holders())
@@ -485,15 +485,15 @@ func TestFlappingNetwork(t *testing.T) {
 func TestHolderChangedReportsChangesNotRenewals(t *testing.T) {
 	h := newHarness(t, "c", Settings{})
 	h.tr.On("Register", mock.Anything, role, codec.MemberID("c")).Return(int64(9), nil).Once()
-	h.see(state(role, leaseOf("x", tok1, t0, 10*sec), 3, "x", 1))
+	h.see(state(role, leaseOf("x", tok1, t0, 10*sec), 3, "z", 1))
 	h.settle()
-	h.see(state(role, leaseOf("x", tok1, t0.Add(2*sec), 10*sec), 5, "x", 1, "c", 9))
+	h.see(state(role, leaseOf("x", tok1, t0.Add(2*sec), 10*sec), 5, "z", 1, "c", 9))
 	h.clk.Set(t0.Add(2 * sec))
 	h.settle()
-	h.see(state(role, leaseOf("y", tok2, t0.Add(3*sec), 10*sec), 7, "x", 1, "c", 9))
+	h.see(state(role, leaseOf("y", tok2, t0.Add(3*sec), 10*sec), 7, "z", 1, "c", 9)) // z ahead of c in join order and by split score
 	h.clk.Set(t0.Add(3 * sec))
 	h.settle()
 	h.clk.Set(t0.Add(13 * sec))
-	assert.Equal(t, t0.Add(14*sec), h.settle().Until, "c is rank 1 behind x")
+	assert.Equal(t, t0.Add(14*sec), h.settle().Until, "c is rank 1 behind z")
 	assert.Equal(t, []string{"x 42/1", "y 42/2", "vacant"}, h.holders())
 }

@@ -162,7 +162,8 @@ func watchDescribe(e *env, role codec.Role, stop <-chan struct{}) <-chan []codec
 //     delivered at the heal and bump nothing.
 //   - The broker's fence held throughout (checkFence).
 func TestIntegrationPartitionedHolderDoesNotFenceItsSuccessor(t *testing.T) {
-	role := codec.Role("partitioned")
+	role := codec.Role("partitioned-holder") // node-b's split score is higher than node-c's
+	require.Equal(t, topScore(role, "node-b", "node-c"), codec.MemberID("node-b"))
 	e, fn := newPartitionEnv(t, role)
 	s := itSettings()
 	var wl workLog
