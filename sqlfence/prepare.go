@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"maps"
 	"sync"
+	"sync/atomic"
 )
 
 // prepared holds the fence's statements, prepared once per Fence on its
@@ -12,62 +14,80 @@ import (
 // Without that, go-sql-driver/mysql (unless the DSN sets
 // interpolateParams) and lib/pq spend a round trip preparing each
 // statement they run with arguments.
+//
+// A goroutine inside a transaction reads the statements without a lock:
+// it must never wait on one that a goroutine waiting for the database
+// holds (preparing, or closing a statement, waits for every connection
+// the statement is prepared on, including one whose statement waits for
+// that transaction's row lock).
 type prepared struct {
-	mu sync.Mutex
-	m  map[string]*sql.Stmt
+	mu sync.Mutex // serializes preparers; held by no goroutine inside a transaction
+	m  atomic.Pointer[map[string]*sql.Stmt]
 }
 
 // prepare prepares those of queries the Fence has not prepared yet. It
 // runs before the transaction begins: preparing on db needs a connection
 // of its own, and a pool capped at one would otherwise wait for itself.
 func (f *Fence) prepare(ctx context.Context, queries ...string) error {
+	if f.preparedAll(queries) {
+		return nil
+	}
+	f.prep.mu.Lock()
+	defer f.prep.mu.Unlock()
+	m := map[string]*sql.Stmt{}
+	if p := f.prep.m.Load(); p != nil {
+		m = maps.Clone(*p)
+	}
 	for _, q := range queries {
-		f.prep.mu.Lock()
-		s := f.prep.m[q]
-		f.prep.mu.Unlock()
-		if s != nil {
+		if m[q] != nil {
 			continue
 		}
 		s, err := f.db.PrepareContext(ctx, q)
 		if err != nil {
 			return err
 		}
-		f.prep.mu.Lock()
-		if had := f.prep.m[q]; had != nil {
-			s.Close()
-		} else {
-			if f.prep.m == nil {
-				f.prep.m = map[string]*sql.Stmt{}
-			}
-			f.prep.m[q] = s
-		}
-		f.prep.mu.Unlock()
+		m[q] = s
 	}
+	f.prep.m.Store(&m)
 	return nil
+}
+
+func (f *Fence) preparedAll(queries []string) bool {
+	p := f.prep.m.Load()
+	if p == nil {
+		return false
+	}
+	for _, q := range queries {
+		if (*p)[q] == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // stmt returns query prepared for tx: the Fence's statement (see
 // prepare) bound to tx, or, when a Close came in between, one prepared on
 // tx's own connection.
 func (f *Fence) stmt(ctx context.Context, tx *sql.Tx, query string) (*sql.Stmt, error) {
-	f.prep.mu.Lock()
-	s := f.prep.m[query]
-	f.prep.mu.Unlock()
-	if s == nil {
-		return tx.PrepareContext(ctx, query)
+	if p := f.prep.m.Load(); p != nil {
+		if s := (*p)[query]; s != nil {
+			return tx.StmtContext(ctx, s), nil
+		}
 	}
-	return tx.StmtContext(ctx, s), nil
+	return tx.PrepareContext(ctx, query)
 }
 
 // Close closes the statements the Fence prepared on db's connections. A
 // Do after Close prepares them again.
 func (f *Fence) Close() error {
 	f.prep.mu.Lock()
-	m := f.prep.m
-	f.prep.m = nil
+	p := f.prep.m.Swap(nil)
 	f.prep.mu.Unlock()
+	if p == nil {
+		return nil
+	}
 	var errs []error
-	for _, s := range m {
+	for _, s := range *p {
 		errs = append(errs, s.Close())
 	}
 	return errors.Join(errs...)
