@@ -21,6 +21,7 @@ import (
 	"github.com/krabka/krole/internal/bench"
 	"github.com/krabka/krole/internal/chart"
 	"github.com/krabka/krole/internal/devcluster"
+	"github.com/krabka/krole/internal/faultnet"
 	"github.com/krabka/krole/internal/supervise"
 	"github.com/krabka/krole/processor"
 	"github.com/krabka/krole/rolestate"
@@ -46,6 +47,8 @@ func benchCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "label", Hidden: true, Usage: "the run's label in the chart and in compare"},
 			&ucli.StringFlag{Name: "cpuprofile", TakesFile: true,
 				Usage: "write a pprof CPU profile of this process (the embedded cluster, the bench's view) into `FILE`"},
+			&ucli.DurationFlag{Name: "delay",
+				Usage: "hold every request `D` on its way to the embedded cluster: a network with a round trip D longer"},
 		}, extra...)
 	}
 	members := &ucli.IntFlag{Name: "members", Value: benchMembers, Usage: "`N` member processes campaign for the role"}
@@ -199,8 +202,19 @@ func startBenchEnv(c *ucli.Context) (*benchEnv, error) {
 		}
 		e.stops = append(e.stops, stop)
 	}
+	delay := c.Duration("delay")
+	if delay < 0 || delay > 0 && c.IsSet("brokers") {
+		return nil, Usagef(c, "--delay %v: a delay of zero or more, on the embedded cluster only (not with --brokers)", delay)
+	}
 	if !c.IsSet("brokers") {
-		cluster, err := devcluster.Start(c.Context, devcluster.Options{Topic: cfg.Topic, Partitions: 3})
+		opts := devcluster.Options{Topic: cfg.Topic, Partitions: 3}
+		if delay > 0 {
+			fn := faultnet.New()
+			fn.SetDelay(delay)
+			opts.WrapListener = fn.Wrap
+			e.stops = append(e.stops, func() { fn.Close() })
+		}
+		cluster, err := devcluster.Start(c.Context, opts)
 		if err != nil {
 			return nil, fmt.Errorf("starting the embedded cluster: %w", err)
 		}

@@ -123,6 +123,7 @@ type Net struct {
 	recs     []*Recorder  // see record.go
 	rewrites []*Rewritten // see rewrite.go
 	onClose  ClosePolicy
+	delay    time.Duration // see SetDelay
 	closed   bool
 	connSeq  uint64 // the last connection's number (conn.id)
 }
@@ -141,6 +142,15 @@ func (n *Net) SetOnClientClose(p ClosePolicy) {
 	n.mu.Lock()
 	n.onClose = p
 	n.mu.Unlock()
+}
+
+// SetDelay makes every request read from now on reach the broker d
+// after faultnet read it (answers are not delayed): a network whose
+// round trip is d longer. Requests on one connection keep their order.
+func (n *Net) SetDelay(d time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.delay = d
 }
 
 // Wrap returns a listener that accepts from ln and puts faultnet between
@@ -367,6 +377,7 @@ type frame struct {
 	b    []byte
 	hold *Held
 	drop bool
+	due  time.Time // not before (SetDelay)
 }
 
 // conn is the broker's side of one client connection: Read gives the
@@ -416,6 +427,9 @@ func (c *conn) read() {
 		c.clientID, c.known = h.clientID, true
 		n.record(c, h, b)
 		f := frame{b: b}
+		if n.delay > 0 {
+			f.due = time.Now().Add(n.delay)
+		}
 		for _, d := range n.drops {
 			if d.rule.match(c.node, h) && (d.rule.Count <= 0 || d.taken < d.rule.Count) {
 				d.taken++
@@ -469,6 +483,9 @@ func (c *conn) forward() {
 			return
 		}
 		n.mu.Unlock()
+		if wait := time.Until(f.due); wait > 0 {
+			time.Sleep(wait)
+		}
 		_, err := c.pw.Write(f.b)
 		n.mu.Lock()
 		if err != nil {

@@ -172,3 +172,24 @@ func TestPartition(t *testing.T) {
 	assert.Contains(t, got, "other")
 	assert.Contains(t, got, "after")
 }
+
+// SetDelay holds each request back on its way to the broker: no produce
+// is answered before the delay has passed, and the requests of one
+// connection keep their order.
+func TestSetDelay(t *testing.T) {
+	c, fn := testcluster.StartFaulty(t, testcluster.Options{Nodes: 1})
+	topic := c.Topic(t, c.Name("app"), 1, 10*time.Second)
+	p := producer(t, c, "delayed")
+	_, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder("before")})
+	require.NoError(t, err)
+	const d = 150 * time.Millisecond
+	fn.SetDelay(d)
+	for _, v := range []string{"one", "two"} {
+		start := time.Now()
+		_, _, err = p.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder(v)})
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, time.Since(start), d, "a delayed produce answered before its request could arrive")
+	}
+	fn.SetDelay(0)
+	assert.Equal(t, []string{"before", "one", "two"}, values(c.ReadAll(t, topic, sarama.ReadUncommitted, 10*time.Second)))
+}
