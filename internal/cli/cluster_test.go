@@ -139,7 +139,7 @@ func TestDescribe(t *testing.T) {
 	require.NoError(t, leaseErr(ft.WriteLease(ctx, "controller", tok, release)))
 
 	// Released: the coordinator keeps its token, and LEASE says that
-	// nobody holds the role (issue 19, 1: "HELD yes" said otherwise).
+	// nobody holds the role.
 	r = runOn(t, c, "describe", "controller")
 	requireOK(t, r)
 	assert.Regexp(t, fmt.Sprintf(`(?m)^controller\s+%s\s+\S+\s+released by node-1 \(token %[1]s, fence %d\): nobody holds the role$`, tok, fence), r.Stdout)

@@ -21,8 +21,7 @@ import (
 	"github.com/krabka/krole/processor"
 )
 
-// TestOneShotAnswersAfterTheHolderDied is issue 19, section 1: the only
-// member of db (value 10.9.9.9:5432, a lease of 3s) stops renewing
+// The only member of db (value 10.9.9.9:5432, a lease of 3s) stops renewing
 // without releasing (KeepOnExit, as a SIGKILLed member would). While it
 // renews (its member session's heartbeats, past its lease record's own
 // deadline), a fresh leader, table, describe and GET /v1/roles/db of a

@@ -132,7 +132,7 @@ func readDoc(t *testing.T, name string) string {
 }
 
 // The bound on how long a one-shot `krole leader` can name a dead holder,
-// and the clock assumption it rests on (issue 19, 1), are stated where a
+// and the clock assumption it rests on, are stated where a
 // script's author reads them: `krole leader --help`, the leader section of
 // docs/CLI.md and docs/GUARANTEES.md; in step with liveness.ClockTolerance.
 func TestLeaderBoundIsStated(t *testing.T) {
@@ -161,7 +161,7 @@ func TestLeaderBoundIsStated(t *testing.T) {
 
 // The README says how to install krole with one command, names the two
 // set-up commands, and shows each command beside its etcdctl and consul
-// equivalent (issue 19, 6).
+// equivalent.
 func TestReadmeInstallAndEquivalents(t *testing.T) {
 	readme := readDoc(t, "README.md")
 	mod, _, _ := strings.Cut(readDoc(t, "go.mod"), "\n")

@@ -17,8 +17,7 @@ import (
 )
 
 // exitBound is what `krole run`, serve, observe and table --watch promise:
-// they return within it of an interrupt, whatever the cluster does
-// (issue 18, section 5).
+// they return within it of an interrupt, whatever the cluster does.
 const exitBound = 10 * time.Second
 
 // hangCluster makes the cluster stop answering: faultnet holds every

@@ -16,8 +16,7 @@ import (
 	"github.com/krabka/krole/internal/testcluster"
 )
 
-// TestRunSecondProcessUnderTheSameMemberIsRefused (issue 19, scenario
-// 2): a second `krole run controller --member node-3` while node-3 runs
+// A second `krole run controller --member node-3` while node-3 runs
 // and holds the role exits 73 with one line naming the other instance;
 // it writes nothing (no registration, no tombstone, no lease), and the
 // running node-3 keeps the role under the same token and renews on.
@@ -78,7 +77,7 @@ func TestRunSecondProcessUnderTheSameMemberIsRefused(t *testing.T) {
 	assert.NotContains(t, a.stderr.String(), "revoked")
 }
 
-// TestRunRestartedAfterSIGKILLRejoins (issue 19, 2): `krole run
+// `krole run
 // controller --member node-3` is SIGKILLed while it holds the role; the
 // same command started again, with no manual step between, is not
 // refused as a second instance: it takes the id over, holds the role

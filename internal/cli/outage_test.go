@@ -57,7 +57,7 @@ func awaitText(t *testing.T, buf *testcluster.SyncBuffer, s, what string) {
 // While the cluster is unreachable, a member says so in one line with the
 // role it affects, and in one more when the cluster answers again: not
 // sarama's error at every retry. observe, serve and table --watch do the
-// same in their own style, never as raw slog lines (issue 19, 4).
+// same in their own style, never as raw slog lines.
 func TestOutageIsOneLineAndOneWhenItEnds(t *testing.T) {
 	if testcluster.External() {
 		t.Skip("stops and restarts the embedded cluster")

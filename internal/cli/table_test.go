@@ -139,8 +139,7 @@ func TestTableText(t *testing.T) {
 	assert.Regexp(t, `^resigned\s+r1\s+-\s+\d+/\d+\s+expired \(released\)\s+-$`, lines[4])
 	// Expired by its holder's clock two seconds ago (more than
 	// liveness.ClockTolerance), a 1s lease, no renewal within half of
-	// it: expired, although this view read it only now (issue 19, 1;
-	// until then a fresh view counted the whole span from its read).
+	// it: expired, although this view read it only now.
 	assert.Regexp(t, `^short\s+s1\s+-\s+\d+/\d+\s+expired\s+-$`, lines[5])
 	assert.Equal(t, strings.Index(lines[0], "LEFT"), strings.Index(lines[3], "none"), "columns align")
 }
