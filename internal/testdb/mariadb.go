@@ -1,6 +1,7 @@
 package testdb
 
 import (
+	"database/sql"
 	"fmt"
 	"os"
 	"os/exec"
@@ -64,58 +65,26 @@ func initMariaDB(mariadbd, installDB, dir string) (*Server, error) {
 	if err := run(install); err != nil {
 		return nil, err
 	}
-	var lastErr error
-	for try := 0; try < 3; try++ { // another process may take the port first
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		logPath := filepath.Join(dir, fmt.Sprintf("mariadbd-%d.log", port))
-		logf, err := os.Create(logPath)
-		if err != nil {
-			return nil, err
-		}
-		cmd := exec.Command(mariadbd, append([]string{"--no-defaults", "--datadir=" + data, "--tmpdir=" + tmp,
-			"--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
-			"--socket=" + filepath.Join(dir, "mariadbd.sock"), "--pid-file=" + filepath.Join(dir, "mariadbd.pid"),
-			"--skip-name-resolve", "--skip-log-bin", "--max-connections=200",
-			"--innodb-buffer-pool-size=64M", "--innodb-flush-log-at-trx-commit=0", "--innodb-doublewrite=0",
-			"--innodb-lock-wait-timeout=20"}, asRoot...)...)
-		cmd.Dir = dir
-		cmd.Stdout, cmd.Stderr = logf, logf
-		p, err := startProc(cmd, syscall.SIGTERM)
-		logf.Close()
-		if err != nil {
-			return nil, err
-		}
-		root := fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port)
-		db, err := waitReady(p, "mysql", root, logPath)
-		if err != nil {
-			p.stop(0)
-			lastErr = err
-			if bindFailed(logPath) {
-				continue
-			}
-			return nil, err
-		}
-		var version, dataDir string
-		err = db.QueryRow("SELECT version(), @@datadir").Scan(&version, &dataDir)
-		if err == nil && filepath.Clean(dataDir) != data {
-			// Another process took the port first, and this one answered.
-			db.Close()
-			p.stop(0)
-			lastErr = fmt.Errorf("port %d answered from data directory %s, not %s", port, dataDir, data)
-			continue
-		}
-		if err == nil {
-			_, err = db.Exec("CREATE DATABASE krole")
-		}
-		db.Close()
-		if err != nil {
-			p.stop(0)
-			return nil, err
-		}
-		return &Server{Driver: "mysql", DSN: root + "krole?parseTime=true", Version: version, name: "mariadb", dir: dir, log: logPath, proc: p}, nil
+	p, port, version, logPath, err := launch{
+		name: "mariadbd", dir: dir, data: data, stop: syscall.SIGTERM,
+		command: func(port int) *exec.Cmd {
+			cmd := exec.Command(mariadbd, append([]string{"--no-defaults", "--datadir=" + data, "--tmpdir=" + tmp,
+				"--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
+				"--socket=" + filepath.Join(dir, "mariadbd.sock"), "--pid-file=" + filepath.Join(dir, "mariadbd.pid"),
+				"--skip-name-resolve", "--skip-log-bin", "--max-connections=200",
+				"--innodb-buffer-pool-size=64M", "--innodb-flush-log-at-trx-commit=0", "--innodb-doublewrite=0",
+				"--innodb-lock-wait-timeout=20"}, asRoot...)...)
+			cmd.Dir = dir
+			return cmd
+		},
+		driver:   "mysql",
+		dsn:      func(port int) string { return fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port) },
+		identify: "SELECT version(), @@datadir",
+		setup:    func(db *sql.DB) error { _, err := db.Exec("CREATE DATABASE krole"); return err },
+	}.listen()
+	if err != nil {
+		return nil, err
 	}
-	return nil, lastErr
+	return &Server{Driver: "mysql", DSN: fmt.Sprintf("root@tcp(127.0.0.1:%d)/krole?parseTime=true", port), Version: version,
+		name: "mariadb", dir: dir, log: logPath, proc: p}, nil
 }

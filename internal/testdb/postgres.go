@@ -90,56 +90,28 @@ func initPostgres(bin string, cred *syscall.Credential, dir string, durable bool
 	if err := run(initdb); err != nil {
 		return nil, err
 	}
-	var lastErr error
-	for try := 0; try < 3; try++ { // another process may take the port first
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		logPath := filepath.Join(dir, fmt.Sprintf("postgres-%d.log", port))
-		logf, err := os.Create(logPath)
-		if err != nil {
-			return nil, err
-		}
-		args := []string{"-D", data, "-p", strconv.Itoa(port), "-k", dir,
-			"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200", "-c", "deadlock_timeout=100ms"}
-		if !durable {
-			args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
-		}
-		cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
-		cmd.Dir = dir
-		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-		p, err := startProc(cmd, syscall.SIGINT) // SIGINT: fast shutdown
-		logf.Close()
-		if err != nil {
-			return nil, err
-		}
-		dsn := fmt.Sprintf("postgres://krole@127.0.0.1:%d/postgres?sslmode=disable", port)
-		db, err := waitReady(p, "pgx", dsn, logPath)
-		if err != nil {
-			p.stop(0)
-			lastErr = err
-			if bindFailed(logPath) {
-				continue
-			}
-			return nil, err
-		}
-		var version, dataDir string
-		err = db.QueryRow("SELECT version(), current_setting('data_directory')").Scan(&version, &dataDir)
-		db.Close()
-		if err == nil && filepath.Clean(dataDir) != data {
-			// Another process took the port first, and this one answered.
-			err = fmt.Errorf("port %d answered from data directory %s, not %s", port, dataDir, data)
-			p.stop(0)
-			lastErr = err
-			continue
-		}
-		if err != nil {
-			p.stop(0)
-			return nil, err
-		}
-		return &Server{Driver: "pgx", DSN: dsn, Version: strings.TrimSpace(version), name: "postgres", dir: dir, log: logPath, proc: p}, nil
+	dsn := func(port int) string {
+		return fmt.Sprintf("postgres://krole@127.0.0.1:%d/postgres?sslmode=disable", port)
 	}
-	return nil, lastErr
+	p, port, version, logPath, err := launch{
+		name: "postgres", dir: dir, data: data, stop: syscall.SIGINT, // SIGINT: fast shutdown
+		command: func(port int) *exec.Cmd {
+			args := []string{"-D", data, "-p", strconv.Itoa(port), "-k", dir,
+				"-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200", "-c", "deadlock_timeout=100ms"}
+			if !durable {
+				args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+			}
+			cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
+			cmd.Dir = dir
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+			return cmd
+		},
+		driver:   "pgx",
+		dsn:      dsn,
+		identify: "SELECT version(), current_setting('data_directory')",
+	}.listen()
+	if err != nil {
+		return nil, err
+	}
+	return &Server{Driver: "pgx", DSN: dsn(port), Version: strings.TrimSpace(version), name: "postgres", dir: dir, log: logPath, proc: p}, nil
 }

@@ -197,6 +197,70 @@ func (p *proc) exited() bool {
 	}
 }
 
+// launch says how to start one server and check that it is the one
+// that answers.
+type launch struct {
+	name     string                   // the log's name: NAME-PORT.log in dir
+	dir      string                   // the server's directory
+	data     string                   // its data directory, as the server reports it
+	command  func(port int) *exec.Cmd // the server on port, Dir and credentials set
+	stop     syscall.Signal           // its clean-shutdown signal
+	driver   string                   // the database/sql driver
+	dsn      func(port int) string    // what waitReady opens
+	identify string                   // a query answering the version and the data directory
+	setup    func(db *sql.DB) error   // run once it answers; may be nil
+}
+
+// listen starts l's server on a free port and waits until it answers. It
+// tries another port when another process took the port first (the
+// server could not bind it, or another server answered on it).
+func (l launch) listen() (p *proc, port int, version, logPath string, err error) {
+	for try := 0; try < 3; try++ {
+		if port, err = freePort(); err != nil {
+			return nil, 0, "", "", err
+		}
+		logPath = filepath.Join(l.dir, fmt.Sprintf("%s-%d.log", l.name, port))
+		logf, err := os.Create(logPath)
+		if err != nil {
+			return nil, 0, "", "", err
+		}
+		cmd := l.command(port)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		p, err = startProc(cmd, l.stop)
+		logf.Close()
+		if err != nil {
+			return nil, 0, "", "", err
+		}
+		db, werr := waitReady(p, l.driver, l.dsn(port), logPath)
+		if werr != nil {
+			p.stop(0)
+			err = werr
+			if bindFailed(logPath) {
+				continue
+			}
+			return nil, 0, "", "", err
+		}
+		var dataDir string
+		err = db.QueryRow(l.identify).Scan(&version, &dataDir)
+		if err == nil && filepath.Clean(dataDir) != l.data {
+			db.Close()
+			p.stop(0)
+			err = fmt.Errorf("port %d answered from data directory %s, not %s", port, dataDir, l.data)
+			continue
+		}
+		if err == nil && l.setup != nil {
+			err = l.setup(db)
+		}
+		db.Close()
+		if err != nil {
+			p.stop(0)
+			return nil, 0, "", "", err
+		}
+		return p, port, version, logPath, nil
+	}
+	return nil, 0, "", "", err
+}
+
 // freePort returns a port of 127.0.0.1 that was free a moment ago.
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
