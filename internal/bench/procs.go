@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/supervise"
 	"github.com/krabka/krole/processor"
+	"github.com/krabka/krole/view"
 )
 
 // Wait bounds every wait of a bench beyond its lease.
@@ -36,12 +38,41 @@ type Cluster struct {
 	Embedded bool
 	// Progress, when set, is called with a one-line status.
 	Progress func(format string, args ...any)
+	// Log, when set, receives what a run writes for the person running
+	// it besides its status (stderr): the end of the status line, and
+	// notes on a round.
+	Log io.Writer
+	// View is the bench's own view of the topic, caught up: the observer
+	// that says when a role is held, and acquire's members' source.
+	View *view.View
+	// Connect opens a transport of this process's own (acquire's member,
+	// steady's read of the topic) with clientID and, when positive, the
+	// transaction timeout txnTimeout; its error says what to do about it.
+	Connect func(clientID string, txnTimeout time.Duration) (*fencing.BrokerTransport, error)
 }
 
 func (c Cluster) progress(format string, args ...any) {
 	if c.Progress != nil {
 		c.Progress(format, args...)
 	}
+}
+
+// logf writes to c.Log, when set.
+func (c Cluster) logf(format string, args ...any) {
+	if c.Log != nil {
+		fmt.Fprintf(c.Log, format, args...)
+	}
+}
+
+// endProgress ends the status line.
+func (c Cluster) endProgress() { c.logf("\n") }
+
+// pipelineFlag is the members' --pipeline flag.
+func (c Cluster) pipelineFlag() string {
+	if c.Pipeline == "" {
+		return "auto"
+	}
+	return c.Pipeline
 }
 
 // proc is one `krole bench member` process.
@@ -73,11 +104,7 @@ type memberSpec struct {
 
 // start starts a `krole bench member` process for spec.
 func (c Cluster) start(spec memberSpec) (*proc, error) {
-	pipeline := c.Pipeline
-	if pipeline == "" {
-		pipeline = "auto"
-	}
-	args := []string{"bench", "member", "--brokers", c.Brokers, "--topic", c.Topic, "--txn-prefix", c.TxnPrefix, "--pipeline", pipeline,
+	args := []string{"bench", "member", "--brokers", c.Brokers, "--topic", c.Topic, "--txn-prefix", c.TxnPrefix, "--pipeline", c.pipelineFlag(),
 		"--member", string(spec.name), "--role-prefix", spec.prefix, "--from", fmt.Sprint(spec.from),
 		"--roles", fmt.Sprint(spec.count), "--own", fmt.Sprint(spec.own),
 		"--lease-duration", spec.s.LeaseDuration.String(), "--renew-interval", spec.s.RenewInterval.String()}

@@ -10,6 +10,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/bench"
 	"github.com/krabka/krole/internal/chart"
 	"github.com/krabka/krole/processor"
@@ -82,7 +83,22 @@ func benchFailoverManyCommand(common func(...ucli.Flag) []ucli.Flag, lease, rene
 // benchCluster is the internal/bench view of a benchEnv.
 func (e *benchEnv) benchCluster() bench.Cluster {
 	return bench.Cluster{Exe: e.exe, Env: demoEnv(), Brokers: e.brokers, Topic: e.cfg.Topic, TxnPrefix: e.cfg.TxnPrefix, Pipeline: e.cfg.Pipeline,
-		Embedded: e.embedded, Progress: e.progress}
+		Embedded: e.embedded, Progress: e.progress, Log: e.errOut, View: e.view, Connect: e.connect}
+}
+
+// connect opens a transport on the bench's cluster, with e's whole
+// configuration (TLS and SASL included); see bench.Cluster.Connect.
+func (e *benchEnv) connect(clientID string, txnTimeout time.Duration) (*fencing.BrokerTransport, error) {
+	cfg := e.cfg
+	cfg.ClientID = clientID
+	if txnTimeout > 0 {
+		cfg.TxnTimeout = txnTimeout
+	}
+	bt, err := fencing.NewBrokerTransport(cfg)
+	if err != nil {
+		return nil, explainRunError(cfg, err)
+	}
+	return bt, nil
 }
 
 // rolesOverMembers returns --roles and --members, each at least 1, with
