@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -212,29 +211,6 @@ func (p *proc) leave(d time.Duration) {
 func (p *proc) kill() error {
 	_ = p.in.Close()
 	return syscall.Kill(p.child.Pid(), syscall.SIGKILL)
-}
-
-// tail keeps the last bytes a member wrote on stderr.
-type tail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (t *tail) Write(b []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, b...)
-	if len(t.buf) > 4096 {
-		t.buf = t.buf[len(t.buf)-4096:]
-	}
-	return len(b), nil
-}
-
-func (t *tail) last() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
-	return lines[len(lines)-1]
 }
 
 func exitText(code int) string {

@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"runtime/pprof"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
@@ -314,31 +312,6 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// lineAfter returns when the first line at or after since that contains
-// substr reached the bench; zero when none has.
-func (t *tailBuffer) lineAfter(since time.Time, substr string) time.Time {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, l := range t.lines {
-		if !l.at.Before(since) && strings.Contains(l.line, substr) {
-			return l.at
-		}
-	}
-	return time.Time{}
-}
-
-// awaitLineAfter waits up to d for a line at or after since that contains
-// substr, and returns when it reached the bench; zero when none came.
-func (t *tailBuffer) awaitLineAfter(since time.Time, substr string, d time.Duration) time.Time {
-	deadline := time.Now().Add(d)
-	for {
-		if at := t.lineAfter(since, substr); !at.IsZero() || !time.Now().Before(deadline) {
-			return at
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // tail is the last n lines.
 func (t *tailBuffer) tail(n int) string {
 	t.mu.Lock()
@@ -491,239 +464,32 @@ func (f *follower) await(what string, timeout time.Duration, ok func(rolestate.S
 // unreleased says whether st has a lease that is not a release.
 func unreleased(st rolestate.State) bool { return st.Lease != nil && !st.Lease.Released() }
 
-// runBenchSuccession runs `krole bench failover` and `krole bench handover`.
+// runBenchSuccession runs `krole bench failover` and `krole bench
+// handover` (bench.Succession).
 func runBenchSuccession(c *ucli.Context, kind string) error {
-	if err := noArgs(c); err != nil {
+	var n, rounds int
+	s, e, err := startBench(c, func() (err error) {
+		if n, err = positive(c, "members"); err != nil {
+			return err
+		}
+		if n < 2 {
+			return Usagef(c, "--members %d: a %s needs at least 2", n, kind)
+		}
+		rounds, err = positive(c, "rounds")
 		return err
-	}
-	n, err := positive(c, "members")
-	if err != nil {
-		return err
-	}
-	if n < 2 {
-		return Usagef(c, "--members %d: a %s needs at least 2", n, kind)
-	}
-	rounds, err := positive(c, "rounds")
-	if err != nil {
-		return err
-	}
-	s, err := benchSettings(c)
-	if err != nil {
-		return err
-	}
-	lock := c.Bool("lock")
-	e, err := startBenchEnv(c)
+	})
 	if err != nil {
 		return err
 	}
 	defer e.close()
-	e.trace = c.Bool("trace")
-	traced := map[string][]float64{}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(c.Context))
-	defer cancel()
-	role := codec.Role("bench-" + kind + "-" + e.run)
-	f := e.follow(ctx, role)
-	defer func() { // every member leaves before the cluster stops
-		for _, m := range f.members {
-			f.asked[m.name] = true
-			if !exitedChild(m.child) {
-				_, _ = m.child.Stop(context.Background(), 5*time.Second)
-			}
-		}
-	}()
-	join := func(name codec.MemberID) error {
-		m, err := e.startMember(role, name, s, lock)
-		if err != nil {
-			return err
-		}
-		f.members[name] = m
-		f.asked[name] = false
-		_, err = f.await(fmt.Sprintf("%s to join the queue", name), benchWait, func(st rolestate.State) bool {
-			return st.Rank(name) >= 0
-		}, nil)
+	res, err := bench.Succession(c.Context, e.benchCluster(), bench.SuccessionOptions{Kind: kind, Members: n, Rounds: rounds,
+		Settings: s, Lock: c.Bool("lock"), Trace: c.Bool("trace"), Run: e.run})
+	if err != nil {
 		return err
 	}
-	for i := range n {
-		if err := join(codec.MemberID(fmt.Sprintf("bench-%s-%d", e.run, i+1))); err != nil {
-			return err
-		}
-	}
-	var samples, past, release, successor, lastLag, newLag []float64
-	var detail []map[string]float64
-	for r := range rounds {
-		if err := f.awaitSettled("a holder", n, s); err != nil {
-			return err
-		}
-		// A random phase of the renew interval, as a crash or a shutdown
-		// would have. (Right after a renewal shows, the holder may still
-		// wait for its EndTxn's answer: a SIGTERM then cancels the
-		// renewal, which retires the token, and there is no release.)
-		if err := sleepCtx(c.Context, rand.N(s.RenewInterval)); err != nil {
-			return err
-		}
-		old := *f.state.Lease
-		holder := f.members[old.Member]
-		sig := syscall.SIGTERM
-		if kind == "failover" {
-			sig = syscall.SIGKILL
-		}
-		f.asked[holder.name] = true
-		last := old // the dead holder's last lease the view showed
-		var released time.Time
-		lastSeen := f.state.LeaseSeenAt
-		sent := time.Now()
-		if err := syscall.Kill(holder.child.Pid(), sig); err != nil {
-			return fmt.Errorf("signalling %s (pid %d): %w", holder.name, holder.child.Pid(), err)
-		}
-		at, err := f.await("a new holder", s.LeaseDuration+benchWait, func(st rolestate.State) bool {
-			return unreleased(st) && st.Lease.Member != holder.name && st.Lease.Token.Newer(old.Token)
-		}, func(st rolestate.State) {
-			if st.Lease != nil && st.Lease.Member == holder.name && !st.Lease.Released() {
-				last, lastSeen = *st.Lease, st.LeaseSeenAt
-			}
-			if st.Lease != nil && st.Lease.Member == holder.name && released.IsZero() &&
-				(st.Lease.Released() || st.SessionVouch() == rolestate.Dropped) {
-				released = time.Now() // a release, or the end of the session the lease names
-			}
-		})
-		if err != nil {
-			return err
-		}
-		samples = append(samples, float64(at.Sub(sent).Microseconds())/1000)
-		if kind == "failover" {
-			// Past the dead lease's due time: its deadline, or its
-			// session's last heartbeat's, which kept it alive.
-			past = append(past, float64(f.state.Lease.GrantedAt-bench.LeaseDue(last, bench.LastBeat(c.Context, e.view, holder.name))))
-			if !lastSeen.IsZero() {
-				lastLag = append(lastLag, float64(lastSeen.UnixMilli()-last.GrantedAt))
-			}
-			newLag = append(newLag, float64(at.UnixMilli()-f.state.Lease.GrantedAt))
-		}
-		if !released.IsZero() {
-			release = append(release, float64(released.Sub(sent).Microseconds())/1000)
-			successor = append(successor, float64(at.Sub(released).Microseconds())/1000)
-		}
-		round := map[string]float64{"ms": samples[len(samples)-1]}
-		if kind == "failover" {
-			round["past_deadline_ms"] = past[len(past)-1]
-			round["new_lease_write_to_view_ms"] = newLag[len(newLag)-1]
-			if !lastSeen.IsZero() {
-				round["last_lease_write_to_view_ms"] = lastLag[len(lastLag)-1]
-			}
-		}
-		if !released.IsZero() {
-			round["signal_to_release_shows_ms"] = release[len(release)-1]
-		}
-		succ := f.members[f.state.Lease.Member]
-		detail = append(detail, round)
-		e.progress("%s round %d/%d: %.2f ms", kind, r+1, rounds, samples[len(samples)-1])
-		select {
-		case <-holder.child.Done():
-		case <-time.After(benchWait):
-			return fmt.Errorf("%s (pid %d) did not exit within %v of the signal", holder.name, holder.child.Pid(), benchWait)
-		}
-		if e.trace && succ != nil {
-			// Now that the holder has exited, its lines of the round have
-			// come; the successor's "elected" line may still be in its
-			// pipe when the bench's view shows its lease, so wait for it
-			// (bounded: a round without it is traced without that step).
-			succ.out.awaitLineAfter(sent, "info: elected", benchWait)
-			e.traceRound(round, traced, holder, succ, sent, released, at)
-		}
-		if kind == "handover" && released.IsZero() {
-			fmt.Fprintf(e.errOut, "\nhandover round %d: %s wrote no release the view showed; it said: %s\n",
-				r+1, holder.name, strings.ReplaceAll(strings.TrimSpace(holder.out.tail(6)), "\n", " | "))
-		}
-		delete(f.members, holder.name)
-		// Back, at the back of the queue, under the same name.
-		if _, err := f.await(fmt.Sprintf("%s to leave the queue", holder.name), s.LeaseDuration+benchWait, func(st rolestate.State) bool {
-			return st.Rank(holder.name) < 0
-		}, nil); err != nil {
-			return err
-		}
-		if err := join(holder.name); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintln(e.errOut)
-	res := chart.Result{Kind: kind, System: "krole", Label: c.String("label"), SamplesMS: samples, Settings: map[string]any{
-		"members": n, "rounds": rounds, "lease_duration": s.LeaseDuration.String(),
-		"renew_interval": s.RenewInterval.String(), "stagger": s.Stagger.String(),
-		"cluster": e.clusterName(), "signal": map[bool]string{true: "SIGKILL", false: "SIGTERM"}[kind == "failover"],
-		"members_run": map[bool]string{true: "no command (krole run ROLE)", false: "a command (krole run ROLE -- sleep 3600)"}[lock],
-	}}
-	res.Stats = chart.Summarize(res.SamplesMS)
-	res.Rounds = detail
-	if kind == "failover" {
-		res.PastDeadline = chart.NewDist(past)
-	}
-	if kind == "failover" {
-		// Whole milliseconds (leases carry Unix ms): the bench's view saw
-		// the dead holder's last lease this long after its write began, and
-		// the new holder's likewise.
-		res.Phases = map[string]*chart.Dist{"last_lease_write_to_view": chart.NewDist(lastLag),
-			"new_lease_write_to_view": chart.NewDist(newLag)}
-	}
-	if len(release) > 0 {
-		// signal -> the release shows in the bench's view (the holder stops
-		// its command and writes the release), then -> the successor's
-		// lease shows (it sees the release, confirms, takes the epoch and
-		// writes its lease, and the bench's view reads it).
-		res.Phases = map[string]*chart.Dist{"signal_to_release_shows": chart.NewDist(release),
-			"release_to_new_lease_shows": chart.NewDist(successor)}
-	}
-	if len(traced) > 0 && res.Phases == nil {
-		res.Phases = map[string]*chart.Dist{}
-	}
-	for k, v := range traced {
-		res.Phases[k] = chart.NewDist(v)
-	}
-	return writeBench(c, res)
-}
-
-// traceSteps are the member lines --trace times, in the order they come in
-// a handover: the holder's (h) and the successor's (s). Each phase runs
-// from the step before it that was found.
-var traceSteps = []struct{ name, who, substr string }{
-	{"h_interrupted", "h", "interrupted; leaving"},         // krole run got the signal
-	{"h_cmd_stopped", "h", ") stopped with code"},          // CMD exited (command mode)
-	{"h_revoked", "h", "info: revoked"},                    // the holding cancelled, work stopped: the release begins
-	{"h_released", "h", "info: ended the member session"},  // the session end's EndTxn answered (a leaving member releases its roles with it)
-	{"release_shows", "", ""},                              // the bench's view shows the release
-	{"s_saw_vacancy", "s", "info: holder changed: vacant"}, // the successor's runner saw it
-	{"s_confirmed", "s", "info: challenging"},              // the confirmation returned (from the view's answer, or a Fetch)
-	{"s_epoch", "s", "info: acquired an epoch"},            // InitProducerId answered
-	{"s_elected", "s", "info: elected"},                    // the lease transaction done
-	{"new_lease_shows", "", ""},                            // the bench's view shows the new lease
-}
-
-// traceRound times one handover round's member steps (traceSteps) by when
-// their lines reached the bench, as phases from each step found to the
-// next one found, into round (ms from the signal, per step) and traced
-// (per phase).
-func (e *benchEnv) traceRound(round map[string]float64, traced map[string][]float64,
-	holder, succ *benchMember, sent, released, shown time.Time) {
-	prev, prevName := sent, "signal"
-	for _, st := range traceSteps {
-		var at time.Time
-		switch {
-		case st.name == "release_shows":
-			at = released
-		case st.name == "new_lease_shows":
-			at = shown
-		case st.who == "h":
-			at = holder.out.lineAfter(sent, st.substr)
-		default:
-			at = succ.out.lineAfter(sent, st.substr)
-		}
-		if at.IsZero() {
-			continue
-		}
-		round[st.name+"_ms"] = float64(at.Sub(sent).Microseconds()) / 1000
-		k := "trace " + prevName + " -> " + st.name
-		traced[k] = append(traced[k], float64(at.Sub(prev).Microseconds())/1000)
-		prev, prevName = at, st.name
-	}
+	res.Label = c.String("label")
+	res.Settings["cluster"] = e.clusterName()
+	return writeBench(c, *res)
 }
 
 // startCPUProfile profiles this process into path until the returned
@@ -745,17 +511,6 @@ func (e *benchEnv) clusterName() string {
 		return "embedded (kfake, in the bench process)"
 	}
 	return e.brokers
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // writeBench prints res (table or JSON) and draws --chart.
