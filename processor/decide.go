@@ -276,12 +276,22 @@ const maxConfirmGap = 5 * time.Second
 
 // Decide is the succession rules: given the role as the view sees it (st),
 // this member (me), what it knows locally (l, after [Local.Observe]), the
-// local time and the settings, it says what to do next. It is pure.
+// local time and the settings, it says what to do next. It is pure. This
+// comment is the one statement of the rules; the package documentation,
+// docs/DESIGN.md and the code refer to them by number.
 //
-// A lease's expiry is judged on this member's clock: a lease record
-// expires LeaseSpan (rolestate.LeaseSpan: its Deadline - GrantedAt,
+// Expiry is judged on this member's clock, never on the writer's: a lease
+// record expires LeaseSpan (rolestate.LeaseSpan: its Deadline - GrantedAt,
 // capped at rolestate.MaxLeaseSpan) after this member first observed it,
-// whatever the writer's wall clock said.
+// so a member that has just started waits one span at most. A lease that
+// names its holder's member session lives, too, one heartbeat span
+// (rolestate.HeartbeatSpan) after this member first saw the latest
+// heartbeat of that incarnation that vouches for the role (the source's
+// time for it when the source gives one), whichever is later; a session
+// record that drops the role (one that excludes it, or the session end)
+// makes it vacant at once, as a release does. The Member stamps what it
+// records in l of a confirmation, of a registration's wait to show and of
+// a loss with the time the call that learned it returned, never earlier.
 //
 // The rules, in order:
 //
@@ -289,33 +299,33 @@ const maxConfirmGap = 5 * time.Second
 //  2. A holder stops (DoStepDown, lease lost) once RenewDeadline has passed
 //     since its last renewal began (the member session round that last
 //     vouched for it, or its election or last lease write), on its local
-//     clock. It stops
-//     (DoStepDown, fenced) when the view shows a lease under a newer epoch
-//     of its token. It hands the role over (DoResign, deregistered) when
-//     the view shows its registration, seen during this holding, removed
-//     by someone else (records newer than it, not it), and registers again
-//     by rule 4 after; a registration removed before the holding showed it
-//     (pruned by a challenger that raced it) it registers again at once
-//     (DoRegister) and keeps the role. It rewrites its lease (DoRenew)
-//     when asked to (Member.RenewNow) and once [LeaseRewriteInterval] has
-//     passed since its last lease write (or at the retry time after a
-//     failed rewrite), and otherwise waits, at most RenewInterval: the
-//     member session's heartbeats renew the holding.
-//  3. After a failed call it waits for its retry time; after its work
-//     failed it waits for the campaign backoff.
+//     clock. It stops (DoStepDown, fenced) when the view shows a lease
+//     under a newer epoch of its token. It hands the role over (DoResign,
+//     deregistered) when the view shows its registration, seen during this
+//     holding, removed by someone else (records newer than it, not it),
+//     and registers again by rule 4 after; a registration removed before
+//     the holding showed it (pruned by a challenger that raced it) it
+//     registers again at once (DoRegister) and keeps the role. It rewrites
+//     its lease (DoRenew) when asked to (Member.RenewNow) and once
+//     [LeaseRewriteInterval] has passed since its last lease write (or at
+//     the retry time after a failed rewrite), and otherwise waits, at most
+//     RenewInterval: the member session's heartbeats renew the holding.
+//  3. After a failed call (a failed confirmation included) it waits for
+//     its retry time, RetryBackoff doubling up to RenewInterval; after its
+//     work failed it waits for the campaign backoff.
 //  4. A member that is not a candidate registers (DoRegister): at start,
 //     when it was pruned (the state shows records newer than its
 //     registration but not the registration), or when its registration
 //     has not shown in the view for a LeaseDuration. It waits while its
 //     new registration is on its way to the view.
-//  5. While the lease is live (not a release, and its span has not passed
-//     since this member first observed the record) it waits for its
-//     expiry. Exception: a lease of this member under a token that the
-//     transport retired (its holding ended on an unknown outcome, or its
-//     challenge's lease write got no definite answer and committed
-//     unseen), or under which the member session found the role's
-//     transactional id expired at its coordinator, is vacant at once for
-//     this member: challenging it fences only its former self.
+//  5. While the lease is live (not a release, not dropped by its session,
+//     and not expired as above) it waits for its expiry. Exception: a
+//     lease of this member under a token that the transport retired (its
+//     holding ended on an unknown outcome, or its challenge's lease write
+//     got no definite answer and committed unseen), or under which the
+//     member session found the role's transactional id expired at its
+//     coordinator, is vacant at once for this member: challenging it
+//     fences only its former self.
 //  6. A member that was fenced, or lost a challenge race, does not
 //     challenge again until the view shows a lease at a higher offset
 //     than the one it showed then, or a LeaseDuration has passed since
@@ -329,38 +339,51 @@ const maxConfirmGap = 5 * time.Second
 //     its lease ran out while its session still claimed it (it died or
 //     was cut off): the survivors of a member that held many roles each
 //     take their own share at once. Either way the member named in the
-//     lease that ended ranks last. The candidate of effective rank r challenges once
-//     r*Stagger has passed since it observed the vacancy. (A member
-//     taking back its own retired lease goes at once and prunes nobody.)
-//     While a candidate ranked ahead of it is alive (the Member saw a
-//     heartbeat of its member session within two RenewIntervals: see
-//     Local's aheadLive, which the Member looks up when its turn comes),
-//     it defers to it for as long as that candidate makes progress: until
-//     one LeaseDuration past its turn, or past the last time this member
-//     saw that candidate take a role (any role), whichever is later. A
-//     member that dies holding many roles leaves them all vacant at once;
-//     each survivor takes its share one role after another, and the ones
-//     behind it on a role do not race it for the roles it has not reached
-//     yet (both elected, one fenced, two workers at once until the fenced
-//     one learns). A candidate ahead that stopped, paused or was cut off
-//     delays the turn by three RenewIntervals after its last heartbeat
-//     at most (two, and the Member's watch that wakes the deferring
-//     role); one alive but taking no role, by a LeaseDuration. The deferral
-//     is for liveness only; the fence keeps one holder at a time either
-//     way.
+//     lease that ended ranks last. The candidate of effective rank r
+//     challenges once r*Stagger has passed since it observed the vacancy.
+//     (A member taking back its own retired lease goes at once and prunes
+//     nobody.) While a candidate ranked ahead of it is alive (the Member
+//     saw a heartbeat of its member session within two RenewIntervals:
+//     see Local's aheadLive, which the Member looks up when its turn
+//     comes), it defers to it for as long as that candidate makes
+//     progress: until one LeaseDuration past its turn, or past the last
+//     time this member saw that candidate take a role (any role),
+//     whichever is later. So the ones behind a survivor on a role do not
+//     race it for the roles it has not reached yet (both elected, one
+//     fenced, two workers at once until the fenced one learns). A
+//     candidate ahead that stopped, paused or was cut off delays the turn
+//     by three RenewIntervals after its last heartbeat at most (two, and
+//     the Member's watch that wakes the deferring role); one alive but
+//     taking no role, by a LeaseDuration. The deferral is for liveness
+//     only; the fence keeps one holder at a time either way.
 //  8. Before it challenges it confirms (DoConfirm): only a confirmation
 //     taken at now lets it challenge, and on the confirmed state the
-//     rules above must still say so. When the confirmation shows the
-//     partition's readers held back by an open transaction of a producer
-//     other than the one named in the role's live lease (another role's
-//     transaction: the lease may have been renewed behind it), it confirms
-//     again a RetryBackoff later; if that shows the same transaction open
-//     at the same offset, the expiry it sees may be frozen time: it does
-//     not challenge, and confirms again every RenewInterval. Readers that
-//     moved between the two confirmations are not held back.
+//     rules above must still say so (a lease record the confirmation
+//     shows for the first time is observed at now). When the confirmation
+//     shows the partition's readers held back by an open transaction of a
+//     producer other than the one named in the role's live lease (another
+//     role's transaction: the lease may have been renewed behind it; one
+//     of the lease's own producer id is the role's, which AcquireEpoch
+//     aborts; after a release or with no lease nothing can hide), it
+//     confirms again a RetryBackoff later; if that shows the same
+//     transaction open at the same offset, the expiry it sees may be
+//     frozen time: it does not challenge, and confirms again every
+//     RenewInterval. Readers that moved between the two confirmations are
+//     not held back; once they thaw, the Member counts the turns of rule
+//     7 again from the thaw, since every candidate of the partition
+//     waited past its turn on the same frozen readers.
 //  9. DoChallenge: it prunes the candidates of lower effective rank, who
 //     did not challenge in their turn, and the member whose lease expired
 //     (not one that released: it deregistered itself).
+//
+// Outside Decide, the Member applies the checks of one process per member
+// id first, and ends a holding at once when its session's round finds the
+// role's token moved at its coordinator (fenced, rule 6; or, when the
+// coordinator knows no producer for it, the retired-lease exception of
+// rule 5), when the transport cannot write under the token any more
+// ([fencing.TokenChecker]: retired, rule 5; forgotten after a fenced
+// write, rule 6), and when a lease rewrite is refused (fenced or
+// forgotten, rule 6; its token retired, rule 5).
 func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Settings) Action {
 	if l.resign != "" {
 		return Action{Kind: DoResign, Revoke: l.resign, Reason: string(l.resign)}

@@ -13,139 +13,91 @@ import (
 const DefaultLeaseDuration = 10 * time.Second
 
 // Settings are the timings of the succession rules. The zero value is
-// usable: [Settings.WithDefaults] fills every zero field. With the default
-// lease of 10s the defaults are: renew every 2s, give up 8s after the last
-// renewal began, back off from 250ms, stagger 1s per rank, transaction
-// timeout 5s.
+// usable: [Settings.WithDefaults] fills every zero field, each derived
+// from LeaseDuration, and [Settings.Validate] checks the constraints
+// between them. With the default lease of 10s: renew every 2s, give up 8s
+// after the last renewal began, back off from 250ms, stagger 1s per rank,
+// transaction timeout 5s. Give every member of a role the same settings.
 //
-// Liveness rests on these timings and on the clocks; safety does not. Two
-// members may both believe they hold a role for a moment (clock skew, a
-// paused process), but the broker accepts lease writes under the newest
-// epoch only.
-//
-// The defaults on a stock Apache Kafka or Redpanda. Both abort a
-// transaction that outlived its timeout only at a periodic check, every
-// transaction.abort.timed.out.transaction.cleanup.interval.ms (Apache
-// Kafka, TransactionStateManagerConfig.java) or
-// abort_timed_out_transactions_interval_ms (Redpanda,
-// src/v/config/configuration.cc), 10s by default. A lease write left
-// open by a holder that crashed mid-write therefore holds the
-// read_committed readers of its partition back for up to
-// TransactionTimeout + 10s = 15s, longer than the default lease less a
-// renew interval (8s): the rule LeaseDuration > TransactionTimeout +
-// 10s + RenewInterval, which would keep that stall shorter than a lease,
-// does not hold for the defaults, and would need a lease of 20s or more.
-// The defaults stay at a lease of 10s, because a healthy holder does not
-// need that rule: a member reading through a view (*view.View, what
-// election.Session and krole run use) does not
-// challenge while its confirmations show the partition's readers held
-// back by another producer's open transaction (see the package
-// documentation), so the stall cannot make a healthy holder of another
-// role in that partition look expired; the crashed holder's own role is
-// taken over as usual (AcquireEpoch aborts its transaction). What the
-// stall still costs: challenges of the partition's other roles wait for
-// it to end, so a holder of one of them that dies during it is replaced
-// up to TransactionTimeout + the broker's interval later than its lease
-// says. The rule still matters for members on a [TransportSource] (it
-// cannot see open transactions): there, on a stock broker, use
-// LeaseDuration >= 20s with TransactionTimeout 5s (20s > 5s + 10s + 4s),
-// or lower the broker's interval. fencing.BrokerTxnSettings.CheckTimings
-// checks a set of timings against what a broker reports.
+// Liveness rests on these timings and on the clocks; safety does not (see
+// "Safety" and "Liveness" in the package documentation; on a stock Apache
+// Kafka or Redpanda, docs/DESIGN.md, section "Liveness: what bounds a
+// vacancy", says why the defaults still hold).
 type Settings struct {
-	// LeaseDuration is how long a lease lasts from the moment its write
-	// begins: a lease granted at T has deadline T+LeaseDuration, in the
-	// writer's wall clock. Others judge its expiry on their own clocks:
-	// they may challenge once Deadline - GrantedAt (capped at
-	// rolestate.MaxLeaseSpan) has passed since they first observed the
-	// lease record. Default 10s.
+	// LeaseDuration is how long a lease lasts: one written at T has
+	// deadline T+LeaseDuration on the writer's clock, and every other
+	// member counts that span from when it first saw the record, on its
+	// own clock. Default [DefaultLeaseDuration] (10s); at least 2ms, at
+	// most rolestate.MaxLeaseSpan (10 minutes).
 	LeaseDuration time.Duration
 
-	// RenewInterval is how often the member session writes a heartbeat,
-	// which renews every role the member holds: each round begins
-	// RenewInterval (less RenewJitter at random) after the previous one
-	// began, whether that one succeeded or not, and waits for no call
-	// slot (see "Member sessions" in the package documentation). A
-	// holder's goroutine checks in with the session at least this often.
-	// Default LeaseDuration/5 (2s).
+	// RenewInterval is how often the member session's heartbeat round
+	// renews every role the member holds: each round begins RenewInterval
+	// (less a random RenewJitter) after the previous one began, and takes
+	// no call slot. A holder's goroutine checks in with the session at
+	// least this often. Default LeaseDuration/5 (2s); shorter than
+	// RenewDeadline.
 	RenewInterval time.Duration
 
-	// RenewDeadline is how long after the start of its last renewal (the
-	// member session round that last vouched for the role, or its
-	// election or last lease write) a holder keeps acting as holder
-	// without another successful renewal. When it passes, the holder stops on its own (revoked:
-	// lease lost), measured on its own monotonic clock only. The gap to
-	// LeaseDuration is the margin for clock rate differences and for the
-	// held work to stop before anybody else may take the role. Default
-	// LeaseDuration*4/5 (8s).
+	// RenewDeadline is how long a holder goes on without a renewal: it
+	// stops on its own (revoked: lease lost) RenewDeadline after the start
+	// of its last renewal (the session round that last vouched for the
+	// role, or its election or last lease write), on its own monotonic
+	// clock. The gap to LeaseDuration is the margin for clock rates and
+	// for work to stop before anyone may take the role. Default
+	// LeaseDuration*4/5 (8s); longer than RenewInterval, at most
+	// LeaseDuration.
 	RenewDeadline time.Duration
 
 	// RetryBackoff is the first wait after a failed call to the transport
-	// or source; it doubles with every consecutive failure, up to
-	// RenewInterval. A failed lease rewrite is retried at this pace; a
-	// failed heartbeat is not (the next round comes RenewInterval after
-	// it began). Default RenewInterval/8 (250ms).
+	// or source; it doubles with each consecutive failure, up to
+	// RenewInterval (a failed heartbeat is not retried: the next round
+	// comes on time). Default RenewInterval/8 (250ms); positive, at most
+	// RenewInterval.
 	RetryBackoff time.Duration
 
-	// Stagger is how long each rank waits after the one ahead of it once
-	// a role is vacant: the candidate of effective rank r challenges
-	// r*Stagger after it observed the vacancy (on its local clock). A
-	// dead candidate ahead therefore delays succession by one Stagger,
-	// and n dead candidates by n*Stagger, once: the winner prunes them.
-	// It should exceed the time a candidate needs to see a vacancy and
-	// complete a challenge, or neighbouring ranks race (safely: the
-	// broker fences the loser). Default LeaseDuration/10 (1s).
+	// Stagger is how long each rank waits after the one ahead of it once a
+	// role is vacant: the candidate of rank r challenges r*Stagger after it
+	// observed the vacancy, so each dead candidate ahead delays succession
+	// by one Stagger, once (the winner prunes it). Make it longer than a
+	// candidate takes to see a vacancy and complete a challenge, or
+	// neighbouring ranks race (safely: the broker fences the loser).
+	// Default LeaseDuration/10 (1s); positive.
 	Stagger time.Duration
 
-	// TransactionTimeout bounds every call the Member makes through the
-	// transport, once the call has a call slot (see MaxInFlight; a lease
-	// rewrite's wait for a slot is bounded by the holding's local
-	// deadline), and each call of the member session's round (its
-	// DescribeMany, its heartbeat), and it is the transaction timeout to
-	// give the transport (fencing.Config.TxnTimeout): a lease write or a
-	// heartbeat left open by a crashed member holds back read_committed
-	// readers of its partition, for every role and member session in it,
-	// until the coordinator aborts it after this long.
-	// Apache Kafka and Redpanda abort it only at their next check for
-	// timed-out transactions (transaction.abort.timed.out.transaction.cleanup.interval.ms,
-	// default 10s), so there the stall lasts up to TransactionTimeout +
-	// that interval; members reading through a view do not take a
-	// healthy holder's role behind it (see "The defaults on a stock
-	// Apache Kafka or Redpanda" above), members on a TransportSource need
-	// LeaseDuration above TransactionTimeout + 10s + RenewInterval. It
-	// must not exceed the brokers' transaction.max.timeout.ms (default
-	// 15 min), which fencing.NewBrokerTransport checks at start. Default
-	// LeaseDuration/2 (5s).
+	// TransactionTimeout bounds each call the Member makes through the
+	// transport once the call has a slot (see MaxInFlight), and each call
+	// of the session's round, and is the transaction timeout to give the
+	// transport (fencing.Config.TxnTimeout): a transaction left open by a
+	// crashed member holds back the readers of its partition until the
+	// coordinator aborts it after this long (on a stock broker, up to its
+	// abort-check interval later: see "Liveness" in the package
+	// documentation). Default LeaseDuration/2 (5s); shorter than
+	// LeaseDuration - RenewInterval, and at most the brokers'
+	// transaction.max.timeout.ms, which fencing.NewBrokerTransport checks.
 	TransactionTimeout time.Duration
 
-	// RenewJitter spreads the member session's heartbeat rounds across
-	// the interval: each round goes a random duration in [0, RenewJitter)
-	// (at most RenewInterval - RetryBackoff) before RenewInterval has
-	// passed since the previous one began, drawn anew each time, so that
-	// members started together do not heartbeat in step. Zero: the
-	// default, RenewInterval/4; negative: none (every round exactly at
-	// RenewInterval).
+	// RenewJitter spreads the session's heartbeat rounds, so that members
+	// started together do not heartbeat in step: each round goes a random
+	// duration in [0, RenewJitter), at most RenewInterval - RetryBackoff,
+	// before RenewInterval has passed since the previous one began.
+	// Default (zero) RenewInterval/4; negative: none.
 	RenewJitter time.Duration
 
 	// MaxInFlight bounds the calls the Member's role goroutines have in
-	// flight through the transport at once, over all its roles: lease
-	// rewrites and releases go first, then registrations, challenges,
-	// deregistrations and prunes. A call waits for its turn before it
-	// begins, so no transaction stays open while it waits. The member
-	// session's round takes no slot (see the package documentation,
-	// "Many roles").
-	// Zero or less: [DefaultMaxInFlight] (5, sarama's
-	// Net.MaxOpenRequests: one member never queues requests inside the
-	// client).
+	// flight through the transport at once, over all its roles. A call
+	// waits for a slot before it begins, so no transaction stays open
+	// while it waits; releases are served ahead of registrations and
+	// challenges. The session's round takes no slot (see "Many roles" in
+	// the package documentation). Zero or less: [DefaultMaxInFlight] (5).
 	MaxInFlight int
 
 	// KeepOnExit, when true, makes a Member whose context ends leave
-	// without writing anything: no session end, so its leases run out (a
-	// span after each observer saw its last renewal, its last heartbeat
-	// included) and its registrations stay (a restart under the same
-	// member id keeps its rank). Default false: a leaving member
-	// deregisters from each role and writes one session end, which
-	// releases every role it holds, so a rolling restart hands roles
-	// over at once.
+	// without writing anything: its leases run out (a span after each
+	// observer saw its last renewal) and its registrations stay (a restart
+	// under the same member id keeps its rank). Default false: the member
+	// writes one session end, which releases every role it holds at once,
+	// and deregisters from each role.
 	KeepOnExit bool
 }
 
