@@ -3,26 +3,21 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime/pprof"
 	"strings"
-	"sync"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/bench"
 	"github.com/krabka/krole/internal/chart"
 	"github.com/krabka/krole/internal/devcluster"
 	"github.com/krabka/krole/internal/faultnet"
-	"github.com/krabka/krole/internal/supervise"
 	"github.com/krabka/krole/processor"
-	"github.com/krabka/krole/rolestate"
 	"github.com/krabka/krole/view"
 )
 
@@ -31,8 +26,6 @@ const (
 	benchMembers = 3
 	benchRounds  = 20
 	benchLease   = 3 * time.Second
-	// benchWait bounds every wait of a round beyond its lease.
-	benchWait = 30 * time.Second
 )
 
 func benchCommand() *ucli.Command {
@@ -169,7 +162,6 @@ func positive(c *ucli.Context, name string) (int, error) {
 // benchEnv is where a bench runs: the cluster, the role topic and the
 // bench's own view of it.
 type benchEnv struct {
-	ctx      context.Context
 	cfg      fencing.Config
 	brokers  string
 	exe      string
@@ -178,7 +170,6 @@ type benchEnv struct {
 	errOut   io.Writer
 	run      string // a tag unique to this run, for role and member names
 	embedded bool   // the cluster runs in this process
-	trace    bool   // --trace: members log verbosely, their lines are timed
 }
 
 // startBenchEnv starts the embedded cluster (unless --brokers was given)
@@ -192,7 +183,7 @@ func startBenchEnv(c *ucli.Context) (*benchEnv, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot find the krole executable to start the members: %w", err)
 	}
-	e := &benchEnv{ctx: c.Context, exe: exe, errOut: stderr(c), run: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)}
+	e := &benchEnv{exe: exe, errOut: stderr(c), run: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)}
 	if path := c.String("cpuprofile"); path != "" {
 		stop, err := startCPUProfile(path)
 		if err != nil {
@@ -264,205 +255,6 @@ func (e *benchEnv) close() {
 func (e *benchEnv) progress(format string, args ...any) {
 	fmt.Fprintf(e.errOut, "\r%-70s", fmt.Sprintf(format, args...))
 }
-
-// benchMember is one `krole run` process of a bench.
-type benchMember struct {
-	name  codec.MemberID
-	child *supervise.Child
-	out   *tailBuffer
-}
-
-// tailBuffer keeps the last bytes a member wrote, for the error that says
-// why it exited.
-type tailBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-	// stamp (--trace) keeps every line, with when it reached this
-	// process, in lines.
-	stamp   bool
-	partial []byte
-	lines   []stampedLine
-}
-
-// stampedLine is a line a member wrote and when it reached the bench.
-type stampedLine struct {
-	at   time.Time
-	line string
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	at := time.Now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > 4096 {
-		t.buf = t.buf[len(t.buf)-4096:]
-	}
-	if t.stamp {
-		t.partial = append(t.partial, p...)
-		for {
-			i := strings.IndexByte(string(t.partial), '\n')
-			if i < 0 {
-				break
-			}
-			t.lines = append(t.lines, stampedLine{at: at, line: string(t.partial[:i])})
-			t.partial = t.partial[i+1:]
-		}
-	}
-	return len(p), nil
-}
-
-// tail is the last n lines.
-func (t *tailBuffer) tail(n int) string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-func (t *tailBuffer) last() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
-	return lines[len(lines)-1]
-}
-
-// startMember starts `krole run role --member name -- sleep 3600` with s;
-// lock: `krole run role --member name`, which holds the role without a
-// command until interrupted (as etcd's candidates do).
-func (e *benchEnv) startMember(role codec.Role, name codec.MemberID, s processor.Settings, lock bool) (*benchMember, error) {
-	out := &tailBuffer{stamp: e.trace}
-	args := []string{"run", string(role), "--member", string(name),
-		"--brokers", e.brokers, "--topic", e.cfg.Topic, "--txn-prefix", e.cfg.TxnPrefix, "--pipeline", pipelineFlag(e.cfg),
-		"--lease-duration", s.LeaseDuration.String(), "--renew-interval", s.RenewInterval.String()}
-	if e.trace {
-		args = append(args, "--verbose")
-	}
-	if !lock {
-		args = append(args, "--", "sleep", "3600")
-	}
-	child, err := supervise.Start(supervise.Spec{Path: e.exe, Args: args, Env: demoEnv(), Stdout: out, Stderr: out})
-	if err != nil {
-		return nil, fmt.Errorf("starting member %s: %w", name, err)
-	}
-	return &benchMember{name: name, child: child, out: out}, nil
-}
-
-// follower tracks a role's state as the bench's view follows it.
-type follower struct {
-	e      *benchEnv
-	states <-chan rolestate.State
-	state  rolestate.State
-	// members are the live member processes, to fail fast when one exits
-	// unasked.
-	members map[codec.MemberID]*benchMember
-	asked   map[codec.MemberID]bool
-}
-
-func (e *benchEnv) follow(ctx context.Context, role codec.Role) *follower {
-	return &follower{e: e, states: e.view.Follow(ctx, role), state: rolestate.State{Role: role, LeaseOffset: -1},
-		members: map[codec.MemberID]*benchMember{}, asked: map[codec.MemberID]bool{}}
-}
-
-var errBenchMemberExit = errors.New("a bench member exited unasked")
-
-// await waits until ok holds for the role's state, and returns the time
-// the view showed it. seen, when set, sees every state on the way.
-// awaitSettled waits until one of the bench's members holds the role with
-// n candidates queued (what names that wait in a timeout's error), and
-// then for a renewal written after that. A member that has just joined
-// judges the lease it first sees from that moment, not from its write (it
-// never saw it written): a failover right after a join would measure that
-// wait, up to a renew interval. So wait until every member has seen a
-// lease written after it joined: a renewal that shows after the joins.
-func (f *follower) awaitSettled(what string, n int, s processor.Settings) error {
-	if _, err := f.await(what, s.LeaseDuration+benchWait, func(st rolestate.State) bool {
-		return unreleased(st) && f.members[st.Lease.Member] != nil && len(st.Candidates) >= n
-	}, nil); err != nil {
-		return err
-	}
-	if l := f.state.Lease; l.Session != nil {
-		// Renewed by its member session's heartbeats, which the view
-		// does not publish: ask it for the holder's latest.
-		return f.awaitHeartbeat(l.Member, s.LeaseDuration+benchWait)
-	}
-	joined := f.state.LeaseOffset
-	_, err := f.await("a renewal after the joins", s.LeaseDuration+benchWait, func(st rolestate.State) bool {
-		return unreleased(st) && st.LeaseOffset > joined
-	}, nil)
-	return err
-}
-
-// awaitHeartbeat waits, at most timeout, for a heartbeat of member's
-// session written after the call.
-func (f *follower) awaitHeartbeat(member codec.MemberID, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(f.e.ctx, timeout)
-	defer cancel()
-	first, _, err := f.e.view.Session(ctx, member)
-	if err != nil {
-		return fmt.Errorf("waiting for a renewal after the joins: %w", err)
-	}
-	for {
-		se, ok, err := f.e.view.Session(ctx, member)
-		switch {
-		case err != nil:
-			return fmt.Errorf("waiting for a renewal after the joins: %w", err)
-		case ok && !se.Heartbeat.End && se.Offset > first.Offset:
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waited %v for a renewal after the joins in vain", timeout)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-func (f *follower) await(what string, timeout time.Duration, ok func(rolestate.State) bool, seen func(rolestate.State)) (time.Time, error) {
-	if ok(f.state) {
-		return time.Now(), nil
-	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case st, open := <-f.states:
-			if !open {
-				if err := f.e.ctx.Err(); err != nil {
-					return time.Time{}, err
-				}
-				return time.Time{}, fmt.Errorf("waiting for %s: the view of the role topic stopped", what)
-			}
-			at := time.Now()
-			f.state = st
-			if seen != nil {
-				seen(st)
-			}
-			if ok(st) {
-				return at, nil
-			}
-		case <-tick.C:
-			for name, m := range f.members {
-				if !f.asked[name] && exitedChild(m.child) {
-					return time.Time{}, fmt.Errorf("%w: %s exited %s while waiting for %s: %s",
-						errBenchMemberExit, name, exitText(m.child.ExitCode()), what, m.out.last())
-				}
-			}
-		case <-f.e.ctx.Done():
-			return time.Time{}, f.e.ctx.Err()
-		case <-t.C:
-			return time.Time{}, fmt.Errorf("waited %v for %s in vain", timeout, what)
-		}
-	}
-}
-
-// unreleased says whether st has a lease that is not a release.
-func unreleased(st rolestate.State) bool { return st.Lease != nil && !st.Lease.Released() }
 
 // runBenchSuccession runs `krole bench failover` and `krole bench
 // handover` (bench.Succession).
@@ -600,12 +392,4 @@ func runBenchCompare(c *ucli.Context) error {
 		return writeChart(path, chart.Title(results), results)
 	}
 	return nil
-}
-
-// pipelineFlag is cfg.Pipeline as the --pipeline flag of a member process.
-func pipelineFlag(cfg fencing.Config) string {
-	if cfg.Pipeline == fencing.PipelineAuto {
-		return "auto"
-	}
-	return cfg.Pipeline
 }
