@@ -13,8 +13,11 @@ import (
 type priority int
 
 const (
-	// prioRenew: lease rewrites, which keep the roles the member holds
-	// (the member session's heartbeats take no slot).
+	// prioRenew: lease rewrites (the member session's heartbeats take no
+	// slot). Not for the rewrite's own sake, which has hours to spare: it
+	// waits on the role's goroutine, which meanwhile takes no vouch from
+	// the session, so a wait behind the member's queued campaigns would
+	// run into the local deadline and lose a role the heartbeats keep.
 	prioRenew priority = iota
 	// prioRelease: releases of resigned roles, which hand them over at
 	// once; one that cannot get a slot in time leaves its lease to
@@ -139,9 +142,8 @@ func newAdmission(m *Member) *admission {
 }
 
 // claim reports whether role may campaign now (confirm and challenge):
-// challenges are not paused (see challengeTimedOut). On true the caller
-// must call unclaim once the campaign step is over. On false the role is
-// counted as queued.
+// challenges are not paused (see challengeTimedOut). On false the role is
+// counted as queued; on true it no longer is.
 func (a *admission) claim(role codec.Role, now time.Time) bool {
 	a.mu.Lock()
 	ok := !now.Before(a.pauseUntil)
@@ -155,8 +157,6 @@ func (a *admission) claim(role codec.Role, now time.Time) bool {
 	a.m.met.queued(a.m.me, queued)
 	return ok
 }
-
-func (a *admission) unclaim() {}
 
 // dequeue forgets that role waits to campaign (it holds it, left, or is
 // not campaigning).

@@ -48,10 +48,10 @@ import (
 //
 // It reports: roles held at the end, roles lost (revoked for any reason
 // but the end of the run) during the window, renewals done against the
-// target rate, renew latency (the members' krole_renew_duration_seconds
-// observations: from the renewal's start, waiting for a call slot
-// included) p50/p99/max, the longest gap between two successful writes of
-// one role, and the process's CPU per 1,000 renewals.
+// target rate, renew latency (each write of a held lease, timed by the
+// transport wrapper from the date the lease carries: waiting for a call
+// slot included) p50/p99/max, the longest gap between two successful
+// writes of one role, and the process's CPU per 1,000 renewals.
 func TestHarnessHoldManyRoles(t *testing.T) {
 	spec := os.Getenv("KROLE_HOLD")
 	if spec == "" {

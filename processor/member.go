@@ -36,13 +36,21 @@ type Options struct {
 	//	    counter: transition is elected, or the revocation reason with
 	//	    "_" for " ": fenced, lease_lost, resigned, context_ended,
 	//	    work_failed, token_retired.
-	//	krole_renew_duration_seconds{role,result}
-	//	    histogram of renewals (challenges not included): each member
-	//	    session round that vouched for the role, from the round's
-	//	    start to the role's goroutine taking its word, and each lease
-	//	    rewrite; result is ok, or for a rewrite fenced, retired (the
-	//	    token was retired: see ReasonTokenRetired) or error. Buckets from 0.5ms, doubling, 16
-	//	    of them.
+	//	krole_heartbeat_duration_seconds{result}
+	//	    histogram of the member session's heartbeat rounds, one
+	//	    observation per round whatever the roles held, from the
+	//	    round's start to the heartbeat's answer; result is ok, late
+	//	    (it committed after the local deadline of a role it vouched
+	//	    for: the session's incarnation ends), fenced, retired (no
+	//	    definite answer, or the transport no longer holds the session's
+	//	    token: the session starts again) or error.
+	//	krole_lease_rewrite_duration_seconds{result}
+	//	    histogram of lease rewrites (every LeaseRewriteInterval per
+	//	    held role, and RenewNow), from the step's start, the wait for
+	//	    a call slot included; result is ok, fenced, retired (the
+	//	    token was retired: see ReasonTokenRetired) or error.
+	//	    Both histograms: buckets from 0.5ms, doubling, 16 of them;
+	//	    no role label, so their series do not grow with the roles.
 	//	krole_fenced_total{role}
 	//	    counter: losses of role to a later member: writes of this
 	//	    member (challenge, lease rewrite, release) refused, and

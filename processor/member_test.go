@@ -6,12 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/rolestate"
 )
 
 var (
@@ -72,8 +74,87 @@ func TestRenewal(t *testing.T) {
 	assert.Equal(t, 3, h.beatCount())
 	assert.Equal(t, []string{"elected 42/1"}, h.transitions(), "renewals are not transitions")
 	assert.Equal(t, leaseAt("a", tok1, t0), h.r.l.Held().Lease, "no lease written after the election's")
-	assert.Equal(t, 3.0, h.metric("krole_renew_duration_seconds", "result", "ok"))
+	assert.Equal(t, 3.0, h.metric("krole_heartbeat_duration_seconds", "result", "ok"), "one per round")
+	assert.Equal(t, 0.0, h.metric("krole_lease_rewrite_duration_seconds"), "no rewrite")
 	h.tr.AssertNotCalled(t, "WriteLease", mock.Anything, role, tok1, rewriteAt("a", tok1, t0.Add(2*sec)))
+}
+
+// The member session's heartbeat is observed once per round, not once
+// per role the round vouches for, and has no role label: a member holding
+// four roles has, after three rounds, three observations.
+func TestHeartbeatObservedOncePerRound(t *testing.T) {
+	roles := []codec.Role{"r1", "r2", "r3", "r4"}
+	h := newHarness(t, "a", Settings{})
+	h.reg = prometheus.NewRegistry()
+	m, err := New(echoTransport{h.tr, h}, h.src, "a", roles, Options{
+		Settings: Settings{RenewJitter: -1}, Clock: h.clk, Registerer: h.reg, OnEvent: h.record, Logger: testLogger(t),
+	})
+	require.NoError(t, err)
+	m.sess.vetDone()
+	h.m = m
+	h.src.confirm = func(r codec.Role) (rolestate.Confirmed, error) {
+		return rolestate.Confirmed{State: m.runners[r].st.Clone(), OpenProducerID: -1}, nil
+	}
+	settle := func(r *runner) {
+		t.Helper()
+		for range maxBurst {
+			if r.step(context.Background()).Kind == DoWait {
+				return
+			}
+		}
+		t.Fatal("the member never settled")
+	}
+	for i, role := range roles {
+		tok := codec.Token{ProducerID: int64(10 + i), Epoch: 1}
+		h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
+		h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok, nil).Once()
+		h.tr.On("WriteLease", mock.Anything, role, tok, leaseAt("a", tok, t0)).Return(fenceOf(tok), nil).Once()
+		settle(m.runners[role])
+		require.NotNil(t, m.runners[role].hold, "%s elected", role)
+	}
+	const took = 40 * time.Millisecond
+	h.mu.Lock()
+	h.beatHook = func() { h.clk.Advance(took) } // each heartbeat takes 40ms
+	h.mu.Unlock()
+	const rounds = 3
+	for i := 1; i <= rounds; i++ {
+		at := t0.Add(time.Duration(i) * 2 * sec)
+		h.clk.Set(at)
+		for _, role := range roles {
+			settle(m.runners[role]) // checks in with the session
+		}
+		m.sess.round(context.Background())
+		for _, role := range roles {
+			r := m.runners[role]
+			select {
+			case n := <-r.note:
+				r.noted(n)
+			default:
+				t.Fatalf("round %d: no word for %s", i, role)
+			}
+			require.Equal(t, at, r.l.renewedAt, "round %d vouched for %s", i, role)
+		}
+	}
+	assert.Equal(t, rounds, h.beatCount())
+	fams, err := h.reg.Gather()
+	require.NoError(t, err)
+	var found bool
+	for _, f := range fams {
+		if f.GetName() != "krole_heartbeat_duration_seconds" {
+			continue
+		}
+		found = true
+		require.Len(t, f.GetMetric(), 1, "one series: result ok")
+		got := f.GetMetric()[0]
+		require.Len(t, got.GetLabel(), 1)
+		assert.Equal(t, "result", got.GetLabel()[0].GetName())
+		assert.Equal(t, "ok", got.GetLabel()[0].GetValue())
+		assert.Equal(t, uint64(rounds), got.GetHistogram().GetSampleCount(),
+			"one observation per round, not one per held role (%d)", rounds*len(roles))
+		assert.InDelta(t, rounds*took.Seconds(), got.GetHistogram().GetSampleSum(), 1e-9,
+			"each from the round's start to the heartbeat's answer")
+	}
+	assert.True(t, found, "krole_heartbeat_duration_seconds is registered")
 }
 
 // A lease rewrite (the holder's value changed, or LeaseRewriteInterval
@@ -99,6 +180,57 @@ func TestLeaseRewrite(t *testing.T) {
 	assert.Equal(t, DoRenew, h.step().Kind)
 	h.tr.AssertExpectations(t)
 	assert.Equal(t, []string{"elected 42/1"}, h.transitions())
+	assert.Equal(t, 2.0, h.metric("krole_lease_rewrite_duration_seconds", "result", "ok"), "one per rewrite")
+	assert.Equal(t, float64(h.beatCount()), h.metric("krole_heartbeat_duration_seconds", "result", "ok"), "one per round")
+
+	// A rewrite refused as fenced ends the holding; it is observed as such.
+	h.clk.Set(h.clk.Now().Add(sec))
+	h.r.l.renewNow = true
+	h.tr.On("WriteLease", mock.Anything, role, tok1, rewriteAt("a", tok1, h.clk.Now())).Return(int64(0), errFenced).Once()
+	assert.Equal(t, DoRenew, h.step().Kind)
+	assert.Equal(t, []string{"elected 42/1", "revoked fenced 42/1"}, h.transitions())
+	assert.Equal(t, 1.0, h.metric("krole_lease_rewrite_duration_seconds", "result", "fenced"))
+}
+
+// A lease rewrite waits for its call slot on the role's goroutine, which
+// meanwhile takes no word from the member session, and that wait runs
+// into the local deadline: so the rewrite takes the first slot freed,
+// ahead of the member's queued campaigns.
+func TestLeaseRewriteTakesTheFirstFreedSlot(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	elect(t, h, tok1, 0)
+	var busy []func()
+	for range h.m.s.MaxInFlight {
+		rel, err := h.m.lim.acquire(context.Background(), prioCampaign)
+		require.NoError(t, err)
+		busy = append(busy, rel)
+	}
+	campaign := make(chan func(), 1)
+	go func() {
+		rel, _ := h.m.lim.acquire(context.Background(), prioCampaign)
+		campaign <- rel
+	}()
+	waitQueued(t, h.m.lim, prioCampaign)
+
+	h.clk.Set(t0.Add(sec))
+	h.r.l.renewNow = true
+	var waiting int
+	h.tr.On("WriteLease", mock.Anything, role, tok1, rewriteAt("a", tok1, t0.Add(sec))).Run(func(mock.Arguments) {
+		h.m.lim.mu.Lock()
+		waiting = len(h.m.lim.q[prioCampaign])
+		h.m.lim.mu.Unlock()
+	}).Return(int64(7), nil).Once()
+	stepped := make(chan Action, 1)
+	go func() { stepped <- h.step() }()
+	waitQueued(t, h.m.lim, prioRenew)
+	busy[0]()
+	assert.Equal(t, DoRenew, recv(t, stepped).Kind)
+	assert.Equal(t, t0.Add(sec), h.r.l.renewedAt, "rewritten")
+	assert.Equal(t, 1, waiting, "the campaign, queued first, still waited while the rewrite wrote")
+	recv(t, campaign)() // the rewrite's slot passed on to it
+	for _, rel := range busy[1:] {
+		rel()
+	}
 }
 
 func TestRenewalFencedEndsLeadershipAtOnce(t *testing.T) {
@@ -234,7 +366,8 @@ func TestHolderThatCannotRenewStopsOnItsOwn(t *testing.T) {
 	e, _ := h.last(Revoked)
 	assert.Equal(t, t0.Add(8*sec), e.At, "RenewDeadline after the election began, before the lease's deadline at 10s")
 	assert.Equal(t, 3, h.beatCount(), "a heartbeat every round, each failing")
-	assert.Equal(t, 0.0, h.metric("krole_renew_duration_seconds", "result", "ok"))
+	assert.Equal(t, 3.0, h.metric("krole_heartbeat_duration_seconds", "result", "error"), "one per failed round")
+	assert.Equal(t, 0.0, h.metric("krole_heartbeat_duration_seconds", "result", "ok"))
 }
 
 func TestExpiredLeaseTakenByTheTopRankedCandidate(t *testing.T) {

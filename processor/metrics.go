@@ -15,7 +15,8 @@ import (
 type metrics interface {
 	holder(role codec.Role, member codec.MemberID, holds bool)
 	transition(role codec.Role, what string)
-	renewed(role codec.Role, d time.Duration, result string)
+	heartbeat(d time.Duration, result string)
+	leaseRewritten(d time.Duration, result string)
 	fenced(role codec.Role)
 	workFailed(role codec.Role, backoff time.Duration)
 	campaignBackoff(role codec.Role, d time.Duration)
@@ -26,7 +27,8 @@ type noMetrics struct{}
 
 func (noMetrics) holder(codec.Role, codec.MemberID, bool)   {}
 func (noMetrics) transition(codec.Role, string)             {}
-func (noMetrics) renewed(codec.Role, time.Duration, string) {}
+func (noMetrics) heartbeat(time.Duration, string)           {}
+func (noMetrics) leaseRewritten(time.Duration, string)      {}
 func (noMetrics) fenced(codec.Role)                         {}
 func (noMetrics) workFailed(codec.Role, time.Duration)      {}
 func (noMetrics) campaignBackoff(codec.Role, time.Duration) {}
@@ -34,17 +36,19 @@ func (noMetrics) queued(codec.MemberID, int)                {}
 
 // promMetrics are the Prometheus collectors of a Member:
 //
-//	krole_holder{role,member}                  1 while this member holds role, else 0
-//	krole_transitions_total{role,transition}   elected, fenced, lease_lost, resigned, context_ended, work_failed, token_retired
-//	krole_renew_duration_seconds{role,result}  latency of renewals (session rounds that vouched, lease rewrites); result ok, fenced, retired or error
-//	krole_fenced_total{role}                   losses to a later member: writes refused, or the session's round found the token moved
-//	krole_work_failures_total{role}            runs of work that returned an error
-//	krole_campaign_backoff_seconds{role}       the campaign backoff after the last work failure; 0 once elected
-//	krole_queued_roles{member}                 roles registered but not campaigning: campaigns paused
+//	krole_holder{role,member}                     1 while this member holds role, else 0
+//	krole_transitions_total{role,transition}      elected, fenced, lease_lost, resigned, context_ended, work_failed, token_retired
+//	krole_heartbeat_duration_seconds{result}      latency of each member-session heartbeat round; result ok, late, fenced, retired or error
+//	krole_lease_rewrite_duration_seconds{result}  latency of each lease rewrite; result ok, fenced, retired or error
+//	krole_fenced_total{role}                      losses to a later member: writes refused, or the session's round found the token moved
+//	krole_work_failures_total{role}               runs of work that returned an error
+//	krole_campaign_backoff_seconds{role}          the campaign backoff after the last work failure; 0 once elected
+//	krole_queued_roles{member}                    roles registered but not campaigning: campaigns paused
 type promMetrics struct {
 	holding     *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
-	renew       *prometheus.HistogramVec
+	beat        *prometheus.HistogramVec
+	rewrite     *prometheus.HistogramVec
 	fencedTotal *prometheus.CounterVec
 	workFails   *prometheus.CounterVec
 	backoff     *prometheus.GaugeVec
@@ -67,11 +71,16 @@ func newMetrics(reg prometheus.Registerer) (metrics, error) {
 			Name: "krole_transitions_total",
 			Help: "Transitions of this member per role: elected, or the revocation reason.",
 		}, []string{"role", "transition"}),
-		renew: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "krole_renew_duration_seconds",
-			Help:    "Latency of renewals by result (ok, fenced, retired, error): member-session heartbeat rounds that vouched for the role, and lease rewrites.",
+		beat: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "krole_heartbeat_duration_seconds",
+			Help:    "Latency of the member session's heartbeat rounds (one per round, whatever the roles held), from the round's start to the heartbeat's answer, by result: ok, late (committed after a vouched role's local deadline), fenced, retired (no definite answer), error.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
-		}, []string{"role", "result"}),
+		}, []string{"result"}),
+		rewrite: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "krole_lease_rewrite_duration_seconds",
+			Help:    "Latency of lease rewrites (hourly per held role, or asked for by RenewNow), call-slot wait included, by result: ok, fenced, retired (the token was retired), error.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"result"}),
 		fencedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "krole_fenced_total",
 			Help: "Losses of the role to a later member: a write under this member's token refused (a lease, a release, work's), or its session's round found the role's token moved at the coordinator.",
@@ -96,7 +105,10 @@ func newMetrics(reg prometheus.Registerer) (metrics, error) {
 	if m.transitions, err = register(reg, m.transitions); err != nil {
 		return nil, err
 	}
-	if m.renew, err = register(reg, m.renew); err != nil {
+	if m.beat, err = register(reg, m.beat); err != nil {
+		return nil, err
+	}
+	if m.rewrite, err = register(reg, m.rewrite); err != nil {
 		return nil, err
 	}
 	if m.fencedTotal, err = register(reg, m.fencedTotal); err != nil {
@@ -140,8 +152,12 @@ func (m *promMetrics) transition(role codec.Role, what string) {
 	m.transitions.WithLabelValues(string(role), strings.ReplaceAll(what, " ", "_")).Inc()
 }
 
-func (m *promMetrics) renewed(role codec.Role, d time.Duration, result string) {
-	m.renew.WithLabelValues(string(role), result).Observe(d.Seconds())
+func (m *promMetrics) heartbeat(d time.Duration, result string) {
+	m.beat.WithLabelValues(result).Observe(d.Seconds())
+}
+
+func (m *promMetrics) leaseRewritten(d time.Duration, result string) {
+	m.rewrite.WithLabelValues(result).Observe(d.Seconds())
 }
 
 func (m *promMetrics) fenced(role codec.Role) { m.fencedTotal.WithLabelValues(string(role)).Inc() }

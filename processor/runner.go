@@ -249,7 +249,6 @@ func (r *runner) step(ctx context.Context) Action {
 			return Action{Kind: DoWait, Until: now.Add(r.m.s.RenewInterval/2 + rand.N(r.m.s.RenewInterval)),
 				Reason: "campaigns paused after a challenge timed out: registered, not campaigning"}
 		}
-		defer r.m.adm.unclaim()
 		// The call slot of the challenge is taken before the
 		// confirmation, and held through the challenge's calls: a
 		// confirmation goes stale while its challenge waits, so the wait
@@ -781,7 +780,7 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 		// Fenced, or the transport forgot the token because another
 		// write under it (work's writer, a stream) was fenced: another
 		// member may hold the role, so this is a loss like any fence.
-		r.m.met.renewed(r.role, took, "fenced")
+		r.m.met.leaseRewritten(took, "fenced")
 		r.m.met.fenced(r.role)
 		r.lost(r.m.clk.Now())
 		r.revoke(r.m.clk.Now(), ReasonFenced, err, "the lease rewrite was fenced")
@@ -791,17 +790,17 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 		// write under the token (a writer's, a stream's), got no
 		// definite answer. No write follows under it, so the holding is
 		// over at once.
-		r.m.met.renewed(r.role, took, "retired")
+		r.m.met.leaseRewritten(took, "retired")
 		tok := h.Token
 		r.l.retiredTok = &tok
 		r.revoke(r.m.clk.Now(), ReasonTokenRetired, err, "the transport retired the holding's token")
 		return
 	case err != nil:
-		r.m.met.renewed(r.role, took, "error")
+		r.m.met.leaseRewritten(took, "error")
 		r.failed(ctx, "rewrite the lease", err)
 		return
 	}
-	r.m.met.renewed(r.role, took, "ok")
+	r.m.met.leaseRewritten(took, "ok")
 	r.succeeded()
 	r.l.writtenAt = now
 	if !now.After(r.l.renewedAt) {

@@ -508,7 +508,11 @@ func (s *session) round(ctx context.Context) {
 	err := s.m.t.Heartbeat(hctx, hb)
 	cancel()
 	done := s.m.clk.Now()
-	if end := s.afterBeat(ctx, hb, err, start, done, confirmed, bases); end != nil {
+	end, result := s.afterBeat(ctx, hb, err, start, done, confirmed, bases)
+	// Once per round, however many roles it vouched for: a label per
+	// role would make a series per held role.
+	s.m.met.heartbeat(done.Sub(start), result)
+	if end != nil {
 		// Written without the lock, while ensure refuses to start a new
 		// incarnation (closing), whose InitProducerId would fence it.
 		s.writeEnd(ctx, *end)
@@ -517,12 +521,24 @@ func (s *session) round(ctx context.Context) {
 
 // afterBeat applies a round's heartbeat outcome (err; the round began at
 // start, the answer came at done) under the lock, and returns the session
-// end to write when the heartbeat committed too late.
-func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, start, done time.Time, confirmed map[codec.Role]codec.Token, bases map[codec.Role]time.Time) *codec.Heartbeat {
+// end to write when the heartbeat committed too late, and the outcome's
+// name: ok, late (committed too late), fenced, retired (no definite
+// answer, or the transport no longer holds the session's token) or
+// error.
+func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, start, done time.Time, confirmed map[codec.Role]codec.Token, bases map[codec.Role]time.Time) (*codec.Heartbeat, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	result := "error"
+	switch {
+	case err == nil:
+		result = "ok"
+	case fencing.IsFenced(err):
+		result = "fenced"
+	case retired(err) || errors.Is(err, fencing.ErrNotHeld):
+		result = "retired"
+	}
 	if s.cur.Nonce != hb.Session.Nonce {
-		return nil // the incarnation ended meanwhile
+		return nil, result // the incarnation ended meanwhile
 	}
 	// The earliest local deadline of a role it vouched for, as it stood
 	// when the heartbeat began (the runner may have ended the holding at
@@ -536,9 +552,9 @@ func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, 
 	if err != nil {
 		s.dirty = s.dirty || len(hb.Excluded) > 0
 	}
-	switch {
-	case err == nil:
-	case fencing.IsFenced(err):
+	switch result {
+	case "ok":
+	case "fenced":
 		// Either the coordinator aborted a heartbeat that outlived the
 		// transaction timeout, which bumps the session's epoch, or
 		// another process under this member id started the session
@@ -548,19 +564,19 @@ func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, 
 		// heartbeat, which refuses this process (see round).
 		s.retired, s.fenced = true, true
 		s.m.log.Warn("a heartbeat was fenced: the session starts again before the next, unless another process took it", "err", err)
-		return nil
-	case retired(err) || errors.Is(err, fencing.ErrNotHeld):
+		return nil, result
+	case "retired":
 		s.retired = true
 		if errors.Is(err, fencing.ErrUnknownOutcome) && !until.IsZero() && (s.unsettled.IsZero() || until.Before(s.unsettled)) {
 			s.unsettled = until // settled when the session starts again (ensure)
 		}
 		s.m.log.Warn("a heartbeat got no definite answer; the session starts again before the next", "err", err)
-		return nil
+		return nil, result
 	default:
 		if ctx.Err() == nil {
 			s.m.log.Warn("heartbeat failed", "err", err)
 		}
-		return nil
+		return nil, result
 	}
 	if !until.IsZero() && !done.Before(until) {
 		// Resurrected: the heartbeat committed after the member's own
@@ -570,7 +586,7 @@ func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, 
 		// ends, so that this late heartbeat brings none of its leases
 		// back to life, and the member campaigns again.
 		end := s.endLateLocked(hb.Session, "a heartbeat committed after the member's own deadline", "started", start, "committed", done)
-		return &end
+		return &end, "late"
 	}
 	for role, tok := range confirmed {
 		if h := s.held[role]; h != nil && h.tok == tok {
@@ -581,7 +597,7 @@ func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, 
 	if s.m.log.Enabled(ctx, slog.LevelDebug) {
 		s.m.log.Debug("heartbeat", "roles", len(confirmed), "excluded", len(hb.Excluded), "took", done.Sub(start))
 	}
-	return nil
+	return nil, result
 }
 
 // finish ends the session when Run ends (not with KeepOnExit): one
@@ -693,7 +709,6 @@ func (r *runner) noted(n sessNote) {
 	}
 	r.l.renewedAt = n.vouched
 	r.hold.expiry = r.m.clk.AfterFunc(n.vouched.Add(r.m.s.RenewDeadline).Sub(now), r.hold.cancel)
-	r.m.met.renewed(r.role, now.Sub(n.vouched), "ok")
 }
 
 // vetAtStart keeps this process from taking over the session of another

@@ -44,6 +44,11 @@ func TestRunServesMetrics(t *testing.T) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Regexp(t, `(?m)^krole_holder\{member="node-1",role="metered"\} 1$`, string(body))
 	assert.Regexp(t, `(?m)^krole_transitions_total\{role="metered",transition="elected"\} 1$`, string(body))
+	// The member session's heartbeat rounds are timed, with no role label.
+	beats := regexp.MustCompile(`(?m)^krole_heartbeat_duration_seconds_count\{result="ok"\} [1-9]`)
+	assert.Eventually(t, func() bool { return beats.MatchString(getBody(url)) }, 10*time.Second, 20*time.Millisecond,
+		"no heartbeat round observed")
+	assert.NotContains(t, string(body), "krole_renew_duration_seconds")
 
 	cancel()
 	select {
@@ -54,6 +59,17 @@ func TestRunServesMetrics(t *testing.T) {
 	}
 	_, err = http.Get(url)
 	assert.Error(t, err, "the metrics server stops with krole run")
+}
+
+// getBody returns the body url serves, "" when the request fails.
+func getBody(url string) string {
+	resp, err := http.Get(url)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
 
 func TestRunMetricsListenBusy(t *testing.T) {
