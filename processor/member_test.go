@@ -192,6 +192,23 @@ func TestLeaseRewrite(t *testing.T) {
 	assert.Equal(t, 1.0, h.metric("krole_lease_rewrite_duration_seconds", "result", "fenced"))
 }
 
+// A rewrite asked for at once (the holder's value changed) that fails is
+// tried again after the retry backoff, not at the next hourly rewrite.
+func TestFailedRewriteOfANewValueIsRetried(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	elect(t, h, tok1, 0)
+	h.clk.Set(t0.Add(sec))
+	h.r.l.renewNow = true
+	h.tr.On("WriteLease", mock.Anything, role, tok1, rewriteAt("a", tok1, t0.Add(sec))).Return(int64(0), errors.New("broker unreachable")).Once()
+	assert.Equal(t, DoRenew, h.step().Kind)
+	a := h.settle()
+	assert.True(t, a.Until.Before(t0.Add(time.Minute)), "the next step is a retry soon, not the hourly rewrite: %v", a)
+	h.clk.Set(a.Until)
+	h.tr.On("WriteLease", mock.Anything, role, tok1, rewriteAt("a", tok1, a.Until)).Return(int64(9), nil).Once()
+	assert.Equal(t, DoRenew, h.step().Kind)
+	h.tr.AssertExpectations(t)
+}
+
 // A lease rewrite waits for its call slot on the role's goroutine, which
 // meanwhile takes no word from the member session, and that wait runs
 // into the local deadline: so the rewrite takes the first slot freed,

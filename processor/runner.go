@@ -755,6 +755,7 @@ func (r *runner) workReturned(err error) {
 // heartbeats keep the holding alive between rewrites; a rewrite is a lease
 // of its own, so it moves the local deadline too.
 func (r *runner) renew(ctx context.Context, now time.Time) {
+	asked := r.l.renewNow
 	r.l.renewNow = false
 	h := r.l.held
 	expiry := r.l.renewedAt.Add(r.m.s.RenewDeadline)
@@ -798,6 +799,7 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 	case err != nil:
 		r.m.met.leaseRewritten(took, "error")
 		r.failed(ctx, "rewrite the lease", err)
+		r.l.renewNow = asked // a value change is written after the backoff, not an hour later
 		return
 	}
 	r.m.met.leaseRewritten(took, "ok")
