@@ -1,13 +1,25 @@
-// Package bench holds the measurements of many roles behind `krole bench
-// renew` and `krole bench failover-many`; internal/cli has the commands,
-// and the hidden `krole bench member`, the member process both start
+// Package bench holds the measurements behind `krole bench`: on one role,
+// failover and handover ([Succession]), acquire ([Acquire]) and steady
+// ([Steady]); on many, renew ([Renew]) and failover-many
+// ([FailoverMany]). Each takes its options and a [Cluster] (where its
+// members connect, the bench's own view, the status line) and returns the
+// result the command prints. internal/cli has the commands: their flags
+// and usage errors, the cluster they run on, the printing, and the hidden
+// `krole bench member`, the member process of the many-roles benches
 // ([RunMember]).
+//
+// # One role
+//
+// failover, handover and steady run `krole run` processes of the krole
+// binary as members, as a deployment does, and time what the bench's own
+// view shows; acquire runs a processor.Member in the bench process, on
+// that view and one transport of its own ([Cluster.Connect]).
 //
 // # Member processes
 //
-// Each member is a process of its own (`krole bench member`), with its
-// own view and transport, as a deployed member is, rather than several
-// members in one process: on two cores the cost is about the same (each
+// Each member of renew and failover-many is a process of its own (`krole
+// bench member`), with its own view and transport, as a deployed member
+// is, rather than several members in one process: on two cores the cost is about the same (each
 // member needs its view, its client and its goroutines either way, and a
 // Go runtime idles cheaply), and processes give what one process cannot:
 // each member's CPU (getrusage) and live heap apart, and a real crash

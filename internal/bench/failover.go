@@ -31,9 +31,6 @@ type FailoverManyOptions struct {
 	Wait time.Duration
 	// Run tags the role and member names.
 	Run string
-	// View is the bench's own view of the topic: the observer that
-	// says when a role is held again.
-	View *view.View
 	// SurvivorCPUProfile, when set, is where the first survivor (the
 	// second member started) writes a pprof CPU profile of the failover:
 	// from the kill for one lease plus Wait.
@@ -150,7 +147,7 @@ type FailoverMember struct {
 // their candidate, and for its own share (o.Roles / o.Members, or see
 // o.KilledRoles), which nobody holds, so it takes them. Once each holds its share, member 0,
 // which every other member is a candidate of, is SIGKILLed, and the bench
-// measures until its roles show held again in the bench's view; then,
+// measures until its roles show held again in the bench's view (c.View); then,
 // after o.Grace, counts from the survivors' events the elections of each
 // of the dead member's roles and the losses of their own.
 func FailoverMany(ctx context.Context, c Cluster, o FailoverManyOptions) (*FailoverManyResult, error) {
@@ -229,7 +226,7 @@ func FailoverMany(ctx context.Context, c Cluster, o FailoverManyOptions) (*Failo
 	for r := range dead {
 		roles = append(roles, r)
 	}
-	changes := o.View.Watch(wctx, roles...)
+	changes := c.View.Watch(wctx, roles...)
 	// The victim's last lease of each role, and the survivors' first:
 	// from a snapshot taken after the Watch began, then from the changes.
 	// A lease naming the victim's member session falls due one span after
@@ -249,7 +246,7 @@ func FailoverMany(ctx context.Context, c Cluster, o FailoverManyOptions) (*Failo
 			}
 		}
 	}
-	states, err := o.View.Snapshot(ctx)
+	states, err := c.View.Snapshot(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -301,7 +298,7 @@ watch:
 			}
 		case <-beatPoll.C:
 			for i, p := range procs[1:] {
-				se, ok, err := o.View.Session(ctx, p.name)
+				se, ok, err := c.View.Session(ctx, p.name)
 				if err != nil || !ok || !se.SeenAt.After(beatSeen[i+1]) {
 					continue
 				}
@@ -437,7 +434,7 @@ watch:
 	}
 	// The victim's last heartbeat: its leases that name that session
 	// were live until its deadline.
-	beat := LastBeat(ctx, o.View, victim.name)
+	beat := LastBeat(ctx, c.View, victim.name)
 	due := func(l codec.Lease) int64 { return LeaseDue(l, beat) }
 	var past []float64
 	var firstDue, lastDue int64

@@ -2,19 +2,15 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"runtime/pprof"
 	"strings"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/krabka/krole/fencing"
-	"github.com/krabka/krole/internal/bench"
-	"github.com/krabka/krole/internal/chart"
 	"github.com/krabka/krole/internal/devcluster"
 	"github.com/krabka/krole/internal/faultnet"
 	"github.com/krabka/krole/processor"
@@ -159,6 +155,30 @@ func positive(c *ucli.Context, name string) (int, error) {
 	return n, nil
 }
 
+// startBench fails a bench command given arguments, runs check (when not
+// nil) on its own flags, reads the members' settings (benchSettings) and
+// starts the cluster and processes it measures (startBenchEnv). The caller
+// closes the environment.
+func startBench(c *ucli.Context, check func() error) (processor.Settings, *benchEnv, error) {
+	if err := noArgs(c); err != nil {
+		return processor.Settings{}, nil, err
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return processor.Settings{}, nil, err
+		}
+	}
+	s, err := benchSettings(c)
+	if err != nil {
+		return processor.Settings{}, nil, err
+	}
+	e, err := startBenchEnv(c)
+	if err != nil {
+		return processor.Settings{}, nil, err
+	}
+	return s, e, nil
+}
+
 // benchEnv is where a bench runs: the cluster, the role topic and the
 // bench's own view of it.
 type benchEnv struct {
@@ -254,142 +274,4 @@ func (e *benchEnv) close() {
 // progress rewrites the progress line on stderr.
 func (e *benchEnv) progress(format string, args ...any) {
 	fmt.Fprintf(e.errOut, "\r%-70s", fmt.Sprintf(format, args...))
-}
-
-// runBenchSuccession runs `krole bench failover` and `krole bench
-// handover` (bench.Succession).
-func runBenchSuccession(c *ucli.Context, kind string) error {
-	var n, rounds int
-	s, e, err := startBench(c, func() (err error) {
-		if n, err = positive(c, "members"); err != nil {
-			return err
-		}
-		if n < 2 {
-			return Usagef(c, "--members %d: a %s needs at least 2", n, kind)
-		}
-		rounds, err = positive(c, "rounds")
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	defer e.close()
-	res, err := bench.Succession(c.Context, e.benchCluster(), bench.SuccessionOptions{Kind: kind, Members: n, Rounds: rounds,
-		Settings: s, Lock: c.Bool("lock"), Trace: c.Bool("trace"), Run: e.run})
-	if err != nil {
-		return err
-	}
-	res.Label = c.String("label")
-	res.Settings["cluster"] = e.clusterName()
-	return writeBench(c, *res)
-}
-
-// startCPUProfile profiles this process into path until the returned
-// func is called.
-func startCPUProfile(path string) (func(), error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
-}
-
-func (e *benchEnv) clusterName() string {
-	if e.embedded {
-		return "embedded (kfake, in the bench process)"
-	}
-	return e.brokers
-}
-
-// writeBench prints res (table or JSON) and draws --chart.
-func writeBench(c *ucli.Context, res chart.Result) error {
-	if outputFormat(c) == FormatJSON {
-		enc := json.NewEncoder(stdout(c))
-		if err := enc.Encode(res); err != nil {
-			return err
-		}
-	} else {
-		chart.WriteText(stdout(c), res)
-	}
-	return drawBench(c, res)
-}
-
-// drawBench draws --chart: res, and the --peer results beside it.
-func drawBench(c *ucli.Context, res chart.Result) error {
-	if path := c.String("chart"); path != "" {
-		results := []chart.Result{res}
-		for _, p := range c.StringSlice("peer") {
-			more, err := readResults(p)
-			if err != nil {
-				return err
-			}
-			results = append(results, more...)
-		}
-		if err := writeChart(path, "krole bench "+res.Kind, results); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// readResults reads the JSON results in path (one or more objects).
-func readResults(path string) ([]chart.Result, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []chart.Result
-	dec := json.NewDecoder(f)
-	for {
-		var r chart.Result
-		if err := dec.Decode(&r); err == io.EOF {
-			return out, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		chart.Summarize(r.SamplesMS) // sorts them, whatever wrote them
-		out = append(out, r)
-	}
-}
-
-func writeChart(path, title string, results []chart.Result) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := chart.SVG(f, title, results); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// runBenchCompare runs `krole bench compare`.
-func runBenchCompare(c *ucli.Context) error {
-	if !c.Args().Present() {
-		return Usagef(c, "compare needs RESULT.json files")
-	}
-	var results []chart.Result
-	for _, p := range c.Args().Slice() {
-		rs, err := readResults(p)
-		if err != nil {
-			return err
-		}
-		results = append(results, rs...)
-	}
-	out := stdout(c)
-	for _, r := range results {
-		chart.WriteText(out, r)
-	}
-	fmt.Fprintln(out)
-	chart.WriteRatios(out, results)
-	if path := c.String("chart"); path != "" {
-		return writeChart(path, chart.Title(results), results)
-	}
-	return nil
 }

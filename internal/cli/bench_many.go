@@ -1,24 +1,18 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/krabka/krole/codec"
-	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/bench"
-	"github.com/krabka/krole/internal/chart"
-	"github.com/krabka/krole/processor"
 )
 
 // The many-roles measurements: krole bench renew (one member or --members
-// M), krole bench failover-many, and the hidden krole bench member they
-// start. The work is package internal/bench's.
+// M) and krole bench failover-many, whose member processes are the hidden
+// krole bench member (runBenchMember). The work is package internal/bench's.
 
 func benchRenewCommand(common func(...ucli.Flag) []ucli.Flag, lease, renew ucli.Flag) *ucli.Command {
 	return &ucli.Command{
@@ -80,27 +74,6 @@ func benchFailoverManyCommand(common func(...ucli.Flag) []ucli.Flag, lease, rene
 	}
 }
 
-// benchCluster is the internal/bench view of a benchEnv.
-func (e *benchEnv) benchCluster() bench.Cluster {
-	return bench.Cluster{Exe: e.exe, Env: demoEnv(), Brokers: e.brokers, Topic: e.cfg.Topic, TxnPrefix: e.cfg.TxnPrefix, Pipeline: e.cfg.Pipeline,
-		Embedded: e.embedded, Progress: e.progress, Log: e.errOut, View: e.view, Connect: e.connect}
-}
-
-// connect opens a transport on the bench's cluster, with e's whole
-// configuration (TLS and SASL included); see bench.Cluster.Connect.
-func (e *benchEnv) connect(clientID string, txnTimeout time.Duration) (*fencing.BrokerTransport, error) {
-	cfg := e.cfg
-	cfg.ClientID = clientID
-	if txnTimeout > 0 {
-		cfg.TxnTimeout = txnTimeout
-	}
-	bt, err := fencing.NewBrokerTransport(cfg)
-	if err != nil {
-		return nil, explainRunError(cfg, err)
-	}
-	return bt, nil
-}
-
 // rolesOverMembers returns --roles and --members, each at least 1, with
 // no more members than roles.
 func rolesOverMembers(c *ucli.Context) (k, m int, err error) {
@@ -114,30 +87,6 @@ func rolesOverMembers(c *ucli.Context) (k, m int, err error) {
 		return 0, 0, Usagef(c, "--members %d: more members than --roles %d", m, k)
 	}
 	return k, m, nil
-}
-
-// startBench fails a bench command given arguments, runs check (when not
-// nil) on its own flags, reads the members' settings (benchSettings) and
-// starts the cluster and processes it measures (startBenchEnv). The caller
-// closes the environment.
-func startBench(c *ucli.Context, check func() error) (processor.Settings, *benchEnv, error) {
-	if err := noArgs(c); err != nil {
-		return processor.Settings{}, nil, err
-	}
-	if check != nil {
-		if err := check(); err != nil {
-			return processor.Settings{}, nil, err
-		}
-	}
-	s, err := benchSettings(c)
-	if err != nil {
-		return processor.Settings{}, nil, err
-	}
-	e, err := startBenchEnv(c)
-	if err != nil {
-		return processor.Settings{}, nil, err
-	}
-	return s, e, nil
 }
 
 // runBenchRenew runs `krole bench renew`.
@@ -209,7 +158,7 @@ func runBenchFailoverMany(c *ucli.Context) error {
 	}
 	defer e.close()
 	res, err := bench.FailoverMany(c.Context, e.benchCluster(), bench.FailoverManyOptions{Roles: k, Members: m, KilledRoles: killed, Settings: s,
-		Grace: c.Duration("grace"), Wait: c.Duration("wait"), Run: e.run, View: e.view,
+		Grace: c.Duration("grace"), Wait: c.Duration("wait"), Run: e.run,
 		SurvivorCPUProfile: c.String("member-cpuprofile")})
 	fmt.Fprintln(e.errOut)
 	if err != nil {
@@ -239,71 +188,4 @@ func runBenchFailoverMany(c *ucli.Context) error {
 		return ucli.Exit("", 1)
 	}
 	return nil
-}
-
-// writeBenchAs prints full as JSON (-o json), or r's text and more's
-// lines, and draws --chart from r (and --peer).
-func writeBenchAs(c *ucli.Context, r chart.Result, full any, more func(io.Writer)) error {
-	if outputFormat(c) == FormatJSON {
-		if err := json.NewEncoder(stdout(c)).Encode(full); err != nil {
-			return err
-		}
-	} else {
-		chart.WriteText(stdout(c), r)
-		more(stdout(c))
-	}
-	return drawBench(c, r)
-}
-
-// benchMemberCommand is `krole bench member`, hidden: the member process
-// of `krole bench renew` and `krole bench failover-many`
-// (bench.RunMember).
-func benchMemberCommand() *ucli.Command {
-	return &ucli.Command{
-		Name:   "member",
-		Hidden: true,
-		Usage:  "the member process of 'krole bench renew' and 'failover-many' (JSON lines on stdout, commands on stdin)",
-		Flags: []ucli.Flag{
-			memberFlag(),
-			&ucli.StringFlag{Name: "role-prefix", Value: "bench-renew-"},
-			&ucli.IntFlag{Name: "from", Usage: "the first role's number"},
-			&ucli.IntFlag{Name: "roles", Value: 1},
-			&ucli.IntFlag{Name: "own", Usage: "the last N roles are its own (0: all)"},
-			&ucli.DurationFlag{Name: "lease-duration", Value: benchLease},
-			&ucli.DurationFlag{Name: "renew-interval"},
-			&ucli.BoolFlag{Name: "events"},
-			&ucli.BoolFlag{Name: "view-memory"},
-			&ucli.StringFlag{Name: "cpuprofile"},
-		},
-		Action: runBenchMember,
-	}
-}
-
-func runBenchMember(c *ucli.Context) error {
-	cfg, err := configFrom(c)
-	if err != nil {
-		return err
-	}
-	me, err := memberArg(c)
-	if err != nil {
-		return err
-	}
-	k := c.Int("roles")
-	if k <= 0 {
-		return Usagef(c, "--roles %d: must be at least 1", k)
-	}
-	if c.Int("from") < 0 || c.Int("own") < 0 || c.Int("own") > k {
-		return Usagef(c, "--from %d --own %d: must be at least 0, and --own at most --roles", c.Int("from"), c.Int("own"))
-	}
-	s, err := benchSettings(c)
-	if err != nil {
-		return err
-	}
-	roles := make([]codec.Role, k)
-	for i := range roles {
-		roles[i] = codec.Role(fmt.Sprintf("%s%d", c.String("role-prefix"), c.Int("from")+i))
-	}
-	return bench.RunMember(c.Context, bench.MemberOptions{Config: cfg, Member: me, Roles: roles, Own: c.Int("own"), Settings: s,
-		Events: c.Bool("events"), ViewMemory: c.Bool("view-memory"), CPUProfile: c.String("cpuprofile"),
-		In: os.Stdin, Out: stdout(c), Profile: startCPUProfile})
 }

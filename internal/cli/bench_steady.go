@@ -11,6 +11,58 @@ import (
 	"github.com/krabka/krole/internal/bench"
 )
 
+// The benches of one role: krole bench failover and handover (krole run
+// member processes), acquire (a member in this process) and steady. The
+// work is package internal/bench's.
+
+// runBenchSuccession runs `krole bench failover` and `krole bench
+// handover` (bench.Succession).
+func runBenchSuccession(c *ucli.Context, kind string) error {
+	var n, rounds int
+	s, e, err := startBench(c, func() (err error) {
+		if n, err = positive(c, "members"); err != nil {
+			return err
+		}
+		if n < 2 {
+			return Usagef(c, "--members %d: a %s needs at least 2", n, kind)
+		}
+		rounds, err = positive(c, "rounds")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	res, err := bench.Succession(c.Context, e.benchCluster(), bench.SuccessionOptions{Kind: kind, Members: n, Rounds: rounds,
+		Settings: s, Lock: c.Bool("lock"), Trace: c.Bool("trace"), Run: e.run})
+	if err != nil {
+		return err
+	}
+	res.Label = c.String("label")
+	res.Settings["cluster"] = e.clusterName()
+	return writeBench(c, *res)
+}
+
+// runBenchAcquire runs `krole bench acquire` (bench.Acquire).
+func runBenchAcquire(c *ucli.Context) error {
+	var rounds int
+	s, e, err := startBench(c, func() (err error) {
+		rounds, err = positive(c, "rounds")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	res, err := bench.Acquire(c.Context, e.benchCluster(), bench.AcquireOptions{Rounds: rounds, Settings: s, Run: e.run})
+	if err != nil {
+		return err
+	}
+	res.Label = c.String("label")
+	res.Settings["cluster"] = e.clusterName()
+	return writeBench(c, *res)
+}
+
 func benchSteadyCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "steady",
