@@ -21,10 +21,12 @@ import (
 // Wait bounds every wait of a bench beyond its lease.
 const Wait = 30 * time.Second
 
-// Cluster is where a bench's members connect, and how to start them.
+// Cluster is where a bench runs: where its members connect and how to
+// start them, the bench's own view and transports, and where its status
+// goes.
 type Cluster struct {
-	// Exe is the krole binary; its `bench member` subcommand runs
-	// [RunMember].
+	// Exe is the krole binary: its `krole run` is a member of the one-role
+	// benches, its `bench member` ([RunMember]) one of the many-roles ones.
 	Exe string
 	// Env is added to each member's environment.
 	Env []string
