@@ -3,6 +3,7 @@ module github.com/krabka/krole/bench
 go 1.26.0
 
 require (
+	github.com/krabka/krole/bench/peerkit v0.0.0
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.etcd.io/etcd/server/v3 v3.7.3
 )
@@ -66,6 +67,11 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
-require github.com/krabka/krole v0.0.0
+// peerkit (what the peers share) and krole (whose package chart peerkit
+// prints with) are directories of this repository.
+require github.com/krabka/krole v0.0.0 // indirect
 
-replace github.com/krabka/krole => ../
+replace (
+	github.com/krabka/krole => ../
+	github.com/krabka/krole/bench/peerkit => ./peerkit
+)

@@ -14,20 +14,17 @@
 // github.com/krabka/krole/internal/chart). Times run from the signal (or
 // the Campaign call) to the new leader as this process's Observe shows it
 // (or Campaign's return). It lives in a module of its own so that krole's
-// module never depends on etcd.
+// module never depends on etcd; what the peers share (the command line,
+// the rounds, the candidate processes, the output) is bench/peerkit's.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -37,51 +34,22 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.etcd.io/etcd/server/v3/embed"
 
-	"github.com/krabka/krole/internal/chart"
+	"github.com/krabka/krole/bench/peerkit"
 )
 
+const name = "etcd-election-bench"
+
 func main() {
-	if len(os.Args) < 2 {
-		usage()
-	}
-	var err error
-	switch os.Args[1] {
-	case "failover", "handover", "acquire":
-		err = runDriver(os.Args[1], os.Args[2:])
-	case "candidate":
-		err = runCandidate(os.Args[2:])
-	default:
-		usage()
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "etcd-election-bench:", err)
-		os.Exit(1)
-	}
+	peerkit.Main(name, "failover|handover|acquire [--members N] [--rounds R] [--ttl D] [--with-session] [-o json] [--endpoints URLS]",
+		runDriver, runCandidate)
 }
-
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: etcd-election-bench failover|handover|acquire [--members N] [--rounds R] [--ttl D] [--with-session] [-o json] [--endpoints URLS]")
-	os.Exit(2)
-}
-
-const waitLimit = 60 * time.Second
 
 func runDriver(kind string, args []string) error {
-	fs := flag.NewFlagSet(kind, flag.ContinueOnError)
-	members := fs.Int("members", 3, "candidate processes")
-	rounds := fs.Int("rounds", 20, "rounds")
-	ttl := fs.Duration("ttl", 3*time.Second, "the session TTL (whole seconds); keep-alives every TTL/3")
-	output := fs.String("o", "table", "table or json")
-	endpoints := fs.String("endpoints", "", "an etcd cluster's client URLs, comma-separated (default: an embedded server)")
-	label := fs.String("label", "", "the run's label in charts")
-	withSession := fs.Bool("with-session", false, "acquire: time NewSession (its lease grant) with the Campaign, as krole's acquire times its member session's start with the campaign")
-	if err := fs.Parse(args); err != nil {
-		os.Exit(2)
-	}
-	if *members < 2 || *rounds < 1 || *ttl < time.Second || *ttl%time.Second != 0 || (*output != "table" && *output != "json") {
-		fmt.Fprintln(os.Stderr, "etcd-election-bench: --members >= 2, --rounds >= 1, --ttl whole seconds >= 1s, -o table|json")
-		os.Exit(2)
-	}
+	f := peerkit.NewFlags(name, kind, "the session TTL (whole seconds); keep-alives every TTL/3",
+		"acquire: time NewSession (its lease grant) with the Campaign, as krole's acquire times its member session's start with the campaign")
+	endpoints := f.String("endpoints", "", "an etcd cluster's client URLs, comma-separated (default: an embedded server)")
+	f.Parse(args, "--members >= 2, --rounds >= 1, --ttl whole seconds >= 1s, -o table|json",
+		func() bool { return f.TTL >= time.Second && f.TTL%time.Second == 0 })
 	cluster := "embedded (etcd server in the bench process)"
 	eps := *endpoints
 	if eps == "" {
@@ -101,30 +69,21 @@ func runDriver(kind string, args []string) error {
 	defer cli.Close()
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	run := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)
-	d := &driver{ctx: ctx, cli: cli, eps: eps, ttl: *ttl, prefix: "/bench-" + kind + "/" + run, procs: map[string]*exec.Cmd{}}
+	d := &driver{ctx: ctx, cli: cli, eps: eps, ttl: f.TTL, prefix: "/bench-" + kind + "/" + peerkit.RunID()}
+	settings := f.Settings()
+	settings["keepalive_interval"] = (f.TTL / 3).String()
+	settings["cluster"] = cluster
+	settings["etcd"] = "v3.7 (server/v3/embed, client/v3/concurrency)"
 	var samples []float64
-	settings := map[string]any{"ttl": ttl.String(), "keepalive_interval": (*ttl / 3).String(), "rounds": *rounds,
-		"cluster": cluster, "etcd": "v3.7 (server/v3/embed, client/v3/concurrency)"}
 	if kind == "acquire" {
-		settings["with_session"] = *withSession
-		samples, err = d.acquire(*rounds, *withSession)
+		samples, err = peerkit.Acquire(ctx, f.Rounds, func(r int) (time.Duration, error) { return d.acquire(r, f.WithSession) })
 	} else {
-		settings["members"] = *members
-		samples, err = d.succession(kind, *members, *rounds)
-		d.stopAll()
+		samples, err = d.succession(kind, f.Members, f.Rounds)
 	}
-	fmt.Fprintln(os.Stderr)
 	if err != nil {
 		return err
 	}
-	res := chart.Result{Kind: kind, System: "etcd", Label: *label, SamplesMS: samples, Settings: settings}
-	res.Stats = chart.Summarize(res.SamplesMS)
-	if *output == "json" {
-		return json.NewEncoder(os.Stdout).Encode(res)
-	}
-	chart.WriteText(os.Stdout, res)
-	return nil
+	return f.Report("etcd", samples, settings)
 }
 
 // startEtcd starts one etcd server on free 127.0.0.1 ports, in a
@@ -148,7 +107,7 @@ func startEtcd() (string, func(), error) {
 	}
 	select {
 	case <-e.Server.ReadyNotify():
-	case <-time.After(waitLimit):
+	case <-time.After(peerkit.WaitLimit):
 		e.Close()
 		os.RemoveAll(dir)
 		return "", nil, errors.New("the embedded etcd server did not start")
@@ -171,98 +130,32 @@ type driver struct {
 	eps    string
 	ttl    time.Duration
 	prefix string
-	procs  map[string]*exec.Cmd
-	exited map[string]chan struct{}
-}
-
-func progress(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "\r%-70s", fmt.Sprintf(format, args...))
 }
 
 // acquire: each round a fresh session (its lease granted before the clock
 // starts) campaigns on a fresh election; the sample is the Campaign call.
-func (d *driver) acquire(rounds int, withSession bool) ([]float64, error) {
-	var samples []float64
-	for r := range rounds {
-		t0 := time.Now()
-		sess, err := concurrency.NewSession(d.cli, concurrency.WithTTL(int(d.ttl/time.Second)))
-		if err != nil {
-			return nil, err
-		}
-		el := concurrency.NewElection(sess, fmt.Sprintf("%s/%d", d.prefix, r))
-		if !withSession {
-			t0 = time.Now()
-		}
-		if err := el.Campaign(d.ctx, "acquirer"); err != nil {
-			sess.Close()
-			return nil, err
-		}
-		samples = append(samples, float64(time.Since(t0).Microseconds())/1000)
-		progress("acquire round %d/%d: %.2f ms", r+1, rounds, samples[r])
-		_ = el.Resign(d.ctx)
-		sess.Close()
-	}
-	return samples, nil
-}
-
-func (d *driver) start(name string) error {
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(exe, "candidate", "--endpoints", d.eps, "--prefix", d.prefix, "--name", name, "--ttl", d.ttl.String())
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	d.procs[name] = cmd
-	d.exited[name] = done
-	return nil
-}
-
-func (d *driver) stopAll() {
-	for name, cmd := range d.procs {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-d.exited[name]:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-	}
-}
-
-// count is how many candidates' keys the election holds.
-func (d *driver) count() (int64, error) {
-	resp, err := d.cli.Get(d.ctx, d.prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+func (d *driver) acquire(r int, withSession bool) (time.Duration, error) {
+	t0 := time.Now()
+	sess, err := concurrency.NewSession(d.cli, concurrency.WithTTL(int(d.ttl/time.Second)))
 	if err != nil {
 		return 0, err
 	}
-	return resp.Count, nil
-}
-
-func (d *driver) waitCount(n int64) error {
-	deadline := time.Now().Add(waitLimit)
-	for {
-		c, err := d.count()
-		if err != nil {
-			return err
-		}
-		if c == n {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("waited %v for %d candidates, have %d", waitLimit, n, c)
-		}
-		time.Sleep(5 * time.Millisecond)
+	defer sess.Close()
+	el := concurrency.NewElection(sess, fmt.Sprintf("%s/%d", d.prefix, r))
+	if !withSession {
+		t0 = time.Now()
 	}
+	if err := el.Campaign(d.ctx, "acquirer"); err != nil {
+		return 0, err
+	}
+	took := time.Since(t0)
+	_ = el.Resign(d.ctx)
+	return took, nil
 }
 
-// succession runs failover and handover rounds.
+// succession runs failover and handover rounds; the leader is who this
+// process's Observe of the election shows.
 func (d *driver) succession(kind string, n, rounds int) ([]float64, error) {
-	d.exited = map[string]chan struct{}{}
 	sess, err := concurrency.NewSession(d.cli, concurrency.WithTTL(int(d.ttl/time.Second)))
 	if err != nil {
 		return nil, err
@@ -271,99 +164,46 @@ func (d *driver) succession(kind string, n, rounds int) ([]float64, error) {
 	octx, cancel := context.WithCancel(d.ctx)
 	defer cancel()
 	obs := concurrency.NewElection(sess, d.prefix).Observe(octx)
-	leader := ""
-	await := func(ok func(string) bool) (time.Time, error) {
-		if ok(leader) {
-			return time.Now(), nil
-		}
-		t := time.NewTimer(d.ttl + waitLimit)
-		defer t.Stop()
-		for {
+	events := make(chan peerkit.Event)
+	go func() {
+		defer close(events)
+		for resp := range obs {
+			if len(resp.Kvs) == 0 {
+				continue
+			}
 			select {
-			case resp, open := <-obs:
-				if !open {
-					return time.Time{}, errors.New("the observer stopped")
-				}
-				at := time.Now()
-				if len(resp.Kvs) > 0 {
-					leader = string(resp.Kvs[0].Value)
-				}
-				if ok(leader) {
-					return at, nil
-				}
-			case <-t.C:
-				return time.Time{}, errors.New("no new leader in time")
-			case <-d.ctx.Done():
-				return time.Time{}, d.ctx.Err()
+			case events <- peerkit.Event{Name: string(resp.Kvs[0].Value), Leads: true, At: time.Now()}:
+			case <-octx.Done():
+				return
 			}
 		}
-	}
-	for i := range n {
-		if err := d.start(fmt.Sprintf("cand-%d", i+1)); err != nil {
-			return nil, err
-		}
-		if err := d.waitCount(int64(i + 1)); err != nil {
-			return nil, err
-		}
-	}
-	var samples []float64
-	for r := range rounds {
-		if _, err := await(func(l string) bool { return d.procs[l] != nil }); err != nil {
-			return nil, err
-		}
-		sig := syscall.SIGTERM
-		if kind == "failover" {
-			sig = syscall.SIGKILL
-			time.Sleep(rand.N(d.ttl / 3)) // a random phase of the keep-alive interval
-		}
-		old := leader
-		cmd := d.procs[old]
-		t0 := time.Now()
-		if err := cmd.Process.Signal(sig); err != nil {
-			return nil, err
-		}
-		at, err := await(func(l string) bool { return l != old && l != "" })
-		if err != nil {
-			return nil, err
-		}
-		samples = append(samples, float64(at.Sub(t0).Microseconds())/1000)
-		progress("%s round %d/%d: %.2f ms", kind, r+1, rounds, samples[r])
-		<-d.exited[old]
-		delete(d.procs, old)
-		// The dead candidate's key is gone (deleted, or its lease expired):
-		// start it again, at the back.
-		if err := d.waitCount(int64(n - 1)); err != nil {
-			return nil, err
-		}
-		if err := d.start(old); err != nil {
-			return nil, err
-		}
-		if err := d.waitCount(int64(n)); err != nil {
-			return nil, err
-		}
-	}
-	return samples, nil
+	}()
+	s := &peerkit.Succession{Kind: kind, Members: n, Rounds: rounds, TTL: d.ttl,
+		Args: []string{"--endpoints", d.eps, "--prefix", d.prefix}, Events: events,
+		Holds: func(want int) (bool, string, error) {
+			// Each candidate's key is under the election's prefix.
+			resp, err := d.cli.Get(d.ctx, d.prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err != nil {
+				return false, "", err
+			}
+			return resp.Count == int64(want), fmt.Sprint(resp.Count), nil
+		}}
+	return s.Run(d.ctx)
 }
 
 // runCandidate is one candidate process: it campaigns; on SIGTERM, it
 // resigns if it leads (else withdraws) and exits.
 func runCandidate(args []string) error {
-	fs := flag.NewFlagSet("candidate", flag.ContinueOnError)
-	eps := fs.String("endpoints", "", "")
-	prefix := fs.String("prefix", "", "")
-	name := fs.String("name", "", "")
-	ttl := fs.Duration("ttl", 3*time.Second, "")
-	if err := fs.Parse(args); err != nil {
-		os.Exit(2)
-	}
-	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM, os.Interrupt)
+	f := peerkit.NewCandidateFlags()
+	eps := f.String("endpoints", "", "")
+	prefix := f.String("prefix", "", "")
+	term := f.Parse(args)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(*eps, ","), DialTimeout: 5 * time.Second})
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(int(*ttl/time.Second)))
+	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(int(f.TTL/time.Second)))
 	if err != nil {
 		return err
 	}
@@ -371,7 +211,7 @@ func runCandidate(args []string) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	won := make(chan error, 1)
-	go func() { won <- el.Campaign(ctx, *name) }()
+	go func() { won <- el.Campaign(ctx, f.Name) }()
 	select {
 	case <-term:
 		cancel()

@@ -17,16 +17,15 @@
 // tickTime 200 ms) and stops it at exit; else it uses --servers. Times run
 // from the signal (or the election's start) to the line of the candidate
 // that now leads, as this process reads it. -o json prints the format of
-// krole bench (package github.com/krabka/krole/internal/chart).
+// krole bench (package github.com/krabka/krole/internal/chart). What the
+// peers share (the command line, the rounds, the candidate processes, the
+// output) is bench/peerkit's.
 package main
 
 import (
-	"bufio"
-	"encoding/json"
+	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -42,12 +41,12 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/krabka/krole/internal/chart"
+	"github.com/krabka/krole/bench/peerkit"
 )
 
 const (
 	name      = "zookeeper-election-bench"
-	waitLimit = 60 * time.Second
+	waitLimit = peerkit.WaitLimit
 	tickTime  = 200 * time.Millisecond // of the server --start-zookeeper runs
 )
 
@@ -55,51 +54,24 @@ const (
 var javaDir = "/usr/share/java"
 
 func main() {
-	if len(os.Args) < 2 {
-		usage()
-	}
-	var err error
-	switch os.Args[1] {
-	case "failover", "handover", "acquire":
-		err = runDriver(os.Args[1], os.Args[2:])
-	case "candidate":
-		err = runCandidate(os.Args[2:])
-	default:
-		usage()
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, name+":", err)
-		os.Exit(1)
-	}
-}
-
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: "+name+" failover|handover|acquire (--start-zookeeper | --servers HOST:PORT,...) [--members N] [--rounds R] [--ttl D] [--with-session] [--label L] [-o json]")
-	os.Exit(2)
+	peerkit.Main(name, "failover|handover|acquire (--start-zookeeper | --servers HOST:PORT,...) [--members N] [--rounds R] [--ttl D] [--with-session] [--label L] [-o json]",
+		runDriver, runCandidate)
 }
 
 func runDriver(kind string, args []string) error {
-	fs := flag.NewFlagSet(kind, flag.ContinueOnError)
-	members := fs.Int("members", 3, "candidate processes")
-	rounds := fs.Int("rounds", 20, "rounds")
-	ttl := fs.Duration("ttl", 3*time.Second, "the session timeout; the client pings every ttl/3")
-	output := fs.String("o", "table", "table or json")
-	servers := fs.String("servers", "", "a ZooKeeper ensemble's HOST:PORT list, comma-separated")
-	start := fs.Bool("start-zookeeper", false, "run one ZooKeeper server (Debian's zookeeper package) for the run")
-	label := fs.String("label", "", "the run's label in charts")
-	withSession := fs.Bool("with-session", false, "acquire: time the session's start with the election")
-	if err := fs.Parse(args); err != nil {
-		os.Exit(2)
-	}
-	if *members < 2 || *rounds < 1 || *ttl < 2*tickTime || (*output != "table" && *output != "json") || (*servers == "") == !*start {
-		fmt.Fprintln(os.Stderr, name+": --members >= 2, --rounds >= 1, --ttl >= 400ms, -o table|json, and one of --start-zookeeper and --servers")
-		os.Exit(2)
-	}
-	settings := map[string]any{"ttl": ttl.String(), "ping_interval": (*ttl / 3).String(), "rounds": *rounds,
-		"client": "github.com/go-zookeeper/zk v1.0.4", "recipe": "ephemeral sequential nodes, each watches its predecessor"}
+	f := peerkit.NewFlags(name, kind, "the session timeout; the client pings every ttl/3",
+		"acquire: time the session's start with the election")
+	servers := f.String("servers", "", "a ZooKeeper ensemble's HOST:PORT list, comma-separated")
+	start := f.Bool("start-zookeeper", false, "run one ZooKeeper server (Debian's zookeeper package) for the run")
+	f.Parse(args, "--members >= 2, --rounds >= 1, --ttl >= 400ms, -o table|json, and one of --start-zookeeper and --servers",
+		func() bool { return f.TTL >= 2*tickTime && (*servers == "") != !*start })
+	settings := f.Settings()
+	settings["ping_interval"] = (f.TTL / 3).String()
+	settings["client"] = "github.com/go-zookeeper/zk v1.0.4"
+	settings["recipe"] = "ephemeral sequential nodes, each watches its predecessor"
 	srv := *servers
 	if *start {
-		z, err := startZooKeeper(*ttl)
+		z, err := startZooKeeper(f.TTL)
 		if err != nil {
 			return err
 		}
@@ -110,51 +82,34 @@ func runDriver(kind string, args []string) error {
 	} else {
 		settings["cluster"] = srv
 	}
-	if *output == "table" {
+	if f.Output == "table" {
 		fmt.Println("cluster:", settings["cluster"])
 	}
-	term := make(chan os.Signal, 1)
-	signal.Notify(term, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(term)
-	stop := make(chan struct{})
-	go func() {
-		if _, ok := <-term; ok {
-			close(stop)
-		}
-	}()
-	conn, negotiated, err := connect(srv, *ttl)
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	conn, negotiated, err := connect(srv, f.TTL)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	settings["session_timeout"] = negotiated.String()
-	run := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)
-	d := &driver{conn: conn, servers: srv, ttl: *ttl, stop: stop, prefix: "/election/bench-" + kind + "-" + run,
-		procs: map[string]*exec.Cmd{}, exited: map[string]chan struct{}{}, leads: make(chan lead, 16)}
+	d := &driver{conn: conn, servers: srv, ttl: f.TTL, stop: ctx.Done(), prefix: "/election/bench-" + kind + "-" + peerkit.RunID()}
 	if err := ensurePath(conn, d.prefix); err != nil {
 		return err
 	}
 	defer d.cleanUp()
 	var samples []float64
 	if kind == "acquire" {
-		settings["with_session"] = *withSession
-		samples, err = d.acquire(*rounds, *withSession)
+		samples, err = peerkit.Acquire(ctx, f.Rounds, func(r int) (time.Duration, error) { return d.acquire(r, f.WithSession) })
 	} else {
-		settings["members"] = *members
-		samples, err = d.succession(kind, *members, *rounds)
-		d.stopAll()
+		s := &peerkit.Succession{Kind: kind, Members: f.Members, Rounds: f.Rounds, TTL: f.TTL,
+			Args: []string{"--servers", d.servers, "--election", d.prefix}, Holds: d.holds}
+		samples, err = s.Run(ctx)
 	}
-	fmt.Fprintln(os.Stderr)
 	if err != nil {
 		return err
 	}
-	res := chart.Result{Kind: kind, System: "zookeeper", Label: *label, SamplesMS: samples, Settings: settings}
-	res.Stats = chart.Summarize(res.SamplesMS)
-	if *output == "json" {
-		return json.NewEncoder(os.Stdout).Encode(res)
-	}
-	chart.WriteText(os.Stdout, res)
-	return nil
+	return f.Report("zookeeper", samples, settings)
 }
 
 // zooKeeper is a server startZooKeeper runs.
@@ -370,108 +325,41 @@ func campaign(conn *zk.Conn, election, id string, stop <-chan struct{}) (string,
 	}
 }
 
-type lead struct {
-	name string
-	at   time.Time
-}
-
 type driver struct {
 	conn    *zk.Conn
 	servers string
 	ttl     time.Duration
-	stop    chan struct{}
+	stop    <-chan struct{}
 	prefix  string
-	procs   map[string]*exec.Cmd
-	exited  map[string]chan struct{}
-	leads   chan lead
 }
-
-func progress(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "\r%-70s", fmt.Sprintf(format, args...))
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // acquire: each round one election of its own (its parent node created
 // before the clock starts) with one candidate, on a session opened before
 // the clock starts (withSession: after). The sample is the node's
 // creation and the look at its siblings that finds it lowest.
-func (d *driver) acquire(rounds int, withSession bool) ([]float64, error) {
-	var samples []float64
-	for r := range rounds {
-		select {
-		case <-d.stop:
-			return nil, errStopped
-		default:
-		}
-		election := fmt.Sprintf("%s/%d", d.prefix, r)
-		if err := ensurePath(d.conn, election); err != nil {
-			return nil, err
-		}
-		t0 := time.Now()
-		conn, _, err := connect(d.servers, d.ttl)
-		if err != nil {
-			return nil, err
-		}
-		if !withSession {
-			t0 = time.Now()
-		}
-		node, err := campaign(conn, election, "acquirer", d.stop)
-		if err != nil {
-			conn.Close()
-			return nil, err
-		}
-		samples = append(samples, ms(time.Since(t0)))
-		progress("acquire round %d/%d: %.2f ms", r+1, rounds, samples[r])
-		_ = conn.Delete(node, -1)
+func (d *driver) acquire(r int, withSession bool) (time.Duration, error) {
+	election := fmt.Sprintf("%s/%d", d.prefix, r)
+	if err := ensurePath(d.conn, election); err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	conn, _, err := connect(d.servers, d.ttl)
+	if err != nil {
+		return 0, err
+	}
+	if !withSession {
+		t0 = time.Now()
+	}
+	node, err := campaign(conn, election, "acquirer", d.stop)
+	if err != nil {
 		conn.Close()
-		_ = d.conn.Delete(election, -1)
+		return 0, err
 	}
-	return samples, nil
-}
-
-// start runs candidate name as a process; its lines "leader" go to
-// d.leads with the time they are read.
-func (d *driver) start(cand string) error {
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(exe, "candidate", "--servers", d.servers, "--election", d.prefix, "--name", cand, "--ttl", d.ttl.String())
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	done := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if sc.Text() == "leader" {
-				d.leads <- lead{cand, time.Now()}
-			}
-		}
-		_ = cmd.Wait()
-		close(done)
-	}()
-	d.procs[cand] = cmd
-	d.exited[cand] = done
-	return nil
-}
-
-func (d *driver) stopAll() {
-	for cand, cmd := range d.procs {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-d.exited[cand]:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-	}
+	took := time.Since(t0)
+	_ = conn.Delete(node, -1)
+	conn.Close()
+	_ = d.conn.Delete(election, -1)
+	return took, nil
 }
 
 // cleanUp deletes the run's nodes that are left (best effort: a killed
@@ -484,122 +372,24 @@ func (d *driver) cleanUp() {
 	_ = d.conn.Delete(d.prefix, -1)
 }
 
-// waitCount waits until the election holds n candidates' nodes.
-func (d *driver) waitCount(n int) error {
-	deadline := time.Now().Add(d.ttl + waitLimit)
-	for {
-		for cand, done := range d.exited {
-			select {
-			case <-done:
-				if d.procs[cand] != nil {
-					return fmt.Errorf("candidate %s exited", cand)
-				}
-			default:
-			}
-		}
-		kids, _, err := d.conn.Children(d.prefix)
-		if err != nil {
-			return err
-		}
-		if len(kids) == n {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("waited for %d candidates, have %d", n, len(kids))
-		}
-		select {
-		case <-d.stop:
-			return errStopped
-		case <-time.After(5 * time.Millisecond):
-		}
+// holds says whether the election holds n candidates' nodes.
+func (d *driver) holds(n int) (bool, string, error) {
+	kids, _, err := d.conn.Children(d.prefix)
+	if err != nil {
+		return false, "", err
 	}
-}
-
-// succession runs failover and handover rounds.
-func (d *driver) succession(kind string, n, rounds int) ([]float64, error) {
-	leader := ""
-	await := func(ok func(string) bool) (time.Time, error) {
-		if ok(leader) {
-			return time.Now(), nil
-		}
-		t := time.NewTimer(d.ttl + waitLimit)
-		defer t.Stop()
-		for {
-			select {
-			case l := <-d.leads:
-				leader = l.name
-				if ok(leader) {
-					return l.at, nil
-				}
-			case <-t.C:
-				return time.Time{}, errors.New("no new leader in time")
-			case <-d.stop:
-				return time.Time{}, errStopped
-			}
-		}
-	}
-	for i := range n {
-		if err := d.start(fmt.Sprintf("cand-%d", i+1)); err != nil {
-			return nil, err
-		}
-		if err := d.waitCount(i + 1); err != nil {
-			return nil, err
-		}
-	}
-	var samples []float64
-	for r := range rounds {
-		if _, err := await(func(l string) bool { return d.procs[l] != nil }); err != nil {
-			return nil, err
-		}
-		sig := syscall.SIGTERM
-		if kind == "failover" {
-			sig = syscall.SIGKILL
-			time.Sleep(rand.N(d.ttl / 3)) // a random phase of the ping interval
-		}
-		old := leader
-		cmd := d.procs[old]
-		t0 := time.Now()
-		if err := cmd.Process.Signal(sig); err != nil {
-			return nil, err
-		}
-		at, err := await(func(l string) bool { return l != old && l != "" })
-		if err != nil {
-			return nil, err
-		}
-		samples = append(samples, ms(at.Sub(t0)))
-		progress("%s round %d/%d: %.2f ms", kind, r+1, rounds, samples[r])
-		<-d.exited[old]
-		delete(d.procs, old)
-		// The old leader's node is gone (deleted, or its session expired):
-		// start it again, at the back.
-		if err := d.waitCount(n - 1); err != nil {
-			return nil, err
-		}
-		if err := d.start(old); err != nil {
-			return nil, err
-		}
-		if err := d.waitCount(n); err != nil {
-			return nil, err
-		}
-	}
-	return samples, nil
+	return len(kids) == n, strconv.Itoa(len(kids)), nil
 }
 
 // runCandidate is one candidate process: it campaigns and prints "leader"
 // when it leads; on SIGTERM it deletes its node if it leads, closes its
 // session (which deletes the node of one that does not) and exits.
 func runCandidate(args []string) error {
-	fs := flag.NewFlagSet("candidate", flag.ContinueOnError)
-	servers := fs.String("servers", "", "")
-	election := fs.String("election", "", "")
-	id := fs.String("name", "", "")
-	ttl := fs.Duration("ttl", 3*time.Second, "")
-	if err := fs.Parse(args); err != nil {
-		os.Exit(2)
-	}
-	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM, os.Interrupt)
-	conn, _, err := connect(*servers, *ttl)
+	f := peerkit.NewCandidateFlags()
+	servers := f.String("servers", "", "")
+	election := f.String("election", "", "")
+	term := f.Parse(args)
+	conn, _, err := connect(*servers, f.TTL)
 	if err != nil {
 		return err
 	}
@@ -611,7 +401,7 @@ func runCandidate(args []string) error {
 	}
 	wins := make(chan won, 1)
 	go func() {
-		node, err := campaign(conn, *election, *id, stop)
+		node, err := campaign(conn, *election, f.Name, stop)
 		wins <- won{node, err}
 	}()
 	var w won
@@ -624,7 +414,7 @@ func runCandidate(args []string) error {
 			return w.err
 		}
 	}
-	fmt.Println("leader")
+	fmt.Println(peerkit.LeaderLine)
 	<-term
 	return conn.Delete(w.node, -1)
 }
