@@ -31,16 +31,10 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
-	"strings"
-	"syscall"
-	"time"
 
-	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/election"
+	"github.com/krabka/krole/examples/internal/cmdline"
 	"github.com/krabka/krole/examples/internal/devtopics"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/processor"
@@ -48,54 +42,35 @@ import (
 )
 
 func main() {
-	host, _ := os.Hostname()
-	brokers := flag.String("brokers", envOr("KROLE_BROKERS", "127.0.0.1:9092"), "bootstrap brokers, host:port[,...] (env KROLE_BROKERS)")
-	topic := flag.String("topic", envOr("KROLE_TOPIC", fencing.DefaultTopic), "the compacted role topic (env KROLE_TOPIC)")
-	role := flag.String("role", "uppercase", "the role to hold")
-	member := flag.String("member", fmt.Sprintf("%s:%d", host, os.Getpid()), "this member's id")
+	common := cmdline.Define("uppercase") // --brokers, --topic, --role, --member, --lease-duration
 	input := flag.String("input", "", "the topic to consume (required)")
 	output := flag.String("output", "", "the topic to write to (required)")
 	group := flag.String("group", "", "the consumer group whose offsets record the progress (default: the role)")
-	lease := flag.Duration("lease-duration", processor.DefaultLeaseDuration, "how long a lease lasts")
 	create := flag.Bool("create-topics", false, "create the input and output topics if they do not exist (for trying the example on krole dev)")
 	flag.Parse()
-
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, log, options{
-		brokers: strings.Split(*brokers, ","), topic: *topic, role: codec.Role(*role), member: codec.MemberID(*member),
-		input: *input, output: *output, group: *group, lease: *lease, create: *create,
+	// Ctrl-C (or SIGTERM) ends ctx: run resigns the role and returns.
+	cmdline.Main("exactlyonce", func(ctx context.Context, log *slog.Logger) error {
+		return run(ctx, log, common.Config(log), options{input: *input, output: *output, group: *group, create: *create})
 	})
-	if err != nil {
-		log.Error("exactlyonce stopped", "err", err)
-		os.Exit(1)
-	}
 }
 
 type options struct {
-	brokers       []string
-	topic         string
-	role          codec.Role
-	member        codec.MemberID
 	input, output string
 	group         string
-	lease         time.Duration
 	create        bool
 }
 
-// run holds the role as member until ctx ends, and processes the input
-// while it holds it. It resigns the role on the way out.
-func run(ctx context.Context, log *slog.Logger, o options) error {
+// run holds cfg's role as cfg's member until ctx ends, and processes the
+// input while it holds it. It resigns the role on the way out.
+func run(ctx context.Context, log *slog.Logger, cfg election.Config, o options) error {
 	if o.input == "" || o.output == "" {
 		return errors.New("--input and --output are required")
 	}
 	if o.group == "" {
-		o.group = string(o.role)
+		o.group = string(cfg.Roles[0])
 	}
-	cfg := fencing.Config{Brokers: o.brokers, Topic: o.topic}
 	if o.create {
-		if err := devtopics.Create(cfg, o.input, o.output); err != nil {
+		if err := devtopics.Create(cfg.Cluster, o.input, o.output); err != nil {
 			return err
 		}
 	}
@@ -103,22 +78,14 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	// The session connects one transport for the member and the stream (a
 	// token is usable only by the transport that minted it), and follows
 	// the role topic with a view. Its transaction timeout comes from the
-	// lease settings. The view logs warnings only (goka, underneath, is
-	// chatty).
-	sess, err := election.New(election.Config{
-		Cluster:    cfg,
-		Member:     o.member,
-		Roles:      []codec.Role{o.role},
-		Settings:   processor.Settings{LeaseDuration: o.lease},
-		Logger:     log,
-		ViewLogger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	// lease settings.
+	sess, err := election.New(cfg)
 	if err != nil {
 		return err
 	}
 	defer sess.Close()
 	settings := sess.Member().Settings()
-	log.Info("campaigning", "role", o.role, "member", o.member, "lease", settings.LeaseDuration)
+	log.Info("campaigning", "role", cfg.Roles[0], "member", cfg.Member, "lease", settings.LeaseDuration)
 	// Run blocks until ctx ends (or the view fails), then resigns. The
 	// stream runs while the member holds the role; its ctx ends when the
 	// role is lost.
@@ -151,11 +118,4 @@ func upper(in stream.Message) ([]fencing.Message, error) {
 		value = bytes.ToUpper(value)
 	}
 	return []fencing.Message{{Partition: fencing.PartitionByKey, Key: in.Key, Value: value}}, nil
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }

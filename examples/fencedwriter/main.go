@@ -29,64 +29,41 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 	"time"
 
-	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/election"
+	"github.com/krabka/krole/examples/internal/cmdline"
 	"github.com/krabka/krole/examples/internal/devtopics"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/processor"
 )
 
 func main() {
-	host, _ := os.Hostname()
-	brokers := flag.String("brokers", envOr("KROLE_BROKERS", "127.0.0.1:9092"), "bootstrap brokers, host:port[,...] (env KROLE_BROKERS)")
-	topic := flag.String("topic", envOr("KROLE_TOPIC", fencing.DefaultTopic), "the compacted role topic (env KROLE_TOPIC)")
-	role := flag.String("role", "heartbeat", "the role to hold")
-	member := flag.String("member", fmt.Sprintf("%s:%d", host, os.Getpid()), "this member's id")
+	common := cmdline.Define("heartbeat") // --brokers, --topic, --role, --member, --lease-duration
 	output := flag.String("output", "", "the topic to write heartbeats to (required)")
 	interval := flag.Duration("interval", time.Second, "the time between heartbeats")
-	lease := flag.Duration("lease-duration", processor.DefaultLeaseDuration, "how long a lease lasts")
 	create := flag.Bool("create-topics", false, "create the output topic if it does not exist (for trying the example on krole dev)")
 	flag.Parse()
-
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, log, options{
-		brokers: strings.Split(*brokers, ","), topic: *topic, role: codec.Role(*role), member: codec.MemberID(*member),
-		output: *output, interval: *interval, lease: *lease, create: *create,
+	// Ctrl-C (or SIGTERM) ends ctx: run resigns the role and returns.
+	cmdline.Main("fencedwriter", func(ctx context.Context, log *slog.Logger) error {
+		return run(ctx, log, common.Config(log), options{output: *output, interval: *interval, create: *create})
 	})
-	if err != nil {
-		log.Error("fencedwriter stopped", "err", err)
-		os.Exit(1)
-	}
 }
 
 type options struct {
-	brokers  []string
-	topic    string
-	role     codec.Role
-	member   codec.MemberID
 	output   string
 	interval time.Duration
-	lease    time.Duration
 	create   bool
 }
 
-// run holds the role as member until ctx ends, and writes heartbeats while
-// it holds it. It resigns the role on the way out.
-func run(ctx context.Context, log *slog.Logger, o options) error {
+// run holds cfg's role as cfg's member until ctx ends, and writes
+// heartbeats while it holds it. It resigns the role on the way out.
+func run(ctx context.Context, log *slog.Logger, cfg election.Config, o options) error {
 	if o.output == "" {
 		return errors.New("--output is required")
 	}
-	cfg := fencing.Config{Brokers: o.brokers, Topic: o.topic}
 	if o.create {
-		if err := devtopics.Create(cfg, o.output); err != nil {
+		if err := devtopics.Create(cfg.Cluster, o.output); err != nil {
 			return err
 		}
 	}
@@ -94,22 +71,14 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	// The session connects one transport for the member and its work (a
 	// token is usable only by the transport that minted it), and follows
 	// the role topic with a view. Its transaction timeout comes from the
-	// lease settings. The view logs warnings only (goka, underneath, is
-	// chatty).
-	sess, err := election.New(election.Config{
-		Cluster:    cfg,
-		Member:     o.member,
-		Roles:      []codec.Role{o.role},
-		Settings:   processor.Settings{LeaseDuration: o.lease},
-		Logger:     log,
-		ViewLogger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	// lease settings.
+	sess, err := election.New(cfg)
 	if err != nil {
 		return err
 	}
 	defer sess.Close()
 	settings := sess.Member().Settings()
-	log.Info("campaigning", "role", o.role, "member", o.member, "lease", settings.LeaseDuration)
+	log.Info("campaigning", "role", cfg.Roles[0], "member", cfg.Member, "lease", settings.LeaseDuration)
 	// Run blocks until ctx ends (or the view fails), then resigns. Work
 	// runs while the member holds the role; its ctx ends when the role is
 	// lost.
@@ -135,11 +104,4 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 			}
 		}
 	})
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }

@@ -35,53 +35,31 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers "pgx"
 
-	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/election"
-	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/examples/internal/cmdline"
 	"github.com/krabka/krole/processor"
 	"github.com/krabka/krole/sqlfence"
 )
 
 func main() {
-	host, _ := os.Hostname()
-	brokers := flag.String("brokers", envOr("KROLE_BROKERS", "127.0.0.1:9092"), "bootstrap brokers, host:port[,...] (env KROLE_BROKERS)")
-	topic := flag.String("topic", envOr("KROLE_TOPIC", fencing.DefaultTopic), "the compacted role topic (env KROLE_TOPIC)")
-	role := flag.String("role", "pgjob", "the role to hold")
-	member := flag.String("member", fmt.Sprintf("%s:%d", host, os.Getpid()), "this member's id")
+	common := cmdline.Define("pgjob") // --brokers, --topic, --role, --member, --lease-duration
 	dsn := flag.String("dsn", os.Getenv("PGJOB_DSN"), "the PostgreSQL connection string (env PGJOB_DSN)")
 	interval := flag.Duration("interval", time.Second, "the time between rows")
-	lease := flag.Duration("lease-duration", processor.DefaultLeaseDuration, "how long a lease lasts")
 	unfenced := flag.Bool("unfenced", false, "write without the fence, to show what it prevents (never in production)")
 	flag.Parse()
-
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, log, options{
-		brokers: strings.Split(*brokers, ","), topic: *topic, role: codec.Role(*role), member: codec.MemberID(*member),
-		dsn: *dsn, interval: *interval, lease: *lease, unfenced: *unfenced,
+	// Ctrl-C (or SIGTERM) ends ctx: run resigns the role and returns.
+	cmdline.Main("pgjob", func(ctx context.Context, log *slog.Logger) error {
+		return run(ctx, log, common.Config(log), options{dsn: *dsn, interval: *interval, unfenced: *unfenced})
 	})
-	if err != nil {
-		log.Error("pgjob stopped", "err", err)
-		os.Exit(1)
-	}
 }
 
 type options struct {
-	brokers  []string
-	topic    string
-	role     codec.Role
-	member   codec.MemberID
 	dsn      string
 	interval time.Duration
-	lease    time.Duration
 	unfenced bool
 }
 
@@ -100,9 +78,9 @@ CREATE TABLE IF NOT EXISTS pgjob_rows (
 	PRIMARY KEY (role, n)
 )`
 
-// run holds the role as member until ctx ends, and writes rows while it
-// holds it. It resigns the role on the way out.
-func run(ctx context.Context, log *slog.Logger, o options) error {
+// run holds cfg's role as cfg's member until ctx ends, and writes rows
+// while it holds it. It resigns the role on the way out.
+func run(ctx context.Context, log *slog.Logger, cfg election.Config, o options) error {
 	if o.dsn == "" {
 		return errors.New("--dsn (or PGJOB_DSN) is required")
 	}
@@ -124,19 +102,12 @@ func run(ctx context.Context, log *slog.Logger, o options) error {
 	}
 	j := &job{db: db, fence: fence, unfenced: o.unfenced}
 
-	sess, err := election.New(election.Config{
-		Cluster:    fencing.Config{Brokers: o.brokers, Topic: o.topic},
-		Member:     o.member,
-		Roles:      []codec.Role{o.role},
-		Settings:   processor.Settings{LeaseDuration: o.lease},
-		Logger:     log,
-		ViewLogger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	sess, err := election.New(cfg)
 	if err != nil {
 		return err
 	}
 	defer sess.Close()
-	log.Info("campaigning", "role", o.role, "member", o.member, "unfenced", o.unfenced)
+	log.Info("campaigning", "role", cfg.Roles[0], "member", cfg.Member, "unfenced", o.unfenced)
 	// Work runs while the member holds the role; its ctx ends when the
 	// role is lost (as far as this member knows) or the member leaves.
 	return sess.Run(ctx, func(ctx context.Context, held processor.Held) error {
@@ -209,11 +180,4 @@ func plainTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
 		return err
 	}
 	return tx.Commit()
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }
