@@ -9,6 +9,7 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/chart"
+	"github.com/krabka/krole/internal/supervise"
 	"github.com/krabka/krole/processor"
 	"github.com/krabka/krole/view"
 )
@@ -292,7 +293,7 @@ watch:
 			for _, p := range procs[1:] {
 				select {
 				case <-p.child.Done():
-					return nil, fmt.Errorf("%w: %s exited %s after the kill: %s", errMemberExit, p.name, exitText(p.child.ExitCode()), p.stderr.last())
+					return nil, fmt.Errorf("%w: %s exited %s after the kill: %s", errMemberExit, p.name, supervise.ExitText(p.child.ExitCode()), p.stderr.last())
 				default:
 				}
 			}

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"time"
 
 	"github.com/krabka/krole/codec"
@@ -157,7 +156,7 @@ func (f *follower) await(what string, timeout time.Duration, ok func(rolestate.S
 			for name, m := range f.members {
 				if !f.asked[name] && exited(m.child) {
 					return time.Time{}, fmt.Errorf("%w: %s exited %s while waiting for %s: %s",
-						errMemberExit, name, runExitText(m.child.ExitCode()), what, m.out.last())
+						errMemberExit, name, supervise.ExitText(m.child.ExitCode()), what, m.out.last())
 				}
 			}
 		case <-f.ctx.Done():
@@ -179,19 +178,4 @@ func exited(c *supervise.Child) bool {
 	default:
 		return false
 	}
-}
-
-// runExitText says how a `krole run` member (exit code 128+signal for a
-// signal, as supervise reports it) ended, in the words of the cli's other
-// commands about their processes.
-func runExitText(code int) string {
-	if code > 128 {
-		sig := syscall.Signal(code - 128)
-		name := map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT"}[sig]
-		if name == "" {
-			name = fmt.Sprintf("signal %d", int(sig))
-		}
-		return fmt.Sprintf("(killed by %s: %v)", name, sig)
-	}
-	return fmt.Sprintf("with code %d", code)
 }

@@ -173,7 +173,7 @@ func (p *proc) next(ctx context.Context, want string, timeout time.Duration) (Li
 				return Line{}, p.readErr
 			}
 			return Line{}, fmt.Errorf("%w: %s exited %s while the bench waited for %q: %s", errMemberExit, p.name,
-				exitText(p.child.ExitCode()), want, p.stderr.last())
+				supervise.ExitText(p.child.ExitCode()), want, p.stderr.last())
 		}
 		if l.Event != want {
 			return Line{}, fmt.Errorf("member %s: got %q while the bench waited for %q", p.name, l.Event, want)
@@ -213,13 +213,6 @@ func (p *proc) leave(d time.Duration) {
 func (p *proc) kill() error {
 	_ = p.in.Close()
 	return syscall.Kill(p.child.Pid(), syscall.SIGKILL)
-}
-
-func exitText(code int) string {
-	if code > 128 {
-		return fmt.Sprintf("(killed by signal %d)", code-128)
-	}
-	return fmt.Sprintf("with code %d", code)
 }
 
 // SelfCPU is this process's user+system CPU seconds.

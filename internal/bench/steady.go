@@ -14,6 +14,7 @@ import (
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/chart"
+	"github.com/krabka/krole/internal/supervise"
 	"github.com/krabka/krole/processor"
 )
 
@@ -137,7 +138,7 @@ watch:
 		case <-progress.C:
 			for name, m := range f.members {
 				if exited(m.child) {
-					return nil, fmt.Errorf("%w: %s exited %s: %s", errMemberExit, name, runExitText(m.child.ExitCode()), m.out.last())
+					return nil, fmt.Errorf("%w: %s exited %s: %s", errMemberExit, name, supervise.ExitText(m.child.ExitCode()), m.out.last())
 				}
 			}
 			c.progress("steady: %v of %v, holder changes seen so far %d", time.Since(began).Truncate(time.Second), d, seenElections)
