@@ -21,24 +21,13 @@ type Batch struct {
 // ErrForged marks a lease record that CheckLeaseAuthor refuses.
 var ErrForged = errors.New("forged lease")
 
-// CheckLeaseAuthor decides whether a record on a lease key (a lease, a
-// release, or a tombstone) counts: only a lease written in a transaction
-// by the producer id and epoch of its own token does, since only the
-// holder of that token could have written it so (the broker refuses any
-// other producer's transactional write under it). krole never writes a
-// lease tombstone, and a tombstone names no token, so none counts. It
-// returns nil for a lease that passes, else an error wrapping ErrForged
-// that says why. Every reader of the role topic (the view, the
-// transport's ReadRoleRecords) applies it, so that a stranger who can
-// append to the topic cannot name a holder.
-//
-// It is the first half of the check: the batch's producer id must also be
-// the role's own, the producer id of the role's transactional id
-// (<prefix><role>) at the transaction coordinator ([Authors]), since
-// anyone with Write on some transactional id (an application's own, or
-// another role's) can commit a lease naming its own producer id and
-// epoch. A lease that passes here under a producer id not yet verified
-// does not count until the coordinator has confirmed it.
+// CheckLeaseAuthor decides whether a record on a lease key counts: only
+// a lease written in a transaction by the producer id and epoch of its
+// own token does (a tombstone names no token, and krole writes none). It
+// returns nil or an error wrapping ErrForged that says why. This is the
+// batch half of the check; the producer id must also be the role's own
+// ([Authors]) before the lease counts (see docs/DESIGN.md, "Forged
+// records").
 func CheckLeaseAuthor(rec codec.Record, b Batch) error {
 	switch {
 	case rec.Lease == nil:
@@ -62,25 +51,20 @@ const (
 	// Unverified: not known yet; the reader asks the coordinator
 	// (DescribeTransactions on the role's transactional id).
 	Unverified Verdict = iota
-	// Own: the role's transactional id had this producer id. Kafka never
-	// gives one producer id to two transactional ids, so it stays the
-	// role's own for good, even after the transactional id expires and
-	// gets a new one.
+	// Own: the role's transactional id had this producer id, which stays
+	// its own for good (Kafka never gives one producer id to two ids).
 	Own
 	// NotOwn: the coordinator named another producer id for the role's
-	// transactional id, so this one belongs to another transactional id
-	// (a stranger's, another role's) or to the role's before its id
-	// expired or its epochs ran out, which fenced every lease under it.
+	// transactional id (this one is another id's, or the role's before a
+	// producer-id change, which fenced every lease under it).
 	NotOwn
 )
 
-// Authors remembers, for each role, which producer ids are the role's own
-// and which are not, as DescribeTransactions answered them (and as
-// AcquireEpoch minted them: a token minted for a role is the role's own).
-// A lease or release counts only when CheckLeaseAuthor accepts its batch
-// and its producer id is Own. A reader asks the coordinator once per new
-// (role, producer id), never per record. The zero value is not usable:
-// use [NewAuthors]. Safe for concurrent use.
+// Authors remembers, per role, which producer ids are its own, as
+// DescribeTransactions answered (or AcquireEpoch minted) them, so a
+// reader asks once per new (role, producer id). A lease counts only when
+// CheckLeaseAuthor accepts it and its producer id is Own. Use
+// [NewAuthors]; safe for concurrent use.
 type Authors struct {
 	mu  sync.Mutex
 	own map[codec.Role]int64 // the role's newest own producer id
@@ -176,14 +160,9 @@ func NotOwnError(l codec.Lease, txnID string) error {
 func SessionAuthor(member codec.MemberID) codec.Role { return codec.Role(codec.SessionName(member)) }
 
 // CheckHeartbeatAuthor is [CheckLeaseAuthor] for a record on a session
-// key (a heartbeat or a session end): it counts only when written in a
-// transaction by the producer id and epoch of the session it carries. A
-// tombstone on a session key never counts (krole writes none). As for a
-// lease, the producer id must also be the session's own, the one its
-// transactional id (<prefix>session/<member>) has at the coordinator
-// ([SessionAuthor] in [Authors]): a heartbeat committed under another
-// transactional id names a producer id that is not. It returns nil for a
-// record that passes, else an error wrapping ErrForged.
+// key: it counts only when written in a transaction by the producer id
+// and epoch of the session it carries, and that producer id must also be
+// the session's own ([SessionAuthor] in [Authors]).
 func CheckHeartbeatAuthor(rec codec.Record, b Batch) error {
 	h := rec.Heartbeat
 	switch {

@@ -8,12 +8,8 @@ import (
 )
 
 // Record is one record of a role's partition: its offset, decoded key and
-// decoded value (a tombstone has a zero Record). fencing.RoleRecord is
-// this type.
-//
-// The offset is the join sequence of a registration, because compaction
-// keeps the offset of every record it retains. The succession rules rank
-// candidates on it.
+// decoded value (zero for a tombstone). fencing.RoleRecord is this type.
+// A registration's offset is its rank: compaction keeps offsets.
 type Record struct {
 	Offset int64        // the record's offset in the role's partition
 	Key    codec.Key    // the decoded key
@@ -26,14 +22,12 @@ type Candidate struct {
 	// Member is the registered member.
 	Member codec.MemberID `json:"member"`
 
-	// Offset is the offset of the member's registration record in the
-	// role's partition. It orders the candidates: a member that
-	// re-registers gets a new, higher offset and moves to the back.
+	// Offset is the registration record's offset: the rank order. A
+	// member that re-registers moves to the back.
 	Offset int64 `json:"offset"`
 
-	// RegisteredAt is the registering member's wall clock (Unix ms) as its
-	// registration record says. It is informative only: the rank is by
-	// Offset, never by this clock.
+	// RegisteredAt is the registrant's wall clock (Unix ms); informative
+	// only.
 	RegisteredAt int64 `json:"registered_at"`
 
 	// Value is the value the member registered with (see
@@ -44,18 +38,15 @@ type Candidate struct {
 	// [codec.Registration]); "" for none.
 	Instance string `json:"instance,omitempty"`
 
-	// Rank is the candidate's place among the role's candidates, 0 first.
-	// The view's lookups and Fold fill it in; it is not stored.
+	// Rank is the candidate's place, 0 first (filled in, not stored).
 	Rank int `json:"rank"`
 
-	// Session is the latest record of the member's session, when the
-	// reader joined it (the lookup API's rows do); nil otherwise: Fold and
-	// the view leave it nil.
+	// Session is the member's latest session record in the lookup API's
+	// rows; nil from Fold and the view.
 	Session *SessionSeen `json:"-"`
 
-	// Gone is set in a row of the lookup API (package internal/server)
-	// when the member's session is gone, as package internal/liveness
-	// judges Session; false elsewhere.
+	// Gone is set in lookup API rows when internal/liveness judges the
+	// member's session gone.
 	Gone bool `json:"gone,omitempty"`
 }
 
@@ -65,38 +56,28 @@ type State struct {
 	// Role is the role's name.
 	Role codec.Role `json:"role"`
 
-	// Lease is the role's latest lease record as written, nil when there is
-	// none (never written, or deleted by a lease tombstone). It may have
-	// expired, or be a release (see [codec.Lease.Released]): use
-	// [State.Live] or [State.Holder] to ask whether it holds at a given
-	// time.
+	// Lease is the role's latest lease record, nil when there is none. It
+	// may have expired or be a release: ask [State.Live].
 	Lease *codec.Lease `json:"lease"`
 
 	// LeaseOffset is the offset of Lease's record; -1 when Lease is nil.
 	LeaseOffset int64 `json:"lease_offset"`
 
-	// LastOffset is the offset of the latest record of the role the
-	// reader applied (a lease, a registration, or a tombstone of either);
-	// 0 when the reader does not say. A member that registered at an
-	// offset below it and does not see its registration knows it was
-	// removed: with the member session, a holder's renewals do not move
-	// LeaseOffset past a candidate's registration.
+	// LastOffset is the offset of the role's latest applied record (0:
+	// unknown). A member registered below it that does not see its
+	// registration knows it was removed.
 	LastOffset int64 `json:"-"`
 
-	// LeaseSeenAt is when the reader that built this state first saw
-	// Lease's record, on the reader's own clock; zero when it does not
-	// say. Time left on a lease, as an observer judges it, runs from here
-	// (see [LeaseSpan]), never from the holder's wall-clock deadline.
+	// LeaseSeenAt is when the reader first saw Lease's record, on its own
+	// clock (zero: unknown); a lease's span runs from here.
 	LeaseSeenAt time.Time `json:"-"`
 
 	// Candidates are the role's registered members in rank order, Rank
 	// filled in; nil when there are none.
 	Candidates []Candidate `json:"candidates"`
 
-	// Session is the latest authentic session record (a heartbeat or a
-	// session end) of the lease's member, when Lease names a session
-	// (codec.Lease.Session) and the reader has read one; nil otherwise.
-	// Whether it keeps the lease alive is [State.LeaseEnd]'s to judge.
+	// Session is the latest authentic session record of the lease's
+	// member when Lease names a session; nil otherwise.
 	Session *SessionSeen `json:"session,omitempty"`
 }
 
@@ -125,13 +106,10 @@ const (
 	// when the reader saw it, or by its own span if that is later.
 	Vouched
 	// Dropped: the latest record of the lease's incarnation excludes the
-	// role (a heartbeat begun no earlier than the lease: see
-	// [ExcludesLease]), or ends the session: the lease holds no longer,
-	// as after a release. The member writes either only once it no longer acts as
-	// the role's holder: its work's context is cancelled first (a leaving
-	// member's session end also waits for its work; a heartbeat that
-	// excludes a stuck role, or the session end after a late heartbeat,
-	// does not).
+	// role ([ExcludesLease]) or ends the session: the lease holds no
+	// longer, as after a release. The member cancels the role's work
+	// before writing either (only a leaving member's session end also
+	// waits for work to return).
 	Dropped
 )
 
@@ -152,16 +130,10 @@ func (s State) SessionVouch() Vouch {
 }
 
 // ExcludesLease reports whether heartbeat h, of l's incarnation, drops
-// l, the member's lease of role: h excludes role, and h began no earlier
-// than l (GrantedAt, both on the member's own wall clock). A heartbeat
-// begun before l was written excludes an earlier lease of the role (one
-// the member lost, or let go stuck): a member that takes a role back
-// under the same incarnation writes its new lease while its latest
-// heartbeat still excludes the role, until its next round. That exclusion
-// does not drop the new lease: it lives by its own span until a
-// heartbeat vouches for it. (A wall clock stepped back between the two
-// can only make an exclusion look older, so a lease live by its own span
-// for one round more: never a safety matter, the fence is.)
+// l: h excludes role and began no earlier than l (both GrantedAt, the
+// member's clock). An earlier heartbeat's exclusion is of an earlier
+// lease of the role, which the member may take back before its next
+// round. A clock stepped back only keeps a lease live one round longer.
 func ExcludesLease(h codec.Heartbeat, role codec.Role, l codec.Lease) bool {
 	return h.Excludes(role) && ExclusionsReach(h, l)
 }
@@ -191,12 +163,9 @@ func (s State) Holder(nowMS int64) (codec.Lease, bool) {
 	return *s.Lease, true
 }
 
-// Fence returns the fencing number of the holding s's lease belongs to
-// (see package processor, "The fencing number"): the lease's Fence when
-// it carries one, else the offset of the lease record (a holding's first
-// lease, or one written without it); -1 when s has no lease. It is the
-// same for every lease of a holding, so a reader that sees only a later
-// one (compaction removed the first) reports the same number.
+// Fence returns the fencing number of the holding of s's lease (see
+// package processor, "The fencing number"): the lease's Fence, else the
+// lease record's offset; -1 without a lease. It survives compaction.
 func (s State) Fence() int64 {
 	if s.Lease == nil {
 		return -1
@@ -207,15 +176,9 @@ func (s State) Fence() int64 {
 	return s.LeaseOffset
 }
 
-// LeaseEnd returns when s's lease runs out as the reader that built s
-// judges it: [State.Renewal]'s End. It is the zero time when s has no
-// lease.
-//
-// It is the one judgement of a lease's end: [State.Live], [State.Holder],
-// the view's Holder and Leader lookups and package liveness (which the
-// CLI and the HTTP API judge with) use it. The succession rules count
-// from their own observation instead (see package processor), with the
-// same spans and the same [State.SessionVouch].
+// LeaseEnd returns when s's lease runs out as its reader judges it
+// ([State.Renewal]'s End); zero without a lease. The succession rules
+// count from their own observation instead, with the same spans.
 func (s State) LeaseEnd() time.Time {
 	if s.Lease == nil {
 		return time.Time{}
@@ -241,19 +204,14 @@ type Renewal struct {
 	// Dropped: the session dropped the lease ([Dropped]); End is when the
 	// reader saw that.
 	Dropped bool
-	// End is when the lease runs out as the reader judges it, on its
-	// clock: the lease's span from when it was seen, or one heartbeat
-	// span from when the vouching heartbeat was seen, whichever ends later
-	// (a record without a SeenAt counts from its GrantedAt, the writer's
-	// clock). A release ends when it was seen (span 0).
+	// End is when the lease runs out on the reader's clock: the later of
+	// the lease's and the vouching heartbeat's span from when each was
+	// seen (without SeenAt, from GrantedAt). A release ends when seen.
 	End time.Time
 }
 
-// Renewal returns the latest renewal of s's lease and its end (see
-// [Renewal]); the zero Renewal without a lease. A heartbeat of another
-// incarnation says nothing: the lease lives by its own span alone, so an
-// old lease never comes back to life through a later incarnation's
-// heartbeats.
+// Renewal returns the latest renewal of s's lease; zero without one.
+// Another incarnation's heartbeat never revives a lease.
 func (s State) Renewal() Renewal {
 	l := s.Lease
 	if l == nil {
@@ -284,10 +242,8 @@ func seenOr(seen time.Time, ms int64) time.Time {
 	return seen
 }
 
-// Live reports whether s's lease holds at now, on the reader's clock: s
-// has a lease, it is not a release (a release is never live, under any
-// clock), and now is before [State.LeaseEnd] (which a session's heartbeats
-// move, see there).
+// Live reports whether s's lease holds at now, on the reader's clock:
+// it is not a release and now is before [State.LeaseEnd].
 func (s State) Live(now time.Time) bool {
 	return s.Lease != nil && LiveUntil(*s.Lease, s.LeaseEnd(), now)
 }
@@ -298,10 +254,9 @@ func LiveUntil(l codec.Lease, end, now time.Time) bool {
 	return !l.Released() && now.Before(end)
 }
 
-// Value returns the value member registered with and whether member is a
-// candidate. It is a candidate's value, from a registration, which anyone
-// with Write on the role topic can append: the holder's value is the one
-// its lease carries (Lease.Value), written under its token.
+// Value returns the value member registered with and whether it is a
+// candidate. Registrations are plain appends; the holder's value is its
+// lease's (Lease.Value), written under its token.
 func (s State) Value(member codec.MemberID) (string, bool) {
 	for _, c := range s.Candidates {
 		if c.Member == member {
@@ -338,9 +293,8 @@ func (s State) Clone() State {
 	return c
 }
 
-// Fold applies records of one role, in offset order, to an empty state and
-// returns the result: the same answer the view keeps incrementally. The
-// succession rules use it on fencing.Transport.ReadRoleRecords.
+// Fold applies one role's records, in offset order, to an empty state:
+// the answer the view keeps incrementally.
 func Fold(role codec.Role, records []Record) State {
 	s := State{Role: role, LeaseOffset: -1}
 	regs := map[codec.MemberID]Candidate{}
@@ -381,31 +335,24 @@ func Fold(role codec.Role, records []Record) State {
 type Confirmed struct {
 	// State is the role's state, current as of the confirmation.
 	State State
-	// OpenProducerID is the producer id of the transaction that holds the
-	// partition's last stable offset below its high watermark (an open
-	// transaction, which read_committed readers cannot read past until it
-	// ends), or -1 when none does. A reader cannot tell what happened to
-	// the role after that transaction began.
+	// OpenProducerID is the producer id of the open transaction holding
+	// the partition's last stable offset below its high watermark, or -1.
+	// What happened after it began is hidden from read_committed readers.
 	OpenProducerID int64
-	// OpenOffset is the first offset of that transaction (the partition's
-	// last stable offset), or -1 when none holds readers back. Two
-	// confirmations that show a transaction open at the same offset show
-	// readers frozen behind it in between; a different offset shows them
-	// moving.
+	// OpenOffset is that transaction's first offset (the last stable
+	// offset), or -1. The same offset in two confirmations shows readers
+	// frozen in between (see docs/DESIGN.md, "Frozen partitions").
 	OpenOffset int64
 }
 
-// MaxLeaseSpan is the longest span an observer credits a lease with: a
-// lease whose Deadline - GrantedAt is longer counts as this long, so a
-// record written with a deadline far ahead cannot keep a role unheld for
-// longer.
+// MaxLeaseSpan is the longest span an observer credits a lease with, so
+// that no record can keep a role unheld for longer.
 const MaxLeaseSpan = 10 * time.Minute
 
 // LeaseSpan returns the time l grants its holder as an observer counts
-// it: Deadline - GrantedAt, capped at [MaxLeaseSpan]; 0 for a release or
-// a lease that grants nothing. It reads no clock: the span is the
-// difference of two readings of the writer's clock, so a writer's clock
-// offset does not change it.
+// it: Deadline - GrantedAt (two readings of the writer's clock, so its
+// offset cancels), capped at [MaxLeaseSpan]; 0 for a release or a lease
+// that grants nothing.
 func LeaseSpan(l codec.Lease) time.Duration {
 	if l.Released() || l.Deadline <= l.GrantedAt {
 		return 0
