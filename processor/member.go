@@ -164,9 +164,8 @@ func New(t fencing.Transport, src Source, me codec.MemberID, roles []codec.Role,
 	// same bound as the member's own call timeout. A transport that does
 	// not say its timeout (fencingtest.MockTransport) is not checked.
 	if c, ok := t.(fencing.TxnTimeouter); ok {
-		if tt, lim := c.TxnTimeout(), s.LeaseDuration-s.RenewInterval; tt >= lim {
-			return nil, &SettingsError{Field: "transport transaction timeout", Value: tt, Rule: "must be shorter than",
-				Other: "lease duration - renew interval", OtherValue: lim}
+		if err := s.checkTxnTimeout("transport transaction timeout", c.TxnTimeout()); err != nil {
+			return nil, err
 		}
 	}
 	m := &Member{

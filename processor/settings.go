@@ -195,8 +195,15 @@ func (s Settings) Validate() error {
 	if s.RetryBackoff > s.RenewInterval {
 		return &SettingsError{Field: "retry backoff", Value: s.RetryBackoff, Rule: "must not be longer than", Other: "renew interval", OtherValue: s.RenewInterval}
 	}
-	if lim := s.LeaseDuration - s.RenewInterval; s.TransactionTimeout >= lim {
-		return &SettingsError{Field: "transaction timeout", Value: s.TransactionTimeout, Rule: "must be shorter than", Other: "lease duration - renew interval", OtherValue: lim}
+	return s.checkTxnTimeout("transaction timeout", s.TransactionTimeout)
+}
+
+// checkTxnTimeout is Validate's last bound, for a transaction timeout d
+// named field: Validate checks TransactionTimeout with it, and New the
+// transport's own timeout, which holds readers back just as long.
+func (s Settings) checkTxnTimeout(field string, d time.Duration) error {
+	if lim := s.LeaseDuration - s.RenewInterval; d >= lim {
+		return &SettingsError{Field: field, Value: d, Rule: "must be shorter than", Other: "lease duration - renew interval", OtherValue: lim}
 	}
 	return nil
 }
