@@ -135,6 +135,8 @@ type Session struct {
 // The returned Session holds the connection until [Session.Run] returns;
 // a Session that will not be run must be closed with [Session.Close].
 func New(cfg Config) (*Session, error) {
+	// The settings' one list of checks, before anything connects, and for
+	// a session without a member too; processor.New applies the same list.
 	s := cfg.Settings.WithDefaults()
 	if err := s.Validate(); err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/fencing/fencingtest"
 	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/processor"
 	"github.com/krabka/krole/rolestate"
@@ -323,6 +324,33 @@ func TestNewValidates(t *testing.T) {
 				assert.ErrorIs(t, err, tc.is, fmt.Sprint(err))
 			}
 		})
+	}
+}
+
+// election.New checks the settings before it connects, with the one list
+// processor.New checks them with: both refuse the same settings with the
+// same error, and so does a session without a member, which makes no
+// processor.Member.
+func TestNewRefusesTheSettingsProcessorNewRefuses(t *testing.T) {
+	tr := fencingtest.NewMockTransport(t)
+	for _, s := range []processor.Settings{
+		{RenewInterval: time.Minute},
+		{LeaseDuration: time.Millisecond},
+		{LeaseDuration: time.Hour},
+		{Stagger: -time.Second},
+		{RenewDeadline: 11 * time.Second},
+		{RetryBackoff: 3 * time.Second},
+		{TransactionTimeout: 8 * time.Second},
+	} {
+		_, want := processor.New(tr, &processor.TransportSource{Transport: tr}, "a", []codec.Role{"r"}, processor.Options{Settings: s})
+		require.ErrorIs(t, want, processor.ErrInvalidSettings, "%+v", s)
+		member := Config{Cluster: fencing.Config{Brokers: []string{"127.0.0.1:1"}}, Member: "a", Roles: []codec.Role{"r"}, Settings: s}
+		reader := Config{Cluster: member.Cluster, Settings: s}
+		for _, cfg := range []Config{member, reader} {
+			sess, err := New(cfg)
+			assert.Nil(t, sess)
+			assert.EqualError(t, err, want.Error(), "member %q", cfg.Member)
+		}
 	}
 }
 
