@@ -76,7 +76,7 @@ var _ Transport = (*BrokerTransport)(nil)
 // nothing is checked.
 func NewBrokerTransport(cfg Config) (*BrokerTransport, error) {
 	cfg = cfg.WithDefaults()
-	sc, err := cfg.Sarama() // validates cfg
+	sc, err := cfg.sarama() // validates cfg
 	if err != nil {
 		return nil, fmt.Errorf("fencing config: %w", err)
 	}
@@ -93,7 +93,7 @@ func NewBrokerTransport(cfg Config) (*BrokerTransport, error) {
 	sc.Net.Proxy.Enable = true
 	// A handshake that cannot succeed fails here, once, rather than at
 	// every retry of the client's first metadata request.
-	if err := CheckTLS(context.Background(), cfg); err != nil {
+	if err := checkTLS(context.Background(), cfg, sc); err != nil {
 		return nil, err
 	}
 	client, err := sarama.NewClient(cfg.Brokers, sc)

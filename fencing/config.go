@@ -207,8 +207,10 @@ func (c Config) TransactionalID(role string) string { return c.WithDefaults().Tx
 // DialTimeout (a failure is a [*TLSHandshakeError]) and Net.TLS.Enable is
 // off, so that sarama does not wrap the connection again; a caller that
 // replaces the dialer must do the handshake itself.
-func (c Config) Sarama() (*sarama.Config, error) {
-	c = c.WithDefaults()
+func (c Config) Sarama() (*sarama.Config, error) { return c.WithDefaults().sarama() }
+
+// sarama is Sarama for a c whose defaults are applied already.
+func (c Config) sarama() (*sarama.Config, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}

@@ -118,10 +118,17 @@ func withTLS(sc *sarama.Config, d netDialer) netDialer {
 // invalid cfg returns its error.
 func CheckTLS(ctx context.Context, cfg Config) error {
 	cfg = cfg.WithDefaults()
-	sc, err := cfg.Sarama()
+	sc, err := cfg.sarama()
 	if err != nil {
 		return err
 	}
+	return checkTLS(ctx, cfg, sc)
+}
+
+// checkTLS is CheckTLS for a cfg whose defaults are applied and sc, the
+// sarama configuration built from it; it reads only the TLS settings of
+// sc's dialer, which NewBrokerTransport may have wrapped around its own.
+func checkTLS(ctx context.Context, cfg Config, sc *sarama.Config) error {
 	td, ok := sc.Net.Proxy.Dialer.(*tlsDialer)
 	if !ok || !sc.Net.Proxy.Enable {
 		return nil
