@@ -239,24 +239,11 @@ func (tx *Txn) settleBehind() {
 }
 
 // commitBehind sends EndTxn commit to p's broker, on the connection p was
-// written to, before p's answer came, then reads both answers (in order:
-// the broker answers p first). What the pair means:
-//
-//   - both succeeded: committed, the record in it;
-//   - the commit fenced: a newer epoch aborted the transaction ([Fenced]);
-//   - the commit succeeded, the produce fenced (refused before any
-//     append): committed without the record ([Fenced]);
-//   - the commit succeeded, the produce otherwise not (refused, or no
-//     definite answer): committed, with or without the record; the record
-//     is written again in a transaction of its own under the plain rules
-//     (rewrite), which makes it definite;
-//   - the commit got no answer: [ErrUnknownOutcome], "may have
-//     committed", the token retired; the commit is not sent again (the
-//     produce may still be on its way to the log, and a commit on another
-//     connection could overtake it);
-//   - the commit refused otherwise (the coordinator moved, say): nothing
-//     committed. With the produce's answer in hand, the plain rules apply
-//     (a success commits again through end; an error aborts).
+// written to, before p's answer came, then reads both answers (the broker
+// answers p first). What each pair of answers means: docs/DESIGN.md,
+// "Fencing: pipelined commits". The commit succeeded with the produce
+// fenced (refused before any append) means committed without the record
+// ([Fenced]); a success after a refused commit commits again through end.
 func (tx *Txn) commitBehind(ctx context.Context, p *behindProduce) error {
 	t, h := tx.t, tx.h
 	h.dirty = true // until the coordinator confirms

@@ -401,19 +401,11 @@ func (tx *Txn) fail(what string, kerr sarama.KError, err error) error {
 // INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING) returns [Fenced]
 // and forgets the token. Transactions of one token run one at a time.
 //
-// A request of the transaction that gets no definite answer (a lost
-// connection, a read timeout, or ctx ending while it is out) returns an
-// [*Error] of kind [ErrUnknownOutcome] and retires the token: no request
-// follows under it (no abort either), and every later call with it gets
-// ErrNotHeld. What the transaction wrote is then aborted by the role's
-// next AcquireEpoch or by the transaction timeout, and never commits
-// (see the package documentation). The one exception is the commit: an
-// EndTxn commit without an answer is sent again, under the same epoch,
-// until it is answered or ctx ends. An answer of success returns nil; if
-// no success comes, Transact returns ErrUnknownOutcome, and in this case
-// only it means that the transaction may have committed. Every other
-// error means that nothing the call wrote ever becomes visible to
-// read_committed readers.
+// A request without a definite answer returns [ErrUnknownOutcome] and
+// retires the token; only after an unanswered commit (resent until ctx
+// ends) may the transaction have committed. Every other error means
+// nothing the call wrote becomes visible (see the package documentation,
+// "When a request gets no answer").
 //
 // When ctx ends while no request is out, Transact returns at once with an
 // error wrapping ctx.Err(); the abort of the transaction is sent in the

@@ -63,28 +63,14 @@ func KeyPartition(key []byte, n int32) int32 {
 }
 
 // Writer is the fenced writer of one holding of a role: it writes
-// application records to any topic inside transactions of the role's
-// transactional id, under token. Once a later member has acquired the role
-// (AcquireEpoch), the cluster refuses every write of the Writer, and
-// nothing of a refused transaction becomes visible to read_committed
-// readers: the write fails with an error matching [ErrFenced]. This is
-// fencing enforced by the storage itself. An election that only hands out
-// leases cannot give it for a store it does not own (a Kubernetes Lease
-// never can; etcd and Consul can for writes to themselves only): there, a
-// deposed leader that has not yet noticed its loss still writes.
-//
-// The writes share the role's transactional id with the lease writes of
-// the same token (WriteLease): their transactions run one at a time, so a
-// long transaction delays the holder's lease rewrite (not its renewal: the
-// member session's heartbeats are written under the session's own
-// transactional id). Keep transactions
-// short, well under [Config.TxnTimeout].
-//
-// Readers must read with read_committed isolation; a read_uncommitted
-// reader also sees the records of aborted and fenced transactions.
-//
-// A Writer is a small value over its transport; it is safe for concurrent
-// use (its transactions run one at a time).
+// application records to any topic in transactions of the role's
+// transactional id, under token, so once a later member has acquired the
+// role every write fails with [ErrFenced] and nothing of it becomes
+// visible to read_committed readers (see docs/DESIGN.md, "Compared with
+// etcd elections, ..."). Its transactions and the token's lease writes run
+// one at a time, so a long one delays the lease rewrite (not the renewal,
+// which is the member session's): keep them well under [Config.TxnTimeout].
+// A Writer is safe for concurrent use.
 type Writer struct {
 	t     *BrokerTransport
 	role  codec.Role
