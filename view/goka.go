@@ -15,100 +15,61 @@ import (
 )
 
 // This file is the glue between the view and goka v1.1.14. goka stays the
-// engine: it owns a goroutine per partition, opens the partition's storage,
-// starts and restarts the partition's consumer, and calls the view's
-// update callback with each message the consumer hands it. The view
-// changes goka's behaviour only through goka's own extension points:
+// engine (a goroutine per partition, storage, consumer restarts, the
+// update callback); the view changes it only through its extension points:
 //
 //   - the consumer (WithViewConsumerSaramaBuilder): the view's own
-//     (consumer.go), read_committed, which also hands the view each
-//     record's batch header, and which hands goka the records of each
-//     fetch answer as one chunk message once the view has decoded them
-//     (see below); trackingConsumer tells the view where goka starts each
-//     partition consumer;
+//     (consumer.go), read_committed, handing goka each fetch answer's
+//     decoded records as one chunk message; trackingConsumer tells the
+//     view where goka starts each partition consumer;
 //   - the topic manager (WithViewTopicManagerBuilder): tailTopicManager
-//     answers the recovery phase's "newest offset" with the offset
-//     recovery starts at, so that goka's recovery reads nothing, and one
-//     consumer per partition reads the topic from its start (or from the
-//     state dir's offset) for the whole Run. The view has its own notion
-//     of caught up (View.WaitCaughtUp), which goka's recovery cannot give:
-//     it never ends on a partition whose last offset is a transaction
-//     marker or inside an open transaction, and it would close its
-//     consumer and start another when it ends;
+//     makes goka's recovery read nothing, so one consumer per partition
+//     reads for the whole Run (see the package doc, "Caught up");
 //   - the storage (WithViewStorageBuilder): the in-memory index is the
-//     table the lookups read; goka's storage only persists it (LevelDB,
-//     with StateDir) or keeps the offset (memory). The LevelDB storage is
-//     kept in goka's recovery mode (the offset is written every 30s and on
-//     close, not with every record) until the view's first catch-up, as
-//     goka's recovery would have.
+//     table; goka's storage only persists it (LevelDB with StateDir, kept
+//     in recovery mode, offset written every 30s and on close, until the
+//     first catch-up) or keeps the offset.
 //
-// Records reach the update callback in chunks. The view's consumer
-// decodes the records of each fetch answer (View.prepare, predecode.go),
-// on the goroutine that hands goka its messages while the next fetch is
-// under way, and queues them, each with its offset,
-// key, value and batch header, in the partition's queue; then it hands
-// goka one chunk message in their place: no key, no value, the offset of
-// the chunk's last record, and one header, ChunkHeader, naming the
-// chunk's first and last offsets. The update callback takes that chunk
-// from the queue and applies its records in offset order, each as a
-// record handed alone is applied (replays, skips, the forged-lease check,
-// the state dir), a batch of them under one hold of the index's lock,
-// the partition's progress moving past each batch once it is in the
-// table; goka then stores the chunk's last offset. So
-// goka's own work per message (its select, an update context, its stats,
-// SetOffset) is done once per fetch answer, not once per record, and
-// decoding runs beside applying. The queue is a side channel, paired by
-// offsets: the consumer queues a chunk before it sends the chunk's
-// message; goka hands a partition's messages in order on one goroutine;
-// and when goka starts a partition consumer the partition's queue is
-// emptied (goka starts one only once the previous one's Messages has
-// closed, after both its goroutines ended), so the chunk a message names
-// is at the head of the queue, behind only chunks goka dropped while
-// draining a consumer it closed (discarded). A chunk message cannot be
-// forged: the consumer makes it, and drops every record's own headers.
+// Chunks: the consumer decodes a fetch answer's records (predecode.go)
+// while the next fetch is out, queues them with their batch headers in
+// the partition's queue, then hands goka one message with no key or
+// value, the chunk's last offset, and ChunkHeader naming its first and
+// last offsets. The callback applies the queued records in offset order,
+// a batch under one hold of the index's lock, so goka's per-message work
+// is done once per fetch answer. The queue pairs with messages by offset:
+// a chunk is queued before its message, goka hands a partition's messages
+// in order on one goroutine, and the queue is emptied when goka starts a
+// partition consumer (only after the previous one's channels closed), so
+// the named chunk is at the head, behind only discarded ones. A record the
+// view did not decode is handed alone with BatchHeader set from its
+// batch; the consumer drops every record's own headers, so neither header
+// can be forged.
 //
-// A record the view did not decode (a consumer without the view's hook,
-// as goka's tests build) is handed to goka alone, with a record header,
-// BatchHeader, that the consumer sets from the record's batch header; a
-// writer cannot forge it under any name, as the record's own headers are
-// dropped. The callback reads it with the record (UpdateContext.Headers).
+// What correctness relies on in goka v1.1.14, each guarded by a test
+// (goka_test.go and the view's rebuild, catch-up and forged-lease tests):
 //
-// What correctness relies on in goka v1.1.14, each with the test that
-// fails if an upgrade changes it:
-//
-//  1. goka's default consumer config (DefaultConfig) reads uncommitted
-//     records, so the view must hand goka a consumer of its own
-//     (TestGokaDefaultConsumerConfigReadsUncommitted).
-//  2. Each partition's load asks the storage's GetOffset (with goka's "not
-//     stored" marker, -3, as default) and then the topic manager for the
-//     oldest and newest offsets; the consumer starts one past the stored
-//     offset, or at the oldest offset when nothing is stored. diskStore
-//     answers one less than it stored, so that the consumer hands the last
-//     stored record again (TestGokaStartsTheConsumerAfterTheStoredOffset,
-//     TestFirstCatchUpAfterResumeReplaysOneRecord).
-//  3. Recovery reads until it has been handed a record at newest - 1 or
-//     beyond, then calls the storage's MarkRecovered; when the start is at
-//     or past newest it reads nothing and marks the partition recovered
-//     at once; a partition ending in a transaction marker is not
-//     recovered until a record after the marker arrives, and
-//     View.Recovered() stays false until then
-//     (TestGokaRecoveryEndsAtNewestMinusOne,
-//     TestGokaStartsTheConsumerAfterTheStoredOffset).
+//  1. goka's DefaultConfig reads uncommitted records, so the view hands
+//     goka a consumer of its own.
+//  2. A partition's load asks the storage's GetOffset (default -3, "not
+//     stored"), then the topic manager's oldest and newest offsets; the
+//     consumer starts one past the stored offset, or at the oldest.
+//     diskStore answers one less than it stored, so the last stored record
+//     is handed again.
+//  3. Recovery reads until handed a record at newest - 1 or beyond, then
+//     calls MarkRecovered (at once when the start is at or past newest); a
+//     partition ending in a transaction marker is not recovered, and
+//     View.Recovered() stays false, until a record after it arrives.
 //  4. The update callback is called once per message, in offset order per
 //     partition, from the partition's goroutine, with the message's
-//     headers (UpdateContext.Headers) and its key as a string ("" for
-//     none), followed by the storage's SetOffset with the message's offset
-//     (TestGokaRecoveryEndsAtNewestMinusOne, TestForgedLeasesAreSkipped).
-//  5. With WithViewAutoReconnect, an error on a partition consumer's Errors
-//     (or from the topic manager while starting one) makes goka close the
-//     consumer (AsyncClose), drain Messages and Errors until both are
-//     closed, wait its backoff, and load the partition again from the
-//     storage's offset; Messages closing without an error ends the
-//     partition for good, so the view's consumer closes its channels only
-//     after AsyncClose (TestRecreatedTopicIsRebuilt,
-//     TestStateDirOfARecreatedTopicIsRebuilt).
+//     headers and its key as a string ("" for none), then SetOffset.
+//  5. With WithViewAutoReconnect, an error on a partition consumer's
+//     Errors (or from the topic manager starting one) makes goka
+//     AsyncClose the consumer, drain both channels until closed, back off
+//     and load the partition again; Messages closing without an error ends
+//     the partition for good, so the view's consumer closes its channels
+//     only after AsyncClose.
 //  6. goka's View closes neither its consumer nor its topic manager when
-//     Run returns; gokaResources does (the leak check in TestMain).
+//     Run returns; gokaResources does.
 
 // gokaResources keeps what goka builds, to close it after goka's Run.
 type gokaResources struct {
