@@ -45,7 +45,7 @@
 // The value is an optional field of version 1, not a new version: readers
 // ignore fields they do not know, so a reader older than values reads a
 // registration with a value as the registration, without its value (checked
-// against the released decoder; TestValueReadByOlderShape keeps the shape).
+// against the released decoder; a test in this package keeps that shape).
 //
 // A registration may also carry the instance that wrote it: a random
 // nonce the member process drew when it started, then its host and pid
@@ -103,8 +103,8 @@
 // shapes above, fields in this order, no whitespace, no escapes), which
 // does not use encoding/json; anything else, valid or not, takes the
 // general path through encoding/json, so what an input decodes to, or the
-// error it gives, does not depend on the path (FuzzFastDecode holds them
-// to that). [RecordBuf] decodes into storage the caller provides, for a
+// error it gives, does not depend on the path (a fuzz test holds them to
+// that). [RecordBuf] decodes into storage the caller provides, for a
 // reader of many records.
 //
 // [KeyCodec] and [RecordCodec] are the goka codecs of keys and values, for

@@ -14,7 +14,7 @@ import (
 // anything else, which then takes the general path (encoding/json): the
 // result, error or not, is always the general path's. A fast path accepts
 // an input only when the general path decodes it without error to the
-// same record (FuzzFastDecode holds them to that).
+// same record (a fuzz test holds them to that).
 
 // nameBits says, for each byte, whether it may appear in a role name
 // (bitRole) and in a member id (bitMember).
