@@ -303,15 +303,12 @@ func (r *runner) step(ctx context.Context) Action {
 }
 
 // checkToken ends the holding at now when the transport can no longer
-// write under its token ([fencing.TokenChecker]), as a lease write under
-// it would have learned: retired after an unknown outcome (revoked:
-// ReasonTokenRetired; the member may take its own lease back at once),
-// or forgotten because a write under it was fenced (revoked:
-// ReasonFenced, with the wait after a loss). Writes under the token are
-// work's (a fencing.Writer, a stream) between the lease writes: the
-// member session's heartbeats renew the holding without one.
-// It returns the step down it took, and true; false when the token can
-// still write.
+// write under its token ([fencing.TokenChecker]), as a lease write would
+// have learned: retired after an unknown outcome (ReasonTokenRetired: the
+// member may take its lease back at once) or forgotten after a fenced write
+// (ReasonFenced: the wait after a loss). Work's writes use the token between
+// lease writes, which the heartbeats make rare. It returns the step down it
+// took and true, or false when the token can still write.
 func (r *runner) checkToken(now time.Time) (Action, bool) {
 	tc, ok := r.m.t.(fencing.TokenChecker)
 	if !ok || r.hold == nil {
@@ -394,18 +391,11 @@ func (r *runner) lookAhead(ctx context.Context, now time.Time) []codec.MemberID 
 }
 
 // confirm asks the source to confirm the role's state (Source.Confirm),
-// bounded by TransactionTimeout, and records the confirmation as taken
-// when the call returned: the time it returns, at which the member decides
-// again. It returns false when the confirmation failed (the member backs
-// off and challenges from nothing less).
-//
-// The time is the call's end, not its start: a lease record the confirmed
-// state shows for the first time is first observed then, and its span
-// counts from then. A confirmation can take up to TransactionTimeout (a
-// round trip held by a partition is answered when it heals); counted from
-// the call's start, a lease renewed meanwhile would look that much older,
-// and a member that just got its network back would judge a live holder
-// expired and fence it.
+// bounded by TransactionTimeout, and returns when the call returned, or
+// false when it failed (the member backs off). The time is the call's end,
+// as a lease first shown by the confirmation is first observed then:
+// counted from the start, a lease renewed during a slow call (up to
+// TransactionTimeout) would look older, and a live holder could be fenced.
 func (r *runner) confirm(ctx context.Context) (time.Time, bool) {
 	cctx, cancel := r.callCtx(ctx, r.m.s.TransactionTimeout)
 	c, err := r.confirmState(cctx) // confirm.go
@@ -866,25 +856,13 @@ func (r *runner) awaitWork(h *holding) {
 	}
 }
 
-// awaitWorkRenewing waits for h's work to return after a step-down (its
-// ctx has been cancelled), and keeps the holding renewed meanwhile: it
-// checks in with the member session every RenewInterval, so that the
-// session's heartbeats go on vouching for the role, and takes each round's
-// word (a vouch moves the local deadline on). The role is neither released
-// nor left to lapse while work runs, so no successor's work starts beside
-// it (`krole run`: while any process of CMD's tree lives). The wait has
-// no bound of its own: it lasts as long as work does (Run waits for work
-// in any case).
-//
-// It falls back to awaitWork's wait (work is waited for at most until the
-// local deadline, then the member goes on without it) when the holding is
-// lost: the session says so (fenced, its incarnation ended), or no round
-// vouched for the role before the local deadline. Then the release that
-// follows is fenced, is written under a new epoch (releaseUnderANewEpoch,
-// within that deadline), or is not written, as after any such loss.
-//
-// It is the wait of the resignations renewsWhileWorkStops names; the
-// others keep awaitWork.
+// awaitWorkRenewing waits, with no bound of its own, for h's work to return
+// after a step-down, checking in with the member session every RenewInterval
+// so its heartbeats keep vouching for the role: no successor's work starts
+// beside it (docs/DESIGN.md, "Why it is safe: a deposed holder stops before
+// its successor starts"). Once the holding is lost (the session says so, or
+// no round vouched before the local deadline) it falls back to awaitWork's
+// wait. It serves the resignations renewsWhileWorkStops names.
 func (r *runner) awaitWorkRenewing(h *holding) {
 	if h.done == nil {
 		return
@@ -1018,15 +996,11 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 		q <- werr
 	}
 	if why == ReasonContextEnded {
-		// Leaving: the role is let go (its release written, or its
-		// lease left to the session end). The deregistration goes after
-		// the session end, which is written once every role has stopped
-		// (stopped): the member named in the lease that ended ranks
-		// last, so the successor's turn does not wait for the
-		// deregistration to show, and the session end, which is what
-		// the successor waits for, does not wait behind it on the
-		// connection (a request of the transport's to a broker waits
-		// for the answer to the one before it).
+		// Leaving: the role is let go (released, or left to the session end).
+		// Deregister after the session end, written once every role has stopped
+		// (stopped), so that the successor's turn does not wait for it and the
+		// session end does not queue behind it on the connection (docs/DESIGN.md,
+		// "Why it is safe: a deposed holder stops before its successor starts").
 		r.stopped()
 		r.m.sess.awaitFinish()
 	}
@@ -1107,23 +1081,13 @@ func (r *runner) ownLatest(tok codec.Token) bool {
 }
 
 // releaseUnderANewEpoch releases the role when the transport retired the
-// holding's token (a write under it got no answer, work's included), so
-// that no release can be written under it: it takes a new epoch of the
-// role, which fences only this member's former self, and writes the
-// release under that, so the next candidate need not wait for the lease
-// to run out. cause is the failed release's error, for the log.
-//
-// A new epoch fences whoever holds the role, so it is taken as a challenge
-// is: only after a confirmation (Source.Confirm) that still shows this
-// member's lease under old as the role's latest, and only while no observer
-// can have seen that lease expire: before the holding's local deadline
-// (the last renewal's start + RenewDeadline, short of the lease by the
-// margin for clock rates), which also bounds the AcquireEpoch call. Past
-// it, after a failed confirmation, or when the confirmed state shows a
-// newer lease, the member writes nothing: the lease runs out (another
-// candidate waits at most one lease) or has been superseded, which is
-// slower than a release but never fences a successor. It returns nil when
-// it released, or the reason it did not.
+// holding's token, so that no release can be written under it: it takes a
+// new epoch as a challenge does, only after a confirmation still showing
+// this member's lease under old as the latest and before the local deadline,
+// and releases under that; otherwise it writes nothing and the lease runs
+// out (docs/DESIGN.md, "Why it is safe: a deposed holder stops before its
+// successor starts", The release). cause is the failed release's error, for
+// the log. It returns nil when it released, or the reason it did not.
 func (r *runner) releaseUnderANewEpoch(ctx context.Context, old codec.Token, cause error) error {
 	end := r.l.renewedAt.Add(r.m.s.RenewDeadline)
 	pastDeadline := func() error {

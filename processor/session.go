@@ -17,17 +17,11 @@ import (
 	"github.com/krabka/krole/rolestate"
 )
 
-// session is the member's session (see "Member sessions" in the package
-// doc): one incarnation at a time, one heartbeat per RenewInterval for
-// every role the member holds, and the batched DescribeTransactions that
-// tells a holder it lost a role. Its goroutine (run) writes the
-// heartbeats; the role runners hold, check in and drop roles through its
-// methods, and learn of each round's outcome through their note channel.
-//
-// Member.Run starts it (run, and vetAtStart before the first
-// StartSession); the role runners name the session in their leases
-// (ensure), hold and drop roles, check in at every decision, and take each
-// round's word from their note channel (runner.noted).
+// session is the member's session (docs/DESIGN.md, "Why it is safe: member
+// sessions"): its goroutine (run) writes one heartbeat per RenewInterval for
+// all held roles and learns which were lost; the role runners name it in
+// their leases (ensure), hold, drop and check in through its methods, and
+// read each round's outcome on their note channel (runner.noted).
 type session struct {
 	m *Member
 
@@ -321,15 +315,10 @@ func notify(ch chan sessNote, n sessNote) {
 	}
 }
 
-// run writes a heartbeat round every RenewInterval once the session has
-// begun, whether or not the member holds a role (its heartbeats are the
-// sign of life that keeps another process from taking its member id's
-// session over, see vetAtStart), until ctx ends; then it goes on while
-// the runners stop (drain), and once every one has stopped acting on its
-// role (stopped closed: its work returned, its holding revoked; its
-// deregistration may still be under way), unless KeepOnExit, it ends the
-// session: one session-end record releases every lease of the
-// incarnation.
+// run writes a heartbeat round every RenewInterval, holding roles or not
+// (the heartbeats are the member id's sign of life, see vetAtStart), until
+// ctx ends; then it drains, and once every runner has stopped acting on its
+// role (stopped closed), it writes the session end unless KeepOnExit.
 func (s *session) run(ctx context.Context, stopped <-chan struct{}) {
 	// Rounds go every RenewInterval (less jitter) from the previous
 	// round's start, not its end, as a holder's deadline counts from a
@@ -341,12 +330,9 @@ func (s *session) run(ctx context.Context, stopped <-chan struct{}) {
 		case <-ctx.Done():
 			t.Stop()
 			if s.m.s.KeepOnExit {
-				// Leaving without writing anything (Settings.KeepOnExit):
-				// no round either. A heartbeat now would exclude the
-				// roles the runners let go on the way out, and so hand
-				// them over at once: TestIntegrationCrashFailover saw the
-				// next candidate elected milliseconds after such a
-				// "crash", a woken round having run in the drain.
+				// Leaving without writing anything (Settings.KeepOnExit): no round
+				// either, as a heartbeat would exclude the roles the runners let go
+				// on the way out and so hand them over at once.
 				<-stopped
 			} else {
 				s.drain(context.WithoutCancel(ctx), stopped, next)
@@ -441,17 +427,11 @@ func (s *session) round(ctx context.Context) {
 				confirmed[role] = h.tok
 				bases[role] = h.base
 			default:
-				// The coordinator names another token (or none): another
-				// member took the role. The holder learns it here, within
-				// a round, whatever its view shows.
-				// This round's heartbeat excludes the role, not its
-				// runner's drop, which may come after the heartbeat is
-				// composed: when the coordinator names no token (the
-				// role's transactional id expired) the role's latest
-				// lease is still ours, and a heartbeat vouching for it
-				// would show a fenced holder live for a lease more
-				// (TestIntegrationTransactionalIDExpiry, about 1 run in
-				// 6 under load).
+				// The coordinator names another token, or none (the id expired): the
+				// role is lost, whatever the view shows. The heartbeat of this round
+				// excludes it, not the runner's drop, which may come after the heartbeat
+				// is composed: with no token named our lease is still the latest, and a
+				// heartbeat vouching for it would show a fenced holder live a lease more.
 				h.cancel()
 				n := sessNote{lost: ReasonFenced, cause: fmt.Errorf("%w: the coordinator names token %s for the role, not ours (%s)", fencing.ErrFenced, d.Token, h.tok)}
 				if !d.Held {
@@ -480,10 +460,8 @@ func (s *session) round(ctx context.Context) {
 	s.mu.Unlock()
 	if s.m.s.KeepOnExit && ctx.Err() != nil {
 		// Leaving without writing anything (Settings.KeepOnExit), and this
-		// round began before the member's context ended: a heartbeat
-		// composed after a runner let its role go on the way out would
-		// exclude it, handing it over at once
-		// (TestIntegrationCrashFailover, about 1 run in 25 under load).
+		// round began before ctx ended: a heartbeat composed after a runner let
+		// its role go on the way out would exclude it, handing it over at once.
 		return
 	}
 	if wasRetired && s.fencedByAnother(ctx, cur) {
@@ -615,19 +593,11 @@ func (s *session) finish(ctx context.Context) {
 	ectx, cancel := withTimeout(context.WithoutCancel(ctx), s.m.clk, s.m.s.TransactionTimeout)
 	defer cancel()
 	if retired && !fenced {
-		// The last heartbeat got no definite answer (its connection was
-		// lost or timed out mid-request). Start the session's producer
-		// again under the same nonce, which ends that heartbeat's
-		// transaction, and write the end under the new epoch: it ends
-		// the incarnation's leases all the same (codec.Session Keeps),
-		// where a retired token could write nothing and every lease
-		// would run out its span (election
-		// TestRunAdoptsASessionThatStartedItself, about 1 run in 15
-		// under load, before ctxcall read a request queued behind an
-		// abandoned one as not sent). Unlike ensure, a new producer id
-		// starts nothing: it could not end the old incarnation's leases.
-		// Not after a fence: another process may have taken the session,
-		// and a new epoch would fence it.
+		// The last heartbeat got no definite answer, and a retired token can
+		// write nothing: start the producer again under the same nonce and write
+		// the end under the new epoch (docs/DESIGN.md, "Why it is safe: member
+		// sessions"). Unlike ensure, not under a new producer id, whose end could
+		// not end the old incarnation's leases.
 		next, err := s.m.t.StartSession(ectx, s.m.me, cur.Nonce)
 		if err == nil && next.ProducerID != cur.ProducerID {
 			err = fmt.Errorf("the session's producer id changed (%d, was %d): the incarnation's leases name the old one", next.ProducerID, cur.ProducerID)
@@ -712,16 +682,9 @@ func (r *runner) noted(n sessNote) {
 }
 
 // vetAtStart keeps this process from taking over the session of another
-// live process under its member id. The session's transactional id is
-// the member id's, so this process's first StartSession would fence the
-// other's heartbeats (every role it holds would be lost); so before it,
-// when the member id's latest session record is a heartbeat of an
-// incarnation this process did not begin (not a session end), it watches
-// that session for one LeaseDuration: a newer heartbeat of it means the
-// other process is live, and the member is refused ([MemberInUseError]:
-// Run returns it, nothing written); a session end, or no heartbeat for a
-// lease, means it is gone (a process killed, or paused for longer than a
-// lease), and the first StartSession may go ahead. Without a
+// live process under its member id, which its first StartSession would
+// fence (docs/DESIGN.md, "One process per member id", last point): a live
+// one refuses the member ([MemberInUseError], nothing written). Without a
 // SessionSource there is nothing to watch. ensure waits for it (vetted).
 func (s *session) vetAtStart(ctx context.Context) {
 	defer s.vetDone()
@@ -811,14 +774,11 @@ func (s *session) otherInstance(ctx context.Context) (codec.Role, string) {
 }
 
 // fencedByAnother reports, after a fenced heartbeat of incarnation cur,
-// whether another process took the member id's session: the id's latest
-// session record is a heartbeat of another incarnation, not under an
-// earlier epoch of cur's producer id (that is a predecessor's). Then every
-// holding ends and this process is refused ([MemberInUseError]). Without
-// a SessionSource, or when the record cannot be read, it answers false
-// and the session starts again: if another process did take it, that
-// fences the other's heartbeats, and one of the two sees the other's
-// record at its next fenced heartbeat.
+// whether another process took the member id's session (docs/DESIGN.md,
+// "One process per member id"); if so every holding ends and this process
+// is refused ([MemberInUseError]). When it cannot tell (no SessionSource,
+// or the record cannot be read) it answers false and the session starts
+// again: one of the two processes sees the other at its next fenced one.
 func (s *session) fencedByAnother(ctx context.Context, cur codec.Session) bool {
 	s.mu.Lock()
 	fenced := s.fenced
@@ -833,17 +793,12 @@ func (s *session) fencedByAnother(ctx context.Context, cur codec.Session) bool {
 		return false
 	}
 	if o := se.Heartbeat.Session; o.ProducerID == cur.ProducerID && o.Epoch < cur.Epoch {
-		// A record under an earlier epoch of the session's producer id
-		// was written before this process's StartSession, which moved the
-		// epoch past it: a predecessor's (a process killed, then this one
-		// started after a lease of its silence), not one of a process
-		// that took the session since, whose StartSession would have
-		// moved the epoch past this process's. The fence was the
-		// coordinator's abort of a heartbeat that outlived the
-		// transaction timeout (an EndTxn refused for that long): start
-		// again. (Chaos, a member restarted after a kill whose first
-		// heartbeat met 2 s of CONCURRENT_TRANSACTIONS on EndTxn: it
-		// left as "in use by another process", with none running.)
+		// Written before this process's StartSession moved the epoch past it:
+		// a predecessor's (killed; this process started after a lease of its
+		// silence), not a process that took the session since (its StartSession
+		// would have moved the epoch past ours). So the fence was the
+		// coordinator's abort of a heartbeat that outlived the transaction
+		// timeout (an EndTxn refused that long, e.g. CONCURRENT_TRANSACTIONS).
 		return false
 	}
 	s.mu.Lock()
