@@ -57,23 +57,15 @@ type BrokerTransport struct {
 
 var _ Transport = (*BrokerTransport)(nil)
 
-// NewBrokerTransport connects to the cluster cfg names. It applies
-// cfg.WithDefaults and cfg.Validate, and fetches the cluster's metadata
-// once, so an unreachable cluster fails here, within the dial timeout and
-// sarama's metadata retries, with an [*Error] of kind [ErrClient] that says
-// which addresses did not answer. With TLS, a handshake that fails with
-// every bootstrap broker fails here at once ([CheckTLS]), wrapping the
-// [*TLSHandshakeError]s. An invalid cfg returns a plain error naming the
-// setting.
-//
-// It then asks one broker for its transaction settings (one
-// DescribeConfigs, bounded by cfg.RequestTimeout; see
-// [BrokerTransport.StartTxnSettings]) and refuses a cfg.TxnTimeout longer
-// than the broker's transaction.max.timeout.ms, which the coordinator
-// would refuse at every AcquireEpoch: the error matches
-// [ErrBrokerSettings] and names both values. When the broker does not
-// answer that request (it refuses it, or does not report the setting),
-// nothing is checked.
+// NewBrokerTransport connects to the cluster cfg names, after
+// cfg.WithDefaults and cfg.Validate (an invalid cfg: a plain error naming
+// the setting). It fetches the metadata once, so an unreachable cluster
+// fails here (an [*Error] of kind [ErrClient] naming the addresses; with
+// TLS failing at every bootstrap broker, at once, wrapping the
+// [*TLSHandshakeError]s: [CheckTLS]). It refuses ([ErrBrokerSettings]) a
+// cfg.TxnTimeout above the broker's transaction.max.timeout.ms, which every
+// AcquireEpoch would meet, when the broker reports it
+// ([BrokerTransport.StartTxnSettings]).
 func NewBrokerTransport(cfg Config) (*BrokerTransport, error) {
 	cfg = cfg.WithDefaults()
 	sc, err := cfg.sarama() // validates cfg
@@ -200,13 +192,11 @@ func (t *BrokerTransport) Close() error {
 
 // AcquireEpoch implements [Transport]: InitProducerId (producer id -1,
 // epoch -1, transaction timeout cfg.TxnTimeout) on the role's transactional
-// id at its transaction coordinator. Retriable answers
-// (COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
-// CONCURRENT_TRANSACTIONS) and lost connections are retried with a short
-// backoff, bounded by ctx and cfg.RequestTimeout. When ctx ends while the
-// request is out, its connection is closed at once; what a late delivery
-// can still do is in the package documentation ("Requests the caller
-// gave up on").
+// id at its coordinator. Retriable answers (COORDINATOR_LOAD_IN_PROGRESS,
+// NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, CONCURRENT_TRANSACTIONS) and
+// lost connections are retried with a short backoff within ctx and
+// cfg.RequestTimeout. When ctx ends while the request is out, its connection
+// is closed at once (package doc, "Requests the caller gave up on").
 func (t *BrokerTransport) AcquireEpoch(ctx context.Context, role codec.Role) (codec.Token, error) {
 	if err := role.Validate(); err != nil {
 		return codec.Token{}, &Error{Kind: ErrProducer, Role: role, Err: err}
@@ -252,16 +242,13 @@ func (t *BrokerTransport) mint(ctx context.Context, key codec.Role, txnID string
 	return tok, nil
 }
 
-// FindCoordinator looks up the transaction coordinator of role's
-// transactional id (one FindCoordinator round trip), unless the client
-// knows it already, and keeps it for the calls that go to it: AcquireEpoch
-// and every write under a token. A member that calls it when it joins the
-// candidates saves that round trip on its first challenge, in the middle of
-// a handover. It sends nothing else and changes nothing at the cluster; a
-// coordinator that moves later is found again by the call that meets
-// NOT_COORDINATOR, as without it. sarama may retry the lookup (its
-// metadata retries); when ctx ends first, FindCoordinator returns an
-// error matching ctx.Err() and the lookup finishes in the background.
+// FindCoordinator looks up and keeps the transaction coordinator of role's
+// transactional id (one round trip, unless the client knows it), for
+// AcquireEpoch and the writes under a token: a member that calls it on
+// joining the candidates saves that round trip in a handover. It changes
+// nothing at the cluster; a coordinator that moves is found again at
+// NOT_COORDINATOR. When ctx ends first it returns an error matching
+// ctx.Err() and the lookup (sarama may retry it) finishes in the background.
 func (t *BrokerTransport) FindCoordinator(ctx context.Context, role codec.Role) error {
 	if err := role.Validate(); err != nil {
 		return &Error{Kind: ErrProducer, Role: role, Err: err}

@@ -4,8 +4,8 @@ package fencing
 // session end) sends its EndTxn commit right behind its Produce, on the
 // same connection, when the transaction coordinator is also the
 // partition's leader, instead of waiting for the Produce's answer: two
-// round trips (AddPartitionsToTxn, then Produce + EndTxn) where there
-// were three. See "Pipelined commits" in the package documentation for
+// round trips (AddPartitionsToTxn, then Produce + EndTxn) where the plain
+// path takes three. See "Pipelined commits" in the package documentation for
 // when it is done and what an error then means.
 
 import (

@@ -84,19 +84,12 @@ func (t *BrokerTransport) refreshMetadata(ctx context.Context, topic string) {
 
 // ---- broker calls under a ctx ----
 //
-// sarama's broker calls take no ctx: they block until the broker answers or
-// the connection's read timeout (cfg.RequestTimeout) passes. call runs each
-// on a goroutine of its own and returns as soon as ctx ends, with ctx.Err();
-// the abandoned call finishes in the background within the read timeout and
-// its answer is dropped.
-//
-// A request that was sent and got no answer (a lost connection, a read
-// timeout, or a caller that stopped waiting) may still reach the broker
-// later and take effect there: send marks its error as [noAnswerError].
-// Outside a transaction such a request is resent (Register's append may
-// then show twice; Describe and AcquireEpoch are answered again). Under a
-// token it is not: the transaction retires the token (see txn.go), except
-// for EndTxn commit, which is resent until it is answered.
+// sarama's broker calls take no ctx: call runs each on its own goroutine and
+// returns when ctx ends; the abandoned call ends within the read timeout
+// (cfg.RequestTimeout). A request sent without an answer is a [noAnswerError]:
+// resent outside a transaction (Register's append may then show twice); under
+// a token it retires the token, except an EndTxn commit, resent until answered
+// (docs/DESIGN.md, "Fencing: a request without an answer").
 
 // call runs fn and waits for it or for ctx, whichever comes first.
 func call[T any](ctx context.Context, inflight *sync.WaitGroup, fn func() (T, error)) (T, error) {
@@ -116,19 +109,11 @@ func noAnswer(err error) bool {
 }
 
 // send is call for request fn to broker b: an error of a request that may
-// have left the client is a [noAnswerError]. A ctx that ended before the
-// call, or an error sarama returns before writing (no connection, a
-// version the broker lacks, a connection closed by an abandon), means
-// nothing was sent.
-//
-// When ctx ends while the request is out, send closes the connections to
-// b at once (ctxcall.Conns.Close), so that a request the broker has not
-// read yet never takes effect, as far as a close can ensure it (see the
-// package documentation). When the request gets no answer for another
-// reason (a read timeout, a lost connection), send closes b: sarama keeps
-// a connection whose read timed out open but dead, answering every later
-// request on it with the old timeout although it writes them out. The
-// client dials again at the next lookup of the broker.
+// have left the client is a [noAnswerError]; a ctx that ended before the
+// call, or an error sarama returns before writing, means nothing was sent.
+// A request out when ctx ends, or left without an answer, closes the
+// connections to b (docs/DESIGN.md, "Fencing: requests the caller gave up
+// on"); the client dials again at the next lookup of b.
 func send[T any](ctx context.Context, t *BrokerTransport, inflight *sync.WaitGroup, b *sarama.Broker, fn func() (T, error)) (T, error) {
 	if err := ctx.Err(); err != nil {
 		var zero T
@@ -288,16 +273,13 @@ func (t *BrokerTransport) atCoordinator(ctx context.Context, inflight *sync.Wait
 	return answer, nil
 }
 
-// produce sends batch to the leader of topic/partition and returns the
-// base offset the broker assigned, or its error code, or err when no
-// definite answer came (the batch may or may not have been appended: the
-// connection was lost, or the last answer was REQUEST_TIMED_OUT or
-// NOT_ENOUGH_REPLICAS_AFTER_APPEND).
-// Leadership errors ([leaderMovedCodes]) refresh the metadata and resend.
-// A lost connection resends the same batch outside a transaction; under a
-// transaction (txnID set) it returns a [noAnswerError] instead, since the
-// lost request may still arrive. DUPLICATE_SEQUENCE_NUMBER counts as
-// success (offset -1): the batch was appended by an earlier attempt.
+// produce sends batch to the leader of topic/partition and returns the base
+// offset, or the broker's error code, or err when no definite answer came (a
+// lost connection, or a last answer of REQUEST_TIMED_OUT or
+// NOT_ENOUGH_REPLICAS_AFTER_APPEND). [leaderMovedCodes] refresh the metadata
+// and resend; a lost connection resends outside a transaction and returns a
+// [noAnswerError] under one (txnID set). DUPLICATE_SEQUENCE_NUMBER is success
+// (offset -1): an earlier attempt appended the batch.
 func (t *BrokerTransport) produce(ctx context.Context, inflight *sync.WaitGroup, txnID *string, topic string, partition int32, batch *sarama.RecordBatch) (int64, sarama.KError, error) {
 	var (
 		offset int64 = -1
@@ -368,21 +350,12 @@ type produceAnswer struct {
 }
 
 // produceAsync writes req (acks required) to b and returns at once; the
-// answer comes on the channel. sarama's Broker.Produce holds the broker's
-// lock for the whole round trip; AsyncProduce holds it only while it
-// writes, so that the commit of a pipelined transaction follows on the
-// same connection before the answer (the broker answers a connection's
-// requests in the order it read them). An error means nothing is coming:
-// the request was not written, or its write failed.
-//
-// One such produce at a time is unanswered on b's address (gate): while
-// another is, produceAsync writes nothing and returns [errPipeBusy], and
-// the caller takes the plain path, which waits its turn on the connection.
-// Unbounded, every role's produce could be out at once behind a stalled
-// one, and a caller that gave up on its request, closing the connection
-// under all of them, would leave each without an answer and its token
-// retired; as in the plain path, at most the pipelined pair and the one
-// request sent between them are cut short.
+// answer comes on the channel, and an error means none is coming. Unlike
+// Broker.Produce it holds b's lock only while it writes, so a pipelined
+// commit follows on the connection before the answer. One is unanswered per
+// address at most (gate); else it returns [errPipeBusy] and the caller takes
+// the plain path, so a caller giving up cuts short at most the pair and one
+// request between them (docs/DESIGN.md, "Fencing: pipelined commits").
 func produceAsync(b *sarama.Broker, req *sarama.ProduceRequest, gate chan struct{}) (<-chan produceAnswer, error) {
 	select {
 	case gate <- struct{}{}:
@@ -490,21 +463,13 @@ func (k kafkaCode) Is(target error) bool {
 	return errors.As(target, &c) && c == k.code
 }
 
-// fenceCode reports whether a broker error code says that a later epoch
-// holds the transactional id: PRODUCER_FENCED (coordinator paths, and
-// kfake's answer to a stale epoch there), INVALID_PRODUCER_EPOCH (a
-// partition leader's answer to a stale produce, and older coordinators'),
-// INVALID_PRODUCER_ID_MAPPING (the coordinator no longer knows the
-// producer id: the transactional id expired and may be held under a new
-// one; the token can never write again), and Redpanda's answers once the
-// transactional id expired (transactional.id.expiration.ms) or its
-// producer state is gone: TRANSACTIONAL_ID_NOT_FOUND (105) and
-// UNKNOWN_PRODUCER_ID (59) (redpanda-data/redpanda src/v/cluster/tx_gateway_frontend.cc,
-// src/v/cluster/rm_stm.cc). Each of the last three means that the token
-// can never commit again: the role's next token may have a new producer id
-// at epoch 0, which codec.Token.Newer does not order against the old one,
-// so the holding must end here, at the broker's word, rather than at the
-// holder's renew deadline.
+// fenceCode reports whether a broker error code says that a later epoch or
+// another producer id holds the transactional id: PRODUCER_FENCED,
+// INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING, and Redpanda's
+// TRANSACTIONAL_ID_NOT_FOUND and UNKNOWN_PRODUCER_ID (docs/DESIGN.md,
+// "Fencing: what a token is at the coordinator"). After the last three the
+// token can never commit again and the next may have a new producer id,
+// which codec.Token.Newer does not order, so the holding ends here.
 func fenceCode(k sarama.KError) bool {
 	switch k {
 	case kerrProducerFenced, kerrInvalidProducerEpoch, kerrInvalidProducerIDMapping,

@@ -18,19 +18,14 @@ type topicPartition struct {
 	partition int32
 }
 
-// holder is the producer state a minted token binds: the transactional
-// id, the token, and per partition the sequence number its next batch
-// carries. A new token starts every sequence at 0.
-//
-// Sequence numbers continue across the transactions of one epoch (the
-// broker keeps the producer's last sequence per partition whether its
-// transaction committed or aborted). When a produce gets no definite answer
-// the next sequence is one of two values (the batch was appended or not);
-// next keeps every candidate, ascending. The next produce tries them from
-// the highest down: a candidate above the broker's expectation is refused
-// with OUT_OF_ORDER_SEQUENCE_NUMBER and appends nothing, and the highest
-// candidate was never sent, so it cannot be mistaken for a duplicate of an
-// earlier batch.
+// holder is the producer state a minted token binds: the transactional id,
+// the token, and per partition the sequence number of its next batch (0
+// under a new token, continued across the epoch's transactions, committed
+// or aborted). After a produce without a definite answer the next sequence
+// is one of two values; next keeps every candidate, ascending, and the next
+// produce tries them from the highest down: one above the broker's
+// expectation is refused (OUT_OF_ORDER_SEQUENCE_NUMBER) appending nothing,
+// and the highest was never sent, so it is never taken for a duplicate.
 type holder struct {
 	token codec.Token
 	txnID string
@@ -107,14 +102,10 @@ func (t *BrokerTransport) isRetired(h *holder) bool {
 
 // WriteLease implements [Transport]: one transaction under token that adds
 // the role's partition, produces the lease (key codec.LeaseKey(role)) and
-// commits, and returns the lease record's offset, from the Produce's
-// answer (when the commit is pipelined behind the produce, the answer that
-// comes before the commit's). A token that is not the newest this
-// transport minted for role gets ErrNotHeld before any request is sent. A
-// broker's PRODUCER_FENCED or INVALID_PRODUCER_EPOCH anywhere in the
-// transaction returns [Fenced] and the transport forgets the token. A
-// broker that acknowledges the lease without its offset fails the write
-// (see [Transport].WriteLease).
+// commits; it returns the lease's offset from the Produce's answer. A token
+// not the newest this transport minted for role gets ErrNotHeld unsent; a
+// fence anywhere in the transaction returns [Fenced] and forgets the token;
+// an acknowledgement without an offset fails the write ([Transport].WriteLease).
 func (t *BrokerTransport) WriteLease(ctx context.Context, role codec.Role, token codec.Token, lease codec.Lease) (off int64, err error) {
 	defer func() {
 		err = needs{txnOp: "WRITE", txnID: t.cfg.TransactionalID(string(role)), topicOp: "WRITE", topic: t.cfg.Topic}.authz(err)
@@ -166,15 +157,13 @@ func (tx *Txn) Role() codec.Role { return tx.role }
 // Token returns the token the transaction writes under.
 func (tx *Txn) Token() codec.Token { return tx.h.token }
 
-// Produce appends one record (a nil value is a tombstone) to
-// topic/partition inside the transaction and returns its offset. The first
-// write to a partition adds it to the transaction (AddPartitionsToTxn).
-// Errors: [ErrFenced] when a later token holds the role; [ErrProducer]
-// otherwise. Either dooms the transaction: it is aborted whatever the
-// function returns. A fence does not always show here: a leader that has
-// not seen the newer epoch may refuse the stale produce with another code
-// (kfake answers INVALID_TXN_STATE), and then the abort that follows is
-// refused as fenced and Transact returns [ErrFenced].
+// Produce appends one record (a nil value is a tombstone) to topic/partition
+// in the transaction and returns its offset; the first write to a partition
+// adds it (AddPartitionsToTxn). Its errors, [ErrFenced] when a later token
+// holds the role and [ErrProducer] otherwise, doom the transaction. A leader
+// that has not seen the newer epoch may answer a fence with another code
+// (kfake: INVALID_TXN_STATE); the abort that follows is then fenced and
+// Transact returns [ErrFenced].
 func (tx *Txn) Produce(topic string, partition int32, key, value []byte) (int64, error) {
 	if tx.err != nil {
 		return -1, tx.err
@@ -392,24 +381,15 @@ func (tx *Txn) fail(what string, kerr sarama.KError, err error) error {
 	return nil
 }
 
-// Transact runs fn inside one transaction under token, the token this
-// transport minted for role most recently (else ErrNotHeld, and no request
-// is sent). The transaction begins with the first write fn makes through
-// tx; when fn returns nil it commits (EndTxn commit), when fn returns an
-// error, or a tx method failed, it aborts (EndTxn abort) and Transact
-// returns that error. A fence seen anywhere (PRODUCER_FENCED,
-// INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING) returns [Fenced]
-// and forgets the token. Transactions of one token run one at a time.
-//
-// A request without a definite answer returns [ErrUnknownOutcome] and
-// retires the token; only after an unanswered commit (resent until ctx
-// ends) may the transaction have committed. Every other error means
-// nothing the call wrote becomes visible (see the package documentation,
-// "When a request gets no answer").
-//
-// When ctx ends while no request is out, Transact returns at once with an
-// error wrapping ctx.Err(); the abort of the transaction is sent in the
-// background, and the token's next transaction waits for it.
+// Transact runs fn in one transaction under token, the token this transport
+// minted for role last (else ErrNotHeld, unsent), begun by fn's first write
+// through tx: it commits when fn returns nil, else aborts and returns fn's or
+// the failed tx method's error. A fence returns [Fenced] and forgets the
+// token; a request without a definite answer returns [ErrUnknownOutcome] and
+// retires it, and only an unanswered commit (resent until ctx ends) may have
+// committed (package doc, "When a request gets no answer"). When ctx ends with
+// no request out it returns at once; the abort goes in the background, before
+// the token's next transaction. Transactions of one token run one at a time.
 func (t *BrokerTransport) Transact(ctx context.Context, role codec.Role, token codec.Token, fn func(tx *Txn) error) (err error) {
 	// The topics and groups are fn's; the transactional id is the role's.
 	defer func() {
