@@ -396,43 +396,14 @@ func (v *View) waitHanded(ctx context.Context, p int32, target int64) error {
 // WaitCaughtUp blocks until the table holds every committed record of the
 // role topic that was stable when the call started, then returns nil.
 //
-// Exactly: after the call starts, it asks each partition's leader for the
-// partition's last stable offset (LSO, ListOffsets with read_committed
-// isolation). The LSO is the high watermark, or the first offset of the
-// oldest transaction still open. A partition is caught up when the view has
-// been handed every record below its LSO that a read_committed consumer is
-// handed. Transaction markers and aborted records are never handed to a
-// consumer, so the view cannot wait for their offsets; instead it reads the
-// partition's tail back from the LSO (a few hundred bytes in the usual
-// case) to find the last record below the LSO that is neither, and waits
-// until it has applied (or skipped) that one. Hence:
-//
-//   - an empty partition is caught up at once;
-//   - a partition that ends in a transaction marker (every committed lease
-//     write does) is caught up once its last data record is applied;
-//   - a partition with an open transaction is caught up once every record
-//     below the transaction's first offset is applied: records written
-//     inside the open transaction are not awaited, and do not show until
-//     it commits (nor ever, if it aborts).
-//
-// "Applied" includes the verdict on the record's author: a lease or
-// session record whose producer id waits for its verdict (see "Who can
-// write what" in the package documentation) is awaited until it is
-// applied or skipped. Without that, a member's session end still
-// waiting would leave its roles shown as held to a view that just
-// caught up.
-//
-// WaitCaughtUp costs one ListOffsets round trip per leader, plus a fetch or
-// two per partition that is behind; it never rereads the partition. The
-// first success marks the view ready: lookups stop waiting and
-// [View.CaughtUp] turns true. Run performs that first call itself.
-//
-// Until the first success, a call also waits for each partition's consumer
-// (the one that follows the topic for the rest of the Run) to have started
-// and handed the view the last record below the LSO that it can be handed,
-// which proves that it is fetching: a record committed afterwards reaches
-// the table one fetch later. A partition that holds no such record cannot
-// be proven this way; see the package doc, "A view's first moments".
+// It probes each partition's last stable offset (LSO) and waits for the last
+// record below it that a read_committed consumer is handed, its author's
+// verdict included (an open transaction's records are not awaited); the
+// first call also waits for each partition's consumer to prove it fetches
+// (docs/DESIGN.md, "The view: catching up"). It costs one ListOffsets per
+// leader plus a fetch or two per partition behind. The first success marks
+// the view ready (lookups stop waiting, [View.CaughtUp] turns true); Run
+// makes that first call itself.
 //
 // A partition whose LSO is below the offset the view has read has gone
 // backwards (the topic was recreated, or the cluster restarted without its
@@ -525,25 +496,12 @@ func (v *View) probeErr(ctx context.Context, err error) error {
 }
 
 // catchUpPartition waits until partition p is caught up to lso (see
-// WaitCaughtUp).
-//
-// The first catch-up also proves that the partition's consumer is the one
-// that follows the topic from then on and that it is fetching: it waits
-// for goka to start that consumer, and for the consumer to hand the view
-// the last record below lso that it can be handed (the consumer starts at
-// the last record restored from the state dir, so a restart with nothing
-// new still hands one). A consumer that has handed a record is subscribed
-// at the broker, so a record committed afterwards reaches the view one
-// fetch later. Only a partition that holds no such record (empty, or only
-// transaction markers and aborted records from where the consumer
-// started) cannot be proven this way; see the package doc, "A view's
-// first moments".
-//
-// mark is what the view had read of p before lso was probed: an lso below
-// it means the partition went backwards, and the call waits for the view
-// to reset the partition (see rebuild.go), then reads it from its start.
-// (The offsets applied after the probe say nothing: a record committed
-// after the probe may be applied before this call.)
+// WaitCaughtUp); the first catch-up also waits for the partition's consumer
+// to prove it fetches (docs/DESIGN.md, "The view: catching up"). mark is
+// what the view had read of p before lso was probed: an lso below it means
+// p went backwards, and the call waits for the view to reset p (rebuild.go),
+// then reads it from its start. (The offsets applied after the probe cannot
+// tell: a record committed after the probe may be applied before this call.)
 func (v *View) catchUpPartition(ctx context.Context, p int32, lso int64, mark readMark, first bool) error {
 	if lso < mark.read {
 		e := &OffsetsWentBackwardsError{Topic: v.topic, Partition: p, Offset: mark.read, End: lso}

@@ -18,52 +18,16 @@ import (
 // challenges, so that it never challenges from a view that lags, cannot
 // reach the cluster, or reads a topic that started over.
 //
-// Exactly: it learns the partition's last stable offset from its leader
-// and waits until the view has applied the last record below it, as
-// [View.WaitCaughtUp] does for every partition. Once the view has caught
-// up for the first time, that is one read_committed Fetch from the offset
-// the view has read, without waiting: its answer carries the last stable
-// offset and the high watermark, and the records below the last stable
-// offset, the last of which is the one to wait for (a further fetch looks
-// past an answer that stopped short of it). Before that, and when the
-// offset the view has read is outside the partition, it is one ListOffsets
-// round trip (read_committed) and a fetch back from the last stable offset,
-// as in WaitCaughtUp. A partition whose last stable offset has not moved
-// since the view last confirmed it needs no wait.
+// How, in one round trip when no transaction is open, and what it reports of
+// an open one (Confirmed.OpenProducerID, OpenOffset) and of the session's
+// partition: docs/DESIGN.md, "The view: what Confirm reads".
 //
-// When the high watermark is above the last stable offset (or after
-// ListOffsets, which does not say), it also fetches the partition at its
-// last stable offset with read_uncommitted isolation (one more round
-// trip): when a transaction starts there (an open transaction holds the
-// last stable offset below the high watermark), Confirmed.OpenProducerID
-// is that transaction's producer id, from its first batch's header, and
-// Confirmed.OpenOffset its first offset (the last stable offset);
-// otherwise both are -1. The records of that transaction, and everything
-// after its first offset, are not in State, even if the transaction has
-// committed since. A transaction that began at the last stable offset just
-// after the first round trip answered may be reported too. So a
-// confirmation with no transaction open costs one round trip.
-//
-// When the role's lease names its holder's session (see session.go), the
-// session's partition is confirmed the same way, after the role's (one
-// more round trip when it is another partition), so that the state's
-// session record is the latest committed before the confirmation (one
-// waiting for its producer id's verdict is settled first); a
-// transaction open there of a producer other than the session's is
-// reported in OpenProducerID and OpenOffset when the role's partition has
-// none open, since heartbeats may wait behind it.
-//
-// Errors: when ctx ends first, an error matching both [ErrNotCaughtUp] and
-// ctx.Err(); once Run has returned, [ErrStopped]; while the partition's
-// offsets have gone backwards (its last stable offset found below what the
-// view had read, by this call's probe or earlier by the view) and the view
-// has not yet replaced its table with one rebuilt from the partition's new
-// log, an error matching both [ErrRewound] and [*OffsetsWentBackwardsError]
-// (without a round trip when the view knew it already); a failed probe,
-// its error wrapped. No state is returned with
-// an error. A round trip in flight is not interrupted by ctx: it is
-// bounded by the config's RequestTimeout. Called before Run, it waits for
-// Run to start.
+// Errors, with no state: when ctx ends first, one matching [ErrNotCaughtUp]
+// and ctx.Err(); once Run has returned, [ErrStopped]; while the partition's
+// offsets have gone backwards and its table is not yet rebuilt, one matching
+// [ErrRewound] and [*OffsetsWentBackwardsError]; a failed probe's, wrapped.
+// A round trip in flight ignores ctx (RequestTimeout bounds it). Called
+// before Run, it waits for Run to start.
 func (v *View) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirmed, error) {
 	return v.confirm(ctx, role, 0)
 }

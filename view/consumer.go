@@ -13,60 +13,12 @@ import (
 	"github.com/krabka/krole/internal/kafkalog"
 )
 
-// This file is the view's own sarama.Consumer, which goka is handed
-// through goka.WithViewConsumerSaramaBuilder (see goka.go for why and for
-// what goka relies on). Each partition consumer reads with raw
-// read_committed Fetch requests, on a connection of its own to the
-// partition's leader:
-//
-//   - Isolation read_committed, Fetch v11: the broker returns batches up to
-//     the last stable offset and the index of aborted transactions. Aborted
-//     batches are dropped as Kafka's Java consumer drops them: a
-//     transactional batch of producer P is aborted when an aborted
-//     transaction of P begins at or before it and P's abort marker has not
-//     come yet. Control batches (transaction markers) are skipped. Every
-//     batch, kept or dropped, moves the next offset past its last offset,
-//     so a partition ending in a marker does not stall the read.
-//   - The records of each fetch answer are offered to the prepare hook
-//     (the view's: it decodes them and queues them with each record's
-//     batch header, see predecode.go). When it takes them, goka is handed
-//     one chunk message in their place, whose one header, [ChunkHeader],
-//     names the chunk's first and last offsets. Otherwise each record is
-//     handed to goka with one header, [BatchHeader], set by the consumer
-//     from the record's batch header: the batch's producer id, producer
-//     epoch and transactional flag. A record's own headers are dropped
-//     (the view uses none), so a writer cannot forge either header:
-//     whatever it put there under any name is gone.
-//   - A long poll: MinBytes 1 and MaxWaitTime from the config
-//     (fetchMaxWait), so a committed record is answered at once and an idle
-//     poll returns after MaxWaitTime. A connection per partition keeps one
-//     partition's long poll from holding back another's answer (a broker
-//     answers the requests of one connection in order).
-//   - One goroutine fetches, another offers the records to the prepare
-//     hook and hands them to goka, so the next fetch is under way while
-//     the hook decodes the last one and goka applies it. Each fetch a
-//     broker answers (whatever the answer) is reported to the view's
-//     health (fetchConsumer.answered: the view's last contact).
-//   - Leader moves (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE,
-//     UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH and the like) and
-//     lost connections: refresh the topic's metadata, reconnect to the
-//     leader and fetch again, pausing 50ms doubling to 1s. After
-//     fetchFailuresReported failures in a row the error is also sent on
-//     Errors, which makes goka close the partition consumer and start a
-//     new one after its backoff (from the offset its storage holds).
-//   - OFFSET_OUT_OF_RANGE: the partition's log start and high watermark are
-//     asked for. Below the log start (records deleted by retention), the
-//     read moves on to the log start. Past the high watermark, the
-//     partition's offsets went backwards: the error, an
-//     [*OffsetsWentBackwardsError], goes to Errors and to the view (see
-//     rebuild.go), and the partition consumer stops fetching.
-//
-// AsyncClose stops fetching (it closes the partition's connection, which
-// ends a fetch in flight) and closes Messages and Errors; Close does the
-// same, waits, and returns the errors not yet read from Errors, as
-// sarama's does. Consumer.Close closes every partition consumer still
-// open; the sarama.Client it was built on stays open (its owner closes
-// it).
+// This file is the view's own sarama.Consumer, handed to goka through
+// goka.WithViewConsumerSaramaBuilder (goka.go says why and what goka relies
+// on): raw read_committed Fetch requests on a connection per partition, each
+// record tagged with [BatchHeader] or [ChunkHeader] from its batch header (a
+// record's own headers are dropped, so neither can be forged). How it reads,
+// recovers and closes: docs/DESIGN.md, "The view: its consumer".
 
 // BatchHeader is the name of the header that the view's consumer sets on
 // every record it hands to goka alone (not in a chunk message, see
