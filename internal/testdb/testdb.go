@@ -220,9 +220,9 @@ func (l launch) listen() (p *proc, port int, version, logPath string, err error)
 			return nil, 0, "", "", err
 		}
 		logPath = filepath.Join(l.dir, fmt.Sprintf("%s-%d.log", l.name, port))
-		logf, err := os.Create(logPath)
-		if err != nil {
-			return nil, 0, "", "", err
+		logf, ferr := os.Create(logPath)
+		if ferr != nil {
+			return nil, 0, "", "", ferr
 		}
 		cmd := l.command(port)
 		cmd.Stdout, cmd.Stderr = logf, logf
