@@ -335,7 +335,7 @@ const maxConfirmGap = 5 * time.Second
 //     back again would fence the winner, which would fence it in turn.
 //  7. The role is vacant. Candidates rank by registration offset (join
 //     order) when the holder let the role go (a release, or its session
-//     dropped the role or ended), and by split score ([splitScore]) when
+//     dropped the role or ended), and by split score ([SplitScore]) when
 //     its lease ran out while its session still claimed it (it died or
 //     was cut off): the survivors of a member that held many roles each
 //     take their own share at once. Either way the member named in the
@@ -603,7 +603,7 @@ func (l Local) heldBack(st rolestate.State) bool {
 // ended ranks last) and the candidates its challenge prunes. Candidates
 // rank by registration offset (join order), except in a vacancy left by a
 // lease that ran out while its session still claimed it (the holder died
-// or was cut off): there they rank by [splitScore], so that the survivors
+// or was cut off): there they rank by [SplitScore], so that the survivors
 // of a member that held many roles each take their own share at once.
 func turn(st rolestate.State, me codec.MemberID) (ahead, prune []codec.MemberID) {
 	var last codec.MemberID
@@ -617,7 +617,7 @@ func turn(st rolestate.State, me codec.MemberID) (ahead, prune []codec.MemberID)
 		if !split {
 			return c.Offset < mine.Offset
 		}
-		a, b := splitScore(st.Role, c.Member), splitScore(st.Role, me)
+		a, b := SplitScore(st.Role, c.Member), SplitScore(st.Role, me)
 		return a > b || a == b && c.Offset < mine.Offset
 	}
 	for _, c := range st.Candidates {
@@ -634,11 +634,12 @@ func turn(st rolestate.State, me codec.MemberID) (ahead, prune []codec.MemberID)
 	return ahead, prune
 }
 
-// splitScore is m's rendezvous score for role: every member computes the
-// same order of a role's candidates from their names alone, and a role
-// moves from one survivor's share to another's only when a candidate
-// ahead of it joins or leaves.
-func splitScore(role codec.Role, m codec.MemberID) uint64 {
+// SplitScore is m's rendezvous score for role, by which candidates rank
+// in a vacancy left by a holder that died (rule 7 of [Decide]): the live
+// candidate with the highest score goes first. Every member computes the
+// same order from the names alone, and a role moves from one survivor's
+// share to another's only when a candidate ahead of it joins or leaves.
+func SplitScore(role codec.Role, m codec.MemberID) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(role))
 	h.Write([]byte{0})

@@ -153,7 +153,7 @@ func TestDecide(t *testing.T) {
 			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2, "y14", 3),
 			l:   vacantFrom(seenAt(local(2), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(minute), time.Time{}),
 			now: t0.Add(10 * sec), open: -1, want: DoChallenge, prune: []codec.MemberID{"x"}},
-		// A dead holder's roles split: candidates rank by splitScore, in
+		// A dead holder's roles split: candidates rank by SplitScore, in
 		// which "y" comes before "me" and "me" before "y14".
 		{name: "expired lease: a candidate that joined first waits one stagger behind one of a higher split score",
 			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2, "y", 3),

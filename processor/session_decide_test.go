@@ -79,12 +79,12 @@ func TestDecideJudgesALeaseByItsHoldersSession(t *testing.T) {
 
 // A vacancy's order: a holder that died (its lease ran out while its
 // session still claimed the role) leaves the role to the candidates in
-// splitScore order, so that a dead member's roles are split among its
+// SplitScore order, so that a dead member's roles are split among its
 // survivors; a holder that let go (a release, or a session record that
 // drops the role) leaves it to the next in join order. Here "y" joined
 // after "me" and has the higher split score.
 func TestTurnSplitsOnlyADeadHoldersRoles(t *testing.T) {
-	require.Greater(t, splitScore(role, "y"), splitScore(role, "me"))
+	require.Greater(t, SplitScore(role, "y"), SplitScore(role, "me"))
 	sess := codec.Session{ProducerID: 7, Epoch: 2, Nonce: "inc1"}
 	lease := leaseOf("x", tok1, t0, 10*time.Second)
 	lease.Session = &sess
@@ -119,7 +119,7 @@ func TestSplitScoreSpreadsRoles(t *testing.T) {
 		r := codec.Role(fmt.Sprintf("shard-%d", i))
 		best := members[0]
 		for _, m := range members[1:] {
-			if splitScore(r, m) > splitScore(r, best) {
+			if SplitScore(r, m) > SplitScore(r, best) {
 				best = m
 			}
 		}

@@ -26,6 +26,7 @@ import (
 	"github.com/krabka/krole/internal/devcluster"
 	"github.com/krabka/krole/internal/server"
 	"github.com/krabka/krole/internal/supervise"
+	"github.com/krabka/krole/processor"
 	"github.com/krabka/krole/rolestate"
 	"github.com/krabka/krole/view"
 )
@@ -257,10 +258,11 @@ func (d *demo) run(listen string, fallback, keep bool) error {
 		return fmt.Errorf("no member of the demo holds %s", d.role)
 	}
 	old := *d.state.Lease
-	next := d.nextInLine(holder.name)
+	next := d.successor(holder.name)
 	d.step("Killing the holder, %s (pid %d), with SIGKILL.", holder.name, holder.child.Pid())
 	d.detail("It cannot resign: the others wait for its lease to run out (it ends at most %v after", d.lease)
-	d.detail("its last renewal), then %s, next in line, challenges and gets a new token.", next)
+	d.detail("its last renewal), then %s challenges and gets a new token: a dead holder's roles go to", next)
+	d.detail("the live candidates by a score of role and member, so that many roles spread over them.")
 	cmdPid := holder.lastCmd()
 	holder.expectExit()
 	killed := time.Now()
@@ -626,14 +628,41 @@ func (d *demo) member(name codec.MemberID) *member {
 	return nil
 }
 
-// nextInLine is the live candidate ranked first after holder.
-func (d *demo) nextInLine(holder codec.MemberID) codec.MemberID {
+// live returns the candidates of the demo's role other than holder whose
+// processes run, in rank order.
+func (d *demo) live(holder codec.MemberID) []codec.MemberID {
+	var out []codec.MemberID
 	for _, c := range d.state.Candidates {
 		if m := d.member(c.Member); c.Member != holder && m != nil && !exitedChild(m.child) {
-			return c.Member
+			out = append(out, c.Member)
 		}
 	}
+	return out
+}
+
+// nextInLine is the live candidate ranked first after holder: the one
+// that takes the role when holder lets it go.
+func (d *demo) nextInLine(holder codec.MemberID) codec.MemberID {
+	if l := d.live(holder); len(l) > 0 {
+		return l[0]
+	}
 	return "the next member"
+}
+
+// successor is the live candidate that takes the role first when holder
+// dies: the highest processor.SplitScore.
+func (d *demo) successor(holder codec.MemberID) codec.MemberID {
+	l := d.live(holder)
+	if len(l) == 0 {
+		return "the next member"
+	}
+	best := l[0]
+	for _, m := range l[1:] {
+		if processor.SplitScore(d.role, m) > processor.SplitScore(d.role, best) {
+			best = m
+		}
+	}
+	return best
 }
 
 func exitedChild(c *supervise.Child) bool {

@@ -1,4 +1,0 @@
-package processor
-
-// SplitScore is splitScore, for the integration tests' expectations.
-var SplitScore = splitScore
