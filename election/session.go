@@ -226,10 +226,15 @@ func checkMember(cfg Config) error {
 	if err := codec.CheckWriteValue(cfg.Value); err != nil {
 		return fmt.Errorf("election: %w", err)
 	}
+	seen := make(map[Role]bool, len(cfg.Roles))
 	for _, r := range cfg.Roles {
 		if err := r.Validate(); err != nil {
 			return fmt.Errorf("election: %w", err)
 		}
+		if seen[r] {
+			return fmt.Errorf("election: Config.Roles has %s twice", r)
+		}
+		seen[r] = true
 	}
 	return nil
 }

@@ -307,12 +307,15 @@ func TestNewValidates(t *testing.T) {
 	for name, tc := range map[string]struct {
 		edit func(*Config)
 		is   error
+		msg  string // in the error, when set
 	}{
-		"bad member":          {func(c *Config) { c.Member = "a b" }, codec.ErrInvalid},
-		"no roles":            {func(c *Config) { c.Roles = nil }, nil},
-		"bad role":            {func(c *Config) { c.Roles = []codec.Role{"a/b"} }, codec.ErrInvalid},
-		"impossible settings": {func(c *Config) { c.Settings.RenewInterval = time.Minute }, processor.ErrInvalidSettings},
-		"no broker answers":   {func(*Config) {}, fencing.ErrClient},
+		// Refused before it connects (no broker answers at good's address).
+		"a role twice":        {func(c *Config) { c.Roles = []codec.Role{"r", "s", "r"} }, nil, "Config.Roles has r twice"},
+		"bad member":          {func(c *Config) { c.Member = "a b" }, codec.ErrInvalid, ""},
+		"no roles":            {func(c *Config) { c.Roles = nil }, nil, ""},
+		"bad role":            {func(c *Config) { c.Roles = []codec.Role{"a/b"} }, codec.ErrInvalid, ""},
+		"impossible settings": {func(c *Config) { c.Settings.RenewInterval = time.Minute }, processor.ErrInvalidSettings, ""},
+		"no broker answers":   {func(*Config) {}, fencing.ErrClient, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := good
@@ -322,6 +325,10 @@ func TestNewValidates(t *testing.T) {
 			assert.Nil(t, s)
 			if tc.is != nil {
 				assert.ErrorIs(t, err, tc.is, fmt.Sprint(err))
+			}
+			if tc.msg != "" {
+				assert.Contains(t, err.Error(), tc.msg)
+				assert.NotErrorIs(t, err, fencing.ErrClient, "refused before connecting")
 			}
 		})
 	}
