@@ -269,7 +269,7 @@ func RunMember(ctx context.Context, o MemberOptions) error {
 	vdone := make(chan struct{})
 	go func() { defer close(vdone); _ = v.Run(vctx) }()
 	defer func() { stopView(); <-vdone }()
-	if err := waitCaughtUp(ctx, v, vdone); err != nil {
+	if err := v.WaitCaughtUp(ctx); err != nil {
 		return err
 	}
 	base, baseStacks := liveMemory()
@@ -419,7 +419,7 @@ func viewHeap(ctx context.Context, cfg fencing.Config) (uint64, int, error) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = v.Run(vctx) }()
 	defer func() { stop(); <-done }()
-	if err := waitCaughtUp(ctx, v, done); err != nil {
+	if err := v.WaitCaughtUp(ctx); err != nil {
 		return 0, 0, err
 	}
 	roles, err := v.Roles(ctx)
@@ -432,25 +432,6 @@ func viewHeap(ctx context.Context, cfg fencing.Config) (uint64, int, error) {
 		return 0, len(roles), nil
 	}
 	return after - before, len(roles), nil
-}
-
-// waitCaughtUp returns nil once v has caught up, or the error that
-// stopped it.
-func waitCaughtUp(ctx context.Context, v *view.View, done <-chan struct{}) error {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	caught := make(chan error, 1)
-	go func() { caught <- v.WaitCaughtUp(wctx) }()
-	select {
-	case err := <-caught:
-		return err
-	case <-done:
-		cancel()
-		if err := <-caught; err != nil {
-			return err
-		}
-		return view.ErrStopped
-	}
 }
 
 // lineWriter writes Lines, one at a time.

@@ -252,7 +252,7 @@ func startBenchEnv(c *ucli.Context) (*benchEnv, error) {
 		_ = v.Run(ctx)
 	}()
 	e.stops = append(e.stops, func() { cancel(); <-done })
-	if err := waitForView(c.Context, v, done); err != nil {
+	if err := v.WaitCaughtUp(c.Context); err != nil {
 		e.close()
 		if c.Context.Err() != nil {
 			return nil, c.Context.Err()

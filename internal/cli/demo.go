@@ -97,7 +97,6 @@ func runDemo(c *ucli.Context) error {
 		DefaultBrokers: DefaultBrokers,
 		ReportEnv:      reportFDEnv,
 		ReadReports:    readRunReports,
-		WaitForView:    waitForView,
 		Explain:        explainRunError,
 		Table:          rowsTable,
 	})

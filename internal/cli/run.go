@@ -23,7 +23,6 @@ import (
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/server"
 	"github.com/krabka/krole/processor"
-	"github.com/krabka/krole/view"
 )
 
 // Exit codes of `krole run` when CMD cannot be run, as shells, env and
@@ -460,25 +459,6 @@ func heldByOther(ctx context.Context, sess *election.Session, role codec.Role, m
 		return ""
 	}
 	return h.Member
-}
-
-// waitForView returns nil once v has caught up with the role topic, or the
-// error that stopped it from doing so (v failing, ctx ending).
-func waitForView(ctx context.Context, v *view.View, viewDone <-chan struct{}) error {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	caught := make(chan error, 1)
-	go func() { caught <- v.WaitCaughtUp(wctx) }()
-	select {
-	case err := <-caught:
-		return err
-	case <-viewDone:
-		cancel()
-		if err := <-caught; err != nil {
-			return err
-		}
-		return view.ErrStopped
-	}
 }
 
 // explainRunError turns the errors of a view or transport into what the

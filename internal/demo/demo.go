@@ -87,9 +87,6 @@ type Options struct {
 	// each CMD started.
 	ReportEnv   string
 	ReadReports func(r io.Reader, cmdStarted func(pid int))
-	// WaitForView returns nil once v, whose Run ends by closing done, has
-	// caught up with the role topic, or the error that stopped it.
-	WaitForView func(ctx context.Context, v *view.View, done <-chan struct{}) error
 	// Explain turns an error of the demo's view into what krole's commands
 	// say for it.
 	Explain func(cfg fencing.Config, err error) error
@@ -389,9 +386,12 @@ func (d *demo) follow(cfg fencing.Config) error {
 		cancel()
 		<-done
 	})
-	if err := d.opts.WaitForView(d.ctx, v, done); err != nil {
+	if err := v.WaitCaughtUp(d.ctx); err != nil {
 		if d.ctx.Err() != nil {
 			return errInterrupted
+		}
+		if errors.Is(err, view.ErrStopped) {
+			<-done // Run has returned, or is returning
 		}
 		select {
 		case <-done: // Run failed: its error says why
