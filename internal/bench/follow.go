@@ -68,7 +68,7 @@ func (c Cluster) follow(ctx context.Context, role codec.Role) *follower {
 func (f *follower) close() {
 	for _, m := range f.members {
 		f.asked[m.name] = true
-		if !exited(m.child) {
+		if !m.child.Gone() {
 			_, _ = m.child.Stop(context.Background(), 5*time.Second)
 		}
 	}
@@ -154,7 +154,7 @@ func (f *follower) await(what string, timeout time.Duration, ok func(rolestate.S
 			}
 		case <-tick.C:
 			for name, m := range f.members {
-				if !f.asked[name] && exited(m.child) {
+				if !f.asked[name] && m.child.Gone() {
 					return time.Time{}, fmt.Errorf("%w: %s exited %s while waiting for %s: %s",
 						errMemberExit, name, supervise.ExitText(m.child.ExitCode()), what, m.out.last())
 				}
@@ -169,13 +169,3 @@ func (f *follower) await(what string, timeout time.Duration, ok func(rolestate.S
 
 // unreleased says whether st has a lease that is not a release.
 func unreleased(st rolestate.State) bool { return st.Lease != nil && !st.Lease.Released() }
-
-// exited says whether c has exited.
-func exited(c *supervise.Child) bool {
-	select {
-	case <-c.Done():
-		return true
-	default:
-		return false
-	}
-}

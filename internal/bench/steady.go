@@ -137,7 +137,7 @@ watch:
 			}
 		case <-progress.C:
 			for name, m := range f.members {
-				if exited(m.child) {
+				if m.child.Gone() {
 					return nil, fmt.Errorf("%w: %s exited %s: %s", errMemberExit, name, supervise.ExitText(m.child.ExitCode()), m.out.last())
 				}
 			}

@@ -633,7 +633,7 @@ func (d *demo) member(name codec.MemberID) *member {
 func (d *demo) live(holder codec.MemberID) []codec.MemberID {
 	var out []codec.MemberID
 	for _, c := range d.state.Candidates {
-		if m := d.member(c.Member); c.Member != holder && m != nil && !exitedChild(m.child) {
+		if m := d.member(c.Member); c.Member != holder && m != nil && !m.child.Gone() {
 			out = append(out, c.Member)
 		}
 	}
@@ -665,15 +665,6 @@ func (d *demo) successor(holder codec.MemberID) codec.MemberID {
 	return best
 }
 
-func exitedChild(c *supervise.Child) bool {
-	select {
-	case <-c.Done():
-		return true
-	default:
-		return false
-	}
-}
-
 // keep leaves everything running until the demo is interrupted, after
 // bringing the stopped members back and printing what to try.
 func (d *demo) keep() error {
@@ -682,7 +673,7 @@ func (d *demo) keep() error {
 	}
 	var back []codec.MemberID
 	for _, name := range memberNames {
-		if m := d.member(name); m == nil || exitedChild(m.child) {
+		if m := d.member(name); m == nil || m.child.Gone() {
 			back = append(back, name)
 		}
 	}
@@ -738,7 +729,7 @@ func (d *demo) memberList() string {
 	var parts []string
 	for _, c := range d.state.Candidates {
 		m := d.member(c.Member)
-		if m == nil || exitedChild(m.child) {
+		if m == nil || m.child.Gone() {
 			continue
 		}
 		p := fmt.Sprintf("%s (pid %d", m.name, m.child.Pid())

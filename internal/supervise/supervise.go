@@ -386,6 +386,16 @@ func (c *Child) Exited() <-chan struct{} { return c.exited }
 // reaped). It is never sent on.
 func (c *Child) Done() <-chan struct{} { return c.done }
 
+// Gone reports whether Done is closed: the whole tree is gone.
+func (c *Child) Gone() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // LeftBehind reports, once the command has exited, whether processes of
 // its tree were still alive when it did (they may have exited since).
 func (c *Child) LeftBehind() bool {
