@@ -613,12 +613,16 @@ func turn(st rolestate.State, me codec.MemberID) (ahead, prune []codec.MemberID)
 	}
 	split := expired && st.SessionVouch() != rolestate.Dropped
 	mine, _ := candidate(st, me)
+	var myScore uint64
+	if split {
+		myScore = SplitScore(st.Role, me)
+	}
 	before := func(c rolestate.Candidate) bool {
 		if !split {
 			return c.Offset < mine.Offset
 		}
-		a, b := SplitScore(st.Role, c.Member), SplitScore(st.Role, me)
-		return a > b || a == b && c.Offset < mine.Offset
+		s := SplitScore(st.Role, c.Member)
+		return s > myScore || s == myScore && c.Offset < mine.Offset
 	}
 	for _, c := range st.Candidates {
 		if c.Member == me {
