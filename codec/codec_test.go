@@ -110,11 +110,11 @@ func TestRecordRoundTrip(t *testing.T) {
 
 func TestDecodeRecordErrors(t *testing.T) {
 	var uv *UnknownVersionError
-	_, err := DecodeRecord([]byte(`{"v":4,"kind":"hologram","whatever":true}`))
+	_, err := DecodeRecord([]byte(`{"v":5,"kind":"hologram","whatever":true}`))
 	require.True(t, errors.As(err, &uv), "got %v", err)
-	assert.Equal(t, 4, uv.Version)
+	assert.Equal(t, 5, uv.Version)
 	assert.NotErrorIs(t, err, ErrMalformed, "a newer version is not corruption")
-	assert.Contains(t, err.Error(), "version 4 is newer")
+	assert.Contains(t, err.Error(), "version 5 is newer")
 
 	for _, bad := range []string{
 		`garbage`, `{}`, `{"v":0}`, `{"v":1,"kind":"registration","member":"n"}`,
@@ -249,6 +249,7 @@ func FuzzDecode(f *testing.F) {
 		`{"v":1,"kind":"registration","member":"node-1","registered_at":1700000000000}`,
 		`{"v":1,"kind":"lease","member":"node-1","producer_id":4242,"epoch":7,"granted_at":1,"deadline":2}`,
 		`{"v":99}`, `krole/reg/controller/node-1`, `krole/lease/controller`, "\x00\xff", `{"v":1e400}`,
+		`{"v":4,"kind":"drain","member":"node-1","nonce":"9f2c4e6a8b0d1f35","requested_at":1700000000000}`, `krole/drain/node-1`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -301,9 +302,9 @@ func BenchmarkDecodeRecord(b *testing.B) {
 
 func TestNewerVersionOfAnotherShape(t *testing.T) {
 	var uv *UnknownVersionError
-	_, err := DecodeRecord([]byte(`{"v":4,"member":{"id":7},"kind":["x"]}`))
+	_, err := DecodeRecord([]byte(`{"v":5,"member":{"id":7},"kind":["x"]}`))
 	require.True(t, errors.As(err, &uv), "a future shape is an unknown version, not garbage: %v", err)
-	assert.Equal(t, 4, uv.Version)
+	assert.Equal(t, 5, uv.Version)
 }
 
 // TestValueLimit: a registration's value is checked on the way out and on

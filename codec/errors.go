@@ -12,17 +12,18 @@ var ErrInvalid = errors.New("invalid")
 // or value: garbage, a key of another application, a value missing a field.
 var ErrMalformed = errors.New("malformed record")
 
+// ErrUnknownKind is returned, wrapped with [ErrMalformed], by [DecodeKey]
+// for a key of krole's shape, krole/<kind>/..., whose kind this reader
+// does not know: a newer writer's, which readers skip and count as they
+// do a value of a newer format version.
+var ErrUnknownKind = errors.New("of a kind newer than this reader")
+
 // InvalidError says which naming or value rule an input broke. It matches
 // [ErrInvalid] with errors.Is.
 type InvalidError struct {
-	// What names the kind of input: "role", "member id", "token",
-	// "lease", "key" or "record".
-	What string
-	// Value is the input as given (a long name is cut to its first 16
-	// bytes and "...").
-	Value string
-	// Rule says what the input must be, and where it broke the rule.
-	Rule string
+	What  string // the kind of input: "role", "member id", "value", ...
+	Value string // the input, a long one cut to 16 bytes and "..."
+	Rule  string // what the input must be, and where it broke the rule
 }
 
 // Error returns `invalid <What> "<Value>": <Rule>`.
@@ -33,16 +34,13 @@ func (e *InvalidError) Error() string {
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 
-// UnknownVersionError is returned when a value was written in a format
-// version newer than this reader knows. Readers skip such records and count
-// them; they are not corrupt, only from the future.
+// UnknownVersionError: a value's format version is newer than this reader
+// knows. Readers skip such records and count them.
 type UnknownVersionError struct {
-	// Version is the format version the record says it was written in,
-	// newer than [SessionVersion].
-	Version int
+	Version int // newer than [DrainVersion]
 }
 
 // Error names the record's version and the newest this reader knows.
 func (e *UnknownVersionError) Error() string {
-	return fmt.Sprintf("record format version %d is newer than this reader (knows up to %d)", e.Version, SessionVersion)
+	return fmt.Sprintf("record format version %d is newer than this reader (knows up to %d)", e.Version, DrainVersion)
 }

@@ -5,16 +5,12 @@ import (
 	"unicode/utf8"
 )
 
-// The fast paths of DecodeKey and DecodeRecord. A reader of the role topic
-// decodes every record it is handed, so decoding is most of a view's work
-// per record; encoding/json costs about ten allocations and a microsecond
-// per value. The fast paths read exactly the bytes this package writes
-// (the shapes of the package doc, fields in EncodeRecord's order, no
-// whitespace, no escapes, integers without a sign) and give up on
-// anything else, which then takes the general path (encoding/json): the
-// result, error or not, is always the general path's. A fast path accepts
-// an input only when the general path decodes it without error to the
-// same record (a fuzz test holds them to that).
+// The fast paths of DecodeKey and DecodeRecord: decoding is most of a
+// view's work per record, and encoding/json costs about ten allocations
+// per value. They read exactly the bytes EncodeRecord writes (no
+// whitespace, no escapes, unsigned integers) and give up on anything
+// else, which takes the general path; they accept only what the general
+// path decodes without error to the same record.
 
 // nameBits says, for each byte, whether it may appear in a role name
 // (bitRole) and in a member id (bitMember).
@@ -72,20 +68,15 @@ func decodeKeyFast(b []byte) (Key, bool) {
 }
 
 // RecordBuf is room for one decoded value: [RecordBuf.Decode] decodes into
-// it instead of allocating, and the [Record] it returns points into it. A
-// caller decoding many values (a reader of the role topic) keeps a slice of
-// them, one per value it holds on to.
+// it instead of allocating, and the [Record] it returns points into it.
 type RecordBuf struct {
 	Registration Registration
 	Lease        Lease
 }
 
-// Decode is [DecodeRecord], decoding into buf: the returned Record's
-// Registration or Lease is &buf.Registration or &buf.Lease, valid until
-// buf is reused. member is a hint: when the value names that member (the
-// member of a registration's key, say), the decoded member id shares
-// member's string instead of allocating one. Any member, "" too, gives
-// the same result.
+// Decode is [DecodeRecord] into buf, valid until buf is reused. member is
+// a hint (the key's member, say): a value naming it shares its string;
+// any member, "" too, gives the same result.
 func (buf *RecordBuf) Decode(b []byte, member MemberID) (Record, error) {
 	switch decodeFast(b, member, &buf.Registration, &buf.Lease) {
 	case KindRegistration:

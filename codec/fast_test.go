@@ -128,6 +128,9 @@ func fastSeeds(tb testing.TB) []string {
 		`{"v":2,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":1,"deadline":2,"value":"x","fence":3}`,
 		`krole/reg/controller/node-1`, `krole/lease/controller`, `krole/reg/controller/`, `krole/lease/a/b`,
 		`krole/reg/` + strings.Repeat("r", 129) + `/m`, "", "\x00\xff",
+		`{"v":4,"kind":"drain","member":"node-1","nonce":"9f2c4e6a8b0d1f35","requested_at":1700000000000}`,
+		`{"v":4,"kind":"drain","member":"node-1","nonce":"","requested_at":1}`,
+		`krole/drain/node-1`, `krole/drain/a/b`, `krole/drain/`,
 	}
 	for _, name := range []string{"registration", "lease", "tombstone", "registration-value", "release-fence"} {
 		b, err := os.ReadFile(filepath.Join("..", "testdata", "codec", name+".golden"))

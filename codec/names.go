@@ -75,18 +75,12 @@ func checkName(what, rule, s string, ok func(byte) bool) error {
 	return nil
 }
 
-// Token is a fencing token: the producer id and epoch that the Kafka
-// transaction coordinator minted for a role's transactional id. Tokens are
-// minted by the cluster, never by a client. For one role, a later token has
-// the same producer id and a higher epoch, or (after the coordinator rolls
-// the producer id over) a new producer id; see [Token.Newer].
+// Token is a fencing token: the producer id and epoch the transaction
+// coordinator minted for a role's transactional id, never a client. A
+// later token of a role has a higher epoch or a new producer id.
 type Token struct {
-	// ProducerID is the producer id the coordinator assigned to the
-	// role's transactional id.
 	ProducerID int64 `json:"producer_id"`
-	// Epoch is the producer epoch: it rises by one each time a member
-	// takes the role (InitProducerId) under the same producer id.
-	Epoch int16 `json:"epoch"`
+	Epoch      int16 `json:"epoch"` // rises at each InitProducerId of the producer id
 }
 
 // NewToken validates a producer id and epoch: both must be >= 0.
@@ -111,8 +105,6 @@ func (t Token) String() string {
 	return strconv.FormatInt(t.ProducerID, 10) + "/" + strconv.Itoa(int(t.Epoch))
 }
 
-// Newer reports whether t was minted after u for the same role, as far as
-// the tokens alone can tell: a higher epoch of the same producer id. Tokens
-// of different producer ids are not ordered by this call (it returns false);
-// the broker, not the client, is the authority on which is current.
+// Newer reports whether t has a higher epoch of u's producer id. Tokens of
+// different producer ids are not ordered (false): only the broker knows.
 func (t Token) Newer(u Token) bool { return t.ProducerID == u.ProducerID && t.Epoch > u.Epoch }

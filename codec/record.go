@@ -8,15 +8,12 @@ import (
 	"unicode/utf8"
 )
 
-// Version is the value format version of every record this package
-// writes but a lease that carries its holder's value, which is written at
-// [LeaseValueVersion] or [SessionVersion].
+// Version is the format version of every record this package writes but
+// a lease with a value or a session.
 const Version = 1
 
-// LeaseValueVersion is the format version of a lease that carries its
-// holder's value ([Lease].Value) and names no session. A reader older
-// than it skips such a lease as of a newer version (counted), and keeps
-// reading every other record.
+// LeaseValueVersion is the format version of a lease that carries a value
+// and names no session; an older reader skips it as newer (counted).
 const LeaseValueVersion = 2
 
 // Kind says which kind of record a key or value belongs to.
@@ -30,10 +27,12 @@ const (
 	// KindSession is a member session's heartbeat or session end (see
 	// [Heartbeat]); its key names the member, not a role.
 	KindSession
+	// KindDrain is a request that a member drain ([DrainRequest]); its
+	// key names the member, not a role.
+	KindDrain
 )
 
-// String returns "registration", "lease", or "kind(N)" for an unknown
-// kind.
+// String returns the kind's name, or "kind(N)" for an unknown kind.
 func (k Kind) String() string {
 	switch k {
 	case KindRegistration:
@@ -42,6 +41,8 @@ func (k Kind) String() string {
 		return "lease"
 	case KindSession:
 		return "session"
+	case KindDrain:
+		return "drain"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -53,11 +54,11 @@ const (
 
 // Key is the key of a record in the role topic: the registration key of a
 // (role, member), the lease key of a role (Member empty), or the session
-// key of a member (Role empty).
+// or drain key of a member (Role empty).
 type Key struct {
-	Kind   Kind     // KindRegistration, KindLease or KindSession
-	Role   Role     // the role the record belongs to; empty for a session key
-	Member MemberID // the registered member, or the session's; empty for a lease key
+	Kind   Kind     // KindRegistration, KindLease, KindSession or KindDrain
+	Role   Role     // the role the record belongs to; empty for a session or drain key
+	Member MemberID // the registered member, or the session's or drain's; empty for a lease key
 }
 
 // RegistrationKey is the key of member's registration for role.
@@ -75,6 +76,8 @@ func (k Key) String() string {
 		return leasePrefix + string(k.Role)
 	case KindSession:
 		return sessionPrefix + string(k.Member)
+	case KindDrain:
+		return drainPrefix + string(k.Member)
 	}
 	return regPrefix + string(k.Role) + "/" + string(k.Member)
 }
@@ -84,9 +87,9 @@ func (k Key) Encode() []byte { return []byte(k.String()) }
 
 // Validate checks the key's kind, role and member.
 func (k Key) Validate() error {
-	if k.Kind == KindSession {
+	if k.Kind == KindSession || k.Kind == KindDrain {
 		if k.Role != "" {
-			return &InvalidError{What: "key", Value: k.String(), Rule: "a session key has no role"}
+			return &InvalidError{What: "key", Value: k.String(), Rule: "a " + k.Kind.String() + " key has no role"}
 		}
 		return k.Member.Validate()
 	}
@@ -105,8 +108,10 @@ func (k Key) Validate() error {
 	return &InvalidError{What: "key", Value: k.String(), Rule: "unknown kind"}
 }
 
-// DecodeKey parses a key written by [Key.Encode]. A key that is not krole's
-// returns an error wrapping [ErrMalformed].
+// DecodeKey parses a key written by [Key.Encode]. A key that is not
+// krole's returns an error wrapping [ErrMalformed]; one of krole's shape
+// whose kind this package does not know (krole/<kind>/...) wraps
+// [ErrUnknownKind] too.
 func DecodeKey(b []byte) (Key, error) {
 	if k, ok := decodeKeyFast(b); ok {
 		return k, nil
@@ -123,7 +128,12 @@ func decodeKeyGeneral(b []byte) (Key, error) {
 		k = Key{Kind: KindLease, Role: Role(s[len(leasePrefix):])}
 	case strings.HasPrefix(s, sessionPrefix):
 		var err error
-		if k, err = decodeSessionKey(s, s[len(sessionPrefix):]); err != nil {
+		if k, err = decodeMemberKey(KindSession, s, s[len(sessionPrefix):]); err != nil {
+			return Key{}, err
+		}
+	case strings.HasPrefix(s, drainPrefix):
+		var err error
+		if k, err = decodeMemberKey(KindDrain, s, s[len(drainPrefix):]); err != nil {
 			return Key{}, err
 		}
 	case strings.HasPrefix(s, regPrefix):
@@ -134,6 +144,9 @@ func decodeKeyGeneral(b []byte) (Key, error) {
 		}
 		k = Key{Kind: KindRegistration, Role: Role(rest[:i]), Member: MemberID(rest[i+1:])}
 	default:
+		if kind, ok := unknownKind(s); ok {
+			return Key{}, fmt.Errorf("%w: key %q %w (%q)", ErrMalformed, clip(s), ErrUnknownKind, kind)
+		}
 		return Key{}, fmt.Errorf("%w: key %q is not a krole key", ErrMalformed, clip(s))
 	}
 	if err := k.Validate(); err != nil {
@@ -142,28 +155,45 @@ func decodeKeyGeneral(b []byte) (Key, error) {
 	return k, nil
 }
 
+// unknownKind returns the kind of a key of krole's shape whose kind this
+// package does not know: "krole/", 1 to 32 of [a-z_], "/", and more.
+func unknownKind(s string) (string, bool) {
+	rest, ok := strings.CutPrefix(s, "krole/")
+	if !ok {
+		return "", false
+	}
+	kind, after, ok := strings.Cut(rest, "/")
+	if !ok || after == "" || len(kind) == 0 || len(kind) > 32 {
+		return "", false
+	}
+	for i := 0; i < len(kind); i++ {
+		if c := kind[i]; !(c >= 'a' && c <= 'z' || c == '_') {
+			return "", false
+		}
+	}
+	switch kind {
+	case "reg", "lease", "session", "drain":
+		return "", false
+	}
+	return kind, true
+}
+
 // Registration says that Member is a candidate for the role of its key.
 type Registration struct {
 	Member       MemberID `json:"member"`          // the candidate; the same as in the record's key
 	RegisteredAt int64    `json:"registered_at"`   // Unix ms, the registering member's wall clock; informative only (rank is by offset)
 	Value        string   `json:"value,omitempty"` // the candidate's opaque value (often its address), at most MaxValueLen bytes; "" for none
-	// Instance names the member process that wrote the registration: a
-	// random nonce drawn when it started, then its host and pid, as
-	// "NONCE@HOST/PID" (opaque to readers: compare it whole). Two
-	// processes running under one member id tell each other apart by it
-	// (see package processor, "One process per member id"). At most
-	// [MaxInstanceLen] bytes of UTF-8 without control characters; "" for
-	// a registration written without one (an older writer, `krole
-	// register`).
+	// Instance names the process that wrote the registration,
+	// "NONCE@HOST/PID", opaque to readers ([CheckInstance]; package
+	// processor, "One process per member id"); "" for none.
 	Instance string `json:"instance,omitempty"`
 }
 
 // MaxInstanceLen is the longest instance a registration carries, in bytes.
 const MaxInstanceLen = 160
 
-// CheckInstance reports whether s fits in a registration's Instance: at
-// most [MaxInstanceLen] bytes of valid UTF-8 without control characters.
-// The error is an [*InvalidError] with What "instance".
+// CheckInstance reports whether s fits in Registration.Instance: at most
+// [MaxInstanceLen] bytes of valid UTF-8 without control characters.
 func CheckInstance(s string) error {
 	switch {
 	case len(s) > MaxInstanceLen:
@@ -180,9 +210,8 @@ func CheckInstance(s string) error {
 // MaxValueLen is the longest value a registration carries, in bytes.
 const MaxValueLen = 256
 
-// CheckValue reports whether v fits in a registration: at most
-// [MaxValueLen] bytes of valid UTF-8. The error is an [*InvalidError] with
-// What "value".
+// CheckValue reports whether v fits in a record: at most [MaxValueLen]
+// bytes of valid UTF-8.
 func CheckValue(v string) error {
 	switch {
 	case len(v) > MaxValueLen:
@@ -206,34 +235,20 @@ func (g Registration) Validate() error {
 }
 
 // Lease says that Member holds the role of its key under Token from
-// GrantedAt until Deadline (Unix ms). A lease whose Deadline is not after
-// the reader's now has expired; a released lease is the one
-// [ReleaseLease] builds.
+// GrantedAt until Deadline (Unix ms); a release is [ReleaseLease]'s.
 type Lease struct {
-	Member    MemberID `json:"member"`     // the holder
-	Token     Token    `json:"token"`      // the token the lease was written under
-	GrantedAt int64    `json:"granted_at"` // Unix ms, the holder's wall clock when the write began
-	Deadline  int64    `json:"deadline"`   // Unix ms, GrantedAt + the lease duration
-	// Value is the holder's value (see [Registration]), carried in every
-	// lease it writes so that the value readers report for the holder
-	// was written under the holder's token: a plain append cannot change
-	// it. "" for none (and in a release).
-	Value string `json:"value,omitempty"`
-	// Session names the holder's member session that keeps the lease
-	// alive (see [Heartbeat]); nil for a lease that lives by its own span
-	// alone (a release, or a lease written without a session). A lease
-	// with a session is written at [SessionVersion].
+	Member    MemberID `json:"member"`          // the holder
+	Token     Token    `json:"token"`           // the token the lease was written under
+	GrantedAt int64    `json:"granted_at"`      // Unix ms, the holder's wall clock when the write began
+	Deadline  int64    `json:"deadline"`        // Unix ms, GrantedAt + the lease duration
+	Value     string   `json:"value,omitempty"` // the holder's value, under its token; "" for none
+	// Session names the member session that keeps the lease alive
+	// ([Heartbeat]); nil for a lease that lives by its own span.
 	Session *Session `json:"session,omitempty"`
-	// Fence is the fencing number of the holding the lease belongs to:
-	// the offset of the holding's first lease record in the role's
-	// partition (see package processor, "The fencing number"). The
-	// holder writes it in every lease of the holding but the first, which
-	// cannot know its own offset before it is written and carries 0
-	// (omitted): its number is its own offset. Never negative.
-	// rolestate.State.Fence is the number as readers see it. A holding
-	// numbered 0 (nothing before its first lease in the partition; a
-	// member's registration always is) carries none: readers number each
-	// of its leases by its own offset, still below every later holding's.
+	// Fence is the holding's fencing number, the offset of its first
+	// lease record (package processor, "The fencing number"); 0 in that
+	// first lease, which readers number by its own offset
+	// (rolestate.State.Fence).
 	Fence int64 `json:"fence,omitempty"`
 }
 
@@ -273,27 +288,24 @@ func (l Lease) Validate() error {
 // Expired reports whether the lease has ended at nowMS (Unix ms).
 func (l Lease) Expired(nowMS int64) bool { return nowMS >= l.Deadline }
 
-// ReleaseLease returns the lease a resigning holder writes under its token:
-// granted_at 0, deadline 1 (Unix ms). It names who released the role and
-// under which token, and it is expired under every clock, so every reader
-// sees the role vacant as soon as it reads the record, with no clock
-// involved.
+// ReleaseLease returns the lease a resigning holder writes under its
+// token: granted_at 0, deadline 1, expired under every clock, so readers
+// see the role vacant at once.
 func ReleaseLease(member MemberID, token Token) Lease {
 	return Lease{Member: member, Token: token, GrantedAt: 0, Deadline: 1}
 }
 
 // Released reports whether l is a release: a lease that ends at most 1 ms
-// after it was granted, as [ReleaseLease] writes. No lease a member grants
-// itself is that short, so readers treat a release as a vacancy whatever
-// the clocks say.
+// after it was granted, shorter than any a member grants itself.
 func (l Lease) Released() bool { return l.Deadline-l.GrantedAt <= 1 }
 
 // Record is one value of the role topic: exactly one of Registration,
-// Lease and Heartbeat is set, or none for a tombstone.
+// Lease, Heartbeat and Drain is set, or none for a tombstone.
 type Record struct {
 	Registration *Registration // set for a registration value
 	Lease        *Lease        // set for a lease value
 	Heartbeat    *Heartbeat    // set for a heartbeat or session end
+	Drain        *DrainRequest // set for a drain request
 }
 
 // Kind returns the kind of the record, or 0 for a tombstone.
@@ -305,13 +317,15 @@ func (r Record) Kind() Kind {
 		return KindLease
 	case r.Heartbeat != nil:
 		return KindSession
+	case r.Drain != nil:
+		return KindDrain
 	}
 	return 0
 }
 
 // Tombstone reports whether r is a deletion (a nil value on the wire).
 func (r Record) Tombstone() bool {
-	return r.Registration == nil && r.Lease == nil && r.Heartbeat == nil
+	return r.Registration == nil && r.Lease == nil && r.Heartbeat == nil && r.Drain == nil
 }
 
 // wire is the JSON shape of a value. Field order is the encoding order.
@@ -326,17 +340,22 @@ type wire struct {
 	Deadline     *int64   `json:"deadline,omitempty"`
 	Fence        int64    `json:"fence,omitempty"` // leases only
 	Value        string   `json:"value,omitempty"`
-	Instance     string   `json:"instance,omitempty"` // registrations only
-	Session      *Session `json:"session,omitempty"`  // leases (version 3) and session records
-	Excluded     []Role   `json:"excluded,omitempty"` // heartbeats only
+	Instance     string   `json:"instance,omitempty"`     // registrations only
+	Session      *Session `json:"session,omitempty"`      // leases (version 3) and session records
+	Excluded     []Role   `json:"excluded,omitempty"`     // heartbeats only
+	Group        string   `json:"group,omitempty"`        // heartbeats only
+	Weight       int      `json:"weight,omitempty"`       // heartbeats only
+	Drain        bool     `json:"drain,omitempty"`        // heartbeats only
+	Nonce        string   `json:"nonce,omitempty"`        // drain requests only
+	RequestedAt  *int64   `json:"requested_at,omitempty"` // drain requests only
 }
 
-// EncodeRecord returns the value bytes of r; a tombstone encodes to nil.
-// It validates r first and refuses to write an invalid record.
+// EncodeRecord validates r and returns its value bytes; nil for a
+// tombstone.
 func EncodeRecord(r Record) ([]byte, error) {
 	var w wire
 	n := 0
-	for _, set := range []bool{r.Registration != nil, r.Lease != nil, r.Heartbeat != nil} {
+	for _, set := range []bool{r.Registration != nil, r.Lease != nil, r.Heartbeat != nil, r.Drain != nil} {
 		if set {
 			n++
 		}
@@ -369,10 +388,16 @@ func EncodeRecord(r Record) ([]byte, error) {
 			return nil, err
 		}
 		w = wire{V: SessionVersion, Kind: "heartbeat", Member: h.Member, Session: &h.Session,
-			GrantedAt: &h.GrantedAt, Deadline: &h.Deadline, Excluded: h.Excluded}
+			GrantedAt: &h.GrantedAt, Deadline: &h.Deadline, Excluded: h.Excluded, Group: h.Group, Weight: h.Weight, Drain: h.Drain}
 		if h.End {
-			w.Kind, w.GrantedAt, w.Deadline, w.Excluded = "session_end", nil, nil, nil
+			w.Kind, w.GrantedAt, w.Deadline, w.Excluded, w.Group, w.Weight, w.Drain = "session_end", nil, nil, nil, "", 0, false
 		}
+	case r.Drain != nil:
+		d := *r.Drain
+		if err := d.Validate(); err != nil {
+			return nil, err
+		}
+		w = wire{V: DrainVersion, Kind: "drain", Member: d.Member, Nonce: d.Nonce, RequestedAt: &d.At}
 	default:
 		return nil, nil
 	}
@@ -402,16 +427,15 @@ func decodeRecordJSON(b []byte) (Record, error) {
 	if len(b) == 0 {
 		return Record{}, nil
 	}
-	// One pass in the common case. A record of a newer version may not fit
-	// this version's shape, so a failed parse looks at the version alone
-	// before it calls the bytes malformed.
+	// A newer version may not fit this shape: a failed parse checks the
+	// version before calling the bytes malformed.
 	var w wire
 	w.V = -1
 	if err := json.Unmarshal(b, &w); err != nil {
 		var head struct {
 			V int `json:"v"`
 		}
-		if json.Unmarshal(b, &head) == nil && head.V > SessionVersion {
+		if json.Unmarshal(b, &head) == nil && head.V > DrainVersion {
 			return Record{}, &UnknownVersionError{Version: head.V}
 		}
 		return Record{}, fmt.Errorf("%w: value is not a krole record: %w", ErrMalformed, err)
@@ -419,7 +443,7 @@ func decodeRecordJSON(b []byte) (Record, error) {
 	switch {
 	case w.V == -1:
 		return Record{}, fmt.Errorf("%w: value has no format version", ErrMalformed)
-	case w.V > SessionVersion:
+	case w.V > DrainVersion:
 		return Record{}, &UnknownVersionError{Version: w.V}
 	case w.V < 1:
 		return Record{}, fmt.Errorf("%w: format version %d", ErrMalformed, w.V)
@@ -459,7 +483,7 @@ func decodeRecordJSON(b []byte) (Record, error) {
 		if w.V < SessionVersion || w.Session == nil {
 			return Record{}, fmt.Errorf("%w: a %s of version %d without a session", ErrMalformed, w.Kind, w.V)
 		}
-		h := Heartbeat{Member: w.Member, Session: *w.Session, Excluded: w.Excluded, End: w.Kind == "session_end"}
+		h := Heartbeat{Member: w.Member, Session: *w.Session, Excluded: w.Excluded, End: w.Kind == "session_end", Group: w.Group, Weight: w.Weight, Drain: w.Drain}
 		if !h.End {
 			if w.GrantedAt == nil || w.Deadline == nil {
 				return Record{}, fmt.Errorf("%w: heartbeat lacks granted_at or deadline", ErrMalformed)
@@ -472,6 +496,15 @@ func decodeRecordJSON(b []byte) (Record, error) {
 			return Record{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
 		return Record{Heartbeat: &h}, nil
+	case "drain":
+		if w.V < DrainVersion || w.RequestedAt == nil {
+			return Record{}, fmt.Errorf("%w: a drain request of version %d, or without requested_at", ErrMalformed, w.V)
+		}
+		d := DrainRequest{Member: w.Member, Nonce: w.Nonce, At: *w.RequestedAt}
+		if err := d.Validate(); err != nil {
+			return Record{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		return Record{Drain: &d}, nil
 	}
 	return Record{}, fmt.Errorf("%w: unknown kind %q", ErrMalformed, clip(w.Kind))
 }
@@ -491,26 +524,39 @@ func CheckPair(k Key, r Record) error {
 		return fmt.Errorf("%w: session record of %s under key %s", ErrMalformed, r.Heartbeat.Member, k)
 	case k.Kind == KindSession && r.Heartbeat == nil:
 		return fmt.Errorf("%w: %s under session key %s", ErrMalformed, r.Kind(), k)
+	case r.Drain != nil && (k.Kind != KindDrain || k.Member != r.Drain.Member):
+		return fmt.Errorf("%w: drain request of %s under key %s", ErrMalformed, r.Drain.Member, k)
+	case k.Kind == KindDrain && r.Drain == nil:
+		return fmt.Errorf("%w: %s under drain key %s", ErrMalformed, r.Kind(), k)
 	}
 	return nil
 }
 
-// Partition returns the partition of role among n partitions. It depends on
-// the role name alone (32-bit FNV-1a), so every writer and reader of a role
-// agrees without asking the cluster, and all of a role's records share one
-// partition and so one offset order.
+// Partition returns role's partition among n: 32-bit FNV-1a of the name
+// alone, so every writer and reader agrees, and a role's records share
+// one offset order.
 func Partition(role Role, n int32) int32 {
 	if n <= 0 {
 		return 0
 	}
-	// 32-bit FNV-1a, as hash/fnv's New32a computes it, without its
-	// allocations.
+	// hash/fnv's New32a, without its allocations.
+
 	h := uint32(2166136261)
 	for i := 0; i < len(role); i++ {
 		h ^= uint32(role[i])
 		h *= 16777619
 	}
 	return int32(h % uint32(n))
+}
+
+// KeyPartition returns the partition among n of the records keyed k: a
+// member's session and drain records lie in [SessionPartition], a role's
+// registrations and lease in [Partition].
+func KeyPartition(k Key, n int32) int32 {
+	if k.Kind == KindSession || k.Kind == KindDrain {
+		return SessionPartition(k.Member, n)
+	}
+	return Partition(k.Role, n)
 }
 
 // clipName cuts an input for an InvalidError's Value: its first 16 bytes

@@ -1,47 +1,34 @@
 package codec
 
-import (
-	"fmt"
-	"strings"
-)
+import "fmt"
 
-// SessionVersion is the format version of the records a member session
-// writes: a lease that names its holder's session ([Lease].Session), a
-// heartbeat and a session end. It is the newest version this package
-// reads; an older reader skips such records as newer (counted).
+// SessionVersion is the format version of heartbeats, session ends and
+// leases that name a session.
 const SessionVersion = 3
 
 // sessionPrefix starts the key of a member's session records.
 const sessionPrefix = "krole/session/"
 
-// SessionKey is the key of member's session records (its heartbeats and
-// its session end): one key per member, so that compaction keeps the
-// latest heartbeat of each member.
+// SessionKey is the key of member's session records: one per member, so
+// compaction keeps each member's latest.
 func SessionKey(member MemberID) Key { return Key{Kind: KindSession, Member: member} }
 
-// SessionPartition returns the partition of member's session records among
-// n partitions: 32-bit FNV-1a of "session/<member>", a name no role can
-// have (a role never contains '/'), so that it depends on the member id
-// alone, as [Partition] depends on the role name alone.
+// SessionPartition returns the partition of member's session records
+// among n: [Partition] of [SessionName], the member id alone.
 func SessionPartition(member MemberID, n int32) int32 {
 	return Partition(Role(SessionName(member)), n)
 }
 
-// SessionName is "session/<member>": the suffix of a member session's
-// transactional id (after the transactional id prefix, as a role's name
-// is) and the name its partition is hashed from. A role name never
-// contains '/', so no role's transactional id, <prefix><role>, equals a
-// session's, <prefix>session/<member>, whatever the role names.
+// SessionName is "session/<member>": the suffix of the session's
+// transactional id, and its partition's hash input. A role name never
+// contains '/', so no role's transactional id equals a session's.
 func SessionName(member MemberID) string { return "session/" + string(member) }
 
 // MaxNonceLen is the longest incarnation nonce a session carries.
 const MaxNonceLen = 64
 
-// Session names one incarnation of a member session: the producer id and
-// epoch of the session's transactional id (minted by the coordinator, as a
-// role's token is) and a random nonce the member drew when it began the
-// incarnation. A lease names the session that keeps it alive; a heartbeat
-// carries the session it was written under.
+// Session names one incarnation of a member session: its transactional
+// id's producer id and epoch, and a random nonce drawn when it began.
 type Session struct {
 	ProducerID int64  `json:"producer_id"`
 	Epoch      int16  `json:"epoch"`
@@ -60,43 +47,47 @@ func (s Session) Validate() error {
 	if err := s.Token().Validate(); err != nil {
 		return &InvalidError{What: "session", Value: s.String(), Rule: err.(*InvalidError).Rule}
 	}
-	if len(s.Nonce) == 0 || len(s.Nonce) > MaxNonceLen {
-		return &InvalidError{What: "session", Value: clipName(s.Nonce), Rule: fmt.Sprintf("the nonce must be 1-%d characters", MaxNonceLen)}
-	}
-	for i := 0; i < len(s.Nonce); i++ {
-		if c := s.Nonce[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
-			return &InvalidError{What: "session", Value: clipName(s.Nonce), Rule: fmt.Sprintf("the nonce is [0-9A-Za-z]: %q at byte %d is not allowed", c, i)}
-		}
-	}
-	return nil
+	return checkNonce("session", s.Nonce)
 }
 
 // Keeps reports whether a heartbeat of session h keeps alive a lease
 // naming session l: the same producer id and nonce, and an epoch at least
-// the lease's. The session's epoch may move during one incarnation (the
-// member re-initializes the session's transactional id after a heartbeat
-// got no answer), its producer id and nonce may not.
+// the lease's (the epoch moves within an incarnation when the session is
+// started again after an unanswered heartbeat).
 func (h Session) Keeps(l Session) bool {
 	return h.ProducerID == l.ProducerID && h.Nonce == l.Nonce && h.Epoch >= l.Epoch
 }
 
-// Heartbeat is a member session's record, written in a transaction under
-// the session's producer id and epoch: it keeps every lease naming the
-// session alive for one more span ([Heartbeat.Span]) on each observer's
-// clock, except the leases of the roles it lists in Excluded. A heartbeat
-// with End set is the session end: every lease naming that incarnation
-// (its nonce) ends at once, as a release does.
+// Heartbeat is a member session's record, written under the session's
+// token: it keeps every lease naming the incarnation alive one more span
+// on each observer's clock, but those of Excluded. With End set it is
+// the session end, which ends them all, as a release does.
 type Heartbeat struct {
-	Member    MemberID `json:"member"`     // the member; the same as in the record's key
-	Session   Session  `json:"session"`    // the incarnation it was written under
-	GrantedAt int64    `json:"granted_at"` // Unix ms, the member's wall clock when the write began
-	Deadline  int64    `json:"deadline"`   // Unix ms, GrantedAt + the lease duration
-	// Excluded lists the roles the member holds but does not vouch for:
-	// their runner did not check in, or the member could not confirm its
-	// token. Usually empty.
-	Excluded []Role `json:"excluded,omitempty"`
-	// End marks the session end.
-	End bool `json:"end,omitempty"`
+	Member    MemberID `json:"member"`             // the member; the same as in the record's key
+	Session   Session  `json:"session"`            // the incarnation it was written under
+	GrantedAt int64    `json:"granted_at"`         // Unix ms, the member's wall clock when the write began
+	Deadline  int64    `json:"deadline"`           // Unix ms, GrantedAt + the lease duration
+	Excluded  []Role   `json:"excluded,omitempty"` // roles held but not vouched for
+	End       bool     `json:"end,omitempty"`      // the session end
+	// Group, when set, is the group of roles whose member the session's
+	// member is while its heartbeats come (package group), Weight its
+	// weight there (0 counts as 1), and Drain says it is handing its
+	// roles over to leave (its share is none).
+	Group  string `json:"group,omitempty"`
+	Weight int    `json:"weight,omitempty"`
+	Drain  bool   `json:"drain,omitempty"`
+}
+
+// MaxWeight is the highest weight a member may have in a group.
+const MaxWeight = 1000
+
+// CheckGroup checks a group's name: a role name's rules.
+func CheckGroup(name string) error {
+	if err := Role(name).Validate(); err != nil {
+		ie := err.(*InvalidError)
+		return &InvalidError{What: "group", Value: ie.Value, Rule: ie.Rule}
+	}
+	return nil
 }
 
 // Validate checks the heartbeat's member, session, times and excluded
@@ -113,6 +104,14 @@ func (h Heartbeat) Validate() error {
 			return err
 		}
 	}
+	if h.Group != "" {
+		if err := CheckGroup(h.Group); err != nil {
+			return err
+		}
+	}
+	if h.Weight < 0 || h.Weight > MaxWeight {
+		return &InvalidError{What: "weight", Value: fmt.Sprint(h.Weight), Rule: fmt.Sprintf("a weight is 0-%d", MaxWeight)}
+	}
 	if !h.End && h.Deadline <= h.GrantedAt {
 		return &InvalidError{What: "heartbeat", Value: fmt.Sprintf("granted_at=%d deadline=%d", h.GrantedAt, h.Deadline),
 			Rule: "deadline must be after granted_at"}
@@ -128,13 +127,4 @@ func (h Heartbeat) Excludes(role Role) bool {
 		}
 	}
 	return false
-}
-
-// decodeSessionKey decodes the member of a session key, s without its
-// prefix.
-func decodeSessionKey(s, rest string) (Key, error) {
-	if strings.ContainsRune(rest, '/') {
-		return Key{}, fmt.Errorf("%w: key %q: a session key has one member", ErrMalformed, clip(s))
-	}
-	return Key{Kind: KindSession, Member: MemberID(rest)}, nil
 }

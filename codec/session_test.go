@@ -83,9 +83,9 @@ func TestHeartbeatRoundTripAndChecks(t *testing.T) {
 		_, err := DecodeRecord([]byte(raw))
 		assert.ErrorIs(t, err, ErrMalformed, name)
 	}
-	_, err = DecodeRecord([]byte(`{"v":4,"kind":"heartbeat"}`))
+	_, err = DecodeRecord([]byte(`{"v":5,"kind":"heartbeat"}`))
 	var uv *UnknownVersionError
-	assert.True(t, errors.As(err, &uv), "a version past SessionVersion is newer, not malformed")
+	assert.True(t, errors.As(err, &uv), "a version past DrainVersion is newer, not malformed")
 }
 
 func TestSessionKeeps(t *testing.T) {

@@ -7,16 +7,11 @@ import (
 	"unicode/utf8"
 )
 
-// CheckWriteValue reports whether v may be written as a value (by
-// `krole run --value`, election.Config.Value, Election.Campaign):
-// [CheckValue]'s rules, no control character (C0, DEL, C1) and no format
-// character (Unicode category Cf: bidi overrides and isolates, zero-width
-// characters), since a value is printed by `krole leader` and shown on
-// `krole serve`'s page, where a format character would reorder or hide
-// what surrounds it. The error is an [*InvalidError] with What "value"
-// whose Rule names the first such character and its byte offset. Readers
-// do not apply it: a stranger with Write on the role topic can append any
-// bytes, so every printer escapes what it reads ([PrintableValue]).
+// CheckWriteValue reports whether v may be written as a value:
+// [CheckValue]'s rules, and no control (C0, DEL, C1) or format character
+// (Cf: bidi overrides, zero-width characters), which would reorder or
+// hide what a printer shows around it. The error names the first such
+// character. Readers do not apply it; printers escape ([PrintableValue]).
 func CheckWriteValue(v string) error {
 	if err := CheckValue(v); err != nil {
 		return err
@@ -65,12 +60,9 @@ func formatName(r rune) string {
 	return ""
 }
 
-// PrintableValue returns v as a printer of values shows it: v itself when
-// it is valid UTF-8 of printable characters and spaces, else v quoted
-// with Go's escapes (strconv.Quote: "\x1b", "\a", "\r\n", "\u202e", and
-// "\\" for a backslash), so that no control byte, invalid byte or
-// invisible formatting character read from the role topic reaches a
-// terminal or a script, and an escaped value is told apart by its quotes.
+// PrintableValue returns v itself when it is valid UTF-8 of printable
+// characters and spaces, else strconv.Quote(v), so no control, invalid or
+// invisible byte read from the topic reaches a terminal or script.
 func PrintableValue(v string) string {
 	if !utf8.ValidString(v) {
 		return strconv.Quote(v)

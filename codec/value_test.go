@@ -32,7 +32,7 @@ func TestLeaseValueVersion(t *testing.T) {
 	assert.ErrorIs(t, err, ErrMalformed)
 	_, err = DecodeRecord([]byte(`{"v":2,"kind":"registration","member":"node-1","registered_at":1,"value":"x"}`))
 	assert.NoError(t, err, "version 2 is read for every kind, though only a lease is written at it")
-	_, err = DecodeRecord([]byte(`{"v":4,"kind":"lease"}`))
+	_, err = DecodeRecord([]byte(`{"v":5,"kind":"lease"}`))
 	var uv *UnknownVersionError
 	assert.ErrorAs(t, err, &uv)
 }

@@ -7,9 +7,8 @@ import (
 	"github.com/krabka/krole/codec"
 )
 
-// Record is one record of a role's partition: its offset, decoded key and
-// decoded value (zero for a tombstone). fencing.RoleRecord is this type.
-// A registration's offset is its rank: compaction keeps offsets.
+// Record is one decoded record of a role's partition
+// (fencing.RoleRecord is this type).
 type Record struct {
 	Offset int64        // the record's offset in the role's partition
 	Key    codec.Key    // the decoded key
@@ -19,77 +18,46 @@ type Record struct {
 // Candidate is a registered member of a role, ranked by the offset of its
 // registration: rank 0 joined first.
 type Candidate struct {
-	// Member is the registered member.
 	Member codec.MemberID `json:"member"`
+	// Offset is the registration's offset, the rank order (compaction
+	// keeps offsets); a member that re-registers moves to the back.
+	Offset       int64  `json:"offset"`
+	RegisteredAt int64  `json:"registered_at"`      // registrant's wall clock, Unix ms; informative
+	Value        string `json:"value,omitempty"`    // see [codec.Registration]
+	Instance     string `json:"instance,omitempty"` // see [codec.Registration]
+	Rank         int    `json:"rank"`               // 0 first; filled in, not stored
 
-	// Offset is the registration record's offset: the rank order. A
-	// member that re-registers moves to the back.
-	Offset int64 `json:"offset"`
-
-	// RegisteredAt is the registrant's wall clock (Unix ms); informative
-	// only.
-	RegisteredAt int64 `json:"registered_at"`
-
-	// Value is the value the member registered with (see
-	// [codec.Registration]); "" for none.
-	Value string `json:"value,omitempty"`
-
-	// Instance names the process that wrote the registration (see
-	// [codec.Registration]); "" for none.
-	Instance string `json:"instance,omitempty"`
-
-	// Rank is the candidate's place, 0 first (filled in, not stored).
-	Rank int `json:"rank"`
-
-	// Session is the member's latest session record in the lookup API's
-	// rows; nil from Fold and the view.
+	// Session and Gone are set in the lookup API's rows only (Gone when
+	// internal/liveness judges the session gone).
 	Session *SessionSeen `json:"-"`
-
-	// Gone is set in lookup API rows when internal/liveness judges the
-	// member's session gone.
-	Gone bool `json:"gone,omitempty"`
+	Gone    bool         `json:"gone,omitempty"`
 }
 
 // State is one role as the role topic says it is: its latest lease (nil
 // when none was ever written) and its candidates in rank order.
 type State struct {
-	// Role is the role's name.
 	Role codec.Role `json:"role"`
-
-	// Lease is the role's latest lease record, nil when there is none. It
-	// may have expired or be a release: ask [State.Live].
-	Lease *codec.Lease `json:"lease"`
-
-	// LeaseOffset is the offset of Lease's record; -1 when Lease is nil.
-	LeaseOffset int64 `json:"lease_offset"`
-
-	// LastOffset is the offset of the role's latest applied record (0:
-	// unknown). A member registered below it that does not see its
-	// registration knows it was removed.
+	// Lease is the latest lease record, possibly expired or a release
+	// (ask [State.Live]); nil for none.
+	Lease       *codec.Lease `json:"lease"`
+	LeaseOffset int64        `json:"lease_offset"` // -1 without Lease
+	// LastOffset is the latest applied record's offset (0: unknown): a
+	// member registered below it that is not a candidate was removed.
 	LastOffset int64 `json:"-"`
-
-	// LeaseSeenAt is when the reader first saw Lease's record, on its own
-	// clock (zero: unknown); a lease's span runs from here.
-	LeaseSeenAt time.Time `json:"-"`
-
-	// Candidates are the role's registered members in rank order, Rank
-	// filled in; nil when there are none.
-	Candidates []Candidate `json:"candidates"`
-
-	// Session is the latest authentic session record of the lease's
-	// member when Lease names a session; nil otherwise.
+	// LeaseSeenAt is when the reader first saw Lease, on its own clock
+	// (zero: unknown); the lease's span runs from here.
+	LeaseSeenAt time.Time   `json:"-"`
+	Candidates  []Candidate `json:"candidates"` // in rank order; nil for none
+	// Session is the lease's member's latest authentic session record
+	// when the lease names a session; else nil.
 	Session *SessionSeen `json:"session,omitempty"`
 }
 
 // SessionSeen is a member's latest session record as a reader saw it.
 type SessionSeen struct {
-	// Offset is the record's offset in the member's session partition.
-	Offset int64 `json:"offset"`
-	// Heartbeat is the record: a heartbeat, or the session end.
-	Heartbeat codec.Heartbeat `json:"heartbeat"`
-	// SeenAt is when the reader first saw the record, on its own clock;
-	// zero when it does not say.
-	SeenAt time.Time `json:"-"`
+	Offset    int64           `json:"offset"`    // in the member's session partition
+	Heartbeat codec.Heartbeat `json:"heartbeat"` // a heartbeat, or the session end
+	SeenAt    time.Time       `json:"-"`         // on the reader's clock; zero: unknown
 }
 
 // Vouch is what a lease's member session says of the lease (see
@@ -97,19 +65,16 @@ type SessionSeen struct {
 type Vouch uint8
 
 const (
-	// NoVouch: the session says nothing of the lease (the lease names no
-	// session, or no record of that incarnation was read, or the latest
-	// is another incarnation's): the lease lives by its own span.
+	// NoVouch: no record of the lease's incarnation is the latest; the
+	// lease lives by its own span.
 	NoVouch Vouch = iota
-	// Vouched: the latest heartbeat is of the lease's incarnation and
-	// does not exclude the role: the lease lives one heartbeat span from
-	// when the reader saw it, or by its own span if that is later.
+	// Vouched: the latest heartbeat is the incarnation's and keeps the
+	// role; the lease lives until the later of its span and the
+	// heartbeat's.
 	Vouched
-	// Dropped: the latest record of the lease's incarnation excludes the
-	// role ([ExcludesLease]) or ends the session: the lease holds no
-	// longer, as after a release. The member cancels the role's work
-	// before writing either (only a leaving member's session end also
-	// waits for work to return).
+	// Dropped: the incarnation's latest record excludes the role
+	// ([ExcludesLease]) or ends the session: the lease is over, as after
+	// a release.
 	Dropped
 )
 
@@ -130,17 +95,14 @@ func (s State) SessionVouch() Vouch {
 }
 
 // ExcludesLease reports whether heartbeat h, of l's incarnation, drops
-// l: h excludes role and began no earlier than l (both GrantedAt, the
-// member's clock). An earlier heartbeat's exclusion is of an earlier
-// lease of the role, which the member may take back before its next
-// round. A clock stepped back only keeps a lease live one round longer.
+// l: h excludes role and began no earlier than l (GrantedAt, the member's
+// clock). An earlier heartbeat's exclusion was of an earlier lease.
 func ExcludesLease(h codec.Heartbeat, role codec.Role, l codec.Lease) bool {
 	return h.Excludes(role) && ExclusionsReach(h, l)
 }
 
-// ExclusionsReach reports whether the roles heartbeat h excludes would
-// drop lease l of one of them: h began no earlier than l (see
-// [ExcludesLease], for a reader that already knows h excludes l's role).
+// ExclusionsReach is [ExcludesLease] for a reader that knows h excludes
+// l's role.
 func ExclusionsReach(h codec.Heartbeat, l codec.Lease) bool { return h.GrantedAt >= l.GrantedAt }
 
 // HeartbeatSpan is [LeaseSpan] for a heartbeat: Deadline - GrantedAt,
@@ -153,9 +115,7 @@ func HeartbeatSpan(h codec.Heartbeat) time.Duration {
 }
 
 // Holder returns the lease and true when s's lease is live at nowMS (Unix
-// ms, on the reader's clock), as [State.Live] judges it. It is what the
-// table believes, not what the broker enforces: only the broker's fence is
-// authoritative.
+// ms, the reader's clock): a belief, not the broker's fence.
 func (s State) Holder(nowMS int64) (codec.Lease, bool) {
 	if !s.Live(time.UnixMilli(nowMS)) {
 		return codec.Lease{}, false
@@ -163,9 +123,8 @@ func (s State) Holder(nowMS int64) (codec.Lease, bool) {
 	return *s.Lease, true
 }
 
-// Fence returns the fencing number of the holding of s's lease (see
-// package processor, "The fencing number"): the lease's Fence, else the
-// lease record's offset; -1 without a lease. It survives compaction.
+// Fence returns the fencing number of s's lease's holding (package
+// processor, "The fencing number"); -1 without a lease.
 func (s State) Fence() int64 {
 	if s.Lease == nil {
 		return -1
@@ -176,9 +135,8 @@ func (s State) Fence() int64 {
 	return s.LeaseOffset
 }
 
-// LeaseEnd returns when s's lease runs out as its reader judges it
-// ([State.Renewal]'s End); zero without a lease. The succession rules
-// count from their own observation instead, with the same spans.
+// LeaseEnd returns when s's lease runs out on the reader's clock
+// ([State.Renewal]'s End); zero without a lease.
 func (s State) LeaseEnd() time.Time {
 	if s.Lease == nil {
 		return time.Time{}
@@ -186,32 +144,21 @@ func (s State) LeaseEnd() time.Time {
 	return s.Renewal().End
 }
 
-// Renewal is a lease's latest renewal as the reader that built a State
-// saw it: the lease record, or the latest heartbeat of the member session
-// the lease names when that vouches for the role and began later.
+// Renewal is a lease's latest renewal as a reader saw it: the lease
+// record, or a later heartbeat of its session that vouches for it.
 type Renewal struct {
-	// GrantedAt and Deadline are the renewal's (Unix ms, the holder's
-	// clock): when its write began, and that plus its span.
-	GrantedAt, Deadline int64
-	// Span is [LeaseSpan] of the lease, or [HeartbeatSpan] of the
-	// heartbeat.
-	Span time.Duration
-	// SeenAt is when the reader saw the renewal, on its clock; zero when
-	// it does not say.
-	SeenAt time.Time
-	// Heartbeat: the renewal is a heartbeat, not the lease record.
-	Heartbeat bool
-	// Dropped: the session dropped the lease ([Dropped]); End is when the
-	// reader saw that.
-	Dropped bool
+	GrantedAt, Deadline int64         // Unix ms, the holder's clock
+	Span                time.Duration // [LeaseSpan] or [HeartbeatSpan]
+	SeenAt              time.Time     // the reader's clock; zero: unknown
+	Heartbeat           bool          // the renewal is a heartbeat
+	Dropped             bool          // the session dropped the lease; End is when seen
 	// End is when the lease runs out on the reader's clock: the later of
-	// the lease's and the vouching heartbeat's span from when each was
-	// seen (without SeenAt, from GrantedAt). A release ends when seen.
+	// the lease's and the heartbeat's span from when each was seen (else
+	// from GrantedAt).
 	End time.Time
 }
 
 // Renewal returns the latest renewal of s's lease; zero without one.
-// Another incarnation's heartbeat never revives a lease.
 func (s State) Renewal() Renewal {
 	l := s.Lease
 	if l == nil {
@@ -242,21 +189,18 @@ func seenOr(seen time.Time, ms int64) time.Time {
 	return seen
 }
 
-// Live reports whether s's lease holds at now, on the reader's clock:
-// it is not a release and now is before [State.LeaseEnd].
+// Live reports whether s's lease holds at now, on the reader's clock.
 func (s State) Live(now time.Time) bool {
 	return s.Lease != nil && LiveUntil(*s.Lease, s.LeaseEnd(), now)
 }
 
-// LiveUntil is [State.Live] for lease l whose end (its [State.LeaseEnd])
-// is known: a release is never live; another lease is live before its end.
+// LiveUntil is [State.Live] for lease l whose [State.LeaseEnd] is known.
 func LiveUntil(l codec.Lease, end, now time.Time) bool {
 	return !l.Released() && now.Before(end)
 }
 
 // Value returns the value member registered with and whether it is a
-// candidate. Registrations are plain appends; the holder's value is its
-// lease's (Lease.Value), written under its token.
+// candidate; the holder's value is its lease's.
 func (s State) Value(member codec.MemberID) (string, bool) {
 	for _, c := range s.Candidates {
 		if c.Member == member {
@@ -329,30 +273,24 @@ func Fold(role codec.Role, records []Record) State {
 	return s
 }
 
-// Confirmed is a role's state read after a confirmation that the reader
-// has caught up with the role's partition (processor.Source's Confirm):
-// every record committed when the confirmation started is in State.
+// Confirmed is a role's state after a confirmation (processor.Source's
+// Confirm): it holds every record committed when the confirmation began.
 type Confirmed struct {
-	// State is the role's state, current as of the confirmation.
 	State State
-	// OpenProducerID is the producer id of the open transaction holding
+	// OpenProducerID and OpenOffset name the open transaction that holds
 	// the partition's last stable offset below its high watermark, or -1.
-	// What happened after it began is hidden from read_committed readers.
+	// The same offset twice shows readers frozen (docs/DESIGN.md, "Frozen
+	// partitions").
 	OpenProducerID int64
-	// OpenOffset is that transaction's first offset (the last stable
-	// offset), or -1. The same offset in two confirmations shows readers
-	// frozen in between (see docs/DESIGN.md, "Frozen partitions").
-	OpenOffset int64
+	OpenOffset     int64
 }
 
-// MaxLeaseSpan is the longest span an observer credits a lease with, so
-// that no record can keep a role unheld for longer.
+// MaxLeaseSpan caps the span an observer credits a lease with, so no
+// record keeps a role unheld longer.
 const MaxLeaseSpan = 10 * time.Minute
 
-// LeaseSpan returns the time l grants its holder as an observer counts
-// it: Deadline - GrantedAt (two readings of the writer's clock, so its
-// offset cancels), capped at [MaxLeaseSpan]; 0 for a release or a lease
-// that grants nothing.
+// LeaseSpan returns Deadline - GrantedAt (the writer's clock offset
+// cancels), capped at [MaxLeaseSpan]; 0 for a release.
 func LeaseSpan(l codec.Lease) time.Duration {
 	if l.Released() || l.Deadline <= l.GrantedAt {
 		return 0
