@@ -109,8 +109,7 @@ func TestAbandonedAcquireEpoch(t *testing.T) {
 // writing, and that fails. It must read as not sent, not as a request
 // without an answer: that would retire the queued transaction's token,
 // which had sent nothing (a member session's heartbeat queued so behind a
-// leaving runner's call could not write the session end: election
-// TestRunAdoptsASessionThatStartedItself, about 1 run in 15 under load).
+// leaving runner's call could not write the session end).
 // The test opens that window for good: it resets the connections of the
 // role's coordinator and sends on the sarama broker still holding one.
 func TestRequestOnAnAbandonedConnectionIsNotSent(t *testing.T) {

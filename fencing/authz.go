@@ -16,10 +16,9 @@ import (
 	"github.com/krabka/krole/codec"
 )
 
-// ErrNotAuthorized matches, with errors.Is, every error whose cause is an
-// [*AuthorizationError]: the cluster refused the call for want of an ACL.
-// The [*Error] that carries it keeps its Kind (ErrProducer, ErrClient or
-// ErrAdmin). No retry fixes it: only an administrator who adds the ACL.
+// ErrNotAuthorized matches every error whose cause is an
+// [*AuthorizationError]; the [*Error] carrying it keeps its Kind. No retry
+// fixes it.
 var ErrNotAuthorized = errors.New("not authorized")
 
 // Kafka ACL resource types, as [AuthorizationError].Resource names them.
@@ -30,12 +29,10 @@ const (
 	ResourceTransactionalID = "TransactionalId"
 )
 
-// AuthorizationError says which ACL the cluster found missing: the
-// operation the call needs on the resource, and the broker's code
-// (TOPIC_AUTHORIZATION_FAILED 29, GROUP_AUTHORIZATION_FAILED 30,
-// CLUSTER_AUTHORIZATION_FAILED 31 or TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-// 53). It matches [ErrNotAuthorized] and its Code's sarama.KError with
-// errors.Is; reach it with errors.As.
+// AuthorizationError names the ACL the cluster found missing: the
+// operation the call needs on the resource, and the broker's code (29,
+// 30, 31 or 53). It matches [ErrNotAuthorized] and its Code's
+// sarama.KError.
 type AuthorizationError struct {
 	Operation string        // the ACL operation the call needs: "WRITE", "READ", "DESCRIBE"; "" when unknown
 	Resource  string        // ResourceTopic, ResourceGroup, ResourceCluster or ResourceTransactionalID
@@ -76,12 +73,9 @@ func (e *AuthorizationError) Is(target error) bool { return target == ErrNotAuth
 // for want of an ACL.
 func IsNotAuthorized(err error) bool { return errors.Is(err, ErrNotAuthorized) }
 
-// AuthorizationOf returns the [*AuthorizationError] that err carries. When
-// err carries one of the four authorization codes bare (the error of a
-// client other than [BrokerTransport], such as the view's), it returns one
-// made for it: need's operation and name when the code is about need's
-// Resource, else the code's resource alone. It returns nil when err is no
-// refusal.
+// AuthorizationOf returns the [*AuthorizationError] err carries, or one
+// made from a bare code (another client's, the view's), filled from need
+// when the resource matches; nil when err is no refusal.
 func AuthorizationOf(err error, need AuthorizationError) *AuthorizationError {
 	var a *AuthorizationError
 	if errors.As(err, &a) {
@@ -123,12 +117,8 @@ type needs struct {
 	clusterOp      string
 }
 
-// authz returns err with the cause of its [*Error] wrapped in an
-// [*AuthorizationError] when the cause is one of the four authorization
-// codes; err unchanged otherwise.
-//
-// An [*AuthorizationError] already in err (from an inner operation) only
-// gets the blanks that n fills.
+// authz wraps the cause of err's [*Error] in an [*AuthorizationError] when
+// it is an authorization code; one already there only gets n's blanks.
 func (n needs) authz(err error) error {
 	var e *Error
 	if err == nil || !errors.As(err, &e) || e.Err == nil {
@@ -177,16 +167,11 @@ func (n needs) fill(a *AuthorizationError) {
 	}
 }
 
-// CheckRead returns nil when the cluster lets this transport read role's
-// partition of the role topic, and an [*Error] of kind [ErrClient]
-// wrapping an [*AuthorizationError] (READ on the topic) when it refuses.
-// It reads no record: its one fetch asks for an offset past any log's end,
-// and a broker checks Read before it looks at the offset, so it answers
-// TOPIC_AUTHORIZATION_FAILED or OFFSET_OUT_OF_RANGE. A member that cannot
-// read learns it here, before it registers, rather than from a view that
-// never sees its registration. Other failures return their error. It
-// blocks for a metadata lookup and a fetch, bounded by ctx and
-// cfg.RequestTimeout.
+// CheckRead returns nil when this transport may read role's partition,
+// else an [ErrClient] wrapping an [*AuthorizationError] (READ on the
+// topic), so a member learns it before it registers. Its one fetch, past
+// any log's end, reads no record. It blocks for a metadata lookup and a
+// fetch, bounded by ctx and cfg.RequestTimeout.
 func (t *BrokerTransport) CheckRead(ctx context.Context, role codec.Role) (err error) {
 	defer func() { err = needs{topicOp: "READ", topic: t.cfg.Topic}.authz(err) }()
 	p, err := t.partitionOf(ctx, role)

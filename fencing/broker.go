@@ -20,14 +20,10 @@ import (
 // Close waits up to this many request timeouts for background aborts.
 const closeCleanupGraceFactor = 2
 
-// BrokerTransport is the [Transport] that talks to a Kafka cluster through
-// sarama. It keeps one sarama client (metadata, coordinators and broker
-// connections) and, for every role it has minted a token for, the
-// transactional producer state that token binds: producer id, epoch and the
-// sequence number of each partition written under it.
-//
-// It is safe for concurrent use. Transactions of one token run one at a
-// time; different roles and plain appends run in parallel.
+// BrokerTransport is the [Transport] over sarama. It keeps one sarama
+// client and, per role it minted a token for, the producer state the
+// token binds (producer id, epoch, per-partition sequence numbers). Safe
+// for concurrent use; transactions of one token run one at a time.
 type BrokerTransport struct {
 	cfg    Config
 	client sarama.Client
@@ -57,24 +53,19 @@ type BrokerTransport struct {
 
 var _ Transport = (*BrokerTransport)(nil)
 
-// NewBrokerTransport connects to the cluster cfg names, after
-// cfg.WithDefaults and cfg.Validate (an invalid cfg: a plain error naming
-// the setting). It fetches the metadata once, so an unreachable cluster
-// fails here (an [*Error] of kind [ErrClient] naming the addresses; with
-// TLS failing at every bootstrap broker, at once, wrapping the
-// [*TLSHandshakeError]s: [CheckTLS]). It refuses ([ErrBrokerSettings]) a
-// cfg.TxnTimeout above the broker's transaction.max.timeout.ms, which every
-// AcquireEpoch would meet, when the broker reports it
-// ([BrokerTransport.StartTxnSettings]).
+// NewBrokerTransport validates cfg (defaults applied) and connects,
+// fetching the metadata once: an unreachable cluster fails here with
+// [ErrClient] (wrapping [*TLSHandshakeError]s when TLS fails everywhere).
+// A TxnTimeout above the broker's transaction.max.timeout.ms is refused
+// ([ErrBrokerSettings]).
 func NewBrokerTransport(cfg Config) (*BrokerTransport, error) {
 	cfg = cfg.WithDefaults()
 	sc, err := cfg.sarama() // validates cfg
 	if err != nil {
 		return nil, fmt.Errorf("fencing config: %w", err)
 	}
-	// DescribeTransactions needs a client that speaks Kafka 3.0; every
-	// other request this transport sends is clamped to what each broker
-	// advertises, so an older cluster still serves them.
+	// DescribeTransactions needs Kafka 3.0; other requests are clamped to
+	// what each broker advertises.
 	if !sc.Version.IsAtLeast(sarama.V3_0_0_0) {
 		sc.Version = sarama.V3_0_0_0
 	}
@@ -83,8 +74,7 @@ func NewBrokerTransport(cfg Config) (*BrokerTransport, error) {
 	conns := ctxcall.NewConns(&net.Dialer{Timeout: sc.Net.DialTimeout, KeepAlive: sc.Net.KeepAlive})
 	sc.Net.Proxy.Dialer = withTLS(sc, conns)
 	sc.Net.Proxy.Enable = true
-	// A handshake that cannot succeed fails here, once, rather than at
-	// every retry of the client's first metadata request.
+	// A handshake that cannot succeed fails here, once, not at every retry.
 	if err := checkTLS(context.Background(), cfg, sc); err != nil {
 		return nil, err
 	}
@@ -107,11 +97,9 @@ func NewBrokerTransport(cfg Config) (*BrokerTransport, error) {
 	return t, nil
 }
 
-// StartTxnSettings returns what the broker said of its transaction
-// settings when NewBrokerTransport asked (one DescribeConfigs, see
-// [BrokerTransport.BrokerTxnSettings]), or that request's error: a
-// broker that refused it, or did not answer within the request timeout.
-// It sends nothing.
+// StartTxnSettings returns the broker's transaction settings as
+// NewBrokerTransport read them ([BrokerTransport.BrokerTxnSettings]), or
+// that request's error. It sends nothing.
 func (t *BrokerTransport) StartTxnSettings() (BrokerTxnSettings, error) {
 	return t.startTxn, t.startTxnErr
 }
@@ -123,24 +111,18 @@ func (t *BrokerTransport) Config() Config { return t.cfg }
 // [Config].TxnTimeout.
 func (t *BrokerTransport) TxnTimeout() time.Duration { return t.cfg.TxnTimeout }
 
-// NewerRecordsSkipped counts the records of a newer value format that
-// ReadRoleRecords skipped (see [codec.UnknownVersionError]). A non-zero
-// count means a newer krole writes to the role topic.
+// NewerRecordsSkipped counts the newer-format records ReadRoleRecords
+// skipped: a newer krole writes to the role topic.
 func (t *BrokerTransport) NewerRecordsSkipped() uint64 { return t.newerSkipped.Load() }
 
-// Authors returns the transport's record of the roles' own producer ids
-// (see [rolestate.Authors]): those its AcquireEpoch minted and its
-// VerifyAuthor learned. A view of the same member may share it
-// (view.Options.Authors), so that it need not ask about them again.
+// Authors returns the roles' own producer ids this transport minted or
+// learned ([rolestate.Authors]), for a view of the same member to share.
 func (t *BrokerTransport) Authors() *rolestate.Authors { return t.authors }
 
-// VerifyAuthor returns whether pid is role's own producer id: the one the
-// role's transactional id (<prefix><role>) has at its transaction
-// coordinator. It asks the coordinator (one DescribeTransactions, see
-// [BrokerTransport.Describe]) only for a (role, producer id) it has not
-// settled before. An error is Describe's: one matching [ErrNotAuthorized]
-// when the principal lacks Describe on the TransactionalId (Write on it
-// implies Describe), else a failure to reach the coordinator.
+// VerifyAuthor returns whether pid is the producer id role's
+// transactional id has at its coordinator, asking (Describe) only for a
+// (role, producer id) not settled before. Errors are Describe's
+// ([ErrNotAuthorized] without Describe on the TransactionalId).
 func (t *BrokerTransport) VerifyAuthor(ctx context.Context, role codec.Role, pid int64) (rolestate.Verdict, error) {
 	if v := t.authors.Verdict(role, pid); v != rolestate.Unverified {
 		return v, nil
@@ -156,21 +138,16 @@ func (t *BrokerTransport) VerifyAuthor(ctx context.Context, role codec.Role, pid
 	return t.authors.Learn(role, pid, current), nil
 }
 
-// UnverifiedLeasesKept counts the lease records that ReadRoleRecords kept
-// by the batch rule alone because the principal may not Describe the
-// role's transactional id: a lease forged under another transactional id
-// would count for this reader.
+// UnverifiedLeasesKept counts leases ReadRoleRecords kept by the batch
+// rule alone, for want of Describe on the role's transactional id.
 func (t *BrokerTransport) UnverifiedLeasesKept() uint64 { return t.unverified.Load() }
 
-// ForgedLeasesSkipped counts the lease records that ReadRoleRecords
-// skipped because their batch shows they were not written by their own
-// token (see rolestate.CheckLeaseAuthor): a stranger appended them.
+// ForgedLeasesSkipped counts leases ReadRoleRecords skipped as forged.
 func (t *BrokerTransport) ForgedLeasesSkipped() uint64 { return t.forgedSkipped.Load() }
 
-// Close waits, for a bounded time, for the aborts of transactions whose
-// callers gave up (their ctx ended), then closes the connections. Tokens
-// the transport held stay valid at the cluster until a later AcquireEpoch
-// fences them; Close does not release a role.
+// Close waits, for a bounded time, for the background aborts of
+// transactions whose callers gave up, then closes the connections. It
+// releases no role: the tokens stay valid until a later AcquireEpoch.
 func (t *BrokerTransport) Close() error {
 	t.bgMu.Lock()
 	already := t.closed.Swap(true)
@@ -190,13 +167,10 @@ func (t *BrokerTransport) Close() error {
 	return nil
 }
 
-// AcquireEpoch implements [Transport]: InitProducerId (producer id -1,
-// epoch -1, transaction timeout cfg.TxnTimeout) on the role's transactional
-// id at its coordinator. Retriable answers (COORDINATOR_LOAD_IN_PROGRESS,
-// NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, CONCURRENT_TRANSACTIONS) and
-// lost connections are retried with a short backoff within ctx and
-// cfg.RequestTimeout. When ctx ends while the request is out, its connection
-// is closed at once (package doc, "Requests the caller gave up on").
+// AcquireEpoch implements [Transport]: InitProducerId (producer id and
+// epoch -1, cfg.TxnTimeout) on the role's transactional id, retrying
+// retriable answers and lost connections within ctx and
+// cfg.RequestTimeout (package doc, "Requests the caller gave up on").
 func (t *BrokerTransport) AcquireEpoch(ctx context.Context, role codec.Role) (codec.Token, error) {
 	if err := role.Validate(); err != nil {
 		return codec.Token{}, &Error{Kind: ErrProducer, Role: role, Err: err}
@@ -242,13 +216,10 @@ func (t *BrokerTransport) mint(ctx context.Context, key codec.Role, txnID string
 	return tok, nil
 }
 
-// FindCoordinator looks up and keeps the transaction coordinator of role's
-// transactional id (one round trip, unless the client knows it), for
-// AcquireEpoch and the writes under a token: a member that calls it on
-// joining the candidates saves that round trip in a handover. It changes
-// nothing at the cluster; a coordinator that moves is found again at
-// NOT_COORDINATOR. When ctx ends first it returns an error matching
-// ctx.Err() and the lookup (sarama may retry it) finishes in the background.
+// FindCoordinator looks up and caches the transaction coordinator of
+// role's transactional id, saving that round trip in a later handover.
+// When ctx ends first it returns ctx's error and the lookup finishes in
+// the background.
 func (t *BrokerTransport) FindCoordinator(ctx context.Context, role codec.Role) error {
 	if err := role.Validate(); err != nil {
 		return &Error{Kind: ErrProducer, Role: role, Err: err}
@@ -262,12 +233,9 @@ func (t *BrokerTransport) FindCoordinator(ctx context.Context, role codec.Role) 
 }
 
 // Describe implements [Transport]: DescribeTransactions on the role's
-// transactional id at its coordinator. TRANSACTIONAL_ID_NOT_FOUND, and a
-// state without a producer id or epoch (-1) or in state Dead, mean that no
-// one holds the role (ok=false). role may also be a member session's key
-// (rolestate.SessionAuthor): Describe then describes the session's
-// transactional id, so that VerifyAuthor and a view's author check settle
-// heartbeats as they settle leases.
+// transactional id. TRANSACTIONAL_ID_NOT_FOUND, no producer id or epoch,
+// or state Dead is ok=false. role may be a session key
+// (rolestate.SessionAuthor), to settle heartbeats' authors.
 func (t *BrokerTransport) Describe(ctx context.Context, role codec.Role) (_ codec.Token, _ bool, err error) {
 	if err := role.Validate(); err != nil {
 		if _, session := rolestate.SessionMember(role); !session {
@@ -306,18 +274,14 @@ func (t *BrokerTransport) Describe(ctx context.Context, role codec.Role) (_ code
 	return codec.Token{ProducerID: st.ProducerID, Epoch: st.ProducerEpoch}, true, nil
 }
 
-// Register implements [Transport]: a plain (non-transactional,
-// non-idempotent) append of member's registration to the role's partition,
-// acks=all. A retry after a lost connection may append the registration
-// twice; the later copy is the one that ranks, as for any re-registration.
+// Register implements [Transport]: a plain append, acks=all. A retry
+// after a lost connection may append it twice; the later copy ranks.
 func (t *BrokerTransport) Register(ctx context.Context, role codec.Role, member codec.MemberID) (int64, error) {
 	return t.RegisterValue(ctx, role, member, "")
 }
 
-// RegisterValue is [BrokerTransport.Register] with the candidate's value
-// in the registration (see [codec.Registration]); "" registers none. A
-// value that [codec.CheckValue] refuses returns an error matching
-// [codec.ErrInvalid], before anything is sent.
+// RegisterValue is [BrokerTransport.Register] with the candidate's value;
+// an invalid one returns [codec.ErrInvalid] unsent.
 func (t *BrokerTransport) RegisterValue(ctx context.Context, role codec.Role, member codec.MemberID, value string) (int64, error) {
 	if err := errors.Join(role.Validate(), member.Validate(), codec.CheckValue(value)); err != nil {
 		return -1, &Error{Kind: ErrProducer, Role: role, Err: err}

@@ -14,40 +14,28 @@ import (
 // transaction-coordinator/src/main/java/org/apache/kafka/coordinator/
 // transaction/TransactionStateManagerConfig.java).
 const (
-	// BrokerMaxTxnTimeout is the longest transaction timeout the
-	// coordinator accepts: InitProducerId with a longer one is refused
-	// (INVALID_TRANSACTION_TIMEOUT). Apache Kafka's default is 15 min.
+	// BrokerMaxTxnTimeout is the longest transaction timeout
+	// InitProducerId may name. Apache Kafka's default is 15 min.
 	BrokerMaxTxnTimeout = "transaction.max.timeout.ms"
-	// BrokerAbortInterval is how often the coordinator looks for
-	// transactions older than their timeout and aborts them. Apache
-	// Kafka's default is 10 s.
+	// BrokerAbortInterval is how often the coordinator aborts timed-out
+	// transactions. Apache Kafka's default is 10 s.
 	BrokerAbortInterval = "transaction.abort.timed.out.transaction.cleanup.interval.ms"
-	// BrokerPartitionVerification, when true, makes a partition's leader
-	// ask the transaction coordinator whether a transactional produce's
-	// partition is in its producer's ongoing transaction, and refuse it
-	// if not (KIP-890 part 1, Apache Kafka 3.6 and later, default true).
-	// krole reads it as the sign of an Apache Kafka broker, on which it
-	// may pipeline a commit (see [Config].Pipeline).
+	// BrokerPartitionVerification makes a leader refuse a transactional
+	// produce to a partition not in its transaction (KIP-890 part 1,
+	// Apache Kafka 3.6+); krole may pipeline where it is on.
 	BrokerPartitionVerification = "transaction.partition.verification.enable"
 )
 
-// DefaultAbortInterval is the abort interval [BrokerTxnSettings.CheckTimings]
-// assumes when the broker does not report [BrokerAbortInterval]: the
-// default of Apache Kafka (TransactionStateManagerConfig.java) and of
-// Redpanda (abort_timed_out_transactions_interval_ms, 10s in
-// redpanda-data/redpanda src/v/config/configuration.cc). Redpanda's
-// DescribeConfigs of a broker reports neither setting
-// (src/v/kafka/server/handlers/configs/config_response_utils.cc,
-// make_broker_configs); its cluster properties are read with rpk.
+// DefaultAbortInterval is the abort interval CheckTimings assumes when a
+// broker does not report it (Redpanda does not): Apache Kafka's and
+// Redpanda's default.
 const DefaultAbortInterval = 10 * time.Second
 
 // ErrBrokerSettings is matched (errors.Is) by every [*BrokerSettingsError].
 var ErrBrokerSettings = errors.New("broker settings")
 
-// BrokerTxnSettings are the transaction settings of one broker, as its
-// DescribeConfigs reports them. A zero duration means that the broker did
-// not report the setting (Redpanda, or a broker that refused
-// DescribeConfigs).
+// BrokerTxnSettings are one broker's transaction settings as its
+// DescribeConfigs reports them; zero when not reported.
 type BrokerTxnSettings struct {
 	// Broker is the node id of the broker that answered.
 	Broker int32
@@ -61,9 +49,8 @@ type BrokerTxnSettings struct {
 }
 
 // BrokerSettingsError says that a setting of krole cannot hold against a
-// broker's setting. Refused errors make every request of the setting fail
-// (the broker refuses them); the others are warnings: krole works, but a
-// timing rule of the design does not hold (see package processor).
+// broker's. Refused: the broker refuses the requests; else a warning that
+// a timing rule does not hold.
 type BrokerSettingsError struct {
 	// Refused is true when the broker would refuse the requests.
 	Refused bool
@@ -102,17 +89,11 @@ func (s BrokerTxnSettings) CheckTxnTimeout(txnTimeout time.Duration) error {
 	return nil
 }
 
-// CheckTimings checks krole's timings against the broker's: first
-// CheckTxnTimeout, then the stall rule. A transaction left open by a
-// holder that crashed mid-write holds the read_committed readers of its
-// partition back until the coordinator aborts it, up to txnTimeout + the
-// abort interval ([DefaultAbortInterval] when not reported); a lease
-// duration no longer than that + renew lets the stall hide a healthy
-// holder's renewals in that partition (the lease records of its roles
-// there, the heartbeats of member sessions there) for longer than its
-// lease (see package processor for what still guards that case). That
-// returns a warning [*BrokerSettingsError] (Refused false) naming the
-// numbers. lease and renew of 0 skip the stall rule.
+// CheckTimings checks CheckTxnTimeout, then the stall rule: a lease no
+// longer than txnTimeout + the abort interval + renew lets a crashed
+// transaction hide a healthy holder's renewals for longer than a lease
+// (docs/DESIGN.md, "Liveness: what bounds a vacancy"); that is a warning
+// [*BrokerSettingsError]. lease and renew of 0 skip the stall rule.
 func (s BrokerTxnSettings) CheckTimings(txnTimeout, lease, renew time.Duration) error {
 	if err := s.CheckTxnTimeout(txnTimeout); err != nil {
 		return err
@@ -126,19 +107,15 @@ func (s BrokerTxnSettings) CheckTimings(txnTimeout, lease, renew time.Duration) 
 	}
 	if stall := txnTimeout + interval; lease <= stall+renew {
 		return &BrokerSettingsError{Broker: s.Broker, Setting: BrokerAbortInterval, BrokerValue: interval, Assumed: assumed,
-			Rule: fmt.Sprintf("a transaction left open by a crash can hold readers back for up to %v (transaction timeout %v + the interval), and the lease duration %v is not longer than that + the renew interval %v",
+			Rule: fmt.Sprintf("a transaction left open by a crash can hold readers back for up to %v (transaction timeout %v + the interval), and the lease duration %v is not longer than that + the heartbeat interval %v",
 				stall, txnTimeout, lease, renew)}
 	}
 	return nil
 }
 
-// BrokerTxnSettings asks one broker (the least loaded one the client
-// knows) for its [BrokerMaxTxnTimeout], [BrokerAbortInterval] and
-// [BrokerPartitionVerification] with one
-// DescribeConfigs request. It blocks until the answer or ctx ends. A
-// setting the broker does not report is left zero. Errors: [ErrAdmin]
-// when no broker answers or it refuses the request (for example without
-// the DescribeConfigs permission on the cluster).
+// BrokerTxnSettings asks the least loaded broker for its transaction
+// settings in one DescribeConfigs, blocking until the answer or ctx ends.
+// Errors: [ErrAdmin].
 func (t *BrokerTransport) BrokerTxnSettings(ctx context.Context) (BrokerTxnSettings, error) {
 	b := t.client.LeastLoadedBroker()
 	if b == nil {

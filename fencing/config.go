@@ -48,8 +48,8 @@ type SASLConfig struct {
 	Password  string // the user's password; never printed (see String)
 }
 
-// String shows the mechanism and the user, never the password, so that a
-// config printed or logged (%v, %+v, %#v, JSON, slog) keeps it secret.
+// String shows the mechanism and the user, never the password, so a
+// config printed or logged (%v, %#v, JSON, slog) keeps it secret.
 func (s SASLConfig) String() string {
 	pw := ""
 	if s.Password != "" {
@@ -80,8 +80,7 @@ type Config struct {
 	Brokers []string
 	// Topic is the compacted role topic. Default "krole.roles".
 	Topic string
-	// TxnPrefix prefixes a role name to form its transactional id.
-	// Default "krole.".
+	// TxnPrefix + role is the role's transactional id. Default "krole.".
 	TxnPrefix string
 	// ClientID is sent to the brokers. Default "krole".
 	ClientID string
@@ -89,54 +88,33 @@ type Config struct {
 	DialTimeout time.Duration
 	// RequestTimeout bounds one request's round trip. Default 10s.
 	RequestTimeout time.Duration
-	// TxnTimeout is the transaction timeout sent with InitProducerId: a
-	// transaction left open by a dead holder is aborted by the coordinator
-	// once it has passed, and read_committed readers of its partitions are
-	// held back until then. Keep it below the lease duration minus the
-	// renew interval (the processor checks this). kfake aborts at the
-	// timeout exactly; Apache Kafka aborts only at its next check for
-	// timed-out transactions, every
-	// transaction.abort.timed.out.transaction.cleanup.interval.ms (default
-	// 10s), so there readers can be held back for TxnTimeout + that
-	// interval: pick a lease duration longer than TxnTimeout + 10s + the
-	// renew interval, or lower that broker setting. It must not exceed the
-	// broker's transaction.max.timeout.ms. Default 5s, half the default
-	// lease.
+	// TxnTimeout is sent with InitProducerId: the coordinator aborts a
+	// transaction left open that long (Apache Kafka and Redpanda at their
+	// next periodic check), holding its partitions' read_committed readers
+	// back until then. Below the lease duration minus the heartbeat
+	// interval (processor.New checks) and transaction.max.timeout.ms; see
+	// docs/DESIGN.md, "Liveness: what bounds a vacancy". Default 5s.
 	TxnTimeout time.Duration
 	// TLS, when enabled, encrypts the connections. Default off.
 	TLS TLSConfig
 	// SASL, when a mechanism is set, authenticates them. Default off.
 	SASL SASLConfig
-	// Pipeline says whether a transaction of one record sends its commit
-	// behind its produce, without waiting for the produce's answer, when
-	// the transaction coordinator is also the partition's leader (one
-	// connection): PipelineAuto (""), PipelineOn or PipelineOff. See
-	// "Pipelined commits" in the package documentation. Default auto:
-	// only where the broker reports transaction.partition.verification.enable=true
-	// (Apache Kafka 3.6 and later).
+	// Pipeline says whether a one-record transaction sends its commit
+	// behind its produce where the coordinator leads the partition
+	// (package doc, "Pipelined commits"). Default PipelineAuto.
 	Pipeline string
 }
 
 // Values of [Config].Pipeline.
 const (
-	// PipelineAuto pipelines where the broker that NewBrokerTransport
-	// asks for its transaction settings reports
-	// [BrokerPartitionVerification] true: Apache Kafka 3.6 and later,
-	// which answers a connection's requests one at a time, in order, and
-	// refuses a transactional produce to a partition its transaction does
-	// not hold. Redpanda (whose requests on one connection may complete
-	// out of order) does not report it: its DescribeConfigs of a broker
-	// reports nine settings, none of them this one (make_broker_configs in
-	// src/v/kafka/server/handlers/configs/config_response_utils.cc, read
-	// at redpanda-data/redpanda 0862e2f). Nor does kfake.
+	// PipelineAuto pipelines where a broker reports
+	// [BrokerPartitionVerification] true (Apache Kafka 3.6+); Redpanda
+	// and kfake do not.
 	PipelineAuto = ""
-	// PipelineOn pipelines whatever the broker reports: only for a
-	// cluster known to process each connection's requests one at a time,
-	// in order (Apache Kafka, kfake), never Redpanda.
-	PipelineOn = "on"
-	// PipelineOff never pipelines: every request waits for the answer of
-	// the one before it.
-	PipelineOff = "off"
+	// PipelineOn pipelines always: only for a cluster that answers each
+	// connection's requests in order (Apache Kafka, kfake), never Redpanda.
+	PipelineOn  = "on"
+	PipelineOff = "off" // never pipelines
 )
 
 // WithDefaults returns c with every zero field set to its default.
@@ -202,11 +180,10 @@ func (c Config) Validate() error {
 func (c Config) TransactionalID(role string) string { return c.WithDefaults().TxnPrefix + role }
 
 // Sarama returns the sarama configuration for c: Kafka 2.8 protocol
-// versions, read_committed isolation, the timeouts, TLS and SASL. With TLS,
-// Net.Proxy.Dialer is a dialer that completes the TLS handshake within
-// DialTimeout (a failure is a [*TLSHandshakeError]) and Net.TLS.Enable is
-// off, so that sarama does not wrap the connection again; a caller that
-// replaces the dialer must do the handshake itself.
+// versions, read_committed, the timeouts, TLS and SASL. With TLS, the
+// dialer (Net.Proxy.Dialer) does the handshake within DialTimeout and
+// Net.TLS.Enable is off; a caller that replaces the dialer must do the
+// handshake itself.
 func (c Config) Sarama() (*sarama.Config, error) { return c.WithDefaults().sarama() }
 
 // sarama is Sarama for a c whose defaults are applied already.

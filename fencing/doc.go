@@ -17,15 +17,11 @@
 //
 // A token ([codec.Token]) is the producer id and epoch the role's
 // transaction coordinator returns for InitProducerId on the transactional
-// id [Config.TxnPrefix] + role ([Transport.AcquireEpoch]): the cluster
-// mints it, and minting aborts any transaction the previous epoch left
-// open. Epochs of successive holdings increase, not consecutively.
-// AcquireEpoch retries CONCURRENT_TRANSACTIONS within
-// [Config.RequestTimeout], the first ten a millisecond apart (concurrent.go).
-// With the protocol this package speaks (EndTxn below v5) the epoch moves
-// only at InitProducerId, so a token names one holding; a coordinator
-// timeout with KIP-588 can still fence it. See docs/DESIGN.md, "Fencing:
-// what a token is at the coordinator".
+// id [Config.TxnPrefix] + role ([Transport.AcquireEpoch]); minting aborts
+// any transaction the previous epoch left open. Epochs increase, not
+// consecutively. Under the protocol this package speaks (EndTxn below v5)
+// the epoch moves only at InitProducerId, so a token names one holding.
+// See docs/DESIGN.md, "Fencing: what a token is at the coordinator".
 //
 // # What the fence guarantees
 //
@@ -45,17 +41,15 @@
 //   - read_uncommitted readers (goka's and sarama's default) see aborted
 //     writes of a fenced holder.
 //   - A deposed holder that does not write learns of its loss only when it
-//     asks ([Transport.DescribeMany], every renew interval in package
+//     asks ([Transport.DescribeMany], every heartbeat interval in package
 //     processor), when its view shows the newer lease, or at its local
 //     deadline. Systems outside Kafka must check the token themselves
 //     ([Transport.Describe], or the highest token seen).
 //   - A transaction left open by a crashed holder stalls read_committed
-//     readers of its partitions until the coordinator aborts it: kfake at
-//     [Config.TxnTimeout], Apache Kafka and Redpanda at their periodic
-//     check (10 s by default) after it. [BrokerTxnSettings.CheckTimings]
-//     checks timings against a broker's interval, and [NewBrokerTransport]
-//     refuses a TxnTimeout above transaction.max.timeout.ms. See
-//     docs/DESIGN.md, "What the fence does not cover".
+//     readers of its partitions until the coordinator aborts it, up to
+//     [Config.TxnTimeout] plus the broker's abort interval
+//     ([BrokerTxnSettings.CheckTimings]). See docs/DESIGN.md, "What the
+//     fence does not cover".
 //   - Tokens compare only within one producer id ([codec.Token.Newer]).
 //     Across a producer-id change only the broker can tell which is
 //     current: the old token's next write is refused, and every such
@@ -64,16 +58,11 @@
 // # Member sessions
 //
 // Each member has a transactional id of its own,
-// [Config.SessionTransactionalID] (TxnPrefix + "session/" + member; a role
-// name never contains '/'). StartSession is InitProducerId on it, fencing
-// the previous incarnation's heartbeats, and the session carries the
-// member's nonce. Heartbeat writes a heartbeat or the session end in one
-// transaction in the member's session partition; its errors are
-// WriteLease's. A heartbeat carries no authority over any role: each role's
-// fence is its own transactional id's epoch. A heartbeat counts only when
-// written by the session it names, whose producer id is the session's own
-// (rolestate.CheckHeartbeatAuthor); see docs/DESIGN.md, "Why it is safe:
-// member sessions".
+// [Config.SessionTransactionalID]. StartSession is InitProducerId on it,
+// fencing the previous incarnation; Heartbeat writes a heartbeat or the
+// session end in one transaction. A heartbeat carries no authority over
+// any role: each role's fence is its own transactional id's epoch. See
+// docs/DESIGN.md, "Why it is safe: member sessions".
 //
 // # Application writes
 //
@@ -99,22 +88,19 @@
 // # Pipelined commits
 //
 // Where a transaction's coordinator is also its partition's leader, the
-// transport may send the commit right behind the produce ([Config].Pipeline:
-// PipelineAuto uses it against brokers that report
-// transaction.partition.verification.enable; never with Redpanda). One
-// pipelined produce at a time is unanswered per broker. A lost commit
-// answer then retires the token instead of resending. Why the order holds,
-// and what each pair of answers means (commitBehind in pipeline.go):
-// docs/DESIGN.md, "Fencing: pipelined commits".
+// transport may send a one-record transaction's commit right behind its
+// produce, two round trips instead of three ([Config].Pipeline). A lost
+// commit answer then retires the token instead of resending. Why the
+// order holds, and what each pair of answers means: docs/DESIGN.md,
+// "Fencing: pipelined commits".
 //
 // # Requests the caller gave up on
 //
 // When ctx ends while a request is out, the transport closes its
-// connections to that broker at once (ctxcall.Conns), so a request the
-// broker has not read never takes effect. A late InitProducerId that got
-// out anyway bumps the epoch once: harmless to safety, it costs a
-// handover. See docs/DESIGN.md, "Fencing: requests the caller gave up on"
-// (also why KIP-360's conditional InitProducerId is not used).
+// connections to that broker at once, so a request the broker has not
+// read never takes effect. A late InitProducerId that got out anyway
+// bumps the epoch once: harmless to safety, it costs a handover. See
+// docs/DESIGN.md, "Fencing: requests the caller gave up on".
 //
 // # Context
 //

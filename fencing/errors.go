@@ -12,32 +12,19 @@ import (
 //
 //	if errors.Is(err, fencing.ErrFenced) { ... stop acting as holder ... }
 var (
-	// ErrFenced: the broker refused a write because a later member holds
-	// the role (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH), or because the
-	// token's producer id is gone, so that it can never commit again
-	// (INVALID_PRODUCER_ID_MAPPING; Redpanda's TRANSACTIONAL_ID_NOT_FOUND
-	// and UNKNOWN_PRODUCER_ID after the transactional id expired). The
-	// caller is no longer the holder and must stop acting as one at once.
+	// ErrFenced: the broker refused a write because a later token holds
+	// the role, or the token's producer id is gone (fenceCode lists the
+	// codes). The caller must stop acting as holder at once.
 	ErrFenced = errors.New("fenced")
-	// ErrNotHeld: the token passed to WriteLease, Transact or a Writer is
-	// not the one this transport holds for the role: it never minted it,
-	// it has minted a newer one since, it forgot the token when a write
-	// under it was fenced, or it retired the token after an unknown
-	// outcome (ErrUnknownOutcome; the message says so). No request is
-	// sent.
+	// ErrNotHeld: the token is not the one this transport holds for the
+	// role (never minted, superseded, fenced, or retired: [ErrRetired]).
+	// No request is sent.
 	ErrNotHeld = errors.New("not held")
-	// ErrUnknownOutcome: a request of a transaction under the token got
-	// no definite answer (a timeout, a lost connection), so what it wrote
-	// may still reach the broker later. The transport retires the token
-	// at once: no request follows under its epoch (calls with it return
-	// ErrNotHeld from then on), and what the transaction wrote is aborted
-	// when the next epoch of the role is minted or the transaction times
-	// out, never committed. The holding that the token identifies is
-	// over; the caller must stop acting as holder, as for ErrFenced.
-	// One case differs: when the request without an answer was the
-	// transaction's EndTxn commit, resent until ctx ended without a
-	// success, the transaction may have committed (see the package
-	// documentation).
+	// ErrUnknownOutcome: a request of a transaction got no definite
+	// answer. The token is retired and the holding over; what the
+	// transaction wrote never commits, unless the request was the commit
+	// itself: then it may have (package doc, "When a request gets no
+	// answer").
 	ErrUnknownOutcome = errors.New("unknown outcome")
 	// ErrProducer: the cluster refused a produce or transaction request
 	// for a reason other than a fence.
@@ -50,10 +37,9 @@ var (
 	ErrRecord = errors.New("record")
 )
 
-// ErrRetired is not a kind but a cause: the [ErrNotHeld] that calls under
-// a token retired after an unknown outcome get wraps it, so
-// errors.Is(err, ErrRetired) tells a retirement (the holding ended
-// without a known loss) from a token forgotten after a fence.
+// ErrRetired is a cause, not a kind: the [ErrNotHeld] of a call under a
+// token retired after an unknown outcome wraps it, telling a retirement
+// from a fence.
 var ErrRetired = errors.New("retired after an unknown outcome")
 
 // Error is the error every Transport operation returns. Kind is one of the

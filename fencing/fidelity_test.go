@@ -38,7 +38,7 @@ import (
 //
 // Each must end the holding at once: ErrFenced, the token forgotten (the
 // next call with it is ErrNotHeld, without a request), not a retry until
-// the holder's renew deadline.
+// the holder's heartbeat deadline.
 var fenceAnswers = []*kerr.Error{kerr.InvalidProducerEpoch, kerr.ProducerFenced, kerr.TransactionalIDNotFound, kerr.UnknownProducerID}
 
 func TestRealBrokersFenceAnswersEndTheHolding(t *testing.T) {
@@ -240,9 +240,8 @@ func answerBrokerConfigs(c *testcluster.Cluster, initial map[string]string) (set
 // Kafka (10 s) breaks it with a 10 s lease, renew 2 s and transaction
 // timeout 5 s (processor's defaults, which stay: members on a view do not
 // challenge behind another producer's open transaction, see
-// processor/settings.go), and holds with a 20 s lease and renew 4 s (what
-// processor's doc advises for members on a TransportSource) or with a
-// lowered interval; a broker that does not report the interval (kfake,
+// processor/settings.go), and holds with a 20 s lease and heartbeat 4 s
+// or with a lowered interval; a broker that does not report the interval (kfake,
 // Redpanda) is assumed to have the 10 s default, and the warning says so.
 func TestBrokerAbortIntervalIsCheckedAgainstTheTimings(t *testing.T) {
 	if testcluster.External() {

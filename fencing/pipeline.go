@@ -1,12 +1,7 @@
 package fencing
 
-// Pipelined commits: a transaction of one record (a lease, a heartbeat, a
-// session end) sends its EndTxn commit right behind its Produce, on the
-// same connection, when the transaction coordinator is also the
-// partition's leader, instead of waiting for the Produce's answer: two
-// round trips (AddPartitionsToTxn, then Produce + EndTxn) where the plain
-// path takes three. See "Pipelined commits" in the package documentation for
-// when it is done and what an error then means.
+// Pipelined commits (package doc, "Pipelined commits"): a one-record
+// transaction sends its commit right behind its produce on one connection.
 
 import (
 	"context"
@@ -17,9 +12,8 @@ import (
 	"github.com/IBM/sarama"
 )
 
-// Pipelining reports whether this transport sends a one-record
-// transaction's commit behind its produce where it can (see
-// [Config].Pipeline).
+// Pipelining reports whether this transport pipelines commits where it
+// can ([Config].Pipeline).
 func (t *BrokerTransport) Pipelining() bool { return t.pipeline }
 
 // behindProduce is a produce written to the coordinator's connection
@@ -34,21 +28,12 @@ type behindProduce struct {
 	off    *int64 // where the record's offset goes; nil: not wanted
 }
 
-// produceLast appends one record to topic/partition as the transaction's
-// last write. When the transport pipelines, the sequence number is known,
-// and the partition's leader is the transaction's coordinator (the same
-// connection), the produce is only written: Transact's commit then goes
-// right behind it (commitBehind). Otherwise it is Produce.
-//
-// off, when not nil, receives the record's offset once the produce's
-// answer has come: before produceLast returns, or at the commit when the
-// commit went behind it. When Transact then returns nil, *off is the
-// offset of the record, which the transaction committed. A broker that
-// acknowledges the record without its offset (DUPLICATE_SEQUENCE_NUMBER;
-// Apache Kafka and kfake answer a duplicate with its first offset) fails
-// the transaction instead: it is aborted (ErrProducer), or, when the
-// commit went behind the produce, the record committed at an offset
-// nobody knows, and Transact returns ErrUnknownOutcome, the token retired.
+// produceLast appends one record as the transaction's last write. Where
+// it can pipeline it only writes the produce, and the commit goes behind
+// it (commitBehind); otherwise it is Produce. off, when not nil, gets the
+// record's offset once answered; an acknowledgement without an offset
+// fails the transaction (aborted, or ErrUnknownOutcome when the commit
+// went behind it).
 func (tx *Txn) produceLast(topic string, partition int32, key, value []byte, off *int64) error {
 	if tx.err != nil {
 		return tx.err
@@ -67,7 +52,7 @@ func (tx *Txn) produceLast(topic string, partition int32, key, value []byte, off
 	}
 	recs := []*sarama.Record{{Key: key, Value: value}}
 	b := tx.t.sameBroker(tx.ctx, tx.h.txnID, tp)
-	cands := tx.h.next[tp]
+	cands := tx.h.next.get(tp)
 	if b == nil || len(cands) > 1 {
 		return tx.doom(tx.producePlain(tp, recs, off))
 	}
@@ -90,7 +75,7 @@ func (tx *Txn) produceLast(topic string, partition int32, key, value []byte, off
 		// (or returns ctx's error).
 		return tx.doom(tx.producePlain(tp, recs, off))
 	case err != nil:
-		h.next[tp] = []int32{seq, incrementSequence(seq, len(recs))}
+		h.next.set(tp, []int32{seq, incrementSequence(seq, len(recs))})
 		tx.err = tx.fail("Produce", 0, err)
 		return tx.err
 	}
@@ -144,10 +129,8 @@ func (tx *Txn) doom(err error) error {
 	return err
 }
 
-// sameBroker returns the broker that is both txnID's transaction
-// coordinator and tp's leader, as the client knows them now (both are in
-// its cache once the transaction has added tp; a lookup otherwise,
-// bounded by ctx), or nil.
+// sameBroker returns the broker that is both txnID's coordinator and tp's
+// leader, as the client knows them now, or nil.
 func (t *BrokerTransport) sameBroker(ctx context.Context, txnID string, tp topicPartition) *sarama.Broker {
 	c, err := call(ctx, nil, func() (*sarama.Broker, error) { return t.client.TransactionCoordinator(txnID) })
 	if err != nil {
@@ -199,31 +182,28 @@ func (tx *Txn) commit(ctx context.Context) error {
 	return tx.commitBehind(ctx, p)
 }
 
-// settle records the answer a to the produce p before any commit was sent
-// behind it, as produceRecords would: nil when it appended the record,
-// else the transaction's error (a lost answer retires the token; a
-// leader that moved, or refused the sequence, is answered by the plain
-// path, which looks the leader up again and resends).
+// settle records the answer a to p, come before any commit was sent, as
+// produceRecords would.
 func (tx *Txn) settle(p *behindProduce, a produceAnswer) error {
 	kerr, err := p.outcome(a)
 	switch {
 	case err != nil:
-		tx.h.next[p.tp] = []int32{p.seq, p.after}
+		tx.h.next.set(p.tp, []int32{p.seq, p.after})
 		tx.err = tx.fail("Produce", 0, noAnswerError{err})
 		return tx.err
 	case kerr == sarama.ErrNoError:
-		tx.h.next[p.tp] = []int32{p.after}
+		tx.h.next.set(p.tp, []int32{p.after})
 		return tx.gotOffset(p.off, p.offsetOf(a))
 	case leaderMoved(kerr):
 		tx.t.refreshMetadata(tx.ctx, p.tp.topic)
-		tx.h.next[p.tp] = []int32{p.seq}
+		tx.h.next.set(p.tp, []int32{p.seq})
 		return tx.doom(tx.producePlain(p.tp, p.recs, p.off))
 	case kerr == sarama.ErrOutOfOrderSequenceNumber:
 		// The one candidate refused: the sequence state is lost, and only
 		// a new epoch restarts it (as in produceRecords).
 		tx.t.forget(tx.role, tx.h)
 	}
-	tx.h.next[p.tp] = []int32{p.seq}
+	tx.h.next.set(p.tp, []int32{p.seq})
 	tx.err = tx.fail("Produce", kerr, nil)
 	return tx.err
 }
@@ -238,12 +218,9 @@ func (tx *Txn) settleBehind() {
 	}
 }
 
-// commitBehind sends EndTxn commit to p's broker, on the connection p was
-// written to, before p's answer came, then reads both answers (the broker
-// answers p first). What each pair of answers means: docs/DESIGN.md,
-// "Fencing: pipelined commits". The commit succeeded with the produce
-// fenced (refused before any append) means committed without the record
-// ([Fenced]); a success after a refused commit commits again through end.
+// commitBehind sends the commit on p's connection before p's answer came,
+// then reads both answers. What each pair means: docs/DESIGN.md,
+// "Fencing: pipelined commits".
 func (tx *Txn) commitBehind(ctx context.Context, p *behindProduce) error {
 	t, h := tx.t, tx.h
 	h.dirty = true // until the coordinator confirms
@@ -253,7 +230,7 @@ func (tx *Txn) commitBehind(ctx context.Context, p *behindProduce) error {
 		// is gone (then the produce's answer, an error at worst, is on
 		// its way and settles what comes next).
 		if ctx.Err() != nil {
-			h.next[p.tp] = []int32{p.seq, p.after}
+			h.next.set(p.tp, []int32{p.seq, p.after})
 			return tx.fail("Produce", 0, noAnswerError{ctx.Err()})
 		}
 		if serr := tx.settle(p, <-p.answer); serr != nil {
@@ -262,7 +239,7 @@ func (tx *Txn) commitBehind(ctx context.Context, p *behindProduce) error {
 		return tx.end(ctx, true)
 	}
 	if err != nil {
-		h.next[p.tp] = []int32{p.seq, p.after}
+		h.next.set(p.tp, []int32{p.seq, p.after})
 		t.retire(tx.role, h)
 		return &Error{Kind: ErrUnknownOutcome, Role: tx.role, Err: fmt.Errorf("EndTxn commit, sent behind the produce under token %s, got no answer: the transaction may have committed; the token is retired: %w", h.token, err)}
 	}
@@ -290,7 +267,7 @@ func (tx *Txn) commitBehind(ctx context.Context, p *behindProduce) error {
 	h.dirty = false
 	switch {
 	case perr == nil && pk == sarama.ErrNoError:
-		h.next[p.tp] = []int32{p.after}
+		h.next.set(p.tp, []int32{p.after})
 		if p.off == nil {
 			return nil
 		}
@@ -300,7 +277,7 @@ func (tx *Txn) commitBehind(ctx context.Context, p *behindProduce) error {
 		t.retire(tx.role, h)
 		return &Error{Kind: ErrUnknownOutcome, Role: tx.role, Err: fmt.Errorf("the produce under token %s committed, but the broker acknowledged it without its offset; the token is retired", h.token)}
 	case perr == nil && fenceCode(pk):
-		h.next[p.tp] = []int32{p.seq}
+		h.next.set(p.tp, []int32{p.seq})
 		return tx.fail("Produce", pk, nil)
 	case perr == nil:
 		perr = kerrError(pk)
@@ -308,18 +285,13 @@ func (tx *Txn) commitBehind(ctx context.Context, p *behindProduce) error {
 	return tx.rewrite(ctx, p, perr)
 }
 
-// rewrite writes p's records again, in a transaction of their own, under
-// the plain rules, after the transaction p was in committed without a
-// definite answer to p (cause): p may be in it or not. It sends the same
-// batch under the same sequence number, as the plain path resends a
-// produce without a definite answer: if p was appended, the broker
-// answers the resend as a duplicate of it and appends nothing, else it
-// appends it now. Success makes the write definite (the records show
-// once); a failure cannot say that nothing shows, so it is
-// [ErrUnknownOutcome], "may have committed", and the token is retired.
+// rewrite resends p's batch under the same sequence number in a
+// transaction of its own, after p's transaction committed without a
+// definite answer to p: the broker dedups it or appends it now. A failure
+// is [ErrUnknownOutcome], the token retired.
 func (tx *Txn) rewrite(ctx context.Context, p *behindProduce, cause error) error {
 	h := tx.h
-	h.next[p.tp] = []int32{p.seq}
+	h.next.set(p.tp, []int32{p.seq})
 	tx.added, tx.started, tx.err = map[topicPartition]bool{}, false, nil
 	err := tx.addPartitions([]topicPartition{p.tp})
 	if err == nil {

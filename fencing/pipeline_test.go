@@ -205,8 +205,7 @@ func TestCommitWaitsForTheProduceWhereItCannotBePipelined(t *testing.T) {
 // produce's answer, and the lease shows once. With the gate free again,
 // the next write's commit goes behind its produce. Unbounded, every
 // role's produce could be out at once behind a stalled one, and a caller
-// giving up (its connection closed) would retire every role's token
-// (TestIntegrationStallAtStartShedsNothing with pipelining, 1 run in 10).
+// giving up (its connection closed) would retire every role's token.
 func TestPipelinedProduceOneAtATimePerBroker(t *testing.T) {
 	ctx := (&env{t: t}).ctx()
 	e := newPipeEnv(t, ctx, 1, fencing.PipelineOn)

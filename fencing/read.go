@@ -14,21 +14,13 @@ import (
 
 // ReadRoleRecords implements [Transport].
 //
-// It reads with raw read_committed FetchRequests against the partition
-// leader rather than with sarama's consumer. A fetch answer carries, beside
-// the batches, the partition's last stable offset (LSO), its log start
-// offset and the index of aborted transactions, so the read needs no other
-// request: the first answer fixes the end of the read (its LSO), and the
-// read goes on from the last batch's last offset + 1 until it reaches that
-// end. The offsets of control batches (transaction markers) count like any
-// other, so a partition that ends in a marker, as every committed lease
-// write leaves it, ends the read; sarama's consumer hides control records
-// and so never reports reaching such an end (the trap that stalls goka's
-// Recovered()). An empty partition (LSO = log start) ends after one fetch.
-// A fetch that brings no batch ending at or past the next offset also ends
-// the read: nothing committed is left below the LSO (compaction may have
-// removed the rest). So every fetch either advances or ends the read, and
-// each is bounded by cfg.RequestTimeout and ctx.
+// It reads with raw read_committed fetches from the partition leader, not
+// sarama's consumer, which hides control records and so never reports
+// reaching a partition that ends in a marker. The first answer's last
+// stable offset fixes the end of the read; control batches count like
+// any other; a fetch that brings no batch at or past the next offset ends
+// it. So every fetch advances or ends the read, each bounded by
+// cfg.RequestTimeout and ctx.
 //
 // Aborted batches are dropped the way Kafka's own consumer does it: a
 // transactional batch of producer P is aborted when an aborted transaction

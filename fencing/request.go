@@ -30,12 +30,9 @@ const (
 	kerrUnknownProducerID        = sarama.KError(59)  // UNKNOWN_PRODUCER_ID
 )
 
-// Protocol versions of the requests this file builds by hand. sarama clamps
-// each to the range the broker advertises (ApiVersions), so they are the
-// newest the client sends, not a requirement on the broker. The EndTxn
-// version stays below 5 on purpose: from v5 (KIP-890, transaction version
-// 2) the coordinator bumps the epoch at every commit, and a token would no
-// longer name a holder (see the package documentation).
+// Protocol versions of the requests this file builds, the newest sent
+// (sarama clamps each to what the broker advertises). EndTxn stays below
+// v5, under which a commit bumps the epoch (package doc, "What a token is").
 const (
 	versionInitProducerID  = 4  // flexible; PRODUCER_FENCED
 	versionAddPartitions   = 3  // single-transaction form (v4+ is batched)
@@ -48,10 +45,8 @@ const (
 	versionDescribeTxns    = 0
 )
 
-// leaderMovedCodes are the answers of a partition's leader (to produce,
-// fetch and list-offsets alike) that say the partition's leadership moved
-// or is not settled: the client refreshes its metadata and resends,
-// within its retry budget. None of them means the request took effect.
+// leaderMovedCodes say a partition's leadership moved or is unsettled:
+// refresh the metadata and resend. None means the request took effect.
 var leaderMovedCodes = []sarama.KError{
 	sarama.ErrNotLeaderForPartition,   // NOT_LEADER_OR_FOLLOWER (6)
 	sarama.ErrLeaderNotAvailable,      // LEADER_NOT_AVAILABLE (5)
@@ -84,12 +79,10 @@ func (t *BrokerTransport) refreshMetadata(ctx context.Context, topic string) {
 
 // ---- broker calls under a ctx ----
 //
-// sarama's broker calls take no ctx: call runs each on its own goroutine and
-// returns when ctx ends; the abandoned call ends within the read timeout
-// (cfg.RequestTimeout). A request sent without an answer is a [noAnswerError]:
-// resent outside a transaction (Register's append may then show twice); under
-// a token it retires the token, except an EndTxn commit, resent until answered
-// (docs/DESIGN.md, "Fencing: a request without an answer").
+// sarama's broker calls take no ctx: call runs each on its own goroutine
+// and returns when ctx ends; the abandoned call ends within
+// cfg.RequestTimeout. A request without an answer is a [noAnswerError]
+// (package doc, "When a request gets no answer").
 
 // call runs fn and waits for it or for ctx, whichever comes first.
 func call[T any](ctx context.Context, inflight *sync.WaitGroup, fn func() (T, error)) (T, error) {
@@ -109,11 +102,9 @@ func noAnswer(err error) bool {
 }
 
 // send is call for request fn to broker b: an error of a request that may
-// have left the client is a [noAnswerError]; a ctx that ended before the
-// call, or an error sarama returns before writing, means nothing was sent.
-// A request out when ctx ends, or left without an answer, closes the
-// connections to b (docs/DESIGN.md, "Fencing: requests the caller gave up
-// on"); the client dials again at the next lookup of b.
+// have left the client is a [noAnswerError]. A request out when ctx ends,
+// or left without an answer, closes the connections to b (docs/DESIGN.md,
+// "Fencing: requests the caller gave up on").
 func send[T any](ctx context.Context, t *BrokerTransport, inflight *sync.WaitGroup, b *sarama.Broker, fn func() (T, error)) (T, error) {
 	if err := ctx.Err(); err != nil {
 		var zero T
@@ -167,10 +158,8 @@ func (t *BrokerTransport) retry(ctx context.Context, attempt func() (again bool,
 	return t.retryPaced(ctx, nil, attempt)
 }
 
-// retryPaced is retry where pace, when not nil, is asked before each wait
-// whether the attempt that just failed wants a wait of its own (ok): that
-// wait replaces the backoff once, and the backoff does not grow. See
-// concurrent.go for the one user.
+// retryPaced is retry where pace, when not nil, may replace one wait
+// without growing the backoff (concurrent.go).
 func (t *BrokerTransport) retryPaced(ctx context.Context, pace func() (time.Duration, bool), attempt func() (again bool, err error)) error {
 	budget := time.Now().Add(t.cfg.RequestTimeout)
 	waits := backoffs{next: retryBackoffFirst, pace: pace}
@@ -214,14 +203,11 @@ func (b *backoffs) wait() time.Duration {
 	return w
 }
 
-// atTxnCoordinator sends a request to the transaction coordinator of txnID
-// through do, which returns the broker's error code or a transport error.
-// It finds (and after NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE or a lost
-// connection re-finds) the coordinator, and retries
+// atTxnCoordinator sends a request through do to txnID's transaction
+// coordinator, finding it again when it moved and retrying
 // COORDINATOR_LOAD_IN_PROGRESS and CONCURRENT_TRANSACTIONS. It returns the
-// first other error code (ErrNoError on success), or err when no answer
-// came. A request under a token (inflight is its holder's group) that got
-// no answer is not resent: err is then a [noAnswerError].
+// first other code, or err when no answer came; a request under a token
+// (inflight set) is then not resent.
 func (t *BrokerTransport) atTxnCoordinator(ctx context.Context, inflight *sync.WaitGroup, txnID string, do func(*sarama.Broker) (sarama.KError, error)) (sarama.KError, error) {
 	return t.atCoordinator(ctx, inflight,
 		func() (*sarama.Broker, error) { return t.client.TransactionCoordinator(txnID) },
@@ -273,13 +259,10 @@ func (t *BrokerTransport) atCoordinator(ctx context.Context, inflight *sync.Wait
 	return answer, nil
 }
 
-// produce sends batch to the leader of topic/partition and returns the base
-// offset, or the broker's error code, or err when no definite answer came (a
-// lost connection, or a last answer of REQUEST_TIMED_OUT or
-// NOT_ENOUGH_REPLICAS_AFTER_APPEND). [leaderMovedCodes] refresh the metadata
-// and resend; a lost connection resends outside a transaction and returns a
-// [noAnswerError] under one (txnID set). DUPLICATE_SEQUENCE_NUMBER is success
-// (offset -1): an earlier attempt appended the batch.
+// produce sends batch to the leader of topic/partition and returns the
+// base offset, the broker's code, or err when no definite answer came.
+// Outside a transaction a lost connection resends; under one (txnID set)
+// it is a [noAnswerError]. DUPLICATE_SEQUENCE_NUMBER is success, offset -1.
 func (t *BrokerTransport) produce(ctx context.Context, inflight *sync.WaitGroup, txnID *string, topic string, partition int32, batch *sarama.RecordBatch) (int64, sarama.KError, error) {
 	var (
 		offset int64 = -1
@@ -298,11 +281,8 @@ func (t *BrokerTransport) produce(ctx context.Context, inflight *sync.WaitGroup,
 		}
 		req.AddBatch(topic, partition, batch)
 		// Broker.Produce holds the connection's lock until the answer, so
-		// that no other request of this client is written behind a
-		// produce that is held up: one that is, and then abandoned by
-		// its caller, closes the connection (see send), and every request
-		// written behind it would go with it. Only a commit pipelined
-		// behind its produce (pipeline.go) is written behind one.
+		// nothing is written behind a produce whose abandonment would close
+		// the connection (send); only a pipelined commit is.
 		res, err := send(ctx, t, inflight, leader, func() (*sarama.ProduceResponse, error) { return leader.Produce(req) })
 		if err != nil {
 			if retriableErr(ctx, err) && (txnID == nil || !noAnswer(err)) {
@@ -349,13 +329,10 @@ type produceAnswer struct {
 	err error
 }
 
-// produceAsync writes req (acks required) to b and returns at once; the
-// answer comes on the channel, and an error means none is coming. Unlike
-// Broker.Produce it holds b's lock only while it writes, so a pipelined
-// commit follows on the connection before the answer. One is unanswered per
-// address at most (gate); else it returns [errPipeBusy] and the caller takes
-// the plain path, so a caller giving up cuts short at most the pair and one
-// request between them (docs/DESIGN.md, "Fencing: pipelined commits").
+// produceAsync writes req to b and returns at once; the answer comes on
+// the channel (an error: none is coming). It holds b's lock only while it
+// writes, so a pipelined commit can follow. At most one is unanswered per
+// address; else it returns [errPipeBusy] unsent.
 func produceAsync(b *sarama.Broker, req *sarama.ProduceRequest, gate chan struct{}) (<-chan produceAnswer, error) {
 	select {
 	case gate <- struct{}{}:
@@ -463,13 +440,11 @@ func (k kafkaCode) Is(target error) bool {
 	return errors.As(target, &c) && c == k.code
 }
 
-// fenceCode reports whether a broker error code says that a later epoch or
-// another producer id holds the transactional id: PRODUCER_FENCED,
-// INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING, and Redpanda's
-// TRANSACTIONAL_ID_NOT_FOUND and UNKNOWN_PRODUCER_ID (docs/DESIGN.md,
-// "Fencing: what a token is at the coordinator"). After the last three the
-// token can never commit again and the next may have a new producer id,
-// which codec.Token.Newer does not order, so the holding ends here.
+// fenceCode reports whether a code says a later epoch or another producer
+// id holds the transactional id: PRODUCER_FENCED, INVALID_PRODUCER_EPOCH,
+// INVALID_PRODUCER_ID_MAPPING, and Redpanda's TRANSACTIONAL_ID_NOT_FOUND
+// and UNKNOWN_PRODUCER_ID (docs/DESIGN.md, "Fencing: what a token is at
+// the coordinator").
 func fenceCode(k sarama.KError) bool {
 	switch k {
 	case kerrProducerFenced, kerrInvalidProducerEpoch, kerrInvalidProducerIDMapping,
@@ -479,10 +454,9 @@ func fenceCode(k sarama.KError) bool {
 	return false
 }
 
-// fetch sends one read_committed fetch of topic/partition at offset to the
-// partition's leader, retrying leadership errors (after a metadata
-// refresh) and lost connections. It returns the partition's block; its
-// Err is the broker's answer for the partition.
+// fetch sends one read_committed fetch of topic/partition at offset to its
+// leader, retrying leader moves and lost connections, and returns the
+// partition's block.
 func (t *BrokerTransport) fetch(ctx context.Context, topic string, partition int32, offset int64) (*sarama.FetchResponseBlock, error) {
 	var out *sarama.FetchResponseBlock
 	err := t.retry(ctx, func() (bool, error) {

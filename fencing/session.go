@@ -52,16 +52,9 @@ func (t *BrokerTransport) StartSession(ctx context.Context, member codec.MemberI
 	return codec.Session{ProducerID: tok.ProducerID, Epoch: tok.Epoch, Nonce: nonce}, nil
 }
 
-// Heartbeat implements [Transport]: one transaction under hb.Session's
-// producer id and epoch that adds the member's session partition
-// (codec.SessionPartition), produces hb under codec.SessionKey and
-// commits. Its errors are WriteLease's: [ErrFenced] when the session's
-// epoch moved (another StartSession of the member fenced this one, or the
-// coordinator aborted a heartbeat that outlived the transaction timeout),
-// [ErrNotHeld] when this
-// transport did not mint the session (or retired it), [ErrUnknownOutcome]
-// when a request got no definite answer (the session's token is retired:
-// StartSession again), [ErrProducer] otherwise.
+// Heartbeat implements [Transport]: one transaction under hb.Session that
+// produces hb in the member's session partition and commits. Errors: as
+// WriteLease ([Transport].Heartbeat says what each means here).
 func (t *BrokerTransport) Heartbeat(ctx context.Context, hb codec.Heartbeat) error {
 	val, err := codec.EncodeRecord(codec.Record{Heartbeat: &hb})
 	key := rolestate.SessionAuthor(hb.Member)
@@ -77,21 +70,31 @@ func (t *BrokerTransport) Heartbeat(ctx context.Context, hb codec.Heartbeat) err
 	})
 }
 
+// txnIDs returns the transactional ids of roles, in order, and the role of
+// each.
+func (t *BrokerTransport) txnIDs(roles []codec.Role) ([]string, map[string]codec.Role, error) {
+	ids := make([]string, 0, len(roles))
+	byID := make(map[string]codec.Role, len(roles))
+	for _, r := range roles {
+		if err := r.Validate(); err != nil {
+			return nil, nil, &Error{Kind: ErrAdmin, Role: r, Err: err}
+		}
+		id := t.cfg.TransactionalID(string(r))
+		ids = append(ids, id)
+		byID[id] = r
+	}
+	return ids, byID, nil
+}
+
 // DescribeMany implements [Transport]: DescribeTransactions with the
 // transactional ids of roles, one request per coordinator broker (the
 // coordinators as the client knows them; a role whose coordinator is not
 // known costs one FindCoordinator first). A role missing from the result
 // was not answered: err says why (errors.Join of each failure).
 func (t *BrokerTransport) DescribeMany(ctx context.Context, roles []codec.Role) (map[codec.Role]Described, error) {
-	ids := make([]string, 0, len(roles))
-	byID := make(map[string]codec.Role, len(roles))
-	for _, r := range roles {
-		if err := r.Validate(); err != nil {
-			return nil, &Error{Kind: ErrAdmin, Role: r, Err: err}
-		}
-		id := t.cfg.TransactionalID(string(r))
-		ids = append(ids, id)
-		byID[id] = r
+	ids, byID, err := t.txnIDs(roles)
+	if err != nil {
+		return nil, err
 	}
 	got, err := t.describeIDs(ctx, ids)
 	out := make(map[codec.Role]Described, len(got))
@@ -166,12 +169,8 @@ func (t *BrokerTransport) describeIDs(ctx context.Context, ids []string) (map[st
 	return out, errors.Join(errs...)
 }
 
-// ReadSession implements [Transport]: it reads the partition of member's
-// session records as ReadRoleRecords reads a role's, and returns the
-// session records of member in offset order, except those that
-// rolestate.CheckHeartbeatAuthor refuses or whose producer id is not the
-// one the session's transactional id has at its coordinator (both
-// counted as forged).
+// ReadSession implements [Transport], reading as ReadRoleRecords does and
+// counting the records it drops as forged.
 func (t *BrokerTransport) ReadSession(ctx context.Context, member codec.MemberID) ([]RoleRecord, error) {
 	key := rolestate.SessionAuthor(member)
 	if err := member.Validate(); err != nil {

@@ -13,14 +13,10 @@ import (
 type RoleRecord = rolestate.Record
 
 // Transport holds every operation the succession rules need from a Kafka
-// cluster, and nothing else. Only AcquireEpoch and WriteLease carry
-// authority over a role (the broker refuses a write once a later member
-// holds it); the other calls are plain appends, reads, or the member
-// session's, which carries none. A deposed holder learns of its loss from
-// [ErrFenced] on a write, from DescribeMany, or from a newer lease in its
-// view. Every method blocks until the cluster answers or ctx ends (then
-// wrapping ctx.Err()); implementations are safe for concurrent use.
-// [BrokerTransport] talks to a cluster; fencingtest.MockTransport mocks it.
+// cluster, and nothing else; only AcquireEpoch and WriteLease carry
+// authority over a role. Every method blocks until the cluster answers or
+// ctx ends (then wrapping ctx.Err()); implementations are safe for
+// concurrent use. fencingtest.MockTransport mocks it.
 type Transport interface {
 	// AcquireEpoch mints a new token for role (InitProducerId on its
 	// transactional id), fencing the previous holder and aborting its open
@@ -42,12 +38,11 @@ type Transport interface {
 	// leave, or the pruning of a dead candidate). Errors: as Register.
 	Deregister(ctx context.Context, role codec.Role, member codec.MemberID) error
 
-	// WriteLease writes lease for role in one transaction under token and
-	// returns the committed record's offset (a new holding's fencing
-	// number, see package processor); -1 with every error. Errors:
-	// [ErrFenced], [ErrNotHeld], [ErrUnknownOutcome] (also when the produce's
-	// answer gave no offset; the token is retired), [ErrProducer]; except
-	// for ErrUnknownOutcome, the lease never becomes visible.
+	// WriteLease writes lease in one transaction under token and returns
+	// its offset (a new holding's fencing number); -1 with every error:
+	// [ErrFenced], [ErrNotHeld], [ErrUnknownOutcome] (also for an answer
+	// without an offset), [ErrProducer]. But for ErrUnknownOutcome, the
+	// lease never shows.
 	WriteLease(ctx context.Context, role codec.Role, token codec.Token, lease codec.Lease) (int64, error)
 
 	// Describe asks the coordinator (DescribeTransactions) which token holds
@@ -100,9 +95,7 @@ type FencedWriter interface {
 }
 
 // TokenChecker is a [Transport] that can say, without a round trip,
-// whether a token it minted can still write. A member asks at each
-// check-in, so a holding whose token was forgotten (fenced) or retired by
-// work's write ends at once.
+// whether a token it minted can still write.
 type TokenChecker interface {
 	// CheckToken returns nil while tok is role's newest token and can
 	// write; else the ErrNotHeld error a write would get. It does not block.

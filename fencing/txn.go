@@ -19,13 +19,10 @@ type topicPartition struct {
 }
 
 // holder is the producer state a minted token binds: the transactional id,
-// the token, and per partition the sequence number of its next batch (0
-// under a new token, continued across the epoch's transactions, committed
-// or aborted). After a produce without a definite answer the next sequence
-// is one of two values; next keeps every candidate, ascending, and the next
-// produce tries them from the highest down: one above the broker's
-// expectation is refused (OUT_OF_ORDER_SEQUENCE_NUMBER) appending nothing,
-// and the highest was never sent, so it is never taken for a duplicate.
+// the token, and per partition the next batch's sequence number. After a
+// produce without a definite answer, next keeps both candidates,
+// ascending; the next produce tries the highest first, which a broker
+// expecting the lower refuses (OUT_OF_ORDER_SEQUENCE_NUMBER) unappended.
 type holder struct {
 	token codec.Token
 	txnID string
@@ -38,7 +35,7 @@ type holder struct {
 	inflight sync.WaitGroup
 
 	// Guarded by sem.
-	next  map[topicPartition][]int32
+	next  seqs
 	dirty bool // a transaction may be open at the coordinator: abort it before the next one
 
 	// retired is set, under BrokerTransport.mu, when a request under the
@@ -47,7 +44,36 @@ type holder struct {
 }
 
 func newHolder(tok codec.Token, txnID string) *holder {
-	return &holder{token: tok, txnID: txnID, sem: make(chan struct{}, 1), next: make(map[topicPartition][]int32)}
+	return &holder{token: tok, txnID: txnID, sem: make(chan struct{}, 1)}
+}
+
+// seqs holds, per partition, the sequence numbers the broker may expect
+// next of a token (see holder): the first partition inline, since a
+// role's token writes to one partition almost always, and a map only for
+// more, so that a held role costs no map.
+type seqs struct {
+	tp   topicPartition
+	cand []int32
+	more map[topicPartition][]int32
+}
+
+func (s *seqs) get(tp topicPartition) []int32 {
+	if s.cand != nil && s.tp == tp {
+		return s.cand
+	}
+	return s.more[tp]
+}
+
+func (s *seqs) set(tp topicPartition, cand []int32) {
+	switch {
+	case s.cand == nil || s.tp == tp:
+		s.tp, s.cand = tp, cand
+	default:
+		if s.more == nil {
+			s.more = map[topicPartition][]int32{}
+		}
+		s.more[tp] = cand
+	}
 }
 
 // current returns the holder of role if its token is tok, else an
@@ -67,9 +93,8 @@ func (t *BrokerTransport) current(role codec.Role, tok codec.Token) (*holder, er
 	return h, nil
 }
 
-// forget drops h, if it is still the role's holder: its token is fenced
-// or its producer state is lost, and WriteLease with it returns ErrNotHeld
-// from now on.
+// forget drops h, if it is still the role's holder: later calls with its
+// token get ErrNotHeld.
 func (t *BrokerTransport) forget(role codec.Role, h *holder) {
 	t.mu.Lock()
 	if t.holders[role] == h {
@@ -78,11 +103,8 @@ func (t *BrokerTransport) forget(role codec.Role, h *holder) {
 	t.mu.Unlock()
 }
 
-// retire ends h after a request under its token got no definite answer:
-// the transport forgets it, remembers the token as retired (so calls with
-// it say why they get ErrNotHeld), and sends nothing more under it. The
-// transaction stays open at the coordinator until the next AcquireEpoch
-// of the role or its timeout aborts it (see the package documentation).
+// retire forgets h after a request under its token got no definite answer,
+// remembering the token as retired; nothing more is sent under it.
 func (t *BrokerTransport) retire(role codec.Role, h *holder) {
 	t.mu.Lock()
 	h.retired = true
@@ -100,12 +122,8 @@ func (t *BrokerTransport) isRetired(h *holder) bool {
 	return h.retired
 }
 
-// WriteLease implements [Transport]: one transaction under token that adds
-// the role's partition, produces the lease (key codec.LeaseKey(role)) and
-// commits; it returns the lease's offset from the Produce's answer. A token
-// not the newest this transport minted for role gets ErrNotHeld unsent; a
-// fence anywhere in the transaction returns [Fenced] and forgets the token;
-// an acknowledgement without an offset fails the write ([Transport].WriteLease).
+// WriteLease implements [Transport]: one transaction under token that
+// produces the lease and commits, returning its offset.
 func (t *BrokerTransport) WriteLease(ctx context.Context, role codec.Role, token codec.Token, lease codec.Lease) (off int64, err error) {
 	defer func() {
 		err = needs{txnOp: "WRITE", txnID: t.cfg.TransactionalID(string(role)), topicOp: "WRITE", topic: t.cfg.Topic}.authz(err)
@@ -128,12 +146,9 @@ func (t *BrokerTransport) WriteLease(ctx context.Context, role codec.Role, token
 	return off, err
 }
 
-// Txn is one transaction under a role's token, handed to the function
-// passed to [BrokerTransport.Transact]. Its methods send at once (there is
-// no buffering), so a record is written, and an offset known, when Produce
-// returns; the transaction makes it visible to read_committed readers at
-// commit. A Txn is valid only inside that function, and not for
-// concurrent use.
+// Txn is one transaction under a role's token, valid only inside the
+// function passed to [BrokerTransport.Transact], not for concurrent use.
+// Its methods send at once; records show at commit.
 type Txn struct {
 	ctx    context.Context
 	t      *BrokerTransport
@@ -157,13 +172,10 @@ func (tx *Txn) Role() codec.Role { return tx.role }
 // Token returns the token the transaction writes under.
 func (tx *Txn) Token() codec.Token { return tx.h.token }
 
-// Produce appends one record (a nil value is a tombstone) to topic/partition
-// in the transaction and returns its offset; the first write to a partition
-// adds it (AddPartitionsToTxn). Its errors, [ErrFenced] when a later token
-// holds the role and [ErrProducer] otherwise, doom the transaction. A leader
-// that has not seen the newer epoch may answer a fence with another code
-// (kfake: INVALID_TXN_STATE); the abort that follows is then fenced and
-// Transact returns [ErrFenced].
+// Produce appends one record (nil value: a tombstone) to topic/partition
+// and returns its offset. Its errors ([ErrFenced], [ErrProducer]) doom the
+// transaction; a fence a leader answers otherwise (kfake:
+// INVALID_TXN_STATE) shows at the abort, and Transact returns [ErrFenced].
 func (tx *Txn) Produce(topic string, partition int32, key, value []byte) (int64, error) {
 	if tx.err != nil {
 		return -1, tx.err
@@ -252,7 +264,7 @@ func (tx *Txn) addPartitions(tps []topicPartition) error {
 // the broker reports the batch a duplicate of one it appended before).
 func (tx *Txn) produceRecords(tp topicPartition, recs []*sarama.Record) (int64, error) {
 	t, h := tx.t, tx.h
-	cands := h.next[tp]
+	cands := h.next.get(tp)
 	if len(cands) == 0 {
 		cands = []int32{0}
 	}
@@ -264,15 +276,15 @@ func (tx *Txn) produceRecords(tp topicPartition, recs []*sarama.Record) (int64, 
 		switch {
 		case err != nil:
 			// No definite answer: the broker expects seq or after next.
-			h.next[tp] = append(slices.Clone(cands[:i+1]), after)
+			h.next.set(tp, append(slices.Clone(cands[:i+1]), after))
 			return -1, tx.fail("Produce", 0, err)
 		case kerr == sarama.ErrOutOfOrderSequenceNumber && i > 0:
 			continue // seq was not the broker's expectation; nothing appended
 		case kerr == sarama.ErrNoError:
-			h.next[tp] = []int32{after}
+			h.next.set(tp, []int32{after})
 			return off, nil
 		default:
-			h.next[tp] = slices.Clone(cands[:i+1])
+			h.next.set(tp, slices.Clone(cands[:i+1]))
 			if kerr == sarama.ErrOutOfOrderSequenceNumber {
 				// Every candidate refused: the sequence state is lost, and
 				// only a new epoch restarts it.
@@ -284,12 +296,9 @@ func (tx *Txn) produceRecords(tp topicPartition, recs []*sarama.Record) (int64, 
 	return -1, tx.fail("Produce", sarama.ErrOutOfOrderSequenceNumber, nil)
 }
 
-// CommitOffsets commits a consumer group's offsets (the next offset to
-// read, per topic and partition) inside the transaction: AddOffsetsToTxn
-// at the transaction coordinator, then TxnOffsetCommit at the group's
-// coordinator. The offsets become the group's committed offsets when the
-// transaction commits, and never if it aborts. The group needs no members
-// (no generation is checked). Errors: as Produce.
+// CommitOffsets commits a consumer group's offsets (the next to read) in
+// the transaction: they count when it commits, never if it aborts. The
+// group needs no members. Errors: as Produce.
 func (tx *Txn) CommitOffsets(group string, offsets map[string]map[int32]int64) error {
 	if tx.err != nil {
 		return tx.err
@@ -361,10 +370,8 @@ func (tx *Txn) commitOffsets(group string, offsets map[string]map[int32]int64) e
 	return tx.fail("TxnOffsetCommit", kerr, err)
 }
 
-// fail turns the outcome of a transactional request into the Txn's error:
-// nil on success, ErrUnknownOutcome when the request got no answer
-// (retiring the token), Fenced for a fence code (forgetting the token),
-// ErrProducer otherwise.
+// fail turns a transactional request's outcome into the Txn's error,
+// retiring the token without an answer and forgetting it when fenced.
 func (tx *Txn) fail(what string, kerr sarama.KError, err error) error {
 	switch {
 	case noAnswer(err):
@@ -381,15 +388,12 @@ func (tx *Txn) fail(what string, kerr sarama.KError, err error) error {
 	return nil
 }
 
-// Transact runs fn in one transaction under token, the token this transport
-// minted for role last (else ErrNotHeld, unsent), begun by fn's first write
-// through tx: it commits when fn returns nil, else aborts and returns fn's or
-// the failed tx method's error. A fence returns [Fenced] and forgets the
-// token; a request without a definite answer returns [ErrUnknownOutcome] and
-// retires it, and only an unanswered commit (resent until ctx ends) may have
-// committed (package doc, "When a request gets no answer"). When ctx ends with
-// no request out it returns at once; the abort goes in the background, before
-// the token's next transaction. Transactions of one token run one at a time.
+// Transact runs fn in one transaction under token, the newest this
+// transport minted for role (else [ErrNotHeld], unsent): it commits when
+// fn returns nil, else aborts and returns the error. Errors: [Fenced],
+// [ErrUnknownOutcome] (package doc, "When a request gets no answer"). When
+// ctx ends with no request out it returns at once and aborts in the
+// background. Transactions of one token run one at a time.
 func (t *BrokerTransport) Transact(ctx context.Context, role codec.Role, token codec.Token, fn func(tx *Txn) error) (err error) {
 	// The topics and groups are fn's; the transactional id is the role's.
 	defer func() {
@@ -476,10 +480,8 @@ func (t *BrokerTransport) Transact(ctx context.Context, role codec.Role, token c
 // unknown outcome that retired it.
 func ends(err error) bool { return IsFenced(err) || errors.Is(err, ErrUnknownOutcome) }
 
-// abortLater aborts tx in the background, then calls release. It is the
-// cleanup of a transaction whose caller left (ctx ended) while no request
-// was out, or whose function panicked. A token retired meanwhile sends
-// nothing.
+// abortLater aborts tx in the background, then calls release: the cleanup
+// of a transaction whose caller left or whose function panicked.
 func (t *BrokerTransport) abortLater(ctx context.Context, tx *Txn, release func()) {
 	t.bgMu.Lock()
 	defer t.bgMu.Unlock()
@@ -504,22 +506,15 @@ func (t *BrokerTransport) abortLater(ctx context.Context, tx *Txn, release func(
 	}()
 }
 
-// EndTxnsSent is how many EndTxn requests this transport has handed to
-// its client since it was created, commits and aborts, resends of an
-// unanswered commit included: one per transaction it ended, whatever the
-// transaction wrote (a lease, a release, a Transact's records). What
-// `krole bench renew` reports as transactions_per_s.
+// EndTxnsSent counts the EndTxn requests (commits, aborts, resends) this
+// transport has sent.
 func (t *BrokerTransport) EndTxnsSent() (commits, aborts uint64) {
 	return t.endTxns[1].Load(), t.endTxns[0].Load()
 }
 
-// end sends EndTxn (commit or abort) and maps its answer. An abort that
-// gets no answer retires the token. A commit that gets no answer is sent
-// again, under the same epoch (the coordinator answers a repeated commit
-// of a committed transaction with success), until an answer comes or ctx
-// ends; once a commit went unanswered, only a success is a definite
-// outcome, and any other end is ErrUnknownOutcome (it may have
-// committed).
+// end sends EndTxn and maps its answer. An unanswered abort retires the
+// token; an unanswered commit is resent until answered or ctx ends, and
+// then only a success is definite: any other end is ErrUnknownOutcome.
 func (tx *Txn) end(ctx context.Context, commit bool) error {
 	h := tx.h
 	what := "EndTxn abort"
@@ -600,11 +595,7 @@ func (tx *Txn) abort(ctx context.Context) error {
 	return tx.end(ctx, false)
 }
 
-// CheckToken implements [TokenChecker]: nil while tok is the newest token
-// this transport minted for role and can still write, else the
-// ErrNotHeld error a write under it would get (wrapping ErrRetired when
-// a request under it got no definite answer). It asks nothing of the
-// cluster.
+// CheckToken implements [TokenChecker], asking nothing of the cluster.
 func (t *BrokerTransport) CheckToken(role codec.Role, tok codec.Token) error {
 	_, err := t.current(role, tok)
 	return err

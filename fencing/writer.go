@@ -30,28 +30,17 @@ const recordOverhead = 24
 type Message struct {
 	// Topic is the topic to write to. Required.
 	Topic string
-	// Partition is the partition to write to, or PartitionByKey (-1): the
-	// partition [KeyPartition] gives for Key, or a random partition when
-	// Key is nil. Note that the zero value is partition 0, not
-	// PartitionByKey.
+	// Partition is the partition to write to, or PartitionByKey:
+	// [KeyPartition] of Key, random for a nil Key. The zero value is 0.
 	Partition int32
 	// Key and Value of the record; a nil Value is a tombstone.
 	Key, Value []byte
 }
 
-// KeyPartition returns the partition of key among n partitions (n > 0)
-// the way sarama's default partitioner (sarama.NewHashPartitioner) places
-// a keyed record: the 32-bit FNV-1a hash of the key, read as a signed
-// int32, modulo n, negated when negative. Records a writer sends with
-// PartitionByKey therefore land where sarama-based producers (goka, Shopify
-// and IBM sarama clients with default settings) put the same key. The Java
-// client's default partitioner hashes with murmur2 instead and places keys
-// differently; a topic written by both should be written with explicit
-// partitions.
-//
-// A nil key has no partition of its own: KeyPartition treats it as empty,
-// while a write with PartitionByKey picks a random partition for it, as
-// sarama does.
+// KeyPartition returns key's partition among n (n > 0) as sarama's default
+// partitioner places it (FNV-1a, so where goka and sarama producers put
+// the key; the Java client's murmur2 differs). A nil key counts as empty
+// here, though PartitionByKey writes it to a random partition.
 func KeyPartition(key []byte, n int32) int32 {
 	h := fnv.New32a()
 	_, _ = h.Write(key)
@@ -62,25 +51,20 @@ func KeyPartition(key []byte, n int32) int32 {
 	return p
 }
 
-// Writer is the fenced writer of one holding of a role: it writes
-// application records to any topic in transactions of the role's
-// transactional id, under token, so once a later member has acquired the
-// role every write fails with [ErrFenced] and nothing of it becomes
-// visible to read_committed readers (see docs/DESIGN.md, "Compared with
-// etcd elections, ..."). Its transactions and the token's lease writes run
-// one at a time, so a long one delays the lease rewrite (not the renewal,
-// which is the member session's): keep them well under [Config.TxnTimeout].
-// A Writer is safe for concurrent use.
+// Writer is the fenced writer of one holding of a role: it writes to any
+// topic in transactions under the holding's token, so once a later member
+// acquired the role every write fails with [ErrFenced] and nothing of it
+// shows. Its transactions and the token's lease writes run one at a time:
+// keep them well under [Config.TxnTimeout]. Safe for concurrent use.
 type Writer struct {
 	t     *BrokerTransport
 	role  codec.Role
 	token codec.Token
 }
 
-// Writer returns the fenced writer of role under token, a token this
-// transport minted for role with AcquireEpoch. No request is sent: a token
-// this transport does not hold (never minted, fenced, or replaced by a
-// newer one) makes every write fail with [ErrNotHeld].
+// Writer returns the fenced writer of role under token, sending nothing;
+// with a token this transport does not hold, every write fails with
+// [ErrNotHeld].
 func (t *BrokerTransport) Writer(role codec.Role, token codec.Token) *Writer {
 	return &Writer{t: t, role: role, token: token}
 }
@@ -91,40 +75,22 @@ func (w *Writer) Role() codec.Role { return w.role }
 // Token returns the token the writer writes under.
 func (w *Writer) Token() codec.Token { return w.token }
 
-// Write writes msgs in one transaction under the writer's token: all of
-// them become visible to read_committed readers together, or none does.
-// Records of one partition keep their order. With no msgs, Write sends
-// nothing and returns nil when the token is held.
-//
-// Errors: [ErrFenced] when a later member holds the role (nothing of the
-// transaction shows); [ErrNotHeld] when the transport does not hold the
-// token; [ErrUnknownOutcome] when a request got no definite answer (the
-// token is retired; nothing shows, unless the request was the commit);
-// [ErrProducer] for every other failure, including a message that
-// names no topic, an unknown topic or a partition the topic does not have
-// (refused before anything is sent). See [BrokerTransport.Transact] for
-// what an ended ctx does.
+// Write writes msgs in one transaction: all show together, or none does;
+// records of one partition keep their order. Errors: as
+// [BrokerTransport.Transact], and [ErrProducer] unsent for a message with
+// no topic, an unknown topic or a partition out of range.
 func (w *Writer) Write(ctx context.Context, msgs ...Message) error {
 	return w.Transact(ctx, func(tx *Txn) error { return tx.Write(msgs...) })
 }
 
-// Transact runs fn inside one transaction under the writer's token, so
-// several writes ([Txn.Write], [Txn.Produce]) and a consumer group's
-// offsets ([Txn.CommitOffsets]) commit together. It is
-// [BrokerTransport.Transact] for the writer's role and token.
+// Transact is [BrokerTransport.Transact] for the writer's role and token.
 func (w *Writer) Transact(ctx context.Context, fn func(tx *Txn) error) error {
 	return w.t.Transact(ctx, w.role, w.token, fn)
 }
 
-// Write appends msgs inside the transaction. It resolves every message's
-// partition first (PartitionByKey by [KeyPartition] on the topic's
-// partition count, which the transport's metadata gives) and refuses the
-// whole call, sending nothing, when a message names no topic, an unknown
-// topic or a partition out of range. Then it adds the partitions it needs
-// to the transaction in one AddPartitionsToTxn and sends the records of
-// each partition, in order, as record batches of up to about 512 KiB.
-//
-// Errors: as [Txn.Produce]; any error dooms the transaction.
+// Write appends msgs in the transaction, in batches of up to about 512
+// KiB per partition, after resolving every partition (refusing the call,
+// unsent, as [Writer.Write] does). Errors: as [Txn.Produce].
 func (tx *Txn) Write(msgs ...Message) error {
 	if tx.err != nil {
 		return tx.err
