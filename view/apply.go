@@ -71,6 +71,7 @@ func (v *View) updateChunk(p int32, first, last int64, st storage.Storage) error
 	if !known { // cannot happen with goka: a partition the view does not know
 		return nil
 	}
+	all := recs
 	for len(recs) > 0 {
 		n := min(len(recs), applyBatch)
 		batch := recs[:n]
@@ -103,6 +104,7 @@ func (v *View) updateChunk(p int32, first, last int64, st storage.Storage) error
 			}
 		}
 	}
+	v.predecode.release(all)
 	return nil
 }
 
@@ -194,12 +196,15 @@ func (v *View) storePending(p int32, off int64, key string, value []byte, st sto
 // must. The record points into buf.
 func (v *View) decode(p int32, key, value []byte, buf *codec.RecordBuf) (codec.Key, codec.Record, SkipReason, error) {
 	k, err := codec.DecodeKey(key)
+	if errors.Is(err, codec.ErrUnknownKind) {
+		return k, codec.Record{}, SkipVersion, err
+	}
 	if err != nil {
 		return k, codec.Record{}, SkipKey, err
 	}
-	if k.Kind == codec.KindSession {
-		if want := codec.SessionPartition(k.Member, v.nparts); want != p {
-			return k, codec.Record{}, SkipPartition, errors.New("the session of " + string(k.Member) + " belongs in another partition")
+	if k.Kind == codec.KindSession || k.Kind == codec.KindDrain {
+		if want := codec.KeyPartition(k, v.nparts); want != p {
+			return k, codec.Record{}, SkipPartition, errors.New("the " + k.Kind.String() + " records of " + string(k.Member) + " belong in another partition")
 		}
 	} else if want := codec.Partition(k.Role, v.nparts); want != p {
 		return k, codec.Record{}, SkipPartition, errors.New("role " + string(k.Role) + " belongs in another partition")

@@ -84,7 +84,7 @@ func (vf *verifier) ask(role codec.Role, pid int64) {
 	}
 }
 
-// verifyWorkers is the number of roles the view asks about at once.
+// verifyWorkers is the number of roles asked about one at a time, at once.
 const verifyWorkers = 4
 
 // run answers the queue until ctx ends.
@@ -107,37 +107,15 @@ func (vf *verifier) run(ctx context.Context) {
 		batch := vf.queue
 		vf.queue = map[codec.Role]map[int64]struct{}{}
 		vf.mu.Unlock()
-		roles := make(chan codec.Role, len(batch))
-		for r := range batch {
-			roles <- r
-		}
-		close(roles)
-		var wg sync.WaitGroup
-		var failed sync.Map
-		for range min(verifyWorkers, len(batch)) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for r := range roles {
-					if err := vf.settle(ctx, r, batch[r]); err != nil {
-						failed.Store(r, err)
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		again := false
-		failed.Range(func(k, e any) bool {
-			r := k.(codec.Role)
+		failed := vf.answer(ctx, batch)
+		for r, err := range failed {
 			vf.v.log.Warn("view cannot verify the authors of lease records yet; they wait, unapplied, and are asked about again",
-				"role", string(r), "err", e, "in", pause)
+				"role", string(r), "err", err, "in", pause)
 			for pid := range batch[r] {
 				vf.ask(r, pid)
 			}
-			again = true
-			return true
-		})
-		if !again {
+		}
+		if len(failed) == 0 {
 			pause = 100 * time.Millisecond
 			continue
 		}
@@ -150,10 +128,73 @@ func (vf *verifier) run(ctx context.Context) {
 	}
 }
 
-// settle asks about role's producer ids pids (one Describe when any is
-// unsettled) and hands each verdict to the index.
-func (vf *verifier) settle(ctx context.Context, role codec.Role, pids map[int64]struct{}) error {
-	var current *int64
+// answer settles batch's roles and returns those it could not ask about.
+// Roles the view's own transport describes are asked about together
+// (describeMany); sessions, roles of Options.Describe and any role without
+// an answer there, one at a time.
+func (vf *verifier) answer(ctx context.Context, batch map[codec.Role]map[int64]struct{}) map[codec.Role]error {
+	var many, one []codec.Role
+	for r, pids := range batch {
+		if vf.v.opts.Describe == nil && r.Validate() == nil && !vf.known(r, pids) { // a session's key is no valid role
+			many = append(many, r)
+		} else {
+			one = append(one, r)
+		}
+	}
+	if len(many) > 1 {
+		got := vf.describeMany(ctx, many)
+		for _, r := range many {
+			d, ok := got[r]
+			if !ok {
+				one = append(one, r)
+				continue
+			}
+			cur := int64(-1)
+			if d.Held {
+				cur = d.Token.ProducerID
+			}
+			_ = vf.settle(ctx, r, batch[r], &cur)
+		}
+	} else {
+		one = append(one, many...)
+	}
+	roles := make(chan codec.Role, len(one))
+	for _, r := range one {
+		roles <- r
+	}
+	close(roles)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	failed := map[codec.Role]error{}
+	for range min(verifyWorkers, len(one)) {
+		wg.Go(func() {
+			for r := range roles {
+				if err := vf.settle(ctx, r, batch[r], nil); err != nil {
+					mu.Lock()
+					failed[r] = err
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return failed
+}
+
+// known reports whether every producer id of pids has its verdict.
+func (vf *verifier) known(role codec.Role, pids map[int64]struct{}) bool {
+	for pid := range pids {
+		if vf.authors.Verdict(role, pid) == rolestate.Unverified {
+			return false
+		}
+	}
+	return true
+}
+
+// settle hands the verdict on each of role's producer ids pids to the
+// index, asking the coordinator (one Describe) when any is unsettled,
+// unless current is the producer id it just answered (-1 for none).
+func (vf *verifier) settle(ctx context.Context, role codec.Role, pids map[int64]struct{}, current *int64) error {
 	for pid := range pids {
 		verdict := vf.authors.Verdict(role, pid)
 		if verdict == rolestate.Unverified {
@@ -176,6 +217,35 @@ func (vf *verifier) settle(ctx context.Context, role codec.Role, pids map[int64]
 	return nil
 }
 
+// describeMany asks about roles with one DescribeTransactions to each
+// broker, sent by the view's transport: a broker answers only for the
+// roles it coordinates, so no coordinator is looked up. A role missing
+// from the result got no answer, and is then asked about alone.
+func (vf *verifier) describeMany(ctx context.Context, roles []codec.Role) map[codec.Role]fencing.Described {
+	t, err := vf.transport()
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*vf.v.cfg.RequestTimeout)
+	defer cancel()
+	got, _ := t.DescribeAtEachBroker(ctx, roles)
+	return got
+}
+
+// transport returns the view's own transport, built at its first use.
+func (vf *verifier) transport() (*fencing.BrokerTransport, error) {
+	vf.tMu.Lock()
+	defer vf.tMu.Unlock()
+	if vf.t == nil {
+		t, err := fencing.NewBrokerTransport(vf.v.cfg)
+		if err != nil {
+			return nil, err
+		}
+		vf.t = t
+	}
+	return vf.t, nil
+}
+
 // deny notes that the principal may not Describe role's transactional id,
 // logging it once.
 func (vf *verifier) deny(role codec.Role, err error) {
@@ -196,17 +266,11 @@ func (vf *verifier) deny(role codec.Role, err error) {
 func (vf *verifier) describe(ctx context.Context, role codec.Role) (int64, error) {
 	d := vf.v.opts.Describe
 	if d == nil {
-		vf.tMu.Lock()
-		if vf.t == nil {
-			t, err := fencing.NewBrokerTransport(vf.v.cfg)
-			if err != nil {
-				vf.tMu.Unlock()
-				return -1, err
-			}
-			vf.t = t
+		t, err := vf.transport()
+		if err != nil {
+			return -1, err
 		}
-		d = vf.t.Describe
-		vf.tMu.Unlock()
+		d = t.Describe
 	}
 	cctx, cancel := context.WithTimeout(ctx, 2*vf.v.cfg.RequestTimeout)
 	defer cancel()
@@ -313,7 +377,7 @@ func (v *View) resolve(role codec.Role, pid int64, verdict rolestate.Verdict, un
 		v.logSkip(SkipForged, v.firstForged.CompareAndSwap(false, true), codec.Partition(role, v.nparts), f.off, f.key,
 			rolestate.NotOwnError(f.lease, v.cfg.TransactionalID(string(role))))
 	}
-	_ = unverified // counted by the verifier (Stats.UnverifiedLeases)
+	_ = unverified // counted by the verifier (verifier.kept)
 }
 
 // holdLease keeps lease record l of role at off waiting for its producer

@@ -42,11 +42,11 @@ func benchRoles() int {
 	return 100
 }
 
-// fillTopic writes roles x benchRegsPerRole registrations (interleaved, as
-// members of many roles join over time) and one lease per role (in
-// transactions of 100 leases), and returns the number of records a
-// read_committed consumer is handed.
-func fillTopic(b *testing.B, c *testcluster.Cluster, nparts int32, roles int) int64 {
+// fillTopic writes roles x regs registrations (interleaved, as members of
+// many roles join over time) and one lease per role (in transactions of
+// 100 leases), and returns the number of records a read_committed
+// consumer is handed.
+func fillTopic(b testing.TB, c *testcluster.Cluster, nparts int32, roles, regs int) int64 {
 	b.Helper()
 	sc, err := c.Config.Sarama()
 	require.NoError(b, err)
@@ -72,7 +72,7 @@ func fillTopic(b *testing.B, c *testcluster.Cluster, nparts int32, roles int) in
 		}
 	}()
 	name := func(i int) codec.Role { return codec.Role(fmt.Sprintf("role-%05d", i)) }
-	for m := 0; m < benchRegsPerRole; m++ {
+	for m := 0; m < regs; m++ {
 		member := codec.MemberID(fmt.Sprintf("member-%03d", m))
 		val, err := codec.EncodeRecord(codec.Record{Registration: &codec.Registration{Member: member, RegisteredAt: 1_700_000_000_000 + int64(m)}})
 		require.NoError(b, err)
@@ -107,28 +107,16 @@ func BenchmarkRestore(b *testing.B) {
 	roles := benchRoles()
 	c := testcluster.Start(b, testcluster.Options{Partitions: nparts})
 	start := time.Now()
-	total := fillTopic(b, c, nparts, roles)
+	total := fillTopic(b, c, nparts, roles, benchRegsPerRole)
 	b.Logf("wrote %d records (%d roles) in %v", total, roles, time.Since(start).Round(time.Millisecond))
 
 	var cpu time.Duration // process CPU time (user+sys) while timed
 	restoreOnce := func(b *testing.B, dir string) {
 		cpu0 := cpuTime()
-		v, err := New(Options{Config: c.Config, StateDir: dir})
-		require.NoError(b, err)
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		errc := make(chan error, 1)
-		go func() { errc <- v.Run(ctx) }()
-		wctx, wcancel := context.WithTimeout(ctx, 10*time.Minute)
-		defer wcancel()
-		require.NoError(b, v.WaitCaughtUp(wctx))
-		b.StopTimer()
-		cpu += cpuTime() - cpu0
-		rs, err := v.Roles(ctx)
-		require.NoError(b, err)
-		require.Len(b, rs, roles)
-		cancel()
-		require.NoError(b, <-errc)
+		restoreView(b, c.Config, dir, roles, func() {
+			b.StopTimer()
+			cpu += cpuTime() - cpu0
+		})
 		b.StartTimer()
 	}
 	restore := func(b *testing.B, dir func() string) {
@@ -151,22 +139,44 @@ func BenchmarkRestore(b *testing.B) {
 		cpu = 0
 		for i := 0; i < b.N; i++ {
 			cpu0 := cpuTime()
-			readAll(b, c.Config, nparts, total)
-			cpu += cpuTime() - cpu0 // includes closing the consumer, untimed
+			readAll(b, c.Config, nparts, total, b.StopTimer) // closing waits out the consumer's long poll: untimed
+			cpu += cpuTime() - cpu0                          // includes closing the consumer, untimed
+			b.StartTimer()
 		}
 		b.ReportMetric(float64(total)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
 		b.ReportMetric(float64(cpu.Nanoseconds())/float64(total)/float64(b.N), "cpu-ns/record")
 	})
 }
 
+// restoreView starts a view of cfg (state in dir, "" for memory), waits
+// until it has caught up, calls read, checks that it holds roles roles
+// and stops it.
+func restoreView(tb testing.TB, cfg fencing.Config, dir string, roles int, read func()) {
+	v, err := New(Options{Config: cfg, StateDir: dir})
+	require.NoError(tb, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- v.Run(ctx) }()
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer wcancel()
+	require.NoError(tb, v.WaitCaughtUp(wctx))
+	read()
+	rs, err := v.Roles(ctx)
+	require.NoError(tb, err)
+	require.Len(tb, rs, roles)
+	cancel()
+	require.NoError(tb, <-errc)
+}
+
 // readAll reads the topic from its start with a plain read_committed sarama
-// consumer until it has been handed total records: the baseline. Like the
-// view's restore, the timer stops once everything is read.
-func readAll(b *testing.B, cfg fencing.Config, nparts int32, total int64) {
+// consumer until it has been handed total records, calls read, and closes
+// the consumer: the baseline.
+func readAll(tb testing.TB, cfg fencing.Config, nparts int32, total int64, read func()) {
 	sc, err := cfg.Sarama()
-	require.NoError(b, err)
+	require.NoError(tb, err)
 	cons, err := sarama.NewConsumer(cfg.Brokers, sc)
-	require.NoError(b, err)
+	require.NoError(tb, err)
 	var n atomic.Int64
 	done := make(chan struct{})
 	var once sync.Once
@@ -174,7 +184,7 @@ func readAll(b *testing.B, cfg fencing.Config, nparts int32, total int64) {
 	var pcs []sarama.PartitionConsumer
 	for p := int32(0); p < nparts; p++ {
 		pc, err := cons.ConsumePartition(cfg.Topic, p, sarama.OffsetOldest)
-		require.NoError(b, err)
+		require.NoError(tb, err)
 		pcs = append(pcs, pc)
 		wg.Add(1)
 		go func() {
@@ -194,15 +204,14 @@ func readAll(b *testing.B, cfg fencing.Config, nparts int32, total int64) {
 	select {
 	case <-done:
 	case <-time.After(10 * time.Minute):
-		b.Fatalf("read %d of %d records", n.Load(), total)
+		tb.Fatalf("read %d of %d records", n.Load(), total)
 	}
-	b.StopTimer() // closing waits out the consumer's long poll: not reading
+	read()
 	wg.Wait()
 	for _, pc := range pcs {
 		_ = pc.Close()
 	}
 	_ = cons.Close()
-	b.StartTimer()
 }
 
 // lookupView is an offline view holding roles x cands candidates and a

@@ -13,34 +13,23 @@ import (
 )
 
 // ConfirmRecent is [View.Confirm] that may take its round trip from the
-// view's own consumer instead of sending one: when the consumer's latest
-// fetch answer for the role's partition was to a request sent at most
-// maxAge before the call (and after every probe of the partition an
-// earlier confirmation made), that answer already carries what Confirm's
-// own Fetch would: the partition's last stable offset and high watermark,
-// and every committed record below the last stable offset, handed to the
-// view. It is used when it shows no transaction open (high watermark ==
-// last stable offset) and the consumer had read up to the last stable
-// offset with it; then ConfirmRecent waits, as Confirm does, until the
-// view has applied the last record below that offset, and returns the
-// role's state without a round trip. Otherwise, and when maxAge is 0 or
-// less, it is Confirm.
+// view's own consumer: when the consumer's latest fetch answer for the
+// role's partition was to a request sent at most maxAge before the call
+// (and after every probe of an earlier confirmation), shows no open
+// transaction (high watermark == last stable offset) and was read to its
+// last stable offset, ConfirmRecent waits, as Confirm does, until the view
+// has applied the last record below that offset, and returns the role's
+// state. Otherwise, and when maxAge <= 0, it is Confirm.
 //
-// What it promises, exactly: the state it returns holds every record of
-// the partition that was committed before some moment T at most maxAge
-// before the call (T: the moment the consumer sent the request whose
-// answer it used; the broker answered it at T or later, and its last
-// stable offset only grows), where Confirm's holds every record committed
-// before the call. An answer the network held (a partition of the view
-// from the cluster, both ways) arrives late, but its request was sent
-// before the hold, so once the hold is longer than maxAge it is too old
-// to be used, and ConfirmRecent makes the round trip, which waits for the
-// network as Confirm's does. The freshness is measured on this process's
-// monotonic clock, between two of its own readings: no other clock
-// enters. Package processor says how it bounds maxAge and why that keeps
-// its guarantees (no takeover from a stale view).
-//
-// Each answer used is counted in [Stats].ConfirmsFromAnswers.
+// So the state holds every record committed before some moment at most
+// maxAge before the call (when that request was sent: the broker answered
+// it later, and a last stable offset only grows), where Confirm's holds
+// every record committed before the call. An answer the network held is
+// judged by when its request was sent, so after a hold longer than maxAge
+// ConfirmRecent makes the round trip. Ages are differences of this
+// process's monotonic clock. Package processor bounds maxAge
+// (docs/DESIGN.md, "Confirmations from the source's own reads"). Each
+// answer used is counted in [Stats].ConfirmsFromAnswers.
 func (v *View) ConfirmRecent(ctx context.Context, role codec.Role, maxAge time.Duration) (rolestate.Confirmed, error) {
 	return v.confirm(ctx, role, maxAge)
 }

@@ -150,10 +150,12 @@ const (
 	// start offset (Kafka 2.3+; the config says 2.8).
 	consumerFetchVersion = 11
 	// consumerFetchMaxBytes bounds a fetch answer; a partition's share is
-	// consumerPartitionMaxBytes. The broker still returns a first batch
-	// that is larger (KIP-74).
+	// consumerPartitionMaxBytes, a Kafka consumer's default: smaller
+	// answers keep fetching, decoding and applying side by side, and cost
+	// the broker less to assemble. A first batch that is larger still
+	// comes whole (KIP-74).
 	consumerFetchMaxBytes     = 16 << 20
-	consumerPartitionMaxBytes = 4 << 20
+	consumerPartitionMaxBytes = 1 << 20
 	// fetchFailuresReported: failed fetches in a row after which the error
 	// is also sent on Errors.
 	fetchFailuresReported = 3
@@ -613,7 +615,7 @@ func (pc *fetchPartition) wentBackwards() bool {
 // view had read): it stops fetching and reports it as when a fetch is
 // answered OFFSET_OUT_OF_RANGE. Without this, a partition written past
 // the view's next offset before the consumer's next fetch (a member's
-// heartbeats, every renew interval) is never found gone backwards by the
+// heartbeats, every heartbeat interval) is never found gone backwards by the
 // consumer, goka never resets it, and the partition stays marked rewound
 // (see rebuild.go). The fetch in flight is cut short.
 func (c *fetchConsumer) rewind(e *OffsetsWentBackwardsError) {

@@ -60,17 +60,17 @@
 // A lease or release counts only when its batch is a transaction of the
 // producer id and epoch of the token it names, and that producer id is
 // the one the role's own transactional id (<prefix><role>) has at the
-// coordinator: the view asks once per new (role, producer id)
-// ([Options].Describe) and remembers ([Options].Authors). Other lease
-// records, and any tombstone on a lease key, are skipped as forged
-// ([SkipForged]). A lease awaiting its verdict waits outside the table,
-// and [View.Confirm] and [View.WaitCaughtUp] wait for it; the apply loop
-// never waits on the network. A reader without Describe on the
-// transactional id counts leases by their batch alone and warns once.
-// Registrations stay plain appends: Write on the role topic can reorder
-// candidates and step a holder down, never take, hold or vacate a role.
-// The full argument and the ACLs that matter: docs/DESIGN.md, "The view:
-// who can write what".
+// coordinator: the view asks once per new (role, producer id), the roles
+// waiting together ([Options].Describe), and remembers
+// ([Options].Authors). Other lease records, and any tombstone on a lease
+// key, are skipped as forged ([SkipForged]). A lease awaiting its verdict
+// waits outside the table, and [View.Confirm] and [View.WaitCaughtUp] wait
+// for it; the apply loop never waits on the network. A reader without
+// Describe on the transactional id counts leases by their batch alone and
+// warns once. Registrations stay plain appends: Write on the role topic
+// can reorder candidates and step a holder down, never take, hold or
+// vacate a role. The full argument and the ACLs that matter:
+// docs/DESIGN.md, "The view: who can write what".
 //
 // # Member sessions
 //
@@ -82,6 +82,21 @@
 // Watch or Follow ([View.Session] looks it up); a record that drops roles
 // is published as a change of each. [View.Confirm] confirms the session's
 // partition too.
+//
+// # Drain requests
+//
+// The view keeps each member's latest drain request (codec.DrainRequest;
+// a tombstone deletes it), and [View.DrainRequested] says whether it
+// names a given incarnation of the member's session: a member of a group
+// drains when it names its current one. Requests are plain appends, as
+// registrations are: Write on the role topic can make a member hand its
+// roles over, never take, hold or keep one.
+//
+// A record of a kind this reader does not know is skipped and counted:
+// [SkipVersion] for a value of a newer format version, or a key of
+// krole's shape whose kind it does not know (krole/<kind>/...). A reader
+// older than drain requests counts theirs as [SkipKey], and logs the
+// first at warn level.
 //
 // # When the topic starts over
 //

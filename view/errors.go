@@ -70,7 +70,8 @@ const (
 	// SkipValue: the value does not parse as a krole record.
 	SkipValue SkipReason = "bad_value"
 	// SkipVersion: the value was written in a newer format version than
-	// this reader knows (codec.UnknownVersionError).
+	// this reader knows (codec.UnknownVersionError), or the key is of a
+	// kind it does not know (codec.ErrUnknownKind).
 	SkipVersion SkipReason = "unknown_version"
 	// SkipMismatch: the value does not fit its key (a lease under a
 	// registration key, a registration of another member).

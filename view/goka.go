@@ -19,9 +19,9 @@ import (
 // update callback); the view changes it only through its extension points:
 //
 //   - the consumer (WithViewConsumerSaramaBuilder): the view's own
-//     (consumer.go), read_committed, handing goka each fetch answer's
-//     decoded records as one chunk message; trackingConsumer tells the
-//     view where goka starts each partition consumer;
+//     (consumer.go), read_committed, handing goka one chunk message per
+//     fetch answer; trackingConsumer tells the view where goka starts each
+//     partition consumer;
 //   - the topic manager (WithViewTopicManagerBuilder): tailTopicManager
 //     makes goka's recovery read nothing, so one consumer per partition
 //     reads for the whole Run (see the package doc, "Caught up");
@@ -30,20 +30,12 @@ import (
 //     in recovery mode, offset written every 30s and on close, until the
 //     first catch-up) or keeps the offset.
 //
-// Chunks: the consumer decodes a fetch answer's records (predecode.go)
-// while the next fetch is out, queues them with their batch headers in
-// the partition's queue, then hands goka one message with no key or
-// value, the chunk's last offset, and ChunkHeader naming its first and
-// last offsets. The callback applies the queued records in offset order,
-// a batch under one hold of the index's lock, so goka's per-message work
-// is done once per fetch answer. The queue pairs with messages by offset:
-// a chunk is queued before its message, goka hands a partition's messages
-// in order on one goroutine, and the queue is emptied when goka starts a
-// partition consumer (only after the previous one's channels closed), so
-// the named chunk is at the head, behind only discarded ones. A record the
-// view did not decode is handed alone with BatchHeader set from its
-// batch; the consumer drops every record's own headers, so neither header
-// can be forged.
+// Chunks (predecode.go) pair with their messages: a chunk is queued before
+// its message, goka hands a partition's messages in order on one goroutine,
+// and the queue is emptied when goka starts a partition consumer (after the
+// previous one's channels closed), so the chunk a message names is at the
+// head, behind only discarded ones. The consumer drops every record's own
+// headers, so neither BatchHeader nor ChunkHeader can be forged.
 //
 // What correctness relies on in goka v1.1.14, each guarded by a test
 // (goka_test.go and the view's rebuild, catch-up and forged-lease tests):
@@ -210,6 +202,7 @@ type gokaPart struct {
 	consuming chan struct{} // closed once that consumer has started
 	consumers int           // consumers goka started for the partition (each ConsumePartition)
 	reset     bool          // the offsets went backwards: the storage resets at goka's next GetOffset
+	resets    int           // resets taken; equals the progress's count outside resetPartition
 }
 
 func newGokaGlue() *gokaGlue { return &gokaGlue{parts: map[int32]*gokaPart{}} }
@@ -293,13 +286,14 @@ func (g *gokaGlue) waitConsumer(ctx context.Context, done <-chan struct{}, p int
 	return gp.from, nil
 }
 
-// markReset marks partition p for a reset (see rebuild.go); it reports
-// false when one was pending already.
-func (g *gokaGlue) markReset(p int32) bool {
+// markReset marks partition p for a reset (see rebuild.go) unless one is
+// pending, or, when resets is not negative, the partition was reset since
+// its reset count was resets; it reports whether it marked.
+func (g *gokaGlue) markReset(p int32, resets int) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	gp := g.parts[p]
-	if gp == nil || gp.reset {
+	if gp == nil || gp.reset || (resets >= 0 && gp.resets != resets) {
 		return false
 	}
 	gp.reset = true
@@ -316,6 +310,7 @@ func (g *gokaGlue) takeReset(p int32) bool {
 		return false
 	}
 	gp.reset = false
+	gp.resets++
 	return true
 }
 

@@ -11,28 +11,18 @@ import (
 
 // This file is the view's account of its own freshness ([View.Health]) and
 // the observer's clock on leases ([rolestate.State].LeaseSeenAt).
-//
 // Freshness rests on two readings of the view's clock ([Options].Clock):
 //
-//   - the last contact: when a broker last answered the view. Each answer
-//     to a probe round trip is one (the prober calls View.contact; the
-//     view probes every [Options].HealthInterval, and [View.WaitCaughtUp]
-//     and [View.Confirm] probe too), and so is each answer to a fetch of
-//     the view's consumer, records or none (consumer.go calls it too);
+//   - the last contact: when a broker last answered a probe (every
+//     [Options].HealthInterval, and those of WaitCaughtUp and Confirm) or a
+//     fetch of the view's consumer;
 //   - the last catch-up: when the view was last confirmed to hold every
-//     record of the whole topic that was stable when the probe started.
-//     The periodic probe confirms it with one ListOffsets round trip per
-//     leader while nothing new is committed (a partition whose last stable
-//     offset has not moved since the last confirmation needs nothing
-//     more), and waits for the records when something is.
+//     record of the topic stable when the probe started (one ListOffsets
+//     per leader while nothing new is committed).
 //
 // Beside them, Health reports a partition whose offsets went backwards
-// for as long as the catch-up protocol holds its rewound mark: from when
-// the consumer or a probe finds it until the rebuilt table replaces the
-// old one (see rebuild.go).
-//
-// Neither reading says anything about what the broker enforces; they only
-// bound how old the table's picture of the topic may be.
+// while it is marked rewound (rebuild.go). Neither reading says what the
+// broker enforces; they bound how old the table's picture may be.
 
 // Defaults of [Options].
 const (
@@ -99,22 +89,14 @@ func (h *viewHealth) read() (started, last time.Time) {
 	return h.started, h.last
 }
 
-// Health returns the view's freshness at this moment, by its clock. It
-// does not block and does no I/O: it reads what the view's probes and
-// consumer have recorded.
-//
-// The view is unhealthy when Run is not running, before its first
-// catch-up, when no broker has answered it for longer than
-// [Options].StaleAfter, when it has not been confirmed caught up for
-// longer than StaleAfter, or while a partition whose offsets went
-// backwards (its end found below what the view had read: the topic was
-// recreated, or the cluster lost its data) has not been rebuilt: from when
-// the view's consumer or a probe finds it until the table rebuilt from the
-// partition's new log has caught up and replaced the old one (see the
-// package doc, "When the topic starts over"); then the view is healthy
-// again. The view probes every [Options].HealthInterval,
-// so a healthy view reaching a healthy cluster stays healthy; a cluster
-// that stops answering makes it unhealthy within StaleAfter plus one
+// Health returns the view's freshness at this moment, by its clock,
+// without blocking or I/O. The view is unhealthy when Run is not running,
+// before its first catch-up, when no broker has answered it or it has not
+// been confirmed caught up for longer than [Options].StaleAfter, or while
+// a partition whose offsets went backwards is not rebuilt (package doc,
+// "When the topic starts over"). It probes every [Options].HealthInterval,
+// so a view reaching a healthy cluster stays healthy, and one the cluster
+// stops answering turns unhealthy within StaleAfter plus one
 // HealthInterval.
 func (v *View) Health() Health {
 	now := v.opts.Clock()

@@ -39,6 +39,10 @@ type index struct {
 	byRole  map[codec.Role]map[*subscriber]struct{}
 	subWG   sync.WaitGroup // one per subscriber goroutine
 	stopped bool           // no subscriber is added any more
+	// follows holds each role's followers (Follow, follow.go), offered
+	// the role's state at each change once ready (the first catch-up).
+	follows map[codec.Role][]*follower
+	ready   bool
 	applied int64
 	skipped map[SkipReason]int64
 
@@ -67,6 +71,8 @@ type index struct {
 	// session.go).
 	sessions map[codec.MemberID]sessionEntry
 	sessPend map[codec.MemberID]pendBeat
+	// drains holds each member's latest drain request (see drain.go).
+	drains map[codec.MemberID]drainEntry
 }
 
 func newIndex(clock func() time.Time) *index {
@@ -75,6 +81,7 @@ func newIndex(clock func() time.Time) *index {
 		roles:       map[codec.Role]*roleEntry{},
 		all:         map[*subscriber]struct{}{},
 		byRole:      map[codec.Role]map[*subscriber]struct{}{},
+		follows:     map[codec.Role][]*follower{},
 		skipped:     map[SkipReason]int64{},
 		rebuilding:  map[int32]bool{},
 		rebuild:     map[codec.Role]*roleEntry{},
@@ -83,6 +90,7 @@ func newIndex(clock func() time.Time) *index {
 		pendWaits:   map[codec.Role][]pendWait{},
 		sessions:    map[codec.MemberID]sessionEntry{},
 		sessPend:    map[codec.MemberID]pendBeat{},
+		drains:      map[codec.MemberID]drainEntry{},
 	}
 }
 
@@ -138,6 +146,9 @@ func (ix *index) applyChunk(p int32, recs []decoded, from int64) {
 func (ix *index) applyLocked(p int32, k codec.Key, rec codec.Record, off int64) bool {
 	if k.Kind == codec.KindSession {
 		return ix.applyBeatLocked(k.Member, rec, off)
+	}
+	if k.Kind == codec.KindDrain {
+		return ix.applyDrainLocked(k.Member, rec, off)
 	}
 	ix.applied++
 	roles, live := ix.roles, true
@@ -206,7 +217,9 @@ func (ix *index) holdLocked(p int32, role codec.Role, l codec.Lease, off int64, 
 
 // subscribed reports whether the index has a subscriber. ix.mu must be
 // held.
-func (ix *index) subscribed() bool { return len(ix.all) > 0 || len(ix.byRole) > 0 }
+func (ix *index) subscribed() bool {
+	return len(ix.all) > 0 || len(ix.byRole) > 0 || len(ix.follows) > 0
+}
 
 // seed loads a block of stored records of one partition (in any order;
 // fastest in key order) into the table; they must have decoded cleanly. A
@@ -230,6 +243,12 @@ func (ix *index) seed(recs []decodedRecord, touched map[codec.Role]*roleEntry) {
 				hb := *r.rec.Heartbeat
 				hb.Excluded = append([]codec.Role(nil), hb.Excluded...)
 				ix.sessions[r.key.Member] = sessionEntry{off: r.offset, hb: hb, seen: now}
+			}
+			continue
+		}
+		if r.key.Kind == codec.KindDrain {
+			if d, ok := ix.drains[r.key.Member]; (!ok || d.off < r.offset) && r.rec.Drain != nil {
+				ix.drains[r.key.Member] = drainEntry{off: r.offset, req: *r.rec.Drain}
 			}
 			continue
 		}
@@ -268,7 +287,7 @@ func (ix *index) seedDone(touched map[codec.Role]*roleEntry) {
 	defer ix.mu.Unlock()
 	for role, e := range touched {
 		e.sortCands()
-		if ix.needsBefore(role) {
+		if ix.needsBefore(role) || len(ix.follows[role]) > 0 {
 			ix.publish(role, rolestate.State{Role: role, LeaseOffset: -1}, e.lastOffset)
 		}
 	}
@@ -282,6 +301,7 @@ func (ix *index) startRebuild(p int32) {
 	defer ix.mu.Unlock()
 	ix.rebuilding[p] = true
 	ix.dropSessionsLocked(p)
+	ix.dropDrainsLocked(p)
 	for role := range ix.rebuild {
 		if codec.Partition(role, ix.nparts) == p {
 			delete(ix.rebuild, role)
@@ -355,6 +375,7 @@ func (ix *index) rebuildPending() bool {
 func (ix *index) stop() {
 	ix.mu.Lock()
 	ix.stopped = true
+	ix.closeFollowersLocked()
 	ix.mu.Unlock()
 	ix.subWG.Wait()
 }

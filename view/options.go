@@ -72,8 +72,9 @@ type Options struct {
 
 	// Describe asks the coordinator of role's transactional id for its
 	// producer id and epoch (ok false when it has none), to verify lease
-	// authors. Default nil: the Describe of a fencing.BrokerTransport the
-	// view makes from Config at its first question.
+	// authors, one role at a time. Default nil: a fencing.BrokerTransport
+	// the view makes from Config at its first question, which asks about
+	// the roles waiting together (DescribeAtEachBroker).
 	Describe func(ctx context.Context, role codec.Role) (tok codec.Token, ok bool, err error)
 }
 

@@ -6,26 +6,23 @@ import (
 	"github.com/krabka/krole/codec"
 )
 
-// predecoder moves decoding off goka's partition goroutine, which applies
-// records one at a time, onto the goroutine of the view's consumer that
-// hands goka its messages (the fetch goroutine meanwhile fetches the next
-// answer): the consumer decodes the records of each fetch answer (push)
-// before goka is handed any of them, and then hands goka one chunk
-// message in their place (see consumer.go, ChunkHeader), for which the
-// update callback takes the decoded records (takeChunk) and applies them. Decoding is much of the
-// view's work per record, so a restore runs decoding and applying side by
-// side; and goka's own work per message (a select over its channels, an
-// update context, its stats, the offset) is done once per chunk, not once
-// per record.
+// predecoder moves decoding off goka's partition goroutine onto the
+// consumer's, which decodes each fetch answer (push) while the next is
+// fetched, then hands goka one chunk message in place of its records
+// (consumer.go, ChunkHeader); the update callback takes the decoded records
+// (takeChunk) and applies them. So a restore decodes and applies side by
+// side, and goka's work per message is done once per chunk.
 //
-// The queue of a partition holds the decoded chunks in offset order. A
-// chunk before the one goka hands is one goka dropped (it drains a
-// consumer it closes) and is discarded; reset empties the queue when goka
-// starts a partition consumer. Each queue has its own lock: the fetch
-// goroutine pushes, goka's partition goroutine takes.
+// A partition's queue holds decoded chunks in offset order, each queue
+// under its own lock. A chunk before the one goka hands was dropped by goka
+// (it drains a consumer it closes) and is discarded; reset empties the
+// queue when goka starts a partition consumer.
 type predecoder struct {
 	v     *View
 	parts map[int32]*decodeQueue // fixed before goka starts
+	// spare holds the zeroed slices of applied chunks for push to reuse:
+	// a fresh one per chunk costs more (its pages are new) than decoding.
+	spare sync.Pool // of *[]decoded
 }
 
 type decodeQueue struct {
@@ -63,7 +60,7 @@ func (d *predecoder) push(p int32, chunk []fetched) bool {
 	if dq == nil || len(chunk) == 0 {
 		return false
 	}
-	out := make([]decoded, len(chunk)) // handed to the update callback as it is: the records point into it
+	out := d.slice(len(chunk)) // handed to the update callback as it is: the records point into it
 	for i := range chunk {
 		f, e := &chunk[i], &out[i]
 		e.off, e.src = f.off, f
@@ -73,6 +70,22 @@ func (d *predecoder) push(p int32, chunk []fetched) bool {
 	defer dq.mu.Unlock()
 	dq.chunks = append(dq.chunks, out)
 	return true
+}
+
+// slice returns a zeroed slice of n records.
+func (d *predecoder) slice(n int) []decoded {
+	if s, ok := d.spare.Get().(*[]decoded); ok && cap(*s) >= n {
+		return (*s)[:n]
+	}
+	return make([]decoded, n)
+}
+
+// release hands back the records of a chunk applied, which nothing refers
+// to any more.
+func (d *predecoder) release(recs []decoded) {
+	clear(recs)
+	recs = recs[:0]
+	d.spare.Put(&recs)
 }
 
 // takeChunk returns the decoded records of the chunk from offset first to

@@ -14,25 +14,17 @@ import (
 )
 
 // prober reads the ends of the role topic's partitions with read_committed
-// isolation, straight from the partition leaders. It is how the view knows
-// what "caught up" means (see [View.WaitCaughtUp]).
+// isolation, straight from the partition leaders: what "caught up" means
+// ([View.WaitCaughtUp]). A consumer never sees the offsets of transaction
+// markers or aborted records, so the prober finds the last record below
+// the last stable offset that a read_committed consumer is handed; once
+// the view has applied it, the view is caught up.
 //
-// A consumer never sees the offsets of transaction markers or of aborted
-// records, so "the view has consumed up to the last stable offset" cannot be
-// read off the offsets it was handed. The prober answers the question the
-// view can check instead: which is the last record below the last stable
-// offset that a read_committed consumer will be handed? Once the view has
-// applied that record, everything after it up to the last stable offset is
-// markers and aborted data, and the view is caught up.
-//
-// Every call a probe makes (a metadata refresh, a leader lookup, a
-// ListOffsets or a Fetch) returns as soon as its ctx ends (ctxcall.DoOr):
-// a broker request abandoned that way has the connections to its broker
-// reset (conns, when set), so that it ends at once too; a metadata call
-// runs on until the client's own timeouts, or until [View.Run] shuts the
-// view's connections down (ctxcall.Conns.Shut) when it stops. inflight,
-// when set, counts the calls still running, abandoned ones included, for
-// Run to wait for (bounded) before it closes the client.
+// Every call of a probe returns as soon as its ctx ends (ctxcall.DoOr); an
+// abandoned broker request has its broker's connections reset (conns), a
+// metadata call runs on until the client's timeouts or Run's shutdown.
+// inflight, when set, counts the calls still running, for Run to wait for
+// (bounded) before it closes the client.
 type prober struct {
 	client sarama.Client
 	topic  string

@@ -1,59 +1,40 @@
 package view
 
-// When a partition's offsets go backwards (the topic was deleted and
-// created again, or the cluster restarted without its data), the view
-// rebuilds that partition's part of the table from the partition's start.
-// The steps, each owned by one part of the view:
+// When a partition's offsets go backwards (docs/DESIGN.md, "The view: when
+// the topic starts over"), the view rebuilds its part of the table from the
+// partition's start, in four steps:
 //
-//  1. The consumer (consumer.go) fetches at the offset after the last one
-//     it handed over and is answered OFFSET_OUT_OF_RANGE; ListOffsets
-//     shows the partition's end below that offset. It calls wentBackwards,
-//     sends the error on Errors and stops fetching.
-//  2. wentBackwards marks the partition rewound (progress: Confirm fails
-//     with ErrRewound and Health reports it from now until step 4) and
-//     for a reset (gokaGlue), and counts the rebuild; nothing else changes
-//     yet, because goka may still be applying records the consumer
-//     fetched from the old log. A probe (WaitCaughtUp, Confirm, the health
-//     monitor) that finds the partition's end below what the view had
-//     read before it probed does the same (probedBackwards), and tells
-//     the partition's consumer, which stops and reports the error as in
-//     step 1: by its next fetch the new log may have grown past its
-//     offset, and it would never find out itself.
-//  3. goka, handed the error, closes the partition consumer, drains it and,
-//     after its backoff, asks the partition's storage for its offset again.
-//     The storage (goka.go) takes the reset there, on goka's partition
-//     goroutine, after the last old record: it forgets its contents and
-//     offset and answers "nothing stored", the catch-up protocol forgets
-//     the partition's offsets, and the index starts an empty table for the
-//     partition's roles, invisible to lookups. goka then reads the
-//     partition from its start.
-//  4. The Run's catch-up loop runs WaitCaughtUp until it succeeds; at that
-//     success the index adopts the rebuilt table (index.adopt) and
-//     subscribers get each changed role, old state Before, new state
-//     After, and the partition's rewound mark is cleared (Confirm and
-//     Health recover). Until then lookups answer from the old table,
-//     WaitCaughtUp fails (it cannot be caught up with a log that no longer
-//     holds what the table holds), Confirm fails with ErrRewound, and
-//     Health reports the offsets went backwards. The adopted table's
-//     leases are stamped (LeaseSeenAt) at the adoption.
-//
-// The limit: a partition is seen going backwards only while its end is
-// below the view's next offset, by the consumer or by a probe. A partition recreated and written past
-// that offset before the view fetches again is read on from that offset,
-// and the new records below it are never read (Kafka's topic ids, Fetch
-// v13, would tell; sarama's fetch does not send them). A view that
-// restarts after the change, from a state dir, is in the same position.
+//  1. The consumer (consumer.go), answered OFFSET_OUT_OF_RANGE with the
+//     partition's end below its offset, calls wentBackwards, sends the
+//     error on Errors and stops fetching.
+//  2. wentBackwards marks the partition rewound (Confirm fails with
+//     ErrRewound and Health reports it until step 4) and for a reset, and
+//     changes nothing else: goka may still be applying old records. A
+//     probe that finds the end below what the view had read does the same
+//     (probedBackwards) and stops the consumer as in step 1.
+//  3. goka closes and drains the partition's consumer and asks the storage
+//     (goka.go) for its offset: there, after the last old record, the
+//     storage, the progress and the index forget the partition (the index
+//     into an empty table, invisible to lookups), and goka reads it again.
+//  4. The catch-up loop's next success adopts the rebuilt table
+//     (index.adopt): subscribers get each changed role, its leases are
+//     stamped then, the rewound mark clears. Until then lookups answer from
+//     the old table and WaitCaughtUp waits.
 
 // wentBackwards is called by the consumer when partition e.Partition's
-// offsets went backwards (step 2 above).
+// offsets went backwards (step 2 above). The consumer is live, so its
+// partition was not reset since it started.
 func (v *View) wentBackwards(e *OffsetsWentBackwardsError) {
 	if e.Topic != v.topic {
 		return
 	}
 	v.progress.wentBackwards(e)
-	if !v.glue.markReset(e.Partition) {
-		return
+	if v.glue.markReset(e.Partition, -1) {
+		v.countRebuild(e)
 	}
+}
+
+func (v *View) countRebuild(e *OffsetsWentBackwardsError) {
 	v.progress.countRebuild()
 	v.log.Warn("view: the role topic's offsets went backwards (topic recreated, or the cluster lost its data); rebuilding the partition's table from its start",
 		"partition", e.Partition, "offset", e.Offset, "end", e.End)
@@ -74,24 +55,21 @@ func (v *View) resetPartition(p int32) bool {
 	return true
 }
 
-// probedBackwards records what a probe (WaitCaughtUp, Confirm, the health
-// monitor) found: partition e.Partition's end below what the view had
-// read before the probe, with reset count resets. Unless the partition
-// was reset since, it goes through step 2 above as if its consumer had
-// found it, and the consumer, if goka runs one for the partition, stops
-// and reports it, so that goka resets the partition. Without this, a
-// partition written past the view's next offset before the consumer
-// fetched again (a member's heartbeats come every renew interval) would
-// never be found gone backwards by the consumer, never be reset, and
-// stay marked rewound for ever.
+// probedBackwards records what a probe found: partition e.Partition's end
+// below what the view had read before it, at reset count resets. Unless
+// reset since, the partition goes through step 2 and its consumer stops,
+// so that goka resets it: a partition written past the consumer's offset
+// before its next fetch would never be found otherwise.
 func (v *View) probedBackwards(e *OffsetsWentBackwardsError, resets int) {
 	if !v.progress.markRewound(e, resets) {
 		return
 	}
-	if reset, _ := v.progress.resetSince(e.Partition, resets); reset {
-		return // reset since the probe's mark was read: rebuilt already
+	// Marked only if not reset since: a reset taken after the probe read
+	// its mark has rebuilt the partition already.
+	if !v.glue.markReset(e.Partition, resets) {
+		return
 	}
-	v.wentBackwards(e)
+	v.countRebuild(e)
 	if c := v.glue.consumer.Load(); c != nil {
 		if fc, ok := (*c).(*fetchConsumer); ok {
 			fc.rewind(e)

@@ -233,7 +233,7 @@ func TestRestartedClusterWithoutDataIsRebuilt(t *testing.T) {
 // TestRecreatedTopicWrittenPastTheViewIsRebuilt: the topic is recreated
 // and the new partition is written past the view's next offset before the
 // view's consumer fetches again (a member's heartbeats do that within a
-// renew interval), so the consumer itself never meets
+// heartbeat interval), so the consumer itself never meets
 // OFFSET_OUT_OF_RANGE. The health monitor's probe, made while the new
 // partition was still short, finds it gone backwards; the view rebuilds
 // it then, reading the records below its old offset, and is healthy
@@ -272,4 +272,34 @@ func TestRecreatedTopicWrittenPastTheViewIsRebuilt(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []codec.MemberID{"z", "y", "x", "w", "u"}, members(cs), "the new log from its start")
 	assert.Equal(t, int64(1), v.Stats().Rebuilds)
+}
+
+// TestLateProbeDoesNotRebuildAgain: a probe that read the partition's mark
+// before a reset and reports after it (the catch-up loop, Health and
+// Confirm probe concurrently) finds the partition rebuilt already: it
+// counts no second rebuild, marks no second reset, and leaves no rewound
+// mark that the rebuilt table's adoption would not clear.
+func TestLateProbeDoesNotRebuildAgain(t *testing.T) {
+	v, err := New(Options{Config: fencing.Config{Brokers: []string{"127.0.0.1:1"}}})
+	require.NoError(t, err)
+	v.setOffline(1)
+	t.Cleanup(v.stop)
+	e := &OffsetsWentBackwardsError{Topic: v.topic, Partition: 0, Offset: 4, End: 2}
+
+	stale := v.progress.marks()[0].resets
+	v.probedBackwards(e, stale)
+	require.Equal(t, int64(1), v.Stats().Rebuilds)
+
+	// goka takes the reset; a late probe reports between the glue's take
+	// and the progress's count, then another after both.
+	require.True(t, v.glue.takeReset(0))
+	v.probedBackwards(e, stale)
+	v.progress.reset(0)
+	v.index.startRebuild(0)
+	v.probedBackwards(e, stale)
+
+	assert.Equal(t, int64(1), v.Stats().Rebuilds, "rebuilds counted")
+	assert.False(t, v.glue.takeReset(0), "a second reset was marked")
+	v.progress.rebuilt([]int32{0})
+	assert.Nil(t, v.progress.rewoundOf(0), "the partition stays marked rewound after its rebuild")
 }

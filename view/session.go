@@ -9,30 +9,22 @@ import (
 	"github.com/krabka/krole/rolestate"
 )
 
-// Member sessions (see package processor, "Member sessions"). The view
-// keeps each member's latest authentic session record (a heartbeat or a
-// session end), keyed by member, with when it applied it on its clock,
-// and joins it to the state of every role whose lease names that member's
-// session (rolestate.State.Session), so that rolestate.State.LeaseEnd
-// judges the lease with it. A session record counts only when
-// rolestate.CheckHeartbeatAuthor accepts its batch and its producer id is
-// the session's own, the producer id of <prefix>session/<member> at its
-// coordinator (rolestate.Authors under rolestate.SessionAuthor): the same
-// two halves as a lease's check, asked about the same way (the verifier,
-// once per new (member, producer id)); a record waiting for its verdict
-// does not count yet. A heartbeat that vouches is not published to Watch
-// or Follow (it changes no role's records, and it would wake every
-// follower of the member's roles at every heartbeat): a reader that waits
-// for a lease's end looks the session up again when it wakes
-// ([View.Session]). A record that drops roles (excludes them, or ends the
-// session) is published as a change of each role it drops, which is then
-// vacant at once, as after a release.
+// Member sessions (package processor, "Member sessions"): the view keeps
+// each member's latest authentic session record (a heartbeat or a session
+// end) with when it applied it, and joins it to every role whose lease
+// names that session (rolestate.State.Session). A session record counts
+// when rolestate.CheckHeartbeatAuthor accepts its batch and its producer
+// id is that of <prefix>session/<member> at its coordinator (asked by the
+// verifier under rolestate.SessionAuthor, as for a lease); until its
+// verdict it does not count. A heartbeat that only vouches is not
+// published (it would wake every follower of the member's roles at every
+// heartbeat; [View.Session] looks it up); a record that drops roles is
+// published as a change of each, vacant then as after a release.
 //
 // A heartbeat waiting for its verdict is not kept in the state dir: a Run
-// that ends first loses it, which costs liveness only (the member's next
-// heartbeat comes one renew interval later). Heartbeats that counted are
-// kept there, and a restart credits them from when it restored them, as
-// it does leases.
+// that ends first loses it, which costs liveness only (the next comes a
+// heartbeat interval later). Heartbeats that counted are kept, and a
+// restart credits them from when it restored them, as it does leases.
 
 // sessionEntry is a member's latest session record that counts.
 type sessionEntry struct {

@@ -22,25 +22,19 @@ type roleEntry struct {
 	cands       []rolestate.Candidate // sorted by Offset; Rank is filled in on the way out
 	lastOffset  int64                 // offset of the latest record applied to the role
 
-	// The member index, so that finding a member does not cost a scan of
-	// the candidates' names (which made loading a role of n candidates cost
-	// n² string comparisons). find builds it when the role has indexFrom
-	// candidates or more; there is none until then, nor after a bulk load
-	// (a restore from the state dir builds none for roles that do not
-	// change). It is one of:
+	// The member index, so that finding a member costs no scan of the
+	// candidates' names. find builds it from indexFrom candidates (none
+	// after a bulk load from the state dir, for roles that do not change):
 	//
-	//   - hashed, below mapFrom candidates: each candidate's member hash,
-	//     in cands' order, which find scans (integers, in order in
-	//     memory), comparing names only where the hash matches; and a bit
-	//     per member placed (never cleared), so that a member whose bit is
-	//     clear is known absent at once: a member registering for the
-	//     first time, every record of a restore but re-registrations;
+	//   - hashed, below mapFrom candidates: each candidate's member hash in
+	//     cands' order, scanned, names compared only where a hash matches;
+	//     and a bit per member placed (never cleared), so a member whose bit
+	//     is clear is absent at once (nearly every record of a restore);
 	//   - byMember, from mapFrom candidates: each candidate's registration
 	//     offset by member, then a binary search by offset.
 	//
-	// The hashed index lives next to the candidates, where a restore,
-	// which touches a different role with nearly every record, finds it in
-	// the cache lines it loads anyway; a map of each role is slower there.
+	// The hashed index lives beside the candidates, in the cache lines a
+	// restore loads anyway; a map per role is slower there.
 	hashed   *memberHashes
 	byMember map[codec.MemberID]int64
 

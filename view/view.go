@@ -28,21 +28,11 @@ const fetchMaxWait = 100 * time.Millisecond
 // [View.Roles], [View.Snapshot]) and [View.Watch] read it without a broker
 // round trip. All methods are safe for concurrent use.
 //
-// A View is three parts, each with its own state and lock, tied together
-// by the run lifecycle kept here:
-//
-//   - the index (index.go, table.go, watch.go, lookup.go): the table and
-//     its subscribers;
-//   - the catch-up protocol (catchup.go, probe.go): per-partition
-//     progress, the waiters of WaitCaughtUp, the prober;
-//   - the goka glue (goka.go, consumer.go): goka's engine, the consumer the
-//     view hands it, and what goka tells the view about its partitions.
-//
-// apply.go is where a record handed by goka passes through all three.
-// Beside them, health.go keeps the view's account of its own freshness
-// (its own lock; the consumer and the prober report each broker answer to
-// it), and confirm.go answers [View.Confirm] from the progress and the
-// index.
+// Its parts, each with its own state and lock, tied by the run lifecycle
+// kept here: the index (index.go, table.go, watch.go, lookup.go), the
+// catch-up protocol (catchup.go, probe.go) and the goka glue (goka.go,
+// consumer.go); apply.go takes a record through all three. health.go and
+// confirm.go answer [View.Health] and [View.Confirm] from them.
 type View struct {
 	opts  Options
 	cfg   fencing.Config
@@ -69,9 +59,7 @@ type View struct {
 	ready   chan struct{} // closed at the first successful catch-up
 	done    chan struct{} // closed when Run returns
 	// readyFlag and stopped mirror ready and done for the checks that do
-	// not wait (await's fast path, CaughtUp, isReady): an atomic load each
-	// instead of channel receives. readyFlag is set after ready is closed,
-	// stopped before done is.
+	// not wait: readyFlag is set after ready is closed, stopped before done.
 	readyFlag, stopped atomic.Bool
 	readyOnce          sync.Once
 	stopOnce           sync.Once
@@ -112,23 +100,19 @@ func New(opts Options) (*View, error) {
 }
 
 // Run connects to the cluster, loads the table (from StateDir when set,
-// then from the topic) and keeps it following the topic until ctx ends. It
-// blocks until then, or until a fatal error: the topic is missing, no
-// broker answers at start, the state dir cannot be opened (another process
-// holds it, for one) or written. Other errors after the start (a broker
-// going away, a failed fetch, a leader move) are not fatal: the
-// partition's consumer refreshes the metadata and fetches again, after
-// three failures in a row goka restarts the partition's consumer (see
-// [Options].ReconnectBackoff), and lookups keep answering from the table
-// meanwhile. A restarted consumer reads from where the old one stopped. A
-// partition whose offsets went backwards is rebuilt (see the package doc,
-// "When the topic starts over").
+// then from the topic) and keeps it following the topic until ctx ends,
+// or until a fatal error: the topic is missing, no broker answers at
+// start, the state dir cannot be opened or written. Other errors are not
+// fatal: a partition's consumer fetches again, goka restarts it after
+// three failures in a row ([Options].ReconnectBackoff) from where it
+// stopped, and lookups answer from the table meanwhile. A partition whose
+// offsets went backwards is rebuilt (package doc, "When the topic starts
+// over").
 //
-// Run returns nil when ctx ends, promptly whatever the cluster does (see
-// the package doc, "Stopping"). Before returning it closes its connections
-// and the state dir, closes every [View.Watch] channel, and fails lookups
-// still waiting with [ErrStopped]. A View runs once: a second call returns
-// [ErrAlreadyRun].
+// Run returns nil when ctx ends, promptly whatever the cluster does
+// (package doc, "Stopping"), having closed its connections, the state dir
+// and every [View.Watch] channel, and failed waiting lookups with
+// [ErrStopped]. A second call returns [ErrAlreadyRun].
 func (v *View) Run(ctx context.Context) (err error) {
 	if !v.runOnce.CompareAndSwap(false, true) {
 		return ErrAlreadyRun
@@ -144,23 +128,16 @@ func (v *View) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("view: %w", err)
 	}
-	// The broker answers a fetch as soon as a record is committed
-	// (MinBytes 1); the wait only bounds an idle long poll, and with it
-	// how long closing the consumer takes.
 	sc.Consumer.MaxWaitTime = fetchMaxWait
-	// Every connection of the view (its client's, its consumers', goka's
-	// topic manager's) is dialed through conns, and shut as soon as ctx
-	// ends: nothing the view sends matters once it stops, and a cluster
-	// that does not answer must not hold Run (see "Stopping" in the
-	// package doc).
+	// Every connection of the view is dialed through conns and shut as
+	// soon as ctx ends: a cluster that does not answer must not hold Run.
 	conns := trackConns(sc)
 	shutAtEnd := context.AfterFunc(ctx, func() { conns.Shut() })
 	var (
 		inflight sync.WaitGroup // the prober's calls, abandoned ones included
 		client   sarama.Client
 	)
-	// The last of Run's deferred calls: the connections shut, the
-	// prober's calls ended, the client closed, each wait bounded.
+	// Run's last deferred call: each wait bounded.
 	defer func() {
 		shutAtEnd()
 		conns.Shut()
@@ -250,11 +227,9 @@ func (v *View) Run(ctx context.Context) (err error) {
 	return nil
 }
 
-// stopWait bounds each of Run's waits, once ctx has ended and the view's
-// connections are shut, for what it started to end: the prober's calls
-// (abandoned ones included) and the client's close. Shut connections make
-// them end at once; the bound is for a call that does not, which Run then
-// leaves behind rather than wait on.
+// stopWait bounds Run's waits, once its connections are shut, for the
+// prober's calls and the client's close: a call that does not end then is
+// left behind.
 const stopWait = 2 * time.Second
 
 // trackConns makes sc dial every connection through a ctxcall.Conns,
@@ -316,11 +291,9 @@ func (v *View) doStop() {
 	v.index.stop()
 }
 
-// CaughtUp reports whether the table has caught up with the role topic
-// since Run started and Run is still running: lookups answer at once. It
-// does not block. It does not promise that the table holds a record written
-// a moment ago: the table follows the topic with the consumer's lag. To
-// fence on the topic's end at a given moment, call [View.WaitCaughtUp].
+// CaughtUp reports, without blocking, whether the table has caught up since
+// Run started and Run still runs: lookups answer at once, with the
+// consumer's lag. For the topic's end at a given moment, [View.WaitCaughtUp].
 func (v *View) CaughtUp() bool { return v.serving() }
 
 func notCaughtUp(ctx context.Context) error {
@@ -354,6 +327,9 @@ func (v *View) waitChan(ctx context.Context, ch <-chan struct{}) error {
 // then on.
 func (v *View) markReady() {
 	v.readyOnce.Do(func() {
+		v.index.mu.Lock()
+		v.index.readyLocked()
+		v.index.mu.Unlock()
 		close(v.ready)
 		v.readyFlag.Store(true)
 	})

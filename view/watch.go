@@ -2,38 +2,27 @@ package view
 
 import (
 	"context"
-	"github.com/krabka/krole/rolestate"
-	"reflect"
 	"sync"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/rolestate"
 )
 
-// Change is what happened to one role between two states of the table.
-// Before is the role as the subscriber last saw it (as of its previous
-// Change of the role, or as of the Watch call), After is the role as the
-// table holds it when the Change is handed over. When a subscriber falls
-// behind, several changes of a role coalesce into one: the first Before and
-// the latest After. So Before and After are always states the table really
-// had, and the latest After is never lost, but intermediate states may be.
-//
+// Change is what happened to one role between two states the table really
+// had (changes a subscriber fell behind on coalesce: see [View.Watch]).
 // The flags compare Before with After; several may hold at once. A lease
-// that merely expires is not a change of the table (no record is written):
-// use [rolestate.State.Holder] with the current time.
+// that merely expires is no change (no record is written): use
+// [rolestate.State.Holder] with the current time.
 type Change struct {
 	// Role is the role that changed.
 	Role codec.Role `json:"role"`
 
-	// Before is the role as this subscriber last saw it: the After of its
-	// previous Change of the role, or the role as the table held it when
-	// Watch was called (LeaseOffset -1 and no candidates for a role the
-	// table did not know).
+	// Before is the role as this subscriber last saw it (its previous
+	// After, or the table at the Watch call); After, as the table holds it
+	// when the Change is handed over. An unknown role has LeaseOffset -1
+	// and no candidates.
 	Before rolestate.State `json:"before"`
-
-	// After is the role as the table holds it when the Change is handed
-	// over (LeaseOffset -1 and no candidates for a role the table no
-	// longer knows).
-	After rolestate.State `json:"after"`
+	After  rolestate.State `json:"after"`
 
 	// Offset is the offset of the latest record folded into After.
 	Offset int64 `json:"offset"`
@@ -64,10 +53,9 @@ type Change struct {
 	// Before's rank order.
 	Left []codec.MemberID `json:"left,omitempty"`
 
-	// SessionDropped: After's lease is the same as Before's, and the
-	// holder's member session now drops it (a heartbeat that excludes the
-	// role, or the session end: see [rolestate.State.SessionVouch]), so
-	// the role is vacant, as after a release.
+	// SessionDropped: After's lease is Before's, and the holder's session
+	// now drops it ([rolestate.State.SessionVouch]): the role is vacant, as
+	// after a release.
 	SessionDropped bool `json:"session_dropped,omitempty"`
 }
 
@@ -129,9 +117,9 @@ func sameLease(a, b codec.Lease) bool {
 	return as == nil || *as == *bs
 }
 
-// subscriber is one Watch call. Its pending changes are kept per role, in
-// the order the roles first changed; the view only ever adds to them (under
-// index.mu, never blocking), and the subscriber's goroutine hands them over.
+// subscriber is one Watch call: its pending changes per role, in the order
+// the roles first changed, added under index.mu without blocking and
+// handed over by its own goroutine.
 type subscriber struct {
 	filter map[codec.Role]bool // nil: every role
 
@@ -150,22 +138,20 @@ type pendingChange struct {
 // Watch returns a channel of the changes of roles (every role when none is
 // given) that the table applies after the call. It does not block.
 //
-// Changes are handed over only once the view has caught up (see
-// [View.WaitCaughtUp]); changes applied while it catches up, or while the
-// subscriber is slow, coalesce per role (the first Before, the latest
-// After; see [Change]), so a slow subscriber never blocks the view and
-// never misses the latest state of a role. Changes of one role arrive in
-// order, each Before equal to the previous After; changes of different
-// roles arrive in the order the roles first changed.
+// Changes are handed over once the view has caught up ([View.WaitCaughtUp]).
+// Those applied before, or while the subscriber is slow, coalesce per role
+// (the first Before, the latest After), so a slow subscriber never blocks
+// the view and never misses a role's latest state. A role's changes arrive
+// in order, each Before the previous After; different roles', in the order
+// they first changed.
 //
-// To start from a known state, call Watch first and then [View.Lookup] or
-// [View.Snapshot]: every change after the lookup is delivered, and a change
-// already reflected in the lookup may be delivered too (act on After).
+// To start from a known state, call Watch, then [View.Lookup] or
+// [View.Snapshot]: every later change is delivered, and one the lookup
+// reflects already may be too (act on After).
 //
-// The channel is closed when ctx ends or when Run returns; pending changes
-// are then dropped. Watch called after Run has returned gives a closed
-// channel. Each call starts one goroutine, which ends when the channel is
-// closed.
+// The channel closes, dropping pending changes, when ctx ends or Run
+// returns (at once when Run has returned). Each call runs one goroutine
+// until then.
 func (v *View) Watch(ctx context.Context, roles ...codec.Role) <-chan Change {
 	s := &subscriber{
 		pending: map[codec.Role]*pendingChange{},
@@ -235,8 +221,8 @@ func (v *View) serve(ctx context.Context, s *subscriber) {
 }
 
 // next takes s's oldest pending change and completes it with the role's
-// current state. Holding ix.mu while doing so keeps the pair atomic with
-// respect to apply: the next change of the role starts from this After.
+// current state, under ix.mu so that the role's next change starts from
+// this After.
 func (ix *index) next(s *subscriber) (Change, bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
@@ -285,10 +271,9 @@ func (ix *index) removeSub(s *subscriber) {
 	}
 }
 
-// needsBefore reports whether a subscriber wants role and has no pending
-// change of it, so needs the role's state before the change. It looks at
-// the subscribers of role and of every role only, so its cost does not
-// grow with the number of roles watched. ix.mu must be held.
+// needsBefore reports whether a subscriber of role (or of every role) has
+// no pending change of it, and so needs its state before the change.
+// ix.mu must be held.
 func (ix *index) needsBefore(role codec.Role) bool {
 	for s := range ix.byRole[role] {
 		if !s.hasPending(role) {
@@ -309,14 +294,10 @@ func (s *subscriber) hasPending(role codec.Role) bool {
 	return s.pending[role] != nil
 }
 
-// publish records that role changed at offset: every subscriber that wants
-// role gets a pending change starting at before, or has its pending offset
-// moved on when it has one already. before must be the role's state before
-// the change whenever [index.needsBefore] reported true under the same
-// hold of ix.mu (pending changes are added here and taken only under
-// ix.mu, so no subscriber gains or loses one in between). It never blocks,
-// and it visits only the subscribers of role and those of every role.
-// ix.mu must be held for writing.
+// publish records that role changed at offset: each subscriber of role (or
+// of every role) gets a pending change starting at before, or moves its
+// pending one on. before must be the role's prior state when needsBefore
+// said so under the same hold of ix.mu, held for writing. It never blocks.
 func (ix *index) publish(role codec.Role, before rolestate.State, offset int64) {
 	shared := false // before handed out once already: copy it for the next
 	for s := range ix.byRole[role] {
@@ -325,6 +306,7 @@ func (ix *index) publish(role codec.Role, before rolestate.State, offset int64) 
 	for s := range ix.all {
 		shared = s.add(role, before, offset, shared)
 	}
+	ix.offerLocked(role)
 }
 
 // add gives s a pending change of role starting at before, or moves its
@@ -349,53 +331,4 @@ func (s *subscriber) add(role codec.Role, before rolestate.State, offset int64, 
 	default:
 	}
 	return true
-}
-
-// Follow returns a channel of role's state: the state once the view has
-// caught up, then the state after every change of the role (an unknown role
-// is rolestate.State{Role: role, LeaseOffset: -1}). It does not block. A reader
-// that falls behind is never waited for: an unread state is replaced by the
-// newer one, so the last state sent is current, and intermediate ones may
-// be skipped. A state equal to the previous one is not sent again.
-//
-// The channel closes when ctx ends or Run returns; the goroutine that feeds
-// it has ended by then. With [View.Role], Follow makes *View a state source
-// for a member (processor.Source).
-func (v *View) Follow(ctx context.Context, role codec.Role) <-chan rolestate.State {
-	out := make(chan rolestate.State, 1)
-	changes := v.Watch(ctx, role) // first, so no change after the lookup is missed
-	go func() {
-		defer close(out)
-		st, err := v.Role(ctx, role)
-		if err != nil {
-			for range changes { // ends when ctx ends or the view stops
-			}
-			return
-		}
-		last := st
-		offer(out, st.Clone())
-		for c := range changes {
-			if reflect.DeepEqual(c.After, last) {
-				continue
-			}
-			last = c.After
-			offer(out, c.After.Clone())
-		}
-	}()
-	return out
-}
-
-// offer sends st on ch (capacity 1) without blocking, replacing a state the
-// reader has not taken. Only one goroutine may send on ch.
-func offer(ch chan rolestate.State, st rolestate.State) {
-	select {
-	case ch <- st:
-		return
-	default:
-	}
-	select {
-	case <-ch:
-	default:
-	}
-	ch <- st
 }
