@@ -12,7 +12,6 @@ package processor_test
 // See docs/BENCHMARKS.md for figures and what dominates each one.
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -24,7 +23,6 @@ import (
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/processor"
 	"github.com/krabka/krole/rolestate"
-	"github.com/krabka/krole/view"
 )
 
 // viewWarmup is how long a new view is given after its first catch-up
@@ -44,41 +42,10 @@ func elections(ch chan<- stamped) func(processor.Event) {
 	}
 }
 
-// benchMember creates a member on tr and src that reports its Elected
-// events on ch; run starts it and returns its stop function.
-type benchMember struct {
-	m    *processor.Member
-	stop func()
-}
-
-func newBenchMember(b *testing.B, tr *recTransport, src *view.View, id codec.MemberID, roles []codec.Role, s processor.Settings, ch chan<- stamped) *benchMember {
-	b.Helper()
-	m, err := processor.New(tr, src, id, roles, processor.Options{Settings: s, OnEvent: elections(ch), Logger: testLog(string(id))})
-	require.NoError(b, err)
-	return &benchMember{m: m}
-}
-
-func (bm *benchMember) run(b *testing.B) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = bm.m.Run(ctx, nil)
-	}()
-	bm.stop = func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			b.Errorf("member %s did not stop", bm.m.ID())
-		}
-	}
-	b.Cleanup(bm.stop)
-}
-
-// benchNode is a transport and a view of their own, as a separate node has.
-func (e *env) benchNode(id codec.MemberID) (*recTransport, *view.View) {
-	return &recTransport{BrokerTransport: e.transport(), rec: e.rec, member: id}, e.view()
+// reportElections makes a node's members report their Elected events on
+// ch (and nothing to the recorder).
+func reportElections(ch chan<- stamped) nodeOption {
+	return withOptions(func(o *processor.Options) { o.OnEvent = elections(ch) })
 }
 
 func waitElected(b *testing.B, ch <-chan stamped, d time.Duration) stamped {
@@ -99,28 +66,28 @@ func waitElected(b *testing.B, ch <-chan stamped, d time.Duration) stamped {
 // (AddPartitionsToTxn, Produce, EndTxn).
 func BenchmarkSuccessionAcquire(b *testing.B) {
 	e := newEnv(b, itTxnTimeout)
-	tr, src := e.benchNode("node-a")
-	time.Sleep(viewWarmup)
+	ch := make(chan stamped, 1)
+	n := e.node("node-a", reportElections(ch))
+	time.Sleep(viewWarmup) // no record to wait for: the topic is empty
 	s := itSettings()
 	s.KeepOnExit = true // leaving writes nothing: teardown stays cheap
-	ch := make(chan stamped, 1)
 	var worst time.Duration
 	var phases [len(acquirePhases)]time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		role := codec.Role(fmt.Sprintf("acquire-%d", i))
-		bm := newBenchMember(b, tr, src, "node-a", []codec.Role{role}, s, ch)
+		e.member(n, []codec.Role{role}, s)
 		start := time.Now()
 		b.StartTimer()
-		bm.run(b)
+		n.run(nil)
 		ev := waitElected(b, ch, 10*time.Second)
 		b.StopTimer()
 		worst = max(worst, ev.Got.Sub(start))
 		for j, d := range e.rec.acquisition(role, ev, start) {
 			phases[j] += d
 		}
-		bm.stop()
+		n.stop(b)()
 	}
 	b.ReportMetric(float64(worst.Microseconds())/1000, "max-ms")
 	for j, name := range acquirePhases {
@@ -182,26 +149,26 @@ func BenchmarkSuccessionHandover(b *testing.B) {
 	role := codec.Role("handover")
 	s := itSettings()
 	type mem struct {
-		bm  *benchMember
-		src *view.View
-		ch  chan stamped
+		n  *node
+		ch chan stamped
 	}
 	ms := map[codec.MemberID]*mem{}
 	for _, id := range []codec.MemberID{"node-a", "node-b"} {
-		tr, src := e.benchNode(id)
 		ch := make(chan stamped, 4)
-		ms[id] = &mem{bm: newBenchMember(b, tr, src, id, []codec.Role{role}, s, ch), src: src, ch: ch}
+		n := e.node(id, reportElections(ch))
+		e.member(n, []codec.Role{role}, s)
+		ms[id] = &mem{n: n, ch: ch}
 	}
 	// A member started on a view in its first moments may miss a lease
 	// written meanwhile and challenge a live holder (safely, but it would
 	// disturb the setup): warm the views first.
 	time.Sleep(viewWarmup)
-	ms["node-a"].bm.run(b)
+	ms["node-a"].n.run(nil)
 	waitElected(b, ms["node-a"].ch, 10*time.Second)
 	// node-b may start while its view has not yet shown node-a's lease: it
 	// ranks itself only once its view shows its own registration, which
 	// comes after that lease, so it does not challenge.
-	ms["node-b"].bm.run(b)
+	ms["node-b"].n.run(nil)
 	holder, other := codec.MemberID("node-a"), codec.MemberID("node-b")
 	// resigned is when each member last resigned: it deregisters and
 	// registers again after its release, and Resign may return before
@@ -230,7 +197,7 @@ func BenchmarkSuccessionHandover(b *testing.B) {
 				return false
 			}
 			for _, m := range ms {
-				st, err := m.src.Role(e.ctx(5*time.Second), role)
+				st, err := m.n.src.Role(e.ctx(5*time.Second), role)
 				require.NoError(b, err)
 				if len(st.Candidates) != 2 || st.Lease == nil || st.Lease.Member != holder || st.Lease.Released() {
 					return false
@@ -251,7 +218,7 @@ func BenchmarkSuccessionHandover(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
 		resigned[holder] = start
-		require.NoError(b, ms[holder].bm.m.Resign(e.ctx(10*time.Second), role))
+		require.NoError(b, ms[holder].n.m.Resign(e.ctx(10*time.Second), role))
 		ev := waitElected(b, ms[other].ch, 10*time.Second)
 		b.StopTimer()
 		require.Equal(b, other, ev.Member)
@@ -313,7 +280,7 @@ func (r *recorder) handover(role codec.Role, old codec.MemberID, el stamped, sta
 // The holder crashes (its context ends with KeepOnExit: it writes nothing
 // and stops renewing) with a candidate waiting: from the crash to the
 // candidate's Elected. By design this is the rest of the holder's lease
-// (between LeaseDuration - RenewInterval and LeaseDuration after the
+// (between LeaseDuration - HeartbeatInterval and LeaseDuration after the
 // crash), then one InitProducerId and one lease transaction; the
 // after-deadline metric is the part beyond the crashed holder's deadline.
 // Every iteration starts a new candidate (a node with its own transport
@@ -326,21 +293,24 @@ func BenchmarkSuccessionCrashFailover(b *testing.B) {
 			role := codec.Role("failover")
 			ch := make(chan stamped, 4)
 			seq := 0
-			start := func() (codec.MemberID, *benchMember) {
+			start := func() (codec.MemberID, *node) {
 				seq++
 				id := codec.MemberID(fmt.Sprintf("node-%d", seq))
-				tr, src := e.benchNode(id)
-				bm := newBenchMember(b, tr, src, id, []codec.Role{role}, s, ch)
-				bm.run(b)
-				// Its registration shows in its own view, and the view
-				// is past its first moments.
-				await(b, 10*time.Second, fmt.Sprintf("%s sees itself as a candidate", id), func() bool {
-					st, err := src.Role(e.ctx(5*time.Second), role)
+				n := e.node(id, reportElections(ch))
+				e.member(n, []codec.Role{role}, s)
+				since := time.Now().UnixMilli()
+				n.run(nil)
+				// Its view is past its first moments: it shows the
+				// member's own registration and, when the role has a
+				// holder, a heartbeat of the holder's session granted
+				// since.
+				await(b, 10*time.Second, fmt.Sprintf("%s sees itself as a candidate, and the holder live", id), func() bool {
+					st, err := n.src.Role(e.ctx(5*time.Second), role)
 					require.NoError(b, err)
-					return st.Rank(id) >= 0
+					live := st.Lease == nil || st.Session != nil && !st.Session.Heartbeat.End && st.Session.Heartbeat.GrantedAt > since
+					return st.Rank(id) >= 0 && live
 				})
-				time.Sleep(viewWarmup)
-				return id, bm
+				return id, n
 			}
 			holderID, holder := start()
 			waitElected(b, ch, 10*time.Second)
@@ -351,10 +321,10 @@ func BenchmarkSuccessionCrashFailover(b *testing.B) {
 				b.StopTimer()
 				nextID, next := start()
 				// Crash at a random point of the renewal cycle.
-				time.Sleep(rand.N(s.RenewInterval))
+				time.Sleep(rand.N(s.HeartbeatInterval))
 				crashed := time.Now()
 				b.StartTimer()
-				holder.stop()
+				holder.stop(b)()
 				ev := waitElected(b, ch, 3*lease+10*time.Second)
 				b.StopTimer()
 				require.Equal(b, nextID, ev.Member)
@@ -421,23 +391,26 @@ func (r *recorder) failover(role codec.Role, el stamped, deadline time.Time) [le
 func BenchmarkSuccessionManyRoles(b *testing.B) {
 	const n = 100
 	e := newEnv(b, itTxnTimeout)
-	tr, src := e.benchNode("node-a")
-	time.Sleep(viewWarmup)
+	ch := make(chan stamped, n)
 	s := itSettings()
 	s.KeepOnExit = true
-	ch := make(chan stamped, n)
 	var worst time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
+		// A member id of its own each time: a new process under the last
+		// one's id would first watch its session, left behind by
+		// KeepOnExit, for a lease of silence.
+		nd := e.node(codec.MemberID(fmt.Sprintf("node-%d", i)), reportElections(ch))
+		time.Sleep(viewWarmup) // no record to wait for: the topic is empty
 		roles := make([]codec.Role, n)
 		for j := range roles {
 			roles[j] = codec.Role(fmt.Sprintf("many-%d-%03d", i, j))
 		}
-		bm := newBenchMember(b, tr, src, "node-a", roles, s, ch)
+		e.member(nd, roles, s)
 		start := time.Now()
 		b.StartTimer()
-		bm.run(b)
+		nd.run(nil)
 		var got []codec.Role
 		for range n {
 			got = append(got, waitElected(b, ch, 30*time.Second).Role)
@@ -446,7 +419,7 @@ func BenchmarkSuccessionManyRoles(b *testing.B) {
 		worst = max(worst, time.Since(start))
 		slices.Sort(got)
 		require.Equal(b, roles, got)
-		bm.stop()
+		nd.stop(b)()
 	}
 	b.ReportMetric(float64(worst.Microseconds())/1000, "max-ms")
 }

@@ -6,9 +6,7 @@ import (
 )
 
 // Clock is the time source of a [Member]: the local clock, with its
-// monotonic reading. It is injected so tests drive time by hand; the default
-// is the system clock.
-//
+// monotonic reading, injected so that tests drive time by hand.
 // Implementations are safe for concurrent use.
 type Clock interface {
 	// Now returns the current local time.

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/rolestate"
 )
 
@@ -40,10 +41,10 @@ func vacantFrom(l Local, key int64, since time.Time) Local {
 	return l
 }
 
-func holder(tok codec.Token, renewedAt time.Time) Local {
+func holder(tok codec.Token, vouchedAt time.Time) Local {
 	l := local(0)
-	l.held = &Held{Role: role, Member: "me", Token: tok, Lease: *leaseOf("me", tok, renewedAt, 10*time.Second)}
-	l.renewedAt = renewedAt
+	l.held = &Held{Role: role, Member: "me", Token: tok, Lease: *leaseOf("me", tok, vouchedAt, 10*time.Second)}
+	l.vouchedAt = vouchedAt
 	return l
 }
 
@@ -89,10 +90,10 @@ func TestDecide(t *testing.T) {
 			st: state(role, nil, 0, "x", 9), l: func() Local { l := local(5); l.registeredAt = t0; return l }(),
 			now: t0.Add(sec), want: DoRegister},
 		{name: "stale own registration in the view does not count",
-			st: state(role, nil, 0, "me", 3), l: func() Local { l := local(7); l.registeredAt = t0; l.retired = 3; return l }(),
+			st: state(role, nil, 0, "me", 3), l: func() Local { l := local(7); l.registeredAt = t0; l.deregistered = 3; return l }(),
 			now: t0, want: DoWait, until: t0.Add(10 * sec)},
 		{name: "deregistered own registration still in the view: register",
-			st: state(role, nil, 0, "me", 3), l: func() Local { l := NewLocal(); l.retired = 3; return l }(),
+			st: state(role, nil, 0, "me", 3), l: func() Local { l := NewLocal(); l.deregistered = 3; return l }(),
 			now: t0, want: DoRegister},
 		{name: "live lease of another: wait for its span after it was first observed",
 			st: state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2), l: seenAt(local(2), 4, t0),
@@ -131,27 +132,27 @@ func TestDecide(t *testing.T) {
 			now: t0.Add(11 * sec), open: -1, want: DoChallenge, prune: []codec.MemberID{"x", "y"}},
 		{name: "expired lease: rank 1 defers to a live candidate ahead of it",
 			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y", 2, "me", 3),
-			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(15*sec), time.Time{}),
+			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)).withAheadLive(time.Time{}, t0.Add(15*sec), time.Time{}),
 			now: t0.Add(11 * sec), want: DoWait, until: t0.Add(15 * sec)},
 		{name: "expired lease: rank 1 defers to a live candidate ahead for at most a lease past its turn",
 			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y", 2, "me", 3),
-			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(minute), time.Time{}),
+			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)).withAheadLive(time.Time{}, t0.Add(minute), time.Time{}),
 			now: t0.Add(11 * sec), want: DoWait, until: t0.Add(21 * sec)},
 		{name: "expired lease: rank 1 challenges a lease past its turn, though the candidate ahead is alive",
 			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y", 2, "me", 3),
-			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(minute), time.Time{}),
+			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)).withAheadLive(time.Time{}, t0.Add(minute), time.Time{}),
 			now: t0.Add(21 * sec), open: -1, want: DoChallenge, prune: []codec.MemberID{"x", "y"}},
 		{name: "expired lease: rank 1 defers while the live candidate ahead takes roles, past a lease after its turn",
 			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y", 2, "me", 3),
-			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(minute), t0.Add(20*sec)),
+			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)).withAheadLive(time.Time{}, t0.Add(minute), t0.Add(20*sec)),
 			now: t0.Add(21 * sec), want: DoWait, until: t0.Add(30 * sec)},
 		{name: "expired lease: rank 1 challenges once the live candidate ahead took no role for a lease",
 			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y", 2, "me", 3),
-			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(minute), t0.Add(20*sec)),
+			l:   vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec)).withAheadLive(time.Time{}, t0.Add(minute), t0.Add(20*sec)),
 			now: t0.Add(30 * sec), open: -1, want: DoChallenge, prune: []codec.MemberID{"x", "y"}},
 		{name: "expired lease: the top-ranked candidate defers to nobody",
 			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2, "y14", 3),
-			l:   vacantFrom(seenAt(local(2), 4, t0), 4, t0.Add(10*sec)).withAheadLive(t0.Add(minute), time.Time{}),
+			l:   vacantFrom(seenAt(local(2), 4, t0), 4, t0.Add(10*sec)).withAheadLive(time.Time{}, t0.Add(minute), time.Time{}),
 			now: t0.Add(10 * sec), open: -1, want: DoChallenge, prune: []codec.MemberID{"x"}},
 		// A dead holder's roles split: candidates rank by SplitScore, in
 		// which "y" comes before "me" and "me" before "y14".
@@ -188,7 +189,7 @@ func TestDecide(t *testing.T) {
 		{name: "an open transaction of another producer, first seen: no challenge, confirms again after a retry backoff",
 			st: state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2), l: seenAt(local(2), 4, t0),
 			now: t0.Add(10 * sec), open: 99, want: DoWait, until: t0.Add(10*sec + 250*time.Millisecond)},
-		{name: "the same transaction still open at the same offset: readers frozen, no challenge, confirms again a renew interval later",
+		{name: "the same transaction still open at the same offset: readers frozen, no challenge, confirms again a heartbeat interval later",
 			st:  state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2),
 			l:   func() Local { return seenAt(local(2), 4, t0).Confirmed(t0.Add(10*sec), confirmedOpen(99, 7)) }(),
 			now: t0.Add(10*sec + 250*time.Millisecond), open: 99, openOff: 7, want: DoWait, until: t0.Add(12*sec + 250*time.Millisecond)},
@@ -202,7 +203,7 @@ func TestDecide(t *testing.T) {
 				return seenAt(local(2), 4, t0).Confirmed(t0.Add(9*sec), confirmedOpen(99, 7)).Confirmed(t0.Add(10*sec), confirmedOpen(99, 7))
 			}(),
 			now: t0.Add(11 * sec), open: unconfirmed, want: DoWait, until: t0.Add(12 * sec)},
-		{name: "frozen a renew interval ago: confirms again",
+		{name: "frozen a heartbeat interval ago: confirms again",
 			st: state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "me", 2),
 			l: func() Local {
 				return seenAt(local(2), 4, t0).Confirmed(t0.Add(9*sec), confirmedOpen(99, 7)).Confirmed(t0.Add(10*sec), confirmedOpen(99, 7))
@@ -260,7 +261,7 @@ func TestDecide(t *testing.T) {
 			now: t0, want: DoWait, until: t0.Add(8 * sec)},
 
 		// The holder.
-		{name: "holder checks in with the member session every renew interval",
+		{name: "holder checks in with the member session every heartbeat interval",
 			st: state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 0), l: holder(tok1, t0),
 			now: t0.Add(sec), want: DoWait, until: t0.Add(3 * sec)},
 		{name: "holder rewrites its lease every LeaseRewriteInterval",
@@ -270,21 +271,21 @@ func TestDecide(t *testing.T) {
 				l.writtenAt = t0
 				return l
 			}(),
-			now: t0.Add(LeaseRewriteInterval), want: DoRenew},
+			now: t0.Add(LeaseRewriteInterval), want: DoRewriteLease},
 		{name: "holder asked to rewrite its lease does so at once",
 			st:  state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 0),
-			l:   func() Local { l := holder(tok1, t0); l.renewNow = true; return l }(),
-			now: t0.Add(sec), want: DoRenew},
+			l:   func() Local { l := holder(tok1, t0); l.rewriteNow = true; return l }(),
+			now: t0.Add(sec), want: DoRewriteLease},
 		{name: "holder backs off after a failed rewrite",
 			st: state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 0),
 			l: func() Local {
 				l := holder(tok1, t0)
-				l.renewNow = true
+				l.rewriteNow = true
 				l.retryAt, l.failures = t0.Add(2500*time.Millisecond), 1
 				return l
 			}(),
 			now: t0.Add(2 * sec), want: DoWait, until: t0.Add(2500 * time.Millisecond)},
-		{name: "holder past its renew deadline steps down on its own",
+		{name: "holder past its heartbeat deadline steps down on its own",
 			st: state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 0), l: holder(tok1, t0),
 			now: t0.Add(8 * sec), want: DoStepDown, why: ReasonLeaseLost},
 		{name: "holder that sees a newer token in the view steps down",
@@ -328,7 +329,7 @@ func TestObserveAdoptsOwnRegistration(t *testing.T) {
 
 	// A registration it deregistered itself is not adopted again.
 	l = NewLocal()
-	l.retired = 4
+	l.deregistered = 4
 	l = l.Observe(state(role, nil, 0, "me", 4), "me", t0)
 	assert.Equal(t, int64(-1), l.registered)
 }
@@ -351,7 +352,7 @@ func TestObserveKeepsVacancyUntilANewLease(t *testing.T) {
 	assert.Equal(t, int64(7), l.vacantKey)
 	// What it knew of the candidates ahead in one vacancy is not carried
 	// into the next.
-	l = l.withAheadLive(t0.Add(time.Minute), t0)
+	l = l.withAheadLive(time.Time{}, t0.Add(time.Minute), t0)
 	l = l.Observe(state(role, live, 7, "me", 2), "me", t0.Add(23*time.Second))
 	assert.Equal(t, t0.Add(time.Minute), l.aheadLive, "the same vacancy")
 	l = l.Observe(state(role, leaseOf("y", tok2, t0.Add(23*time.Second), 10*time.Second), 9, "me", 2), "me", t0.Add(23*time.Second))
@@ -380,4 +381,49 @@ func confirmedOpen(pid, off int64) rolestate.Confirmed {
 		off = -1
 	}
 	return rolestate.Confirmed{OpenProducerID: pid, OpenOffset: off}
+}
+
+// What the Member learns outside the role's state (rule 0) comes before
+// the succession rules, and rule 7's look-ahead and the member's paused
+// campaigns come before a confirmation.
+func TestDecideInputs(t *testing.T) {
+	s := defaults()
+	sec := time.Second
+	held := state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 0)
+	withToken := func(err error) Local { l := holder(tok1, t0); l.tokenErr = err; return l }
+
+	a := Decide(held, "me", withToken(fencing.ErrUnknownOutcome), t0.Add(sec), s)
+	assert.Equal(t, DoStepDown, a.Kind)
+	assert.Equal(t, ReasonTokenRetired, a.Revoke, "a retired token: rule 5 lets the member take its lease back")
+	a = Decide(held, "me", withToken(fencing.ErrNotHeld), t0.Add(sec), s)
+	assert.Equal(t, ReasonFenced, a.Revoke, "a forgotten token is a fence")
+	assert.Equal(t, DoWait, Decide(held, "me", withToken(nil), t0.Add(sec), s).Kind)
+
+	l := local(0)
+	l.instanceSays, l.instanceAct = true, Action{Kind: DoRegister, Reason: "answer"}
+	assert.Equal(t, l.instanceAct, Decide(state(role, nil, 0, "me", 0), "me", l, t0, s), "the instance rules' verdict as it is")
+
+	l = local(0)
+	l.withdrawn = true
+	assert.Equal(t, DoWait, Decide(state(role, nil, 0, "me", 0), "me", l, t0, s).Kind, "withdrawn: no campaign")
+
+	// Rank 1 in its turn, on a source that can tell who is alive.
+	vacant := state(role, leaseOf("x", tok1, t0, 10*sec), 4, "x", 1, "y", 2, "me", 3)
+	l = vacantFrom(seenAt(local(3), 4, t0), 4, t0.Add(10*sec))
+	l.lookAhead = true
+	now := t0.Add(11 * sec)
+	assert.Equal(t, DoLookAhead, Decide(vacant, "me", l, now, s).Kind)
+	assert.Equal(t, DoConfirm, Decide(vacant, "me", l.withAheadLive(now, time.Time{}, time.Time{}), now, s).Kind, "nobody ahead alive")
+	a = Decide(vacant, "me", l.withAheadLive(now, now.Add(sec), time.Time{}), now, s)
+	assert.Equal(t, DoWait, a.Kind, "defers to the live candidate ahead")
+	assert.False(t, a.Deferring.IsZero())
+
+	l = l.withAheadLive(now, time.Time{}, time.Time{})
+	l.pausedUntil, l.jitter = now.Add(sec), 100*time.Millisecond
+	a = Decide(vacant, "me", l, now, s)
+	assert.Equal(t, DoWait, a.Kind, "campaigns paused")
+	assert.True(t, a.paused)
+	assert.Equal(t, now.Add(s.HeartbeatInterval/2+100*time.Millisecond), a.Until)
+	l.aheadAt = now.Add(sec)
+	assert.Equal(t, DoConfirm, Decide(vacant, "me", l, now.Add(sec), s).Kind, "resumed")
 }

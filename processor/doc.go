@@ -10,112 +10,147 @@
 // the time, it says what to do next ([Action]).
 //
 // A [Member], made by [New], runs the rules for one member id and one or
-// many roles, one goroutine per role: it follows the roles through a
-// [Source] (the view, or a [TransportSource]), acts through a
-// fencing.Transport, reports each transition as an [Event], and runs
-// [Work] while it holds a role ([Member.Run]). Beside the role goroutines
-// runs the member's session (see "Member sessions"). [Settings] are the
-// timings, derived from LeaseDuration by default; [Options] add the clock,
-// the logger, the metrics and the event callback.
+// many roles: it follows the roles through a [Source] (the view), acts
+// through a fencing.Transport, reports each transition as an [Event], and
+// runs [Work] while it holds a role ([Member.Run]). A role's rules run on a
+// goroutine only while it acts; a role that waits parks, and what it waits
+// for (its next decision's time, a state from a [FollowNotifier] source, a
+// note from the member session, a call) resumes it. So a member holding
+// many roles spends no goroutine on each. Beside the roles runs the
+// member's session.
+// [Settings] are the timings, derived from LeaseDuration by default;
+// [Options] add the clock, the logger, the metrics and the event callback.
 //
 // # The rules
 //
-// [Decide]'s documentation states the rules, numbered. In brief:
-// candidates queue in join order; a holder's member session renews its
-// lease; every member judges a lease's expiry on its own clock; once a
-// role is vacant the candidates challenge in turn, each after confirming
-// the role's state; a challenge is AcquireEpoch, which fences the previous
-// holder at the broker, then a lease write under the new token.
+// [Decide]'s documentation states the rules, numbered, once; the rest of
+// the package refers to them by number. In brief: candidates queue in join
+// order and challenge in turn once a role is vacant, on their own clocks,
+// each after confirming the role's state; a challenge is AcquireEpoch,
+// which fences the previous holder at the broker, then a lease write.
 //
 // # Member sessions
 //
 // Each member keeps one session under a transactional id of its own,
-// <prefix>session/<member>, with a random incarnation nonce. Every lease
-// it writes names the session, and one heartbeat per RenewInterval,
-// written whether or not it holds a role, renews every role it holds: the
-// lease lives one span after its latest vouching heartbeat was seen, and a
-// session record that drops the role (an exclusion, or the session end a
-// leaving member writes) releases it at once. Each round also asks the
-// coordinators for the held roles' tokens, so a deposed holder learns of
-// its loss within a round. Safety still rests on each role's own fence.
-// The mechanism and its cost: docs/DESIGN.md, section "Why it is safe:
-// member sessions".
+// <prefix>session/<member>. Every lease it writes names the session, and
+// one heartbeat per HeartbeatInterval, written whether or not it holds a
+// role, renews every role it holds; each round also asks the coordinators
+// for the held roles' tokens, so a deposed holder learns of its loss
+// within a round. Safety still rests on each role's own fence. See
+// docs/DESIGN.md, "Why it is safe: member sessions".
 //
 // # Stepping down while work stops
 //
 // A holder that resigns, withdraws, is deregistered by an operator or
-// leaves (Run's context ends, without KeepOnExit) cancels its work and
-// keeps the holding renewed until work returns or the holding is lost, so
-// no successor's work starts beside it; then it lets the role go. See
-// docs/DESIGN.md, section "Why it is safe: a deposed holder stops before
-// its successor starts", which also says when work's context is cancelled.
+// leaves (without KeepOnExit) cancels its work and keeps the holding
+// renewed until work returns or the holding is lost, so no successor's
+// work starts beside it; then it lets the role go. See docs/DESIGN.md,
+// "Why it is safe: a deposed holder stops before its successor starts".
 //
 // # Confirmations from the source's own reads
 //
 // A source that can confirm a role's state from its own recent reads
 // ([RecentConfirmer], as the view does) is asked to, no older than
-// [Settings.ConfirmFreshness], instead of a round trip. Why that bound
-// keeps the rules' guarantees: docs/DESIGN.md, section "Confirmations
-// from the source's own reads".
+// [Settings.ConfirmFreshness], instead of a round trip. Why that keeps the
+// rules' guarantees: docs/DESIGN.md, "Confirmations from the source's own
+// reads".
 //
 // # One process per member id
 //
-// A member id names one process. On a transport that writes instances
-// ([InstanceRegisterer]), a Member refuses to run beside another live
-// process under its id ([Member.Run] returns a [*MemberInUseError]), and
-// takes the id over from one that shows no sign of life for a
-// LeaseDuration. The rules: docs/DESIGN.md, section "One process per
-// member id".
+// On a transport that writes instances ([InstanceRegisterer]), a Member
+// refuses to run beside another live process under its id ([Member.Run]
+// returns a [*MemberInUseError]), and takes the id over from one that
+// shows no sign of life for a LeaseDuration. See docs/DESIGN.md, "One
+// process per member id".
 //
 // # Writing while holding
 //
 // Work that writes must carry [Held].Token, or its writes are not fenced.
 // To Kafka: [fencing.BrokerTransport.Writer] or Transact of the transport
 // given to [New] (only the transport that minted a token can write under
-// it), whose transactions the broker refuses once a later member has
-// taken the role, or package [github.com/krabka/krole/processor/stream],
-// an exactly-once consume-transform-produce loop. Elsewhere (a database,
-// a service): pass [Held].Fence and have the target refuse numbers below
-// the highest it has seen (see "The fencing number").
+// it), or package [github.com/krabka/krole/processor/stream]. Elsewhere (a
+// database, a service): pass [Held].Fence and have the target refuse
+// numbers below the highest it has seen.
 //
 // # Tokens
 //
 // A token is (producer id, epoch) of the role's transactional id, minted
-// at AcquireEpoch; it stays the same for the whole holding and names that
-// holding alone. Once the transport retires it (a write under it got no
-// definite answer) nothing is written under it again: the holding ends
-// ([ReasonTokenRetired]), and the member may take its own lease back at
-// once, fencing only its former self (rule 5 of [Decide]). See
-// docs/DESIGN.md, section "Tokens: one token, one holding".
+// at AcquireEpoch; it names one holding. Once the transport retires it (a
+// write under it got no definite answer) the holding ends
+// ([ReasonTokenRetired]) and nothing is written under it again. See
+// docs/DESIGN.md, "Tokens: one token, one holding".
 //
 // # The fencing number
 //
 // [Held].Fence is the offset of the holding's first lease record in the
-// role's partition: strictly greater than every earlier holding's number,
-// across producer ids, restarts and compaction, until the role topic is
-// recreated or its partition count changes. A target outside Kafka that
-// refuses numbers below the highest it has seen refuses every earlier
-// holding. Why the number only grows: docs/DESIGN.md, section "Why the
-// fencing number only grows".
+// role's partition: greater than every earlier holding's number, across
+// producer ids, restarts and compaction, until the role topic is recreated
+// or its partition count changes. See docs/DESIGN.md, "Why the fencing
+// number only grows".
 //
 // # Many roles
 //
-// Holding a role costs no call per renew interval. A member's calls are
+// Holding a role costs no call per heartbeat interval. A member's calls are
 // bounded by [Settings].MaxInFlight, and a challenge that timed out pauses
-// all its campaigns, RetryBackoff doubling up to LeaseDuration
-// (krole_queued_roles), so an overloaded member slows down instead of
-// collapsing. Why, and what a stall costs: docs/DESIGN.md, section "Many
-// roles under overload".
+// all its campaigns (krole_queued_roles), so an overloaded member slows
+// down instead of collapsing. See docs/DESIGN.md, "Many roles under
+// overload".
 //
 // # Failover of a member holding many roles
 //
 // When a lease ran out while its holder's session still claimed the role,
-// the candidates rank by a split score of role and member, so the
-// survivors of a member that held many roles each take their own share,
-// and a candidate defers to a live one ranked ahead of it while that one
-// takes roles (rule 7 of [Decide]). A role its holder let go goes in join
-// order. See docs/DESIGN.md, section "Failover of a member holding many
-// roles".
+// the survivors each take their own share of its roles (rule 7 of
+// [Decide]); a role its holder let go goes in join order. See
+// docs/DESIGN.md, "Failover of a member holding many roles".
+//
+// # Groups
+//
+// A member given a [Group] spreads the group's roles over the group's
+// live members instead of campaigning for all of them. Its heartbeats
+// name the group, its weight and whether it drains; they are its only
+// registration, so a group costs one record per member per heartbeat,
+// whatever its roles. Every HeartbeatInterval/2, and at once when a
+// vacancy waits for it, the member computes [group.Assign] from its
+// source: the live members (a heartbeat naming the group seen within half
+// its span) and the roles' holders, its own holdings taken as it knows them.
+// The balance rules, in [Decide] (rule 0's inputs):
+//
+//   - A vacancy's candidates are the live members, owner first, then by
+//     [group.Score]; the member named in the lease that ended ranks last.
+//     Turns, deference and confirmations are rule 7's and 8's. Nobody is
+//     registered, so a challenge prunes nobody.
+//   - While the plan still names the member that let the role go as its
+//     owner (it died or left, and the plan is older than its going), the
+//     others wait for the next plan, at most a HeartbeatInterval.
+//   - A holder hands a role over (DoResign, [ReasonHandedOver]) once two
+//     plans in a row give it to another live member and it has held the
+//     role a LeaseDuration (a draining member at once).
+//   - A member not yet among the live members, or draining
+//     ([Member.Drain]), does not campaign; one that holds Group.Limit of
+//     the roles does not challenge for another.
+//   - A member warms up: for half a LeaseDuration after its first plan
+//     (none when that plan lists no other member) its heartbeats say it
+//     drains and it campaigns for nothing. Its new view reads the last
+//     heartbeat of a member that died before it started as just seen,
+//     and counts it until half a span passes; meanwhile the others would
+//     hand it roles its own plan gives to the dead member.
+//
+// A holder above its share keeps the roles it has held longest
+// ([group.AssignSince], by its leases' grant times): a member that
+// drains and comes back takes back what it held, which the others took
+// last. Why it does not oscillate: the assignment is sticky, and a holding in
+// which no member is above its share is its own assignment, so a member
+// hands a role over only to one below its share, and each move lowers the
+// excess; the two-plan rule keeps a view that lags behind a move from
+// moving the role again. A member that died without leaving is an owner
+// until half its heartbeat's span runs out; the LeaseDuration a holder keeps a
+// role outlasts that, so a survivor that took the role does not hand it
+// back to the dead owner. Why it does not win a role twice: members that
+// see the same members and holders compute the same owner, who alone
+// challenges at once; the others wait their turns a Stagger apart and
+// defer to a live owner. Views that differ can still make two members
+// challenge; the broker's fence keeps one holder, and the loser waits as
+// after any lost race (rule 6). See docs/GROUPS.md.
 //
 // # Safety
 //
@@ -123,22 +158,19 @@
 // role's transactional id, never on clocks: once AcquireEpoch has returned
 // a token, no write under an older token of the role becomes visible to
 // read_committed readers. Expiry, confirmations and the held-back rule
-// only make two believers, and needless handovers, rarer. What the fence
-// covers and what not: docs/DESIGN.md, sections "Safe without clocks" and
-// "What the fence does not cover".
+// only make two believers, and needless handovers, rarer. See
+// docs/DESIGN.md, "Safe without clocks" and "What the fence does not
+// cover".
 //
 // # Liveness
 //
 // How soon a dead holder is replaced rests on the settings and on the
 // members' monotonic clocks running at similar rates, never on wall clocks
-// agreeing: a holder stops on its own RenewDeadline after its last renewal
-// began, before any observer, counting the span from when it saw that
-// renewal, may take over. TransactionTimeout < LeaseDuration -
-// RenewInterval keeps a crashed member's open transaction from hiding a
-// healthy holder's renewals for a lease where the coordinator aborts it
-// at the timeout; Apache Kafka and Redpanda abort it up to their check
-// interval (10s by default) later. The bounds, and the defaults on a stock
-// broker: docs/DESIGN.md, section "Liveness: what bounds a vacancy".
+// agreeing: a holder stops HeartbeatDeadline after its last renewal began,
+// before any observer, counting from when it saw that renewal, may take
+// over. The bounds, and what a stock broker's late abort of a crashed
+// member's transaction costs: docs/DESIGN.md, "Liveness: what bounds a
+// vacancy".
 //
 // # Events, logs, metrics
 //

@@ -20,8 +20,7 @@ var (
 	ErrNotRunning = errors.New("the member is not running")
 
 	// ErrMemberInUse matches the [*MemberInUseError] that [Member.Run]
-	// returns when another live process runs under the member's id: the
-	// member left without disturbing it.
+	// returns when another live process runs under the member's id.
 	ErrMemberInUse = errors.New("the member id is in use by another live process")
 
 	// ErrAlreadyRun is returned by a second call of [Member.Run]: a Member
@@ -29,8 +28,7 @@ var (
 	ErrAlreadyRun = errors.New("the member has already been run")
 
 	// ErrOverloaded is the cause of a call the Member gave up on before it
-	// began: it waited for one of its Settings.MaxInFlight call slots
-	// longer than the call's budget. Logged, and counted as a failure of
-	// the call (the role backs off).
+	// began, after waiting too long for a call slot (Settings.MaxInFlight);
+	// logged, and a failure of the call (the role backs off).
 	ErrOverloaded = errors.New("the member's calls are all in flight")
 )

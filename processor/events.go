@@ -13,57 +13,36 @@ type Reason string
 // The revocation reasons.
 const (
 	// ReasonFenced: a later member took the role: the member session's
-	// round found the role's token moved at its coordinator
-	// (DescribeMany), the broker refused a lease rewrite
-	// (fencing.ErrFenced), the transport forgot the token because a write
-	// under it was fenced (fencing.ErrNotHeld, not a retirement), or the
-	// view showed a lease under a newer epoch of the token. Also when the
-	// round found the role's transactional id unknown to its coordinator
-	// (expired under the holding): then nobody else holds the role, and
-	// the member takes it back at once, under a new token. Also when
-	// another process under the member id took the member session over
-	// (see [ErrMemberInUse]).
+	// round found its token moved, the broker refused a lease rewrite, the
+	// transport forgot the token after a fenced write, or the view showed
+	// a newer token. Also when the role's transactional id expired under
+	// the holding (nobody holds it: rule 5 of [Decide]), and when another
+	// process took the member session over ([ErrMemberInUse]).
 	ReasonFenced Reason = "fenced"
-	// ReasonLeaseLost: no renewal (a member session round that vouched
-	// for the role, or a lease write) succeeded within RenewDeadline, so
-	// the holder stopped on its own before anybody could take the role.
-	// Also when the member session's incarnation ended under the holding
-	// (a heartbeat committed after the member's own deadline, or the
-	// session's producer id changed), and when the role's goroutine did
-	// not check in with the session for TransactionTimeout +
-	// RenewInterval (stuck: the heartbeats exclude the role).
+	// ReasonLeaseLost: no renewal succeeded within HeartbeatDeadline, so the
+	// holder stopped on its own; also when the session's incarnation ended
+	// under the holding, or the role's goroutine stopped checking in.
 	ReasonLeaseLost Reason = "lease lost"
 	// ReasonResigned: the holder handed the role over ([Member.Resign]).
 	ReasonResigned Reason = "resigned"
-	// ReasonContextEnded: the Member's context ended; unless KeepOnExit
-	// is set it resigned the role too.
+	// ReasonContextEnded: Run's context ended (and, unless KeepOnExit, the
+	// member let the role go).
 	ReasonContextEnded Reason = "context ended"
-	// ReasonWorkFailed: the work of [Member.Run] returned an error while
-	// the role was held; the member resigned the role (Event.Err is the
-	// error) and queues again after a campaign backoff that doubles with
-	// each consecutive failure (from RenewInterval, at most
-	// [MaxWorkBackoff]).
+	// ReasonWorkFailed: work returned an error (Event.Err); the member
+	// resigned, and campaigns again after a backoff (see [Member.Run]).
 	ReasonWorkFailed Reason = "work failed"
-	// ReasonTokenRetired: the transport retired the holding's token, so
-	// nothing can be written under it any more: a write under it got no
-	// definite answer (fencing.ErrUnknownOutcome), or the transport no
-	// longer holds it (fencing.ErrNotHeld: it retired it after such an
-	// answer or a fenced write through a Writer, Transact or a stream
-	// sharing the transport). The holding ends at once (Event.Err is the
-	// error of the lease rewrite, or the one the transport's
-	// fencing.TokenChecker reported). While the view still shows this member's own lease
-	// under that token, the member may challenge again at once: that
-	// fences only its former self.
+	// ReasonTokenRetired: the transport retired the holding's token after
+	// a write under it got no definite answer (Event.Err); the member may
+	// take its own lease back at once (rule 5 of [Decide]).
 	ReasonTokenRetired Reason = "token retired"
-	// ReasonDeregistered: while the member held the role, its
-	// registration was removed by someone else (`krole resign --member`,
-	// a tombstone on its key): it handed the role over as [Member.Resign]
-	// does (a release), and registers again at the back, as a pruned
-	// member does. It kept the holding renewed while its work stopped
-	// (the member session's heartbeats went on vouching for the role),
-	// and reports Revoked and releases once work has returned (see the
-	// package documentation).
+	// ReasonDeregistered: someone else removed the holder's registration
+	// (`krole resign --member`): it handed the role over as [Member.Resign]
+	// does, and registers again at the back.
 	ReasonDeregistered Reason = "deregistered"
+	// ReasonHandedOver: the member's [Group] assigns the role to another
+	// member (one joined, drains, or is below its share): the holder
+	// handed it over as [Member.Resign] does.
+	ReasonHandedOver Reason = "handed over"
 )
 
 // EventKind is the kind of an [Event].
@@ -73,14 +52,11 @@ type EventKind int
 const (
 	// Elected: this member took the role under Event.Token.
 	Elected EventKind = iota + 1
-	// Revoked: this member stopped holding the role (Event.Reason says
-	// why, Event.Err gives the cause when there is one).
+	// Revoked: this member stopped holding the role (Event.Reason, Err).
 	Revoked
-	// HolderChanged: the holder of the role, as this member judges it
-	// from its view, changed (another member, another token, or vacant),
-	// for observers. A lease counts until its span has passed since this
-	// member first saw it (see the package doc). It does not fire on
-	// renewals.
+	// HolderChanged: the holder as this member judges it from its view
+	// (rule 5 of [Decide]) changed: another member, another token, or
+	// vacant. Not on renewals.
 	HolderChanged
 )
 
@@ -117,14 +93,12 @@ type Event struct {
 	At time.Time
 	// Token is this member's token (Elected, Revoked).
 	Token codec.Token
-	// Fence is the holding's fencing number: [Held].Fence (Elected,
-	// Revoked), or the holder's as the view gives it
-	// (rolestate.State.Fence; HolderChanged, 0 when vacant).
+	// Fence is [Held].Fence (Elected, Revoked), or the holder's as the view
+	// gives it (HolderChanged; 0 when vacant).
 	Fence int64
 	// Reason is why the role was revoked (Revoked).
 	Reason Reason
-	// Err is the cause of a revocation when there is one: the fenced
-	// write's error, or the error work returned (Revoked).
+	// Err is the cause of a revocation, when there is one (Revoked).
 	Err error
 	// Holder is the lease of the holder as the view shows it, nil when
 	// the role is vacant (HolderChanged).

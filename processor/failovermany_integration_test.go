@@ -14,25 +14,8 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/faultnet"
-	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/processor"
 )
-
-// slowAcquire is a member's transport whose AcquireEpoch answers d late:
-// a candidate that takes many roles one after another, slowly.
-type slowAcquire struct {
-	*recTransport
-	d time.Duration
-}
-
-func (s slowAcquire) AcquireEpoch(ctx context.Context, role codec.Role) (codec.Token, error) {
-	select {
-	case <-time.After(s.d):
-	case <-ctx.Done():
-		return codec.Token{}, ctx.Err()
-	}
-	return s.recTransport.AcquireEpoch(ctx, role)
-}
 
 // A member that dies holding many roles leaves them all vacant at once,
 // and its survivors split them: each role goes to the candidate of the
@@ -44,22 +27,25 @@ func (s slowAcquire) AcquireEpoch(ctx context.Context, role codec.Role) (codec.T
 func TestIntegrationFailoverOfManyRolesIsSplitBySuccessor(t *testing.T) {
 	e := newEnv(t, itTxnTimeout)
 	s := itSettings()
-	roles := make([]codec.Role, 20)
-	for i := range roles {
-		roles[i] = codec.Role(fmt.Sprintf("many-%02d", i))
-	}
+	roles := roleNames("many-%02d", 20)
 	dying := s
 	dying.KeepOnExit = true // it writes nothing when it stops: a crash
 	a := e.start("node-a", roles, dying, nil)
 	for _, r := range roles {
 		awaitElected(t, e.rec, r, a.id, time.Time{}, 10*time.Second)
 	}
-	b := e.newNode("node-b")
-	b.src, b.via = e.view(), slowAcquire{b.tr, 400 * time.Millisecond}
-	e.launch(b, roles, processor.Options{Settings: s, Logger: testLog("node-b"), OnEvent: e.rec.onEvent}, nil, nil)
+	// node-c starts once node-b is a candidate of every role, so that
+	// the two rank in this order however the two starts are scheduled.
+	b := e.start("node-b", roles, s, nil, slowAcquire(400*time.Millisecond))
+	for _, r := range roles {
+		await(t, 10*time.Second, "b is a candidate of "+string(r), func() bool {
+			cs := e.candidates(r)
+			return len(cs) == 2 && cs[1] == b.id
+		})
+	}
 	c := e.start("node-c", roles, s, nil)
 	for _, r := range roles {
-		await(t, 5*time.Second, "b and c are candidates of "+string(r), func() bool {
+		await(t, 10*time.Second, "b and c are candidates of "+string(r), func() bool {
 			cs := e.candidates(r)
 			return len(cs) == 3 && cs[1] == b.id && cs[2] == c.id
 		})
@@ -147,10 +133,7 @@ func TestIntegrationMassFailoverElectsEachRoleOnce(t *testing.T) {
 func massFailover(t *testing.T, k, survivors int) {
 	e := newEnv(t, itTxnTimeout)
 	s := itSettings()
-	roles := make([]codec.Role, k)
-	for i := range roles {
-		roles[i] = codec.Role(fmt.Sprintf("mass-%03d", i))
-	}
+	roles := roleNames("mass-%03d", k)
 	dying := s
 	dying.KeepOnExit = true // it writes nothing when it stops: a crash
 	a := e.start("node-a", roles, dying, nil)
@@ -159,10 +142,9 @@ func massFailover(t *testing.T, k, survivors int) {
 	}
 	var nodes []*node
 	for i := range survivors {
-		n := e.newNode(codec.MemberID(fmt.Sprintf("node-%c", 'b'+i)))
-		n.src, n.via = e.view(), slowAcquire{n.tr, 300 * time.Millisecond}
-		own := codec.Role("own-" + string(n.id))
-		e.launch(n, append([]codec.Role{own}, roles...), processor.Options{Settings: s, Logger: testLog(string(n.id)), OnEvent: e.rec.onEvent}, nil, nil)
+		id := codec.MemberID(fmt.Sprintf("node-%c", 'b'+i))
+		own := codec.Role("own-" + string(id))
+		n := e.start(id, append([]codec.Role{own}, roles...), s, nil, slowAcquire(300*time.Millisecond))
 		awaitElected(t, e.rec, own, n.id, time.Time{}, 10*time.Second)
 		nodes = append(nodes, n)
 	}
@@ -246,10 +228,42 @@ func longestOverlap(rec *recorder, roles []codec.Role) time.Duration {
 	return longest
 }
 
-// leasesAfter reads the role topic through another client (franz-go,
-// read_committed) and returns, for each role of after, the tokens of the
-// leases (releases left out) written at offsets past after's.
+// leasesAfter reads the role topic through another client (eachLease)
+// and returns, for each role of after, the tokens of the leases (releases
+// left out) written at offsets past after's.
 func leasesAfter(t *testing.T, e *env, after map[codec.Role]int64) map[codec.Role][]codec.Token {
+	t.Helper()
+	out := map[codec.Role][]codec.Token{}
+	for r := range after {
+		out[r] = nil
+	}
+	eachLease(t, e, func(role codec.Role, off int64, l codec.Lease) {
+		from, ok := after[role]
+		if !ok || off <= from || l.Released() {
+			return
+		}
+		if !slices.Contains(out[role], l.Token) {
+			out[role] = append(out[role], l.Token)
+		}
+	})
+	return out
+}
+
+// eachLease reads the role topic from the start through another client
+// (franz-go, read_committed) up to its end when called, and calls f with
+// every lease record (releases included), each role's in offset order.
+func eachLease(t *testing.T, e *env, f func(role codec.Role, off int64, l codec.Lease)) {
+	t.Helper()
+	eachRecord(t, e, func(k codec.Key, off int64, r codec.Record) {
+		if k.Kind == codec.KindLease && r.Lease != nil {
+			f(k.Role, off, *r.Lease)
+		}
+	})
+}
+
+// eachRecord is eachLease for every krole record, each partition's in
+// offset order.
+func eachRecord(t *testing.T, e *env, f func(k codec.Key, off int64, r codec.Record)) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(e.c.Config.Brokers...), kgo.ConsumeTopics(e.c.Config.Topic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -269,10 +283,6 @@ func leasesAfter(t *testing.T, e *env, after map[codec.Role]int64) map[codec.Rol
 		require.NoError(t, err)
 		ends[p] = r.Offset
 	}
-	out := map[codec.Role][]codec.Token{}
-	for r := range after {
-		out[r] = nil
-	}
 	seen := map[int32]bool{}
 	for len(seen) < len(ends) {
 		fs := cl.PollFetches(ctx)
@@ -282,23 +292,14 @@ func leasesAfter(t *testing.T, e *env, after map[codec.Role]int64) map[codec.Rol
 				seen[rec.Partition] = true
 			}
 			k, err := codec.DecodeKey(rec.Key)
-			if err != nil || k.Kind != codec.KindLease || rec.Value == nil {
+			if err != nil || rec.Value == nil {
 				return
 			}
-			from, ok := after[k.Role]
-			if !ok || rec.Offset <= from {
-				return
-			}
-			v, err := codec.DecodeRecord(rec.Value)
-			if err != nil || v.Lease == nil || v.Lease.Released() {
-				return
-			}
-			if !slices.Contains(out[k.Role], v.Lease.Token) {
-				out[k.Role] = append(out[k.Role], v.Lease.Token)
+			if v, err := codec.DecodeRecord(rec.Value); err == nil {
+				f(k, rec.Offset, v)
 			}
 		})
 	}
-	return out
 }
 
 // A member whose session stalls (its commits held past its renew
@@ -309,37 +310,23 @@ func leasesAfter(t *testing.T, e *env, after map[codec.Role]int64) map[codec.Rol
 // instead of taking some back: each role is elected once, and no two
 // members hold one at once.
 func TestIntegrationStalledSessionLosesItsRolesToOneMember(t *testing.T) {
-	c, fn := testcluster.StartFaulty(t, testcluster.Options{})
-	c.Config.TxnTimeout = itTxnTimeout
-	e := &env{t: t, c: c, rec: &recorder{}}
-	e.probe = e.transport()
-	e.obs = e.view()
+	e := newEnv(t, itTxnTimeout, withFaults())
 	s := itSettings()
-	roles := make([]codec.Role, 80)
-	for i := range roles {
-		roles[i] = codec.Role(fmt.Sprintf("stall-%02d", i))
-	}
-	saved := e.c.Config
-	e.c.Config.ClientID = clientIDOf("node-a")
-	a := e.start("node-a", roles, s, nil)
-	e.c.Config = saved
+	roles := roleNames("stall-%02d", 80)
+	a := e.start("node-a", roles, s, nil, ownClientID())
 	for _, r := range roles {
 		awaitElected(t, e.rec, r, a.id, time.Time{}, 20*time.Second)
 	}
-	b := e.newNode("node-b")
-	b.src, b.via = e.view(), slowAcquire{b.tr, 150 * time.Millisecond}
-	e.launch(b, roles, processor.Options{Settings: s, Logger: testLog("node-b"), OnEvent: e.rec.onEvent}, nil, nil)
+	b := e.start("node-b", roles, s, nil, slowAcquire(150*time.Millisecond))
 	for _, r := range roles {
 		await(t, 10*time.Second, "node-b a candidate of "+string(r), func() bool { return len(e.candidates(r)) == 2 })
 	}
 
 	stalled := time.Now()
-	hold := fn.Hold(faultnet.Rule{APIKey: int16(kmsg.EndTxn), Node: faultnet.AnyNode, ClientID: clientIDOf(a.id)})
+	hold := e.fn.Hold(faultnet.Rule{APIKey: int16(kmsg.EndTxn), Node: faultnet.AnyNode, ClientID: clientIDOf(a.id)})
 	t.Cleanup(hold.Release)
 	for _, r := range roles {
-		await(t, 10*time.Second, "node-a lost "+string(r), func() bool {
-			return len(e.rec.find(processor.Revoked, r, func(ev stamped) bool { return ev.Member == a.id })) > 0
-		})
+		awaitRevoked(t, e.rec, r, a.id, 10*time.Second, "node-a lost "+string(r))
 	}
 	hold.Release() // node-a's calls go through again: it could challenge
 	for _, r := range roles {

@@ -2,7 +2,6 @@ package processor_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -48,13 +47,12 @@ func TestIntegrationClockSkewNeitherEarlyNorLate(t *testing.T) {
 			role := codec.Role("skewed")
 			s := itSettings()
 			s.KeepOnExit = true
-			a := e.startClock("node-a", []codec.Role{role}, s, nil, offsetClock{c.holder})
-			holder, _ := e.soleHolder(role, 10*time.Second)
-			require.Equal(t, a.id, holder)
-			b := e.startClock("node-b", []codec.Role{role}, s, nil, offsetClock{c.candidate})
+			a, _ := e.holder("node-a", role, s, nil, onClock(offsetClock{c.holder}))
+			b := e.start("node-b", []codec.Role{role}, s, nil, onClock(offsetClock{c.candidate}))
 			e.awaitCandidate(role, b.id)
 
-			// Healthy: node-a renews; node-b must not take the role.
+			// Healthy: node-a renews; node-b must not take the role
+			// during three leases (a window on purpose).
 			time.Sleep(3 * s.LeaseDuration)
 			assert.Empty(t, e.rec.find(processor.Elected, role, func(ev stamped) bool { return ev.Member == b.id }),
 				"node-b challenged a healthy holder")
@@ -94,16 +92,9 @@ func TestIntegrationFrozenPartitionCausesNoElectionStorm(t *testing.T) {
 	roleB := codec.Role("steady")
 	parts := int32(3) // testcluster's default
 	p := codec.Partition(roleB, parts)
-	var roleA codec.Role
-	for i := 0; ; i++ {
-		if r := codec.Role(fmt.Sprintf("crashed-%d", i)); codec.Partition(r, parts) == p {
-			roleA = r
-			break
-		}
-	}
+	roleA := roleIn("crashed-%d", p, parts)
 
-	a := e.start("node-a", []codec.Role{roleB}, s, nil)
-	_, tokB := e.soleHolder(roleB, 10*time.Second)
+	a, tokB := e.holder("node-a", roleB, s, nil)
 	b := e.start("node-b", []codec.Role{roleB}, s, nil)
 	e.awaitCandidate(roleB, b.id)
 
@@ -121,7 +112,8 @@ func TestIntegrationFrozenPartitionCausesNoElectionStorm(t *testing.T) {
 	l := codec.Lease{Member: "node-x", Token: tokA, GrantedAt: time.Now().UnixMilli(), Deadline: time.Now().Add(freeze).UnixMilli()}
 	openAt := e.openLeaseWrite(trA, roleA, p, l)
 
-	// Through the freeze and a few leases after it.
+	// Through the freeze and a few leases after it: a window on purpose,
+	// in which a storm would show.
 	time.Sleep(freeze + 3*s.LeaseDuration)
 	elected := e.rec.find(processor.Elected, roleB, func(ev stamped) bool { return ev.Got.After(openAt) })
 	revoked := e.rec.find(processor.Revoked, roleB, nil)
@@ -198,32 +190,23 @@ func TestIntegrationLaggingViewDoesNotFenceAHealthyHolder(t *testing.T) {
 	e := newEnv(t, itTxnTimeout)
 	role := codec.Role("lagged")
 	s := itSettings()
-	a := e.start("node-a", []codec.Role{role}, s, nil)
-	holder, tokA := e.soleHolder(role, 10*time.Second)
-	require.Equal(t, a.id, holder)
+	a, tokA := e.holder("node-a", role, s, nil)
 
-	src := &staleSource{View: e.view()}
-	m, err := processor.New(&recTransport{BrokerTransport: e.transport(), rec: e.rec, member: "node-b"}, src, "node-b",
-		[]codec.Role{role}, processor.Options{Settings: s, Logger: testLog("node-b"), OnEvent: e.rec.onEvent})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		assert.NoError(t, m.Run(ctx, nil))
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
+	var src *staleSource
+	e.candidate("node-b", role, s, nil, sourceFrom(func(v *view.View) processor.Source {
+		src = &staleSource{View: v}
+		return src
+	}))
+	var st rolestate.State
+	await(t, 5*time.Second, "node-b's own view shows its registration", func() bool {
+		var err error
+		st, err = src.View.Role(e.ctx(5*time.Second), role)
+		require.NoError(t, err)
+		return st.Rank("node-b") >= 0
 	})
-	e.awaitCandidate(role, codec.MemberID("node-b"))
-	time.Sleep(s.RenewInterval) // node-b's own view shows its registration
-	st, err := src.View.Role(e.ctx(5*time.Second), role)
-	require.NoError(t, err)
-	require.GreaterOrEqual(t, st.Rank("node-b"), 0)
 	src.freeze(st)
 
-	time.Sleep(4 * s.LeaseDuration)
+	time.Sleep(4 * s.LeaseDuration) // on purpose: the frozen view sees the lease expire
 	assert.Empty(t, e.rec.find(processor.Elected, role, func(ev stamped) bool { return ev.Member == "node-b" }),
 		"node-b challenged a healthy holder from its stale view")
 	assert.Empty(t, e.rec.find(processor.Revoked, role, nil), "node-a lost the role while healthy")

@@ -129,7 +129,7 @@ func TestLostRaceWaitsFromTheRefusal(t *testing.T) {
 // While the confirmation shows the partition held back by another
 // producer's open transaction (another role's), a lease that looks expired
 // may have been renewed behind it: no challenge; the member confirms again
-// every RenewInterval. Once the transaction is gone and the lease is still
+// every HeartbeatInterval. Once the transaction is gone and the lease is still
 // the same record, it challenges.
 func TestHeldBackPartitionNoChallengeOnFrozenTime(t *testing.T) {
 	h := newHarness(t, "b", Settings{})
@@ -144,7 +144,7 @@ func TestHeldBackPartitionNoChallengeOnFrozenTime(t *testing.T) {
 	for i := range 5 {
 		a := h.settle()
 		assert.Equal(t, DoWait, a.Kind)
-		assert.Equal(t, h.clk.Now().Add(2*sec), a.Until, "frozen: confirms again a renew interval later")
+		assert.Equal(t, h.clk.Now().Add(2*sec), a.Until, "frozen: confirms again a heartbeat interval later")
 		assert.Contains(t, a.Reason, "open transaction of producer 77")
 		assert.Equal(t, i+2, h.src.confirmed())
 		h.clk.Set(a.Until)
@@ -180,7 +180,7 @@ func TestLostChallengeWaitsForANewerLease(t *testing.T) {
 }
 
 // Work that fails at once makes the member resign; it campaigns again
-// after a backoff that doubles from RenewInterval, so it does not mint a
+// after a backoff that doubles from HeartbeatInterval, so it does not mint a
 // new epoch every few seconds.
 func TestRunWorkThatAlwaysFailsBacksOffCampaigning(t *testing.T) {
 	h := newHarness(t, "a", Settings{})
@@ -346,10 +346,10 @@ func TestWatchWakesARoleWhenTheCandidateAheadStops(t *testing.T) {
 		}
 	}
 	h.clk.waitTimers(1)
-	h.clk.Advance(s.RenewInterval) // a's heartbeat is one interval old
+	h.clk.Advance(s.HeartbeatInterval) // a's heartbeat is one interval old
 	h.clk.waitTimers(1)
 	assert.False(t, woken(), "a is alive")
-	h.clk.Advance(s.RenewInterval) // two intervals: a stopped
+	h.clk.Advance(s.HeartbeatInterval) // two intervals: a stopped
 	h.clk.waitTimers(1)
 	assert.True(t, woken(), "a stopped heartbeating: b decides again")
 	assert.Empty(t, h.r.m.prog.deferred, "woken once")

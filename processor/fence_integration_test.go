@@ -30,7 +30,7 @@ func TestIntegrationFenceIsTheFirstLeaseOffset(t *testing.T) {
 	elA := awaitElected(t, e.rec, role, a.id, time.Time{}, 10*time.Second)
 
 	// A lease rewrite (the holder's value changed, or hourly).
-	require.NoError(t, a.m.RenewNow(role))
+	require.NoError(t, a.m.RewriteLease(role))
 	await(t, 5*time.Second, "node-a's lease rewrite", func() bool {
 		w, ok := e.rec.lastWrite(role, a.id)
 		return ok && w.Token == elA.Token && w.Lease.Fence != 0

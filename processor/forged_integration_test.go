@@ -15,28 +15,36 @@ import (
 	"github.com/krabka/krole/processor"
 )
 
-// forger is a stranger with Write on the role topic and on a
-// transactional id of its own (not the role's): it commits leases of the
-// role in transactions under that id, each naming its own producer id and
-// epoch, so that the record batch matches the token the lease names.
+// forger is a stranger with Write on the role topic and, when it has
+// one, on a transactional id of its own (not the role's): it commits
+// records in transactions under that id, each batch naming its own
+// producer id and epoch (tok), or appends them plainly when it has none.
 type forger struct {
 	t     *testing.T
 	e     *env
 	cl    *kgo.Client
+	txn   bool
 	tok   codec.Token
 	parts int32
 }
 
+// newForger is a forger under txnID ("": a plain producer).
 func newForger(t *testing.T, e *env, txnID string) *forger {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.c.Config.Brokers...), kgo.TransactionalID(txnID),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MaxVersions(kversion.V3_9_0()))
+	opts := []kgo.Opt{kgo.SeedBrokers(e.c.Config.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner())}
+	if txnID != "" {
+		opts = append(opts, kgo.TransactionalID(txnID), kgo.MaxVersions(kversion.V3_9_0()))
+	}
+	cl, err := kgo.NewClient(opts...)
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
-	ctx := e.ctx(20 * time.Second)
-	pid, epoch, err := cl.ProducerID(ctx)
-	require.NoError(t, err)
-	return &forger{t: t, e: e, cl: cl, tok: codec.Token{ProducerID: pid, Epoch: epoch}, parts: partitionsOf(t, e)}
+	f := &forger{t: t, e: e, cl: cl, txn: txnID != "", parts: partitionsOf(t, e)}
+	if f.txn {
+		pid, epoch, err := cl.ProducerID(e.ctx(20 * time.Second))
+		require.NoError(t, err)
+		f.tok = codec.Token{ProducerID: pid, Epoch: epoch}
+	}
+	return f
 }
 
 // partitionsOf returns the number of partitions of the role topic.
@@ -52,17 +60,27 @@ func partitionsOf(t *testing.T, e *env) int32 {
 	return int32(len(parts))
 }
 
-// commit commits lease l of role in one transaction.
+// commit commits lease l of role.
 func (f *forger) commit(role codec.Role, l codec.Lease) {
+	f.t.Helper()
+	f.write(codec.Partition(role, f.parts), codec.LeaseKey(role).Encode(), codec.Record{Lease: &l})
+}
+
+// write commits r under key to partition p, in one transaction when f has
+// a transactional id.
+func (f *forger) write(p int32, key []byte, r codec.Record) {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	b, err := codec.EncodeRecord(codec.Record{Lease: &l})
+	b, err := codec.EncodeRecord(r)
 	require.NoError(f.t, err)
-	require.NoError(f.t, f.cl.BeginTransaction())
-	rec := &kgo.Record{Topic: f.e.c.Config.Topic, Partition: codec.Partition(role, f.parts), Key: codec.LeaseKey(role).Encode(), Value: b}
-	require.NoError(f.t, f.cl.ProduceSync(ctx, rec).FirstErr())
-	require.NoError(f.t, f.cl.EndTransaction(ctx, kgo.TryCommit))
+	if f.txn {
+		require.NoError(f.t, f.cl.BeginTransaction())
+	}
+	require.NoError(f.t, f.cl.ProduceSync(ctx, &kgo.Record{Topic: f.e.c.Config.Topic, Partition: p, Key: key, Value: b}).FirstErr())
+	if f.txn {
+		require.NoError(f.t, f.cl.EndTransaction(ctx, kgo.TryCommit))
+	}
 }
 
 // Forged releases: three members of a role; a stranger commits a
@@ -78,10 +96,9 @@ func TestIntegrationForgedReleasesCauseNoElections(t *testing.T) {
 	e := newEnv(t, itTxnTimeout)
 	role := codec.Role("forged-releases")
 	s := itSettings()
-	a, _, tok := e.holderAndCandidate(role, s)
-	c := e.start("node-c", []codec.Role{role}, s, nil)
-	e.awaitCandidate(role, c.id)
-	time.Sleep(viewWarmup)
+	a, b, tok := e.holderAndCandidate(role, s)
+	c := e.candidate("node-c", role, s, nil)
+	e.awaitLive(role, a, b, c)
 
 	forgers := []*forger{newForger(t, e, "app-orders"), newForger(t, e, e.c.Config.TransactionalID("other"))}
 	until := time.Now().Add(3 * s.LeaseDuration)
@@ -90,10 +107,15 @@ func TestIntegrationForgedReleasesCauseNoElections(t *testing.T) {
 		f := forgers[n%len(forgers)]
 		f.commit(role, codec.ReleaseLease(a.id, f.tok))
 		n++
-		time.Sleep(s.RenewInterval / 2)
+		time.Sleep(s.HeartbeatInterval / 2) // the forger's pace, on purpose
 	}
-	// A renewal after the last release: every forged release is behind it.
-	time.Sleep(2 * s.RenewInterval)
+	// Every member's view has read every forged release; then two
+	// heartbeat intervals on purpose, in which a challenge one provoked
+	// would show.
+	for _, m := range []*node{a, b, c} {
+		require.NoError(t, m.src.WaitCaughtUp(e.ctx(10*time.Second)))
+	}
+	time.Sleep(2 * s.HeartbeatInterval)
 	assert.Equal(t, map[codec.MemberID]codec.Token{a.id: tok}, e.rec.holders(role), "the holder keeps the role under its token")
 	assert.Len(t, e.rec.find(processor.Elected, role, func(stamped) bool { return true }), 1, "no election after the first (%d forged releases)", n)
 	assert.Equal(t, tok, e.describe(role))
@@ -115,7 +137,7 @@ func TestIntegrationForgedGhostLeaseDoesNotStopSuccession(t *testing.T) {
 	s := itSettings()
 	s.KeepOnExit = true
 	a, b, _ := e.holderAndCandidate(role, s)
-	time.Sleep(viewWarmup)
+	e.awaitLive(role, a, b)
 
 	f := newForger(t, e, e.c.Config.TransactionalID("other"))
 	crashed := time.Now()

@@ -63,8 +63,8 @@ func newHarness(t *testing.T, me codec.MemberID, s Settings) *harness {
 	h := &harness{t: t, me: me, tr: fencingtest.NewMockTransport(t), clk: newFakeClock(),
 		src: newFakeSource(state(role, nil, 0)), reg: prometheus.NewRegistry(),
 		minted: map[codec.Role]codec.Token{}, described: map[codec.Role]fencing.Described{}}
-	if s.RenewJitter == 0 {
-		s.RenewJitter = -1 // renewals exactly at RenewInterval, as the tests expect
+	if s.HeartbeatJitter == 0 {
+		s.HeartbeatJitter = -1 // renewals exactly at HeartbeatInterval, as the tests expect
 	}
 	m, err := New(echoTransport{h.tr, h}, h.src, me, []codec.Role{role}, Options{
 		Settings: s, Clock: h.clk, Registerer: h.reg, OnEvent: h.record, Logger: testLogger(t),

@@ -5,19 +5,19 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/rolestate"
 )
 
 // InstanceRegisterer is a transport that writes the registering
-// process's instance into registrations ([codec.Registration].Instance),
-// as [fencing.BrokerTransport] does. A [Member] on one draws an instance
-// ([NewInstance]) and refuses to run beside another live process under
-// its member id (see the package documentation, "One process per member
-// id"); on any other transport it registers through Register and does
-// not tell such processes apart.
+// process's instance into registrations, as [fencing.BrokerTransport]
+// does. A [Member] on one refuses to run beside another live process
+// under its id (see "One process per member id" in the package doc).
 type InstanceRegisterer interface {
 	RegisterInstance(ctx context.Context, role codec.Role, member codec.MemberID, instance string) (int64, error)
 }
@@ -39,16 +39,14 @@ func NewInstance() string {
 }
 
 // MemberInUseError is what [Member.Run] returns when another live process
-// runs under the member's id: the member left without disturbing it (it
-// wrote no tombstone, no release of the other's holding, no lease). It
-// matches [ErrMemberInUse].
+// runs under the member's id; the member left without writing anything
+// for it. It matches [ErrMemberInUse].
 type MemberInUseError struct {
 	Member codec.MemberID
 	// Role is the role whose records showed the other process.
 	Role codec.Role
-	// Instance is this process's instance; Other the other's, as its
-	// registration names it ("NONCE@HOST/PID"), or "" when the record
-	// that showed it names none (a lease, or an older writer).
+	// Instance is this process's instance; Other the other's, or "" when
+	// the record that showed it names none.
 	Instance, Other string
 	// Evidence says what showed the other process live.
 	Evidence string
@@ -77,7 +75,7 @@ func (m *Member) refuse(err *MemberInUseError) {
 	stop := m.stop
 	m.mu.Unlock()
 	if first {
-		// Info: the error is Run's, for its caller to report.
+		// Info: the error is Run's to report.
 		m.log.Info("another live process runs under this member id; leaving without writing", "err", err.Error())
 	}
 	if stop != nil {
@@ -98,93 +96,102 @@ type instanceWatch struct {
 	leaseOff int64     // the role's lease offset then
 }
 
-// checkInstance applies the rules of one process per member id (see the
-// package documentation) at now, before the succession rules. It returns
-// the action to take instead of theirs, and true; or false when the
-// succession rules decide.
-func (r *runner) checkInstance(now time.Time) (Action, bool) {
-	if r.m.inst == "" {
+// instanceRules are a role's rules of one process per member id
+// (docs/DESIGN.md, "One process per member id"), and what they remember.
+type instanceRules struct {
+	m    *Member
+	role codec.Role
+
+	minted       []codec.Token  // tokens this process minted for the role
+	baseLeaseOff int64          // the role's lease offset when this process first read it
+	ownSeenAt    time.Time      // when the view first showed this process's own registration
+	reassertedAt time.Time      // when it last registered again to answer another instance
+	watch        *instanceWatch // another instance's registration watched at the start
+}
+
+// mint records a token this process minted for the role.
+func (ir *instanceRules) mint(tok codec.Token) {
+	ir.minted = append(ir.minted, tok)
+}
+
+func (ir *instanceRules) logger() *slog.Logger { return ir.m.log.With("role", string(ir.role)) }
+
+// verdict applies the rules at now to st (registered: this process's live
+// registration, -1 none). It returns the action to take instead of
+// Decide's and true, or false when Decide decides (rule 0).
+func (ir *instanceRules) verdict(st rolestate.State, registered int64, holding bool, now time.Time) (Action, bool) {
+	if ir.m.inst == "" {
 		return Action{}, false
 	}
 	inUse := func(other, evidence string) (Action, bool) {
-		r.m.refuse(&MemberInUseError{Member: r.m.me, Role: r.role, Instance: r.m.inst, Other: other, Evidence: evidence})
-		return Action{Kind: DoWait, Until: now.Add(r.m.s.LeaseDuration), Reason: "refused: " + evidence}, true
+		ir.m.refuse(&MemberInUseError{Member: ir.m.me, Role: ir.role, Instance: ir.m.inst, Other: other, Evidence: evidence})
+		return Action{Kind: DoWait, Until: now.Add(ir.m.s.LeaseDuration), Reason: "refused: " + evidence}, true
 	}
-	// A lease of this member id written since this process started,
-	// under a token it did not mint, while it holds nothing: another
-	// process holds the role under its id.
-	if l := r.st.Lease; l != nil && r.hold == nil && l.Member == r.m.me && !l.Released() &&
-		r.st.LeaseOffset > r.baseLeaseOff && !r.minted[l.Token] {
+	// A lease of this id since the start, under a token not minted here.
+	if l := st.Lease; l != nil && !holding && l.Member == ir.m.me && !l.Released() &&
+		st.LeaseOffset > ir.baseLeaseOff && !slices.Contains(ir.minted, l.Token) {
 		other := ""
-		if c, ok := candidate(r.st, r.m.me); ok && c.Instance != r.m.inst {
+		if c, ok := candidate(st, ir.m.me); ok && c.Instance != ir.m.inst {
 			other = c.Instance
 		}
 		return inUse(other, fmt.Sprintf("it wrote a lease under token %s, which this process did not mint", l.Token))
 	}
-	c, ok := candidate(r.st, r.m.me)
-	if ok && c.Instance == r.m.inst && c.Offset == r.l.registered && r.ownSeenAt.IsZero() {
-		r.ownSeenAt = now
+	c, ok := candidate(st, ir.m.me)
+	if ok && c.Instance == ir.m.inst && c.Offset == registered && ir.ownSeenAt.IsZero() {
+		ir.ownSeenAt = now
 	}
-	if w := r.watch; w != nil {
+	if w := ir.watch; w != nil {
 		switch {
 		case !ok:
-			r.watch = nil // the other left (or was pruned): the id is free
-			r.log.Info("the other instance's registration is gone; joining", "other", w.other)
+			ir.watch = nil // the other left (or was pruned): the id is free
+			ir.logger().Info("the other instance's registration is gone; joining", "other", w.other)
 			return Action{}, false
-		case c.Offset > w.regOff && c.Instance != r.m.inst:
-			// (A registration of this process's own instance is no sign
-			// of the other's life: a register call it gave up on, which
-			// committed later. The watch goes on; the rules then adopt
-			// it.)
+		case c.Offset > w.regOff && c.Instance != ir.m.inst:
+			// (Its own instance's late registration is no sign of life.)
 			return inUse(c.Instance, "it registered again within a lease of this process's start")
-		case now.Before(w.from.Add(r.m.s.LeaseDuration)):
-			return Action{Kind: DoWait, Until: w.from.Add(r.m.s.LeaseDuration),
+		case now.Before(w.from.Add(ir.m.s.LeaseDuration)):
+			return Action{Kind: DoWait, Until: w.from.Add(ir.m.s.LeaseDuration),
 				Reason: "another instance's registration of this member id: watching it for a lease before taking the id over"}, true
 		}
-		r.watch = nil
-		r.log.Warn("taking over the member id: its other instance showed no sign of life for a lease", "other", w.other, "lease", r.m.s.LeaseDuration)
+		ir.watch = nil
+		ir.logger().Warn("taking over the member id: its other instance showed no sign of life for a lease", "other", w.other, "lease", ir.m.s.LeaseDuration)
 		return Action{}, false
 	}
-	// A registration of this member id by another instance, newer than
-	// this process's own.
-	if !ok || c.Instance == "" || c.Instance == r.m.inst || c.Offset <= r.l.registered {
+	// Another instance's registration, newer than this process's.
+	if !ok || c.Instance == "" || c.Instance == ir.m.inst || c.Offset <= registered {
 		return Action{}, false
 	}
-	if r.l.registered < 0 && r.ownSeenAt.IsZero() && r.hold == nil {
+	if registered < 0 && ir.ownSeenAt.IsZero() && !holding {
 		// At the start (or never registered yet): watch it for a lease.
-		r.watch = &instanceWatch{other: c.Instance, from: now, regOff: c.Offset, leaseOff: r.st.LeaseOffset}
-		r.log.Info("another instance's registration of this member id: watching it for a lease before taking the id over",
+		ir.watch = &instanceWatch{other: c.Instance, from: now, regOff: c.Offset, leaseOff: st.LeaseOffset}
+		ir.logger().Info("another instance's registration of this member id: watching it for a lease before taking the id over",
 			"other", c.Instance, "offset", c.Offset)
-		return Action{Kind: DoWait, Until: now.Add(r.m.s.LeaseDuration), Reason: "watching another instance's registration"}, true
+		return Action{Kind: DoWait, Until: now.Add(ir.m.s.LeaseDuration), Reason: "watching another instance's registration"}, true
 	}
-	// Registered after this process: a newcomer took the id over. This
-	// process answers by registering again, which refuses the newcomer,
-	// if it has been the id's live instance for a lease and has not done
-	// so within the last lease; otherwise it is the newcomer, or the two
-	// contend, and it leaves.
-	if r.ownSeenAt.IsZero() || now.Sub(r.ownSeenAt) < r.m.s.LeaseDuration {
+	// A newcomer: registering again refuses it, if this process has been
+	// the id's live instance for a lease and not answered within one;
+	// otherwise this process leaves.
+	if ir.ownSeenAt.IsZero() || now.Sub(ir.ownSeenAt) < ir.m.s.LeaseDuration {
 		return inUse(c.Instance, "it registered after this process, which had run under the id for less than a lease")
 	}
-	if !r.reassertedAt.IsZero() && now.Sub(r.reassertedAt) < r.m.s.LeaseDuration {
+	if !ir.reassertedAt.IsZero() && now.Sub(ir.reassertedAt) < ir.m.s.LeaseDuration {
 		return inUse(c.Instance, "it registered again after this process answered it")
 	}
-	r.reassertedAt = now
-	r.log.Warn("another instance registered this member id; registering again, which tells it this one is live",
+	ir.reassertedAt = now
+	ir.logger().Warn("another instance registered this member id; registering again, which tells it this one is live",
 		"other", c.Instance, "offset", c.Offset)
 	return Action{Kind: DoRegister, Reason: "another instance registered this member id after this one"}, true
 }
 
 // ownsKey reports whether the registration of this member id that a
-// deregistration would remove is this process's: with instances, the
-// newest registration of the id it knows of is one it wrote (or adopted,
-// one written without an instance).
-func (r *runner) ownsKey() bool {
-	if r.m.inst == "" {
+// deregistration would remove is this process's (or one it adopted).
+func (ir *instanceRules) ownsKey(st rolestate.State, registered int64) bool {
+	if ir.m.inst == "" {
 		return true
 	}
-	c, ok := candidate(r.st, r.m.me)
+	c, ok := candidate(st, ir.m.me)
 	if !ok {
-		return r.l.registered >= 0
+		return registered >= 0
 	}
-	return c.Instance == r.m.inst || c.Offset <= r.l.registered
+	return c.Instance == ir.m.inst || c.Offset <= registered
 }

@@ -15,12 +15,12 @@ import (
 
 // startErr starts a member as start does, but hands Run's error to the
 // test instead of asserting it is nil.
+// Its events are not recorded.
 func (e *env) startErr(id codec.MemberID, roles []codec.Role, s processor.Settings) (*node, <-chan error) {
 	e.t.Helper()
-	n := e.newNode(id)
-	n.src = e.view()
 	errc := make(chan error, 1)
-	e.launch(n, roles, processor.Options{Settings: s, Logger: testLog(string(id) + "-2")}, nil, errc)
+	n := e.start(id, roles, s, nil, runErrTo(errc),
+		withOptions(func(o *processor.Options) { o.OnEvent, o.Logger = nil, testLog(string(id)+"-2") }))
 	return n, errc
 }
 
@@ -100,7 +100,7 @@ func TestIntegrationSecondInstanceOfACandidateIsRefused(t *testing.T) {
 	_, tok := e.settled(role, 10*time.Second)
 	c := e.start("node-3", []codec.Role{role}, s, nil)
 	e.awaitCandidate(role, c.id)
-	time.Sleep(s.LeaseDuration) // c has been the id's instance for a lease
+	time.Sleep(s.LeaseDuration) // on purpose: c has been the id's instance for a lease
 
 	_, errc := e.startErr("node-3", []codec.Role{role}, s)
 	awaitRefused(t, errc, c.m.Instance())

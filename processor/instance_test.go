@@ -52,7 +52,7 @@ func newInstanceHarness(t *testing.T, me codec.MemberID) *harness {
 	h := &harness{t: t, me: me, tr: fencingtest.NewMockTransport(t), clk: newFakeClock(),
 		src: newFakeSource(state(role, nil, 0)), reg: prometheus.NewRegistry(), open: -1,
 		minted: map[codec.Role]codec.Token{}, described: map[codec.Role]fencing.Described{}}
-	s := Settings{RenewJitter: -1}
+	s := Settings{HeartbeatJitter: -1}
 	m, err := New(instTransport{echoTransport{h.tr, h}}, h.src, me, []codec.Role{role}, Options{
 		Settings: s, Clock: h.clk, Registerer: h.reg, OnEvent: h.record, Logger: testLogger(t),
 	})
@@ -60,7 +60,7 @@ func newInstanceHarness(t *testing.T, me codec.MemberID) *harness {
 	require.NotEmpty(t, m.Instance())
 	h.m, h.r = m, m.runners[role]
 	h.m.sess.vetDone() // no Run: nothing to vet
-	h.r.baseLeaseOff = -1
+	h.r.inst.baseLeaseOff = -1
 	h.src.confirm = func(codec.Role) (rolestate.Confirmed, error) {
 		return rolestate.Confirmed{State: h.r.st.Clone(), OpenProducerID: -1}, nil
 	}
@@ -99,7 +99,7 @@ func TestInstanceLeaseOfTheOtherRefuses(t *testing.T) {
 	h := newInstanceHarness(t, "a")
 	tok := codec.Token{ProducerID: 7, Epoch: 3}
 	h.see(withInstance(state(role, leaseOf("a", tok, t0, DefaultLeaseDuration), 4, "b", 1), "a", 2, "old@host/1"))
-	h.r.baseLeaseOff = 4
+	h.r.inst.baseLeaseOff = 4
 	assert.Equal(t, DoWait, h.step().Kind)
 	assert.Nil(t, h.refusal(), "the lease it found at its start says nothing of life")
 	h.clk.Set(t0.Add(time.Second))

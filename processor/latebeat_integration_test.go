@@ -13,7 +13,6 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/faultnet"
-	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/processor"
 )
 
@@ -159,19 +158,12 @@ type sessionRecord struct {
 // (3s, real time) only has to outlast the few steps between the hold and
 // the delivery, or kfake would abort the heartbeat instead.
 func TestIntegrationUnansweredLateHeartbeatEndsTheIncarnation(t *testing.T) {
-	c, fn := testcluster.StartFaulty(t, testcluster.Options{})
 	s := itSettings()
-	s.LeaseDuration, s.RenewInterval, s.RenewDeadline, s.TransactionTimeout = 5*time.Second, time.Second, 4*time.Second, 3*time.Second
-	c.Config.TxnTimeout = s.TransactionTimeout
-	e := &env{t: t, c: c, rec: &recorder{}}
-	e.probe = e.transport()
-	e.obs = e.view()
+	s.LeaseDuration, s.HeartbeatInterval, s.HeartbeatDeadline, s.TransactionTimeout = 5*time.Second, time.Second, 4*time.Second, 3*time.Second
+	e := newEnv(t, s.TransactionTimeout, withFaults())
 	role := codec.Role("late-beat")
 	clk := newJumpClock()
-	saved := e.c.Config
-	e.c.Config.ClientID = clientIDOf("node-a")
-	a := e.startClock("node-a", []codec.Role{role}, s, nil, clk)
-	e.c.Config = saved
+	a := e.start("node-a", []codec.Role{role}, s, nil, onClock(clk), ownClientID())
 	ctx := e.ctx(60 * time.Second)
 
 	el := awaitElected(t, e.rec, role, a.id, time.Time{}, 10*time.Second)
@@ -185,17 +177,15 @@ func TestIntegrationUnansweredLateHeartbeatEndsTheIncarnation(t *testing.T) {
 
 	// The next heartbeat's commit is held; then the member's clock jumps
 	// past its deadline, ending the heartbeat's wait for an answer.
-	endTxn := fn.Hold(faultnet.Rule{APIKey: int16(kmsg.EndTxn), Node: faultnet.AnyNode, ClientID: clientIDOf(a.id), Count: 1})
+	endTxn := e.fn.Hold(faultnet.Rule{APIKey: int16(kmsg.EndTxn), Node: faultnet.AnyNode, ClientID: clientIDOf(a.id), Count: 1})
 	t.Cleanup(endTxn.Release)
 	require.NoError(t, endTxn.Wait(ctx, 1), "node-a's next heartbeat commits")
-	inits := fn.Hold(faultnet.Rule{APIKey: int16(kmsg.InitProducerID), Node: faultnet.AnyNode, ClientID: clientIDOf(a.id)})
+	inits := e.fn.Hold(faultnet.Rule{APIKey: int16(kmsg.InitProducerID), Node: faultnet.AnyNode, ClientID: clientIDOf(a.id)})
 	t.Cleanup(inits.Release)
 	last, _ = e.rec.lastBeat(a.id)
-	clk.Jump(s.RenewDeadline)
+	clk.Jump(s.HeartbeatDeadline)
 	require.NoError(t, endTxn.WaitOrphaned(ctx, 1), "node-a gave up on the commit")
-	await(t, 5*time.Second, "node-a's holding ends at its deadline", func() bool {
-		return len(e.rec.find(processor.Revoked, role, func(ev stamped) bool { return ev.Member == a.id })) > 0
-	})
+	awaitRevoked(t, e.rec, role, a.id, 5*time.Second, "node-a's holding ends at its deadline")
 
 	// The commit lands after the deadline; its answer goes nowhere.
 	endTxn.Release()

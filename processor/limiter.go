@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/krabka/krole/codec"
@@ -13,32 +14,22 @@ import (
 type priority int
 
 const (
-	// prioRenew: lease rewrites (the member session's heartbeats take no
-	// slot). Not for the rewrite's own sake, which has hours to spare: it
-	// waits on the role's goroutine, which meanwhile takes no vouch from
-	// the session, so a wait behind the member's queued campaigns would
-	// run into the local deadline and lose a role the heartbeats keep.
-	prioRenew priority = iota
-	// prioRelease: releases of resigned roles, which hand them over at
-	// once; one that cannot get a slot in time leaves its lease to
-	// expire, as a crash would.
+	// prioRewrite: lease rewrites, first: the role's goroutine takes no
+	// vouch from the session while it waits, so a long wait would lose
+	// the role at its local deadline.
+	prioRewrite priority = iota
+	// prioRelease: releases, which hand roles over at once (one that gets
+	// no slot in time leaves its lease to expire).
 	prioRelease
 	// prioCampaign: registrations, challenges, deregistrations, prunes.
 	prioCampaign
 	nprio
 )
 
-// limiter bounds the transport calls a Member has in flight, shared by all
-// its role goroutines, in three priorities: lease rewrites first, then
-// releases, then everything else (registrations, challenges,
-// deregistrations, prunes). A waiter is granted a slot in priority order,
-// first come first served within a priority. The wait happens before a
-// call begins, so no transaction is open while a call waits: a call that
-// waits too long fails before it has written anything, instead of queueing
-// inside the client (sarama sends at most Net.MaxOpenRequests requests per
-// connection at once and queues the rest, past their context) and
-// abandoning a transaction that holds back every read_committed reader of
-// its partition.
+// limiter bounds the transport calls a Member has in flight, over all its
+// roles, granting slots in priority order, first come first served within
+// one. The wait comes before a call begins, so no transaction is open
+// while it waits (docs/DESIGN.md, "Many roles under overload").
 type limiter struct {
 	mu    sync.Mutex
 	width int
@@ -86,7 +77,7 @@ func (l *limiter) acquireQueued(ctx context.Context, p priority) (func(), bool, 
 // waiting reports whether a call of priority p or higher waits; l.mu must
 // be held.
 func (l *limiter) waiting(p priority) bool {
-	for i := prioRenew; i <= p; i++ {
+	for i := prioRewrite; i <= p; i++ {
 		if len(l.q[i]) > 0 {
 			return true
 		}
@@ -119,43 +110,45 @@ func (l *limiter) release() {
 	l.busy--
 }
 
-// admission decides whether a member may campaign for one more role now.
-// Holding a role costs the member nothing per renew interval (the member
-// session's one heartbeat renews every role it holds), so what a member
-// holds is not bounded by a renew capacity; what admission bounds is
-// acquisition: campaigns pause after a challenge timed out (a sign that
-// the member or the cluster is overloaded, where more challenges would
-// add to it), and every call waits for one of the limiter's slots. A role
-// refused meanwhile stays registered and is counted as queued
+// admission pauses a member's campaigns after a challenge timed out, a
+// sign of overload, and counts the roles refused meanwhile
 // (krole_queued_roles). Shared by all the member's role goroutines.
 type admission struct {
 	m *Member
 
-	mu         sync.Mutex
-	queued     map[codec.Role]struct{}
-	pauseUntil time.Time // no challenge before this (a challenge timed out)
-	timeouts   int       // consecutive challenge timeouts
+	// pauseUntil: no challenge before this (a challenge timed out); read
+	// without mu by every role's step, written under it.
+	pauseUntil atomic.Pointer[time.Time]
+
+	mu       sync.Mutex
+	queued   map[codec.Role]struct{}
+	timeouts int // consecutive challenge timeouts
 }
 
 func newAdmission(m *Member) *admission {
 	return &admission{m: m, queued: map[codec.Role]struct{}{}}
 }
 
-// claim reports whether role may campaign now (confirm and challenge):
-// challenges are not paused (see challengeTimedOut). On false the role is
-// counted as queued; on true it no longer is.
-func (a *admission) claim(role codec.Role, now time.Time) bool {
-	a.mu.Lock()
-	ok := !now.Before(a.pauseUntil)
-	if ok {
-		delete(a.queued, role)
-	} else {
-		a.queued[role] = struct{}{}
+// pausedUntil returns when the member's paused campaigns resume (zero
+// or past: they are not paused).
+func (a *admission) pausedUntil() time.Time {
+	if p := a.pauseUntil.Load(); p != nil {
+		return *p
 	}
-	queued := len(a.queued)
+	return time.Time{}
+}
+
+// queue records whether role waits for the member's campaigns to resume.
+func (a *admission) queue(role codec.Role, waiting bool) {
+	if !waiting {
+		a.dequeue(role)
+		return
+	}
+	a.mu.Lock()
+	a.queued[role] = struct{}{}
+	n := len(a.queued)
 	a.mu.Unlock()
-	a.m.met.queued(a.m.me, queued)
-	return ok
+	a.m.met.queued(a.m.me, n)
 }
 
 // dequeue forgets that role waits to campaign (it holds it, left, or is
@@ -171,10 +164,8 @@ func (a *admission) dequeue(role codec.Role) {
 	}
 }
 
-// challengeTimedOut pauses every campaign of the member: a challenge that
-// timed out says the member or the cluster is overloaded, and more
-// challenges would add to it. The pause doubles from RetryBackoff with
-// each consecutive timeout, up to LeaseDuration, with jitter.
+// challengeTimedOut pauses every campaign of the member, RetryBackoff
+// doubling with each consecutive timeout up to LeaseDuration, with jitter.
 func (a *admission) challengeTimedOut(now time.Time) time.Duration {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -185,8 +176,8 @@ func (a *admission) challengeTimedOut(now time.Time) time.Duration {
 	}
 	d = min(d, a.m.s.LeaseDuration)
 	d = d/2 + rand.N(d/2+1)
-	if until := now.Add(d); until.After(a.pauseUntil) {
-		a.pauseUntil = until
+	if until := now.Add(d); until.After(a.pausedUntil()) {
+		a.pauseUntil.Store(&until)
 	}
 	if a.timeouts == 1 || a.timeouts%10 == 0 {
 		a.m.log.Warn("a challenge timed out; pausing campaigns", "consecutive_timeouts", a.timeouts, "pause", d)
@@ -201,12 +192,10 @@ func (a *admission) challengeDone() {
 	a.mu.Unlock()
 }
 
-// renewJitter returns how much earlier than RenewInterval after the last
-// round the member session's next heartbeat round goes: uniform in [0,
-// RenewJitter), at most RenewInterval - RetryBackoff, so that members
-// started together spread their heartbeats across the interval.
-func renewJitter(s Settings) time.Duration {
-	j := min(s.RenewJitter, s.RenewInterval-s.RetryBackoff)
+// roundJitter returns how much earlier than HeartbeatInterval after the
+// last round the next one goes (see Settings.HeartbeatJitter).
+func roundJitter(s Settings) time.Duration {
+	j := min(s.HeartbeatJitter, s.HeartbeatInterval-s.RetryBackoff)
 	if j <= 0 {
 		return 0
 	}

@@ -17,7 +17,7 @@ func TestLimiterGrantsByPriority(t *testing.T) {
 	require.NoError(t, err)
 	order := make(chan priority, 3)
 	started := make(chan struct{}, 3)
-	for _, p := range []priority{prioCampaign, prioRelease, prioRenew} {
+	for _, p := range []priority{prioCampaign, prioRelease, prioRewrite} {
 		go func() {
 			started <- struct{}{}
 			rel, err := l.acquire(context.Background(), p)
@@ -31,7 +31,7 @@ func TestLimiterGrantsByPriority(t *testing.T) {
 		waitQueued(t, l, p)
 	}
 	hold()
-	assert.Equal(t, prioRenew, <-order)
+	assert.Equal(t, prioRewrite, <-order)
 	assert.Equal(t, prioRelease, <-order)
 	assert.Equal(t, prioCampaign, <-order)
 	l.mu.Lock()
@@ -43,15 +43,15 @@ func TestLimiterGrantsByPriority(t *testing.T) {
 // at that moment is passed on, not lost.
 func TestLimiterWaiterGivesUp(t *testing.T) {
 	l := newLimiter(1)
-	hold, err := l.acquire(context.Background(), prioRenew)
+	hold, err := l.acquire(context.Background(), prioRewrite)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := l.acquire(ctx, prioRenew)
+		_, err := l.acquire(ctx, prioRewrite)
 		errc <- err
 	}()
-	waitQueued(t, l, prioRenew)
+	waitQueued(t, l, prioRewrite)
 	cancel()
 	require.ErrorIs(t, <-errc, context.Canceled)
 	hold()
@@ -82,13 +82,14 @@ func TestAdmissionPausesAfterAChallengeTimedOut(t *testing.T) {
 	h := newHarness(t, "a", Settings{})
 	a := h.m.adm
 	now := h.clk.Now()
-	require.True(t, a.claim("r1", now), "campaigns are not paused at first")
+	require.False(t, now.Before(a.pausedUntil()), "campaigns are not paused at first")
 	d := a.challengeTimedOut(now)
 	assert.GreaterOrEqual(t, d, h.m.s.RetryBackoff/2)
 	assert.LessOrEqual(t, d, h.m.s.RetryBackoff)
-	assert.False(t, a.claim("r2", now.Add(d-time.Millisecond)), "paused")
-	assert.Len(t, a.queued, 1, "the refused role is queued")
-	assert.True(t, a.claim("r2", now.Add(d)), "the pause is over")
+	assert.Equal(t, now.Add(d), a.pausedUntil(), "paused")
+	a.queue("r2", true)
+	assert.Len(t, a.queued, 1, "a role waiting on the pause is queued")
+	a.queue("r2", false)
 	assert.Empty(t, a.queued)
 	d2 := a.challengeTimedOut(now.Add(d))
 	assert.GreaterOrEqual(t, d2, h.m.s.RetryBackoff, "a second timeout in a row doubles the pause")

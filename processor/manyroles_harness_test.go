@@ -1,7 +1,6 @@
 package processor_test
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"os"
@@ -19,10 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
-	"github.com/krabka/krole/fencing"
-	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/processor"
-	"github.com/krabka/krole/view"
 )
 
 // TestHarnessHoldManyRoles is a measuring harness for many roles held at
@@ -32,7 +28,7 @@ import (
 // between them (each member runs K/M roles of its own), waits until every
 // role is held (or KROLE_HOLD_SETTLE has passed), then measures for KROLE_HOLD_FOR (default 60s):
 //
-//	KROLE_HOLD=K@LEASE      e.g. 1000@3s (renew interval LEASE/5)
+//	KROLE_HOLD=K@LEASE      e.g. 1000@3s (heartbeat interval LEASE/5)
 //	KROLE_HOLD_MEMBERS=M    members sharing the roles
 //	KROLE_HOLD_FOR=T        measuring window
 //	KROLE_HOLD_PROFILE=F    write a CPU profile of this process to F
@@ -62,24 +58,22 @@ func TestHarnessHoldManyRoles(t *testing.T) {
 	window := envDur(t, "KROLE_HOLD_FOR", time.Minute)
 	s := processor.Settings{LeaseDuration: lease, MaxInFlight: envInt(t, "KROLE_HOLD_MAX_IN_FLIGHT", 0)}.WithDefaults()
 
-	c := testcluster.Start(t, testcluster.Options{Partitions: 12})
-	c.Config.TxnTimeout = s.TransactionTimeout
-	roles := make([]codec.Role, k)
-	for i := range roles {
-		roles[i] = codec.Role(fmt.Sprintf("hold-%05d", i))
-	}
-	h := &holdStats{lastWrite: map[codec.Role]time.Time{}, lostBy: map[processor.Reason]int{}}
+	// No observer view: the process's work is the members' own.
+	e := newEnv(t, s.TransactionTimeout, withPartitions(12), withoutObserver())
+	roles := roleNames("hold-%05d", k)
+	h := &holdStats{lastWrite: map[codec.Role]time.Time{}, lostBy: map[processor.Reason]int{}, toks: map[codec.Role]codec.Token{}}
 	reg := prometheus.NewRegistry()
-	var ms []*holdMember
+	var ms []*node
 	for i := range members {
 		id := codec.MemberID(fmt.Sprintf("member-%02d", i))
 		var mine []codec.Role
 		for j := i; j < k; j += members {
 			mine = append(mine, roles[j])
 		}
-		ms = append(ms, startHoldMember(t, c.Config, id, mine, s, h, reg))
+		ms = append(ms, e.start(id, mine, s, nil, onLeaseWrite(h.leaseWritten), runErrTo(make(chan error, 1)),
+			withOptions(func(o *processor.Options) { o.OnEvent, o.Registerer = h.onEvent, reg })))
 	}
-	t.Cleanup(func() {
+	t.Cleanup(func() { // all at once: each member's own cleanup then finds it stopped
 		for _, m := range ms {
 			m.cancel()
 		}
@@ -99,10 +93,10 @@ func TestHarnessHoldManyRoles(t *testing.T) {
 			t.Logf("%v: %d of %d roles held; queued %v, lost %v", time.Since(start).Round(time.Second), h.heldCount(), k,
 				gauge(t, reg, "krole_queued_roles"), h.lostSoFar())
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // the progress poll's interval
 	}
 	t.Logf("%d of %d roles held after %v", h.heldCount(), k, time.Since(start).Round(time.Millisecond))
-	time.Sleep(s.RenewInterval) // past the burst of elections
+	time.Sleep(s.HeartbeatInterval) // on purpose: past the burst of elections
 
 	if f := os.Getenv("KROLE_HOLD_PROFILE"); f != "" {
 		out, err := os.Create(f)
@@ -114,17 +108,17 @@ func TestHarnessHoldManyRoles(t *testing.T) {
 	h.begin()
 	cpu0, t0 := processCPU(), time.Now()
 	ccpu0 := pidCPU(t, clusterPID)
-	time.Sleep(window)
+	time.Sleep(window) // the measuring window, on purpose
 	cpu, wall := processCPU()-cpu0, time.Since(t0)
 	ccpu := pidCPU(t, clusterPID) - ccpu0
 	r := h.end()
 
-	target := float64(k) * wall.Seconds() / s.RenewInterval.Seconds()
-	t.Logf("K=%d lease=%v renew interval=%v members=%d max in flight=%d window=%v", k, lease, s.RenewInterval, members, s.MaxInFlight, wall.Round(time.Millisecond))
+	target := float64(k) * wall.Seconds() / s.HeartbeatInterval.Seconds()
+	t.Logf("K=%d lease=%v heartbeat interval=%v members=%d max in flight=%d window=%v", k, lease, s.HeartbeatInterval, members, s.MaxInFlight, wall.Round(time.Millisecond))
 	t.Logf("held at the end: %d of %d; lost during the window: %d %v", h.heldCount(), k, r.lost, r.lostBy)
-	t.Logf("renewals: %d, %.0f%% of the target %.0f (one per role per renew interval)", r.renewals, 100*float64(r.renewals)/target, target)
-	t.Logf("renew latency: p50 %v p99 %v max %v (p99 / renew interval = %.2f)", r.p50, r.p99, r.max, r.p99.Seconds()/s.RenewInterval.Seconds())
-	t.Logf("longest gap between two writes of a role: %v (renew deadline %v)", r.gap, s.RenewDeadline)
+	t.Logf("renewals: %d, %.0f%% of the target %.0f (one per role per heartbeat interval)", r.renewals, 100*float64(r.renewals)/target, target)
+	t.Logf("renew latency: p50 %v p99 %v max %v (p99 / heartbeat interval = %.2f)", r.p50, r.p99, r.max, r.p99.Seconds()/s.HeartbeatInterval.Seconds())
+	t.Logf("longest gap between two writes of a role: %v (heartbeat deadline %v)", r.gap, s.HeartbeatDeadline)
 	if r.renewals > 0 {
 		t.Logf("process CPU: %v over %v (%.2f cores); %.1f ms per 1,000 renewals", cpu.Round(time.Millisecond), wall.Round(time.Millisecond),
 			cpu.Seconds()/wall.Seconds(), float64(cpu.Milliseconds())*1000/float64(r.renewals))
@@ -154,11 +148,6 @@ func pidCPU(t *testing.T, pid int) time.Duration {
 	return time.Duration(ut+st) * 10 * time.Millisecond
 }
 
-type holdMember struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
 // holdStats collects what the members report: who holds what, renewals
 // and their latency (the time from the renewal's start, as the member
 // measures it, read from the transport wrapper: the call itself) during
@@ -173,6 +162,7 @@ type holdStats struct {
 	lastWrite map[codec.Role]time.Time
 	gap       time.Duration
 	renewals  atomic.Int64
+	toks      map[codec.Role]codec.Token // the token of each role's last lease write
 }
 
 type holdResult struct {
@@ -262,52 +252,22 @@ func (h *holdStats) end() holdResult {
 	return r
 }
 
-// holdTransport times each lease write of a held lease (a renewal: not a
+// leaseWritten times each lease write of a held lease (a renewal: not a
 // release, under a token already written once) from the member's call.
-type holdTransport struct {
-	*fencing.BrokerTransport
-	h    *holdStats
-	mu   sync.Mutex
-	toks map[codec.Role]codec.Token
-}
-
-func (t *holdTransport) WriteLease(ctx context.Context, role codec.Role, tok codec.Token, l codec.Lease) (int64, error) {
-	off, err := t.BrokerTransport.WriteLease(ctx, role, tok, l)
-	if err != nil || l.Released() {
-		return off, err
+func (h *holdStats) leaseWritten(w write) {
+	if w.Lease.Released() {
+		return
 	}
-	t.mu.Lock()
-	renewal := t.toks[role] == tok
-	t.toks[role] = tok
-	t.mu.Unlock()
+	h.mu.Lock()
+	renewal := h.toks[w.Role] == w.Token
+	h.toks[w.Role] = w.Token
+	h.mu.Unlock()
 	if renewal {
 		// The lease is dated from the renewal's start, before the wait
 		// for a call slot: the latency a holder sees.
-		began := time.UnixMilli(l.GrantedAt)
-		t.h.renewed(role, began, time.Since(began))
+		began := time.UnixMilli(w.Lease.GrantedAt)
+		h.renewed(w.Role, began, w.End.Sub(began))
 	}
-	return off, err
-}
-
-func startHoldMember(t *testing.T, cfg fencing.Config, id codec.MemberID, roles []codec.Role, s processor.Settings, h *holdStats, reg prometheus.Registerer) *holdMember {
-	t.Helper()
-	tr, err := fencing.NewBrokerTransport(cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = tr.Close() })
-	v, err := view.New(view.Options{Config: cfg})
-	require.NoError(t, err)
-	vctx, vcancel := context.WithCancel(context.Background())
-	vdone := make(chan struct{})
-	go func() { defer close(vdone); _ = v.Run(vctx) }()
-	t.Cleanup(func() { vcancel(); <-vdone })
-	require.NoError(t, v.WaitCaughtUp(t.Context()))
-	m, err := processor.New(&holdTransport{BrokerTransport: tr, h: h, toks: map[codec.Role]codec.Token{}}, v, id, roles,
-		processor.Options{Settings: s, OnEvent: h.onEvent, Logger: testLog(string(id)), Registerer: reg})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	hm := &holdMember{cancel: cancel, done: make(chan struct{})}
-	go func() { defer close(hm.done); _ = m.Run(ctx, nil) }()
-	return hm
 }
 
 func parseHold(t *testing.T, spec string) (int, time.Duration) {

@@ -26,72 +26,41 @@ type Options struct {
 	// every failed call (Warn) and every decision (Debug). Default none.
 	Logger *slog.Logger
 	// Registerer receives the member's metrics. Default nil: no metrics,
-	// and nothing is registered globally. New registers these
-	// collectors; Members given the same Registerer share them (only
-	// krole_holder has a member label, so the others sum over them):
+	// nothing registered globally. Members given the same Registerer share
+	// the collectors (only krole_holder has a member label):
 	//
-	//	krole_holder{role,member}
-	//	    gauge: 1 while this member holds role, else 0.
-	//	krole_transitions_total{role,transition}
-	//	    counter: transition is elected, or the revocation reason with
-	//	    "_" for " ": fenced, lease_lost, resigned, context_ended,
-	//	    work_failed, token_retired.
-	//	krole_heartbeat_duration_seconds{result}
-	//	    histogram of the member session's heartbeat rounds, one
-	//	    observation per round whatever the roles held, from the
-	//	    round's start to the heartbeat's answer; result is ok, late
-	//	    (it committed after the local deadline of a role it vouched
-	//	    for: the session's incarnation ends), fenced, retired (no
-	//	    definite answer, or the transport no longer holds the session's
-	//	    token: the session starts again) or error.
-	//	krole_lease_rewrite_duration_seconds{result}
-	//	    histogram of lease rewrites (every LeaseRewriteInterval per
-	//	    held role, and RenewNow), from the step's start, the wait for
-	//	    a call slot included; result is ok, fenced, retired (the
-	//	    token was retired: see ReasonTokenRetired) or error.
-	//	    Both histograms: buckets from 0.5ms, doubling, 16 of them;
-	//	    no role label, so their series do not grow with the roles.
-	//	krole_fenced_total{role}
-	//	    counter: losses of role to a later member: writes of this
-	//	    member (challenge, lease rewrite, release) refused, and
-	//	    holdings ended because the member session's round found the
-	//	    role's token moved or the transport forgot the token.
-	//	krole_work_failures_total{role}
-	//	    counter: runs of work that returned an error.
-	//	krole_campaign_backoff_seconds{role}
-	//	    gauge: the wait before campaigning again after the last work
-	//	    failure (see ReasonWorkFailed); 0 once elected.
-	//	krole_queued_roles{member}
-	//	    gauge: roles the member is registered for but does not
-	//	    campaign for now: campaigns pause after a challenge timed out
-	//	    (see "Many roles" in the package documentation).
+	//	krole_holder{role,member}                     gauge: 1 while this member holds role, else 0
+	//	krole_transitions_total{role,transition}      elected, or the revocation reason with "_" for " "
+	//	krole_heartbeat_duration_seconds{result}      member-session rounds, from start to answer
+	//	krole_lease_rewrite_duration_seconds{result}  lease rewrites, the wait for a call slot included
+	//	krole_fenced_total{role}                      losses of role to a later member
+	//	krole_work_failures_total{role}               runs of work that returned an error
+	//	krole_campaign_backoff_seconds{role}          campaign backoff after the last work failure; 0 once elected
+	//	krole_queued_roles{member}                    roles registered for but not campaigned for (paused)
+	//
+	// A heartbeat's result is ok, late (committed after a vouched role's
+	// local deadline: the incarnation ends), fenced, unknown (no definite
+	// answer) or error; a rewrite's is ok, fenced, retired or error. Both
+	// histograms have 16 buckets doubling from 0.5ms and no role label.
 	Registerer prometheus.Registerer
-	// OnEvent receives the member's events (see [Event]). It is called
-	// from the member's goroutines, one call at a time (never
-	// concurrently, even across roles), in order for each role. The
-	// calling role's goroutine waits for it, and every other role's
-	// waits for its turn, so a slow OnEvent delays the roles' check-ins
-	// with the member session and their taking of its rounds' word (a
-	// holding not told of a round before its local deadline ends; one
-	// whose goroutine does not check in is dropped as stuck): it must
-	// return quickly, and must not call [Member.Resign] (which waits for
-	// the goroutine that is calling it). Default none.
+	// OnEvent receives the member's events (see [Event]), one call at a
+	// time (never concurrently, even across roles), in order for each role.
+	// Every role's goroutine waits for it, so a slow OnEvent delays their
+	// check-ins with the member session (a role that misses them is lost):
+	// return quickly, and never call [Member.Resign]. Default none.
 	OnEvent func(Event)
+	// Group, when set, makes the member's roles one group, spread over
+	// its members; the source must be a [GroupSource]. Default none.
+	Group *Group
 }
 
 // Work is the long-running part of a processor: it runs while this member
 // holds held.Role, and ctx ends when the role is lost (see [Member.Run]).
-//
-// Each holding gets at most one call, on a goroutine of its own. Calls
-// for different roles run concurrently; calls for one role never overlap
-// (a new holding's call starts only after the previous one has returned,
-// and a holding that ended meanwhile gets no call at all).
-// Work should return soon after ctx ends: until it does, the member does
-// not resign and its Run does not return (leaving with KeepOnExit, it
-// stops waiting for work at the local deadline, RenewDeadline after the
-// start of the last renewal; after a resignation, [ReasonResigned], an operator's
-// step-down, [ReasonDeregistered], or the end of Run's context, it keeps
-// the holding renewed meanwhile and waits for as long as work runs).
+// Each holding gets at most one call, on a goroutine of its own; calls for
+// different roles run concurrently, calls for one role never overlap.
+// Work should return soon after ctx ends: until it does, the member
+// neither resigns nor returns from Run (see "Stepping down while work
+// stops" in the package doc).
 type Work func(ctx context.Context, held Held) error
 
 // Member is one member of one or more roles: it registers as a candidate,
@@ -115,6 +84,7 @@ type Member struct {
 	lim  *limiter   // the transport calls in flight
 	adm  *admission // how many roles it campaigns for
 	sess *session   // the member session: heartbeats for every held role
+	grp  *balancer  // the group's plan; nil outside a group
 	prog progress   // when other members were last seen taking a role
 
 	inst string             // this process's instance; "" without an InstanceRegisterer
@@ -125,44 +95,41 @@ type Member struct {
 	running bool
 	stop    context.CancelFunc // ends Run's roles (refuse)
 	inUse   *MemberInUseError  // why refuse ended them
+	// What Add needs to start a role while Run runs: Run's context and
+	// work, and its wait groups. closing: Run's context ended, so Add
+	// starts no more roles (Run holds one count of stopping until then).
+	runCtx   context.Context
+	runWork  Work
+	wg       *sync.WaitGroup
+	stopping *sync.WaitGroup
+	closing  bool
 
 	works sync.WaitGroup
 
-	// idle, when set (tests), is called by a role's goroutine each time it
-	// is about to wait, with the time it will wake at the latest.
+	// idle (tests) is called by a role's goroutine before each wait.
 	idle func(role codec.Role, until time.Time)
-	// manualRounds (tests): the member session's rounds run only when the
-	// test calls them, not on a timer; the session end is still written
-	// when Run ends.
+	// manualRounds (tests): the session's rounds run only when the test
+	// calls them; the session end is still written when Run ends.
 	manualRounds bool
 }
 
 // New returns a Member named me for roles, which reads the roles from src
-// and acts through t. It validates the names and the settings (with
-// defaults applied) and registers the metrics; it does not block. When t
-// is a [fencing.TxnTimeouter] (as [fencing.BrokerTransport] is), its
-// transaction timeout must be shorter than LeaseDuration - RenewInterval,
-// as Settings.TransactionTimeout must: otherwise New returns a
-// [*SettingsError]. A transport that is not one is not checked.
+// and acts through t. It validates as [ValidateMember] does, checks a
+// [fencing.TxnTimeouter]'s timeout as Settings.TransactionTimeout is
+// checked ([*SettingsError]), and registers the metrics. It does not block.
 func New(t fencing.Transport, src Source, me codec.MemberID, roles []codec.Role, opts Options) (*Member, error) {
 	if t == nil || src == nil {
 		return nil, errors.New("processor: a member needs a transport and a source")
 	}
-	if err := me.Validate(); err != nil {
-		return nil, fmt.Errorf("processor: %w", err)
-	}
-	if len(roles) == 0 {
-		return nil, errors.New("processor: a member needs at least one role")
-	}
-	s := opts.Settings.WithDefaults()
-	if err := s.Validate(); err != nil {
+	s, err := ValidateMember(me, roles, opts.Settings)
+	if err != nil {
 		return nil, err
 	}
-	// The coordinator aborts a dead holder's open transaction after the
-	// transport's transaction timeout; until then read_committed readers
-	// (the view included) cannot see later renewals. It must fit in the
-	// same bound as the member's own call timeout. A transport that does
-	// not say its timeout (fencingtest.MockTransport) is not checked.
+	if err := checkGroup(opts.Group, src); err != nil {
+		return nil, err
+	}
+	// The transport's timeout holds readers back as long as the member's
+	// own would (docs/DESIGN.md, "Liveness: what bounds a vacancy").
 	if c, ok := t.(fencing.TxnTimeouter); ok {
 		if err := s.checkTxnTimeout("transport transaction timeout", c.TxnTimeout()); err != nil {
 			return nil, err
@@ -191,67 +158,75 @@ func New(t fencing.Transport, src Source, me codec.MemberID, roles []codec.Role,
 	m.met = met
 	m.adm = newAdmission(m)
 	m.sess = newSession(m)
+	if opts.Group != nil {
+		m.grp = newBalancer(m, *opts.Group)
+	}
 	for _, r := range roles {
-		if err := r.Validate(); err != nil {
-			return nil, fmt.Errorf("processor: %w", err)
-		}
-		if _, dup := m.runners[r]; dup {
-			return nil, fmt.Errorf("processor: role %s given twice", r)
-		}
 		m.runners[r] = newRunner(m, r)
 		m.order = append(m.order, r)
 	}
 	return m, nil
 }
 
+// ValidateMember returns s with its defaults once me, roles and s are
+// what [New] accepts: the one list of its checks, for callers that must
+// know before they connect.
+func ValidateMember(me codec.MemberID, roles []codec.Role, s Settings) (Settings, error) {
+	if err := me.Validate(); err != nil {
+		return s, fmt.Errorf("processor: %w", err)
+	}
+	if len(roles) == 0 {
+		return s, errors.New("processor: a member needs at least one role")
+	}
+	seen := make(map[codec.Role]bool, len(roles))
+	for _, r := range roles {
+		if err := r.Validate(); err != nil {
+			return s, fmt.Errorf("processor: %w", err)
+		}
+		if seen[r] {
+			return s, fmt.Errorf("processor: role %s given twice", r)
+		}
+		seen[r] = true
+	}
+	s = s.WithDefaults()
+	return s, s.Validate()
+}
+
 // ID returns the member's id.
 func (m *Member) ID() codec.MemberID { return m.me }
 
 // Roles returns the roles the member runs, in the order given to New.
-func (m *Member) Roles() []codec.Role { return append([]codec.Role(nil), m.order...) }
+func (m *Member) Roles() []codec.Role {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]codec.Role(nil), m.order...)
+}
 
 // Settings returns the settings the member runs with, defaults applied.
 func (m *Member) Settings() Settings { return m.s }
 
-// Run runs the member until ctx ends, then leaves, and returns nil (or
-// [ErrAlreadyRun]: a Member runs once). It blocks.
+// Run runs the member until ctx ends, then leaves, and returns nil, a
+// [*MemberInUseError], or [ErrAlreadyRun] (a Member runs once). It blocks
+// until every goroutine it started, work included, has returned.
 //
-// Each role runs on its own goroutine: the member registers (unless the
-// view already shows it as a candidate), follows the role, challenges in
-// its turn, checks in with the member session while it holds the role
-// (the session's heartbeats renew it), and steps down when the session's
-// round finds its token moved, a write under the token is refused, or no
-// renewal succeeds before RenewDeadline. The member session runs beside
-// the roles from Run's start (see "Member sessions" in the package
-// documentation).
+// Each role runs by the rules of [Decide], on a goroutine while it acts
+// (see the package doc); the member session runs beside them (see "Member sessions" in the package
+// doc). work, when not nil, runs for each role while this member holds
+// it, on a context derived from ctx that is cancelled when the role is
+// lost, when ctx ends, and by a timer at the local deadline
+// (HeartbeatDeadline after the last renewal began), whatever is in
+// flight. A new holding's work starts only after the previous run for the
+// role has returned. Work returning nil leaves the role held; an error
+// resigns it (revoked: work failed), and the member campaigns again after
+// a backoff doubling from HeartbeatInterval up to [MaxWorkBackoff]. The
+// cancellation is best effort: only the broker's fence stops a deposed
+// holder's writes, so pass held.Token to a fenced writer.
 //
-// work, when not nil, runs on its own goroutine for each role while this
-// member holds it. Its ctx derives from Run's and is cancelled when the
-// role is lost (fenced, lease lost, resigned) or Run's ctx ends; it is
-// also cancelled by a timer at the local deadline (RenewDeadline after the
-// start of the last renewal: the member session round that last vouched
-// for the role, or its election or last lease write), independently of any transport call in
-// flight. When the role is regained, work starts again, but never while
-// its previous run for the role has not returned. work returning nil
-// leaves the role held (its job is done); returning an error resigns the
-// role (revoked: work failed), and the member campaigns again after a
-// backoff that doubles with each consecutive failure, from RenewInterval
-// up to [MaxWorkBackoff].
-//
-// The cancellation is local and best effort: the broker's fence is what
-// guarantees that a deposed holder's writes fail. A deposed holder whose
-// work keeps writing without its token is not stopped by anything here;
-// pass held.Token to a fenced writer.
-//
-// When ctx ends, a lease write in flight (a rewrite, a challenge's) is
-// not cut short but finishes, bounded by its own timeout; then, unless
-// KeepOnExit is set, Run cancels work and waits for it, renewing
-// meanwhile as Resign does, and once every role has stopped writes one
-// session end, which releases every lease that names the member
-// session's incarnation (a lease that does not is released on its own,
-// as Resign does), while it deregisters each role; each write on a fresh
-// context bounded by TransactionTimeout. Run returns once every goroutine it
-// started, work included, has returned.
+// When ctx ends, a lease write in flight finishes; then, unless
+// KeepOnExit is set, Run cancels work and waits for it, keeping the
+// holding renewed, writes one session end that releases the member's
+// leases, and deregisters each role, each write on a fresh context
+// bounded by TransactionTimeout.
 func (m *Member) Run(ctx context.Context, work Work) error {
 	m.mu.Lock()
 	if m.started {
@@ -269,30 +244,32 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 		m.mu.Unlock()
 	}()
 
-	var wg sync.WaitGroup
+	var wg, stopping sync.WaitGroup
 	vetExit := make(chan struct{})
 	go func() {
 		defer close(vetExit)
 		m.sess.vetAtStart(ctx)
-		// The session begins now rather than at the first challenge, so
-		// that no handover waits for its InitProducerId; a failure here
-		// is retried at the first challenge.
+		// Begun now so that no handover waits for its InitProducerId.
 		if _, err := m.sess.ensure(ctx); err != nil && ctx.Err() == nil {
 			m.log.Info("starting the member session failed; the first challenge tries again", "err", err)
 			return
 		}
-		// The first heartbeat comes with the first holding (which wakes
-		// the session) or a RenewInterval from now, not at once: a
-		// round at start would contend with the member's first
-		// challenge at the coordinator. Another process under this
-		// member id watches for a heartbeat for a LeaseDuration (see
-		// vetAtStart), well over a RenewInterval.
+		// No round at once: it would contend with the first challenge
+		// (docs/DESIGN.md, "Why it is safe: member sessions"); but a
+		// group member campaigns only once its heartbeat shows.
+		if m.grp != nil {
+			m.sess.poke()
+		}
 	}()
-	// The session ends once every role's goroutine has stopped acting
-	// on its role (rolesStopped), not once each has also deregistered:
-	// a leaving member's runners deregister once the session end is
-	// written (session.awaitFinish), so that it is not queued behind them.
-	var stopping sync.WaitGroup
+	if m.grp != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.grp.run(ctx)
+		}()
+	}
+	// The session ends once every role has stopped acting on its role
+	// (rolesStopped), before they deregister (session.awaitFinish).
 	rolesStopped, sessDone := make(chan struct{}), make(chan struct{})
 	m.sess.finishing.Store(true)
 	go func() {
@@ -311,16 +288,33 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 			m.prog.watch(ctx, ss, m.s, m.clk)
 		}()
 	}
+	// Parked roles wake at the end of ctx: one callback for them all.
+	stopResume := context.AfterFunc(ctx, func() {
+		m.mu.Lock()
+		rs := make([]*runner, 0, len(m.runners))
+		for _, r := range m.runners {
+			rs = append(rs, r)
+		}
+		m.mu.Unlock()
+		for _, r := range rs {
+			r.resume()
+		}
+	})
+	defer stopResume()
+	m.mu.Lock()
+	m.runCtx, m.runWork, m.wg, m.stopping = ctx, work, &wg, &stopping
+	stopping.Add(1) // Run's own, until its context ends: Add needs it above zero
 	for _, role := range m.order {
-		r := m.runners[role]
-		wg.Add(1)
-		stopping.Add(1)
-		r.stopped = sync.OnceFunc(stopping.Done)
-		go func() {
-			defer wg.Done()
-			r.run(ctx, work)
-		}()
+		m.startLocked(m.runners[role])
 	}
+	m.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		m.mu.Lock()
+		m.closing = true
+		m.mu.Unlock()
+		stopping.Done()
+	}()
 	stopping.Wait()
 	close(rolesStopped)
 	wg.Wait()
@@ -335,77 +329,104 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 	return nil
 }
 
-// RenewNow asks the member to write its lease of role again at once if it
-// holds it (the member session's heartbeats renew a holding without
-// writing its lease, which is otherwise rewritten only every
-// [LeaseRewriteInterval]): the transport's lease writes carry the
-// holder's value (see election), so a holder whose value changed calls it
-// to have readers see the new value within a write. It
-// does not block, and does nothing when the member does not hold role.
-// It returns [ErrUnknownRole] for a role the member does not run.
-func (m *Member) RenewNow(role codec.Role) error {
+// startLocked starts r's goroutine under Run; m.mu is held.
+func (m *Member) startLocked(r *runner) {
+	m.wg.Add(1)
+	m.stopping.Add(1)
+	r.stopping = m.stopping
+	r.start(m.runCtx, m.runWork, m.wg.Done)
+}
+
+// Add makes the running member a candidate for role too, with the work
+// Run was given: it registers and campaigns as for the roles given to
+// [New], and leaves it when Run ends. It does not block. It returns
+// [ErrNotRunning] outside Run, or an error when role is not a valid name
+// or the member already runs it.
+func (m *Member) Add(role codec.Role) error {
+	if err := role.Validate(); err != nil {
+		return fmt.Errorf("processor: %w", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.running || m.closing || m.stopping == nil || m.runCtx.Err() != nil {
+		return ErrNotRunning
+	}
+	if _, ok := m.runners[role]; ok {
+		return fmt.Errorf("processor: the member already runs role %s", role)
+	}
+	r := newRunner(m, role)
+	m.runners[role] = r
+	m.order = append(m.order, role)
+	m.startLocked(r)
+	return nil
+}
+
+// runner returns role's runner.
+func (m *Member) runner(role codec.Role) (*runner, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	r, ok := m.runners[role]
 	if !ok {
-		return fmt.Errorf("%w: %s", ErrUnknownRole, role)
+		return nil, fmt.Errorf("%w: %s", ErrUnknownRole, role)
+	}
+	return r, nil
+}
+
+// RewriteLease asks the member to write its lease of role again at once,
+// so that readers see the holder's new value (lease writes carry it). It
+// does not block, and does nothing when the member does not hold role; it
+// returns [ErrUnknownRole] for a role the member does not run.
+func (m *Member) RewriteLease(role codec.Role) error {
+	r, err := m.runner(role)
+	if err != nil {
+		return err
 	}
 	select {
-	case r.renewCh <- struct{}{}:
+	case r.rewriteCh <- struct{}{}:
 	default:
 	}
+	r.resume()
 	return nil
 }
 
 // Resign hands role over if this member holds it: it cancels the role's
-// work and waits for it, keeping the holding renewed meanwhile (the
-// member session's heartbeats go on vouching for it; see the package
-// doc: until the holding is lost), and
-// writes the release lease under its token so the next candidate
-// challenges at once. It blocks until the release is written (or the
-// role given up) or ctx ends. The member then deregisters and registers
-// again at the back of the queue; Resign does not wait for that, so a
-// view read right after it may still show the old registration. It returns [ErrNotHolder] when
-// the member does not hold role, [ErrNotRunning] when Run is not running,
-// [ErrUnknownRole], or the error of the release write (the role is given
-// up either way).
+// work and waits for it, keeping the holding renewed, then writes the
+// release so the next candidate challenges at once. It blocks until the
+// release is written (or the role given up) or ctx ends. The member then
+// registers again at the back of the queue, which Resign does not wait
+// for. It returns [ErrNotHolder], [ErrNotRunning], [ErrUnknownRole], or
+// the release write's error (the role is given up either way).
 func (m *Member) Resign(ctx context.Context, role codec.Role) error {
 	return m.resign(ctx, role, false)
 }
 
-// Withdraw takes the member out of role's queue until [Member.Rejoin]:
-// when it holds role it hands it over as Resign does (work stopped, the
-// release written); in any case it deregisters, and then it neither
-// registers nor campaigns for role again until Rejoin is called. It
-// blocks until that is done or ctx ends. It returns [ErrNotRunning] when
-// Run is not running, [ErrUnknownRole], or the error of the release
-// write; nil otherwise, whether or not the member held role. (Resign,
-// and an operator's removal of the registration, queue the member again
-// at once.)
+// Withdraw takes the member out of role's queue until [Member.Rejoin]: it
+// hands the role over as Resign does if it holds it, deregisters, and
+// neither registers nor campaigns for role meanwhile. It blocks until that
+// is done or ctx ends. It returns [ErrNotRunning], [ErrUnknownRole], the
+// release write's error, or nil, whether or not the member held role.
 func (m *Member) Withdraw(ctx context.Context, role codec.Role) error {
 	return m.resign(ctx, role, true)
 }
 
-// Rejoin ends a [Member.Withdraw] of role: the member registers (at the
-// back of the queue) and campaigns again. It does not block. It returns
-// [ErrUnknownRole] for a role the member does not run; otherwise nil,
-// also when role was not withdrawn.
+// Rejoin ends a [Member.Withdraw] of role: the member registers at the
+// back of the queue and campaigns again. It does not block. It returns
+// [ErrUnknownRole] for a role the member does not run, else nil.
 func (m *Member) Rejoin(role codec.Role) error {
-	r, ok := m.runners[role]
-	if !ok {
-		return fmt.Errorf("%w: %s", ErrUnknownRole, role)
+	r, err := m.runner(role)
+	if err != nil {
+		return err
 	}
 	if r.withdrawn.Swap(false) {
-		select {
-		case r.wake <- struct{}{}:
-		default:
-		}
+		r.poke()
 	}
 	return nil
 }
 
 func (m *Member) resign(ctx context.Context, role codec.Role, withdraw bool) error {
-	r, ok := m.runners[role]
-	if !ok {
-		return fmt.Errorf("%w: %s", ErrUnknownRole, role)
+	r, err := m.runner(role)
+	if err != nil {
+		return err
 	}
 	m.mu.Lock()
 	running := m.running
@@ -414,16 +435,19 @@ func (m *Member) resign(ctx context.Context, role codec.Role, withdraw bool) err
 		return ErrNotRunning
 	}
 	req := make(chan error, 1)
-	select {
-	case r.resignCh <- resignReq{q: req, withdraw: withdraw}:
-	case <-r.exited:
+	if !r.ask(resignReq{q: req, withdraw: withdraw}) {
 		return ErrNotRunning
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 	select {
 	case err := <-req:
 		return err
+	case <-r.exited:
+		select {
+		case err := <-req:
+			return err
+		default:
+		}
+		return ErrNotRunning
 	case <-ctx.Done():
 		return ctx.Err()
 	}

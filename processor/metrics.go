@@ -34,16 +34,8 @@ func (noMetrics) workFailed(codec.Role, time.Duration)      {}
 func (noMetrics) campaignBackoff(codec.Role, time.Duration) {}
 func (noMetrics) queued(codec.MemberID, int)                {}
 
-// promMetrics are the Prometheus collectors of a Member:
-//
-//	krole_holder{role,member}                     1 while this member holds role, else 0
-//	krole_transitions_total{role,transition}      elected, fenced, lease_lost, resigned, context_ended, work_failed, token_retired
-//	krole_heartbeat_duration_seconds{result}      latency of each member-session heartbeat round; result ok, late, fenced, retired or error
-//	krole_lease_rewrite_duration_seconds{result}  latency of each lease rewrite; result ok, fenced, retired or error
-//	krole_fenced_total{role}                      losses to a later member: writes refused, or the session's round found the token moved
-//	krole_work_failures_total{role}               runs of work that returned an error
-//	krole_campaign_backoff_seconds{role}          the campaign backoff after the last work failure; 0 once elected
-//	krole_queued_roles{member}                    roles registered but not campaigning: campaigns paused
+// promMetrics are the Prometheus collectors of a Member, listed in the
+// doc of Options.Registerer.
 type promMetrics struct {
 	holding     *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
@@ -73,12 +65,12 @@ func newMetrics(reg prometheus.Registerer) (metrics, error) {
 		}, []string{"role", "transition"}),
 		beat: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "krole_heartbeat_duration_seconds",
-			Help:    "Latency of the member session's heartbeat rounds (one per round, whatever the roles held), from the round's start to the heartbeat's answer, by result: ok, late (committed after a vouched role's local deadline), fenced, retired (no definite answer), error.",
+			Help:    "Latency of the member session's heartbeat rounds (one per round, whatever the roles held), from the round's start to the heartbeat's answer, by result: ok, late (committed after a vouched role's local deadline), fenced, unknown (no definite answer), error.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"result"}),
 		rewrite: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "krole_lease_rewrite_duration_seconds",
-			Help:    "Latency of lease rewrites (hourly per held role, or asked for by RenewNow), call-slot wait included, by result: ok, fenced, retired (the token was retired), error.",
+			Help:    "Latency of lease rewrites (hourly per held role, or asked for by RewriteLease), call-slot wait included, by result: ok, fenced, retired (the token was retired), error.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"result"}),
 		fencedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{

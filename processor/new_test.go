@@ -26,7 +26,7 @@ func (t timeoutTransport) TxnTimeout() time.Duration { return t.d }
 // capability fencing.TxnTimeouter, and only through it: the mock does not
 // offer one, so New does not check it (explicitly, not by a silent miss
 // of an undeclared method); a transport that offers one must keep it
-// below LeaseDuration - RenewInterval.
+// below LeaseDuration - HeartbeatInterval.
 func TestNewChecksTheTransportTxnTimeout(t *testing.T) {
 	mockTr := fencingtest.NewMockTransport(t)
 	_, offers := any(mockTr).(fencing.TxnTimeouter)
@@ -36,7 +36,7 @@ func TestNewChecksTheTransportTxnTimeout(t *testing.T) {
 
 	src := newFakeSource(state(role, nil, 0))
 	roles := []codec.Role{role}
-	s := Settings{LeaseDuration: 10 * time.Second} // renew interval 2s: the bound is 8s
+	s := Settings{LeaseDuration: 10 * time.Second} // heartbeat interval 2s: the bound is 8s
 
 	_, err := New(mockTr, src, "a", roles, Options{Settings: s})
 	require.NoError(t, err, "a transport without a timeout is not checked")

@@ -30,6 +30,7 @@ func TestRenewalOnARetiredTokenEndsTheHoldingAndTakesTheRoleBack(t *testing.T) {
 		kind := retired.Kind
 		t.Run(kind.Error(), func(t *testing.T) {
 			h := newHarness(t, "a", Settings{})
+			h.r.work = noWork
 			elect(t, h, tok1, 0)
 			h.see(state(role, leaseOf("a", tok1, t0, 10*sec), 1, "a", 0, "b", 3))
 			h.settle()
@@ -216,7 +217,7 @@ func TestReleaseUnderANewEpochNotPastTheLocalDeadline(t *testing.T) {
 	elect(t, h, tok1, 0)
 	h.see(state(role, leaseOf("a", tok1, t0, 10*sec), 1, "a", 0, "b", 3))
 	h.settle()
-	h.clk.Set(t0.Add(8 * sec)) // renewed at t0; RenewDeadline 8s
+	h.clk.Set(t0.Add(8 * sec)) // renewed at t0; HeartbeatDeadline 8s
 
 	retiredErr := errRetiredTok1()
 	h.tr.On("WriteLease", mock.Anything, role, tok1, releaseOf("a", tok1)).Return(int64(-1), retiredErr).Once()

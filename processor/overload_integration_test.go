@@ -1,7 +1,6 @@
 package processor_test
 
 import (
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -9,21 +8,19 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/processor"
-	"github.com/krabka/krole/view"
 )
 
 // TestIntegrationSlowCommitsCostNoHeldRole overloads one member's lease
 // writes on purpose: node-a holds 20 roles, node-b is a
 // candidate of each, and then the cluster answers every EndTxn under one of
 // node-a's role tokens only after 80ms (kfake's SleepControl), so that 20
-// per-role renewals would take 1.6s, as long as the renew deadline. Under
-// the member session a held role costs no transaction per renew interval:
+// per-role renewals would take 1.6s, as long as the heartbeat deadline. Under
+// the member session a held role costs no transaction per heartbeat interval:
 // node-a keeps every role under the token it had, nothing is handed over
 // and nothing is revoked, over several lease durations. Checked through the
 // broker (Describe) and the view, not on speed. (A member renewing each
@@ -32,33 +29,13 @@ import (
 func TestIntegrationSlowCommitsCostNoHeldRole(t *testing.T) {
 	e := newEnv(t, itTxnTimeout)
 	e.c.RequireFake(t)
-	const n = 20
-	roles := make([]codec.Role, n)
-	for i := range roles {
-		roles[i] = codec.Role(fmt.Sprintf("load-%02d", i))
-	}
+	roles := roleNames("load-%02d", 20)
 	s := itSettings()
 	s.MaxInFlight = 2
 	a := e.start("node-a", roles, s, nil)
-	await(t, 15*time.Second, "node-a holds every role", func() bool {
-		for _, r := range roles {
-			if _, ok := e.rec.holders(r)[a.id]; !ok {
-				return false
-			}
-		}
-		return true
-	})
+	await(t, 15*time.Second, "node-a holds every role", func() bool { return allHeld(e.rec, roles, a.id) })
 	b := e.start("node-b", roles, itSettings(), nil)
-	await(t, 15*time.Second, "node-a's view shows node-b as a candidate of every role", func() bool {
-		for _, r := range roles {
-			st, err := a.src.Role(e.ctx(5*time.Second), r)
-			require.NoError(t, err)
-			if st.Rank(b.id) < 0 {
-				return false
-			}
-		}
-		return true
-	})
+	e.awaitSeenBy(a, roles, 15*time.Second, b.id)
 	before := map[codec.Role]codec.Token{}
 	for _, r := range roles {
 		before[r] = e.rec.holders(r)[a.id]
@@ -67,7 +44,7 @@ func TestIntegrationSlowCommitsCostNoHeldRole(t *testing.T) {
 	// From now on node-a's commits under its role tokens take 80ms each
 	// at the coordinator.
 	slowCommits(t, e, a.id, 80*time.Millisecond)
-	time.Sleep(5 * s.LeaseDuration)
+	time.Sleep(5 * s.LeaseDuration) // on purpose: a role lost to the slow commits shows within it
 
 	for _, r := range roles {
 		holder, tok := e.settled(r, 20*time.Second)
@@ -119,7 +96,7 @@ func slowCommits(t *testing.T, e *env, member codec.MemberID, delay time.Duratio
 			return nil, nil, false
 		}
 		if r := req.(*kmsg.EndTxnRequest); minted(r.ProducerID, r.ProducerEpoch) {
-			e.c.Fake.SleepControl(func() { time.Sleep(delay) })
+			e.c.Fake.SleepControl(func() { time.Sleep(delay) }) // the slow commit itself
 		}
 		return nil, nil, false
 	})
@@ -133,37 +110,25 @@ func slowCommits(t *testing.T, e *env, member codec.MemberID, delay time.Duratio
 // TestIntegrationQueuedCampaignsDoNotPauseTheMember: a member that starts
 // with many roles queues their campaigns behind its call slots (here one,
 // and every commit 30ms at the coordinator: the last of 40 acquisitions
-// waits longer than a renew interval for its slot). That wait is the
+// waits longer than a heartbeat interval for its slot). That wait is the
 // member's own queue, not a sign of an overloaded cluster: the campaigns
 // are not paused (no "a challenge timed out" warning), and every role is
 // taken. Before, each campaign's wait for its challenge's slot was
-// bounded by a renew interval and counted as a timed-out challenge,
+// bounded by a heartbeat interval and counted as a timed-out challenge,
 // which paused every campaign of the member for up to a lease, again and
 // again: a member of 10,000 roles held 7,000 after five minutes.
 func TestIntegrationQueuedCampaignsDoNotPauseTheMember(t *testing.T) {
 	e := newEnv(t, itTxnTimeout)
 	e.c.RequireFake(t)
-	const n = 40
-	roles := make([]codec.Role, n)
-	for i := range roles {
-		roles[i] = codec.Role(fmt.Sprintf("queue-%02d", i))
-	}
+	roles := roleNames("queue-%02d", 40)
 	s := itSettings()
 	s.MaxInFlight = 1
 	slowCommits(t, e, "node-a", 30*time.Millisecond)
 	logs := &testcluster.SyncBuffer{}
-	a := e.newNode("node-a")
-	a.src = e.viewWith(view.Options{})
-	e.launch(a, roles, processor.Options{Settings: s, OnEvent: e.rec.onEvent,
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}, nil, nil)
-	await(t, 60*time.Second, "node-a holds every role", func() bool {
-		for _, r := range roles {
-			if _, ok := e.rec.holders(r)[a.id]; !ok {
-				return false
-			}
-		}
-		return true
-	})
+	a := e.start("node-a", roles, s, nil, withOptions(func(o *processor.Options) {
+		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}))
+	await(t, 60*time.Second, "node-a holds every role", func() bool { return allHeld(e.rec, roles, a.id) })
 	assert.Zero(t, strings.Count(logs.String(), "a challenge timed out"), "the member paused its campaigns")
 	assert.Zero(t, strings.Count(logs.String(), "challenge (timed out)"), "challenges counted as timed out")
 	assert.Empty(t, revocations(e.rec, a.id), "node-a lost nothing")

@@ -18,6 +18,7 @@ package processor_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -28,7 +29,6 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/faultnet"
-	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/processor"
 )
 
@@ -37,32 +37,35 @@ import (
 func clientIDOf(id codec.MemberID) string { return "krole-" + string(id) }
 
 // newPartitionEnv is newEnv on three brokers with faultnet in front of
-// them, with role's transaction coordinator and partition leader placed on
-// different brokers.
-func newPartitionEnv(t *testing.T, role codec.Role) (*env, *faultnet.Net) {
+// them and role's transaction coordinator and partition leader apart.
+func newPartitionEnv(t *testing.T, role codec.Role) *env {
 	t.Helper()
-	c, fn := testcluster.StartFaulty(t, testcluster.Options{Nodes: 3})
-	c.Config.TxnTimeout = itTxnTimeout
-	coord := c.Fake.CoordinatorFor(c.Config.TransactionalID(string(role)))
-	p := codec.Partition(role, 3) // testcluster's default partitions
-	if c.Fake.LeaderFor(c.Config.Topic, p) == coord {
-		require.NoError(t, c.Fake.MoveTopicPartition(c.Config.Topic, p, (coord+1)%3))
-	}
-	require.NotEqual(t, coord, c.Fake.LeaderFor(c.Config.Topic, p), "coordinator and partition leader differ")
-	e := &env{t: t, c: c, rec: &recorder{}}
-	e.probe = e.transport()
-	e.obs = e.view()
-	return e, fn
+	return newEnv(t, itTxnTimeout, withFaults(), withBrokers(3), withApart(role))
 }
 
-// startOwn is start with a transport and a view that use the member's own
-// client id (clientIDOf).
-func (e *env) startOwn(id codec.MemberID, roles []codec.Role, s processor.Settings, work processor.Work) *node {
+// threeOwn starts node-a, which takes role, then node-b and node-c, its
+// candidates (node-b first), each under its own client id and with work,
+// and returns them with node-a's token.
+func threeOwn(e *env, role codec.Role, s processor.Settings, work processor.Work) (a, b, c *node, tok codec.Token) {
 	e.t.Helper()
-	saved := e.c.Config
-	e.c.Config.ClientID = clientIDOf(id)
-	defer func() { e.c.Config = saved }()
-	return e.start(id, roles, s, work)
+	a, b, tok = e.holderAndCandidate(role, s, ownClientID(), working(work))
+	c = e.candidate("node-c", role, s, work, ownClientID())
+	return a, b, c, tok
+}
+
+// assertKept asserts that holder kept role under tok from its first
+// election on: nobody was revoked or elected again, no other token was
+// minted, the table agrees, and the broker's fence held.
+func assertKept(t *testing.T, e *env, role codec.Role, holder *node, tok codec.Token) {
+	t.Helper()
+	assert.Empty(t, e.rec.find(processor.Revoked, role, nil), "%s lost the role", holder.id)
+	assert.Len(t, e.rec.find(processor.Elected, role, nil), 1, "only %s's first election", holder.id)
+	assert.Equal(t, map[codec.MemberID]codec.Token{holder.id: tok}, e.rec.holders(role))
+	e.rec.mu.Lock()
+	assert.Len(t, e.rec.acquires, 1, "no token minted after %s's", holder.id)
+	e.rec.mu.Unlock()
+	e.agree(role, holder.id, tok)
+	e.rec.checkFence(t)
 }
 
 // cut partitions member id off the cluster and returns the heal function;
@@ -101,7 +104,7 @@ func (w *workLog) stopped(tok codec.Token) (time.Time, bool) {
 }
 
 // afterRenewal waits until member has just renewed (a successful write
-// ended within the last RenewInterval/4) and returns that write, so that a
+// ended within the last HeartbeatInterval/4) and returns that write, so that a
 // cut made now comes before its next renewal begins.
 func afterRenewal(t *testing.T, e *env, role codec.Role, member codec.MemberID, s processor.Settings) write {
 	t.Helper()
@@ -110,7 +113,7 @@ func afterRenewal(t *testing.T, e *env, role codec.Role, member codec.MemberID, 
 	await(t, 5*time.Second, member.String()+" renews", func() bool {
 		var ok bool
 		w, ok = e.rec.lastWrite(role, member)
-		return ok && w.End.After(prev.End) && time.Since(w.End) < s.RenewInterval/4
+		return ok && w.End.After(prev.End) && time.Since(w.End) < s.HeartbeatInterval/4
 	})
 	return w
 }
@@ -143,7 +146,7 @@ func watchDescribe(e *env, role codec.Role, stop <-chan struct{}) <-chan []codec
 // runs on, then the network heals.
 //
 //   - While cut off, node-a cannot renew: its work's context ends at its
-//     local deadline (RenewDeadline after its last successful write
+//     local deadline (HeartbeatDeadline after its last successful write
 //     began; + slack) and it reports Revoked (lease lost, or token retired
 //     when a renewal got no answer), never fenced: it hears nothing.
 //   - node-b (rank 0; node-a, named in the lease, ranks last) takes over
@@ -164,30 +167,20 @@ func watchDescribe(e *env, role codec.Role, stop <-chan struct{}) <-chan []codec
 func TestIntegrationPartitionedHolderDoesNotFenceItsSuccessor(t *testing.T) {
 	role := codec.Role("partitioned-holder") // node-b's split score is higher than node-c's
 	require.Equal(t, topScore(role, "node-b", "node-c"), codec.MemberID("node-b"))
-	e, fn := newPartitionEnv(t, role)
+	e := newPartitionEnv(t, role)
 	s := itSettings()
 	var wl workLog
-	a := e.startOwn("node-a", []codec.Role{role}, s, wl.work)
-	holder, tokA := e.soleHolder(role, 10*time.Second)
-	require.Equal(t, a.id, holder)
-	b := e.startOwn("node-b", []codec.Role{role}, s, wl.work)
-	e.awaitCandidate(role, b.id)
-	c := e.startOwn("node-c", []codec.Role{role}, s, wl.work)
-	await(t, 5*time.Second, "node-c is a candidate", func() bool { return slices.Contains(e.candidates(role), c.id) })
-	await(t, 5*time.Second, "node-a's view shows all three candidates", func() bool {
-		st, err := a.src.Role(e.ctx(5*time.Second), role)
-		require.NoError(t, err)
-		return len(st.Candidates) == 3
-	})
+	a, b, c, tokA := threeOwn(e, role, s, wl.work)
+	e.awaitSeenBy(a, []codec.Role{role}, 5*time.Second, a.id, b.id, c.id)
 
 	stopDescribe := make(chan struct{})
 	described := watchDescribe(e, role, stopDescribe)
 	last := afterRenewal(t, e, role, a.id, s)
-	heal := cut(t, fn, a.id)
+	heal := cut(t, e.fn, a.id)
 	cutAt := time.Now()
-	// A renewal begins RenewInterval after the last began: if the cut
+	// A renewal begins HeartbeatInterval after the last began: if the cut
 	// came later than that, node-a may have had a transaction open.
-	quiet := cutAt.Before(last.Start.Add(s.RenewInterval))
+	quiet := cutAt.Before(last.Start.Add(s.HeartbeatInterval))
 
 	// node-b takes over within the liveness bound.
 	el := awaitElected(t, e.rec, role, b.id, cutAt, s.LeaseDuration+s.Stagger+slack)
@@ -198,30 +191,23 @@ func TestIntegrationPartitionedHolderDoesNotFenceItsSuccessor(t *testing.T) {
 		"node-b challenged before a lease had passed since node-a's last renewal began")
 
 	// node-a stepped down on its own, while cut off.
-	var rev stamped
-	await(t, s.RenewDeadline+slack, "node-a revoked while cut off", func() bool {
-		evs := e.rec.find(processor.Revoked, role, func(ev stamped) bool { return ev.Member == a.id })
-		if len(evs) == 0 {
-			return false
-		}
-		rev = evs[0]
-		return true
-	})
+	rev := awaitRevoked(t, e.rec, role, a.id, s.HeartbeatDeadline+slack, "node-a revoked while cut off")
 	assert.Contains(t, []processor.Reason{processor.ReasonLeaseLost, processor.ReasonTokenRetired}, rev.Reason,
 		"node-a, cut off, stops on its own (%v)", rev.Err)
 	assert.Equal(t, tokA, rev.Token)
-	assert.LessOrEqual(t, rev.Got.Sub(last.Start), s.RenewDeadline+slack, "node-a reported Revoked after its local deadline")
+	assert.LessOrEqual(t, rev.Got.Sub(last.Start), s.HeartbeatDeadline+slack, "node-a reported Revoked after its local deadline")
 	stop, ok := wl.stopped(tokA)
 	require.True(t, ok, "node-a's work stopped")
 	t.Logf("node-a's work stopped %v after its last renewal began (local deadline %v), %v before node-b's election; revoked: %s",
-		stop.Sub(last.Start).Round(time.Millisecond), s.RenewDeadline, el.Got.Sub(stop).Round(time.Millisecond), rev.Reason)
-	assert.LessOrEqual(t, stop.Sub(last.Start), s.RenewDeadline+slack, "node-a's work ran past its local deadline")
+		stop.Sub(last.Start).Round(time.Millisecond), s.HeartbeatDeadline, el.Got.Sub(stop).Round(time.Millisecond), rev.Reason)
+	assert.LessOrEqual(t, stop.Sub(last.Start), s.HeartbeatDeadline+slack, "node-a's work ran past its local deadline")
 	assert.Equal(t, tokB, e.describe(role), "the coordinator names node-b's token")
 	await(t, 5*time.Second, "node-b pruned node-a", func() bool {
 		return slices.Equal(e.candidates(role), []codec.MemberID{"node-b", "node-c"})
 	})
 
-	// The partition lasts three leases from the cut; then it heals.
+	// The partition lasts three leases from the cut (on purpose: a member
+	// cut off for that long must still not fence its successor); then it heals.
 	time.Sleep(time.Until(cutAt.Add(3 * s.LeaseDuration)))
 	require.Empty(t, e.rec.find(processor.Elected, role, func(ev stamped) bool { return ev.Member != b.id && ev.Got.After(cutAt) }),
 		"only node-b was elected while node-a was cut off")
@@ -232,14 +218,10 @@ func TestIntegrationPartitionedHolderDoesNotFenceItsSuccessor(t *testing.T) {
 	// lease expired long ago, and the requests it abandoned reach the
 	// brokers now), nothing may change hands. Meanwhile node-b and node-c
 	// stay candidates, and node-a comes back behind them.
-	for time.Since(healed) < 3*s.LeaseDuration {
-		if cands := e.candidates(role); !slices.Contains(cands, b.id) || !slices.Contains(cands, c.id) {
-			t.Errorf("%v after the heal, the candidates are %v: node-b or node-c was pruned", time.Since(healed).Round(time.Millisecond), cands)
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	time.Sleep(time.Until(healed.Add(3 * s.LeaseDuration)))
+	throughout(t, healed.Add(3*s.LeaseDuration), "node-b or node-c was pruned after the heal", func() (bool, string) {
+		cands := e.candidates(role)
+		return slices.Contains(cands, b.id) && slices.Contains(cands, c.id), fmt.Sprintf("%v after the heal, the candidates are %v", time.Since(healed).Round(time.Millisecond), cands)
+	})
 	close(stopDescribe)
 	tokens := <-described
 
@@ -273,35 +255,29 @@ func TestIntegrationPartitionedHolderDoesNotFenceItsSuccessor(t *testing.T) {
 }
 
 // A holder cut off for less than its renewal's timeout (so less than
-// RenewDeadline) keeps its role: the renewal that falls due during the cut
+// HeartbeatDeadline) keeps its role: the renewal that falls due during the cut
 // is held by the network and answered when it heals, in time. Three such
 // cuts cause no handover: nobody is revoked or elected, no token is
 // minted, Describe keeps node-a's token, and the candidates stay as they
 // were.
 //
 // The cut comes right after a renewal (so the next one falls due within
-// RenewInterval of it) and lasts RenewInterval + 200ms: the held renewal
+// HeartbeatInterval of it) and lasts HeartbeatInterval + 200ms: the held renewal
 // waits at most that long, within its timeout, min(TransactionTimeout,
-// RenewDeadline - RenewInterval) = 1s, with 400ms to spare.
+// HeartbeatDeadline - HeartbeatInterval) = 1s, with 400ms to spare.
 func TestIntegrationShortPartitionCausesNoHandover(t *testing.T) {
 	role := codec.Role("blip")
-	e, fn := newPartitionEnv(t, role)
+	e := newPartitionEnv(t, role)
 	s := itSettings()
-	a := e.startOwn("node-a", []codec.Role{role}, s, nil)
-	holder, tokA := e.soleHolder(role, 10*time.Second)
-	require.Equal(t, a.id, holder)
-	b := e.startOwn("node-b", []codec.Role{role}, s, nil)
-	e.awaitCandidate(role, b.id)
-	c := e.startOwn("node-c", []codec.Role{role}, s, nil)
-	await(t, 5*time.Second, "node-c is a candidate", func() bool { return slices.Contains(e.candidates(role), c.id) })
+	a, _, _, tokA := threeOwn(e, role, s, nil)
 	want := []codec.MemberID{"node-a", "node-b", "node-c"}
 	require.Equal(t, want, e.candidates(role))
 
-	blip := s.RenewInterval + 200*time.Millisecond
+	blip := s.HeartbeatInterval + 200*time.Millisecond
 	for i := range 3 {
 		afterRenewal(t, e, role, a.id, s)
-		heal := cut(t, fn, a.id)
-		time.Sleep(blip)
+		heal := cut(t, e.fn, a.id)
+		time.Sleep(blip) // the cut's length, on purpose
 		heal()
 		healed := time.Now()
 		// The round that fell due during the cut was held, and
@@ -311,23 +287,16 @@ func TestIntegrationShortPartitionCausesNoHandover(t *testing.T) {
 		// (The round's DescribeTransactions was held by the cut; its
 		// heartbeat went once it was answered, at the heal.)
 		held := slices.ContainsFunc(e.rec.beats, func(b beat) bool {
-			return b.hb.Member == a.id && !b.hb.End && b.end.After(healed) && b.start.Before(healed.Add(s.RenewInterval/2))
+			return b.hb.Member == a.id && !b.hb.End && b.end.After(healed) && b.start.Before(healed.Add(s.HeartbeatInterval/2))
 		})
 		e.rec.mu.Unlock()
 		assert.True(t, held, "cut %d: the round that fell due during the cut committed its heartbeat at the heal", i)
 	}
-	// A lease more, for any late effect to show.
+	// A lease more, on purpose: any late effect of the cuts shows within it.
 	time.Sleep(s.LeaseDuration)
-	assert.Empty(t, e.rec.find(processor.Revoked, role, nil), "node-a lost the role")
-	assert.Len(t, e.rec.find(processor.Elected, role, nil), 1, "only node-a's first election")
-	assert.Equal(t, map[codec.MemberID]codec.Token{a.id: tokA}, e.rec.holders(role))
 	assert.Equal(t, tokA, e.describe(role))
-	e.rec.mu.Lock()
-	assert.Len(t, e.rec.acquires, 1, "no token minted after node-a's")
-	e.rec.mu.Unlock()
 	assert.Equal(t, want, e.candidates(role))
-	e.agree(role, a.id, tokA)
-	e.rec.checkFence(t)
+	assertKept(t, e, role, a, tokA)
 }
 
 // A candidate cut off for three leases sees, on its clock, the holder's
@@ -339,45 +308,24 @@ func TestIntegrationShortPartitionCausesNoHandover(t *testing.T) {
 // sent while cut off are delivered at the heal and change nothing.
 func TestIntegrationPartitionedCandidateDoesNotFenceTheHolder(t *testing.T) {
 	role := codec.Role("isolated")
-	e, fn := newPartitionEnv(t, role)
+	e := newPartitionEnv(t, role)
 	s := itSettings()
-	a := e.startOwn("node-a", []codec.Role{role}, s, nil)
-	holder, tokA := e.soleHolder(role, 10*time.Second)
-	require.Equal(t, a.id, holder)
-	b := e.startOwn("node-b", []codec.Role{role}, s, nil)
-	e.awaitCandidate(role, b.id)
-	c := e.startOwn("node-c", []codec.Role{role}, s, nil)
-	await(t, 5*time.Second, "node-c is a candidate", func() bool { return slices.Contains(e.candidates(role), c.id) })
-	await(t, 5*time.Second, "node-b's view shows all three candidates", func() bool {
-		st, err := b.src.Role(e.ctx(5*time.Second), role)
-		require.NoError(t, err)
-		return len(st.Candidates) == 3
-	})
+	a, b, c, tokA := threeOwn(e, role, s, nil)
+	e.awaitSeenBy(b, []codec.Role{role}, 5*time.Second, a.id, b.id, c.id)
 	want := []codec.MemberID{"node-a", "node-b", "node-c"}
 
 	stopDescribe := make(chan struct{})
 	described := watchDescribe(e, role, stopDescribe)
-	heal := cut(t, fn, b.id)
-	time.Sleep(3 * s.LeaseDuration)
+	heal := cut(t, e.fn, b.id)
+	time.Sleep(3 * s.LeaseDuration) // the cut's length, on purpose: node-b's turn comes on its clock
 	heal()
 	healed := time.Now()
-	for time.Since(healed) < 3*s.LeaseDuration {
-		if cands := e.candidates(role); !slices.Equal(want, cands) {
-			t.Errorf("%v after the heal, the candidates are %v, not %v", time.Since(healed).Round(time.Millisecond), cands, want)
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	time.Sleep(time.Until(healed.Add(3 * s.LeaseDuration)))
+	throughout(t, healed.Add(3*s.LeaseDuration), "the candidates changed after the heal", func() (bool, string) {
+		cands := e.candidates(role)
+		return slices.Equal(want, cands), fmt.Sprintf("%v after the heal, the candidates are %v, not %v", time.Since(healed).Round(time.Millisecond), cands, want)
+	})
 	close(stopDescribe)
 
 	assert.Equal(t, []codec.Token{tokA}, <-described, "the tokens Describe named")
-	assert.Empty(t, e.rec.find(processor.Revoked, role, nil), "node-a lost the role")
-	assert.Len(t, e.rec.find(processor.Elected, role, nil), 1, "only node-a's first election")
-	assert.Equal(t, map[codec.MemberID]codec.Token{a.id: tokA}, e.rec.holders(role))
-	e.rec.mu.Lock()
-	assert.Len(t, e.rec.acquires, 1, "no token minted after node-a's")
-	e.rec.mu.Unlock()
-	e.agree(role, a.id, tokA)
-	e.rec.checkFence(t)
+	assertKept(t, e, role, a, tokA)
 }

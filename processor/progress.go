@@ -10,12 +10,8 @@ import (
 )
 
 // progress is what rule 7's deference needs of the other members, once
-// per Member rather than per role: when this member last saw each take a
-// role (how a live candidate ahead that is taking roles is told from one
-// that is live but not taking this one), and which role goroutines defer
-// to whom, so that one watch per RenewInterval wakes them when a
-// candidate they defer to stops heartbeating, instead of every deferring
-// role waking to look for itself.
+// per Member: when each was last seen taking a role, and which roles defer
+// to whom, so that one watch wakes them when one stops heartbeating.
 type progress struct {
 	mu       sync.Mutex
 	seen     map[codec.MemberID]time.Time
@@ -57,13 +53,13 @@ func (p *progress) deferTo(r *runner, ahead []codec.MemberID) {
 	}
 }
 
-// watch looks up, every RenewInterval until ctx ends, the member session
+// watch looks up, every HeartbeatInterval until ctx ends, the member session
 // of each member some role defers to, and wakes those roles once it has
 // stopped counting as alive ([aliveUntil]). A woken role decides again;
 // one no longer deferring ignores the wake.
 func (p *progress) watch(ctx context.Context, ss SessionSource, s Settings, clk Clock) {
 	for {
-		t := clk.NewTimer(s.RenewInterval)
+		t := clk.NewTimer(s.HeartbeatInterval)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -86,25 +82,19 @@ func (p *progress) watch(ctx context.Context, ss SessionSource, s Settings, clk 
 			delete(p.deferred, m)
 			p.mu.Unlock()
 			for r := range rs {
-				select {
-				case r.wake <- struct{}{}:
-				default:
-				}
+				r.poke()
 			}
 		}
 	}
 }
 
 // aliveUntil is until when a candidate whose latest session record is se
-// counts as alive to the members behind it (rule 7): two RenewIntervals
-// (at most a heartbeat span) after the source saw the record. A live
-// member heartbeats every RenewInterval, so one stopped, paused or cut
-// off counts as alive two intervals at most after its last heartbeat. A
-// session end, or a record without a plausible time seen, counts for
-// nothing (zero).
+// counts as alive to the members behind it (rule 7): two
+// HeartbeatIntervals (at most a heartbeat span) after the source saw it;
+// zero for a session end or a record without a plausible time seen.
 func aliveUntil(se rolestate.SessionSeen, now time.Time, s Settings) time.Time {
 	if se.Heartbeat.End || se.SeenAt.IsZero() || se.SeenAt.After(now) {
 		return time.Time{}
 	}
-	return se.SeenAt.Add(min(2*s.RenewInterval, rolestate.HeartbeatSpan(se.Heartbeat)))
+	return se.SeenAt.Add(min(2*s.HeartbeatInterval, rolestate.HeartbeatSpan(se.Heartbeat)))
 }

@@ -20,33 +20,9 @@ import (
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/faultnet"
-	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/processor"
 	"github.com/krabka/krole/view"
 )
-
-// startSplit is startOwn with the view under a client id of its own,
-// clientIDOf(id)+"-v", so that the transport's requests ("krole-"+id)
-// and the view's ("krole-"+id+"-v", its consumers' "...-v-view") are
-// told apart.
-func (e *env) startSplit(id codec.MemberID, roles []codec.Role, s processor.Settings) *node {
-	e.t.Helper()
-	saved := e.c.Config
-	defer func() { e.c.Config = saved }()
-	e.c.Config.ClientID = clientIDOf(id)
-	n := e.newNode(id)
-	e.c.Config.ClientID = clientIDOf(id) + "-v"
-	n.src = e.quietView()
-	return e.launch(n, roles, processor.Options{Settings: s, Logger: testLog(string(id)), OnEvent: e.rec.onEvent}, nil, nil)
-}
-
-// quietView is e.view without the view's periodic health probe (its
-// ListOffsets and catch-up Fetch would land in a step's requests now and
-// then).
-func (e *env) quietView() *view.View {
-	e.t.Helper()
-	return e.viewWith(view.Options{HealthInterval: time.Hour})
-}
 
 // rtStep is one request of a step as the table names it.
 type rtStep struct {
@@ -186,18 +162,29 @@ func rtNames(steps []rtStep) []string {
 	return out
 }
 
+// awaitVacant waits until n's view shows role vacant: released, and
+// nobody registered.
+func awaitVacant(t *testing.T, e *env, role codec.Role, n *node) {
+	t.Helper()
+	await(t, 5*time.Second, string(n.id)+"'s view shows "+string(role)+" vacant", func() bool {
+		st, err := n.src.Role(e.ctx(5*time.Second), role)
+		require.NoError(t, err)
+		return len(st.Candidates) == 0 && (st.Lease == nil || st.Lease.Released())
+	})
+}
+
 // rtPair starts rt-a, which takes role, then rt-b, its candidate, which
 // looks the role's coordinator up ahead as krole run does; it returns
 // once their views have settled.
 func rtPair(t *testing.T, e *env, role codec.Role, s processor.Settings) (a, b *node) {
 	t.Helper()
-	a = e.startSplit("rt-a", []codec.Role{role}, s)
-	holder, _ := e.soleHolder(role, 10*time.Second)
-	require.Equal(t, a.id, holder)
-	b = e.startSplit("rt-b", []codec.Role{role}, s)
-	e.awaitCandidate(role, b.id)
+	// Without the view's periodic health probe: its ListOffsets and
+	// catch-up Fetch would land in a step's requests now and then.
+	opts := []nodeOption{splitClientIDs(), viewOptions(view.Options{HealthInterval: time.Hour})}
+	a, _ = e.holder("rt-a", role, s, nil, opts...)
+	b = e.candidate("rt-b", role, s, nil, opts...)
 	require.NoError(t, b.tr.FindCoordinator(e.ctx(5*time.Second), role), "as krole run does at its start")
-	time.Sleep(viewWarmup)
+	e.awaitLive(role, a, b)
 	return a, b
 }
 
@@ -220,7 +207,8 @@ func rtPair(t *testing.T, e *env, role codec.Role, s processor.Settings) (a, b *
 // holder's deregistration, which runs beside the successor's.
 func TestIntegrationRoundTripsPerStep(t *testing.T) {
 	role := codec.Role("roundtrips")
-	e, fn := newPartitionEnv(t, role)
+	e := newPartitionEnv(t, role)
+	fn := e.fn
 	coord := e.c.Fake.CoordinatorFor(e.c.Config.TransactionalID(string(role)))
 	leader := e.c.Fake.LeaderFor(e.c.Config.Topic, codec.Partition(role, 3))
 	s := itSettings()
@@ -295,7 +283,7 @@ func TestIntegrationRoundTripsPerStep(t *testing.T) {
 	// Acquisition: b withdraws too (the role is vacant, nobody queues),
 	// then a rejoins and takes it.
 	require.NoError(t, b.m.Withdraw(e.ctx(5*time.Second), role))
-	time.Sleep(viewWarmup)
+	awaitVacant(t, e, role, a)
 	rec.Take()
 	joined := time.Now()
 	require.NoError(t, a.m.Rejoin(role))
@@ -320,7 +308,7 @@ func TestIntegrationRoundTripsPerStep(t *testing.T) {
 		fmt.Fprintf(&tb, "| %s | %s | %d | %s |\n", step, strings.Join(rtNames(steps), ", "), serial, note)
 	}
 	fmt.Fprintf(&tb, "| step | requests, in order (member: request @broker) | serial round trips | note |\n| --- | --- | --- | --- |\n")
-	row("renewal (every role of the member)", renewalA, len(renewalA), "one member-session round per RenewInterval, whatever the roles held")
+	row("renewal (every role of the member)", renewalA, len(renewalA), "one member-session round per HeartbeatInterval, whatever the roles held")
 	row("release (Withdraw)", release, len(release)-1, "the deregistration runs beside the successor's challenge")
 	row("acquisition (Rejoin of a vacant role)", acqA, len(acqA), "registration, confirmation, epoch, lease")
 	hand := append(append([]rtStep{}, release[:len(release)-1]...), successor...)
@@ -347,6 +335,13 @@ func rtPick(t *testing.T, reqs []faultnet.Request, member string, keep func(rtSt
 		}
 	}
 	return out
+}
+
+// rtLast returns the last n of rs, failing the test when there are fewer.
+func rtLast(t *testing.T, rs []rtRaw, n int) []rtRaw {
+	t.Helper()
+	require.GreaterOrEqual(t, len(rs), n)
+	return rs[len(rs)-n:]
 }
 
 // rtSerial counts the serial round trips of rs, one client's requests in
@@ -382,12 +377,8 @@ func rtWhats(rs []rtRaw) []string {
 // "Round trips per step" in docs/BENCHMARKS.md (run with -v to print it).
 func TestIntegrationPipelinedRoundTripsPerStep(t *testing.T) {
 	role := codec.Role("piped")
-	c, fn := testcluster.StartFaulty(t, testcluster.Options{Nodes: 1})
-	c.Config.TxnTimeout = itTxnTimeout
-	c.Config.Pipeline = fencing.PipelineOn
-	e := &env{t: t, c: c, rec: &recorder{}}
-	e.probe = e.transport()
-	e.obs = e.view()
+	e := newEnv(t, itTxnTimeout, withFaults(), withBrokers(1), withConfig(func(c *fencing.Config) { c.Pipeline = fencing.PipelineOn }))
+	c, fn := e.c, e.fn
 	s := itSettings()
 
 	a, b := rtPair(t, e, role, s)
@@ -435,9 +426,7 @@ func TestIntegrationPipelinedRoundTripsPerStep(t *testing.T) {
 	require.Equal(t, []string{"AddPartitionsToTxn", "Produce (transactional)", "EndTxn (commit)"}, rtWhats(release))
 	assert.Equal(t, 2, rtSerial(rec, release), "the release's commit goes behind its produce")
 	row("release (Withdraw)", release, rtSerial(rec, release))
-	challenge := rtPick(t, reqs, "rt-b", txn)
-	require.GreaterOrEqual(t, len(challenge), 4)
-	challenge = challenge[len(challenge)-4:]
+	challenge := rtLast(t, rtPick(t, reqs, "rt-b", txn), 4)
 	require.Equal(t, []string{"InitProducerID", "AddPartitionsToTxn", "Produce (transactional)", "EndTxn (commit)"}, rtWhats(challenge))
 	assert.Equal(t, 3, rtSerial(rec, challenge), "the lease's commit goes behind its produce")
 	row("challenge (the successor's)", challenge, rtSerial(rec, challenge))
@@ -446,7 +435,7 @@ func TestIntegrationPipelinedRoundTripsPerStep(t *testing.T) {
 	// deregistration beside it; a, rejoined, takes the role.
 	require.NoError(t, a.m.Rejoin(role))
 	e.awaitCandidate(role, a.id)
-	time.Sleep(viewWarmup)
+	e.awaitLive(role, a, b)
 	afterRenewal(t, e, role, b.id, s)
 	rec.Take()
 	left = time.Now()
@@ -463,15 +452,12 @@ func TestIntegrationPipelinedRoundTripsPerStep(t *testing.T) {
 	}
 	// The session end is b's last transaction (a heartbeat round may
 	// have come before it).
-	require.GreaterOrEqual(t, len(end), 3)
-	end = end[len(end)-3:]
+	end = rtLast(t, end, 3)
 	require.Equal(t, []string{"AddPartitionsToTxn [session]", "Produce (transactional) [session]", "EndTxn (commit) [session]"}, rtWhats(end))
 	assert.Equal(t, 2, rtSerial(rec, end), "the session end's commit goes behind its produce")
 	row("session end (a member leaving)", leaving, rtSerial(rec, end))
 	// (after its lease, a may prune b's registration: a plain produce)
-	retake := rtPick(t, reqs, "rt-a", txn)
-	require.GreaterOrEqual(t, len(retake), 4)
-	retake = retake[len(retake)-4:]
+	retake := rtLast(t, rtPick(t, reqs, "rt-a", txn), 4)
 	require.Equal(t, []string{"InitProducerID", "AddPartitionsToTxn", "Produce (transactional)", "EndTxn (commit)"}, rtWhats(retake))
 	assert.Equal(t, 3, rtSerial(rec, retake))
 	row("challenge after a session end", retake, rtSerial(rec, retake))

@@ -286,7 +286,7 @@ func TestRunWorkErrorResignsAndRetries(t *testing.T) {
 	d := startRun(t, h, work)
 	assert.Equal(t, t0.Add(2*sec), d.wait())
 	recv(t, started)
-	assert.Equal(t, t0.Add(2*sec), d.wait(), "resigned; backs off a renew interval before queueing again")
+	assert.Equal(t, t0.Add(2*sec), d.wait(), "resigned; backs off a heartbeat interval before queueing again")
 	e, _ := h.last(Revoked)
 	assert.Equal(t, ReasonWorkFailed, e.Reason)
 	assert.ErrorIs(t, e.Err, boom)
@@ -377,7 +377,7 @@ func TestRunManyRoles(t *testing.T) {
 		tr.On("WriteLease", mock.Anything, r, tok, leaseAt("a", tok, t0)).Return(fenceOf(tok), nil).Once()
 		tr.On("Deregister", mock.Anything, r, codec.MemberID("a")).Return(nil).Once()
 	}
-	m, err := New(echoTransport{tr, h}, src, "a", roles, Options{Settings: Settings{RenewJitter: -1}, Clock: clk, OnEvent: onEvent, Logger: testLogger(t)})
+	m, err := New(echoTransport{tr, h}, src, "a", roles, Options{Settings: Settings{HeartbeatJitter: -1}, Clock: clk, OnEvent: onEvent, Logger: testLogger(t)})
 	require.NoError(t, err)
 	h.m = m
 	src.confirm = func(r codec.Role) (rolestate.Confirmed, error) { // on r's goroutine, which owns its state
@@ -399,7 +399,7 @@ func TestRunManyRoles(t *testing.T) {
 	tr.AssertNotCalled(t, "WriteLease", mock.Anything, mock.Anything, mock.Anything, mock.MatchedBy(func(l codec.Lease) bool { return l.Released() }))
 }
 
-func TestTransportSource(t *testing.T) {
+func TestPollSource(t *testing.T) {
 	noLeaks(t)
 	h := newHarness(t, "a", Settings{})
 	reg := func(off int64, m codec.MemberID) fencing.RoleRecord {
@@ -411,7 +411,7 @@ func TestTransportSource(t *testing.T) {
 	h.tr.On("ReadRoleRecords", mock.Anything, role).Return(one, nil).Times(3)
 	h.tr.On("ReadRoleRecords", mock.Anything, role).Return(nil, errDown).Once()
 	h.tr.On("ReadRoleRecords", mock.Anything, role).Return(two, nil)
-	src := &TransportSource{Transport: h.tr, Poll: sec, Clock: h.clk}
+	src := &pollSource{Transport: h.tr, Poll: sec, Clock: h.clk}
 
 	st, err := src.Role(context.Background(), role)
 	require.NoError(t, err)
@@ -468,7 +468,7 @@ func TestRunEndDuringARenewalLetsItFinishThenReleases(t *testing.T) {
 	}).Return(int64(9), nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	h.clk.Set(t0.Add(sec))
-	require.NoError(t, h.m.RenewNow(role))
+	require.NoError(t, h.m.RewriteLease(role))
 	select {
 	case err := <-d.errc:
 		d.errc <- err // for the cleanup
@@ -523,14 +523,14 @@ type forgedCounter struct {
 func (f *forgedCounter) NewerRecordsSkipped() uint64 { return 0 }
 func (f *forgedCounter) ForgedLeasesSkipped() uint64 { return f.forged.Load() }
 
-// A member on a TransportSource reports forged leases its transport's
+// A member on a pollSource reports forged leases its transport's
 // reads skipped, as the view does: once at Warn, later ones at Debug.
-func TestTransportSourceLogsForgedLeasesOnce(t *testing.T) {
+func TestPollSourceLogsForgedLeasesOnce(t *testing.T) {
 	h := newHarness(t, "a", Settings{})
 	h.tr.On("ReadRoleRecords", mock.Anything, role).Return([]fencing.RoleRecord(nil), nil)
 	tr := &forgedCounter{Transport: h.tr}
 	var buf bytes.Buffer
-	src := &TransportSource{Transport: tr, Clock: h.clk,
+	src := &pollSource{Transport: tr, Clock: h.clk,
 		Log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	read := func() {
 		_, err := src.Role(context.Background(), role)
@@ -555,7 +555,7 @@ func TestTransportSourceLogsForgedLeasesOnce(t *testing.T) {
 // An operator's step-down (the member's registration removed while it
 // holds the role) of a holder whose work drains past the local deadline:
 // the member session's rounds go on renewing the role while work stops
-// (one every renew interval, past the 8s deadline of its last renewal
+// (one every heartbeat interval, past the 8s deadline of its last renewal
 // before the step-down; no lease is written), and the member releases
 // only once work has returned. A round that finds the role's token moved
 // (its DescribeTransactions names another) ends the renewals: the

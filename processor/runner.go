@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,12 +19,16 @@ import (
 // longer burst means a bug, and the runner backs off instead of spinning.
 const maxBurst = 16
 
-// runner runs the succession rules of one role on one goroutine. Every
-// field is owned by that goroutine, except resignCh and exited.
+// runner runs the succession rules of one role. Its goroutine runs only
+// while the role has something to do: between decisions it parks (no
+// goroutine), and whatever the role waits for (its timer, a state from
+// the source, a note from the member session, a call of the Member, its
+// work returning, the end of Run's context) resumes it on a new one
+// (resume). One goroutine at a time owns every field, except those said
+// otherwise.
 type runner struct {
 	m    *Member
 	role codec.Role
-	log  *slog.Logger
 
 	st   rolestate.State
 	l    Local
@@ -37,22 +42,36 @@ type runner struct {
 	seen    *holderKey // the holder last reported by HolderChanged
 	resignQ chan error // the caller of Member.Resign waiting for this role
 
-	resignCh chan resignReq
-	renewCh  chan struct{} // capacity 1: Member.RenewNow
-	note     chan sessNote // capacity 1: the member session's word on the held role
-	exited   chan struct{}
-	// stopped is called once the goroutine, leaving, acts on the role no
-	// more (its work stopped, its holding revoked), before it
-	// deregisters: the member session's end need not wait for the
-	// deregistrations (see Member.Run).
-	stopped func()
+	rewriteCh chan struct{} // capacity 1: Member.RewriteLease
+	note      chan sessNote // capacity 1: the member session's word on the held role
+	exited    chan struct{}
+	// stopping counts the role down once it no longer acts on the role,
+	// leaving, before it deregisters (stopped; see Member.Run); done is
+	// called once it has left.
+	stopping    *sync.WaitGroup
+	stoppedOnce atomic.Bool
+	done        func()
 
-	// One process per member id (instance.go).
-	minted       map[codec.Token]bool // tokens this process minted for the role
-	baseLeaseOff int64                // the role's lease offset when this process first read it
-	ownSeenAt    time.Time            // when the view first showed this process's own registration
-	reassertedAt time.Time            // when it last registered again to answer another instance
-	watch        *instanceWatch       // another instance's registration watched at the start
+	// resigns holds the calls of Member.Resign and Withdraw not taken yet
+	// (any goroutine, under resignMu); closed: the runner has left.
+	resignMu sync.Mutex
+	resigns  []resignReq
+	closed   bool
+
+	// The parked loop (any goroutine): running while a goroutine runs it
+	// or is about to; kicked, resumed meanwhile, so it looks again before
+	// it parks; live, started and not left.
+	running, kicked, live atomic.Bool
+
+	ctx        context.Context
+	updates    <-chan rolestate.State // nil: the source is polled
+	stopFollow func()
+	loaded     bool
+	burst      int
+	due        time.Time // the current wait's end
+	timer      Timer     // resumes the loop at due
+
+	inst instanceRules // one process per member id
 
 	// withdrawn: Member.Withdraw took the member out of the role's queue
 	// until Member.Rejoin; wake tells the goroutine of a Rejoin.
@@ -71,7 +90,6 @@ type holding struct {
 	held    Held
 	ctx     context.Context // work's
 	cancel  context.CancelFunc
-	expiry  Timer // cancels ctx at the local deadline
 	started time.Time
 	res     chan error    // work's result; nil without work
 	done    chan struct{} // closed when work returned; nil without work
@@ -84,89 +102,275 @@ type holderKey struct {
 }
 
 func newRunner(m *Member, role codec.Role) *runner {
+	l := NewLocal().withInstance(m.inst)
+	_, l.lookAhead = m.src.(SessionSource)
 	return &runner{
-		m: m, role: role, l: NewLocal().withInstance(m.inst),
-		st:       rolestate.State{Role: role, LeaseOffset: -1},
-		log:      m.log.With("role", string(role)),
-		resignCh: make(chan resignReq),
-		renewCh:  make(chan struct{}, 1),
-		note:     make(chan sessNote, 1),
-		exited:   make(chan struct{}),
-		minted:   map[codec.Token]bool{},
-		wake:     make(chan struct{}, 1),
-		stopped:  func() {},
+		inst: instanceRules{m: m, role: role},
+		m:    m, role: role, l: l,
+		st:        rolestate.State{Role: role, LeaseOffset: -1},
+		rewriteCh: make(chan struct{}, 1),
+		note:      make(chan sessNote, 1),
+		exited:    make(chan struct{}),
+		wake:      make(chan struct{}, 1),
+		done:      func() {},
 	}
 }
 
-// run is the role's goroutine: it returns after ctx ended and the member
-// left the role.
-func (r *runner) run(ctx context.Context, work Work) {
-	defer close(r.exited)
-	defer r.stopped() // at the latest
-	r.work = work
-	r.m.met.holder(r.role, r.m.me, false)
-	fctx, stopFollow := context.WithCancel(ctx)
-	updates := r.m.src.Follow(fctx, r.role)
-	defer func() {
-		stopFollow()
-		if updates != nil {
-			for range updates { // until the source's goroutine is done
-			}
-		}
-	}()
-	if !r.load(ctx) {
-		r.leave(ctx)
+// stopped counts the role down in Run's wait for the roles to stop acting,
+// once.
+func (r *runner) stopped() {
+	if r.stopping != nil && r.stoppedOnce.CompareAndSwap(false, true) {
+		r.stopping.Done()
+	}
+}
+
+// logger is the member's logger with the role: made when a line is
+// logged, not kept per role.
+func (r *runner) logger() *slog.Logger { return r.m.log.With("role", string(r.role)) }
+
+// start runs the role until ctx ends and the member has left it; done is
+// called then. It does not block.
+func (r *runner) start(ctx context.Context, work Work, done func()) {
+	r.ctx, r.work, r.done = ctx, work, done
+	r.live.Store(true)
+	r.running.Store(true)
+	go r.loop(false)
+}
+
+// resume runs the loop on a new goroutine if it is parked; if it runs, it
+// looks again before it parks. Any goroutine may call it; it never blocks.
+// kicked is set before the swap: park clears running before it reads
+// kicked, so either park sees the kick or this swap sees it parked.
+func (r *runner) resume() {
+	if !r.live.Load() {
 		return
 	}
-	r.baseLeaseOff = r.st.LeaseOffset
-	burst := 0
-	for {
-		if ctx.Err() != nil {
-			r.leave(ctx)
+	r.kicked.Store(true)
+	if r.running.CompareAndSwap(false, true) {
+		go r.loop(true)
+	}
+}
+
+// poke wakes the role to decide again.
+func (r *runner) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	r.resume()
+}
+
+// loop decides and acts until the role has nothing to do before its next
+// decision's time (it parks: the goroutine returns), or ctx ended and the
+// member left the role. resumed: a resume started it, so it first takes
+// what woke it.
+func (r *runner) loop(resumed bool) {
+	if !r.loaded {
+		r.follow()
+		r.m.met.holder(r.role, r.m.me, false)
+		if !r.load(r.ctx) {
+			r.leave(r.ctx)
+			r.finish()
 			return
 		}
-		a := r.step(ctx)
+		r.loaded = true
+		r.inst.baseLeaseOff = r.st.LeaseOffset
+	} else if resumed {
+		r.stopTimer()
+		if !r.takeOne() {
+			switch {
+			case r.m.clk.Now().Before(r.due):
+				// A stale wake (a timer stopped too late, a work's result
+				// for a holding over): park again, deciding nothing.
+				if !r.park(r.due) {
+					return
+				}
+			case r.updates == nil:
+				r.poll(r.ctx)
+			}
+		}
+	}
+	for {
+		if r.ctx.Err() != nil {
+			r.leave(r.ctx)
+			r.finish()
+			return
+		}
+		a := r.step(r.ctx)
 		until := a.Until
 		if a.Kind != DoWait {
-			if burst++; burst < maxBurst {
+			if r.burst++; r.burst < maxBurst {
 				continue
 			}
-			r.log.Error("too many actions in a row; backing off", "last", a.Kind.String())
+			r.logger().Error("too many actions in a row; backing off", "last", a.Kind.String())
 			until = r.m.clk.Now().Add(r.m.s.RetryBackoff)
 		}
-		burst = 0
-		polling := updates == nil
-		if polling {
-			until = earliest(until, r.m.clk.Now().Add(r.m.s.RenewInterval))
+		r.burst = 0
+		if r.updates == nil {
+			until = earliest(until, r.m.clk.Now().Add(r.m.s.HeartbeatInterval))
 		}
-		t := r.m.clk.NewTimer(until.Sub(r.m.clk.Now()))
-		if r.m.idle != nil {
-			r.m.idle(r.role, until)
+		if !r.wait(until) {
+			return
 		}
-		select {
-		case <-ctx.Done():
-		case st, ok := <-updates:
-			if ok {
-				r.st = st
-			} else {
-				updates = nil
-			}
-		case <-t.C():
-			if polling {
-				r.poll(ctx)
-			}
-		case q := <-r.resignCh:
-			r.requestResign(q)
-		case <-r.renewCh:
-			r.l.renewNow = r.l.held != nil
-		case n := <-r.note:
-			r.noted(n)
-		case <-r.wake:
-		case err := <-r.workResult():
-			r.workReturned(err)
-		}
-		t.Stop()
 	}
+}
+
+// wait takes one thing the role waits for, or returns at until; it
+// reports false when, with nothing to take, it parked instead (the
+// goroutine must return: a resume carries on).
+func (r *runner) wait(until time.Time) bool {
+	r.due = until
+	if r.m.idle != nil {
+		r.m.idle(r.role, until)
+	}
+	return r.park(until)
+}
+
+// park is wait after the test hook.
+func (r *runner) park(until time.Time) bool {
+	for {
+		r.kicked.Store(false)
+		if r.takeOne() {
+			return true
+		}
+		if !r.m.clk.Now().Before(until) {
+			if r.updates == nil {
+				r.poll(r.ctx)
+			}
+			return true
+		}
+		r.stopTimer()
+		r.timer = r.m.clk.AfterFunc(until.Sub(r.m.clk.Now()), r.resume)
+		r.running.Store(false)
+		// A resume that came before running was cleared only kicked: take
+		// the loop back unless a later one started a goroutine already.
+		if !r.kicked.Load() || !r.running.CompareAndSwap(false, true) {
+			return false
+		}
+		r.stopTimer()
+	}
+}
+
+func (r *runner) stopTimer() {
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+}
+
+// takeOne takes one thing the role waits for, without blocking, and
+// reports whether there was one.
+func (r *runner) takeOne() bool {
+	select {
+	case <-r.ctx.Done():
+		return true
+	case st, ok := <-r.updates:
+		if ok {
+			r.st = st
+		} else {
+			r.updates = nil
+		}
+		return true
+	case n := <-r.note:
+		r.noted(n)
+		return true
+	case <-r.rewriteCh:
+		r.l.rewriteNow = r.l.held != nil
+		return true
+	case <-r.wake:
+		return true
+	case err := <-r.workResult():
+		r.workReturned(err)
+		return true
+	default:
+	}
+	r.resignMu.Lock()
+	var q resignReq
+	ok := len(r.resigns) > 0
+	if ok {
+		q = r.resigns[0]
+		r.resigns = r.resigns[1:]
+	}
+	r.resignMu.Unlock()
+	if ok {
+		r.requestResign(q)
+	}
+	return ok
+}
+
+// ask queues a call of Member.Resign or Withdraw and resumes the role; it
+// reports false when the role has left.
+func (r *runner) ask(q resignReq) bool {
+	r.resignMu.Lock()
+	if r.closed {
+		r.resignMu.Unlock()
+		return false
+	}
+	r.resigns = append(r.resigns, q)
+	r.resignMu.Unlock()
+	r.resume()
+	return true
+}
+
+// follow subscribes to the role's states: through the source's
+// FollowNotifier when it is one, else through a goroutine that resumes
+// the role at each state the source's Follow sends.
+func (r *runner) follow() {
+	if fn, ok := r.m.src.(FollowNotifier); ok {
+		r.updates, r.stopFollow = fn.FollowNotify(r.ctx, r.role, r.resume)
+		return
+	}
+	fctx, stop := context.WithCancel(r.ctx)
+	r.stopFollow = stop
+	ch := r.m.src.Follow(fctx, r.role)
+	if ch == nil {
+		return
+	}
+	out := make(chan rolestate.State, 1)
+	r.updates = out
+	go func() {
+		defer r.resume()
+		defer close(out)
+		for st := range ch {
+			offerState(out, st)
+			r.resume()
+		}
+	}()
+}
+
+// offerState sends st on ch (capacity 1) without blocking, replacing a
+// state not taken yet. Only one goroutine may send on ch.
+func offerState(ch chan rolestate.State, st rolestate.State) {
+	select {
+	case ch <- st:
+		return
+	default:
+	}
+	select {
+	case <-ch:
+	default:
+	}
+	ch <- st
+}
+
+// finish ends the role's run once it has left: no resume starts it again,
+// the calls waiting are told it left, and done is called.
+func (r *runner) finish() {
+	r.live.Store(false)
+	r.stopTimer()
+	r.resignMu.Lock()
+	r.closed = true
+	r.resignMu.Unlock()
+	close(r.exited)
+	r.stopped() // at the latest
+	if r.stopFollow != nil {
+		r.stopFollow()
+		if r.updates != nil {
+			for range r.updates { // until the source's sender is done
+			}
+		}
+	}
+	r.done()
 }
 
 // load reads the role from the source, retrying with backoff until it
@@ -183,7 +387,7 @@ func (r *runner) load(ctx context.Context) bool {
 		}
 		r.l.failures++
 		d := r.m.s.backoff(r.l.failures)
-		r.log.Warn("reading the role failed; retrying", "err", err, "retry_in", d)
+		r.logger().Warn("reading the role failed; retrying", "err", err, "retry_in", d)
 		t := r.m.clk.NewTimer(d)
 		select {
 		case <-ctx.Done():
@@ -198,70 +402,50 @@ func (r *runner) poll(ctx context.Context) {
 	st, err := r.m.src.Role(ctx, r.role)
 	if err != nil {
 		if ctx.Err() == nil {
-			r.log.Warn("reading the role failed", "err", err)
+			r.logger().Warn("reading the role failed", "err", err)
 		}
 		return
 	}
 	r.st = st
 }
 
-// step observes the role, decides, and performs the action. It returns
-// the action. When the rules say confirm, it confirms and decides again on
-// the confirmed state at the time the confirmation returned, so a
-// challenge always follows a confirmation that still says challenge.
+// step observes the role, decides, performs the action and returns it. A
+// look-ahead or a confirmation is followed by a decision at the time it
+// returned, so a challenge always follows a confirmation that says so.
 func (r *runner) step(ctx context.Context) Action {
 	now := r.m.clk.Now()
-	if a, ok := r.checkToken(now); ok {
-		return a
-	}
-	if a, ok := r.checkInstance(now); ok {
-		r.m.adm.dequeue(r.role)
-		if a.Kind == DoRegister {
-			r.register(ctx, a.Reason)
-		}
-		return a
-	}
-	if r.withdrawn.Load() && r.hold == nil && r.l.resign == "" {
-		r.m.adm.dequeue(r.role)
-		return Action{Kind: DoWait, Until: now.Add(time.Hour), Reason: "withdrawn from the role: not campaigning until Rejoin"}
-	}
 	a := r.decide(ctx, now)
-	if a.Kind == DoConfirm {
-		if ahead := r.lookAhead(ctx, now); len(ahead) > 0 {
-			a = Decide(r.st, r.m.me, r.l, now, r.m.s) // rule 7: defers to the live candidate ahead
-			if !a.Deferring.IsZero() {
-				// The Member's watch wakes this role if a candidate ahead
-				// stops heartbeating first (progress.watch).
-				r.m.prog.deferTo(r, ahead)
-				a.Until = a.Deferring
-			}
+	if a.Kind == DoLookAhead {
+		ahead := r.lookAhead(ctx, now)
+		if a = Decide(r.st, r.m.me, r.l, now, r.m.s); !a.Deferring.IsZero() {
+			// The Member's watch wakes this role if a candidate ahead
+			// stops heartbeating first (progress.watch).
+			r.m.prog.deferTo(r, ahead)
+			a.Until = a.Deferring
 		}
 	}
-	if a.Kind != DoConfirm {
-		r.m.adm.dequeue(r.role)
+	r.m.adm.queue(r.role, a.paused)
+	if a.replan {
+		r.m.grp.poke()
 	}
-	if a.Kind == DoConfirm {
-		// A campaign: not while campaigns are paused after a challenge
-		// timed out. The
-		// role stays registered meanwhile, and decides again on every
-		// change of its state.
-		if !r.m.adm.claim(r.role, now) {
-			return Action{Kind: DoWait, Until: now.Add(r.m.s.RenewInterval/2 + rand.N(r.m.s.RenewInterval)),
-				Reason: "campaigns paused after a challenge timed out: registered, not campaigning"}
+	if a.Kind == DoConfirm && !r.m.grp.reserve(r.role) {
+		return Action{Kind: DoWait, Until: now.Add(r.m.s.HeartbeatInterval), Reason: "the member holds as many of the group's roles as its limit"}
+	}
+	defer func() {
+		if r.hold == nil {
+			r.m.grp.release(r.role)
 		}
-		// The call slot of the challenge is taken before the
-		// confirmation, and held through the challenge's calls: a
-		// confirmation goes stale while its challenge waits, so the wait
-		// (the member's other campaigns, all after their slots at once
-		// when it starts with many roles) comes first. A wait that runs
-		// out is no sign of an overloaded cluster: the role decides again
-		// a little later, without pausing the member's campaigns.
+	}()
+	if a.Kind == DoConfirm {
+		// The challenge's slot, taken before the confirmation so that it
+		// does not go stale waiting (docs/DESIGN.md, "Many roles under
+		// overload"); a wait in vain does not pause the campaigns.
 		release, err := r.slot(ctx, prioCampaign, r.m.s.LeaseDuration)
 		if err != nil {
 			if ctx.Err() != nil {
 				return a
 			}
-			wait := r.m.s.RenewInterval/2 + rand.N(r.m.s.RenewInterval)
+			wait := r.m.s.HeartbeatInterval/2 + rand.N(r.m.s.HeartbeatInterval)
 			return Action{Kind: DoWait, Until: now.Add(wait), Reason: "waited for a call slot in vain: every slot is busy with the member's other calls"}
 		}
 		defer func() {
@@ -288,54 +472,61 @@ func (r *runner) step(ctx context.Context) Action {
 		r.register(ctx, a.Reason)
 	case DoChallenge:
 		r.challenge(ctx, a.Prune, nil)
-	case DoRenew:
-		r.renew(ctx, now)
+	case DoRewriteLease:
+		r.rewriteLease(ctx, now)
 	case DoStepDown:
-		var cause error
-		if a.Revoke == ReasonFenced {
-			cause = fmt.Errorf("%w: %s", fencing.ErrFenced, a.Reason)
-		}
-		r.revoke(now, a.Revoke, cause, a.Reason)
+		r.stepDown(now, a)
 	case DoResign:
 		r.resign(ctx, a.Revoke)
 	}
 	return a
 }
 
-// checkToken ends the holding at now when the transport can no longer
-// write under its token ([fencing.TokenChecker]), as a lease write would
-// have learned: retired after an unknown outcome (ReasonTokenRetired: the
-// member may take its lease back at once) or forgotten after a fenced write
-// (ReasonFenced: the wait after a loss). Work's writes use the token between
-// lease writes, which the heartbeats make rare. It returns the step down it
-// took and true, or false when the token can still write.
-func (r *runner) checkToken(now time.Time) (Action, bool) {
-	tc, ok := r.m.t.(fencing.TokenChecker)
-	if !ok || r.hold == nil {
-		return Action{}, false
-	}
-	err := tc.CheckToken(r.role, r.hold.held.Token)
+// stepDown ends the holding at now as a DoStepDown says. A token the
+// transport retired may be taken back at once (rule 5); one it forgot, or
+// a newer token in the view, is a loss like any fence (rule 6).
+func (r *runner) stepDown(now time.Time, a Action) {
+	var cause error
 	switch {
-	case err == nil:
-		return Action{}, false
-	case retired(err):
+	case r.l.tokenErr != nil && a.Revoke == ReasonTokenRetired:
+		cause = r.l.tokenErr
 		tok := r.hold.held.Token
 		r.l.retiredTok = &tok
-		r.revoke(now, ReasonTokenRetired, err, "the transport retired the holding's token")
-		return Action{Kind: DoStepDown, Revoke: ReasonTokenRetired, Reason: "the transport retired the holding's token"}, true
-	default:
+	case r.l.tokenErr != nil:
+		cause = r.l.tokenErr
 		r.m.met.fenced(r.role)
 		r.lost(now)
-		r.revoke(now, ReasonFenced, err, "the transport forgot the holding's token: a write under it was fenced")
-		return Action{Kind: DoStepDown, Revoke: ReasonFenced, Reason: "the transport forgot the holding's token"}, true
+	case a.Revoke == ReasonFenced:
+		cause = fmt.Errorf("%w: %s", fencing.ErrFenced, a.Reason)
 	}
+	r.revoke(now, a.Revoke, cause, a.Reason)
 }
 
-// decide observes the role at now and applies the rules. It checks in
-// with the member session first (this goroutine is alive), and looks up
-// the session record of the lease's holder afresh: heartbeats are not
-// published as role changes.
+// inputs records in r.l what the rules need to know beyond the role's
+// state (rule 0, and the member's paused campaigns).
+func (r *runner) inputs(now time.Time) {
+	r.l.tokenErr = nil
+	if tc, ok := r.m.t.(fencing.TokenChecker); ok && r.hold != nil {
+		r.l.tokenErr = tc.CheckToken(r.role, r.hold.held.Token)
+	}
+	r.l.instanceAct, r.l.instanceSays = r.inst.verdict(r.st, r.l.registered, r.hold != nil, now)
+	r.l.withdrawn = r.withdrawn.Load()
+	r.l.pausedUntil, r.l.jitter = r.m.adm.pausedUntil(), 0
+	if now.Before(r.l.pausedUntil) {
+		r.l.jitter = rand.N(r.m.s.HeartbeatInterval)
+	}
+	r.m.grp.inputs(r.role, &r.l, r.st, now)
+}
+
+// decide observes the role at now and applies the rules, after checking
+// in with the member session and looking up the session record of the
+// lease's holder afresh (heartbeats are not role changes).
 func (r *runner) decide(ctx context.Context, now time.Time) Action {
+	select {
+	case n := <-r.note: // a vouch does not resume the role: take it now
+		r.noted(n)
+	default:
+	}
 	if r.hold != nil {
 		r.m.sess.checkIn(r.role, now)
 	} else {
@@ -347,26 +538,23 @@ func (r *runner) decide(ctx context.Context, now time.Time) Action {
 	}
 	r.l = r.l.Observe(r.st, r.m.me, now)
 	r.observeHolder(now)
+	r.inputs(now)
 	a := Decide(r.st, r.m.me, r.l, now, r.m.s)
-	if r.log.Enabled(ctx, slog.LevelDebug) {
-		r.log.Debug("decided", "action", a.Kind.String(), "reason", a.Reason, "until", a.Until)
+	if r.m.log.Enabled(ctx, slog.LevelDebug) {
+		r.logger().Debug("decided", "action", a.Kind.String(), "reason", a.Reason, "until", a.Until)
 	}
 	return a
 }
 
-// lookAhead records in r.l until when a candidate ranked ahead of this
-// member in the vacancy counts as alive ([aliveUntil]). It also records when this member last saw such a live
-// candidate take a role (its progress). Only a source that stamps a
-// record with the time it saw it (the view) tells; a TransportSource's
-// records carry no such time, and a member on one does not defer. It
-// returns the candidates ahead alive at now. The Member asks when rule 7
-// would have it campaign (see [Decide]).
+// lookAhead records in r.l what rule 7 asks of the candidates ranked
+// ahead (DoLookAhead), and returns those alive at now.
 func (r *runner) lookAhead(ctx context.Context, now time.Time) []codec.MemberID {
 	ss, ok := r.m.src.(SessionSource)
 	if !ok || r.l.ownRetired(r.st, r.m.me) {
+		r.l.aheadAt = now
 		return nil
 	}
-	ahead, _ := turn(r.st, r.m.me)
+	ahead, _ := r.l.turn(r.st, r.m.me)
 	var alive []codec.MemberID
 	var until, won time.Time
 	for _, m := range ahead {
@@ -386,16 +574,13 @@ func (r *runner) lookAhead(ctx context.Context, now time.Time) []codec.MemberID 
 			won = w
 		}
 	}
-	r.l = r.l.withAheadLive(until, won)
+	r.l = r.l.withAheadLive(now, until, won)
 	return alive
 }
 
-// confirm asks the source to confirm the role's state (Source.Confirm),
-// bounded by TransactionTimeout, and returns when the call returned, or
-// false when it failed (the member backs off). The time is the call's end,
-// as a lease first shown by the confirmation is first observed then:
-// counted from the start, a lease renewed during a slow call (up to
-// TransactionTimeout) would look older, and a live holder could be fenced.
+// confirm asks the source to confirm the role's state, bounded by
+// TransactionTimeout, and returns when the call returned, the time Decide
+// must be given (see its doc); false when it failed (the member backs off).
 func (r *runner) confirm(ctx context.Context) (time.Time, bool) {
 	cctx, cancel := r.callCtx(ctx, r.m.s.TransactionTimeout)
 	c, err := r.confirmState(cctx) // confirm.go
@@ -405,19 +590,16 @@ func (r *runner) confirm(ctx context.Context) (time.Time, bool) {
 		r.failed(ctx, "confirming the role's state before a challenge", err)
 		return now, false
 	}
-	// A confirmation is not a success of the challenge: the failure count
-	// (and so the backoff) stays until the challenge's calls succeed.
+	// The failure count stays until the challenge's calls succeed.
 	wasFrozen := r.l.heldBack(r.st) && !r.l.openSince.Equal(r.l.confAt)
 	r.st = c.State
 	r.l = r.l.Confirmed(now, c)
 	if r.l.heldBack(r.st) && !r.l.openSince.Equal(now) && !wasFrozen {
-		r.log.Info("not challenging: the partition's readers are held back by another producer's open transaction, so the lease may have been renewed behind it",
-			"producer_id", c.OpenProducerID, "confirm_again_in", r.m.s.RenewInterval)
+		r.logger().Info("not challenging: the partition's readers are held back by another producer's open transaction, so the lease may have been renewed behind it",
+			"producer_id", c.OpenProducerID, "confirm_again_in", r.m.s.HeartbeatInterval)
 	}
 	if wasFrozen && !r.l.heldBack(r.st) && !r.l.vacantSince.IsZero() {
-		// Every candidate of the partition waited on the same frozen
-		// readers, each past its turn by now: count the turns again from
-		// the thaw, or they would all challenge at once.
+		// Rule 8: the turns count again from the thaw.
 		r.l.vacantSince = now
 	}
 	return now, true
@@ -437,9 +619,9 @@ func (r *runner) observeHolder(now time.Time) {
 	}
 	r.seen = &key
 	if cur == nil {
-		r.log.Info("holder changed: vacant")
+		r.logger().Info("holder changed: vacant")
 	} else {
-		r.log.Info("holder changed", "holder", string(cur.Member), "token", cur.Token.String(), "fence", fence)
+		r.logger().Info("holder changed", "holder", string(cur.Member), "token", cur.Token.String(), "fence", fence)
 	}
 	r.m.emit(Event{Kind: HolderChanged, Role: r.role, Member: r.m.me, At: now, Holder: cur, Fence: fence})
 }
@@ -449,8 +631,7 @@ func (r *runner) callCtx(ctx context.Context, d time.Duration) (context.Context,
 }
 
 // failed records a failed call and schedules the retry, counted from
-// when the call returned. A call cut short by the end of ctx is not worth
-// a warning: the member is leaving.
+// when the call returned; one cut short by the end of ctx is no warning.
 func (r *runner) failed(ctx context.Context, what string, err error) {
 	r.l.failures++
 	d := r.m.s.backoff(r.l.failures)
@@ -459,7 +640,7 @@ func (r *runner) failed(ctx context.Context, what string, err error) {
 	if ctx.Err() != nil {
 		level = slog.LevelDebug
 	}
-	r.log.Log(ctx, level, what+" failed", "err", err, "failures", r.l.failures, "retry_in", d)
+	r.logger().Log(ctx, level, what+" failed", "err", err, "failures", r.l.failures, "retry_in", d)
 }
 
 func (r *runner) succeeded() { r.l.failures, r.l.retryAt = 0, time.Time{} }
@@ -487,10 +668,7 @@ func (r *runner) slotQueued(ctx context.Context, p priority, wait time.Duration)
 }
 
 // register registers the member for the role. The registration's wait to
-// show in the view (Local.registration) counts from when Register
-// returned, not from when the step began: counted from before a slow call,
-// it would run out early and the member would register again, at the
-// back of the queue.
+// show in the view (rule 4) counts from when Register returned.
 func (r *runner) register(ctx context.Context, why string) {
 	release, err := r.slot(ctx, prioCampaign, r.m.s.TransactionTimeout)
 	if err != nil {
@@ -512,25 +690,23 @@ func (r *runner) register(ctx context.Context, why string) {
 	}
 	r.succeeded()
 	r.l.registered, r.l.registeredAt = off, r.m.clk.Now()
-	r.log.Info("registered", "offset", off, "why", why)
+	r.logger().Info("registered", "offset", off, "why", why)
 }
 
 // challenge takes the role: AcquireEpoch, then the lease under the new
-// token, then the prunes. A lease write refused as fenced is a lost race,
-// counted (Local.lostAt) from when the refusal came, not from when the
-// step began.
+// token, then the prunes (rule 9). A lease write refused as fenced is a
+// lost race (rule 6), counted from when the refusal came.
 //
 // held is the call slot the confirmation took for the challenge (see
 // step), which challenge gives back; nil: challenge waits for one itself.
 func (r *runner) challenge(ctx context.Context, prune []codec.MemberID, held func()) {
-	r.log.Info("challenging: the confirmed state says so")
-	// One slot for both calls, so the transaction AcquireEpoch begins
-	// never waits for a slot; the confirmation goes stale if the wait is
-	// longer than a renew interval.
+	r.logger().Info("challenging: the confirmed state says so")
+	// One slot for both calls, so that the transaction AcquireEpoch begins
+	// never waits for a slot.
 	release := held
 	if release == nil {
 		var err error
-		if release, err = r.slot(ctx, prioCampaign, r.m.s.RenewInterval); err != nil {
+		if release, err = r.slot(ctx, prioCampaign, r.m.s.HeartbeatInterval); err != nil {
 			r.challengeTimedOut(ctx, err)
 			return
 		}
@@ -561,18 +737,17 @@ func (r *runner) challenge(ctx context.Context, prune []codec.MemberID, held fun
 		r.failed(ctx, "challenge: acquire epoch", err)
 		return
 	}
-	r.minted[tok] = true
-	r.log.Info("acquired an epoch", "token", tok.String())
+	r.inst.mint(tok)
+	r.logger().Info("acquired an epoch", "token", tok.String())
 	start := r.m.clk.Now()
 	lease := r.lease(tok, start, 0) // its own offset is the holding's number
 	if lease.Session == nil {
 		r.failed(ctx, "challenge", errors.New("no member session to name in the lease"))
 		return
 	}
-	// The lease write is not cut short by the end of Run's context either
-	// (see renew): once it has committed, the member releases the role on
-	// its way out; cut short, it might commit unseen and hold the role
-	// for a lease.
+	// Not cut short by the end of Run's context: once committed, the
+	// member releases the role on its way out; cut short, it might commit
+	// unseen.
 	wctx, wcancel := r.callCtx(context.WithoutCancel(ctx), r.m.s.TransactionTimeout)
 	defer wcancel()
 	fence, err := r.m.t.WriteLease(wctx, r.role, tok, lease)
@@ -582,17 +757,13 @@ func (r *runner) challenge(ctx context.Context, prune []codec.MemberID, held fun
 		if fencing.IsFenced(err) {
 			r.m.met.fenced(r.role)
 			r.lost(r.m.clk.Now())
-			r.log.Info("lost a challenge race: another member took the role; waiting for its lease", "token", tok.String(), "lease_offset", r.st.LeaseOffset)
+			r.logger().Info("lost a challenge race: another member took the role; waiting for its lease", "token", tok.String(), "lease_offset", r.st.LeaseOffset)
 			return
 		}
 		if retired(err) {
-			// No definite answer (a commit sent without one, say): the
-			// lease may have committed, naming this member and its
-			// session, under a token nothing writes under again. Rule 5
-			// makes that lease vacant at once for this member, which
-			// takes the role back; until the view shows another lease,
-			// the session's heartbeats exclude the role, so they do not
-			// keep a lease nobody acts on alive for the others.
+			// The lease may have committed unseen under a retired token:
+			// rule 5 lets this member take it back, and meanwhile the
+			// heartbeats exclude the role.
 			r.l.retiredTok = &tok
 			r.m.sess.drop(r.role, true)
 		}
@@ -606,14 +777,14 @@ func (r *runner) challenge(ctx context.Context, prune []codec.MemberID, held fun
 	r.succeeded()
 	r.m.adm.challengeDone()
 	r.l.held = &Held{Role: r.role, Member: r.m.me, Token: tok, Fence: fence, Lease: lease}
-	r.l.renewedAt = start
+	r.l.vouchedAt = start
 	r.l.lostAt, r.l.lostOff, r.l.retiredTok = time.Time{}, noKey, nil
 	r.elected(ctx, start)
 	if len(prune) == 0 {
 		return
 	}
-	// The next renewal is due in RenewInterval: pruning must not delay it.
-	pctx, pcancel := r.callCtx(ctx, r.m.s.RenewInterval)
+	// The next renewal is due in HeartbeatInterval: pruning must not delay it.
+	pctx, pcancel := r.callCtx(ctx, r.m.s.HeartbeatInterval)
 	defer pcancel()
 	for _, p := range prune {
 		release, err := r.m.lim.acquire(pctx, prioCampaign)
@@ -622,10 +793,10 @@ func (r *runner) challenge(ctx context.Context, prune []codec.MemberID, held fun
 			release()
 		}
 		if err != nil {
-			r.log.Warn("pruning a candidate failed", "candidate", string(p), "err", err)
+			r.logger().Warn("pruning a candidate failed", "candidate", string(p), "err", err)
 			continue
 		}
-		r.log.Info("pruned a candidate that did not challenge in its turn", "candidate", string(p))
+		r.logger().Info("pruned a candidate that did not challenge in its turn", "candidate", string(p))
 	}
 }
 
@@ -651,13 +822,9 @@ func (r *runner) lease(tok codec.Token, start time.Time, fence int64) codec.Leas
 }
 
 // lost records that this member was fenced or lost a challenge race at
-// now: it does not challenge again until a lease newer than the one its
-// state shows now has shown (see Decide, rule 6).
+// now (rule 6).
 func (r *runner) lost(now time.Time) {
-	// Another member acted under a newer token: the member's own lease
-	// under a retired token is no longer its former self's alone to take
-	// back (rule 5), or a member that lost the race for it would fence
-	// the winner at once, and be fenced by it in turn.
+	// The loss ends rule 5's exception.
 	r.l.lostAt, r.l.lostOff, r.l.retiredTok = now, r.st.LeaseOffset, nil
 }
 
@@ -666,21 +833,24 @@ func (r *runner) lost(now time.Time) {
 // context derived from ctx (Run's).
 func (r *runner) elected(ctx context.Context, start time.Time) {
 	held := *r.l.held
-	wctx, cancel := context.WithCancel(ctx)
+	// Without work nothing watches the holding's context: none is made.
+	wctx, cancel := ctx, context.CancelFunc(noop)
+	if r.work != nil {
+		wctx, cancel = context.WithCancel(ctx)
+	}
 	h := &holding{held: held, ctx: wctx, cancel: cancel, started: start}
 	r.m.adm.dequeue(r.role)
 	r.l.writtenAt = start
-	h.expiry = r.m.clk.AfterFunc(start.Add(r.m.s.RenewDeadline).Sub(r.m.clk.Now()), cancel)
 	r.hold = h
 	nonce := ""
 	if held.Lease.Session != nil {
 		nonce = held.Lease.Session.Nonce
 	}
-	r.m.sess.hold(r.role, held.Token, nonce, start, r.note, cancel)
+	r.m.sess.hold(r.role, held.Token, nonce, start, r.note, r.resume, cancel)
 	r.m.met.holder(r.role, r.m.me, true)
 	r.m.met.transition(r.role, "elected")
 	r.m.met.campaignBackoff(r.role, 0)
-	r.log.Info("elected", "token", held.Token.String(), "fence", held.Fence, "deadline", held.Lease.Deadline)
+	r.logger().Info("elected", "token", held.Token.String(), "fence", held.Fence, "deadline", held.Lease.Deadline)
 	r.m.emit(Event{Kind: Elected, Role: r.role, Member: r.m.me, At: start, Token: held.Token, Fence: held.Fence})
 	r.startWork(h)
 }
@@ -705,6 +875,7 @@ func (r *runner) startWork(h *holding) {
 			return
 		}
 		h.res <- work(h.ctx, held)
+		r.resume()
 	}()
 }
 
@@ -722,7 +893,7 @@ func (r *runner) workReturned(err error) {
 	now := r.m.clk.Now()
 	r.hold.res = nil // it sends once
 	if err == nil {
-		r.log.Info("work returned; keeping the role")
+		r.logger().Info("work returned; keeping the role")
 		return
 	}
 	if now.Sub(r.hold.started) >= r.m.s.LeaseDuration {
@@ -735,30 +906,26 @@ func (r *runner) workReturned(err error) {
 	r.hold.cancel()
 	r.workErr = err
 	r.m.met.workFailed(r.role, d)
-	r.log.Warn("work failed; resigning the role and backing off before campaigning again",
+	r.logger().Warn("work failed; resigning the role and backing off before campaigning again",
 		"err", err, "consecutive_failures", r.workFails, "campaign_in", d)
 }
 
-// renew writes the held lease again under the holding's token (naming
-// the current member session): when the holder's value changed
-// (Member.RenewNow), and every LeaseRewriteInterval. The member session's
-// heartbeats keep the holding alive between rewrites; a rewrite is a lease
-// of its own, so it moves the local deadline too.
-func (r *runner) renew(ctx context.Context, now time.Time) {
-	asked := r.l.renewNow
-	r.l.renewNow = false
+// rewriteLease writes the held lease again under the holding's token,
+// naming the current member session (rule 2). A rewrite is a renewal: it
+// moves the local deadline too.
+func (r *runner) rewriteLease(ctx context.Context, now time.Time) {
+	asked := r.l.rewriteNow
+	r.l.rewriteNow = false
 	h := r.l.held
-	expiry := r.l.renewedAt.Add(r.m.s.RenewDeadline)
+	expiry := r.l.vouchedAt.Add(r.m.s.HeartbeatDeadline)
 	// The wait for a slot counts against the local deadline; the write
 	// itself begins only once it has a slot, so no transaction waits.
-	release, err := r.slot(ctx, prioRenew, expiry.Sub(now))
+	release, err := r.slot(ctx, prioRewrite, expiry.Sub(now))
 	var lease codec.Lease
 	if err == nil {
-		// Bounded by TransactionTimeout only, not by the deadline nor by
-		// the end of Run's context: a write cut short mid-transaction
-		// gets no definite answer, retires the token and leaves a
-		// transaction open that holds back the partition's readers. One
-		// that ends after the deadline ends the holding below.
+		// Bounded by TransactionTimeout only: a write cut short gets no
+		// definite answer, retires the token and leaves a transaction open
+		// that holds readers back. One that ends late ends the holding.
 		cctx, cancel := r.callCtx(context.WithoutCancel(ctx), r.m.s.TransactionTimeout)
 		lease = r.lease(h.Token, now, h.Fence) // dated from the step's start, before the wait: on the safe side
 		_, err = r.m.t.WriteLease(cctx, r.role, h.Token, lease)
@@ -768,19 +935,14 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 	took := r.m.clk.Now().Sub(now)
 	switch {
 	case fencing.IsFenced(err) || forgotten(err):
-		// Fenced, or the transport forgot the token because another
-		// write under it (work's writer, a stream) was fenced: another
-		// member may hold the role, so this is a loss like any fence.
+		// Forgotten after another write under it was fenced: a loss too.
 		r.m.met.leaseRewritten(took, "fenced")
 		r.m.met.fenced(r.role)
 		r.lost(r.m.clk.Now())
 		r.revoke(r.m.clk.Now(), ReasonFenced, err, "the lease rewrite was fenced")
 		return
 	case retired(err):
-		// The transport retired the token: this write, or another
-		// write under the token (a writer's, a stream's), got no
-		// definite answer. No write follows under it, so the holding is
-		// over at once.
+		// This or another write under the token got no definite answer.
 		r.m.met.leaseRewritten(took, "retired")
 		tok := h.Token
 		r.l.retiredTok = &tok
@@ -789,28 +951,23 @@ func (r *runner) renew(ctx context.Context, now time.Time) {
 	case err != nil:
 		r.m.met.leaseRewritten(took, "error")
 		r.failed(ctx, "rewrite the lease", err)
-		r.l.renewNow = asked // a value change is written after the backoff, not an hour later
+		r.l.rewriteNow = asked // a value change is written after the backoff, not an hour later
 		return
 	}
 	r.m.met.leaseRewritten(took, "ok")
 	r.succeeded()
 	r.l.writtenAt = now
-	if !now.After(r.l.renewedAt) {
-		h.Lease = lease
-		return // a heartbeat round that began later already moved the deadline further
-	}
-	if !r.hold.expiry.Stop() {
-		// The local deadline passed while the write was in flight: work
-		// has been told to stop, so the member stops too.
+	if !r.m.sess.rewritten(r.role, now) {
+		// The local deadline passed while the write was in flight.
 		r.revoke(r.m.clk.Now(), ReasonLeaseLost, nil, "the lease rewrite succeeded only after the local deadline")
 		return
 	}
-	r.l.renewedAt = now
 	h.Lease = lease
-	r.m.sess.vouched(r.role, now)
-	r.hold.expiry = r.m.clk.AfterFunc(now.Add(r.m.s.RenewDeadline).Sub(r.m.clk.Now()), r.hold.cancel)
-	if r.log.Enabled(ctx, slog.LevelDebug) {
-		r.log.Debug("rewrote the lease", "token", h.Token.String(), "deadline", lease.Deadline, "took", took)
+	if now.After(r.l.vouchedAt) {
+		r.l.vouchedAt = now
+	}
+	if r.m.log.Enabled(ctx, slog.LevelDebug) {
+		r.logger().Debug("rewrote the lease", "token", h.Token.String(), "deadline", lease.Deadline, "took", took)
 	}
 }
 
@@ -825,7 +982,6 @@ func (r *runner) revoke(now time.Time, why Reason, cause error, detail string) {
 	// Until a release shows (or another lease), the heartbeats exclude
 	// the role: its lease may still name the member session.
 	r.m.sess.drop(r.role, true)
-	h.expiry.Stop()
 	h.cancel()
 	r.m.met.holder(r.role, r.m.me, false)
 	r.m.met.transition(r.role, string(why))
@@ -836,46 +992,42 @@ func (r *runner) revoke(now time.Time, why Reason, cause error, detail string) {
 	if cause != nil {
 		attrs = append(attrs, "err", cause)
 	}
-	r.log.Info("revoked", attrs...)
+	r.logger().Info("revoked", attrs...)
 	r.m.emit(Event{Kind: Revoked, Role: r.role, Member: r.m.me, At: now, Token: h.held.Token, Fence: h.held.Fence, Reason: why, Err: cause})
 }
 
-// awaitWork waits for h's work to return, at most until the local
-// deadline.
+// awaitWork waits for h's work to return, at most until the local deadline.
 func (r *runner) awaitWork(h *holding) {
 	if h.done == nil {
 		return
 	}
-	left := r.l.renewedAt.Add(r.m.s.RenewDeadline).Sub(r.m.clk.Now())
+	left := r.l.vouchedAt.Add(r.m.s.HeartbeatDeadline).Sub(r.m.clk.Now())
 	t := r.m.clk.NewTimer(left)
 	defer t.Stop()
 	select {
 	case <-h.done:
 	case <-t.C():
-		r.log.Warn("work did not return by the local deadline; going on without it")
+		r.logger().Warn("work did not return by the local deadline; going on without it")
 	}
 }
 
-// awaitWorkRenewing waits, with no bound of its own, for h's work to return
-// after a step-down, checking in with the member session every RenewInterval
-// so its heartbeats keep vouching for the role: no successor's work starts
-// beside it (docs/DESIGN.md, "Why it is safe: a deposed holder stops before
-// its successor starts"). Once the holding is lost (the session says so, or
-// no round vouched before the local deadline) it falls back to awaitWork's
-// wait. It serves the resignations renewsWhileWorkStops names.
+// awaitWorkRenewing waits, with no bound of its own, for h's work to return,
+// checking in with the member session so that its heartbeats keep
+// vouching for the role (see "Stepping down while work stops" in the
+// package doc). Once the holding is lost it stops waiting.
 func (r *runner) awaitWorkRenewing(h *holding) {
 	if h.done == nil {
 		return
 	}
 	for {
-		end := r.l.renewedAt.Add(r.m.s.RenewDeadline)
+		end := r.l.vouchedAt.Add(r.m.s.HeartbeatDeadline)
 		now := r.m.clk.Now()
 		if !now.Before(end) {
-			r.log.Warn("no heartbeat vouched for the role by the local deadline while work stopped; going on without it")
+			r.logger().Warn("no heartbeat vouched for the role by the local deadline while work stopped; going on without it")
 			return
 		}
 		r.m.sess.checkIn(r.role, now)
-		t := r.m.clk.NewTimer(min(r.m.s.RenewInterval, end.Sub(now)))
+		t := r.m.clk.NewTimer(min(r.m.s.HeartbeatInterval, end.Sub(now)))
 		select {
 		case <-h.done:
 			t.Stop()
@@ -888,25 +1040,22 @@ func (r *runner) awaitWorkRenewing(h *holding) {
 					r.m.met.fenced(r.role)
 					r.lost(r.m.clk.Now())
 				}
-				r.log.Info("the holding was lost while work stopped; going on without work", "reason", string(n.lost), "err", n.cause)
+				r.logger().Info("the holding was lost while work stopped; going on without work", "reason", string(n.lost), "err", n.cause)
 				return
 			}
-			if n.vouched.After(r.l.renewedAt) {
-				r.l.renewedAt = n.vouched
+			if n.vouched.After(r.l.vouchedAt) {
+				r.l.vouchedAt = n.vouched
 			}
 		}
 	}
 }
 
 // renewsWhileWorkStops reports whether a resignation for why keeps the
-// lease renewed while work stops: a step-down that an operator asked for
-// (ReasonDeregistered), one the program asked for (ReasonResigned:
-// Resign, Withdraw) and Run's end (ReasonContextEnded), which all wait for
-// work in any case, so renewing costs them no time. Work that failed has
-// returned already.
+// holding renewed while work stops: an operator's step-down, Resign,
+// Withdraw and Run's end, which wait for work anyway.
 func renewsWhileWorkStops(why Reason) bool {
 	switch why {
-	case ReasonDeregistered, ReasonResigned, ReasonContextEnded:
+	case ReasonDeregistered, ReasonResigned, ReasonContextEnded, ReasonHandedOver:
 		return true
 	}
 	return false
@@ -942,10 +1091,8 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 			r.awaitWork(h)
 		}
 	}
-	// After the wait for work, which may last up to the local deadline:
-	// the release and the deregistration each get their full
-	// TransactionTimeout once they have a call slot (waited for at most
-	// as long).
+	// A fresh context: the release and the deregistration each get their
+	// TransactionTimeout once they have a slot.
 	bctx := context.WithoutCancel(ctx)
 	var werr error
 	if h != nil {
@@ -954,9 +1101,7 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 		r.revoke(r.m.clk.Now(), why, cause, "")
 		release, err := r.slot(bctx, prioRelease, r.m.s.TransactionTimeout)
 		if err == nil && why == ReasonContextEnded && r.m.sess.ending(h.held.Lease) {
-			// The member is leaving: its session end, written once every
-			// role has stopped, releases every lease of the incarnation
-			// at once, instead of one release per role.
+			// Leaving: the session end releases it with the others.
 			release()
 			err = errEndsWithSession
 		}
@@ -966,8 +1111,8 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 			rel.Fence = h.held.Fence
 			_, err = r.m.t.WriteLease(cctx, r.role, h.held.Token, rel)
 			if retired(err) {
-				// Whether its lease is still the latest is for the
-				// confirmation to say: the view may not show it yet.
+				// Whether its lease is still the latest is for a
+				// confirmation to say.
 				err = r.releaseUnderANewEpoch(cctx, h.held.Token, err)
 			}
 			cancel()
@@ -976,19 +1121,18 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 		switch {
 		case errors.Is(err, errEndsWithSession):
 			err = nil
-			r.log.Info("leaving: the member session's end releases the role", "token", h.held.Token.String())
+			r.logger().Info("leaving: the member session's end releases the role", "token", h.held.Token.String())
 		case err == nil:
 			r.m.sess.drop(r.role, false)
-			r.log.Info("released the role", "token", h.held.Token.String())
+			r.logger().Info("released the role", "token", h.held.Token.String())
 		case fencing.IsFenced(err) || forgotten(err):
-			// Fenced, or the token forgotten after a fence of work's
-			// writes: the wait after a loss applies.
+			// Fenced, or the token forgotten: rule 6.
 			r.m.met.fenced(r.role)
 			r.lost(r.m.clk.Now())
-			r.log.Info("release fenced: another member already holds the role", "err", err)
+			r.logger().Info("release fenced: another member already holds the role", "err", err)
 		default:
 			werr = err
-			r.log.Warn("writing the release failed; the lease runs to its deadline", "err", err)
+			r.logger().Warn("writing the release failed; the lease runs to its deadline", "err", err)
 		}
 	}
 	if q := r.resignQ; q != nil {
@@ -996,26 +1140,23 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 		q <- werr
 	}
 	if why == ReasonContextEnded {
-		// Leaving: the role is let go (released, or left to the session end).
-		// Deregister after the session end, written once every role has stopped
-		// (stopped), so that the successor's turn does not wait for it and the
-		// session end does not queue behind it on the connection (docs/DESIGN.md,
-		// "Why it is safe: a deposed holder stops before its successor starts").
+		// Deregister after the session end, which must not queue behind it
+		// (docs/DESIGN.md, "Why it is safe: a deposed holder stops before
+		// its successor starts").
 		r.stopped()
 		r.m.sess.awaitFinish()
 	}
 	reg := r.l.registered
-	if c, ok := candidate(r.st, r.m.me); ok && c.Offset > r.l.retired {
+	if c, ok := candidate(r.st, r.m.me); ok && c.Offset > r.l.deregistered {
 		reg = max(reg, c.Offset)
 	}
 	if reg < 0 {
 		return
 	}
-	if !r.ownsKey() {
-		// The registration of this member id is another instance's:
-		// removing it would make that process step down.
-		r.log.Info("not deregistering: the member id's registration is another instance's")
-		r.l.retired = max(r.l.retired, reg)
+	if !r.inst.ownsKey(r.st, r.l.registered) {
+		// Another instance's: removing it would make that one step down.
+		r.logger().Info("not deregistering: the member id's registration is another instance's")
+		r.l.deregistered = max(r.l.deregistered, reg)
 		r.l.registered, r.l.registeredAt = -1, time.Time{}
 		return
 	}
@@ -1027,11 +1168,11 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 		release()
 	}
 	if err != nil {
-		r.log.Warn("deregistering failed; the registration stays until a holder prunes it", "err", err)
+		r.logger().Warn("deregistering failed; the registration stays until a holder prunes it", "err", err)
 	} else {
-		r.log.Info("deregistered", "offset", reg)
+		r.logger().Info("deregistered", "offset", reg)
 	}
-	r.l.retired = max(r.l.retired, reg)
+	r.l.deregistered = max(r.l.deregistered, reg)
 	r.l.registered, r.l.registeredAt = -1, time.Time{}
 }
 
@@ -1052,25 +1193,19 @@ func (r *runner) leave(ctx context.Context) {
 	}
 }
 
-// RenewedAt is for tests: when the holding's last renewal began (the
-// member session round that last vouched for it, or its election or last
-// lease write).
-func (r *runner) RenewedAt() time.Time { return r.l.renewedAt }
+// VouchedAt is for tests: when the holding's last renewal began.
+func (r *runner) VouchedAt() time.Time { return r.l.vouchedAt }
 
 // retired reports whether err says that the transport retired the token
-// it was written under after an unknown outcome (see
-// fencing.ErrUnknownOutcome): the error itself, or the ErrNotHeld that
-// calls under the retired token get, which wraps fencing.ErrRetired. An
-// ErrNotHeld without it is not a retirement (see forgotten).
+// after an unknown outcome: fencing.ErrUnknownOutcome, or the ErrNotHeld
+// wrapping fencing.ErrRetired that later calls under it get.
 func retired(err error) bool {
 	return errors.Is(err, fencing.ErrUnknownOutcome) || errors.Is(err, fencing.ErrRetired)
 }
 
 // forgotten reports whether err is an ErrNotHeld that is not a retirement:
-// the transport forgot the token because a write under it (work's, through
-// a fencing.Writer or a stream that shares it) was fenced, or it minted a
-// newer one. Another member may hold the role: the member treats it as a
-// fence (the wait after a loss), never as its own lease to take back.
+// the transport forgot the token after a fenced write under it, or minted
+// a newer one. Another member may hold the role: a fence (rule 6).
 func forgotten(err error) bool { return errors.Is(err, fencing.ErrNotHeld) && !retired(err) }
 
 // ownLatest reports whether the role's latest lease in the view is this
@@ -1080,16 +1215,14 @@ func (r *runner) ownLatest(tok codec.Token) bool {
 	return l != nil && l.Member == r.m.me && l.Token == tok && !l.Released()
 }
 
-// releaseUnderANewEpoch releases the role when the transport retired the
-// holding's token, so that no release can be written under it: it takes a
-// new epoch as a challenge does, only after a confirmation still showing
-// this member's lease under old as the latest and before the local deadline,
-// and releases under that; otherwise it writes nothing and the lease runs
-// out (docs/DESIGN.md, "Why it is safe: a deposed holder stops before its
-// successor starts", The release). cause is the failed release's error, for
-// the log. It returns nil when it released, or the reason it did not.
+// releaseUnderANewEpoch releases the role under a new epoch when the
+// transport retired the holding's token, only after a confirmation still
+// shows its own lease under old as the latest and before the local
+// deadline (docs/DESIGN.md, "Why it is safe: a deposed holder stops
+// before its successor starts", the release). cause is the failed
+// release's error. It returns nil when it released, or why it did not.
 func (r *runner) releaseUnderANewEpoch(ctx context.Context, old codec.Token, cause error) error {
-	end := r.l.renewedAt.Add(r.m.s.RenewDeadline)
+	end := r.l.vouchedAt.Add(r.m.s.HeartbeatDeadline)
 	pastDeadline := func() error {
 		if r.m.clk.Now().Before(end) {
 			return nil
@@ -1116,12 +1249,71 @@ func (r *runner) releaseUnderANewEpoch(ctx context.Context, old codec.Token, cau
 	if err != nil {
 		return err
 	}
-	r.minted[tok] = true
-	// A holding of its own, begun and ended by this release: its number
-	// is the release's offset, so the release carries none.
+	r.inst.mint(tok)
+	// A holding of its own, numbered by its offset: it carries no Fence.
 	if _, err := r.m.t.WriteLease(ctx, r.role, tok, codec.ReleaseLease(r.m.me, tok)); err != nil {
 		return err
 	}
-	r.log.Info("the holding's token was retired; released the role under a new epoch", "token", old.String(), "new_token", tok.String(), "cause", cause)
+	r.logger().Info("the holding's token was retired; released the role under a new epoch", "token", old.String(), "new_token", tok.String(), "cause", cause)
 	return nil
 }
+
+// noted applies the session's word on the held role: a loss ends the
+// holding at once; a vouch moves its local deadline.
+func (r *runner) noted(n sessNote) {
+	if r.hold == nil {
+		return
+	}
+	now := r.m.clk.Now()
+	if n.lost != "" {
+		switch {
+		case n.vanished:
+			// Its transactional id expired: nobody took the role (rule 5).
+			tok := r.hold.held.Token
+			r.l.retiredTok = &tok
+		case n.lost == ReasonFenced:
+			r.lost(now) // rule 6: another member's lease is on its way
+		}
+		r.revoke(now, n.lost, n.cause, "the member session ended the holding")
+		return
+	}
+	if n.vouched.After(r.l.vouchedAt) {
+		r.l.vouchedAt = n.vouched
+	}
+}
+
+// refreshSession looks up the session record of the role's lease's holder
+// afresh, when the source can.
+func (r *runner) refreshSession(ctx context.Context) {
+	l := r.st.Lease
+	if l == nil || l.Session == nil || l.Released() {
+		return
+	}
+	ss, ok := r.m.src.(SessionSource)
+	if !ok {
+		return
+	}
+	se, found, err := ss.Session(ctx, l.Member)
+	if err != nil || !found {
+		return
+	}
+	if r.st.Session == nil || se.Offset >= r.st.Session.Offset {
+		st := r.st
+		st.Session = &se
+		r.st = st
+	}
+}
+
+// confirmState confirms the role's state through the source: from its own
+// recent reads when it can (RecentConfirmer, within ConfirmFreshness),
+// else with Confirm's round trip.
+func (r *runner) confirmState(ctx context.Context) (rolestate.Confirmed, error) {
+	if rc, ok := r.m.src.(RecentConfirmer); ok {
+		if w := r.m.s.ConfirmFreshness(); w > 0 {
+			return rc.ConfirmRecent(ctx, r.role, w)
+		}
+	}
+	return r.m.src.Confirm(ctx, r.role)
+}
+
+func noop() {}

@@ -18,29 +18,25 @@ import (
 )
 
 // session is the member's session (docs/DESIGN.md, "Why it is safe: member
-// sessions"): its goroutine (run) writes one heartbeat per RenewInterval for
-// all held roles and learns which were lost; the role runners name it in
-// their leases (ensure), hold, drop and check in through its methods, and
-// read each round's outcome on their note channel (runner.noted).
+// sessions"): its goroutine (run) writes the heartbeat rounds; the runners
+// name it in their leases, hold, drop and check in through its methods,
+// and read each round's word on their note channel (runner.noted).
 type session struct {
 	m *Member
 
 	starting sync.Mutex // one StartSession at a time
 	closing  bool       // a session end is being written: no new incarnation until it is
 
-	mu      sync.Mutex
-	cur     codec.Session // the current incarnation; Nonce "" when none
-	retired bool          // a heartbeat got no answer: StartSession again before the next
-	fenced  bool          // the retirement was a fenced heartbeat: another process may have taken the session
-	// unsettled is the earliest local deadline of the roles a heartbeat
-	// with no definite answer vouched for (zero: none). That heartbeat
-	// may commit until the session starts again; a start at or after it
-	// ends the incarnation, as a heartbeat known to be late does.
+	mu         sync.Mutex
+	cur        codec.Session // the current incarnation; Nonce "" when none
+	unanswered bool          // a heartbeat got no answer: StartSession again before the next
+	fenced     bool          // the unanswered heartbeat was fenced: another process may have taken the session
+	// unsettled: the earliest local deadline a heartbeat with no definite
+	// answer vouched for (zero: none); a start at or after it is late.
 	unsettled time.Time
 	held      map[codec.Role]*sessHold
-	// excluded holds the roles this incarnation's heartbeats must not
-	// vouch for: roles this member stopped holding without a release
-	// (their latest lease may still name the incarnation).
+	// excluded: roles the heartbeats must not vouch for (let go without a
+	// release: their latest lease may still name the incarnation).
 	excluded map[codec.Role]struct{}
 	dirty    bool // excluded changed since the last heartbeat
 	ended    bool // Run is over: no new incarnation
@@ -49,18 +45,19 @@ type session struct {
 	vetOnce  sync.Once
 	finished chan struct{} // closed once finish is done: the session end written, or not to be
 	finOnce  sync.Once
-	// finishing is set once Run has started the goroutine that calls
-	// finish after every runner stopped: only then may a runner wait
-	// for done.
+	// finishing: Run's goroutine will call finish, so awaitFinish may wait.
 	finishing atomic.Bool
 }
 
-// sessHold is a role the member holds, as the session knows it.
+// sessHold is a held role as the session knows it; the session alone ends
+// it, at base + HeartbeatDeadline (base: the start of the last renewal).
 type sessHold struct {
 	tok       codec.Token
-	base      time.Time          // the holding's local deadline is base + RenewDeadline: its election, or the last round that vouched for it
+	base      time.Time
+	expiry    Timer              // cancels the holding's work at its local deadline
 	checkedIn time.Time          // the runner's last check-in
 	note      chan sessNote      // capacity 1: the runner's
+	wake      func()             // resumes the runner after a note
 	cancel    context.CancelFunc // the holding's work context
 }
 
@@ -71,9 +68,7 @@ type sessNote struct {
 	vouched time.Time
 	lost    Reason
 	cause   error
-	// vanished: the coordinator knows no producer for the role's
-	// transactional id (it expired under the holding), so nobody holds
-	// the role: the member may take its own lease back at once.
+	// vanished: the role's transactional id expired (rule 5 of Decide).
 	vanished bool
 }
 
@@ -90,9 +85,8 @@ func newNonce() string {
 }
 
 // ensure returns the current incarnation, beginning one (StartSession)
-// when there is none: the session a challenge's lease names. Starts are
-// one at a time (starting), and the call to the cluster is made without
-// mu, so that runners checking in never wait for it.
+// when there is none. Starts are one at a time, and the call is made
+// without mu, so that runners checking in never wait for it.
 func (s *session) ensure(ctx context.Context) (codec.Session, error) {
 	select {
 	case <-s.vetted:
@@ -111,7 +105,7 @@ func (s *session) ensure(ctx context.Context) (codec.Session, error) {
 		return codec.Session{}, errors.New("the member session's incarnation is ending; try again")
 	}
 	prev := s.cur
-	if prev.Nonce != "" && !s.retired {
+	if prev.Nonce != "" && !s.unanswered {
 		s.mu.Unlock()
 		return prev, nil
 	}
@@ -137,10 +131,8 @@ func (s *session) ensure(ctx context.Context) (codec.Session, error) {
 		// start begins a new one.
 		cur.Nonce = newNonce()
 	case prev.Nonce != "" && !s.unsettled.IsZero() && !started.Before(s.unsettled):
-		// The unanswered heartbeat could commit until this start (the
-		// new epoch ends its transaction), so it may have committed
-		// after the member's own deadline: it is taken as late. The end
-		// goes under the new epoch, which ends the incarnation's leases.
+		// The unanswered heartbeat could commit until this start, so after
+		// the deadline: late. The end goes under the new epoch.
 		end := s.endLateLocked(cur, "a heartbeat with no definite answer may have committed after the member's own deadline",
 			"deadline", s.unsettled, "started", started)
 		s.mu.Unlock()
@@ -152,59 +144,97 @@ func (s *session) ensure(ctx context.Context) (codec.Session, error) {
 		}
 		cur.Nonce = newNonce()
 	}
-	s.cur, s.retired, s.unsettled = cur, false, time.Time{}
+	s.cur, s.unanswered, s.unsettled = cur, false, time.Time{}
 	s.mu.Unlock()
 	s.m.log.Info("member session", "producer_id", cur.ProducerID, "epoch", cur.Epoch, "nonce", cur.Nonce)
 	return cur, nil
 }
 
-// hold records that the member holds role under tok, elected at start
-// (its first check-in), with a lease naming the incarnation nonce; note
-// and cancel are the runner's. When that incarnation has ended meanwhile
-// (no heartbeat will vouch for the lease), the runner is told at once
-// that the holding is lost.
-func (s *session) hold(role codec.Role, tok codec.Token, nonce string, start time.Time, note chan sessNote, cancel context.CancelFunc) {
+// hold records that the member holds role under tok, elected at start,
+// with a lease naming the incarnation nonce; note and cancel are the
+// runner's. An incarnation that ended meanwhile loses the holding at once.
+func (s *session) hold(role codec.Role, tok codec.Token, nonce string, start time.Time, note chan sessNote, wake func(), cancel context.CancelFunc) {
 	s.mu.Lock()
 	if s.cur.Nonce == "" || s.cur.Nonce != nonce {
 		s.mu.Unlock()
 		cancel()
 		notify(note, sessNote{lost: ReasonLeaseLost, cause: errors.New("the member session's incarnation that the lease names ended before the holding began")})
+		wake()
 		return
 	}
 	first := len(s.held) == 0
-	s.held[role] = &sessHold{tok: tok, base: start, checkedIn: start, note: note, cancel: cancel}
+	if old := s.held[role]; old != nil {
+		old.expiry.Stop()
+	}
+	h := &sessHold{tok: tok, base: start, checkedIn: start, note: note, wake: wake, cancel: cancel}
+	h.expiry = s.m.clk.AfterFunc(start.Add(s.m.s.HeartbeatDeadline).Sub(s.m.clk.Now()), cancel)
+	s.held[role] = h
 	_, wasExcluded := s.excluded[role]
 	if wasExcluded {
 		delete(s.excluded, role)
 		s.dirty = true
 	}
 	s.mu.Unlock()
-	// A round at once only when it matters: the latest heartbeat still
-	// excludes the role (readers take the new lease, of the same
-	// incarnation, for dropped until a heartbeat vouches for it), or the
-	// member held nothing (its first holding's vouch need not wait a whole
-	// interval). Otherwise the next round, within RenewInterval, vouches
-	// for it, long before its local deadline: a member taking thousands
-	// of roles must not run a round (a DescribeMany over every held role,
-	// and a note to each) per role it takes.
+	// A round at once only for the first holding, or one the heartbeats
+	// still exclude; otherwise the next round vouches for it
+	// (docs/DESIGN.md, "Many roles under overload").
 	if !wasExcluded && !first {
 		return
 	}
+	s.poke()
+}
+
+// poke asks for a round at once.
+func (s *session) poke() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
 }
 
-// vouched records that the holding of role was renewed otherwise (a lease
-// rewrite begun at at): its local deadline counts from there, for the
-// rounds' check of a late heartbeat too.
-func (s *session) vouched(role codec.Role, at time.Time) {
+// holdings returns how many roles the member holds.
+func (s *session) holdings() int {
 	s.mu.Lock()
-	if h := s.held[role]; h != nil && at.After(h.base) {
-		h.base = at
+	defer s.mu.Unlock()
+	return len(s.held)
+}
+
+// holds reports whether the member holds role.
+func (s *session) holds(role codec.Role) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held[role] != nil
+}
+
+// rewritten records a lease rewrite of role begun at at. It reports false
+// when the local deadline had passed already (the holding is over).
+func (s *session) rewritten(role codec.Role, at time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.held[role]
+	return h == nil || s.extendLocked(h, at)
+}
+
+// extendLocked moves h's local deadline to at + HeartbeatDeadline, unless
+// later already. It reports false when the deadline passed first.
+func (s *session) extendLocked(h *sessHold, at time.Time) bool {
+	if !at.After(h.base) {
+		return true
 	}
-	s.mu.Unlock()
+	if !h.expiry.Stop() {
+		return false
+	}
+	h.base = at
+	h.expiry = s.m.clk.AfterFunc(at.Add(s.m.s.HeartbeatDeadline).Sub(s.m.clk.Now()), h.cancel)
+	return true
+}
+
+// forgetLocked removes role's holding and stops its deadline's timer.
+func (s *session) forgetLocked(role codec.Role) {
+	if h := s.held[role]; h != nil {
+		h.expiry.Stop()
+		delete(s.held, role)
+	}
 }
 
 // checkIn records that role's runner is alive at now.
@@ -221,7 +251,7 @@ func (s *session) checkIn(role codec.Role, now time.Time) {
 // heartbeats exclude it until the member's view shows another.
 func (s *session) drop(role codec.Role, exclude bool) {
 	s.mu.Lock()
-	delete(s.held, role)
+	s.forgetLocked(role)
 	_, was := s.excluded[role]
 	if exclude && s.cur.Nonce != "" {
 		s.excluded[role] = struct{}{}
@@ -234,8 +264,7 @@ func (s *session) drop(role codec.Role, exclude bool) {
 }
 
 // settle ends role's exclusion once st shows that its latest lease no
-// longer names this incarnation (a release, another member's lease, or
-// one of another incarnation).
+// longer names this incarnation.
 func (s *session) settle(role codec.Role, st rolestate.State) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -256,23 +285,21 @@ func (s *session) current() codec.Session {
 	return s.cur
 }
 
-// endLocked ends the incarnation: every held role is lost (its runner is
-// told, its work cancelled), and nothing is excluded any more (the next
-// incarnation's heartbeats vouch for none of the old leases).
+// endLocked ends the incarnation: every held role is lost, and nothing is
+// excluded any more (no later heartbeat vouches for the old leases).
 func (s *session) endLocked(why Reason, cause error) {
 	for role, h := range s.held {
 		h.cancel()
-		notify(h.note, sessNote{lost: why, cause: cause})
-		delete(s.held, role)
+		h.tell(sessNote{lost: why, cause: cause})
+		s.forgetLocked(role)
 	}
 	clear(s.excluded)
-	s.cur, s.retired, s.dirty, s.unsettled = codec.Session{}, false, false, time.Time{}
+	s.cur, s.unanswered, s.dirty, s.unsettled = codec.Session{}, false, false, time.Time{}
 }
 
-// endLateLocked ends the incarnation after a heartbeat of it that
-// committed, or may have, after the member's own deadline for a role it
-// vouched for, and returns the session end to write under sess
-// (writeEnd); ensure starts no new incarnation until it is written.
+// endLateLocked ends the incarnation after a heartbeat that committed, or
+// may have, after a vouched role's deadline, and returns the session end
+// to write (writeEnd), before which ensure starts no new incarnation.
 func (s *session) endLateLocked(sess codec.Session, why string, attrs ...any) codec.Heartbeat {
 	s.m.log.Warn(why+"; ending the session's incarnation", attrs...)
 	s.endLocked(ReasonLeaseLost, errors.New(why))
@@ -281,8 +308,7 @@ func (s *session) endLateLocked(sess codec.Session, why string, attrs ...any) co
 }
 
 // writeEnd writes the session end endLateLocked returned, without the
-// lock, bounded by TransactionTimeout whatever ctx does; then new
-// incarnations may start.
+// lock, bounded by TransactionTimeout only; then new incarnations may start.
 func (s *session) writeEnd(ctx context.Context, end codec.Heartbeat) {
 	ectx, cancel := withTimeout(context.WithoutCancel(ctx), s.m.clk, s.m.s.TransactionTimeout)
 	if err := s.m.t.Heartbeat(ectx, end); err != nil {
@@ -292,6 +318,16 @@ func (s *session) writeEnd(ctx context.Context, end codec.Heartbeat) {
 	s.mu.Lock()
 	s.closing = false
 	s.mu.Unlock()
+}
+
+// tell gives the runner n, and resumes it for a loss; a vouch waits for
+// the runner's next decision (runner.decide takes it first), so a round
+// does not wake every held role at once.
+func (h *sessHold) tell(n sessNote) {
+	notify(h.note, n)
+	if n.lost != "" {
+		h.wake()
+	}
 }
 
 // notify sends n on ch (capacity 1), replacing a note not taken yet; a
@@ -315,24 +351,19 @@ func notify(ch chan sessNote, n sessNote) {
 	}
 }
 
-// run writes a heartbeat round every RenewInterval, holding roles or not
-// (the heartbeats are the member id's sign of life, see vetAtStart), until
-// ctx ends; then it drains, and once every runner has stopped acting on its
-// role (stopped closed), it writes the session end unless KeepOnExit.
+// run writes a heartbeat round every HeartbeatInterval, holding roles or
+// not (the member id's sign of life), until ctx ends; then it drains, and
+// writes the session end once the runners have stopped (finish).
 func (s *session) run(ctx context.Context, stopped <-chan struct{}) {
-	// Rounds go every RenewInterval (less jitter) from the previous
-	// round's start, not its end, as a holder's deadline counts from a
-	// round's start: a slow round does not push the next one later.
-	next := s.m.clk.Now().Add(s.m.s.RenewInterval - renewJitter(s.m.s))
+	// From the previous round's start, as a holder's deadline counts.
+	next := s.m.clk.Now().Add(s.m.s.HeartbeatInterval - roundJitter(s.m.s))
 	for {
 		t := s.m.clk.NewTimer(next.Sub(s.m.clk.Now()))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			if s.m.s.KeepOnExit {
-				// Leaving without writing anything (Settings.KeepOnExit): no round
-				// either, as a heartbeat would exclude the roles the runners let go
-				// on the way out and so hand them over at once.
+				// KeepOnExit: no round; one would hand over the roles let go.
 				<-stopped
 			} else {
 				s.drain(context.WithoutCancel(ctx), stopped, next)
@@ -345,17 +376,14 @@ func (s *session) run(ctx context.Context, stopped <-chan struct{}) {
 		}
 		start := s.m.clk.Now()
 		s.round(ctx)
-		next = start.Add(s.m.s.RenewInterval - renewJitter(s.m.s))
+		next = start.Add(s.m.s.HeartbeatInterval - roundJitter(s.m.s))
 	}
 }
 
-// drain goes on writing rounds, every RenewInterval from next, after
-// Run's context ended and until the runners have stopped (stopped
-// closed): a holder whose work is still stopping keeps its roles renewed
-// meanwhile, as after Resign (see "Stepping down while work stops" in the
-// package documentation), so that its successor's work cannot begin
-// beside it. ctx is not cancelled; each call of a round is bounded by
-// TransactionTimeout.
+// drain goes on writing rounds after Run's context ended, until the
+// runners have stopped, so that a holder whose work is still stopping
+// keeps its roles (see "Stepping down while work stops" in the package
+// doc). ctx is not cancelled; each call is bounded by TransactionTimeout.
 func (s *session) drain(ctx context.Context, stopped <-chan struct{}, next time.Time) {
 	for {
 		t := s.m.clk.NewTimer(next.Sub(s.m.clk.Now()))
@@ -369,18 +397,14 @@ func (s *session) drain(ctx context.Context, stopped <-chan struct{}, next time.
 		}
 		start := s.m.clk.Now()
 		s.round(ctx)
-		next = start.Add(s.m.s.RenewInterval - renewJitter(s.m.s))
+		next = start.Add(s.m.s.HeartbeatInterval - roundJitter(s.m.s))
 	}
 }
 
-// round is one heartbeat round: DescribeMany over the held roles' tokens
-// (a role whose token moved is lost: fenced, and excluded until the view
-// shows a lease that is not ours), then one heartbeat that
-// vouches for every lease of the incarnation except the excluded roles and
-// the held roles whose runner did not check in lately (stuck: dropped,
-// their work cancelled). Each held role the round confirmed is told its
-// new local deadline base (the round's start) once the heartbeat
-// committed.
+// round is one heartbeat round (docs/DESIGN.md, "Why it is safe: member
+// sessions", each round): drop stuck roles, DescribeMany over the held
+// roles' tokens, then one heartbeat; each role it confirmed is told its
+// new deadline base, the round's start.
 func (s *session) round(ctx context.Context) {
 	start := s.m.clk.Now()
 	s.mu.Lock()
@@ -388,17 +412,14 @@ func (s *session) round(ctx context.Context) {
 		s.mu.Unlock()
 		return
 	}
-	stale := start.Add(-(s.m.s.TransactionTimeout + s.m.s.RenewInterval))
+	stale := start.Add(-(s.m.s.TransactionTimeout + s.m.s.HeartbeatInterval))
 	roles := make([]codec.Role, 0, len(s.held))
 	for role, h := range s.held {
 		if h.checkedIn.Before(stale) {
-			// Stuck: its runner has not checked in for longer than a
-			// call may take. Drop it: its work is cancelled and the
-			// heartbeats exclude it, so others take it after they see
-			// this heartbeat.
+			// Stuck: not checked in for longer than a call may take.
 			h.cancel()
-			notify(h.note, sessNote{lost: ReasonLeaseLost, cause: errors.New("the role's runner did not check in with the member session")})
-			delete(s.held, role)
+			h.tell(sessNote{lost: ReasonLeaseLost, cause: errors.New("the role's runner did not check in with the member session")})
+			s.forgetLocked(role)
 			s.excluded[role] = struct{}{}
 			s.dirty = true
 			s.m.log.Warn("dropping a held role: its runner did not check in", "role", string(role), "checked_in", h.checkedIn)
@@ -427,19 +448,17 @@ func (s *session) round(ctx context.Context) {
 				confirmed[role] = h.tok
 				bases[role] = h.base
 			default:
-				// The coordinator names another token, or none (the id expired): the
-				// role is lost, whatever the view shows. The heartbeat of this round
-				// excludes it, not the runner's drop, which may come after the heartbeat
-				// is composed: with no token named our lease is still the latest, and a
-				// heartbeat vouching for it would show a fenced holder live a lease more.
+				// Another token, or none (the id expired): lost. This
+				// round's heartbeat excludes it (the runner's drop may come
+				// too late), or it would show a fenced holder live longer.
 				h.cancel()
 				n := sessNote{lost: ReasonFenced, cause: fmt.Errorf("%w: the coordinator names token %s for the role, not ours (%s)", fencing.ErrFenced, d.Token, h.tok)}
 				if !d.Held {
 					n.vanished = true
 					n.cause = fmt.Errorf("%w: the coordinator knows no producer for the role's transactional id (it expired: transactional.id.expiration.ms), not our token %s", fencing.ErrFenced, h.tok)
 				}
-				notify(h.note, n)
-				delete(s.held, role)
+				h.tell(n)
+				s.forgetLocked(role)
 				s.excluded[role] = struct{}{}
 				s.dirty = true
 				s.m.met.fenced(role)
@@ -449,25 +468,24 @@ func (s *session) round(ctx context.Context) {
 	}
 
 	s.mu.Lock()
-	cur, wasRetired := s.cur, s.retired
+	cur, wasUnanswered := s.cur, s.unanswered
 	hb := codec.Heartbeat{Member: s.m.me, Session: cur, GrantedAt: start.UnixMilli(),
 		Deadline: start.UnixMilli() + s.m.s.LeaseDuration.Milliseconds()}
 	for role := range s.excluded {
 		hb.Excluded = append(hb.Excluded, role)
 	}
+	s.m.grp.stamp(&hb)
 	slices.Sort(hb.Excluded)
 	s.dirty = false
 	s.mu.Unlock()
 	if s.m.s.KeepOnExit && ctx.Err() != nil {
-		// Leaving without writing anything (Settings.KeepOnExit), and this
-		// round began before ctx ended: a heartbeat composed after a runner let
-		// its role go on the way out would exclude it, handing it over at once.
+		// KeepOnExit, leaving: a heartbeat would hand over the roles let go.
 		return
 	}
-	if wasRetired && s.fencedByAnother(ctx, cur) {
+	if wasUnanswered && s.fencedByAnother(ctx, cur) {
 		return
 	}
-	if wasRetired {
+	if wasUnanswered {
 		if _, err := s.ensure(ctx); err != nil {
 			s.m.log.Warn("restarting the member session after an unanswered heartbeat failed", "err", err)
 			return
@@ -487,8 +505,7 @@ func (s *session) round(ctx context.Context) {
 	cancel()
 	done := s.m.clk.Now()
 	end, result := s.afterBeat(ctx, hb, err, start, done, confirmed, bases)
-	// Once per round, however many roles it vouched for: a label per
-	// role would make a series per held role.
+	// Once per round, with no role label.
 	s.m.met.heartbeat(done.Sub(start), result)
 	if end != nil {
 		// Written without the lock, while ensure refuses to start a new
@@ -497,12 +514,9 @@ func (s *session) round(ctx context.Context) {
 	}
 }
 
-// afterBeat applies a round's heartbeat outcome (err; the round began at
-// start, the answer came at done) under the lock, and returns the session
-// end to write when the heartbeat committed too late, and the outcome's
-// name: ok, late (committed too late), fenced, retired (no definite
-// answer, or the transport no longer holds the session's token) or
-// error.
+// afterBeat applies a round's heartbeat outcome under the lock (the round
+// began at start, the answer came at done). It returns the session end to
+// write when the heartbeat was late, and the result label.
 func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, start, done time.Time, confirmed map[codec.Role]codec.Token, bases map[codec.Role]time.Time) (*codec.Heartbeat, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -513,17 +527,16 @@ func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, 
 	case fencing.IsFenced(err):
 		result = "fenced"
 	case retired(err) || errors.Is(err, fencing.ErrNotHeld):
-		result = "retired"
+		result = "unknown"
 	}
 	if s.cur.Nonce != hb.Session.Nonce {
 		return nil, result // the incarnation ended meanwhile
 	}
-	// The earliest local deadline of a role it vouched for, as it stood
-	// when the heartbeat began (the runner may have ended the holding at
-	// that deadline meanwhile, and dropped it).
+	// The earliest local deadline of a role it vouched for, as of the
+	// heartbeat's start.
 	var until time.Time
 	for role := range confirmed {
-		if d := bases[role].Add(s.m.s.RenewDeadline); until.IsZero() || d.Before(until) {
+		if d := bases[role].Add(s.m.s.HeartbeatDeadline); until.IsZero() || d.Before(until) {
 			until = d
 		}
 	}
@@ -533,18 +546,13 @@ func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, 
 	switch result {
 	case "ok":
 	case "fenced":
-		// Either the coordinator aborted a heartbeat that outlived the
-		// transaction timeout, which bumps the session's epoch, or
-		// another process under this member id started the session
-		// (after watching it for a lease of silence). The next round
-		// tells them apart: it starts the session again unless the
-		// member id's latest session record is another incarnation's
-		// heartbeat, which refuses this process (see round).
-		s.retired, s.fenced = true, true
+		// An aborted heartbeat, or another process took the session: the
+		// next round tells them apart (fencedByAnother).
+		s.unanswered, s.fenced = true, true
 		s.m.log.Warn("a heartbeat was fenced: the session starts again before the next, unless another process took it", "err", err)
 		return nil, result
-	case "retired":
-		s.retired = true
+	case "unknown":
+		s.unanswered = true
 		if errors.Is(err, fencing.ErrUnknownOutcome) && !until.IsZero() && (s.unsettled.IsZero() || until.Before(s.unsettled)) {
 			s.unsettled = until // settled when the session starts again (ensure)
 		}
@@ -557,19 +565,23 @@ func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, 
 		return nil, result
 	}
 	if !until.IsZero() && !done.Before(until) {
-		// Resurrected: the heartbeat committed after the member's own
-		// deadline for a role it vouched for (the member was paused, or
-		// cut off, meanwhile): that holding ended at its deadline, and
-		// observers may have seen its lease expire. The incarnation
-		// ends, so that this late heartbeat brings none of its leases
-		// back to life, and the member campaigns again.
+		// Late: the incarnation ends, so that this heartbeat brings none of
+		// its leases back to life.
 		end := s.endLateLocked(hb.Session, "a heartbeat committed after the member's own deadline", "started", start, "committed", done)
 		return &end, "late"
 	}
 	for role, tok := range confirmed {
-		if h := s.held[role]; h != nil && h.tok == tok {
-			h.base = start
-			notify(h.note, sessNote{vouched: start})
+		h := s.held[role]
+		switch {
+		case h == nil || h.tok != tok:
+		case s.extendLocked(h, start):
+			h.tell(sessNote{vouched: start})
+		default:
+			// The local deadline passed before the answer came.
+			h.tell(sessNote{lost: ReasonLeaseLost, cause: errors.New("the heartbeat committed only after the local deadline")})
+			s.forgetLocked(role)
+			s.excluded[role] = struct{}{}
+			s.dirty = true
 		}
 	}
 	if s.m.log.Enabled(ctx, slog.LevelDebug) {
@@ -578,26 +590,23 @@ func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, 
 	return nil, result
 }
 
-// finish ends the session when Run ends (not with KeepOnExit): one
-// session-end record, after which every lease naming the incarnation is
-// released in every reader's eyes.
+// finish writes the session end when Run ends (not with KeepOnExit),
+// which releases every lease naming the incarnation.
 func (s *session) finish(ctx context.Context) {
 	defer s.finOnce.Do(func() { close(s.finished) })
 	s.mu.Lock()
 	s.ended = true
-	cur, retired, fenced := s.cur, s.retired, s.fenced
+	cur, unanswered, fenced := s.cur, s.unanswered, s.fenced
 	s.mu.Unlock()
 	if cur.Nonce == "" || s.m.s.KeepOnExit {
 		return
 	}
 	ectx, cancel := withTimeout(context.WithoutCancel(ctx), s.m.clk, s.m.s.TransactionTimeout)
 	defer cancel()
-	if retired && !fenced {
-		// The last heartbeat got no definite answer, and a retired token can
-		// write nothing: start the producer again under the same nonce and write
-		// the end under the new epoch (docs/DESIGN.md, "Why it is safe: member
-		// sessions"). Unlike ensure, not under a new producer id, whose end could
-		// not end the old incarnation's leases.
+	if unanswered && !fenced {
+		// Unanswered: start again under the same nonce and producer id and
+		// write the end under the new epoch (docs/DESIGN.md, "Why it is
+		// safe: member sessions").
 		next, err := s.m.t.StartSession(ectx, s.m.me, cur.Nonce)
 		if err == nil && next.ProducerID != cur.ProducerID {
 			err = fmt.Errorf("the session's producer id changed (%d, was %d): the incarnation's leases name the old one", next.ProducerID, cur.ProducerID)
@@ -608,7 +617,7 @@ func (s *session) finish(ctx context.Context) {
 		}
 		cur = next
 		s.mu.Lock()
-		s.cur, s.retired = next, false
+		s.cur, s.unanswered = next, false
 		s.mu.Unlock()
 	}
 	if err := s.m.t.Heartbeat(ectx, codec.Heartbeat{Member: s.m.me, Session: cur, End: true}); err != nil {
@@ -618,9 +627,8 @@ func (s *session) finish(ctx context.Context) {
 	s.m.log.Info("ended the member session", "nonce", cur.Nonce)
 }
 
-// awaitFinish waits until finish is done (the session end written, or
-// failed, or none to write), when Run's session goroutine will call it;
-// it returns at once otherwise (a runner driven without Run).
+// awaitFinish waits until finish is done, when Run's session goroutine
+// will call it; otherwise it returns at once.
 func (s *session) awaitFinish() {
 	if s.finishing.Load() {
 		<-s.finished
@@ -632,60 +640,19 @@ func (s *session) awaitFinish() {
 var errEndsWithSession = errors.New("released by the member session's end")
 
 // ending reports whether the session end the leaving member writes
-// releases l: l names the current incarnation and the member does not
-// keep its roles on exit.
+// releases l (l names the current incarnation, and no KeepOnExit).
 func (s *session) ending(l codec.Lease) bool {
 	if s.m.s.KeepOnExit || l.Session == nil {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cur.Nonce != "" && l.Session.Nonce == s.cur.Nonce && !s.retired
-}
-
-// noted applies the session's word on the held role: a loss ends the
-// holding at once (a fence as any fence: the wait after a loss applies);
-// a vouch moves the local deadline to the round's start + RenewDeadline.
-func (r *runner) noted(n sessNote) {
-	if r.hold == nil {
-		return
-	}
-	now := r.m.clk.Now()
-	if n.lost != "" {
-		switch {
-		case n.vanished:
-			// Nobody took the role (its transactional id expired): rule
-			// 5 lets the member take its own lease back at once, as
-			// after a retirement; challenging fences only its former
-			// self. (Learned while work stops on a resignation, in
-			// awaitWorkRenewing, it waits as after any fence: it is
-			// handing the role over.)
-			tok := r.hold.held.Token
-			r.l.retiredTok = &tok
-		case n.lost == ReasonFenced:
-			r.lost(now) // rule 6: another member's lease is on its way
-		}
-		r.revoke(now, n.lost, n.cause, "the member session ended the holding")
-		return
-	}
-	if !n.vouched.After(r.l.renewedAt) {
-		return
-	}
-	if !r.hold.expiry.Stop() {
-		// The local deadline passed before the heartbeat's word came:
-		// work has been told to stop, so the member stops too.
-		r.revoke(now, ReasonLeaseLost, nil, "the heartbeat committed only after the local deadline")
-		return
-	}
-	r.l.renewedAt = n.vouched
-	r.hold.expiry = r.m.clk.AfterFunc(n.vouched.Add(r.m.s.RenewDeadline).Sub(now), r.hold.cancel)
+	return s.cur.Nonce != "" && l.Session.Nonce == s.cur.Nonce && !s.unanswered
 }
 
 // vetAtStart keeps this process from taking over the session of another
-// live process under its member id, which its first StartSession would
-// fence (docs/DESIGN.md, "One process per member id", last point): a live
-// one refuses the member ([MemberInUseError], nothing written). Without a
-// SessionSource there is nothing to watch. ensure waits for it (vetted).
+// live process under its member id (docs/DESIGN.md, "One process per
+// member id", last point). ensure waits for it (vetted).
 func (s *session) vetAtStart(ctx context.Context) {
 	defer s.vetDone()
 	ss, ok := s.m.src.(SessionSource)
@@ -730,7 +697,7 @@ func (s *session) vetAtStart(ctx context.Context) {
 			s.m.log.Warn("taking over the member id's session: the other process showed no heartbeat for a lease", "nonce", other)
 			return
 		}
-		t := s.m.clk.NewTimer(min(left, s.m.s.RenewInterval/2))
+		t := s.m.clk.NewTimer(min(left, s.m.s.HeartbeatInterval/2))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -757,11 +724,10 @@ func (s *session) vetAtStart(ctx context.Context) {
 // vetDone lets StartSession go ahead (see vetAtStart).
 func (s *session) vetDone() { s.vetOnce.Do(func() { close(s.vetted) }) }
 
-// otherInstance returns a role of this member whose state shows a
-// registration of the member id by another instance, and that instance,
-// to name the other process in a refusal; "" when none shows one.
+// otherInstance returns a role whose state shows another instance's
+// registration of the member id, and that instance; "" when none does.
 func (s *session) otherInstance(ctx context.Context) (codec.Role, string) {
-	for _, role := range s.m.order {
+	for _, role := range s.m.Roles() {
 		st, err := s.m.src.Role(ctx, role)
 		if err != nil {
 			continue
@@ -775,10 +741,8 @@ func (s *session) otherInstance(ctx context.Context) (codec.Role, string) {
 
 // fencedByAnother reports, after a fenced heartbeat of incarnation cur,
 // whether another process took the member id's session (docs/DESIGN.md,
-// "One process per member id"); if so every holding ends and this process
-// is refused ([MemberInUseError]). When it cannot tell (no SessionSource,
-// or the record cannot be read) it answers false and the session starts
-// again: one of the two processes sees the other at its next fenced one.
+// "One process per member id"); if so this process is refused. When it
+// cannot tell it answers false, and the session starts again.
 func (s *session) fencedByAnother(ctx context.Context, cur codec.Session) bool {
 	s.mu.Lock()
 	fenced := s.fenced
@@ -793,12 +757,9 @@ func (s *session) fencedByAnother(ctx context.Context, cur codec.Session) bool {
 		return false
 	}
 	if o := se.Heartbeat.Session; o.ProducerID == cur.ProducerID && o.Epoch < cur.Epoch {
-		// Written before this process's StartSession moved the epoch past it:
-		// a predecessor's (killed; this process started after a lease of its
-		// silence), not a process that took the session since (its StartSession
-		// would have moved the epoch past ours). So the fence was the
-		// coordinator's abort of a heartbeat that outlived the transaction
-		// timeout (an EndTxn refused that long, e.g. CONCURRENT_TRANSACTIONS).
+		// A predecessor's, written before this process's StartSession: the
+		// fence was the coordinator's abort of a heartbeat that outlived
+		// the transaction timeout.
 		return false
 	}
 	s.mu.Lock()

@@ -91,21 +91,21 @@ func TestTurnSplitsOnlyADeadHoldersRoles(t *testing.T) {
 	st := state(role, lease, 4, "x", 1, "me", 2, "y", 3)
 	st.Session = &rolestate.SessionSeen{Offset: 1, Heartbeat: codec.Heartbeat{Member: "x", Session: sess}}
 
-	ahead, prune := turn(st, "me")
+	ahead, prune := NewLocal().turn(st, "me")
 	assert.Equal(t, []codec.MemberID{"y"}, ahead, "died: split order")
 	assert.ElementsMatch(t, []codec.MemberID{"x", "y"}, prune)
-	ahead, _ = turn(st, "y")
+	ahead, _ = NewLocal().turn(st, "y")
 	assert.Empty(t, ahead, "died: y first")
 
 	st.Session.Heartbeat.End = true
-	ahead, _ = turn(st, "me")
+	ahead, _ = NewLocal().turn(st, "me")
 	assert.Empty(t, ahead, "its session ended: join order")
-	ahead, _ = turn(st, "y")
+	ahead, _ = NewLocal().turn(st, "y")
 	assert.Equal(t, []codec.MemberID{"me"}, ahead)
 
 	r := codec.ReleaseLease("x", tok1)
 	st = state(role, &r, 6, "x", 1, "me", 2, "y", 3)
-	ahead, _ = turn(st, "me")
+	ahead, _ = NewLocal().turn(st, "me")
 	assert.Empty(t, ahead, "released: join order")
 }
 

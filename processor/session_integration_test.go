@@ -1,14 +1,12 @@
 package processor_test
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/processor"
@@ -45,7 +43,7 @@ func TestIntegrationSessionHeartbeatsKeepAHolderForgedOnesDoNot(t *testing.T) {
 	b := e.start("node-b", []codec.Role{role}, s, nil)
 	e.awaitCandidate(role, b.id)
 
-	// The holder heartbeats every RenewInterval for three lease durations.
+	// The holder heartbeats every HeartbeatInterval for three lease durations.
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	var lastBeat time.Time
@@ -53,7 +51,7 @@ func TestIntegrationSessionHeartbeatsKeepAHolderForgedOnesDoNot(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tick := time.NewTicker(s.RenewInterval)
+		tick := time.NewTicker(s.HeartbeatInterval)
 		defer tick.Stop()
 		for {
 			if err := tr.Heartbeat(ctx, beat(sess)); err == nil {
@@ -68,7 +66,7 @@ func TestIntegrationSessionHeartbeatsKeepAHolderForgedOnesDoNot(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(3 * s.LeaseDuration)
+	time.Sleep(3 * s.LeaseDuration) // on purpose: a challenge of the live holder shows within it
 	assert.Empty(t, e.rec.find(processor.Elected, role, func(stamped) bool { return true }), "nobody challenged a holder whose heartbeats came")
 	assert.Equal(t, tok, e.describe(role), "the holder's token was never fenced")
 
@@ -78,24 +76,10 @@ func TestIntegrationSessionHeartbeatsKeepAHolderForgedOnesDoNot(t *testing.T) {
 	mu.Lock()
 	last := lastBeat
 	mu.Unlock()
-	parts := partitionsOf(t, e)
 	f := newForger(t, e, e.c.Config.TransactionalID("other"))
-	plain, err := kgo.NewClient(kgo.SeedBrokers(e.c.Config.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	require.NoError(t, err)
-	t.Cleanup(plain.Close)
-	forge := func(cl *kgo.Client, txn bool, hb codec.Heartbeat) {
-		v, err := codec.EncodeRecord(codec.Record{Heartbeat: &hb})
-		require.NoError(t, err)
-		rec := &kgo.Record{Topic: e.c.Config.Topic, Partition: codec.SessionPartition("node-h", parts), Key: codec.SessionKey("node-h").Encode(), Value: v}
-		fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if txn {
-			require.NoError(t, cl.BeginTransaction())
-		}
-		require.NoError(t, cl.ProduceSync(fctx, rec).FirstErr())
-		if txn {
-			require.NoError(t, cl.EndTransaction(fctx, kgo.TryCommit))
-		}
+	plain := newForger(t, e, "")
+	forge := func(f *forger, hb codec.Heartbeat) {
+		f.write(codec.SessionPartition("node-h", f.parts), codec.SessionKey("node-h").Encode(), codec.Record{Heartbeat: &hb})
 	}
 	deadline := last.Add(s.LeaseDuration + 2*slack)
 	for n := 0; ; n++ {
@@ -108,11 +92,11 @@ func TestIntegrationSessionHeartbeatsKeepAHolderForgedOnesDoNot(t *testing.T) {
 			return
 		}
 		require.True(t, time.Now().Before(deadline), "node-b not elected within a span (+ slack) of the last real heartbeat")
-		time.Sleep(s.RenewInterval / 2)
+		time.Sleep(s.HeartbeatInterval / 2) // the forger's pace, on purpose
 		if n%2 == 0 {
-			forge(f.cl, true, beat(codec.Session{ProducerID: f.tok.ProducerID, Epoch: f.tok.Epoch, Nonce: sess.Nonce}))
+			forge(f, beat(codec.Session{ProducerID: f.tok.ProducerID, Epoch: f.tok.Epoch, Nonce: sess.Nonce}))
 		} else {
-			forge(plain, false, beat(sess))
+			forge(plain, beat(sess))
 		}
 	}
 }

@@ -50,7 +50,7 @@ func (r *sessRig) hold(role codec.Role, tok codec.Token) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.t.Cleanup(cancel)
 	r.notes[role], r.done[role] = make(chan sessNote, 1), ctx
-	r.s.hold(role, tok, r.s.current().Nonce, r.clk.Now(), r.notes[role], cancel)
+	r.s.hold(role, tok, r.s.current().Nonce, r.clk.Now(), r.notes[role], func() {}, cancel)
 }
 
 // note returns role's note from the last round, and whether there is one.
@@ -107,7 +107,7 @@ func TestSessionRoundRenewsConfirmedRolesAndLearnsOfALoss(t *testing.T) {
 }
 
 // A held role whose goroutine has not checked in for TransactionTimeout +
-// RenewInterval is stuck: the round drops it (its work cancelled, its
+// HeartbeatInterval is stuck: the round drops it (its work cancelled, its
 // runner told) and the heartbeat excludes it, so that observers take it
 // when they see that heartbeat, not never; the others are renewed.
 func TestSessionDropsAStuckRole(t *testing.T) {
@@ -115,7 +115,7 @@ func TestSessionDropsAStuckRole(t *testing.T) {
 	t1, t2 := codec.Token{ProducerID: 1}, codec.Token{ProducerID: 2}
 	r.hold("ok", t1)
 	r.hold("stuck", t2)
-	r.clk.Advance(r.m.s.TransactionTimeout + r.m.s.RenewInterval + time.Millisecond)
+	r.clk.Advance(r.m.s.TransactionTimeout + r.m.s.HeartbeatInterval + time.Millisecond)
 	r.s.checkIn("ok", r.clk.Now())
 	start := r.clk.Now()
 	r.tr.On("DescribeMany", mock.Anything, []codec.Role{"ok"}).Return(map[codec.Role]fencing.Described{"ok": {Token: t1, Held: true}}, nil).Once()
@@ -157,7 +157,7 @@ func TestSessionHeartbeatCommittedAfterTheDeadlineEndsTheIncarnation(t *testing.
 	start := r.clk.Now()
 	r.tr.On("DescribeMany", mock.Anything, []codec.Role{"r1"}).Return(map[codec.Role]fencing.Described{"r1": {Token: tok, Held: true}}, nil).Once()
 	r.tr.On("Heartbeat", mock.Anything, beatAt(rigSession, start, r.m.s)).
-		Run(func(mock.Arguments) { r.clk.Advance(r.m.s.RenewDeadline) }). // paused in flight
+		Run(func(mock.Arguments) { r.clk.Advance(r.m.s.HeartbeatDeadline) }). // paused in flight
 		Return(nil).Once()
 	r.tr.On("Heartbeat", mock.Anything, codec.Heartbeat{Member: "me", Session: rigSession, End: true}).
 		Run(func(mock.Arguments) {
@@ -236,7 +236,7 @@ func TestSessionUnansweredHeartbeatSettledPastTheDeadlineEndsTheIncarnation(t *t
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := newSessRig(t, "r1")
-			require.Equal(t, DefaultLeaseDuration*4/5, r.m.s.RenewDeadline)
+			require.Equal(t, DefaultLeaseDuration*4/5, r.m.s.HeartbeatDeadline)
 			tok := codec.Token{ProducerID: 1}
 			r.hold("r1", tok)
 			start := r.clk.Now()
@@ -430,7 +430,7 @@ func TestSessionFinishAfterAnUnansweredHeartbeat(t *testing.T) {
 	}
 }
 
-// The session's goroutine runs a round every RenewInterval on the
+// The session's goroutine runs a round every HeartbeatInterval on the
 // member's clock, and when Run's context ends it waits for the role
 // runners, then writes the session end.
 func TestSessionRunBeatsEveryIntervalAndEndsTheSession(t *testing.T) {
@@ -449,13 +449,13 @@ func TestSessionRunBeatsEveryIntervalAndEndsTheSession(t *testing.T) {
 	r.tr.On("Heartbeat", mock.Anything, mock.MatchedBy(func(hb codec.Heartbeat) bool { return !hb.End })).
 		Run(func(a mock.Arguments) { beat <- a.Get(1).(codec.Heartbeat) }).Return(nil)
 	for i := 1; i <= 2; i++ {
-		r.clk.waitTimers(1)
+		r.clk.waitTimers(2) // the holding's local deadline, and the next round
 		r.s.checkIn("r1", r.clk.Now())
-		r.clk.Advance(r.m.s.RenewInterval)
+		r.clk.Advance(r.m.s.HeartbeatInterval)
 		hb := recv(t, beat)
-		assert.Equal(t, t0.Add(time.Duration(i)*r.m.s.RenewInterval).UnixMilli(), hb.GrantedAt, "round %d", i)
+		assert.Equal(t, t0.Add(time.Duration(i)*r.m.s.HeartbeatInterval).UnixMilli(), hb.GrantedAt, "round %d", i)
 		n := recv(t, r.notes["r1"])
-		assert.Equal(t, t0.Add(time.Duration(i)*r.m.s.RenewInterval), n.vouched)
+		assert.Equal(t, t0.Add(time.Duration(i)*r.m.s.HeartbeatInterval), n.vouched)
 	}
 	ended := make(chan struct{})
 	r.tr.On("Heartbeat", mock.Anything, codec.Heartbeat{Member: "me", Session: rigSession, End: true}).

@@ -45,7 +45,7 @@ func TestIntegrationRestartedMemberSurvivesAnAbortedHeartbeat(t *testing.T) {
 	requireRunning(t, errc)
 	await(t, 10*time.Second, "a heartbeat of node-5's new process commits", func() bool {
 		hb, ok := e.rec.lastBeat(b.id)
-		return ok && hb.end.After(time.Now().Add(-2*s.RenewInterval))
+		return ok && hb.end.After(time.Now().Add(-2*s.HeartbeatInterval))
 	})
 	requireRunning(t, errc)
 	require.Equal(t, 1, h.Hits())

@@ -18,12 +18,12 @@ func TestSettingsDefaults(t *testing.T) {
 	s := Settings{}.WithDefaults()
 	assert.Equal(t, Settings{
 		LeaseDuration:      10 * time.Second,
-		RenewInterval:      2 * time.Second,
-		RenewDeadline:      8 * time.Second,
+		HeartbeatInterval:  2 * time.Second,
+		HeartbeatDeadline:  8 * time.Second,
 		RetryBackoff:       250 * time.Millisecond,
 		Stagger:            time.Second,
 		TransactionTimeout: 5 * time.Second,
-		RenewJitter:        500 * time.Millisecond,
+		HeartbeatJitter:    500 * time.Millisecond,
 		MaxInFlight:        DefaultMaxInFlight,
 	}, s)
 	require.NoError(t, s.Validate())
@@ -44,25 +44,25 @@ func TestSettingsValidateRejectsImpossibleCombinations(t *testing.T) {
 		s    Settings
 		msg  string
 	}{
-		{"renew interval not shorter than the lease",
-			with(func(s *Settings) { s.RenewInterval = 10 * time.Second }),
-			"renew interval 10s must be shorter than lease duration 10s"},
-		{"renew interval not shorter than the renew deadline",
-			with(func(s *Settings) { s.RenewInterval = 8 * time.Second }),
-			"renew interval 8s must be shorter than renew deadline 8s"},
-		{"renew deadline past the lease",
-			with(func(s *Settings) { s.RenewDeadline = 11 * time.Second }),
-			"renew deadline 11s must not be longer than lease duration 10s"},
-		{"backoff longer than the renew interval",
+		{"heartbeat interval not shorter than the lease",
+			with(func(s *Settings) { s.HeartbeatInterval = 10 * time.Second }),
+			"heartbeat interval 10s must be shorter than lease duration 10s"},
+		{"heartbeat interval not shorter than the heartbeat deadline",
+			with(func(s *Settings) { s.HeartbeatInterval = 8 * time.Second }),
+			"heartbeat interval 8s must be shorter than heartbeat deadline 8s"},
+		{"heartbeat deadline past the lease",
+			with(func(s *Settings) { s.HeartbeatDeadline = 11 * time.Second }),
+			"heartbeat deadline 11s must not be longer than lease duration 10s"},
+		{"backoff longer than the heartbeat interval",
 			with(func(s *Settings) { s.RetryBackoff = 3 * time.Second }),
-			"retry backoff 3s must not be longer than renew interval 2s"},
+			"retry backoff 3s must not be longer than heartbeat interval 2s"},
 		{"transaction timeout that can hide a renewal past the lease",
 			with(func(s *Settings) { s.TransactionTimeout = 8 * time.Second }),
-			"transaction timeout 8s must be shorter than lease duration - renew interval 8s"},
+			"transaction timeout 8s must be shorter than lease duration - heartbeat interval 8s"},
 		{"lease longer than observers accept",
 			Settings{LeaseDuration: 11 * time.Minute}.WithDefaults(),
 			"lease duration 11m0s must not be longer than the longest lease observers accept (rolestate.MaxLeaseSpan) 10m0s"},
-		{"renew deadline past the observers' cap, with a lease of 12.5m and more",
+		{"heartbeat deadline past the observers' cap, with a lease of 12.5m and more",
 			Settings{LeaseDuration: 13 * time.Minute}.WithDefaults(),
 			"lease duration 13m0s must not be longer than the longest lease observers accept (rolestate.MaxLeaseSpan) 10m0s"},
 		{"negative stagger",
@@ -96,7 +96,7 @@ func TestNewRejects(t *testing.T) {
 		"bad role":       func() (*Member, error) { return New(tr, src, "a", []codec.Role{"a b"}, Options{}) },
 		"duplicate role": func() (*Member, error) { return New(tr, src, "a", []codec.Role{role, role}, Options{}) },
 		"impossible timing": func() (*Member, error) {
-			return New(tr, src, "a", ok, Options{Settings: Settings{RenewInterval: time.Minute}})
+			return New(tr, src, "a", ok, Options{Settings: Settings{HeartbeatInterval: time.Minute}})
 		},
 	}
 	for name, f := range cases {
@@ -104,7 +104,7 @@ func TestNewRejects(t *testing.T) {
 		assert.Error(t, err, name)
 		assert.Nil(t, m, name)
 	}
-	_, err := New(tr, src, "a", ok, Options{Settings: Settings{RenewInterval: time.Minute}})
+	_, err := New(tr, src, "a", ok, Options{Settings: Settings{HeartbeatInterval: time.Minute}})
 	assert.ErrorIs(t, err, ErrInvalidSettings)
 
 	m, err := New(tr, src, "a", ok, Options{})

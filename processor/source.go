@@ -2,19 +2,15 @@ package processor
 
 import (
 	"context"
-	"log/slog"
-	"reflect"
-	"sync"
 	"time"
 
 	"github.com/krabka/krole/codec"
-	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/rolestate"
 )
 
-// Source is where a [Member] reads the state of a role: the goka view in
-// production (*view.View has these methods), a [TransportSource] without
-// one, a fake in tests. Implementations are safe for concurrent use.
+// Source is where a [Member] reads the state of a role: the goka view
+// (*view.View has these methods), or a fake in tests. Implementations are
+// safe for concurrent use.
 type Source interface {
 	// Role returns the state of role, blocking until the source has caught
 	// up with the role topic (or ctx ends, returning an error wrapping
@@ -27,7 +23,7 @@ type Source interface {
 	// state) but the last one sent is current. The channel closes after
 	// ctx ends; the goroutine that feeds it, if any, has stopped by then.
 	// A nil channel means the source sends no updates, and the Member
-	// polls Role every RenewInterval instead.
+	// polls Role every HeartbeatInterval instead.
 	Follow(ctx context.Context, role codec.Role) <-chan rolestate.State
 
 	// Confirm returns role's state once the source holds every record of
@@ -44,154 +40,52 @@ type Source interface {
 	Confirm(ctx context.Context, role codec.Role) (rolestate.Confirmed, error)
 }
 
-// TransportSource is a [Source] that reads the role's partition through a
-// fencing.Transport (ReadRoleRecords, folded with rolestate.Fold) every
-// Poll. It needs no view, at the price of a full read of the partition per
-// poll and of learning about a release up to Poll late; it suits tests,
-// tools and a handful of members.
-//
-// ReadRoleRecords skips forged lease records; when the transport counts
-// them (fencing.SkipCounter, as fencing.BrokerTransport does), the source
-// logs the first it sees at Warn and later ones at Debug, as the view
-// does. A TransportSource must not be copied after first use.
-//
-// Its Confirm cannot tell an open transaction from none (the transport
-// does not say), so it always reports OpenProducerID -1: a member on a
-// TransportSource does not recognize a partition held back by another
-// role's open transaction, and may take a role whose renewals that
-// transaction hides.
-type TransportSource struct {
-	// Transport is what the source reads through. Required.
-	Transport fencing.Transport
-	// Poll is the interval between reads for Follow. Default 1s.
-	Poll time.Duration
-	// Clock drives the polling. Default the system clock.
-	Clock Clock
-	// Log receives the report of forged lease records. Default
-	// slog.Default().
-	Log *slog.Logger
-
-	forgedMu   sync.Mutex
-	forgedSeen uint64 // the transport's forged-lease count last reported; 0 until the first report
+// RecentConfirmer is a [Source] whose confirmation may come from its own
+// recent reads instead of a round trip (the view: view.View.ConfirmRecent).
+// ConfirmRecent is Confirm, except that the state it returns holds every
+// record of the role's partition committed before some moment at most
+// maxAge before the call (Confirm's: before the call). A Member whose
+// source implements it confirms before a challenge with maxAge
+// [Settings.ConfirmFreshness] (see the package documentation,
+// "Confirmations from the source's own reads").
+type RecentConfirmer interface {
+	ConfirmRecent(ctx context.Context, role codec.Role, maxAge time.Duration) (rolestate.Confirmed, error)
 }
 
-// Role reads the role's records and folds them. It blocks for one read of
-// the role's partition; when ctx ends, the read stops and Role returns its
-// error.
-func (s *TransportSource) Role(ctx context.Context, role codec.Role) (rolestate.State, error) {
-	recs, err := s.Transport.ReadRoleRecords(ctx, role)
-	if err != nil {
-		return rolestate.State{}, err
-	}
-	if sc, ok := s.Transport.(fencing.SkipCounter); ok {
-		s.reportForged(ctx, role, sc.ForgedLeasesSkipped())
-	}
-	st := rolestate.Fold(role, recs)
-	if l := st.Lease; l != nil && l.Session != nil && !l.Released() {
-		se, ok, err := s.Session(ctx, l.Member)
-		if err != nil {
-			return rolestate.State{}, err
-		}
-		if ok {
-			st.Session = &se
-		}
-	}
-	return st, nil
+// ConfirmFreshness is the most a confirmation before a challenge may lag
+// the moment it is asked for, when the source can confirm from its own
+// reads ([RecentConfirmer]): the least of RetryBackoff, Stagger/4 and
+// (LeaseDuration - HeartbeatDeadline)/4. 75 ms with the defaults at a 3s
+// lease. Why each bound is there is in the package documentation
+// ("Confirmations from the source's own reads"). Call it on settings
+// that [Settings.WithDefaults] filled in.
+func (s Settings) ConfirmFreshness() time.Duration {
+	return max(0, min(s.RetryBackoff, s.Stagger/4, (s.LeaseDuration-s.HeartbeatDeadline)/4))
 }
 
-// Session implements [SessionSource]: it reads member's session records
-// (fencing.Transport.ReadSession) and returns the latest, without a
-// SeenAt (the member counts it from when it first observed it).
-func (s *TransportSource) Session(ctx context.Context, member codec.MemberID) (rolestate.SessionSeen, bool, error) {
-	recs, err := s.Transport.ReadSession(ctx, member)
-	if err != nil || len(recs) == 0 {
-		return rolestate.SessionSeen{}, false, err
-	}
-	last := recs[len(recs)-1]
-	return rolestate.SessionSeen{Offset: last.Offset, Heartbeat: *last.Record.Heartbeat}, true, nil
+// SessionSource is a [Source] that can look up a member's latest session
+// record (*view.View has it). A Member looks up the session of a role's
+// holder each time it decides, since heartbeats are not role changes and
+// do not come through Follow. A Source without it leaves
+// rolestate.State.Session as Role, Follow and Confirm gave it.
+type SessionSource interface {
+	Session(ctx context.Context, member codec.MemberID) (rolestate.SessionSeen, bool, error)
 }
 
-// reportForged logs forged lease records that the transport's reads
-// skipped (rolestate.CheckLeaseAuthor), as the view does: the first time
-// at Warn, later increases at Debug. n is the transport's count over all
-// its reads (every role), so the role named is the one whose read saw the
-// count rise.
-func (s *TransportSource) reportForged(ctx context.Context, role codec.Role, n uint64) {
-	s.forgedMu.Lock()
-	defer s.forgedMu.Unlock()
-	if n <= s.forgedSeen {
-		return
-	}
-	level := slog.LevelDebug
-	if s.forgedSeen == 0 {
-		level = slog.LevelWarn
-	}
-	s.forgedSeen = n
-	log := s.Log
-	if log == nil {
-		log = slog.Default()
-	}
-	log.Log(ctx, level, "skipped forged lease records: written outside the role's transactions, or under a producer id that is not the role's transactional id's, by someone with Write on the role topic (see rolestate.CheckLeaseAuthor, rolestate.Authors); later ones are logged at debug",
-		"role", string(role), "forged_total", n)
+// sessionSettler is a [SessionSource] that can wait until every session
+// record of a member it has read is verified (*view.View's
+// SessionSettled): the member's vetting at its start asks it, so that a
+// live process's heartbeat, not verified yet, is not taken for none.
+type sessionSettler interface {
+	SessionSettled(ctx context.Context, member codec.MemberID) (rolestate.SessionSeen, bool, error)
 }
 
-// Confirm reads the role's partition once, up to its last stable offset
-// (ReadRoleRecords), and returns the folded state with OpenProducerID -1
-// (see [TransportSource]). It blocks for that one read; when ctx ends, the
-// read stops and Confirm returns its error.
-func (s *TransportSource) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirmed, error) {
-	st, err := s.Role(ctx, role)
-	if err != nil {
-		return rolestate.Confirmed{}, err
-	}
-	return rolestate.Confirmed{State: st, OpenProducerID: -1, OpenOffset: -1}, nil
-}
-
-// Follow polls Role every Poll and sends the state when it differs from
-// the last one sent. It returns at once; the polling runs on a goroutine
-// of its own. Read errors are skipped (the next poll tries again). A
-// reader that falls behind gets the latest state only. The channel closes
-// after ctx ends, once the polling goroutine has stopped.
-func (s *TransportSource) Follow(ctx context.Context, role codec.Role) <-chan rolestate.State {
-	clk, poll := s.Clock, s.Poll
-	if clk == nil {
-		clk = SystemClock()
-	}
-	if poll <= 0 {
-		poll = time.Second
-	}
-	out := make(chan rolestate.State, 1)
-	go func() {
-		defer close(out)
-		var last *rolestate.State
-		for {
-			if st, err := s.Role(ctx, role); err == nil && (last == nil || !reflect.DeepEqual(*last, st)) {
-				last = &st
-				offer(out, st.Clone())
-			}
-			t := clk.NewTimer(poll)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C():
-			}
-		}
-	}()
-	return out
-}
-
-// offer sends st on ch (capacity 1) without blocking, replacing a state the
-// reader has not taken yet. Only one goroutine may send on ch.
-func offer(ch chan rolestate.State, st rolestate.State) {
-	select {
-	case ch <- st:
-		return
-	default:
-	}
-	select {
-	case <-ch:
-	default:
-	}
-	ch <- st
+// FollowNotifier is a [Source] that can follow a role without a
+// goroutine or a context per role (*view.View has it): FollowNotify is
+// Follow until stop is called, and calls notify after each state it sends
+// and once it closes the channel. notify must not block; it is called
+// with the source's locks held. ctx may end the wait before following
+// starts; its end later does not close the channel (stop does).
+type FollowNotifier interface {
+	FollowNotify(ctx context.Context, role codec.Role, notify func()) (ch <-chan rolestate.State, stop func())
 }

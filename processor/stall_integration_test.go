@@ -1,7 +1,6 @@
 package processor_test
 
 import (
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/faultnet"
-	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/processor"
 )
 
@@ -29,38 +27,19 @@ const stalls = 3
 // by it must still commit within its transaction's timeout (1s here, which
 // kfake enforces to the millisecond from the transaction's first
 // AddPartitionsToTxn: a longer stall aborts the session's heartbeat and
-// ends the session) and within the renew margin (RenewDeadline less
-// RenewInterval, 1.2s), with room left for the held request's round trip
+// ends the session) and within the renew margin (HeartbeatDeadline less
+// HeartbeatInterval, 1.2s), with room left for the held request's round trip
 // on a loaded machine under the race detector.
 const stallFor = 600 * time.Millisecond
 
-// newStallEnv is newEnv with faultnet in front of the embedded cluster.
-func newStallEnv(t *testing.T) (*env, *faultnet.Net) {
-	t.Helper()
-	c, fn := testcluster.StartFaulty(t, testcluster.Options{})
-	c.Config.TxnTimeout = itTxnTimeout
-	e := &env{t: t, c: c, rec: &recorder{}}
-	e.probe = e.transport()
-	e.obs = e.view()
-	return e, fn
-}
-
-func stallRoles(prefix string, n int) []codec.Role {
-	roles := make([]codec.Role, n)
-	for i := range roles {
-		roles[i] = codec.Role(fmt.Sprintf("%s-%02d", prefix, i))
-	}
-	return roles
-}
-
 // stallProduce holds every Produce of every client from the first one on
 // for d, then releases them; it returns when they are released.
-func stallProduce(t *testing.T, e *env, fn *faultnet.Net, d time.Duration) time.Time {
+func stallProduce(t *testing.T, e *env, d time.Duration) time.Time {
 	t.Helper()
-	held := fn.Hold(faultnet.Rule{APIKey: int16(kmsg.Produce), Node: faultnet.AnyNode})
+	held := e.fn.Hold(faultnet.Rule{APIKey: int16(kmsg.Produce), Node: faultnet.AnyNode})
 	t.Cleanup(held.Release)
 	require.NoError(t, held.Wait(e.ctx(10*time.Second), 1), "a Produce was held")
-	time.Sleep(d)
+	time.Sleep(d) // the stall's length, on purpose
 	held.Release()
 	t.Logf("held %d Produce requests for %v", held.Count(), d)
 	return time.Now()
@@ -140,58 +119,30 @@ func eventCount(r *recorder) int {
 	return len(r.events)
 }
 
-// allHeld reports whether every role has a holder by the events (one of
-// members, if any are given).
-func allHeld(r *recorder, roles []codec.Role, members ...codec.MemberID) bool {
-	for _, role := range roles {
-		hs := r.holders(role)
-		if len(hs) == 0 {
-			return false
-		}
-		for _, m := range members {
-			if _, ok := hs[m]; !ok {
-				return false
-			}
-		}
-	}
-	return true
-}
-
 func TestIntegrationShortStallShedsNothing(t *testing.T) {
-	e, fn := newStallEnv(t)
-	roles := stallRoles("stall", 24)
+	e := newEnv(t, itTxnTimeout, withFaults())
+	roles := roleNames("stall-%02d", 24)
 	s := itSettings()
 	a := e.start("node-a", roles, s, nil)
 	b := e.start("node-b", roles, s, nil)
-	await(t, 30*time.Second, "every role held, both members candidates of each", func() bool {
-		if !allHeld(e.rec, roles) {
-			return false
-		}
-		for _, r := range roles {
-			st, err := a.src.Role(e.ctx(5*time.Second), r)
-			require.NoError(t, err)
-			if st.Rank(a.id) < 0 || st.Rank(b.id) < 0 {
-				return false
-			}
-		}
-		return true
-	})
-	// A lease of steady renewals before each stall; the stall comes at
-	// a different moment of the renewal cycle each time.
+	await(t, 30*time.Second, "every role held", func() bool { return allHeld(e.rec, roles) })
+	e.awaitSeenBy(a, roles, 30*time.Second, a.id, b.id)
+	// A lease of steady renewals before each stall, on purpose: the stall
+	// comes at a different moment of the renewal cycle each time.
 	time.Sleep(s.LeaseDuration)
 	onset := eventCount(e.rec)
 	var released time.Time
 	for range stalls {
-		released = stallProduce(t, e, fn, stallFor)
+		released = stallProduce(t, e, stallFor)
 		// The bound is the promise: within a lease plus the stagger of
 		// the stall's end (and slack for the view's lag), every role has
 		// a holder.
 		await(t, s.LeaseDuration+s.Stagger+slack, "every role has a holder within a lease plus the stagger of the stall's end", func() bool {
 			return allHeld(e.rec, roles)
 		})
-		time.Sleep(s.LeaseDuration)
+		time.Sleep(s.LeaseDuration) // steady renewals until the next stall, on purpose
 	}
-	// Another lease, to see that nothing is shed late either.
+	// Another lease, on purpose: to see that nothing is shed late either.
 	time.Sleep(s.LeaseDuration)
 	now := time.Now()
 	gaps := unheldGaps(e.rec, roles, onset, now)
@@ -211,21 +162,21 @@ func TestIntegrationShortStallShedsNothing(t *testing.T) {
 }
 
 func TestIntegrationShortStallAloneKeepsItsRoles(t *testing.T) {
-	e, fn := newStallEnv(t)
-	roles := stallRoles("lone", 24)
+	e := newEnv(t, itTxnTimeout, withFaults())
+	roles := roleNames("lone-%02d", 24)
 	s := itSettings()
 	a := e.start("node-a", roles, s, nil)
 	await(t, 30*time.Second, "node-a holds every role", func() bool { return allHeld(e.rec, roles, a.id) })
-	time.Sleep(s.LeaseDuration)
+	time.Sleep(s.LeaseDuration) // steady renewals before the first stall, on purpose
 	onset := eventCount(e.rec)
 	for range stalls {
-		stallProduce(t, e, fn, stallFor)
+		stallProduce(t, e, stallFor)
 		await(t, s.LeaseDuration+slack, "node-a holds every role within a lease of the stall's end", func() bool {
 			return allHeld(e.rec, roles, a.id)
 		})
-		time.Sleep(s.LeaseDuration)
+		time.Sleep(s.LeaseDuration) // steady renewals until the next stall, on purpose
 	}
-	time.Sleep(s.LeaseDuration)
+	time.Sleep(s.LeaseDuration) // a lease more, on purpose: nothing is shed late either
 	lost := revocationsSince(e.rec, a.id, onset)
 	gaps := unheldGaps(e.rec, roles, onset, time.Now())
 	t.Logf("node-a's revocations: %v, causes %q; unheld gaps %v", lost, revocationCauses(e.rec, a.id, onset), gaps)
@@ -243,8 +194,8 @@ func TestIntegrationShortStallAloneKeepsItsRoles(t *testing.T) {
 // and every role has a holder within a lease plus the stagger of the
 // stall's end.
 func TestIntegrationStallAtStartShedsNothing(t *testing.T) {
-	e, fn := newStallEnv(t)
-	roles := stallRoles("start", 24)
+	e := newEnv(t, itTxnTimeout, withFaults())
+	roles := roleNames("start-%02d", 24)
 	s := itSettings()
 	a := e.start("node-a", roles, s, nil)
 	b := e.start("node-b", roles, s, nil)
@@ -256,11 +207,11 @@ func TestIntegrationStallAtStartShedsNothing(t *testing.T) {
 		}
 		return false
 	})
-	stallProduce(t, e, fn, stallFor)
+	stallProduce(t, e, stallFor)
 	await(t, s.LeaseDuration+s.Stagger+slack, "every role has a holder within a lease plus the stagger of the stall's end", func() bool {
 		return allHeld(e.rec, roles)
 	})
-	time.Sleep(2 * s.LeaseDuration)
+	time.Sleep(2 * s.LeaseDuration) // on purpose: a role shed late shows within it
 	ra, rb := revocationsSince(e.rec, a.id, 0), revocationsSince(e.rec, b.id, 0)
 	gaps := unheldGaps(e.rec, roles, 0, time.Now())
 	t.Logf("revocations: node-a %v, node-b %v; unheld gaps after the first event %v", ra, rb, gaps)

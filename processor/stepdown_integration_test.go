@@ -109,7 +109,7 @@ func drainingHandover(t *testing.T, role codec.Role, stepDown func(e *env, a *no
 		mu.Lock()
 		aCancelled = time.Now()
 		mu.Unlock()
-		time.Sleep(drain) // drains, whatever its ctx says
+		time.Sleep(drain) // on purpose: drains, whatever its ctx says
 		mu.Lock()
 		aStopped = time.Now()
 		mu.Unlock()
@@ -124,12 +124,9 @@ func drainingHandover(t *testing.T, role codec.Role, stepDown func(e *env, a *no
 		<-ctx.Done()
 		return nil
 	}
-	a := e.start("node-a", []codec.Role{role}, s, aWork)
-	holder, _ := e.soleHolder(role, 10*time.Second)
-	require.Equal(t, a.id, holder)
-	b := e.start("node-b", []codec.Role{role}, s, bWork)
-	e.awaitCandidate(role, b.id)
-	time.Sleep(viewWarmup)
+	a, _ := e.holder("node-a", role, s, aWork)
+	b := e.candidate("node-b", role, s, bWork)
+	e.awaitLive(role, a, b)
 
 	sent := time.Now()
 	stepDown(e, a)

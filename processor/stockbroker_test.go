@@ -24,14 +24,14 @@ func TestDefaultsAgainstAStockBroker(t *testing.T) {
 	require.NoError(t, d.Validate())
 	assert.Equal(t, 10*time.Second, d.LeaseDuration)
 	assert.Equal(t, 5*time.Second, d.TransactionTimeout)
-	err := stock.CheckTimings(d.TransactionTimeout, d.LeaseDuration, d.RenewInterval)
+	err := stock.CheckTimings(d.TransactionTimeout, d.LeaseDuration, d.HeartbeatInterval)
 	var bse *fencing.BrokerSettingsError
 	require.ErrorAs(t, err, &bse, "the defaults break the stall rule on a stock broker")
 	assert.False(t, bse.Refused)
 
 	tsrc := processor.Settings{LeaseDuration: 20 * time.Second, TransactionTimeout: 5 * time.Second}.WithDefaults()
 	require.NoError(t, tsrc.Validate())
-	assert.Equal(t, 4*time.Second, tsrc.RenewInterval)
-	assert.NoError(t, stock.CheckTimings(tsrc.TransactionTimeout, tsrc.LeaseDuration, tsrc.RenewInterval),
+	assert.Equal(t, 4*time.Second, tsrc.HeartbeatInterval)
+	assert.NoError(t, stock.CheckTimings(tsrc.TransactionTimeout, tsrc.LeaseDuration, tsrc.HeartbeatInterval),
 		"the timings recommended for a TransportSource hold on a stock broker")
 }

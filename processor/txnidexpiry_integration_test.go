@@ -18,10 +18,10 @@ import (
 
 // txnIDExpiration is the brokers' transactional.id.expiration.ms while
 // TestIntegrationTransactionalIDExpiry lets ids expire: longer than the
-// holder's renew interval, so its member session's transactional id,
-// written every renew interval, stays, and its role's transactional id,
+// holder's heartbeat interval, so its member session's transactional id,
+// written every heartbeat interval, stays, and its role's transactional id,
 // written only at its election (a holder writes its lease again only on
-// RenewNow and every processor.LeaseRewriteInterval), expires.
+// RewriteLease and every processor.LeaseRewriteInterval), expires.
 const txnIDExpiration = 1500 * time.Millisecond
 
 // setTxnIDExpiration sets the brokers' transactional.id.expiration.ms to
@@ -45,16 +45,16 @@ func setTxnIDExpiration(t *testing.T, c *testcluster.Cluster, d time.Duration) {
 // it, txns.go expireTransactionalIDs) under its holder: the holder renews
 // its roles with its member session's heartbeats, under the session's own
 // transactional id, and writes under the role's only at its election, on
-// RenewNow and hourly. (With the default expiration of 7 days the hourly
+// RewriteLease and hourly. (With the default expiration of 7 days the hourly
 // rewrite keeps the role's id; here the test shortens the expiration
 // while node-a holds.) Then:
 //
 //   - the holder's next session round, whose DescribeMany finds no
 //     producer for the role's transactional id, ends its holding as a
-//     fence: Revoked (fenced), not a lapse at its RenewDeadline, and that
+//     fence: Revoked (fenced), not a lapse at its HeartbeatDeadline, and that
 //     round's heartbeat, and each after it until the new lease, excludes
-//     the role (before, the round's heartbeat vouched for the fenced
-//     lease, about 1 run in 6 under load);
+//     the role (a heartbeat vouching for the fenced lease would show a
+//     fenced holder live);
 //   - nobody took the role, so node-a takes its own lease back at once
 //     (rule 5; TestExpiredTransactionalIDTakesTheRoleBackAtOnce pins the
 //     rule, TestTakingTheRoleBackAndLosingTheRaceWaits its race with a
@@ -73,23 +73,18 @@ func setTxnIDExpiration(t *testing.T, c *testcluster.Cluster, d time.Duration) {
 // revocation, and back to the default at once: the new holding's role id,
 // idle after its election too, would otherwise expire in turn.
 func TestIntegrationTransactionalIDExpiry(t *testing.T) {
-	c := testcluster.Start(t, testcluster.Options{})
+	e := newEnv(t, itTxnTimeout)
+	c := e.c
 	c.RequireFake(t)
-	c.Config.TxnTimeout = itTxnTimeout
-	e := &env{t: t, c: c, rec: &recorder{}}
-	e.probe = e.transport()
-	e.obs = e.view()
 
 	role := codec.Role("expiring")
 	// Heartbeats every 400ms (< txnIDExpiration: the session's id stays).
 	s := itSettings()
 	s.LeaseDuration = 6 * time.Second
-	s.RenewDeadline = 4800 * time.Millisecond
+	s.HeartbeatDeadline = 4800 * time.Millisecond
 	require.NoError(t, s.Validate())
 
-	a := e.start("node-a", []codec.Role{role}, s, nil)
-	holder, tokA := e.soleHolder(role, 10*time.Second)
-	require.Equal(t, a.id, holder)
+	a, tokA := e.holder("node-a", role, s, nil)
 	aLease := e.state(role)
 	require.NotNil(t, aLease.Lease)
 	require.Equal(t, a.id, aLease.Lease.Member)
@@ -98,15 +93,7 @@ func TestIntegrationTransactionalIDExpiry(t *testing.T) {
 
 	// node-a's session round after the expiry finds the role's id gone:
 	// revoked, fenced.
-	var rev stamped
-	await(t, txnIDExpiration+s.RenewDeadline+slack, "node-a revoked", func() bool {
-		evs := e.rec.find(processor.Revoked, role, func(ev stamped) bool { return ev.Member == a.id })
-		if len(evs) == 0 {
-			return false
-		}
-		rev = evs[0]
-		return true
-	})
+	rev := awaitRevoked(t, e.rec, role, a.id, txnIDExpiration+s.HeartbeatDeadline+slack, "node-a revoked")
 	setTxnIDExpiration(t, c, 0)
 	assert.Equal(t, processor.ReasonFenced, rev.Reason, "the session's round ends the holding as a fence, not a lapse: %v", rev.Err)
 	assert.True(t, fencing.IsFenced(rev.Err), "%v", rev.Err)

@@ -51,15 +51,13 @@
 //     resumes from them, so a commit that did land is not repeated and one
 //     that did not is redone.
 //   - When a request of a transaction gets no answer (a lost connection,
-//     a timeout), its bytes may still reach a broker later. The transport
-//     then retires the token (fencing.ErrUnknownOutcome): Run sends
-//     nothing more under it, not even an abort, and returns the error; the
-//     holding is over. The next holder's AcquireEpoch aborts the open
-//     transaction, and a late write of it is refused as a stale epoch, so
-//     its outputs and offsets never show. A commit without an answer is
-//     sent again until it is answered; if it never is, the batch may have
-//     committed, outputs and offsets together, and the next holder resumes
-//     after it or redoes it accordingly.
+//     a timeout), the transport retires the token
+//     (fencing.ErrUnknownOutcome): Run sends nothing more under it, not
+//     even an abort, and returns the error. The next holder's AcquireEpoch
+//     aborts the open transaction, and a late write of it is refused. A
+//     commit without an answer is sent again until answered; if it never
+//     is, the batch may have committed, outputs and offsets together, and
+//     the next holder resumes after it or redoes it accordingly.
 //
 // The outputs of the records of one input partition are written in input
 // order, and records with the same key keep their order when they go to
@@ -91,20 +89,15 @@
 //     deleted by retention before they were processed) is an error, not a
 //     silent skip.
 //   - A deposed holder learns of the fence only when it next writes: an
-//     idle Run (no input) goes on waiting until its ctx ends. The krole
-//     member cancels its work when it learns that it lost the role: its
-//     member session's round finds the role's token moved at the
-//     coordinator (every renew interval), a write under the token is
-//     fenced, or its local deadline passes.
+//     idle Run goes on waiting until its ctx ends, which the krole member
+//     cancels when it learns that it lost the role (see processor's
+//     Member.Run).
 //   - Input partitions added while Run runs are read only from the next
 //     Run (or the next resumption after a failed transaction).
-//   - Run's transactions share the role's transactional id with the lease
-//     writes of the same token (at election, on Member.RenewNow, and every
-//     processor.LeaseRewriteInterval), which wait for them; the member
-//     session's heartbeats, under the session's own transactional id, do
-//     not. Choose BatchSize (and Linger) so that one batch's writes take
-//     well under fencing.Config.TxnTimeout. Transform runs before
-//     the transaction begins, and a batch's outputs are held in memory
-//     until it is written.
+//   - Run's transactions share the role's transactional id with the
+//     holding's lease writes, which wait for them. Choose BatchSize (and
+//     Linger) so that one batch's writes take well under
+//     fencing.Config.TxnTimeout. A batch's outputs are held in memory until
+//     it is written.
 //   - Records carry key and value; headers are neither read nor written.
 package stream

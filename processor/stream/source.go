@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/krabka/krole/internal/ctxcall"
 )
 
 // OffsetFetch retries.
@@ -43,7 +44,7 @@ func (r *runner) committed(ctx context.Context, client sarama.Client, parts []in
 		if !again || time.Now().Add(backoff).After(budget) {
 			return nil, fmt.Errorf("stream: committed offsets of group %s: %w", r.cfg.Group, err)
 		}
-		if err := sleep(ctx, backoff); err != nil {
+		if err := ctxcall.Sleep(ctx, backoff); err != nil {
 			return nil, err
 		}
 		backoff = min(2*backoff, offsetFetchBackoffMax)

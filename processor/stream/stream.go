@@ -142,50 +142,29 @@ func (c Config) check() (Config, error) {
 }
 
 // Run consumes cfg.Input, transforms it and writes the outputs for the
-// holding of role under token, exactly once (see the package
-// documentation), until ctx ends or the token loses the role; it blocks
-// until then. cfg.Transport must be the transport that minted token for
-// role.
+// holding of role under token, exactly once (see the package doc), until
+// ctx ends or the token loses the role. It blocks until then, but not for
+// its input consumer, which only reads and closes in the background.
+// cfg.Transport must be the transport that minted token for role.
 //
-// Each batch is one transaction under token: the outputs of the batch's
-// records, then the group's offsets past them. Before it reads the
-// committed offsets, Run ends any transaction of the token that may still
-// be open (one its previous run left), so it resumes after the last batch
-// that committed. When a transaction fails for a reason other than a
-// fence, Run does that again and resumes from the committed offsets; after
-// 5 consecutive failed attempts it returns the last error.
+// Each batch is one transaction under token: its outputs, then the group's
+// offsets past them. After a transaction fails for a reason other than a
+// fence, Run resumes from the committed offsets; after 5 consecutive
+// failed attempts it returns the last error.
 //
 // Run returns:
-//   - nil when ctx ends: every batch committed so far stays, the batch in
-//     flight (if any) is aborted, and the next holder resumes after the
-//     last committed batch. When a request of that batch was out as ctx
-//     ended, the transport retires the token (fencing.ErrUnknownOutcome)
-//     and the batch is aborted by the role's next AcquireEpoch or its
-//     transaction timeout instead; later calls with the token get
-//     fencing.ErrNotHeld;
+//   - nil when ctx ends: the batch in flight is aborted (when a request of
+//     it was out, the token is retired and the role's next AcquireEpoch or
+//     the transaction timeout aborts it);
 //   - an error matching fencing.ErrFenced when the token no longer holds
-//     the role: the broker refused a write because a later member acquired
-//     it, or the transport no longer holds the token (it was fenced in
-//     another transaction, such as a lease rewrite, or replaced by a newer
-//     one; the error then matches fencing.ErrNotHeld too). The caller has
-//     lost the role;
+//     the role (also matching fencing.ErrNotHeld when the transport no
+//     longer holds the token);
 //   - an error matching fencing.ErrUnknownOutcome when a request of a
-//     batch's transaction got no answer: the transport retired the token,
-//     Run sends nothing more under it, and the caller has lost the role
-//     as for a fence. The batch never becomes visible, except when its
-//     commit was the request without an answer: then it may have
-//     committed (its outputs and offsets together, so exactly-once
-//     holds either way);
-//   - the error of Transform, wrapped, when it fails (nothing of its batch
-//     is committed);
+//     batch's transaction got no answer: the token is retired and the role
+//     lost, as for a fence;
+//   - Transform's error, wrapped (nothing of its batch is committed);
 //   - any other error when the configuration is invalid, the input cannot
-//     be read (for example a committed offset below the input's log start),
-//     or transactions keep failing.
-//
-// Run returns as soon as ctx ends or the role is lost, without waiting
-// for its input consumer: that closes in the background once its fetch in
-// flight is answered (within the consumer's fetch wait, 500 ms), so a
-// handover is not held up by it. It only reads.
+//     be read, or transactions keep failing.
 func Run(ctx context.Context, cfg Config, role codec.Role, token codec.Token) error {
 	cfg, err := cfg.check()
 	if err != nil {
@@ -251,7 +230,7 @@ func (r *runner) run(ctx context.Context) error {
 			return r.outcome(ctx, fmt.Errorf("stream: %d attempts failed in a row, the last: %w", failures, re.err))
 		}
 		r.log.Warn("stream: resuming from the committed offsets", "attempt", failures, "err", re.err)
-		if err := sleep(ctx, min(time.Duration(failures)*retryBackoff, maxRetryPause)); err != nil {
+		if err := ctxcall.Sleep(ctx, min(time.Duration(failures)*retryBackoff, maxRetryPause)); err != nil {
 			return nil
 		}
 		if err := r.settle(ctx); err != nil {
@@ -381,15 +360,4 @@ func (h hook) call() error {
 // the client's timeouts).
 func call[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 	return ctxcall.Do(ctx, nil, fn)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -1,0 +1,95 @@
+package processor
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/group"
+	"github.com/krabka/krole/rolestate"
+)
+
+// grouped returns l as a group member's, with order as its plan's.
+func grouped(l Local, order ...codec.MemberID) Local {
+	l.group, l.order = true, order
+	return l
+}
+
+// The group's rules in Decide: no registration, the plan's order in a
+// vacancy, a handover of a held role the plan gives to another, waits
+// while draining, before the first plan, and while the plan still names
+// the member that let the role go.
+func TestDecideGroup(t *testing.T) {
+	s := defaults()
+	sec := time.Second
+	vacant := state(role, nil, -1)
+	released := func(m string) rolestate.State {
+		r := codec.ReleaseLease(codec.MemberID(m), tok1)
+		return state(role, &r, 4)
+	}
+
+	// No registration: the owner confirms at once.
+	a := Decide(vacant, "me", grouped(NewLocal(), "me", "x"), t0, s)
+	assert.Equal(t, DoConfirm, a.Kind, a.Reason)
+
+	// Second in the order: waits one stagger, prunes nobody.
+	l := vacantFrom(grouped(NewLocal(), "x", "me"), -1, t0)
+	a = Decide(vacant, "me", l, t0, s)
+	require.Equal(t, DoWait, a.Kind, a.Reason)
+	assert.Equal(t, t0.Add(s.Stagger), a.Until)
+	l.confAt = t0.Add(s.Stagger)
+	a = Decide(vacant, "me", l, t0.Add(s.Stagger), s)
+	require.Equal(t, DoChallenge, a.Kind, a.Reason)
+	assert.Empty(t, a.Prune, "a group prunes nobody")
+
+	// The member that let the role go ranks last, even as the plan's
+	// first, and the others wait for the next plan meanwhile.
+	st := released("x")
+	l = vacantFrom(grouped(NewLocal(), "x", "me"), 4, t0)
+	a = Decide(st, "me", l, t0, s)
+	require.Equal(t, DoWait, a.Kind, a.Reason)
+	assert.True(t, a.replan)
+	assert.Equal(t, t0.Add(s.HeartbeatInterval), a.Until)
+	ahead, prune := l.turn(st, "x")
+	assert.Equal(t, []codec.MemberID{"me"}, ahead)
+	assert.Nil(t, prune)
+	// Past a heartbeat interval it goes by the order as it stands.
+	a = Decide(st, "me", l, t0.Add(s.HeartbeatInterval), s)
+	assert.Equal(t, DoConfirm, a.Kind, a.Reason)
+
+	// Not in the plan, draining: no campaign.
+	assert.Equal(t, DoWait, Decide(vacant, "me", grouped(NewLocal()), t0, s).Kind)
+	d := grouped(NewLocal(), "me")
+	d.draining = true
+	assert.Equal(t, DoWait, Decide(vacant, "me", d, t0, s).Kind)
+
+	// A holder whose plan gives the role to another hands it over.
+	h := grouped(holder(tok1, t0), "x", "me")
+	h.registered = -1
+	h.handOver = "x"
+	a = Decide(state(role, leaseOf("me", tok1, t0, 10*sec), 4), "me", h, t0.Add(sec), s)
+	assert.Equal(t, DoResign, a.Kind, a.Reason)
+	assert.Equal(t, ReasonHandedOver, a.Revoke)
+	h.handOver = ""
+	a = Decide(state(role, leaseOf("me", tok1, t0, 10*sec), 4), "me", h, t0.Add(sec), s)
+	assert.Equal(t, DoWait, a.Kind, "a group holder is not a registered candidate, and keeps the role: %s", a.Reason)
+}
+
+// The plan's order: its owner, then the others by score; a role the plan
+// has no owner for goes by score alone.
+func TestPlanOrder(t *testing.T) {
+	p := &plan{members: []group.Member{{ID: "a", Weight: 1}, {ID: "b", Weight: 1}, {ID: "c", Weight: 1}},
+		owner: map[codec.Role]codec.MemberID{role: "b"}}
+	o := p.order(role)
+	require.Len(t, o, 3)
+	assert.Equal(t, codec.MemberID("b"), o[0])
+	assert.GreaterOrEqual(t, group.Score(role, o[1]), group.Score(role, o[2]))
+	other := codec.Role("other")
+	o = p.order(other)
+	require.Len(t, o, 3)
+	assert.GreaterOrEqual(t, group.Score(other, o[0]), group.Score(other, o[1]))
+	assert.Nil(t, (*plan)(nil).order(role))
+}

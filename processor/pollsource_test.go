@@ -1,0 +1,139 @@
+package processor
+
+import (
+	"context"
+	"log/slog"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/testcluster"
+	"github.com/krabka/krole/rolestate"
+)
+
+// pollSource is a [Source] that reads the role's partition through a
+// fencing.Transport (ReadRoleRecords, folded with rolestate.Fold) every
+// Poll: the Member's path for a source without a view.
+//
+// ReadRoleRecords skips forged lease records; when the transport counts
+// them (fencing.SkipCounter, as fencing.BrokerTransport does), the source
+// logs the first it sees at Warn and later ones at Debug, as the view
+// does. A pollSource must not be copied after first use.
+//
+// Its Confirm cannot tell an open transaction from none (the transport
+// does not say), so it always reports OpenProducerID -1: a member on a
+// pollSource does not recognize a partition held back by another
+// role's open transaction, and may take a role whose renewals that
+// transaction hides.
+type pollSource struct {
+	// Transport is what the source reads through. Required.
+	Transport fencing.Transport
+	// Poll is the interval between reads for Follow. Default 1s.
+	Poll time.Duration
+	// Clock drives the polling. Default the system clock.
+	Clock Clock
+	// Log receives the report of forged lease records. Default
+	// slog.Default().
+	Log *slog.Logger
+
+	forgedMu   sync.Mutex
+	forgedSeen uint64 // the transport's forged-lease count last reported; 0 until the first report
+}
+
+// Role reads the role's records and folds them. It blocks for one read of
+// the role's partition; when ctx ends, the read stops and Role returns its
+// error.
+func (s *pollSource) Role(ctx context.Context, role codec.Role) (rolestate.State, error) {
+	st, err := testcluster.ReadRole(ctx, s.Transport, role)
+	if err != nil {
+		return rolestate.State{}, err
+	}
+	if sc, ok := s.Transport.(fencing.SkipCounter); ok {
+		s.reportForged(ctx, role, sc.ForgedLeasesSkipped())
+	}
+	return st, nil
+}
+
+// Session implements [SessionSource]: it reads member's session records
+// (fencing.Transport.ReadSession) and returns the latest, without a
+// SeenAt (the member counts it from when it first observed it).
+func (s *pollSource) Session(ctx context.Context, member codec.MemberID) (rolestate.SessionSeen, bool, error) {
+	recs, err := s.Transport.ReadSession(ctx, member)
+	if err != nil || len(recs) == 0 {
+		return rolestate.SessionSeen{}, false, err
+	}
+	last := recs[len(recs)-1]
+	return rolestate.SessionSeen{Offset: last.Offset, Heartbeat: *last.Record.Heartbeat}, true, nil
+}
+
+// reportForged logs forged lease records that the transport's reads
+// skipped (rolestate.CheckLeaseAuthor), as the view does: the first time
+// at Warn, later increases at Debug. n is the transport's count over all
+// its reads (every role), so the role named is the one whose read saw the
+// count rise.
+func (s *pollSource) reportForged(ctx context.Context, role codec.Role, n uint64) {
+	s.forgedMu.Lock()
+	defer s.forgedMu.Unlock()
+	if n <= s.forgedSeen {
+		return
+	}
+	level := slog.LevelDebug
+	if s.forgedSeen == 0 {
+		level = slog.LevelWarn
+	}
+	s.forgedSeen = n
+	log := s.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Log(ctx, level, "skipped forged lease records: written outside the role's transactions, or under a producer id that is not the role's transactional id's, by someone with Write on the role topic (see rolestate.CheckLeaseAuthor, rolestate.Authors); later ones are logged at debug",
+		"role", string(role), "forged_total", n)
+}
+
+// Confirm reads the role's partition once, up to its last stable offset
+// (ReadRoleRecords), and returns the folded state with OpenProducerID -1
+// (see [pollSource]). It blocks for that one read; when ctx ends, the
+// read stops and Confirm returns its error.
+func (s *pollSource) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirmed, error) {
+	st, err := s.Role(ctx, role)
+	if err != nil {
+		return rolestate.Confirmed{}, err
+	}
+	return rolestate.Confirmed{State: st, OpenProducerID: -1, OpenOffset: -1}, nil
+}
+
+// Follow polls Role every Poll and sends the state when it differs from
+// the last one sent. It returns at once; the polling runs on a goroutine
+// of its own. Read errors are skipped (the next poll tries again). A
+// reader that falls behind gets the latest state only. The channel closes
+// after ctx ends, once the polling goroutine has stopped.
+func (s *pollSource) Follow(ctx context.Context, role codec.Role) <-chan rolestate.State {
+	clk, poll := s.Clock, s.Poll
+	if clk == nil {
+		clk = SystemClock()
+	}
+	if poll <= 0 {
+		poll = time.Second
+	}
+	out := make(chan rolestate.State, 1)
+	go func() {
+		defer close(out)
+		var last *rolestate.State
+		for {
+			if st, err := s.Role(ctx, role); err == nil && (last == nil || !reflect.DeepEqual(*last, st)) {
+				last = &st
+				offerState(out, st.Clone())
+			}
+			t := clk.NewTimer(poll)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C():
+			}
+		}
+	}()
+	return out
+}
