@@ -12,11 +12,8 @@ import (
 )
 
 // Election is one role of a [Session] with the calls of etcd's
-// concurrency.Election: [Election.Campaign] and [Election.Resign] act
-// through the session's member, which registers for the role at the
-// first Campaign and campaigns until Resign; [Election.Leader] and
-// [Election.Observe] only read the session's view of the role topic.
-// Its methods are safe for concurrent use.
+// concurrency.Election. Campaign and Resign act through the session's
+// member; Leader and Observe only read its view. Safe for concurrent use.
 type Election struct {
 	s    *Session
 	role codec.Role
@@ -27,16 +24,11 @@ type Election struct {
 type Holding struct {
 	Role   codec.Role
 	Member codec.MemberID
-	// Token is the token the member holds the role under; pass it (or
-	// the Holding's Held) to [Session.Writer] to write fenced.
-	Token codec.Token
-	// Fence is the holding's fencing number, [processor.Held].Fence:
-	// strictly greater than every earlier holding's. Give it, with the
-	// token, to a target outside Kafka that is to refuse writes of
-	// earlier holdings.
+	Token  codec.Token // pass it, or Held, to [Session.Writer]
+	// Fence is the holding's fencing number ([processor.Held].Fence), for
+	// a target outside Kafka that refuses earlier holdings.
 	Fence int64
-	// Value is the value this member campaigned with.
-	Value string
+	Value string // the value this member campaigned with
 }
 
 // Held returns the holding as [processor.Held] (without its lease), for
@@ -51,20 +43,13 @@ func (h Holding) Held() processor.Held {
 type Holder struct {
 	Member codec.MemberID
 	Token  codec.Token
-	// Fence is the holding's fencing number (see
-	// [processor.Held].Fence), as the holder's lease gives it
-	// (rolestate.State.Fence), or this member's own.
-	Fence int64
-	// Value is the value the holder's lease carries, written under its
-	// token (the value it campaigned with); "" when none.
-	Value string
+	Fence  int64  // the holding's fencing number ([processor.Held].Fence)
+	Value  string // the value its lease carries, written under its token
 }
 
-// Election returns the Election of role, one of Config.Roles; for any
-// other role it returns an error matching [ErrUnknownRole]. In a session
-// without a member it returns an Election of any valid role name, whose
-// Leader and Observe work and whose Campaign and Resign return
-// [ErrReadOnly].
+// Election returns the Election of role, one of Config.Roles, else an
+// error matching [ErrUnknownRole]. A session without a member accepts any
+// valid role name; its Campaign and Resign return [ErrReadOnly].
 func (s *Session) Election(role codec.Role) (*Election, error) {
 	if s.m == nil {
 		if err := role.Validate(); err != nil {
@@ -80,23 +65,15 @@ func (s *Session) Election(role codec.Role) (*Election, error) {
 	return nil, fmt.Errorf("%w: %s", ErrUnknownRole, role)
 }
 
-// Campaign registers this member for the role (the first call; after
-// [Election.Resign], again, at the back of the queue) and blocks until it
-// holds the role, and returns the holding. It is the only call of an
-// Election that registers. value is carried in the member's registration,
-// for [Election.Leader], `krole leader` and the lookups: a value other
-// than the one registered re-registers the member with it, which puts it
-// at the back of the queue (as a new etcd campaign key is the newest); a
-// holder that changes its value keeps the role (etcd's Proclaim).
+// Campaign registers this member for the role (again, at the back, after
+// [Election.Resign]), blocks until it holds the role, and returns the
+// holding. A new value re-registers the member at the back of the queue;
+// a holder that changes its value keeps the role and rewrites its lease
+// at once (etcd's Proclaim). It starts a session nobody runs.
 //
-// Nothing else need be started: a session that [Session.Run] does not
-// run is started by its first Campaign (its view by a Leader or Observe
-// before), in the background, and stopped by [Session.Close]. Cancelling
-// ctx ends the wait with ctx.Err(); the member stays a candidate
-// (Resign, or end the session, to leave). Once the session has stopped it
-// returns an error matching [ErrNotRunning], wrapping why it stopped when
-// that was an error (a [*MemberInUseError], a [*ViewError]). A value
-// that [codec.CheckValue] refuses returns an error matching
+// Cancelling ctx returns ctx.Err(); the member stays a candidate. Once
+// the session has stopped it returns an error matching [ErrNotRunning],
+// wrapping why. An invalid value returns an error matching
 // [codec.ErrInvalid]; a session without a member, [ErrReadOnly].
 func (e *Election) Campaign(ctx context.Context, value string) (Holding, error) {
 	if e.s.m == nil {
@@ -113,11 +90,9 @@ func (e *Election) Campaign(ctx context.Context, value string) (Holding, error) 
 		if e.s.g.shut(e.role) {
 			return nil // the member's first registration, to come, carries it
 		}
-		// Registered by this process already (the view, confirmed, holds
-		// every append made before this call): register again with the
-		// value. Otherwise the member's own registration, to come, carries
-		// it: one that is waiting out another instance's registration of
-		// its id writes nothing before it may.
+		// Registered by this process already (the confirmed view holds
+		// every earlier append): register again with the value. Otherwise
+		// the member's own registration, to come, carries it.
 		c, err := e.s.v.Confirm(ctx, e.role)
 		if err != nil {
 			return err
@@ -126,10 +101,8 @@ func (e *Election) Campaign(ctx context.Context, value string) (Holding, error) 
 			return nil
 		}
 		_, err = e.s.t.AppendRegistration(ctx, e.role, codec.Registration{Member: e.s.m.ID(), Value: value, Instance: e.s.m.Instance()})
-		// A holder's value is the one its lease carries: rewrite it at
-		// once, so readers see the new value within a write, not at the
-		// next hourly rewrite (processor.LeaseRewriteInterval).
-		_ = e.s.m.RenewNow(e.role)
+		// A holder's value is its lease's: rewrite it now, not hourly.
+		_ = e.s.m.RewriteLease(e.role)
 		return err
 	}); err != nil {
 		return Holding{}, err
@@ -150,19 +123,14 @@ func (e *Election) Campaign(ctx context.Context, value string) (Holding, error) 
 	}
 }
 
-// Resign gives the role up, as etcd's Resign: when this member holds
-// it, its work is stopped and the release written, so the next
-// candidate takes the role at once; in any case the member leaves the
-// queue (deregisters), and it does not campaign for the role again
-// until [Election.Campaign] is called again. It blocks until that is
-// done and this session's view no longer shows this member's holding
-// (so that Leader, from this session, no longer names it), or ctx ends.
-// It returns [ErrNotHolder] when this member did not hold the role (it
-// has left the queue all the same; a role never campaigned for writes
-// nothing), [ErrNotRunning] when the session is not running, the
-// release's error, or [ErrReadOnly] in a session without a member. See
-// [processor.Member.Withdraw]. (Session.Resign, and an operator's `krole
-// resign --member`, instead hand over and queue the member again.)
+// Resign gives the role up, as etcd's Resign: a holder stops its work and
+// writes the release; the member deregisters and does not campaign again
+// until the next [Election.Campaign] ([processor.Member.Withdraw]). It
+// blocks until then and until this session's view no longer shows the
+// holding, or ctx ends. It returns [ErrNotHolder] when the member did not
+// hold the role (it has left the queue all the same), [ErrNotRunning],
+// the release's error, or [ErrReadOnly]. [Session.Resign] instead queues
+// the member again.
 func (e *Election) Resign(ctx context.Context) error {
 	if e.s.m == nil {
 		return ErrReadOnly
@@ -198,17 +166,11 @@ func (e *Election) Resign(ctx context.Context) error {
 	return nil
 }
 
-// Leader returns the role's live holder and its value, as the session's
-// view believes it (not the broker's fence), or [ErrNoLeader]. It only
-// reads: it never registers or campaigns, and starts only the session's
-// view. It waits for the view's first catch-up, bounded by ctx, as every
-// lookup does.
-//
-// It reads this session's own writes: while this member holds the role
-// (from the moment [Election.Campaign] returns until it loses or resigns
-// it), Leader names this member with its token and value even if the
-// view has not shown its lease yet, unless the view shows a newer token
-// of the role. Other sessions' views learn of it within their lag.
+// Leader returns the role's live holder, as the session's view believes
+// it (not the broker's fence), or [ErrNoLeader]. It only reads, starts
+// only the view, and blocks for the view's first catch-up or until ctx
+// ends. It reads this session's own writes: while this member holds the
+// role, Leader names it even before the view shows its lease.
 func (e *Election) Leader(ctx context.Context) (Holder, error) {
 	e.s.start()
 	h, _, err := e.holder(ctx)
@@ -219,13 +181,10 @@ func (e *Election) Leader(ctx context.Context) (Holder, error) {
 }
 
 // Observe returns a channel of the role's holders, as [Election.Leader]
-// judges them: first the current one, then one each time the holder
-// changes (a new holder or token, or none: the zero Holder, when its
-// lease is released or runs out), never on renewals. Like Leader, it only
-// reads, and starts only the session's view. A slow reader misses
-// intermediate holders, never the latest. The channel closes when ctx
-// ends or the session stops; Observe starts one goroutine, which ends
-// then.
+// judges them: the current one, then one per change (the zero Holder for
+// none), never on renewals. A slow reader misses intermediate holders,
+// never the latest. The channel, and Observe's goroutine, end when ctx
+// ends or the session stops.
 func (e *Election) Observe(ctx context.Context) <-chan Holder {
 	e.s.start()
 	out := make(chan Holder)
@@ -287,10 +246,8 @@ func (e *Election) Observe(ctx context.Context) <-chan Holder {
 // a clock that does not move with its timers cannot make it spin.
 const minRearm = 10 * time.Millisecond
 
-// holder returns the role's live holder as this session believes it (the
-// zero Holder when none), and when the lease it judged live ends (zero
-// when there is none, or the holder is this member, whose own events say
-// when it stops).
+// holder returns the role's live holder (zero for none) and when its
+// lease ends (zero for none, or for this member: its events say).
 func (e *Election) holder(ctx context.Context) (Holder, time.Time, error) {
 	own, held, _, _ := e.s.tr.holding(e.role)
 	st, err := e.s.v.Role(ctx, e.role)
@@ -307,8 +264,7 @@ func (e *Election) holder(ctx context.Context) (Holder, time.Time, error) {
 	return Holder{Member: st.Lease.Member, Token: st.Lease.Token, Fence: st.Fence(), Value: st.Lease.Value}, st.LeaseEnd(), nil
 }
 
-// tracker follows the member's events for the Elections: which roles it
-// holds.
+// tracker follows which roles the member holds, from its events.
 type tracker struct {
 	mu      sync.Mutex
 	held    map[codec.Role]ownHolding
@@ -328,8 +284,7 @@ type ownHolding struct {
 	fence int64
 }
 
-// note records an event of the member; it is called on the member's
-// event path, one event at a time, and does not block.
+// note records an event; called one at a time, it does not block.
 func (t *tracker) note(e processor.Event) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -382,10 +337,8 @@ func (t *tracker) holding(role codec.Role) (ownHolding, bool, <-chan struct{}, <
 
 // values are the values a session registers with, per role.
 type values struct {
-	// reg holds one lock per role, held across each registration's
-	// append of that role, the member's and Campaign's, so that the last
-	// one appended carries the latest value. Per role: one role's slow
-	// append does not hold back the registrations of the others.
+	// reg holds one lock per role across each registration's append, so
+	// the last one appended carries the latest value.
 	reg map[codec.Role]*sync.Mutex
 
 	mu  sync.Mutex
@@ -408,8 +361,7 @@ func (v *values) regLock(role codec.Role) *sync.Mutex {
 	return l
 }
 
-// register appends a registration of role with its current value,
-// through write, under role's registration lock.
+// register appends role's registration with its current value.
 func (v *values) register(role codec.Role, write func(value string) (int64, error)) (int64, error) {
 	l := v.regLock(role)
 	l.Lock()
@@ -417,8 +369,7 @@ func (v *values) register(role codec.Role, write func(value string) (int64, erro
 	return write(v.get(role))
 }
 
-// change makes value role's and, when it changed, registers with it
-// through write, under role's registration lock.
+// change sets role's value and, when it changed, registers with it.
 func (v *values) change(role codec.Role, value string, write func() error) error {
 	l := v.regLock(role)
 	l.Lock()

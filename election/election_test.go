@@ -102,12 +102,12 @@ func TestElectionCampaignLeaderObserveResign(t *testing.T) {
 // A holder that changes its value (Campaign with another value while
 // holding, etcd's Proclaim) writes a lease with it at once: a second
 // session's Leader reports the new value well before the next scheduled
-// renewal (the renew interval here is 20 s; the check gives up after 10 s,
+// renewal (the heartbeat interval here is 20 s; the check gives up after 10 s,
 // half of it). Without the prompt write the old value would stay until
 // then. The value comes from the lease, written under the holder's token.
 func TestCampaignWhileHoldingWritesTheNewValueAtOnce(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
-	slow := processor.Settings{LeaseDuration: 60 * time.Second, RenewInterval: 20 * time.Second, Stagger: 300 * time.Millisecond}
+	slow := processor.Settings{LeaseDuration: 60 * time.Second, HeartbeatInterval: 20 * time.Second, Stagger: 300 * time.Millisecond}
 	s, err := New(Config{Cluster: c.Config, Member: "a", Roles: []codec.Role{"db"}, Value: "10.0.0.1:80", Settings: slow})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -136,7 +136,7 @@ func TestCampaignWhileHoldingWritesTheNewValueAtOnce(t *testing.T) {
 	require.Eventually(t, func() bool {
 		l, err := eb.Leader(wctx)
 		return err == nil && l == Holder{Member: "a", Token: h.Token, Fence: h.Fence, Value: "10.0.0.9:80"}
-	}, slow.RenewInterval/2, 10*time.Millisecond, "the new value is in a lease before the next renewal")
+	}, slow.HeartbeatInterval/2, 10*time.Millisecond, "the new value is in a lease before the next renewal")
 	t.Logf("new value seen %v after Campaign", time.Since(changed).Round(time.Millisecond))
 
 	// Refused when written: a value with a control character.

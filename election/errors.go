@@ -23,28 +23,20 @@ var ErrNoLeader = errors.New("election: the role has no live holder")
 // returned (or the session was closed): nobody campaigns any more.
 var ErrNotRunning = errors.New("election: the session is not running")
 
-// ErrMemberInUse matches the [*MemberInUseError] that [Session.Run] and
-// [Election.Campaign] return when another live process runs under
-// Config.Member: this session left without writing anything for it
-// (the same error as [processor.ErrMemberInUse]).
+// ErrMemberInUse matches the [*MemberInUseError] returned when another
+// live process runs under Config.Member; this session left without
+// writing anything for it ([processor.ErrMemberInUse]).
 var ErrMemberInUse = processor.ErrMemberInUse
 
-// ErrNotHolder is what [Election.Resign] returns when this member did not
-// hold the role (the same error as [processor.ErrNotHolder]).
+// ErrNotHolder: this member did not hold the role ([processor.ErrNotHolder]).
 var ErrNotHolder = processor.ErrNotHolder
 
-// ViewError is what [Session.Run] returns when the view of the role topic
-// stopped with an error rather than because ctx ended: the member left
-// (resigning what it held) because it could no longer follow its roles.
-// Err is the view's error, wrapped, so errors.Is and errors.As reach the
-// cause (sarama.ErrUnknownTopicOrPartition when the role topic is
-// missing, for one).
+// ViewError is what [Session.Run] returns when the view stopped with an
+// error (the role topic missing, say): the member left, resigning what it
+// held. It unwraps to the view's error.
 type ViewError struct {
-	// CaughtUp is true when the view failed after it had caught up;
-	// false when it never caught up, and the member never started.
-	CaughtUp bool
-	// Err is the view's error.
-	Err error
+	CaughtUp bool  // false: the view never caught up, the member never started
+	Err      error // the view's error
 }
 
 func (e *ViewError) Error() string {
@@ -56,7 +48,6 @@ func (e *ViewError) Error() string {
 
 func (e *ViewError) Unwrap() error { return e.Err }
 
-// ErrReadOnly is returned by [Election.Campaign], [Election.Resign] and
-// [Session.Resign] in a session without a member (Config.Member ""),
-// which only reads.
+// ErrReadOnly is returned by the calls that write in a session without a
+// member, which only reads.
 var ErrReadOnly = errors.New("election: the session has no member: it only reads")

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/processor"
 	"github.com/krabka/krole/rolestate"
 	"github.com/krabka/krole/view"
 )
@@ -87,23 +88,42 @@ func isClosed(ch chan struct{}) bool {
 	}
 }
 
-// gatedSource is the view as the member's source, except that Follow of
-// a role waits for the role's gate. A role's goroutine in the member
-// calls Follow first, before it reads or writes anything of the role, so
-// the member neither registers nor campaigns for a role whose gate is
-// shut; its other lookups (the member session's) answer at once.
+// gatedSource is the view as the member's source, whose Follow of a role
+// waits for the role's gate. A role's goroutine calls Follow before
+// anything else, so the member does nothing for a role whose gate is shut.
 type gatedSource struct {
 	*view.View
 	g *gates
 }
 
+// The view lists a group's members: a session's member may run a group.
+var _ processor.GroupSource = gatedSource{}
+
+// The view holds drain requests: a request names the member to drain.
+var _ processor.DrainSource = gatedSource{}
+
+// The view wakes a waiting role itself: its goroutine parks meanwhile.
+var _ processor.FollowNotifier = gatedSource{}
+
 // Follow implements processor.Source: the view's Follow once role's gate
-// is open; a closed channel when ctx ends first.
+// is open; a closed channel if ctx ends first.
 func (s gatedSource) Follow(ctx context.Context, role codec.Role) <-chan rolestate.State {
 	if s.g.wait(ctx, role) != nil {
-		ch := make(chan rolestate.State)
-		close(ch)
-		return ch
+		return closedStates()
 	}
 	return s.View.Follow(ctx, role)
+}
+
+// FollowNotify is the view's once role's gate is open, like Follow.
+func (s gatedSource) FollowNotify(ctx context.Context, role codec.Role, notify func()) (<-chan rolestate.State, func()) {
+	if s.g.wait(ctx, role) != nil {
+		return closedStates(), func() {}
+	}
+	return s.View.FollowNotify(ctx, role, notify)
+}
+
+func closedStates() <-chan rolestate.State {
+	ch := make(chan rolestate.State)
+	close(ch)
+	return ch
 }

@@ -18,89 +18,65 @@ import (
 	"github.com/krabka/krole/view"
 )
 
-// Config configures a [Session]: the cluster, the member and its roles,
-// the timings, and where logs, metrics and events go. Cluster.Brokers is
-// required; Member and Roles go together: both for a session that
-// campaigns, neither for one that only reads ([Election.Leader],
-// [Election.Observe], [Session.View]). Every other zero field takes its
-// default.
+// Config configures a [Session]. Cluster.Brokers is required; Member and
+// Roles go together: both for a session that campaigns, neither for one
+// that only reads. Every other zero field takes its default.
 type Config struct {
-	// Cluster names the brokers, the role topic (default "krole.roles"),
-	// the transactional-id prefix (default "krole."), TLS and SASL; see
-	// [fencing.Config]. Cluster.TxnTimeout is not read: the session sets
-	// it to Settings.TransactionTimeout, the one place to change it.
-	// Cluster.ClientID defaults to "krole-" + Member ("krole-observer"
-	// without a member), so that brokers (their logs and quotas) tell the
-	// members apart; the view's clients add suffixes to it.
+	// Cluster names the brokers, role topic, transactional-id prefix, TLS
+	// and SASL ([fencing.Config] gives the defaults). TxnTimeout is not
+	// read: the session sets it to Settings.TransactionTimeout. ClientID
+	// defaults to "krole-" + Member ("krole-observer" without one).
 	Cluster Cluster
-	// Member is this member's id, one process's: a second live process
-	// under the same id is refused ([ErrMemberInUse]). Default "": a
-	// session that only reads, which has no member, writes nothing to the
-	// role topic, and refuses Campaign and Resign ([ErrReadOnly]).
+	// Member is this member's id, one live process's ([ErrMemberInUse]).
+	// Default "": a session that only reads ([ErrReadOnly]).
 	Member MemberID
-	// Roles are the roles the member may campaign for, at least one when
-	// Member is set, none without it. The member registers for a role at
-	// its first [Election.Campaign], or for every role at [Session.Run].
+	// Roles are the roles the member may campaign for: at least one with
+	// Member, none without. Default none.
 	Roles []Role
-	// Value is carried in the member's registrations, for readers to find
-	// the holder by (its address, say): [view.View.Leader], `krole leader`.
-	// At most [codec.MaxValueLen] bytes of UTF-8; only with Member.
-	// Default "": none.
+	// Group, when set, makes Roles one group that spreads over its
+	// members, as [processor.Options].Group: a semaphore's slots with
+	// Limit 1. Only with Member. Default none.
+	Group *processor.Group
+	// Value rides in the member's registrations and leases, for readers
+	// to find the holder by (its address, say); at most
+	// [codec.MaxValueLen] bytes of UTF-8, only with Member. Default "".
 	Value string
-	// Settings are the timings; zero fields take their defaults, derived
-	// from LeaseDuration (default 10s; see [processor.Settings]).
+	// Settings are the timings; zero fields default from LeaseDuration
+	// (10s; see [processor.Settings]).
 	Settings Settings
-	// StateDir, when set, keeps the view's table on disk; see
-	// [view.Options].StateDir. Default "": in memory.
+	// StateDir keeps the view's table on disk ([view.Options].StateDir).
+	// Default "": in memory.
 	StateDir string
-	// Logger receives the member's logs; see [processor.Options].Logger.
-	// Default none.
-	Logger *slog.Logger
-	// ViewLogger receives the view's logs, and goka's (chatty at info
-	// level). Default none.
+	Logger   *slog.Logger // the member's logs; default none
+	// ViewLogger receives the view's and goka's logs. Default none.
 	ViewLogger *slog.Logger
-	// Registerer receives the member's metrics; see
-	// [processor.Options].Registerer. Default none.
+	// Registerer receives the member's metrics. Default none.
 	Registerer prometheus.Registerer
 	// OnEvent receives the member's events, one call at a time, in order
-	// per role; it must return quickly and must not call Resign. See
-	// [processor.Options].OnEvent. Default none.
+	// per role; it must return quickly and must not call Resign
+	// ([processor.Options].OnEvent). Default none.
 	OnEvent func(Event)
-	// OnReady is called once, on the run's goroutine group, when the view
-	// has caught up with the role topic, before the member starts (so
-	// before any OnEvent call). The run waits for it. It is not called
-	// when the run ends before that (ctx ended, or the view failed).
-	// Default none.
+	// OnReady is called once, and waited for, when the view has first
+	// caught up, before the member starts (so before any OnEvent); not
+	// when the run ends first. Default none.
 	OnReady func()
-	// Clock is the member's local clock: it times the member's renewals,
-	// turns and expiry judgements, stamps its leases (GrantedAt and
-	// Deadline are its readings) and its events, and is the view's clock
-	// (Clock.Now: the view stamps each lease record with when it applied
-	// it, and its Holder and Leader lookups, and so [Election.Leader],
-	// judge at Clock.Now). A clock set ahead of or behind the others'
-	// moves only those readings: observers count a lease's span from when
-	// they saw it (see package processor, "Liveness"). See
-	// [processor.Options].Clock. Default the system clock.
+	// Clock is the member's and the view's clock: timers, lease stamps,
+	// and the view's stamps by which [Election.Leader] judges a lease.
+	// Default the system clock.
 	Clock processor.Clock
-	// OnMinted is called with every token the member's AcquireEpoch
-	// returns, on the member's goroutine, as soon as the broker has
-	// answered and before any lease is written under the token, so even
-	// a process killed right after has reported it; it must return
-	// quickly. A token is minted at every challenge, won or lost. Default
-	// none.
+	// OnMinted is called on the member's goroutine with every token its
+	// AcquireEpoch returns (won or lost), before any lease is written
+	// under it; it must return quickly. Default none.
 	OnMinted func(role Role, tok Token)
-	// OnFatal is called once by [Session.Run] when the view fails for
-	// good, with the [*ViewError] Run will return, before the member
-	// leaves (so before the Revoked events of its leaving, and before its
-	// work's ctx ends). Run waits for it. It is not called when Run ends
-	// because ctx ended. Default none.
+	// OnFatal is called once, and waited for, with the [*ViewError] Run
+	// will return when the view fails for good, before the member leaves
+	// (so before its Revoked events); not when ctx ended. Default none.
 	OnFatal func(*ViewError)
 }
 
-// Session is one member of one or more roles together with the view and
-// the transport it runs on, or, without a member, a reader of the role
-// topic; see the package documentation for what it starts and in which
-// order it stops. Create it with [New]. Its methods are safe for
+// Session is a member of some roles with the view and transport it runs
+// on, or, without a member, a reader of the role topic (package doc: what
+// it starts, and in which order it stops). Create it with [New]. Safe for
 // concurrent use.
 type Session struct {
 	t       *fencing.BrokerTransport
@@ -124,33 +100,20 @@ type Session struct {
 	work     Work               // the work of that run, from Run; nil: none
 }
 
-// New validates cfg, connects to the cluster and builds the view and the
-// member (none without Config.Member); it starts nothing. It blocks for the connection only: like
-// [fencing.NewBrokerTransport], it fails when no broker answers, with an
-// error matching [fencing.ErrClient]. Invalid settings return an error
-// matching [processor.ErrInvalidSettings]; other invalid values (Roles
-// without Member, or Member without Roles, among them) a plain error
-// naming them.
-//
-// The returned Session holds the connection until [Session.Run] returns;
-// a Session that will not be run must be closed with [Session.Close].
+// New validates cfg, connects, and builds the view and the member; it
+// starts nothing. It blocks for the connection only, and fails with an
+// error matching [fencing.ErrClient] when no broker answers, or
+// [processor.ErrInvalidSettings]. The Session holds the connection until
+// Run returns or [Session.Close].
 func New(cfg Config) (*Session, error) {
-	// The settings' one list of checks, before anything connects, and for
-	// a session without a member too; processor.New applies the same list.
-	s := cfg.Settings.WithDefaults()
-	if err := s.Validate(); err != nil {
+	s, err := checkMember(cfg)
+	if err != nil {
 		return nil, err
 	}
 	cluster := cfg.Cluster
-	// A lease write left open by a crash holds back the readers of the
-	// role's partition until the coordinator aborts it: keep that within
-	// what the settings allow for.
-	cluster.TxnTimeout = s.TransactionTimeout
+	cluster.TxnTimeout = s.TransactionTimeout // see the package doc
 	if cluster.ClientID == "" {
 		cluster.ClientID = "krole-" + cmp.Or(string(cfg.Member), "observer")
-	}
-	if err := checkMember(cfg); err != nil {
-		return nil, err
 	}
 	clk := cfg.Clock
 	if clk == nil {
@@ -160,10 +123,11 @@ func New(cfg Config) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The view verifies lease authors through the transport, and knows
-	// the producer ids the member mints without asking.
+	// The view shares the transport's record of the producer ids the
+	// member mints; it verifies other authors through a transport of its
+	// own, many roles per request.
 	v, err := view.New(view.Options{Config: cluster, StateDir: cfg.StateDir, Logger: cfg.ViewLogger, Clock: clk.Now,
-		Authors: t.Authors(), Describe: t.Describe})
+		Authors: t.Authors()})
 	if err != nil {
 		_ = t.Close()
 		return nil, err
@@ -185,6 +149,7 @@ func New(cfg Config) (*Session, error) {
 			Logger:     cfg.Logger,
 			Registerer: cfg.Registerer,
 			OnEvent:    onEvent,
+			Group:      cfg.Group,
 		})
 		if err != nil {
 			_ = t.Close()
@@ -195,11 +160,11 @@ func New(cfg Config) (*Session, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	// The transport refused a TxnTimeout above the brokers' maximum; say
-	// what the brokers' abort interval makes of the stall rule (see
-	// processor.Settings: members on a view are not endangered by it).
+	// Say what the brokers' abort interval makes of the stall rule
+	// (harmless to members on a view: docs/DESIGN.md, "Liveness: what
+	// bounds a vacancy").
 	if bs, err := t.StartTxnSettings(); err == nil {
-		if err := bs.CheckTimings(s.TransactionTimeout, s.LeaseDuration, s.RenewInterval); err != nil {
+		if err := bs.CheckTimings(s.TransactionTimeout, s.LeaseDuration, s.HeartbeatInterval); err != nil {
 			log.Info("a transaction left open by a crash can hold the role topic's readers back longer than a lease; "+
 				"challenges of that partition's roles wait until it ends", "broker", err.Error())
 		}
@@ -207,49 +172,47 @@ func New(cfg Config) (*Session, error) {
 	return &Session{t: t, v: v, vr: v, m: m, g: g, clk: clk, log: log, onReady: cfg.OnReady, onFatal: cfg.OnFatal, vt: vals, tr: tr}, nil
 }
 
-// checkMember validates the member, its roles and its value: a member
-// with at least one role, or neither (a session that only reads).
-func checkMember(cfg Config) error {
+// checkMember validates the member, its roles, its value and the
+// settings, and returns the settings with their defaults.
+func checkMember(cfg Config) (processor.Settings, error) {
 	switch {
 	case cfg.Member == "" && len(cfg.Roles) > 0:
-		return fmt.Errorf("election: Config.Roles %v without a Config.Member to campaign as (a session without a member only reads)", cfg.Roles)
+		return processor.Settings{}, fmt.Errorf("election: Config.Roles %v without a Config.Member to campaign as (a session without a member only reads)", cfg.Roles)
+	case cfg.Member == "" && cfg.Group != nil:
+		return processor.Settings{}, fmt.Errorf("election: Config.Group %q without a Config.Member to campaign as (a session without a member only reads)", cfg.Group.Name)
 	case cfg.Member == "" && cfg.Value != "":
-		return fmt.Errorf("election: Config.Value %q without a Config.Member to register with it (a session without a member only reads)", cfg.Value)
+		return processor.Settings{}, fmt.Errorf("election: Config.Value %q without a Config.Member to register with it (a session without a member only reads)", cfg.Value)
 	case cfg.Member != "" && len(cfg.Roles) == 0:
-		return fmt.Errorf("election: Config.Member %q without Config.Roles to campaign for (leave Member empty for a session that only reads)", cfg.Member)
+		return processor.Settings{}, fmt.Errorf("election: Config.Member %q without Config.Roles to campaign for (leave Member empty for a session that only reads)", cfg.Member)
 	case cfg.Member == "":
-		return nil
-	}
-	if err := cfg.Member.Validate(); err != nil {
-		return fmt.Errorf("election: %w", err)
+		s := cfg.Settings.WithDefaults()
+		return s, s.Validate()
 	}
 	if err := codec.CheckWriteValue(cfg.Value); err != nil {
-		return fmt.Errorf("election: %w", err)
+		return processor.Settings{}, fmt.Errorf("election: %w", err)
 	}
-	seen := make(map[Role]bool, len(cfg.Roles))
-	for _, r := range cfg.Roles {
-		if err := r.Validate(); err != nil {
-			return fmt.Errorf("election: %w", err)
+	if g := cfg.Group; g != nil {
+		switch err := codec.CheckGroup(g.Name); {
+		case err != nil:
+			return processor.Settings{}, fmt.Errorf("election: Config.Group: %w", err)
+		case g.Weight < 0 || g.Weight > codec.MaxWeight:
+			return processor.Settings{}, fmt.Errorf("election: Config.Group %s: weight %d: a weight is 0-%d", g.Name, g.Weight, codec.MaxWeight)
+		case g.Limit < 0:
+			return processor.Settings{}, fmt.Errorf("election: Config.Group %s: limit %d: it is 0 (none) or more", g.Name, g.Limit)
 		}
-		if seen[r] {
-			return fmt.Errorf("election: Config.Roles has %s twice", r)
-		}
-		seen[r] = true
 	}
-	return nil
+	return processor.ValidateMember(cfg.Member, cfg.Roles, cfg.Settings)
 }
 
-// valueTransport registers the member with its value and reports the
-// tokens it mints (Config.OnMinted); every other call (and
-// fencing.TxnTimeouter) is the broker transport's own.
+// valueTransport writes the session's values into registrations and
+// leases and reports minted tokens (Config.OnMinted).
 type valueTransport struct {
 	*fencing.BrokerTransport
 	values   *values
 	onMinted func(codec.Role, codec.Token)
 }
 
-// AcquireEpoch implements fencing.Transport, calling onMinted with the
-// token before returning it.
+// AcquireEpoch implements fencing.Transport, calling onMinted.
 func (t valueTransport) AcquireEpoch(ctx context.Context, role codec.Role) (codec.Token, error) {
 	tok, err := t.BrokerTransport.AcquireEpoch(ctx, role)
 	if err == nil && t.onMinted != nil {
@@ -258,10 +221,8 @@ func (t valueTransport) AcquireEpoch(ctx context.Context, role codec.Role) (code
 	return tok, err
 }
 
-// WriteLease implements fencing.Transport: every lease the member writes
-// carries the session's current value for role (Config.Value, or
-// Campaign's), so that the value readers report for the holder was
-// written under its token; a release carries none.
+// WriteLease implements fencing.Transport: every lease but a release
+// carries role's current value, written under the holder's token.
 func (t valueTransport) WriteLease(ctx context.Context, role codec.Role, token codec.Token, lease codec.Lease) (int64, error) {
 	if !lease.Released() {
 		lease.Value = t.values.get(role)
@@ -275,7 +236,7 @@ func (t valueTransport) Register(ctx context.Context, role codec.Role, member co
 }
 
 // RegisterInstance implements processor.InstanceRegisterer with the
-// session's value for role: the member registers through it.
+// session's value for role.
 func (t valueTransport) RegisterInstance(ctx context.Context, role codec.Role, member codec.MemberID, instance string) (int64, error) {
 	return t.values.register(role, func(value string) (int64, error) {
 		return t.AppendRegistration(ctx, role, codec.Registration{Member: member, Value: value, Instance: instance})
@@ -288,35 +249,20 @@ type viewRunner interface {
 	WaitCaughtUp(ctx context.Context) error
 }
 
-// Run runs the view and the member until ctx ends, then stops them and
-// closes the transport; see the package documentation for the order. It
-// blocks until every goroutine it started has returned, work included.
-// The member registers and campaigns for every role of Config.Roles
-// (client-go's Run); a program that campaigns with [Election.Campaign]
-// alone need not call Run. A session without a member runs its view only.
+// Run runs the view and the member, campaigning for every role of
+// Config.Roles, until ctx ends, then stops them in the package doc's
+// order. It blocks until every goroutine it started, work included, has
+// returned. work runs while the member holds a role; its ctx ends when
+// the role is lost or Run's ctx ends ([processor.Member.Run]). work may
+// be nil.
 //
-// work runs while the member holds a role, as in [processor.Member.Run]:
-// its ctx ends when the role is lost or Run's ctx ends. To write under
-// the holding's token, use [Session.Writer]. work may be nil: the member
-// then only holds the roles.
-//
-// Run returns nil when ctx ended; a [*ViewError] when the view failed
-// (it stopped with an error; after the first catch-up, the member has
-// resigned and left first); a [*MemberInUseError] (matching
-// [ErrMemberInUse]) when another live process runs under Config.Member
-// (the member left without writing anything for it); [ErrAlreadyRun]
-// when called a second time or after Close.
-//
-// Run may be called after the session started itself (a Campaign,
-// Leader or Observe came first): it then adopts that run, campaigns for
-// every role as above, and returns once ctx has ended and the session
-// has stopped; its work runs for the holdings that begin after the call,
-// not for one under way.
+// Run returns nil when ctx ended, a [*ViewError], a [*MemberInUseError],
+// or [ErrAlreadyRun] when called twice or after Close. Called after the
+// session started itself, it adopts that run; its work runs for holdings
+// that begin after the call.
 func (s *Session) Run(ctx context.Context, work Work) error {
 	s.mu.Lock()
-	if s.autoStop != nil && !s.adopted {
-		// A Campaign, Leader or Observe started the session before Run:
-		// Run adopts that run, as if it had started it.
+	if s.autoStop != nil && !s.adopted { // adopt the run the session started
 		s.adopted, s.work = true, work
 		stop, done := s.autoStop, s.autoDone
 		s.mu.Unlock()
@@ -340,7 +286,7 @@ func (s *Session) Run(ctx context.Context, work Work) error {
 }
 
 // adoptedWork is the work of a run the session started itself: Run's,
-// once Run has adopted the run, for the holdings that begin from then on.
+// once Run has adopted it.
 func (s *Session) adoptedWork(ctx context.Context, held Held) error {
 	s.mu.Lock()
 	w := s.work
@@ -352,10 +298,7 @@ func (s *Session) adoptedWork(ctx context.Context, held Held) error {
 }
 
 // start runs the session in the background, without work, unless it has
-// been run (or closed) already: the first [Election.Campaign],
-// [Election.Leader] or [Election.Observe] of a session nobody runs
-// starts it, and [Session.Close] stops it. Its member starts once a
-// Campaign opens a role's gate.
+// been run or closed; its member starts once a Campaign opens a gate.
 func (s *Session) start() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -378,9 +321,8 @@ func (s *Session) run(ctx context.Context, work Work) (err error) {
 	defer s.closeTransport()
 	defer func() { s.tr.end(err) }()
 
-	// The member's ctx ends with Run's, or when the view fails. The view's
-	// ends only after the member has left, so that the member's lookups
-	// answer until then.
+	// The view's ctx ends only after the member has left, so the member's
+	// lookups answer until then.
 	mctx, stopMember := context.WithCancelCause(ctx)
 	defer stopMember(nil)
 	vctx, stopView := context.WithCancel(context.WithoutCancel(ctx))
@@ -445,13 +387,9 @@ const (
 	catchUpRetryMax = 5 * time.Second
 )
 
-// waitCaughtUp waits for the view's first catch-up. A catch-up whose probe
-// of the topic's end failed (a partition's leader moving, a broker
-// restarting: what a rolling restart of the cluster does, often while the
-// members restart too) is tried again, after a backoff that doubles from
-// catchUpRetryMin to catchUpRetryMax, each failure logged at warn, until
-// it succeeds, ctx ends or the view stops. It returns nil once caught up,
-// else ctx's error or view.ErrStopped.
+// waitCaughtUp waits for the view's first catch-up, retrying a failed
+// probe (a leader moving, a broker restarting) with backoff. It returns
+// nil once caught up, else ctx's error or view.ErrStopped.
 func (s *Session) waitCaughtUp(ctx context.Context) error {
 	wait := catchUpRetryMin
 	for {
@@ -474,14 +412,10 @@ func (s *Session) waitCaughtUp(ctx context.Context) error {
 	}
 }
 
-// Resign hands role over if this member holds it; see
-// [processor.Member.Resign]. It blocks until the release is written or ctx
-// ends. It returns [ErrNotHolder] for a role the member has not
-// campaigned for, and [ErrReadOnly] in a session without a member.
-//
-// Unlike [Election.Resign], it keeps the member a candidate: it
-// registers again at once, at the back of the queue (as an operator's
-// `krole resign --member` makes a holder do).
+// Resign hands role over if this member holds it and queues the member
+// again at the back ([processor.Member.Resign]; [Election.Resign] leaves
+// instead). It blocks until the release is written or ctx ends. It
+// returns [ErrNotHolder] for a role not campaigned for, or [ErrReadOnly].
 func (s *Session) Resign(ctx context.Context, role Role) error {
 	if s.m == nil {
 		return ErrReadOnly
@@ -492,40 +426,46 @@ func (s *Session) Resign(ctx context.Context, role Role) error {
 	return s.m.Resign(ctx, role)
 }
 
-// Writer returns the fenced writer of held: it writes under held.Token,
-// in transactions of held.Role's transactional id, and fails with an
-// error matching [fencing.ErrFenced] once a later member holds the role.
-// It sends nothing; see [fencing.BrokerTransport.Writer].
+// Drain hands every role of the member's group (Config.Group) over to
+// the group's other members and stops campaigning for them
+// ([processor.Member.Drain]). It blocks until the member holds no role,
+// or ctx ends (its error). The session goes on running: end Run after
+// Drain to leave. It returns [ErrReadOnly] in a session without a member,
+// an error for a member of no group, and one matching [ErrNotRunning]
+// while the member does not run.
+func (s *Session) Drain(ctx context.Context) error {
+	if s.m == nil {
+		return ErrReadOnly
+	}
+	err := s.m.Drain(ctx)
+	if errors.Is(err, processor.ErrNotRunning) {
+		return s.tr.notRunning()
+	}
+	return err
+}
+
+// Writer returns the fenced writer of held ([fencing.BrokerTransport.Writer]):
+// it fails with [fencing.ErrFenced] once a later holding began.
 func (s *Session) Writer(held Held) *fencing.Writer {
 	return s.t.Writer(held.Role, held.Token)
 }
 
-// Transport returns the transport the member acts through, the one that
-// mints its tokens: use it for [fencing.BrokerTransport.Transact], for
-// package processor/stream, or for Describe. It is closed when Run
-// returns.
+// Transport returns the transport that mints the member's tokens, for
+// Transact, processor/stream or Describe. Run closes it.
 func (s *Session) Transport() *fencing.BrokerTransport { return s.t }
 
-// View returns the view the member follows its roles through, for
-// lookups and watches. It answers while Run runs; see package view.
+// View returns the session's view, for lookups and watches while it runs.
 func (s *Session) View() *view.View { return s.v }
 
 // Member returns the member, nil in a session without one. The session
 // runs it: do not call its Run.
 func (s *Session) Member() *processor.Member { return s.m }
 
-// Close ends the session, and is safe to defer right after New (as
-// etcd's Session.Close):
-//
-//   - a session that started itself (a Campaign, Leader or Observe before
-//     Run) is stopped as Run's end stops it: the member, if a Campaign
-//     started it, resigns what it holds and deregisters, then the view
-//     and the transport stop. Close blocks until that is done (bounded by
-//     the settings' timeouts).
-//   - a session run by [Session.Run]: Close does nothing; Run's ctx ends
-//     it, and Run closes the transport when it returns.
-//   - a session never run: Close releases the connection, and a later
-//     Run returns [ErrAlreadyRun].
+// Close ends the session; defer it right after New (as etcd's
+// Session.Close). A session that started itself stops as Run's end stops
+// it, and Close blocks until then (bounded by the settings' timeouts). A
+// session run by [Session.Run] is left to Run's ctx. A session never run
+// releases its connection; a later Run returns [ErrAlreadyRun].
 func (s *Session) Close() error {
 	s.mu.Lock()
 	started := s.started

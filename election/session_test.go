@@ -18,7 +18,6 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
-	"github.com/krabka/krole/fencing/fencingtest"
 	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/processor"
 	"github.com/krabka/krole/rolestate"
@@ -29,7 +28,7 @@ func TestMain(m *testing.M) {
 }
 
 // Short timings: a lease of 2s, so a transaction timeout of 1s.
-var testSettings = processor.Settings{LeaseDuration: 2 * time.Second, RenewInterval: 400 * time.Millisecond, Stagger: 300 * time.Millisecond}
+var testSettings = processor.Settings{LeaseDuration: 2 * time.Second, HeartbeatInterval: 400 * time.Millisecond, Stagger: 300 * time.Millisecond}
 
 const waitFor = 20 * time.Second
 
@@ -92,7 +91,7 @@ func readRole(t *testing.T, c *testcluster.Cluster, role codec.Role) rolestate.S
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	// As a member reads it: the lease's member session joined.
-	st, err := (&processor.TransportSource{Transport: c.Transport(t)}).Role(ctx, role)
+	st, err := testcluster.ReadRole(ctx, c.Transport(t), role)
 	require.NoError(t, err)
 	return st
 }
@@ -310,12 +309,16 @@ func TestNewValidates(t *testing.T) {
 		msg  string // in the error, when set
 	}{
 		// Refused before it connects (no broker answers at good's address).
-		"a role twice":        {func(c *Config) { c.Roles = []codec.Role{"r", "s", "r"} }, nil, "Config.Roles has r twice"},
-		"bad member":          {func(c *Config) { c.Member = "a b" }, codec.ErrInvalid, ""},
-		"no roles":            {func(c *Config) { c.Roles = nil }, nil, ""},
-		"bad role":            {func(c *Config) { c.Roles = []codec.Role{"a/b"} }, codec.ErrInvalid, ""},
-		"impossible settings": {func(c *Config) { c.Settings.RenewInterval = time.Minute }, processor.ErrInvalidSettings, ""},
-		"no broker answers":   {func(*Config) {}, fencing.ErrClient, ""},
+		"a role twice":         {func(c *Config) { c.Roles = []codec.Role{"r", "s", "r"} }, nil, "role r given twice"},
+		"bad member":           {func(c *Config) { c.Member = "a b" }, codec.ErrInvalid, ""},
+		"no roles":             {func(c *Config) { c.Roles = nil }, nil, ""},
+		"bad role":             {func(c *Config) { c.Roles = []codec.Role{"a/b"} }, codec.ErrInvalid, ""},
+		"impossible settings":  {func(c *Config) { c.Settings.HeartbeatInterval = time.Minute }, processor.ErrInvalidSettings, ""},
+		"group without member": {func(c *Config) { c.Member, c.Roles, c.Group = "", nil, &processor.Group{Name: "g"} }, nil, "Config.Group \"g\" without a Config.Member"},
+		"bad group name":       {func(c *Config) { c.Group = &processor.Group{Name: "a/b"} }, codec.ErrInvalid, "Config.Group"},
+		"negative limit":       {func(c *Config) { c.Group = &processor.Group{Name: "g", Limit: -1} }, nil, "limit -1"},
+		"too heavy":            {func(c *Config) { c.Group = &processor.Group{Name: "g", Weight: codec.MaxWeight + 1} }, nil, "weight 1001"},
+		"no broker answers":    {func(*Config) {}, fencing.ErrClient, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := good
@@ -339,17 +342,16 @@ func TestNewValidates(t *testing.T) {
 // same error, and so does a session without a member, which makes no
 // processor.Member.
 func TestNewRefusesTheSettingsProcessorNewRefuses(t *testing.T) {
-	tr := fencingtest.NewMockTransport(t)
 	for _, s := range []processor.Settings{
-		{RenewInterval: time.Minute},
+		{HeartbeatInterval: time.Minute},
 		{LeaseDuration: time.Millisecond},
 		{LeaseDuration: time.Hour},
 		{Stagger: -time.Second},
-		{RenewDeadline: 11 * time.Second},
+		{HeartbeatDeadline: 11 * time.Second},
 		{RetryBackoff: 3 * time.Second},
 		{TransactionTimeout: 8 * time.Second},
 	} {
-		_, want := processor.New(tr, &processor.TransportSource{Transport: tr}, "a", []codec.Role{"r"}, processor.Options{Settings: s})
+		_, want := processor.ValidateMember("a", []codec.Role{"r"}, s)
 		require.ErrorIs(t, want, processor.ErrInvalidSettings, "%+v", s)
 		member := Config{Cluster: fencing.Config{Brokers: []string{"127.0.0.1:1"}}, Member: "a", Roles: []codec.Role{"r"}, Settings: s}
 		reader := Config{Cluster: member.Cluster, Settings: s}

@@ -57,6 +57,11 @@ func TestFencedWriter(t *testing.T) {
 	// passed, or a write or renewal is refused) and stops writing.
 	require.NoError(t, a.signal(syscall.SIGCONT))
 	a.waitLine(t, aMark, msg("revoked"))
+	// b has said it writes; wait for its first heartbeat to commit, or
+	// the intruder below may fence b before it wrote any.
+	require.Eventually(t, func() bool {
+		return slices.ContainsFunc(heartbeats(t, e.readCommitted(out)), func(hb heartbeat) bool { return hb.token == second.Token })
+	}, waitFor, 20*time.Millisecond, "a heartbeat under b's token %s", second.Token)
 
 	// An intruder takes the epoch of the role and writes under it: the
 	// broker refuses b's next heartbeat, and b gives the role up.

@@ -27,7 +27,6 @@ import (
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/internal/testdb"
-	"github.com/krabka/krole/processor"
 )
 
 // TestMain stops the database servers the tests started (package testdb).
@@ -189,7 +188,7 @@ func (e *env) roleState(role string) rolestate.State {
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	// As a member reads it: the lease's member session joined.
-	st, err := (&processor.TransportSource{Transport: tr}).Role(ctx, codec.Role(role))
+	st, err := testcluster.ReadRole(ctx, tr, codec.Role(role))
 	require.NoError(e.t, err)
 	return st
 }

@@ -25,14 +25,12 @@
 //
 // The guarantee: of two transactions of one role that commit through Do on
 // one fence table, the one with the smaller number committed before the
-// other took the row's lock. The committed writes of a role's holdings are
-// therefore in the order of their numbers, and once a holding has
-// committed a Do, every Do of an older holding is refused. It rests on
-//   - the numbers: each holding of the role carries a larger one than
-//     every earlier holding (krole's offset of the holding's first lease);
-//   - the row lock, held to commit, and a locking read that sees the latest
-//     committed row once it gets the lock. PostgreSQL's does at READ
-//     COMMITTED (its default); InnoDB's does at every isolation level.
+// other took the row's lock. So a role's committed writes are in the order
+// of its holdings, and once a holding has committed a Do, every Do of an
+// older one is refused. It rests on the numbers (each holding's exceeds
+// every earlier one's) and on the row lock, held to commit, with a locking
+// read that sees the latest committed row (PostgreSQL at READ COMMITTED,
+// InnoDB at every level).
 //
 // A deposed holder is refused only once its successor has written to the
 // table (or holds the row's lock): until then its writes still commit,
@@ -52,15 +50,12 @@
 //
 // # Cost and concurrency
 //
-// Do adds one statement to the transaction while the holding stays the same
-// ([Fence] remembers the last holding of each role that committed): a read
-// under a shared lock, so that the transactions of one holding run side by
-// side and only a new holding waits for them. A new holding's first Do
-// writes its number under an exclusive lock instead, which its other
-// transactions wait for. MySQL's first Do of a role also creates the row,
-// in a transaction of its own. The fence's statements are prepared once
-// per connection, so each is one round trip whatever the driver's settings.
-//
+// Do adds one statement to the transaction while the holding stays the
+// same: a read under a shared lock, so one holding's transactions run side
+// by side. A new holding's first Do writes its number under an exclusive
+// lock instead. MySQL's first Do of a role also creates the row, in a
+// transaction of its own. Statements are prepared once per connection.
+
 // # What it does not cover
 //
 // Writes that do not go through Do (another connection, a trigger, an

@@ -11,8 +11,7 @@ var (
 	ErrStale = errors.New("sqlfence: a newer holding of the role has written")
 
 	// ErrNumberReused matches the [*ReusedError] that [Fence.Do] returns
-	// when another holder has written under the same number: nothing was
-	// written.
+	// when another holder wrote under the same number: nothing was written.
 	ErrNumberReused = errors.New("sqlfence: the fencing number was written by another holder")
 
 	// ErrConflict wraps the database's error when it aborted a transaction
@@ -29,11 +28,9 @@ var (
 // StaleError is what [Fence.Do] returns for a holding older than the one
 // the fence table holds for its role.
 type StaleError struct {
-	// Held is the holding Do was called with.
-	Held Holding
-	// Number and Holder are the newer holding's, as the table holds them.
-	Number int64
-	Holder string
+	Held   Holding // the holding Do was called with
+	Number int64   // the newer holding's, as the table holds it
+	Holder string  // the newer holding's holder
 }
 
 func (e *StaleError) Error() string {
@@ -48,10 +45,8 @@ func (e *StaleError) Is(target error) bool { return target == ErrStale }
 // holding's number under another holder: the role's numbers started over
 // (its topic was recreated), and the row must be reset ([Fence.Reset]).
 type ReusedError struct {
-	// Held is the holding Do was called with.
-	Held Holding
-	// Holder is the other holder that wrote under Held.Number.
-	Holder string
+	Held   Holding // the holding Do was called with
+	Holder string  // the other holder that wrote under Held.Number
 }
 
 func (e *ReusedError) Error() string {

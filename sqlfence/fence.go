@@ -12,13 +12,9 @@ import (
 
 // Holding is one holding of a role, as its holder knows it.
 type Holding struct {
-	// Role is the role's name (1 to 255 bytes).
-	Role string
-	// Number is the holding's fencing number (0 or more), larger than that
-	// of every earlier holding of the role.
-	Number int64
-	// Holder is the holder's member id (1 to 255 bytes).
-	Holder string
+	Role   string // 1 to 255 bytes
+	Number int64  // the fencing number, >= 0, larger than every earlier holding's
+	Holder string // the holder's member id, 1 to 255 bytes
 }
 
 func (h Holding) validate() error {
@@ -168,12 +164,9 @@ func (f *Fence) do(ctx context.Context, h Holding, fn func(*sql.Tx) error) error
 // fenceTries bounds the transactions fence begins for one Do.
 const fenceTries = 4
 
-// fence begins a transaction and fences h in it. A holding that committed
-// here before takes a shared lock on the row (its transactions then run
-// side by side); a new one writes its number under an exclusive lock. A
-// conflict at this stage is retried at once in a new transaction, with a
-// new snapshot: fn has not run, and the write it conflicted with has
-// committed.
+// fence begins a transaction and fences h in it (package doc, "Cost and
+// concurrency"). A conflict here is retried at once in a new transaction:
+// fn has not run, and the write it conflicted with has committed.
 func (f *Fence) fence(ctx context.Context, h Holding) (*sql.Tx, error) {
 	known, ok := f.known.Load(h.Role)
 	advance := !ok || known.(Holding) != h

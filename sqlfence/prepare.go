@@ -10,16 +10,12 @@ import (
 )
 
 // prepared holds the fence's statements, prepared once per Fence on its
-// db; database/sql then prepares each once per connection and reuses it.
-// Without that, go-sql-driver/mysql (unless the DSN sets
-// interpolateParams) and lib/pq spend a round trip preparing each
-// statement they run with arguments.
+// db (database/sql then reuses each per connection); otherwise
+// go-sql-driver/mysql and lib/pq spend a round trip preparing each.
 //
 // A goroutine inside a transaction reads the statements without a lock:
-// it must never wait on one that a goroutine waiting for the database
-// holds (preparing, or closing a statement, waits for every connection
-// the statement is prepared on, including one whose statement waits for
-// that transaction's row lock).
+// preparing or closing waits for every connection, one of which may wait
+// for that transaction's row lock.
 type prepared struct {
 	mu sync.Mutex // serializes preparers; held by no goroutine inside a transaction
 	m  atomic.Pointer[map[string]*sql.Stmt]
