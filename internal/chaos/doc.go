@@ -1,10 +1,10 @@
 // Package chaos is krole's chaos suite: member processes holding roles on
 // an embedded cluster while faults are injected at random, and an
-// independent checker that reads everything back afterwards and judges
-// it. `make chaos` runs TestChaos for CHAOS_DURATION (default 5m) with
+// independent auditor that reads everything back afterwards and judges
+// it. `make chaos` runs the suite for CHAOS_DURATION (default 5m) with
 // seed CHAOS_SEED (random when unset, logged first); `make test` runs it
-// for 30 s, and the mass failover (below) of 1000 roles
-// (TestChaosMassFailover, about 25 s).
+// for 30 s with a fixed seed, and the mass failover (below) of 1000 roles
+// (about 25 s).
 //
 // # The run
 //
@@ -12,10 +12,10 @@
 // in the test process, so that the driver reaches kfake's controls, and
 // Config.Members (5) processes of the member program (internal/chaos/member,
 // built with `go build` by [BuildMember]). Each member is a candidate for
-// all Config.Roles (40; TestChaos: CHAOS_ROLES) roles, so that each holds
+// all Config.Roles (40; `make chaos`: CHAOS_ROLES) roles, so that each holds
 // several (eight on average, more while others are down), all renewed by
 // its one member session (package processor, "Member sessions": one
-// heartbeat transaction per renew interval in its session partition of
+// heartbeat transaction per heartbeat interval in its session partition of
 // the role topic, and a lease written only at an election), with
 // Config.Lease (2 s) and the timings
 // processor.Settings derives from it (renew 400 ms, stagger 200 ms,
@@ -23,8 +23,8 @@
 // election.Session (view, transport, processor.Member; the view outlives
 // the member, the transport both) whose Config.Clock, the member's and
 // the view's, runs a per-process offset ahead of the system clock, drawn
-// from [-MaxClockOffset, +MaxClockOffset] at every start (TestChaos: 5 s,
-// two and a half leases).
+// from [-MaxClockOffset, +MaxClockOffset] at every start (the suite's
+// runs: 5 s, two and a half leases).
 //
 // While it holds a role, a member writes numbered records (role, member,
 // token, sequence) through a fencing.Writer under the holding's token to
@@ -34,11 +34,11 @@
 // holds the role "stream" it runs processor/stream from chaos.in, which
 // the driver fills with consecutive numbers every 50 ms, to chaos.stream.
 //
-// With Config.Postgres (TestChaos: the test binary's PostgreSQL server,
-// package internal/testdb, started while the member program builds; the
-// mass failover has none) the driver creates a database of the run's own
-// with the members' tables and sqlfence's fence table, and a member
-// holding a role other than the stream's also writes a row there every
+// With Config.Postgres (the random runs: the test binary's PostgreSQL
+// server, package internal/testdb, started while the member program
+// builds; the mass failover has none) the driver creates a database of
+// the run's own with the members' tables and sqlfence's fence table, and
+// a member holding a role other than the stream's also writes a row there every
 // Config.WriteEvery, on a goroutine of its own, through package sqlfence
 // under the holding's fencing number (processor.Held.Fence): role,
 // number, member, token, the holding's sequence number, and the system
@@ -102,7 +102,7 @@
 //   - stalls (5%): every Produce of every member, on every broker, held
 //     back once through faultnet (Net.Hold, the members' client ids,
 //     every node), for 0.3 to 0.5 leases (0.6 to 1 s: about a second,
-//     shorter than RenewDeadline, 1.6 s), then delivered, those the
+//     shorter than HeartbeatDeadline, 1.6 s), then delivered, those the
 //     client gave up on included; the requests behind a held one on its
 //     connection wait with it. The driver's own input is not held.
 //   - cluster faults (20%): RehashCoordinators, MoveTopicPartition,
@@ -122,9 +122,9 @@
 // values (with the member session each names) and the member sessions'
 // records (key krole/session/<member>: heartbeats, with the roles each
 // excludes, and session ends) are decoded here, from their JSON, not
-// through package codec (TestDecodeSessionRecords holds the two to the
-// same format). The rows are read with pgx, in the order of their pos;
-// nothing of sqlfence reads them.
+// through package codec (a test holds the two to the same format). The
+// rows are read with pgx, in the order of their pos; nothing of sqlfence
+// reads them.
 //
 // # The mass failover
 //
@@ -142,13 +142,13 @@
 // after every role has a new holder, and is judged as any other; the
 // failover and gap bounds add Settings.Takeover, 10 ms a role, a few
 // times the pace one candidate takes them at on the embedded cluster.
-// Config.Duration bounds each wait. The check that matters here is
+// Config.Duration bounds each wait. The audit that matters here is
 // double-win: a candidate that joins in on another's share while that one
 // is still taking roles races it for some, both elected.
 //
-// # The checks
+// # The audit
 //
-// [Check] judges a [History] and reports each [Violation] with its
+// [Audit] judges a [History] and reports each [Violation] with its
 // evidence, then a summary with the lines "faults: N", "kills
 // mid-heartbeat: N" (among them), "vacancies: N (won more than once: M,
 // K of them while a fault could hold a challenge in flight)",
@@ -165,7 +165,7 @@
 // database rows). Token
 // order is (producer id, epoch); kfake never reuses a producer id.
 //
-// A holding's last renewal, from which the overlap and gap checks
+// A holding's last renewal, from which the overlap and gap audits
 // measure, is the system time (batch timestamp, set from the system clock
 // when the batch is built, after the write began) of the latest of: its
 // committed leases and its release; and, when its lease names a member
@@ -173,7 +173,7 @@
 // producer id and nonce, an epoch at least the lease's) that does not
 // exclude the role, and the session's end (a release of every lease
 // naming it). A holder writes its lease at its election, when its value
-// changes and hourly; its session's heartbeat, one per renew interval,
+// changes and hourly; its session's heartbeat, one per heartbeat interval,
 // renews it. A heartbeat counts at most at the minted (or elected) line of
 // the role's first newer token, and at most at the token's release: a
 // session round vouches for a role only when its DescribeTransactions,
@@ -203,8 +203,8 @@
 //     line, else its minted line) within "Lease + Renew +
 //     Stagger*(Members-1) + Tolerance + injected" after k. Lease + Renew:
 //     the vacancy shows at most a lease after the holder's last renewal
-//     is observed, which is at most a renew interval before k (a
-//     heartbeat of its session, one a renew interval; a crash
+//     is observed, which is at most a heartbeat interval before k (a
+//     heartbeat of its session, one a heartbeat interval; a crash
 //     mid-heartbeat leaves the last one uncommitted, and the open
 //     transaction holds back the session partition's readers for at most
 //     the transaction timeout, 1 s, from before k: within the lease the
@@ -218,36 +218,32 @@
 //     member fault RequestTimeout + Stagger*(Members-1)), the bound
 //     growing with each fault it counts until no more overlaps. (A
 //     failover is a gap that a fault of the holder began, and is judged
-//     as one: counting broker faults only, it would report failovers that
-//     a challenger's faults delayed, as in seed 2101384489899549293,
-//     which the gap check judges within its bound.) The chain of faults
-//     counts whole (a fault that begins while earlier ones delay the
-//     failover delays it too: seed 5180330340403525889 had an
-//     INVALID_PRODUCER_EPOCH window on Produce begin 4.8 s after a kill,
-//     inside the 7.3 s that the faults before it allowed, and refuse
-//     every challenge's lease for 1.9 s). Tolerance (default Lease/2, 1 s
-//     at the suite's 2 s lease) is a margin for a loaded 2-core machine:
-//     the members' scheduling and the challenge's round trips. Three runs
-//     on 2026-12-01 (2 to 3 minutes each, load average 6-10; 230, 282 and
-//     305 failovers) used none of it: every failover came within the
-//     bound without Tolerance (the summary's "most of the tolerance used"
-//     line). A role whose bound runs past the shutdown without a new
-//     holder is not judged.
+//     as one: a challenger's faults delay it as they delay a gap.) The
+//     chain of faults counts whole: a fault that begins while earlier
+//     ones delay the failover delays it too. Tolerance (default Lease/2,
+//     1 s at the suite's 2 s lease) is a margin for a loaded 2-core
+//     machine: the members' scheduling and the challenge's round trips;
+//     the summary's "most of the tolerance used" line shows how much of
+//     it a run used. A role whose bound runs past the shutdown without a
+//     new holder is not judged.
 //   - elections: per role, each election (the first committed lease of a
 //     token) after the first is explained, or it is a violation. An
 //     election whose token was minted less than a Stagger after the
 //     previous election is a concurrent race (below) first, up to
-//     Members-1 in a row, and spends no fault's budget (seed 8675309017:
-//     a Produce delay spent on such a race left unexplained the election
-//     it had caused 2 s later, when a concurrent challenge it cut short,
-//     its token minted and no lease written, had fenced the holder).
+//     Members-1 in a row, and spends no fault's budget, which is kept
+//     for the elections only a fault explains.
 //     So does an election after the previous election's revoked line
 //     said its token was retired (package processor, "Tokens": the
 //     holder takes its own lease back at once, fencing only its former
 //     self, and its heartbeats exclude the role, so another candidate
-//     may take it as well); what left its request without an answer is
-//     the gap check's to bound (seed 1202050001: every request went
-//     unanswered for 1.3 s, no fault injected, on a shared machine).
+//     may take it as well); what left its request without an answer,
+//     which may happen with no fault injected, is the gap audit's to bound.
+//     So does an election whose challenge began (its minted line) after
+//     the previous holding's release was committed (a resignation, or a
+//     group's handover, package processor, "Groups"), or after its
+//     holder's revoked line said it handed the role over: the holder's
+//     session drops the role first, and a successor that read that
+//     heartbeat may fence the release in flight.
 //     Faults explain the other elections of a role in time order, each up to its budget
 //     ([Explains]): a kill, stop, partition or restart of the previous holder, or the
 //     shutdown, explains one, if it started before the election and ended
@@ -256,18 +252,16 @@
 //     elections: a member that minted a token of the role then (not the
 //     winner's), or, for a kill or an exit then, any member when a token
 //     between the two was minted by no member's log (a challenger killed
-//     before its minted line; seed 8968160582244967224 with faults every
-//     4 s had a kill of a member in the opening campaign of three roles,
-//     its challenges minted, fencing the ones before them, and no lease
-//     written); a broker
-//     fault explains 1 + (End-Start)/RenewDeadline of each role, within
+//     before its minted line: its challenge, minted, fenced the one
+//     before it and wrote no lease); a broker
+//     fault explains 1 + (End-Start)/HeartbeatDeadline of each role, within
 //     [Start, End + Lease + RequestTimeout]; a delay of InitProducerID,
 //     and a stall (an InitProducerId may wait behind a held Produce on
-//     its connection), explains Members + (End-Start)/RenewDeadline (a
+//     its connection), explains Members + (End-Start)/HeartbeatDeadline (a
 //     challenge its member gave up on is still minted by the broker when
 //     it gets to it, fencing the holder of the moment; one per member in
 //     flight). Explaining an election says nothing of how late it came:
-//     that is the gap check's.
+//     that is the gap audit's.
 //     Member starts and clock
 //     offsets explain nothing: with expiry judged on the observer's clock
 //     they must not cause elections. A role's opening campaign is
@@ -284,12 +278,12 @@
 //     the vacancy the fault opened). Elections after the shutdown are not
 //     judged.
 //   - overlap (two holdings at once beyond what the fence allows): a
-//     holder may believe it holds until its local deadline, RenewDeadline
+//     holder may believe it holds until its local deadline, HeartbeatDeadline
 //     (4/5 of the lease, 1.6 s) after the start of the last session
 //     round that vouched for the role, or of its last successful lease
 //     write, or its election, on its own monotonic clock (package
 //     processor). The
-//     checker bounds that start from above by the holding's last
+//     auditor bounds that start from above by the holding's last
 //     renewal (above) or its
 //     elected line, whichever is later; when a SIGSTOP of the process
 //     spans the deadline, or begins within Tolerance after it, the
@@ -308,7 +302,7 @@
 //     token of the role can commit. A committed lease, numbered record or
 //     stream output under token T whose write began after the minted (or
 //     elected) line of a token newer than T is a violation, whether or not
-//     the newer token ever wrote anything (the order check compares only
+//     the newer token ever wrote anything (the order audit compares only
 //     committed records with each other, and misses a late commit the
 //     newer token never followed). The write's begin is its batch
 //     timestamp (system clock, when the batch was built), for a numbered
@@ -349,24 +343,24 @@
 //     role it left open holds back its partition's readers up to the
 //     transaction timeout, 1 s, the request timeout, and the candidates'
 //     turns count again from then; the heartbeat a crash mid-heartbeat
-//     leaves open holds back its session's partition alike). Counting
-//     every member fault as a
-//     lease and a request timeout let the chain grow one gap's bound to
-//     194 s in a 2-minute run (seed 5878769250441648831), faults coming
-//     every second. So with five members and no other fault near
+//     leaves open holds back its session's partition alike; counting
+//     every member fault as a lease and a request timeout would let the
+//     chain grow a gap's bound to minutes when faults come every second).
+//     So with five members and no other fault near
 //     it, a stall of one second allows 6.2 s: lease 2 s, renew 0.4 s,
 //     four staggers 0.8 s, tolerance 1 s, the stall's 1 s and a request
 //     timeout 1 s; a role that stays unheld 14 s after it, with a live
 //     candidate, is reported, though the stall explains the election that
 //     ends the gap (explaining an election says nothing of how late it
-//     came, and the failover check measures only after a fault of the
+//     came, and the failover audit measures only after a fault of the
 //     holder).
 //     The first election of a role (the opening) is not judged. In a run
 //     whose faults come every second, the chain still makes some bounds
 //     long (the summary's "longest gap" and "gap closest to its bound"
 //     lines show the bounds). Run leaves the whole history in
-//     Config.Dir/history.json; TestRecheck judges one again
-//     (CHAOS_HISTORY=path), after a change of the checker.
+//     Config.Dir/history.json; `go test -run TestAuditAgain
+//     ./internal/chaos` with CHAOS_HISTORY=path judges one again, after a
+//     change of the auditor.
 //   - double-win: per role, every vacancy is won once. A vacancy begins
 //     when a holding ends as the role topic shows it: its release is
 //     committed, its member session ends, a heartbeat of its session
@@ -407,15 +401,13 @@
 //     again, or no later holding of the role had begun its first lease
 //     (its batch timestamp is later). The member takes the begin time
 //     before it checks the holding's context, which ends before its
-//     revoked line is written, so the check is sound on one system
+//     revoked line is written, so the audit is sound on one system
 //     clock. A deposed holder whose transaction began after it knew it
 //     was deposed is what this catches: the fence itself lets such a
 //     write through until the newer holding has written.
 //
-// The checker's own tests (check_test.go, check_classes_test.go,
-// check_vacancy_test.go, check_db_test.go) feed it
-// hand-made histories with one violation of each kind and require that it
-// reports it, and, for each class of check (overlap, after-mint,
-// sequence and zombie, gap), a history just inside the bound that it
-// must not report.
+// The auditor's own tests feed it hand-made histories with one violation
+// of each kind and require that it reports it, and, for each class of
+// audit (overlap, after-mint, sequence and zombie, gap), a history just
+// inside the bound that it must not report.
 package chaos

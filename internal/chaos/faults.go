@@ -204,8 +204,8 @@ func (d *driver) inject(pending *sync.WaitGroup) {
 		}
 	case n < 80:
 		// A stall: every Produce of the members, on every broker, held back
-		// once, for about a second, shorter than the renew deadline
-		// (RenewDeadline, 4/5 of the lease): the requests that arrive while
+		// once, for about a second, shorter than the heartbeat deadline
+		// (HeartbeatDeadline, 4/5 of the lease): the requests that arrive while
 		// it lasts (and those behind them on their connections) are
 		// delivered at its end, those the client gave up on too. The
 		// driver's own input (client id "kgo") is not held.

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Token is a role's token as the checker sees it: the producer id and
+// Token is a role's token as the auditor sees it: the producer id and
 // epoch of the role's transactional id.
 type Token struct {
 	PID   int64 `json:"pid"`
@@ -20,7 +20,7 @@ func (t Token) String() string { return fmt.Sprintf("%d/%d", t.PID, t.Epoch) }
 
 // Less reports whether t is older than u. Tokens of one producer id
 // order by epoch; across producer ids (an exhausted epoch, an expired
-// transactional id) only the broker knows, and the checker orders them by
+// transactional id) only the broker knows, and the auditor orders them by
 // producer id, which is what kfake, which never reuses a producer id,
 // allocates in increasing order.
 func (t Token) Less(u Token) bool {
@@ -228,7 +228,7 @@ type Record struct {
 func (r Record) Token() Token { return Token{PID: r.PID, Epoch: r.Epoch} }
 
 // Row is one committed row a holder wrote to PostgreSQL through package
-// sqlfence, as the checker reads it back.
+// sqlfence, as the auditor reads it back.
 type Row struct {
 	Role string
 	// Pos is the row's place in its role's commit order: 1, 2, 3, ...
@@ -257,7 +257,7 @@ type StreamOut struct {
 	Batch
 }
 
-// History is everything the checker judges: what the members said, what
+// History is everything the auditor judges: what the members said, what
 // the driver did, and what the cluster committed.
 type History struct {
 	// Settings are the run's timings, from which the bounds derive.
@@ -284,14 +284,14 @@ type History struct {
 	Rows []Row `json:",omitempty"`
 }
 
-// Settings are the timings a run uses, from which the checker's bounds
+// Settings are the timings a run uses, from which the auditor's bounds
 // derive (see the package documentation).
 type Settings struct {
 	Lease, Renew, Stagger, RequestTimeout time.Duration
-	// RenewDeadline is how long after the start of its last successful
+	// HeartbeatDeadline is how long after the start of its last successful
 	// lease write a holder may go on believing it holds (processor's
-	// Settings.RenewDeadline). Default 4/5 of Lease.
-	RenewDeadline time.Duration
+	// Settings.HeartbeatDeadline). Default 4/5 of Lease.
+	HeartbeatDeadline time.Duration
 	// Tolerance is the slack added to the failover bound for a loaded
 	// machine.
 	Tolerance time.Duration
@@ -301,10 +301,10 @@ type Settings struct {
 	Takeover time.Duration `json:",omitempty"`
 }
 
-// renewDeadline is s.RenewDeadline, or its default.
+// renewDeadline is s.HeartbeatDeadline, or its default.
 func (s Settings) renewDeadline() time.Duration {
-	if s.RenewDeadline > 0 {
-		return s.RenewDeadline
+	if s.HeartbeatDeadline > 0 {
+		return s.HeartbeatDeadline
 	}
 	return s.Lease * 4 / 5
 }

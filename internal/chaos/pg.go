@@ -63,7 +63,7 @@ func createDatabase(ctx context.Context, dsn string) (string, error) {
 		return "", fmt.Errorf("creating the members' tables: %w", err)
 	}
 	// The fence table, as sqlfence has it; the members write through
-	// sqlfence, the checker reads with pgx alone (readRows).
+	// sqlfence, the auditor reads with pgx alone (readRows).
 	f, err := sqlfence.New(db)
 	if err != nil {
 		return "", err

@@ -86,9 +86,13 @@ type Config struct {
 	Pipeline string
 	// Postgres is a PostgreSQL server (a URL DSN, superuser) on which Run
 	// creates a database of the run's own; the members write rows to it
-	// through package sqlfence while they hold a role, and the checker
+	// through package sqlfence while they hold a role, and the auditor
 	// reads them back. Default "": no database, no rows.
 	Postgres string
+	// Group, when set, makes the members one group of that name over the
+	// roles (package processor, "Groups"): they spread the roles by the
+	// group's plan instead of registering for each. Default "": none.
+	Group string
 }
 
 func (c Config) withDefaults() Config {
@@ -152,7 +156,7 @@ func BuildMember(ctx context.Context, dir string) (string, error) {
 // Run runs the suite: it starts a 3-broker embedded cluster in this
 // process and cfg.Members member processes, fills the stream's input and
 // injects faults at random for cfg.Duration, lets the stream catch up,
-// stops the members, reads everything back and checks it. It blocks until
+// stops the members, reads everything back and audits it. It blocks until
 // then; ctx ends it early (with an error). The returned history is what
 // the report judged.
 func Run(ctx context.Context, cfg Config) (*Report, *History, error) {
@@ -238,7 +242,7 @@ func Run(ctx context.Context, cfg Config) (*Report, *History, error) {
 	}
 
 	h := &History{
-		Settings: Settings{Lease: s.LeaseDuration, Renew: s.RenewInterval, RenewDeadline: s.RenewDeadline, Stagger: s.Stagger, RequestTimeout: cfg.RequestTimeout, Tolerance: cfg.Tolerance, Takeover: cfg.takeover()},
+		Settings: Settings{Lease: s.LeaseDuration, Renew: s.HeartbeatInterval, HeartbeatDeadline: s.HeartbeatDeadline, Stagger: s.Stagger, RequestTimeout: cfg.RequestTimeout, Tolerance: cfg.Tolerance, Takeover: cfg.takeover()},
 		Members:  cfg.Members, StreamRole: streamRole,
 	}
 	fillCtx, stopFill := context.WithCancel(ctx)
@@ -315,11 +319,11 @@ func Run(ctx context.Context, cfg Config) (*Report, *History, error) {
 		}
 	}
 	// The whole history, for judging again (ReadHistory) after a change
-	// of the checker.
+	// of the auditor.
 	if err := WriteHistory(filepath.Join(cfg.Dir, "history.json"), h); err != nil {
 		return nil, nil, err
 	}
-	return Check(*h), h, nil
+	return Audit(*h), h, nil
 }
 
 func now() int64 { return time.Now().UnixMilli() }
@@ -382,7 +386,7 @@ func (d *driver) start(m *proc, off time.Duration) error {
 		"-txn-prefix", txnPrefix, "-member", m.name, "-client-id", clientIDOf(m.name), "-roles", strings.Join(d.roles, ","), "-stream-role", streamRole,
 		"-events", m.events, "-clock-offset", off.String(), "-lease", d.cfg.Lease.String(),
 		"-request-timeout", d.cfg.RequestTimeout.String(), "-write-every", d.cfg.WriteEvery.String(), "-pipeline", d.cfg.Pipeline,
-		"-dsn", d.dsn)
+		"-dsn", d.dsn, "-role-group", d.cfg.Group)
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	if err := cmd.Start(); err != nil {
 		stderr.Close()

@@ -22,7 +22,7 @@ const ScenarioMassFailover = "massfailover"
 // later the first is SIGKILLed and left down. It returns a lease after
 // every role has been elected by another member since the kill (late
 // challenges settle), or, without an error, when that takes
-// longer than Config.Duration; the checker judges what it took. It fails
+// longer than Config.Duration; the auditor judges what it took. It fails
 // when the first member does not take every role, or a candidate's
 // registrations do not show, within Config.Duration.
 func (d *driver) massFailover(ctx context.Context) error {

@@ -25,8 +25,8 @@
 // write(2) to a file opened O_APPEND, so a SIGKILL loses no line already
 // written.
 //
-// SIGTERM or SIGINT end the member gracefully: it resigns its roles and
-// deregisters.
+// SIGTERM or SIGINT end the member gracefully: a member of a group
+// (-role-group) drains first; then it resigns its roles and deregisters.
 package main
 
 import (
@@ -74,6 +74,7 @@ func main() {
 		every      = flag.Duration("write-every", 250*time.Millisecond, "the pause between numbered records")
 		verbose    = flag.Bool("v", false, "log the member's transitions to stderr")
 		pipeline   = flag.String("pipeline", "", "the transport's Pipeline setting: auto (\"\"), on or off")
+		roleGroup  = flag.String("role-group", "", "the group of roles the member is in (none: a candidate of each role)")
 		dsn        = flag.String("dsn", "", "the PostgreSQL database to write rows to through the fence (none: no rows)")
 	)
 	flag.Parse()
@@ -131,9 +132,21 @@ func main() {
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	m.logger = logger
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	// SIGTERM or SIGINT: a member of a group drains first (its roles go
+	// to the others by handovers), then every member leaves.
+	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-sigs
+		m.drain()
+		stop()
+	}()
 	m.log.write(Event{Kind: "start", Offset: offset.Milliseconds(), PID: int64(os.Getpid())})
+	if *roleGroup != "" {
+		m.roleGroup = &processor.Group{Name: *roleGroup}
+	}
 	if err := m.run(ctx, cluster, codec.MemberID(*member), rs, *lease, offsetClock{*offset}, logger); err != nil {
 		fmt.Fprintln(os.Stderr, "member:", err)
 		os.Exit(1)
@@ -196,10 +209,30 @@ type memberProc struct {
 	tr                        *fencing.BrokerTransport
 	out, in, streamOut, group string
 	stream                    codec.Role
-	every                     time.Duration
+	every, lease              time.Duration
 	logger                    *slog.Logger
-	fence                     *sqlfence.Fence // nil: no rows
-	dbSlots                   chan struct{}   // one per transaction in flight
+	fence                     *sqlfence.Fence  // nil: no rows
+	dbSlots                   chan struct{}    // one per transaction in flight
+	roleGroup                 *processor.Group // nil: no group
+
+	mu      sync.Mutex
+	session *election.Session // once running
+}
+
+// drain drains a group member's session, bounded by two leases; nothing
+// for a member of no group or not running yet.
+func (m *memberProc) drain() {
+	m.mu.Lock()
+	s := m.session
+	m.mu.Unlock()
+	if s == nil || m.roleGroup == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*m.lease)
+	defer cancel()
+	if err := s.Drain(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "member: drain:", err)
+	}
 }
 
 // dbConns bounds a member's transactions in flight.
@@ -211,6 +244,7 @@ func (m *memberProc) run(ctx context.Context, cluster fencing.Config, me codec.M
 		Member:   me,
 		Roles:    roles,
 		Settings: processor.Settings{LeaseDuration: lease},
+		Group:    m.roleGroup,
 		Clock:    clk,
 		Logger:   logger,
 		OnEvent:  m.onEvent,
@@ -238,6 +272,9 @@ func (m *memberProc) run(ctx context.Context, cluster fencing.Config, me codec.M
 		}
 	}
 	m.tr = s.Transport()
+	m.mu.Lock()
+	m.session, m.lease = s, lease
+	m.mu.Unlock()
 	// A view that fails ends the member (Run returns a *election.ViewError).
 	return s.Run(ctx, m.work)
 }

@@ -4,18 +4,18 @@ import (
 	"sort"
 )
 
-// This file holds the checks of the rows the members write to PostgreSQL
+// This file holds the audits of the rows the members write to PostgreSQL
 // through package sqlfence: their commit order (db-order) and the holding
 // each names (db-holding). The package documentation states the rules.
 
-// checkRows: per role, in commit order (Row.Pos), no row of a smaller
+// auditRows: per role, in commit order (Row.Pos), no row of a smaller
 // fencing number after a row of a larger one (db-order); and every row's
 // number is the offset of the first committed lease of a holding of its
 // member and token, a holding that was live when the row's transaction
 // began: the member's own log shows it elected and not yet revoked (nor
 // the process restarted), or no later holding of the role had written a
 // lease yet (db-holding).
-func checkRows(h History, add addFunc) {
+func auditRows(h History, add addFunc) {
 	newest := map[string]Row{}
 	for _, r := range h.Rows {
 		if n, ok := newest[r.Role]; ok && r.Number < n.Number {

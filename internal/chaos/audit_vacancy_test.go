@@ -41,15 +41,15 @@ func failedOver() History {
 	return h
 }
 
-// The failover of a member holding many roles, as an independent reader
-// found it: b and c both confirmed r vacant while the other's challenge
-// was in flight, and both won it; b never released. Reported with the
+// A double win in the failover of a member holding many roles: b and c
+// both confirmed r vacant while the other's challenge was in flight, and
+// both won it; b never released. Reported with the
 // role, the tokens, the members and the lease offsets; a third win of the
 // same vacancy is named in the same violation.
-func TestCheckDoubleWin(t *testing.T) {
+func TestAuditDoubleWin(t *testing.T) {
 	h := failedOver()
 	win(&h, "c", sessC, 2, t0+3300)
-	r := Check(h)
+	r := Audit(h)
 	vs := reported(r, KindDoubleWin)
 	require.Len(t, vs, 1, "%v", r.Violations)
 	assert.Equal(t, "r", vs[0].Role)
@@ -68,7 +68,7 @@ func TestCheckDoubleWin(t *testing.T) {
 	assert.Contains(t, sb.String(), "vacancies: 1 (won more than once: 1, 0 of them while a fault could hold a challenge in flight)\n")
 
 	win(&h, "b", sessB, 3, t0+3600) // b again, while c's lease is live
-	vs = reported(Check(h), KindDoubleWin)
+	vs = reported(Audit(h), KindDoubleWin)
 	require.Len(t, vs, 1)
 	assert.Contains(t, vs[0].Evidence, "won 3 times within one vacancy")
 	assert.Contains(t, vs[0].Evidence, "b token 1/3 (lease at partition 0 offset 3,")
@@ -78,7 +78,7 @@ func TestCheckDoubleWin(t *testing.T) {
 	h = failedOver()
 	win(&h, "c", sessC, 2, t0+3300)
 	h.Faults = append(h.Faults, Fault{Kind: FaultDelay, Detail: "Produce by 300ms", Start: t0 + 3000, End: t0 + 3200})
-	r = Check(h)
+	r = Audit(h)
 	assert.Empty(t, reported(r, KindDoubleWin))
 	assert.Equal(t, 1, r.WonTwice)
 	assert.Equal(t, 1, r.WonTwiceInAFault)
@@ -88,14 +88,14 @@ func TestCheckDoubleWin(t *testing.T) {
 	h = failedOver()
 	win(&h, "c", sessC, 2, t0+3300)
 	h.Faults = append(h.Faults, Fault{Kind: FaultStop, Target: "d", Start: t0 + 3000, End: t0 + 3200})
-	assert.Len(t, reported(Check(h), KindDoubleWin), 1)
+	assert.Len(t, reported(Audit(h), KindDoubleWin), 1)
 }
 
 // Successions are one win per vacancy: b resigns (its release) or hands
 // over (its session's end), and c takes the role at once; b's lease
 // expires (its heartbeats stopped at t0+3795) and c takes the role after
 // that, but not before.
-func TestCheckSuccessionIsNoDoubleWin(t *testing.T) {
+func TestAuditSuccessionIsNoDoubleWin(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		build func(h *History)
@@ -125,7 +125,7 @@ func TestCheckSuccessionIsNoDoubleWin(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := failedOver()
 			tc.build(&h)
-			r := Check(h)
+			r := Audit(h)
 			assert.Len(t, reported(r, KindDoubleWin), tc.won, "%v", r.Violations)
 			assert.Equal(t, 2-tc.won, r.Vacancies, "a's, and b's unless c won it too")
 		})
@@ -138,16 +138,16 @@ func TestCheckSuccessionIsNoDoubleWin(t *testing.T) {
 // vacancy b won. When b's own heartbeat excluded the role first, a
 // candidate that saw the exclusion may race b's take-back (rule 6 makes b
 // the one that waits): that is one win, a third member's is not.
-func TestCheckTakeBackIsNoDoubleWin(t *testing.T) {
+func TestAuditTakeBackIsNoDoubleWin(t *testing.T) {
 	h := failedOver()
 	h.Events = append(h.Events, Event{Kind: "revoked", Role: "r", Member: "b", PID: 1, Epoch: 1, Reason: "token retired", Wall: t0 + 3500})
 	win(&h, "b", sessB, 2, t0+3510)
-	r := Check(h)
+	r := Audit(h)
 	assert.Empty(t, reported(r, KindDoubleWin), "%v", r.Violations)
 	assert.Equal(t, 1, r.Vacancies)
 
 	win(&h, "c", sessC, 3, t0+3600)
-	vs := reported(Check(h), KindDoubleWin)
+	vs := reported(Audit(h), KindDoubleWin)
 	require.Len(t, vs, 1, "c took the role while b held it")
 	assert.Contains(t, vs[0].Evidence, "b token 1/1")
 	assert.Contains(t, vs[0].Evidence, "c token 1/3")
@@ -157,12 +157,12 @@ func TestCheckTakeBackIsNoDoubleWin(t *testing.T) {
 	h.Heartbeats = append(h.Heartbeats, heartbeat("b", sessB, int64(len(h.Heartbeats)), t0+3500, "r"))
 	win(&h, "b", sessB, 2, t0+3520)
 	win(&h, "c", sessC, 3, t0+3540)
-	r = Check(h)
+	r = Audit(h)
 	assert.Empty(t, reported(r, KindDoubleWin), "%v", r.Violations)
 	assert.Equal(t, 2, r.Vacancies, "a's, and the one b's exclusion opened, which c won")
 
 	win(&h, "d", sessD, 4, t0+3700)
-	vs = reported(Check(h), KindDoubleWin)
+	vs = reported(Audit(h), KindDoubleWin)
 	require.Len(t, vs, 1)
 	assert.Contains(t, vs[0].Evidence, "b's token 1/1 excluded by its session's heartbeat")
 	assert.Contains(t, vs[0].Evidence, "won 2 times")

@@ -39,12 +39,12 @@ func insertRow(h *History, r Row) {
 	h.Rows = rows
 }
 
-func TestCheckRowsClean(t *testing.T) {
+func TestAuditRowsClean(t *testing.T) {
 	h := withRows()
 	h.Events = append(h.Events,
 		Event{Kind: "dbwrite", Role: "r", Member: "a", PID: 1, Epoch: 0, Seq: 2, Began: t0 + 900, Outcome: "context", Wall: t0 + 910},
 		Event{Kind: "dbwrite", Role: "r", Member: "a", PID: 1, Epoch: 0, Seq: 3, Began: t0 + 3100, Outcome: "stale", Wall: t0 + 3110})
-	r := Check(h)
+	r := Audit(h)
 	assert.Empty(t, r.Violations)
 	assert.Equal(t, 3, r.Rows)
 	var sb strings.Builder
@@ -56,10 +56,10 @@ func TestCheckRowsClean(t *testing.T) {
 // A row of a's number committed after b's row is reported (db-order),
 // though a's holding was live when it began (a's log has no revoked line:
 // a was killed, and not started again).
-func TestCheckRowsOrder(t *testing.T) {
+func TestAuditRowsOrder(t *testing.T) {
 	h := withRows()
 	h.Rows = append(h.Rows, dbRow("a", tok(0), 4, 0, 2, t0+900))
-	r := Check(h)
+	r := Audit(h)
 	vs := reported(r, KindDBOrder)
 	require.Len(t, vs, 1, "%v", r.Violations)
 	assert.Equal(t, "row pos 4 of a under number 0 (token 1/0, seq 2) committed after row pos 3 of b under number 3 (token 1/1, seq 0)", vs[0].Evidence)
@@ -68,12 +68,12 @@ func TestCheckRowsOrder(t *testing.T) {
 	// Before b's row, it is in order.
 	h = withRows()
 	insertRow(&h, dbRow("a", tok(0), 3, 0, 2, t0+900))
-	assert.Empty(t, Check(h).Violations)
+	assert.Empty(t, Audit(h).Violations)
 }
 
 // A row's number must be the first-lease offset of a holding of its own
 // member and token.
-func TestCheckRowsNumber(t *testing.T) {
+func TestAuditRowsNumber(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		row  Row
@@ -91,7 +91,7 @@ func TestCheckRowsNumber(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := withRows()
 			insertRow(&h, tc.row)
-			r := Check(h)
+			r := Audit(h)
 			vs := reported(r, KindDBHolding)
 			require.Len(t, vs, 1, "%v", r.Violations)
 			assert.Contains(t, vs[0].Evidence, tc.want)
@@ -104,7 +104,7 @@ func TestCheckRowsNumber(t *testing.T) {
 // lease (t0+2995) is reported, though it committed before b's rows (the
 // fence lets it through until b has written); begun before either, it is
 // not.
-func TestCheckRowsLive(t *testing.T) {
+func TestAuditRowsLive(t *testing.T) {
 	revoked := func() History {
 		h := withRows()
 		h.Faults = nil // not killed: a steps down at t0+1500
@@ -113,7 +113,7 @@ func TestCheckRowsLive(t *testing.T) {
 	}
 	h := revoked()
 	insertRow(&h, dbRow("a", tok(0), 3, 0, 2, t0+2995))
-	r := Check(h)
+	r := Audit(h)
 	vs := reported(r, KindDBHolding)
 	require.Len(t, vs, 1, "%v", r.Violations)
 	assert.Contains(t, vs[0].Evidence, "row pos 3 of a under number 0 (token 1/0, seq 2) was begun at")
@@ -123,20 +123,20 @@ func TestCheckRowsLive(t *testing.T) {
 	// the topic shows no later holding yet.
 	h = revoked()
 	insertRow(&h, dbRow("a", tok(0), 3, 0, 2, t0+2994))
-	assert.Empty(t, reported(Check(h), KindDBHolding))
+	assert.Empty(t, reported(Audit(h), KindDBHolding))
 
 	// Begun after b's lease, but at a's revoked line: a's log shows the
 	// holding still.
 	h = revoked()
 	h.Events[len(h.Events)-1].Wall = t0 + 3200
 	insertRow(&h, dbRow("a", tok(0), 3, 0, 2, t0+3200))
-	assert.Empty(t, reported(Check(h), KindDBHolding))
+	assert.Empty(t, reported(Audit(h), KindDBHolding))
 
 	// After a restart of a's process its old holding is over.
 	h = withRows()
 	h.Events = append(h.Events, Event{Kind: "start", Member: "a", Wall: t0 + 4000})
 	insertRow(&h, dbRow("a", tok(0), 3, 0, 2, t0+4010))
-	assert.Len(t, reported(Check(h), KindDBHolding), 1)
+	assert.Len(t, reported(Audit(h), KindDBHolding), 1)
 }
 
 // The rows come back from history.json as they went in, and are judged
@@ -150,7 +150,7 @@ func TestHistoryRoundTripRows(t *testing.T) {
 	back, err := ReadHistory(path)
 	require.NoError(t, err)
 	assert.Equal(t, h, *back)
-	r := Check(*back)
+	r := Audit(*back)
 	assert.Equal(t, []Kind{KindDBOrder}, kinds(r))
 	assert.Equal(t, map[string]int{"ok": 1}, r.DBWrites)
 }

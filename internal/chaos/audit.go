@@ -10,10 +10,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Kind is the kind of a violation: which check failed.
+// Kind is the kind of a violation: which audit failed.
 type Kind string
 
-// The checks. See the package documentation for each one's exact rule.
+// The audits. See the package documentation for each one's exact rule.
 const (
 	KindOrder       Kind = "order"        // a role's committed fenced writes go back to an older token
 	KindUnfenced    Kind = "unfenced"     // a fenced write committed under another producer id/epoch than the token it names
@@ -32,7 +32,7 @@ const (
 	KindDBHolding   Kind = "db-holding"   // a database row whose number is no holding of its member, or whose holding was over when it began
 )
 
-// Violation is one failed check, with its evidence.
+// Violation is one failed audit, with its evidence.
 type Violation struct {
 	Kind     Kind
 	Role     string
@@ -69,7 +69,7 @@ type Election struct {
 	Cause string
 }
 
-// Report is the checker's verdict.
+// Report is the auditor's verdict.
 type Report struct {
 	// Records, Leases, Heartbeats (session ends included), SessionEnds,
 	// Inputs, Outputs and Rows (of the database) count what was read back.
@@ -79,17 +79,17 @@ type Report struct {
 	// MidHeartbeat counts the kills of a member mid-heartbeat (among
 	// Faults).
 	MidHeartbeat int
-	// Exits are the member processes that ended on their own (not a
-	// check of their own; see each one's detail).
+	// Exits are the member processes that ended on their own (no audit
+	// judges them; see each one's detail).
 	Exits     []Fault
 	Failovers []Failover
 	Elections []Election
 	Races     int
 	// RaceChain is the most concurrent races in a row (see
-	// checkElections), RaceChainAt the last election of that chain.
+	// auditElections), RaceChainAt the last election of that chain.
 	RaceChain   int
 	RaceChainAt Election
-	// Gaps are the stretches without a holder that checkGaps judged,
+	// Gaps are the stretches without a holder that auditGaps judged,
 	// longest first.
 	Gaps []Gap
 	// Vacancies counts the vacancies judged (after each role's opening
@@ -185,8 +185,8 @@ func counts(m map[string]int) string {
 	return fmt.Sprintf("%d (%s)", total, strings.Join(outcomes, ", "))
 }
 
-// Check judges h; see the package documentation for the rules.
-func Check(h History) *Report {
+// Audit judges h; see the package documentation for the rules.
+func Audit(h History) *Report {
 	r := &Report{Records: len(h.Records), Leases: len(h.Leases), Heartbeats: len(h.Heartbeats), Inputs: len(h.Inputs), Outputs: len(h.Outputs), Rows: len(h.Rows)}
 	for _, hb := range h.Heartbeats {
 		if hb.End {
@@ -217,27 +217,27 @@ func Check(h History) *Report {
 			r.DBWrites[e.Outcome]++
 		}
 	}
-	checkWrites(h, add)
-	checkLeases(h, add)
-	checkStream(h, add)
-	checkAfterMint(h, add)
-	checkSequences(h, add)
-	checkRows(h, add)
+	auditWrites(h, add)
+	auditLeases(h, add)
+	auditStream(h, add)
+	auditAfterMint(h, add)
+	auditSequences(h, add)
+	auditRows(h, add)
 	r.Elections = elections(h)
-	checkOverlap(h, r.Elections, add)
-	checkFailovers(h, r, add)
-	checkElections(h, r, add)
-	checkGaps(h, r, add)
-	checkVacancies(h, r, add)
+	auditOverlap(h, r.Elections, add)
+	auditFailovers(h, r, add)
+	auditElections(h, r, add)
+	auditGaps(h, r, add)
+	auditVacancies(h, r, add)
 	return r
 }
 
 type addFunc func(k Kind, role, format string, args ...any)
 
-// checkWrites: per role and partition, in offset order, the tokens of
+// auditWrites: per role and partition, in offset order, the tokens of
 // committed fenced writes never go back (order), and each was committed
 // under the token it names (unfenced).
-func checkWrites(h History, add addFunc) {
+func auditWrites(h History, add addFunc) {
 	type key struct {
 		role string
 		part int32
@@ -282,12 +282,12 @@ func minters(h History) map[string]Event {
 	return m
 }
 
-// checkLeases: per role, in offset order, no lease of a token after the
+// auditLeases: per role, in offset order, no lease of a token after the
 // first lease of a newer one (stale); each lease committed under the
 // token it names, by the member whose event log minted that token
 // (author); each heartbeat and session end committed under the session
 // it names (author).
-func checkLeases(h History, add addFunc) {
+func auditLeases(h History, add addFunc) {
 	for _, hb := range h.Heartbeats {
 		if hb.Batch.Token() != hb.Session.Token() {
 			add(KindAuthor, "session/"+hb.Member, "session record (end %t) at partition %d offset %d names %s session %s but was written by producer %s",
@@ -320,9 +320,9 @@ func checkLeases(h History, add addFunc) {
 	}
 }
 
-// checkStream: every committed input value is in the committed output
+// auditStream: every committed input value is in the committed output
 // exactly once, and the output holds nothing else.
-func checkStream(h History, add addFunc) {
+func auditStream(h History, add addFunc) {
 	in := map[string]int{}
 	for _, v := range h.Inputs {
 		in[v]++
@@ -368,10 +368,54 @@ func clip(s []string) string {
 	return strings.Join(s, " ")
 }
 
+// newEpochReleases finds the releases a holder wrote under a new epoch
+// of its own (package processor: its token was retired before the
+// release was written): a token with no elected line whose committed
+// leases are all releases by the member that held the token before it.
+// It returns each such release by the token it releases, and the tokens
+// it was written under, which are no election.
+func newEpochReleases(h History) (map[roleToken]Lease, map[roleToken]bool) {
+	elected := map[roleToken]bool{}
+	for _, e := range h.Events {
+		if e.Kind == "elected" {
+			elected[roleToken{e.Role, e.Token()}] = true
+		}
+	}
+	type tok struct {
+		first   Lease
+		release bool // every lease of it is a release
+	}
+	toks := map[roleToken]*tok{}
+	byRole := map[string][]Token{}
+	for _, l := range h.Leases {
+		k := roleToken{l.Role, l.Token}
+		t := toks[k]
+		if t == nil {
+			t = &tok{first: l, release: true}
+			toks[k] = t
+			byRole[l.Role] = append(byRole[l.Role], l.Token)
+		}
+		t.release = t.release && l.Released()
+	}
+	of, under := map[roleToken]Lease{}, map[roleToken]bool{}
+	for role, ts := range byRole {
+		sort.Slice(ts, func(i, j int) bool { return ts[i].Less(ts[j]) })
+		for i := 1; i < len(ts); i++ {
+			k, prev := roleToken{role, ts[i]}, roleToken{role, ts[i-1]}
+			if t := toks[k]; t.release && !elected[k] && t.first.Member == toks[prev].first.Member {
+				of[prev], under[k] = t.first, true
+			}
+		}
+	}
+	return of, under
+}
+
 // elections lists, per role in offset order, the first committed lease of
 // each token (releases included: a release under a token that never wrote
-// a lease still shows a holding).
+// a lease still shows a holding), but for a release its holder wrote under
+// a new epoch (newEpochReleases).
 func elections(h History) []Election {
+	_, under := newEpochReleases(h)
 	mint := minters(h)
 	elected := map[string]Event{}
 	for _, e := range h.Events {
@@ -383,7 +427,7 @@ func elections(h History) []Election {
 	var out []Election
 	for _, l := range h.Leases {
 		k := l.Role + "@" + l.Token.String()
-		if seen[k] {
+		if seen[k] || under[roleToken{l.Role, l.Token}] {
 			continue
 		}
 		seen[k] = true
@@ -457,19 +501,16 @@ func sortedEvents(evs []Event) []Event {
 // RequestTimeout + Stagger*(Members-1). The faults are added as the
 // bound grows, until none more overlaps (a chain of faults, each starting
 // before the failover the ones before it delayed, is counted whole).
-// Counting broker faults only would report a failover delayed by another
-// member's fault (a challenger killed or cut off mid-challenge, whose
-// token fenced the candidates' view of the role; seed
-// 2101384489899549293) that the gap check, which counts them, judges
-// within its bound.
+// Other members' faults count as in the gap bound: a challenger killed or
+// cut off mid-challenge, its token minted, delays the failover too.
 func FailoverBound(h History, role, holder string, k int64, trigger Fault) time.Duration {
 	return newGapBounds(h).bound(role, holder, k, &trigger)
 }
 
-// checkFailovers: after each kill or stop of a member, every role it held
+// auditFailovers: after each kill or stop of a member, every role it held
 // then has a new holder (an election of a newer token) within
 // FailoverBound, unless that bound runs past the shutdown.
-func checkFailovers(h History, r *Report, add addFunc) {
+func auditFailovers(h History, r *Report, add addFunc) {
 	hs := holdings(h)
 	bounds := newGapBounds(h)
 	for _, f := range h.Faults {
@@ -512,9 +553,9 @@ func checkFailovers(h History, r *Report, add addFunc) {
 // package documentation. A member fault explains one election of each
 // role its target held (a kill, a stop or a restart ends one holding),
 // within a lease of its end. A broker fault explains one election per
-// role, and one more for every RenewDeadline (4/5 of the lease) it lasted
+// role, and one more for every HeartbeatDeadline (4/5 of the lease) it lasted
 // beyond the first, since a holder that cannot renew loses its lease at
-// most once per RenewDeadline, within a lease and a request timeout of
+// most once per HeartbeatDeadline, within a lease and a request timeout of
 // its end. A delay of InitProducerID explains one election per member
 // instead of one: a challenge whose InitProducerId (or a request queued
 // behind it on the same connection) outlived the request timeout was
@@ -539,10 +580,10 @@ func Explains(s Settings, members int, f Fault) (n int, until int64) {
 	return 0, 0
 }
 
-// checkElections: every election of a role after its first is explained
+// auditElections: every election of a role after its first is explained
 // by a fault whose budget for the role is not spent, or is a race right
 // after an explained one; see the package documentation.
-func checkElections(h History, r *Report, add addFunc) {
+func auditElections(h History, r *Report, add addFunc) {
 	s := h.Settings
 	mint := minters(h)
 	// cutShort reports whether member fault f may have cut short a
@@ -553,8 +594,7 @@ func checkElections(h History, r *Report, add addFunc) {
 	// InitProducerId the broker answered after its death) and f is a
 	// kill or an exit then. Such a challenge fences the one before it and
 	// leaves no lease: one more election of the role, which the previous
-	// holder's faults do not explain (seed 8968160582244967224: a kill of
-	// a member in the opening campaign of three roles).
+	// holder's faults do not explain.
 	cutShort := func(f Fault, role string, older, newer Token, from, to int64) bool {
 		if f.Start > to || f.End < from {
 			return false
@@ -580,6 +620,32 @@ func checkElections(h History, r *Report, add addFunc) {
 	for _, ev := range h.Events {
 		if ev.Kind == "revoked" && ev.Reason == "token retired" {
 			retired[ev.Role+"@"+ev.Token().String()] = ev.Wall
+		}
+	}
+	// released: role@token -> when its first release was committed
+	// (batch timestamp): a resignation or a group's handover.
+	released := map[string]int64{}
+	for _, l := range h.Leases {
+		k := l.Role + "@" + l.Token.String()
+		if _, ok := released[k]; !ok && l.Released() {
+			released[k] = l.Timestamp
+		}
+	}
+	of, _ := newEpochReleases(h)
+	for k, l := range of {
+		if at, ok := released[k.role+"@"+k.token.String()]; !ok || l.Timestamp < at {
+			released[k.role+"@"+k.token.String()] = l.Timestamp
+		}
+	}
+	// A group's holder that hands a role over drops it from its session
+	// first; a successor that read that heartbeat may fence the release
+	// in flight. Its revoked line says so.
+	for _, ev := range h.Events {
+		k := ev.Role + "@" + ev.Token().String()
+		if ev.Kind == "revoked" && ev.Reason == "handed over" {
+			if at, ok := released[k]; !ok || ev.Wall < at {
+				released[k] = ev.Wall
+			}
 		}
 	}
 	faults := append([]Fault(nil), h.Faults...)
@@ -610,11 +676,8 @@ func checkElections(h History, r *Report, add addFunc) {
 		}
 		if e.Minted != 0 && e.Minted-prev.At < ms(s.Stagger) && chain < h.Members-1 {
 			// Minted less than a stagger after the previous election: a
-			// challenge already under way, concurrent with it. It needs
-			// no fault, so it spends none: a fault's budget is kept for
-			// the elections that only a fault explains (seed 8675309017:
-			// a Produce delay spent on a concurrent race left the
-			// election it had caused, two seconds later, unexplained).
+			// challenge already under way, concurrent with it. It spends
+			// no fault's budget, which is kept for what only a fault explains.
 			chain++
 			e.Cause, prevRace = fmt.Sprintf("race (concurrent, %d in a row)", chain), true
 			r.Races++
@@ -625,18 +688,19 @@ func checkElections(h History, r *Report, add addFunc) {
 			continue
 		}
 		if at, ok := retired[e.Role+"@"+prev.Token.String()]; ok && e.Minted != 0 && at <= e.Minted {
-			// The holder's token was retired (package processor,
-			// "Tokens"): it takes its own lease back at once, fencing
-			// only its former self, and its heartbeats exclude the role,
-			// so another candidate may take it at once too. Neither
-			// spends a fault's budget: what left the request without an
-			// answer is the gap check's to bound (seed 1202050001: every
-			// request of the cluster, which runs in the driver's process,
-			// went unanswered for 1.3 s with no fault injected).
+			// A retired token (package processor, "Tokens"): its holder takes
+			// its lease back at once, and another candidate may too (its
+			// heartbeats exclude the role). Neither spends a fault's budget.
 			e.Cause, prevRace, chain = "retake of its own lease after its token was retired", false, 0
 			if e.Member != prev.Member {
 				e.Cause = "after the holder's token was retired"
 			}
+			prev = e
+			continue
+		}
+		if at, ok := released[e.Role+"@"+prev.Token.String()]; ok && at <= challengedAt(*e) {
+			// The holder let the role go before the challenge began.
+			e.Cause, prevRace, chain = "after the holder let it go", false, 0
 			prev = e
 			continue
 		}

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// This file holds the checks of holdings and writes: overlapping
+// This file holds the audits of holdings and writes: overlapping
 // holdings (overlap), a commit under a token after a newer one was minted
 // (after-mint), sequence numbers and writes that returned an error
 // (sequence, zombie), and unheld gaps (gap). The package documentation
@@ -129,20 +129,20 @@ func lastRenewal(h History) map[roleToken]int64 {
 	return m
 }
 
-// checkOverlap (a): a holder may believe it holds a role until its local
-// deadline: RenewDeadline after the start of its last successful lease
+// auditOverlap (a): a holder may believe it holds a role until its local
+// deadline: HeartbeatDeadline after the start of its last successful lease
 // write, or of the last member-session round that vouched for the role,
 // which is at most the system time of the token's last renewal
 // (lastRenewal: its last committed lease, or the last heartbeat of its
 // session that vouched for it; or its elected line, when later) +
-// RenewDeadline, moved to
+// HeartbeatDeadline, moved to
 // the SIGCONT when a SIGSTOP of its process spans that deadline or begins
 // within Tolerance after it (a stopped process can do nothing, not even
 // give up). Its own log shows it holding until its revoked line for the
 // token, or, without one, until the last line its process wrote. If that is later than the
 // deadline + Tolerance while a newer token of the role had already been
 // elected, two holdings overlapped beyond what the fence allows.
-func checkOverlap(h History, els []Election, add addFunc) {
+func auditOverlap(h History, els []Election, add addFunc) {
 	s := h.Settings
 	last := lastRenewal(h)
 	// per role, the elections in token order (els is sorted so)
@@ -206,7 +206,7 @@ func mints(h History) map[string]map[Token]int64 {
 	return m
 }
 
-// checkAfterMint (b): once AcquireEpoch has returned a token of a role
+// auditAfterMint (b): once AcquireEpoch has returned a token of a role
 // (the minted line, written after it returned), the coordinator has fenced
 // every older token of the role, so no write under an older token can
 // commit after it: a committed lease, numbered record or stream output
@@ -214,7 +214,7 @@ func mints(h History) map[string]map[Token]int64 {
 // timestamp, set from the system clock when the batch was built; for a
 // numbered record also its write line's begin time) is a violation,
 // whether or not the newer token ever wrote anything.
-func checkAfterMint(h History, add addFunc) {
+func auditAfterMint(h History, add addFunc) {
 	ms := mints(h)
 	began := map[string]int64{} // role/token/seq -> the write's begin
 	for _, e := range h.Events {
@@ -252,12 +252,12 @@ func checkAfterMint(h History, add addFunc) {
 	}
 }
 
-// checkSequences (c): per role and token, the committed numbered records
+// auditSequences (c): per role and token, the committed numbered records
 // carry each sequence number once and in increasing offset order (a
 // holder writes them one at a time, each after the last returned); and no
 // record is committed whose write line says the call returned an error
 // other than OutcomeMayHaveCommitted.
-func checkSequences(h History, add addFunc) {
+func auditSequences(h History, add addFunc) {
 	writes := map[string]Event{}
 	for _, e := range h.Events {
 		if e.Kind == "write" {
@@ -314,7 +314,7 @@ func (g Gap) Took() time.Duration { return time.Duration(g.To-g.From) * time.Mil
 // GapBound is the longest role may stay without a holder from the start
 // of the last committed lease at g of holder's holding, while a
 // candidate is live: Lease + Renew + Stagger*(Members-1) + Tolerance (the
-// lease runs out, at most a renew interval after it was begun for the
+// lease runs out, at most a heartbeat interval after it was begun for the
 // time it takes to commit and be read, then the candidates challenge in
 // turn, those ahead in rank possibly down), plus, for every fault whose
 // span [Start, End + RequestTimeout] overlaps [g, g + the bound], counted
@@ -461,14 +461,14 @@ func allDown(h History, from, to int64) bool {
 	return false
 }
 
-// checkGaps (d): per role, between consecutive elections (in token
+// auditGaps (d): per role, between consecutive elections (in token
 // order), the role is without a holder from the start of the earlier
 // holding's last committed lease (or release) to the later election; and
 // after its last election, to the shutdown. Each such gap longer than
 // [GapBound] is a violation, unless at some moment in it every member
 // process was down. The first election of a role is the opening, not
 // judged. A gap that the shutdown cuts is judged up to the shutdown.
-func checkGaps(h History, r *Report, add addFunc) {
+func auditGaps(h History, r *Report, add addFunc) {
 	last := lastRenewal(h)
 	bounds := newGapBounds(h)
 	judge := func(g Gap, holder string, next *Election) {

@@ -22,7 +22,7 @@ func heartbeat(member string, s Session, off, ts int64, excluded ...string) Hear
 		Batch: Batch{Partition: 1, Offset: off, ProducerID: s.PID, ProducerEpoch: s.Epoch, Timestamp: ts}}
 }
 
-// beat appends member's heartbeats under s, one every renew interval from
+// beat appends member's heartbeats under s, one every heartbeat interval from
 // from until before to.
 func beat(h *History, member string, s Session, from, to int64, excluded ...string) {
 	for ts := from; ts < to; ts += ms(h.Settings.Renew) {
@@ -32,7 +32,7 @@ func beat(h *History, member string, s Session, from, to int64, excluded ...stri
 
 // sessioned is clean under the member session design: each holding writes
 // one lease, at its election, naming its member's session, and the
-// session's heartbeats renew it every renew interval (a's until its kill
+// session's heartbeats renew it every heartbeat interval (a's until its kill
 // at t0+1000, b's until the shutdown).
 func sessioned() History {
 	h := clean()
@@ -47,9 +47,9 @@ func sessioned() History {
 // last heartbeat: the role held until the shutdown by b, whose one lease
 // was written 17 s before it, is no gap (judged from b's lease, it was
 // one), and a's holding ends at its last heartbeat.
-func TestCheckSessionRenewals(t *testing.T) {
+func TestAuditSessionRenewals(t *testing.T) {
 	h := sessioned()
-	r := Check(h)
+	r := Audit(h)
 	assert.Empty(t, r.Violations)
 	assert.Equal(t, len(h.Heartbeats), r.Heartbeats)
 	require.Len(t, r.Gaps, 2)
@@ -89,7 +89,7 @@ func TestCheckSessionRenewals(t *testing.T) {
 // revocation by t0+3400 is within the tolerance, one at t0+3500 is not.
 // Judged from its one lease (t0), the first would be reported too. A
 // heartbeat that excludes the role does not move the deadline.
-func TestCheckOverlapSession(t *testing.T) {
+func TestAuditOverlapSession(t *testing.T) {
 	for _, tc := range []struct {
 		at       int64
 		excluded bool
@@ -101,7 +101,7 @@ func TestCheckOverlapSession(t *testing.T) {
 			h.Heartbeats[1].Excluded = []string{"r"} // the one at t0+800: the base is t0+400
 		}
 		h.Events = append(h.Events, Event{Kind: "revoked", Role: "r", Member: "a", PID: 1, Epoch: 0, Reason: "lease lost", Wall: tc.at})
-		vs := reported(Check(h), KindOverlap)
+		vs := reported(Audit(h), KindOverlap)
 		assert.Len(t, vs, tc.want, "revoked at t0+%d, excluded %t", tc.at-t0, tc.excluded)
 		if len(vs) > 0 && !tc.excluded {
 			assert.Contains(t, vs[0].Evidence, "last renewal begun "+stamp(t0+800))
@@ -121,32 +121,32 @@ func TestCheckOverlapSession(t *testing.T) {
 		h.Faults = nil
 		beat(&h, "a", sessA, t0+1200, h.Shutdown)
 		h.Events = append(h.Events, Event{Kind: "revoked", Role: "r", Member: "a", PID: 1, Epoch: 0, Reason: "lease lost", Wall: tc.at})
-		assert.Len(t, reported(Check(h), KindOverlap), tc.want, "revoked at t0+%d", tc.at-t0)
+		assert.Len(t, reported(Audit(h), KindOverlap), tc.want, "revoked at t0+%d", tc.at-t0)
 	}
 }
 
 // A session end releases every lease of its incarnation: the role is
 // without a holder from it, as from a release. A heartbeat committed under
 // another producer than the session it names is reported (author).
-func TestCheckSessionEnd(t *testing.T) {
+func TestAuditSessionEnd(t *testing.T) {
 	h := sessioned()
 	h.Faults[0] = Fault{Kind: FaultRestart, Target: "a", Start: t0 + 1000, End: t0 + 4000}
 	end := heartbeat("a", sessA, 50, t0+1050)
 	end.GrantedAt, end.Deadline, end.End = 0, 0, true
 	h.Heartbeats = append(h.Heartbeats, end)
-	r := Check(h)
+	r := Audit(h)
 	assert.Empty(t, r.Violations)
 	assert.Equal(t, 1, r.SessionEnds)
 	assert.Equal(t, t0+1050, lastRenewal(h)[roleToken{"r", tok(0)}])
 
 	h = sessioned()
 	h.Heartbeats[0].ProducerEpoch = 7
-	vs := reported(Check(h), KindAuthor)
+	vs := reported(Audit(h), KindAuthor)
 	require.Len(t, vs, 1)
 	assert.Contains(t, vs[0].Evidence, "names a session 100/0/na but was written by producer 100/7")
 }
 
-// The checker reads the role topic's values on its own; what it reads
+// The auditor reads the role topic's values on its own; what it reads
 // must be what package codec writes.
 func TestDecodeSessionRecords(t *testing.T) {
 	s := codec.Session{ProducerID: 7, Epoch: 2, Nonce: "abc"}
@@ -172,7 +172,7 @@ func TestDecodeSessionRecords(t *testing.T) {
 }
 
 // A history with sessions written and read back keeps its heartbeats and
-// the sessions its leases name (TestRecheck judges such histories).
+// the sessions its leases name.
 func TestHistoryRoundTripSessions(t *testing.T) {
 	h := sessioned()
 	h.Heartbeats[1].Excluded = []string{"r"}

@@ -17,9 +17,9 @@ type vacancy struct {
 	winners []Election
 }
 
-// vacancyCheck holds what checkVacancies looks up, per role and token
+// vacancyAudit holds what auditVacancies looks up, per role and token
 // and per member.
-type vacancyCheck struct {
+type vacancyAudit struct {
 	h        History
 	first    map[roleToken]Lease // the first committed lease of each token
 	released map[roleToken]Lease // the first committed release of each token
@@ -41,7 +41,7 @@ type ending struct {
 // clock: rolestate.ExcludesLease), or its expiry a Lease after its last
 // renewal. expiry is false for a token a take-back superseded: the
 // take-back's lease renews the holding.
-func (c *vacancyCheck) holdingEnd(role string, t Token, at int64, expiry bool) (ending, bool) {
+func (c *vacancyAudit) holdingEnd(role string, t Token, at int64, expiry bool) (ending, bool) {
 	k := roleToken{role, t}
 	l, ok := c.first[k]
 	if !ok {
@@ -76,7 +76,7 @@ func (c *vacancyCheck) holdingEnd(role string, t Token, at int64, expiry bool) (
 // latest: its minted line, else its elected line or first lease.
 func challengedAt(e Election) int64 { return min(e.At, nonZero(e.Minted, e.At)) }
 
-// checkVacancies: per role, every vacancy after the opening campaign is
+// auditVacancies: per role, every vacancy after the opening campaign is
 // won once. An election by another member than the holding's before that
 // holding ended is a second win of the vacancy that holding won; one by
 // the holding's own member continues its holding (a take-back: package
@@ -84,14 +84,20 @@ func challengedAt(e Election) int64 { return min(e.At, nonZero(e.Minted, e.At)) 
 // excluded by its own heartbeat. A vacancy won more than once is a
 // violation unless a fault that can hold a challenge in flight overlaps
 // it (see the package documentation).
-func checkVacancies(h History, r *Report, add addFunc) {
-	c := &vacancyCheck{h: h, first: map[roleToken]Lease{}, released: map[roleToken]Lease{}, renewed: lastRenewal(h), byMember: map[string][]Heartbeat{}}
+func auditVacancies(h History, r *Report, add addFunc) {
+	c := &vacancyAudit{h: h, first: map[roleToken]Lease{}, released: map[roleToken]Lease{}, renewed: lastRenewal(h), byMember: map[string][]Heartbeat{}}
 	for _, l := range h.Leases {
 		k := roleToken{l.Role, l.Token}
 		if _, ok := c.first[k]; !ok {
 			c.first[k] = l
 		}
 		if _, ok := c.released[k]; !ok && l.Released() {
+			c.released[k] = l
+		}
+	}
+	of, _ := newEpochReleases(h)
+	for k, l := range of {
+		if rel, ok := c.released[k]; !ok || l.Timestamp < rel.Timestamp {
 			c.released[k] = l
 		}
 	}
@@ -138,7 +144,7 @@ func checkVacancies(h History, r *Report, add addFunc) {
 		}
 		at := challengedAt(e)
 		if at-first.At < ms(s.Lease) && opening < h.Members-1 {
-			// The opening campaign (see checkElections): not judged.
+			// The opening campaign (see auditElections): not judged.
 			opening++
 			chain = []Election{e}
 			continue
@@ -172,7 +178,7 @@ func checkVacancies(h History, r *Report, add addFunc) {
 		default:
 			// Another member while the holding lasted: a second win of
 			// the vacancy that holding won. (After the opening no
-			// vacancy is open: the elections check judges a takeover.)
+			// vacancy is open: the elections audit judges a takeover.)
 			if v != nil {
 				v.winners = append(v.winners, e)
 			}
@@ -187,7 +193,7 @@ func checkVacancies(h History, r *Report, add addFunc) {
 // killed, restarted, exited), whose span [Start, End + RequestTimeout]
 // overlaps [the vacancy's start or its first win, less a RequestTimeout,
 // its last win].
-func (c *vacancyCheck) shadowed(v *vacancy) bool {
+func (c *vacancyAudit) shadowed(v *vacancy) bool {
 	s := c.h.Settings
 	from := min(v.from, challengedAt(v.winners[0])) - ms(s.RequestTimeout)
 	to := challengedAt(v.winners[len(v.winners)-1])
