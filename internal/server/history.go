@@ -48,7 +48,7 @@ const (
 //	{"at":MS,"kind":K,"cause":C,
 //	 "holder":{"member":M,"value":V,"token":{...},"fence":N} or null,
 //	 "from":{"member":M,"value":V,"token":{...},"fence":N} (left out when none),
-//	 "unheld_ms":N, "renewed_at":MS, "renew_ms":N, "lease_ms":N,
+//	 "unheld_ms":N, "vouched_at":MS, "renew_ms":N, "lease_ms":N,
 //	 "during_outage":BOOL}
 //
 // Zero fields are left out.
@@ -70,14 +70,14 @@ type Transition struct {
 	// no holder before it, as the server saw it (0 when the holder took
 	// over a live lease, or none was seen before).
 	UnheldMS int64 `json:"unheld_ms,omitempty"`
-	// RenewedAt, for a transition with a holder, is when the server's
+	// VouchedAt, for a transition with a holder, is when the server's
 	// view saw that holder's latest renewal (Unix ms, the server's clock):
 	// its lease record, or a heartbeat of its member session that vouches
-	// for the role (the holder's renewal, [Holder].RenewedAt): the last
+	// for the role (the holder's renewal, [Holder].VouchedAt): the last
 	// time the holder was known to be alive. A holding that ended by
 	// running out was not renewed after it: the server cannot tell whether
 	// its holder was alive then.
-	RenewedAt int64 `json:"renewed_at,omitempty"`
+	VouchedAt int64 `json:"vouched_at,omitempty"`
 	// RenewMS is the interval between the last two renewals the server
 	// noted (0 before the second; it notes a renewal when a row of the
 	// role comes, at a change or when the lease would end, so a holder
@@ -150,7 +150,7 @@ type History struct {
 // holding is what the history notes of a role's current holder beside its
 // transition.
 type holding struct {
-	renewed      int64 // RenewedAt of the latest renewal seen of the holding (the holder's clock)
+	renewed      int64 // VouchedAt of the latest renewal seen of the holding (the holder's clock)
 	candidate    bool  // the holder was a candidate in a row of the holding
 	deregistered bool  // ... and then was not, while it held: an operator's step-down
 }
@@ -308,7 +308,7 @@ func (h *History) record(r Row, initial bool) {
 		t.Kind, t.Cause = TransitionElected, CauseElected
 	case last.Holder != nil:
 		t.Kind, t.Cause, t.From = TransitionTakeover, CauseFenced, last.Holder
-		if last.LeaseMS > 0 && now-last.RenewedAt >= last.LeaseMS*3/4 {
+		if last.LeaseMS > 0 && now-last.VouchedAt >= last.LeaseMS*3/4 {
 			// The new holder saw the lease run out a little before this
 			// server did: its last quarter, unrenewed, is a failover's.
 			t.Cause = CauseFailover
@@ -331,9 +331,9 @@ func (h *History) record(r Row, initial bool) {
 	}
 	delete(h.holding, r.Role)
 	if cur != nil {
-		t.RenewedAt = renewalSeen(r.Holder, now)
+		t.VouchedAt = renewalSeen(r.Holder, now)
 		t.LeaseMS = rolestate.LeaseSpan(r.Holder.lease()).Milliseconds()
-		h.holding[r.Role] = &holding{renewed: r.Holder.RenewedAt, candidate: isCandidate(r, cur.Member)}
+		h.holding[r.Role] = &holding{renewed: r.Holder.VouchedAt, candidate: isCandidate(r, cur.Member)}
 	}
 	ts = append(ts, t)
 	h.roles[r.Role] = h.trim(ts, now)
@@ -352,21 +352,21 @@ func (h *History) renewed(last *Transition, r Row, now int64) {
 
 // noteRenewal notes on last, the transition of r's holding, the holder's
 // latest renewal when it is newer than the one noted (a lease record, or
-// a heartbeat of its member session: [Holder].RenewedAt), and returns the
+// a heartbeat of its member session: [Holder].VouchedAt), and returns the
 // holding's notes.
 func (h *History) noteRenewal(last *Transition, r Row, now int64) *holding {
 	hd := h.holding[r.Role]
 	if hd == nil {
-		hd = &holding{renewed: r.Holder.RenewedAt}
+		hd = &holding{renewed: r.Holder.VouchedAt}
 		h.holding[r.Role] = hd
 	}
-	if r.Holder.RenewedAt > hd.renewed {
-		hd.renewed = r.Holder.RenewedAt
-		if seen := renewalSeen(r.Holder, now); seen > last.RenewedAt {
-			if last.RenewedAt != 0 {
-				last.RenewMS = seen - last.RenewedAt
+	if r.Holder.VouchedAt > hd.renewed {
+		hd.renewed = r.Holder.VouchedAt
+		if seen := renewalSeen(r.Holder, now); seen > last.VouchedAt {
+			if last.VouchedAt != 0 {
+				last.RenewMS = seen - last.VouchedAt
 			}
-			last.RenewedAt = seen
+			last.VouchedAt = seen
 		}
 		last.LeaseMS = rolestate.LeaseSpan(r.Holder.lease()).Milliseconds()
 	}
@@ -448,9 +448,9 @@ func (h *History) Role(role codec.Role) RoleHistory {
 		case tr.Holder != nil && tr.Cause == CauseFailover && i > 0:
 			silent := out[i-1].At // the lease ran out: from the last renewal of the holding before it
 			if out[i-1].Holder != nil {
-				silent = out[i-1].RenewedAt
+				silent = out[i-1].VouchedAt
 			} else if i > 1 && out[i-2].Holder != nil {
-				silent = out[i-2].RenewedAt
+				silent = out[i-2].VouchedAt
 			}
 			out[i].DuringOutage = inOutage(h.outages, silent, tr.At)
 		}

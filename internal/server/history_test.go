@@ -17,7 +17,7 @@ import (
 )
 
 func heldRow(role codec.Role, m codec.MemberID, epoch int16) Row {
-	return Row{Role: role, Holder: &Holder{Member: m, Token: codec.Token{ProducerID: 7, Epoch: epoch}, Fence: 10 * int64(epoch), GrantedAt: 1000, Deadline: 11000, RenewedAt: 1000}}
+	return Row{Role: role, Holder: &Holder{Member: m, Token: codec.Token{ProducerID: 7, Epoch: epoch}, Fence: 10 * int64(epoch), GrantedAt: 1000, Deadline: 11000, VouchedAt: 1000}}
 }
 
 // TestHistoryKinds: the history names each change of holder by what
@@ -104,7 +104,7 @@ func TestHistoryEndpoint(t *testing.T) {
 	tr := rh.Transitions[2]
 	assert.Equal(t, Transition{At: tr.At, Kind: TransitionFailover, Cause: CauseFailover,
 		Holder: &HistoryHolder{Member: "m2", Token: l2.Token, Fence: f2}, From: &HistoryHolder{Member: "m1", Token: l1.Token, Fence: f1},
-		UnheldMS: tr.At - rh.Transitions[1].At, RenewedAt: tr.At, LeaseMS: rolestate.MaxLeaseSpan.Milliseconds()}, tr)
+		UnheldMS: tr.At - rh.Transitions[1].At, VouchedAt: tr.At, LeaseMS: rolestate.MaxLeaseSpan.Milliseconds()}, tr)
 	assert.Equal(t, []Outage{}, rh.Outages)
 
 	var src sourceBody
@@ -127,7 +127,7 @@ func TestHistoryCauses(t *testing.T) {
 	at := func(ms int64, r Row) { now = time.UnixMilli(1_000_000 + ms); h.record(r, false) }
 	held := func(m codec.MemberID, epoch int16, granted int64, cands ...codec.MemberID) Row {
 		r := heldRow("db", m, epoch)
-		r.Holder.GrantedAt, r.Holder.Deadline, r.Holder.RenewedAt = granted, granted+3000, granted
+		r.Holder.GrantedAt, r.Holder.Deadline, r.Holder.VouchedAt = granted, granted+3000, granted
 		for i, c := range cands {
 			r.Candidates = append(r.Candidates, rolestate.Candidate{Member: c, Offset: int64(i), Rank: i})
 		}
@@ -193,10 +193,10 @@ func TestHistoryCauses(t *testing.T) {
 		{Kind: TransitionTakeover, Cause: CauseFailover, From: "m1", To: "m2"},
 	}, gots)
 	first := rh.Transitions[0]
-	assert.Equal(t, int64(1_001_200), first.RenewedAt, "m1's last renewal seen")
+	assert.Equal(t, int64(1_001_200), first.VouchedAt, "m1's last renewal seen")
 	assert.Equal(t, int64(600), first.RenewMS, "between its last two renewals")
 	assert.Equal(t, int64(3000), first.LeaseMS)
-	assert.Equal(t, int64(1_004_500), rh.Transitions[2].RenewedAt, "m2's lease was never renewed: its grant")
+	assert.Equal(t, int64(1_004_500), rh.Transitions[2].VouchedAt, "m2's lease was never renewed: its grant")
 	assert.Zero(t, rh.Transitions[2].RenewMS)
 	assert.False(t, rh.Transitions[1].DuringOutage, "no outage")
 	assert.Equal(t, []Outage{}, rh.Outages)
@@ -293,7 +293,7 @@ func TestHistoryCountsHeartbeats(t *testing.T) {
 	h := NewHistory(time.Hour, 0, func() time.Time { return now })
 	row := func(renewed, seen int64, expired bool) Row {
 		r := heldRow("db", "m1", 0) // the lease: granted at 1000
-		r.Holder.RenewedAt, r.Holder.Renewed, r.Holder.Expired = renewed, time.UnixMilli(seen), expired
+		r.Holder.VouchedAt, r.Holder.Renewed, r.Holder.Expired = renewed, time.UnixMilli(seen), expired
 		return r
 	}
 	h.record(row(1000, 1_000_000, false), true)
@@ -303,7 +303,7 @@ func TestHistoryCountsHeartbeats(t *testing.T) {
 	}
 	tr := h.Role("db").Transitions
 	require.Len(t, tr, 1)
-	assert.Equal(t, int64(1_029_500), tr[0].RenewedAt, "the latest heartbeat, when the view saw it")
+	assert.Equal(t, int64(1_029_500), tr[0].VouchedAt, "the latest heartbeat, when the view saw it")
 	assert.Equal(t, int64(10_000), tr[0].RenewMS)
 
 	// m1 dies after one more heartbeat, seen at 1_035_000; its lease runs
@@ -314,7 +314,7 @@ func TestHistoryCountsHeartbeats(t *testing.T) {
 	h.record(heldRow("db", "m2", 1), false)
 	tr = h.Role("db").Transitions
 	require.Len(t, tr, 3)
-	assert.Equal(t, int64(1_035_000), tr[0].RenewedAt, "m1's last heartbeat, from the row that showed it run out")
+	assert.Equal(t, int64(1_035_000), tr[0].VouchedAt, "m1's last heartbeat, from the row that showed it run out")
 	assert.Equal(t, TransitionFailover, tr[2].Kind)
-	assert.Equal(t, int64(10_300), tr[2].At-tr[0].RenewedAt, "m1 silent about a lease, not since its lease record")
+	assert.Equal(t, int64(10_300), tr[2].At-tr[0].VouchedAt, "m1 silent about a lease, not since its lease record")
 }

@@ -13,15 +13,15 @@ import (
 //
 //	{"role":R,
 //	 "holder":{"member":M,"value":V,"token":{"producer_id":N,"epoch":N},"fence":N,"granted_at":MS,"deadline":MS,
-//	           "renewed_at":MS,"expired":BOOL,"left_ms":N} or null,
+//	           "vouched_at":MS,"expired":BOOL,"left_ms":N} or null,
 //	 "candidates":[{"member":M,"offset":N,"registered_at":MS,"value":V,"rank":0,"gone":true},...],
 //	 "dead":true}
 //
 // "value" is left out when the member registered none. "fence" is the
 // holding's fencing number ([rolestate.State.Fence]). Times are Unix
-// milliseconds; granted_at, deadline and renewed_at by the holder's clock.
+// milliseconds; granted_at, deadline and vouched_at by the holder's clock.
 // granted_at and deadline are the lease record's (written again only
-// hourly); renewed_at is the holder's latest renewal: the lease's
+// hourly); vouched_at is the holder's latest renewal: the lease's
 // granted_at, or that of the latest heartbeat of its member session that
 // vouches for the role, whichever is later. "expired" and "left_ms" are
 // judged when the row is built by that latest renewal ([liveness.Judge]),
@@ -39,7 +39,7 @@ type Row struct {
 	Dead       bool                  `json:"dead,omitempty"`
 }
 
-// Holder is the latest lease of a role. Expired, LeftMS and RenewedAt are
+// Holder is the latest lease of a role. Expired, LeftMS and VouchedAt are
 // judged when the row is built, as this observer judges the lease
 // ([liveness.Judge]): it runs out a span after this process saw the
 // holder's latest renewal (its lease record or a heartbeat of its member
@@ -57,9 +57,9 @@ type Holder struct {
 	Fence     int64 `json:"fence"`
 	GrantedAt int64 `json:"granted_at"`
 	Deadline  int64 `json:"deadline"`
-	// RenewedAt is the GrantedAt of the holder's latest renewal (Unix ms,
+	// VouchedAt is the GrantedAt of the holder's latest renewal (Unix ms,
 	// the holder's clock); 0 for a release.
-	RenewedAt int64 `json:"renewed_at,omitempty"`
+	VouchedAt int64 `json:"vouched_at,omitempty"`
 	Expired   bool  `json:"expired"`
 	// LeftMS is the time left on the lease when the row was built, in
 	// milliseconds: Ends minus now, 0 once expired.
@@ -111,7 +111,7 @@ func NewRow(st rolestate.State, now time.Time) Row {
 			Value:     l.Value, // written under the holder's token, never a registration's
 			GrantedAt: l.GrantedAt,
 			Deadline:  l.Deadline,
-			RenewedAt: v.RenewedAt,
+			VouchedAt: v.VouchedAt,
 			Expired:   !v.Live,
 			Ends:      v.End,
 			Renewed:   v.RenewalSeen,

@@ -18,9 +18,12 @@
 //	/v1/source               {"brokers":[...],"topic":T,"history_window_ms":N}: what the server reads (Options.Source)
 //	/v1/roles/{role}/history RoleHistory: the role's changes of holder in the history's window (Options.History)
 //	/v1/history              [RoleHistory, ...]: every role's, sorted by role (Options.History)
+//	/v1/groups               every group with a live member: its members, what each holds, its balance
+//	                         (package groupsum, as `krole table --members -o json`)
 //
 // The history routes answer 404 {"error": ...} when the server keeps no
-// history (Options.History nil).
+// history (Options.History nil), /v1/groups when the table is no
+// [GroupReader].
 //
 // A [Row] is {"role", "holder", "candidates"}; see [NewRow]. Its "expired"
 // and "left_ms" are judged when the answer is made, with the server's
@@ -139,9 +142,10 @@ type Source struct {
 }
 
 type server struct {
-	t       Table
-	opts    Options
-	lookups *prometheus.CounterVec
+	t           Table
+	groupReader GroupReader // nil when t reads no groups
+	opts        Options
+	lookups     *prometheus.CounterVec
 }
 
 // The API routes counted in krole_lookups_total, by pattern.
@@ -154,6 +158,7 @@ var apiRoutes = []string{
 	"/v1/source",
 	"/v1/roles/{role}/history",
 	"/v1/history",
+	"/v1/groups",
 }
 
 // APIRoutes returns the patterns of the API's routes (those under /v1/, as
@@ -182,6 +187,7 @@ func New(t Table, opts Options) (http.Handler, error) {
 		opts.Registry = prometheus.NewRegistry()
 	}
 	s := &server{t: t, opts: opts, lookups: newLookups(apiRoutes)}
+	s.groupReader, _ = t.(GroupReader)
 	for _, c := range []prometheus.Collector{viewCollector{t}, s.lookups} {
 		if err := opts.Registry.Register(c); err != nil {
 			return nil, fmt.Errorf("server: registering metrics: %w", err)
@@ -201,6 +207,7 @@ func New(t Table, opts Options) (http.Handler, error) {
 		"/v1/source":               s.source,
 		"/v1/roles/{role}/history": s.roleHistory,
 		"/v1/history":              s.history,
+		"/v1/groups":               s.groups,
 	}
 	for _, route := range apiRoutes {
 		mux.Handle("GET "+route, s.counted(route, api[route]))

@@ -186,8 +186,8 @@ func TestRolesIsTheTableJSON(t *testing.T) {
 	// The exact shape: roles sorted, a lease without candidates and
 	// candidates without a lease both present, candidates in rank order.
 	assert.JSONEq(t, `[
-	  {"role":"cron","holder":{"member":"x","token":{"producer_id":4,"epoch":0},"fence":7,"granted_at":1000,"deadline":1100,"renewed_at":1000,"expired":true,"left_ms":0},"candidates":[]},
-	  {"role":"db","holder":{"member":"a","token":{"producer_id":9,"epoch":2},"fence":4,"granted_at":1000,"deadline":2000,"renewed_at":1000,"expired":false,"left_ms":500},
+	  {"role":"cron","holder":{"member":"x","token":{"producer_id":4,"epoch":0},"fence":7,"granted_at":1000,"deadline":1100,"vouched_at":1000,"expired":true,"left_ms":0},"candidates":[]},
+	  {"role":"db","holder":{"member":"a","token":{"producer_id":9,"epoch":2},"fence":4,"granted_at":1000,"deadline":2000,"vouched_at":1000,"expired":false,"left_ms":500},
 	   "candidates":[{"member":"a","offset":1,"registered_at":900,"rank":0},{"member":"b","offset":3,"registered_at":950,"rank":1}]},
 	  {"role":"queue","holder":null,"candidates":[{"member":"q","offset":2,"registered_at":990,"rank":0}]}
 	]`, rec.Body.String())
@@ -415,7 +415,7 @@ func TestWatchRole(t *testing.T) {
 	f.set(rolestate.State{Role: "db", Lease: &l, LeaseOffset: 8, Candidates: []rolestate.Candidate{{Member: "b", Offset: 3, RegisteredAt: 950}}})
 	next := s.row()
 	assert.Equal(t, codec.Role("db"), next.Role)
-	assert.Equal(t, &Holder{Member: "b", Token: l.Token, Fence: 8, GrantedAt: 1400, Deadline: 9000, RenewedAt: 1400, LeftMS: 7500}, next.Holder)
+	assert.Equal(t, &Holder{Member: "b", Token: l.Token, Fence: 8, GrantedAt: 1400, Deadline: 9000, VouchedAt: 1400, LeftMS: 7500}, next.Holder)
 	assert.Equal(t, []rolestate.Candidate{{Member: "b", Offset: 3, RegisteredAt: 950}}, next.Candidates)
 
 	// A role the table does not have: an empty row first, then its rows.
@@ -583,7 +583,7 @@ func TestTimeLeftIsTheObservers(t *testing.T) {
 
 // TestRowJudgesByHeartbeats: a holder elected three spans ago, renewed by
 // its member session's heartbeats alone, is live with the time left from
-// its latest heartbeat and renewed_at that heartbeat's start; a candidate
+// its latest heartbeat and vouched_at that heartbeat's start; a candidate
 // whose session ran out is gone, and a role whose candidates are all gone
 // without a live holder is dead.
 func TestRowJudgesByHeartbeats(t *testing.T) {
@@ -606,14 +606,14 @@ func TestRowJudgesByHeartbeats(t *testing.T) {
 	require.NotNil(t, r.Holder)
 	assert.False(t, r.Holder.Expired, "three spans after its lease record")
 	assert.Equal(t, (span - 250*time.Millisecond).Milliseconds(), r.Holder.LeftMS)
-	assert.Equal(t, hb.GrantedAt, r.Holder.RenewedAt)
+	assert.Equal(t, hb.GrantedAt, r.Holder.VouchedAt)
 	assert.Equal(t, l.GrantedAt, r.Holder.GrantedAt, "granted_at stays the lease's")
 	assert.Equal(t, []bool{false, true, false}, []bool{r.Candidates[0].Gone, r.Candidates[1].Gone, r.Candidates[2].Gone})
 	assert.Nil(t, r.Candidates[0].Session, "the row shares nothing with the state")
 	assert.False(t, r.Dead)
 	body, err := json.Marshal(r)
 	require.NoError(t, err)
-	assert.Contains(t, string(body), fmt.Sprintf(`"renewed_at":%d`, hb.GrantedAt))
+	assert.Contains(t, string(body), fmt.Sprintf(`"vouched_at":%d`, hb.GrantedAt))
 	assert.Contains(t, string(body), `{"member":"b","offset":0,"registered_at":0,"rank":1,"gone":true}`)
 
 	// The holder's session ended, and so did every candidate's: dead.

@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"time"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/group"
 	"github.com/krabka/krole/rolestate"
 	"github.com/krabka/krole/view"
 )
@@ -17,13 +19,28 @@ type SessionReader interface {
 // WithSessions returns t with each candidate's member session joined to
 // the states it hands out (rolestate.Candidate.Session), read from t
 // itself, so that [NewRow] can tell a candidate whose session is gone. It
-// returns t as it is when t cannot read sessions.
+// returns t as it is when t cannot read sessions. When t is a
+// [GroupReader], so is the table returned.
 func WithSessions(t Table) Table {
 	sr, ok := t.(SessionReader)
 	if !ok {
 		return t
 	}
-	return sessionTable{Table: t, sr: sr}
+	st := sessionTable{Table: t, sr: sr}
+	if gr, ok := t.(GroupReader); ok {
+		return sessionGroupTable{sessionTable: st, gr: gr}
+	}
+	return st
+}
+
+// sessionGroupTable is a sessionTable that reads groups as its table does.
+type sessionGroupTable struct {
+	sessionTable
+	gr GroupReader
+}
+
+func (s sessionGroupTable) Groups(ctx context.Context, now time.Time) (map[string][]group.Member, error) {
+	return s.gr.Groups(ctx, now)
 }
 
 type sessionTable struct {

@@ -176,7 +176,7 @@ func follow(ctx context.Context, t Lookuper, now func() time.Time, roles []codec
 			for _, st := range expired {
 				// The holder's member session renews the lease with
 				// heartbeats, which the view does not publish (one per
-				// member and renew interval, for every role it holds):
+				// member and heartbeat interval, for every role it holds):
 				// the role as the table holds it now has the latest.
 				// Renewed, its row goes out with its new end; else it
 				// goes out expired.

@@ -95,7 +95,7 @@ func TestOverARealView(t *testing.T) {
 	assert.Nil(t, rows[1].Holder)
 	svc := rows[2]
 	require.NotNil(t, svc.Holder)
-	assert.Equal(t, &Holder{Member: "m1", Token: l.Token, Fence: f1, GrantedAt: l.GrantedAt, Deadline: l.Deadline, RenewedAt: l.GrantedAt, LeftMS: svc.Holder.LeftMS}, svc.Holder)
+	assert.Equal(t, &Holder{Member: "m1", Token: l.Token, Fence: f1, GrantedAt: l.GrantedAt, Deadline: l.Deadline, VouchedAt: l.GrantedAt, LeftMS: svc.Holder.LeftMS}, svc.Holder)
 	assert.LessOrEqual(t, svc.Holder.LeftMS, time.Hour.Milliseconds())
 	require.Len(t, svc.Candidates, 2)
 	assert.Equal(t, rolestate.Candidate{Member: "m1", Offset: off1, RegisteredAt: svc.Candidates[0].RegisteredAt, Rank: 0}, svc.Candidates[0])
@@ -112,7 +112,7 @@ func TestOverARealView(t *testing.T) {
 	f2 := m.LastLease
 	r := s.row()
 	require.NotNil(t, r.Holder)
-	assert.Equal(t, &Holder{Member: "m2", Token: l2.Token, Fence: f2, GrantedAt: l2.GrantedAt, Deadline: l2.Deadline, RenewedAt: l2.GrantedAt, LeftMS: r.Holder.LeftMS}, r.Holder, "not expired yet")
+	assert.Equal(t, &Holder{Member: "m2", Token: l2.Token, Fence: f2, GrantedAt: l2.GrantedAt, Deadline: l2.Deadline, VouchedAt: l2.GrantedAt, LeftMS: r.Holder.LeftMS}, r.Holder, "not expired yet")
 	assert.LessOrEqual(t, r.Holder.LeftMS, int64(1500))
 	r = s.row()
 	require.NotNil(t, r.Holder)
