@@ -16,7 +16,7 @@ require (
 
 // peerkit (what the peers share) and krole (whose package chart peerkit
 // prints with) are directories of this repository.
-require github.com/krabka/krole v0.0.0 // indirect
+require github.com/krabka/krole v0.0.0
 
 replace (
 	github.com/krabka/krole => ../../

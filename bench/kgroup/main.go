@@ -13,6 +13,13 @@
 //	kgroup-election-bench handover --members N --rounds R --ttl D   SIGTERM it: it closes its client, which leaves the group
 //	kgroup-election-bench acquire --rounds R --ttl D                a member of a connected client joins an empty group
 //	  (--with-session: the client's creation and first connection too)
+//	kgroup-election-bench balance --members M --partitions K --ttl D   the group as a shard manager (balance.go)
+//
+// balance is not an election: M consumers in this process (one kgo
+// client each) share a topic of K partitions, and it times the group
+// start, a member's join, its leave (LeaveGroup) and its death (its
+// connections cut: the coordinator expires it), from the members'
+// assignment callbacks.
 //
 // Without --brokers it runs an embedded cluster (kfake) in this process.
 // Times run from the signal (or the join's start) to the line of the
@@ -57,8 +64,23 @@ const kfakeNote = "kfake completes a rebalance as soon as every member has rejoi
 	"Apache Kafka refuses session timeouts below group.min.session.timeout.ms (6 s by default), kfake here allows 100 ms"
 
 func main() {
-	peerkit.Main(name, "failover|handover|acquire [--members N] [--rounds R] [--ttl D] [--with-session] [--brokers HOST:PORT,...] [--label L] [-o json]",
-		runDriver, runCandidate)
+	if len(os.Args) > 1 && os.Args[1] == "balance" {
+		// balance is this peer's own: peerkit's modes are the elections'.
+		if err := runBalance(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, name+":", err)
+			os.Exit(1)
+		}
+		return
+	}
+	peerkit.Main(name, "failover|handover|acquire [--members N] [--rounds R] [--ttl D] [--with-session] [--brokers HOST:PORT,...] [--label L] [-o json]\n"+
+		"       "+name+" "+balanceUsage, runDriver, runCandidate)
+}
+
+// newKfake starts the embedded cluster: one kfake broker on the loopback
+// interface that allows session timeouts down to 100 ms.
+func newKfake() (*kfake.Cluster, error) {
+	return kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
 }
 
 // groupOpts are a candidate's group settings.
@@ -88,8 +110,7 @@ func runDriver(kind string, args []string) error {
 	settings["protocol"] = "classic (JoinGroup/SyncGroup), cooperative-sticky balancer, one partition"
 	eps := *brokers
 	if eps == "" {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(100*time.Millisecond),
-			kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
+		c, err := newKfake()
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -40,5 +41,54 @@ func TestAcquire(t *testing.T) {
 	}
 	if len(d.groupsUsed) != 4 {
 		t.Errorf("groups %v, want one a round", d.groupsUsed)
+	}
+}
+
+// TestBalance: on an embedded cluster, 3 members share 30 partitions;
+// each scenario reaches a balanced assignment and moves at most every
+// partition once, and the departed members' partitions find owners.
+func TestBalance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a session timeout and several rebalances")
+	}
+	const members, partitions = 3, 30
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	results, err := balance(ctx, balanceConfig{members: members, partitions: partitions, ttl: 600 * time.Millisecond, pause: 50 * time.Millisecond}, null)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := []string{"group start", "group join", "group leave", "group kill"}
+	if len(results) != len(kinds) {
+		t.Fatalf("%d results, want %d", len(results), len(kinds))
+	}
+	for i, r := range results {
+		if r.Kind != kinds[i] {
+			t.Errorf("result %d is %q, want %q", i, r.Kind, kinds[i])
+		}
+		rd := r.Rounds[0]
+		if rd["balanced_ms"] <= 0 {
+			t.Errorf("%s: balanced after %v ms", r.Kind, rd["balanced_ms"])
+		}
+		if rd["moved"] > partitions {
+			t.Errorf("%s: moved %v of %d partitions", r.Kind, rd["moved"], partitions)
+		}
+		if i > 0 && (rd["moved"] < 1 || len(r.SamplesMS) < 1) {
+			t.Errorf("%s: moved %v, %d unowned times, want some", r.Kind, rd["moved"], len(r.SamplesMS))
+		}
+		if sub, ok := rd["subject_partitions"]; ok {
+			if sub < 1 || rd["moved"] != sub+rd["other_moved"] || rd["owned_ms"] <= 0 {
+				t.Errorf("%s: the departed member's %v partitions, moved %v, other moved %v, owned after %v ms",
+					r.Kind, sub, rd["moved"], rd["other_moved"], rd["owned_ms"])
+			}
+		}
+	}
+	if join := results[1].Rounds[0]; join["moved"] < partitions/(members+1) {
+		t.Errorf("join moved %v, want at least the new member's share %d", join["moved"], partitions/(members+1))
 	}
 }

@@ -20,6 +20,10 @@ type AcquireOptions struct {
 	Settings processor.Settings
 	// Run tags the role and member names.
 	Run string
+	// Running: one member, started and elected for a first role before
+	// the rounds, takes one more role each round (Member.Add), as etcd's
+	// Campaign runs on a session already open.
+	Running bool
 }
 
 // Acquire runs `krole bench acquire`: each round, a fresh member (a
@@ -37,10 +41,23 @@ func Acquire(ctx context.Context, c Cluster, o AcquireOptions) (*chart.Result, e
 		return nil, err
 	}
 	defer bt.Close()
+	round, member := acquireFresh(ctx, c, bt, o), "processor.Member in the bench process, on the bench's view and one transport"
+	if o.Running {
+		a, err := startAcquirer(ctx, c, bt, o.Settings, codec.MemberID("bench-acquirer-"+o.Run), codec.Role("bench-acquire-"+o.Run+"-first"))
+		if err != nil {
+			return nil, err
+		}
+		defer a.close()
+		if _, err := a.awaitElected(ctx, "the first role"); err != nil {
+			return nil, err
+		}
+		round = a.takeOneMore(ctx, o)
+		member = "one processor.Member in the bench process, running, taking one more role each round (Member.Add)"
+	}
 	var samples []float64
 	phases := map[string][]float64{}
 	for r := range o.Rounds {
-		d, ph, err := acquireOnce(ctx, c, bt, o, r)
+		d, ph, err := round(r)
 		if err != nil {
 			return nil, err
 		}
@@ -52,8 +69,8 @@ func Acquire(ctx context.Context, c Cluster, o AcquireOptions) (*chart.Result, e
 	}
 	c.endProgress()
 	res := &chart.Result{Kind: "acquire", System: "krole", SamplesMS: samples, Settings: map[string]any{
-		"rounds": o.Rounds, "lease_duration": o.Settings.LeaseDuration.String(), "renew_interval": o.Settings.RenewInterval.String(),
-		"member": "processor.Member in the bench process, on the bench's view and one transport",
+		"rounds": o.Rounds, "lease_duration": o.Settings.LeaseDuration.String(), "heartbeat_interval": o.Settings.HeartbeatInterval.String(),
+		"member": member,
 	}, Phases: map[string]*chart.Dist{}}
 	for k, v := range phases {
 		res.Phases[k] = chart.NewDist(v)
@@ -73,7 +90,9 @@ type traceSource struct {
 func (s *traceSource) Confirm(ctx context.Context, role codec.Role) (rolestate.Confirmed, error) {
 	start := time.Now()
 	c, err := s.Source.Confirm(ctx, role)
-	s.tr.add("confirm", time.Since(start))
+	if s.tr.tracing(role) {
+		s.tr.add("confirm", time.Since(start))
+	}
 	return c, err
 }
 
@@ -83,7 +102,7 @@ func (s *traceSource) Follow(ctx context.Context, role codec.Role) <-chan rolest
 	go func() {
 		defer close(out)
 		for st := range in {
-			if st.Rank(s.me) >= 0 {
+			if st.Rank(s.me) >= 0 && s.tr.tracing(role) {
 				s.tr.mark("registration_shows")
 			}
 			select {
@@ -102,6 +121,45 @@ type tracer struct {
 	start time.Time
 	sums  map[string]time.Duration
 	marks map[string]time.Time
+	role  codec.Role // the role acquired; "" for any
+}
+
+// reset starts the acquisition of role now. The member's heartbeat rounds
+// (DescribeMany, Heartbeat) and its other roles' calls are not traced.
+func (t *tracer) reset(role codec.Role) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.start, t.sums, t.marks, t.role = time.Now(), map[string]time.Duration{}, map[string]time.Time{}, role
+}
+
+// tracing reports whether role is the one acquired.
+func (t *tracer) tracing(role codec.Role) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.role == "" || t.role == role
+}
+
+// phases returns the time from start to at, and its phases in ms: each
+// traced call's sum, the wait for the registration to show, and the rest.
+func (t *tracer) phases(at time.Time) (time.Duration, map[string]float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	total := at.Sub(t.start)
+	ph := map[string]float64{}
+	var known time.Duration
+	for k, d := range t.sums {
+		ph[k] = ms(d)
+		known += d
+	}
+	if reg, ok := t.marks["registered"]; ok {
+		if shows, ok := t.marks["registration_shows"]; ok && shows.After(reg) {
+			d := shows.Sub(reg)
+			ph["registration_to_view"] = ms(d)
+			known += d
+		}
+	}
+	ph["other"] = ms(total - known)
+	return total, ph
 }
 
 func (t *tracer) add(step string, d time.Duration) {
@@ -127,79 +185,124 @@ type traceTransport struct {
 func (t *traceTransport) Register(ctx context.Context, role codec.Role, m codec.MemberID) (int64, error) {
 	start := time.Now()
 	off, err := t.Transport.Register(ctx, role, m)
-	t.tr.add("register", time.Since(start))
-	t.tr.mark("registered")
+	if t.tr.tracing(role) {
+		t.tr.add("register", time.Since(start))
+		t.tr.mark("registered")
+	}
 	return off, err
 }
 
 func (t *traceTransport) AcquireEpoch(ctx context.Context, role codec.Role) (codec.Token, error) {
 	start := time.Now()
 	tok, err := t.Transport.AcquireEpoch(ctx, role)
-	t.tr.add("acquire_epoch", time.Since(start))
+	if t.tr.tracing(role) {
+		t.tr.add("acquire_epoch", time.Since(start))
+	}
 	return tok, err
 }
 
 func (t *traceTransport) WriteLease(ctx context.Context, role codec.Role, tok codec.Token, l codec.Lease) (int64, error) {
 	start := time.Now()
 	off, err := t.Transport.WriteLease(ctx, role, tok, l)
-	t.tr.add("write_lease", time.Since(start))
+	if t.tr.tracing(role) {
+		t.tr.add("write_lease", time.Since(start))
+	}
 	return off, err
 }
 
-// acquireOnce runs round r: the time to the Elected event, and its phases
-// in ms.
-func acquireOnce(ctx context.Context, c Cluster, t fencing.Transport, o AcquireOptions, r int) (time.Duration, map[string]float64, error) {
-	s := o.Settings
-	role := codec.Role(fmt.Sprintf("bench-acquire-%s-%d", o.Run, r))
-	me := codec.MemberID(fmt.Sprintf("bench-acquirer-%s-%d", o.Run, r))
-	tr := &tracer{sums: map[string]time.Duration{}, marks: map[string]time.Time{}}
-	elected := make(chan time.Time, 1)
-	m, err := processor.New(&traceTransport{Transport: t, tr: tr}, &traceSource{Source: c.View, me: me, tr: tr}, me, []codec.Role{role},
+// acquirer is a traced processor.Member of the bench, running, and the
+// times of its Elected events.
+type acquirer struct {
+	m       *processor.Member
+	tr      *tracer
+	s       processor.Settings
+	elected chan time.Time
+	done    chan error
+	cancel  context.CancelFunc
+}
+
+// startAcquirer runs member me for role on t and the bench's view; its
+// clock (tr.start) starts with Run.
+func startAcquirer(ctx context.Context, c Cluster, t fencing.Transport, s processor.Settings, me codec.MemberID, role codec.Role) (*acquirer, error) {
+	a := &acquirer{tr: &tracer{sums: map[string]time.Duration{}, marks: map[string]time.Time{}}, s: s,
+		elected: make(chan time.Time, 16), done: make(chan error, 1)}
+	m, err := processor.New(&traceTransport{Transport: t, tr: a.tr}, &traceSource{Source: c.View, me: me, tr: a.tr}, me, []codec.Role{role},
 		processor.Options{Settings: s, OnEvent: func(ev processor.Event) {
 			if ev.Kind == processor.Elected {
 				select {
-				case elected <- time.Now():
+				case a.elected <- time.Now():
 				default:
 				}
 			}
 		}})
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
+	a.m = m
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan error, 1)
-	tr.start = time.Now()
+	a.cancel = cancel
+	a.tr.start = time.Now()
 	go func() {
-		done <- m.Run(rctx, func(ctx context.Context, _ processor.Held) error { <-ctx.Done(); return nil })
+		a.done <- m.Run(rctx, func(ctx context.Context, _ processor.Held) error { <-ctx.Done(); return nil })
 	}()
-	defer func() { cancel(); <-done }()
+	return a, nil
+}
+
+// awaitElected returns when the member's next Elected event came.
+func (a *acquirer) awaitElected(ctx context.Context, what string) (time.Time, error) {
 	select {
-	case at := <-elected:
-		tr.mu.Lock()
-		defer tr.mu.Unlock()
-		total := at.Sub(tr.start)
-		ph := map[string]float64{}
-		var known time.Duration
-		for k, d := range tr.sums {
-			ph[k] = ms(d)
-			known += d
-		}
-		if reg, ok := tr.marks["registered"]; ok {
-			if shows, ok := tr.marks["registration_shows"]; ok && shows.After(reg) {
-				d := shows.Sub(reg)
-				ph["registration_to_view"] = ms(d)
-				known += d
-			}
-		}
-		ph["other"] = ms(total - known)
-		return total, ph, nil
-	case err := <-done:
-		done <- err
-		return 0, nil, fmt.Errorf("the acquiring member stopped: %v", err)
+	case at := <-a.elected:
+		return at, nil
+	case err := <-a.done:
+		a.done <- err
+		return time.Time{}, fmt.Errorf("the acquiring member stopped: %v", err)
 	case <-ctx.Done():
-		return 0, nil, ctx.Err()
-	case <-time.After(s.LeaseDuration + Wait):
-		return 0, nil, fmt.Errorf("round %d: no election within %v", r, s.LeaseDuration+Wait)
+		return time.Time{}, ctx.Err()
+	case <-time.After(a.s.LeaseDuration + Wait):
+		return time.Time{}, fmt.Errorf("%s: no election within %v", what, a.s.LeaseDuration+Wait)
+	}
+}
+
+// close ends the member's Run and waits for it.
+func (a *acquirer) close() {
+	a.cancel()
+	<-a.done
+}
+
+// acquireFresh returns the rounds of a fresh member each: from its Run to
+// its Elected event, and the phases in ms.
+func acquireFresh(ctx context.Context, c Cluster, t fencing.Transport, o AcquireOptions) func(r int) (time.Duration, map[string]float64, error) {
+	return func(r int) (time.Duration, map[string]float64, error) {
+		me := codec.MemberID(fmt.Sprintf("bench-acquirer-%s-%d", o.Run, r))
+		a, err := startAcquirer(ctx, c, t, o.Settings, me, codec.Role(fmt.Sprintf("bench-acquire-%s-%d", o.Run, r)))
+		if err != nil {
+			return 0, nil, err
+		}
+		defer a.close()
+		at, err := a.awaitElected(ctx, fmt.Sprintf("round %d", r))
+		if err != nil {
+			return 0, nil, err
+		}
+		total, ph := a.tr.phases(at)
+		return total, ph, nil
+	}
+}
+
+// takeOneMore returns the rounds of the running member a: from Add of a
+// new role to its Elected event, and the phases in ms.
+func (a *acquirer) takeOneMore(ctx context.Context, o AcquireOptions) func(r int) (time.Duration, map[string]float64, error) {
+	return func(r int) (time.Duration, map[string]float64, error) {
+		role := codec.Role(fmt.Sprintf("bench-acquire-%s-%d", o.Run, r))
+		a.tr.reset(role)
+		if err := a.m.Add(role); err != nil {
+			return 0, nil, err
+		}
+		at, err := a.awaitElected(ctx, fmt.Sprintf("round %d", r))
+		if err != nil {
+			return 0, nil, err
+		}
+		total, ph := a.tr.phases(at)
+		return total, ph, nil
 	}
 }
 

@@ -3,10 +3,10 @@
 // ([Steady]); on many, renew ([Renew]) and failover-many
 // ([FailoverMany]). Each takes its options and a [Cluster] (where its
 // members connect, the bench's own view, the status line) and returns the
-// result the command prints. internal/cli has the commands: their flags
-// and usage errors, the cluster they run on, the printing, and the hidden
-// `krole bench member`, the member process of the many-roles benches
-// ([RunMember]).
+// result the command prints. [StartEnv] starts the cluster a bench runs
+// on and the bench's view of it. internal/cli has the commands: their
+// flags and usage errors, the printing, and the hidden `krole bench
+// member`, the member process of the many-roles benches ([RunMember]).
 //
 // # One role
 //
@@ -39,8 +39,8 @@
 //   - transactions: EndTxn requests its transport sent in the window
 //     (fencing.BrokerTransport.EndTxnsSent), commits and aborts: every
 //     transaction the member ended, whatever it carried: its member
-//     session's heartbeats (one per renew interval for all the roles it
-//     holds), the leases written at election, on RenewNow and hourly
+//     session's heartbeats (one per heartbeat interval for all the roles it
+//     holds), the leases written at election, on RewriteLease and hourly
 //     (processor.LeaseRewriteInterval), releases and session ends.
 //     Counted in the member's transport, so
 //     the same figure comes from the embedded cluster and from one named

@@ -9,6 +9,7 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/chart"
+	"github.com/krabka/krole/internal/ctxcall"
 	"github.com/krabka/krole/internal/supervise"
 	"github.com/krabka/krole/processor"
 	"github.com/krabka/krole/view"
@@ -207,12 +208,12 @@ func FailoverMany(ctx context.Context, c Cluster, o FailoverManyOptions) (*Failo
 	victim := procs[0]
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	// One renew interval, so that every survivor (the last started
+	// One heartbeat interval, so that every survivor (the last started
 	// just now) has seen each of the victim's leases renewed since it
 	// joined (it counts a lease from its own first sight of it: one it
 	// never saw renewed would fall due later for it), then a random
-	// phase of the renew interval, as a crash would have.
-	if err := sleepCtx(ctx, o.Settings.RenewInterval+rand.N(o.Settings.RenewInterval)); err != nil {
+	// phase of the heartbeat interval, as a crash would have.
+	if err := ctxcall.Sleep(ctx, o.Settings.HeartbeatInterval+rand.N(o.Settings.HeartbeatInterval)); err != nil {
 		return nil, err
 	}
 	dead := heldBy(victim)
@@ -316,7 +317,7 @@ watch:
 	}
 	stopWatch()
 	c.progress("failover-many: %d of %d roles held again; watching for %v more", len(shown), len(dead), o.Grace)
-	if err := sleepCtx(ctx, o.Grace); err != nil {
+	if err := ctxcall.Sleep(ctx, o.Grace); err != nil {
 		return nil, err
 	}
 	res := &FailoverManyResult{Result: chart.Result{Kind: "failover-many", System: "krole"}, KilledRoles: len(dead), HeldAgain: len(shown)}
@@ -458,7 +459,7 @@ watch:
 	res.Stats = chart.Summarize(res.SamplesMS)
 	res.Settings = map[string]any{
 		"roles": o.Roles, "members": o.Members, "killed_roles": o.KilledRoles, "lease_duration": o.Settings.LeaseDuration.String(),
-		"renew_interval": o.Settings.RenewInterval.String(), "stagger": o.Settings.Stagger.String(), "grace": o.Grace.String(), "wait": o.Wait.String(),
+		"heartbeat_interval": o.Settings.HeartbeatInterval.String(), "stagger": o.Settings.Stagger.String(), "grace": o.Grace.String(), "wait": o.Wait.String(),
 		"killed": string(victim.name), "signal": "SIGKILL",
 		"samples": "per role of the killed member: from the SIGKILL to the bench's view showing a survivor's lease of it",
 		"past_deadline": "per role: the survivor's lease's granted_at minus when the killed member's last lease fell due, the later of " +

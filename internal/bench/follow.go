@@ -26,7 +26,7 @@ func (c Cluster) startRun(role codec.Role, name codec.MemberID, s processor.Sett
 	out := &tail{stamp: trace}
 	args := []string{"run", string(role), "--member", string(name),
 		"--brokers", c.Brokers, "--topic", c.Topic, "--txn-prefix", c.TxnPrefix, "--pipeline", c.pipelineFlag(),
-		"--lease-duration", s.LeaseDuration.String(), "--renew-interval", s.RenewInterval.String()}
+		"--lease-duration", s.LeaseDuration.String(), "--heartbeat-interval", s.HeartbeatInterval.String()}
 	if trace {
 		args = append(args, "--verbose")
 	}
@@ -80,7 +80,7 @@ func (f *follower) close() {
 // then for a renewal written after that. A member that has just joined
 // judges the lease it first sees from that moment, not from its write (it
 // never saw it written): a failover right after a join would measure that
-// wait, up to a renew interval. So wait until every member has seen a
+// wait, up to a heartbeat interval. So wait until every member has seen a
 // lease written after it joined: a renewal that shows after the joins.
 func (f *follower) awaitSettled(what string, n int, s processor.Settings) error {
 	if _, err := f.await(what, s.LeaseDuration+Wait, func(st rolestate.State) bool {

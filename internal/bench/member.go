@@ -7,13 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/ctxcall"
 	"github.com/krabka/krole/processor"
 	"github.com/krabka/krole/view"
 )
@@ -38,7 +41,7 @@ type MemberOptions struct {
 	// this process, and report its heap per role (view_bytes_per_role).
 	ViewMemory bool
 	// CPUProfile, when set, is where a pprof CPU profile of the window
-	// goes.
+	// goes, and a heap profile at its end into CPUProfile + ".heap".
 	CPUProfile string
 	// In carries the bench's commands, one a line: "window D" measures
 	// for D and reports; the end of In (or "leave") makes the member
@@ -47,7 +50,7 @@ type MemberOptions struct {
 	// Out receives the member's lines (JSON, one object a line).
 	Out io.Writer
 	// Profile starts a CPU profile into a file until the returned func
-	// is called (the cli's; nil: none).
+	// is called ([StartCPUProfile]; nil: none).
 	Profile func(path string) (func(), error)
 }
 
@@ -116,7 +119,7 @@ type MemberReport struct {
 
 // RenewalSampler is the hook where a member's renewals are timed: a
 // member renews all its roles with one member-session heartbeat per
-// RenewInterval (processor, "Member sessions"), so the renewal sampled is
+// HeartbeatInterval (processor, "Member sessions"), so the renewal sampled is
 // the heartbeat round, from its GrantedAt (the round's start, before its
 // DescribeMany over the held roles' tokens) to the heartbeat's answer
 // (timedTransport.Heartbeat); lease writes (challenges, releases, the
@@ -175,6 +178,20 @@ func Plateau(s processor.Settings) time.Duration {
 	return max(5*s.LeaseDuration, 30*time.Second)
 }
 
+// writeHeapProfile writes a pprof heap profile (live objects as of the
+// last GC) into path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 // liveHeap is the live heap after a GC.
 func liveHeap() uint64 {
 	h, _ := liveMemory()
@@ -182,7 +199,7 @@ func liveHeap() uint64 {
 }
 
 // liveMemory is the live heap after a GC, and the goroutine stacks in use
-// (a member runs a goroutine per role, whose stack is not heap).
+// (not heap).
 func liveMemory() (heap, stacks uint64) {
 	runtime.GC()
 	var ms runtime.MemStats
@@ -277,7 +294,9 @@ func RunMember(ctx context.Context, o MemberOptions) error {
 	mdone := make(chan error, 1)
 	campaign := time.Now()
 	go func() {
-		mdone <- m.Run(mctx, func(ctx context.Context, _ processor.Held) error { <-ctx.Done(); return nil })
+		// No work: a work callback's goroutine is the user's, not krole's
+		// cost per role.
+		mdone <- m.Run(mctx, nil)
 	}()
 	defer func() { stopMember(); <-mdone }()
 	heldNow := func() int {
@@ -382,7 +401,7 @@ func window(ctx context.Context, o MemberOptions, cfg fencing.Config, tt *timedT
 	}
 	c0, a0 := bt.EndTxnsSent()
 	cpu0, t0 := SelfCPU(), time.Now()
-	_ = sleepCtx(ctx, d)
+	_ = ctxcall.Sleep(ctx, d)
 	cpu1, win := SelfCPU(), time.Since(t0)
 	c1, a1 := bt.EndTxnsSent()
 	if stopProfile != nil {
@@ -395,6 +414,11 @@ func window(ctx context.Context, o MemberOptions, cfg fencing.Config, tt *timedT
 	tt.mu.Unlock()
 	rep.HeldAtEnd, rep.Missed, rep.MissedBy = take()
 	rep.HeapBytes, rep.StackBytes = liveMemory()
+	if o.CPUProfile != "" {
+		if err := writeHeapProfile(o.CPUProfile + ".heap"); err != nil {
+			return nil, err
+		}
+	}
 	rep.BaseHeapBytes, rep.BaseStackBytes = base, baseStacks
 	if o.ViewMemory {
 		b, n, err := viewHeap(ctx, cfg)
@@ -446,17 +470,6 @@ func (w *lineWriter) write(l Line) {
 	defer w.mu.Unlock()
 	if w.err == nil {
 		w.err = w.enc.Encode(l)
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

@@ -108,7 +108,7 @@ func (c Cluster) start(spec memberSpec) (*proc, error) {
 	args := []string{"bench", "member", "--brokers", c.Brokers, "--topic", c.Topic, "--txn-prefix", c.TxnPrefix, "--pipeline", c.pipelineFlag(),
 		"--member", string(spec.name), "--role-prefix", spec.prefix, "--from", fmt.Sprint(spec.from),
 		"--roles", fmt.Sprint(spec.count), "--own", fmt.Sprint(spec.own),
-		"--lease-duration", spec.s.LeaseDuration.String(), "--renew-interval", spec.s.RenewInterval.String()}
+		"--lease-duration", spec.s.LeaseDuration.String(), "--heartbeat-interval", spec.s.HeartbeatInterval.String()}
 	if spec.events {
 		args = append(args, "--events")
 	}

@@ -56,7 +56,7 @@ type RenewResult struct {
 	chart.Result
 	// TransactionsPerS: every EndTxn request (commit or abort) the
 	// members' transports sent, per second of the window, summed over
-	// the members: heartbeats, lease writes (at election, on RenewNow
+	// the members: heartbeats, lease writes (at election, on RewriteLease
 	// and hourly rewrites), releases and session ends. Commits and
 	// Aborts are the counts.
 	TransactionsPerS float64 `json:"transactions_per_s"`
@@ -224,7 +224,7 @@ func Renew(ctx context.Context, c Cluster, o RenewOptions) (*RenewResult, error)
 	res.Stats = chart.Summarize(res.SamplesMS)
 	res.Settings = map[string]any{
 		"roles": o.Roles, "members": o.Members, "lease_duration": o.Settings.LeaseDuration.String(),
-		"renew_interval": o.Settings.RenewInterval.String(), "duration": o.Duration.String(),
+		"heartbeat_interval": o.Settings.HeartbeatInterval.String(), "duration": o.Duration.String(),
 		"failed_renewals": failed, "missed_by": missedBy, "elected_s": chart.Round3(electedS),
 		"samples": "a renewal is one heartbeat round of a member's session: from the round's start (before its DescribeMany) to the heartbeat's answer; phase write: the heartbeat's write alone",
 		"cpu": "cpu_s_per_1000 and cpu_s_per_s: the member processes (krole bench member: view, transport, processor), summed; " +

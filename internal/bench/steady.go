@@ -172,7 +172,7 @@ watch:
 	res.Kind, res.System = "steady", "krole"
 	res.Settings = map[string]any{
 		"members": n, "duration": d.String(), "lease_duration": s.LeaseDuration.String(),
-		"renew_interval": s.RenewInterval.String(), "stagger": s.Stagger.String(),
+		"heartbeat_interval": s.HeartbeatInterval.String(), "stagger": s.Stagger.String(),
 	}
 	res.Stats = chart.Summarize(res.SamplesMS)
 	res.LoadAvg = loads

@@ -10,6 +10,7 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/chart"
+	"github.com/krabka/krole/internal/ctxcall"
 	"github.com/krabka/krole/processor"
 	"github.com/krabka/krole/rolestate"
 )
@@ -41,7 +42,7 @@ type SuccessionOptions struct {
 // Succession runs `krole bench failover` or `krole bench handover`:
 // o.Members `krole run` processes campaign for a role; each round, once
 // the holder's renewal shows after the last join, the holder's process
-// gets the signal at a random phase of the renew interval, and the
+// gets the signal at a random phase of the heartbeat interval, and the
 // sample is the time from the signal to the new holder's lease showing
 // in c.View. The holder then joins again, at the back of the queue,
 // under the same name.
@@ -80,11 +81,11 @@ func Succession(ctx context.Context, c Cluster, o SuccessionOptions) (*chart.Res
 		if err := f.awaitSettled("a holder", o.Members, s); err != nil {
 			return nil, err
 		}
-		// A random phase of the renew interval, as a crash or a shutdown
+		// A random phase of the heartbeat interval, as a crash or a shutdown
 		// would have. (Right after a renewal shows, the holder may still
 		// wait for its EndTxn's answer: a SIGTERM then cancels the
 		// renewal, which retires the token, and there is no release.)
-		if err := sleepCtx(ctx, rand.N(s.RenewInterval)); err != nil {
+		if err := ctxcall.Sleep(ctx, rand.N(s.HeartbeatInterval)); err != nil {
 			return nil, err
 		}
 		old := *f.state.Lease
@@ -174,7 +175,7 @@ func Succession(ctx context.Context, c Cluster, o SuccessionOptions) (*chart.Res
 	c.endProgress()
 	res := &chart.Result{Kind: kind, System: "krole", SamplesMS: samples, Settings: map[string]any{
 		"members": o.Members, "rounds": o.Rounds, "lease_duration": s.LeaseDuration.String(),
-		"renew_interval": s.RenewInterval.String(), "stagger": s.Stagger.String(),
+		"heartbeat_interval": s.HeartbeatInterval.String(), "stagger": s.Stagger.String(),
 		"signal":      map[bool]string{true: "SIGKILL", false: "SIGTERM"}[kind == "failover"],
 		"members_run": map[bool]string{true: "no command (krole run ROLE)", false: "a command (krole run ROLE -- sleep 3600)"}[o.Lock],
 	}}
