@@ -464,8 +464,8 @@ func (r *runner) timeouts(ctx context.Context) Result {
 		interval, assumed = fencing.DefaultAbortInterval, " (not reported: Apache Kafka's and Redpanda's default assumed)"
 	}
 	stall := txn + interval
-	detail := fmt.Sprintf("transaction timeout %v (lease %v / 2), %s; abort check every %v%s: a holder that crashes mid-write holds back read_committed readers of its partition for up to %v, and the other roles of that partition change hands that much later; members on a TransportSource need a lease longer than %v",
-		txn, s.LeaseDuration, maxText, interval, assumed, stall, stall+s.RenewInterval)
+	detail := fmt.Sprintf("transaction timeout %v (lease %v / 2), %s; abort check every %v%s: a holder that crashes mid-write holds back read_committed readers of its partition for up to %v, and the other roles of that partition change hands that much later",
+		txn, s.LeaseDuration, maxText, interval, assumed, stall)
 	if interval > s.LeaseDuration {
 		return warn(NameTimeouts, fmt.Sprintf("lower %s (Redpanda: abort_timed_out_transactions_interval_ms) to at most the lease", fencing.BrokerAbortInterval),
 			"%s; the interval is longer than the lease", detail)

@@ -36,7 +36,7 @@ func (r *runner) rolePartitions(ctx context.Context) Result {
 	for p := int32(0); p < n; p++ {
 		err := r.scan(ctx, p, func(k codec.Key) {
 			records++
-			if k.Kind == codec.KindSession || seen[k.Role] || strings.HasPrefix(string(k.Role), ScratchPrefix) {
+			if k.Kind == codec.KindSession || k.Kind == codec.KindDrain || seen[k.Role] || strings.HasPrefix(string(k.Role), ScratchPrefix) {
 				return
 			}
 			if want := codec.Partition(k.Role, n); want != p {

@@ -507,7 +507,7 @@ func (r *runner) latency(ctx context.Context) Result {
 		safe = 10 * time.Millisecond
 	}
 	s := processor.Settings{LeaseDuration: r.opts.LeaseDuration}.WithDefaults()
-	detail := fmt.Sprintf("%d transactions of one record, as a lease write or a member session's heartbeat writes them (AddPartitionsToTxn, Produce, EndTxn), on the scratch role: p50 %v, p99 %v; the smallest safe lease on this network is about %v (renew deadline - renew interval = 3/5 of it holds ten writes at p99); the lease is %v",
+	detail := fmt.Sprintf("%d transactions of one record, as a lease write or a member session's heartbeat writes them (AddPartitionsToTxn, Produce, EndTxn), on the scratch role: p50 %v, p99 %v; the smallest safe lease on this network is about %v (heartbeat deadline - heartbeat interval = 3/5 of it holds ten writes at p99); the lease is %v",
 		n, p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond), safe, s.LeaseDuration)
 	if s.LeaseDuration < safe {
 		return warn(name, fmt.Sprintf("run the members with --lease-duration %v or longer", safe), "%s: too short", detail)

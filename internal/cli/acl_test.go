@@ -144,6 +144,7 @@ func lastLine(s string) string {
 // ACLs of a row can run its commands, and one that lacks an ACL gets one
 // line naming it and exit 1.
 func TestACLs(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and runs processes; skipped with -short")
 	}
@@ -238,7 +239,7 @@ func TestACLs(t *testing.T) {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, bin, "serve", "--listen", "127.0.0.1:0")
 		cmd.Env = append(cmd.Environ(), c.as("reader")...)
-		var stderr bytes.Buffer
+		var stderr testcluster.SyncBuffer // read while serve runs
 		cmd.Stderr = &stderr
 		out, err := cmd.StdoutPipe()
 		require.NoError(t, err)

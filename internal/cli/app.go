@@ -33,6 +33,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/krabka/krole/internal/suggest"
 	"github.com/krabka/krole/internal/supervise"
 )
 
@@ -45,6 +46,7 @@ func commands() []*ucli.Command {
 		initCommand(),
 		registerCommand(),
 		resignCommand(),
+		drainCommand(),
 		pruneCommand(),
 		runCommand(),
 		benchCommand(),
@@ -147,7 +149,7 @@ func newApp(stdout, stderr io.Writer) *ucli.App {
 		ErrWriter:      stderr,
 		Flags:          globalFlags(),
 		Commands:       commands(),
-		Before:         checkOutput,
+		Before:         validateOutput,
 		Action:         rootAction,
 		OnUsageError:   onUsageError,
 		ExitErrHandler: func(*ucli.Context, error) {}, // Run maps errors to exit codes
@@ -179,7 +181,7 @@ GLOBAL OPTIONS (anywhere on the command line; see 'krole --help'):
 func rootAction(c *ucli.Context) error {
 	if name := c.Args().First(); name != "" {
 		hint := "see 'krole --help' for the commands"
-		if s := closest(name, commandNames(c.App.Commands)); s != "" {
+		if s := suggest.Closest(name, commandNames(c.App.Commands)); s != "" {
 			hint = fmt.Sprintf("did you mean 'krole %s'? %s", s, hint)
 		}
 		return &UsageError{Err: fmt.Errorf("unknown command %q", name), Hint: hint}
@@ -208,7 +210,7 @@ func onUsageError(c *ucli.Context, err error, _ bool) error {
 		for _, f := range append(append([]ucli.Flag{}, c.App.Flags...), commandFlags(c)...) {
 			names = append(names, f.Names()...)
 		}
-		if s := closest(n, names); s != "" {
+		if s := suggest.Closest(n, names); s != "" {
 			hint = fmt.Sprintf("did you mean %s? %s", dashes(s), hint)
 		}
 	} else if n, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
@@ -275,43 +277,4 @@ func commandNames(cmds []*ucli.Command) []string {
 		}
 	}
 	return names
-}
-
-// closest returns the candidate nearest to s when it is near enough to be
-// a likely typo (edit distance at most 2, or a prefix), else "".
-func closest(s string, candidates []string) string {
-	if len(s) >= 3 {
-		for _, c := range candidates {
-			if strings.HasPrefix(c, s) {
-				return c
-			}
-		}
-	}
-	best, bestD := "", 3
-	for _, c := range candidates {
-		if d := editDistance(s, c); d < bestD && d < len(c) {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -1,20 +1,19 @@
 package cli
 
 import (
-	"context"
+	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/krabka/krole/fencing"
-	"github.com/krabka/krole/internal/devcluster"
-	"github.com/krabka/krole/internal/faultnet"
+	"github.com/krabka/krole/internal/bench"
+	"github.com/krabka/krole/internal/chart"
+	"github.com/krabka/krole/internal/runner"
+	"github.com/krabka/krole/internal/suggest"
 	"github.com/krabka/krole/processor"
-	"github.com/krabka/krole/view"
 )
 
 // The bench's defaults.
@@ -41,7 +40,7 @@ func benchCommand() *ucli.Command {
 	members := &ucli.IntFlag{Name: "members", Value: benchMembers, Usage: "`N` member processes campaign for the role"}
 	rounds := &ucli.IntFlag{Name: "rounds", Value: benchRounds, Usage: "`R` rounds, one sample each"}
 	lease := &ucli.DurationFlag{Name: "lease-duration", Value: benchLease, Usage: "the members' lease, `D`"}
-	renew := &ucli.DurationFlag{Name: "renew-interval", DefaultText: "lease duration / 5", Usage: "the members' renew interval, `D`"}
+	renew := &ucli.DurationFlag{Name: "heartbeat-interval", DefaultText: "lease duration / 5", Usage: "the members' heartbeat interval, `D`"}
 	lock := &ucli.BoolFlag{Name: "lock", Usage: "members run no command ('krole run ROLE', held until interrupted, " +
 		"as etcd's candidates run none) instead of 'krole run ROLE -- sleep 3600'"}
 	trace := &ucli.BoolFlag{Name: "trace", Usage: "members log verbosely; time each round's member steps by when " +
@@ -49,7 +48,7 @@ func benchCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "bench",
 		Usage: "measure failover, handover, acquire and renewals on the embedded cluster (or --brokers)",
-		UsageText: "krole bench failover|handover|acquire|renew|failover-many|steady [flags]\n" +
+		UsageText: "krole bench failover|handover|acquire|renew|failover-many|group|steady [flags]\n" +
 			"   krole bench compare RESULT.json... [--chart FILE.svg]",
 		Description: "Each subcommand starts the embedded Kafka-protocol cluster in this process\n" +
 			"(as 'krole dev' does), or uses the cluster --brokers names, on a role of its\n" +
@@ -63,26 +62,28 @@ func benchCommand() *ucli.Command {
 			{
 				Name:      "failover",
 				Usage:     "SIGKILL the holder's process, time until a new holder's lease shows",
-				UsageText: "krole bench failover [--members N] [--rounds R] [--lease-duration D] [--renew-interval D] [--lock]",
+				UsageText: "krole bench failover [--members N] [--rounds R] [--lease-duration D] [--heartbeat-interval D] [--lock]",
 				Flags:     common(members, rounds, lease, renew, lock),
 				Action:    func(c *ucli.Context) error { return runBenchSuccession(c, "failover") },
 			},
 			{
 				Name:      "handover",
 				Usage:     "SIGTERM the holder's process (it resigns), time until a new holder's lease shows",
-				UsageText: "krole bench handover [--members N] [--rounds R] [--lease-duration D] [--renew-interval D] [--lock] [--trace]",
+				UsageText: "krole bench handover [--members N] [--rounds R] [--lease-duration D] [--heartbeat-interval D] [--lock] [--trace]",
 				Flags:     common(members, rounds, lease, renew, lock, trace),
 				Action:    func(c *ucli.Context) error { return runBenchSuccession(c, "handover") },
 			},
 			{
 				Name:      "acquire",
 				Usage:     "an uncontended election of a fresh member, from the start of its campaign to its committed lease",
-				UsageText: "krole bench acquire [--rounds R] [--lease-duration D]",
-				Flags:     common(rounds, lease, renew),
-				Action:    runBenchAcquire,
+				UsageText: "krole bench acquire [--rounds R] [--lease-duration D] [--running]",
+				Flags: common(rounds, lease, renew, &ucli.BoolFlag{Name: "running",
+					Usage: "time a running member taking one more role (Member.Add) instead of a fresh member's start"}),
+				Action: runBenchAcquire,
 			},
 			benchRenewCommand(common, lease, renew),
 			benchFailoverManyCommand(common, lease, renew),
+			benchGroupCommand(common, lease, renew),
 			{
 				Name:      "compare",
 				Usage:     "print results (-o json of the benches and of the peers: etcd, ZooKeeper, a consumer group) side by side, with the ratios of krole to each",
@@ -103,7 +104,7 @@ func benchCommand() *ucli.Command {
 func benchNoSubcommand(c *ucli.Context) error {
 	if name := c.Args().First(); name != "" {
 		hint := "see 'krole bench --help' for the subcommands"
-		if s := closest(name, benchSubcommands(c)); s != "" {
+		if s := suggest.Closest(name, benchSubcommands(c)); s != "" {
 			hint = fmt.Sprintf("did you mean 'krole bench %s'? %s", s, hint)
 		}
 		return &UsageError{Err: fmt.Errorf("unknown bench subcommand %q", name), Hint: hint}
@@ -133,10 +134,10 @@ func benchSettings(c *ucli.Context) (processor.Settings, error) {
 	if s.LeaseDuration <= 0 {
 		return s, Usagef(c, "--lease-duration %v: must be positive", s.LeaseDuration)
 	}
-	if c.IsSet("renew-interval") {
-		s.RenewInterval = c.Duration("renew-interval")
-		if s.RenewInterval <= 0 {
-			return s, Usagef(c, "--renew-interval %v: must be positive", s.RenewInterval)
+	if c.IsSet("heartbeat-interval") {
+		s.HeartbeatInterval = c.Duration("heartbeat-interval")
+		if s.HeartbeatInterval <= 0 {
+			return s, Usagef(c, "--heartbeat-interval %v: must be positive", s.HeartbeatInterval)
 		}
 	}
 	s = s.WithDefaults()
@@ -155,123 +156,111 @@ func positive(c *ucli.Context, name string) (int, error) {
 	return n, nil
 }
 
-// startBench fails a bench command given arguments, runs check (when not
-// nil) on its own flags, reads the members' settings (benchSettings) and
-// starts the cluster and processes it measures (startBenchEnv). The caller
-// closes the environment.
-func startBench(c *ucli.Context, check func() error) (processor.Settings, *benchEnv, error) {
+// benchOut is what a bench gives for printing: its latencies (r), the
+// whole result for -o json, the lines its text adds after the latencies
+// (nil: none), and what decides the exit once printed (nil: success).
+type benchOut struct {
+	r     *chart.Result
+	full  any
+	more  func(io.Writer)
+	after func() error
+}
+
+// runBench runs a bench subcommand: it fails given arguments, runs validate
+// (when not nil) on its own flags, reads the members' settings
+// (benchSettings), starts the environment (bench.StartEnv), runs measure
+// on it, and prints and draws its result.
+func runBench(c *ucli.Context, validate func() error, measure func(e *bench.Env, s processor.Settings) (benchOut, error)) error {
 	if err := noArgs(c); err != nil {
-		return processor.Settings{}, nil, err
+		return err
 	}
-	if check != nil {
-		if err := check(); err != nil {
-			return processor.Settings{}, nil, err
+	if validate != nil {
+		if err := validate(); err != nil {
+			return err
 		}
 	}
 	s, err := benchSettings(c)
 	if err != nil {
-		return processor.Settings{}, nil, err
+		return err
 	}
-	e, err := startBenchEnv(c)
-	if err != nil {
-		return processor.Settings{}, nil, err
-	}
-	return s, e, nil
-}
-
-// benchEnv is where a bench runs: the cluster, the role topic and the
-// bench's own view of it.
-type benchEnv struct {
-	cfg      fencing.Config
-	brokers  string
-	exe      string
-	view     *view.View
-	stops    []func()
-	errOut   io.Writer
-	run      string // a tag unique to this run, for role and member names
-	embedded bool   // the cluster runs in this process
-}
-
-// startBenchEnv starts the embedded cluster (unless --brokers was given)
-// and the bench's view, caught up.
-func startBenchEnv(c *ucli.Context) (*benchEnv, error) {
 	cfg, err := configFrom(c)
 	if err != nil {
-		return nil, err
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("cannot find the krole executable to start the members: %w", err)
-	}
-	e := &benchEnv{exe: exe, errOut: stderr(c), run: fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)}
-	if path := c.String("cpuprofile"); path != "" {
-		stop, err := startCPUProfile(path)
-		if err != nil {
-			return nil, err
-		}
-		e.stops = append(e.stops, stop)
+		return err
 	}
 	delay := c.Duration("delay")
 	if delay < 0 || delay > 0 && c.IsSet("brokers") {
-		return nil, Usagef(c, "--delay %v: a delay of zero or more, on the embedded cluster only (not with --brokers)", delay)
+		return Usagef(c, "--delay %v: a delay of zero or more, on the embedded cluster only (not with --brokers)", delay)
 	}
-	if !c.IsSet("brokers") {
-		opts := devcluster.Options{Topic: cfg.Topic, Partitions: 3}
-		if delay > 0 {
-			fn := faultnet.New()
-			fn.SetDelay(delay)
-			opts.WrapListener = fn.Wrap
-			e.stops = append(e.stops, func() { fn.Close() })
-		}
-		cluster, err := devcluster.Start(c.Context, opts)
-		if err != nil {
-			return nil, fmt.Errorf("starting the embedded cluster: %w", err)
-		}
-		e.stops = append(e.stops, func() { cluster.Close() })
-		e.embedded = true
-		cfg.Brokers = cluster.ListenAddrs()
-		if !c.IsSet("pipeline") {
-			// The bench's own kfake answers each connection's requests
-			// one at a time, in order, as Apache Kafka does (and would
-			// report transaction.partition.verification.enable, which
-			// kfake does not know).
-			cfg.Pipeline = fencing.PipelineOn
-		}
-	}
-	e.cfg = cfg
-	e.brokers = strings.Join(cfg.Brokers, ",")
-	v, err := view.New(view.Options{Config: cfg})
+	e, err := bench.StartEnv(c.Context, bench.EnvOptions{Config: cfg, External: c.IsSet("brokers"), PipelineSet: c.IsSet("pipeline"),
+		Delay: delay, CPUProfile: c.String("cpuprofile"), Env: runner.ClearedEnv(), Log: stderr(c)})
 	if err != nil {
-		e.close()
-		return nil, err
+		return err
 	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(c.Context))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = v.Run(ctx)
-	}()
-	e.stops = append(e.stops, func() { cancel(); <-done })
-	if err := v.WaitCaughtUp(c.Context); err != nil {
-		e.close()
-		if c.Context.Err() != nil {
-			return nil, c.Context.Err()
+	defer e.Close()
+	out, err := measure(e, s)
+	if err != nil {
+		return err
+	}
+	out.r.Label = c.String("label")
+	out.r.Settings["cluster"] = e.Name()
+	if outputFormat(c) == FormatJSON {
+		if err := json.NewEncoder(stdout(c)).Encode(out.full); err != nil {
+			return err
 		}
-		return nil, explainRunError(cfg, err)
+	} else {
+		chart.WriteText(stdout(c), *out.r)
+		if out.more != nil {
+			out.more(stdout(c))
+		}
 	}
-	e.view = v
-	return e, nil
+	if err := drawBench(c, *out.r); err != nil {
+		return err
+	}
+	if out.after != nil {
+		return out.after()
+	}
+	return nil
 }
 
-// close stops what startBenchEnv started, in reverse order.
-func (e *benchEnv) close() {
-	for i := len(e.stops) - 1; i >= 0; i-- {
-		e.stops[i]()
+// drawBench draws --chart: res, and the --peer results beside it.
+func drawBench(c *ucli.Context, res chart.Result) error {
+	if path := c.String("chart"); path != "" {
+		results := []chart.Result{res}
+		for _, p := range c.StringSlice("peer") {
+			more, err := bench.ReadResults(p)
+			if err != nil {
+				return err
+			}
+			results = append(results, more...)
+		}
+		if err := bench.WriteChart(path, "krole bench "+res.Kind, results); err != nil {
+			return err
+		}
 	}
-	e.stops = nil
+	return nil
 }
 
-// progress rewrites the progress line on stderr.
-func (e *benchEnv) progress(format string, args ...any) {
-	fmt.Fprintf(e.errOut, "\r%-70s", fmt.Sprintf(format, args...))
+// runBenchCompare runs `krole bench compare`.
+func runBenchCompare(c *ucli.Context) error {
+	if !c.Args().Present() {
+		return Usagef(c, "compare needs RESULT.json files")
+	}
+	var results []chart.Result
+	for _, p := range c.Args().Slice() {
+		rs, err := bench.ReadResults(p)
+		if err != nil {
+			return err
+		}
+		results = append(results, rs...)
+	}
+	out := stdout(c)
+	for _, r := range results {
+		chart.WriteText(out, r)
+	}
+	fmt.Fprintln(out)
+	chart.WriteRatios(out, results)
+	if path := c.String("chart"); path != "" {
+		return bench.WriteChart(path, chart.Title(results), results)
+	}
+	return nil
 }

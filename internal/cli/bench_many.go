@@ -1,24 +1,20 @@
 package cli
 
 import (
-	"fmt"
-	"io"
 	"time"
 
-	ucli "github.com/urfave/cli/v2"
-
 	"github.com/krabka/krole/internal/bench"
+	ucli "github.com/urfave/cli/v2"
 )
 
-// The many-roles measurements: krole bench renew (one member or --members
-// M) and krole bench failover-many, whose member processes are the hidden
-// krole bench member (runBenchMember). The work is package internal/bench's.
+// The bench subcommands of many roles and steady, and the hidden krole
+// bench member (the member process of renew and failover-many).
 
 func benchRenewCommand(common func(...ucli.Flag) []ucli.Flag, lease, renew ucli.Flag) *ucli.Command {
 	return &ucli.Command{
 		Name:      "renew",
 		Usage:     "member processes hold K roles for T: transactions, renewals per second, renew latency, CPU, memory per role",
-		UsageText: "krole bench renew [--roles K] [--members M] [--lease-duration D] [--renew-interval D] [--duration T]",
+		UsageText: "krole bench renew [--roles K] [--members M] [--lease-duration D] [--heartbeat-interval D] [--duration T]",
 		Description: "M 'krole bench member' processes (default 1) each hold their share of K roles,\n" +
 			"which nobody else wants. Once each holds its share (or the count it holds stopped\n" +
 			"growing for five leases and at least 30s), all measure one window of T at once. Prints the renew\n" +
@@ -31,7 +27,7 @@ func benchRenewCommand(common func(...ucli.Flag) []ucli.Flag, lease, renew ucli.
 			&ucli.IntFlag{Name: "members", Value: 1, Usage: "`M` member processes, each with K/M roles of its own"},
 			lease, renew,
 			&ucli.DurationFlag{Name: "duration", Value: 30 * time.Second, Usage: "measure for `T` once every member holds its roles"},
-			&ucli.StringFlag{Name: "member-cpuprofile", TakesFile: true, Usage: "write a pprof CPU profile of the first member process over T into `FILE`"},
+			&ucli.StringFlag{Name: "member-cpuprofile", TakesFile: true, Usage: "write a pprof CPU profile of the first member process over T into `FILE`, and its heap at T's end into FILE.heap"},
 			&ucli.BoolFlag{Name: "no-view-memory", Usage: "skip the measure of a fresh view's memory (a read of the whole topic; long at 100,000 roles)"},
 		),
 		Action: runBenchRenew,
@@ -42,7 +38,7 @@ func benchFailoverManyCommand(common func(...ucli.Flag) []ucli.Flag, lease, rene
 	return &ucli.Command{
 		Name:      "failover-many",
 		Usage:     "M members hold K roles; SIGKILL one holding K/M (or --killed-roles); time until the others hold all of them again",
-		UsageText: "krole bench failover-many [--roles K] [--members M] [--killed-roles N] [--lease-duration D] [--renew-interval D] [--grace D] [--wait D]",
+		UsageText: "krole bench failover-many [--roles K] [--members M] [--killed-roles N] [--lease-duration D] [--heartbeat-interval D] [--grace D] [--wait D]",
 		Description: "Member processes start one after the other; each takes its K/M roles and is a\n" +
 			"candidate of every role of the members started before it. With --killed-roles N,\n" +
 			"the first member takes N of the K roles and the others share the other K-N (at\n" +
@@ -74,118 +70,56 @@ func benchFailoverManyCommand(common func(...ucli.Flag) []ucli.Flag, lease, rene
 	}
 }
 
-// rolesOverMembers returns --roles and --members, each at least 1, with
-// no more members than roles.
-func rolesOverMembers(c *ucli.Context) (k, m int, err error) {
-	if k, err = positive(c, "roles"); err != nil {
-		return 0, 0, err
+func benchSteadyCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "steady",
+		Usage: "N member processes hold a role for T: count elections and handovers (any is needless); exit 1 if any",
+		UsageText: "krole bench steady [--members N] [--lease-duration D] [--heartbeat-interval D] [--duration T]\n" +
+			"   (to find the smallest safe lease on a loaded machine)",
+		Description: "Starts N 'krole run ROLE -- sleep 3600' members, waits until one holds the role\n" +
+			"and all N are candidates, then lets them be for T. Nobody resigns or dies, so\n" +
+			"every change of holder or epoch in that window is needless: a lease that ran\n" +
+			"out because a renewal, or a candidate's view of it, came too late. At the end\n" +
+			"it reads the role's records and its holders' member sessions from the topic\n" +
+			"(read_committed) and counts, over the window: renewals (the holder's\n" +
+			"heartbeats that vouched for the role), elections (leases under a new token), handovers\n" +
+			"(elections that moved the role to another member), releases, and epochs that\n" +
+			"no lease carries (a challenge that fenced the holder and wrote nothing). The\n" +
+			"samples are the gaps between consecutive renewals and elections (their\n" +
+			"granted_at). It\n" +
+			"exits 1 when any needless change happened (after the members' last lines on\n" +
+			"stderr), or when a member exited.",
+		Flags: []ucli.Flag{
+			&ucli.IntFlag{Name: "members", Value: benchMembers, Usage: "`N` member processes campaign for the role"},
+			&ucli.DurationFlag{Name: "lease-duration", Value: benchLease, Usage: "the members' lease, `D`"},
+			&ucli.DurationFlag{Name: "heartbeat-interval", DefaultText: "lease duration / 5", Usage: "the members' heartbeat interval, `D`"},
+			&ucli.DurationFlag{Name: "duration", Value: time.Minute, Usage: "watch the role for `T` once it is held"},
+			&ucli.StringFlag{Name: "label", Hidden: true, Usage: "the run's label"},
+		},
+		Action: runBenchSteady,
 	}
-	if m, err = positive(c, "members"); err != nil {
-		return 0, 0, err
-	}
-	if m > k {
-		return 0, 0, Usagef(c, "--members %d: more members than --roles %d", m, k)
-	}
-	return k, m, nil
 }
 
-// runBenchRenew runs `krole bench renew`.
-func runBenchRenew(c *ucli.Context) error {
-	var k, m int
-	dur := c.Duration("duration")
-	s, e, err := startBench(c, func() (err error) {
-		if k, m, err = rolesOverMembers(c); err != nil {
-			return err
-		}
-		if dur <= 0 {
-			return Usagef(c, "--duration %v: must be positive", dur)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
+// benchMemberCommand is `krole bench member`, hidden: the member process
+// of `krole bench renew` and `krole bench failover-many`
+// (bench.RunMember).
+func benchMemberCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:   "member",
+		Hidden: true,
+		Usage:  "the member process of 'krole bench renew' and 'failover-many' (JSON lines on stdout, commands on stdin)",
+		Flags: []ucli.Flag{
+			memberFlag(),
+			&ucli.StringFlag{Name: "role-prefix", Value: "bench-renew-"},
+			&ucli.IntFlag{Name: "from", Usage: "the first role's number"},
+			&ucli.IntFlag{Name: "roles", Value: 1},
+			&ucli.IntFlag{Name: "own", Usage: "the last N roles are its own (0: all)"},
+			&ucli.DurationFlag{Name: "lease-duration", Value: benchLease},
+			&ucli.DurationFlag{Name: "heartbeat-interval"},
+			&ucli.BoolFlag{Name: "events"},
+			&ucli.BoolFlag{Name: "view-memory"},
+			&ucli.StringFlag{Name: "cpuprofile"},
+		},
+		Action: runBenchMember,
 	}
-	defer e.close()
-	res, err := bench.Renew(c.Context, e.benchCluster(), bench.RenewOptions{Roles: k, Members: m, Settings: s, Duration: dur,
-		Run: e.run, MemberCPUProfile: c.String("member-cpuprofile"), NoViewMemory: c.Bool("no-view-memory")})
-	fmt.Fprintln(e.errOut)
-	if err != nil {
-		return err
-	}
-	res.Label = c.String("label")
-	res.Settings["cluster"] = e.clusterName()
-	return writeBenchAs(c, res.Result, res, func(w io.Writer) {
-		fmt.Fprintf(w, "%-16s transactions/s %.1f (%d commits, %d aborts)  held %d -> %d of %d  member CPU %.3f s/s",
-			"", res.TransactionsPerS, res.Commits, res.Aborts, res.HeldAtStart, res.HeldAtEnd, k, res.CPUSPerS)
-		if res.ClusterCPUSPerS != nil {
-			fmt.Fprintf(w, "  cluster+bench process %.3f s/s", *res.ClusterCPUSPerS)
-		}
-		fmt.Fprintf(w, "\n%-16s memory per held role: member %.0f B heap + %.0f B stacks (%.0f B heap per role campaigned for), view %.0f B (%d roles in the view)\n", "",
-			res.MemberBytesPerRole, res.MemberStackBytesPerRole, res.MemberBytesPerCampaignedRole, res.ViewBytesPerRole, res.ViewRoles)
-		if len(res.Members) > 1 {
-			for _, f := range res.Members {
-				fmt.Fprintf(w, "%-16s %s: held %d -> %d of %d  transactions/s %.1f  CPU %.3f s/s\n", "",
-					f.Member, f.HeldAtStart, f.HeldAtEnd, f.Roles, f.TransactionsPerS, f.CPUSPerS)
-			}
-		}
-	})
-}
-
-// runBenchFailoverMany runs `krole bench failover-many`.
-func runBenchFailoverMany(c *ucli.Context) error {
-	var k, m int
-	killed := c.Int("killed-roles")
-	s, e, err := startBench(c, func() (err error) {
-		if k, m, err = rolesOverMembers(c); err != nil {
-			return err
-		}
-		if m < 2 {
-			return Usagef(c, "--members %d: a failover needs at least 2", m)
-		}
-		if c.IsSet("grace") && c.Duration("grace") <= 0 {
-			return Usagef(c, "--grace %v: must be positive", c.Duration("grace"))
-		}
-		if c.Duration("wait") <= 0 {
-			return Usagef(c, "--wait %v: must be positive", c.Duration("wait"))
-		}
-		if c.IsSet("killed-roles") && (killed <= 0 || k-killed < m-1) {
-			return Usagef(c, "--killed-roles %d: must be at least 1, and leave one of --roles %d for each of the %d other members", killed, k, m-1)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	defer e.close()
-	res, err := bench.FailoverMany(c.Context, e.benchCluster(), bench.FailoverManyOptions{Roles: k, Members: m, KilledRoles: killed, Settings: s,
-		Grace: c.Duration("grace"), Wait: c.Duration("wait"), Run: e.run,
-		SurvivorCPUProfile: c.String("member-cpuprofile")})
-	fmt.Fprintln(e.errOut)
-	if err != nil {
-		return err
-	}
-	res.Label = c.String("label")
-	res.Settings["cluster"] = e.clusterName()
-	err = writeBenchAs(c, res.Result, res, func(w io.Writer) {
-		fmt.Fprintf(w, "%-16s killed %s holding %d roles: %d held again, the last after %.2f s (first %.2f s)\n", "",
-			res.Settings["killed"], res.KilledRoles, res.HeldAgain, res.FailoverS, res.FirstS)
-		fmt.Fprintf(w, "%-16s acquisition rate %.1f roles/s (its leases fell due over %.2f s; bound: lease + roles/rate = %.2f s)  acquired twice %d  survivors lost %d\n", "",
-			res.AcquisitionRate, res.DueSpreadS, res.BoundS, res.AcquiredTwice, res.SurvivorsLost)
-		fmt.Fprintf(w, "%-16s longest overlap %.1f ms (roles two members held at once: %d)", "", res.LongestOverlapMS, res.OverlapRoles)
-		if o := res.LongestOverlap; o != nil {
-			fmt.Fprintf(w, ": %s by %s and %s", o.Role, o.Members[0], o.Members[1])
-		}
-		fmt.Fprintln(w)
-		for _, f := range res.Members[1:] {
-			fmt.Fprintf(w, "%-16s %s: acquired %d (%.2f to %.2f s after the kill), lost %d, longest heartbeat gap %.0f ms\n", "",
-				f.Member, f.Acquired, f.AcquiredFirstS, f.AcquiredLastS, f.Lost, f.HeartbeatGapMaxMS)
-		}
-	})
-	if err != nil {
-		return err
-	}
-	if res.Violations > 0 {
-		return ucli.Exit("", 1)
-	}
-	return nil
 }

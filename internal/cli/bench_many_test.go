@@ -10,12 +10,13 @@ import (
 	"github.com/krabka/krole/internal/bench"
 )
 
-// TestBenchManyRoles runs issue 20's measurements small, on the embedded
+// TestBenchManyRoles runs the many-roles measurements small, on the embedded
 // cluster: `krole bench renew` with 20 roles over 2 member processes, and
 // `krole bench failover-many` with 20 roles over 2, and checks that their
 // JSON has the new figures with values that can be true (never how fast
 // anything was).
 func TestBenchManyRoles(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and runs processes; skipped with -short")
 	}
@@ -68,8 +69,7 @@ func TestBenchManyRoles(t *testing.T) {
 		// Two members: one survivor, so that a role taken twice can only
 		// be one lost and taken again, never the second candidate's turn
 		// (one Stagger after the vacancy) coming before the first one's
-		// lease showed, which a loaded machine can bring about (see
-		// docs/BENCHMARKS.md, "Issue 20: many roles").
+		// lease showed, which a loaded machine can bring about.
 		out, _ := benchBin(t, bin, "bench", "failover-many", "--roles", "20", "--members", "2", "--lease-duration", "2s", "-o", "json")
 		var r bench.FailoverManyResult
 		require.NoError(t, json.Unmarshal([]byte(out), &r), "stdout: %s", out)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/internal/bench"
+	"github.com/krabka/krole/internal/runner"
 )
 
 // TestBenchSteadyAndLock runs `krole bench steady` for 3 s and `krole bench
@@ -19,6 +20,7 @@ import (
 // how fast anything was: a needless change on a loaded machine is a
 // result, exit 1, not a failure of the command).
 func TestBenchSteadyAndLock(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and runs processes; skipped with -short")
 	}
@@ -29,7 +31,7 @@ func TestBenchSteadyAndLock(t *testing.T) {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, bin, "bench", "steady", "--members", "2", "--lease-duration", "2s",
 			"--duration", "3s", "-o", "json")
-		cmd.Env = append(cmd.Environ(), demoEnv()...)
+		cmd.Env = append(cmd.Environ(), runner.ClearedEnv()...)
 		out, err := cmd.Output()
 		code := 0
 		var ee *exec.ExitError
@@ -44,7 +46,7 @@ func TestBenchSteadyAndLock(t *testing.T) {
 		assert.Equal(t, "krole", r.System)
 		assert.Equal(t, "3s", r.Settings["duration"])
 		assert.Equal(t, "2s", r.Settings["lease_duration"])
-		assert.Equal(t, "400ms", r.Settings["renew_interval"], "the default, lease / 5")
+		assert.Equal(t, "400ms", r.Settings["heartbeat_interval"], "the default, lease / 5")
 		// Renewals every 400ms for 3s: the gaps between lease writes are
 		// the samples, one per renewal or election.
 		assert.NotEmpty(t, r.SamplesMS)
@@ -84,13 +86,14 @@ func TestBenchSteadyAndLock(t *testing.T) {
 
 // TestBenchSteadyUsageErrors: bad flags exit 2 before any cluster starts.
 func TestBenchSteadyUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"bench", "steady", "--duration", "0s"}, "--duration 0s"},
 		{[]string{"bench", "steady", "--members", "0"}, "--members 0"},
-		{[]string{"bench", "steady", "--lease-duration", "1s", "--renew-interval", "2s"}, "renew"},
+		{[]string{"bench", "steady", "--lease-duration", "1s", "--heartbeat-interval", "2s"}, "heartbeat interval"},
 		{[]string{"bench", "steady", "extra"}, "takes no arguments"},
 	} {
 		r := run(t, tc.args...)

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/internal/chart"
+	"github.com/krabka/krole/internal/runner"
 )
 
 // checkBenchResult checks the shape of one -o json result of krole bench:
@@ -53,7 +54,7 @@ func benchBin(t *testing.T, bin string, args ...string) (string, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(cmd.Environ(), demoEnv()...)
+	cmd.Env = append(cmd.Environ(), runner.ClearedEnv()...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), "krole %v: stderr %s", args, stderr.String())
@@ -64,6 +65,7 @@ func benchBin(t *testing.T, bin string, args ...string) (string, string) {
 // embedded cluster, and checks the output's shape, so that the bench keeps
 // working.
 func TestBench(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and runs processes; skipped with -short")
 	}
@@ -103,6 +105,10 @@ func TestBench(t *testing.T) {
 		requireOK(t, r)
 		assert.Regexp(t, `^krole acquire +n=2 +min [0-9.]+ +median [0-9.]+ +p90 [0-9.]+ +p99 [0-9.]+ +max [0-9.]+ ms\n`, r.Stdout)
 		assert.Regexp(t, `(?m)^ +phase write_lease +median [0-9.]+ `, r.Stdout, "where the time went")
+		r = run(t, "bench", "acquire", "--running", "--rounds", "3", "-o", "json")
+		requireOK(t, r)
+		res := checkBenchResult(t, r.Stdout, "acquire", 3)
+		assert.Contains(t, res.Settings["member"], "Member.Add", "a running member takes one more role")
 	})
 
 	t.Run("renew", func(t *testing.T) {
@@ -146,6 +152,7 @@ func TestBench(t *testing.T) {
 // TestBenchUsageErrors: bad flags exit 2 with a one-line error, before
 // any cluster starts.
 func TestBenchUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -153,7 +160,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"bench", "failover", "--members", "1"}, "--members 1"},
 		{[]string{"bench", "handover", "--rounds", "0"}, "--rounds 0"},
 		{[]string{"bench", "failover", "--lease-duration", "-1s"}, "--lease-duration -1s"},
-		{[]string{"bench", "failover", "--lease-duration", "1s", "--renew-interval", "2s"}, "renew"},
+		{[]string{"bench", "failover", "--lease-duration", "1s", "--heartbeat-interval", "2s"}, "heartbeat interval"},
 		{[]string{"bench", "renew", "--roles", "0"}, "--roles 0"},
 		{[]string{"bench", "renew", "--duration", "0s"}, "--duration 0s"},
 		{[]string{"bench", "renew", "--members", "0"}, "--members 0"},

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -15,13 +14,11 @@ import (
 // TestBinary builds the krole binary and runs it as a process, to check
 // what only a process shows: the exit status and stderr of main.
 func TestBinary(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary; skipped with -short")
 	}
-	bin := filepath.Join(t.TempDir(), "krole")
-	build := exec.Command("go", "build", "-o", bin, "github.com/krabka/krole")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	bin := buildKrole(t)
 
 	for _, tc := range []struct {
 		args []string

@@ -3,13 +3,14 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/IBM/sarama"
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/check"
+	"github.com/krabka/krole/internal/explain"
+	"github.com/krabka/krole/internal/render"
 	"github.com/krabka/krole/processor"
 )
 
@@ -74,7 +75,7 @@ func runCheck(c *ucli.Context) error {
 		LeaseDuration: c.Duration("lease-duration"),
 		Timeout:       c.Duration("timeout"),
 		Budget:        max(check.DefaultBudget, 6*c.Duration("timeout")),
-		Dial:          func(cfg fencing.Config) (*fencing.BrokerTransport, error) { return dialTransport(cfg) },
+		Dial:          func(cfg fencing.Config) (*fencing.BrokerTransport, error) { return explain.Dial(cfg) },
 		Explain:       func(err error) string { return explainCheckError(cfg, err) },
 		OnResult:      onResult,
 	})
@@ -103,7 +104,7 @@ func explainCheckError(cfg fencing.Config, err error) string {
 	if errors.Is(err, sarama.ErrUnknownTopicOrPartition) {
 		return fmt.Sprintf("topic %s does not exist", cfg.Topic) // the fix says how to create it
 	}
-	return oneLine(withoutPackagePrefixes(describeError(err)))
+	return explain.OneLine(explain.WithoutPackagePrefixes(explain.Describe(err)))
 }
 
 // checkNameWidth aligns the status column: the longest check name.
@@ -121,7 +122,7 @@ func writeCheckLine(c *ucli.Context, r check.Result) error {
 		text += "; fix: " + r.Fix
 	}
 	head := fmt.Sprintf("%-*s  %s  ", checkNameWidth, r.Name, r.Status())
-	_, err := fmt.Fprint(stdout(c), wrapLine(head, text, checkLineWidth))
+	_, err := fmt.Fprint(stdout(c), render.Wrap(head, text, checkLineWidth))
 	return err
 }
 
@@ -154,29 +155,6 @@ func writeCheckSummary(c *ucli.Context, rep check.Report) error {
 	default:
 		text = fmt.Sprintf("no check failed (%d passed, %d warned, %d skipped)", len(rep.Checks)-warned-skipped, warned, skipped)
 	}
-	_, err := fmt.Fprint(stdout(c), wrapLine("summary: ", text, checkLineWidth))
+	_, err := fmt.Fprint(stdout(c), render.Wrap("summary: ", text, checkLineWidth))
 	return err
-}
-
-// wrapLine returns head and text on lines of at most width characters
-// (a word longer than a line keeps a line of its own), the lines after
-// the first indented by the width of head, each ending in a newline.
-func wrapLine(head, text string, width int) string {
-	var b strings.Builder
-	b.WriteString(head)
-	indent := strings.Repeat(" ", len(head))
-	col := len(head)
-	for i, w := range strings.Fields(text) {
-		if i > 0 && col+1+len(w) > width {
-			b.WriteString("\n" + indent)
-			col = len(indent)
-		} else if i > 0 {
-			b.WriteByte(' ')
-			col++
-		}
-		b.WriteString(w)
-		col += len(w)
-	}
-	b.WriteByte('\n')
-	return b.String()
 }

@@ -67,6 +67,7 @@ func checkText(t *testing.T, stdout string) (checks []string, summary string) {
 // exits 0, with one line per check, every one PASS; -o json says the
 // same.
 func TestCheckOnKroleDev(t *testing.T) {
+	t.Parallel()
 	brokers := startKroleDev(t)
 	r := run(t, "check", "--brokers", brokers)
 	requireOK(t, r)
@@ -120,6 +121,7 @@ func TestCheckOnKroleDev(t *testing.T) {
 // TestCheckFailsOnADeletingTopic: a failed check exits 1 and its line
 // names the setting and the fix.
 func TestCheckFailsOnADeletingTopic(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
 	topic := c.Topic(t, c.Name("deleting"), 1, 10*time.Second)
 	r := run(t, "check", "--brokers", strings.Join(c.Config.Brokers, ","), "--topic", topic, "--txn-prefix", c.Config.TxnPrefix)
@@ -141,6 +143,7 @@ func TestCheckFailsOnADeletingTopic(t *testing.T) {
 
 // TestCheckUnreachable: no broker answers: exit 1, one line.
 func TestCheckUnreachable(t *testing.T) {
+	t.Parallel()
 	r := run(t, "check", "--brokers", "127.0.0.1:1", "--timeout", "5s")
 	assert.Equal(t, ExitFailure, r.Code)
 	assert.Empty(t, r.Stderr)
@@ -156,6 +159,7 @@ func TestCheckUnreachable(t *testing.T) {
 
 // TestCheckUsage: bad flags are usage errors, exit 2, one line.
 func TestCheckUsage(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"check", "--as", "admin"},
 		{"check", "--as", "bogus"},
@@ -212,6 +216,7 @@ func TestCheckOverTLSAndSCRAM(t *testing.T) {
 // Amazon MSK and Redpanda; the README's install and set-up sections send
 // the reader to krole check before pointing krole at a cluster.
 func TestCheckDocs(t *testing.T) {
+	t.Parallel()
 	doc := readDoc(t, "docs/CHECK.md")
 	for _, n := range []string{check.NameReachability, check.NameVersions, check.NameRoleTopic, check.NameRolePartitions, check.NameDurability,
 		check.NameTxnInit, check.NameTimeouts, check.NameDescribe, check.NameClock, check.NameLatency, check.NameCleanup} {
@@ -237,6 +242,7 @@ func TestCheckDocs(t *testing.T) {
 // several checks; the summary names it and its fix, and no line is
 // longer than checkLineWidth.
 func TestCheckMissingTopic(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
 	r := run(t, "check", "--brokers", strings.Join(c.Config.Brokers, ","), "--topic", "nosuch", "--txn-prefix", c.Config.TxnPrefix)
 	assert.Equal(t, ExitFailure, r.Code, "stdout: %s\nstderr: %s", r.Stdout, r.Stderr)
@@ -258,6 +264,7 @@ func TestCheckMissingTopic(t *testing.T) {
 // TestCheckInterrupted: krole check stopped by SIGTERM says so, not that
 // its budget ran out, skips what it had not run, cleans up and exits 1.
 func TestCheckInterrupted(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary; skipped with -short")
 	}

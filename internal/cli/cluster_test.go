@@ -30,6 +30,7 @@ func records(t *testing.T, c *testcluster.Cluster, role string) []record {
 }
 
 func TestRegisterRecordsResign(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
 
 	// Two members join in order; register reports each one's offset.
@@ -85,6 +86,7 @@ func TestRegisterRecordsResign(t *testing.T) {
 }
 
 func TestRecordsOfEmptyRole(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
 	r := runOn(t, c, "records", "nobody-here", "-o", "json")
 	requireOK(t, r)
@@ -96,6 +98,7 @@ func TestRecordsOfEmptyRole(t *testing.T) {
 }
 
 func TestDescribe(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
 
 	r := runOn(t, c, "describe", "controller", "-o", "json")
@@ -169,6 +172,7 @@ func TestDescribe(t *testing.T) {
 // init creates the role topic with the settings the design needs and says
 // what it set; run again, it leaves the topic as it is and reports them.
 func TestInit(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
 	topic := c.Config.Topic + ".init"
 	args := []string{"init", "--partitions", "2", "--replication-factor", "1", "--brokers", strings.Join(c.Config.Brokers, ","), "--topic", topic, "-o", "json"}
@@ -201,6 +205,7 @@ func TestInit(t *testing.T) {
 }
 
 func TestMissingTopic(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
 	// An outside cluster may create topics on a metadata request.
 	c.RequireFake(t)

@@ -30,6 +30,7 @@ import (
 // no live holder: leader exits 1 with one line. Before, a fresh reader
 // counted a whole lease from its read and named the dead holder live.
 func TestOneShotAnswersAfterTheHolderDied(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
 	const role = "db"
 	elected := make(chan codec.Token, 1)

@@ -1,15 +1,12 @@
 package cli
 
 import (
-	"encoding/json"
-	"io"
-	"os"
-	"strings"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/krabka/krole/internal/demo"
+	"github.com/krabka/krole/internal/runner"
 	"github.com/krabka/krole/processor"
 )
 
@@ -77,7 +74,7 @@ func runDemo(c *ucli.Context) error {
 			listen, fallback = demoKeepAddr, true
 		}
 	}
-	if _, err := checkListen(c, listen, true); err != nil {
+	if _, err := validateListen(c, listen, true); err != nil {
 		return err
 	}
 	topic, err := clusterTopic(c, listen)
@@ -86,7 +83,7 @@ func runDemo(c *ucli.Context) error {
 	}
 	return demo.Run(c.Context, demo.Options{
 		Out:            stdout(c),
-		Env:            demoEnv(),
+		Env:            runner.ClearedEnv(),
 		LeaseDuration:  settings.LeaseDuration,
 		Pause:          pause,
 		Listen:         listen,
@@ -95,37 +92,5 @@ func runDemo(c *ucli.Context) error {
 		Topic:          topic,
 		TxnPrefix:      c.String("txn-prefix"),
 		DefaultBrokers: DefaultBrokers,
-		ReportEnv:      reportFDEnv,
-		ReadReports:    readRunReports,
-		Explain:        explainRunError,
-		Table:          rowsTable,
 	})
-}
-
-// demoEnv clears the KROLE_ variables of the environment for the members:
-// the demo names its own cluster, without TLS or SASL, and its own timings.
-// (An empty variable counts as unset.)
-func demoEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "KROLE_") {
-			env = append(env, k+"=")
-		}
-	}
-	return env
-}
-
-// readRunReports reads the reports of a `krole run` from r (see
-// reportFDEnv) until its end, and passes on the pid of each CMD started.
-func readRunReports(r io.Reader, cmdStarted func(pid int)) {
-	dec := json.NewDecoder(r)
-	for {
-		var rep runReport
-		if err := dec.Decode(&rep); err != nil {
-			return // io.EOF: the member exited
-		}
-		if rep.Event == "cmd_started" {
-			cmdStarted(rep.Pid)
-		}
-	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/internal/runner"
 )
 
 // The demo's lines that the tests read.
@@ -34,6 +35,7 @@ var (
 // `krole demo --keep`: the commands it prints work, and Ctrl-C stops
 // everything.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and runs processes; skipped with -short")
 	}
@@ -47,7 +49,7 @@ func TestDemo(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, bin, "demo", "--lease-duration", "2s", "--pause", "0")
-		cmd.Env = append(cmd.Environ(), demoEnv()...)
+		cmd.Env = append(cmd.Environ(), runner.ClearedEnv()...)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		start := time.Now()
@@ -80,7 +82,7 @@ func TestDemo(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, bin, "demo", "--keep", "--listen", "127.0.0.1:0", "--lease-duration", "2s", "--pause", "0")
-		cmd.Env = append(cmd.Environ(), demoEnv()...)
+		cmd.Env = append(cmd.Environ(), runner.ClearedEnv()...)
 		pipe, err := cmd.StdoutPipe()
 		require.NoError(t, err)
 		var stderr bytes.Buffer
@@ -162,6 +164,7 @@ func demoNoSurvivors(t *testing.T, out string) {
 }
 
 func TestDemoUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string

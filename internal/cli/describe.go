@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -9,7 +8,8 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
-	"github.com/krabka/krole/internal/liveness"
+	"github.com/krabka/krole/internal/render"
+	"github.com/krabka/krole/internal/roleread"
 	"github.com/krabka/krole/internal/server"
 	"github.com/krabka/krole/rolestate"
 )
@@ -33,8 +33,8 @@ func describeCommand() *ucli.Command {
 			"disturbs no one.\n\n" +
 			"JSON: {\"role\":R,\"held\":BOOL,\"token\":{\"producer_id\":N,\"epoch\":N} or null,\n" +
 			"       \"lease\":{\"state\":\"live\"|\"released\"|\"expired\",\"member\":M,\n" +
-			"                \"token\":{\"producer_id\":N,\"epoch\":N},\"fence\":N,\"left_ms\":N,\"renewed_at\":MS} or null}\n" +
-			"\"renewed_at\" is when the holder's latest renewal began (its lease's or its\n" +
+			"                \"token\":{\"producer_id\":N,\"epoch\":N},\"fence\":N,\"left_ms\":N,\"vouched_at\":MS} or null}\n" +
+			"\"vouched_at\" is when the holder's latest renewal began (its lease's or its\n" +
 			"member session's heartbeat's, by its clock).\n" +
 			"\"held\" is true when the coordinator has a token for the role (TOKEN), whether\n" +
 			"or not a member holds the role: see \"lease\".",
@@ -65,49 +65,24 @@ type describeLease struct {
 	// Fence is the holding's fencing number (server.Holder.Fence).
 	Fence  int64 `json:"fence"`
 	LeftMS int64 `json:"left_ms"`
-	// RenewedAt is the holder's latest renewal (server.Holder.RenewedAt).
-	RenewedAt int64 `json:"renewed_at,omitempty"`
+	// VouchedAt is the holder's latest renewal (server.Holder.VouchedAt).
+	VouchedAt int64 `json:"vouched_at,omitempty"`
 }
 
 func runDescribe(c *ucli.Context) error {
-	rc, err := openRole(c, false, nil)
+	rc, err := openRole(c, roleNeeds{})
 	if err != nil {
 		return err
 	}
+	defer rc.close()
 	role, t := rc.role, rc.t
-	defer t.Close()
 	tok, ok, err := t.Describe(c.Context, role)
 	if err != nil {
 		return err
 	}
-	// The role's newest lease, each read stamped with when this process
-	// first read that lease record, judged as a one-shot answer is
-	// (package liveness), waiting for a renewal when the holder's clock
-	// says the lease ran out.
-	// A lease that names its holder's member session is renewed by the
-	// session's heartbeats: the holder's latest session record is read
-	// with it, stamped the same way.
-	seen, seenBeat := map[int64]time.Time{}, map[int64]time.Time{}
-	stamp := func(m map[int64]time.Time, off int64) time.Time {
-		if _, ok := m[off]; !ok {
-			m[off] = time.Now()
-		}
-		return m[off]
-	}
-	sts, err := liveness.Settle(c.Context, func(ctx context.Context) ([]rolestate.State, error) {
-		recs, err := t.ReadRoleRecords(ctx, role)
-		if err != nil {
-			return nil, err
-		}
-		st := rolestate.Fold(role, recs)
-		if st.Lease != nil {
-			st.LeaseSeenAt = stamp(seen, st.LeaseOffset)
-		}
-		if err := withSession(ctx, t, &st, func(off int64) time.Time { return stamp(seenBeat, off) }); err != nil {
-			return nil, err
-		}
-		return []rolestate.State{st}, nil
-	}, time.Now)
+	// The role's newest lease, judged as a one-shot answer is (see
+	// roleread.Settled).
+	_, st, err := roleread.Settled(c.Context, t, role)
 	res := describeResult{Role: string(role), Held: ok}
 	switch {
 	case fencing.IsNotAuthorized(err):
@@ -119,7 +94,7 @@ func runDescribe(c *ucli.Context) error {
 	case err != nil:
 		return err
 	default:
-		res.Lease = leaseOf(sts[0], time.Now())
+		res.Lease = leaseOf(st, time.Now())
 	}
 	if ok {
 		res.Token = &tok
@@ -127,7 +102,7 @@ func runDescribe(c *ucli.Context) error {
 	if outputFormat(c) == FormatJSON {
 		return writeJSON(stdout(c), res)
 	}
-	tw := newTable(stdout(c), "ROLE", "TOKEN", "TRANSACTIONAL ID", "LEASE")
+	tw := render.NewTable(stdout(c), "ROLE", "TOKEN", "TRANSACTIONAL ID", "LEASE")
 	token := "none"
 	if ok {
 		token = tok.String()
@@ -136,8 +111,8 @@ func runDescribe(c *ucli.Context) error {
 	if res.LeaseUnknown != "" {
 		lease = "unknown: " + res.LeaseUnknown
 	}
-	tw.row(string(role), token, t.Config().TransactionalID(string(role)), lease)
-	return tw.flush()
+	tw.Row(string(role), token, t.Config().TransactionalID(string(role)), lease)
+	return tw.Flush()
 }
 
 // leaseOf returns st's lease judged at now, nil without one.
@@ -146,7 +121,7 @@ func leaseOf(st rolestate.State, now time.Time) *describeLease {
 	if h == nil {
 		return nil
 	}
-	l := &describeLease{Member: h.Member, Token: h.Token, Fence: h.Fence, LeftMS: h.LeftMS, RenewedAt: h.RenewedAt, State: "live"}
+	l := &describeLease{Member: h.Member, Token: h.Token, Fence: h.Fence, LeftMS: h.LeftMS, VouchedAt: h.VouchedAt, State: "live"}
 	switch {
 	case h.Released():
 		l.State = "released"
@@ -162,30 +137,9 @@ func leaseText(l *describeLease) string {
 	case l == nil:
 		return "none"
 	case l.State == "live":
-		return fmt.Sprintf("live: %s (token %s, fence %d), %s left", l.Member, l.Token, l.Fence, formatLeft(time.Duration(l.LeftMS)*time.Millisecond))
+		return fmt.Sprintf("live: %s (token %s, fence %d), %s left", l.Member, l.Token, l.Fence, render.FormatLeft(time.Duration(l.LeftMS)*time.Millisecond))
 	case l.State == "released":
 		return fmt.Sprintf("released by %s (token %s, fence %d): nobody holds the role", l.Member, l.Token, l.Fence)
 	}
 	return fmt.Sprintf("expired: %s (token %s, fence %d) stopped renewing", l.Member, l.Token, l.Fence)
-}
-
-// withSession sets st.Session to the latest session record of the member
-// its lease names, read with t, when the lease names a session: a holder
-// is renewed by its session's heartbeats, not by lease records. seenAt
-// stamps the record by its offset.
-func withSession(ctx context.Context, t roleClient, st *rolestate.State, seenAt func(off int64) time.Time) error {
-	if st.Lease == nil || st.Lease.Session == nil {
-		return nil
-	}
-	beats, err := t.ReadSession(ctx, st.Lease.Member)
-	if err != nil {
-		return err
-	}
-	for i := len(beats) - 1; i >= 0; i-- {
-		if hb := beats[i].Record.Heartbeat; hb != nil {
-			st.Session = &rolestate.SessionSeen{Offset: beats[i].Offset, Heartbeat: *hb, SeenAt: seenAt(beats[i].Offset)}
-			return nil
-		}
-	}
-	return nil
 }

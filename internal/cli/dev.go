@@ -57,7 +57,7 @@ func runDev(c *ucli.Context) error {
 		return err
 	}
 	listen, nodes, parts := devListen(c), c.Int("nodes"), c.Int("partitions")
-	port, err := checkListen(c, listen, true)
+	port, err := validateListen(c, listen, true)
 	switch {
 	case err != nil:
 		return err

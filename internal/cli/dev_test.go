@@ -18,6 +18,7 @@ import (
 // TestDev runs `krole dev` in-process on free ports, uses the cluster it
 // announces, and stops it by cancelling its context, as SIGINT does.
 func TestDev(t *testing.T) {
+	t.Parallel()
 	addrs, stop := startDev(t, "--listen", "127.0.0.1:0", "--nodes", "2", "--topic", "dev.roles")
 	brokers := strings.Split(addrs, ",")
 	require.Len(t, brokers, 2, "--nodes 2 lists both brokers")
@@ -39,6 +40,7 @@ func TestDev(t *testing.T) {
 // --data-dir keeps the cluster's state: a registration made before a
 // restart is there after it.
 func TestDevDataDirSurvivesARestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	addrs, stop := startDev(t, "--listen", "127.0.0.1:0", "--data-dir", dir)
 	requireOK(t, run(t, "register", "controller", "--member", "node-1", "--brokers", addrs))
@@ -69,9 +71,11 @@ func startDevStderr(t *testing.T, args ...string) (string, *testcluster.SyncBuff
 	outR, outW := io.Pipe()
 	errOut := &testcluster.SyncBuffer{}
 	done := make(chan int, 1)
+	appDone := startApp(t, ctx, append([]string{"dev"}, args...), outW, errOut)
 	go func() {
-		defer outW.Close()
-		done <- Run(ctx, append([]string{"dev"}, args...), outW, errOut)
+		code := <-appDone
+		_ = outW.Close()
+		done <- code
 	}()
 
 	lines := make(chan string, 1)
@@ -108,6 +112,7 @@ func startDevStderr(t *testing.T, args ...string) (string, *testcluster.SyncBuff
 }
 
 func TestDevBusyPort(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()
@@ -119,6 +124,7 @@ func TestDevBusyPort(t *testing.T) {
 // Without --listen, dev listens where --brokers points, as the other
 // commands given the same flag will look (it was ignored before).
 func TestDevListensWhereBrokersPoint(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()

@@ -17,6 +17,7 @@ import (
 // The docs follow the commands: docs/CLI.md has a section for every
 // command, and the README's table of commands names each one.
 func TestDocsNameEveryCommand(t *testing.T) {
+	t.Parallel()
 	cli := readDoc(t, "docs/CLI.md")
 	readme := readDoc(t, "README.md")
 	for _, cmd := range commands() {
@@ -37,6 +38,7 @@ func TestDocsNameEveryCommand(t *testing.T) {
 
 // The README stays short enough to take in: the rest is under docs/.
 func TestReadmeIsShort(t *testing.T) {
+	t.Parallel()
 	lines := strings.Count(readDoc(t, "README.md"), "\n")
 	assert.LessOrEqual(t, lines, 300, "README.md has %d lines; move detail to docs/", lines)
 }
@@ -44,6 +46,7 @@ func TestReadmeIsShort(t *testing.T) {
 // Every relative link of README.md and docs/*.md names a file that exists,
 // and every #anchor a heading of that file.
 func TestDocsLinksResolve(t *testing.T) {
+	t.Parallel()
 	pages, err := filepath.Glob(filepath.Join(repoRoot(t), "docs", "*.md"))
 	require.NoError(t, err)
 	pages = append(pages, filepath.Join(repoRoot(t), "README.md"))
@@ -136,6 +139,7 @@ func readDoc(t *testing.T, name string) string {
 // script's author reads them: `krole leader --help`, the leader section of
 // docs/CLI.md and docs/GUARANTEES.md; in step with liveness.ClockTolerance.
 func TestLeaderBoundIsStated(t *testing.T) {
+	t.Parallel()
 	tol := liveness.ClockTolerance
 	r := run(t, "leader", "--help")
 	requireOK(t, r)
@@ -163,6 +167,7 @@ func TestLeaderBoundIsStated(t *testing.T) {
 // set-up commands, and shows each command beside its etcdctl and consul
 // equivalent.
 func TestReadmeInstallAndEquivalents(t *testing.T) {
+	t.Parallel()
 	readme := readDoc(t, "README.md")
 	mod, _, _ := strings.Cut(readDoc(t, "go.mod"), "\n")
 	mod, ok := strings.CutPrefix(mod, "module ")

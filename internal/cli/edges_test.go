@@ -11,12 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/internal/devcluster"
+	"github.com/krabka/krole/internal/roletopic"
 	"github.com/krabka/krole/internal/testcluster"
 )
 
 // `krole run -- true` names no ROLE: "true" follows --, so it is CMD, and
 // the command is a usage error, not a campaign for a role called "true".
 func TestRunRoleAfterDashIsUsageError(t *testing.T) {
+	t.Parallel()
 	r := run(t, "run", "--brokers", "127.0.0.1:1", "--", "true")
 	assertOneLineError(t, r, ExitUsage)
 	assert.Contains(t, r.Stderr, `krole: run needs a ROLE before --`)
@@ -30,6 +32,7 @@ func TestRunRoleAfterDashIsUsageError(t *testing.T) {
 // The arguments before and after "--" reach run as ROLE and CMD wherever
 // the flags are; a "--" inside CMD stays CMD's.
 func TestNormalizeArgsKeepsRunsDash(t *testing.T) {
+	t.Parallel()
 	app := newApp(nil, nil)
 	for _, tc := range []struct{ in, want string }{
 		{"run -- true", "run -- -- true"},
@@ -72,6 +75,7 @@ func TestRunEmptyMemberIsUsageError(t *testing.T) {
 
 // -v and --version print the same, as text and as JSON.
 func TestShortVersionFlagIsVersion(t *testing.T) {
+	t.Parallel()
 	for _, o := range [][]string{nil, {"-o", "json"}} {
 		long := run(t, append([]string{"--version"}, o...)...)
 		requireOK(t, long)
@@ -86,11 +90,12 @@ func TestShortVersionFlagIsVersion(t *testing.T) {
 // `krole bench` without a subcommand is a usage error with the usage on
 // stderr, as a missing command is; an unknown one names the closest.
 func TestBenchWithoutSubcommandIsUsageError(t *testing.T) {
+	t.Parallel()
 	r := run(t, "bench")
 	assert.Equal(t, ExitUsage, r.Code)
 	assert.Empty(t, r.Stdout)
-	assert.Contains(t, r.Stderr, "usage: krole bench failover|handover|acquire|renew|failover-many|steady [flags]")
-	assert.Contains(t, r.Stderr, "subcommands: failover, handover, acquire, renew, failover-many, compare, steady\n")
+	assert.Contains(t, r.Stderr, "usage: krole bench failover|handover|acquire|renew|failover-many|group|steady [flags]")
+	assert.Contains(t, r.Stderr, "subcommands: failover, handover, acquire, renew, failover-many, group, compare, steady\n")
 	assert.NotContains(t, r.Stderr, "OPTIONS", "a short usage, not the whole help")
 
 	r = run(t, "bench", "failovr")
@@ -121,6 +126,7 @@ func TestDurationWithoutUnit(t *testing.T) {
 
 // A command's flag before the command's name says where it belongs.
 func TestCommandFlagBeforeCommand(t *testing.T) {
+	t.Parallel()
 	r := run(t, "--member", "x", "register", "controller")
 	assertOneLineError(t, r, ExitUsage)
 	require.Contains(t, r.Stderr, "krole: --member is a flag of `krole register`: krole register --member x controller\n")
@@ -139,11 +145,12 @@ func TestCommandFlagBeforeCommand(t *testing.T) {
 // says on its start line that without --data-dir tokens go back after a
 // restart.
 func TestDevTopicAgreesWithInit(t *testing.T) {
+	t.Parallel()
 	addrs, errOut, stop := startDevStderr(t, "--listen", "127.0.0.1:0")
 	r := run(t, "init", "--brokers", addrs, "-o", "json")
 	requireOK(t, r)
 	assert.Empty(t, r.Stderr, "init warns about nothing on dev's topic")
-	var res initResult
+	var res roletopic.Result
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &res))
 	assert.False(t, res.Created)
 	for name, want := range devcluster.RoleTopicConfigMap(devcluster.DefaultRoleTopicDeleteRetain) {
@@ -157,6 +164,7 @@ func TestDevTopicAgreesWithInit(t *testing.T) {
 // With --data-dir dev keeps its tokens across restarts, and does not say
 // they go back.
 func TestDevDataDirSaysNothingOfTokensGoingBack(t *testing.T) {
+	t.Parallel()
 	_, errOut, stop := startDevStderr(t, "--listen", "127.0.0.1:0", "--data-dir", t.TempDir())
 	stop()
 	assert.NotContains(t, errOut.String(), "epoch 0")
@@ -165,6 +173,7 @@ func TestDevDataDirSaysNothingOfTokensGoingBack(t *testing.T) {
 
 // dev's usage line names every flag it has.
 func TestDevUsageNamesPartitions(t *testing.T) {
+	t.Parallel()
 	r := run(t, "dev", "--help")
 	requireOK(t, r)
 	_, usage, ok := strings.Cut(r.Stdout, "USAGE:\n")
@@ -178,6 +187,7 @@ func TestDevUsageNamesPartitions(t *testing.T) {
 // init warns, one line per setting and with the command that changes it,
 // about an existing role topic whose settings differ from those it sets.
 func TestInitWarnsAboutTopicSettings(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
 	cfg := c.Config
 	cfg.Topic = strings.TrimSuffix(cfg.Topic, ".roles") + ".weekly"

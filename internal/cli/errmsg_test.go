@@ -17,6 +17,7 @@ import (
 // krole's transaction timeout fails `krole register` with the broker's
 // numbers and the flag that sets krole's, not "fencing config: TxnTimeout".
 func TestErrorsWithoutPackagePrefixes(t *testing.T) {
+	t.Parallel()
 	if testcluster.External() {
 		t.Skip("sets a broker setting of the embedded cluster")
 	}

@@ -120,7 +120,7 @@ func configFrom(c *ucli.Context) (fencing.Config, error) {
 	if cfg.Topic == "" {
 		return cfg, &UsageError{Err: errors.New("--topic must not be empty")}
 	}
-	return cfg, checkConnection(cfg)
+	return cfg, validateConnection(cfg)
 }
 
 // roleArg returns the command's one argument, ROLE, validated. A missing
@@ -161,8 +161,8 @@ func noArgs(c *ucli.Context) error {
 	return nil
 }
 
-// checkOutput validates --output; the app runs it before any command.
-func checkOutput(c *ucli.Context) error {
+// validateOutput validates --output; the app runs it before any command.
+func validateOutput(c *ucli.Context) error {
 	switch Format(c.String("output")) {
 	case "", FormatTable, FormatJSON: // "": KROLE_OUTPUT= in the environment
 		return nil
@@ -170,10 +170,10 @@ func checkOutput(c *ucli.Context) error {
 	return &UsageError{Err: fmt.Errorf("--output %q: must be table or json", c.String("output"))}
 }
 
-// checkListen checks listen, the --listen of a command that serves, and
+// validateListen validates listen, the --listen of a command that serves, and
 // returns its port (0 picks a free one). An address that is not HOST:PORT
 // (with a HOST when needHost is set) is a usage error.
-func checkListen(c *ucli.Context, listen string, needHost bool) (int, error) {
+func validateListen(c *ucli.Context, listen string, needHost bool) (int, error) {
 	host, portStr, err := net.SplitHostPort(listen)
 	port, perr := strconv.Atoi(portStr)
 	if err != nil || (needHost && host == "") || perr != nil || port < 0 || port > 65535 {

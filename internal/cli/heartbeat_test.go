@@ -84,6 +84,7 @@ func lastBeat(t *testing.T, c *testcluster.Cluster, member codec.MemberID) codec
 // /v1/roles and history; table --watch prints no line for its renewals,
 // and one when it stops.
 func TestHolderRenewedByHeartbeatsIsLive(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
 	const role = "db"
 	stop, elected := startKeeper(t, c, "y1", role)
@@ -108,7 +109,7 @@ func TestHolderRenewedByHeartbeatsIsLive(t *testing.T) {
 	h := rows[0]["holder"].(map[string]any)
 	assert.Equal(t, false, h["expired"], "table: live")
 	assert.Greater(t, h["left_ms"].(float64), float64(minLeft), "table: most of a span left, from the latest heartbeat")
-	assert.Greater(t, h["renewed_at"].(float64), float64(lease.Deadline), "table: renewed by a heartbeat after the lease's deadline")
+	assert.Greater(t, h["vouched_at"].(float64), float64(lease.Deadline), "table: renewed by a heartbeat after the lease's deadline")
 	assert.Equal(t, float64(lease.GrantedAt), h["granted_at"], "granted_at stays the lease record's")
 
 	r := runOn(t, c, "table", role)
@@ -131,7 +132,7 @@ func TestHolderRenewedByHeartbeatsIsLive(t *testing.T) {
 	}
 	require.NotNil(t, newest, r.Stdout)
 	assert.Equal(t, true, newest["live"], "records: the newest lease is live")
-	assert.Greater(t, newest["renewed_at"].(float64), float64(lease.Deadline))
+	assert.Greater(t, newest["vouched_at"].(float64), float64(lease.Deadline))
 	assert.Greater(t, newest["renewed_until"].(float64), float64(time.Now().UnixMilli()-liveness.ClockTolerance.Milliseconds()))
 	assert.Greater(t, newest["left_ms"].(float64), float64(minLeft))
 	assert.Equal(t, float64(lease.Deadline), newest["deadline"], "the record's own deadline, as written")
@@ -145,13 +146,13 @@ func TestHolderRenewedByHeartbeatsIsLive(t *testing.T) {
 		Lease struct {
 			State     string `json:"state"`
 			LeftMS    int64  `json:"left_ms"`
-			RenewedAt int64  `json:"renewed_at"`
+			VouchedAt int64  `json:"vouched_at"`
 		} `json:"lease"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &d))
 	assert.Equal(t, "live", d.Lease.State)
 	assert.Greater(t, d.Lease.LeftMS, minLeft)
-	assert.Greater(t, d.Lease.RenewedAt, lease.Deadline)
+	assert.Greater(t, d.Lease.VouchedAt, lease.Deadline)
 
 	resp, body := httpGet(t, url+"/v1/roles")
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
@@ -161,7 +162,7 @@ func TestHolderRenewedByHeartbeatsIsLive(t *testing.T) {
 	require.NotNil(t, srows[0].Holder)
 	assert.False(t, srows[0].Holder.Expired, "serve: live")
 	assert.Greater(t, srows[0].Holder.LeftMS, minLeft)
-	assert.Greater(t, srows[0].Holder.RenewedAt, lease.Deadline)
+	assert.Greater(t, srows[0].Holder.VouchedAt, lease.Deadline)
 
 	resp, body = httpGet(t, url+"/v1/roles/db/history")
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
@@ -171,8 +172,8 @@ func TestHolderRenewedByHeartbeatsIsLive(t *testing.T) {
 	tr := hist.Transitions[0]
 	require.NotNil(t, tr.Holder)
 	assert.Equal(t, codec.MemberID("y1"), tr.Holder.Member)
-	assert.Greater(t, tr.RenewedAt, tr.At+hbSpan.Milliseconds(), "history: heartbeats seen since it began count as renewals")
-	assert.Greater(t, tr.RenewedAt, lease.Deadline)
+	assert.Greater(t, tr.VouchedAt, tr.At+hbSpan.Milliseconds(), "history: heartbeats seen since it began count as renewals")
+	assert.Greater(t, tr.VouchedAt, lease.Deadline)
 
 	select {
 	case l := <-w.lines:
@@ -196,6 +197,7 @@ func TestHolderRenewedByHeartbeatsIsLive(t *testing.T) {
 // members gone for longer than --older-than: never a live member's, nor
 // one whose session was never read.
 func TestGoneCandidatesDeadRolesAndPrune(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
 	const role = "db"
 	stopY1, elected := startKeeper(t, c, "y1", role)

@@ -3,7 +3,9 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,9 +28,50 @@ func run(t *testing.T, args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out, errOut bytes.Buffer
-	code := Run(ctx, args, &out, &errOut)
+	code := <-startApp(t, ctx, args, &out, &errOut)
 	return result{Code: code, Stdout: out.String(), Stderr: errOut.String()}
 }
+
+// appLock is held while an in-process app parses its flags: urfave/cli
+// writes package-level state then (its help flag, which its help printer
+// reads), so the apps of tests that run in parallel take turns.
+var appLock = make(chan struct{}, 1)
+
+// startApp runs the app in-process with args in a goroutine, and returns
+// the channel its exit code comes on. The app holds appLock until its
+// command first uses ctx (urfave/cli never does, and a command runs only
+// once every flag is parsed), or until it returns: help, the version and
+// usage errors hold it to the end.
+func startApp(t testing.TB, ctx context.Context, args []string, stdout, stderr io.Writer) <-chan int {
+	t.Helper()
+	select {
+	case appLock <- struct{}{}:
+	case <-time.After(time.Minute):
+		t.Fatal("waited a minute for another in-process app to parse its flags")
+	}
+	var once sync.Once
+	unlock := func() { once.Do(func() { <-appLock }) }
+	done := make(chan int, 1)
+	go func() {
+		code := Run(unlockingCtx{ctx, unlock}, args, stdout, stderr)
+		unlock()
+		done <- code
+	}()
+	return done
+}
+
+// unlockingCtx is a context that calls unlock (idempotent) before each use.
+// Done and Value are the parent's own, so contexts derived from it are
+// cancelled as directly as from the parent.
+type unlockingCtx struct {
+	context.Context
+	unlock func()
+}
+
+func (c unlockingCtx) Deadline() (time.Time, bool) { c.unlock(); return c.Context.Deadline() }
+func (c unlockingCtx) Done() <-chan struct{}       { c.unlock(); return c.Context.Done() }
+func (c unlockingCtx) Err() error                  { c.unlock(); return c.Context.Err() }
+func (c unlockingCtx) Value(key any) any           { c.unlock(); return c.Context.Value(key) }
 
 // clusterFlags names c's brokers, topic and transactional-id prefix.
 func clusterFlags(c *testcluster.Cluster) []string {

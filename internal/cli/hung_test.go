@@ -40,6 +40,7 @@ func hangCluster(t *testing.T, fn *faultnet.Net) {
 // exitBound with exit 0. Without the view's shut connections, the view's
 // health probe stayed in sarama's RefreshMetadata for 50s.
 func TestReadersExitWhenTheClusterHangs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -80,13 +81,14 @@ func TestReadersExitWhenTheClusterHangs(t *testing.T) {
 // confirmed and when the lease runs out. Without the bound, krole run
 // waited for its view's probe (50s) and for each step of leaving.
 func TestRunExitsWhenTheClusterHangs(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and runs processes; skipped with -short")
 	}
 	bin := buildKrole(t)
 	c, fn := testcluster.StartFaulty(t, testcluster.Options{})
 	out := filepath.Join(t.TempDir(), "cmds")
-	flags := []string{"--lease-duration", "30s", "--renew-interval", "1s", "--stagger", "1s"}
+	flags := []string{"--lease-duration", "30s", "--heartbeat-interval", "1s", "--stagger", "1s"}
 	a := startKroleWith(t, bin, c, "hung", "node-a", out, flags...)
 	a.waitLine(t, 0, startedRE, 30*time.Second)
 	cmdA := waitCmds(t, out, 1)[0]
@@ -123,6 +125,7 @@ func TestRunExitsWhenTheClusterHangs(t *testing.T) {
 // transport, took the client's timeouts (29s in the test) before, and
 // exited 1.
 func TestReadersStartInterruptedWhenTheClusterHangs(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		args []string

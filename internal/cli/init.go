@@ -1,24 +1,20 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/IBM/sarama"
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/krabka/krole/internal/devcluster"
+	"github.com/krabka/krole/internal/roletopic"
 )
 
 // The role topic's settings that init sets on a topic it creates, besides
 // cleanup.policy=compact, are devcluster.RoleTopicConfigs (`krole dev`
 // sets the same): see there why.
 const defaultRoleTopicDeleteRetain = devcluster.DefaultRoleTopicDeleteRetain
-
-// roleTopicConfigs are the names init reports, in order.
-var roleTopicConfigs = []string{"cleanup.policy", "segment.ms", "min.compaction.lag.ms", "delete.retention.ms"}
 
 func initCommand() *ucli.Command {
 	return &ucli.Command{
@@ -46,17 +42,6 @@ func initCommand() *ucli.Command {
 	}
 }
 
-// initResult is the JSON output of `krole init`.
-type initResult struct {
-	Topic             string            `json:"topic"`
-	Created           bool              `json:"created"`
-	Partitions        int               `json:"partitions"`
-	ReplicationFactor int               `json:"replication_factor"`
-	CleanupPolicy     string            `json:"cleanup_policy"`
-	Configs           map[string]string `json:"configs"` // roleTopicConfigs as the cluster reports them
-	Set               []string          `json:"set"`     // the settings this run set ("name=value"); empty for an existing topic
-}
-
 func runInit(c *ucli.Context) error {
 	if err := noArgs(c); err != nil {
 		return err
@@ -74,73 +59,10 @@ func runInit(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	sc, err := cfg.Sarama()
+	res, err := roletopic.Ensure(c.Context, cfg, roletopic.Spec{Partitions: int32(parts), Replication: int16(rf),
+		DeleteRetain: c.Duration("delete-retention")}, func(line string) { fmt.Fprintf(stderr(c), "krole: warning: %s\n", line) })
 	if err != nil {
 		return err
-	}
-	admin, err := sarama.NewClusterAdmin(cfg.Brokers, sc)
-	if err != nil {
-		return &noBroker{Brokers: cfg.Brokers, SASL: cfg.SASL.Mechanism != "", Err: err}
-	}
-	defer admin.Close()
-
-	if rf == 0 {
-		brokers, _, err := admin.DescribeCluster()
-		if err != nil {
-			return fmt.Errorf("describing the cluster: %w", err)
-		}
-		rf = min(3, max(1, len(brokers)))
-	}
-	res := initResult{Topic: cfg.Topic, Set: []string{}}
-	err = devcluster.CreateNewTopic(c.Context, cfg, devcluster.TopicSpec{Name: cfg.Topic, Partitions: int32(parts), Replication: int16(rf), CleanupPolicy: "compact"})
-	var te *sarama.TopicError
-	switch {
-	case errors.As(err, &te) && te.Err == sarama.ErrTopicAlreadyExists:
-	case err != nil:
-		return err
-	default:
-		res.Created = true
-		res.Set = append(res.Set, "cleanup.policy=compact")
-		for _, kv := range devcluster.RoleTopicConfigs(c.Duration("delete-retention")) {
-			// One request per setting: a cluster that refuses one (a
-			// setting it does not know, or its policy forbids) refuses
-			// only that one. The embedded cluster takes all of them
-			// (TestInit).
-			v := kv[1]
-			err := admin.IncrementalAlterConfig(sarama.TopicResource, cfg.Topic,
-				map[string]sarama.IncrementalAlterConfigsEntry{kv[0]: {Operation: sarama.IncrementalAlterConfigsOperationSet, Value: &v}}, false)
-			if err != nil {
-				fmt.Fprintf(stderr(c), "krole: warning: topic %s: the cluster refused %s=%s: %v\n", cfg.Topic, kv[0], v, err)
-				continue
-			}
-			res.Set = append(res.Set, kv[0]+"="+v)
-		}
-	}
-	md, err := admin.DescribeTopics([]string{cfg.Topic})
-	if err != nil {
-		return fmt.Errorf("describing topic %s: %w", cfg.Topic, err)
-	}
-	if len(md) != 1 || md[0].Err != sarama.ErrNoError {
-		e := sarama.ErrUnknownTopicOrPartition
-		if len(md) == 1 {
-			e = md[0].Err
-		}
-		return fmt.Errorf("describing topic %s: %w", cfg.Topic, e)
-	}
-	res.Partitions = len(md[0].Partitions)
-	if len(md[0].Partitions) > 0 {
-		res.ReplicationFactor = len(md[0].Partitions[0].Replicas)
-	}
-	conf, err := devcluster.TopicConfigs(admin, cfg.Topic, roleTopicConfigs...)
-	if err != nil {
-		return fmt.Errorf("reading the configuration of topic %s: %w", cfg.Topic, err)
-	}
-	res.CleanupPolicy = conf["cleanup.policy"]
-	res.Configs = map[string]string{}
-	for _, name := range roleTopicConfigs {
-		if v, ok := conf[name]; ok {
-			res.Configs[name] = v
-		}
 	}
 	policies := strings.Split(res.CleanupPolicy, ",")
 	compact, del := false, false
@@ -171,7 +93,7 @@ func runInit(c *ucli.Context) error {
 		return writeJSON(stdout(c), res)
 	}
 	var found []string
-	for _, name := range roleTopicConfigs {
+	for _, name := range roletopic.ConfigNames {
 		if v, ok := res.Configs[name]; ok && name != "cleanup.policy" {
 			found = append(found, name+"="+v)
 		}

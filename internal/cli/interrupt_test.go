@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,8 +20,11 @@ import (
 
 // TestRunSecondInterrupt: a second SIGINT while `krole run` waits for a
 // CMD that ignores SIGTERM ends krole at once with exit 130, after a line
-// that says it did not resign; CMD does not outlive it.
+// that says it did not resign; CMD does not outlive it: the watchdog kills
+// it after --kill-timeout. That is 5s, ample for the test to send the
+// second SIGINT before krole would kill CMD itself.
 func TestRunSecondInterrupt(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and runs processes; skipped with -short")
 	}
@@ -31,7 +35,7 @@ func TestRunSecondInterrupt(t *testing.T) {
 	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
 	pidFile := t.TempDir() + "/pid"
 	args := append(append(append(clusterFlags(c), "run", "job", "--member", "a"), testTimingFlags()...),
-		"--kill-timeout", "1m", "--", "sh", "-c", `trap "" TERM; echo $$ > "$0"; while :; do sleep 0.05; done`, pidFile)
+		"--kill-timeout", "5s", "--", "sh", "-c", `trap "" TERM; echo $$ > "$0"; while :; do sleep 0.05; done`, pidFile)
 	cmd := exec.Command(bin, args...)
 	pipe, err := cmd.StderrPipe()
 	require.NoError(t, err)
@@ -67,6 +71,7 @@ func TestRunSecondInterrupt(t *testing.T) {
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	waitLine("krole run: stopping CMD (pid ")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	// stderr ends when the watchdog, which holds it too, has stopped CMD.
 	for l := range lines {
 		seen = append(seen, l)
 	}
@@ -79,38 +84,13 @@ func TestRunSecondInterrupt(t *testing.T) {
 	require.Eventually(t, func() bool { return !processAlive(pid) }, 10*time.Second, 10*time.Millisecond, "CMD outlived krole")
 }
 
-// TestRepeatedSIGTERMIsOneRequest: a SIGTERM within RepeatWindow of the
-// first signal is the same request to stop; a SIGINT after the first
-// signal, or a SIGTERM after the window, is a second one.
-func TestRepeatedSIGTERMIsOneRequest(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	for _, tc := range []struct {
-		name   string
-		first  syscall.Signal
-		second syscall.Signal
-		after  time.Duration
-		want   signalVerdict
-	}{
-		{"SIGTERM to the process, then to its group", syscall.SIGTERM, syscall.SIGTERM, time.Millisecond, sameRequest},
-		{"SIGINT, then a supervisor's SIGTERM", syscall.SIGINT, syscall.SIGTERM, RepeatWindow / 2, sameRequest},
-		{"SIGTERM well after the first", syscall.SIGTERM, syscall.SIGTERM, RepeatWindow, secondRequest},
-		{"a second Ctrl-C", syscall.SIGINT, syscall.SIGINT, time.Millisecond, secondRequest},
-		{"Ctrl-C after a SIGTERM", syscall.SIGTERM, syscall.SIGINT, time.Millisecond, secondRequest},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var r repeats
-			require.Equal(t, firstSignal, r.next(tc.first, t0))
-			assert.Equal(t, tc.want, r.next(tc.second, t0.Add(tc.after)))
-		})
-	}
-}
-
 // TestRunUnderTimeoutResigns: GNU timeout sends SIGTERM to krole run and
 // then to its process group, krole included; krole takes the two as one
 // request and resigns, so the role has no holder at once, not when the
-// 30s lease runs out. Several runs, since the kernel sometimes merges the
-// two signals into one; then the two signals by hand.
+// 30s lease runs out. Several runs at once, since the kernel sometimes
+// merges the two signals into one; meanwhile the two signals by hand.
 func TestRunUnderTimeoutResigns(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and runs processes; skipped with -short")
 	}
@@ -123,32 +103,29 @@ func TestRunUnderTimeoutResigns(t *testing.T) {
 	}
 	bin := buildKrole(t)
 	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
-	for i := range 4 {
+	type timedRun struct {
+		err    error
+		stderr bytes.Buffer
+	}
+	runs := make([]*timedRun, 4)
+	var wg sync.WaitGroup
+	for i := range runs {
+		runs[i] = &timedRun{}
 		role, member := fmt.Sprintf("timed-%d", i), fmt.Sprintf("m-%d", i)
 		args := append([]string{"5", bin}, clusterFlags(c)...)
 		args = append(args, "run", role, "--member", member,
-			"--lease-duration", "30s", "--renew-interval", "2s", "--stagger", "100ms", "--", "sleep", "300")
+			"--lease-duration", "30s", "--heartbeat-interval", "2s", "--stagger", "100ms", "--", "sleep", "300")
 		cmd := exec.Command(timeoutBin, args...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		err := cmd.Run()
-		var ee *exec.ExitError
-		require.ErrorAs(t, err, &ee, "stderr:\n%s", stderr.String())
-		assert.Equal(t, 124, ee.ExitCode(), "timeout's code for a command it timed out; stderr:\n%s", stderr.String())
-		require.Contains(t, stderr.String(), "krole run: started CMD", "elected within timeout's 5s")
-		assert.NotContains(t, stderr.String(), "interrupted again")
-		assert.Regexp(t, fmt.Sprintf(`(?m)^krole run: resigned %s \(token \d+/\d+\)$`, role), stderr.String())
-		// Resigned: nobody holds the role now, though m's lease had 30s to run.
-		r := runOn(t, c, "leader", role)
-		assert.Equal(t, ExitFailure, r.Code, "run %d: the role has no live holder; leader: %s%s\nkrole run:\n%s", i, r.Stdout, r.Stderr, stderr.String())
-		assert.Contains(t, r.Stderr, "released", "run %d", i)
+		cmd.Stderr = &runs[i].stderr
+		wg.Go(func() { runs[i].err = cmd.Run() })
 	}
+	t.Cleanup(wg.Wait) // timeout ends each within 5s
 
 	// The same two signals 100ms apart, which the kernel cannot merge,
 	// while CMD takes a second to stop.
 	ready := t.TempDir() + "/pid"
 	p := startKroleScript(t, bin, c, "twice", "m-twice", []string{"KROLE_TEST_READY=" + ready},
-		[]string{"--lease-duration", "30s", "--renew-interval", "2s", "--stagger", "100ms"},
+		[]string{"--lease-duration", "30s", "--heartbeat-interval", "2s", "--stagger", "100ms"},
 		`trap "sleep 1; exit 0" TERM; echo $$ > "$KROLE_TEST_READY"; while :; do sleep 0.05; done`)
 	p.waitLine(t, 0, startedRE, 30*time.Second)
 	waitPidFile(t, ready, nil) // CMD's trap is set
@@ -163,4 +140,21 @@ func TestRunUnderTimeoutResigns(t *testing.T) {
 	assert.Equal(t, 0, p.state.ExitCode(), "stderr:\n%s", p.stderr())
 	assert.NotContains(t, p.stderr(), "interrupted again")
 	assert.Regexp(t, `(?m)^krole run: resigned twice \(token \d+/\d+\)$`, p.stderr())
+
+	wg.Wait()
+	for i, tr := range runs {
+		role := fmt.Sprintf("timed-%d", i)
+		stderr := tr.stderr.String()
+		var ee *exec.ExitError
+		require.ErrorAs(t, tr.err, &ee, "run %d: stderr:\n%s", i, stderr)
+		assert.Equal(t, 124, ee.ExitCode(), "run %d: timeout's code for a command it timed out; stderr:\n%s", i, stderr)
+		require.Contains(t, stderr, "krole run: started CMD", "run %d: elected within timeout's 5s", i)
+		assert.NotContains(t, stderr, "interrupted again")
+		assert.Regexp(t, fmt.Sprintf(`(?m)^krole run: resigned %s \(token \d+/\d+\)$`, role), stderr)
+		// Resigned: nobody holds the role now, though the lease, written
+		// less than 30s ago, had 30s to run.
+		r := runOn(t, c, "leader", role)
+		assert.Equal(t, ExitFailure, r.Code, "run %d: the role has no live holder; leader: %s%s\nkrole run:\n%s", i, r.Stdout, r.Stderr, stderr)
+		assert.Contains(t, r.Stderr, "released", "run %d", i)
+	}
 }

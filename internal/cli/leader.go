@@ -118,15 +118,12 @@ func runLeader(c *ucli.Context) error {
 }
 
 func findLeader(c *ucli.Context) error {
-	role, err := roleArg(c)
+	rc, err := openRole(c, roleNeeds{view: true})
 	if err != nil {
 		return err
 	}
-	lv, err := readyView(c, nil, false)
-	if err != nil {
-		return err
-	}
-	defer lv.stop()
+	defer rc.close()
+	role, lv := rc.role, rc.lv
 	// A lease whose holder's clock says it ran out: wait for a renewal
 	// (package liveness), bounded by the lease.
 	sts, err := liveness.Settle(c.Context, func(ctx context.Context) ([]rolestate.State, error) {

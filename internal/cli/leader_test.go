@@ -21,6 +21,7 @@ import (
 // one its lease carries), its member id when it has none, and exits 1
 // with one line when the role has no live holder.
 func TestLeaderPrintsHolderValue(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
 	m := c.Members(t)
 	r := runOn(t, c, "register", "db", "--member", "m1", "--value", "10.0.0.1:5432", "-o", "json")
@@ -69,6 +70,7 @@ func TestLeaderPrintsHolderValue(t *testing.T) {
 // exits 3 (it could not find out), with one line saying why; a usage error
 // stays 2.
 func TestLeaderUnreachable(t *testing.T) {
+	t.Parallel()
 	r := run(t, "leader", "db", "--brokers", "127.0.0.1:1")
 	assertOneLineError(t, r, ExitLeaderUnknown)
 	assert.Contains(t, r.Stderr, "krole: no broker answered at 127.0.0.1:1")
@@ -79,6 +81,7 @@ func TestLeaderUnreachable(t *testing.T) {
 // TestValueTooLong: a value over the limit is a usage error naming it,
 // before anything is written.
 func TestValueTooLong(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", 257)
 	for _, args := range [][]string{
 		{"register", "db", "--member", "m1", "--value", long},
@@ -112,6 +115,7 @@ func leaseWithValue(t *testing.T, m *testcluster.Members, role codec.Role, membe
 // read from the topic (a stranger's registration, a member's lease) are
 // printed escaped and quoted, with no raw control byte.
 func TestLeaderValueOnlyItsHolderSets(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
 	m := c.Members(t)
 	requireOK(t, runOn(t, c, "register", "svc", "--member", "node-1", "--value", "10.0.0.7:8080"))
@@ -173,6 +177,7 @@ func noControlBytes(t *testing.T, out string) {
 // `krole register --value` refuse a value with a control character, with
 // one line naming it, before anything is written.
 func TestValueWithControlCharactersIsRefused(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"register", "db", "--member", "m1", "--value", "a\x1b[2Jb"},
 		{"run", "db", "--member", "m1", "--value", "a\r\nb", "--", "true"},

@@ -16,6 +16,7 @@ import (
 // resigns (the role is released, not left to run out); meanwhile --try
 // gives up with exit 75 and --timeout with exit 124, each saying why.
 func TestRunWithoutCommandHoldsTheRole(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
 	args := append(append(append(clusterFlags(c), "run", "lock"), testTimingFlags()...), "--member", "a", "--value", "host-a:1")
 	a := startBackground(t, args...)

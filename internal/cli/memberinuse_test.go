@@ -21,6 +21,7 @@ import (
 // it writes nothing (no registration, no tombstone, no lease), and the
 // running node-3 keeps the role under the same token and renews on.
 func TestRunSecondProcessUnderTheSameMemberIsRefused(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
 	args := append(append(append(clusterFlags(c), "run", "controller"), testTimingFlags()...), "--member", "node-3")
 	a := startBackground(t, args...)
@@ -83,6 +84,7 @@ func TestRunSecondProcessUnderTheSameMemberIsRefused(t *testing.T) {
 // refused as a second instance: it takes the id over, holds the role
 // under a newer token and starts CMD.
 func TestRunRestartedAfterSIGKILLRejoins(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and runs processes; skipped with -short")
 	}

@@ -9,6 +9,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/internal/render"
 	"github.com/krabka/krole/internal/server"
 	"github.com/krabka/krole/view"
 )
@@ -52,19 +53,16 @@ type observedOwner struct {
 }
 
 func runObserve(c *ucli.Context) error {
-	role, err := roleArg(c)
-	if err != nil {
-		return err
-	}
-	lv, err := readyView(c, nil, true)
-	if lv == nil {
+	rc, err := openRole(c, roleNeeds{view: true, quiet: true})
+	if rc == nil {
 		return err // nil when interrupted while the view caught up
 	}
-	defer lv.stop()
+	defer rc.close()
+	role, lv := rc.role, rc.lv
 	st := server.Follow(c.Context, lv.View, time.Now, role)
 	w, asJSON := stdout(c), outputFormat(c) == FormatJSON
 	var werr error
-	for rows := range holderChanges(st.C) {
+	for rows := range render.HolderChanges(st.C) {
 		if werr != nil {
 			continue // drain: the stream ends with ctx
 		}
@@ -76,7 +74,7 @@ func runObserve(c *ucli.Context) error {
 		return werr
 	}
 	if errors.Is(st.Err(), view.ErrStopped) {
-		if err := lv.stop(); err != nil {
+		if err := lv.Stop(); err != nil {
 			return fmt.Errorf("following the role topic: %w", err)
 		}
 	}
@@ -85,7 +83,7 @@ func runObserve(c *ucli.Context) error {
 
 func printObserved(w io.Writer, r server.Row, now time.Time, asJSON bool) error {
 	o := observed{At: now.UnixMilli(), Role: r.Role}
-	if h := liveHolder(r); h != nil {
+	if h := render.LiveHolder(r); h != nil {
 		o.Holder = &observedOwner{Member: h.Member, Value: h.Value, Token: h.Token, Fence: h.Fence}
 	}
 	if asJSON {
@@ -98,55 +96,8 @@ func printObserved(w io.Writer, r server.Row, now time.Time, asJSON bool) error 
 	}
 	value := ""
 	if o.Holder.Value != "" {
-		value = ", value " + shownValue(o.Holder.Value)
+		value = ", value " + render.ShownValue(o.Holder.Value)
 	}
 	_, err := fmt.Fprintf(w, "%s %s held by %s (token %s%s)\n", at, r.Role, o.Holder.Member, o.Holder.Token, value)
 	return err
-}
-
-// liveHolder returns r's holder when its lease is live, nil otherwise.
-func liveHolder(r server.Row) *server.Holder {
-	if r.Holder == nil || r.Holder.Expired {
-		return nil
-	}
-	return r.Holder
-}
-
-// holderKey is what a change of holder changes: the live holder's member
-// and token, "" without one. A renewal keeps it.
-func holderKey(r server.Row) string {
-	h := liveHolder(r)
-	if h == nil {
-		return ""
-	}
-	return string(h.Member) + " " + h.Token.String()
-}
-
-// holderChanges passes on, from a stream's batches, the rows whose role's
-// holder changed since the last row passed on for that role (every row of
-// the first batch), and drops the rest: renewals, candidates joining and
-// leaving. It closes its channel when in closes; the caller reads it to
-// the end.
-func holderChanges(in <-chan []server.Row) <-chan []server.Row {
-	out := make(chan []server.Row)
-	go func() {
-		defer close(out)
-		last := map[codec.Role]string{}
-		first := true
-		for rows := range in {
-			var pass []server.Row
-			for _, r := range rows {
-				k := holderKey(r)
-				if old, seen := last[r.Role]; first || !seen || old != k {
-					pass = append(pass, r)
-				}
-				last[r.Role] = k
-			}
-			if first || len(pass) > 0 {
-				out <- pass
-			}
-			first = false
-		}
-	}()
-	return out
 }

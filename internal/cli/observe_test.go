@@ -17,6 +17,7 @@ import (
 // nothing for a renewal or a candidate joining; -o json prints the same
 // as JSON lines; table --watch --changes drops the same rows.
 func TestObserveHolderChanges(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
 	m := c.Members(t)
 	_, err := m.Transport.RegisterValue(m.Context(), "db", "m1", "10.0.0.1:80")
@@ -66,6 +67,7 @@ func TestObserveHolderChanges(t *testing.T) {
 // election say nothing of it running out. Before, both said the role had
 // no holder one lease after the election.
 func TestObserveHolderRenewedBySession(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
 	holder := startBackground(t, append(append(append(clusterFlags(c), "run", "db"), testTimingFlags()...), "--member", "m1")...)
 	require.Regexp(t, `^\d+/\d+$`, holder.line("the token"))

@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -11,10 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/krabka/krole/codec"
-	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/testcluster"
-	"github.com/krabka/krole/processor"
 )
 
 // inBackground runs the app in-process with args until the returned stop is
@@ -23,8 +18,7 @@ func inBackground(t *testing.T, args ...string) (stdout, stderr *testcluster.Syn
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	stdout, stderr = &testcluster.SyncBuffer{}, &testcluster.SyncBuffer{}
-	done := make(chan int, 1)
-	go func() { done <- Run(ctx, args, stdout, stderr) }()
+	done := startApp(t, ctx, args, stdout, stderr)
 	var code *int
 	stop = func() int {
 		if code == nil {
@@ -59,6 +53,7 @@ func awaitText(t *testing.T, buf *testcluster.SyncBuffer, s, what string) {
 // sarama's error at every retry. observe, serve and table --watch do the
 // same in their own style, never as raw slog lines.
 func TestOutageIsOneLineAndOneWhenItEnds(t *testing.T) {
+	t.Parallel()
 	if testcluster.External() {
 		t.Skip("stops and restarts the embedded cluster")
 	}
@@ -111,54 +106,4 @@ func TestOutageIsOneLineAndOneWhenItEnds(t *testing.T) {
 	}
 	assert.Contains(t, runErr.String(), "ctl can be neither renewed nor taken until it answers")
 	assert.Contains(t, obsErr.String(), "the holder shown is the one as of then")
-}
-
-// The outage handler passes on warnings that are not about an outage, and
-// shows a dial error, not sarama's sentence around it.
-func TestUnreachableCause(t *testing.T) {
-	c, ok := unreachableCause(errorString("view: probing the end of the role topic: leader of krole.roles/0: kafka: client has run out of available brokers to talk to: dial tcp 127.0.0.1:1: connect: connection refused"))
-	assert.True(t, ok)
-	assert.Equal(t, "dial tcp 127.0.0.1:1: connect: connection refused", c)
-	_, ok = unreachableCause(errorString("fenced: another member holds role ctl"))
-	assert.False(t, ok)
-}
-
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
-
-// TestTokenRetiredInWords: a holding whose renewal got no definite answer
-// (the interrupt cut it short, during an outage say) ends with one line
-// in krole's words; the transport's error shows only with --verbose.
-func TestTokenRetiredInWords(t *testing.T) {
-	cause := &fencing.Error{Kind: fencing.ErrUnknownOutcome, Role: "session/node-1",
-		Err: errors.New("AddPartitionsToTxn under token 7/0 got no answer: the token is retired")}
-	ev := processor.Event{Kind: processor.Revoked, Role: "ctl", Member: "node-1", Token: codec.Token{ProducerID: 7},
-		Reason: processor.ReasonTokenRetired, Err: cause}
-	for _, tc := range []struct {
-		name    string
-		leaving bool
-		verbose bool
-		want    string
-	}{
-		{"during an outage", false, false, "krole run: revoked ctl (token 7/0): a renewal got no definite answer from the cluster, " +
-			"so the token is retired: nothing more is written under it\n"},
-		{"interrupted", true, false, "krole run: revoked ctl (token 7/0): the renewal under way when interrupted got no answer, " +
-			"so the token is retired: nothing more is written under it\n"},
-		{"verbose", false, true, "krole run: revoked ctl (token 7/0): a renewal got no definite answer from the cluster, " +
-			"so the token is retired: nothing more is written under it (unknown outcome: role session/node-1: " +
-			"AddPartitionsToTxn under token 7/0 got no answer: the token is retired)\n"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var out bytes.Buffer
-			leaving, stop := context.WithCancel(context.Background())
-			defer stop()
-			if tc.leaving {
-				stop()
-			}
-			s := &runSession{role: "ctl", me: "node-1", lines: &lineWriter{w: &out}, leaving: leaving, verbose: tc.verbose}
-			s.onEvent(ev)
-			assert.Equal(t, tc.want, out.String())
-		})
-	}
 }

@@ -30,7 +30,7 @@ import (
 // section 4):
 //
 //   - while cut off, node-a stops its CMD on its own at its local
-//     deadline (RenewDeadline, 4/5 of the lease, after its last committed
+//     deadline (HeartbeatDeadline, 4/5 of the lease, after its last committed
 //     renewal began), before node-b starts its CMD, and says why (lease
 //     lost, or token retired when a renewal got no answer), never
 //     "fenced": it hears nothing; no two CMDs are ever alive at once;
@@ -44,6 +44,7 @@ import (
 // Requests node-a sent while cut off are delivered when the network heals
 // (faultnet's DeliverOnClose), as the issue's report had it.
 func TestRunPartitionedHolder(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and runs processes; skipped with -short")
 	}
@@ -142,9 +143,9 @@ func TestRunPartitionedHolder(t *testing.T) {
 	_, revLine := a.waitLine(t, marksA, regexp.MustCompile(`^krole run: revoked cutoff \(token \d+/\d+\): `), time.Second)
 	assert.Regexp(t, `: (lease lost: |.*, so the token is retired: )`, revLine.text, "node-a, cut off, stops on its own")
 
-	// node-a's local deadline: RenewDeadline (4/5 of the lease) after its
+	// node-a's local deadline: HeartbeatDeadline (4/5 of the lease) after its
 	// last committed renewal began (same machine, same clock). CMD is
-	// SIGTERMed then; the kill timeout's default (lease - RenewDeadline)
+	// SIGTERMed then; the kill timeout's default (lease - HeartbeatDeadline)
 	// is its grace, and one second is for scheduling and this test's poll.
 	recs := records()
 	lastA := lastLeaseOf(recs, "node-a", false)

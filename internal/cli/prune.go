@@ -7,8 +7,9 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/liveness"
+	"github.com/krabka/krole/internal/render"
+	"github.com/krabka/krole/internal/roleread"
 	"github.com/krabka/krole/internal/server"
 	"github.com/krabka/krole/rolestate"
 )
@@ -51,16 +52,6 @@ func pruneCommand() *ucli.Command {
 	}
 }
 
-// pruned is one registration `krole prune` removes, or would.
-type pruned struct {
-	Role      codec.Role     `json:"role"`
-	Member    codec.MemberID `json:"member"`
-	GoneSince int64          `json:"gone_since"`
-	Pruned    bool           `json:"pruned"`
-
-	offset int64 // of the session record judged
-}
-
 func runPrune(c *ucli.Context) error {
 	roles, err := roleArgs(c)
 	if err != nil {
@@ -76,7 +67,7 @@ func runPrune(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	defer lv.stop()
+	defer lv.Stop()
 	tbl := server.WithSessions(lv.View)
 	// Judged as a one-shot answer is: a session whose member's clock says
 	// it ran out is read again until a heartbeat shows or the wait is up.
@@ -103,36 +94,9 @@ func runPrune(c *ucli.Context) error {
 	}
 	defer t.Close()
 	now := time.Now()
-	out := []pruned{}
-	ended := map[codec.MemberID]int64{} // the last heartbeat's deadline before a session end; 0 unknown
-	for _, st := range states {
-		v := liveness.Judge(st, now)
-		for _, cd := range st.Candidates {
-			if v.Live && st.Lease.Member == cd.Member {
-				continue // the live holder
-			}
-			se := cd.Session
-			sv := liveness.Session(se, now)
-			if !sv.Gone {
-				continue
-			}
-			since := sv.RanOut.UnixMilli()
-			if se.Heartbeat.End {
-				d, ok := ended[cd.Member]
-				if !ok {
-					d, err = lastBeatBefore(c.Context, t, *se)
-					if err != nil {
-						return err
-					}
-					ended[cd.Member] = d
-				}
-				since = d
-			}
-			if since == 0 || now.Sub(time.UnixMilli(since)) <= olderThan {
-				continue
-			}
-			out = append(out, pruned{Role: st.Role, Member: cd.Member, GoneSince: since, offset: se.Offset})
-		}
+	out, err := roleread.Gone(c.Context, t, states, now, olderThan)
+	if err != nil {
+		return err
 	}
 	if c.Bool("yes") {
 		for i, p := range out {
@@ -141,7 +105,7 @@ func runPrune(c *ucli.Context) error {
 			if err != nil {
 				return err
 			}
-			if ok && se.Offset != p.offset {
+			if ok && se.Offset != p.Offset {
 				fmt.Fprintf(stderr(c), "krole prune: note: %s wrote a new session record since it was judged; its registration for %s stays\n", p.Member, p.Role)
 				continue
 			}
@@ -151,7 +115,7 @@ func runPrune(c *ucli.Context) error {
 			out[i].Pruned = true
 		}
 	}
-	if err := lv.stop(); err != nil {
+	if err := lv.Stop(); err != nil {
 		return err
 	}
 	if outputFormat(c) == FormatJSON {
@@ -161,7 +125,7 @@ func runPrune(c *ucli.Context) error {
 		_, err := fmt.Fprintf(stdout(c), "no registration of a member gone for longer than %v\n", olderThan)
 		return err
 	}
-	tw := newTable(stdout(c), "ROLE", "MEMBER", "GONE SINCE", "ACTION")
+	tw := render.NewTable(stdout(c), "ROLE", "MEMBER", "GONE SINCE", "ACTION")
 	for _, p := range out {
 		action := "would prune (--yes prunes)"
 		if p.Pruned {
@@ -169,25 +133,7 @@ func runPrune(c *ucli.Context) error {
 		} else if c.Bool("yes") {
 			action = "kept (came back)"
 		}
-		tw.row(string(p.Role), string(p.Member), humanTime(p.GoneSince, now), action)
+		tw.Row(string(p.Role), string(p.Member), render.HumanTime(p.GoneSince, now), action)
 	}
-	return tw.flush()
-}
-
-// lastBeatBefore returns the deadline (Unix ms, the member's clock) of
-// the latest heartbeat of end's incarnation before end, a session end, as
-// the member's session partition still holds it; 0 when compaction left
-// none.
-func lastBeatBefore(ctx context.Context, t roleClient, end rolestate.SessionSeen) (int64, error) {
-	recs, err := t.ReadSession(ctx, end.Heartbeat.Member)
-	if err != nil {
-		return 0, err
-	}
-	var last int64
-	for _, r := range recs {
-		if h := r.Record.Heartbeat; h != nil && !h.End && r.Offset < end.Offset && end.Heartbeat.Session.Keeps(h.Session) {
-			last = h.Deadline
-		}
-	}
-	return last, nil
+	return tw.Flush()
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"time"
@@ -11,7 +10,8 @@ import (
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/liveness"
-	"github.com/krabka/krole/rolestate"
+	"github.com/krabka/krole/internal/render"
+	"github.com/krabka/krole/internal/roleread"
 )
 
 func recordsCommand() *ucli.Command {
@@ -37,7 +37,7 @@ func recordsCommand() *ucli.Command {
 			"latest heartbeat with it and judges the lease as 'krole table' does. Its row\n" +
 			"says \"lease (live)\" or \"lease (expired)\", and its DEADLINE is that of its\n" +
 			"latest renewal (\"by heartbeat\" when a heartbeat renewed it). In JSON it has\n" +
-			"  \"live\":BOOL,\"renewed_at\":MS,\"renewed_until\":MS,\"left_ms\":N\n" +
+			"  \"live\":BOOL,\"vouched_at\":MS,\"renewed_until\":MS,\"left_ms\":N\n" +
 			"besides: when its latest renewal began and ran until (the holder's clock), and\n" +
 			"the time left as this machine judges it.",
 		ArgsUsage: "ROLE",
@@ -63,7 +63,7 @@ type recordJSON struct {
 	// The newest lease's liveness (see liveness.Judge): left out on other
 	// records and on a release.
 	Live         *bool  `json:"live,omitempty"`
-	RenewedAt    *int64 `json:"renewed_at,omitempty"`
+	VouchedAt    *int64 `json:"vouched_at,omitempty"`
 	RenewedUntil *int64 `json:"renewed_until,omitempty"`
 	LeftMS       *int64 `json:"left_ms,omitempty"`
 }
@@ -75,7 +75,7 @@ func (j *recordJSON) judged(v liveness.Verdict, now time.Time) {
 		left = v.End.Sub(now).Milliseconds()
 	}
 	until := v.RanOut.UnixMilli()
-	j.Live, j.RenewedAt, j.RenewedUntil, j.LeftMS = &v.Live, &v.RenewedAt, &until, &left
+	j.Live, j.VouchedAt, j.RenewedUntil, j.LeftMS = &v.Live, &v.VouchedAt, &until, &left
 }
 
 func toJSON(r fencing.RoleRecord) recordJSON {
@@ -98,50 +98,14 @@ func toJSON(r fencing.RoleRecord) recordJSON {
 	return j
 }
 
-// settledRecords reads role's records and, when its newest lease names
-// its holder's member session, the session's latest record, judged as a
-// one-shot answer is (liveness.Settle): each record is stamped with when
-// this process first read it, and the reads go on while the holder's
-// clock says the latest renewal ran out, for a renewal to show. It
-// returns the last records read and their state.
-func settledRecords(ctx context.Context, t roleClient, role codec.Role) ([]fencing.RoleRecord, rolestate.State, error) {
-	seen, seenBeat := map[int64]time.Time{}, map[int64]time.Time{}
-	stamp := func(m map[int64]time.Time, off int64) time.Time {
-		if _, ok := m[off]; !ok {
-			m[off] = time.Now()
-		}
-		return m[off]
-	}
-	var recs []fencing.RoleRecord
-	sts, err := liveness.Settle(ctx, func(ctx context.Context) ([]rolestate.State, error) {
-		rs, err := t.ReadRoleRecords(ctx, role)
-		if err != nil {
-			return nil, err
-		}
-		st := rolestate.Fold(role, rs)
-		if st.Lease != nil {
-			st.LeaseSeenAt = stamp(seen, st.LeaseOffset)
-		}
-		if err := withSession(ctx, t, &st, func(off int64) time.Time { return stamp(seenBeat, off) }); err != nil {
-			return nil, err
-		}
-		recs = rs
-		return []rolestate.State{st}, nil
-	}, time.Now)
-	if err != nil {
-		return nil, rolestate.State{}, err
-	}
-	return recs, sts[0], nil
-}
-
 func runRecords(c *ucli.Context) error {
-	rc, err := openRole(c, false, nil)
+	rc, err := openRole(c, roleNeeds{})
 	if err != nil {
 		return err
 	}
+	defer rc.close()
 	role, t := rc.role, rc.t
-	defer t.Close()
-	recs, st, err := settledRecords(c.Context, t, role)
+	recs, st, err := roleread.Settled(c.Context, t, role)
 	if err != nil {
 		return err
 	}
@@ -177,7 +141,7 @@ func runRecords(c *ucli.Context) error {
 		_, err := fmt.Fprintf(stdout(c), "role %s has no records\n", role)
 		return err
 	}
-	tw := newTable(stdout(c), "OFFSET", "KIND", "MEMBER", "TOKEN", "TIME", "DEADLINE")
+	tw := render.NewTable(stdout(c), "OFFSET", "KIND", "MEMBER", "TOKEN", "TIME", "DEADLINE")
 	for _, r := range recs {
 		j := toJSON(r)
 		kind := j.Kind
@@ -186,27 +150,27 @@ func runRecords(c *ucli.Context) error {
 		case j.Tombstone:
 			kind += " tombstone"
 		case j.RegisteredAt != nil:
-			at = humanTime(*j.RegisteredAt, now)
+			at = render.HumanTime(*j.RegisteredAt, now)
 		case j.Token != nil && r.Record.Lease.Released():
 			kind += " (released)"
 			tok = j.Token.String()
 		case j.Token != nil && newest(r):
 			tok = j.Token.String()
-			at = humanTime(*j.GrantedAt, now)
+			at = render.HumanTime(*j.GrantedAt, now)
 			kind += " (expired)"
 			if verdict.Live {
 				kind = "lease (live)"
 			}
-			deadline = humanTime(verdict.RanOut.UnixMilli(), now)
-			if verdict.RenewedAt > *j.GrantedAt {
+			deadline = render.HumanTime(verdict.RanOut.UnixMilli(), now)
+			if verdict.VouchedAt > *j.GrantedAt {
 				deadline += " by heartbeat"
 			}
 		case j.Token != nil:
 			tok = j.Token.String()
-			at = humanTime(*j.GrantedAt, now)
-			deadline = humanTime(*j.Deadline, now)
+			at = render.HumanTime(*j.GrantedAt, now)
+			deadline = render.HumanTime(*j.Deadline, now)
 		}
-		tw.row(strconv.FormatInt(j.Offset, 10), kind, j.Member, tok, at, deadline)
+		tw.Row(strconv.FormatInt(j.Offset, 10), kind, j.Member, tok, at, deadline)
 	}
-	return tw.flush()
+	return tw.Flush()
 }

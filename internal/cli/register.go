@@ -31,15 +31,15 @@ type registerResult struct {
 
 func runRegister(c *ucli.Context) error {
 	var value string
-	rc, err := openRole(c, true, func() (err error) {
+	rc, err := openRole(c, roleNeeds{member: true, validate: func() (err error) {
 		value, err = valueArg(c)
 		return err
-	})
+	}})
 	if err != nil {
 		return err
 	}
+	defer rc.close()
 	role, member, t := rc.role, rc.member, rc.t
-	defer t.Close()
 	off, err := t.RegisterValue(c.Context, role, member, value)
 	if err != nil {
 		return err

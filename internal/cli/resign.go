@@ -9,6 +9,8 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/liveness"
+	"github.com/krabka/krole/internal/render"
+	"github.com/krabka/krole/internal/roleread"
 	"github.com/krabka/krole/rolestate"
 )
 
@@ -54,12 +56,12 @@ type resignResult struct {
 }
 
 func runResign(c *ucli.Context) error {
-	rc, err := openRole(c, true, nil)
+	rc, err := openRole(c, roleNeeds{member: true})
 	if err != nil {
 		return err
 	}
+	defer rc.close()
 	role, member, t := rc.role, rc.member, rc.t
-	defer t.Close()
 
 	// Read first, only to warn about a likely mistake; a read that fails
 	// does not stop the resignation.
@@ -99,7 +101,7 @@ func runResign(c *ucli.Context) error {
 	ranOut := lease.Deadline
 	if holds {
 		st := rolestate.Fold(role, recs)
-		if err := withSession(c.Context, t, &st, func(int64) time.Time { return now }); err == nil && st.Lease != nil {
+		if err := roleread.WithSession(c.Context, t, &st, func(int64) time.Time { return now }); err == nil && st.Lease != nil {
 			v := liveness.Judge(st, now)
 			holds = v.Live
 			ranOut = v.RanOut.UnixMilli()
@@ -123,7 +125,7 @@ func runResign(c *ucli.Context) error {
 			fmt.Fprintf(stderr(c), "krole: note: %s did not release role %s within --wait %v (its work is still stopping, and it "+
 				"keeps the role renewed until it has; or its process is not running, or is older than this krole): its latest renewal read "+
 				"before the resignation runs until %s; the role passes on at %s's release, or when its renewals stop\n",
-				member, role, wait, humanTime(ranOut, time.Now()), member)
+				member, role, wait, render.HumanTime(ranOut, time.Now()), member)
 		}
 	}
 	if outputFormat(c) == FormatJSON {

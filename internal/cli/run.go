@@ -1,49 +1,39 @@
 package cli
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
-	"sync"
 	"time"
 
-	"github.com/IBM/sarama"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/krabka/krole/codec"
-	"github.com/krabka/krole/election"
-	"github.com/krabka/krole/fencing"
-	"github.com/krabka/krole/internal/server"
+	"github.com/krabka/krole/internal/runner"
 	"github.com/krabka/krole/processor"
-)
-
-// Exit codes of `krole run` when CMD cannot be run, as shells, env and
-// timeout use them.
-const (
-	exitCannotExecute = 126 // CMD exists but cannot be executed
-	exitNotFound      = 127 // CMD does not exist
 )
 
 // Exit codes of `krole run` when it gives up before holding the role.
 const (
 	// ExitRunTimeout: --timeout passed before this member held the role
 	// (as GNU timeout's 124).
-	ExitRunTimeout = 124
+	ExitRunTimeout = runner.ExitTimeout
 	// ExitRunBusy: --try found the role held by another member (sysexits'
 	// EX_TEMPFAIL: try again later).
-	ExitRunBusy = 75
+	ExitRunBusy = runner.ExitBusy
 	// ExitRunMemberInUse: another live process runs under --member
 	// (processor.ErrMemberInUse); this one left without writing anything.
-	ExitRunMemberInUse = 73
+	ExitRunMemberInUse = runner.ExitMemberInUse
 )
+
+// ExitWithin is how long `krole run`, serve, observe and table --watch
+// take at most to return after SIGINT or SIGTERM, whatever the cluster
+// does (a cluster that stopped answering, say); `krole run` adds the time
+// CMD takes to stop, at most --kill-timeout. The readers' views shut
+// their connections when they stop (see package view, "Stopping"), and
+// `krole run` gives its member [runner.LeaveBudget] to resign.
+const ExitWithin = 10 * time.Second
 
 // runExamples ends the help of `krole run`, before the global flags.
 const runExamples = `
@@ -65,8 +55,8 @@ func runCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "run",
 		Usage: "campaign for a role and run a command while holding it, or hold it until interrupted",
-		UsageText: "krole run ROLE [--member M] [--value V] [--timeout D] [--try] [--lease-duration D]\n" +
-			"      [--renew-interval D] [--stagger D] [--kill-timeout D] [-- CMD [ARGS...]]",
+		UsageText: "krole run ROLE [--member M] [--value V] [--slots N] [--timeout D] [--try] [--lease-duration D]\n" +
+			"      [--heartbeat-interval D] [--stagger D] [--kill-timeout D] [-- CMD [ARGS...]]",
 		Description: "Joins the candidates of ROLE as member M and campaigns for it. While M holds ROLE,\n" +
 			"krole runs CMD in a process group of its own, with the token M holds it under in\n" +
 			"KROLE_PRODUCER_ID and KROLE_EPOCH, the holding's fencing number in KROLE_FENCE\n" +
@@ -85,21 +75,22 @@ func runCommand() *ucli.Command {
 			"when the lease ends. If krole is killed, a watchdog process stops CMD's tree.\n\n" +
 			"Exit codes: CMD's own; 0 after SIGINT or SIGTERM; 124 --timeout passed; 75 --try\n" +
 			"found the role held; 73 another live process runs as member M; 126, 127 CMD\n" +
-			"cannot be executed, not found; 2 usage; 1 anything else (an ACL refused, say).\n" +
-			"See docs/CLI.md for the details.",
+			"cannot be executed, not found; 2 usage; 1 anything else. See docs/CLI.md.",
 		CustomHelpTemplate: ucli.CommandHelpTemplate + runExamples + globalFlagsNote,
 		ArgsUsage:          "ROLE [-- CMD [ARGS...]]",
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "member", Aliases: []string{"m"}, EnvVars: []string{"KROLE_MEMBER"}, DefaultText: "HOSTNAME:PID",
 				Usage: "the member id, `M`: 1-128 characters of [A-Za-z0-9._:@-]"},
 			valueFlag(),
+			&ucli.IntFlag{Name: "slots", DefaultText: "none",
+				Usage: "a semaphore: campaign for `N` (1-1024) slots, ROLE-slot-0 to ROLE-slot-(N-1), holding one at a time; CMD gets KROLE_SLOT"},
 			&ucli.DurationFlag{Name: "timeout", DefaultText: "none",
 				Usage: "give up (exit 124) when this member does not hold the role within `D`"},
 			&ucli.BoolFlag{Name: "try",
 				Usage: "give up at once (exit 75) when another member holds the role"},
 			&ucli.DurationFlag{Name: "lease-duration", Value: processor.DefaultLeaseDuration, EnvVars: []string{"KROLE_LEASE_DURATION"},
 				Usage: "how long a lease lasts, `D`: a holder that dies without resigning keeps the role this long"},
-			&ucli.DurationFlag{Name: "renew-interval", EnvVars: []string{"KROLE_RENEW_INTERVAL"}, DefaultText: "lease duration / 5",
+			&ucli.DurationFlag{Name: "heartbeat-interval", EnvVars: []string{"KROLE_RENEW_INTERVAL"}, DefaultText: "lease duration / 5",
 				Usage: "how often the member renews the roles it holds, `D`"},
 			&ucli.DurationFlag{Name: "stagger", EnvVars: []string{"KROLE_STAGGER"}, DefaultText: "lease duration / 10",
 				Usage: "how long each rank waits after the one ahead before taking a vacant role, `D`"},
@@ -126,6 +117,10 @@ func runRun(c *ucli.Context) error {
 	role, err := codec.NewRole(args[0])
 	if err != nil {
 		return InvalidName(err)
+	}
+	slots, err := slotsArg(c, role)
+	if err != nil {
+		return err
 	}
 	timeout := c.Duration("timeout")
 	if timeout < 0 {
@@ -155,232 +150,15 @@ func runRun(c *ucli.Context) error {
 	if len(args) > 1 {
 		path, cmdArgs = args[1], args[2:]
 		if _, err := exec.LookPath(path); err != nil {
-			return commandError(path, err)
+			return runner.CommandError(path, err)
 		}
 	}
 
-	lw := &lineWriter{w: stderr(c)}
-	level := slog.LevelWarn
-	if c.Bool("verbose") {
-		level = slog.LevelInfo
-	}
-	// An authorization failure stops the member (see authzStop): denied
-	// is its error, said as the command's.
-	var (
-		deniedMu sync.Mutex
-		denied   error
-		leave    = func() {}
-	)
-	// While the cluster is unreachable: one line when that begins and one
-	// when it ends, not a warning at every retry (see outage).
-	out := newOutage(lw, fmt.Sprintf("%s can be neither renewed nor taken until it answers", role))
-	out.verbose = c.Bool("verbose")
-	logger := slog.New(newAuthzStop(out.handler(&lineHandler{lw: lw, level: level}), cfg.Topic, func(err error) {
-		deniedMu.Lock()
-		denied = err
-		deniedMu.Unlock()
-		leave()
-	}))
-	if margin := settings.LeaseDuration - settings.RenewDeadline; killTimeout > margin {
-		lw.printf("note: --kill-timeout %v is longer than the %v between this member's own renewal deadline "+
-			"and the end of its lease: a CMD slow to stop may still run when another member takes the role", killTimeout, margin)
-	}
-
-	s := &runSession{
-		role: role, me: member, path: path, args: cmdArgs, kill: killTimeout,
-		stdout: lockedWriter(stdout(c), new(sync.Mutex)), stderr: lockedWriter(stderr(c), &lw.mu), lines: lw, verbose: c.Bool("verbose"),
-		report: openReport(),
-	}
-	if s.report != nil {
-		defer s.report.Close()
-	}
-	reg, metricsAddr, stopMetrics, err := serveMetrics(c.String("metrics-listen"))
-	if err != nil {
-		return err
-	}
-	defer stopMetrics()
-
-	// The session's context ends on SIGINT or SIGTERM (c.Context), after
-	// the line that says so, or when CMD exits by itself. Until the member
-	// starts, an interrupt ends it quietly.
-	sctx, stopSession := context.WithCancel(context.WithoutCancel(c.Context))
-	defer stopSession()
-	s.stopMember = stopSession
-	leave = stopSession
-	quiet := context.AfterFunc(c.Context, stopSession)
-	interrupted := func() bool { return false }
-	started := false  // the member started (OnReady said so)
-	var failure error // why the member left, when not asked to (OnFatal)
-	if timeout > 0 {
-		// Given up only while not holding: the check and the election
-		// take s.mu, so a member elected first keeps the role.
-		t := time.AfterFunc(timeout, func() {
-			s.mu.Lock()
-			giveUp := s.held == nil && s.gaveUp == nil
-			if giveUp {
-				s.gaveUp = ucli.Exit("", ExitRunTimeout)
-			}
-			s.mu.Unlock()
-			if giveUp {
-				lw.printf("not holding %s within --timeout %v; giving up", role, timeout)
-				stopSession()
-			}
-		})
-		defer t.Stop()
-	}
-	var sess *election.Session
-	sess, err = newSessionUntil(c.Context)(election.Config{
-		Cluster:    cfg,
-		Member:     member,
-		Roles:      []codec.Role{role},
-		Value:      value,
-		Settings:   settings,
-		Logger:     logger,
-		ViewLogger: logger,
-		Registerer: reg,
-		OnEvent:    s.onEvent,
-		OnReady: func() {
-			if !quiet() {
-				return // interrupted while starting: the member leaves at once
-			}
-			if c.Bool("try") {
-				if h := heldByOther(c.Context, sess, role, member); h != "" {
-					s.mu.Lock()
-					s.gaveUp = ucli.Exit("", ExitRunBusy)
-					s.mu.Unlock()
-					lw.printf("%s is held by %s; giving up (--try)", role, h)
-					stopSession()
-					return
-				}
-			}
-			started = true
-			if metricsAddr != "" {
-				lw.printf("metrics at http://%s/metrics", metricsAddr)
-			}
-			lw.printf("campaigning for %s as %s (lease %v, renew every %v, stagger %v)",
-				role, member, settings.LeaseDuration, settings.RenewInterval, settings.Stagger)
-			interrupted = context.AfterFunc(c.Context, func() {
-				lw.printf("interrupted; leaving %s", role)
-				// CMD's tree is stopped while the member still holds
-				// the role and its session's heartbeats go on renewing
-				// it; the member leaves (its session's end releases the
-				// role) only once the tree is gone.
-				s.stopForInterrupt()
-				stopSession()
-			})
-		},
-		OnFatal: func(ve *election.ViewError) {
-			if !ve.CaughtUp {
-				return // said once Run has returned, without a member to leave
-			}
-			// A fatal error of the view (the topic was deleted, the state
-			// cannot be read): the member cannot follow the role any
-			// more, and leaves now.
-			failure = explainRunError(cfg, fmt.Errorf("following the role topic: %w", ve.Err))
-			lw.printf("%s; leaving %s", oneLine(describeError(failure)), role)
-		},
+	return runner.Run(c.Context, runner.Options{
+		Config: cfg, Role: role, Slots: slots, Member: member, Value: value, Settings: settings, Kill: killTimeout,
+		Path: path, Args: cmdArgs, Timeout: timeout, Try: c.Bool("try"), Verbose: c.Bool("verbose"),
+		MetricsListen: c.String("metrics-listen"), Stdout: stdout(c), Stderr: stderr(c),
 	})
-	if err != nil {
-		if c.Context.Err() != nil {
-			return nil // interrupted while connecting
-		}
-		return explainRunError(cfg, err)
-	}
-	defer sess.Close()
-	go out.follow(sctx, sess.View().Health, outageCheckEvery)
-	// A member that may not read the role topic would register, and then
-	// wait for a view that never sees it: say so now.
-	if err := sess.Transport().CheckRead(c.Context, role); fencing.IsNotAuthorized(err) {
-		return err
-	}
-	// The role's transaction coordinator, looked up now, in the
-	// background, is one round trip less in this member's first
-	// challenge: the next handover, when it counts. A failure is for the
-	// challenge to meet (and retry) as before.
-	fctx, stopFind := context.WithTimeout(sctx, settings.TransactionTimeout)
-	found := make(chan struct{})
-	go func() {
-		defer close(found)
-		_ = sess.Transport().FindCoordinator(fctx, role)
-	}()
-	defer func() { stopFind(); <-found }()
-
-	// Run returns once the member has left and the view has stopped;
-	// when leaving outlasts runLeaveBudget, krole run leaves without it.
-	s.leaving = sctx
-	err, abandoned := leaveWithin(sctx, runLeaveBudget, s.cmdStopped, func() error { return sess.Run(sctx, s.work) })
-	quiet()
-	interrupted()
-	s.mu.Lock()
-	gaveUp := s.gaveUp
-	s.mu.Unlock()
-	var ve *election.ViewError
-	var inUse *processor.MemberInUseError
-	switch {
-	case gaveUp != nil && !started:
-		return gaveUp
-	case errors.As(err, &inUse):
-		// Refused: the running process keeps the id, untouched.
-		return ucli.Exit(memberInUseLine(inUse), ExitRunMemberInUse)
-	case errors.As(err, &ve) && ve.CaughtUp:
-		// failure is set, and said, by OnFatal.
-	case errors.As(err, &ve): // the view never caught up
-		if c.Context.Err() != nil {
-			return nil // interrupted while starting
-		}
-		return explainRunError(cfg, ve.Err)
-	case err != nil:
-		return err
-	case !started:
-		return nil // interrupted while starting
-	}
-
-	s.mu.Lock()
-	resigned, exit, startErr, held, unconfirmed := s.resigned, s.exit, s.startErr, s.held, s.unconfirmed
-	s.mu.Unlock()
-	deniedMu.Lock()
-	authErr := denied
-	deniedMu.Unlock()
-	switch {
-	case abandoned:
-		if held == nil {
-			// Revoked on the way out, but the member had not returned:
-			// its session's end, which releases the role, is written
-			// last, so it is not confirmed either.
-			held = resigned
-		}
-		lw.printf("%s", unconfirmedLine(role, member, held, settings.LeaseDuration, true))
-	case resigned != nil:
-		lw.printf("resigned %s (token %s)", role, *resigned)
-	case unconfirmed != nil:
-		lw.printf("%s", unconfirmedLine(role, member, unconfirmed, settings.LeaseDuration, false))
-	default:
-		lw.printf("left %s", role)
-	}
-	switch {
-	case failure != nil:
-		return failure
-	case authErr != nil:
-		return authErr
-	case gaveUp != nil:
-		return gaveUp
-	case startErr != nil:
-		return commandError(path, startErr)
-	case exit != nil && *exit != 0:
-		return ucli.Exit("", *exit)
-	}
-	return nil
-}
-
-// memberInUseLine says what to do first when another live process runs
-// as this member, then what showed it.
-func memberInUseLine(e *processor.MemberInUseError) string {
-	other := "it"
-	if e.Other != "" {
-		other = "it is instance " + e.Other
-	}
-	return fmt.Sprintf("another process runs as member %s on role %s; stop it or choose another --member "+
-		"(%s: %s; this one, instance %s, left without writing anything)", e.Member, e.Role, other, e.Evidence, e.Instance)
 }
 
 // runMember returns the --member of `krole run`, by default HOSTNAME:PID.
@@ -423,7 +201,7 @@ func defaultMember() codec.MemberID {
 // runSettings returns the processor settings and the kill timeout that the
 // flags ask for; impossible values are usage errors.
 func runSettings(c *ucli.Context) (processor.Settings, time.Duration, error) {
-	for _, name := range []string{"lease-duration", "renew-interval", "stagger"} {
+	for _, name := range []string{"lease-duration", "heartbeat-interval", "stagger"} {
 		if c.IsSet(name) && c.Duration(name) <= 0 {
 			return processor.Settings{}, 0, Usagef(c, "--%s %v: must be positive", name, c.Duration(name))
 		}
@@ -432,70 +210,17 @@ func runSettings(c *ucli.Context) (processor.Settings, time.Duration, error) {
 		return processor.Settings{}, 0, Usagef(c, "--kill-timeout %v: must not be negative", c.Duration("kill-timeout"))
 	}
 	s := processor.Settings{
-		LeaseDuration: c.Duration("lease-duration"),
-		RenewInterval: c.Duration("renew-interval"),
-		Stagger:       c.Duration("stagger"),
+		LeaseDuration:     c.Duration("lease-duration"),
+		HeartbeatInterval: c.Duration("heartbeat-interval"),
+		Stagger:           c.Duration("stagger"),
 	}.WithDefaults()
 	if err := s.Validate(); err != nil {
 		return s, 0, &UsageError{Err: err,
-			Hint: "the renew deadline is 4/5 and the transaction timeout 1/2 of --lease-duration; see 'krole run --help'"}
+			Hint: "the heartbeat deadline is 4/5 and the transaction timeout 1/2 of --lease-duration; see 'krole run --help'"}
 	}
-	kill := s.LeaseDuration - s.RenewDeadline
+	kill := s.LeaseDuration - s.HeartbeatDeadline
 	if c.IsSet("kill-timeout") {
 		kill = c.Duration("kill-timeout")
 	}
 	return s, kill, nil
-}
-
-// heldByOther returns the member that holds role live, as the session's
-// view judges the lease, when it is not me; "" otherwise.
-func heldByOther(ctx context.Context, sess *election.Session, role codec.Role, me codec.MemberID) codec.MemberID {
-	st, err := sess.View().Role(ctx, role)
-	if err != nil {
-		return ""
-	}
-	h := server.NewRow(st, time.Now()).Holder
-	if h == nil || h.Expired || h.Member == me {
-		return ""
-	}
-	return h.Member
-}
-
-// explainRunError turns the errors of a view or transport into what the
-// one-shot commands say for them.
-func explainRunError(cfg fencing.Config, err error) error {
-	if ae := refusal(err, cfg.Topic); ae != nil {
-		return ae
-	}
-	switch {
-	case errors.Is(err, sarama.ErrUnknownTopicOrPartition):
-		return &missingTopic{Topic: cfg.Topic, Brokers: cfg.Brokers, Err: err}
-	case errors.Is(err, fencing.ErrClient), errors.Is(err, sarama.ErrOutOfBrokers):
-		return &noBroker{Brokers: cfg.Brokers, SASL: cfg.SASL.Mechanism != "", Plaintext: plaintext(cfg), Err: err}
-	}
-	return err
-}
-
-// serveMetrics serves a registry of its own at http://addr/metrics, for the
-// member to register its metrics in, and returns the address it listens
-// on. An empty addr serves nothing and returns a nil registerer (no
-// metrics) and an empty address.
-func serveMetrics(addr string) (prometheus.Registerer, string, func(), error) {
-	if addr == "" {
-		return nil, "", func() {}, nil
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, "", nil, fmt.Errorf("--metrics-listen: cannot listen on %s: %w", addr, err)
-	}
-	reg := prometheus.NewRegistry()
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln) // returns when srv is closed
-	}()
-	return reg, ln.Addr().String(), func() { _ = srv.Close(); <-done }, nil
 }

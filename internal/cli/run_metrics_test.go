@@ -17,14 +17,14 @@ import (
 // --metrics-listen serves the member's metrics while it runs: the holder
 // gauge says which member holds which role.
 func TestRunServesMetrics(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stdout, stderr testcluster.SyncBuffer
-	done := make(chan int, 1)
 	args := append(append(append(clusterFlags(c), "run", "metered"), testTimingFlags()...),
 		"--member", "node-1", "--metrics-listen", "127.0.0.1:0", "--", "sh", "-c", "exec sleep 300")
-	go func() { done <- Run(ctx, args, &stdout, &stderr) }()
+	done := startApp(t, ctx, args, &stdout, &stderr)
 
 	addrRE := regexp.MustCompile(`(?m)^krole run: metrics at (http://\S+/metrics)$`)
 	var url string
@@ -73,6 +73,7 @@ func getBody(url string) string {
 }
 
 func TestRunMetricsListenBusy(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
 	r := run(t, append(append(clusterFlags(c), "run", "metered", "--metrics-listen", "127.0.0.1:notaport"), "--", "true")...)
 	assert.Equal(t, 1, r.Code)

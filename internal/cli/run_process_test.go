@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/krabka/krole/rolestate"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/krabka/krole/rolestate"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,7 +42,7 @@ const schedulingSlack = 2 * time.Second
 //     proves that no two CMDs overlapped at a sampled instant, not between
 //     samples; the epochs that the CMDs record must also strictly rise);
 //   - SIGKILL of the holder's krole: its CMD dies with it, and another
-//     member takes over within lease + renew interval + stagger, with a
+//     member takes over within lease + heartbeat interval + stagger, with a
 //     lease granted no earlier than the dead holder's deadline;
 //   - SIGTERM of the holder's krole: it stops CMD, resigns and exits 0, and
 //     the next member takes over before the old lease would have run out;
@@ -50,6 +51,7 @@ const schedulingSlack = 2 * time.Second
 //   - `krole table` and `krole describe` show the role that a `krole run`
 //     holds, under the token its CMD got.
 func TestRunProcesses(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and runs processes; skipped with -short")
 	}
@@ -95,7 +97,7 @@ func TestRunProcesses(t *testing.T) {
 	bound := testLease + testRenew + testStagger
 	t.Logf("SIGKILL of %s: %s started its CMD %v later", a.member, second.member, took.at.Sub(killed).Round(time.Millisecond))
 	assert.LessOrEqual(t, took.at.Sub(killed), bound+schedulingSlack,
-		"failover after SIGKILL within lease + renew interval + stagger (%v) plus %v of scheduling slack", bound, schedulingSlack)
+		"failover after SIGKILL within lease + heartbeat interval + stagger (%v) plus %v of scheduling slack", bound, schedulingSlack)
 	recs := readRole(t, c.Config, role)
 	dead := lastLeaseOf(recs, "node-a", false)
 	next := firstLeaseAfter(recs, dead)
@@ -199,6 +201,7 @@ func TestRunProcesses(t *testing.T) {
 
 // The sampler of TestRunProcesses sees two live CMDs when there are.
 func TestRunSamplerSeesOverlap(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc")
 	}
@@ -225,13 +228,34 @@ func TestRunSamplerSeesOverlap(t *testing.T) {
 // startedRE matches the line of `krole run` that says it started CMD.
 var startedRE = regexp.MustCompile(`^krole run: started CMD \(pid (\d+)\) with token \d+/\d+$`)
 
-// buildKrole builds the krole binary into a temporary directory of t.
+// built is the krole binary that the package's tests share: built once,
+// into binDir, which TestMain removes after the tests.
+var built struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// binDir is the directory of the shared binary ("" until it is built).
+var binDir string
+
+// buildKrole returns the krole binary, built on the first call.
 func buildKrole(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "krole")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/krabka/krole").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return bin
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "krole-cli-test-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		binDir = dir
+		built.bin = filepath.Join(dir, "krole")
+		if out, err := exec.Command("go", "build", "-o", built.bin, "github.com/krabka/krole").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	require.NoError(t, built.err)
+	return built.bin
 }
 
 // runBin runs the krole binary to completion and returns its stdout.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/runner"
 	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/processor"
 	"github.com/krabka/krole/rolestate"
@@ -30,7 +31,7 @@ import (
 
 // Short timings for the tests of `krole run`: a lease of 2s, renewed every
 // 400ms, a stagger of 300ms. processor.Settings.Validate accepts them (the
-// transaction timeout is 1s, below lease - renew interval).
+// transaction timeout is 1s, below lease - heartbeat interval).
 const (
 	testLease   = 2 * time.Second
 	testRenew   = 400 * time.Millisecond
@@ -38,7 +39,7 @@ const (
 )
 
 func testTimingFlags() []string {
-	return []string{"--lease-duration", testLease.String(), "--renew-interval", testRenew.String(), "--stagger", testStagger.String()}
+	return []string{"--lease-duration", testLease.String(), "--heartbeat-interval", testRenew.String(), "--stagger", testStagger.String()}
 }
 
 func TestRunUsageErrors(t *testing.T) {
@@ -58,10 +59,10 @@ func TestRunUsageErrors(t *testing.T) {
 		{"lease not positive", []string{"run", "controller", "--lease-duration", "0s", "--", "true"}, ExitUsage, "--lease-duration 0s: must be positive"},
 		{"stagger not positive", []string{"run", "controller", "--stagger", "-1s", "--", "true"}, ExitUsage, "--stagger -1s: must be positive"},
 		{"negative kill timeout", []string{"run", "controller", "--kill-timeout", "-1s", "--", "true"}, ExitUsage, "--kill-timeout -1s: must not be negative"},
-		{"renew not shorter than lease", []string{"run", "controller", "--lease-duration", "2s", "--renew-interval", "2s", "--", "true"}, ExitUsage,
-			"renew interval 2s must be shorter than lease duration 2s"},
-		{"command not found", []string{"run", "controller", "--", "krole-no-such-command"}, exitNotFound, `command "krole-no-such-command" not found`},
-		{"command not executable", []string{"run", "controller", "--", notExec}, exitCannotExecute, "cannot be executed"},
+		{"renew not shorter than lease", []string{"run", "controller", "--lease-duration", "2s", "--heartbeat-interval", "2s", "--", "true"}, ExitUsage,
+			"heartbeat interval 2s must be shorter than lease duration 2s"},
+		{"command not found", []string{"run", "controller", "--", "krole-no-such-command"}, runner.ExitNotFound, `command "krole-no-such-command" not found`},
+		{"command not executable", []string{"run", "controller", "--", notExec}, runner.ExitCannotExecute, "cannot be executed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// 127.0.0.1:1 refuses connections: none of these may get as
@@ -69,7 +70,7 @@ func TestRunUsageErrors(t *testing.T) {
 			r := run(t, append([]string{"--brokers", "127.0.0.1:1"}, tc.args...)...)
 			assertOneLineError(t, r, tc.code)
 			assert.Contains(t, r.Stderr, tc.want)
-			if tc.code == exitNotFound || tc.code == exitCannotExecute {
+			if tc.code == runner.ExitNotFound || tc.code == runner.ExitCannotExecute {
 				assert.Equal(t, 1, strings.Count(r.Stderr, "\n"), "one line: %q", r.Stderr)
 			}
 		})
@@ -77,6 +78,7 @@ func TestRunUsageErrors(t *testing.T) {
 }
 
 func TestRunHelp(t *testing.T) {
+	t.Parallel()
 	r := run(t, "run", "--help")
 	requireOK(t, r)
 	for _, s := range []string{"krole run ROLE", "-- CMD [ARGS...]", "KROLE_PRODUCER_ID", "--kill-timeout", "(default: HOSTNAME:PID)", "(default: lease duration / 5)"} {
@@ -92,6 +94,7 @@ func TestRunHelp(t *testing.T) {
 }
 
 func TestDefaultMember(t *testing.T) {
+	t.Parallel()
 	m := defaultMember()
 	require.NoError(t, m.Validate())
 	assert.True(t, strings.HasSuffix(string(m), ":"+strconv.Itoa(os.Getpid())), m)
@@ -100,6 +103,7 @@ func TestDefaultMember(t *testing.T) {
 // The flags may come in any order around ROLE, and everything after --
 // belongs to CMD, flags that krole also has included.
 func TestRunArgumentOrder(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
 	out := filepath.Join(t.TempDir(), "args")
 	args := append([]string{"run", "controller", "-m", "node-1", "--", "sh", "-c", `printf '%s\n' "$@" > "$0"`, out, "--member", "x", "-o", "json", "--"},
@@ -110,7 +114,7 @@ func TestRunArgumentOrder(t *testing.T) {
 	got, err := os.ReadFile(out)
 	require.NoError(t, err)
 	assert.Equal(t, "--member\nx\n-o\njson\n--\n"+strings.Join(testTimingFlags(), "\n")+"\n", string(got))
-	assert.Contains(t, r.Stderr, "krole run: campaigning for controller as node-1 (lease 10s, renew every 2s, stagger 1s)\n")
+	assert.Contains(t, r.Stderr, "krole run: campaigning for controller as node-1 (lease 10s, heartbeat every 2s, stagger 1s)\n")
 }
 
 var electedLine = regexp.MustCompile(`(?m)^krole run: elected (\S+) as (\S+) \(token (\d+)/(\d+)\)$`)
@@ -118,6 +122,7 @@ var electedLine = regexp.MustCompile(`(?m)^krole run: elected (\S+) as (\S+) \(t
 // CMD exiting by itself ends krole with CMD's exit code, after it resigned
 // the role: the release is written and the registration removed.
 func TestRunCommandExitCode(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
 	for _, code := range []int{3, 0} {
 		t.Run(fmt.Sprint("exit ", code), func(t *testing.T) {
@@ -162,26 +167,29 @@ func TestRunCommandExitCode(t *testing.T) {
 
 // SIGINT or SIGTERM (here: the end of Run's context, which main cancels on
 // either) stops CMD, with SIGKILL after --kill-timeout when it ignores
-// SIGTERM, resigns and exits 0.
+// SIGTERM, resigns and exits 0. A CMD that stops on SIGTERM has 5s to be
+// seen gone, plenty on a busy machine; one that ignores it is killed after
+// 300ms.
 func TestRunInterrupted(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
 	for _, tc := range []struct {
 		name   string
+		kill   string // --kill-timeout
 		script string
 		want   string
 	}{
-		{"stops on SIGTERM", `echo $$ > "$0"; exec sleep 300`, `CMD \(pid \d+\) stopped with code 143`},
-		{"killed after the kill timeout", `trap "" TERM; echo $$ > "$0"; while :; do sleep 0.05; done`, `CMD \(pid \d+\) killed after --kill-timeout 300ms`},
+		{"stops on SIGTERM", "5s", `echo $$ > "$0"; exec sleep 300`, `CMD \(pid \d+\) stopped with code 143`},
+		{"killed after the kill timeout", "300ms", `trap "" TERM; echo $$ > "$0"; while :; do sleep 0.05; done`, `CMD \(pid \d+\) killed after --kill-timeout 300ms`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pidFile := filepath.Join(t.TempDir(), "pid")
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			var stdout, stderr testcluster.SyncBuffer
-			done := make(chan int, 1)
 			args := append(append(append(clusterFlags(c), "run", "svc"), testTimingFlags()...),
-				"--member", "node-1", "--kill-timeout", "300ms", "--", "sh", "-c", tc.script, pidFile)
-			go func() { done <- Run(ctx, args, &stdout, &stderr) }()
+				"--member", "node-1", "--kill-timeout", tc.kill, "--", "sh", "-c", tc.script, pidFile)
+			done := startApp(t, ctx, args, &stdout, &stderr)
 
 			pid := waitPidFile(t, pidFile, done)
 			require.True(t, processAlive(pid))
@@ -199,7 +207,7 @@ func TestRunInterrupted(t *testing.T) {
 			}
 			assert.False(t, processAlive(pid), "CMD is gone when krole run returns")
 			out := stderr.String()
-			assert.Contains(t, out, fmt.Sprintf("krole run: interrupted; leaving svc\nkrole run: stopping CMD (pid %d): SIGTERM, then SIGKILL after 300ms\n", pid))
+			assert.Contains(t, out, fmt.Sprintf("krole run: interrupted; leaving svc\nkrole run: stopping CMD (pid %d): SIGTERM, then SIGKILL after %s\n", pid, tc.kill))
 			assert.Regexp(t, `(?m)^krole run: `+tc.want+`$`, out)
 			assert.Regexp(t, `krole run: resigned svc \(token \d+/\d+\)\n$`, out)
 
@@ -223,6 +231,7 @@ func TestRunInterrupted(t *testing.T) {
 // before the next starts. Members that start at the same moment may each
 // take the role in turn (see TestRunMembersStartTogether).
 func TestRunMembersInProcess(t *testing.T) {
+	t.Parallel()
 	h := newMembersHarness(t)
 	for _, id := range []codec.MemberID{"node-1", "node-2", "node-3"} {
 		h.start(id)
@@ -287,6 +296,7 @@ func (h *membersHarness) handedOverByRelease(from, to codec.MemberID) {
 // every registration written before it (a lower offset in the same
 // partition) is visible by then.
 func TestRunMembersStartTogether(t *testing.T) {
+	t.Parallel()
 	h := newMembersHarness(t)
 	for _, id := range []codec.MemberID{"node-1", "node-2", "node-3"} {
 		h.start(id)
@@ -380,7 +390,7 @@ func (h *membersHarness) work(tr *fencing.BrokerTransport) processor.Work {
 func (h *membersHarness) start(id codec.MemberID) {
 	t := h.t
 	t.Helper()
-	settings := processor.Settings{LeaseDuration: testLease, RenewInterval: testRenew, Stagger: testStagger}
+	settings := processor.Settings{LeaseDuration: testLease, HeartbeatInterval: testRenew, Stagger: testStagger}
 	cfg := h.c.Config
 	cfg.TxnTimeout = settings.WithDefaults().TransactionTimeout
 	tr, err := fencing.NewBrokerTransport(cfg)
@@ -526,7 +536,7 @@ func leaseReleased(t *testing.T, cfg fencing.Config, role codec.Role) bool {
 	defer tr.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := (&processor.TransportSource{Transport: tr}).Role(ctx, role)
+	st, err := testcluster.ReadRole(ctx, tr, role)
 	require.NoError(t, err)
 	return st.Lease != nil && (st.Lease.Released() || st.SessionVouch() == rolestate.Dropped)
 }
@@ -574,34 +584,6 @@ func processAlive(pid int) bool {
 	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
 }
 
-// The line of a revocation for a fence says "fenced" once, from the
-// error's kind (errors.Is), not from its text: a cause that is not
-// fencing.ErrFenced (the transport forgot the token, ErrNotHeld) is said
-// to be a fence even when its text mentions one.
-func TestRunRevokedFencedLine(t *testing.T) {
-	role := codec.Role("svc")
-	tok := codec.Token{ProducerID: 7, Epoch: 3}
-	for _, tc := range []struct {
-		name string
-		err  error
-		want string
-	}{
-		{"no cause", nil, "fenced"},
-		{"broker fence", fencing.Fenced(role, errors.New("PRODUCER_FENCED")), "fenced: another member holds role svc"},
-		{"view shows a newer token", fmt.Errorf("%w: the view shows node-2 holding under newer token 7/4 (ours 7/3)", fencing.ErrFenced),
-			"fenced: the view shows node-2 holding under newer token 7/4 (ours 7/3)"},
-		{"token forgotten", &fencing.Error{Kind: fencing.ErrNotHeld, Role: role, Err: errors.New("forgotten after a fenced write")},
-			"fenced: not held: role svc: forgotten after a fenced write"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var buf bytes.Buffer
-			s := &runSession{role: role, me: "node-1", lines: &lineWriter{w: &buf}}
-			s.onEvent(processor.Event{Kind: processor.Revoked, Role: role, Member: "node-1", Token: tok, Reason: processor.ReasonFenced, Err: tc.err})
-			assert.Equal(t, "krole run: revoked svc (token 7/3): "+tc.want+"\n", buf.String())
-		})
-	}
-}
-
 // TestRunNonHolderRegistrationRemoved: `krole resign ROLE --member M` on a
 // running `krole run` member M that does not hold the role removes M's
 // registration; M registers again at the back (a registration at a later
@@ -611,6 +593,7 @@ func TestRunRevokedFencedLine(t *testing.T) {
 // releases the role) and its deregistration on record, and M takes the
 // role.
 func TestRunNonHolderRegistrationRemoved(t *testing.T) {
+	t.Parallel()
 	const role = "nonholder"
 	bin, c, a, b, before := startHolderAndCandidate(t, role)
 	held := lastLeaseOf(readRole(t, c.Config, role), "node-a", false)

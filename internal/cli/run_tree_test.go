@@ -119,6 +119,7 @@ func treeHolderAndCandidate(t *testing.T, bin string, c *testcluster.Cluster, di
 // finds the old worker dead when it starts. The --kill-timeout, 3s, is
 // longer than the lease (2s): the holder renews while it stops CMD.
 func TestRunSuccessorStartsOnlyOnceTheOldTreeIsGone(t *testing.T) {
+	t.Parallel()
 	bin, c, dir := treeTest(t)
 	env := []string{"DIR=" + dir, "WORKER=" + treeStubbornWorker}
 	script := treeWitness + `sh -c "$WORKER"; echo "worker ended"`
@@ -142,6 +143,7 @@ func TestRunSuccessorStartsOnlyOnceTheOldTreeIsGone(t *testing.T) {
 // behind: krole run kills it (SIGTERM, then SIGKILL after --kill-timeout)
 // before it resigns and exits 3; the next member's CMD finds it dead.
 func TestRunCmdExitingLeavesNoWorkerBehind(t *testing.T) {
+	t.Parallel()
 	bin, c, dir := treeTest(t)
 	const role = "tree"
 	env := []string{"DIR=" + dir, "WORKER=" + treeStubbornWorker}
@@ -152,7 +154,13 @@ func TestRunCmdExitingLeavesNoWorkerBehind(t *testing.T) {
 	waitRegistered(t, c, role, "a", a)
 	b := startTreeKrole(t, bin, c, dir, "b", env, flags, treeWitness+`exec sleep 300`)
 	waitRegistered(t, c, role, "b", b)
-	worker := waitWorker(t, dir, "a")
+	// krole run kills the worker 400ms after CMD exits, maybe before this
+	// reads its pid: that it lived then, krole's lines below say.
+	var worker int
+	require.Eventually(t, func() bool {
+		worker = readPid(filepath.Join(dir, "worker.a"))
+		return worker > 0
+	}, 20*time.Second, 5*time.Millisecond, "the worker of a never started")
 
 	waitExit(t, a, dir)
 	assert.False(t, processAlive(worker), "krole run exited while its CMD's worker (pid %d) lives", worker)
@@ -170,6 +178,7 @@ func TestRunCmdExitingLeavesNoWorkerBehind(t *testing.T) {
 // ignores SIGTERM: the watchdog kills it. Before that, two stray SIGTERMs
 // sent to the watchdog leave it running.
 func TestRunKilledTakesAStubbornSetsidGrandchildWithIt(t *testing.T) {
+	t.Parallel()
 	bin, c, dir := treeTest(t)
 	env := []string{"DIR=" + dir, "WORKER=" + treeStubbornWorker}
 	flags := append(testTimingFlags(), "--kill-timeout", "300ms")
@@ -236,13 +245,14 @@ func killWorkers(dir string) {
 
 // `krole resign --member a` on the live holder a, whose CMD is a shell
 // wrapper around a worker that drains for 3s after SIGTERM, longer than
-// the lease (2s; a's own renew deadline is 1.6s after its last renewal).
+// the lease (2s; a's own heartbeat deadline is 1.6s after its last renewal).
 // a stops the tree while its session's heartbeats renew the role, and
 // releases the role only once the worker is gone: b's CMD, as it starts,
 // finds the old worker dead. Before the fix a waited for its CMD only
 // until its local deadline, without renewing, then released, and b's CMD
 // started beside the draining worker.
 func TestRunStepDownWaitsForADrainingWorker(t *testing.T) {
+	t.Parallel()
 	bin, c, dir := treeTest(t)
 	const role = "tree"
 	drainer := `trap 'i=0; while [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done; echo drained >> "$DIR/drained"; exit 0' TERM; ` +

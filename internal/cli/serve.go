@@ -13,6 +13,8 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/explain"
+	"github.com/krabka/krole/internal/runner"
 	"github.com/krabka/krole/internal/server"
 	"github.com/krabka/krole/view"
 )
@@ -37,7 +39,8 @@ func serveCommand() *ucli.Command {
 			"   listening: http://HOST:PORT\n\n" +
 			"Endpoints (GET):\n" +
 			"   /                       a page of the table, updated live: a timeline per role\n" +
-			"                           (1 min, 15 min or 1 h), the members and each role's history\n" +
+			"                           (1 min, 15 min or 1 h), the members, the groups and each\n" +
+			"                           role's history\n" +
 			"   /v1/roles               every role, as 'krole table -o json' prints them\n" +
 			"   /v1/roles/ROLE          one role; 404 {\"error\":...} when the table has no record of it\n" +
 			"   /v1/roles/ROLE/watch    server-sent events: the role's row, then one per change\n" +
@@ -45,6 +48,8 @@ func serveCommand() *ucli.Command {
 			"   /v1/roles/ROLE/history  the role's changes of holder over the last --history:\n" +
 			"                           {\"role\",\"since\",\"now\",\"transitions\":[{\"at\",\"kind\",\"cause\",\"holder\",\"from\",...},...],\"outages\":[...]}\n" +
 			"   /v1/history             every role's, as an array\n" +
+			"   /v1/groups              each group's live members, the roles each holds and its\n" +
+			"                           balance, as 'krole table --members -o json' prints them\n" +
 			"   /v1/source              what the server reads: {\"brokers\",\"topic\",\"history_window_ms\"}\n" +
 			"   /v1/stats               the view's counters\n" +
 			"   /healthz                200 while the view is current; 503 with {\"reason\":...} before it\n" +
@@ -80,7 +85,7 @@ func runServe(c *ucli.Context) error {
 		return err
 	}
 	listen := c.String("listen")
-	if _, err := checkListen(c, listen, false); err != nil {
+	if _, err := validateListen(c, listen, false); err != nil {
 		return err
 	}
 	if c.Duration("history") <= 0 {
@@ -101,7 +106,7 @@ func runServe(c *ucli.Context) error {
 	// A cluster that does not answer at the start is an error before
 	// "listening:", not after it; once serving, the page and /healthz
 	// say when the cluster goes away.
-	probe, err := startInterruptible(c.Context, func() (*fencing.BrokerTransport, error) { return dialTransport(cfg) })
+	probe, err := runner.StartInterruptible(c.Context, func() (*fencing.BrokerTransport, error) { return explain.Dial(cfg) })
 	if err != nil {
 		if c.Context.Err() != nil {
 			return nil // interrupted while connecting
@@ -114,11 +119,11 @@ func runServe(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	defer lv.stop()
+	defer lv.Stop()
 	hist := server.NewHistory(c.Duration("history"), 0, nil)
 	tbl := server.WithSessions(lv.View) // candidates' sessions, for their "gone"
 	h, err := server.New(tbl, server.Options{
-		Source:  server.Source{Brokers: lv.cfg.Brokers, Topic: lv.cfg.Topic},
+		Source:  server.Source{Brokers: lv.Config().Brokers, Topic: lv.Config().Topic},
 		History: hist,
 	})
 	if err != nil {
@@ -148,7 +153,7 @@ func runServe(c *ucli.Context) error {
 	if _, err := fmt.Fprintf(stdout(c), "listening: http://%s\n", ln.Addr()); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr(c), "krole serve: following topic %s at %s; Ctrl-C stops\n", lv.cfg.Topic, strings.Join(lv.cfg.Brokers, ","))
+	fmt.Fprintf(stderr(c), "krole serve: following topic %s at %s; Ctrl-C stops\n", lv.Config().Topic, strings.Join(lv.Config().Brokers, ","))
 	caught := make(chan struct{})
 	go func() {
 		defer close(caught)
@@ -160,8 +165,8 @@ func runServe(c *ucli.Context) error {
 	var failure error
 	select {
 	case <-c.Context.Done():
-	case <-lv.done:
-		err := lv.err
+	case <-lv.Done():
+		err := lv.Err()
 		if err == nil {
 			err = view.ErrStopped
 		}
@@ -175,7 +180,7 @@ func runServe(c *ucli.Context) error {
 		failure = err
 	}
 	_ = srv.Close()
-	if err := lv.stop(); err != nil && failure == nil {
+	if err := lv.Stop(); err != nil && failure == nil {
 		failure = fmt.Errorf("following the role topic: %w", err)
 	}
 	<-caught

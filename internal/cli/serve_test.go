@@ -71,6 +71,7 @@ func waitHealthy(t *testing.T, url string) {
 // HTTP: the same rows as `krole table -o json`, one role, a 404, metrics,
 // the page, and a watch stream; an interrupt stops it with exit 0.
 func TestServe(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
 	m, _, _ := fixtureRoles(t, c)
 	b, url := startServe(t, c)
@@ -170,6 +171,7 @@ func sseRows(r io.Reader) <-chan server.Row {
 // TestServeHelpNamesEveryRoute: `krole serve --help` lists every route
 // the server answers, and the --history flag.
 func TestServeHelpNamesEveryRoute(t *testing.T) {
+	t.Parallel()
 	r := run(t, "serve", "--help")
 	requireOK(t, r)
 	for _, route := range append(server.APIRoutes(), "/healthz", "/metrics") {
@@ -181,6 +183,7 @@ func TestServeHelpNamesEveryRoute(t *testing.T) {
 }
 
 func TestServeErrors(t *testing.T) {
+	t.Parallel()
 	r := run(t, "serve", "--listen", "nope")
 	assertOneLineError(t, r, ExitUsage)
 	assert.Contains(t, r.Stderr, `krole: --listen "nope" is not HOST:PORT`)
@@ -209,6 +212,7 @@ func TestServeErrors(t *testing.T) {
 // turns 503 and says why and since when, while the lookups keep answering
 // from the table.
 func TestServeHealthzWhenTheClusterStops(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
 	c.RequireFake(t)
 	fixtureRoles(t, c)

@@ -22,6 +22,7 @@ import (
 // (a minute) would have ended. resign says so truthfully, M says why it
 // lost the role, and M joins the candidates again at the back.
 func TestResignStepsDownALiveHolder(t *testing.T) {
+	t.Parallel()
 	const role = "ctl"
 	bin, c, a, b, _ := startHolderAndCandidate(t, role)
 
@@ -56,7 +57,7 @@ func TestResignStepsDownALiveHolder(t *testing.T) {
 // with -short and off Linux.
 func startHolderAndCandidate(t *testing.T, role codec.Role) (bin string, c *testcluster.Cluster, a, b *kroleProc, bReg rolestate.Candidate) {
 	t.Helper()
-	return startHolderAndCandidateWith(t, role, "--lease-duration", "60s", "--renew-interval", "1s", "--stagger", "300ms")
+	return startHolderAndCandidateWith(t, role, "--lease-duration", "60s", "--heartbeat-interval", "1s", "--stagger", "300ms")
 }
 
 // startHolderAndCandidateWith is startHolderAndCandidate with the
@@ -103,8 +104,9 @@ func awaitRegistration(t *testing.T, c *testcluster.Cluster, role codec.Role, me
 // deadline alone, it took the live holder for dead and reported no
 // release.
 func TestResignStepsDownAHolderElectedLongAgo(t *testing.T) {
+	t.Parallel()
 	const role = "ctl"
-	bin, c, _, b, _ := startHolderAndCandidateWith(t, role, "--lease-duration", "2s", "--renew-interval", "400ms", "--stagger", "200ms")
+	bin, c, _, b, _ := startHolderAndCandidateWith(t, role, "--lease-duration", "2s", "--heartbeat-interval", "400ms", "--stagger", "200ms")
 	held := lastLeaseOf(readRole(t, c.Config, role), "node-a", false)
 	require.NotNil(t, held)
 	time.Sleep(time.Until(time.UnixMilli(held.lease.Deadline).Add(liveness.ClockTolerance + 500*time.Millisecond)))

@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,7 +18,6 @@ import (
 	"github.com/krabka/krole/internal/server"
 	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/rolestate"
-	"github.com/krabka/krole/view"
 )
 
 // fixtureRoles writes: db with a lease of m1 and candidates m1, m2; cron
@@ -66,6 +64,7 @@ func keys(m map[string]any) []string {
 }
 
 func TestTableJSON(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
 	_, l, offs := fixtureRoles(t, c)
 
@@ -84,11 +83,11 @@ func TestTableJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &typed))
 	db := typed[1]
 	h := rows[1]["holder"].(map[string]any)
-	assert.ElementsMatch(t, []string{"member", "token", "fence", "granted_at", "deadline", "renewed_at", "expired", "left_ms"}, keys(h))
+	assert.ElementsMatch(t, []string{"member", "token", "fence", "granted_at", "deadline", "vouched_at", "expired", "left_ms"}, keys(h))
 	assert.ElementsMatch(t, []string{"producer_id", "epoch"}, keys(h["token"].(map[string]any)))
 	fence := firstLeaseOffset(t, c, "db", l.Token)
 	assert.Greater(t, fence, offs[1], "the lease follows the registrations")
-	assert.Equal(t, &server.Holder{Member: "m1", Token: l.Token, Fence: fence, GrantedAt: l.GrantedAt, Deadline: l.Deadline, RenewedAt: l.GrantedAt, Expired: false, LeftMS: db.Holder.LeftMS}, db.Holder)
+	assert.Equal(t, &server.Holder{Member: "m1", Token: l.Token, Fence: fence, GrantedAt: l.GrantedAt, Deadline: l.Deadline, VouchedAt: l.GrantedAt, Expired: false, LeftMS: db.Holder.LeftMS}, db.Holder)
 	assert.LessOrEqual(t, db.Holder.LeftMS, time.Hour.Milliseconds())
 	assert.Contains(t, out, `"producer_id":`+jsonInt(l.Token.ProducerID), "the token's int64 in full")
 	require.Len(t, db.Candidates, 2)
@@ -117,6 +116,7 @@ func TestTableJSON(t *testing.T) {
 func jsonInt(n int64) string { b, _ := json.Marshal(n); return string(b) }
 
 func TestTableText(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
 	m, l, _ := fixtureRoles(t, c)
 	m.LeaseAt("short", "s1", time.Now().Add(-3*time.Second), time.Now().Add(-2*time.Second))
@@ -145,6 +145,7 @@ func TestTableText(t *testing.T) {
 }
 
 func TestTableEmptyAndErrors(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
 	r := runOn(t, c, "table")
 	requireOK(t, r)
@@ -186,9 +187,11 @@ func startBackground(t *testing.T, args ...string) *background {
 	ctx, cancel := context.WithCancel(context.Background())
 	outR, outW := io.Pipe()
 	b := &background{t: t, cancel: cancel, done: make(chan int, 1), lines: make(chan string, 1000), stderr: &testcluster.SyncBuffer{}}
+	done := startApp(t, ctx, args, outW, b.stderr)
 	go func() {
-		defer outW.Close()
-		b.done <- Run(ctx, args, outW, b.stderr)
+		code := <-done
+		_ = outW.Close()
+		b.done <- code
 	}()
 	go func() {
 		defer close(b.lines)
@@ -249,6 +252,7 @@ func rowOf(t *testing.T, line string) server.Row {
 // JSON line per change, and a line when a lease it showed as live runs out;
 // an interrupt ends it with exit 0.
 func TestTableWatchPipe(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
 	m, l, _ := fixtureRoles(t, c)
 
@@ -266,7 +270,7 @@ func TestTableWatchPipe(t *testing.T) {
 	r := rowOf(t, b.line("db's new holder"))
 	assert.Equal(t, codec.Role("db"), r.Role)
 	require.NotNil(t, r.Holder)
-	assert.Equal(t, &server.Holder{Member: "m2", Token: l2.Token, Fence: m.LastLease, GrantedAt: l2.GrantedAt, Deadline: l2.Deadline, RenewedAt: l2.GrantedAt, LeftMS: r.Holder.LeftMS}, r.Holder)
+	assert.Equal(t, &server.Holder{Member: "m2", Token: l2.Token, Fence: m.LastLease, GrantedAt: l2.GrantedAt, Deadline: l2.Deadline, VouchedAt: l2.GrantedAt, LeftMS: r.Holder.LeftMS}, r.Holder)
 	assert.LessOrEqual(t, r.Holder.LeftMS, int64(2000))
 	off := m.Register("fresh", "f1")
 	r = rowOf(t, b.line("fresh's first candidate"))
@@ -281,87 +285,9 @@ func TestTableWatchPipe(t *testing.T) {
 	assert.NotContains(t, b.stderr.String(), "krole:", "no error")
 }
 
-func TestTimeLeft(t *testing.T) {
-	now := time.UnixMilli(1_000_000)
-	// The holder's clock does not matter: the time left runs to Ends.
-	h := func(ends int64) *server.Holder {
-		return &server.Holder{Member: "m", GrantedAt: 5_000_000, Deadline: 5_100_000, Ends: time.UnixMilli(ends)}
-	}
-	for _, tc := range []struct {
-		h    *server.Holder
-		want string
-	}{
-		{nil, "none"},
-		{&server.Holder{Member: "m", GrantedAt: 0, Deadline: 1, Expired: true}, "expired (released)"},
-		{h(1_000_000), "expired"},
-		{h(999_000), "expired"},
-		{&server.Holder{Member: "m", GrantedAt: 900_000, Deadline: 1_005_000, Ends: time.UnixMilli(1_005_000), Expired: true}, "expired"}, // judged so earlier
-		{&server.Holder{Member: "m", GrantedAt: 900_000, Deadline: 9_005_000, LeftMS: 4_250}, "4.2s"},                                     // from JSON: no Ends
-		{h(1_004_250), "4.2s"},
-		{h(1_000_050), "0.0s"},
-		{h(1_042_900), "42s"},
-		{h(1_000_000 + 65_000), "1m05s"},
-		{h(1_000_000 + 2*3600_000 + 3*60_000), "2h03m"},
-		{h(1_000_000 + 3*86400_000), "3d"},
-	} {
-		assert.Equal(t, tc.want, timeLeft(tc.h, now), "%+v", tc.h)
-	}
-}
-
-// TestWatchTerminal: on a terminal the table is redrawn in place on each
-// change; a role that loses its last record leaves it unless it was named.
-func TestWatchTerminal(t *testing.T) {
-	ch := make(chan []server.Row)
-	st := &server.Stream{C: ch}
-	var out testcluster.SyncBuffer
-	done := make(chan error, 1)
-	now := func() time.Time { return time.UnixMilli(1_000_000) }
-	var frames atomic.Int32 // health is asked once per frame
-	contact := time.UnixMilli(990_000)
-	health := func() view.Health {
-		if frames.Add(1) >= 3 { // the third frame: the cluster went away
-			return view.Health{Unreachable: true, Reason: "no broker", LastContact: contact, CaughtUpAt: contact.Add(-time.Second)}
-		}
-		return view.Health{Healthy: true}
-	}
-	go func() {
-		done <- watchTerminal(&out, st.C, []codec.Role{"named"}, "t.roles", now, health, time.Hour, nil)
-	}()
-
-	lease := &server.Holder{Member: "m1", Token: codec.Token{ProducerID: 7, Epoch: 1}, GrantedAt: 990_000, Deadline: 1_030_000, Ends: time.UnixMilli(1_030_000)}
-	ch <- []server.Row{
-		{Role: "a", Candidates: []rolestate.Candidate{{Member: "c1"}}},
-		{Role: "b", Holder: lease, Candidates: []rolestate.Candidate{{Member: "m1"}, {Member: "m2", Rank: 1}}},
-		{Role: "named", Candidates: []rolestate.Candidate{}},
-	}
-	ch <- []server.Row{{Role: "a", Candidates: []rolestate.Candidate{}}}      // a leaves
-	ch <- []server.Row{{Role: "0first", Candidates: []rolestate.Candidate{}}} // never shown
-	close(ch)
-	require.NoError(t, <-done)
-
-	drawn := strings.Split(out.String(), "\x1b[H")
-	require.Len(t, drawn, 4, "one frame per batch: %q", out.String())
-	clean := func(f string) string { return strings.ReplaceAll(strings.ReplaceAll(f, "\x1b[K", ""), "\x1b[J", "") }
-	assert.Equal(t, "", drawn[0])
-	assert.True(t, strings.HasSuffix(drawn[1], "\x1b[J"), "each frame erases what is below it")
-	first := clean(drawn[1])
-	assert.Regexp(t, `^krole table: topic t.roles, \d\d:\d\d:\d\d \(Ctrl-C to stop\)\n\nROLE\s+HOLDER\s+VALUE\s+TOKEN\s+LEFT\s+CANDIDATES\n`, first)
-	assert.Regexp(t, `(?m)^a\s+-\s+-\s+-\s+none\s+c1$`, first)
-	assert.Regexp(t, `(?m)^b\s+m1\s+-\s+7/1\s+30s\s+m1, m2$`, first)
-	assert.Regexp(t, `(?m)^named\s+-\s+-\s+-\s+none\s+-$`, first)
-	second := clean(drawn[2])
-	assert.NotRegexp(t, `(?m)^a\s`, second)
-	assert.Regexp(t, `(?m)^named\s`, second, "named roles stay")
-	assert.NotContains(t, second, "unreachable")
-	third := clean(drawn[3])
-	assert.Contains(t, third, "\ncluster unreachable since "+clock(contact)+"; data as of "+clock(contact.Add(-time.Second))+"\n",
-		"the health line under the title")
-	assert.Equal(t, second[strings.Index(second, "ROLE"):], third[strings.Index(third, "ROLE"):], "the same table as of then")
-}
-
-// TestTableWatchSaysWhenTheClusterIsUnreachable: to a pipe, --watch
 // notes on stderr when the cluster stops answering, and keeps running.
 func TestTableWatchSaysWhenTheClusterIsUnreachable(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
 	c.RequireFake(t)
 	fixtureRoles(t, c)
@@ -380,6 +306,7 @@ func TestTableWatchSaysWhenTheClusterIsUnreachable(t *testing.T) {
 // a 20 s lease; LEFT and left_ms show at most its span, not the 50 s to
 // its deadline.
 func TestTableLeftIsTheObservers(t *testing.T) {
+	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
 	m := c.Members(t)
 	now := time.Now()

@@ -3,10 +3,9 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"time"
 
+	"github.com/krabka/krole/internal/explain"
 	ucli "github.com/urfave/cli/v2"
 )
 
@@ -80,7 +79,7 @@ func withTimeout(action ucli.ActionFunc, writes bool) ucli.ActionFunc {
 		if err == nil || errors.As(err, &ue) || parent.Err() != nil || context.Cause(ctx) != errTimeoutPassed {
 			return err
 		}
-		return &noAnswer{Brokers: cfg.Brokers, Timeout: d, Writes: writes, Err: err}
+		return &explain.NoAnswer{Brokers: cfg.Brokers, Timeout: d, Writes: writes, Err: err}
 	}
 }
 
@@ -95,31 +94,3 @@ func deadlineTimeouts(ctx context.Context, dial, request *time.Duration) {
 	left := max(time.Until(dl), time.Millisecond)
 	*dial, *request = min(*dial, left), min(*request, left)
 }
-
-// noAnswer is the error of a command whose cluster did not answer within
-// its --timeout: no broker answered a request in time (a stopped or
-// overloaded broker accepts connections and answers nothing).
-type noAnswer struct {
-	Brokers []string
-	Timeout time.Duration
-	Writes  bool  // the command writes: what it sent may still take effect
-	Err     error // the error the command met, nil when it was abandoned
-}
-
-func (e *noAnswer) Error() string {
-	msg := fmt.Sprintf("no answer from the brokers at %s within --timeout %v", strings.Join(e.Brokers, ","), e.Timeout)
-	if e.Err != nil && !errors.Is(e.Err, context.DeadlineExceeded) && !errors.Is(e.Err, context.Canceled) {
-		msg += " (" + rootCause(e.Err) + ")"
-	} else {
-		msg += " (" + silentBroker + ")"
-	}
-	if e.Writes {
-		msg += "; a write sent may still take effect if the cluster answers later"
-	}
-	return msg
-}
-
-func (e *noAnswer) Unwrap() error { return e.Err }
-
-// silentBroker is what a cluster that answers nothing most often is.
-const silentBroker = "a stopped or overloaded broker accepts connections and answers nothing"

@@ -54,6 +54,7 @@ func TestTLSMismatch(t *testing.T) {
 			[]string{"krole: no broker answered at " + tlsAddrs, "is the listener TLS? add --tls"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // after this test's body, with its environment
 			start := time.Now()
 			r := run(t, tc.args...)
 			took := time.Since(start)

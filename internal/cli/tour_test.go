@@ -26,6 +26,7 @@ import (
 // left differ from run to run and are compared by shape; column widths
 // are not compared.
 func TestReadmeTourIsWhatKrolePrints(t *testing.T) {
+	t.Parallel()
 	tour := readmeSection(t, "## A one-screen tour")
 	cmds := codeBlocks(tour, "sh")
 	require.Len(t, cmds, 1, "the tour's commands: one sh block")
@@ -49,6 +50,8 @@ func TestReadmeTourIsWhatKrolePrints(t *testing.T) {
 	for !strings.Contains(strings.Join(out1, "\n"), "node-1 works under token") {
 		out1 = append(out1, n1.line("node-1's command prints its line"))
 	}
+	// krole's own line comes on the other stream, maybe after CMD's.
+	awaitText(t, n1.stderr, "krole run: started CMD", "node-1 says it started CMD")
 	n2 := startBackground(t, tourArgs(t, c, members[1])...)
 	require.Eventually(t, func() bool {
 		_, rows := tableJSON(t, c, "controller")
@@ -107,6 +110,7 @@ func TestReadmeTourIsWhatKrolePrints(t *testing.T) {
 	for !strings.Contains(strings.Join(out2, "\n"), "node-2 works under token") {
 		out2 = append(out2, n2.line("node-2's command prints its line"))
 	}
+	awaitText(t, n2.stderr, "krole run: started CMD", "node-2 says it started CMD")
 	took := lines(n2.stderr.String())[len(err2):]
 	for doc, sample := range map[string]string{"README.md": samples[2], "docs/TOUR.md": long[5]} {
 		assertTourLines(t, c, doc+", node-2's terminal", sample, out2, took)

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/krabka/krole/internal/runner"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -14,6 +15,7 @@ import (
 // Usage errors exit 2 before any connection is tried, so these tests need
 // no cluster: the brokers flag points nowhere on purpose.
 func TestUsageErrors(t *testing.T) {
+	t.Parallel()
 	nowhere := []string{"--brokers", "127.0.0.1:1"}
 	cases := []struct {
 		name string
@@ -53,6 +55,7 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestNoCommandShowsHelpOnStderr(t *testing.T) {
+	t.Parallel()
 	r := run(t)
 	assert.Equal(t, ExitUsage, r.Code)
 	assert.Empty(t, r.Stdout)
@@ -63,6 +66,7 @@ func TestNoCommandShowsHelpOnStderr(t *testing.T) {
 }
 
 func TestVersionJSON(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"--version", "-o", "json"}, {"-o", "json", "--version"}, {"--output=json", "--version"}} {
 		r := run(t, args...)
 		requireOK(t, r)
@@ -73,6 +77,7 @@ func TestVersionJSON(t *testing.T) {
 }
 
 func TestHelpAndVersion(t *testing.T) {
+	t.Parallel()
 	r := run(t, "--help")
 	requireOK(t, r)
 	for _, cmd := range []string{"dev", "init", "register", "resign", "describe", "records"} {
@@ -95,13 +100,14 @@ func TestHelpAndVersion(t *testing.T) {
 
 // TestHelpListsExitCodes: the root help names every exit code krole uses.
 func TestHelpListsExitCodes(t *testing.T) {
+	t.Parallel()
 	r := run(t, "--help")
 	requireOK(t, r)
 	_, desc, ok := strings.Cut(r.Stdout, "Exit codes:")
 	require.True(t, ok, "the help has an exit-code paragraph")
 	desc, _, _ = strings.Cut(desc, "COMMANDS:")
 	desc = strings.Join(strings.Fields(desc), " ")
-	for _, code := range []int{ExitOK, ExitFailure, ExitUsage, ExitRunTimeout, ExitRunBusy, ExitRunMemberInUse, exitCannotExecute, exitNotFound,
+	for _, code := range []int{ExitOK, ExitFailure, ExitUsage, ExitRunTimeout, ExitRunBusy, ExitRunMemberInUse, runner.ExitCannotExecute, runner.ExitNotFound,
 		128 + int(syscall.SIGINT), 128 + int(syscall.SIGTERM), ExitLeaderUnknown} {
 		assert.Regexp(t, `\b`+strconv.Itoa(code)+`\b`, desc, "exit code %d", code)
 	}
@@ -117,6 +123,7 @@ func TestHelpHidesPasswordFromEnvironment(t *testing.T) {
 }
 
 func TestUnreachableBroker(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"records", "controller"},
 		{"describe", "controller", "-o", "json"},
@@ -140,6 +147,7 @@ func TestBrokersFromEnvironment(t *testing.T) {
 }
 
 func TestNormalizeArgs(t *testing.T) {
+	t.Parallel()
 	app := newApp(nil, nil)
 	cases := []struct{ in, want string }{
 		{"records controller -o json", "-o json records controller"},
@@ -161,13 +169,4 @@ func TestNormalizeArgs(t *testing.T) {
 		got := strings.Join(normalizeArgs(app, strings.Fields(tc.in)), " ")
 		assert.Equal(t, tc.want, got, "normalizeArgs(%q)", tc.in)
 	}
-}
-
-func TestEditDistanceAndClosest(t *testing.T) {
-	require.Equal(t, 0, editDistance("a", "a"))
-	require.Equal(t, 1, editDistance("records", "recrds"))
-	require.Equal(t, 2, editDistance("recrods", "records"))
-	assert.Equal(t, "records", closest("recrods", []string{"register", "records"}))
-	assert.Equal(t, "", closest("zzzzzz", []string{"register", "records"}))
-	assert.Equal(t, "describe", closest("desc", []string{"describe", "dev"}))
 }

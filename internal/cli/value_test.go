@@ -13,6 +13,7 @@ import (
 // its byte offset, before anything is written (the brokers are never
 // dialled), and the line holds the character only escaped.
 func TestValueWithFormatCharactersIsRefused(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		want string

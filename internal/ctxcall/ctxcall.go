@@ -7,6 +7,7 @@ package ctxcall
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Do runs fn on a goroutine of its own and returns its result, or ctx.Err()
@@ -51,5 +52,17 @@ func DoOr[T any](ctx context.Context, inflight *sync.WaitGroup, fn func() (T, er
 			abandon()
 		}
 		return zero, ctx.Err()
+	}
+}
+
+// Sleep waits d, or until ctx ends (its error).
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

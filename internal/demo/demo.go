@@ -2,8 +2,7 @@
 // three `krole run` processes of the krole binary campaigning for one
 // role, then a failover (SIGKILL of the holder) and a handover (SIGTERM of
 // the next holder), each step narrated as it happens. internal/cli has the
-// command: its flags and their usage errors, and what the demo takes from
-// krole's other commands ([Options]).
+// command: its flags and their usage errors ([Options]).
 package demo
 
 import (
@@ -24,6 +23,9 @@ import (
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/devcluster"
+	"github.com/krabka/krole/internal/explain"
+	"github.com/krabka/krole/internal/render"
+	"github.com/krabka/krole/internal/runner"
 	"github.com/krabka/krole/internal/server"
 	"github.com/krabka/krole/internal/supervise"
 	"github.com/krabka/krole/processor"
@@ -50,10 +52,8 @@ var memberNames = []codec.MemberID{"node-1", "node-2", "node-3"}
 // wait until it is stopped.
 const memberScript = `echo "$KROLE_MEMBER is doing the $KROLE_ROLE work under token $KROLE_PRODUCER_ID/$KROLE_EPOCH, fence $KROLE_FENCE"; exec sleep 3600`
 
-// Options are what a run of the demo is given: where its lines go, the
-// settings of its flags, and what it takes from krole's other commands
-// (the report pipe of `krole run`, the wait for a view and the words for
-// its errors, the table). Every field but Exe and Env is required.
+// Options are what a run of the demo is given: where its lines go and
+// the settings of its flags. Every field but Exe and Env is required.
 type Options struct {
 	// Out receives the narration and the members' lines.
 	Out io.Writer
@@ -80,18 +80,6 @@ type Options struct {
 	// DefaultBrokers is where krole's commands look for a cluster without
 	// -b: the commands printed leave -b out for a cluster there.
 	DefaultBrokers string
-
-	// ReportEnv names the variable that tells a `krole run` member the
-	// descriptor (3, a pipe) to report each CMD it starts on; ReadReports
-	// reads those reports from r until its end and passes on the pid of
-	// each CMD started.
-	ReportEnv   string
-	ReadReports func(r io.Reader, cmdStarted func(pid int))
-	// Explain turns an error of the demo's view into what krole's commands
-	// say for it.
-	Explain func(cfg fencing.Config, err error) error
-	// Table writes rows as `krole table` shows them, judged at now.
-	Table func(w io.Writer, rows []server.Row, now time.Time) error
 }
 
 // errInterrupted ends the demo's steps when ctx ended.
@@ -400,7 +388,7 @@ func (d *demo) follow(cfg fencing.Config) error {
 			}
 		default: // Run still runs: runErr is not to be read
 		}
-		return d.opts.Explain(cfg, err)
+		return explain.RunError(cfg, err)
 	}
 	d.states = v.Follow(ctx, d.role)
 	d.state = rolestate.State{Role: d.role, LeaseOffset: -1}
@@ -424,7 +412,7 @@ func (d *demo) startMember(name codec.MemberID) (*member, error) {
 	child, err := supervise.Start(supervise.Spec{
 		Path:       d.exe,
 		Args:       d.runArgs(name),
-		Env:        append(append([]string(nil), d.opts.Env...), d.opts.ReportEnv+"=3"),
+		Env:        append(append([]string(nil), d.opts.Env...), runner.ReportFDEnv+"=3"),
 		ExtraFiles: []*os.File{repW},
 		Stdout:     m.out,
 		Stderr:     m.out,
@@ -436,7 +424,7 @@ func (d *demo) startMember(name codec.MemberID) (*member, error) {
 	}
 	go func() { // ends when the member exits: the end of the pipe
 		defer rep.Close()
-		d.opts.ReadReports(rep, m.cmdStarted)
+		runner.ReadReports(rep, m.cmdStarted)
 	}()
 	m.child = child
 	d.mu.Lock()
@@ -776,7 +764,7 @@ func (d *demo) stopAll() {
 // table prints the role's row as `krole table` does.
 func (d *demo) table() {
 	var b bytes.Buffer
-	_ = d.opts.Table(&b, []server.Row{server.NewRow(d.state, time.Now())}, time.Now())
+	_ = render.RowsTable(&b, []server.Row{server.NewRow(d.state, time.Now())}, time.Now())
 	for _, line := range strings.SplitAfter(b.String(), "\n") {
 		if line != "" {
 			d.out.write("    " + line)

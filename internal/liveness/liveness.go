@@ -24,8 +24,8 @@
 //     (the lease itself is written again only hourly), so the Deadline
 //     judged is that of the latest renewal: the lease's, or that of the
 //     latest heartbeat of the incarnation the lease names that vouches
-//     for the role (see [Judge]). A live holder renews every RenewInterval and stops
-//     acting as holder RenewDeadline (at most its span) after its last
+//     for the role (see [Judge]). A live holder renews every HeartbeatInterval and stops
+//     acting as holder HeartbeatDeadline (at most its span) after its last
 //     renewal began, so with clocks within ClockTolerance of each other
 //     the newest lease of a live holder never looks like that.
 //   - A wait, for clocks that disagree by more: such a lease is reported
@@ -81,11 +81,11 @@ type Verdict struct {
 	// RanOut is when the lease ran out by its holder's clock (the latest
 	// renewal's Deadline), zero without a lease or for a release.
 	RanOut time.Time
-	// RenewedAt is the latest renewal's GrantedAt (Unix ms, the holder's
+	// VouchedAt is the latest renewal's GrantedAt (Unix ms, the holder's
 	// clock): the lease's, or its member session's latest heartbeat that
 	// vouches for the role, whichever is later; 0 without a lease or for a
 	// release.
-	RenewedAt int64
+	VouchedAt int64
 	// RenewalSeen is when the reader saw that renewal, on its clock; zero
 	// when it does not say.
 	RenewalSeen time.Time
@@ -111,7 +111,7 @@ func Judge(st rolestate.State, now time.Time) Verdict {
 		return Verdict{End: now}
 	}
 	end, clockEnd := bound(r.SeenAt, r.GrantedAt, r.Deadline, r.Span, r.End)
-	v := Verdict{End: end, RanOut: time.UnixMilli(r.Deadline), Live: now.Before(end), RenewedAt: r.GrantedAt, RenewalSeen: r.SeenAt}
+	v := Verdict{End: end, RanOut: time.UnixMilli(r.Deadline), Live: now.Before(end), VouchedAt: r.GrantedAt, RenewalSeen: r.SeenAt}
 	v.Pending = v.Live && !now.Before(clockEnd)
 	return v
 }
@@ -158,7 +158,7 @@ type SessionVerdict struct {
 
 // Session judges member session se (its latest record, as a reader saw
 // it) at now, with the rule [Judge] judges a holder's renewal by. A
-// member's session heartbeats every renew interval whether or not it
+// member's session heartbeats every heartbeat interval whether or not it
 // holds a role (see package processor, "Member sessions"), so a candidate
 // whose session is gone is not running. Without a record (se nil: none
 // was read) nothing is known, and the verdict is not gone.

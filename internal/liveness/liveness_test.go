@@ -149,7 +149,7 @@ func TestJudgeRenewedAt(t *testing.T) {
 	sess := codec.Session{ProducerID: 9, Epoch: 0, Nonce: "n1"}
 	st := state(t0, span, t0)
 	st.Lease.Session = &sess
-	assert.Equal(t, t0.UnixMilli(), Judge(st, t0).RenewedAt, "no heartbeat: the lease")
+	assert.Equal(t, t0.UnixMilli(), Judge(st, t0).VouchedAt, "no heartbeat: the lease")
 
 	// Three spans later, a heartbeat begun 100ms ago, seen 50ms ago.
 	now := t0.Add(3 * span)
@@ -157,13 +157,13 @@ func TestJudgeRenewedAt(t *testing.T) {
 	st.Session = &rolestate.SessionSeen{Heartbeat: hb, SeenAt: now.Add(-50 * time.Millisecond)}
 	v := Judge(st, now)
 	assert.True(t, v.Live)
-	assert.Equal(t, hb.GrantedAt, v.RenewedAt)
+	assert.Equal(t, hb.GrantedAt, v.VouchedAt)
 	assert.Equal(t, now.Add(-50*time.Millisecond), v.RenewalSeen)
 	assert.Equal(t, now.Add(span-50*time.Millisecond), v.End, "a span from when the heartbeat was seen")
 	assert.Equal(t, v.End, End(st))
 
 	rel := codec.ReleaseLease("m1", codec.Token{ProducerID: 7, Epoch: 1})
-	assert.Zero(t, Judge(rolestate.State{Role: "db", Lease: &rel}, now).RenewedAt)
+	assert.Zero(t, Judge(rolestate.State{Role: "db", Lease: &rel}, now).VouchedAt)
 	assert.True(t, End(rolestate.State{Role: "db", Lease: &rel}).IsZero())
 }
 

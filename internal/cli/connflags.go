@@ -10,12 +10,12 @@ import (
 	"github.com/krabka/krole/fencing"
 )
 
-// checkConnection refuses, as usage errors, the connection settings that
+// validateConnection refuses, as usage errors, the connection settings that
 // fencing.Config.Validate lets through but that cannot work: a broker port
 // outside 1-65535, --sasl-user or a SASL password without
 // --sasl-mechanism (either would be ignored), and TLS files that cannot be read (said with the flag's name,
 // not the package that first opened them).
-func checkConnection(cfg fencing.Config) error {
+func validateConnection(cfg fencing.Config) error {
 	hint := "see 'krole --help' for the connection flags"
 	for _, b := range cfg.Brokers {
 		if _, port, err := net.SplitHostPort(b); err == nil {

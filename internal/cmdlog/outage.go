@@ -1,4 +1,4 @@
-package cli
+package cmdlog
 
 import (
 	"context"
@@ -14,10 +14,11 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/krabka/krole/internal/render"
 	"github.com/krabka/krole/view"
 )
 
-// outage turns the warnings a command's view and member log while the
+// Outage turns the warnings a command's view and member log while the
 // cluster is unreachable (one every retry, for each role: "kafka: client
 // has run out of available brokers to talk to", offsets that went
 // backwards after a restart) into one line when the outage begins and one
@@ -32,11 +33,11 @@ import (
 // of a broker since the outage began. Warnings in between are counted and
 // not shown, unless verbose. Other warnings are printed as one line,
 // "krole CMD: warning: message key=value ...".
-type outage struct {
-	lw       *lineWriter // the command's lines: "krole run: ..."
-	affected string      // what the outage stops, said in the first line
-	verbose  bool        // show the warnings during an outage too
-	quiet    bool        // track, but print no begin and end lines (the command says it)
+type Outage struct {
+	lw       *Lines // the command's lines: "krole run: ..."
+	affected string // what the outage stops, said in the first line
+	Verbose  bool   // show the warnings during an outage too
+	Quiet    bool   // track, but print no begin and end lines (the command says it)
 
 	mu     sync.Mutex
 	health func() view.Health
@@ -44,27 +45,31 @@ type outage struct {
 	hidden int
 }
 
-// newOutage returns an outage reporter that writes the command's lines
+// OutageCheckEvery is how often a command compares its view's health
+// with the outage it reported.
+const OutageCheckEvery = 500 * time.Millisecond
+
+// NewOutage returns an outage reporter that writes the command's lines
 // through lw; affected says what an outage stops.
-func newOutage(lw *lineWriter, affected string) *outage {
-	return &outage{lw: lw, affected: affected}
+func NewOutage(lw *Lines, affected string) *Outage {
+	return &Outage{lw: lw, affected: affected}
 }
 
-func (o *outage) printfLocked(format string, args ...any) { o.lw.printf(format, args...) }
+func (o *Outage) printfLocked(format string, args ...any) { o.lw.Printf(format, args...) }
 
 // begin starts an outage at now, with cause, unless one is on; it reports
 // whether one was on already.
-func (o *outage) begin(now time.Time, cause string) bool {
+func (o *Outage) begin(now time.Time, cause string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if !o.since.IsZero() {
 		return true
 	}
 	o.since, o.hidden = now, 0
-	if o.quiet {
+	if o.Quiet {
 		return false
 	}
-	line := "cluster unreachable since " + clock(now)
+	line := "cluster unreachable since " + render.Clock(now)
 	if cause != "" {
 		line += " (" + cause + ")"
 	}
@@ -78,7 +83,7 @@ func (o *outage) begin(now time.Time, cause string) bool {
 // check compares the view's health with the outage: it begins one when
 // the view says it cannot reach the cluster (or rebuilds its table), and
 // ends one when the view is healthy again with an answer since it began.
-func (o *outage) check(now time.Time) {
+func (o *Outage) check(now time.Time) {
 	o.mu.Lock()
 	health := o.health
 	o.mu.Unlock()
@@ -102,8 +107,8 @@ func (o *outage) check(now time.Time) {
 		if o.since.IsZero() {
 			return
 		}
-		if !o.quiet {
-			line := fmt.Sprintf("the cluster answers again, at %s after %v", clock(now), roundDuration(now.Sub(o.since)))
+		if !o.Quiet {
+			line := fmt.Sprintf("the cluster answers again, at %s after %v", render.Clock(now), render.RoundDuration(now.Sub(o.since)))
 			switch {
 			case o.hidden == 1:
 				line += " (1 warning not shown)"
@@ -116,7 +121,7 @@ func (o *outage) check(now time.Time) {
 	}
 }
 
-func (o *outage) sinceTime() time.Time {
+func (o *Outage) sinceTime() time.Time {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.since
@@ -130,8 +135,8 @@ func healthCause(h view.Health) string {
 	return h.Reason
 }
 
-// follow checks the view's health every interval until ctx ends.
-func (o *outage) follow(ctx context.Context, health func() view.Health, every time.Duration) {
+// Follow checks the view's health every interval until ctx ends.
+func (o *Outage) Follow(ctx context.Context, health func() view.Health, every time.Duration) {
 	o.mu.Lock()
 	o.health = health
 	o.mu.Unlock()
@@ -147,15 +152,15 @@ func (o *outage) follow(ctx context.Context, health func() view.Health, every ti
 	}
 }
 
-// handler returns next wrapped: warnings that say the cluster is
+// Wrap returns next wrapped: warnings that say the cluster is
 // unreachable begin an outage, and no warning is passed on during one
 // (unless verbose).
-func (o *outage) handler(next slog.Handler) slog.Handler {
+func (o *Outage) Wrap(next slog.Handler) slog.Handler {
 	return &outageHandler{o: o, next: next}
 }
 
 type outageHandler struct {
-	o     *outage
+	o     *Outage
 	next  slog.Handler
 	attrs []slog.Attr // WithAttrs's, searched for an error too
 }
@@ -171,7 +176,7 @@ func (h *outageHandler) Handle(ctx context.Context, r slog.Record) error {
 	if cause, ok := outageCause(r, h.attrs); ok {
 		h.o.begin(time.Now(), cause)
 	}
-	if !h.o.verbose {
+	if !h.o.Verbose {
 		h.o.mu.Lock()
 		on := !h.o.since.IsZero()
 		if on {
@@ -249,12 +254,4 @@ func unreachableCause(err error) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// roundDuration rounds d for a line: to 100ms below 10s, else to seconds.
-func roundDuration(d time.Duration) time.Duration {
-	if d < 10*time.Second {
-		return d.Round(100 * time.Millisecond)
-	}
-	return d.Round(time.Second)
 }

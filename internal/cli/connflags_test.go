@@ -6,11 +6,11 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// TestConnectionFlagsChecked: impossible connection settings are usage
+// TestConnectionFlagsValidated: impossible connection settings are usage
 // errors (exit 2) that name the flag, before any connection: a port out
 // of range (as a malformed address is), --sasl-user or a password (flag
 // or environment, never echoed) without a mechanism, and an unreadable TLS file (without the name of an internal package).
-func TestConnectionFlagsChecked(t *testing.T) {
+func TestConnectionFlagsValidated(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		want string

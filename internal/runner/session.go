@@ -1,4 +1,4 @@
-package cli
+package runner
 
 import (
 	"context"
@@ -6,127 +6,79 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
-
-	ucli "github.com/urfave/cli/v2"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/cmdlog"
+	"github.com/krabka/krole/internal/explain"
 	"github.com/krabka/krole/internal/supervise"
 	"github.com/krabka/krole/processor"
 )
 
-// commandError is the error of a CMD that cannot be started: exit 127 when
-// it does not exist, 126 when it cannot be executed.
-func commandError(path string, err error) error {
-	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-		return ucli.Exit(fmt.Sprintf("command %q not found", path), exitNotFound)
-	}
-	var ee *exec.Error
-	if errors.As(err, &ee) {
-		err = ee.Err
-	}
-	return ucli.Exit(fmt.Sprintf("command %q cannot be executed: %v", path, err), exitCannotExecute)
-}
-
-// reportFDEnv names a file descriptor, inherited from the process that
-// started `krole run`, to which it writes one JSON object per line for
-// each CMD it starts (see [runReport]). `krole demo` passes a pipe there
-// to learn the pids of the members' CMDs as data, rather than from the
-// text of their lines. It is an interface between two processes of one
-// krole build, not documented for users.
-const reportFDEnv = "KROLE_RUN_REPORT_FD"
-
-// runReport is a line written to [reportFDEnv]'s descriptor.
-type runReport struct {
-	Event string `json:"event"` // "cmd_started"
-	Pid   int    `json:"pid"`   // CMD's pid
-	Token string `json:"token"` // the token CMD runs under, "producerID/epoch"
-}
-
-// openReport returns the writer of [reportFDEnv], or nil when it is not
-// set or does not name an inherited pipe. It unsets the variable, so that
-// CMD does not inherit it, and marks the descriptor close-on-exec, so that
-// neither CMD nor the watchdog inherits the pipe: its reader sees the end
-// of the stream when krole run exits.
-func openReport() *os.File {
-	s, ok := os.LookupEnv(reportFDEnv)
-	if !ok {
-		return nil
-	}
-	_ = os.Unsetenv(reportFDEnv)
-	fd, err := strconv.Atoi(s)
-	if err != nil || fd < 3 {
-		return nil
-	}
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
-		return nil // not open, or not a pipe: not one the starter passed
-	}
-	syscall.CloseOnExec(fd)
-	return os.NewFile(uintptr(fd), "krole-run-report")
-}
-
-// runSession is the state of one `krole run` that its member's events and
+// session is the state of one `krole run` that its member's events and
 // work share.
-type runSession struct {
-	role       codec.Role
+type session struct {
+	what       string             // what the member campaigns for, in lines: the role, or the slots
+	slot       map[codec.Role]int // each slot's number (KROLE_SLOT); nil: one role, no slots
 	me         codec.MemberID
 	path       string
 	args       []string
 	kill       time.Duration
 	stdout     io.Writer // CMD's
 	stderr     io.Writer // CMD's
-	lines      *lineWriter
+	lines      *cmdlog.Lines
 	verbose    bool // --verbose: the transport's errors too
 	stopMember context.CancelFunc
-	report     *os.File // see reportFDEnv; nil: none
+	report     *os.File // see ReportFDEnv; nil: none
 
-	mu          sync.Mutex
-	child       *supervise.Child // CMD while it runs (its tree not gone)
-	interrupted bool             // SIGINT or SIGTERM: CMD is being stopped before the member leaves
-	held        *codec.Token     // the token this member holds the role under, per the events
-	resigned    *codec.Token     // the token it resigned the role under when leaving
-	exit        *int             // CMD's exit code, when CMD exited by itself
-	startErr    error            // why CMD could not be started
-	gaveUp      error            // --timeout or --try gave up: the exit
+	mu           sync.Mutex
+	child        *supervise.Child // CMD while it runs (its tree not gone)
+	interrupted  bool             // SIGINT or SIGTERM: CMD is being stopped before the member leaves
+	held         *codec.Token     // the token this member holds a role under, per the events
+	heldRole     codec.Role       // the role held under held
+	resigned     *codec.Token     // the token it resigned a role under when leaving
+	resignedRole codec.Role       // the role resigned under resigned
+	exit         *int             // CMD's exit code, when CMD exited by itself
+	startErr     error            // why CMD could not be started
+	gaveUp       error            // --timeout or --try gave up: the exit
 
 	leaving     context.Context // ends when the member is asked to leave
 	working     chan struct{}   // closed when the work running CMD returns; nil before
 	unconfirmed *codec.Token    // a token lost while leaving, without a confirmed release
+	unconfRole  codec.Role      // the role of unconfirmed
 }
 
 // onEvent prints the member's transitions, one line each. The processor
 // calls it one event at a time.
-func (s *runSession) onEvent(e processor.Event) {
+func (s *session) onEvent(e processor.Event) {
 	s.mu.Lock()
 	held := s.held
 	switch e.Kind {
 	case processor.Elected:
 		tok := e.Token
-		s.held = &tok
+		s.held, s.heldRole = &tok, e.Role
 	case processor.Revoked:
-		s.held = nil
+		if s.heldRole == e.Role {
+			s.held = nil
+		}
 		tok := e.Token
 		switch {
 		case e.Reason == processor.ReasonContextEnded:
-			s.resigned = &tok
+			s.resigned, s.resignedRole = &tok, e.Role
 		case e.Reason != processor.ReasonFenced && s.leaving != nil && s.leaving.Err() != nil:
-			s.unconfirmed = &tok // lost while leaving: its release did not go through
+			s.unconfirmed, s.unconfRole = &tok, e.Role // lost while leaving: its release did not go through
 		}
 	}
 	s.mu.Unlock()
 
 	switch e.Kind {
 	case processor.Elected:
-		s.lines.printf("elected %s as %s (token %s)", e.Role, e.Member, e.Token)
+		s.lines.Printf("elected %s as %s (token %s)", e.Role, e.Member, e.Token)
 	case processor.Revoked:
 		switch e.Reason {
 		case processor.ReasonContextEnded:
@@ -142,15 +94,15 @@ func (s *runSession) onEvent(e processor.Event) {
 			case e.Err != nil:
 				cause = "fenced: " + e.Err.Error()
 			}
-			s.lines.printf("revoked %s (token %s): %s", e.Role, e.Token, cause)
+			s.lines.Printf("revoked %s (token %s): %s", e.Role, e.Token, cause)
 		case processor.ReasonDeregistered:
 			// Revoked comes before the release is written: the line says
 			// what is under way; a failed release is a warning line of its
 			// own after it.
-			s.lines.printf("revoked %s (token %s): this member's registration was removed (krole resign); "+
+			s.lines.Printf("revoked %s (token %s): this member's registration was removed (krole resign); "+
 				"releasing the role to the next candidate, then joining again at the back", e.Role, e.Token)
 		case processor.ReasonLeaseLost:
-			s.lines.printf("revoked %s (token %s): lease lost: no renewal succeeded in time", e.Role, e.Token)
+			s.lines.Printf("revoked %s (token %s): lease lost: no renewal succeeded in time", e.Role, e.Token)
 		case processor.ReasonTokenRetired:
 			// The transport's error names requests and session keys; the
 			// line says what it means for the role.
@@ -160,24 +112,27 @@ func (s *runSession) onEvent(e processor.Event) {
 			}
 			msg := fmt.Sprintf("revoked %s (token %s): %s, so the token is retired: nothing more is written under it", e.Role, e.Token, what)
 			if s.verbose && e.Err != nil {
-				msg += " (" + withoutPackagePrefixes(e.Err.Error()) + ")"
+				msg += " (" + explain.WithoutPackagePrefixes(e.Err.Error()) + ")"
 			}
-			s.lines.printf("%s", msg)
+			s.lines.Printf("%s", msg)
 		default:
 			msg := string(e.Reason)
 			if e.Err != nil {
 				msg += ": " + e.Err.Error()
 			}
-			s.lines.printf("revoked %s (token %s): %s", e.Role, e.Token, msg)
+			s.lines.Printf("revoked %s (token %s): %s", e.Role, e.Token, msg)
 		}
 	case processor.HolderChanged:
 		switch {
+		case s.slot != nil:
+			// The slots change hands as a group, many at a time: this
+			// member's own lines say what it holds.
 		case e.Holder == nil:
-			s.lines.printf("%s has no holder", e.Role)
+			s.lines.Printf("%s has no holder", e.Role)
 		case e.Holder.Member == s.me && held != nil && *held == e.Holder.Token:
 			// This member's own election, as the view shows it.
 		default:
-			s.lines.printf("holder of %s is now %s (token %s)", e.Role, e.Holder.Member, e.Holder.Token)
+			s.lines.Printf("holder of %s is now %s (token %s)", e.Role, e.Holder.Member, e.Holder.Token)
 		}
 	}
 }
@@ -186,7 +141,7 @@ func (s *runSession) onEvent(e processor.Event) {
 // exited, by itself or stopped because ctx ended (the role was lost or
 // krole is leaving). CMD exiting by itself makes the member leave, which
 // resigns the role.
-func (s *runSession) work(ctx context.Context, held processor.Held) error {
+func (s *session) work(ctx context.Context, held processor.Held) error {
 	working := make(chan struct{})
 	defer close(working)
 	s.mu.Lock()
@@ -203,26 +158,30 @@ func (s *runSession) work(ctx context.Context, held processor.Held) error {
 		<-ctx.Done()
 		return nil
 	}
+	env := []string{
+		"KROLE_ROLE=" + string(held.Role),
+		"KROLE_MEMBER=" + string(held.Member),
+		"KROLE_PRODUCER_ID=" + strconv.FormatInt(held.Token.ProducerID, 10),
+		"KROLE_EPOCH=" + strconv.Itoa(int(held.Token.Epoch)),
+		"KROLE_FENCE=" + strconv.FormatInt(held.Fence, 10),
+	}
+	if k, ok := s.slot[held.Role]; ok {
+		env = append(env, "KROLE_SLOT="+strconv.Itoa(k))
+	}
 	child, err := supervise.Start(supervise.Spec{
 		Path:     s.path,
 		Args:     s.args,
 		Watchdog: watchdogArgv(),
 		Grace:    s.kill,
-		Env: []string{
-			"KROLE_ROLE=" + string(held.Role),
-			"KROLE_MEMBER=" + string(held.Member),
-			"KROLE_PRODUCER_ID=" + strconv.FormatInt(held.Token.ProducerID, 10),
-			"KROLE_EPOCH=" + strconv.Itoa(int(held.Token.Epoch)),
-			"KROLE_FENCE=" + strconv.FormatInt(held.Fence, 10),
-		},
-		Stdout: s.stdout,
-		Stderr: s.stderr,
+		Env:      env,
+		Stdout:   s.stdout,
+		Stderr:   s.stderr,
 	})
 	if err != nil {
 		s.mu.Lock()
 		s.startErr = err
 		s.mu.Unlock()
-		s.lines.printf("cannot start CMD: %v; resigning %s", err, held.Role)
+		s.lines.Printf("cannot start CMD: %v; resigning %s", err, held.Role)
 		s.stopMember()
 		return nil
 	}
@@ -242,10 +201,10 @@ func (s *runSession) work(ctx context.Context, held processor.Held) error {
 		s.stopCmd(child)
 		return nil
 	}
-	s.lines.printf("started CMD (pid %d) with token %s", pid, held.Token)
-	s.reportf(runReport{Event: "cmd_started", Pid: pid, Token: held.Token.String()})
+	s.lines.Printf("started CMD (pid %d) with token %s", pid, held.Token)
+	s.reportf(Report{Event: "cmd_started", Pid: pid, Token: held.Token.String()})
 	if !child.Tree() && runtime.GOOS == "linux" {
-		s.lines.printf("warning: CMD (pid %d) runs without the watchdog that keeps its whole process tree: "+
+		s.lines.Printf("warning: CMD (pid %d) runs without the watchdog that keeps its whole process tree: "+
 			"only its process group is stopped, and waited for", pid)
 	}
 	select {
@@ -265,16 +224,16 @@ func (s *runSession) work(ctx context.Context, held processor.Held) error {
 			// The rest of the tree is stopped while this member still
 			// holds the role (ctx is not done: the renewals go on), and
 			// the role is resigned only once it is gone.
-			s.lines.printf("CMD (pid %d) exited with code %d, leaving processes of its tree running: "+
+			s.lines.Printf("CMD (pid %d) exited with code %d, leaving processes of its tree running: "+
 				"stopping them: SIGTERM, then SIGKILL after %v", pid, code, s.kill)
 			if killed, _ := child.Stop(context.Background(), s.kill); killed {
-				s.lines.printf("the rest of CMD's tree killed after --kill-timeout %v", s.kill)
+				s.lines.Printf("the rest of CMD's tree killed after --kill-timeout %v", s.kill)
 			} else {
-				s.lines.printf("the rest of CMD's tree stopped")
+				s.lines.Printf("the rest of CMD's tree stopped")
 			}
 		}
 		<-child.Done()
-		s.lines.printf("CMD (pid %d) exited by itself with code %d; resigning %s", pid, code, held.Role)
+		s.lines.Printf("CMD (pid %d) exited by itself with code %d; resigning %s", pid, code, held.Role)
 		s.stopMember()
 		return nil
 	case <-ctx.Done():
@@ -291,13 +250,13 @@ func (s *runSession) work(ctx context.Context, held processor.Held) error {
 
 // stopCmd stops CMD's whole tree (SIGTERM, then SIGKILL after
 // --kill-timeout) and returns once it is gone.
-func (s *runSession) stopCmd(child *supervise.Child) {
+func (s *session) stopCmd(child *supervise.Child) {
 	pid := child.Pid()
-	s.lines.printf("stopping CMD (pid %d): SIGTERM, then SIGKILL after %v", pid, s.kill)
+	s.lines.Printf("stopping CMD (pid %d): SIGTERM, then SIGKILL after %v", pid, s.kill)
 	if killed, _ := child.Stop(context.Background(), s.kill); killed {
-		s.lines.printf("CMD (pid %d) killed after --kill-timeout %v", pid, s.kill)
+		s.lines.Printf("CMD (pid %d) killed after --kill-timeout %v", pid, s.kill)
 	} else {
-		s.lines.printf("CMD (pid %d) stopped with code %d", pid, child.ExitCode())
+		s.lines.Printf("CMD (pid %d) stopped with code %d", pid, child.ExitCode())
 	}
 }
 
@@ -311,7 +270,7 @@ func (s *runSession) stopCmd(child *supervise.Child) {
 // holding. Stopping the tree here first keeps the order whatever the
 // member's reason. A second signal ends krole at once, see
 // SecondInterrupt.)
-func (s *runSession) stopForInterrupt() {
+func (s *session) stopForInterrupt() {
 	s.mu.Lock()
 	s.interrupted = true
 	child := s.child
@@ -321,7 +280,7 @@ func (s *runSession) stopForInterrupt() {
 	}
 }
 
-func (s *runSession) isInterrupted() bool {
+func (s *session) isInterrupted() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.interrupted
@@ -330,7 +289,7 @@ func (s *runSession) isInterrupted() bool {
 // reportf writes r to the report descriptor, if any, as one line. A
 // failed write (the reader has gone) is ignored: the report is for the
 // reader's convenience only.
-func (s *runSession) reportf(r runReport) {
+func (s *session) reportf(r Report) {
 	if s.report == nil {
 		return
 	}
@@ -341,29 +300,6 @@ func (s *runSession) reportf(r runReport) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, _ = s.report.Write(append(b, '\n'))
-}
-
-// lockedWriter returns w for CMD's output. A file (the terminal, in
-// production) is handed to CMD as it is. Any other writer (a buffer, when
-// tests run the app in-process) is written by a goroutine of os/exec, so
-// it is wrapped to take mu around each write: mu is the lineWriter's for
-// stderr, where krole run writes its lines too.
-func lockedWriter(w io.Writer, mu *sync.Mutex) io.Writer {
-	if _, ok := w.(*os.File); ok {
-		return w
-	}
-	return &syncWriter{mu: mu, w: w}
-}
-
-type syncWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
 
 // watchdogArgv runs this very binary as the supervise watchdog, CMD's
@@ -377,4 +313,12 @@ func watchdogArgv() []string {
 		return nil
 	}
 	return []string{exe, supervise.WatchdogCommand}
+}
+
+// cmdStopped returns a channel closed when the work running CMD has
+// returned (CMD stopped), or nil when none runs.
+func (s *session) cmdStopped() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.working
 }

@@ -1,14 +1,14 @@
-package cli
+package cmdlog
 
 import (
 	"context"
 	"log/slog"
 	"sync"
 
-	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/internal/explain"
 )
 
-// authzStop is a slog.Handler in front of a command's own, for the logs
+// AuthzStop is a slog.Handler in front of a command's own, for the logs
 // of a member and of a view: the first record that carries an
 // authorization failure (an error value that [fencing.AuthorizationOf]
 // finds a refusal in; a bare code comes from the view, whose one need is
@@ -17,32 +17,26 @@ import (
 // call with a backoff, so they would not spin; but no retry can add a
 // missing ACL, so the command stops and exits 1 with the one line that
 // names the ACL.
-type authzStop struct {
+type AuthzStop struct {
 	next  slog.Handler
 	topic string // the role topic
 	once  *sync.Once
 	stop  func(error)
 }
 
-func newAuthzStop(next slog.Handler, topic string, stop func(error)) *authzStop {
-	return &authzStop{next: next, topic: topic, once: new(sync.Once), stop: stop}
+func NewAuthzStop(next slog.Handler, topic string, stop func(error)) *AuthzStop {
+	return &AuthzStop{next: next, topic: topic, once: new(sync.Once), stop: stop}
 }
 
-// refusal returns the authorization failure that err carries, or nil; a
-// bare code is taken for the view's (Read on the role topic).
-func refusal(err error, topic string) *fencing.AuthorizationError {
-	return fencing.AuthorizationOf(err, fencing.AuthorizationError{Operation: "READ", Resource: fencing.ResourceTopic, Name: topic})
-}
-
-func (h *authzStop) Enabled(ctx context.Context, l slog.Level) bool {
+func (h *AuthzStop) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= slog.LevelWarn || h.next.Enabled(ctx, l)
 }
 
-func (h *authzStop) Handle(ctx context.Context, r slog.Record) error {
+func (h *AuthzStop) Handle(ctx context.Context, r slog.Record) error {
 	var denied error
 	r.Attrs(func(a slog.Attr) bool {
 		if err, ok := a.Value.Any().(error); ok {
-			if ae := refusal(err, h.topic); ae != nil {
+			if ae := explain.Refusal(err, h.topic); ae != nil {
 				denied = ae
 				return false
 			}
@@ -59,13 +53,13 @@ func (h *authzStop) Handle(ctx context.Context, r slog.Record) error {
 	return h.next.Handle(ctx, r)
 }
 
-func (h *authzStop) WithAttrs(as []slog.Attr) slog.Handler {
+func (h *AuthzStop) WithAttrs(as []slog.Attr) slog.Handler {
 	c := *h
 	c.next = h.next.WithAttrs(as)
 	return &c
 }
 
-func (h *authzStop) WithGroup(name string) slog.Handler {
+func (h *AuthzStop) WithGroup(name string) slog.Handler {
 	c := *h
 	c.next = h.next.WithGroup(name)
 	return &c

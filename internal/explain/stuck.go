@@ -1,4 +1,4 @@
-package cli
+package explain
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/ctxcall"
+	"github.com/krabka/krole/internal/render"
 )
 
 // A view that has not caught up within a command's --timeout either got
@@ -18,18 +19,18 @@ import (
 // stays open in the topic (a partition's last stable offset behind its
 // high watermark), that it holds read_committed readers back.
 
-// stuckProbeTimeout bounds the look at the partitions' ends that names
+// StuckProbeTimeout bounds the look at the partitions' ends that names
 // an open transaction, after --timeout passed with the brokers answering.
-const stuckProbeTimeout = time.Second
+const StuckProbeTimeout = time.Second
 
-// partitionEnds is one partition's last stable offset and high watermark.
-type partitionEnds struct {
+// PartitionEnds is one partition's last stable offset and high watermark.
+type PartitionEnds struct {
 	Partition int32
 	LSO, HWM  int64
 }
 
-// viewStuck is the error of a view that did not catch up within Timeout.
-type viewStuck struct {
+// ViewStuck is the error of a view that did not catch up within Timeout.
+type ViewStuck struct {
 	Topic   string
 	Brokers []string
 	Timeout time.Duration
@@ -38,15 +39,15 @@ type viewStuck struct {
 	LastAnswer time.Time
 	// Open are the partitions whose last stable offset stays behind the
 	// high watermark: a transaction open there.
-	Open []partitionEnds
+	Open []PartitionEnds
 }
 
-func (e *viewStuck) Error() string {
+func (e *ViewStuck) Error() string {
 	if e.LastAnswer.IsZero() {
-		return fmt.Sprintf("no answer from the brokers at %s within --timeout %v (%s)", strings.Join(e.Brokers, ","), e.Timeout, silentBroker)
+		return fmt.Sprintf("no answer from the brokers at %s within --timeout %v (%s)", strings.Join(e.Brokers, ","), e.Timeout, SilentBroker)
 	}
 	msg := fmt.Sprintf("the view did not catch up with topic %s within --timeout %v, though the brokers answer (last at %s)",
-		e.Topic, e.Timeout, clock(e.LastAnswer))
+		e.Topic, e.Timeout, render.Clock(e.LastAnswer))
 	if len(e.Open) > 0 {
 		p := e.Open[0]
 		msg += fmt.Sprintf(": a transaction open in partition %d since offset %d (its high watermark is %d) holds "+
@@ -55,15 +56,15 @@ func (e *viewStuck) Error() string {
 	return msg
 }
 
-// openTransactions returns the partitions of cfg's topic whose last
+// OpenTransactions returns the partitions of cfg's topic whose last
 // stable offset is behind their high watermark, as one read_committed
 // fetch of each partition's start says, within ctx.
-func openTransactions(ctx context.Context, cfg fencing.Config) ([]partitionEnds, error) {
+func OpenTransactions(ctx context.Context, cfg fencing.Config) ([]PartitionEnds, error) {
 	sc, err := cfg.Sarama()
 	if err != nil {
 		return nil, err
 	}
-	sc.Net.DialTimeout, sc.Net.ReadTimeout, sc.Net.WriteTimeout = stuckProbeTimeout, stuckProbeTimeout, stuckProbeTimeout
+	sc.Net.DialTimeout, sc.Net.ReadTimeout, sc.Net.WriteTimeout = StuckProbeTimeout, StuckProbeTimeout, StuckProbeTimeout
 	client, err := ctxcall.Do(ctx, nil, func() (sarama.Client, error) { return sarama.NewClient(cfg.Brokers, sc) })
 	if err != nil {
 		return nil, err
@@ -73,7 +74,7 @@ func openTransactions(ctx context.Context, cfg fencing.Config) ([]partitionEnds,
 	if err != nil {
 		return nil, err
 	}
-	var open []partitionEnds
+	var open []PartitionEnds
 	for _, p := range parts {
 		b, err := client.Leader(cfg.Topic, p)
 		if err != nil {
@@ -91,7 +92,7 @@ func openTransactions(ctx context.Context, cfg fencing.Config) ([]partitionEnds,
 			continue // a log that no longer starts at 0 says nothing here
 		}
 		if blk.LastStableOffset < blk.HighWaterMarkOffset {
-			open = append(open, partitionEnds{Partition: p, LSO: blk.LastStableOffset, HWM: blk.HighWaterMarkOffset})
+			open = append(open, PartitionEnds{Partition: p, LSO: blk.LastStableOffset, HWM: blk.HighWaterMarkOffset})
 		}
 	}
 	return open, nil

@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/group"
+	"github.com/krabka/krole/internal/groupsum"
+	"github.com/krabka/krole/internal/render"
+	"github.com/krabka/krole/internal/server"
+)
+
+// tableMembersHelp is the part of `krole table --help` on --members.
+const tableMembersHelp = "--members shows each group's live members instead of the roles (live as the\n" +
+	"group's members judge it: a heartbeat of the member naming the group was read\n" +
+	"within half its span, and its session has not ended). A row per member: WEIGHT as\n" +
+	"the group counts it (0 while it drains), DRAINING, and ROLES, the roles whose\n" +
+	"lease, live as the table judges it, names it. Then a line per group: MEMBERS,\n" +
+	"the ROLES they hold, MAX (the most one holds), MEAN (ROLES over the members of\n" +
+	"positive weight) and MAX/MEAN, 1.00 when the roles are spread evenly (with\n" +
+	"unequal weights, expect the heaviest member's weight over the mean weight).\n" +
+	"MEAN is \"-\" when no member has a positive weight, MAX/MEAN also when they hold\n" +
+	"no role. --group NAME shows that group alone. --members takes no ROLE, no\n" +
+	"--watch and no --changes.\n" +
+	"JSON: an array in group order, [] when no group has a live member:\n" +
+	"  {\"group\":G,\"members\":[{\"member\":M,\"weight\":N,\"draining\":BOOL,\"roles\":N},...],\n" +
+	"   \"roles\":N,\"max\":N,\"mean\":F,\"max_mean\":F}\n" +
+	"members in id order; \"mean\" and \"max_mean\" are null where the text shows \"-\".\n" +
+	"With --group, the array holds that group, with \"members\":[] when it has no\n" +
+	"live member."
+
+// tableMembersFlags are the flags of `krole table --members`.
+func tableMembersFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.BoolFlag{Name: "members",
+			Usage: "show each group's live members, their weights and the roles each holds, and the group's balance"},
+		&ucli.StringFlag{Name: "group",
+			Usage: "with --members: show the group `NAME` alone"},
+	}
+}
+
+// wantsMembers reports whether the command line asks for --members (or
+// names a --group, which needs it).
+func wantsMembers(c *ucli.Context) bool { return c.Bool("members") || c.IsSet("group") }
+
+// groupTable is one group of `krole table --members`, the document that
+// GET /v1/groups of `krole serve` answers too.
+type groupTable = groupsum.Group
+
+// groupMember is one live member of a group.
+type groupMember = groupsum.Member
+
+func runTableMembers(c *ucli.Context) error {
+	name := c.String("group")
+	lv, err := readyView(c, func() error {
+		switch {
+		case !c.Bool("members"):
+			return Usagef(c, "--group needs --members: it names the group whose members to show")
+		case c.Args().Len() > 0:
+			return Usagef(c, "--members takes no ROLE: it counts every role the members hold")
+		case c.Bool("watch"):
+			return Usagef(c, "--members does not --watch: run it again for a fresh table")
+		case c.Bool("changes"):
+			return Usagef(c, "--changes needs --watch: it shows a live table's changes of holder")
+		}
+		if c.IsSet("group") {
+			if err := codec.CheckGroup(name); err != nil {
+				return InvalidName(err)
+			}
+		}
+		return nil
+	}, false)
+	if err != nil {
+		return err
+	}
+	defer lv.Stop()
+	rows, err := server.SettledRows(c.Context, server.WithSessions(lv.View), time.Now)
+	if err != nil {
+		return err
+	}
+	groups, err := lv.Groups(c.Context, time.Time{})
+	if err != nil {
+		return err
+	}
+	if c.IsSet("group") {
+		groups = map[string][]group.Member{name: groups[name]}
+	}
+	tables := groupTables(groups, heldRoles(rows))
+	if outputFormat(c) == FormatJSON {
+		err = writeJSON(stdout(c), tables)
+	} else {
+		err = printGroupTables(stdout(c), tables, name)
+	}
+	if err != nil {
+		return err
+	}
+	return lv.Stop()
+}
+
+// heldRoles counts, per member, the roles whose lease in rows is live
+// and names it.
+func heldRoles(rows []server.Row) map[codec.MemberID]int { return server.HeldRoles(rows) }
+
+// groupTables builds each group's table, in group order, from its live
+// members and the roles each member holds.
+func groupTables(groups map[string][]group.Member, held map[codec.MemberID]int) []groupTable {
+	return groupsum.Build(groups, held)
+}
+
+// printGroupTables writes tables as two aligned tables: the members, then
+// a balance line per group. named is the --group asked for, or "".
+func printGroupTables(w io.Writer, tables []groupTable, named string) error {
+	if len(tables) == 0 || len(tables) == 1 && len(tables[0].Members) == 0 {
+		if named != "" {
+			_, err := fmt.Fprintf(w, "group %s has no live members\n", named)
+			return err
+		}
+		_, err := fmt.Fprintln(w, "no group has live members")
+		return err
+	}
+	mt := render.NewTable(w, "GROUP", "MEMBER", "WEIGHT", "DRAINING", "ROLES")
+	for _, g := range tables {
+		for _, m := range g.Members {
+			mt.Row(g.Group, string(m.Member), strconv.Itoa(m.Weight), yesNo(m.Draining), strconv.Itoa(m.Roles))
+		}
+	}
+	if err := mt.Flush(); err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(w); err != nil {
+		return err
+	}
+	bt := render.NewTable(w, "GROUP", "MEMBERS", "ROLES", "MAX", "MEAN", "MAX/MEAN")
+	for _, g := range tables {
+		bt.Row(g.Group, strconv.Itoa(len(g.Members)), strconv.Itoa(g.Roles), strconv.Itoa(g.Max), twoPlaces(g.Mean), twoPlaces(g.MaxMean))
+	}
+	return bt.Flush()
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// twoPlaces renders f with two decimals, "" (a "-" cell) for none.
+func twoPlaces(f *float64) string {
+	if f == nil {
+		return ""
+	}
+	return strconv.FormatFloat(*f, 'f', 2, 64)
+}

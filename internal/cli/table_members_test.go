@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/election"
+	"github.com/krabka/krole/group"
+	"github.com/krabka/krole/internal/grouptest"
+	"github.com/krabka/krole/internal/server"
+	"github.com/krabka/krole/internal/testcluster"
+)
+
+// tableMembersJSON runs `table --members -o json` with args and returns
+// its groups, checking the field names of each.
+func tableMembersJSON(t *testing.T, c *testcluster.Cluster, args ...string) []groupTable {
+	t.Helper()
+	r := runOn(t, c, append([]string{"table", "--members", "-o", "json"}, args...)...)
+	requireOK(t, r)
+	assert.Equal(t, 1, bytes.Count([]byte(r.Stdout), []byte("\n")), "one JSON document: %s", r.Stdout)
+	var raw []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &raw), r.Stdout)
+	for _, g := range raw {
+		assert.ElementsMatch(t, []string{"group", "members", "roles", "max", "mean", "max_mean"}, keys(g))
+		for _, m := range g["members"].([]any) {
+			assert.ElementsMatch(t, []string{"member", "weight", "draining", "roles"}, keys(m.(map[string]any)))
+		}
+	}
+	var out []groupTable
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &out))
+	return out
+}
+
+func ptr(f float64) *float64 { return &f }
+
+// Three members of the group shards over 12 roles: the table shows each
+// live member with 4 roles and a max/mean of 1.00; a role held outside
+// the group counts for nobody. Once one member has drained, it shows
+// draining with weight 0 and no role, and the others 6 each.
+func TestTableMembersShowsAGroupsBalance(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, testcluster.Options{})
+	c.Members(t).Lease("cron", "x1", time.Hour) // a holder in no group
+	roles, err := group.Expand("shard-{0..11}")
+	require.NoError(t, err)
+	holders := grouptest.NewHolders()
+	sessions := map[codec.MemberID]*election.Session{}
+	for _, m := range []codec.MemberID{"node-a", "node-b", "node-c"} {
+		sessions[m] = grouptest.StartMember(t, c, m, "shards", roles, holders)
+	}
+	holders.Await(t, roles, map[codec.MemberID]int{"node-a": 4, "node-b": 4, "node-c": 4})
+
+	r := runOn(t, c, "table", "--members")
+	requireOK(t, r)
+	assert.Equal(t, ""+
+		"GROUP   MEMBER  WEIGHT  DRAINING  ROLES\n"+
+		"shards  node-a  1       no        4\n"+
+		"shards  node-b  1       no        4\n"+
+		"shards  node-c  1       no        4\n"+
+		"\n"+
+		"GROUP   MEMBERS  ROLES  MAX  MEAN  MAX/MEAN\n"+
+		"shards  3        12     4    4.00  1.00\n", r.Stdout)
+	want := []groupTable{{Group: "shards", Members: []groupMember{
+		{Member: "node-a", Weight: 1, Roles: 4},
+		{Member: "node-b", Weight: 1, Roles: 4},
+		{Member: "node-c", Weight: 1, Roles: 4},
+	}, Roles: 12, Max: 4, Mean: ptr(4), MaxMean: ptr(1)}}
+	assert.Equal(t, want, tableMembersJSON(t, c))
+	assert.Equal(t, want, tableMembersJSON(t, c, "--group", "shards"))
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, sessions["node-b"].Drain(ctx))
+	holders.Await(t, roles, map[codec.MemberID]int{"node-a": 6, "node-c": 6})
+
+	r = runOn(t, c, "table", "--members", "--group", "shards")
+	requireOK(t, r)
+	assert.Equal(t, ""+
+		"GROUP   MEMBER  WEIGHT  DRAINING  ROLES\n"+
+		"shards  node-a  1       no        6\n"+
+		"shards  node-b  0       yes       0\n"+
+		"shards  node-c  1       no        6\n"+
+		"\n"+
+		"GROUP   MEMBERS  ROLES  MAX  MEAN  MAX/MEAN\n"+
+		"shards  3        12     6    6.00  1.00\n", r.Stdout)
+	assert.Equal(t, []groupTable{{Group: "shards", Members: []groupMember{
+		{Member: "node-a", Weight: 1, Roles: 6},
+		{Member: "node-b", Weight: 0, Draining: true, Roles: 0},
+		{Member: "node-c", Weight: 1, Roles: 6},
+	}, Roles: 12, Max: 6, Mean: ptr(6), MaxMean: ptr(1)}}, tableMembersJSON(t, c))
+
+	// A group with no live member: named, it shows empty.
+	r = runOn(t, c, "table", "--members", "--group", "other")
+	requireOK(t, r)
+	assert.Equal(t, "group other has no live members\n", r.Stdout)
+	assert.Equal(t, []groupTable{{Group: "other", Members: []groupMember{}}}, tableMembersJSON(t, c, "--group", "other"))
+	r = runOn(t, c, "table", "--members", "--group", "other", "-o", "json")
+	requireOK(t, r)
+	assert.Equal(t, `[{"group":"other","members":[],"roles":0,"max":0,"mean":null,"max_mean":null}]`+"\n", r.Stdout)
+}
+
+// With no group on the topic: a line saying so, and [] in JSON.
+func TestTableMembersWithoutGroups(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Start(t, testcluster.Options{})
+	fixtureRoles(t, c)
+	r := runOn(t, c, "table", "--members")
+	requireOK(t, r)
+	assert.Equal(t, "no group has live members\n", r.Stdout)
+	r = runOn(t, c, "table", "--members", "-o", "json")
+	requireOK(t, r)
+	assert.Equal(t, "[]\n", r.Stdout)
+}
+
+// Bad command lines exit 2 with one line before any connection; an
+// unreachable cluster exits 1 with one line.
+func TestTableMembersErrors(t *testing.T) {
+	t.Parallel()
+	nowhere := []string{"--brokers", "127.0.0.1:1"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"table", "--group", "shards"}, "krole: --group needs --members"},
+		{[]string{"table", "--members", "db"}, "krole: --members takes no ROLE"},
+		{[]string{"table", "--members", "--watch"}, "krole: --members does not --watch"},
+		{[]string{"table", "--members", "--changes"}, "krole: --changes needs --watch"},
+		{[]string{"table", "--members", "--group", "bad/name"}, `krole: invalid group "bad/name"`},
+		{[]string{"table", "--members", "--group", ""}, `krole: invalid group ""`},
+		{[]string{"table", "--members", "--timeout", "-1s"}, "krole: --timeout -1s: must not be negative"},
+	} {
+		r := run(t, append(tc.args, nowhere...)...)
+		assertOneLineError(t, r, ExitUsage)
+		assert.Contains(t, r.Stderr, tc.want, "%v", tc.args)
+	}
+	r := run(t, append([]string{"table", "--members"}, nowhere...)...)
+	assertOneLineError(t, r, ExitFailure)
+	assert.Contains(t, r.Stderr, "krole: no broker answered at 127.0.0.1:1")
+}
+
+// A member holds the roles whose lease in the rows is live and names it.
+func TestTableMembersCountsLiveLeases(t *testing.T) {
+	rows := []server.Row{
+		{Role: "a", Holder: &server.Holder{Member: "m1"}},
+		{Role: "b", Holder: &server.Holder{Member: "m1"}},
+		{Role: "c", Holder: &server.Holder{Member: "m2", Expired: true}},
+		{Role: "d", Holder: &server.Holder{Member: "m2"}},
+		{Role: "e"},
+	}
+	assert.Equal(t, map[codec.MemberID]int{"m1": 2, "m2": 1}, heldRoles(rows))
+}
+
+// The balance of each group from its members and their holdings: MEAN
+// over the members of positive weight, none when every member drains,
+// MAX/MEAN none when they hold no role; groups in name order, and a
+// draining member's roles still count as the group's.
+func TestTableMembersBalanceArithmetic(t *testing.T) {
+	got := groupTables(map[string][]group.Member{
+		"web":     {{ID: "w1", Weight: 2}, {ID: "w2", Weight: 1}, {ID: "w3", Weight: 0}},
+		"idle":    {{ID: "i1", Weight: 1}},
+		"leaving": {{ID: "l1", Weight: 0}},
+	}, map[codec.MemberID]int{"w1": 6, "w2": 3, "w3": 1, "l1": 2, "x": 9})
+	assert.Equal(t, []groupTable{
+		{Group: "idle", Members: []groupMember{{Member: "i1", Weight: 1}}, Mean: ptr(0)},
+		{Group: "leaving", Members: []groupMember{{Member: "l1", Draining: true, Roles: 2}}, Roles: 2, Max: 2},
+		{Group: "web", Members: []groupMember{{Member: "w1", Weight: 2, Roles: 6}, {Member: "w2", Weight: 1, Roles: 3}, {Member: "w3", Draining: true, Roles: 1}},
+			Roles: 10, Max: 6, Mean: ptr(5), MaxMean: ptr(1.2)},
+	}, got)
+
+	var b bytes.Buffer
+	require.NoError(t, printGroupTables(&b, got, ""))
+	assert.Equal(t, ""+
+		"GROUP    MEMBER  WEIGHT  DRAINING  ROLES\n"+
+		"idle     i1      1       no        0\n"+
+		"leaving  l1      0       yes       2\n"+
+		"web      w1      2       no        6\n"+
+		"web      w2      1       no        3\n"+
+		"web      w3      0       yes       1\n"+
+		"\n"+
+		"GROUP    MEMBERS  ROLES  MAX  MEAN  MAX/MEAN\n"+
+		"idle     1        0      0    0.00  -\n"+
+		"leaving  1        2      2    -     -\n"+
+		"web      3        10     6    5.00  1.20\n", b.String())
+}
