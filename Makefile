@@ -70,7 +70,7 @@ bench: ## the Go benchmarks (see docs/BENCHMARKS.md)
 # recipe (bench/zk) and a Kafka consumer group (bench/kgroup), each a module
 # of its own, same scenarios, same machine, same run. BENCH_TTL is etcd's session
 # TTL and krole's lease; etcd keeps alive every TTL/3, so krole runs with
-# --renew-interval TTL/3 as well as with its default (lease/5).
+# --heartbeat-interval TTL/3 as well as with its default (lease/5).
 BENCH_TTL     ?= 3s
 BENCH_RI      ?= 1s
 BENCH_ROUNDS  ?= 30
@@ -86,14 +86,16 @@ bench-compare: build ## krole bench and its peers (etcd, ZooKeeper, a Kafka cons
 	cd bench/zk && GOFLAGS=-mod=mod $(GO) build -o ../../bin/zookeeper-election-bench .
 	cd bench/kgroup && GOFLAGS=-mod=mod $(GO) build -o ../../bin/kgroup-election-bench .
 	mkdir -p $(BENCH_OUT)
-	bin/etcd-election-bench acquire  --rounds $(BENCH_ROUNDS) --ttl $(BENCH_TTL) -o json > $(BENCH_OUT)/etcd-acquire.json
-	bin/krole bench acquire --rounds $(BENCH_ROUNDS) --lease-duration $(BENCH_TTL) -o json > $(BENCH_OUT)/krole-acquire.json
+	bin/etcd-election-bench acquire  --rounds $(BENCH_ROUNDS) --ttl $(BENCH_TTL) --label "etcd acquire, open session" -o json > $(BENCH_OUT)/etcd-acquire.json
+	bin/etcd-election-bench acquire  --rounds $(BENCH_ROUNDS) --ttl $(BENCH_TTL) --with-session --label "etcd acquire, new session" -o json > $(BENCH_OUT)/etcd-acquire-session.json
+	bin/krole bench acquire --rounds $(BENCH_ROUNDS) --lease-duration $(BENCH_TTL) --label "krole acquire, new member" -o json > $(BENCH_OUT)/krole-acquire.json
+	bin/krole bench acquire --running --rounds $(BENCH_ROUNDS) --lease-duration $(BENCH_TTL) --label "krole acquire, running member" -o json > $(BENCH_OUT)/krole-acquire-running.json
 	bin/etcd-election-bench handover --members $(BENCH_MEMBERS) --rounds $(BENCH_ROUNDS) --ttl $(BENCH_TTL) -o json > $(BENCH_OUT)/etcd-handover.json
 	bin/krole bench handover --members $(BENCH_MEMBERS) --rounds $(BENCH_ROUNDS) --lease-duration $(BENCH_TTL) -o json > $(BENCH_OUT)/krole-handover.json
 	bin/krole bench handover --lock --members $(BENCH_MEMBERS) --rounds $(BENCH_ROUNDS) --lease-duration $(BENCH_TTL) \
 		--label "krole handover, no command" -o json > $(BENCH_OUT)/krole-handover-lock.json
 	bin/etcd-election-bench failover --members $(BENCH_MEMBERS) --rounds $(BENCH_FROUNDS) --ttl $(BENCH_TTL) -o json > $(BENCH_OUT)/etcd-failover.json
-	bin/krole bench failover --members $(BENCH_MEMBERS) --rounds $(BENCH_FROUNDS) --lease-duration $(BENCH_TTL) --renew-interval $(BENCH_RI) \
+	bin/krole bench failover --members $(BENCH_MEMBERS) --rounds $(BENCH_FROUNDS) --lease-duration $(BENCH_TTL) --heartbeat-interval $(BENCH_RI) \
 		--label "krole failover RI=TTL/3" -o json > $(BENCH_OUT)/krole-failover.json
 	bin/krole bench failover --members $(BENCH_MEMBERS) --rounds $(BENCH_FROUNDS) --lease-duration $(BENCH_TTL) \
 		--label "krole failover default RI" -o json > $(BENCH_OUT)/krole-failover-default.json
@@ -104,7 +106,8 @@ bench-compare: build ## krole bench and its peers (etcd, ZooKeeper, a Kafka cons
 	bin/kgroup-election-bench handover --members $(BENCH_MEMBERS) --rounds $(BENCH_ROUNDS) --ttl $(BENCH_TTL) -o json > $(BENCH_OUT)/kgroup-handover.json
 	bin/kgroup-election-bench failover --members $(BENCH_MEMBERS) --rounds $(BENCH_FROUNDS) --ttl $(BENCH_TTL) -o json > $(BENCH_OUT)/kgroup-failover.json
 	bin/krole bench compare --chart $(BENCH_CHART) \
-		$(BENCH_OUT)/krole-acquire.json $(BENCH_OUT)/etcd-acquire.json $(BENCH_OUT)/zookeeper-acquire.json $(BENCH_OUT)/kgroup-acquire.json \
+		$(BENCH_OUT)/krole-acquire.json $(BENCH_OUT)/krole-acquire-running.json $(BENCH_OUT)/etcd-acquire-session.json $(BENCH_OUT)/etcd-acquire.json \
+		$(BENCH_OUT)/zookeeper-acquire.json $(BENCH_OUT)/kgroup-acquire.json \
 		$(BENCH_OUT)/krole-handover.json $(BENCH_OUT)/krole-handover-lock.json $(BENCH_OUT)/etcd-handover.json $(BENCH_OUT)/zookeeper-handover.json $(BENCH_OUT)/kgroup-handover.json \
 		$(BENCH_OUT)/krole-failover.json $(BENCH_OUT)/krole-failover-default.json $(BENCH_OUT)/etcd-failover.json $(BENCH_OUT)/zookeeper-failover.json $(BENCH_OUT)/kgroup-failover.json
 
