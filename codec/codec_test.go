@@ -212,6 +212,7 @@ func TestGolden(t *testing.T) {
 			Record{Lease: &Lease{Member: "node-1", Token: tok, GrantedAt: 1_700_000_000_000, Deadline: 1_700_000_030_000, Fence: 17,
 				Session: &Session{ProducerID: 17, Epoch: 2, Nonce: "9f2c4e6a8b0d1f35"}}}},
 		{"release-fence", LeaseKey("controller"), Record{Lease: &Lease{Member: "node-1", Token: tok, GrantedAt: 0, Deadline: 1, Fence: 17}}},
+		{"release-cause", LeaseKey("controller"), Record{Lease: &Lease{Member: "node-1", Token: tok, GrantedAt: 0, Deadline: 1, Fence: 17, Cause: CauseDrain}}},
 		{"heartbeat", SessionKey("node-1"),
 			Record{Heartbeat: &Heartbeat{Member: "node-1", Session: Session{ProducerID: 17, Epoch: 3, Nonce: "9f2c4e6a8b0d1f35"},
 				GrantedAt: 1_700_000_000_000, Deadline: 1_700_000_015_000, Excluded: []Role{"stuck.role"}}}},
@@ -422,6 +423,65 @@ func TestLeaseFence(t *testing.T) {
 		`{"v":3,"kind":"lease","member":"n","producer_id":1,"epoch":1,"granted_at":1,"deadline":2,"fence":-5,"session":{"producer_id":1,"epoch":0,"nonce":"ab"}}`,
 		`{"v":1,"kind":"lease","member":"n","producer_id":1,"epoch":1,"granted_at":1,"deadline":2,"fence":1.5}`,
 		`{"v":1,"kind":"lease","member":"n","producer_id":1,"epoch":1,"granted_at":1,"deadline":2,"fence":"3"}`,
+	} {
+		_, err := DecodeRecord([]byte(bad))
+		assert.ErrorIs(t, err, ErrMalformed, bad)
+	}
+}
+
+// TestReleaseCause: a release carries why it was written, at version 1
+// (an optional field: a reader that does not know it still reads the
+// release), through both decode paths; a cause is a release's only and
+// of its shape on the way out and on the way in; a cause of the right
+// shape this package does not know (a newer writer's) is read as it is,
+// and is not Known.
+func TestReleaseCause(t *testing.T) {
+	tok := Token{ProducerID: 4, Epoch: 2}
+	for _, c := range []Cause{CauseRebalance, CauseDrain, CauseLeave, "newer_cause"} {
+		l := ReleaseLease("node-1", tok)
+		l.Fence, l.Cause = 9, c
+		b, err := EncodeRecord(Record{Lease: &l})
+		require.NoError(t, err)
+		assert.Equal(t, `{"v":1,"kind":"lease","member":"node-1","producer_id":4,"epoch":2,"granted_at":0,"deadline":1,"fence":9,"cause":"`+string(c)+`"}`, string(b))
+		r, err := DecodeRecord(b)
+		require.NoError(t, err)
+		assert.Equal(t, l, *r.Lease)
+		var buf RecordBuf
+		r, err = buf.Decode(b, "node-1")
+		require.NoError(t, err)
+		assert.Equal(t, l, *r.Lease)
+		var reg Registration
+		var lease Lease
+		assert.Equal(t, KindLease, decodeFast(b, "", &reg, &lease), "the fast path takes %s", b)
+		assert.Equal(t, c != "newer_cause", c.Known(), c)
+
+		var old struct {
+			V        int   `json:"v"`
+			Deadline int64 `json:"deadline"`
+		}
+		require.NoError(t, json.Unmarshal(b, &old))
+		assert.Equal(t, Version, old.V, "a reader of version 1 reads it")
+	}
+	plain := ReleaseLease("node-1", tok)
+	b, err := EncodeRecord(Record{Lease: &plain})
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), "cause", "no cause: the bytes of a release before causes")
+
+	for _, bad := range []Lease{
+		{Member: "node-1", Token: tok, GrantedAt: 1, Deadline: 2000, Cause: CauseDrain},
+		{Member: "node-1", Token: tok, GrantedAt: 0, Deadline: 1, Cause: "Drain"},
+		{Member: "node-1", Token: tok, GrantedAt: 0, Deadline: 1, Cause: "dr ain"},
+		{Member: "node-1", Token: tok, GrantedAt: 0, Deadline: 1, Cause: Cause(strings.Repeat("a", MaxCauseLen+1))},
+	} {
+		_, err := EncodeRecord(Record{Lease: &bad})
+		assert.ErrorIs(t, err, ErrInvalid, "%+v", bad)
+	}
+	for _, bad := range []string{
+		`{"v":1,"kind":"lease","member":"n","producer_id":1,"epoch":1,"granted_at":1,"deadline":2000,"cause":"drain"}`,
+		`{"v":3,"kind":"lease","member":"n","producer_id":1,"epoch":1,"granted_at":1,"deadline":2000,"cause":"leave","session":{"producer_id":1,"epoch":0,"nonce":"ab"}}`,
+		`{"v":1,"kind":"lease","member":"n","producer_id":1,"epoch":1,"granted_at":0,"deadline":1,"cause":"Drain"}`,
+		`{"v":1,"kind":"lease","member":"n","producer_id":1,"epoch":1,"granted_at":0,"deadline":1,"cause":"` + strings.Repeat("a", MaxCauseLen+1) + `"}`,
+		`{"v":1,"kind":"lease","member":"n","producer_id":1,"epoch":1,"granted_at":0,"deadline":1,"cause":7}`,
 	} {
 		_, err := DecodeRecord([]byte(bad))
 		assert.ErrorIs(t, err, ErrMalformed, bad)

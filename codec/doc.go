@@ -67,6 +67,15 @@
 //	{"v":3,"kind":"lease","member":"node-1","producer_id":4242,"epoch":7,"granted_at":1700000000000,"deadline":1700000030000,"fence":17,"session":{"producer_id":17,"epoch":2,"nonce":"9f2c4e6a8b0d1f35"}}
 //	{"v":1,"kind":"lease","member":"node-1","producer_id":4242,"epoch":7,"granted_at":0,"deadline":1,"fence":17}
 //
+// A release may say why it was written, "cause" ([Cause]: rebalance,
+// drain or leave, written by a member of a group), an optional field of
+// every version after "fence": a reader that does not know it still reads
+// the release, which matters more than its cause. A cause on a lease that
+// is no release is malformed; one of a cause's shape that a reader does
+// not know (a newer writer's) is read as it is, and taken as none:
+//
+//	{"v":1,"kind":"lease","member":"node-1","producer_id":4242,"epoch":7,"granted_at":0,"deadline":1,"fence":17,"cause":"drain"}
+//
 // A drain request ([DrainRequest]) asks a member of a group to hand
 // every role over; it names the incarnation nonce of the member's session
 // and applies to that incarnation only. It is keyed by member, in the

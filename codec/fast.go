@@ -111,6 +111,7 @@ const (
 	fastGranted  = `,"granted_at":`
 	fastDeadline = `,"deadline":`
 	fastFence    = `,"fence":`
+	fastCause    = `,"cause":"`
 )
 
 // decodeFast decodes b into *reg or *lease when b is in the exact shape
@@ -187,6 +188,19 @@ func decodeFast(b []byte, hint MemberID, reg *Registration, lease *Lease) Kind {
 			return 0
 		}
 	}
+	var cause Cause
+	if j, ok := cut(b, i, fastCause); ok {
+		// A release's cause, [a-z_] only; anything else takes the general
+		// path, which checks it.
+		n := j
+		for n < len(b) && (b[n] >= 'a' && b[n] <= 'z' || b[n] == '_') {
+			n++
+		}
+		if n == j || n == len(b) || b[n] != '"' || n-j > MaxCauseLen || deadline-granted > 1 {
+			return 0
+		}
+		cause, i = fastCauseOf(b[j:n]), n+1
+	}
 	var value string
 	if v2 {
 		if value, i, ok = fastValueField(b, i); !ok {
@@ -196,8 +210,19 @@ func decodeFast(b []byte, hint MemberID, reg *Registration, lease *Lease) Kind {
 	if epoch > 1<<15-1 || deadline <= granted || i != len(b)-1 || b[i] != '}' {
 		return 0
 	}
-	*lease = Lease{Member: m, Token: Token{ProducerID: pid, Epoch: int16(epoch)}, GrantedAt: granted, Deadline: deadline, Value: value, Fence: fence}
+	*lease = Lease{Member: m, Token: Token{ProducerID: pid, Epoch: int16(epoch)}, GrantedAt: granted, Deadline: deadline, Value: value, Fence: fence, Cause: cause}
 	return KindLease
+}
+
+// fastCauseOf returns cause b, sharing the constant's string when it is
+// one this package writes.
+func fastCauseOf(b []byte) Cause {
+	for _, c := range [...]Cause{CauseRebalance, CauseDrain, CauseLeave} {
+		if string(b) == string(c) {
+			return c
+		}
+	}
+	return Cause(b)
 }
 
 // fastValueField reads an optional "value" field at b[i:]: its value and

@@ -126,13 +126,21 @@ func fastSeeds(tb testing.TB) []string {
 		`{"v":1,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":0,"deadline":1,"fence":017}`,
 		`{"v":2,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":1,"deadline":2,"fence":3,"value":"x"}`,
 		`{"v":2,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":1,"deadline":2,"value":"x","fence":3}`,
+		`{"v":1,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":0,"deadline":1,"cause":"drain"}`,
+		`{"v":1,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":0,"deadline":1,"fence":3,"cause":"newer_cause"}`,
+		`{"v":1,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":0,"deadline":1,"cause":"dr\u0061in"}`,
+		`{"v":1,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":0,"deadline":1,"cause":""}`,
+		`{"v":1,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":0,"deadline":1,"cause":"Drain"}`,
+		`{"v":1,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":1,"deadline":9,"cause":"drain"}`,
+		`{"v":1,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":0,"deadline":1,"cause":"drain","fence":3}`,
+		`{"v":2,"kind":"lease","member":"node-1","producer_id":1,"epoch":1,"granted_at":0,"deadline":1,"cause":"leave","value":"x"}`,
 		`krole/reg/controller/node-1`, `krole/lease/controller`, `krole/reg/controller/`, `krole/lease/a/b`,
 		`krole/reg/` + strings.Repeat("r", 129) + `/m`, "", "\x00\xff",
 		`{"v":4,"kind":"drain","member":"node-1","nonce":"9f2c4e6a8b0d1f35","requested_at":1700000000000}`,
 		`{"v":4,"kind":"drain","member":"node-1","nonce":"","requested_at":1}`,
 		`krole/drain/node-1`, `krole/drain/a/b`, `krole/drain/`,
 	}
-	for _, name := range []string{"registration", "lease", "tombstone", "registration-value", "release-fence"} {
+	for _, name := range []string{"registration", "lease", "tombstone", "registration-value", "release-fence", "release-cause"} {
 		b, err := os.ReadFile(filepath.Join("..", "testdata", "codec", name+".golden"))
 		if err != nil {
 			tb.Fatal(err)
@@ -148,7 +156,7 @@ func fastSeeds(tb testing.TB) []string {
 func TestFastPathsTaken(t *testing.T) {
 	var reg Registration
 	var lease Lease
-	for _, name := range []string{"registration", "lease", "registration-value", "lease-value", "release-fence"} {
+	for _, name := range []string{"registration", "lease", "registration-value", "lease-value", "release-fence", "release-cause"} {
 		b, err := os.ReadFile(filepath.Join("..", "testdata", "codec", name+".golden"))
 		if err != nil {
 			t.Fatal(err)

@@ -250,6 +250,9 @@ type Lease struct {
 	// first lease, which readers number by its own offset
 	// (rolestate.State.Fence).
 	Fence int64 `json:"fence,omitempty"`
+	// Cause says why the holder released the role ([Cause]); set on a
+	// release only, "" for none.
+	Cause Cause `json:"cause,omitempty"`
 }
 
 // NewLease validates and returns a lease: a valid member and token, and a
@@ -259,7 +262,8 @@ func NewLease(member MemberID, token Token, grantedAt, deadline int64) (Lease, e
 	return l, l.Validate()
 }
 
-// Validate checks the lease's member, token, times, value and fence.
+// Validate checks the lease's member, token, times, value, fence and
+// cause (a release's only, of a cause's shape: [Cause]).
 func (l Lease) Validate() error {
 	if err := l.Member.Validate(); err != nil {
 		return err
@@ -282,6 +286,12 @@ func (l Lease) Validate() error {
 	if l.Fence < 0 {
 		return &InvalidError{What: "lease", Value: fmt.Sprintf("fence=%d", l.Fence), Rule: "fence must be >= 0"}
 	}
+	if l.Cause != "" {
+		if !l.Released() {
+			return &InvalidError{What: "lease", Value: "cause=" + clipName(string(l.Cause)), Rule: "only a release carries a cause"}
+		}
+		return checkCause(l.Cause)
+	}
 	return nil
 }
 
@@ -290,7 +300,7 @@ func (l Lease) Expired(nowMS int64) bool { return nowMS >= l.Deadline }
 
 // ReleaseLease returns the lease a resigning holder writes under its
 // token: granted_at 0, deadline 1, expired under every clock, so readers
-// see the role vacant at once.
+// see the role vacant at once. Its Cause, when set, says why.
 func ReleaseLease(member MemberID, token Token) Lease {
 	return Lease{Member: member, Token: token, GrantedAt: 0, Deadline: 1}
 }
@@ -339,6 +349,7 @@ type wire struct {
 	GrantedAt    *int64   `json:"granted_at,omitempty"`
 	Deadline     *int64   `json:"deadline,omitempty"`
 	Fence        int64    `json:"fence,omitempty"` // leases only
+	Cause        Cause    `json:"cause,omitempty"` // releases only
 	Value        string   `json:"value,omitempty"`
 	Instance     string   `json:"instance,omitempty"`     // registrations only
 	Session      *Session `json:"session,omitempty"`      // leases (version 3) and session records
@@ -375,7 +386,7 @@ func EncodeRecord(r Record) ([]byte, error) {
 			return nil, err
 		}
 		w = wire{V: Version, Kind: "lease", Member: l.Member, ProducerID: &l.Token.ProducerID,
-			Epoch: &l.Token.Epoch, GrantedAt: &l.GrantedAt, Deadline: &l.Deadline, Fence: l.Fence, Value: l.Value}
+			Epoch: &l.Token.Epoch, GrantedAt: &l.GrantedAt, Deadline: &l.Deadline, Fence: l.Fence, Cause: l.Cause, Value: l.Value}
 		if l.Value != "" {
 			w.V = LeaseValueVersion
 		}
@@ -474,7 +485,7 @@ func decodeRecordJSON(b []byte) (Record, error) {
 			return Record{}, fmt.Errorf("%w: a lease of version %d names no session", ErrMalformed, w.V)
 		}
 		l := Lease{Member: w.Member, Token: Token{ProducerID: *w.ProducerID, Epoch: *w.Epoch},
-			GrantedAt: *w.GrantedAt, Deadline: *w.Deadline, Value: w.Value, Session: w.Session, Fence: w.Fence}
+			GrantedAt: *w.GrantedAt, Deadline: *w.Deadline, Value: w.Value, Session: w.Session, Fence: w.Fence, Cause: w.Cause}
 		if err := l.Validate(); err != nil {
 			return Record{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
