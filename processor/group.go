@@ -423,3 +423,18 @@ func (b *balancer) awaitDrained(ctx context.Context) error {
 	}
 	return nil
 }
+
+// releaseCause is the cause a group member's release of a role revoked
+// for why carries (codec.Cause), so that readers tell a drain from a
+// rebalance by the release itself; none for a member of no group.
+func (b *balancer) releaseCause(why Reason) codec.Cause {
+	switch {
+	case b == nil:
+		return ""
+	case why == ReasonHandedOver && b.draining.Load():
+		return codec.CauseDrain
+	case why == ReasonHandedOver:
+		return codec.CauseRebalance
+	}
+	return codec.CauseLeave
+}

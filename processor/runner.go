@@ -1108,12 +1108,12 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 		if err == nil {
 			cctx, cancel := r.callCtx(bctx, r.m.s.TransactionTimeout)
 			rel := codec.ReleaseLease(r.m.me, h.held.Token)
-			rel.Fence = h.held.Fence
+			rel.Fence, rel.Cause = h.held.Fence, r.m.grp.releaseCause(why)
 			_, err = r.m.t.WriteLease(cctx, r.role, h.held.Token, rel)
 			if retired(err) {
 				// Whether its lease is still the latest is for a
 				// confirmation to say.
-				err = r.releaseUnderANewEpoch(cctx, h.held.Token, err)
+				err = r.releaseUnderANewEpoch(cctx, h.held.Token, err, rel.Cause)
 			}
 			cancel()
 			release()
@@ -1220,8 +1220,9 @@ func (r *runner) ownLatest(tok codec.Token) bool {
 // shows its own lease under old as the latest and before the local
 // deadline (docs/DESIGN.md, "Why it is safe: a deposed holder stops
 // before its successor starts", the release). cause is the failed
-// release's error. It returns nil when it released, or why it did not.
-func (r *runner) releaseUnderANewEpoch(ctx context.Context, old codec.Token, cause error) error {
+// release's error, why the release's cause. It returns nil when it
+// released, or why it did not.
+func (r *runner) releaseUnderANewEpoch(ctx context.Context, old codec.Token, cause error, why codec.Cause) error {
 	end := r.l.vouchedAt.Add(r.m.s.HeartbeatDeadline)
 	pastDeadline := func() error {
 		if r.m.clk.Now().Before(end) {
@@ -1251,7 +1252,9 @@ func (r *runner) releaseUnderANewEpoch(ctx context.Context, old codec.Token, cau
 	}
 	r.inst.mint(tok)
 	// A holding of its own, numbered by its offset: it carries no Fence.
-	if _, err := r.m.t.WriteLease(ctx, r.role, tok, codec.ReleaseLease(r.m.me, tok)); err != nil {
+	rel := codec.ReleaseLease(r.m.me, tok)
+	rel.Cause = why
+	if _, err := r.m.t.WriteLease(ctx, r.role, tok, rel); err != nil {
 		return err
 	}
 	r.logger().Info("the holding's token was retired; released the role under a new epoch", "token", old.String(), "new_token", tok.String(), "cause", cause)
