@@ -351,6 +351,7 @@ func (v *View) resolve(role codec.Role, pid int64, verdict rolestate.Verdict, un
 			delete(roles, role)
 		}
 	}
+	ix.moves.settle(role, pid, verdict == rolestate.Own)
 	ix.notePendLocked(role)
 	// Under ix.mu, so that a later lease of the role, which the
 	// partition's goroutine stores after applying it, is stored after this

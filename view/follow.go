@@ -3,7 +3,6 @@ package view
 import (
 	"context"
 	"slices"
-	"sync"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/rolestate"
@@ -20,79 +19,72 @@ import (
 // the change (under the table's lock, so a reader never gets an older
 // state after a newer one), and a context.AfterFunc closes the channel.
 func (v *View) Follow(ctx context.Context, role codec.Role) <-chan rolestate.State {
-	ch, stop := v.FollowNotify(ctx, role, nil)
+	out := make(chan rolestate.State, 1)
+	stop := v.FollowNotify(ctx, role, func(st rolestate.State, ok bool) {
+		if !ok {
+			close(out)
+			return
+		}
+		select {
+		case out <- st:
+		default:
+			select {
+			case <-out:
+			default:
+			}
+			out <- st
+		}
+	})
 	context.AfterFunc(ctx, stop)
-	return ch
+	return out
 }
 
-// FollowNotify is [View.Follow] until stop is called (not ctx's end: ctx
-// ended at the call only gives a closed channel), and calls notify, when
-// not nil, after each state it sends and once it closes the channel, with
-// the view's locks held: notify must not block. It costs no goroutine and
-// no context. With it *View is a processor.FollowNotifier.
-func (v *View) FollowNotify(ctx context.Context, role codec.Role, notify func()) (ch <-chan rolestate.State, stop func()) {
-	f := &follower{out: make(chan rolestate.State, 1), notify: notify}
+// FollowNotify follows role as [View.Follow] does, without a channel, a
+// goroutine or a context: until stop is called (not ctx's end: ctx ended
+// at the call only ends it at once) it calls offer with role's state
+// once the view has caught up and after every change, then offer(_,
+// false) once, when stop is called or Run returns. offer is called with
+// the view's locks held, one call at a time, in order: it must not block
+// or call the view. With it *View is a processor.FollowNotifier.
+func (v *View) FollowNotify(ctx context.Context, role codec.Role, offer func(st rolestate.State, ok bool)) (stop func()) {
 	ix := v.index
 	ix.mu.Lock()
+	defer ix.mu.Unlock()
 	if ix.stopped || ctx.Err() != nil {
-		ix.mu.Unlock()
-		close(f.out)
-		return f.out, func() {}
+		offer(rolestate.State{}, false)
+		return func() {}
 	}
+	f := &follower{ix: ix, role: role, offer: offer}
 	ix.follows[role] = append(ix.follows[role], f)
 	if ix.ready {
-		f.offer(ix.stateLocked(ix.roles[role], role))
+		f.offer(ix.stateLocked(ix.roles[role], role), true)
 	}
-	ix.mu.Unlock()
-	return f.out, func() {
-		ix.mu.Lock()
-		ix.unfollowLocked(role, f)
-		ix.mu.Unlock()
-		f.close()
-	}
+	return f.stop
 }
 
-// follower is one Follow call.
+// follower is one Follow call. Its fields are guarded by ix.mu, under
+// which every offer is made.
 type follower struct {
-	mu     sync.Mutex // orders the sends and the close
-	out    chan rolestate.State
+	ix     *index
+	role   codec.Role
+	offer  func(st rolestate.State, ok bool)
 	closed bool
-	notify func() // after each send; nil: none
 }
 
-// offer sends st without blocking, replacing a state the reader has not
-// taken.
-func (f *follower) offer(st rolestate.State) {
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
-		return
-	}
-	select {
-	case f.out <- st:
-	default:
-		select {
-		case <-f.out:
-		default:
-		}
-		f.out <- st
-	}
-	f.mu.Unlock()
-	if f.notify != nil {
-		f.notify()
-	}
+// stop forgets f and ends it, once.
+func (f *follower) stop() {
+	f.ix.mu.Lock()
+	defer f.ix.mu.Unlock()
+	f.ix.unfollowLocked(f.role, f)
+	f.closeLocked()
 }
 
-func (f *follower) close() {
-	f.mu.Lock()
-	was := f.closed
-	if !was {
+// closeLocked ends f (offer(_, false)) unless ended already. ix.mu must
+// be held for writing.
+func (f *follower) closeLocked() {
+	if !f.closed {
 		f.closed = true
-		close(f.out)
-	}
-	f.mu.Unlock()
-	if !was && f.notify != nil {
-		f.notify()
+		f.offer(rolestate.State{}, false)
 	}
 }
 
@@ -103,7 +95,7 @@ func (ix *index) offerLocked(role codec.Role) {
 		return
 	}
 	for _, f := range ix.follows[role] {
-		f.offer(ix.stateLocked(ix.roles[role], role))
+		f.offer(ix.stateLocked(ix.roles[role], role), true)
 	}
 }
 
@@ -114,6 +106,7 @@ func (ix *index) readyLocked() {
 		return
 	}
 	ix.ready = true
+	ix.moves.readyAt = ix.clock()
 	for role := range ix.follows {
 		ix.offerLocked(role)
 	}
@@ -134,7 +127,7 @@ func (ix *index) unfollowLocked(role codec.Role, f *follower) {
 func (ix *index) closeFollowersLocked() {
 	for role, fs := range ix.follows {
 		for _, f := range fs {
-			f.close()
+			f.closeLocked()
 		}
 		delete(ix.follows, role)
 	}

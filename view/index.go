@@ -73,6 +73,8 @@ type index struct {
 	sessPend map[codec.MemberID]pendBeat
 	// drains holds each member's latest drain request (see drain.go).
 	drains map[codec.MemberID]drainEntry
+	// moves records the moves of group roles (see moves.go).
+	moves moveLog
 }
 
 func newIndex(clock func() time.Time) *index {
@@ -160,6 +162,13 @@ func (ix *index) applyLocked(p int32, k codec.Key, rec codec.Record, off int64) 
 	if isNew {
 		e = &roleEntry{leaseOffset: -1, lastOffset: -1}
 	}
+	moved := live && k.Kind == codec.KindLease && rec.Lease != nil
+	var prev codec.Lease
+	var hadPrev bool
+	var prevSeen time.Time
+	if moved {
+		prev, hadPrev, prevSeen = prevLease(e)
+	}
 	live = live && ix.subscribed() // nobody to publish to otherwise
 	var before rolestate.State
 	if live && ix.needsBefore(k.Role) {
@@ -170,6 +179,9 @@ func (ix *index) applyLocked(p int32, k codec.Key, rec codec.Record, off int64) 
 	}
 	if k.Kind == codec.KindLease && e.hasLease {
 		e.seeLease(ix.clock())
+	}
+	if moved && e.hasLease {
+		ix.noteMoveLocked(k.Role, prev, hadPrev, prevSeen, e.lease, e.leaseSeenAt, off, nil)
 	}
 	if k.Kind == codec.KindLease && len(e.pend) > 0 {
 		// A lease that counts supersedes the records waiting before it.
@@ -200,9 +212,9 @@ func (ix *index) hold(p int32, role codec.Role, l codec.Lease, off int64, key st
 // holdLocked is hold; ix.mu must be held.
 func (ix *index) holdLocked(p int32, role codec.Role, l codec.Lease, off int64, key string, value []byte) {
 	ix.applied++
-	roles := ix.roles
+	roles, live := ix.roles, true
 	if len(ix.rebuilding) > 0 && ix.rebuilding[p] {
-		roles = ix.rebuild
+		roles, live = ix.rebuild, false
 	}
 	e := roles[role]
 	if e == nil {
@@ -212,7 +224,14 @@ func (ix *index) holdLocked(p int32, role codec.Role, l codec.Lease, off int64, 
 	if e.hasLease && e.leaseOffset >= off {
 		return // a replay
 	}
+	prev, hadPrev, prevSeen := prevLease(e)
 	ix.holdLease(e, role, l, off, key, value)
+	if live {
+		// Noted now, in offset order, as it waits: records of one producer
+		// id that wait together are applied as the latest of them.
+		pid := l.Token.ProducerID
+		ix.noteMoveLocked(role, prev, hadPrev, prevSeen, l, time.Time{}, off, &pid)
+	}
 }
 
 // subscribed reports whether the index has a subscriber. ix.mu must be

@@ -78,6 +78,7 @@ func (ix *index) applyBeatLocked(member codec.MemberID, rec codec.Record, off in
 		}
 	}
 	ix.sessions[member] = sessionEntry{off: off, hb: hb, seen: ix.clock()}
+	ix.markBeatLocked(member, hb)
 	if pb, ok := ix.sessPend[member]; ok && pb.off <= off {
 		delete(ix.sessPend, member)
 	}
