@@ -16,11 +16,11 @@ import (
 const LeaveBudget = 8 * time.Second
 
 // leaveWithin runs run (the session's Run) and returns its error. Once
-// leaving has ended (the session's context), run has budget to return;
+// leaving has ended (the session's context), run has budget() to return;
 // when it has not by then, leaveWithin waits for cmdStopped (CMD must be
 // gone before krole exits: it returns nil when no CMD runs) and returns
 // abandoned true, leaving run running.
-func leaveWithin(leaving context.Context, budget time.Duration, cmdStopped func() <-chan struct{}, run func() error) (err error, abandoned bool) {
+func leaveWithin(leaving context.Context, budget func() time.Duration, cmdStopped func() <-chan struct{}, run func() error) (err error, abandoned bool) {
 	done := make(chan error, 1)
 	go func() { done <- run() }()
 	select {
@@ -28,7 +28,7 @@ func leaveWithin(leaving context.Context, budget time.Duration, cmdStopped func(
 		return err, false
 	case <-leaving.Done():
 	}
-	t := time.NewTimer(budget)
+	t := time.NewTimer(budget())
 	defer t.Stop()
 	select {
 	case err := <-done:

@@ -1,5 +1,6 @@
-// Package runner is the member of `krole run`: it campaigns for one role,
-// runs CMD under supervision (package supervise) while it holds the role,
+// Package runner is the member of `krole run`: it campaigns for one role
+// (or a group's roles: slots, or --roles), runs CMD under supervision
+// (package supervise) while it holds a role, one CMD per role held,
 // says each transition in one line on stderr, and leaves within
 // [LeaveBudget] when interrupted or when CMD exits by itself. The command
 // line reads the flags into [Options] and maps [Run]'s error to the exit
@@ -7,18 +8,19 @@
 package runner
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/krabka/krole/codec"
@@ -107,7 +109,21 @@ type Options struct {
 	// roles [SlotRoles] names, as a group (named Role) in which it holds
 	// at most one at a time: a semaphore. CMD runs for the slot held,
 	// with KROLE_SLOT its number.
-	Slots    int
+	Slots int
+	// Roles, when not empty, makes the member a member of a group named
+	// Role over these roles ([GroupRoles] names them), with Weight
+	// (0 counts as 1): it holds its share of them, one CMD per role held.
+	// Patterns are what named them, for the member's lines. Try and
+	// Timeout do not apply.
+	Roles    []codec.Role
+	Patterns []string
+	Weight   int
+	// Drain, with Slots or Roles, makes a leaving member (SIGINT or
+	// SIGTERM, or a CMD that exited by itself) hand every role over to
+	// the group's other members first, each CMD stopped before its
+	// role's release, within [DrainBudget]; then it stops what still
+	// runs and leaves.
+	Drain    bool
 	Member   codec.MemberID
 	Value    string             // carried in the registration; "" none
 	Settings processor.Settings // with defaults applied, valid
@@ -132,11 +148,13 @@ type Options struct {
 	Stdout, Stderr io.Writer
 }
 
-// Run campaigns for o.Role until ctx ends (SIGINT or SIGTERM: CMD is
-// stopped first, then the member resigns), CMD exits by itself (the member
-// resigns; its code is the error's), or the member cannot go on. It
-// blocks until the member has left, or [LeaveBudget] after ctx ended.
-// Interrupted before the member started, it returns nil.
+// Run campaigns for o.Role (or the group's roles) until ctx ends (SIGINT
+// or SIGTERM: with o.Drain the roles are handed over first; every CMD
+// still running is stopped, then the member resigns), a CMD exits by
+// itself (the member leaves the same way; the first such code is the
+// error's), or the member cannot go on. It blocks until the member has
+// left, or [LeaveBudget] after ctx ended. Interrupted before the member
+// started, it returns nil.
 func Run(ctx context.Context, o Options) error {
 	member, settings, cfg := o.Member, o.Settings, o.Config
 	roles := []codec.Role{o.Role}
@@ -145,7 +163,13 @@ func Run(ctx context.Context, o Options) error {
 		group *processor.Group
 		slot  map[codec.Role]int
 	)
-	if o.Slots > 0 {
+	switch {
+	case len(o.Roles) > 0:
+		o.Try, o.Timeout = false, 0 // see Options.Roles
+		roles = o.Roles
+		group = &processor.Group{Name: string(o.Role), Weight: o.Weight}
+		what = "the roles of " + string(o.Role)
+	case o.Slots > 0:
 		var err error
 		if roles, err = SlotRoles(o.Role, o.Slots); err != nil {
 			return err
@@ -185,7 +209,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	s := &session{
-		what: what, slot: slot, me: member, path: o.Path, args: o.Args, kill: o.Kill,
+		what: what, slot: slot, group: group != nil, many: len(o.Roles) > 0, me: member, path: o.Path, args: o.Args, kill: o.Kill,
 		stdout: cmdlog.Locked(o.Stdout, new(sync.Mutex)), stderr: lw.Locked(o.Stderr), lines: lw, verbose: o.Verbose,
 		report: OpenReport(),
 	}
@@ -204,6 +228,7 @@ func Run(ctx context.Context, o Options) error {
 	sctx, stopSession := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSession()
 	s.stopMember = stopSession
+	s.cmdExited = stopSession
 	leave = stopSession
 	quiet := context.AfterFunc(ctx, stopSession)
 	interrupted := func() bool { return false }
@@ -214,7 +239,7 @@ func Run(ctx context.Context, o Options) error {
 		// take s.mu, so a member elected first keeps the role.
 		t := time.AfterFunc(o.Timeout, func() {
 			s.mu.Lock()
-			giveUp := s.held == nil && s.gaveUp == nil
+			giveUp := len(s.held) == 0 && s.gaveUp == nil
 			if giveUp {
 				s.gaveUp = &ExitError{Code: ExitTimeout}
 			}
@@ -231,6 +256,30 @@ func Run(ctx context.Context, o Options) error {
 		defer t.Stop()
 	}
 	var sess *election.Session
+	// leaveNow makes the member leave, once: with drain, it first hands
+	// every role over (each CMD stopped before its role's release); then
+	// every CMD still running is stopped while the member still holds
+	// (and renews) its role, and only once the trees are gone does the
+	// member leave (its session's end releases what it still holds).
+	drain := o.Drain && group != nil
+	var (
+		leaveOnce  sync.Once
+		leaveBegan atomic.Pointer[time.Time] // when a drain before leaving began
+	)
+	leaveNow := func() {
+		leaveOnce.Do(func() {
+			if drain {
+				now := time.Now()
+				leaveBegan.Store(&now)
+				s.drainFirst(sctx, sess, string(o.Role))
+			}
+			s.stopAll()
+			stopSession()
+		})
+	}
+	if drain {
+		s.cmdExited = func() { go leaveNow() }
+	}
 	sess, err = StartInterruptible(ctx, func() (*election.Session, error) {
 		return election.New(election.Config{
 			Cluster:    cfg,
@@ -265,20 +314,23 @@ func Run(ctx context.Context, o Options) error {
 				if metricsAddr != "" {
 					lw.Printf("metrics at http://%s/metrics", metricsAddr)
 				}
-				campaign := what
-				if group != nil {
+				campaign, as := what, string(member)
+				switch {
+				case len(o.Roles) > 0:
+					campaign = fmt.Sprintf("the %d roles of %s (%s)", len(roles), o.Role, strings.Join(o.Patterns, ","))
+					as = fmt.Sprintf("%s, weight %d", member, max(o.Weight, 1))
+				case group != nil:
 					campaign = fmt.Sprintf("a slot of %s (%s-slot-0 to %s)", o.Role, o.Role, roles[len(roles)-1])
 				}
 				lw.Printf("campaigning for %s as %s (lease %v, heartbeat every %v, stagger %v)",
-					campaign, member, settings.LeaseDuration, settings.HeartbeatInterval, settings.Stagger)
+					campaign, as, settings.LeaseDuration, settings.HeartbeatInterval, settings.Stagger)
 				interrupted = context.AfterFunc(ctx, func() {
-					lw.Printf("interrupted; leaving %s", what)
-					// CMD's tree is stopped while the member still holds
-					// the role and its session's heartbeats go on renewing
-					// it; the member leaves (its session's end releases the
-					// role) only once the tree is gone.
-					s.stopForInterrupt()
-					stopSession()
+					if drain {
+						lw.Printf("interrupted; handing %s over, then leaving", what)
+					} else {
+						lw.Printf("interrupted; leaving %s", what)
+					}
+					leaveNow()
 				})
 			},
 			OnFatal: func(ve *election.ViewError) {
@@ -324,12 +376,16 @@ func Run(ctx context.Context, o Options) error {
 	defer func() { stopFind(); <-found }()
 
 	if group != nil {
-		// A drain request (krole drain) hands the member's slot over; once
-		// it holds none it leaves, and krole run exits 0.
+		// A drain request (krole drain) hands the member's roles over;
+		// once it holds none it leaves, and krole run exits 0.
+		held := "role"
+		if o.Slots > 0 {
+			held = "slot"
+		}
 		go func() {
 			select {
 			case <-sess.Member().DrainedOnRequest():
-				lw.Printf("drained on request (krole drain): holding no slot of %s; leaving", o.Role)
+				lw.Printf("drained on request (krole drain): holding no %s of %s; leaving", held, o.Role)
 				stopSession()
 			case <-sctx.Done():
 			}
@@ -339,7 +395,14 @@ func Run(ctx context.Context, o Options) error {
 	// Run returns once the member has left and the view has stopped;
 	// when leaving outlasts LeaveBudget, krole run leaves without it.
 	s.leaving = sctx
-	err, abandoned := leaveWithin(sctx, LeaveBudget, s.cmdStopped, func() error { return sess.Run(sctx, s.work) })
+	budget := func() time.Duration {
+		if began := leaveBegan.Load(); began != nil {
+			// A drain came first: leaving gets the rest of the budget.
+			return max(LeaveBudget-time.Since(*began), LeaveBudget-DrainBudget)
+		}
+		return LeaveBudget
+	}
+	err, abandoned := leaveWithin(sctx, budget, s.cmdStopped, func() error { return sess.Run(sctx, s.work) })
 	quiet()
 	interrupted()
 	s.mu.Lock()
@@ -367,25 +430,35 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	s.mu.Lock()
-	resigned, exit, startErr, held, unconfirmed := s.resigned, s.exit, s.startErr, s.held, s.unconfirmed
-	heldRole, resignedRole, unconfRole := s.heldRole, s.resignedRole, s.unconfRole
+	resigned, exit, startErr, held, unconfirmed := maps.Clone(s.resigned), s.exit, s.startErr, maps.Clone(s.held), maps.Clone(s.unconfirmed)
 	s.mu.Unlock()
 	deniedMu.Lock()
 	authErr := denied
 	deniedMu.Unlock()
 	switch {
 	case abandoned:
-		if held == nil {
+		if len(held) == 0 {
 			// Revoked on the way out, but the member had not returned:
-			// its session's end, which releases the role, is written
+			// its session's end, which releases the roles, is written
 			// last, so it is not confirmed either.
-			held, heldRole = resigned, resignedRole
+			held = resigned
 		}
-		lw.Printf("%s", unconfirmedLine(cmp.Or(heldRole, o.Role), what, member, held, settings.LeaseDuration, true))
-	case resigned != nil:
-		lw.Printf("resigned %s (token %s)", resignedRole, *resigned)
-	case unconfirmed != nil:
-		lw.Printf("%s", unconfirmedLine(unconfRole, what, member, unconfirmed, settings.LeaseDuration, false))
+		if len(held) == 0 {
+			lw.Printf("%s", unconfirmedLine(o.Role, what, member, nil, settings.LeaseDuration, true))
+		}
+		for _, r := range slices.Sorted(maps.Keys(held)) {
+			tok := held[r]
+			lw.Printf("%s", unconfirmedLine(r, what, member, &tok, settings.LeaseDuration, true))
+		}
+	case len(resigned) > 0:
+		for _, r := range slices.Sorted(maps.Keys(resigned)) {
+			lw.Printf("resigned %s (token %s)", r, resigned[r])
+		}
+	case len(unconfirmed) > 0:
+		for _, r := range slices.Sorted(maps.Keys(unconfirmed)) {
+			tok := unconfirmed[r]
+			lw.Printf("%s", unconfirmedLine(r, what, member, &tok, settings.LeaseDuration, false))
+		}
 	default:
 		lw.Printf("left %s", what)
 	}

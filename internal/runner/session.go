@@ -23,8 +23,10 @@ import (
 // session is the state of one `krole run` that its member's events and
 // work share.
 type session struct {
-	what       string             // what the member campaigns for, in lines: the role, or the slots
-	slot       map[codec.Role]int // each slot's number (KROLE_SLOT); nil: one role, no slots
+	what       string             // what the member campaigns for, in lines: the role, the slots, the group's roles
+	slot       map[codec.Role]int // each slot's number (KROLE_SLOT); nil: no slots
+	group      bool               // the roles are a group's (--slots, --roles): their holders change many at a time
+	many       bool               // --roles: the member holds many roles at once, and its lines name each
 	me         codec.MemberID
 	path       string
 	args       []string
@@ -34,44 +36,41 @@ type session struct {
 	lines      *cmdlog.Lines
 	verbose    bool // --verbose: the transport's errors too
 	stopMember context.CancelFunc
-	report     *os.File // see ReportFDEnv; nil: none
+	// cmdExited is what a CMD that exits by itself makes the member do:
+	// leave (stopMember), or drain and then leave.
+	cmdExited func()
+	report    *os.File // see ReportFDEnv; nil: none
 
-	mu           sync.Mutex
-	child        *supervise.Child // CMD while it runs (its tree not gone)
-	interrupted  bool             // SIGINT or SIGTERM: CMD is being stopped before the member leaves
-	held         *codec.Token     // the token this member holds a role under, per the events
-	heldRole     codec.Role       // the role held under held
-	resigned     *codec.Token     // the token it resigned a role under when leaving
-	resignedRole codec.Role       // the role resigned under resigned
-	exit         *int             // CMD's exit code, when CMD exited by itself
-	startErr     error            // why CMD could not be started
-	gaveUp       error            // --timeout or --try gave up: the exit
+	mu          sync.Mutex
+	children    map[codec.Role]*supervise.Child // each CMD while it runs (its tree not gone)
+	idle        chan struct{}                   // closed when children becomes empty; nil before the first CMD
+	interrupted bool                            // leaving: every CMD is being stopped before the member leaves
+	draining    bool                            // handing every role over before leaving: no CMD starts
+	held        map[codec.Role]codec.Token      // the roles this member holds, per the events, and their tokens
+	resigned    map[codec.Role]codec.Token      // the roles it resigned when leaving
+	exit        *int                            // the code of the first CMD that exited by itself
+	startErr    error                           // why CMD could not be started
+	gaveUp      error                           // --timeout or --try gave up: the exit
 
-	leaving     context.Context // ends when the member is asked to leave
-	working     chan struct{}   // closed when the work running CMD returns; nil before
-	unconfirmed *codec.Token    // a token lost while leaving, without a confirmed release
-	unconfRole  codec.Role      // the role of unconfirmed
+	leaving     context.Context            // ends when the member is asked to leave
+	unconfirmed map[codec.Role]codec.Token // tokens lost while leaving, without a confirmed release
 }
 
 // onEvent prints the member's transitions, one line each. The processor
 // calls it one event at a time.
 func (s *session) onEvent(e processor.Event) {
 	s.mu.Lock()
-	held := s.held
+	held, holding := s.held[e.Role]
 	switch e.Kind {
 	case processor.Elected:
-		tok := e.Token
-		s.held, s.heldRole = &tok, e.Role
+		s.held = put(s.held, e.Role, e.Token)
 	case processor.Revoked:
-		if s.heldRole == e.Role {
-			s.held = nil
-		}
-		tok := e.Token
+		delete(s.held, e.Role)
 		switch {
 		case e.Reason == processor.ReasonContextEnded:
-			s.resigned, s.resignedRole = &tok, e.Role
+			s.resigned = put(s.resigned, e.Role, e.Token)
 		case e.Reason != processor.ReasonFenced && s.leaving != nil && s.leaving.Err() != nil:
-			s.unconfirmed, s.unconfRole = &tok, e.Role // lost while leaving: its release did not go through
+			s.unconfirmed = put(s.unconfirmed, e.Role, e.Token) // lost while leaving: its release did not go through
 		}
 	}
 	s.mu.Unlock()
@@ -124,12 +123,12 @@ func (s *session) onEvent(e processor.Event) {
 		}
 	case processor.HolderChanged:
 		switch {
-		case s.slot != nil:
-			// The slots change hands as a group, many at a time: this
+		case s.group:
+			// A group's roles change hands many at a time: this
 			// member's own lines say what it holds.
 		case e.Holder == nil:
 			s.lines.Printf("%s has no holder", e.Role)
-		case e.Holder.Member == s.me && held != nil && *held == e.Holder.Token:
+		case e.Holder.Member == s.me && holding && held == e.Holder.Token:
 			// This member's own election, as the view shows it.
 		default:
 			s.lines.Printf("holder of %s is now %s (token %s)", e.Role, e.Holder.Member, e.Holder.Token)
@@ -137,27 +136,19 @@ func (s *session) onEvent(e processor.Event) {
 	}
 }
 
-// work runs CMD while the member holds the role: it returns once CMD has
-// exited, by itself or stopped because ctx ended (the role was lost or
-// krole is leaving). CMD exiting by itself makes the member leave, which
-// resigns the role.
-func (s *session) work(ctx context.Context, held processor.Held) error {
-	working := make(chan struct{})
-	defer close(working)
-	s.mu.Lock()
-	s.working = working
-	s.mu.Unlock()
-	if s.path == "" {
-		// Hold the role until ctx ends: the token on stdout, for scripts.
-		fmt.Fprintln(s.stdout, held.Token.String())
-		<-ctx.Done()
-		return nil
+// put sets m[role] to tok, making m when nil, and returns m.
+func put(m map[codec.Role]codec.Token, role codec.Role, tok codec.Token) map[codec.Role]codec.Token {
+	if m == nil {
+		m = map[codec.Role]codec.Token{}
 	}
-	if s.isInterrupted() {
-		// Elected as the member leaves: CMD does not start.
-		<-ctx.Done()
-		return nil
-	}
+	m[role] = tok
+	return m
+}
+
+// cmdEnv is the environment CMD gets for held, besides the process's
+// own: the role, the member, the token, the holding's fencing number,
+// and the slot's number for a slot of a semaphore (slot >= 0).
+func cmdEnv(held processor.Held, slot int) []string {
 	env := []string{
 		"KROLE_ROLE=" + string(held.Role),
 		"KROLE_MEMBER=" + string(held.Member),
@@ -165,15 +156,57 @@ func (s *session) work(ctx context.Context, held processor.Held) error {
 		"KROLE_EPOCH=" + strconv.Itoa(int(held.Token.Epoch)),
 		"KROLE_FENCE=" + strconv.FormatInt(held.Fence, 10),
 	}
-	if k, ok := s.slot[held.Role]; ok {
-		env = append(env, "KROLE_SLOT="+strconv.Itoa(k))
+	if slot >= 0 {
+		env = append(env, "KROLE_SLOT="+strconv.Itoa(slot))
 	}
+	return env
+}
+
+// cmdName names the CMD of role in lines: "CMD", or, with many roles
+// held at once, "CMD for ROLE".
+func (s *session) cmdName(role codec.Role) string {
+	if s.many {
+		return "CMD for " + string(role)
+	}
+	return "CMD"
+}
+
+// work runs CMD while the member holds a role: it returns once CMD has
+// exited, by itself or stopped because ctx ended (the role was lost or
+// handed over, or krole is leaving). Calls for different roles run
+// concurrently, one CMD each. CMD exiting by itself makes the member
+// leave (s.cmdExited), which resigns the role.
+func (s *session) work(ctx context.Context, held processor.Held) error {
+	if s.path == "" {
+		// Hold the role until ctx ends, saying so on stdout, for scripts:
+		// the token, or with many roles a line per role gained and lost.
+		if s.many {
+			fmt.Fprintf(s.stdout, "gained %s %s\n", held.Role, held.Token)
+		} else {
+			fmt.Fprintln(s.stdout, held.Token.String())
+		}
+		<-ctx.Done()
+		if s.many {
+			fmt.Fprintf(s.stdout, "lost %s %s\n", held.Role, held.Token)
+		}
+		return nil
+	}
+	if s.isInterrupted() || s.isDraining() {
+		// Elected as the member leaves: CMD does not start.
+		<-ctx.Done()
+		return nil
+	}
+	slot := -1
+	if k, ok := s.slot[held.Role]; ok {
+		slot = k
+	}
+	name := s.cmdName(held.Role)
 	child, err := supervise.Start(supervise.Spec{
 		Path:     s.path,
 		Args:     s.args,
 		Watchdog: watchdogArgv(),
 		Grace:    s.kill,
-		Env:      env,
+		Env:      cmdEnv(held, slot),
 		Stdout:   s.stdout,
 		Stderr:   s.stderr,
 	})
@@ -181,103 +214,134 @@ func (s *session) work(ctx context.Context, held processor.Held) error {
 		s.mu.Lock()
 		s.startErr = err
 		s.mu.Unlock()
-		s.lines.Printf("cannot start CMD: %v; resigning %s", err, held.Role)
-		s.stopMember()
+		s.lines.Printf("cannot start %s: %v; resigning %s", name, err, held.Role)
+		s.cmdExited()
 		return nil
 	}
 	pid := child.Pid()
 	s.mu.Lock()
-	s.child = child
+	if s.children == nil {
+		s.children = map[codec.Role]*supervise.Child{}
+	}
+	if len(s.children) == 0 {
+		s.idle = make(chan struct{})
+	}
+	s.children[held.Role] = child
 	interrupted := s.interrupted
 	s.mu.Unlock()
 	defer func() {
+		// The tree is gone by now, whichever way work returns.
 		s.mu.Lock()
-		s.child = nil
+		delete(s.children, held.Role)
+		if len(s.children) == 0 {
+			close(s.idle)
+		}
 		s.mu.Unlock()
 	}()
 	if interrupted {
 		// Interrupted as CMD started: the interrupt stops nothing
 		// started after it looked, so stop CMD here.
-		s.stopCmd(child)
+		s.stopCmd(child, held.Role)
 		return nil
 	}
-	s.lines.Printf("started CMD (pid %d) with token %s", pid, held.Token)
+	s.lines.Printf("started %s (pid %d) with token %s", name, pid, held.Token)
 	s.reportf(Report{Event: "cmd_started", Pid: pid, Token: held.Token.String()})
 	if !child.Tree() && runtime.GOOS == "linux" {
-		s.lines.Printf("warning: CMD (pid %d) runs without the watchdog that keeps its whole process tree: "+
-			"only its process group is stopped, and waited for", pid)
+		s.lines.Printf("warning: %s (pid %d) runs without the watchdog that keeps its whole process tree: "+
+			"only its process group is stopped, and waited for", name, pid)
 	}
 	select {
 	case <-child.Exited():
 		if s.isInterrupted() {
-			// Stopped by the interrupt (stopForInterrupt), which
-			// says so; the member leaves once it has.
+			// Stopped by the interrupt (stopAll), which says so; the
+			// member leaves once it has.
 			<-child.Done()
 			<-ctx.Done()
 			return nil
 		}
 		code := child.ExitCode()
 		s.mu.Lock()
-		s.exit = &code
+		if s.exit == nil {
+			s.exit = &code
+		}
 		s.mu.Unlock()
 		if child.LeftBehind() {
 			// The rest of the tree is stopped while this member still
 			// holds the role (ctx is not done: the renewals go on), and
 			// the role is resigned only once it is gone.
-			s.lines.Printf("CMD (pid %d) exited with code %d, leaving processes of its tree running: "+
-				"stopping them: SIGTERM, then SIGKILL after %v", pid, code, s.kill)
+			s.lines.Printf("%s (pid %d) exited with code %d, leaving processes of its tree running: "+
+				"stopping them: SIGTERM, then SIGKILL after %v", name, pid, code, s.kill)
 			if killed, _ := child.Stop(context.Background(), s.kill); killed {
-				s.lines.Printf("the rest of CMD's tree killed after --kill-timeout %v", s.kill)
+				s.lines.Printf("the rest of %s's tree killed after --kill-timeout %v", name, s.kill)
 			} else {
-				s.lines.Printf("the rest of CMD's tree stopped")
+				s.lines.Printf("the rest of %s's tree stopped", name)
 			}
 		}
 		<-child.Done()
-		s.lines.Printf("CMD (pid %d) exited by itself with code %d; resigning %s", pid, code, held.Role)
-		s.stopMember()
+		if s.many {
+			s.lines.Printf("%s (pid %d) exited by itself with code %d; leaving %s", name, pid, code, s.what)
+		} else {
+			s.lines.Printf("%s (pid %d) exited by itself with code %d; resigning %s", name, pid, code, held.Role)
+		}
+		s.cmdExited()
 		return nil
 	case <-ctx.Done():
 	}
 	if s.isInterrupted() {
-		<-child.Done() // stopForInterrupt stops it, and says so
+		<-child.Done() // stopAll stops it, and says so
 		return nil
 	}
 	// Stop returns once no process of CMD's tree is left: the member
 	// resigns (releases the role, deregisters) only after this returns.
-	s.stopCmd(child)
+	s.stopCmd(child, held.Role)
 	return nil
 }
 
-// stopCmd stops CMD's whole tree (SIGTERM, then SIGKILL after
+// stopCmd stops the whole tree of role's CMD (SIGTERM, then SIGKILL after
 // --kill-timeout) and returns once it is gone.
-func (s *session) stopCmd(child *supervise.Child) {
-	pid := child.Pid()
-	s.lines.Printf("stopping CMD (pid %d): SIGTERM, then SIGKILL after %v", pid, s.kill)
+func (s *session) stopCmd(child *supervise.Child, role codec.Role) {
+	pid, name := child.Pid(), s.cmdName(role)
+	s.lines.Printf("stopping %s (pid %d): SIGTERM, then SIGKILL after %v", name, pid, s.kill)
 	if killed, _ := child.Stop(context.Background(), s.kill); killed {
-		s.lines.Printf("CMD (pid %d) killed after --kill-timeout %v", pid, s.kill)
+		s.lines.Printf("%s (pid %d) killed after --kill-timeout %v", name, pid, s.kill)
 	} else {
-		s.lines.Printf("CMD (pid %d) stopped with code %d", pid, child.ExitCode())
+		s.lines.Printf("%s (pid %d) stopped with code %d", name, pid, child.ExitCode())
 	}
 }
 
-// stopForInterrupt stops CMD, if it runs, on SIGINT or SIGTERM, before the
-// member leaves: the member holds the role, and its session's heartbeats
-// renew it, until CMD's tree is gone, and only then releases it. (The
-// member's own wait for work, at the end of a holding, also keeps the role
-// renewed as long as work runs, until the holding is lost: fenced, the
-// session ended, or no heartbeat vouched for the role before the local
-// deadline; then the member goes on without it, and work may outlive the
-// holding. Stopping the tree here first keeps the order whatever the
-// member's reason. A second signal ends krole at once, see
-// SecondInterrupt.)
-func (s *session) stopForInterrupt() {
+// stopAll stops every CMD that runs, all at once, before the member
+// leaves (SIGINT or SIGTERM, or a CMD that exited by itself): the member
+// holds their roles, and its session's heartbeats renew them, until
+// every CMD's tree is gone, and only then releases them. (The member's
+// own wait for work, at the end of a holding, also keeps the role renewed
+// as long as work runs, until the holding is lost: fenced, the session
+// ended, or no heartbeat vouched for the role before the local deadline;
+// then the member goes on without it, and work may outlive the holding.
+// Stopping the trees here first keeps the order whatever the member's
+// reason. A second signal ends krole at once, see SecondInterrupt.)
+func (s *session) stopAll() {
 	s.mu.Lock()
 	s.interrupted = true
-	child := s.child
-	s.mu.Unlock()
-	if child != nil {
-		s.stopCmd(child)
+	children := make(map[codec.Role]*supervise.Child, len(s.children))
+	for r, c := range s.children {
+		children[r] = c
 	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for r, c := range children {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.stopCmd(c, r)
+		}()
+	}
+	wg.Wait()
+}
+
+func (s *session) isDraining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining
 }
 
 func (s *session) isInterrupted() bool {
@@ -315,10 +379,13 @@ func watchdogArgv() []string {
 	return []string{exe, supervise.WatchdogCommand}
 }
 
-// cmdStopped returns a channel closed when the work running CMD has
-// returned (CMD stopped), or nil when none runs.
+// cmdStopped returns a channel closed once no CMD runs (every CMD's tree
+// is gone), or nil when none runs.
 func (s *session) cmdStopped() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.working
+	if len(s.children) == 0 {
+		return nil
+	}
+	return s.idle
 }
