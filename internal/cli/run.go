@@ -47,32 +47,29 @@ EXAMPLES:
    # a nightly job, only when nobody else runs it (exit 75 otherwise)
    krole run nightly --try -- ./job.sh
 
-   # a migration under a lock, giving up when not holding it within a minute (exit 124)
-   krole run db-migrations --timeout 1m -- ./migrate.sh
+   # a shard manager: this member's share of 16 shards, one worker per shard held
+   krole run shards --roles 'shard-{0..15}' -- ./worker.sh
 `
 
 func runCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "run",
 		Usage: "campaign for a role and run a command while holding it, or hold it until interrupted",
-		UsageText: "krole run ROLE [--member M] [--value V] [--slots N] [--timeout D] [--try] [--lease-duration D]\n" +
-			"      [--heartbeat-interval D] [--stagger D] [--kill-timeout D] [-- CMD [ARGS...]]",
+		UsageText: "krole run ROLE [--member M] [--value V] [--slots N | --roles PATTERN [--weight W]] [--timeout D]\n" +
+			"      [--try] [--lease-duration D] [--heartbeat-interval D] [--stagger D] [--kill-timeout D] [-- CMD [ARGS...]]",
 		Description: "Joins the candidates of ROLE as member M and campaigns for it. While M holds ROLE,\n" +
-			"krole runs CMD in a process group of its own, with the token M holds it under in\n" +
-			"KROLE_PRODUCER_ID and KROLE_EPOCH, the holding's fencing number in KROLE_FENCE\n" +
-			"(and KROLE_ROLE, KROLE_MEMBER). Without CMD, it prints the token\n" +
-			"(PRODUCER_ID/EPOCH) on stdout each time it is elected.\n\n" +
-			"KROLE_FENCE, the offset of the holding's first lease, exceeds every earlier\n" +
-			"holding's: a target that refuses numbers below the highest it has seen refuses\n" +
-			"every earlier holder (docs/CLI.md says what starts the numbers again).\n\n" +
-			"Role lost (fenced, or not renewed in time): krole stops CMD's process tree\n" +
-			"(SIGTERM, then SIGKILL after --kill-timeout) and campaigns again. CMD exits by\n" +
-			"itself: krole resigns and exits with CMD's code. SIGINT or SIGTERM: krole stops\n" +
-			"CMD, resigns (the next candidate takes over at once) and exits 0, within 10s of\n" +
-			"the signal plus the time CMD's tree takes to stop. A SIGTERM within 2s of the\n" +
-			"first signal is the same request (GNU timeout sends two); a second Ctrl-C, or a\n" +
-			"SIGTERM later, exits at once without resigning (130, 143): the role passes on\n" +
-			"when the lease ends. If krole is killed, a watchdog process stops CMD's tree.\n\n" +
+			"krole runs CMD in a process group of its own, with KROLE_ROLE, KROLE_MEMBER, the\n" +
+			"token in KROLE_PRODUCER_ID and KROLE_EPOCH, and in KROLE_FENCE the holding's fencing\n" +
+			"number, above every earlier holding's. Without CMD, it prints the token on stdout.\n\n" +
+			"Role lost (fenced, or not renewed in time): krole stops CMD's process tree (SIGTERM,\n" +
+			"then SIGKILL after --kill-timeout) and campaigns again. CMD exits by itself: krole\n" +
+			"resigns and exits with CMD's code. SIGINT or SIGTERM: krole stops CMD, resigns (the\n" +
+			"next one takes over at once) and exits 0, within 10s plus the time CMD's tree takes\n" +
+			"to stop. A second Ctrl-C, or a SIGTERM 2s or more after the first, exits at once\n" +
+			"without resigning (130, 143). If krole is killed, a watchdog stops CMD's tree.\n\n" +
+			"--roles: a member of the group ROLE over the roles named, holding its share, one CMD\n" +
+			"per role held, each stopped before its role is handed over. Leaving (SIGINT, SIGTERM,\n" +
+			"a CMD exited by itself), it hands every role over first (--drain-on-term).\n\n" +
 			"Exit codes: CMD's own; 0 after SIGINT or SIGTERM; 124 --timeout passed; 75 --try\n" +
 			"found the role held; 73 another live process runs as member M; 126, 127 CMD\n" +
 			"cannot be executed, not found; 2 usage; 1 anything else. See docs/CLI.md.",
@@ -84,6 +81,12 @@ func runCommand() *ucli.Command {
 			valueFlag(),
 			&ucli.IntFlag{Name: "slots", DefaultText: "none",
 				Usage: "a semaphore: campaign for `N` (1-1024) slots, ROLE-slot-0 to ROLE-slot-(N-1), holding one at a time; CMD gets KROLE_SLOT"},
+			&ucli.StringSliceFlag{Name: "roles", DefaultText: "none",
+				Usage: "a group named ROLE over the roles `PATTERN` names (shard-{0..15}; repeat it, or separate patterns with commas; at most 1024 roles): hold a share, one CMD per role held"},
+			&ucli.IntFlag{Name: "weight", DefaultText: "1",
+				Usage: "with --roles, this member's weight `W` (1-1000): its share of the roles is in proportion to it"},
+			&ucli.BoolFlag{Name: "drain-on-term", DefaultText: "on with --roles, off with --slots",
+				Usage: "when leaving (SIGINT, SIGTERM, a CMD that exited by itself), hand every role over to the group's other members first"},
 			&ucli.DurationFlag{Name: "timeout", DefaultText: "none",
 				Usage: "give up (exit 124) when this member does not hold the role within `D`"},
 			&ucli.BoolFlag{Name: "try",
@@ -118,7 +121,7 @@ func runRun(c *ucli.Context) error {
 	if err != nil {
 		return InvalidName(err)
 	}
-	slots, err := slotsArg(c, role)
+	grp, err := groupFlags(c, role)
 	if err != nil {
 		return err
 	}
@@ -155,7 +158,7 @@ func runRun(c *ucli.Context) error {
 	}
 
 	return runner.Run(c.Context, runner.Options{
-		Config: cfg, Role: role, Slots: slots, Member: member, Value: value, Settings: settings, Kill: killTimeout,
+		Config: cfg, Role: role, Slots: grp.slots, Roles: grp.roles, Patterns: grp.patterns, Weight: grp.weight, Drain: grp.drain, Member: member, Value: value, Settings: settings, Kill: killTimeout,
 		Path: path, Args: cmdArgs, Timeout: timeout, Try: c.Bool("try"), Verbose: c.Bool("verbose"),
 		MetricsListen: c.String("metrics-listen"), Stdout: stdout(c), Stderr: stderr(c),
 	})
