@@ -25,12 +25,19 @@ const tableMembersHelp = "--members shows each group's live members instead of t
 	"positive weight) and MAX/MEAN, 1.00 when the roles are spread evenly (with\n" +
 	"unequal weights, expect the heaviest member's weight over the mean weight).\n" +
 	"MEAN is \"-\" when no member has a positive weight, MAX/MEAN also when they hold\n" +
-	"no role. --group NAME shows that group alone. --members takes no ROLE, no\n" +
-	"--watch and no --changes.\n" +
+	"no role. Then the group's last --moves N moves (default 20, 0 for none), oldest\n" +
+	"first, as the table read them from the role topic: the ROLE, FROM (\"-\": nobody\n" +
+	"held it), TO, the CAUSE (join, leave, drain, rebalance or failover), AT (the new\n" +
+	"lease's grant, on the new holder's clock) and UNHELD, how long nobody held the\n" +
+	"role (\"-\": not known, as for every move read before the table caught up;\n" +
+	"`krole serve` knows it for the moves it sees happen). --group NAME shows that\n" +
+	"group alone. --members takes no ROLE, no --watch and no --changes.\n" +
 	"JSON: an array in group order, [] when no group has a live member:\n" +
 	"  {\"group\":G,\"members\":[{\"member\":M,\"weight\":N,\"draining\":BOOL,\"roles\":N},...],\n" +
-	"   \"roles\":N,\"max\":N,\"mean\":F,\"max_mean\":F}\n" +
-	"members in id order; \"mean\" and \"max_mean\" are null where the text shows \"-\".\n" +
+	"   \"roles\":N,\"max\":N,\"mean\":F,\"max_mean\":F,\n" +
+	"   \"moves\":[{\"role\":R,\"from\":M,\"to\":M,\"cause\":C,\"at\":MS,\"offset\":N,\"unheld_ms\":F},...]}\n" +
+	"members in id order; \"mean\" and \"max_mean\" are null where the text shows \"-\",\n" +
+	"\"from\" is \"\" and \"unheld_ms\" null where it does.\n" +
 	"With --group, the array holds that group, with \"members\":[] when it has no\n" +
 	"live member."
 
@@ -41,12 +48,16 @@ func tableMembersFlags() []ucli.Flag {
 			Usage: "show each group's live members, their weights and the roles each holds, and the group's balance"},
 		&ucli.StringFlag{Name: "group",
 			Usage: "with --members: show the group `NAME` alone"},
+		&ucli.IntFlag{Name: "moves", Value: server.DefaultMoves,
+			Usage: "with --members: show each group's last `N` moves (0: none)"},
 	}
 }
 
 // wantsMembers reports whether the command line asks for --members (or
-// names a --group, which needs it).
-func wantsMembers(c *ucli.Context) bool { return c.Bool("members") || c.IsSet("group") }
+// names a --group or --moves, which need it).
+func wantsMembers(c *ucli.Context) bool {
+	return c.Bool("members") || c.IsSet("group") || c.IsSet("moves")
+}
 
 // groupTable is one group of `krole table --members`, the document that
 // GET /v1/groups of `krole serve` answers too.
@@ -59,14 +70,18 @@ func runTableMembers(c *ucli.Context) error {
 	name := c.String("group")
 	lv, err := readyView(c, func() error {
 		switch {
-		case !c.Bool("members"):
+		case !c.Bool("members") && c.IsSet("group"):
 			return Usagef(c, "--group needs --members: it names the group whose members to show")
+		case !c.Bool("members"):
+			return Usagef(c, "--moves needs --members: it shows the moves of each group's roles")
 		case c.Args().Len() > 0:
 			return Usagef(c, "--members takes no ROLE: it counts every role the members hold")
 		case c.Bool("watch"):
 			return Usagef(c, "--members does not --watch: run it again for a fresh table")
 		case c.Bool("changes"):
 			return Usagef(c, "--changes needs --watch: it shows a live table's changes of holder")
+		case c.Int("moves") < 0:
+			return Usagef(c, "--moves %d: it is 0 (none) or more", c.Int("moves"))
 		}
 		if c.IsSet("group") {
 			if err := codec.CheckGroup(name); err != nil {
@@ -90,11 +105,15 @@ func runTableMembers(c *ucli.Context) error {
 	if c.IsSet("group") {
 		groups = map[string][]group.Member{name: groups[name]}
 	}
-	tables := groupTables(groups, heldRoles(rows))
+	moves, err := server.ReadMoves(c.Context, lv.View, groups)
+	if err != nil {
+		return err
+	}
+	tables := groupsum.Build(groups, heldRoles(rows), moves, c.Int("moves"))
 	if outputFormat(c) == FormatJSON {
 		err = writeJSON(stdout(c), tables)
 	} else {
-		err = printGroupTables(stdout(c), tables, name)
+		err = printGroupTables(stdout(c), tables, name, time.Now())
 	}
 	if err != nil {
 		return err
@@ -107,14 +126,15 @@ func runTableMembers(c *ucli.Context) error {
 func heldRoles(rows []server.Row) map[codec.MemberID]int { return server.HeldRoles(rows) }
 
 // groupTables builds each group's table, in group order, from its live
-// members and the roles each member holds.
+// members and the roles each member holds, without moves.
 func groupTables(groups map[string][]group.Member, held map[codec.MemberID]int) []groupTable {
-	return groupsum.Build(groups, held)
+	return groupsum.Build(groups, held, nil, 0)
 }
 
-// printGroupTables writes tables as two aligned tables: the members, then
-// a balance line per group. named is the --group asked for, or "".
-func printGroupTables(w io.Writer, tables []groupTable, named string) error {
+// printGroupTables writes tables as aligned tables: the members, a
+// balance line per group, then the groups' moves, if any (their times
+// relative to now). named is the --group asked for, or "".
+func printGroupTables(w io.Writer, tables []groupTable, named string, now time.Time) error {
 	if len(tables) == 0 || len(tables) == 1 && len(tables[0].Members) == 0 {
 		if named != "" {
 			_, err := fmt.Fprintf(w, "group %s has no live members\n", named)
@@ -139,7 +159,36 @@ func printGroupTables(w io.Writer, tables []groupTable, named string) error {
 	for _, g := range tables {
 		bt.Row(g.Group, strconv.Itoa(len(g.Members)), strconv.Itoa(g.Roles), strconv.Itoa(g.Max), twoPlaces(g.Mean), twoPlaces(g.MaxMean))
 	}
-	return bt.Flush()
+	if err := bt.Flush(); err != nil {
+		return err
+	}
+	return printMoves(w, tables, now)
+}
+
+// printMoves writes the groups' moves as one table after a blank line;
+// nothing when no group has one.
+func printMoves(w io.Writer, tables []groupTable, now time.Time) error {
+	n := 0
+	for _, g := range tables {
+		n += len(g.Moves)
+	}
+	if n == 0 {
+		return nil
+	}
+	if _, err := fmt.Fprintln(w); err != nil {
+		return err
+	}
+	mt := render.NewTable(w, "GROUP", "ROLE", "FROM", "TO", "CAUSE", "AT", "UNHELD")
+	for _, g := range tables {
+		for _, m := range g.Moves {
+			unheld := ""
+			if m.UnheldMS != nil {
+				unheld = time.Duration(*m.UnheldMS * float64(time.Millisecond)).Round(time.Millisecond).String()
+			}
+			mt.Row(g.Group, string(m.Role), string(m.From), string(m.To), string(m.Cause), render.HumanTime(m.At, now), unheld)
+		}
+	}
+	return mt.Flush()
 }
 
 func yesNo(b bool) string {

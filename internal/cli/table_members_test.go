@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,14 +14,25 @@ import (
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/election"
 	"github.com/krabka/krole/group"
+	"github.com/krabka/krole/internal/groupsum"
 	"github.com/krabka/krole/internal/grouptest"
 	"github.com/krabka/krole/internal/server"
 	"github.com/krabka/krole/internal/testcluster"
 )
 
 // tableMembersJSON runs `table --members -o json` with args and returns
-// its groups, checking the field names of each.
+// its groups without their moves, checking the field names of each.
 func tableMembersJSON(t *testing.T, c *testcluster.Cluster, args ...string) []groupTable {
+	t.Helper()
+	out := tableMembersMovesJSON(t, c, args...)
+	for i := range out {
+		out[i].Moves = nil
+	}
+	return out
+}
+
+// tableMembersMovesJSON is tableMembersJSON with the moves.
+func tableMembersMovesJSON(t *testing.T, c *testcluster.Cluster, args ...string) []groupTable {
 	t.Helper()
 	r := runOn(t, c, append([]string{"table", "--members", "-o", "json"}, args...)...)
 	requireOK(t, r)
@@ -28,9 +40,12 @@ func tableMembersJSON(t *testing.T, c *testcluster.Cluster, args ...string) []gr
 	var raw []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &raw), r.Stdout)
 	for _, g := range raw {
-		assert.ElementsMatch(t, []string{"group", "members", "roles", "max", "mean", "max_mean"}, keys(g))
+		assert.ElementsMatch(t, []string{"group", "members", "roles", "max", "mean", "max_mean", "moves"}, keys(g))
 		for _, m := range g["members"].([]any) {
 			assert.ElementsMatch(t, []string{"member", "weight", "draining", "roles"}, keys(m.(map[string]any)))
+		}
+		for _, m := range g["moves"].([]any) {
+			assert.ElementsMatch(t, []string{"role", "from", "to", "cause", "at", "offset", "unheld_ms"}, keys(m.(map[string]any)))
 		}
 	}
 	var out []groupTable
@@ -57,7 +72,7 @@ func TestTableMembersShowsAGroupsBalance(t *testing.T) {
 	}
 	holders.Await(t, roles, map[codec.MemberID]int{"node-a": 4, "node-b": 4, "node-c": 4})
 
-	r := runOn(t, c, "table", "--members")
+	r := runOn(t, c, "table", "--members", "--moves", "0")
 	requireOK(t, r)
 	assert.Equal(t, ""+
 		"GROUP   MEMBER  WEIGHT  DRAINING  ROLES\n"+
@@ -82,6 +97,8 @@ func TestTableMembersShowsAGroupsBalance(t *testing.T) {
 
 	r = runOn(t, c, "table", "--members", "--group", "shards")
 	requireOK(t, r)
+	tables, moves, ok := strings.Cut(r.Stdout, "\n\nGROUP   ROLE")
+	require.True(t, ok, "a third table, of the moves: %s", r.Stdout)
 	assert.Equal(t, ""+
 		"GROUP   MEMBER  WEIGHT  DRAINING  ROLES\n"+
 		"shards  node-a  1       no        6\n"+
@@ -89,7 +106,26 @@ func TestTableMembersShowsAGroupsBalance(t *testing.T) {
 		"shards  node-c  1       no        6\n"+
 		"\n"+
 		"GROUP   MEMBERS  ROLES  MAX  MEAN  MAX/MEAN\n"+
-		"shards  3        12     6    6.00  1.00\n", r.Stdout)
+		"shards  3        12     6    6.00  1.00", tables)
+	// node-b's four roles were its last moves, each released to drain.
+	lines := strings.Split(strings.TrimSuffix(moves, "\n"), "\n")
+	require.Greater(t, len(lines), 4, moves)
+	assert.Equal(t, []string{"FROM", "TO", "CAUSE", "AT", "UNHELD"}, strings.Fields(lines[0]), "the moves' header")
+	for _, l := range lines[len(lines)-4:] {
+		f := strings.Fields(l)
+		require.GreaterOrEqual(t, len(f), 6, l)
+		assert.Equal(t, []string{"shards", "node-b", "drain"}, []string{f[0], f[2], f[4]}, l)
+		assert.Contains(t, []string{"node-a", "node-c"}, f[3], l)
+	}
+	drained := 0
+	for _, g := range tableMembersMovesJSON(t, c, "--moves", "1000") {
+		for _, m := range g.Moves {
+			if m.From == "node-b" && m.Cause == "drain" {
+				drained++
+			}
+		}
+	}
+	assert.Equal(t, 4, drained, "each of node-b's roles moved once to drain")
 	assert.Equal(t, []groupTable{{Group: "shards", Members: []groupMember{
 		{Member: "node-a", Weight: 1, Roles: 6},
 		{Member: "node-b", Weight: 0, Draining: true, Roles: 0},
@@ -103,7 +139,7 @@ func TestTableMembersShowsAGroupsBalance(t *testing.T) {
 	assert.Equal(t, []groupTable{{Group: "other", Members: []groupMember{}}}, tableMembersJSON(t, c, "--group", "other"))
 	r = runOn(t, c, "table", "--members", "--group", "other", "-o", "json")
 	requireOK(t, r)
-	assert.Equal(t, `[{"group":"other","members":[],"roles":0,"max":0,"mean":null,"max_mean":null}]`+"\n", r.Stdout)
+	assert.Equal(t, `[{"group":"other","members":[],"roles":0,"max":0,"mean":null,"max_mean":null,"moves":[]}]`+"\n", r.Stdout)
 }
 
 // With no group on the topic: a line saying so, and [] in JSON.
@@ -129,6 +165,8 @@ func TestTableMembersErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"table", "--group", "shards"}, "krole: --group needs --members"},
+		{[]string{"table", "--moves", "3"}, "krole: --moves needs --members"},
+		{[]string{"table", "--members", "--moves", "-1"}, "krole: --moves -1: it is 0 (none) or more"},
 		{[]string{"table", "--members", "db"}, "krole: --members takes no ROLE"},
 		{[]string{"table", "--members", "--watch"}, "krole: --members does not --watch"},
 		{[]string{"table", "--members", "--changes"}, "krole: --changes needs --watch"},
@@ -167,15 +205,18 @@ func TestTableMembersBalanceArithmetic(t *testing.T) {
 		"idle":    {{ID: "i1", Weight: 1}},
 		"leaving": {{ID: "l1", Weight: 0}},
 	}, map[codec.MemberID]int{"w1": 6, "w2": 3, "w3": 1, "l1": 2, "x": 9})
+	for _, g := range got {
+		assert.Equal(t, []groupsum.Move{}, g.Moves, "no moves given")
+	}
 	assert.Equal(t, []groupTable{
-		{Group: "idle", Members: []groupMember{{Member: "i1", Weight: 1}}, Mean: ptr(0)},
-		{Group: "leaving", Members: []groupMember{{Member: "l1", Draining: true, Roles: 2}}, Roles: 2, Max: 2},
+		{Group: "idle", Members: []groupMember{{Member: "i1", Weight: 1}}, Mean: ptr(0), Moves: []groupsum.Move{}},
+		{Group: "leaving", Members: []groupMember{{Member: "l1", Draining: true, Roles: 2}}, Roles: 2, Max: 2, Moves: []groupsum.Move{}},
 		{Group: "web", Members: []groupMember{{Member: "w1", Weight: 2, Roles: 6}, {Member: "w2", Weight: 1, Roles: 3}, {Member: "w3", Draining: true, Roles: 1}},
-			Roles: 10, Max: 6, Mean: ptr(5), MaxMean: ptr(1.2)},
+			Roles: 10, Max: 6, Mean: ptr(5), MaxMean: ptr(1.2), Moves: []groupsum.Move{}},
 	}, got)
 
 	var b bytes.Buffer
-	require.NoError(t, printGroupTables(&b, got, ""))
+	require.NoError(t, printGroupTables(&b, got, "", time.Now()))
 	assert.Equal(t, ""+
 		"GROUP    MEMBER  WEIGHT  DRAINING  ROLES\n"+
 		"idle     i1      1       no        0\n"+
@@ -188,4 +229,29 @@ func TestTableMembersBalanceArithmetic(t *testing.T) {
 		"idle     1        0      0    0.00  -\n"+
 		"leaving  1        2      2    -     -\n"+
 		"web      3        10     6    5.00  1.20\n", b.String())
+}
+
+// The moves' table: the last moves of each group, "-" for nobody before
+// and for an unheld time not known, times relative to now.
+func TestTableMembersPrintsMoves(t *testing.T) {
+	now := time.UnixMilli(1_700_000_010_000)
+	got := groupsum.Build(map[string][]group.Member{"web": {{ID: "w1", Weight: 1}, {ID: "w2", Weight: 1}}},
+		map[codec.MemberID]int{"w1": 1, "w2": 1}, map[string][]group.Move{"web": {
+			{Role: "r0", To: "w1", At: 1_700_000_000_000, Cause: group.MoveJoin, Unheld: -1},
+			{Role: "r1", To: "w1", At: 1_700_000_001_000, Cause: group.MoveJoin, Unheld: -1},
+			{Role: "r1", From: "w1", To: "w2", At: 1_700_000_007_500, Cause: group.MoveDrain, Unheld: 12 * time.Millisecond},
+		}}, 2)
+	var b bytes.Buffer
+	require.NoError(t, printGroupTables(&b, got, "", now))
+	assert.Equal(t, ""+
+		"GROUP  MEMBER  WEIGHT  DRAINING  ROLES\n"+
+		"web    w1      1       no        1\n"+
+		"web    w2      1       no        1\n"+
+		"\n"+
+		"GROUP  MEMBERS  ROLES  MAX  MEAN  MAX/MEAN\n"+
+		"web    2        2      1    1.00  1.00\n"+
+		"\n"+
+		"GROUP  ROLE  FROM  TO  CAUSE  AT                                 UNHELD\n"+
+		"web    r1    -     w1  join   2023-11-14T22:13:21.000Z (9s ago)  -\n"+
+		"web    r1    w1    w2  drain  2023-11-14T22:13:27.500Z (2s ago)  12ms\n", b.String())
 }

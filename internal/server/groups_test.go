@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/krabka/krole/election"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/group"
+	"github.com/krabka/krole/internal/groupsum"
 	"github.com/krabka/krole/internal/grouptest"
 	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/view"
@@ -59,21 +62,40 @@ func TestGroupsOverARealView(t *testing.T) {
 		sessions[m] = grouptest.StartMember(t, c, m, "shards", roles, holders)
 	}
 	holders.Await(t, roles, map[codec.MemberID]int{"node-a": 4, "node-b": 4, "node-c": 4})
-	awaitBody(t, h, "/v1/groups", `[{"group":"shards","members":[`+
+	awaitBody(t, h, "/v1/groups?moves=0", `[{"group":"shards","members":[`+
 		`{"member":"node-a","weight":1,"draining":false,"roles":4},`+
 		`{"member":"node-b","weight":1,"draining":false,"roles":4},`+
 		`{"member":"node-c","weight":1,"draining":false,"roles":4}],`+
-		`"roles":12,"max":4,"mean":4,"max_mean":1}]`+"\n")
+		`"roles":12,"max":4,"mean":4,"max_mean":1,"moves":[]}]`+"\n")
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	require.NoError(t, sessions["node-b"].Drain(ctx))
 	holders.Await(t, roles, map[codec.MemberID]int{"node-a": 6, "node-c": 6})
-	awaitBody(t, h, "/v1/groups", `[{"group":"shards","members":[`+
+	awaitBody(t, h, "/v1/groups?moves=0", `[{"group":"shards","members":[`+
 		`{"member":"node-a","weight":1,"draining":false,"roles":6},`+
 		`{"member":"node-b","weight":0,"draining":true,"roles":0},`+
 		`{"member":"node-c","weight":1,"draining":false,"roles":6}],`+
-		`"roles":12,"max":6,"mean":6,"max_mean":1}]`+"\n")
+		`"roles":12,"max":6,"mean":6,"max_mean":1,"moves":[]}]`+"\n")
+
+	// node-b's roles moved to drain, each once, the last moves; the view
+	// saw them happen, so it knows how long each role was unheld.
+	rec := get(t, h, "/v1/groups")
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	var gs []groupsum.Group
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &gs))
+	require.Len(t, gs, 1)
+	moves := gs[0].Moves
+	require.GreaterOrEqual(t, len(moves), 4)
+	require.LessOrEqual(t, len(moves), DefaultMoves)
+	for _, m := range moves[len(moves)-4:] {
+		assert.Equal(t, codec.MemberID("node-b"), m.From, "%+v", m)
+		assert.Equal(t, group.MoveDrain, m.Cause, "%+v", m)
+		assert.Contains(t, []codec.MemberID{"node-a", "node-c"}, m.To, "%+v", m)
+		if assert.NotNil(t, m.UnheldMS, "%+v", m) {
+			assert.GreaterOrEqual(t, *m.UnheldMS, 0.0)
+		}
+	}
 
 	m := scrape(t, h)
 	assert.NotEqual(t, "0", m[`krole_lookups_total{endpoint="/v1/groups"}`], "GET /v1/groups is counted")
@@ -105,10 +127,58 @@ func TestGroupsBalance(t *testing.T) {
 	rec := get(t, h, "/v1/groups")
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
-	assert.Equal(t, `[{"group":"idle","members":[{"member":"q","weight":0,"draining":true,"roles":0}],"roles":0,"max":0,"mean":null,"max_mean":null},`+
+	assert.Equal(t, `[{"group":"idle","members":[{"member":"q","weight":0,"draining":true,"roles":0}],"roles":0,"max":0,"mean":null,"max_mean":null,"moves":[]},`+
 		`{"group":"web","members":[{"member":"a","weight":1,"draining":false,"roles":1},{"member":"b","weight":2,"draining":false,"roles":0},`+
-		`{"member":"x","weight":1,"draining":false,"roles":0}],"roles":1,"max":1,"mean":0.3333333333333333,"max_mean":3}]`+"\n", rec.Body.String())
+		`{"member":"x","weight":1,"draining":false,"roles":0}],"roles":1,"max":1,"mean":0.3333333333333333,"max_mean":3,"moves":[]}]`+"\n", rec.Body.String())
 	assert.Equal(t, []time.Time{time.UnixMilli(1500)}, tb.asked, "the groups read at the server's clock")
+}
+
+// moveTable is a groupTable that reads moves.
+type moveTable struct {
+	*groupTable
+	moves map[string][]group.Move
+}
+
+func (m *moveTable) GroupMoves(_ context.Context, name string) ([]group.Move, error) {
+	return m.moves[name], nil
+}
+
+// GET /v1/groups shows each group's last moves, oldest first: 20 unless
+// ?moves=N says otherwise, 0 for none; a bad N is refused. A table
+// wrapped by WithSessions shows them as it does.
+func TestGroupsMoves(t *testing.T) {
+	var ms []group.Move
+	for i := range 25 {
+		ms = append(ms, group.Move{Role: codec.Role(fmt.Sprintf("r%d", i)), From: "a", To: "b", Offset: int64(i), At: 1000, Cause: group.MoveRebalance, Unheld: -1})
+	}
+	ms[24].Unheld, ms[24].Cause = 1500*time.Microsecond, group.MoveDrain
+	tb := &moveTable{groupTable: &groupTable{fakeTable: fixture(), members: map[string][]group.Member{"web": {{ID: "a", Weight: 1}}}},
+		moves: map[string][]group.Move{"web": ms}}
+	got, err := sessionGroupTable{gr: tb}.GroupMoves(context.Background(), "web")
+	require.NoError(t, err)
+	assert.Equal(t, ms, got, "WithSessions passes the moves on")
+	got, err = sessionGroupTable{gr: tb.groupTable}.GroupMoves(context.Background(), "web")
+	require.NoError(t, err)
+	assert.Empty(t, got, "from a table that reads none")
+	for _, h := range []http.Handler{newHandler(t, tb, Options{Clock: at(1500)})} {
+		var gs []groupsum.Group
+		rec := get(t, h, "/v1/groups")
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &gs))
+		require.Len(t, gs[0].Moves, DefaultMoves)
+		assert.Equal(t, codec.Role("r5"), gs[0].Moves[0].Role)
+		assert.Nil(t, gs[0].Moves[0].UnheldMS)
+
+		rec = get(t, h, "/v1/groups?moves=1")
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		assert.Contains(t, rec.Body.String(), `"moves":[{"role":"r24","from":"a","to":"b","cause":"drain","at":1000,"offset":24,"unheld_ms":1.5}]`)
+		rec = get(t, h, "/v1/groups?moves=0")
+		assert.Contains(t, rec.Body.String(), `"moves":[]`)
+		for _, bad := range []string{"x", "-1"} {
+			rec = get(t, h, "/v1/groups?moves="+bad)
+			assert.Equal(t, http.StatusBadRequest, rec.Code, bad)
+		}
+	}
 }
 
 // GET /v1/groups answers 404 from a table that reads no groups, 503 with

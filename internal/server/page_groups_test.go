@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,8 +52,9 @@ func servePage(t *testing.T, h http.Handler) *httptest.Server {
 // Chromium says there are none before any member runs, then shows the
 // three members of the group shards over 12 roles with 4 roles each and
 // the balance line, and, once one has drained, that member draining
-// with weight 0 and no role and the others 6 each, without a reload. A
-// server whose table reads no groups hides the section.
+// with weight 0 and no role and the others 6 each, and its roles' moves
+// to drain listed under the group, without a reload. A server whose
+// table reads no groups hides the section.
 func TestPageGroupsInChromium(t *testing.T) {
 	bin := chromiumBinary()
 	if bin == "" {
@@ -101,6 +103,21 @@ func TestPageGroupsInChromium(t *testing.T) {
 	var draining []string
 	require.NoError(t, page.eval(testCtx(t), `[...document.querySelectorAll("#groups tr.draining")].map(tr => tr.dataset.member)`, &draining))
 	assert.Equal(t, []string{"node-b"}, draining)
+	// Under the group, its last moves, newest last: node-b's four roles,
+	// each handed over to drain, seen as they happened.
+	var moves []string
+	drained := func() bool {
+		if len(moves) != 5 {
+			return false
+		}
+		for _, m := range moves[1:] {
+			if !strings.Contains(m, ": node-b \u2192 node-") || !strings.Contains(m, ", drain, unheld ") {
+				return false
+			}
+		}
+		return true
+	}
+	page.waitFor("the page lists node-b's drain", `[...document.querySelectorAll("#groups .group ul.moves li")].map(li => li.textContent)`, &moves, drained)
 
 	// A table that reads no groups: no section at all.
 	plain := servePage(t, newHandler(t, fixture(), Options{}))
