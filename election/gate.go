@@ -115,11 +115,12 @@ func (s gatedSource) Follow(ctx context.Context, role codec.Role) <-chan rolesta
 }
 
 // FollowNotify is the view's once role's gate is open, like Follow.
-func (s gatedSource) FollowNotify(ctx context.Context, role codec.Role, notify func()) (<-chan rolestate.State, func()) {
+func (s gatedSource) FollowNotify(ctx context.Context, role codec.Role, offer func(st rolestate.State, ok bool)) func() {
 	if s.g.wait(ctx, role) != nil {
-		return closedStates(), func() {}
+		offer(rolestate.State{}, false)
+		return func() {}
 	}
-	return s.View.FollowNotify(ctx, role, notify)
+	return s.View.FollowNotify(ctx, role, offer)
 }
 
 func closedStates() <-chan rolestate.State {

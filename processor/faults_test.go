@@ -338,12 +338,11 @@ func TestWatchWakesARoleWhenTheCandidateAheadStops(t *testing.T) {
 	go func() { defer close(done); h.r.m.prog.watch(ctx, h.src, s, h.clk) }()
 	defer func() { cancel(); <-done }()
 	woken := func() bool {
-		select {
-		case <-h.r.wake:
-			return true
-		default:
-			return false
-		}
+		h.r.inMu.Lock()
+		defer h.r.inMu.Unlock()
+		w := h.r.woken
+		h.r.woken = false
+		return w
 	}
 	h.clk.waitTimers(1)
 	h.clk.Advance(s.HeartbeatInterval) // a's heartbeat is one interval old

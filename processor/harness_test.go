@@ -351,10 +351,8 @@ func (h *harness) beat() {
 
 // takeNote hands the runner the member session's note, if there is one.
 func (h *harness) takeNote() {
-	select {
-	case n := <-h.r.note:
+	if n, ok := h.r.takeNote(); ok {
 		h.r.noted(n)
-	default:
 	}
 }
 
@@ -381,4 +379,11 @@ func (h *harness) sessionEnded() bool {
 	defer h.mu.Unlock()
 	n := len(h.beats)
 	return n > 0 && h.beats[n-1].End
+}
+
+// hasNote reports whether a note of the member session waits for r.
+func (r *runner) hasNote() bool {
+	r.inMu.Lock()
+	defer r.inMu.Unlock()
+	return r.note != nil
 }

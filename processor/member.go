@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
+	"github.com/krabka/krole/rolestate"
 )
 
 // Options configure a [Member]. The zero value is usable: default
@@ -105,6 +107,11 @@ type Member struct {
 	closing  bool
 
 	works sync.WaitGroup
+
+	// seen holds each member's session record last read by a role
+	// (sharedSeen), under seenMu.
+	seenMu sync.Mutex
+	seen   map[codec.MemberID]*rolestate.SessionSeen
 
 	// idle (tests) is called by a role's goroutine before each wait.
 	idle func(role codec.Role, until time.Time)
@@ -381,11 +388,7 @@ func (m *Member) RewriteLease(role codec.Role) error {
 	if err != nil {
 		return err
 	}
-	select {
-	case r.rewriteCh <- struct{}{}:
-	default:
-	}
-	r.resume()
+	r.askRewrite()
 	return nil
 }
 
@@ -435,13 +438,14 @@ func (m *Member) resign(ctx context.Context, role codec.Role, withdraw bool) err
 		return ErrNotRunning
 	}
 	req := make(chan error, 1)
-	if !r.ask(resignReq{q: req, withdraw: withdraw}) {
+	exited := r.ask(resignReq{q: req, withdraw: withdraw})
+	if exited == nil {
 		return ErrNotRunning
 	}
 	select {
 	case err := <-req:
 		return err
-	case <-r.exited:
+	case <-exited:
 		select {
 		case err := <-req:
 			return err
@@ -460,4 +464,31 @@ func (m *Member) emit(e Event) {
 	m.evMu.Lock()
 	defer m.evMu.Unlock()
 	m.onEvent(e)
+}
+
+// sharedSeen returns member's session record se as one value that every
+// role reading the same record shares (read only): a role's state holds
+// its lease's holder's latest record, which is the same for every role
+// the holder holds.
+func (m *Member) sharedSeen(member codec.MemberID, se rolestate.SessionSeen) *rolestate.SessionSeen {
+	m.seenMu.Lock()
+	defer m.seenMu.Unlock()
+	if p := m.seen[member]; p != nil && sameSeen(*p, se) {
+		return p
+	}
+	if m.seen == nil {
+		m.seen = map[codec.MemberID]*rolestate.SessionSeen{}
+	}
+	p := &se
+	m.seen[member] = p
+	return p
+}
+
+// sameSeen reports whether a and b are the same session record as read.
+func sameSeen(a, b rolestate.SessionSeen) bool {
+	x, y := a.Heartbeat, b.Heartbeat
+	return a.Offset == b.Offset && a.SeenAt.Equal(b.SeenAt) &&
+		x.Member == y.Member && x.Session == y.Session && x.GrantedAt == y.GrantedAt && x.Deadline == y.Deadline &&
+		x.End == y.End && x.Group == y.Group && x.Weight == y.Weight && x.Drain == y.Drain &&
+		slices.Equal(x.Excluded, y.Excluded)
 }

@@ -126,12 +126,11 @@ func TestHeartbeatObservedOncePerRound(t *testing.T) {
 		m.sess.round(context.Background())
 		for _, role := range roles {
 			r := m.runners[role]
-			select {
-			case n := <-r.note:
-				r.noted(n)
-			default:
+			n, ok := r.takeNote()
+			if !ok {
 				t.Fatalf("round %d: no word for %s", i, role)
 			}
+			r.noted(n)
 			require.Equal(t, at, r.l.vouchedAt, "round %d vouched for %s", i, role)
 		}
 	}

@@ -137,3 +137,18 @@ func (s *pollSource) Follow(ctx context.Context, role codec.Role) <-chan rolesta
 	}()
 	return out
 }
+
+// offerState sends st on ch (capacity 1) without blocking, replacing a
+// state not taken yet. Only one goroutine may send on ch.
+func offerState(ch chan rolestate.State, st rolestate.State) {
+	select {
+	case ch <- st:
+		return
+	default:
+	}
+	select {
+	case <-ch:
+	default:
+	}
+	ch <- st
+}

@@ -243,7 +243,7 @@ func TestRunResignAfterSlowWork(t *testing.T) {
 		h.clk.waitTimers(1)
 		h.clk.Set(t0.Add(time.Duration(2*i) * sec))
 		h.m.sess.round(context.Background())
-		require.Eventually(t, func() bool { return len(h.r.note) == 0 }, failsafe, time.Millisecond, "the runner takes round %d's word", i)
+		require.Eventually(t, func() bool { return !h.r.hasNote() }, failsafe, time.Millisecond, "the runner takes round %d's word", i)
 	}
 	assert.Equal(t, 5, h.beatCount(), "each round's heartbeat vouched for the role")
 	h.tr.AssertNotCalled(t, "WriteLease", mock.Anything, role, tok1, releaseOf("a", tok1))
@@ -604,7 +604,7 @@ func TestRunDeregisteredRenewsWhileWorkStops(t *testing.T) {
 				if fenced && i == 3 {
 					break
 				}
-				require.Eventually(t, func() bool { return len(h.r.note) == 0 }, failsafe, time.Millisecond, "the runner takes round %d's word", i)
+				require.Eventually(t, func() bool { return !h.r.hasNote() }, failsafe, time.Millisecond, "the runner takes round %d's word", i)
 			}
 			if !fenced {
 				h.tr.AssertNotCalled(t, "WriteLease", mock.Anything, role, tok1, releaseOf("a", tok1))

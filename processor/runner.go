@@ -42,9 +42,6 @@ type runner struct {
 	seen    *holderKey // the holder last reported by HolderChanged
 	resignQ chan error // the caller of Member.Resign waiting for this role
 
-	rewriteCh chan struct{} // capacity 1: Member.RewriteLease
-	note      chan sessNote // capacity 1: the member session's word on the held role
-	exited    chan struct{}
 	// stopping counts the role down once it no longer acts on the role,
 	// leaving, before it deregisters (stopped; see Member.Run); done is
 	// called once it has left.
@@ -52,11 +49,25 @@ type runner struct {
 	stoppedOnce atomic.Bool
 	done        func()
 
-	// resigns holds the calls of Member.Resign and Withdraw not taken yet
-	// (any goroutine, under resignMu); closed: the runner has left.
-	resignMu sync.Mutex
-	resigns  []resignReq
-	closed   bool
+	// The inbox (any goroutine, under inMu): what others hand the role,
+	// each followed by a resume. resigns: the calls of Member.Resign and
+	// Withdraw not taken yet; note: the member session's word on the held
+	// role (a loss is never replaced by a vouch); rewrite:
+	// Member.RewriteLease; woken: poke. closed: the runner has left.
+	// noteCh, while awaitWorkRenewing waits, is signalled at each note;
+	// exited, made for the first Member.Resign, is closed once it has left.
+	// state: the source's latest state not taken yet (offerState);
+	// fedEnd: the source sends no more.
+	inMu    sync.Mutex
+	resigns []resignReq
+	note    *sessNote
+	state   *rolestate.State
+	noteCh  chan struct{}
+	exited  chan struct{}
+	rewrite bool
+	woken   bool
+	fedEnd  bool
+	closed  bool
 
 	// The parked loop (any goroutine): running while a goroutine runs it
 	// or is about to; kicked, resumed meanwhile, so it looks again before
@@ -64,8 +75,9 @@ type runner struct {
 	running, kicked, live atomic.Bool
 
 	ctx        context.Context
-	updates    <-chan rolestate.State // nil: the source is polled
+	fed        bool // the source sends the role's states (follow); false: it is polled
 	stopFollow func()
+	followed   chan struct{} // closed once Follow's goroutine is done; nil without one
 	loaded     bool
 	burst      int
 	due        time.Time // the current wait's end
@@ -74,9 +86,8 @@ type runner struct {
 	inst instanceRules // one process per member id
 
 	// withdrawn: Member.Withdraw took the member out of the role's queue
-	// until Member.Rejoin; wake tells the goroutine of a Rejoin.
+	// until Member.Rejoin (which pokes the role).
 	withdrawn atomic.Bool
-	wake      chan struct{}
 }
 
 // resignReq is a call of Member.Resign (withdraw false) or Member.Withdraw.
@@ -107,12 +118,8 @@ func newRunner(m *Member, role codec.Role) *runner {
 	return &runner{
 		inst: instanceRules{m: m, role: role},
 		m:    m, role: role, l: l,
-		st:        rolestate.State{Role: role, LeaseOffset: -1},
-		rewriteCh: make(chan struct{}, 1),
-		note:      make(chan sessNote, 1),
-		exited:    make(chan struct{}),
-		wake:      make(chan struct{}, 1),
-		done:      func() {},
+		st:   rolestate.State{Role: role, LeaseOffset: -1},
+		done: func() {},
 	}
 }
 
@@ -153,11 +160,47 @@ func (r *runner) resume() {
 
 // poke wakes the role to decide again.
 func (r *runner) poke() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
+	r.inMu.Lock()
+	r.woken = true
+	r.inMu.Unlock()
 	r.resume()
+}
+
+// askRewrite is Member.RewriteLease's word: rewrite the held lease at once.
+func (r *runner) askRewrite() {
+	r.inMu.Lock()
+	r.rewrite = true
+	r.inMu.Unlock()
+	r.resume()
+}
+
+// putNote hands the runner the member session's word on the held role,
+// replacing a note not taken yet; a loss is never replaced by a vouch.
+// The session resumes the role for a loss (sessHold.tell).
+func (r *runner) putNote(n sessNote) {
+	r.inMu.Lock()
+	if r.note == nil || n.lost != "" || r.note.lost == "" {
+		r.note = &n
+	}
+	if r.noteCh != nil {
+		select {
+		case r.noteCh <- struct{}{}:
+		default:
+		}
+	}
+	r.inMu.Unlock()
+}
+
+// takeNote takes the member session's note, if there is one.
+func (r *runner) takeNote() (sessNote, bool) {
+	r.inMu.Lock()
+	n := r.note
+	r.note = nil
+	r.inMu.Unlock()
+	if n == nil {
+		return sessNote{}, false
+	}
+	return *n, true
 }
 
 // loop decides and acts until the role has nothing to do before its next
@@ -185,7 +228,7 @@ func (r *runner) loop(resumed bool) {
 				if !r.park(r.due) {
 					return
 				}
-			case r.updates == nil:
+			case !r.fed:
 				r.poll(r.ctx)
 			}
 		}
@@ -206,7 +249,7 @@ func (r *runner) loop(resumed bool) {
 			until = r.m.clk.Now().Add(r.m.s.RetryBackoff)
 		}
 		r.burst = 0
-		if r.updates == nil {
+		if !r.fed {
 			until = earliest(until, r.m.clk.Now().Add(r.m.s.HeartbeatInterval))
 		}
 		if !r.wait(until) {
@@ -234,7 +277,7 @@ func (r *runner) park(until time.Time) bool {
 			return true
 		}
 		if !r.m.clk.Now().Before(until) {
-			if r.updates == nil {
+			if !r.fed {
 				r.poll(r.ctx)
 			}
 			return true
@@ -264,60 +307,76 @@ func (r *runner) takeOne() bool {
 	select {
 	case <-r.ctx.Done():
 		return true
-	case st, ok := <-r.updates:
-		if ok {
-			r.st = st
-		} else {
-			r.updates = nil
-		}
-		return true
-	case n := <-r.note:
-		r.noted(n)
-		return true
-	case <-r.rewriteCh:
-		r.l.rewriteNow = r.l.held != nil
-		return true
-	case <-r.wake:
-		return true
 	case err := <-r.workResult():
 		r.workReturned(err)
 		return true
 	default:
 	}
-	r.resignMu.Lock()
+	r.inMu.Lock()
+	st, fedEnd := r.state, r.fedEnd && r.fed
+	n, rewrite, woken := r.note, r.rewrite, r.woken
 	var q resignReq
-	ok := len(r.resigns) > 0
-	if ok {
-		q = r.resigns[0]
+	asked := false
+	switch {
+	case st != nil:
+		r.state = nil
+	case fedEnd:
+	case n != nil:
+		r.note = nil
+	case rewrite:
+		r.rewrite = false
+	case woken:
+		r.woken = false
+	case len(r.resigns) > 0:
+		q, asked = r.resigns[0], true
 		r.resigns = r.resigns[1:]
 	}
-	r.resignMu.Unlock()
-	if ok {
+	r.inMu.Unlock()
+	switch {
+	case st != nil:
+		r.st = *st
+	case fedEnd:
+		r.fed = false
+	case n != nil:
+		r.noted(*n)
+	case rewrite:
+		r.l.rewriteNow = r.l.held != nil
+	case woken:
+	case asked:
 		r.requestResign(q)
-	}
-	return ok
-}
-
-// ask queues a call of Member.Resign or Withdraw and resumes the role; it
-// reports false when the role has left.
-func (r *runner) ask(q resignReq) bool {
-	r.resignMu.Lock()
-	if r.closed {
-		r.resignMu.Unlock()
+	default:
 		return false
 	}
-	r.resigns = append(r.resigns, q)
-	r.resignMu.Unlock()
-	r.resume()
 	return true
 }
 
+// ask queues a call of Member.Resign or Withdraw and resumes the role; it
+// returns a channel closed once the role has left, or nil when it has
+// left already.
+func (r *runner) ask(q resignReq) <-chan struct{} {
+	r.inMu.Lock()
+	if r.closed {
+		r.inMu.Unlock()
+		return nil
+	}
+	r.resigns = append(r.resigns, q)
+	if r.exited == nil {
+		r.exited = make(chan struct{})
+	}
+	exited := r.exited
+	r.inMu.Unlock()
+	r.resume()
+	return exited
+}
+
 // follow subscribes to the role's states: through the source's
-// FollowNotifier when it is one, else through a goroutine that resumes
-// the role at each state the source's Follow sends.
+// FollowNotifier when it is one, else through a goroutine that hands the
+// role each state the source's Follow sends. Either way the latest state
+// waits in the inbox (offerState), replacing one not taken yet.
 func (r *runner) follow() {
 	if fn, ok := r.m.src.(FollowNotifier); ok {
-		r.updates, r.stopFollow = fn.FollowNotify(r.ctx, r.role, r.resume)
+		r.fed = true
+		r.stopFollow = fn.FollowNotify(r.ctx, r.role, r.offerState)
 		return
 	}
 	fctx, stop := context.WithCancel(r.ctx)
@@ -326,31 +385,28 @@ func (r *runner) follow() {
 	if ch == nil {
 		return
 	}
-	out := make(chan rolestate.State, 1)
-	r.updates = out
+	r.fed = true
+	r.followed = make(chan struct{})
 	go func() {
-		defer r.resume()
-		defer close(out)
+		defer close(r.followed)
 		for st := range ch {
-			offerState(out, st)
-			r.resume()
+			r.offerState(st, true)
 		}
+		r.offerState(rolestate.State{}, false)
 	}()
 }
 
-// offerState sends st on ch (capacity 1) without blocking, replacing a
-// state not taken yet. Only one goroutine may send on ch.
-func offerState(ch chan rolestate.State, st rolestate.State) {
-	select {
-	case ch <- st:
-		return
-	default:
+// offerState hands the role the source's latest state (ok), or says that
+// the source sends no more (!ok), and resumes it. It never blocks.
+func (r *runner) offerState(st rolestate.State, ok bool) {
+	r.inMu.Lock()
+	if ok {
+		r.state = &st
+	} else {
+		r.fedEnd = true
 	}
-	select {
-	case <-ch:
-	default:
-	}
-	ch <- st
+	r.inMu.Unlock()
+	r.resume()
 }
 
 // finish ends the role's run once it has left: no resume starts it again,
@@ -358,16 +414,17 @@ func offerState(ch chan rolestate.State, st rolestate.State) {
 func (r *runner) finish() {
 	r.live.Store(false)
 	r.stopTimer()
-	r.resignMu.Lock()
+	r.inMu.Lock()
 	r.closed = true
-	r.resignMu.Unlock()
-	close(r.exited)
+	if r.exited != nil {
+		close(r.exited)
+	}
+	r.inMu.Unlock()
 	r.stopped() // at the latest
 	if r.stopFollow != nil {
 		r.stopFollow()
-		if r.updates != nil {
-			for range r.updates { // until the source's sender is done
-			}
+		if r.followed != nil {
+			<-r.followed // until the source's sender is done
 		}
 	}
 	r.done()
@@ -522,10 +579,8 @@ func (r *runner) inputs(now time.Time) {
 // in with the member session and looking up the session record of the
 // lease's holder afresh (heartbeats are not role changes).
 func (r *runner) decide(ctx context.Context, now time.Time) Action {
-	select {
-	case n := <-r.note: // a vouch does not resume the role: take it now
+	if n, ok := r.takeNote(); ok { // a vouch does not resume the role: take it now
 		r.noted(n)
-	default:
 	}
 	if r.hold != nil {
 		r.m.sess.checkIn(r.role, now)
@@ -846,7 +901,7 @@ func (r *runner) elected(ctx context.Context, start time.Time) {
 	if held.Lease.Session != nil {
 		nonce = held.Lease.Session.Nonce
 	}
-	r.m.sess.hold(r.role, held.Token, nonce, start, r.note, r.resume, cancel)
+	r.m.sess.hold(r.role, held.Token, nonce, start, r, cancel)
 	r.m.met.holder(r.role, r.m.me, true)
 	r.m.met.transition(r.role, "elected")
 	r.m.met.campaignBackoff(r.role, 0)
@@ -1019,6 +1074,15 @@ func (r *runner) awaitWorkRenewing(h *holding) {
 	if h.done == nil {
 		return
 	}
+	noted := make(chan struct{}, 1)
+	r.inMu.Lock()
+	r.noteCh = noted
+	r.inMu.Unlock()
+	defer func() {
+		r.inMu.Lock()
+		r.noteCh = nil
+		r.inMu.Unlock()
+	}()
 	for {
 		end := r.l.vouchedAt.Add(r.m.s.HeartbeatDeadline)
 		now := r.m.clk.Now()
@@ -1027,14 +1091,7 @@ func (r *runner) awaitWorkRenewing(h *holding) {
 			return
 		}
 		r.m.sess.checkIn(r.role, now)
-		t := r.m.clk.NewTimer(min(r.m.s.HeartbeatInterval, end.Sub(now)))
-		select {
-		case <-h.done:
-			t.Stop()
-			return
-		case <-t.C():
-		case n := <-r.note:
-			t.Stop()
+		if n, ok := r.takeNote(); ok {
 			if n.lost != "" {
 				if n.lost == ReasonFenced {
 					r.m.met.fenced(r.role)
@@ -1046,6 +1103,16 @@ func (r *runner) awaitWorkRenewing(h *holding) {
 			if n.vouched.After(r.l.vouchedAt) {
 				r.l.vouchedAt = n.vouched
 			}
+			continue
+		}
+		t := r.m.clk.NewTimer(min(r.m.s.HeartbeatInterval, end.Sub(now)))
+		select {
+		case <-h.done:
+			t.Stop()
+			return
+		case <-t.C():
+		case <-noted:
+			t.Stop()
 		}
 	}
 }
@@ -1302,7 +1369,7 @@ func (r *runner) refreshSession(ctx context.Context) {
 	}
 	if r.st.Session == nil || se.Offset >= r.st.Session.Offset {
 		st := r.st
-		st.Session = &se
+		st.Session = r.m.sharedSeen(l.Member, se)
 		r.st = st
 	}
 }

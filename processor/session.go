@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"container/heap"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -20,7 +21,7 @@ import (
 // session is the member's session (docs/DESIGN.md, "Why it is safe: member
 // sessions"): its goroutine (run) writes the heartbeat rounds; the runners
 // name it in their leases, hold, drop and check in through its methods,
-// and read each round's word on their note channel (runner.noted).
+// and are handed each round's word (runner.putNote, then runner.noted).
 type session struct {
 	m *Member
 
@@ -35,6 +36,13 @@ type session struct {
 	// answer vouched for (zero: none); a start at or after it is late.
 	unsettled time.Time
 	held      map[codec.Role]*sessHold
+	// due orders the held roles not expired yet by local deadline; expiry,
+	// the session's one deadline timer, fires at the earliest (expiryAt;
+	// expiryGen tells a stale firing apart).
+	due       expiries
+	expiry    Timer
+	expiryAt  time.Time
+	expiryGen uint64
 	// excluded: roles the heartbeats must not vouch for (let go without a
 	// release: their latest lease may still name the incarnation).
 	excluded map[codec.Role]struct{}
@@ -51,14 +59,24 @@ type session struct {
 
 // sessHold is a held role as the session knows it; the session alone ends
 // it, at base + HeartbeatDeadline (base: the start of the last renewal).
+// At that local deadline the session's timer cancels the holding's work
+// and marks it expired: no renewal extends it any more.
 type sessHold struct {
 	tok       codec.Token
 	base      time.Time
-	expiry    Timer              // cancels the holding's work at its local deadline
+	idx       int                // in session.due; -1 once expired or forgotten
+	expired   bool               // the local deadline passed (the timer fired)
 	checkedIn time.Time          // the runner's last check-in
-	note      chan sessNote      // capacity 1: the runner's
-	wake      func()             // resumes the runner after a note
+	to        noteSink           // the runner
 	cancel    context.CancelFunc // the holding's work context
+}
+
+// noteSink is where the session's word on a held role goes: its runner,
+// which keeps the latest note (a loss is never replaced by a vouch), and
+// resumes on resume.
+type noteSink interface {
+	putNote(n sessNote)
+	resume()
 }
 
 // sessNote is what the session tells a role's runner after a round: its
@@ -151,24 +169,23 @@ func (s *session) ensure(ctx context.Context) (codec.Session, error) {
 }
 
 // hold records that the member holds role under tok, elected at start,
-// with a lease naming the incarnation nonce; note and cancel are the
+// with a lease naming the incarnation nonce; to and cancel are the
 // runner's. An incarnation that ended meanwhile loses the holding at once.
-func (s *session) hold(role codec.Role, tok codec.Token, nonce string, start time.Time, note chan sessNote, wake func(), cancel context.CancelFunc) {
+func (s *session) hold(role codec.Role, tok codec.Token, nonce string, start time.Time, to noteSink, cancel context.CancelFunc) {
 	s.mu.Lock()
 	if s.cur.Nonce == "" || s.cur.Nonce != nonce {
 		s.mu.Unlock()
 		cancel()
-		notify(note, sessNote{lost: ReasonLeaseLost, cause: errors.New("the member session's incarnation that the lease names ended before the holding began")})
-		wake()
+		to.putNote(sessNote{lost: ReasonLeaseLost, cause: errors.New("the member session's incarnation that the lease names ended before the holding began")})
+		to.resume()
 		return
 	}
 	first := len(s.held) == 0
-	if old := s.held[role]; old != nil {
-		old.expiry.Stop()
-	}
-	h := &sessHold{tok: tok, base: start, checkedIn: start, note: note, wake: wake, cancel: cancel}
-	h.expiry = s.m.clk.AfterFunc(start.Add(s.m.s.HeartbeatDeadline).Sub(s.m.clk.Now()), cancel)
+	s.forgetLocked(role)
+	h := &sessHold{tok: tok, base: start, checkedIn: start, to: to, cancel: cancel}
+	heap.Push(&s.due, h)
 	s.held[role] = h
+	s.armLocked()
 	_, wasExcluded := s.excluded[role]
 	if wasExcluded {
 		delete(s.excluded, role)
@@ -221,20 +238,98 @@ func (s *session) extendLocked(h *sessHold, at time.Time) bool {
 	if !at.After(h.base) {
 		return true
 	}
-	if !h.expiry.Stop() {
+	if h.expired {
 		return false
 	}
 	h.base = at
-	h.expiry = s.m.clk.AfterFunc(at.Add(s.m.s.HeartbeatDeadline).Sub(s.m.clk.Now()), h.cancel)
+	heap.Fix(&s.due, h.idx)
+	s.armLocked()
 	return true
 }
 
-// forgetLocked removes role's holding and stops its deadline's timer.
+// forgetLocked removes role's holding, and its deadline from the timer's.
 func (s *session) forgetLocked(role codec.Role) {
 	if h := s.held[role]; h != nil {
-		h.expiry.Stop()
+		if h.idx >= 0 {
+			heap.Remove(&s.due, h.idx)
+			s.armLocked()
+		}
 		delete(s.held, role)
 	}
+}
+
+// armLocked sets the session's timer to the earliest local deadline of
+// the held roles, first expiring those already past it. s.mu is held.
+func (s *session) armLocked() {
+	for len(s.due) > 0 {
+		at := s.due[0].base.Add(s.m.s.HeartbeatDeadline)
+		d := at.Sub(s.m.clk.Now())
+		if d <= 0 {
+			s.expireLocked(heap.Pop(&s.due).(*sessHold))
+			continue
+		}
+		if s.expiry != nil && s.expiryAt.Equal(at) {
+			return
+		}
+		s.stopExpiryLocked()
+		s.expiryAt = at
+		gen := s.expiryGen
+		s.expiry = s.m.clk.AfterFunc(d, func() { s.expireDue(gen) })
+		return
+	}
+	s.stopExpiryLocked()
+}
+
+func (s *session) stopExpiryLocked() {
+	if s.expiry != nil {
+		s.expiry.Stop()
+		s.expiry = nil
+	}
+	s.expiryGen++ // a firing already under way is stale
+}
+
+// expireDue is the session's timer: the holdings whose local deadline
+// passed are expired, and the timer set to the next.
+func (s *session) expireDue(gen uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if gen != s.expiryGen {
+		return
+	}
+	s.expiry = nil
+	s.armLocked()
+}
+
+// expireLocked marks h past its local deadline (out of due already) and
+// cancels its work.
+func (s *session) expireLocked(h *sessHold) {
+	h.expired = true
+	h.cancel()
+}
+
+// expiries is a heap of holdings by local deadline (sessHold.base).
+type expiries []*sessHold
+
+func (e expiries) Len() int           { return len(e) }
+func (e expiries) Less(i, j int) bool { return e[i].base.Before(e[j].base) }
+func (e expiries) Swap(i, j int) {
+	e[i], e[j] = e[j], e[i]
+	e[i].idx, e[j].idx = i, j
+}
+
+func (e *expiries) Push(x any) {
+	h := x.(*sessHold)
+	h.idx = len(*e)
+	*e = append(*e, h)
+}
+
+func (e *expiries) Pop() any {
+	old := *e
+	h := old[len(old)-1]
+	old[len(old)-1] = nil
+	h.idx = -1
+	*e = old[:len(old)-1]
+	return h
 }
 
 // checkIn records that role's runner is alive at now.
@@ -324,30 +419,9 @@ func (s *session) writeEnd(ctx context.Context, end codec.Heartbeat) {
 // the runner's next decision (runner.decide takes it first), so a round
 // does not wake every held role at once.
 func (h *sessHold) tell(n sessNote) {
-	notify(h.note, n)
+	h.to.putNote(n)
 	if n.lost != "" {
-		h.wake()
-	}
-}
-
-// notify sends n on ch (capacity 1), replacing a note not taken yet; a
-// loss is never replaced by a vouch.
-func notify(ch chan sessNote, n sessNote) {
-	select {
-	case ch <- n:
-		return
-	default:
-	}
-	select {
-	case old := <-ch:
-		if old.lost != "" && n.lost == "" {
-			n = old
-		}
-	default:
-	}
-	select {
-	case ch <- n:
-	default:
+		h.to.resume()
 	}
 }
 

@@ -81,11 +81,12 @@ type sessionSettler interface {
 }
 
 // FollowNotifier is a [Source] that can follow a role without a
-// goroutine or a context per role (*view.View has it): FollowNotify is
-// Follow until stop is called, and calls notify after each state it sends
-// and once it closes the channel. notify must not block; it is called
-// with the source's locks held. ctx may end the wait before following
-// starts; its end later does not close the channel (stop does).
+// channel, a goroutine or a context per role (*view.View has it):
+// FollowNotify is Follow until stop is called, calling offer with each
+// state it would send, one call at a time, in order, then offer(_, false)
+// once instead of closing the channel. offer must not block or call the
+// source; it is called with the source's locks held. ctx may end the wait
+// before following starts; its end later does not end it (stop does).
 type FollowNotifier interface {
-	FollowNotify(ctx context.Context, role codec.Role, notify func()) (ch <-chan rolestate.State, stop func())
+	FollowNotify(ctx context.Context, role codec.Role, offer func(st rolestate.State, ok bool)) (stop func())
 }
