@@ -72,6 +72,19 @@ func TestIntegrationFailoverOfManyRolesIsSplitBySuccessor(t *testing.T) {
 	e.rec.checkFence(t)
 }
 
+// twiceAsLong is s with every duration doubled but the transaction
+// timeout: a survivor defers to another for at most a lease after that
+// one's last win, and a longer lease outlasts the stalls a loaded machine
+// (the race detector on two cores) puts between two wins.
+func twiceAsLong(s processor.Settings) processor.Settings {
+	s.LeaseDuration *= 2
+	s.HeartbeatInterval *= 2
+	s.HeartbeatDeadline *= 2
+	s.RetryBackoff *= 2
+	s.Stagger *= 2
+	return s
+}
+
 // topScore returns the member of ms with the highest split score for r:
 // the successor of a holder of r that died.
 func topScore(r codec.Role, ms ...codec.MemberID) codec.MemberID {
@@ -117,7 +130,7 @@ func TestIntegrationFirstHeartbeatFollowsTheFirstElection(t *testing.T) {
 // A member that dies holding many roles leaves them all vacant at once.
 // Its survivors split them by split score, and each takes its share one
 // role after another, more slowly than a lease in all (each AcquireEpoch
-// 300 ms late, five at a time, 40 roles a survivor); a survivor whose
+// 600 ms late, five at a time, 40 roles a survivor); a survivor whose
 // turn on another's share comes defers while that one makes progress,
 // instead of racing it. Read back from the role topic by another client:
 // every role is elected exactly once, by its successor, no survivor
@@ -132,7 +145,7 @@ func TestIntegrationMassFailoverElectsEachRoleOnce(t *testing.T) {
 
 func massFailover(t *testing.T, k, survivors int) {
 	e := newEnv(t, itTxnTimeout)
-	s := itSettings()
+	s := twiceAsLong(itSettings())
 	roles := roleNames("mass-%03d", k)
 	dying := s
 	dying.KeepOnExit = true // it writes nothing when it stops: a crash
@@ -144,7 +157,7 @@ func massFailover(t *testing.T, k, survivors int) {
 	for i := range survivors {
 		id := codec.MemberID(fmt.Sprintf("node-%c", 'b'+i))
 		own := codec.Role("own-" + string(id))
-		n := e.start(id, append([]codec.Role{own}, roles...), s, nil, slowAcquire(300*time.Millisecond))
+		n := e.start(id, append([]codec.Role{own}, roles...), s, nil, slowAcquire(600*time.Millisecond))
 		awaitElected(t, e.rec, own, n.id, time.Time{}, 10*time.Second)
 		nodes = append(nodes, n)
 	}
