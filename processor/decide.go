@@ -98,60 +98,54 @@ const noKey = math.MinInt64
 // [NewLocal] returns it for a member that has done nothing yet,
 // [Local.Observe] folds in an observation, and the Member records the
 // outcome of its actions. A Local is a value: methods return a copy.
+//
+// Its instants are [mono]s, zero for none, read as times with at(now).
 type Local struct {
-	held       *Held     // the role as this member holds it; nil when it does not
-	vouchedAt  time.Time // start of the last renewal: the local deadline is vouchedAt + HeartbeatDeadline
-	writtenAt  time.Time // when the last successful write of the held lease began
-	rewriteNow bool      // rewrite the lease at once (Member.RewriteLease: the holder's value changed)
+	held      *Held // the role as this member holds it; nil when it does not
+	vouchedAt mono  // start of the last renewal: the local deadline is vouchedAt + HeartbeatDeadline
+	writtenAt mono  // when the last successful write of the held lease began
 
-	registered   int64     // offset of its live registration as it knows it; -1 none
-	registeredAt time.Time // when it wrote registered; zero when adopted from the state
-	deregistered int64     // highest offset of an own registration it deregistered; -1 none
+	registered   int64 // offset of its live registration as it knows it; -1 none
+	registeredAt mono  // when it wrote registered; zero when adopted from the state
+	deregistered int64 // highest offset of an own registration it deregistered; -1 none
 
 	// The lease record last seen and when this member first saw it, on its
 	// own clock: expiry counts from here.
 	leaseOff  int64
-	leaseSeen time.Time
+	leaseSeen mono
 	// Likewise the session record of the lease's holder (see beatSeenAt).
 	beatOff  int64
-	beatSeen time.Time
+	beatSeen mono
 
-	vacantSince time.Time // when it first observed the current vacancy
-	vacantKey   int64     // the vacancy: offset of the lease that ended, -1 never held, noKey none
+	vacantSince mono  // when it first observed the current vacancy
+	vacantKey   int64 // the vacancy: offset of the lease that ended, -1 never held, noKey none
 	// Rule 7: aheadLive, until when a candidate ranked ahead counts as
 	// alive (zero: none); aheadWon, when one was last seen taking a role.
-	aheadLive, aheadWon time.Time
-	// aheadAt: the last look-up; lookAhead: the source can tell (rule 7).
-	aheadAt   time.Time
-	lookAhead bool
+	aheadLive, aheadWon mono
+	// aheadAt: the last look-up (rule 7).
+	aheadAt mono
 
 	// lostAt, lostOff: when this member was fenced or lost a challenge
 	// race, and the lease offset its state showed then (rule 6); zero
 	// when there is no such loss.
-	lostAt  time.Time
+	lostAt  mono
 	lostOff int64
 
 	// retiredTok: the token rule 5 lets this member take its own lease
 	// back under; nil otherwise.
 	retiredTok *codec.Token
 
-	// regHeld: the view has shown this member's registration during the
-	// holding, so its removal is an operator's step-down (rule 2).
-	regHeld bool
-
-	confAt   time.Time // when the last confirmation was taken; zero for none
-	confOpen int64     // its Confirmed.OpenProducerID
-	confOff  int64     // its Confirmed.OpenOffset
+	confAt   mono  // when the last confirmation was taken; zero for none
+	confOpen int64 // its Confirmed.OpenProducerID
+	confOff  int64 // its Confirmed.OpenOffset
 	// openSince: when a confirmation first showed the open transaction at
-	// (confOpen, confOff), zero for none; moved: readers moved between the
-	// last two confirmations (rule 8).
-	openSince time.Time
-	moved     bool
+	// (confOpen, confOff), zero for none (rule 8).
+	openSince mono
 
-	retryAt  time.Time // when to try again after a failed call; zero after a success
-	failures int       // consecutive failed calls
+	retryAt  mono // when to try again after a failed call; zero after a success
+	failures int  // consecutive failed calls
 
-	campaignAt time.Time // no campaigning before this (work failed)
+	campaignAt mono // no campaigning before this (work failed)
 
 	resign Reason // a resignation asked for, or ""
 
@@ -160,23 +154,31 @@ type Local struct {
 	instance string
 
 	// What the Member learned outside the role's state (rule 0; see
-	// runner.inputs); jitter spreads the roles waiting on paused campaigns
-	// over [0, HeartbeatInterval).
-	tokenErr     error
-	instanceSays bool
-	instanceAct  Action
-	withdrawn    bool
-	pausedUntil  time.Time
-	jitter       time.Duration
+	// runner.inputs): instanceAct is the instance rules' verdict when
+	// they decide, nil otherwise; jitter spreads the roles waiting on
+	// paused campaigns over [0, HeartbeatInterval).
+	tokenErr    error
+	instanceAct *Action
+	pausedUntil mono
+	jitter      time.Duration
 
 	// A member of a [Group] (rule 0): group is set; order is the role's
 	// candidates in the group's order, nil before the first plan or
 	// when this member is not among the live members; handOver names the
 	// member the plan gives the held role to; draining, Member.Drain.
 	group    bool
+	draining bool
 	order    []codec.MemberID
 	handOver codec.MemberID
-	draining bool
+
+	// The flags, together (a bool alone takes a word): rewriteNow,
+	// rewrite the lease at once (Member.RewriteLease: the holder's value
+	// changed); lookAhead, the source can tell whether the candidates
+	// ahead are alive (rule 7); regHeld, the view has shown this member's
+	// registration during the holding, so its removal is an operator's
+	// step-down (rule 2); moved, readers moved between the last two
+	// confirmations (rule 8); withdrawn, Member.Withdraw (rule 0).
+	rewriteNow, lookAhead, regHeld, moved, withdrawn bool
 }
 
 // withInstance returns l for a member whose registrations carry instance:
@@ -191,6 +193,35 @@ func NewLocal() Local {
 	return Local{registered: -1, deregistered: -1, leaseOff: -1, beatOff: -1, vacantKey: noKey, lostOff: noKey, confOpen: -1, confOff: -1}
 }
 
+// mono is an instant on the member's clock as nanoseconds since monoEpoch,
+// zero for none: Local keeps its instants so, in 8 bytes rather than a
+// time.Time's 24. A system clock's reading keeps its monotonic reading
+// (monoOf subtracts, at adds), and every real instant is after monoEpoch,
+// so monos order as the times they stand for, none first as the zero
+// time is.
+type mono int64
+
+// monoEpoch is a century before the process started, with its monotonic
+// reading (times up to two centuries later fit a mono).
+var monoEpoch = time.Now().Add(-100 * 365 * 24 * time.Hour)
+
+// monoOf returns t as a mono; the zero time is none.
+func monoOf(t time.Time) mono {
+	if t.IsZero() {
+		return 0
+	}
+	return mono(t.Sub(monoEpoch)) + 1
+}
+
+// at returns m as a time on now's clock (its monotonic reading and
+// location), the zero time for none.
+func (m mono) at(now time.Time) time.Time {
+	if m == 0 {
+		return time.Time{}
+	}
+	return now.Add(time.Duration(m - monoOf(now)))
+}
+
 // Held returns the role as this member holds it, nil when it does not.
 func (l Local) Held() *Held { return l.held }
 
@@ -202,13 +233,13 @@ func (l Local) Held() *Held { return l.held }
 func (l Local) Observe(st rolestate.State, me codec.MemberID, now time.Time) Local {
 	if c, ok := candidate(st, me); ok && c.Offset > l.deregistered && c.Offset > l.registered &&
 		(l.instance == "" || c.Instance == "" || c.Instance == l.instance) {
-		l.registered, l.registeredAt = c.Offset, time.Time{}
+		l.registered, l.registeredAt = c.Offset, 0
 	}
-	if st.LeaseOffset != l.leaseOff || l.leaseSeen.IsZero() {
-		l.leaseOff, l.leaseSeen = st.LeaseOffset, now
+	if st.LeaseOffset != l.leaseOff || l.leaseSeen == 0 {
+		l.leaseOff, l.leaseSeen = st.LeaseOffset, monoOf(now)
 	}
-	if se := st.Session; se != nil && (se.Offset != l.beatOff || l.beatSeen.IsZero()) {
-		l.beatOff, l.beatSeen = se.Offset, beatSeenAt(se, now)
+	if se := st.Session; se != nil && (se.Offset != l.beatOff || l.beatSeen == 0) {
+		l.beatOff, l.beatSeen = se.Offset, monoOf(beatSeenAt(se, now))
 	}
 	if c, ok := candidate(st, me); l.held == nil {
 		l.regHeld = false
@@ -218,9 +249,9 @@ func (l Local) Observe(st rolestate.State, me codec.MemberID, now time.Time) Loc
 	key, vacant, _ := l.vacancy(st, me, now)
 	switch {
 	case l.held != nil || !vacant:
-		l.vacantSince, l.vacantKey, l.aheadLive, l.aheadWon = time.Time{}, noKey, time.Time{}, time.Time{}
-	case l.vacantKey != key || l.vacantSince.IsZero():
-		l.vacantSince, l.vacantKey, l.aheadLive, l.aheadWon = now, key, time.Time{}, time.Time{}
+		l.vacantSince, l.vacantKey, l.aheadLive, l.aheadWon = 0, noKey, 0, 0
+	case l.vacantKey != key || l.vacantSince == 0:
+		l.vacantSince, l.vacantKey, l.aheadLive, l.aheadWon = monoOf(now), key, 0, 0
 	}
 	return l
 }
@@ -228,27 +259,27 @@ func (l Local) Observe(st rolestate.State, me codec.MemberID, now time.Time) Loc
 // withAheadLive records a look-up of rule 7 at now: a candidate ahead is
 // alive until until, and one was last seen taking a role at won.
 func (l Local) withAheadLive(now, until, won time.Time) Local {
-	l.aheadAt, l.aheadLive, l.aheadWon = now, until, won
+	l.aheadAt, l.aheadLive, l.aheadWon = monoOf(now), monoOf(until), monoOf(won)
 	return l
 }
 
 // Confirmed returns l with a confirmation taken at now: c is what
 // [Source].Confirm returned (its State is not kept here; see rule 8).
 func (l Local) Confirmed(now time.Time, c rolestate.Confirmed) Local {
-	recent := !l.confAt.IsZero() && now.Sub(l.confAt) < maxConfirmGap
+	recent := l.confAt != 0 && now.Sub(l.confAt.at(now)) < maxConfirmGap
 	switch {
 	case c.OpenProducerID < 0:
-		l.openSince, l.moved = time.Time{}, false
-	case recent && l.confOpen == c.OpenProducerID && l.confOff == c.OpenOffset && !l.openSince.IsZero():
+		l.openSince, l.moved = 0, false
+	case recent && l.confOpen == c.OpenProducerID && l.confOff == c.OpenOffset && l.openSince != 0:
 		l.moved = false // the same transaction, still open: readers frozen since openSince
 	default:
 		// A transaction not seen open before. Readers moved since the
 		// last confirmation if that one, taken recently, stopped at
 		// another offset.
 		l.moved = recent && l.confOpen >= 0 && l.confOff != c.OpenOffset
-		l.openSince = now
+		l.openSince = monoOf(now)
 	}
-	l.confAt, l.confOpen, l.confOff = now, c.OpenProducerID, c.OpenOffset
+	l.confAt, l.confOpen, l.confOff = monoOf(now), c.OpenProducerID, c.OpenOffset
 	return l
 }
 
@@ -354,8 +385,8 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 		}
 		return Action{Kind: DoStepDown, Revoke: ReasonFenced, Reason: "the transport forgot the holding's token: a write under it was fenced"}
 	}
-	if l.instanceSays {
-		return l.instanceAct
+	if l.instanceAct != nil {
+		return *l.instanceAct
 	}
 	if l.withdrawn && l.held == nil && l.resign == "" {
 		return Action{Kind: DoWait, Until: now.Add(time.Hour), Reason: "withdrawn from the role: not campaigning until Rejoin"}
@@ -377,7 +408,7 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 		}
 	}
 	if h := l.held; h != nil {
-		expiry := l.vouchedAt.Add(s.HeartbeatDeadline)
+		expiry := l.vouchedAt.at(now).Add(s.HeartbeatDeadline)
 		if !now.Before(expiry) {
 			return Action{Kind: DoStepDown, Revoke: ReasonLeaseLost,
 				Reason: fmt.Sprintf("no successful renewal within the heartbeat deadline %v", s.HeartbeatDeadline)}
@@ -395,16 +426,17 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 			return Action{Kind: DoRegister,
 				Reason: "holding, but not a candidate since before this holding (" + why + "): registering again"}
 		}
-		if l.rewriteNow && !now.Before(l.retryAt) {
+		retryAt := l.retryAt.at(now)
+		if l.rewriteNow && !now.Before(retryAt) {
 			return Action{Kind: DoRewriteLease, Reason: "asked to rewrite the lease at once (the holder's value changed)"}
 		}
-		written := l.writtenAt
+		written := l.writtenAt.at(now)
 		if written.IsZero() {
-			written = l.vouchedAt // not known apart: the last renewal was a write
+			written = l.vouchedAt.at(now) // not known apart: the last renewal was a write
 		}
 		rewrite := written.Add(LeaseRewriteInterval)
-		if l.retryAt.After(rewrite) {
-			rewrite = l.retryAt
+		if retryAt.After(rewrite) {
+			rewrite = retryAt
 		}
 		if !now.Before(rewrite) {
 			return Action{Kind: DoRewriteLease, Reason: "the lease rewrite interval passed (it keeps the role's transactional id from expiring)"}
@@ -412,16 +444,16 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 		// The session's heartbeats renew the holding; the role checks in at
 		// least every HeartbeatInterval, or the session stops vouching.
 		next := now.Add(s.HeartbeatInterval)
-		if l.rewriteNow && l.retryAt.Before(next) {
-			next = l.retryAt
+		if l.rewriteNow && retryAt.Before(next) {
+			next = retryAt
 		}
 		return Action{Kind: DoWait, Until: earliest(next, expiry, rewrite), Reason: "holding; renewed by the member session"}
 	}
-	if now.Before(l.retryAt) {
-		return Action{Kind: DoWait, Until: l.retryAt, Reason: fmt.Sprintf("backing off after %d failures", l.failures)}
+	if retryAt := l.retryAt.at(now); now.Before(retryAt) {
+		return Action{Kind: DoWait, Until: retryAt, Reason: fmt.Sprintf("backing off after %d failures", l.failures)}
 	}
-	if now.Before(l.campaignAt) {
-		return Action{Kind: DoWait, Until: l.campaignAt, Reason: "work failed; backing off before campaigning again"}
+	if campaignAt := l.campaignAt.at(now); now.Before(campaignAt) {
+		return Action{Kind: DoWait, Until: campaignAt, Reason: "work failed; backing off before campaigning again"}
 	}
 	if !l.group {
 		switch status, until, why := l.registration(st, me, now, s); status {
@@ -438,13 +470,13 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 				st.Lease.Member, st.Lease.Token, expiry.Sub(now))}
 	}
 	own := l.ownRetired(st, me)
-	if !own && !l.lostAt.IsZero() && st.LeaseOffset <= l.lostOff {
-		if until := l.lostAt.Add(s.LeaseDuration); now.Before(until) {
+	if !own && l.lostAt != 0 && st.LeaseOffset <= l.lostOff {
+		if until := l.lostAt.at(now).Add(s.LeaseDuration); now.Before(until) {
 			return Action{Kind: DoWait, Until: until,
 				Reason: fmt.Sprintf("fenced or lost a challenge; waiting for a lease newer than offset %d", l.lostOff)}
 		}
 	}
-	since := l.vacantSince
+	since := l.vacantSince.at(now)
 	if since.IsZero() {
 		since = now
 	}
@@ -463,21 +495,22 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 	if now.Before(myTurn) {
 		return Action{Kind: DoWait, Until: myTurn, Reason: fmt.Sprintf("vacant; rank %d waits its turn", rank)}
 	}
-	if rank > 0 && now.Before(l.aheadLive) {
+	if aheadLive := l.aheadLive.at(now); rank > 0 && now.Before(aheadLive) {
 		from := myTurn
-		if l.aheadWon.After(from) {
-			from = l.aheadWon
+		if won := l.aheadWon.at(now); won.After(from) {
+			from = won
 		}
-		if at := earliest(l.aheadLive, from.Add(s.LeaseDuration)); now.Before(at) {
+		if at := earliest(aheadLive, from.Add(s.LeaseDuration)); now.Before(at) {
 			return Action{Kind: DoWait, Until: at, Deferring: from.Add(s.LeaseDuration),
 				Reason: fmt.Sprintf("vacant; rank %d defers to a live candidate ranked ahead of it while it takes roles, until %v at most", rank, from.Add(s.LeaseDuration))}
 		}
 	}
-	if fresh := !l.confAt.IsZero() && !now.Before(l.confAt) && now.Before(l.confAt.Add(s.HeartbeatInterval)); fresh && l.heldBack(st) {
-		switch until := l.confAt.Add(s.RetryBackoff); {
-		case !l.openSince.Equal(l.confAt):
-			return Action{Kind: DoWait, Until: l.confAt.Add(s.HeartbeatInterval),
-				Reason: fmt.Sprintf("looks vacant, but readers of the partition are held back by an open transaction of producer %d since %v; not judging expiry on frozen time", l.confOpen, l.openSince)}
+	confAt := l.confAt.at(now)
+	if fresh := !confAt.IsZero() && !now.Before(confAt) && now.Before(confAt.Add(s.HeartbeatInterval)); fresh && l.heldBack(st) {
+		switch until := confAt.Add(s.RetryBackoff); {
+		case l.openSince != l.confAt:
+			return Action{Kind: DoWait, Until: confAt.Add(s.HeartbeatInterval),
+				Reason: fmt.Sprintf("looks vacant, but readers of the partition are held back by an open transaction of producer %d since %v; not judging expiry on frozen time", l.confOpen, l.openSince.at(now))}
 		case now.Before(until):
 			// First seen: maybe a transaction in flight for
 			// milliseconds. Confirm again shortly (rule 8).
@@ -485,11 +518,11 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 				Reason: fmt.Sprintf("looks vacant, but an open transaction of producer %d holds readers of the partition back; confirming again to see whether it ends", l.confOpen)}
 		}
 	}
-	if !l.confAt.Equal(now) {
-		if rank > 0 && l.lookAhead && !l.aheadAt.Equal(now) {
+	if !confAt.Equal(now) {
+		if rank > 0 && l.lookAhead && !l.aheadAt.at(now).Equal(now) {
 			return Action{Kind: DoLookAhead, Reason: fmt.Sprintf("vacant; rank %d looks up the candidates ahead before it confirms", rank)}
 		}
-		if now.Before(l.pausedUntil) {
+		if now.Before(l.pausedUntil.at(now)) {
 			return Action{Kind: DoWait, Until: now.Add(s.HeartbeatInterval/2 + l.jitter), paused: true,
 				Reason: "campaigns paused after a challenge timed out: registered, not campaigning"}
 		}
@@ -520,8 +553,8 @@ func (l Local) registration(st rolestate.State, me codec.MemberID, now time.Time
 		return regMissing, time.Time{}, "not registered"
 	case maxOffset(st) > l.registered:
 		return regMissing, time.Time{}, fmt.Sprintf("registration at offset %d was pruned", l.registered)
-	case !l.registeredAt.IsZero() && now.Before(l.registeredAt.Add(s.LeaseDuration)):
-		return regPending, l.registeredAt.Add(s.LeaseDuration), fmt.Sprintf("registration at offset %d not in the view yet", l.registered)
+	case l.registeredAt != 0 && now.Before(l.registeredAt.at(now).Add(s.LeaseDuration)):
+		return regPending, l.registeredAt.at(now).Add(s.LeaseDuration), fmt.Sprintf("registration at offset %d not in the view yet", l.registered)
 	}
 	return regMissing, time.Time{}, fmt.Sprintf("registration at offset %d never showed in the view", l.registered)
 }
@@ -536,7 +569,7 @@ func (l Local) vacancy(st rolestate.State, me codec.MemberID, now time.Time) (ke
 	if st.Lease.Released() || l.ownRetired(st, me) {
 		return st.LeaseOffset, true, time.Time{}
 	}
-	seen := l.leaseSeen
+	seen := l.leaseSeen.at(now)
 	if l.leaseOff != st.LeaseOffset || seen.IsZero() {
 		seen = now // not observed before: it counts from now
 	}
@@ -546,7 +579,7 @@ func (l Local) vacancy(st rolestate.State, me codec.MemberID, now time.Time) (ke
 		// The holder stopped acting on the role before it wrote that.
 		return st.LeaseOffset, true, time.Time{}
 	case rolestate.Vouched:
-		beat := l.beatSeen
+		beat := l.beatSeen.at(now)
 		if l.beatOff != st.Session.Offset || beat.IsZero() {
 			beat = beatSeenAt(st.Session, now)
 		}

@@ -31,20 +31,20 @@ func local(off int64) Local {
 // seenAt returns l having first observed the lease record at offset off at
 // at (its own clock).
 func seenAt(l Local, off int64, at time.Time) Local {
-	l.leaseOff, l.leaseSeen = off, at
+	l.leaseOff, l.leaseSeen = off, monoOf(at)
 	return l
 }
 
 // vacantFrom returns l having first observed the vacancy key at since.
 func vacantFrom(l Local, key int64, since time.Time) Local {
-	l.vacantSince, l.vacantKey = since, key
+	l.vacantSince, l.vacantKey = monoOf(since), key
 	return l
 }
 
 func holder(tok codec.Token, vouchedAt time.Time) Local {
 	l := local(0)
 	l.held = &Held{Role: role, Member: "me", Token: tok, Lease: *leaseOf("me", tok, vouchedAt, 10*time.Second)}
-	l.vouchedAt = vouchedAt
+	l.vouchedAt = monoOf(vouchedAt)
 	return l
 }
 
@@ -81,16 +81,16 @@ func TestDecide(t *testing.T) {
 			open: unconfirmed, want: DoConfirm},
 		{name: "first election: sole candidate challenges once confirmed", st: state(role, nil, 0, "me", 0), l: local(0), now: t0, open: -1, want: DoChallenge},
 		{name: "registration on its way to the view waits",
-			st: state(role, nil, 0), l: func() Local { l := local(5); l.registeredAt = t0; return l }(),
+			st: state(role, nil, 0), l: func() Local { l := local(5); l.registeredAt = monoOf(t0); return l }(),
 			now: t0.Add(sec), want: DoWait, until: t0.Add(10 * sec)},
 		{name: "registration not seen for a lease registers again",
-			st: state(role, nil, 0), l: func() Local { l := local(5); l.registeredAt = t0; return l }(),
+			st: state(role, nil, 0), l: func() Local { l := local(5); l.registeredAt = monoOf(t0); return l }(),
 			now: t0.Add(10 * sec), want: DoRegister},
 		{name: "pruned: newer records but not our registration",
-			st: state(role, nil, 0, "x", 9), l: func() Local { l := local(5); l.registeredAt = t0; return l }(),
+			st: state(role, nil, 0, "x", 9), l: func() Local { l := local(5); l.registeredAt = monoOf(t0); return l }(),
 			now: t0.Add(sec), want: DoRegister},
 		{name: "stale own registration in the view does not count",
-			st: state(role, nil, 0, "me", 3), l: func() Local { l := local(7); l.registeredAt = t0; l.deregistered = 3; return l }(),
+			st: state(role, nil, 0, "me", 3), l: func() Local { l := local(7); l.registeredAt = monoOf(t0); l.deregistered = 3; return l }(),
 			now: t0, want: DoWait, until: t0.Add(10 * sec)},
 		{name: "deregistered own registration still in the view: register",
 			st: state(role, nil, 0, "me", 3), l: func() Local { l := NewLocal(); l.deregistered = 3; return l }(),
@@ -221,19 +221,19 @@ func TestDecide(t *testing.T) {
 		// Losses.
 		{name: "fenced: leaves the lease it saw alone until a newer one shows",
 			st:  state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 1, "a", 2),
-			l:   func() Local { l := seenAt(local(1), 4, t0); l.lostAt, l.lostOff = t0.Add(3*sec), 4; return l }(),
+			l:   func() Local { l := seenAt(local(1), 4, t0); l.lostAt, l.lostOff = monoOf(t0.Add(3*sec)), 4; return l }(),
 			now: t0.Add(10 * sec), want: DoWait, until: t0.Add(13 * sec)},
 		{name: "lost a race with no lease: leaves the vacancy alone for a lease",
 			st:  state(role, nil, 0, "me", 1),
-			l:   func() Local { l := local(1); l.lostAt, l.lostOff = t0, -1; return l }(),
+			l:   func() Local { l := local(1); l.lostAt, l.lostOff = monoOf(t0), -1; return l }(),
 			now: t0.Add(sec), want: DoWait, until: t0.Add(10 * sec)},
 		{name: "lost a race a lease ago and no newer lease showed: confirms, then may challenge",
 			st:  state(role, nil, 0, "me", 1),
-			l:   func() Local { l := local(1); l.lostAt, l.lostOff = t0, -1; return l }(),
+			l:   func() Local { l := local(1); l.lostAt, l.lostOff = monoOf(t0), -1; return l }(),
 			now: t0.Add(10 * sec), open: -1, want: DoChallenge},
 		{name: "fenced, and a newer lease showed and expired: the normal rules",
 			st:  state(role, leaseOf("a", tok2, t0, 10*sec), 6, "me", 1, "a", 2),
-			l:   func() Local { l := seenAt(local(1), 6, t0); l.lostAt, l.lostOff = t0, 4; return l }(),
+			l:   func() Local { l := seenAt(local(1), 6, t0); l.lostAt, l.lostOff = monoOf(t0), 4; return l }(),
 			now: t0.Add(10 * sec), open: -1, want: DoChallenge, prune: []codec.MemberID{"a"}},
 
 		// Retired tokens.
@@ -253,11 +253,11 @@ func TestDecide(t *testing.T) {
 		// Backoffs.
 		{name: "backing off after a failure",
 			st:  state(role, nil, 0, "me", 1),
-			l:   func() Local { l := local(1); l.retryAt, l.failures = t0.Add(sec), 1; return l }(),
+			l:   func() Local { l := local(1); l.retryAt, l.failures = monoOf(t0.Add(sec)), 1; return l }(),
 			now: t0, want: DoWait, until: t0.Add(sec)},
 		{name: "backing off campaigning after work failed",
 			st:  state(role, nil, 0),
-			l:   func() Local { l := NewLocal(); l.campaignAt = t0.Add(8 * sec); return l }(),
+			l:   func() Local { l := NewLocal(); l.campaignAt = monoOf(t0.Add(8 * sec)); return l }(),
 			now: t0, want: DoWait, until: t0.Add(8 * sec)},
 
 		// The holder.
@@ -268,7 +268,7 @@ func TestDecide(t *testing.T) {
 			st: state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 0),
 			l: func() Local {
 				l := holder(tok1, t0.Add(LeaseRewriteInterval-sec)) // vouched for by a heartbeat a second ago
-				l.writtenAt = t0
+				l.writtenAt = monoOf(t0)
 				return l
 			}(),
 			now: t0.Add(LeaseRewriteInterval), want: DoRewriteLease},
@@ -281,7 +281,7 @@ func TestDecide(t *testing.T) {
 			l: func() Local {
 				l := holder(tok1, t0)
 				l.rewriteNow = true
-				l.retryAt, l.failures = t0.Add(2500*time.Millisecond), 1
+				l.retryAt, l.failures = monoOf(t0.Add(2500*time.Millisecond)), 1
 				return l
 			}(),
 			now: t0.Add(2 * sec), want: DoWait, until: t0.Add(2500 * time.Millisecond)},
@@ -325,7 +325,7 @@ func TestDecide(t *testing.T) {
 func TestObserveAdoptsOwnRegistration(t *testing.T) {
 	l := NewLocal().Observe(state(role, nil, 0, "a", 1, "me", 4), "me", t0)
 	assert.Equal(t, int64(4), l.registered)
-	assert.True(t, l.registeredAt.IsZero())
+	assert.True(t, l.registeredAt == 0)
 
 	// A registration it deregistered itself is not adopted again.
 	l = NewLocal()
@@ -337,27 +337,27 @@ func TestObserveAdoptsOwnRegistration(t *testing.T) {
 func TestObserveKeepsVacancyUntilANewLease(t *testing.T) {
 	old := leaseOf("x", tok1, t0.Add(-10*time.Second), 10*time.Second)
 	l := NewLocal().Observe(state(role, old, 4, "x", 1, "me", 2), "me", t0)
-	assert.True(t, l.vacantSince.IsZero(), "a lease first observed now is live for its span, whatever its deadline says")
+	assert.True(t, l.vacantSince == 0, "a lease first observed now is live for its span, whatever its deadline says")
 	l = l.Observe(state(role, old, 4, "x", 1, "me", 2), "me", t0.Add(10*time.Second))
-	assert.Equal(t, t0.Add(10*time.Second), l.vacantSince)
+	assert.Equal(t, monoOf(t0.Add(10*time.Second)), l.vacantSince)
 	// Candidates come and go: the same vacancy.
 	l = l.Observe(state(role, old, 4, "me", 2), "me", t0.Add(11*time.Second))
-	assert.Equal(t, t0.Add(10*time.Second), l.vacantSince)
+	assert.Equal(t, monoOf(t0.Add(10*time.Second)), l.vacantSince)
 	// A new lease ends the vacancy; its expiry is a new one.
 	live := leaseOf("y", tok2, t0.Add(12*time.Second), 10*time.Second)
 	l = l.Observe(state(role, live, 7, "me", 2), "me", t0.Add(12*time.Second))
-	assert.True(t, l.vacantSince.IsZero())
+	assert.True(t, l.vacantSince == 0)
 	l = l.Observe(state(role, live, 7, "me", 2), "me", t0.Add(22*time.Second))
-	assert.Equal(t, t0.Add(22*time.Second), l.vacantSince)
+	assert.Equal(t, monoOf(t0.Add(22*time.Second)), l.vacantSince)
 	assert.Equal(t, int64(7), l.vacantKey)
 	// What it knew of the candidates ahead in one vacancy is not carried
 	// into the next.
 	l = l.withAheadLive(time.Time{}, t0.Add(time.Minute), t0)
 	l = l.Observe(state(role, live, 7, "me", 2), "me", t0.Add(23*time.Second))
-	assert.Equal(t, t0.Add(time.Minute), l.aheadLive, "the same vacancy")
+	assert.Equal(t, monoOf(t0.Add(time.Minute)), l.aheadLive, "the same vacancy")
 	l = l.Observe(state(role, leaseOf("y", tok2, t0.Add(23*time.Second), 10*time.Second), 9, "me", 2), "me", t0.Add(23*time.Second))
-	assert.True(t, l.aheadLive.IsZero(), "a new lease ends the vacancy")
-	assert.True(t, l.aheadWon.IsZero(), "a new lease ends the vacancy")
+	assert.True(t, l.aheadLive == 0, "a new lease ends the vacancy")
+	assert.True(t, l.aheadWon == 0, "a new lease ends the vacancy")
 }
 
 func TestReleaseLease(t *testing.T) {
@@ -400,8 +400,8 @@ func TestDecideInputs(t *testing.T) {
 	assert.Equal(t, DoWait, Decide(held, "me", withToken(nil), t0.Add(sec), s).Kind)
 
 	l := local(0)
-	l.instanceSays, l.instanceAct = true, Action{Kind: DoRegister, Reason: "answer"}
-	assert.Equal(t, l.instanceAct, Decide(state(role, nil, 0, "me", 0), "me", l, t0, s), "the instance rules' verdict as it is")
+	l.instanceAct = &Action{Kind: DoRegister, Reason: "answer"}
+	assert.Equal(t, *l.instanceAct, Decide(state(role, nil, 0, "me", 0), "me", l, t0, s), "the instance rules' verdict as it is")
 
 	l = local(0)
 	l.withdrawn = true
@@ -419,11 +419,11 @@ func TestDecideInputs(t *testing.T) {
 	assert.False(t, a.Deferring.IsZero())
 
 	l = l.withAheadLive(now, time.Time{}, time.Time{})
-	l.pausedUntil, l.jitter = now.Add(sec), 100*time.Millisecond
+	l.pausedUntil, l.jitter = monoOf(now.Add(sec)), 100*time.Millisecond
 	a = Decide(vacant, "me", l, now, s)
 	assert.Equal(t, DoWait, a.Kind, "campaigns paused")
 	assert.True(t, a.paused)
 	assert.Equal(t, now.Add(s.HeartbeatInterval/2+100*time.Millisecond), a.Until)
-	l.aheadAt = now.Add(sec)
+	l.aheadAt = monoOf(now.Add(sec))
 	assert.Equal(t, DoConfirm, Decide(vacant, "me", l, now.Add(sec), s).Kind, "resumed")
 }

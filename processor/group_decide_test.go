@@ -40,7 +40,7 @@ func TestDecideGroup(t *testing.T) {
 	a = Decide(vacant, "me", l, t0, s)
 	require.Equal(t, DoWait, a.Kind, a.Reason)
 	assert.Equal(t, t0.Add(s.Stagger), a.Until)
-	l.confAt = t0.Add(s.Stagger)
+	l.confAt = monoOf(t0.Add(s.Stagger))
 	a = Decide(vacant, "me", l, t0.Add(s.Stagger), s)
 	require.Equal(t, DoChallenge, a.Kind, a.Reason)
 	assert.Empty(t, a.Prune, "a group prunes nobody")

@@ -104,8 +104,8 @@ type instanceRules struct {
 
 	minted       []codec.Token  // tokens this process minted for the role
 	baseLeaseOff int64          // the role's lease offset when this process first read it
-	ownSeenAt    time.Time      // when the view first showed this process's own registration
-	reassertedAt time.Time      // when it last registered again to answer another instance
+	ownSeenAt    mono           // when the view first showed this process's own registration
+	reassertedAt mono           // when it last registered again to answer another instance
 	watch        *instanceWatch // another instance's registration watched at the start
 }
 
@@ -137,8 +137,8 @@ func (ir *instanceRules) verdict(st rolestate.State, registered int64, holding b
 		return inUse(other, fmt.Sprintf("it wrote a lease under token %s, which this process did not mint", l.Token))
 	}
 	c, ok := candidate(st, ir.m.me)
-	if ok && c.Instance == ir.m.inst && c.Offset == registered && ir.ownSeenAt.IsZero() {
-		ir.ownSeenAt = now
+	if ok && c.Instance == ir.m.inst && c.Offset == registered && ir.ownSeenAt == 0 {
+		ir.ownSeenAt = monoOf(now)
 	}
 	if w := ir.watch; w != nil {
 		switch {
@@ -161,7 +161,7 @@ func (ir *instanceRules) verdict(st rolestate.State, registered int64, holding b
 	if !ok || c.Instance == "" || c.Instance == ir.m.inst || c.Offset <= registered {
 		return Action{}, false
 	}
-	if registered < 0 && ir.ownSeenAt.IsZero() && !holding {
+	if registered < 0 && ir.ownSeenAt == 0 && !holding {
 		// At the start (or never registered yet): watch it for a lease.
 		ir.watch = &instanceWatch{other: c.Instance, from: now, regOff: c.Offset, leaseOff: st.LeaseOffset}
 		ir.logger().Info("another instance's registration of this member id: watching it for a lease before taking the id over",
@@ -171,13 +171,13 @@ func (ir *instanceRules) verdict(st rolestate.State, registered int64, holding b
 	// A newcomer: registering again refuses it, if this process has been
 	// the id's live instance for a lease and not answered within one;
 	// otherwise this process leaves.
-	if ir.ownSeenAt.IsZero() || now.Sub(ir.ownSeenAt) < ir.m.s.LeaseDuration {
+	if ir.ownSeenAt == 0 || now.Sub(ir.ownSeenAt.at(now)) < ir.m.s.LeaseDuration {
 		return inUse(c.Instance, "it registered after this process, which had run under the id for less than a lease")
 	}
-	if !ir.reassertedAt.IsZero() && now.Sub(ir.reassertedAt) < ir.m.s.LeaseDuration {
+	if ir.reassertedAt != 0 && now.Sub(ir.reassertedAt.at(now)) < ir.m.s.LeaseDuration {
 		return inUse(c.Instance, "it registered again after this process answered it")
 	}
-	ir.reassertedAt = now
+	ir.reassertedAt = monoOf(now)
 	ir.logger().Warn("another instance registered this member id; registering again, which tells it this one is live",
 		"other", c.Instance, "offset", c.Offset)
 	return Action{Kind: DoRegister, Reason: "another instance registered this member id after this one"}, true

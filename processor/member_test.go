@@ -69,7 +69,7 @@ func TestRenewal(t *testing.T) {
 		a := h.settle()
 		assert.Equal(t, at.Add(2*sec), a.Until, "the runner checks in every HeartbeatInterval")
 		h.beat()
-		assert.Equal(t, at, h.r.l.vouchedAt, "the round vouched for the role")
+		assert.Equal(t, monoOf(at), h.r.l.vouchedAt, "the round vouched for the role")
 	}
 	assert.Equal(t, 3, h.beatCount())
 	assert.Equal(t, []string{"elected 42/1"}, h.transitions(), "renewals are not transitions")
@@ -131,7 +131,7 @@ func TestHeartbeatObservedOncePerRound(t *testing.T) {
 				t.Fatalf("round %d: no word for %s", i, role)
 			}
 			r.noted(n)
-			require.Equal(t, at, r.l.vouchedAt, "round %d vouched for %s", i, role)
+			require.Equal(t, monoOf(at), r.l.vouchedAt, "round %d vouched for %s", i, role)
 		}
 	}
 	assert.Equal(t, rounds, h.beatCount())
@@ -166,7 +166,7 @@ func TestLeaseRewrite(t *testing.T) {
 	h.r.l.rewriteNow = true
 	h.tr.On("WriteLease", mock.Anything, role, tok1, rewriteAt("a", tok1, t0.Add(sec))).Return(int64(7), nil).Once()
 	assert.Equal(t, DoRewriteLease, h.step().Kind)
-	assert.Equal(t, t0.Add(sec), h.r.l.vouchedAt)
+	assert.Equal(t, monoOf(t0.Add(sec)), h.r.l.vouchedAt)
 	assert.Equal(t, fenceOf(tok1), h.r.l.Held().Fence, "a rewrite keeps the holding's number, not its own offset")
 	// Heartbeats keep it from then on; the next rewrite is an hour after.
 	for at := t0.Add(3 * sec); at.Before(t0.Add(LeaseRewriteInterval)); at = at.Add(2 * sec) {
@@ -241,7 +241,7 @@ func TestLeaseRewriteTakesTheFirstFreedSlot(t *testing.T) {
 	waitQueued(t, h.m.lim, prioRewrite)
 	busy[0]()
 	assert.Equal(t, DoRewriteLease, recv(t, stepped).Kind)
-	assert.Equal(t, t0.Add(sec), h.r.l.vouchedAt, "rewritten")
+	assert.Equal(t, monoOf(t0.Add(sec)), h.r.l.vouchedAt, "rewritten")
 	assert.Equal(t, 1, waiting, "the campaign, queued first, still waited while the rewrite wrote")
 	recv(t, campaign)() // the rewrite's slot passed on to it
 	for _, rel := range busy[1:] {

@@ -43,11 +43,10 @@ type runner struct {
 	resignQ chan error // the caller of Member.Resign waiting for this role
 
 	// stopping counts the role down once it no longer acts on the role,
-	// leaving, before it deregisters (stopped; see Member.Run); done is
-	// called once it has left.
-	stopping    *sync.WaitGroup
-	stoppedOnce atomic.Bool
-	done        func()
+	// leaving, before it deregisters (stopped, once: stoppedOnce; see
+	// Member.Run); done is called once it has left.
+	stopping *sync.WaitGroup
+	done     func()
 
 	// The inbox (any goroutine, under inMu): what others hand the role,
 	// each followed by a resume. resigns: the calls of Member.Resign and
@@ -73,21 +72,23 @@ type runner struct {
 	// or is about to; kicked, resumed meanwhile, so it looks again before
 	// it parks; live, started and not left.
 	running, kicked, live atomic.Bool
+	stoppedOnce           atomic.Bool
 
 	ctx        context.Context
-	fed        bool // the source sends the role's states (follow); false: it is polled
 	stopFollow func()
 	followed   chan struct{} // closed once Follow's goroutine is done; nil without one
-	loaded     bool
 	burst      int
-	due        time.Time // the current wait's end
-	timer      Timer     // resumes the loop at due
+	due        mono  // the current wait's end
+	timer      Timer // resumes the loop at due
 
 	inst instanceRules // one process per member id
 
-	// withdrawn: Member.Withdraw took the member out of the role's queue
-	// until Member.Rejoin (which pokes the role).
+	// withdrawn (any goroutine): Member.Withdraw took the member out of
+	// the role's queue until Member.Rejoin (which pokes the role). fed:
+	// the source sends the role's states (follow); false: it is polled.
 	withdrawn atomic.Bool
+	fed       bool
+	loaded    bool
 }
 
 // resignReq is a call of Member.Resign (withdraw false) or Member.Withdraw.
@@ -221,11 +222,12 @@ func (r *runner) loop(resumed bool) {
 	} else if resumed {
 		r.stopTimer()
 		if !r.takeOne() {
-			switch {
-			case r.m.clk.Now().Before(r.due):
+			now := r.m.clk.Now()
+			switch due := r.due.at(now); {
+			case now.Before(due):
 				// A stale wake (a timer stopped too late, a work's result
 				// for a holding over): park again, deciding nothing.
-				if !r.park(r.due) {
+				if !r.park(due) {
 					return
 				}
 			case !r.fed:
@@ -262,7 +264,7 @@ func (r *runner) loop(resumed bool) {
 // reports false when, with nothing to take, it parked instead (the
 // goroutine must return: a resume carries on).
 func (r *runner) wait(until time.Time) bool {
-	r.due = until
+	r.due = monoOf(until)
 	if r.m.idle != nil {
 		r.m.idle(r.role, until)
 	}
@@ -566,10 +568,14 @@ func (r *runner) inputs(now time.Time) {
 	if tc, ok := r.m.t.(fencing.TokenChecker); ok && r.hold != nil {
 		r.l.tokenErr = tc.CheckToken(r.role, r.hold.held.Token)
 	}
-	r.l.instanceAct, r.l.instanceSays = r.inst.verdict(r.st, r.l.registered, r.hold != nil, now)
+	r.l.instanceAct = nil
+	if a, says := r.inst.verdict(r.st, r.l.registered, r.hold != nil, now); says {
+		r.l.instanceAct = &a
+	}
 	r.l.withdrawn = r.withdrawn.Load()
-	r.l.pausedUntil, r.l.jitter = r.m.adm.pausedUntil(), 0
-	if now.Before(r.l.pausedUntil) {
+	paused := r.m.adm.pausedUntil()
+	r.l.pausedUntil, r.l.jitter = monoOf(paused), 0
+	if now.Before(paused) {
 		r.l.jitter = rand.N(r.m.s.HeartbeatInterval)
 	}
 	r.m.grp.inputs(r.role, &r.l, r.st, now)
@@ -606,7 +612,7 @@ func (r *runner) decide(ctx context.Context, now time.Time) Action {
 func (r *runner) lookAhead(ctx context.Context, now time.Time) []codec.MemberID {
 	ss, ok := r.m.src.(SessionSource)
 	if !ok || r.l.ownRetired(r.st, r.m.me) {
-		r.l.aheadAt = now
+		r.l.aheadAt = monoOf(now)
 		return nil
 	}
 	ahead, _ := r.l.turn(r.st, r.m.me)
@@ -646,16 +652,16 @@ func (r *runner) confirm(ctx context.Context) (time.Time, bool) {
 		return now, false
 	}
 	// The failure count stays until the challenge's calls succeed.
-	wasFrozen := r.l.heldBack(r.st) && !r.l.openSince.Equal(r.l.confAt)
+	wasFrozen := r.l.heldBack(r.st) && r.l.openSince != r.l.confAt
 	r.st = c.State
 	r.l = r.l.Confirmed(now, c)
-	if r.l.heldBack(r.st) && !r.l.openSince.Equal(now) && !wasFrozen {
+	if r.l.heldBack(r.st) && r.l.openSince != monoOf(now) && !wasFrozen {
 		r.logger().Info("not challenging: the partition's readers are held back by another producer's open transaction, so the lease may have been renewed behind it",
 			"producer_id", c.OpenProducerID, "confirm_again_in", r.m.s.HeartbeatInterval)
 	}
-	if wasFrozen && !r.l.heldBack(r.st) && !r.l.vacantSince.IsZero() {
+	if wasFrozen && !r.l.heldBack(r.st) && r.l.vacantSince != 0 {
 		// Rule 8: the turns count again from the thaw.
-		r.l.vacantSince = now
+		r.l.vacantSince = monoOf(now)
 	}
 	return now, true
 }
@@ -690,7 +696,7 @@ func (r *runner) callCtx(ctx context.Context, d time.Duration) (context.Context,
 func (r *runner) failed(ctx context.Context, what string, err error) {
 	r.l.failures++
 	d := r.m.s.backoff(r.l.failures)
-	r.l.retryAt = r.m.clk.Now().Add(d)
+	r.l.retryAt = monoOf(r.m.clk.Now().Add(d))
 	level := slog.LevelWarn
 	if ctx.Err() != nil {
 		level = slog.LevelDebug
@@ -698,7 +704,7 @@ func (r *runner) failed(ctx context.Context, what string, err error) {
 	r.logger().Log(ctx, level, what+" failed", "err", err, "failures", r.l.failures, "retry_in", d)
 }
 
-func (r *runner) succeeded() { r.l.failures, r.l.retryAt = 0, time.Time{} }
+func (r *runner) succeeded() { r.l.failures, r.l.retryAt = 0, 0 }
 
 // slot waits, at most wait, for one of the member's call slots at
 // priority p. It returns the function that gives it back.
@@ -744,7 +750,7 @@ func (r *runner) register(ctx context.Context, why string) {
 		return
 	}
 	r.succeeded()
-	r.l.registered, r.l.registeredAt = off, r.m.clk.Now()
+	r.l.registered, r.l.registeredAt = off, monoOf(r.m.clk.Now())
 	r.logger().Info("registered", "offset", off, "why", why)
 }
 
@@ -832,8 +838,8 @@ func (r *runner) challenge(ctx context.Context, prune []codec.MemberID, held fun
 	r.succeeded()
 	r.m.adm.challengeDone()
 	r.l.held = &Held{Role: r.role, Member: r.m.me, Token: tok, Fence: fence, Lease: lease}
-	r.l.vouchedAt = start
-	r.l.lostAt, r.l.lostOff, r.l.retiredTok = time.Time{}, noKey, nil
+	r.l.vouchedAt = monoOf(start)
+	r.l.lostAt, r.l.lostOff, r.l.retiredTok = 0, noKey, nil
 	r.elected(ctx, start)
 	if len(prune) == 0 {
 		return
@@ -860,8 +866,8 @@ func (r *runner) challenge(ctx context.Context, prune []codec.MemberID, held fun
 // failure, and the member pauses all its campaigns (admission).
 func (r *runner) challengeTimedOut(ctx context.Context, err error) {
 	r.failed(ctx, "challenge (timed out)", err)
-	if d := r.m.adm.challengeTimedOut(r.m.clk.Now()); r.l.retryAt.Before(r.m.clk.Now().Add(d)) {
-		r.l.retryAt = r.m.clk.Now().Add(d)
+	if d := r.m.adm.challengeTimedOut(r.m.clk.Now()); r.l.retryAt.at(r.m.clk.Now()).Before(r.m.clk.Now().Add(d)) {
+		r.l.retryAt = monoOf(r.m.clk.Now().Add(d))
 	}
 }
 
@@ -880,7 +886,7 @@ func (r *runner) lease(tok codec.Token, start time.Time, fence int64) codec.Leas
 // now (rule 6).
 func (r *runner) lost(now time.Time) {
 	// The loss ends rule 5's exception.
-	r.l.lostAt, r.l.lostOff, r.l.retiredTok = now, r.st.LeaseOffset, nil
+	r.l.lostAt, r.l.lostOff, r.l.retiredTok = monoOf(now), r.st.LeaseOffset, nil
 }
 
 // elected makes the member the holder of the role after a successful
@@ -895,7 +901,7 @@ func (r *runner) elected(ctx context.Context, start time.Time) {
 	}
 	h := &holding{held: held, ctx: wctx, cancel: cancel, started: start}
 	r.m.adm.dequeue(r.role)
-	r.l.writtenAt = start
+	r.l.writtenAt = monoOf(start)
 	r.hold = h
 	nonce := ""
 	if held.Lease.Session != nil {
@@ -957,7 +963,7 @@ func (r *runner) workReturned(err error) {
 	r.workFails++
 	d := r.m.s.workBackoff(r.workFails)
 	r.l.resign = ReasonWorkFailed
-	r.l.campaignAt = now.Add(d)
+	r.l.campaignAt = monoOf(now.Add(d))
 	r.hold.cancel()
 	r.workErr = err
 	r.m.met.workFailed(r.role, d)
@@ -972,7 +978,7 @@ func (r *runner) rewriteLease(ctx context.Context, now time.Time) {
 	asked := r.l.rewriteNow
 	r.l.rewriteNow = false
 	h := r.l.held
-	expiry := r.l.vouchedAt.Add(r.m.s.HeartbeatDeadline)
+	expiry := r.l.vouchedAt.at(now).Add(r.m.s.HeartbeatDeadline)
 	// The wait for a slot counts against the local deadline; the write
 	// itself begins only once it has a slot, so no transaction waits.
 	release, err := r.slot(ctx, prioRewrite, expiry.Sub(now))
@@ -1011,16 +1017,14 @@ func (r *runner) rewriteLease(ctx context.Context, now time.Time) {
 	}
 	r.m.met.leaseRewritten(took, "ok")
 	r.succeeded()
-	r.l.writtenAt = now
+	r.l.writtenAt = monoOf(now)
 	if !r.m.sess.rewritten(r.role, now) {
 		// The local deadline passed while the write was in flight.
 		r.revoke(r.m.clk.Now(), ReasonLeaseLost, nil, "the lease rewrite succeeded only after the local deadline")
 		return
 	}
 	h.Lease = lease
-	if now.After(r.l.vouchedAt) {
-		r.l.vouchedAt = now
-	}
+	r.vouched(now)
 	if r.m.log.Enabled(ctx, slog.LevelDebug) {
 		r.logger().Debug("rewrote the lease", "token", h.Token.String(), "deadline", lease.Deadline, "took", took)
 	}
@@ -1056,7 +1060,8 @@ func (r *runner) awaitWork(h *holding) {
 	if h.done == nil {
 		return
 	}
-	left := r.l.vouchedAt.Add(r.m.s.HeartbeatDeadline).Sub(r.m.clk.Now())
+	now := r.m.clk.Now()
+	left := r.l.vouchedAt.at(now).Add(r.m.s.HeartbeatDeadline).Sub(now)
 	t := r.m.clk.NewTimer(left)
 	defer t.Stop()
 	select {
@@ -1084,8 +1089,8 @@ func (r *runner) awaitWorkRenewing(h *holding) {
 		r.inMu.Unlock()
 	}()
 	for {
-		end := r.l.vouchedAt.Add(r.m.s.HeartbeatDeadline)
 		now := r.m.clk.Now()
+		end := r.l.vouchedAt.at(now).Add(r.m.s.HeartbeatDeadline)
 		if !now.Before(end) {
 			r.logger().Warn("no heartbeat vouched for the role by the local deadline while work stopped; going on without it")
 			return
@@ -1100,9 +1105,7 @@ func (r *runner) awaitWorkRenewing(h *holding) {
 				r.logger().Info("the holding was lost while work stopped; going on without work", "reason", string(n.lost), "err", n.cause)
 				return
 			}
-			if n.vouched.After(r.l.vouchedAt) {
-				r.l.vouchedAt = n.vouched
-			}
+			r.vouched(n.vouched)
 			continue
 		}
 		t := r.m.clk.NewTimer(min(r.m.s.HeartbeatInterval, end.Sub(now)))
@@ -1224,7 +1227,7 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 		// Another instance's: removing it would make that one step down.
 		r.logger().Info("not deregistering: the member id's registration is another instance's")
 		r.l.deregistered = max(r.l.deregistered, reg)
-		r.l.registered, r.l.registeredAt = -1, time.Time{}
+		r.l.registered, r.l.registeredAt = -1, 0
 		return
 	}
 	release, err := r.slot(bctx, prioCampaign, r.m.s.TransactionTimeout)
@@ -1240,7 +1243,7 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 		r.logger().Info("deregistered", "offset", reg)
 	}
 	r.l.deregistered = max(r.l.deregistered, reg)
-	r.l.registered, r.l.registeredAt = -1, time.Time{}
+	r.l.registered, r.l.registeredAt = -1, 0
 }
 
 // leave is the end of the role's goroutine, after ctx ended.
@@ -1261,7 +1264,14 @@ func (r *runner) leave(ctx context.Context) {
 }
 
 // VouchedAt is for tests: when the holding's last renewal began.
-func (r *runner) VouchedAt() time.Time { return r.l.vouchedAt }
+func (r *runner) VouchedAt() time.Time { return r.l.vouchedAt.at(r.m.clk.Now()) }
+
+// vouched moves the holding's last renewal to at, unless later already.
+func (r *runner) vouched(at time.Time) {
+	if m := monoOf(at); m > r.l.vouchedAt {
+		r.l.vouchedAt = m
+	}
+}
 
 // retired reports whether err says that the transport retired the token
 // after an unknown outcome: fencing.ErrUnknownOutcome, or the ErrNotHeld
@@ -1290,7 +1300,7 @@ func (r *runner) ownLatest(tok codec.Token) bool {
 // release's error, why the release's cause. It returns nil when it
 // released, or why it did not.
 func (r *runner) releaseUnderANewEpoch(ctx context.Context, old codec.Token, cause error, why codec.Cause) error {
-	end := r.l.vouchedAt.Add(r.m.s.HeartbeatDeadline)
+	end := r.l.vouchedAt.at(r.m.clk.Now()).Add(r.m.s.HeartbeatDeadline)
 	pastDeadline := func() error {
 		if r.m.clk.Now().Before(end) {
 			return nil
@@ -1347,9 +1357,7 @@ func (r *runner) noted(n sessNote) {
 		r.revoke(now, n.lost, n.cause, "the member session ended the holding")
 		return
 	}
-	if n.vouched.After(r.l.vouchedAt) {
-		r.l.vouchedAt = n.vouched
-	}
+	r.vouched(n.vouched)
 }
 
 // refreshSession looks up the session record of the role's lease's holder
