@@ -101,7 +101,7 @@ type MemberReport struct {
 	HeldAtStart int `json:"held_at_start"`
 	HeldAtEnd   int `json:"held_at_end"`
 	// HeapBytes: the process's live heap after a GC at the end of the
-	// window; BaseHeapBytes: the same before the campaign began (its
+	// window; BaseHeapBytes: the same before the member was made (its
 	// view caught up, nothing registered). HeapBytes - BaseHeapBytes
 	// over HeldAtEnd is the member's memory per held role, its view's
 	// growth included.
@@ -244,6 +244,16 @@ func RunMember(ctx context.Context, o MemberOptions) error {
 		missedBy = map[string]int{}
 		allHeld  = make(chan struct{})
 	)
+	vctx, stopView := context.WithCancel(context.WithoutCancel(ctx))
+	vdone := make(chan struct{})
+	go func() { defer close(vdone); _ = v.Run(vctx) }()
+	defer func() { stopView(); <-vdone }()
+	if err := v.WaitCaughtUp(ctx); err != nil {
+		return err
+	}
+	// The base is taken before New, so that the member's state per role
+	// (its runners) counts in the growth, as its view's does.
+	base, baseStacks := liveMemory()
 	m, err := processor.New(tt, v, o.Member, o.Roles, processor.Options{Settings: s, OnEvent: func(ev processor.Event) {
 		at := time.Now().UnixMicro()
 		mu.Lock()
@@ -282,14 +292,6 @@ func RunMember(ctx context.Context, o MemberOptions) error {
 	if err != nil {
 		return err
 	}
-	vctx, stopView := context.WithCancel(context.WithoutCancel(ctx))
-	vdone := make(chan struct{})
-	go func() { defer close(vdone); _ = v.Run(vctx) }()
-	defer func() { stopView(); <-vdone }()
-	if err := v.WaitCaughtUp(ctx); err != nil {
-		return err
-	}
-	base, baseStacks := liveMemory()
 	mctx, stopMember := context.WithCancel(ctx)
 	mdone := make(chan error, 1)
 	campaign := time.Now()
