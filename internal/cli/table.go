@@ -21,7 +21,7 @@ func tableCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "table",
 		Usage:     "show each role's holder, lease and ranked candidates, from a view of the role topic",
-		UsageText: "krole table [ROLE...] [--watch] [--timeout D]\nkrole table --members [--group NAME] [--timeout D]",
+		UsageText: "krole table [ROLE...] [--watch] [--timeout D]\nkrole table --members [--group NAME] [--moves N] [--timeout D]",
 		Description: "Restores the view of the role topic (reads it with read_committed isolation up\n" +
 			"to its last stable offset) and prints a row per role: the holder of its latest\n" +
 			"lease and its token, the time left on the lease, and the candidates in rank\n" +
