@@ -67,6 +67,9 @@ type plan struct {
 	// two plans in a row agree, so that a view lagging behind a move
 	// does not move a role again.
 	prevOwner map[codec.Role]codec.MemberID
+	// handers counts, for each owner, the members that hold roles the
+	// plan gives it: those that hand it roles.
+	handers map[codec.MemberID]int
 }
 
 // order returns role's candidates in the group's order: its owner, then
@@ -110,19 +113,28 @@ type balancer struct {
 
 	mu    sync.Mutex
 	taken map[codec.Role]struct{} // roles held or being challenged, under a Limit
-	// handing holds the roles this member hands over (granted at the
-	// time), until its view shows another holder or a LeaseDuration
-	// passed: at most MaxInFlight at once, so that each new owner takes
-	// each role as it comes and a role's gap stays one handover, however
-	// many move. waiting holds the roles refused a grant meanwhile.
-	handing map[codec.Role]time.Time
+	// handing holds the roles this member hands over, until its view
+	// shows another holder or a LeaseDuration passed: at most MaxInFlight
+	// at once, and to one new owner at most its share of MaxInFlight
+	// among the members handing it roles, so that the new owner takes
+	// each role as it comes and a role's gap stays one handover however
+	// many move to it at once (a member coming back takes a tenth of the
+	// roles from nine). waiting holds the roles refused a grant meanwhile.
+	handing map[codec.Role]handover
 	waiting map[codec.Role]struct{}
 	req     drainReq // a drain request's (see drainreq.go)
 }
 
+// handover is a role this member hands over: when it was granted, and to
+// whom.
+type handover struct {
+	at time.Time
+	to codec.MemberID
+}
+
 func newBalancer(m *Member, g Group) *balancer {
 	b := &balancer{m: m, g: g, src: m.src.(GroupSource), taken: map[codec.Role]struct{}{}, pokeCh: make(chan struct{}, 1),
-		handing: map[codec.Role]time.Time{}, waiting: map[codec.Role]struct{}{}}
+		handing: map[codec.Role]handover{}, waiting: map[codec.Role]struct{}{}}
 	b.warming.Store(true)
 	return b
 }
@@ -208,6 +220,7 @@ func (b *balancer) replan(ctx context.Context) {
 		}
 	}
 	p.owner = group.AssignSince(roles, holders, since, p.members, b.g.Limit)
+	p.handers = handers(p.owner, holders)
 	old := b.plan.Load()
 	if old != nil {
 		p.prevOwner = old.owner
@@ -274,7 +287,7 @@ func (b *balancer) inputs(role codec.Role, l *Local, st rolestate.State, now tim
 	}
 	if p != nil && p.self {
 		l.order = p.order(role)
-		if o := p.owner[role]; o != "" && o != b.m.me && p.prevOwner[role] == o && l.held != nil && b.settled(l.held, now) && b.grant(role, now) {
+		if o := p.owner[role]; o != "" && o != b.m.me && p.prevOwner[role] == o && l.held != nil && b.settled(l.held, now) && b.grant(role, o, p.handers[o], now) {
 			l.handOver = o
 		}
 	}
@@ -290,21 +303,46 @@ func (b *balancer) settled(held *Held, now time.Time) bool {
 	return b.draining.Load() || !now.Before(time.UnixMilli(held.Lease.GrantedAt).Add(b.m.s.LeaseDuration))
 }
 
-// grant reports whether role may be handed over now, counting it among
-// the handovers in flight until handed.
-func (b *balancer) grant(role codec.Role, now time.Time) bool {
+// grant reports whether role may be handed over to to now, counting it
+// among the handovers in flight until handed; others members (this one
+// among them) hand roles to to.
+func (b *balancer) grant(role codec.Role, to codec.MemberID, others int, now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.handing[role]; ok {
 		return true
 	}
-	if len(b.handing) >= b.m.s.MaxInFlight {
+	perOwner, toOwner := max(1, b.m.s.MaxInFlight/max(others, 1)), 0
+	for _, h := range b.handing {
+		if h.to == to {
+			toOwner++
+		}
+	}
+	if len(b.handing) >= b.m.s.MaxInFlight || toOwner >= perOwner {
 		b.waiting[role] = struct{}{}
 		return false
 	}
 	delete(b.waiting, role)
-	b.handing[role] = now
+	b.handing[role] = handover{at: now, to: to}
 	return true
+}
+
+// handers counts, for each owner in owner, the members holding roles it
+// owns.
+func handers(owner, holders map[codec.Role]codec.MemberID) map[codec.MemberID]int {
+	seen := map[[2]codec.MemberID]struct{}{}
+	n := map[codec.MemberID]int{}
+	for role, o := range owner {
+		h := holders[role]
+		if h == "" || h == o {
+			continue
+		}
+		if _, ok := seen[[2]codec.MemberID{o, h}]; !ok {
+			seen[[2]codec.MemberID{o, h}] = struct{}{}
+			n[o]++
+		}
+	}
+	return n
 }
 
 // handed ends role's handover (another member holds it), and wakes a role
@@ -324,8 +362,8 @@ func (b *balancer) handed(role codec.Role) {
 // many waiting roles as there are free grants.
 func (b *balancer) expireHandovers(now time.Time) {
 	b.mu.Lock()
-	for role, at := range b.handing {
-		if !now.Before(at.Add(b.m.s.LeaseDuration)) {
+	for role, h := range b.handing {
+		if !now.Before(h.at.Add(b.m.s.LeaseDuration)) {
 			delete(b.handing, role)
 		}
 	}

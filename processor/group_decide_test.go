@@ -93,3 +93,32 @@ func TestPlanOrder(t *testing.T) {
 	assert.GreaterOrEqual(t, group.Score(other, o[0]), group.Score(other, o[1]))
 	assert.Nil(t, (*plan)(nil).order(role))
 }
+
+// A member hands a new owner at most its share of MaxInFlight among the
+// members handing that owner roles (at least one), and MaxInFlight in
+// all; a handover that ends frees its grant.
+func TestGrantPacesHandoversPerOwner(t *testing.T) {
+	b := &balancer{m: &Member{s: Settings{MaxInFlight: 5}}, handing: map[codec.Role]handover{}, waiting: map[codec.Role]struct{}{}}
+	now := time.Now()
+	assert.True(t, b.grant("r1", "x", 2, now))
+	assert.True(t, b.grant("r2", "x", 2, now))
+	assert.False(t, b.grant("r3", "x", 2, now), "two of five for x, handed roles by two members")
+	assert.True(t, b.grant("r1", "x", 2, now), "a role granted already stays granted")
+	assert.True(t, b.grant("r4", "y", 9, now), "at least one for y, however many hand it roles")
+	assert.False(t, b.grant("r5", "y", 9, now))
+	assert.True(t, b.grant("r6", "z", 1, now))
+	assert.True(t, b.grant("r7", "z", 1, now))
+	assert.False(t, b.grant("r8", "z", 1, now), "five in flight in all")
+	assert.Contains(t, b.waiting, codec.Role("r3"))
+	b.mu.Lock()
+	delete(b.handing, "r1") // as handed does, without waking a runner
+	b.mu.Unlock()
+	assert.True(t, b.grant("r3", "x", 2, now), "r1's handover ended: x may have another")
+	assert.NotContains(t, b.waiting, codec.Role("r3"))
+}
+
+func TestHandersCountsTheMembersHandingEachOwnerRoles(t *testing.T) {
+	owner := map[codec.Role]codec.MemberID{"a": "x", "b": "x", "c": "x", "d": "y", "e": "y"}
+	holders := map[codec.Role]codec.MemberID{"a": "p", "b": "p", "c": "q", "d": "y"}
+	assert.Equal(t, map[codec.MemberID]int{"x": 2}, handers(owner, holders), "y holds its own and e is vacant")
+}
