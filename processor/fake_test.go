@@ -75,13 +75,26 @@ func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
 	return t
 }
 
+// arm arms t to fire d from now; a timer due now fires now, on the
+// caller's goroutine, and no other (the timers the member's own timers
+// call back take locks: firing another here could wait for the caller's).
 func (c *fakeClock) arm(t *fakeTimer, d time.Duration) {
 	c.mu.Lock()
 	t.at = c.now.Add(d)
-	c.timers = append(c.timers, t)
-	c.armed.Broadcast()
+	now := c.now
+	if t.at.After(now) {
+		c.timers = append(c.timers, t)
+		c.armed.Broadcast()
+		c.mu.Unlock()
+		return
+	}
+	t.state = 1
 	c.mu.Unlock()
-	c.Advance(0) // a timer due now fires now
+	if t.f != nil {
+		t.f()
+	} else {
+		t.ch <- now
+	}
 }
 
 // Advance moves the clock by d and fires, in time order, every timer due.

@@ -108,6 +108,14 @@ type Member struct {
 
 	works sync.WaitGroup
 
+	// The parked roles' waits (alarm.go), under wakeMu: the roles by the
+	// end of their waits, and the one timer, set for wakeTimerAt.
+	wakeMu      sync.Mutex
+	wakeQ       wakeQ
+	wakeTimer   Timer
+	wakeTimerAt time.Time
+	wakeGen     uint64
+
 	// seen holds each member's session record last read by a role
 	// (sharedSeen), under seenMu.
 	seenMu sync.Mutex

@@ -78,8 +78,12 @@ type runner struct {
 	stopFollow func()
 	followed   chan struct{} // closed once Follow's goroutine is done; nil without one
 	burst      int
-	due        mono  // the current wait's end
-	timer      Timer // resumes the loop at due
+	due        mono // the current wait's end
+	// wake: when the member's timer resumes the parked loop (Member.wakeAt);
+	// wakeIdx: its place in the member's queue plus one, 0 when out of it.
+	// Both under Member.wakeMu.
+	wake    mono
+	wakeIdx int
 
 	inst instanceRules // one process per member id
 
@@ -284,8 +288,7 @@ func (r *runner) park(until time.Time) bool {
 			}
 			return true
 		}
-		r.stopTimer()
-		r.timer = r.m.clk.AfterFunc(until.Sub(r.m.clk.Now()), r.resume)
+		r.m.wakeAt(r, until)
 		r.running.Store(false)
 		// A resume that came before running was cleared only kicked: take
 		// the loop back unless a later one started a goroutine already.
@@ -296,12 +299,7 @@ func (r *runner) park(until time.Time) bool {
 	}
 }
 
-func (r *runner) stopTimer() {
-	if r.timer != nil {
-		r.timer.Stop()
-		r.timer = nil
-	}
-}
+func (r *runner) stopTimer() { r.m.unwake(r) }
 
 // takeOne takes one thing the role waits for, without blocking, and
 // reports whether there was one.
