@@ -192,14 +192,17 @@ func (pg *progress) liveOf(p int32) int64 {
 }
 
 // caughtUp records a successful catch-up to lsos, probed after marks were
-// taken. A partition reset since its mark keeps no LSO of the old log.
+// taken and at or after at: the view then holds every record committed
+// before at. A partition reset since its mark keeps no LSO of the old log.
 func (pg *progress) caughtUp(lsos map[int32]int64, marks map[int32]readMark, at time.Time) (stopped bool) {
 	pg.mu.Lock()
 	defer pg.mu.Unlock()
 	for p, lso := range lsos {
 		pg.confirmedToLocked(p, lso, marks[p].resets)
 	}
-	pg.caughtAt = at
+	if at.After(pg.caughtAt) {
+		pg.caughtAt = at
+	}
 	pg.lastProbe = nil
 	return pg.stopped
 }
@@ -454,6 +457,7 @@ func (v *View) WaitCaughtUp(ctx context.Context) error {
 func (v *View) catchUpOnce(ctx context.Context) (again bool, err error) {
 	first := !v.isReady()
 	marks := v.progress.marks()
+	asOf := v.opts.Clock() // every record committed before is at or below lsos
 	lsos, err := v.prober.listOffsets(ctx, v.partIDs, sarama.OffsetNewest)
 	if err != nil {
 		return false, v.probeErr(ctx, err)
@@ -463,7 +467,7 @@ func (v *View) catchUpOnce(ctx context.Context) (again bool, err error) {
 			return false, err
 		}
 	}
-	if v.progress.caughtUp(lsos, marks, v.opts.Clock()) {
+	if v.progress.caughtUp(lsos, marks, asOf) {
 		return false, ErrStopped
 	}
 	var stable []int32

@@ -170,6 +170,7 @@ func (v *View) healthProbe(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, v.opts.StaleAfter)
 	defer cancel()
 	marks := v.progress.marks()
+	asOf := v.opts.Clock() // every record committed before is at or below lsos
 	lsos, err := v.prober.listOffsets(ctx, v.partIDs, sarama.OffsetNewest)
 	if err != nil {
 		_ = v.probeErr(ctx, err)
@@ -194,7 +195,7 @@ func (v *View) healthProbe(ctx context.Context) {
 			return
 		}
 	}
-	v.progress.caughtUp(nil, nil, v.opts.Clock())
+	v.progress.caughtUp(nil, nil, asOf)
 }
 
 // rewoundReason is Health's reason for a partition marked rewound.
