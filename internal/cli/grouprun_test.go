@@ -115,13 +115,6 @@ func TestRunRolesProcesses(t *testing.T) {
 		}
 		procs[m] = startKroleScript(t, bin, c, "shards", m, []string{"KROLE_TEST_OUT=" + out}, f, rolesScript)
 	}
-	logs := func() string {
-		var b strings.Builder
-		for m, p := range procs {
-			fmt.Fprintf(&b, "--- %s:\n%s", m, p.log())
-		}
-		return b.String()
-	}
 	settled := func(want map[string]int) func() bool {
 		return func() bool {
 			_, now, _ := rolesRecord(t, out)
@@ -129,7 +122,7 @@ func TestRunRolesProcesses(t *testing.T) {
 		}
 	}
 	require.Eventually(t, settled(map[string]int{"node-0": 4, "node-1": 2, "node-2": 2}), time.Minute, 20*time.Millisecond,
-		"the group never settled at 4, 2 and 2 CMDs; the members said:\n%s", logs())
+		"the group never settled at 4, 2 and 2 CMDs; the members said:\n%s", procsLog(procs))
 	_, before, _ := rolesRecord(t, out)
 	var gone []roleCmd // node-1's CMDs
 	for _, cmd := range before {
@@ -144,7 +137,7 @@ func TestRunRolesProcesses(t *testing.T) {
 	select {
 	case <-termed.exited:
 	case <-time.After(time.Minute):
-		t.Fatalf("node-1 did not exit after SIGTERM; the members said:\n%s", logs())
+		t.Fatalf("node-1 did not exit after SIGTERM; the members said:\n%s", procsLog(procs))
 	}
 	assert.Equal(t, 0, termed.state.ExitCode(), "SIGTERM: krole run exits 0; stderr:\n%s", termed.stderr())
 	stderr := termed.stderr()
@@ -160,7 +153,7 @@ func TestRunRolesProcesses(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, now, _ := rolesRecord(t, out)
 		return len(now) == 8 && perMember(now)["node-1"] == 0
-	}, time.Minute, 20*time.Millisecond, "node-1's roles did not pass on; the members said:\n%s", logs())
+	}, time.Minute, 20*time.Millisecond, "node-1's roles did not pass on; the members said:\n%s", procsLog(procs))
 	overlaps, _, starts := rolesRecord(t, out)
 	assert.Empty(t, overlaps, "a role's CMDs ran at once on two members")
 	for _, cmd := range gone {
@@ -180,7 +173,7 @@ func TestRunRolesProcesses(t *testing.T) {
 		select {
 		case <-p.exited:
 		case <-time.After(time.Minute):
-			t.Fatalf("%s did not exit after SIGTERM; the members said:\n%s", m, logs())
+			t.Fatalf("%s did not exit after SIGTERM; the members said:\n%s", m, procsLog(procs))
 		}
 		assert.Equal(t, 0, p.state.ExitCode(), "%s: stderr:\n%s", m, p.stderr())
 	}

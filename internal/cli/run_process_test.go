@@ -360,6 +360,15 @@ func (p *kroleProc) stderr() string {
 	return b.String()
 }
 
+// procsLog returns every member's lines (kroleProc.log), for failures.
+func procsLog(procs map[string]*kroleProc) string {
+	var b strings.Builder
+	for m, p := range procs {
+		fmt.Fprintf(&b, "--- %s:\n%s", m, p.log())
+	}
+	return b.String()
+}
+
 // log returns the lines with the times the test read them, for failures.
 func (p *kroleProc) log() string {
 	p.mu.Lock()

@@ -98,19 +98,12 @@ func TestRunSlotsProcesses(t *testing.T) {
 		m := fmt.Sprintf("node-%d", i)
 		procs[m] = startKroleScript(t, bin, c, "jobs", m, []string{"KROLE_TEST_OUT=" + out}, flags, slotsScript)
 	}
-	logs := func() string {
-		var b strings.Builder
-		for m, p := range procs {
-			fmt.Fprintf(&b, "--- %s:\n%s", m, p.log())
-		}
-		return b.String()
-	}
 	running := func() []slotsEvent {
 		_, now := runningSlots(readSlotsEvents(t, out))
 		return now
 	}
 	require.Eventually(t, func() bool { return len(running()) == 3 }, 30*time.Second, 20*time.Millisecond,
-		"three CMDs never ran; the members said:\n%s", logs())
+		"three CMDs never ran; the members said:\n%s", procsLog(procs))
 	holders := running()
 	slots := map[string]bool{}
 	for _, e := range holders {
@@ -141,7 +134,7 @@ func TestRunSlotsProcesses(t *testing.T) {
 		}
 		return true
 	}, 30*time.Second, 20*time.Millisecond, "three CMDs never ran again; the file says %+v; the members said:\n%s",
-		readSlotsEvents(t, out), logs())
+		readSlotsEvents(t, out), procsLog(procs))
 	most, now := runningSlots(readSlotsEvents(t, out))
 	assert.LessOrEqual(t, most, 3, "more CMDs than slots ran at once: %+v", readSlotsEvents(t, out))
 	assert.Len(t, now, 3)
