@@ -2,113 +2,162 @@ package processor
 
 import (
 	"container/heap"
+	"sync"
 	"time"
 )
 
-// The parked roles' waits end on one timer per member: the roles queue by
-// the end of their waits (wakeQ, a heap), and the timer is set to the
-// earliest. At it every role whose wait has ended is resumed; one resumed
-// early or twice looks again and parks (runner.loop).
+// alarm keeps entries by the time each is due, on one timer set to the
+// earliest. The member resumes its parked roles from one (a role is due at
+// the end of its wait); the member session ends its holdings from another
+// (a holding is due at its local deadline).
+//
+// Its methods are called with mu held. The timer takes mu to take the due
+// entries out, lets it go, and hands them to fire. An entry taken out is
+// out of the alarm until set again.
+type alarm[T alarmed] struct {
+	mu   sync.Locker
+	clk  Clock
+	fire func(due []T)
 
-// wakeQ is the heap of parked roles by runner.wake, under Member.wakeMu.
-type wakeQ []*runner
-
-func (q wakeQ) Len() int           { return len(q) }
-func (q wakeQ) Less(i, j int) bool { return q[i].wake < q[j].wake }
-func (q wakeQ) Swap(i, j int) {
-	q[i], q[j] = q[j], q[i]
-	q[i].wakeIdx, q[j].wakeIdx = i+1, j+1
+	q       alarmQ[T]
+	timer   Timer
+	timerAt time.Time
+	gen     uint64 // a firing of an older timer is stale
 }
 
-func (q *wakeQ) Push(x any) {
-	r := x.(*runner)
-	r.wakeIdx = len(*q) + 1
-	*q = append(*q, r)
+// alarmed is an entry of an alarm: it keeps its own place.
+type alarmed interface{ alarmAt() *alarmSlot }
+
+// alarmSlot is an entry's place in its alarm: when it is due, and its
+// index in the queue plus one (0: not queued).
+type alarmSlot struct {
+	at  mono
+	idx int
 }
 
-func (q *wakeQ) Pop() any {
-	old := *q
-	r := old[len(old)-1]
-	old[len(old)-1] = nil
-	r.wakeIdx = 0
-	*q = old[:len(old)-1]
-	return r
-}
-
-// wakeAt resumes r at until (unless unwake comes first), replacing the
-// time it was to be resumed at.
-func (m *Member) wakeAt(r *runner, until time.Time) {
-	m.wakeMu.Lock()
-	r.wake = monoOf(until)
-	if r.wakeIdx > 0 {
-		heap.Fix(&m.wakeQ, r.wakeIdx-1)
+// set queues x to be due at at, or moves it there. It returns the entries
+// due already, taken out, for the caller to act on.
+func (a *alarm[T]) set(x T, at time.Time) []T {
+	s := x.alarmAt()
+	s.at = monoOf(at)
+	if s.idx > 0 {
+		heap.Fix(&a.q, s.idx-1)
 	} else {
-		heap.Push(&m.wakeQ, r)
+		heap.Push(&a.q, x)
 	}
-	due := m.armWakeLocked(nil)
-	m.wakeMu.Unlock()
-	for _, d := range due {
-		d.resume()
-	}
+	return a.arm()
 }
 
-// unwake takes r out of the queue: it is not resumed at its wait's end.
-// The timer may then fire for nothing, and is set again.
-func (m *Member) unwake(r *runner) {
-	m.wakeMu.Lock()
-	if r.wakeIdx > 0 {
-		heap.Remove(&m.wakeQ, r.wakeIdx-1)
-		if len(m.wakeQ) == 0 {
-			m.stopWakeLocked()
+// remove takes x out, if queued. The timer may then fire for nothing, and
+// is set again.
+func (a *alarm[T]) remove(x T) {
+	if s := x.alarmAt(); s.idx > 0 {
+		heap.Remove(&a.q, s.idx-1)
+		if len(a.q) == 0 {
+			a.stop()
 		}
 	}
-	m.wakeMu.Unlock()
 }
 
-// armWakeLocked takes out the roles whose wait has ended, appending them
-// to due (to resume once wakeMu is let go), and sets the timer to the
-// earliest end left unless it is set as early already. wakeMu is held.
-func (m *Member) armWakeLocked(due []*runner) []*runner {
-	for len(m.wakeQ) > 0 {
-		now := m.clk.Now()
-		at := m.wakeQ[0].wake.at(now)
+// arm takes out the entries due, and sets the timer to the earliest left
+// unless it is set as early already.
+func (a *alarm[T]) arm() (due []T) {
+	for len(a.q) > 0 {
+		now := a.clk.Now()
+		at := a.q[0].alarmAt().at.at(now)
 		if !now.Before(at) {
-			due = append(due, heap.Pop(&m.wakeQ).(*runner))
+			due = append(due, heap.Pop(&a.q).(T))
 			continue
 		}
-		if m.wakeTimer != nil && !at.Before(m.wakeTimerAt) {
+		if a.timer != nil && !at.Before(a.timerAt) {
 			return due // it fires earlier, and is set again then
 		}
-		m.stopWakeLocked()
-		m.wakeTimerAt = at
-		gen := m.wakeGen
-		m.wakeTimer = m.clk.AfterFunc(at.Sub(now), func() { m.wakeDue(gen) })
-		return due
+		a.stop()
+		a.timerAt = at
+		gen := a.gen
+		a.timer = a.clk.AfterFunc(at.Sub(now), func() { a.fired(gen) })
+		if a.clk.Now().Before(at) {
+			return due
+		}
+		// The clock passed at while the timer was set, which then counts
+		// from later: take the entry now instead.
+		a.stop()
 	}
-	m.stopWakeLocked()
+	a.stop()
 	return due
 }
 
-func (m *Member) stopWakeLocked() {
-	if m.wakeTimer != nil {
-		m.wakeTimer.Stop()
-		m.wakeTimer = nil
+func (a *alarm[T]) stop() {
+	if a.timer != nil {
+		a.timer.Stop()
+		a.timer = nil
 	}
-	m.wakeGen++ // a firing already under way is stale
+	a.gen++
 }
 
-// wakeDue is the timer: it resumes the roles whose wait has ended, and
-// sets itself to the next end.
-func (m *Member) wakeDue(gen uint64) {
-	m.wakeMu.Lock()
-	if gen != m.wakeGen {
-		m.wakeMu.Unlock()
+// fired is the timer.
+func (a *alarm[T]) fired(gen uint64) {
+	a.mu.Lock()
+	if gen != a.gen {
+		a.mu.Unlock()
 		return
 	}
-	m.wakeTimer = nil
-	due := m.armWakeLocked(nil)
+	a.timer = nil
+	due := a.arm()
+	a.mu.Unlock()
+	if len(due) > 0 {
+		a.fire(due)
+	}
+}
+
+// alarmQ is the alarm's heap, by due time.
+type alarmQ[T alarmed] []T
+
+func (q alarmQ[T]) Len() int           { return len(q) }
+func (q alarmQ[T]) Less(i, j int) bool { return q[i].alarmAt().at < q[j].alarmAt().at }
+func (q alarmQ[T]) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].alarmAt().idx, q[j].alarmAt().idx = i+1, j+1
+}
+
+func (q *alarmQ[T]) Push(x any) {
+	e := x.(T)
+	e.alarmAt().idx = len(*q) + 1
+	*q = append(*q, e)
+}
+
+func (q *alarmQ[T]) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	var zero T
+	old[len(old)-1] = zero
+	e.alarmAt().idx = 0
+	*q = old[:len(old)-1]
+	return e
+}
+
+// wakeAt resumes r at until (unless unwake comes first), replacing the
+// time it was to be resumed at. One resumed early or twice looks again
+// and parks (runner.loop).
+func (m *Member) wakeAt(r *runner, until time.Time) {
+	m.wakeMu.Lock()
+	due := m.wake.set(r, until)
 	m.wakeMu.Unlock()
-	for _, r := range due {
+	resumeAll(due)
+}
+
+// unwake takes r out of the member's alarm: it is not resumed at its
+// wait's end.
+func (m *Member) unwake(r *runner) {
+	m.wakeMu.Lock()
+	m.wake.remove(r)
+	m.wakeMu.Unlock()
+}
+
+func resumeAll(rs []*runner) {
+	for _, r := range rs {
 		r.resume()
 	}
 }
+
+func (r *runner) alarmAt() *alarmSlot { return &r.wake }

@@ -102,8 +102,7 @@ const noKey = math.MinInt64
 // Its instants are [mono]s, zero for none, read as times with at(now).
 type Local struct {
 	held      *Held // the role as this member holds it; nil when it does not
-	vouchedAt mono  // start of the last renewal: the local deadline is vouchedAt + HeartbeatDeadline
-	writtenAt mono  // when the last successful write of the held lease began
+	writtenAt mono  // when the last successful write of the held lease began (its election's at first)
 
 	registered   int64 // offset of its live registration as it knows it; -1 none
 	registeredAt mono  // when it wrote registered; zero when adopted from the state
@@ -313,15 +312,17 @@ const maxConfirmGap = 5 * time.Second
 //     forgotten after a fenced write (fenced, rule 6). The verdict of the
 //     rules of one process per member id (instance.go) is taken as it is.
 //     A member withdrawn from the queue waits for Rejoin.
-//  1. A resignation asked for: DoResign.
-//  2. A holder steps down (DoStepDown) once HeartbeatDeadline has passed,
-//     on its local clock, since its last renewal began (the session round
-//     that last vouched for it, its election or last lease write): lease
-//     lost; or when the view shows a lease under a newer epoch of its
-//     token: fenced. When its registration, seen during this holding, is
-//     removed, it hands the role over (DoResign, deregistered); one removed
-//     before the holding showed it (pruned by a challenger that raced it)
-//     it registers again (DoRegister) and keeps the role. It rewrites its
+//  1. A resignation asked for: DoResign. In a group ([Group]), a holder
+//     the plan gives the role to another hands it over (DoResign, handed
+//     over); a member that does not hold it waits while it drains, or
+//     until a plan counts it.
+//  2. A holder steps down (DoStepDown) when the view shows a lease under
+//     a newer epoch of its token: fenced. (Its local deadline is the
+//     member session's: see below.) When its registration, seen during
+//     this holding, is removed, it hands the role over (DoResign,
+//     deregistered); one removed before the holding showed it (pruned by
+//     a challenger that raced it) it registers again (DoRegister) and
+//     keeps the role. It rewrites its
 //     lease (DoRewriteLease) when asked (Member.RewriteLease) and once
 //     [LeaseRewriteInterval] has passed since its last lease write (or at
 //     the retry time after a failed rewrite); otherwise it waits, at most
@@ -374,10 +375,12 @@ const maxConfirmGap = 5 * time.Second
 //     not challenge in their turn, and the member whose lease expired (not
 //     one that released: it deregistered itself).
 //
-// Outside Decide, the member session ends a holding when its round finds
-// the role's token moved (rule 6, or rule 5 when no producer is left) or
-// its local deadline passes, and the Member when a lease rewrite is
-// refused (rule 6) or its token retired (rule 5).
+// Outside Decide, the member session ends a holding (lease lost) once
+// HeartbeatDeadline has passed, on its local clock, since its last
+// renewal began (its election, its last lease write, or the round that
+// last vouched for it), or when its round finds the role's token moved
+// (rule 6, or rule 5 when no producer is left); the Member ends one when a
+// lease rewrite is refused (rule 6) or its token retired (rule 5).
 func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Settings) Action {
 	if l.held != nil && l.tokenErr != nil {
 		if retired(l.tokenErr) {
@@ -408,11 +411,6 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 		}
 	}
 	if h := l.held; h != nil {
-		expiry := l.vouchedAt.at(now).Add(s.HeartbeatDeadline)
-		if !now.Before(expiry) {
-			return Action{Kind: DoStepDown, Revoke: ReasonLeaseLost,
-				Reason: fmt.Sprintf("no successful renewal within the heartbeat deadline %v", s.HeartbeatDeadline)}
-		}
 		if st.Lease != nil && st.Lease.Token.Newer(h.Token) {
 			return Action{Kind: DoStepDown, Revoke: ReasonFenced,
 				Reason: fmt.Sprintf("the view shows %s holding under newer token %s (ours %s)", st.Lease.Member, st.Lease.Token, h.Token)}
@@ -430,11 +428,7 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 		if l.rewriteNow && !now.Before(retryAt) {
 			return Action{Kind: DoRewriteLease, Reason: "asked to rewrite the lease at once (the holder's value changed)"}
 		}
-		written := l.writtenAt.at(now)
-		if written.IsZero() {
-			written = l.vouchedAt.at(now) // not known apart: the last renewal was a write
-		}
-		rewrite := written.Add(LeaseRewriteInterval)
+		rewrite := l.writtenAt.at(now).Add(LeaseRewriteInterval)
 		if retryAt.After(rewrite) {
 			rewrite = retryAt
 		}
@@ -447,7 +441,7 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 		if l.rewriteNow && retryAt.Before(next) {
 			next = retryAt
 		}
-		return Action{Kind: DoWait, Until: earliest(next, expiry, rewrite), Reason: "holding; renewed by the member session"}
+		return Action{Kind: DoWait, Until: earliest(next, rewrite), Reason: "holding; renewed by the member session"}
 	}
 	if retryAt := l.retryAt.at(now); now.Before(retryAt) {
 		return Action{Kind: DoWait, Until: retryAt, Reason: fmt.Sprintf("backing off after %d failures", l.failures)}

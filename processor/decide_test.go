@@ -41,10 +41,10 @@ func vacantFrom(l Local, key int64, since time.Time) Local {
 	return l
 }
 
-func holder(tok codec.Token, vouchedAt time.Time) Local {
+func holder(tok codec.Token, writtenAt time.Time) Local {
 	l := local(0)
-	l.held = &Held{Role: role, Member: "me", Token: tok, Lease: *leaseOf("me", tok, vouchedAt, 10*time.Second)}
-	l.vouchedAt = monoOf(vouchedAt)
+	l.held = &Held{Role: role, Member: "me", Token: tok, Lease: *leaseOf("me", tok, writtenAt, 10*time.Second)}
+	l.writtenAt = monoOf(writtenAt)
 	return l
 }
 
@@ -267,7 +267,7 @@ func TestDecide(t *testing.T) {
 		{name: "holder rewrites its lease every LeaseRewriteInterval",
 			st: state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 0),
 			l: func() Local {
-				l := holder(tok1, t0.Add(LeaseRewriteInterval-sec)) // vouched for by a heartbeat a second ago
+				l := holder(tok1, t0)
 				l.writtenAt = monoOf(t0)
 				return l
 			}(),
@@ -285,9 +285,9 @@ func TestDecide(t *testing.T) {
 				return l
 			}(),
 			now: t0.Add(2 * sec), want: DoWait, until: t0.Add(2500 * time.Millisecond)},
-		{name: "holder past its heartbeat deadline steps down on its own",
+		{name: "holder past its heartbeat deadline leaves the end to the member session",
 			st: state(role, leaseOf("me", tok1, t0, 10*sec), 4, "me", 0), l: holder(tok1, t0),
-			now: t0.Add(8 * sec), want: DoStepDown, why: ReasonLeaseLost},
+			now: t0.Add(8 * sec), want: DoWait, until: t0.Add(10 * sec)},
 		{name: "holder that sees a newer token in the view steps down",
 			st: state(role, leaseOf("x", tok2, t0, 10*sec), 5, "me", 0, "x", 1), l: holder(tok1, t0),
 			now: t0.Add(sec), want: DoStepDown, why: ReasonFenced},

@@ -108,13 +108,9 @@ type Member struct {
 
 	works sync.WaitGroup
 
-	// The parked roles' waits (alarm.go), under wakeMu: the roles by the
-	// end of their waits, and the one timer, set for wakeTimerAt.
-	wakeMu      sync.Mutex
-	wakeQ       wakeQ
-	wakeTimer   Timer
-	wakeTimerAt time.Time
-	wakeGen     uint64
+	// wake resumes the parked roles at the end of their waits; under wakeMu.
+	wakeMu sync.Mutex
+	wake   alarm[*runner]
 
 	// seen holds each member's session record last read by a role
 	// (sharedSeen), under seenMu.
@@ -172,6 +168,7 @@ func New(t fencing.Transport, src Source, me codec.MemberID, roles []codec.Role,
 	}
 	m.met = met
 	m.adm = newAdmission(m)
+	m.wake = alarm[*runner]{mu: &m.wakeMu, clk: m.clk, fire: resumeAll}
 	m.sess = newSession(m)
 	if opts.Group != nil {
 		m.grp = newBalancer(m, *opts.Group)

@@ -69,7 +69,7 @@ func TestRenewal(t *testing.T) {
 		a := h.settle()
 		assert.Equal(t, at.Add(2*sec), a.Until, "the runner checks in every HeartbeatInterval")
 		h.beat()
-		assert.Equal(t, monoOf(at), h.r.l.vouchedAt, "the round vouched for the role")
+		assert.Equal(t, at, renewedAt(h.m, role), "the round vouched for the role")
 	}
 	assert.Equal(t, 3, h.beatCount())
 	assert.Equal(t, []string{"elected 42/1"}, h.transitions(), "renewals are not transitions")
@@ -125,13 +125,8 @@ func TestHeartbeatObservedOncePerRound(t *testing.T) {
 		}
 		m.sess.round(context.Background())
 		for _, role := range roles {
-			r := m.runners[role]
-			n, ok := r.takeNote()
-			if !ok {
-				t.Fatalf("round %d: no word for %s", i, role)
-			}
-			r.noted(n)
-			require.Equal(t, monoOf(at), r.l.vouchedAt, "round %d vouched for %s", i, role)
+			require.False(t, m.runners[role].hasNote(), "round %d: a renewal needs no word to %s", i, role)
+			require.Equal(t, at, renewedAt(m, role), "round %d vouched for %s", i, role)
 		}
 	}
 	assert.Equal(t, rounds, h.beatCount())
@@ -166,7 +161,7 @@ func TestLeaseRewrite(t *testing.T) {
 	h.r.l.rewriteNow = true
 	h.tr.On("WriteLease", mock.Anything, role, tok1, rewriteAt("a", tok1, t0.Add(sec))).Return(int64(7), nil).Once()
 	assert.Equal(t, DoRewriteLease, h.step().Kind)
-	assert.Equal(t, monoOf(t0.Add(sec)), h.r.l.vouchedAt)
+	assert.Equal(t, t0.Add(sec), renewedAt(h.m, role))
 	assert.Equal(t, fenceOf(tok1), h.r.l.Held().Fence, "a rewrite keeps the holding's number, not its own offset")
 	// Heartbeats keep it from then on; the next rewrite is an hour after.
 	for at := t0.Add(3 * sec); at.Before(t0.Add(LeaseRewriteInterval)); at = at.Add(2 * sec) {
@@ -241,7 +236,7 @@ func TestLeaseRewriteTakesTheFirstFreedSlot(t *testing.T) {
 	waitQueued(t, h.m.lim, prioRewrite)
 	busy[0]()
 	assert.Equal(t, DoRewriteLease, recv(t, stepped).Kind)
-	assert.Equal(t, monoOf(t0.Add(sec)), h.r.l.vouchedAt, "rewritten")
+	assert.Equal(t, t0.Add(sec), renewedAt(h.m, role), "rewritten")
 	assert.Equal(t, 1, waiting, "the campaign, queued first, still waited while the rewrite wrote")
 	recv(t, campaign)() // the rewrite's slot passed on to it
 	for _, rel := range busy[1:] {
@@ -375,11 +370,12 @@ func TestHolderThatCannotRenewStopsOnItsOwn(t *testing.T) {
 		require.NoError(t, workCtx.Err())
 	}
 	h.clk.Set(t0.Add(8 * sec))
-	assert.Error(t, workCtx.Err(), "work is told to stop by the local deadline's timer")
+	assert.Error(t, workCtx.Err(), "work is told to stop by the member session's deadline timer")
 	assert.NotNil(t, h.r.hold, "before the runner even looks")
+	assert.True(t, h.r.hasNote(), "the session told the runner")
 
-	a := h.step()
-	assert.Equal(t, DoStepDown, a.Kind)
+	h.takeNote()
+	assert.Nil(t, h.r.hold)
 	assert.Equal(t, []string{"elected 42/1", "revoked lease lost 42/1"}, h.transitions())
 	e, _ := h.last(Revoked)
 	assert.Equal(t, t0.Add(8*sec), e.At, "HeartbeatDeadline after the election began, before the lease's deadline at 10s")
@@ -591,7 +587,7 @@ func TestFlappingNetwork(t *testing.T) {
 	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
 	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0.Add(500*ms))).Return(fenceOf(tok1), nil).Once()
 	h.until(t0.Add(sec), func() bool { return h.r.hold != nil })
-	assert.Equal(t, t0.Add(500*ms), h.r.VouchedAt(), "two backoffs of 250ms: a success resets the count")
+	assert.Equal(t, t0.Add(500*ms), renewedAt(h.m, role), "two backoffs of 250ms: a success resets the count")
 
 	// Heartbeats fail and succeed by turns: it keeps the role.
 	for _, ok := range []bool{false, true, false, false, true} {
@@ -608,7 +604,7 @@ func TestFlappingNetwork(t *testing.T) {
 
 	// A longer outage: the lease is lost; then the network comes back and
 	// the member, alone, takes the role again under a new epoch.
-	lastOK := h.r.VouchedAt()
+	lastOK := renewedAt(h.m, role)
 	h.see(state(role, leaseOf("a", tok1, lastOK, 10*sec), 2, "a", 0))
 	h.beatErr = errDown
 	for {
@@ -651,3 +647,27 @@ func TestHolderChangedReportsChangesNotRenewals(t *testing.T) {
 // noWork is a Work that returns at once, keeping the role: the holding
 // gets a context (made for work only) and no goroutine stays behind.
 func noWork(context.Context, Held) error { return nil }
+
+// renewedAt returns when the member's holding of role was last renewed,
+// as the member session's local deadline for it says; the zero time when
+// the session holds no such role.
+func renewedAt(m *Member, role codec.Role) time.Time {
+	d, ok := m.sess.deadline(role)
+	if !ok {
+		return time.Time{}
+	}
+	return d.Add(-m.s.HeartbeatDeadline)
+}
+
+// awaitCheckIn waits until the runner of role, waiting for its work to
+// stop, has checked in with the member session at since or later (it does
+// every HeartbeatInterval, its next timer armed first).
+func awaitCheckIn(t *testing.T, m *Member, role codec.Role, since time.Time) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		m.sess.mu.Lock()
+		defer m.sess.mu.Unlock()
+		h := m.sess.held[role]
+		return h != nil && !h.checkedIn.Before(since)
+	}, failsafe, time.Millisecond, "the runner checks in at %v or later", since)
+}

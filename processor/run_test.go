@@ -240,10 +240,11 @@ func TestRunResignAfterSlowWork(t *testing.T) {
 	go func() { resigned <- h.m.Resign(context.Background(), role) }()
 	recv(t, cancelled)
 	for i := 1; i <= 5; i++ { // rounds at t0+2s, 4s, ... 10s: past the first deadline, t0+8s
-		h.clk.waitTimers(1)
-		h.clk.Set(t0.Add(time.Duration(2*i) * sec))
+		at := t0.Add(time.Duration(2*i) * sec)
+		h.clk.Set(at)
+		awaitCheckIn(t, h.m, role, at.Add(-sec)) // the check-in this Set's time brings
 		h.m.sess.round(context.Background())
-		require.Eventually(t, func() bool { return !h.r.hasNote() }, failsafe, time.Millisecond, "the runner takes round %d's word", i)
+		assert.False(t, h.r.hasNote(), "round %d kept the role", i)
 	}
 	assert.Equal(t, 5, h.beatCount(), "each round's heartbeat vouched for the role")
 	h.tr.AssertNotCalled(t, "WriteLease", mock.Anything, role, tok1, releaseOf("a", tok1))
@@ -332,6 +333,9 @@ func TestRunLocalDeadlineStopsWorkWhileARenewalHangs(t *testing.T) {
 	h.clk.Set(t0.Add(8 * sec))
 	assert.Equal(t, t0.Add(8*sec), recv(t, w.ended), "work stops at the local deadline, while the call still hangs")
 	d.wait()
+	for len(h.transitions()) < 2 {
+		d.wait() // it waited once more before it took the session's word
+	}
 	assert.Equal(t, []string{"elected 42/1", "revoked lease lost 42/1"}, h.transitions(), "the runner does not wait for the heartbeat")
 
 	// The heartbeat then commits, after the deadline of the role it
@@ -596,15 +600,16 @@ func TestRunDeregisteredRenewsWhileWorkStops(t *testing.T) {
 					h.described[role] = fencing.Described{Token: tok2, Held: true}
 					h.mu.Unlock()
 				}
-				h.clk.waitTimers(1)
 				assert.Equal(t, []string{"elected 42/1"}, h.transitions(), "no Revoked while work stops")
-				h.clk.Set(t0.Add(time.Duration(2*i) * sec))
+				at := t0.Add(time.Duration(2*i) * sec)
+				h.clk.Set(at)
+				awaitCheckIn(t, h.m, role, at.Add(-sec)) // the check-in this Set's time brings
 				h.m.sess.round(context.Background())
 				rounds++
 				if fenced && i == 3 {
 					break
 				}
-				require.Eventually(t, func() bool { return !h.r.hasNote() }, failsafe, time.Millisecond, "the runner takes round %d's word", i)
+				assert.False(t, h.r.hasNote(), "round %d kept the role", i)
 			}
 			if !fenced {
 				h.tr.AssertNotCalled(t, "WriteLease", mock.Anything, role, tok1, releaseOf("a", tok1))

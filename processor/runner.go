@@ -50,8 +50,8 @@ type runner struct {
 
 	// The inbox (any goroutine, under inMu): what others hand the role,
 	// each followed by a resume. resigns: the calls of Member.Resign and
-	// Withdraw not taken yet; note: the member session's word on the held
-	// role (a loss is never replaced by a vouch); rewrite:
+	// Withdraw not taken yet; note: the member session's word that the
+	// holding is lost; rewrite:
 	// Member.RewriteLease; woken: poke. closed: the runner has left.
 	// noteCh, while awaitWorkRenewing waits, is signalled at each note;
 	// exited, made for the first Member.Resign, is closed once it has left.
@@ -79,11 +79,9 @@ type runner struct {
 	followed   chan struct{} // closed once Follow's goroutine is done; nil without one
 	burst      int
 	due        mono // the current wait's end
-	// wake: when the member's timer resumes the parked loop (Member.wakeAt);
-	// wakeIdx: its place in the member's queue plus one, 0 when out of it.
-	// Both under Member.wakeMu.
-	wake    mono
-	wakeIdx int
+	// wake: its place in the member's alarm, which resumes the parked
+	// loop (Member.wakeAt); under Member.wakeMu.
+	wake alarmSlot
 
 	inst instanceRules // one process per member id
 
@@ -179,14 +177,11 @@ func (r *runner) askRewrite() {
 	r.resume()
 }
 
-// putNote hands the runner the member session's word on the held role,
-// replacing a note not taken yet; a loss is never replaced by a vouch.
-// The session resumes the role for a loss (sessHold.tell).
+// putNote hands the runner the member session's word that the holding is
+// lost, replacing a note not taken yet; the session resumes the role.
 func (r *runner) putNote(n sessNote) {
 	r.inMu.Lock()
-	if r.note == nil || n.lost != "" || r.note.lost == "" {
-		r.note = &n
-	}
+	r.note = &n
 	if r.noteCh != nil {
 		select {
 		case r.noteCh <- struct{}{}:
@@ -583,7 +578,7 @@ func (r *runner) inputs(now time.Time) {
 // in with the member session and looking up the session record of the
 // lease's holder afresh (heartbeats are not role changes).
 func (r *runner) decide(ctx context.Context, now time.Time) Action {
-	if n, ok := r.takeNote(); ok { // a vouch does not resume the role: take it now
+	if n, ok := r.takeNote(); ok {
 		r.noted(n)
 	}
 	if r.hold != nil {
@@ -836,7 +831,6 @@ func (r *runner) challenge(ctx context.Context, prune []codec.MemberID, held fun
 	r.succeeded()
 	r.m.adm.challengeDone()
 	r.l.held = &Held{Role: r.role, Member: r.m.me, Token: tok, Fence: fence, Lease: lease}
-	r.l.vouchedAt = monoOf(start)
 	r.l.lostAt, r.l.lostOff, r.l.retiredTok = 0, noKey, nil
 	r.elected(ctx, start)
 	if len(prune) == 0 {
@@ -888,8 +882,8 @@ func (r *runner) lost(now time.Time) {
 }
 
 // elected makes the member the holder of the role after a successful
-// challenge: it arms the local deadline, reports, and starts work on a
-// context derived from ctx (Run's).
+// challenge: the member session keeps it from start on, it reports, and
+// starts work on a context derived from ctx (Run's).
 func (r *runner) elected(ctx context.Context, start time.Time) {
 	held := *r.l.held
 	// Without work nothing watches the holding's context: none is made.
@@ -970,13 +964,16 @@ func (r *runner) workReturned(err error) {
 }
 
 // rewriteLease writes the held lease again under the holding's token,
-// naming the current member session (rule 2). A rewrite is a renewal: it
-// moves the local deadline too.
+// naming the current member session (rule 2). A rewrite is a renewal: the
+// session moves the local deadline.
 func (r *runner) rewriteLease(ctx context.Context, now time.Time) {
 	asked := r.l.rewriteNow
 	r.l.rewriteNow = false
 	h := r.l.held
-	expiry := r.l.vouchedAt.at(now).Add(r.m.s.HeartbeatDeadline)
+	expiry, ok := r.m.sess.deadline(r.role)
+	if !ok {
+		return // the session ended the holding: its note says why
+	}
 	// The wait for a slot counts against the local deadline; the write
 	// itself begins only once it has a slot, so no transaction waits.
 	release, err := r.slot(ctx, prioRewrite, expiry.Sub(now))
@@ -1016,13 +1013,10 @@ func (r *runner) rewriteLease(ctx context.Context, now time.Time) {
 	r.m.met.leaseRewritten(took, "ok")
 	r.succeeded()
 	r.l.writtenAt = monoOf(now)
-	if !r.m.sess.rewritten(r.role, now) {
-		// The local deadline passed while the write was in flight.
-		r.revoke(r.m.clk.Now(), ReasonLeaseLost, nil, "the lease rewrite succeeded only after the local deadline")
-		return
-	}
+	// Past the local deadline, the session ended the holding already and
+	// this changes nothing: its note revokes it.
+	r.m.sess.rewritten(r.role, now)
 	h.Lease = lease
-	r.vouched(now)
 	if r.m.log.Enabled(ctx, slog.LevelDebug) {
 		r.logger().Debug("rewrote the lease", "token", h.Token.String(), "deadline", lease.Deadline, "took", took)
 	}
@@ -1053,14 +1047,14 @@ func (r *runner) revoke(now time.Time, why Reason, cause error, detail string) {
 	r.m.emit(Event{Kind: Revoked, Role: r.role, Member: r.m.me, At: now, Token: h.held.Token, Fence: h.held.Fence, Reason: why, Err: cause})
 }
 
-// awaitWork waits for h's work to return, at most until the local deadline.
+// awaitWork waits for h's work to return, at most until the local
+// deadline; not at all once the session ended the holding.
 func (r *runner) awaitWork(h *holding) {
 	if h.done == nil {
 		return
 	}
-	now := r.m.clk.Now()
-	left := r.l.vouchedAt.at(now).Add(r.m.s.HeartbeatDeadline).Sub(now)
-	t := r.m.clk.NewTimer(left)
+	end, _ := r.m.sess.deadline(r.role)
+	t := r.m.clk.NewTimer(end.Sub(r.m.clk.Now()))
 	defer t.Stop()
 	select {
 	case <-h.done:
@@ -1087,26 +1081,19 @@ func (r *runner) awaitWorkRenewing(h *holding) {
 		r.inMu.Unlock()
 	}()
 	for {
-		now := r.m.clk.Now()
-		end := r.l.vouchedAt.at(now).Add(r.m.s.HeartbeatDeadline)
-		if !now.Before(end) {
-			r.logger().Warn("no heartbeat vouched for the role by the local deadline while work stopped; going on without it")
+		if n, ok := r.takeNote(); ok {
+			if n.lost == ReasonFenced {
+				r.m.met.fenced(r.role)
+				r.lost(r.m.clk.Now())
+			}
+			r.logger().Info("the holding was lost while work stopped; going on without work", "reason", string(n.lost), "err", n.cause)
 			return
 		}
-		r.m.sess.checkIn(r.role, now)
-		if n, ok := r.takeNote(); ok {
-			if n.lost != "" {
-				if n.lost == ReasonFenced {
-					r.m.met.fenced(r.role)
-					r.lost(r.m.clk.Now())
-				}
-				r.logger().Info("the holding was lost while work stopped; going on without work", "reason", string(n.lost), "err", n.cause)
-				return
-			}
-			r.vouched(n.vouched)
-			continue
+		if _, held := r.m.sess.deadline(r.role); !held {
+			return
 		}
-		t := r.m.clk.NewTimer(min(r.m.s.HeartbeatInterval, end.Sub(now)))
+		t := r.m.clk.NewTimer(r.m.s.HeartbeatInterval) // armed before the check-in it follows
+		r.m.sess.checkIn(r.role, r.m.clk.Now())
 		select {
 		case <-h.done:
 			t.Stop()
@@ -1166,6 +1153,7 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 	if h != nil {
 		cause := r.workErr
 		r.workErr = nil
+		end, _ := r.m.sess.deadline(r.role) // zero once the session ended the holding
 		r.revoke(r.m.clk.Now(), why, cause, "")
 		release, err := r.slot(bctx, prioRelease, r.m.s.TransactionTimeout)
 		if err == nil && why == ReasonContextEnded && r.m.sess.ending(h.held.Lease) {
@@ -1181,7 +1169,7 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 			if retired(err) {
 				// Whether its lease is still the latest is for a
 				// confirmation to say.
-				err = r.releaseUnderANewEpoch(cctx, h.held.Token, err, rel.Cause)
+				err = r.releaseUnderANewEpoch(cctx, h.held.Token, end, err, rel.Cause)
 			}
 			cancel()
 			release()
@@ -1261,16 +1249,6 @@ func (r *runner) leave(ctx context.Context) {
 	}
 }
 
-// VouchedAt is for tests: when the holding's last renewal began.
-func (r *runner) VouchedAt() time.Time { return r.l.vouchedAt.at(r.m.clk.Now()) }
-
-// vouched moves the holding's last renewal to at, unless later already.
-func (r *runner) vouched(at time.Time) {
-	if m := monoOf(at); m > r.l.vouchedAt {
-		r.l.vouchedAt = m
-	}
-}
-
 // retired reports whether err says that the transport retired the token
 // after an unknown outcome: fencing.ErrUnknownOutcome, or the ErrNotHeld
 // wrapping fencing.ErrRetired that later calls under it get.
@@ -1292,13 +1270,12 @@ func (r *runner) ownLatest(tok codec.Token) bool {
 
 // releaseUnderANewEpoch releases the role under a new epoch when the
 // transport retired the holding's token, only after a confirmation still
-// shows its own lease under old as the latest and before the local
-// deadline (docs/DESIGN.md, "Why it is safe: a deposed holder stops
-// before its successor starts", the release). cause is the failed
+// shows its own lease under old as the latest and before end, the
+// holding's local deadline (docs/DESIGN.md, "Why it is safe: a deposed
+// holder stops before its successor starts", the release). cause is the failed
 // release's error, why the release's cause. It returns nil when it
 // released, or why it did not.
-func (r *runner) releaseUnderANewEpoch(ctx context.Context, old codec.Token, cause error, why codec.Cause) error {
-	end := r.l.vouchedAt.at(r.m.clk.Now()).Add(r.m.s.HeartbeatDeadline)
+func (r *runner) releaseUnderANewEpoch(ctx context.Context, old codec.Token, end time.Time, cause error, why codec.Cause) error {
 	pastDeadline := func() error {
 		if r.m.clk.Now().Before(end) {
 			return nil
@@ -1336,26 +1313,22 @@ func (r *runner) releaseUnderANewEpoch(ctx context.Context, old codec.Token, cau
 	return nil
 }
 
-// noted applies the session's word on the held role: a loss ends the
-// holding at once; a vouch moves its local deadline.
+// noted applies the session's word that the holding is lost: it ends at
+// once.
 func (r *runner) noted(n sessNote) {
 	if r.hold == nil {
 		return
 	}
 	now := r.m.clk.Now()
-	if n.lost != "" {
-		switch {
-		case n.vanished:
-			// Its transactional id expired: nobody took the role (rule 5).
-			tok := r.hold.held.Token
-			r.l.retiredTok = &tok
-		case n.lost == ReasonFenced:
-			r.lost(now) // rule 6: another member's lease is on its way
-		}
-		r.revoke(now, n.lost, n.cause, "the member session ended the holding")
-		return
+	switch {
+	case n.vanished:
+		// Its transactional id expired: nobody took the role (rule 5).
+		tok := r.hold.held.Token
+		r.l.retiredTok = &tok
+	case n.lost == ReasonFenced:
+		r.lost(now) // rule 6: another member's lease is on its way
 	}
-	r.vouched(n.vouched)
+	r.revoke(now, n.lost, n.cause, "the member session ended the holding")
 }
 
 // refreshSession looks up the session record of the role's lease's holder

@@ -1,7 +1,6 @@
 package processor
 
 import (
-	"container/heap"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -36,13 +35,8 @@ type session struct {
 	// answer vouched for (zero: none); a start at or after it is late.
 	unsettled time.Time
 	held      map[codec.Role]*sessHold
-	// due orders the held roles not expired yet by local deadline; expiry,
-	// the session's one deadline timer, fires at the earliest (expiryAt;
-	// expiryGen tells a stale firing apart).
-	due       expiries
-	expiry    Timer
-	expiryAt  time.Time
-	expiryGen uint64
+	// deadlines ends each holding at its local deadline (expire).
+	deadlines alarm[*sessHold]
 	// excluded: roles the heartbeats must not vouch for (let go without a
 	// release: their latest lease may still name the incarnation).
 	excluded map[codec.Role]struct{}
@@ -57,42 +51,43 @@ type session struct {
 	finishing atomic.Bool
 }
 
-// sessHold is a held role as the session knows it; the session alone ends
-// it, at base + HeartbeatDeadline (base: the start of the last renewal).
-// At that local deadline the session's timer cancels the holding's work
-// and marks it expired: no renewal extends it any more.
+// sessHold is a held role as the session knows it. The session alone
+// decides when a holding ends: its local deadline is the start of its
+// last renewal (election, lease write or heartbeat round) plus
+// HeartbeatDeadline, kept in its place in session.deadlines. At that
+// deadline the session cancels the holding's work, forgets it and tells
+// the runner it is lost (expire).
 type sessHold struct {
+	role      codec.Role
 	tok       codec.Token
-	base      time.Time
-	idx       int                // in session.due; -1 once expired or forgotten
-	expired   bool               // the local deadline passed (the timer fired)
+	deadline  alarmSlot          // its local deadline, in session.deadlines
 	checkedIn time.Time          // the runner's last check-in
 	to        noteSink           // the runner
 	cancel    context.CancelFunc // the holding's work context
 }
 
 // noteSink is where the session's word on a held role goes: its runner,
-// which keeps the latest note (a loss is never replaced by a vouch), and
-// resumes on resume.
+// which keeps the note, and resumes on resume.
 type noteSink interface {
 	putNote(n sessNote)
 	resume()
 }
 
-// sessNote is what the session tells a role's runner after a round: its
-// role was vouched for by a heartbeat whose round began at vouched, or
-// it is lost (lost is the reason, cause why).
+// sessNote is what the session tells a role's runner: its holding is lost
+// (lost is the reason, cause why). A renewal needs no word: the runner
+// asks the session for the deadline when it needs it.
 type sessNote struct {
-	vouched time.Time
-	lost    Reason
-	cause   error
+	lost  Reason
+	cause error
 	// vanished: the role's transactional id expired (rule 5 of Decide).
 	vanished bool
 }
 
 func newSession(m *Member) *session {
-	return &session{m: m, held: map[codec.Role]*sessHold{}, excluded: map[codec.Role]struct{}{}, wake: make(chan struct{}, 1), vetted: make(chan struct{}),
+	s := &session{m: m, held: map[codec.Role]*sessHold{}, excluded: map[codec.Role]struct{}{}, wake: make(chan struct{}, 1), vetted: make(chan struct{}),
 		finished: make(chan struct{})}
+	s.deadlines = alarm[*sessHold]{mu: &s.mu, clk: m.clk, fire: s.expire}
+	return s
 }
 
 // newNonce draws an incarnation nonce: 16 random hex digits.
@@ -182,10 +177,9 @@ func (s *session) hold(role codec.Role, tok codec.Token, nonce string, start tim
 	}
 	first := len(s.held) == 0
 	s.forgetLocked(role)
-	h := &sessHold{tok: tok, base: start, checkedIn: start, to: to, cancel: cancel}
-	heap.Push(&s.due, h)
+	h := &sessHold{role: role, tok: tok, checkedIn: start, to: to, cancel: cancel}
 	s.held[role] = h
-	s.armLocked()
+	s.expireLocked(s.deadlines.set(h, start.Add(s.m.s.HeartbeatDeadline)))
 	_, wasExcluded := s.excluded[role]
 	if wasExcluded {
 		delete(s.excluded, role)
@@ -223,114 +217,76 @@ func (s *session) holds(role codec.Role) bool {
 	return s.held[role] != nil
 }
 
-// rewritten records a lease rewrite of role begun at at. It reports false
-// when the local deadline had passed already (the holding is over).
-func (s *session) rewritten(role codec.Role, at time.Time) bool {
+// deadline returns role's local deadline, and false when the session
+// holds no such role (never held, let go, or lost: its note says why).
+func (s *session) deadline(role codec.Role) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := s.held[role]
-	return h == nil || s.extendLocked(h, at)
+	if h == nil {
+		return time.Time{}, false
+	}
+	return h.deadline.at.at(s.m.clk.Now()), true
+}
+
+// rewritten records a lease rewrite of role begun at at: a renewal.
+func (s *session) rewritten(role codec.Role, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h := s.held[role]; h != nil {
+		s.extendLocked(h, at)
+	}
 }
 
 // extendLocked moves h's local deadline to at + HeartbeatDeadline, unless
-// later already. It reports false when the deadline passed first.
-func (s *session) extendLocked(h *sessHold, at time.Time) bool {
-	if !at.After(h.base) {
-		return true
+// later already. A holding past its deadline is not revived: the
+// deadlines' timer ends it.
+func (s *session) extendLocked(h *sessHold, at time.Time) {
+	d := at.Add(s.m.s.HeartbeatDeadline)
+	now := s.m.clk.Now()
+	if !h.deadline.queued() || !now.Before(h.deadline.at.at(now)) || monoOf(d) <= h.deadline.at {
+		return
 	}
-	if h.expired {
-		return false
-	}
-	h.base = at
-	heap.Fix(&s.due, h.idx)
-	s.armLocked()
-	return true
+	s.expireLocked(s.deadlines.set(h, d))
 }
 
-// forgetLocked removes role's holding, and its deadline from the timer's.
+// forgetLocked removes role's holding, and its deadline.
 func (s *session) forgetLocked(role codec.Role) {
 	if h := s.held[role]; h != nil {
-		if h.idx >= 0 {
-			heap.Remove(&s.due, h.idx)
-			s.armLocked()
-		}
+		s.deadlines.remove(h)
 		delete(s.held, role)
 	}
 }
 
-// armLocked sets the session's timer to the earliest local deadline of
-// the held roles, first expiring those already past it. s.mu is held.
-func (s *session) armLocked() {
-	for len(s.due) > 0 {
-		at := s.due[0].base.Add(s.m.s.HeartbeatDeadline)
-		d := at.Sub(s.m.clk.Now())
-		if d <= 0 {
-			s.expireLocked(heap.Pop(&s.due).(*sessHold))
-			continue
-		}
-		if s.expiry != nil && s.expiryAt.Equal(at) {
-			return
-		}
-		s.stopExpiryLocked()
-		s.expiryAt = at
-		gen := s.expiryGen
-		s.expiry = s.m.clk.AfterFunc(d, func() { s.expireDue(gen) })
-		return
-	}
-	s.stopExpiryLocked()
-}
-
-func (s *session) stopExpiryLocked() {
-	if s.expiry != nil {
-		s.expiry.Stop()
-		s.expiry = nil
-	}
-	s.expiryGen++ // a firing already under way is stale
-}
-
-// expireDue is the session's timer: the holdings whose local deadline
-// passed are expired, and the timer set to the next.
-func (s *session) expireDue(gen uint64) {
+// expire is the deadlines' timer: it ends the holdings due, unless they
+// ended meanwhile.
+func (s *session) expire(due []*sessHold) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if gen != s.expiryGen {
-		return
+	for _, h := range due {
+		if s.held[h.role] == h && !h.deadline.queued() {
+			s.expireLocked([]*sessHold{h})
+		}
 	}
-	s.expiry = nil
-	s.armLocked()
 }
 
-// expireLocked marks h past its local deadline (out of due already) and
-// cancels its work.
-func (s *session) expireLocked(h *sessHold) {
-	h.expired = true
-	h.cancel()
+// expireLocked ends holdings past their local deadline (out of the
+// deadlines already): their work is cancelled, and the heartbeats exclude
+// them, since their leases still name the incarnation.
+func (s *session) expireLocked(due []*sessHold) {
+	for _, h := range due {
+		h.cancel()
+		h.tell(sessNote{lost: ReasonLeaseLost, cause: fmt.Errorf("no heartbeat or lease write renewed the holding within the heartbeat deadline %v", s.m.s.HeartbeatDeadline)})
+		delete(s.held, h.role)
+		s.excluded[h.role] = struct{}{}
+		s.dirty = true
+	}
 }
 
-// expiries is a heap of holdings by local deadline (sessHold.base).
-type expiries []*sessHold
+func (h *sessHold) alarmAt() *alarmSlot { return &h.deadline }
 
-func (e expiries) Len() int           { return len(e) }
-func (e expiries) Less(i, j int) bool { return e[i].base.Before(e[j].base) }
-func (e expiries) Swap(i, j int) {
-	e[i], e[j] = e[j], e[i]
-	e[i].idx, e[j].idx = i, j
-}
-
-func (e *expiries) Push(x any) {
-	h := x.(*sessHold)
-	h.idx = len(*e)
-	*e = append(*e, h)
-}
-
-func (e *expiries) Pop() any {
-	old := *e
-	h := old[len(old)-1]
-	old[len(old)-1] = nil
-	h.idx = -1
-	*e = old[:len(old)-1]
-	return h
-}
+// queued reports whether the entry is in its alarm.
+func (x *alarmSlot) queued() bool { return x.idx > 0 }
 
 // checkIn records that role's runner is alive at now.
 func (s *session) checkIn(role codec.Role, now time.Time) {
@@ -415,14 +371,10 @@ func (s *session) writeEnd(ctx context.Context, end codec.Heartbeat) {
 	s.mu.Unlock()
 }
 
-// tell gives the runner n, and resumes it for a loss; a vouch waits for
-// the runner's next decision (runner.decide takes it first), so a round
-// does not wake every held role at once.
+// tell gives the runner n, and resumes it.
 func (h *sessHold) tell(n sessNote) {
 	h.to.putNote(n)
-	if n.lost != "" {
-		h.to.resume()
-	}
+	h.to.resume()
 }
 
 // run writes a heartbeat round every HeartbeatInterval, holding roles or
@@ -504,7 +456,7 @@ func (s *session) round(ctx context.Context) {
 	s.mu.Unlock()
 
 	confirmed := map[codec.Role]codec.Token{}
-	bases := map[codec.Role]time.Time{} // each confirmed role's local deadline base when the heartbeat began
+	deadlines := map[codec.Role]time.Time{} // each confirmed role's local deadline when the heartbeat began
 	if len(roles) > 0 {
 		dctx, cancel := withTimeout(ctx, s.m.clk, s.m.s.TransactionTimeout)
 		got, err := s.m.t.DescribeMany(dctx, roles)
@@ -520,7 +472,7 @@ func (s *session) round(ctx context.Context) {
 			case h == nil || !ok:
 			case d.Held && d.Token == h.tok:
 				confirmed[role] = h.tok
-				bases[role] = h.base
+				deadlines[role] = h.deadline.at.at(start)
 			default:
 				// Another token, or none (the id expired): lost. This
 				// round's heartbeat excludes it (the runner's drop may come
@@ -578,7 +530,7 @@ func (s *session) round(ctx context.Context) {
 	err := s.m.t.Heartbeat(hctx, hb)
 	cancel()
 	done := s.m.clk.Now()
-	end, result := s.afterBeat(ctx, hb, err, start, done, confirmed, bases)
+	end, result := s.afterBeat(ctx, hb, err, start, done, confirmed, deadlines)
 	// Once per round, with no role label.
 	s.m.met.heartbeat(done.Sub(start), result)
 	if end != nil {
@@ -591,7 +543,7 @@ func (s *session) round(ctx context.Context) {
 // afterBeat applies a round's heartbeat outcome under the lock (the round
 // began at start, the answer came at done). It returns the session end to
 // write when the heartbeat was late, and the result label.
-func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, start, done time.Time, confirmed map[codec.Role]codec.Token, bases map[codec.Role]time.Time) (*codec.Heartbeat, string) {
+func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, start, done time.Time, confirmed map[codec.Role]codec.Token, deadlines map[codec.Role]time.Time) (*codec.Heartbeat, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	result := "error"
@@ -610,7 +562,7 @@ func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, 
 	// heartbeat's start.
 	var until time.Time
 	for role := range confirmed {
-		if d := bases[role].Add(s.m.s.HeartbeatDeadline); until.IsZero() || d.Before(until) {
+		if d := deadlines[role]; until.IsZero() || d.Before(until) {
 			until = d
 		}
 	}
@@ -645,17 +597,10 @@ func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, 
 		return &end, "late"
 	}
 	for role, tok := range confirmed {
-		h := s.held[role]
-		switch {
-		case h == nil || h.tok != tok:
-		case s.extendLocked(h, start):
-			h.tell(sessNote{vouched: start})
-		default:
-			// The local deadline passed before the answer came.
-			h.tell(sessNote{lost: ReasonLeaseLost, cause: errors.New("the heartbeat committed only after the local deadline")})
-			s.forgetLocked(role)
-			s.excluded[role] = struct{}{}
-			s.dirty = true
+		// A holding that ended meanwhile (its deadline among them) stays
+		// ended: the heartbeat came before every deadline it vouched for.
+		if h := s.held[role]; h != nil && h.tok == tok {
+			s.extendLocked(h, start)
 		}
 	}
 	if s.m.log.Enabled(ctx, slog.LevelDebug) {

@@ -28,28 +28,23 @@ type sessRig struct {
 	done  map[codec.Role]context.Context
 }
 
-// rigSink keeps a held role's latest note as a runner does (a loss is
-// never replaced by a vouch), on a channel the test can wait on.
+// rigSink keeps a held role's latest note as a runner does, on a channel
+// the test can wait on.
 type rigSink struct{ ch chan sessNote }
 
 func (k *rigSink) resume() {}
 
 func (k *rigSink) putNote(n sessNote) {
-	select {
-	case k.ch <- n:
-		return
-	default:
-	}
-	select {
-	case old := <-k.ch:
-		if old.lost != "" && n.lost == "" {
-			n = old
+	for {
+		select {
+		case k.ch <- n:
+			return
+		default:
 		}
-	default:
-	}
-	select {
-	case k.ch <- n:
-	default:
+		select {
+		case <-k.ch:
+		default:
+		}
 	}
 }
 
@@ -88,6 +83,16 @@ func (r *sessRig) note(role codec.Role) (sessNote, bool) {
 	}
 }
 
+// renewed returns when role's last renewal began, as the session's local
+// deadline for it says; the zero time when it holds no such role.
+func (r *sessRig) renewed(role codec.Role) time.Time {
+	d, ok := r.s.deadline(role)
+	if !ok {
+		return time.Time{}
+	}
+	return d.Add(-r.m.s.HeartbeatDeadline)
+}
+
 // beatAt is the heartbeat the round that begins at start writes.
 func beatAt(sess codec.Session, start time.Time, s Settings, excluded ...codec.Role) codec.Heartbeat {
 	return codec.Heartbeat{Member: "me", Session: sess, GrantedAt: start.UnixMilli(),
@@ -118,17 +123,63 @@ func TestSessionRoundRenewsConfirmedRolesAndLearnsOfALoss(t *testing.T) {
 	r.tr.On("Heartbeat", mock.Anything, beatAt(rigSession, start, r.m.s, "r2")).Return(nil).Once()
 	r.s.round(context.Background())
 
-	n, ok := r.note("r1")
-	require.True(t, ok)
-	assert.Equal(t, sessNote{vouched: start}, n)
-	n, ok = r.note("r2")
+	_, ok := r.note("r1")
+	assert.False(t, ok, "a renewal needs no word to the runner")
+	assert.Equal(t, start, r.renewed("r1"))
+	n, ok := r.note("r2")
 	require.True(t, ok)
 	assert.Equal(t, ReasonFenced, n.lost)
 	assert.ErrorIs(t, n.cause, fencing.ErrFenced)
 	assert.Error(t, r.done["r2"].Err(), "the lost role's work is cancelled")
 	_, ok = r.note("r3")
-	assert.False(t, ok, "a role the coordinator did not answer for is not renewed")
+	assert.False(t, ok)
+	assert.Equal(t, t0, r.renewed("r3"), "a role the coordinator did not answer for is not renewed")
 	assert.NoError(t, r.done["r3"].Err())
+}
+
+// The session alone ends a holding at its local deadline: HeartbeatDeadline
+// after its last renewal began (its election, a lease write, a round that
+// vouched for it). Then its work is cancelled, its runner told, and the
+// heartbeats exclude it, since its lease still names the incarnation.
+func TestSessionEndsAHoldingAtItsLocalDeadline(t *testing.T) {
+	r := newSessRig(t, "r1", "r2")
+	t1, t2 := codec.Token{ProducerID: 1}, codec.Token{ProducerID: 2}
+	r.hold("r1", t1)
+	r.hold("r2", t2)
+	r.clk.Advance(time.Second)
+	r.s.rewritten("r2", r.clk.Now()) // a lease write renews
+	r.s.rewritten("r2", t0)          // an older one does not move it back
+	assert.Equal(t, t0.Add(time.Second), r.renewed("r2"))
+
+	r.clk.Advance(r.m.s.HeartbeatDeadline - time.Second - time.Millisecond)
+	_, ok := r.note("r1")
+	assert.False(t, ok, "a millisecond before its deadline")
+	assert.NoError(t, r.done["r1"].Err())
+
+	r.clk.Advance(time.Millisecond)
+	n, ok := r.note("r1")
+	require.True(t, ok, "at its deadline")
+	assert.Equal(t, ReasonLeaseLost, n.lost)
+	assert.Error(t, r.done["r1"].Err(), "its work is cancelled")
+	_, held := r.s.deadline("r1")
+	assert.False(t, held)
+	assert.Contains(t, r.s.excluded, codec.Role("r1"))
+	_, ok = r.note("r2")
+	assert.False(t, ok, "the rewritten role's deadline is a second later")
+	assert.NoError(t, r.done["r2"].Err())
+
+	start := r.clk.Now()
+	r.s.checkIn("r2", start)
+	r.tr.On("DescribeMany", mock.Anything, []codec.Role{"r2"}).Return(map[codec.Role]fencing.Described{"r2": {Token: t2, Held: true}}, nil).Once()
+	r.tr.On("Heartbeat", mock.Anything, beatAt(rigSession, start, r.m.s, "r1")).Return(nil).Once()
+	r.s.round(context.Background())
+	assert.Equal(t, start, r.renewed("r2"))
+
+	r.clk.Advance(r.m.s.HeartbeatDeadline)
+	n, ok = r.note("r2")
+	require.True(t, ok)
+	assert.Equal(t, ReasonLeaseLost, n.lost)
+	assert.Zero(t, r.s.holdings())
 }
 
 // A held role whose goroutine has not checked in for TransactionTimeout +
@@ -151,8 +202,7 @@ func TestSessionDropsAStuckRole(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, ReasonLeaseLost, n.lost)
 	assert.Error(t, r.done["stuck"].Err())
-	n, _ = r.note("ok")
-	assert.Equal(t, start, n.vouched)
+	assert.Equal(t, start, r.renewed("ok"))
 
 	// The exclusion stays until the member's view shows a lease of the
 	// role that does not name the incarnation.
@@ -235,12 +285,13 @@ func TestSessionUnansweredHeartbeatStartsTheSessionAgain(t *testing.T) {
 		}
 		r.s.round(context.Background())
 		n, ok := r.note("r1")
-		require.True(t, ok)
 		if newPID {
+			require.True(t, ok)
 			assert.Equal(t, ReasonLeaseLost, n.lost, "a new producer id cannot keep the incarnation's leases")
 			assert.NotEqual(t, rigSession.Nonce, r.s.current().Nonce)
 		} else {
-			assert.Equal(t, r.clk.Now(), n.vouched)
+			assert.False(t, ok, "the role is kept")
+			assert.Equal(t, r.clk.Now(), r.renewed("r1"))
 		}
 	}
 }
@@ -265,13 +316,18 @@ func TestSessionUnansweredHeartbeatSettledPastTheDeadlineEndsTheIncarnation(t *t
 			tok := codec.Token{ProducerID: 1}
 			r.hold("r1", tok)
 			start := r.clk.Now()
-			r.tr.On("DescribeMany", mock.Anything, []codec.Role{"r1"}).Return(map[codec.Role]fencing.Described{"r1": {Token: tok, Held: true}}, nil).Twice()
+			pastDeadline := c.inFlight >= r.m.s.HeartbeatDeadline
+			describes := 2
+			if pastDeadline {
+				describes = 1 // the second round holds nothing
+			}
+			r.tr.On("DescribeMany", mock.Anything, []codec.Role{"r1"}).Return(map[codec.Role]fencing.Described{"r1": {Token: tok, Held: true}}, nil).Times(describes)
 			r.tr.On("Heartbeat", mock.Anything, beatAt(rigSession, start, r.m.s)).
 				Run(func(mock.Arguments) { r.clk.Advance(c.inFlight) }).
 				Return(&fencing.Error{Kind: fencing.ErrUnknownOutcome, Err: errors.New("no answer")}).Once()
 			r.s.round(context.Background())
-			_, ok := r.note("r1")
-			assert.False(t, ok, "nothing vouched, nothing lost yet")
+			n, ok := r.note("r1")
+			assert.Equal(t, pastDeadline, ok, "lost only at its local deadline")
 
 			r.s.checkIn("r1", r.clk.Now())
 			again := codec.Session{ProducerID: rigSession.ProducerID, Epoch: rigSession.Epoch + 1, Nonce: rigSession.Nonce}
@@ -279,7 +335,9 @@ func TestSessionUnansweredHeartbeatSettledPastTheDeadlineEndsTheIncarnation(t *t
 				Run(func(mock.Arguments) { r.clk.Advance(c.inStart) }).Return(again, nil).Once()
 			r.tr.On("Heartbeat", mock.Anything, codec.Heartbeat{Member: "me", Session: again, End: true}).Return(nil).Once()
 			r.s.round(context.Background()) // the mock fails the test on a heartbeat of the old incarnation
-			n, ok := r.note("r1")
+			if !pastDeadline {
+				n, ok = r.note("r1")
+			}
 			require.True(t, ok)
 			assert.Equal(t, ReasonLeaseLost, n.lost)
 			assert.Error(t, r.done["r1"].Err(), "the holding's work is cancelled")
@@ -323,9 +381,9 @@ func TestSessionFencedHeartbeatStartsTheSessionAgain(t *testing.T) {
 	r.s.round(context.Background())
 	r.tr.AssertExpectations(t)
 	for _, role := range []codec.Role{"r1", "r2"} {
-		n, ok := r.note(role)
-		require.True(t, ok)
-		assert.Empty(t, n.lost, "%s vouched for under the new epoch", role)
+		_, ok := r.note(role)
+		assert.False(t, ok, "%s kept", role)
+		assert.Equal(t, r.clk.Now(), r.renewed(role), "%s vouched for under the new epoch", role)
 	}
 }
 
@@ -372,18 +430,18 @@ func TestSessionFencedHeartbeatTellsAPredecessorFromATaker(t *testing.T) {
 			}
 			r.s.round(context.Background()) // the mock fails the test on any other call
 			n, ok := r.note("r1")
-			require.True(t, ok)
 			r.m.mu.Lock()
 			inUse := r.m.inUse
 			r.m.mu.Unlock()
 			if other.refused {
+				require.True(t, ok)
 				assert.Equal(t, ReasonFenced, n.lost)
 				require.NotNil(t, inUse, "refused: another process runs the member id")
 				assert.Contains(t, inUse.Error(), "other")
 				return
 			}
-			assert.Empty(t, n.lost, "a predecessor's record: the session starts again")
-			assert.Equal(t, r.clk.Now(), n.vouched)
+			assert.False(t, ok, "a predecessor's record: the session starts again, and keeps the role")
+			assert.Equal(t, r.clk.Now(), r.renewed("r1"))
 			assert.Nil(t, inUse)
 		})
 	}
@@ -478,9 +536,9 @@ func TestSessionRunBeatsEveryIntervalAndEndsTheSession(t *testing.T) {
 		r.s.checkIn("r1", r.clk.Now())
 		r.clk.Advance(r.m.s.HeartbeatInterval)
 		hb := recv(t, beat)
-		assert.Equal(t, t0.Add(time.Duration(i)*r.m.s.HeartbeatInterval).UnixMilli(), hb.GrantedAt, "round %d", i)
-		n := recv(t, r.notes["r1"].ch)
-		assert.Equal(t, t0.Add(time.Duration(i)*r.m.s.HeartbeatInterval), n.vouched)
+		at := t0.Add(time.Duration(i) * r.m.s.HeartbeatInterval)
+		assert.Equal(t, at.UnixMilli(), hb.GrantedAt, "round %d", i)
+		require.Eventually(t, func() bool { return r.renewed("r1").Equal(at) }, 5*time.Second, time.Millisecond, "round %d renewed the role", i)
 	}
 	ended := make(chan struct{})
 	r.tr.On("Heartbeat", mock.Anything, codec.Heartbeat{Member: "me", Session: rigSession, End: true}).
