@@ -29,7 +29,7 @@ import (
 // before a benchmark relies on its latency: for a partition that held no
 // record, the view's consumer may still be opening its connection when the
 // first catch-up returns, and a record committed then reaches the table a
-// round trip or two late (package view, "A view's first moments"). It
+// round trip or two late (docs/DESIGN.md, "The view: catching up"). It
 // affects a view's first moments only; 300ms leaves a wide margin.
 const viewWarmup = 300 * time.Millisecond
 

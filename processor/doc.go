@@ -106,51 +106,11 @@
 // # Groups
 //
 // A member given a [Group] spreads the group's roles over the group's
-// live members instead of campaigning for all of them. Its heartbeats
-// name the group, its weight and whether it drains; they are its only
-// registration, so a group costs one record per member per heartbeat,
-// whatever its roles. Every HeartbeatInterval/2, and at once when a
-// vacancy waits for it, the member computes [group.Assign] from its
-// source: the live members (a heartbeat naming the group seen within half
-// its span) and the roles' holders, its own holdings taken as it knows them.
-// The balance rules, in [Decide] (rule 0's inputs):
-//
-//   - A vacancy's candidates are the live members, owner first, then by
-//     [group.Score]; the member named in the lease that ended ranks last.
-//     Turns, deference and confirmations are rule 7's and 8's. Nobody is
-//     registered, so a challenge prunes nobody.
-//   - While the plan still names the member that let the role go as its
-//     owner (it died or left, and the plan is older than its going), the
-//     others wait for the next plan, at most a HeartbeatInterval.
-//   - A holder hands a role over (DoResign, [ReasonHandedOver]) once two
-//     plans in a row give it to another live member and it has held the
-//     role a LeaseDuration (a draining member at once).
-//   - A member not yet among the live members, or draining
-//     ([Member.Drain]), does not campaign; one that holds Group.Limit of
-//     the roles does not challenge for another.
-//   - A member warms up: for half a LeaseDuration after its first plan
-//     (none when that plan lists no other member) its heartbeats say it
-//     drains and it campaigns for nothing. Its new view reads the last
-//     heartbeat of a member that died before it started as just seen,
-//     and counts it until half a span passes; meanwhile the others would
-//     hand it roles its own plan gives to the dead member.
-//
-// A holder above its share keeps the roles it has held longest
-// ([group.AssignSince], by its leases' grant times): a member that
-// drains and comes back takes back what it held, which the others took
-// last. Why it does not oscillate: the assignment is sticky, and a holding in
-// which no member is above its share is its own assignment, so a member
-// hands a role over only to one below its share, and each move lowers the
-// excess; the two-plan rule keeps a view that lags behind a move from
-// moving the role again. A member that died without leaving is an owner
-// until half its heartbeat's span runs out; the LeaseDuration a holder keeps a
-// role outlasts that, so a survivor that took the role does not hand it
-// back to the dead owner. Why it does not win a role twice: members that
-// see the same members and holders compute the same owner, who alone
-// challenges at once; the others wait their turns a Stagger apart and
-// defer to a live owner. Views that differ can still make two members
-// challenge; the broker's fence keeps one holder, and the loser waits as
-// after any lost race (rule 6). See docs/GROUPS.md.
+// live members instead of campaigning for all of them: its heartbeats
+// name the group and are its only registration, and each half heartbeat
+// interval it computes the group's assignment ([group.Assign]) from its
+// source. [Group]'s documentation states the rules; how to run a group,
+// and why it neither oscillates nor wins a role twice: docs/GROUPS.md.
 //
 // # Safety
 //

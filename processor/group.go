@@ -16,7 +16,42 @@ import (
 )
 
 // Group makes a member's roles one group that spreads over its members
-// (see "Groups" in the package doc).
+// (see "Groups" in the package doc, and docs/GROUPS.md).
+//
+// The member's heartbeats name the group, its weight and whether it
+// drains; they are its only registration, so a group costs one record per
+// member per heartbeat, whatever its roles. Every HeartbeatInterval/2, and
+// at once when a vacancy waits for it, the member computes [group.Assign]
+// from its source: the live members (a heartbeat naming the group seen
+// within half its span) and the roles' holders, its own holdings taken as
+// it knows them. A holder above its share keeps the roles it has held
+// longest ([group.AssignSince], by its leases' grant times). The balance
+// rules, in [Decide] (rule 0's inputs):
+//
+//   - A vacancy's candidates are the live members, owner first, then by
+//     [group.Score]; the member named in the lease that ended ranks last.
+//     Turns, deference and confirmations are rule 7's and 8's. Nobody is
+//     registered, so a challenge prunes nobody. When views differ and two
+//     members challenge, the broker's fence keeps one holder, and the
+//     loser waits as after any lost race (rule 6).
+//   - While the plan still names the member that let the role go as its
+//     owner (it died or left, and the plan is older than its going), the
+//     others wait for the next plan, at most a HeartbeatInterval.
+//   - A holder hands a role over (DoResign, [ReasonHandedOver]) once two
+//     plans in a row give it to another live member and it has held the
+//     role a LeaseDuration (a draining member at once).
+//   - A member not yet among the live members, or draining
+//     ([Member.Drain]), does not campaign; one that holds Limit of the
+//     roles does not challenge for another.
+//   - A member warms up: for half a LeaseDuration after its first plan
+//     (none when that plan lists no other member) its heartbeats say it
+//     drains and it campaigns for nothing. Its new view reads the last
+//     heartbeat of a member that died before it started as just seen,
+//     and counts it until half a span passes; meanwhile the others would
+//     hand it roles its own plan gives to the dead member.
+//
+// Why the assignment does not oscillate, and why a vacancy is seldom won
+// twice: docs/GROUPS.md, "What is guaranteed, and by what".
 type Group struct {
 	// Name names the group in the member's heartbeats; every member of
 	// the group runs the same roles under the same name.

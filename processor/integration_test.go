@@ -892,7 +892,7 @@ func (e *env) awaitSeenBy(n *node, roles []codec.Role, d time.Duration, members 
 }
 
 // awaitLive waits until each node's own view is past its first moments
-// for role (package view, "A view's first moments": a record committed
+// for role (docs/DESIGN.md, "The view: catching up": a record committed
 // just after a view's first catch-up may reach it a round trip or two
 // late): it shows every node's registration, each written after the
 // views' catch-up, and a heartbeat of the holder's session granted after

@@ -323,7 +323,7 @@ func BenchmarkWatchLatency(b *testing.B) {
 // "with-records": every partition holds a record when the view starts, so
 // its first catch-up proves that the consumer that follows the topic is
 // fetching. "empty": the partitions are empty, which the first catch-up
-// cannot prove (see the package doc, "A view's first moments").
+// cannot prove (see docs/DESIGN.md, "The view: catching up").
 func BenchmarkFirstRecordAfterCatchUp(b *testing.B) {
 	for _, prefill := range []bool{true, false} {
 		name := "empty"

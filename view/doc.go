@@ -34,42 +34,30 @@
 //
 // # Caught up
 //
-// goka v1.1.14's notion of recovered (handed the record at high
-// watermark - 1) is never reached by a partition ending in a transaction
-// marker or holding an open transaction. The view replaces it: it asks
-// the leaders for the last stable offset, finds the last record a
-// read_committed consumer is handed, and is caught up once it has applied
-// it. goka's recovery reads nothing (its topic manager is wrapped), and
-// one consumer of the view's own per partition reads for the whole Run:
-// raw read_committed fetches that hand the view each record's batch
-// producer id, epoch and transactional flag, decoded per fetch answer.
-// goka.go lists what the view relies on in goka.
-//
-// # A view's first moments
-//
-// The first catch-up also waits until each partition's consumer has
-// started and handed over the records below the last stable offset (a
-// record restored from the state dir and handed again is not applied
-// twice). For a partition that held none, the first fetch may still be
-// opening its connection then, so a record committed right after waits a
-// round trip or two (docs/BENCHMARKS.md, section View). The same holds
-// after the view restarts a partition's consumer on an error ([View.Run]).
+// The view is caught up once it has applied, in each partition, the last
+// record below the last stable offset that a read_committed consumer is
+// handed; goka v1.1.14's notion of recovered, which a partition ending in
+// a transaction marker or holding an open transaction never reaches, is
+// replaced, and goka's recovery reads nothing (goka.go lists what the
+// view relies on in goka). One consumer of the view's own per partition
+// reads for the whole Run, with raw read_committed fetches that carry
+// each record's batch producer id, epoch and transactional flag. The
+// rule, the first catch-up's wait for each consumer, and what a record
+// committed right after it costs: docs/DESIGN.md, "The view: catching
+// up"; the consumer: "The view: its consumer".
 //
 // # Who can write what
 //
 // A lease or release counts only when its batch is a transaction of the
 // producer id and epoch of the token it names, and that producer id is
 // the one the role's own transactional id (<prefix><role>) has at the
-// coordinator: the view asks once per new (role, producer id), the roles
-// waiting together ([Options].Describe), and remembers
-// ([Options].Authors). Other lease records, and any tombstone on a lease
-// key, are skipped as forged ([SkipForged]). A lease awaiting its verdict
-// waits outside the table, and [View.Confirm] and [View.WaitCaughtUp] wait
-// for it; the apply loop never waits on the network. A reader without
-// Describe on the transactional id counts leases by their batch alone and
-// warns once. Registrations stay plain appends: Write on the role topic
-// can reorder candidates and step a holder down, never take, hold or
-// vacate a role. The full argument and the ACLs that matter:
+// coordinator ([Options].Describe, remembered in [Options].Authors);
+// other lease records, and any tombstone on a lease key, are skipped as
+// forged ([SkipForged]). A lease awaiting its verdict waits outside the
+// table, and [View.Confirm] and [View.WaitCaughtUp] wait for it.
+// Registrations stay plain appends: Write on the role topic can reorder
+// candidates and step a holder down, never take, hold or vacate a role.
+// The argument, a reader without Describe, and the ACLs that matter:
 // docs/DESIGN.md, "The view: who can write what".
 //
 // # Member sessions
@@ -103,11 +91,10 @@
 // A partition whose log now ends below what the view has read (recreated,
 // or the cluster restarted without its data) is read again from its start
 // into a table of its own, which then replaces the partition's roles
-// (subscribers get each change, [Stats].Rebuilds counts it). Until then
-// lookups answer from the old table, WaitCaughtUp waits, Confirm fails
-// with [ErrRewound] and [View.Health] is unhealthy. A partition recreated
-// and written past the view's offset before its next fetch is not seen.
-// Detail: docs/DESIGN.md, "The view: when the topic starts over".
+// ([Stats].Rebuilds); meanwhile Confirm fails with [ErrRewound] and
+// [View.Health] is unhealthy. What lookups and WaitCaughtUp do until then,
+// and what is not seen: docs/DESIGN.md, "The view: when the topic starts
+// over".
 //
 // # State on disk
 //
@@ -126,17 +113,13 @@
 //
 // # Confirmation, freshness and the observer's clock
 //
-// [View.Confirm] is the check before a challenge: one Fetch for the
-// partition's last stable offset (a ListOffsets before the first
-// catch-up), a wait until the table holds everything below it, and a
-// second Fetch only to name an open transaction's producer. It fails
-// rather than answer from the table when the cluster cannot be reached,
-// ctx ends, or the partition went backwards ([ErrRewound]).
-// [View.ConfirmRecent] may answer from the consumer's latest fetch answer
-// instead, when its request was sent at most maxAge ago, after the last
-// probe of an earlier confirmation, shows no open transaction and was read
-// to its last stable offset (see docs/DESIGN.md, "Confirmations from the
-// source's own reads").
+// [View.Confirm] is the check before a challenge: it returns once the
+// table holds every record of the role's partition committed when the
+// call started, in one round trip when no transaction is open, and fails
+// rather than answer from the table. [View.ConfirmRecent] may take that
+// round trip from the consumer's latest fetch answer, when it is fresh
+// enough. Their docs say when and how; the reads: docs/DESIGN.md, "The
+// view: what Confirm reads".
 //
 // [View.Health] says, without blocking, whether the table is current: it
 // is unhealthy when no broker answered its probes

@@ -248,9 +248,9 @@ func killWorkers(dir string) {
 // the lease (2s; a's own heartbeat deadline is 1.6s after its last renewal).
 // a stops the tree while its session's heartbeats renew the role, and
 // releases the role only once the worker is gone: b's CMD, as it starts,
-// finds the old worker dead. Before the fix a waited for its CMD only
-// until its local deadline, without renewing, then released, and b's CMD
-// started beside the draining worker.
+// finds the old worker dead. A holder that waited for its CMD only until
+// its local deadline, without renewing, then released, would start b's
+// CMD beside the draining worker: the test fails on that.
 func TestRunStepDownWaitsForADrainingWorker(t *testing.T) {
 	t.Parallel()
 	bin, c, dir := treeTest(t)

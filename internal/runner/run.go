@@ -360,8 +360,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	// The roles' transaction coordinators, looked up now, in the
 	// background, are one round trip less in this member's first
-	// challenge: the next handover, when it counts. A failure is for the
-	// challenge to meet (and retry) as before.
+	// challenge: the next handover, when it counts. A failed look-up is
+	// left to the challenge, which looks the coordinator up (and retries)
+	// itself.
 	fctx, stopFind := context.WithTimeout(sctx, settings.TransactionTimeout)
 	found := make(chan struct{})
 	go func() {

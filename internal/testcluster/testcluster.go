@@ -15,8 +15,8 @@
 // broker ([Options].MaxVersions, or [VersionsEnv] for a whole run:
 // KROLE_TEST_VERSIONS=redpanda, kafka-3.0 or kafka-4.0; [RealBrokers]), so
 // that the suite shows krole's requests negotiate down to what Apache
-// Kafka 3.0 and 4.0 and Redpanda serve. TestVersionMatrix runs the core
-// operations under each table in every run.
+// Kafka 3.0 and 4.0 and Redpanda serve. The package's own tests run the
+// core operations under each table in every run.
 //
 // It also holds what the tests of several packages share: fresh names
 // and application topics ([Cluster.Name], [Cluster.Topic]), a read of
