@@ -134,7 +134,7 @@ func balance(ctx context.Context, c balanceConfig, progress *os.File) ([]chart.R
 	d := &driver{ctx: ctx, admin: admin, brokers: eps, ttl: c.ttl, topic: "krole-bench-balance-" + run,
 		group: "krole-bench-balance-" + run}
 	d.groupsUsed = []string{d.group}
-	if err := d.createTopicN(int32(c.partitions)); err != nil {
+	if err := d.createTopic(int32(c.partitions)); err != nil {
 		return nil, err
 	}
 	defer d.cleanUp()
@@ -227,8 +227,9 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// createTopicN creates the run's topic with n partitions.
-func (d *driver) createTopicN(n int32) error {
+// createTopic creates the run's topic with n partitions (1 but for a
+// balance run).
+func (d *driver) createTopic(n int32) error {
 	req := kmsg.NewPtrCreateTopicsRequest()
 	t := kmsg.NewCreateTopicsRequestTopic()
 	t.Topic, t.NumPartitions, t.ReplicationFactor = d.topic, n, -1
