@@ -12,8 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
-	"github.com/krabka/krole/election"
-	"github.com/krabka/krole/group"
 	"github.com/krabka/krole/internal/groupsum"
 	"github.com/krabka/krole/internal/grouptest"
 	"github.com/krabka/krole/internal/testcluster"
@@ -62,14 +60,7 @@ func TestTableMembersShowsAGroupsBalance(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
 	c.Members(t).Lease("cron", "x1", time.Hour) // a holder in no group
-	roles, err := group.Expand("shard-{0..11}")
-	require.NoError(t, err)
-	holders := grouptest.NewHolders()
-	sessions := map[codec.MemberID]*election.Session{}
-	for _, m := range []codec.MemberID{"node-a", "node-b", "node-c"} {
-		sessions[m] = grouptest.StartMember(t, c, m, "shards", roles, holders)
-	}
-	holders.Await(t, roles, map[codec.MemberID]int{"node-a": 4, "node-b": 4, "node-c": 4})
+	shards := grouptest.StartShards(t, c)
 
 	r := runOn(t, c, "table", "--members", "--moves", "0")
 	requireOK(t, r)
@@ -91,8 +82,8 @@ func TestTableMembersShowsAGroupsBalance(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(t, sessions["node-b"].Drain(ctx))
-	holders.Await(t, roles, map[codec.MemberID]int{"node-a": 6, "node-c": 6})
+	require.NoError(t, shards.Sessions["node-b"].Drain(ctx))
+	shards.Await(t, map[codec.MemberID]int{"node-a": 6, "node-c": 6})
 
 	r = runOn(t, c, "table", "--members", "--group", "shards")
 	requireOK(t, r)
