@@ -134,7 +134,7 @@ func balance(ctx context.Context, c balanceConfig, progress *os.File) ([]chart.R
 	d := &driver{ctx: ctx, admin: admin, brokers: eps, ttl: c.ttl, topic: "krole-bench-balance-" + run,
 		group: "krole-bench-balance-" + run}
 	d.groupsUsed = []string{d.group}
-	if err := d.createTopicN(int32(c.partitions)); err != nil {
+	if err := d.createTopic(int32(c.partitions)); err != nil {
 		return nil, err
 	}
 	defer d.cleanUp()
@@ -227,8 +227,9 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// createTopicN creates the run's topic with n partitions.
-func (d *driver) createTopicN(n int32) error {
+// createTopic creates the run's topic with n partitions (1 but for a
+// balance run).
+func (d *driver) createTopic(n int32) error {
 	req := kmsg.NewPtrCreateTopicsRequest()
 	t := kmsg.NewCreateTopicsRequestTopic()
 	t.Topic, t.NumPartitions, t.ReplicationFactor = d.topic, n, -1
@@ -496,16 +497,10 @@ func (t *tracker) kill(m int, t0 time.Time) {
 }
 
 func (t *tracker) assigned(m int, parts []int32, at time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.dead[m] {
-		return
-	}
-	t.last = at
-	for _, p := range parts {
+	t.update(m, parts, at, func(p int32) {
 		prev := t.owner[p]
 		if prev == m {
-			continue
+			return
 		}
 		from := t.lastOwner[p]
 		if prev >= 0 {
@@ -525,11 +520,21 @@ func (t *tracker) assigned(m int, parts []int32, at time.Time) {
 			t.freedAt[p] = time.Time{}
 		}
 		t.owner[p], t.lastOwner[p] = m, m
-	}
-	t.check(at)
+	})
 }
 
 func (t *tracker) revoked(m int, parts []int32, at time.Time) {
+	t.update(m, parts, at, func(p int32) {
+		if t.owner[p] == m {
+			t.owner[p], t.lastOwner[p], t.freedAt[p] = -1, m, at
+		}
+	})
+}
+
+// update applies fn to each of parts, partitions member m was assigned
+// or had revoked at at, under the tracker's lock, and checks the phase;
+// nothing for a member already dead.
+func (t *tracker) update(m int, parts []int32, at time.Time, fn func(p int32)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.dead[m] {
@@ -537,9 +542,7 @@ func (t *tracker) revoked(m int, parts []int32, at time.Time) {
 	}
 	t.last = at
 	for _, p := range parts {
-		if t.owner[p] == m {
-			t.owner[p], t.lastOwner[p], t.freedAt[p] = -1, m, at
-		}
+		fn(p)
 	}
 	t.check(at)
 }

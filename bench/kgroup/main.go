@@ -132,7 +132,7 @@ func runDriver(kind string, args []string) error {
 	run := peerkit.RunID()
 	d := &driver{ctx: ctx, admin: admin, brokers: eps, ttl: f.TTL, topic: "krole-bench-" + kind + "-" + run,
 		group: "krole-bench-" + kind + "-" + run}
-	if err := d.createTopic(); err != nil {
+	if err := d.createTopic(1); err != nil {
 		return err
 	}
 	defer d.cleanUp()
@@ -166,23 +166,6 @@ type driver struct {
 	group   string
 	// groupsUsed are the groups to delete at the end.
 	groupsUsed []string
-}
-
-// createTopic creates the run's one-partition topic.
-func (d *driver) createTopic() error {
-	req := kmsg.NewPtrCreateTopicsRequest()
-	t := kmsg.NewCreateTopicsRequestTopic()
-	t.Topic, t.NumPartitions, t.ReplicationFactor = d.topic, 1, -1
-	req.Topics = append(req.Topics, t)
-	req.TimeoutMillis = int32(waitLimit.Milliseconds())
-	resp, err := req.RequestWith(d.ctx, d.admin)
-	if err != nil {
-		return fmt.Errorf("create topic %s: %w", d.topic, err)
-	}
-	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("create topic %s: %w", d.topic, err)
-	}
-	return nil
 }
 
 // cleanUp deletes the run's topic and groups (best effort; on an

@@ -27,7 +27,7 @@ func TestAcquire(t *testing.T) {
 	}
 	defer admin.Close()
 	d := &driver{ctx: context.Background(), admin: admin, brokers: c.ListenAddrs()[0], ttl: time.Second, topic: "t", group: "g"}
-	if err := d.createTopic(); err != nil {
+	if err := d.createTopic(1); err != nil {
 		t.Fatal(err)
 	}
 	for i, withSession := range []bool{false, false, true, true} {

@@ -46,6 +46,43 @@ func WriteChart(path, title string, results []chart.Result) error {
 	return f.Close()
 }
 
+// DrawChart draws res, and the results in the files peers beside it, as
+// SVG into the file at path (krole bench --chart, --peer).
+func DrawChart(path string, res chart.Result, peers []string) error {
+	results := []chart.Result{res}
+	for _, p := range peers {
+		more, err := ReadResults(p)
+		if err != nil {
+			return err
+		}
+		results = append(results, more...)
+	}
+	return WriteChart(path, "krole bench "+res.Kind, results)
+}
+
+// Compare writes the results in the files paths to w side by side, with
+// the ratios of krole to each, and draws them into the file chartPath
+// when it is not "" (krole bench compare).
+func Compare(w io.Writer, paths []string, chartPath string) error {
+	var results []chart.Result
+	for _, p := range paths {
+		rs, err := ReadResults(p)
+		if err != nil {
+			return err
+		}
+		results = append(results, rs...)
+	}
+	for _, r := range results {
+		chart.WriteText(w, r)
+	}
+	fmt.Fprintln(w)
+	chart.WriteRatios(w, results)
+	if chartPath != "" {
+		return WriteChart(chartPath, chart.Title(results), results)
+	}
+	return nil
+}
+
 // WriteDetails writes the lines that follow the latencies in the text of
 // a renew of roles roles.
 func (res *RenewResult) WriteDetails(w io.Writer, roles int) {

@@ -145,11 +145,8 @@ func lastLine(s string) string {
 // line naming it and exit 1.
 func TestACLs(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("builds the binary and runs processes; skipped with -short")
-	}
+	bin := processTest(t, "")
 	c := startACLCluster(t)
-	bin := buildKrole(t)
 	// The longest a command may take here: a member takes a vacant role
 	// within a few renew intervals. A member that retried a refused call
 	// forever would run into it.

@@ -213,29 +213,13 @@ func runBench(c *ucli.Context, validate func() error, measure func(e *bench.Env,
 			out.more(stdout(c))
 		}
 	}
-	if err := drawBench(c, *out.r); err != nil {
-		return err
+	if path := c.String("chart"); path != "" {
+		if err := bench.DrawChart(path, *out.r, c.StringSlice("peer")); err != nil {
+			return err
+		}
 	}
 	if out.after != nil {
 		return out.after()
-	}
-	return nil
-}
-
-// drawBench draws --chart: res, and the --peer results beside it.
-func drawBench(c *ucli.Context, res chart.Result) error {
-	if path := c.String("chart"); path != "" {
-		results := []chart.Result{res}
-		for _, p := range c.StringSlice("peer") {
-			more, err := bench.ReadResults(p)
-			if err != nil {
-				return err
-			}
-			results = append(results, more...)
-		}
-		if err := bench.WriteChart(path, "krole bench "+res.Kind, results); err != nil {
-			return err
-		}
 	}
 	return nil
 }
@@ -245,22 +229,5 @@ func runBenchCompare(c *ucli.Context) error {
 	if !c.Args().Present() {
 		return Usagef(c, "compare needs RESULT.json files")
 	}
-	var results []chart.Result
-	for _, p := range c.Args().Slice() {
-		rs, err := bench.ReadResults(p)
-		if err != nil {
-			return err
-		}
-		results = append(results, rs...)
-	}
-	out := stdout(c)
-	for _, r := range results {
-		chart.WriteText(out, r)
-	}
-	fmt.Fprintln(out)
-	chart.WriteRatios(out, results)
-	if path := c.String("chart"); path != "" {
-		return bench.WriteChart(path, chart.Title(results), results)
-	}
-	return nil
+	return bench.Compare(stdout(c), c.Args().Slice(), c.String("chart"))
 }

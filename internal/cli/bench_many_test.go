@@ -17,10 +17,7 @@ import (
 // anything was).
 func TestBenchManyRoles(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("builds the binary and runs processes; skipped with -short")
-	}
-	bin := buildKrole(t)
+	bin := processTest(t, "")
 
 	t.Run("renew --members", func(t *testing.T) {
 		out, _ := benchBin(t, bin, "bench", "renew", "--roles", "20", "--members", "2", "--lease-duration", "2s",

@@ -21,10 +21,7 @@ import (
 // result, exit 1, not a failure of the command).
 func TestBenchSteadyAndLock(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("builds the binary and runs processes; skipped with -short")
-	}
-	bin := buildKrole(t)
+	bin := processTest(t, "")
 
 	t.Run("steady", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -66,10 +66,7 @@ func benchBin(t *testing.T, bin string, args ...string) (string, string) {
 // working.
 func TestBench(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("builds the binary and runs processes; skipped with -short")
-	}
-	bin := buildKrole(t)
+	bin := processTest(t, "")
 	dir := t.TempDir()
 
 	t.Run("handover", func(t *testing.T) {

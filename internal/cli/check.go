@@ -10,7 +10,6 @@ import (
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/check"
 	"github.com/krabka/krole/internal/explain"
-	"github.com/krabka/krole/internal/render"
 	"github.com/krabka/krole/processor"
 )
 
@@ -65,7 +64,7 @@ func runCheck(c *ucli.Context) error {
 	if outputFormat(c) != FormatJSON {
 		onResult = func(r check.Result) {
 			if werr == nil {
-				werr = writeCheckLine(c, r)
+				werr = check.WriteLine(stdout(c), r)
 			}
 		}
 	}
@@ -86,7 +85,7 @@ func runCheck(c *ucli.Context) error {
 		if err := writeJSON(stdout(c), rep); err != nil {
 			return err
 		}
-	} else if err := writeCheckSummary(c, rep); err != nil {
+	} else if err := check.WriteSummary(stdout(c), rep); err != nil {
 		return err
 	}
 	switch {
@@ -105,56 +104,4 @@ func explainCheckError(cfg fencing.Config, err error) string {
 		return fmt.Sprintf("topic %s does not exist", cfg.Topic) // the fix says how to create it
 	}
 	return explain.OneLine(explain.WithoutPackagePrefixes(explain.Describe(err)))
-}
-
-// checkNameWidth aligns the status column: the longest check name.
-const checkNameWidth = len(check.NameTxnReadCommit)
-
-// checkLineWidth is the width a check's lines are wrapped at.
-const checkLineWidth = 120
-
-// writeCheckLine prints one check's lines: name, status and what it
-// found, then the fix of a check that did not pass, wrapped at
-// checkLineWidth under the detail.
-func writeCheckLine(c *ucli.Context, r check.Result) error {
-	text := r.Detail
-	if r.Fix != "" && (!r.OK || r.Warn) {
-		text += "; fix: " + r.Fix
-	}
-	head := fmt.Sprintf("%-*s  %s  ", checkNameWidth, r.Name, r.Status())
-	_, err := fmt.Fprint(stdout(c), render.Wrap(head, text, checkLineWidth))
-	return err
-}
-
-// writeCheckSummary prints the run's verdict last: how many checks
-// failed and the first failure, which often causes the rest (a missing
-// topic fails every check that reads it).
-func writeCheckSummary(c *ucli.Context, rep check.Report) error {
-	var failed []check.Result
-	warned, skipped := 0, 0
-	for _, r := range rep.Checks {
-		switch {
-		case !r.OK:
-			failed = append(failed, r)
-		case r.Skipped:
-			skipped++
-		case r.Warn:
-			warned++
-		}
-	}
-	var text string
-	switch {
-	case rep.Interrupted != "":
-		text = fmt.Sprintf("%s: %d of %d checks not run or cut short; no verdict", rep.Interrupted, skipped, len(rep.Checks))
-	case len(failed) > 0:
-		first := failed[0]
-		text = fmt.Sprintf("%d of %d checks failed; the first, %s: %s", len(failed), len(rep.Checks), first.Name, first.Detail)
-		if first.Fix != "" {
-			text += "; fix that first: " + first.Fix
-		}
-	default:
-		text = fmt.Sprintf("no check failed (%d passed, %d warned, %d skipped)", len(rep.Checks)-warned-skipped, warned, skipped)
-	}
-	_, err := fmt.Fprint(stdout(c), render.Wrap("summary: ", text, checkLineWidth))
-	return err
 }

@@ -45,12 +45,12 @@ var checkLine = regexp.MustCompile(`^([a-z.-]+) +(PASS|WARN|FAIL|SKIP)  \S`)
 
 // checkText splits krole check's text output into each check's line,
 // with its wrapped continuation lines joined to it, and the summary that
-// ends it. Every line printed is at most checkLineWidth characters.
+// ends it. Every line printed is at most check.LineWidth characters.
 func checkText(t *testing.T, stdout string) (checks []string, summary string) {
 	t.Helper()
 	var all []string
 	for _, l := range strings.Split(strings.TrimRight(stdout, "\n"), "\n") {
-		assert.LessOrEqual(t, len(l), checkLineWidth, "line %q", l)
+		assert.LessOrEqual(t, len(l), check.LineWidth, "line %q", l)
 		if strings.HasPrefix(l, " ") && len(all) > 0 {
 			all[len(all)-1] += " " + strings.TrimSpace(l)
 			continue
@@ -240,7 +240,7 @@ func TestCheckDocs(t *testing.T) {
 
 // TestCheckMissingTopic: one cause, a topic that does not exist, fails
 // several checks; the summary names it and its fix, and no line is
-// longer than checkLineWidth.
+// longer than check.LineWidth.
 func TestCheckMissingTopic(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})

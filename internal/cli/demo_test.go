@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os/exec"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,13 +35,7 @@ var (
 // everything.
 func TestDemo(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("builds the binary and runs processes; skipped with -short")
-	}
-	if runtime.GOOS != "linux" {
-		t.Skip("checks processes through /proc")
-	}
-	bin := buildKrole(t)
+	bin := processTest(t, "checks processes through /proc")
 
 	t.Run("run to the end", func(t *testing.T) {
 		t.Parallel()

@@ -10,8 +10,6 @@ import (
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/render"
 	"github.com/krabka/krole/internal/roleread"
-	"github.com/krabka/krole/internal/server"
-	"github.com/krabka/krole/rolestate"
 )
 
 func describeCommand() *ucli.Command {
@@ -50,23 +48,11 @@ func describeCommand() *ucli.Command {
 // newest lease, nil when it has none or when the principal may not read
 // the role topic (LeaseUnknown then says why).
 type describeResult struct {
-	Role         string         `json:"role"`
-	Held         bool           `json:"held"`
-	Token        *codec.Token   `json:"token"`
-	Lease        *describeLease `json:"lease"`
-	LeaseUnknown string         `json:"lease_unknown,omitempty"`
-}
-
-// describeLease is the role's newest lease as `krole describe` shows it.
-type describeLease struct {
-	State  string         `json:"state"` // live, released or expired
-	Member codec.MemberID `json:"member"`
-	Token  codec.Token    `json:"token"`
-	// Fence is the holding's fencing number (server.Holder.Fence).
-	Fence  int64 `json:"fence"`
-	LeftMS int64 `json:"left_ms"`
-	// VouchedAt is the holder's latest renewal (server.Holder.VouchedAt).
-	VouchedAt int64 `json:"vouched_at,omitempty"`
+	Role         string        `json:"role"`
+	Held         bool          `json:"held"`
+	Token        *codec.Token  `json:"token"`
+	Lease        *render.Lease `json:"lease"`
+	LeaseUnknown string        `json:"lease_unknown,omitempty"`
 }
 
 func runDescribe(c *ucli.Context) error {
@@ -94,7 +80,7 @@ func runDescribe(c *ucli.Context) error {
 	case err != nil:
 		return err
 	default:
-		res.Lease = leaseOf(st, time.Now())
+		res.Lease = render.LeaseOf(st, time.Now())
 	}
 	if ok {
 		res.Token = &tok
@@ -107,39 +93,10 @@ func runDescribe(c *ucli.Context) error {
 	if ok {
 		token = tok.String()
 	}
-	lease := leaseText(res.Lease)
+	lease := render.LeaseText(res.Lease)
 	if res.LeaseUnknown != "" {
 		lease = "unknown: " + res.LeaseUnknown
 	}
 	tw.Row(string(role), token, t.Config().TransactionalID(string(role)), lease)
 	return tw.Flush()
-}
-
-// leaseOf returns st's lease judged at now, nil without one.
-func leaseOf(st rolestate.State, now time.Time) *describeLease {
-	h := server.JudgedRow(st, now).Holder
-	if h == nil {
-		return nil
-	}
-	l := &describeLease{Member: h.Member, Token: h.Token, Fence: h.Fence, LeftMS: h.LeftMS, VouchedAt: h.VouchedAt, State: "live"}
-	switch {
-	case h.Released():
-		l.State = "released"
-	case h.Expired:
-		l.State = "expired"
-	}
-	return l
-}
-
-// leaseText is the LEASE column.
-func leaseText(l *describeLease) string {
-	switch {
-	case l == nil:
-		return "none"
-	case l.State == "live":
-		return fmt.Sprintf("live: %s (token %s, fence %d), %s left", l.Member, l.Token, l.Fence, render.FormatLeft(time.Duration(l.LeftMS)*time.Millisecond))
-	case l.State == "released":
-		return fmt.Sprintf("released by %s (token %s, fence %d): nobody holds the role", l.Member, l.Token, l.Fence)
-	}
-	return fmt.Sprintf("expired: %s (token %s, fence %d) stopped renewing", l.Member, l.Token, l.Fence)
 }

@@ -6,16 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/IBM/sarama"
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/krabka/krole/codec"
-	"github.com/krabka/krole/fencing"
-	"github.com/krabka/krole/internal/ctxcall"
-	"github.com/krabka/krole/internal/explain"
-	"github.com/krabka/krole/internal/liveness"
-	"github.com/krabka/krole/internal/liveview"
-	"github.com/krabka/krole/rolestate"
+	"github.com/krabka/krole/internal/drain"
 )
 
 // DefaultDrainTimeout is the default of `krole drain --timeout`.
@@ -87,7 +81,7 @@ func runDrain(c *ucli.Context) error {
 	}
 	defer lv.Stop()
 
-	se, err := liveSession(ctx, lv, member)
+	se, err := drain.LiveSession(ctx, lv.View, member)
 	switch {
 	case parent.Err() != nil:
 		return nil // interrupted: nothing written
@@ -99,7 +93,7 @@ func runDrain(c *ucli.Context) error {
 		return fmt.Errorf("member %s is in no group (its heartbeats name none): only a member of a group (krole run --slots, processor.Group) can be drained", member)
 	}
 	req := codec.DrainRequest{Member: member, Nonce: hb.Session.Nonce, At: time.Now().UnixMilli()}
-	off, err := writeDrainRequest(ctx, lv.Config(), req)
+	off, err := drain.Write(ctx, lv.Config(), req)
 	switch {
 	case err != nil && parent.Err() != nil:
 		fmt.Fprintf(stderr(c), "krole drain: interrupted while writing the drain request of %s; it may still be written\n", member)
@@ -109,13 +103,13 @@ func runDrain(c *ucli.Context) error {
 	}
 	res := drainResult{Member: member, Group: hb.Group, Nonce: req.Nonce, RequestedAt: req.At, Roles: -1}
 	if !c.Bool("no-wait") {
-		draining, held, err := awaitDrained(ctx, lv, member, req.Nonce, off)
+		draining, held, err := drain.Await(ctx, lv.View, member, req.Nonce, off)
 		switch {
 		case parent.Err() != nil:
 			fmt.Fprintf(stderr(c), "krole drain: interrupted; the request stays: %s goes on draining\n", member)
 			return nil
 		case errors.Is(context.Cause(ctx), errTimeoutPassed):
-			return fmt.Errorf("member %s did not drain within --timeout %v: %s; the request stays", member, timeout, progress(draining, held))
+			return fmt.Errorf("member %s did not drain within --timeout %v: %s; the request stays", member, timeout, drain.Progress(draining, held))
 		case err != nil:
 			return err
 		}
@@ -141,147 +135,4 @@ func cutShort(ctx context.Context, timeout time.Duration, what string, err error
 		return fmt.Errorf("%s: no answer within --timeout %v", what, timeout)
 	}
 	return err
-}
-
-// liveSession returns member's latest session record once the view says
-// the session is live (liveness.Session: a heartbeat whose span has not
-// run out); it waits while the member's clock says the latest ran out and
-// the next may be on its way, and fails when the session is gone.
-func liveSession(ctx context.Context, lv *liveview.View, member codec.MemberID) (rolestate.SessionSeen, error) {
-	for {
-		se, ok, err := lv.SessionSettled(ctx, member)
-		if err != nil {
-			return se, err
-		}
-		if !ok {
-			return se, fmt.Errorf("member %s has no live session: no heartbeat of it is on the topic (is it running?)", member)
-		}
-		v := liveness.Session(&se, time.Now())
-		switch {
-		case v.Gone && se.Heartbeat.End:
-			return se, fmt.Errorf("member %s has no live session: its session ended (it stopped)", member)
-		case v.Gone:
-			return se, fmt.Errorf("member %s has no live session: its latest heartbeat ran out at %s by its clock (is it running?)", member, v.RanOut.Format(time.RFC3339))
-		case !v.Pending:
-			return se, nil
-		}
-		if err := ctxcall.Sleep(ctx, 25*time.Millisecond); err != nil {
-			return se, err
-		}
-	}
-}
-
-// writeDrainRequest appends req under its member's drain key, in the
-// partition of the member's session records, and returns its offset. It
-// is a plain append, as a registration is: no transaction and no producer
-// id, so it needs Write on the topic and nothing else; a copy written
-// twice by a retry is the same request.
-func writeDrainRequest(ctx context.Context, cfg fencing.Config, req codec.DrainRequest) (int64, error) {
-	val, err := codec.EncodeRecord(codec.Record{Drain: &req})
-	if err != nil {
-		return -1, err
-	}
-	sc, err := cfg.Sarama()
-	if err != nil {
-		return -1, err
-	}
-	fail := func(err error) (int64, error) {
-		err = fmt.Errorf("writing the drain request of %s to topic %s: %w", req.Member, cfg.Topic, err)
-		if ae := fencing.AuthorizationOf(err, fencing.AuthorizationError{Operation: "WRITE", Resource: fencing.ResourceTopic, Name: cfg.Topic}); ae != nil {
-			return -1, ae
-		}
-		return -1, explain.RunError(cfg, err)
-	}
-	client, err := ctxcall.Do(ctx, nil, func() (sarama.Client, error) { return sarama.NewClient(cfg.Brokers, sc) })
-	if err != nil {
-		return fail(err)
-	}
-	defer client.Close()
-	parts, err := ctxcall.Do(ctx, nil, func() ([]int32, error) { return client.Partitions(cfg.Topic) })
-	if err != nil {
-		return fail(err)
-	}
-	key := codec.DrainKey(req.Member)
-	msg := &sarama.ProducerMessage{Topic: cfg.Topic, Key: sarama.ByteEncoder(key.Encode()), Value: sarama.ByteEncoder(val),
-		Partition: codec.KeyPartition(key, int32(len(parts)))}
-	return ctxcall.Do(ctx, nil, func() (int64, error) {
-		p, err := sarama.NewSyncProducerFromClient(client)
-		if err != nil {
-			_, err = fail(err)
-			return -1, err
-		}
-		defer p.Close()
-		_, off, err := p.SendMessage(msg)
-		if err != nil {
-			_, err = fail(err)
-			return -1, err
-		}
-		return off, nil
-	})
-}
-
-// awaitDrained waits until the view shows that member drained the
-// session incarnation nonce on the request at offset off: its heartbeat
-// says it drains (or that incarnation's session ended after the
-// request), and no live lease names it. It also returns, for an error,
-// how far the member got: whether it drains, and the roles whose live
-// lease names it (-1: not counted).
-func awaitDrained(ctx context.Context, lv *liveview.View, member codec.MemberID, nonce string, off int64) (draining bool, held int, err error) {
-	held = -1
-	for {
-		se, ok, err := lv.Session(ctx, member)
-		if err != nil {
-			return draining, held, err
-		}
-		if ok && se.Heartbeat.Session.Nonce == nonce {
-			// A record after the request (the same partition: offsets
-			// compare) that says it drains, or that it left.
-			draining = draining || se.Offset > off && (se.Heartbeat.Drain || se.Heartbeat.End)
-		} else if ok {
-			return draining, held, fmt.Errorf("member %s started a new session before it drained: run krole drain again to drain the new one", member)
-		}
-		if draining {
-			if held, err = heldBy(ctx, lv, member); err != nil {
-				return draining, held, err
-			}
-			if held == 0 {
-				return true, 0, nil
-			}
-		}
-		if err := ctxcall.Sleep(ctx, 50*time.Millisecond); err != nil {
-			return draining, held, err
-		}
-	}
-}
-
-// progress says how far a drain got: whether the member's heartbeats say
-// it drains, and how many roles it still holds.
-func progress(draining bool, held int) string {
-	switch {
-	case !draining:
-		return "its heartbeats do not say it drains yet"
-	case held > 0:
-		return fmt.Sprintf("it drains, and still holds %d roles", held)
-	}
-	return "it drains"
-}
-
-// heldBy counts the roles whose lease, live as the view judges it, names
-// member.
-func heldBy(ctx context.Context, lv *liveview.View, member codec.MemberID) (int, error) {
-	roles, err := lv.Roles(ctx)
-	if err != nil {
-		return -1, err
-	}
-	holders, err := lv.Holders(ctx, roles, time.Time{})
-	if err != nil {
-		return -1, err
-	}
-	n := 0
-	for _, m := range holders {
-		if m == member {
-			n++
-		}
-	}
-	return n, nil
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/election"
-	"github.com/krabka/krole/group"
 	"github.com/krabka/krole/internal/grouptest"
 	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/processor"
@@ -96,19 +95,13 @@ func TestDrainUsageErrors(t *testing.T) {
 func TestDrainMemberOfAGroup(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
-	roles, err := group.Expand("shard-{0..11}")
-	require.NoError(t, err)
-	holders := grouptest.NewHolders()
-	for _, m := range []codec.MemberID{"node-a", "node-b", "node-c"} {
-		grouptest.StartMember(t, c, m, "shards", roles, holders)
-	}
-	holders.Await(t, roles, map[codec.MemberID]int{"node-a": 4, "node-b": 4, "node-c": 4})
+	shards := grouptest.StartShards(t, c)
 
 	r := runOn(t, c, "drain", "--member", "node-b")
 	requireOK(t, r)
 	assert.Equal(t, "member node-b drained: 0 roles held\n", r.Stdout)
 	assert.Empty(t, r.Stderr)
-	holders.Await(t, roles, map[codec.MemberID]int{"node-a": 6, "node-c": 6})
+	shards.Await(t, map[codec.MemberID]int{"node-a": 6, "node-c": 6})
 
 	r = runOn(t, c, "drain", "--member", "node-c", "--no-wait", "-o", "json")
 	requireOK(t, r)
@@ -119,7 +112,7 @@ func TestDrainMemberOfAGroup(t *testing.T) {
 	assert.Equal(t, "shards", res["group"])
 	assert.Equal(t, false, res["drained"])
 	assert.NotEmpty(t, res["nonce"])
-	holders.Await(t, roles, map[codec.MemberID]int{"node-a": 12})
+	shards.Await(t, map[codec.MemberID]int{"node-a": 12})
 
 	// The last member of a group has nobody to hand its roles to: drain
 	// gives up at --timeout, saying how far it got.

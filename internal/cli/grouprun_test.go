@@ -94,13 +94,7 @@ func perMember(cmds []roleCmd) map[string]int {
 // one member at a time, with a greater KROLE_FENCE at each start.
 func TestRunRolesProcesses(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("builds the binary and runs processes; skipped with -short")
-	}
-	if runtime.GOOS != "linux" {
-		t.Skip("the watchdog that keeps CMD's tree is Linux's")
-	}
-	bin := buildKrole(t)
+	bin := processTest(t, "the watchdog that keeps CMD's tree is Linux's")
 	c := testcluster.Start(t, testcluster.Options{})
 	out := filepath.Join(t.TempDir(), "cmds")
 	// A kill timeout well above the time the script takes to say it

@@ -82,10 +82,7 @@ func TestReadersExitWhenTheClusterHangs(t *testing.T) {
 // waited for its view's probe (50s) and for each step of leaving.
 func TestRunExitsWhenTheClusterHangs(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("builds the binary and runs processes; skipped with -short")
-	}
-	bin := buildKrole(t)
+	bin := processTest(t, "")
 	c, fn := testcluster.StartFaulty(t, testcluster.Options{})
 	out := filepath.Join(t.TempDir(), "cmds")
 	flags := []string{"--lease-duration", "30s", "--heartbeat-interval", "1s", "--stagger", "1s"}

@@ -64,12 +64,7 @@ func runInit(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	policies := strings.Split(res.CleanupPolicy, ",")
-	compact, del := false, false
-	for _, p := range policies {
-		compact = compact || strings.TrimSpace(p) == "compact"
-		del = del || strings.TrimSpace(p) == "delete"
-	}
+	compact, del := res.Policies()
 	if !compact {
 		return fmt.Errorf("topic %s exists with cleanup.policy=%s; krole needs cleanup.policy=compact (alter the topic, or choose another with --topic)",
 			cfg.Topic, res.CleanupPolicy)
@@ -86,7 +81,11 @@ func runInit(c *ucli.Context) error {
 			cfg.Topic, res.CleanupPolicy)
 	}
 	if !res.Created {
-		warnTopicSettings(c, cfg.Brokers[0], cfg.Topic, res.Configs)
+		// delete.retention.ms is a choice (--delete-retention): checked
+		// only when the flag is given.
+		for _, line := range res.Differences(cfg.Brokers[0], c.Duration("delete-retention"), c.IsSet("delete-retention")) {
+			fmt.Fprintf(stderr(c), "krole: warning: %s\n", line)
+		}
 	}
 
 	if outputFormat(c) == FormatJSON {
@@ -105,33 +104,4 @@ func runInit(c *ucli.Context) error {
 	_, err = fmt.Fprintf(stdout(c), "topic %s ready: cleanup.policy=%s, %d partitions, replication factor %d (%s)\n  settings: %s\n",
 		res.Topic, res.CleanupPolicy, res.Partitions, res.ReplicationFactor, what, strings.Join(found, ", "))
 	return err
-}
-
-// roleTopicSettingWhy says what a role topic's setting is for, in the
-// warning about an existing topic whose setting differs.
-var roleTopicSettingWhy = map[string]string{
-	"segment.ms":            "the log cleaner compacts closed segments only, so a longer segment keeps that long of renewals uncompacted",
-	"min.compaction.lag.ms": "every record stays readable that long, for krole records to show a role's recent history",
-	"delete.retention.ms":   "a view with a state dir offline for longer may miss a deregistration",
-}
-
-// warnTopicSettings warns, one line each, about the settings of an
-// existing role topic that differ from those init sets on a topic it
-// creates (and `krole dev` on its own), with the command that changes
-// one. delete.retention.ms is a choice (--delete-retention): it is
-// checked only when the flag is given.
-func warnTopicSettings(c *ucli.Context, broker, topic string, have map[string]string) {
-	for _, kv := range devcluster.RoleTopicConfigs(c.Duration("delete-retention")) {
-		name, want := kv[0], kv[1]
-		if name == "delete.retention.ms" && !c.IsSet("delete-retention") {
-			continue
-		}
-		got, ok := have[name]
-		if !ok || got == want {
-			continue
-		}
-		fmt.Fprintf(stderr(c), "krole: warning: topic %s has %s=%s, not %s (%s); to change it: "+
-			"kafka-configs.sh --bootstrap-server %s --alter --entity-type topics --entity-name %s --add-config %s=%s\n",
-			topic, name, got, want, roleTopicSettingWhy[name], broker, topic, name, want)
-	}
 }

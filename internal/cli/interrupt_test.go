@@ -25,13 +25,7 @@ import (
 // second SIGINT before krole would kill CMD itself.
 func TestRunSecondInterrupt(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("builds the binary and runs processes; skipped with -short")
-	}
-	if runtime.GOOS != "linux" {
-		t.Skip("krole run's process tests are Linux's")
-	}
-	bin := buildKrole(t)
+	bin := processTest(t, "krole run's process tests are Linux's")
 	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
 	pidFile := t.TempDir() + "/pid"
 	args := append(append(append(clusterFlags(c), "run", "job", "--member", "a"), testTimingFlags()...),

@@ -78,26 +78,6 @@ func (e *NoHolderError) Error() string {
 	return fmt.Sprintf("role %s has no live holder: %s", e.Role, e.Why)
 }
 
-// noHolderWhy says why the newest lease of st (judged dead at now) holds
-// no more, for [NoHolderError].
-func noHolderWhy(st rolestate.State, now time.Time) string {
-	l := st.Lease
-	switch {
-	case l == nil:
-		return ""
-	case l.Released():
-		return fmt.Sprintf("%s released it (token %s)", l.Member, l.Token)
-	case st.SessionVouch() == rolestate.Dropped:
-		return fmt.Sprintf("%s released it (token %s) when its member session gave the role up", l.Member, l.Token)
-	}
-	v := liveness.Judge(st, now)
-	if !v.RanOut.IsZero() && !v.RanOut.After(now) {
-		return fmt.Sprintf("the lease of %s (token %s) ran out at %s by its holder's clock, %v ago, and no renewal came",
-			l.Member, l.Token, v.RanOut.Local().Format("15:04:05.000"), now.Sub(v.RanOut).Round(100*time.Millisecond))
-	}
-	return fmt.Sprintf("the lease of %s (token %s) ran out", l.Member, l.Token)
-}
-
 // leaderUnknown is a failure of `krole leader` other than a usage error or
 // a vacant role: its message is the cause's, its exit code
 // [ExitLeaderUnknown].
@@ -136,7 +116,7 @@ func findLeader(c *ucli.Context) error {
 	now := time.Now()
 	h := server.JudgedRow(sts[0], now).Holder
 	if h == nil || h.Expired {
-		return &NoHolderError{Role: role, Why: noHolderWhy(sts[0], now)}
+		return &NoHolderError{Role: role, Why: liveness.NotHeld(sts[0], now)}
 	}
 	if outputFormat(c) == FormatJSON {
 		return writeJSON(stdout(c), leaderResult{Role: role, Member: h.Member, Value: h.Value, Token: h.Token, Fence: h.Fence, LeftMS: h.LeftMS})

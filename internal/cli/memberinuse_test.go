@@ -85,10 +85,7 @@ func TestRunSecondProcessUnderTheSameMemberIsRefused(t *testing.T) {
 // under a newer token and starts CMD.
 func TestRunRestartedAfterSIGKILLRejoins(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("builds the binary and runs processes; skipped with -short")
-	}
-	bin := buildKrole(t)
+	bin := processTest(t, "")
 	c := testcluster.Start(t, testcluster.Options{Partitions: 1})
 	out := filepath.Join(t.TempDir(), "out")
 	a := startKrole(t, bin, c, "controller", "node-3", out)

@@ -3,12 +3,10 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/internal/render"
 	"github.com/krabka/krole/internal/server"
 	"github.com/krabka/krole/view"
@@ -38,20 +36,6 @@ func observeCommand() *ucli.Command {
 	}
 }
 
-// observed is one line of `krole observe -o json`.
-type observed struct {
-	At     int64          `json:"at"`
-	Role   codec.Role     `json:"role"`
-	Holder *observedOwner `json:"holder"`
-}
-
-type observedOwner struct {
-	Member codec.MemberID `json:"member"`
-	Value  string         `json:"value,omitempty"`
-	Token  codec.Token    `json:"token"`
-	Fence  int64          `json:"fence"`
-}
-
 func runObserve(c *ucli.Context) error {
 	rc, err := openRole(c, roleNeeds{view: true, quiet: true})
 	if rc == nil {
@@ -67,7 +51,7 @@ func runObserve(c *ucli.Context) error {
 			continue // drain: the stream ends with ctx
 		}
 		for _, r := range rows {
-			werr = printObserved(w, r, time.Now(), asJSON)
+			werr = render.Observed(w, r, time.Now(), asJSON)
 		}
 	}
 	if werr != nil {
@@ -79,25 +63,4 @@ func runObserve(c *ucli.Context) error {
 		}
 	}
 	return nil
-}
-
-func printObserved(w io.Writer, r server.Row, now time.Time, asJSON bool) error {
-	o := observed{At: now.UnixMilli(), Role: r.Role}
-	if h := render.LiveHolder(r); h != nil {
-		o.Holder = &observedOwner{Member: h.Member, Value: h.Value, Token: h.Token, Fence: h.Fence}
-	}
-	if asJSON {
-		return writeJSON(w, o)
-	}
-	at := now.Format("15:04:05.000")
-	if o.Holder == nil {
-		_, err := fmt.Fprintf(w, "%s %s has no holder\n", at, r.Role)
-		return err
-	}
-	value := ""
-	if o.Holder.Value != "" {
-		value = ", value " + render.ShownValue(o.Holder.Value)
-	}
-	_, err := fmt.Fprintf(w, "%s %s held by %s (token %s%s)\n", at, r.Role, o.Holder.Member, o.Holder.Token, value)
-	return err
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
+	"github.com/krabka/krole/internal/render"
 	"github.com/krabka/krole/internal/testcluster"
 )
 
@@ -30,9 +31,9 @@ func TestObserveHolderChanges(t *testing.T) {
 	js := startBackground(t, append([]string{"observe", "db", "-o", "json"}, clusterFlags(c)...)...)
 	tbl := startBackground(t, append([]string{"table", "--watch", "--changes", "db"}, clusterFlags(c)...)...)
 	assert.Regexp(t, `^\d\d:\d\d:\d\d\.\d{3} db held by m1 \(token `+l1.Token.String()+`, value 10\.0\.0\.1:80\)$`, text.line("the holder"))
-	var o observed
+	var o render.Observation
 	require.NoError(t, json.Unmarshal([]byte(js.line("the holder")), &o))
-	assert.Equal(t, &observedOwner{Member: "m1", Value: "10.0.0.1:80", Token: l1.Token, Fence: f1}, o.Holder)
+	assert.Equal(t, &render.ObservedHolder{Member: "m1", Value: "10.0.0.1:80", Token: l1.Token, Fence: f1}, o.Holder)
 	assert.Equal(t, "m1", rowOf(t, tbl.line("the row")).Holder.Member.String())
 
 	// A renewal (same token, a later deadline) and a new candidate: no line.
@@ -44,13 +45,13 @@ func TestObserveHolderChanges(t *testing.T) {
 	l2 := m.Lease("db", "m2", 2*time.Second)
 	f2 := m.LastLease
 	assert.Regexp(t, ` db held by m2 \(token `+l2.Token.String()+`\)$`, text.line("the new holder, not the renewal"))
-	o = observed{}
+	o = render.Observation{}
 	require.NoError(t, json.Unmarshal([]byte(js.line("the new holder")), &o))
-	assert.Equal(t, &observedOwner{Member: "m2", Token: l2.Token, Fence: f2}, o.Holder)
+	assert.Equal(t, &render.ObservedHolder{Member: "m2", Token: l2.Token, Fence: f2}, o.Holder)
 	r := rowOf(t, tbl.line("the new holder"))
 	assert.Equal(t, codec.MemberID("m2"), r.Holder.Member)
 	assert.Regexp(t, ` db has no holder$`, text.line("the lease ran out"))
-	o = observed{}
+	o = render.Observation{}
 	require.NoError(t, json.Unmarshal([]byte(js.line("no holder")), &o))
 	assert.Nil(t, o.Holder)
 	assert.True(t, rowOf(t, tbl.line("expired")).Holder.Expired)

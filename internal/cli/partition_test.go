@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"sync"
 	"syscall"
@@ -45,14 +44,8 @@ import (
 // (faultnet's DeliverOnClose), as the report had it.
 func TestRunPartitionedHolder(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("builds the binary and runs processes; skipped with -short")
-	}
-	if runtime.GOOS != "linux" {
-		t.Skip("checks processes through /proc")
-	}
 	const role = "cutoff"
-	bin := buildKrole(t)
+	bin := processTest(t, "checks processes through /proc")
 	c, fn := testcluster.StartFaulty(t, testcluster.Options{Nodes: 3})
 	coord := c.Fake.CoordinatorFor(c.Config.TransactionalID(role))
 	p := codec.Partition(role, 3) // testcluster's default partitions

@@ -125,15 +125,5 @@ func runPrune(c *ucli.Context) error {
 		_, err := fmt.Fprintf(stdout(c), "no registration of a member gone for longer than %v\n", olderThan)
 		return err
 	}
-	tw := render.NewTable(stdout(c), "ROLE", "MEMBER", "GONE SINCE", "ACTION")
-	for _, p := range out {
-		action := "would prune (--yes prunes)"
-		if p.Pruned {
-			action = "pruned"
-		} else if c.Bool("yes") {
-			action = "kept (came back)"
-		}
-		tw.Row(string(p.Role), string(p.Member), render.HumanTime(p.GoneSince, now), action)
-	}
-	return tw.Flush()
+	return render.Pruned(stdout(c), out, c.Bool("yes"), now)
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -69,22 +68,8 @@ func runResign(c *ucli.Context) error {
 	if wait < 0 {
 		return Usagef(c, "--wait %v: must not be negative", wait)
 	}
-	var registered, holds bool
-	var lease codec.Lease
 	recs, rerr := t.ReadRoleRecords(c.Context, role)
-	if rerr == nil {
-		for _, r := range recs {
-			switch {
-			case r.Key.Kind == codec.KindRegistration && r.Key.Member == member:
-				registered = !r.Record.Tombstone()
-			case r.Key.Kind == codec.KindLease && r.Record.Lease != nil:
-				lease = *r.Record.Lease
-				holds = lease.Member == member && !lease.Released()
-			case r.Key.Kind == codec.KindLease:
-				holds = false
-			}
-		}
-	}
+	registered, holds, lease := roleread.Standing(recs, member)
 
 	if err := t.Deregister(c.Context, role, member); err != nil {
 		return err
@@ -108,7 +93,7 @@ func runResign(c *ucli.Context) error {
 		}
 	}
 	if holds {
-		released, next := awaitRelease(c.Context, t, role, lease, wait)
+		released, next := roleread.AwaitRelease(c.Context, t, role, lease, wait)
 		switch {
 		case released != nil:
 			res.Released, res.Holder = &released.Token, next
@@ -133,49 +118,4 @@ func runResign(c *ucli.Context) error {
 	}
 	_, err = fmt.Fprintf(stdout(c), "resigned %s from role %s%s\n", member, role, said)
 	return err
-}
-
-// awaitRelease reads role's records until the lease held (by the member
-// being resigned) is replaced, for up to wait: it returns the release that
-// member wrote, if any, and the member holding a later lease, if any. It
-// returns nil, "" when nothing replaced the lease within wait or ctx
-// ended.
-func awaitRelease(ctx context.Context, t roleClient, role codec.Role, held codec.Lease, wait time.Duration) (*codec.Lease, codec.MemberID) {
-	if wait <= 0 {
-		return nil, ""
-	}
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	var released *codec.Lease
-	for {
-		if recs, err := t.ReadRoleRecords(ctx, role); err == nil {
-			after := false // past the first record of the held token
-			for _, r := range recs {
-				l := r.Record.Lease
-				if r.Key.Kind != codec.KindLease || l == nil {
-					continue
-				}
-				if l.Token == held.Token {
-					after = true
-				}
-				switch {
-				case !after:
-				case l.Member == held.Member && l.Token == held.Token && l.Released():
-					rl := *l
-					released = &rl
-				case released != nil && l.Member != held.Member && !l.Released():
-					return released, l.Member // the next holder
-				case released == nil && l.Token != held.Token && !l.Released():
-					return nil, l.Member // taken over without a release
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return released, ""
-		case <-tick.C:
-		}
-	}
 }

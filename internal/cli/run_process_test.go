@@ -52,14 +52,8 @@ const schedulingSlack = 2 * time.Second
 //     holds, under the token its CMD got.
 func TestRunProcesses(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("builds the binary and runs processes; skipped with -short")
-	}
-	if runtime.GOOS != "linux" {
-		t.Skip("checks processes through /proc, and the parent-death signal is Linux's")
-	}
 	const role = "ctl"
-	bin := buildKrole(t)
+	bin := processTest(t, "checks processes through /proc, and the parent-death signal is Linux's")
 	c := testcluster.Start(t, testcluster.Options{})
 	out := filepath.Join(t.TempDir(), "cmds")
 	smp := startSampler(t, out)
@@ -238,6 +232,20 @@ var built struct {
 
 // binDir is the directory of the shared binary ("" until it is built).
 var binDir string
+
+// processTest skips t with -short, and on systems other than Linux
+// when linux (why the test needs Linux) is not "", and returns the krole
+// binary (buildKrole).
+func processTest(t *testing.T, linux string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary and runs processes; skipped with -short")
+	}
+	if linux != "" && runtime.GOOS != "linux" {
+		t.Skip(linux)
+	}
+	return buildKrole(t)
+}
 
 // buildKrole returns the krole binary, built on the first call.
 func buildKrole(t *testing.T) string {

@@ -134,15 +134,12 @@ func TestSecretsNeverPrinted(t *testing.T) {
 // KROLE_SASL_PASSWORD or --sasl-password, or a wrong one.
 func TestSecretsNeverPrintedByRunVerbose(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("builds the binary and runs processes; skipped with -short")
-	}
+	bin := processTest(t, "")
 	const (
 		right = secretRight
 		wrong = secretWrong
 	)
 	brokers, caFile := startSecretCluster(t)
-	bin := buildKrole(t)
 	runArgs := append(append([]string{"run", "ctl", "--member", "node-2", "--verbose"}, testTimingFlags()...), "--", "true")
 	env := []string{"KROLE_BROKERS=" + brokers, "KROLE_TOPIC=secret.roles", "KROLE_TLS_CA=" + caFile,
 		"KROLE_SASL_MECHANISM=SCRAM-SHA-512", "KROLE_SASL_USER=alice", "KROLE_MEMBER=", "KROLE_SASL_PASSWORD="}

@@ -1,14 +1,8 @@
 package cli
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"log"
 	"net"
-	"net/http"
-	"strings"
-	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -16,16 +10,11 @@ import (
 	"github.com/krabka/krole/internal/explain"
 	"github.com/krabka/krole/internal/runner"
 	"github.com/krabka/krole/internal/server"
-	"github.com/krabka/krole/view"
 )
 
 // DefaultServeListen is where `krole serve` listens by default: this
 // machine only.
 const DefaultServeListen = "127.0.0.1:8080"
-
-// serveShutdownTimeout bounds how long `krole serve` waits for requests in
-// flight when it stops.
-const serveShutdownTimeout = 5 * time.Second
 
 func serveCommand() *ucli.Command {
 	return &ucli.Command{
@@ -120,72 +109,10 @@ func runServe(c *ucli.Context) error {
 		return err
 	}
 	defer lv.Stop()
-	hist := server.NewHistory(c.Duration("history"), 0, nil)
-	tbl := server.WithSessions(lv.View) // candidates' sessions, for their "gone"
-	h, err := server.New(tbl, server.Options{
+	return server.Serve(c.Context, ln, lv.View, lv, server.ServeOptions{
 		Source:  server.Source{Brokers: lv.Config().Brokers, Topic: lv.Config().Topic},
-		History: hist,
+		History: c.Duration("history"),
+		Stdout:  stdout(c),
+		Stderr:  stderr(c),
 	})
-	if err != nil {
-		return err
-	}
-	histCtx, stopHistory := context.WithCancel(context.WithoutCancel(c.Context))
-	histDone := make(chan struct{})
-	go func() {
-		defer close(histDone)
-		_ = hist.Run(histCtx, tbl) // ends with histCtx, or when the view stops
-	}()
-	defer func() { stopHistory(); <-histDone }()
-	// Requests run on base: cancelling it ends the event streams, which
-	// would otherwise keep Shutdown waiting.
-	base, cancelRequests := context.WithCancel(context.WithoutCancel(c.Context))
-	defer cancelRequests()
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return base },
-		ErrorLog:          log.New(stderr(c), "krole serve: http: ", 0),
-	}
-	srv.RegisterOnShutdown(cancelRequests)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-
-	if _, err := fmt.Fprintf(stdout(c), "listening: http://%s\n", ln.Addr()); err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr(c), "krole serve: following topic %s at %s; Ctrl-C stops\n", lv.Config().Topic, strings.Join(lv.Config().Brokers, ","))
-	caught := make(chan struct{})
-	go func() {
-		defer close(caught)
-		if _, err := lv.Roles(c.Context); err == nil {
-			fmt.Fprintf(stderr(c), "krole serve: view caught up: %d role(s)\n", lv.Stats().Roles)
-		}
-	}()
-
-	var failure error
-	select {
-	case <-c.Context.Done():
-	case <-lv.Done():
-		err := lv.Err()
-		if err == nil {
-			err = view.ErrStopped
-		}
-		failure = fmt.Errorf("following the role topic: %w", err)
-	case err := <-served:
-		failure = fmt.Errorf("serving on %s: %w", ln.Addr(), err)
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), serveShutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) && failure == nil {
-		failure = err
-	}
-	_ = srv.Close()
-	if err := lv.Stop(); err != nil && failure == nil {
-		failure = fmt.Errorf("following the role topic: %w", err)
-	}
-	<-caught
-	if failure == nil {
-		fmt.Fprintln(stderr(c), "krole serve: stopped")
-	}
-	return failure
 }

@@ -8,8 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/krabka/krole/codec"
-	"github.com/krabka/krole/group"
 	"github.com/krabka/krole/internal/grouptest"
 	"github.com/krabka/krole/internal/testcluster"
 )
@@ -20,13 +18,7 @@ import (
 func TestServeGroupsIsTheTableMembersJSON(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
-	roles, err := group.Expand("shard-{0..11}")
-	require.NoError(t, err)
-	holders := grouptest.NewHolders()
-	for _, m := range []codec.MemberID{"node-a", "node-b", "node-c"} {
-		grouptest.StartMember(t, c, m, "shards", roles, holders)
-	}
-	holders.Await(t, roles, map[codec.MemberID]int{"node-a": 4, "node-b": 4, "node-c": 4})
+	grouptest.StartShards(t, c)
 	b, url := startServe(t, c)
 	waitHealthy(t, url)
 

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -81,13 +80,7 @@ func runningSlots(evs []slotsEvent) (most int, now []slotsEvent) {
 // never shows more than three running at once.
 func TestRunSlotsProcesses(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("builds the binary and runs processes; skipped with -short")
-	}
-	if runtime.GOOS != "linux" {
-		t.Skip("the watchdog that stops a killed krole's CMD is Linux's")
-	}
-	bin := buildKrole(t)
+	bin := processTest(t, "the watchdog that stops a killed krole's CMD is Linux's")
 	c := testcluster.Start(t, testcluster.Options{})
 	out := filepath.Join(t.TempDir(), "cmds")
 	// A kill timeout well above the time the script takes to say it

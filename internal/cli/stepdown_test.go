@@ -3,7 +3,6 @@ package cli
 import (
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"testing"
 	"time"
 
@@ -64,13 +63,7 @@ func startHolderAndCandidate(t *testing.T, role codec.Role) (bin string, c *test
 // members' timing flags.
 func startHolderAndCandidateWith(t *testing.T, role codec.Role, flags ...string) (bin string, c *testcluster.Cluster, a, b *kroleProc, bReg rolestate.Candidate) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("builds the binary and runs processes; skipped with -short")
-	}
-	if runtime.GOOS != "linux" {
-		t.Skip("krole run's process tests are Linux's")
-	}
-	bin = buildKrole(t)
+	bin = processTest(t, "krole run's process tests are Linux's")
 	c = testcluster.Start(t, testcluster.Options{})
 	out := filepath.Join(t.TempDir(), "cmds")
 	a = startKroleWith(t, bin, c, string(role), "node-a", out, flags...)

@@ -1,9 +1,6 @@
 package cli
 
 import (
-	"fmt"
-	"io"
-	"strconv"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
@@ -59,13 +56,6 @@ func wantsMembers(c *ucli.Context) bool {
 	return c.Bool("members") || c.IsSet("group") || c.IsSet("moves")
 }
 
-// groupTable is one group of `krole table --members`, the document that
-// GET /v1/groups of `krole serve` answers too.
-type groupTable = groupsum.Group
-
-// groupMember is one live member of a group.
-type groupMember = groupsum.Member
-
 func runTableMembers(c *ucli.Context) error {
 	name := c.String("group")
 	lv, err := readyView(c, func() error {
@@ -109,99 +99,14 @@ func runTableMembers(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	tables := groupsum.Build(groups, heldRoles(rows), moves, c.Int("moves"))
+	tables := groupsum.Build(groups, server.HeldRoles(rows), moves, c.Int("moves"))
 	if outputFormat(c) == FormatJSON {
 		err = writeJSON(stdout(c), tables)
 	} else {
-		err = printGroupTables(stdout(c), tables, name, time.Now())
+		err = render.GroupTables(stdout(c), tables, name, time.Now())
 	}
 	if err != nil {
 		return err
 	}
 	return lv.Stop()
-}
-
-// heldRoles counts, per member, the roles whose lease in rows is live
-// and names it.
-func heldRoles(rows []server.Row) map[codec.MemberID]int { return server.HeldRoles(rows) }
-
-// groupTables builds each group's table, in group order, from its live
-// members and the roles each member holds, without moves.
-func groupTables(groups map[string][]group.Member, held map[codec.MemberID]int) []groupTable {
-	return groupsum.Build(groups, held, nil, 0)
-}
-
-// printGroupTables writes tables as aligned tables: the members, a
-// balance line per group, then the groups' moves, if any (their times
-// relative to now). named is the --group asked for, or "".
-func printGroupTables(w io.Writer, tables []groupTable, named string, now time.Time) error {
-	if len(tables) == 0 || len(tables) == 1 && len(tables[0].Members) == 0 {
-		if named != "" {
-			_, err := fmt.Fprintf(w, "group %s has no live members\n", named)
-			return err
-		}
-		_, err := fmt.Fprintln(w, "no group has live members")
-		return err
-	}
-	mt := render.NewTable(w, "GROUP", "MEMBER", "WEIGHT", "DRAINING", "ROLES")
-	for _, g := range tables {
-		for _, m := range g.Members {
-			mt.Row(g.Group, string(m.Member), strconv.Itoa(m.Weight), yesNo(m.Draining), strconv.Itoa(m.Roles))
-		}
-	}
-	if err := mt.Flush(); err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintln(w); err != nil {
-		return err
-	}
-	bt := render.NewTable(w, "GROUP", "MEMBERS", "ROLES", "MAX", "MEAN", "MAX/MEAN")
-	for _, g := range tables {
-		bt.Row(g.Group, strconv.Itoa(len(g.Members)), strconv.Itoa(g.Roles), strconv.Itoa(g.Max), twoPlaces(g.Mean), twoPlaces(g.MaxMean))
-	}
-	if err := bt.Flush(); err != nil {
-		return err
-	}
-	return printMoves(w, tables, now)
-}
-
-// printMoves writes the groups' moves as one table after a blank line;
-// nothing when no group has one.
-func printMoves(w io.Writer, tables []groupTable, now time.Time) error {
-	n := 0
-	for _, g := range tables {
-		n += len(g.Moves)
-	}
-	if n == 0 {
-		return nil
-	}
-	if _, err := fmt.Fprintln(w); err != nil {
-		return err
-	}
-	mt := render.NewTable(w, "GROUP", "ROLE", "FROM", "TO", "CAUSE", "AT", "UNHELD")
-	for _, g := range tables {
-		for _, m := range g.Moves {
-			unheld := ""
-			if m.UnheldMS != nil {
-				unheld = time.Duration(*m.UnheldMS * float64(time.Millisecond)).Round(time.Millisecond).String()
-			}
-			mt.Row(g.Group, string(m.Role), string(m.From), string(m.To), string(m.Cause), render.HumanTime(m.At, now), unheld)
-		}
-	}
-	return mt.Flush()
-}
-
-func yesNo(b bool) string {
-	if b {
-		return "yes"
-	}
-	return "no"
-}
-
-// twoPlaces renders f with two decimals, "" (a "-" cell) for none.
-func twoPlaces(f *float64) string {
-	if f == nil {
-		return ""
-	}
-	return strconv.FormatFloat(*f, 'f', 2, 64)
 }

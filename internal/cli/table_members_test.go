@@ -12,17 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
-	"github.com/krabka/krole/election"
-	"github.com/krabka/krole/group"
 	"github.com/krabka/krole/internal/groupsum"
 	"github.com/krabka/krole/internal/grouptest"
-	"github.com/krabka/krole/internal/server"
 	"github.com/krabka/krole/internal/testcluster"
 )
 
 // tableMembersJSON runs `table --members -o json` with args and returns
 // its groups without their moves, checking the field names of each.
-func tableMembersJSON(t *testing.T, c *testcluster.Cluster, args ...string) []groupTable {
+func tableMembersJSON(t *testing.T, c *testcluster.Cluster, args ...string) []groupsum.Group {
 	t.Helper()
 	out := tableMembersMovesJSON(t, c, args...)
 	for i := range out {
@@ -32,7 +29,7 @@ func tableMembersJSON(t *testing.T, c *testcluster.Cluster, args ...string) []gr
 }
 
 // tableMembersMovesJSON is tableMembersJSON with the moves.
-func tableMembersMovesJSON(t *testing.T, c *testcluster.Cluster, args ...string) []groupTable {
+func tableMembersMovesJSON(t *testing.T, c *testcluster.Cluster, args ...string) []groupsum.Group {
 	t.Helper()
 	r := runOn(t, c, append([]string{"table", "--members", "-o", "json"}, args...)...)
 	requireOK(t, r)
@@ -48,7 +45,7 @@ func tableMembersMovesJSON(t *testing.T, c *testcluster.Cluster, args ...string)
 			assert.ElementsMatch(t, []string{"role", "from", "to", "cause", "at", "offset", "unheld_ms"}, keys(m.(map[string]any)))
 		}
 	}
-	var out []groupTable
+	var out []groupsum.Group
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &out))
 	return out
 }
@@ -63,14 +60,7 @@ func TestTableMembersShowsAGroupsBalance(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Start(t, testcluster.Options{})
 	c.Members(t).Lease("cron", "x1", time.Hour) // a holder in no group
-	roles, err := group.Expand("shard-{0..11}")
-	require.NoError(t, err)
-	holders := grouptest.NewHolders()
-	sessions := map[codec.MemberID]*election.Session{}
-	for _, m := range []codec.MemberID{"node-a", "node-b", "node-c"} {
-		sessions[m] = grouptest.StartMember(t, c, m, "shards", roles, holders)
-	}
-	holders.Await(t, roles, map[codec.MemberID]int{"node-a": 4, "node-b": 4, "node-c": 4})
+	shards := grouptest.StartShards(t, c)
 
 	r := runOn(t, c, "table", "--members", "--moves", "0")
 	requireOK(t, r)
@@ -82,7 +72,7 @@ func TestTableMembersShowsAGroupsBalance(t *testing.T) {
 		"\n"+
 		"GROUP   MEMBERS  ROLES  MAX  MEAN  MAX/MEAN\n"+
 		"shards  3        12     4    4.00  1.00\n", r.Stdout)
-	want := []groupTable{{Group: "shards", Members: []groupMember{
+	want := []groupsum.Group{{Group: "shards", Members: []groupsum.Member{
 		{Member: "node-a", Weight: 1, Roles: 4},
 		{Member: "node-b", Weight: 1, Roles: 4},
 		{Member: "node-c", Weight: 1, Roles: 4},
@@ -92,8 +82,8 @@ func TestTableMembersShowsAGroupsBalance(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(t, sessions["node-b"].Drain(ctx))
-	holders.Await(t, roles, map[codec.MemberID]int{"node-a": 6, "node-c": 6})
+	require.NoError(t, shards.Sessions["node-b"].Drain(ctx))
+	shards.Await(t, map[codec.MemberID]int{"node-a": 6, "node-c": 6})
 
 	r = runOn(t, c, "table", "--members", "--group", "shards")
 	requireOK(t, r)
@@ -126,7 +116,7 @@ func TestTableMembersShowsAGroupsBalance(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 4, drained, "each of node-b's roles moved once to drain")
-	assert.Equal(t, []groupTable{{Group: "shards", Members: []groupMember{
+	assert.Equal(t, []groupsum.Group{{Group: "shards", Members: []groupsum.Member{
 		{Member: "node-a", Weight: 1, Roles: 6},
 		{Member: "node-b", Weight: 0, Draining: true, Roles: 0},
 		{Member: "node-c", Weight: 1, Roles: 6},
@@ -136,7 +126,7 @@ func TestTableMembersShowsAGroupsBalance(t *testing.T) {
 	r = runOn(t, c, "table", "--members", "--group", "other")
 	requireOK(t, r)
 	assert.Equal(t, "group other has no live members\n", r.Stdout)
-	assert.Equal(t, []groupTable{{Group: "other", Members: []groupMember{}}}, tableMembersJSON(t, c, "--group", "other"))
+	assert.Equal(t, []groupsum.Group{{Group: "other", Members: []groupsum.Member{}}}, tableMembersJSON(t, c, "--group", "other"))
 	r = runOn(t, c, "table", "--members", "--group", "other", "-o", "json")
 	requireOK(t, r)
 	assert.Equal(t, `[{"group":"other","members":[],"roles":0,"max":0,"mean":null,"max_mean":null,"moves":[]}]`+"\n", r.Stdout)
@@ -181,77 +171,4 @@ func TestTableMembersErrors(t *testing.T) {
 	r := run(t, append([]string{"table", "--members"}, nowhere...)...)
 	assertOneLineError(t, r, ExitFailure)
 	assert.Contains(t, r.Stderr, "krole: no broker answered at 127.0.0.1:1")
-}
-
-// A member holds the roles whose lease in the rows is live and names it.
-func TestTableMembersCountsLiveLeases(t *testing.T) {
-	rows := []server.Row{
-		{Role: "a", Holder: &server.Holder{Member: "m1"}},
-		{Role: "b", Holder: &server.Holder{Member: "m1"}},
-		{Role: "c", Holder: &server.Holder{Member: "m2", Expired: true}},
-		{Role: "d", Holder: &server.Holder{Member: "m2"}},
-		{Role: "e"},
-	}
-	assert.Equal(t, map[codec.MemberID]int{"m1": 2, "m2": 1}, heldRoles(rows))
-}
-
-// The balance of each group from its members and their holdings: MEAN
-// over the members of positive weight, none when every member drains,
-// MAX/MEAN none when they hold no role; groups in name order, and a
-// draining member's roles still count as the group's.
-func TestTableMembersBalanceArithmetic(t *testing.T) {
-	got := groupTables(map[string][]group.Member{
-		"web":     {{ID: "w1", Weight: 2}, {ID: "w2", Weight: 1}, {ID: "w3", Weight: 0}},
-		"idle":    {{ID: "i1", Weight: 1}},
-		"leaving": {{ID: "l1", Weight: 0}},
-	}, map[codec.MemberID]int{"w1": 6, "w2": 3, "w3": 1, "l1": 2, "x": 9})
-	for _, g := range got {
-		assert.Equal(t, []groupsum.Move{}, g.Moves, "no moves given")
-	}
-	assert.Equal(t, []groupTable{
-		{Group: "idle", Members: []groupMember{{Member: "i1", Weight: 1}}, Mean: ptr(0), Moves: []groupsum.Move{}},
-		{Group: "leaving", Members: []groupMember{{Member: "l1", Draining: true, Roles: 2}}, Roles: 2, Max: 2, Moves: []groupsum.Move{}},
-		{Group: "web", Members: []groupMember{{Member: "w1", Weight: 2, Roles: 6}, {Member: "w2", Weight: 1, Roles: 3}, {Member: "w3", Draining: true, Roles: 1}},
-			Roles: 10, Max: 6, Mean: ptr(5), MaxMean: ptr(1.2), Moves: []groupsum.Move{}},
-	}, got)
-
-	var b bytes.Buffer
-	require.NoError(t, printGroupTables(&b, got, "", time.Now()))
-	assert.Equal(t, ""+
-		"GROUP    MEMBER  WEIGHT  DRAINING  ROLES\n"+
-		"idle     i1      1       no        0\n"+
-		"leaving  l1      0       yes       2\n"+
-		"web      w1      2       no        6\n"+
-		"web      w2      1       no        3\n"+
-		"web      w3      0       yes       1\n"+
-		"\n"+
-		"GROUP    MEMBERS  ROLES  MAX  MEAN  MAX/MEAN\n"+
-		"idle     1        0      0    0.00  -\n"+
-		"leaving  1        2      2    -     -\n"+
-		"web      3        10     6    5.00  1.20\n", b.String())
-}
-
-// The moves' table: the last moves of each group, "-" for nobody before
-// and for an unheld time not known, times relative to now.
-func TestTableMembersPrintsMoves(t *testing.T) {
-	now := time.UnixMilli(1_700_000_010_000)
-	got := groupsum.Build(map[string][]group.Member{"web": {{ID: "w1", Weight: 1}, {ID: "w2", Weight: 1}}},
-		map[codec.MemberID]int{"w1": 1, "w2": 1}, map[string][]group.Move{"web": {
-			{Role: "r0", To: "w1", At: 1_700_000_000_000, Cause: group.MoveJoin, Unheld: -1},
-			{Role: "r1", To: "w1", At: 1_700_000_001_000, Cause: group.MoveJoin, Unheld: -1},
-			{Role: "r1", From: "w1", To: "w2", At: 1_700_000_007_500, Cause: group.MoveDrain, Unheld: 12 * time.Millisecond},
-		}}, 2)
-	var b bytes.Buffer
-	require.NoError(t, printGroupTables(&b, got, "", now))
-	assert.Equal(t, ""+
-		"GROUP  MEMBER  WEIGHT  DRAINING  ROLES\n"+
-		"web    w1      1       no        1\n"+
-		"web    w2      1       no        1\n"+
-		"\n"+
-		"GROUP  MEMBERS  ROLES  MAX  MEAN  MAX/MEAN\n"+
-		"web    2        2      1    1.00  1.00\n"+
-		"\n"+
-		"GROUP  ROLE  FROM  TO  CAUSE  AT                                 UNHELD\n"+
-		"web    r1    -     w1  join   2023-11-14T22:13:21.000Z (9s ago)  -\n"+
-		"web    r1    w1    w2  drain  2023-11-14T22:13:27.500Z (2s ago)  12ms\n", b.String())
 }

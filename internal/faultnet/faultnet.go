@@ -206,19 +206,13 @@ type Held struct {
 // until [Held.Release].
 func (n *Net) Hold(rule Rule) *Held {
 	h := &Held{n: n, rule: rule}
-	n.mu.Lock()
-	n.holds = append(n.holds, h)
-	n.mu.Unlock()
+	n.locked(func() { n.holds = append(n.holds, h) })
 	return h
 }
 
 // Count returns how many requests the rule has taken so far (held, or
 // delivered after the release).
-func (h *Held) Count() int {
-	h.n.mu.Lock()
-	defer h.n.mu.Unlock()
-	return h.taken
-}
+func (h *Held) Count() int { return h.n.read(&h.taken) }
 
 // Wait blocks until the rule has taken k requests, or ctx ends (then it
 // returns ctx.Err()).
@@ -283,25 +277,15 @@ type Dropped struct {
 // most rule.Count), instead of delivering it, until [Dropped.Remove].
 func (n *Net) Drop(rule Rule) *Dropped {
 	d := &Dropped{n: n, rule: rule}
-	n.mu.Lock()
-	n.drops = append(n.drops, d)
-	n.mu.Unlock()
+	n.locked(func() { n.drops = append(n.drops, d) })
 	return d
 }
 
 // Count returns how many requests the rule has dropped.
-func (d *Dropped) Count() int {
-	d.n.mu.Lock()
-	defer d.n.mu.Unlock()
-	return d.taken
-}
+func (d *Dropped) Count() int { return d.n.read(&d.taken) }
 
 // Remove ends the rule.
-func (d *Dropped) Remove() {
-	d.n.mu.Lock()
-	d.n.drops = remove(d.n.drops, d)
-	d.n.mu.Unlock()
-}
+func (d *Dropped) Remove() { d.n.locked(func() { d.n.drops = remove(d.n.drops, d) }) }
 
 type partition struct{ prefix string }
 
@@ -333,6 +317,20 @@ func (n *Net) cutOff(clientID string, known bool) bool {
 		}
 	}
 	return false
+}
+
+// locked runs fn under n's lock.
+func (n *Net) locked(fn func()) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	fn()
+}
+
+// read returns *count, one of a rule's counts, read under n's lock.
+func (n *Net) read(count *int) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return *count
 }
 
 func remove[T comparable](s []T, x T) []T {

@@ -39,18 +39,12 @@ type pendingRewrite struct {
 // unchanged. The client must not use TLS (faultnet reads plain frames).
 func (n *Net) Rewrite(rule Rule, fn RewriteFunc) *Rewritten {
 	r := &Rewritten{n: n, rule: rule, fn: fn}
-	n.mu.Lock()
-	n.rewrites = append(n.rewrites, r)
-	n.mu.Unlock()
+	n.locked(func() { n.rewrites = append(n.rewrites, r) })
 	return r
 }
 
 // Count returns how many answers the rule has replaced.
-func (r *Rewritten) Count() int {
-	r.n.mu.Lock()
-	defer r.n.mu.Unlock()
-	return r.taken
-}
+func (r *Rewritten) Count() int { return r.n.read(&r.taken) }
 
 // Remove lifts the rule: answers not yet rewritten pass unchanged.
 func (r *Rewritten) Remove() {

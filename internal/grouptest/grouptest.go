@@ -14,6 +14,7 @@ import (
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/election"
+	"github.com/krabka/krole/group"
 	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/processor"
 )
@@ -104,4 +105,34 @@ func StartMember(t *testing.T, c *testcluster.Cluster, member codec.MemberID, na
 		assert.NoError(t, <-done, "%s's run", member)
 	})
 	return sess
+}
+
+// Shards is the group the tests of a group's balance run: shards, over
+// the roles shard-0 to shard-11, of the members node-a, node-b and
+// node-c.
+type Shards struct {
+	Roles    []codec.Role
+	Holders  *Holders
+	Sessions map[codec.MemberID]*election.Session // by member
+}
+
+// StartShards starts the three members of [Shards] on c (see
+// [StartMember]) and waits until each holds 4 roles.
+func StartShards(t *testing.T, c *testcluster.Cluster) *Shards {
+	t.Helper()
+	roles, err := group.Expand("shard-{0..11}")
+	require.NoError(t, err)
+	s := &Shards{Roles: roles, Holders: NewHolders(), Sessions: map[codec.MemberID]*election.Session{}}
+	for _, m := range []codec.MemberID{"node-a", "node-b", "node-c"} {
+		s.Sessions[m] = StartMember(t, c, m, "shards", roles, s.Holders)
+	}
+	s.Await(t, map[codec.MemberID]int{"node-a": 4, "node-b": 4, "node-c": 4})
+	return s
+}
+
+// Await waits until the members hold the group's roles as want says
+// (see [Holders.Await]).
+func (s *Shards) Await(t *testing.T, want map[codec.MemberID]int) {
+	t.Helper()
+	s.Holders.Await(t, s.Roles, want)
 }

@@ -52,6 +52,7 @@ package liveness
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/krabka/krole/rolestate"
@@ -262,4 +263,25 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// NotHeld says why the newest lease of st, judged dead at now, holds no
+// more (`krole leader`'s line for a role without a live holder); "" for
+// a role without a lease.
+func NotHeld(st rolestate.State, now time.Time) string {
+	l := st.Lease
+	switch {
+	case l == nil:
+		return ""
+	case l.Released():
+		return fmt.Sprintf("%s released it (token %s)", l.Member, l.Token)
+	case st.SessionVouch() == rolestate.Dropped:
+		return fmt.Sprintf("%s released it (token %s) when its member session gave the role up", l.Member, l.Token)
+	}
+	v := Judge(st, now)
+	if !v.RanOut.IsZero() && !v.RanOut.After(now) {
+		return fmt.Sprintf("the lease of %s (token %s) ran out at %s by its holder's clock, %v ago, and no renewal came",
+			l.Member, l.Token, v.RanOut.Local().Format("15:04:05.000"), now.Sub(v.RanOut).Round(100*time.Millisecond))
+	}
+	return fmt.Sprintf("the lease of %s (token %s) ran out", l.Member, l.Token)
 }

@@ -146,3 +146,67 @@ func Gone(ctx context.Context, r Reader, states []rolestate.State, now time.Time
 	}
 	return out, nil
 }
+
+// Standing says where member stands in recs, a role's records in offset
+// order (none when they could not be read): whether it is registered,
+// whether it holds the newest lease (not released), and that lease (the
+// zero Lease without one).
+func Standing(recs []fencing.RoleRecord, member codec.MemberID) (registered, holds bool, lease codec.Lease) {
+	for _, r := range recs {
+		switch {
+		case r.Key.Kind == codec.KindRegistration && r.Key.Member == member:
+			registered = !r.Record.Tombstone()
+		case r.Key.Kind == codec.KindLease && r.Record.Lease != nil:
+			lease = *r.Record.Lease
+			holds = lease.Member == member && !lease.Released()
+		case r.Key.Kind == codec.KindLease:
+			holds = false
+		}
+	}
+	return registered, holds, lease
+}
+
+// AwaitRelease reads role's records until the lease held (by the member
+// being resigned) is replaced, for up to wait: it returns the release that
+// member wrote, if any, and the member holding a later lease, if any. It
+// returns nil, "" when nothing replaced the lease within wait or ctx
+// ended.
+func AwaitRelease(ctx context.Context, t Reader, role codec.Role, held codec.Lease, wait time.Duration) (*codec.Lease, codec.MemberID) {
+	if wait <= 0 {
+		return nil, ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var released *codec.Lease
+	for {
+		if recs, err := t.ReadRoleRecords(ctx, role); err == nil {
+			after := false // past the first record of the held token
+			for _, r := range recs {
+				l := r.Record.Lease
+				if r.Key.Kind != codec.KindLease || l == nil {
+					continue
+				}
+				if l.Token == held.Token {
+					after = true
+				}
+				switch {
+				case !after:
+				case l.Member == held.Member && l.Token == held.Token && l.Released():
+					rl := *l
+					released = &rl
+				case released != nil && l.Member != held.Member && !l.Released():
+					return released, l.Member // the next holder
+				case released == nil && l.Token != held.Token && !l.Released():
+					return nil, l.Member // taken over without a release
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return released, ""
+		case <-tick.C:
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -115,4 +116,44 @@ func Ensure(ctx context.Context, cfg fencing.Config, spec Spec, warn func(string
 		}
 	}
 	return res, nil
+}
+
+// Policies says whether r's cleanup.policy compacts, and whether it
+// deletes.
+func (r Result) Policies() (compact, del bool) {
+	for _, p := range strings.Split(r.CleanupPolicy, ",") {
+		compact = compact || strings.TrimSpace(p) == "compact"
+		del = del || strings.TrimSpace(p) == "delete"
+	}
+	return compact, del
+}
+
+// settingWhy says what a role topic's setting is for, in the warning
+// about an existing topic whose setting differs.
+var settingWhy = map[string]string{
+	"segment.ms":            "the log cleaner compacts closed segments only, so a longer segment keeps that long of renewals uncompacted",
+	"min.compaction.lag.ms": "every record stays readable that long, for krole records to show a role's recent history",
+	"delete.retention.ms":   "a view with a state dir offline for longer may miss a deregistration",
+}
+
+// Differences returns a line for each setting of r, an existing topic,
+// that differs from those Ensure sets on a topic it creates with
+// deleteRetain (and `krole dev` on its own), with the command, on
+// broker, that changes it; delete.retention.ms only with checkDelete.
+func (r Result) Differences(broker string, deleteRetain time.Duration, checkDelete bool) []string {
+	var out []string
+	for _, kv := range devcluster.RoleTopicConfigs(deleteRetain) {
+		name, want := kv[0], kv[1]
+		if name == "delete.retention.ms" && !checkDelete {
+			continue
+		}
+		got, ok := r.Configs[name]
+		if !ok || got == want {
+			continue
+		}
+		out = append(out, fmt.Sprintf("topic %s has %s=%s, not %s (%s); to change it: "+
+			"kafka-configs.sh --bootstrap-server %s --alter --entity-type topics --entity-name %s --add-config %s=%s",
+			r.Topic, name, got, want, settingWhy[name], broker, r.Topic, name, want))
+	}
+	return out
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
-	"github.com/krabka/krole/election"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/group"
 	"github.com/krabka/krole/internal/groupsum"
@@ -54,14 +53,7 @@ func TestGroupsOverARealView(t *testing.T) {
 	h := newHandler(t, WithSessions(v), Options{})
 	awaitBody(t, h, "/v1/groups", "[]\n")
 
-	roles, err := group.Expand("shard-{0..11}")
-	require.NoError(t, err)
-	holders := grouptest.NewHolders()
-	sessions := map[codec.MemberID]*election.Session{}
-	for _, m := range []codec.MemberID{"node-a", "node-b", "node-c"} {
-		sessions[m] = grouptest.StartMember(t, c, m, "shards", roles, holders)
-	}
-	holders.Await(t, roles, map[codec.MemberID]int{"node-a": 4, "node-b": 4, "node-c": 4})
+	shards := grouptest.StartShards(t, c)
 	awaitBody(t, h, "/v1/groups?moves=0", `[{"group":"shards","members":[`+
 		`{"member":"node-a","weight":1,"draining":false,"roles":4},`+
 		`{"member":"node-b","weight":1,"draining":false,"roles":4},`+
@@ -70,8 +62,8 @@ func TestGroupsOverARealView(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(t, sessions["node-b"].Drain(ctx))
-	holders.Await(t, roles, map[codec.MemberID]int{"node-a": 6, "node-c": 6})
+	require.NoError(t, shards.Sessions["node-b"].Drain(ctx))
+	shards.Await(t, map[codec.MemberID]int{"node-a": 6, "node-c": 6})
 	awaitBody(t, h, "/v1/groups?moves=0", `[{"group":"shards","members":[`+
 		`{"member":"node-a","weight":1,"draining":false,"roles":6},`+
 		`{"member":"node-b","weight":0,"draining":true,"roles":0},`+

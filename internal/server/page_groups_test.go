@@ -13,8 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
-	"github.com/krabka/krole/election"
-	"github.com/krabka/krole/group"
 	"github.com/krabka/krole/internal/grouptest"
 	"github.com/krabka/krole/internal/testcluster"
 )
@@ -71,14 +69,7 @@ func TestPageGroupsInChromium(t *testing.T) {
 	page.waitFor("the page says there is no group", `document.getElementById("groups").textContent`, &text,
 		func() bool { return text == "No groups." })
 
-	roles, err := group.Expand("shard-{0..11}")
-	require.NoError(t, err)
-	holders := grouptest.NewHolders()
-	sessions := map[codec.MemberID]*election.Session{}
-	for _, m := range []codec.MemberID{"node-a", "node-b", "node-c"} {
-		sessions[m] = grouptest.StartMember(t, c, m, "shards", roles, holders)
-	}
-	holders.Await(t, roles, map[codec.MemberID]int{"node-a": 4, "node-b": 4, "node-c": 4})
+	shards := grouptest.StartShards(t, c)
 	want := []shownGroup{{Group: "shards", Members: [][]string{
 		{"node-a", "1", "no", "4"},
 		{"node-b", "1", "no", "4"},
@@ -92,8 +83,8 @@ func TestPageGroupsInChromium(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(t, sessions["node-b"].Drain(ctx))
-	holders.Await(t, roles, map[codec.MemberID]int{"node-a": 6, "node-c": 6})
+	require.NoError(t, shards.Sessions["node-b"].Drain(ctx))
+	shards.Await(t, map[codec.MemberID]int{"node-a": 6, "node-c": 6})
 	want = []shownGroup{{Group: "shards", Members: [][]string{
 		{"node-a", "1", "no", "6"},
 		{"node-b", "0", "yes", "0"},
