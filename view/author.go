@@ -310,7 +310,7 @@ func (v *View) resolve(role codec.Role, pid int64, verdict rolestate.Verdict, un
 		if e == nil || len(e.pend) == 0 {
 			continue
 		}
-		keep := e.pend[:0]
+		keep, n := e.pend[:0], len(e.pend)
 		var own *pendLease
 		for i := range e.pend {
 			pl := e.pend[i]
@@ -326,10 +326,14 @@ func (v *View) resolve(role codec.Role, pid int64, verdict rolestate.Verdict, un
 				forged = append(forged, skipped{pl.off, pl.key, pl.lease})
 			}
 		}
+		clear(e.pend[len(keep):n]) // the records settled: nothing may keep their values
 		e.pend = keep
 		if own != nil {
 			// Records of other producer ids before it are superseded.
 			e.pend = slices.DeleteFunc(e.pend, func(pl pendLease) bool { return pl.off < own.off })
+		}
+		e.trimPend()
+		if own != nil {
 			p := codec.Partition(role, ix.nparts)
 			live := !(len(ix.rebuilding) > 0 && ix.rebuilding[p]) && ix.subscribed()
 			var before rolestate.State
@@ -394,7 +398,7 @@ func (ix *index) holdLease(e *roleEntry, role codec.Role, l codec.Lease, off int
 		return false
 	})
 	if len(e.pend) >= maxPend {
-		e.pend = e.pend[1:]
+		e.pend = slices.Delete(e.pend, 0, 1)
 	}
 	e.pend = append(e.pend, pendLease{off: off, lease: l, key: key, value: slices.Clone(value), dups: dups})
 	ix.settlePendLocked(role) // older records may have gone

@@ -186,6 +186,7 @@ func (ix *index) applyLocked(p int32, k codec.Key, rec codec.Record, off int64) 
 	if k.Kind == codec.KindLease && len(e.pend) > 0 {
 		// A lease that counts supersedes the records waiting before it.
 		e.pend = slices.DeleteFunc(e.pend, func(pl pendLease) bool { return pl.off < off })
+		e.trimPend()
 		ix.notePendLocked(k.Role)
 	}
 	switch {

@@ -72,6 +72,14 @@ const (
 	mapFrom   = 256
 )
 
+// trimPend lets the waiting records' array go once none waits: a role
+// keeps no room for them while its leases are settled.
+func (e *roleEntry) trimPend() {
+	if len(e.pend) == 0 {
+		e.pend = nil
+	}
+}
+
 func (e *roleEntry) empty() bool { return !e.hasLease && len(e.cands) == 0 && len(e.pend) == 0 }
 
 // state copies the entry out as a rolestate.State, ranks filled in. Its cost is
