@@ -2,6 +2,7 @@ package view
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,6 +76,8 @@ type index struct {
 	drains map[codec.MemberID]drainEntry
 	// moves records the moves of group roles (see moves.go).
 	moves moveLog
+	// names shares the strings and sessions the table's records repeat.
+	names names
 }
 
 func newIndex(clock func() time.Time) *index {
@@ -174,6 +177,18 @@ func (ix *index) applyLocked(p int32, k codec.Key, rec codec.Record, off int64) 
 	if live && ix.needsBefore(k.Role) {
 		before = e.state(k.Role)
 	}
+	switch {
+	case rec.Lease != nil:
+		l := ix.names.lease(*rec.Lease)
+		rec.Lease = &l
+	case k.Kind == codec.KindRegistration:
+		k.Member = ix.names.member(k.Member)
+		if rec.Registration != nil {
+			g := *rec.Registration
+			g.Value, g.Instance = ix.names.str(g.Value), ix.names.str(g.Instance)
+			rec.Registration = &g
+		}
+	}
 	if !applyTo(e, k, rec, off) {
 		return false
 	}
@@ -193,7 +208,7 @@ func (ix *index) applyLocked(p int32, k codec.Key, rec codec.Record, off int64) 
 	case e.empty():
 		delete(roles, k.Role)
 	case isNew:
-		roles[k.Role] = e
+		roles[ownRole(k)] = e
 	}
 	if live {
 		ix.publish(k.Role, before, off)
@@ -226,6 +241,7 @@ func (ix *index) holdLocked(p int32, role codec.Role, l codec.Lease, off int64, 
 		return // a replay
 	}
 	prev, hadPrev, prevSeen := prevLease(e)
+	l = ix.names.lease(l)
 	ix.holdLease(e, role, l, off, key, value)
 	if live {
 		// Noted now, in offset order, as it waits: records of one producer
@@ -233,6 +249,16 @@ func (ix *index) holdLocked(p int32, role codec.Role, l codec.Lease, off int64, 
 		pid := l.Token.ProducerID
 		ix.noteMoveLocked(role, prev, hadPrev, prevSeen, l, time.Time{}, off, &pid)
 	}
+}
+
+// ownRole returns k's role for a key of the table: a registration key's
+// role is cut from the string it shares with the member id, which the
+// table keeps apart (names), so the role gets a string of its own.
+func ownRole(k codec.Key) codec.Role {
+	if k.Kind == codec.KindRegistration {
+		return codec.Role(strings.Clone(string(k.Role)))
+	}
+	return k.Role
 }
 
 // subscribed reports whether the index has a subscriber. ix.mu must be
@@ -276,7 +302,7 @@ func (ix *index) seed(recs []decodedRecord, touched map[codec.Role]*roleEntry) {
 			role = r.key.Role
 			if e = ix.roles[role]; e == nil {
 				e = &roleEntry{leaseOffset: -1, lastOffset: -1}
-				ix.roles[role] = e
+				ix.roles[ownRole(r.key)] = e
 			}
 			touched[role] = e
 			n := 0 // the role's registrations that follow in this block: room for them at once
@@ -289,10 +315,12 @@ func (ix *index) seed(recs []decodedRecord, touched map[codec.Role]*roleEntry) {
 		}
 		switch {
 		case r.rec.Lease != nil:
-			e.setLease(*r.rec.Lease, r.offset)
+			e.setLease(ix.names.lease(*r.rec.Lease), r.offset)
 			e.seeLease(now)
 		case r.rec.Registration != nil:
-			e.cands = append(e.cands, rolestate.Candidate{Member: r.key.Member, Offset: r.offset, RegisteredAt: r.rec.Registration.RegisteredAt, Value: r.rec.Registration.Value, Instance: r.rec.Registration.Instance})
+			g := r.rec.Registration
+			e.cands = append(e.cands, rolestate.Candidate{Member: ix.names.member(r.key.Member), Offset: r.offset, RegisteredAt: g.RegisteredAt,
+				Value: ix.names.str(g.Value), Instance: ix.names.str(g.Instance)})
 		}
 		if r.offset > e.lastOffset {
 			e.lastOffset = r.offset
