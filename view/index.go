@@ -319,7 +319,7 @@ func (ix *index) seed(recs []decodedRecord, touched map[codec.Role]*roleEntry) {
 			e.seeLease(now)
 		case r.rec.Registration != nil:
 			g := r.rec.Registration
-			e.cands = append(e.cands, rolestate.Candidate{Member: ix.names.member(r.key.Member), Offset: r.offset, RegisteredAt: g.RegisteredAt,
+			e.cands = append(e.cands, candidate{Member: ix.names.member(r.key.Member), Offset: r.offset, RegisteredAt: g.RegisteredAt,
 				Value: ix.names.str(g.Value), Instance: ix.names.str(g.Instance)})
 		}
 		if r.offset > e.lastOffset {

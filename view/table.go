@@ -19,7 +19,7 @@ type roleEntry struct {
 	leaseOffset int64
 	leaseSeenAt time.Time             // when the view applied or restored the lease, by its clock
 	leaseEnd    time.Time             // the lease's end on the view's clock (rolestate.State.LeaseEnd), set with leaseSeenAt
-	cands       []rolestate.Candidate // sorted by Offset; Rank is filled in on the way out
+	cands       []candidate // sorted by Offset
 	lastOffset  int64                 // offset of the latest record applied to the role
 
 	// The member index, so that finding a member costs no scan of the
@@ -42,6 +42,17 @@ type roleEntry struct {
 	// producer id's verdict (see author.go), in offset order, the latest
 	// of each producer id. Lookups do not see them.
 	pend []pendLease
+}
+
+// candidate is a registration as the table keeps it: a
+// rolestate.Candidate without what a lookup fills in (Rank, Session,
+// Gone).
+type candidate struct {
+	Member       codec.MemberID
+	Offset       int64
+	RegisteredAt int64
+	Value        string
+	Instance     string
 }
 
 // memberHashes is a role's hashed member index (see roleEntry).
@@ -106,8 +117,7 @@ func (e *roleEntry) candidates() []rolestate.Candidate {
 	}
 	out := make([]rolestate.Candidate, len(e.cands))
 	for i, c := range e.cands {
-		c.Rank = i
-		out[i] = c
+		out[i] = rolestate.Candidate{Member: c.Member, Offset: c.Offset, RegisteredAt: c.RegisteredAt, Value: c.Value, Instance: c.Instance, Rank: i}
 	}
 	return out
 }
@@ -207,7 +217,7 @@ func (e *roleEntry) register(m codec.MemberID, offset int64, g codec.Registratio
 		}
 		e.remove(i)
 	}
-	c := rolestate.Candidate{Member: m, Offset: offset, RegisteredAt: g.RegisteredAt, Value: g.Value, Instance: g.Instance}
+	c := candidate{Member: m, Offset: offset, RegisteredAt: g.RegisteredAt, Value: g.Value, Instance: g.Instance}
 	n := len(e.cands)
 	i := n
 	if n > 0 && e.cands[n-1].Offset > offset {

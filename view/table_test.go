@@ -217,5 +217,5 @@ func TestUpdateOfARecordAlone(t *testing.T) {
 	assert.Equal(t, int64(2), v.index.skipped[SkipKey])
 	assert.Equal(t, int64(1), v.index.applied)
 	require.NotNil(t, v.index.roles["r"])
-	assert.Equal(t, []codec.MemberID{"a"}, members(v.index.roles["r"].cands))
+	assert.Equal(t, []codec.MemberID{"a"}, members(v.index.roles["r"].candidates()))
 }
