@@ -42,7 +42,7 @@ type index struct {
 	stopped bool           // no subscriber is added any more
 	// follows holds each role's followers (Follow, follow.go), offered
 	// the role's state at each change once ready (the first catch-up).
-	follows map[codec.Role][]*follower
+	follows map[codec.Role]*follower // the first of each role's followers
 	ready   bool
 	applied int64
 	skipped map[SkipReason]int64
@@ -86,7 +86,7 @@ func newIndex(clock func() time.Time) *index {
 		roles:       map[codec.Role]*roleEntry{},
 		all:         map[*subscriber]struct{}{},
 		byRole:      map[codec.Role]map[*subscriber]struct{}{},
-		follows:     map[codec.Role][]*follower{},
+		follows:     map[codec.Role]*follower{},
 		skipped:     map[SkipReason]int64{},
 		rebuilding:  map[int32]bool{},
 		rebuild:     map[codec.Role]*roleEntry{},
@@ -335,7 +335,7 @@ func (ix *index) seedDone(touched map[codec.Role]*roleEntry) {
 	defer ix.mu.Unlock()
 	for role, e := range touched {
 		e.sortCands()
-		if ix.needsBefore(role) || len(ix.follows[role]) > 0 {
+		if ix.needsBefore(role) || ix.follows[role] != nil {
 			ix.publish(role, rolestate.State{Role: role, LeaseOffset: -1}, e.lastOffset)
 		}
 	}
