@@ -17,10 +17,10 @@ type roleEntry struct {
 	lease       codec.Lease
 	hasLease    bool
 	leaseOffset int64
-	leaseSeenAt time.Time             // when the view applied or restored the lease, by its clock
-	leaseEnd    time.Time             // the lease's end on the view's clock (rolestate.State.LeaseEnd), set with leaseSeenAt
+	leaseSeenAt time.Time   // when the view applied or restored the lease, by its clock
+	leaseEnd    time.Time   // the lease's end on the view's clock (rolestate.State.LeaseEnd), set with leaseSeenAt
 	cands       []candidate // sorted by Offset
-	lastOffset  int64                 // offset of the latest record applied to the role
+	lastOffset  int64       // offset of the latest record applied to the role
 
 	// The member index, so that finding a member costs no scan of the
 	// candidates' names. find builds it from indexFrom candidates (none
