@@ -192,10 +192,10 @@ func (ix *index) applyLocked(p int32, k codec.Key, rec codec.Record, off int64) 
 	if !applyTo(e, k, rec, off) {
 		return false
 	}
-	if k.Kind == codec.KindLease && e.hasLease {
+	if k.Kind == codec.KindLease && e.hasLease() {
 		e.seeLease(ix.clock())
 	}
-	if moved && e.hasLease {
+	if moved && e.hasLease() {
 		ix.noteMoveLocked(k.Role, prev, hadPrev, prevSeen, e.lease, e.leaseSeenAt, off, nil)
 	}
 	if k.Kind == codec.KindLease && len(e.pend) > 0 {
@@ -237,7 +237,7 @@ func (ix *index) holdLocked(p int32, role codec.Role, l codec.Lease, off int64, 
 		e = &roleEntry{leaseOffset: -1, lastOffset: -1}
 		roles[role] = e
 	}
-	if e.hasLease && e.leaseOffset >= off {
+	if e.hasLease() && e.leaseOffset >= off {
 		return // a replay
 	}
 	prev, hadPrev, prevSeen := prevLease(e)
@@ -393,7 +393,7 @@ func (ix *index) adopt(parts []int32) []int32 {
 	now := ix.clock()
 	for role, e := range ix.rebuild {
 		if adopted[codec.Partition(role, ix.nparts)] {
-			if e.hasLease {
+			if e.hasLease() {
 				e.seeLease(now) // lookups see the lease from now on
 			}
 			if _, ok := befores[role]; !ok {

@@ -164,7 +164,7 @@ func prevLease(e *roleEntry) (codec.Lease, bool, time.Time) {
 	if n := len(e.pend); n > 0 {
 		return e.pend[n-1].lease, true, time.Time{}
 	}
-	return e.lease, e.hasLease, e.leaseSeenAt
+	return e.lease, e.hasLease(), e.leaseSeenAt
 }
 
 // noteMoveLocked records the move of role, if its lease l at off, which

@@ -14,11 +14,9 @@ import (
 // offset order (rank order): a role lives in one partition, records arrive
 // in offset order, so a registration is almost always appended at the end.
 type roleEntry struct {
-	lease       codec.Lease
-	hasLease    bool
-	leaseOffset int64
+	lease       codec.Lease // the held lease when leaseOffset >= 0 (hasLease)
+	leaseOffset int64       // -1 without a lease
 	leaseSeenAt time.Time   // when the view applied or restored the lease, by its clock
-	leaseEnd    time.Time   // the lease's end on the view's clock (rolestate.State.LeaseEnd), set with leaseSeenAt
 	cands       []candidate // sorted by Offset
 	lastOffset  int64       // offset of the latest record applied to the role
 
@@ -91,7 +89,7 @@ func (e *roleEntry) trimPend() {
 	}
 }
 
-func (e *roleEntry) empty() bool { return !e.hasLease && len(e.cands) == 0 && len(e.pend) == 0 }
+func (e *roleEntry) empty() bool { return !e.hasLease() && len(e.cands) == 0 && len(e.pend) == 0 }
 
 // state copies the entry out as a rolestate.State, ranks filled in. Its cost is
 // linear in the role's candidates.
@@ -100,7 +98,7 @@ func (e *roleEntry) state(role codec.Role) rolestate.State {
 	if e == nil {
 		return s
 	}
-	if e.hasLease {
+	if e.hasLease() {
 		l := e.lease
 		s.Lease, s.LeaseOffset, s.LeaseSeenAt = &l, e.leaseOffset, e.leaseSeenAt
 	}
@@ -239,35 +237,39 @@ func (e *roleEntry) deregister(m codec.MemberID, offset int64) bool {
 	return true
 }
 
+// hasLease reports whether the entry holds a lease.
+func (e *roleEntry) hasLease() bool { return e.leaseOffset >= 0 }
+
 // seeLease records that the view saw the held lease at at: lookups judge
-// it from then (see [rolestate.State.LeaseEnd], computed here once rather
-// than at every lookup).
-func (e *roleEntry) seeLease(at time.Time) {
-	e.leaseSeenAt = at
-	e.leaseEnd = leaseState(e.lease, at).LeaseEnd()
-}
+// it from then (see [rolestate.State.LeaseEnd]).
+func (e *roleEntry) seeLease(at time.Time) { e.leaseSeenAt = at }
+
+// leaseEnd is the held lease's end on the view's clock, as
+// [rolestate.State.LeaseEnd] gives it for the lease alone: its span from
+// when the view saw it.
+func (e *roleEntry) leaseEnd() time.Time { return rolestate.LeaseEndSeen(e.lease, e.leaseSeenAt) }
 
 // live reports whether the held lease holds at now, as
 // [rolestate.State.Live] judges it.
 func (e *roleEntry) live(now time.Time) bool {
-	return e.hasLease && rolestate.LiveUntil(e.lease, e.leaseEnd, now)
+	return e.hasLease() && rolestate.LiveUntil(e.lease, e.leaseEnd(), now)
 }
 
 // setLease replaces the lease unless the held one is newer (a replay).
 func (e *roleEntry) setLease(l codec.Lease, offset int64) bool {
-	if e.hasLease && e.leaseOffset >= offset {
+	if e.hasLease() && e.leaseOffset >= offset {
 		return false
 	}
-	e.lease, e.hasLease, e.leaseOffset = l, true, offset
+	e.lease, e.leaseOffset = l, offset
 	return true
 }
 
 // dropLease removes the lease on a lease tombstone.
 func (e *roleEntry) dropLease(offset int64) bool {
-	if !e.hasLease || e.leaseOffset > offset {
+	if !e.hasLease() || e.leaseOffset > offset {
 		return false
 	}
-	e.lease, e.hasLease, e.leaseOffset = codec.Lease{}, false, -1
+	e.lease, e.leaseOffset = codec.Lease{}, -1
 	return true
 }
 
