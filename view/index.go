@@ -57,7 +57,7 @@ type index struct {
 	nparts     int32
 
 	// pendRoles holds the roles with a lease record waiting for its
-	// producer id's verdict (roleEntry.pend, see author.go); pendChanged
+	// producer id's verdict (roleEntry.pending, see author.go); pendChanged
 	// is closed and replaced whenever a role leaves it. ask (set once,
 	// before any record) queues a producer id for a verdict.
 	pendRoles   map[codec.Role]struct{}
@@ -198,10 +198,9 @@ func (ix *index) applyLocked(p int32, k codec.Key, rec codec.Record, off int64) 
 	if moved && e.hasLease() {
 		ix.noteMoveLocked(k.Role, prev, hadPrev, prevSeen, e.lease, e.leaseSeenAt, off, nil)
 	}
-	if k.Kind == codec.KindLease && len(e.pend) > 0 {
+	if k.Kind == codec.KindLease && len(e.pends()) > 0 {
 		// A lease that counts supersedes the records waiting before it.
-		e.pend = slices.DeleteFunc(e.pend, func(pl pendLease) bool { return pl.off < off })
-		e.trimPend()
+		e.setPends(slices.DeleteFunc(e.pends(), func(pl pendLease) bool { return pl.off < off }))
 		ix.notePendLocked(k.Role)
 	}
 	switch {

@@ -33,13 +33,13 @@ type roleEntry struct {
 	//
 	// The hashed index lives beside the candidates, in the cache lines a
 	// restore loads anyway; a map per role is slower there.
-	hashed   *memberHashes
-	byMember map[codec.MemberID]int64
+	members *memberIndex
 
-	// pend holds the lease records after leaseOffset that wait for their
-	// producer id's verdict (see author.go), in offset order, the latest
-	// of each producer id. Lookups do not see them.
-	pend []pendLease
+	// pending holds the lease records after leaseOffset that wait for
+	// their producer id's verdict (see author.go), in offset order, the
+	// latest of each producer id; nil when none waits (nearly always).
+	// Lookups do not see them.
+	pending *[]pendLease
 }
 
 // candidate is a registration as the table keeps it: a
@@ -53,10 +53,35 @@ type candidate struct {
 	Instance     string
 }
 
+// memberIndex is a role's member index (see roleEntry): byMember when
+// set, else the hashes.
+type memberIndex struct {
+	memberHashes
+	byMember map[codec.MemberID]int64
+}
+
 // memberHashes is a role's hashed member index (see roleEntry).
 type memberHashes struct {
 	seen [seenWords]uint64 // bit hash%512 of every member placed
 	h    []uint64          // h[i] is the hash of cands[i].Member
+}
+
+// hashed returns the hashed member index, nil when it is not the one
+// built.
+func (e *roleEntry) hashed() *memberHashes {
+	if e.members == nil || e.members.byMember != nil {
+		return nil
+	}
+	return &e.members.memberHashes
+}
+
+// byMember returns the member index by member, nil when it is not the
+// one built.
+func (e *roleEntry) byMember() map[codec.MemberID]int64 {
+	if e.members == nil {
+		return nil
+	}
+	return e.members.byMember
 }
 
 // seenWords is the size of memberHashes.seen: 512 bits, which a role of
@@ -81,15 +106,28 @@ const (
 	mapFrom   = 256
 )
 
-// trimPend lets the waiting records' array go once none waits: a role
-// keeps no room for them while its leases are settled.
-func (e *roleEntry) trimPend() {
-	if len(e.pend) == 0 {
-		e.pend = nil
+// pends returns the lease records waiting for their verdict (pending).
+func (e *roleEntry) pends() []pendLease {
+	if e.pending == nil {
+		return nil
+	}
+	return *e.pending
+}
+
+// setPends makes p the records waiting; none lets their array go, so a
+// role keeps no room for them while its leases are settled.
+func (e *roleEntry) setPends(p []pendLease) {
+	switch {
+	case len(p) == 0:
+		e.pending = nil
+	case e.pending == nil:
+		e.pending = &p
+	default:
+		*e.pending = p
 	}
 }
 
-func (e *roleEntry) empty() bool { return !e.hasLease() && len(e.cands) == 0 && len(e.pend) == 0 }
+func (e *roleEntry) empty() bool { return !e.hasLease() && len(e.cands) == 0 && e.pending == nil }
 
 // state copies the entry out as a rolestate.State, ranks filled in. Its cost is
 // linear in the role's candidates.
@@ -122,7 +160,7 @@ func (e *roleEntry) candidates() []rolestate.Candidate {
 
 // find returns the position of member's registration in e.cands, or -1.
 func (e *roleEntry) find(m codec.MemberID) int {
-	if e.byMember == nil && e.hashed == nil {
+	if e.members == nil {
 		if len(e.cands) < indexFrom {
 			for i := range e.cands {
 				if e.cands[i].Member == m {
@@ -133,13 +171,13 @@ func (e *roleEntry) find(m codec.MemberID) int {
 		}
 		e.reindex()
 	}
-	if e.hashed != nil {
+	if mh := e.hashed(); mh != nil {
 		h := memberHash(m)
-		if !e.hashed.marked(h) {
+		if !mh.marked(h) {
 			return -1 // never placed
 		}
 		if len(e.cands) < mapFrom {
-			for i, x := range e.hashed.h {
+			for i, x := range mh.h {
 				if x == h && e.cands[i].Member == m {
 					return i
 				}
@@ -148,7 +186,7 @@ func (e *roleEntry) find(m codec.MemberID) int {
 		}
 		e.reindex() // grown past the hashed index
 	}
-	off, ok := e.byMember[m]
+	off, ok := e.byMember()[m]
 	if !ok {
 		return -1
 	}
@@ -161,11 +199,10 @@ func (e *roleEntry) find(m codec.MemberID) int {
 
 // remove takes the candidate at position i out.
 func (e *roleEntry) remove(i int) {
-	switch {
-	case e.hashed != nil:
-		e.hashed.h = append(e.hashed.h[:i], e.hashed.h[i+1:]...)
-	case e.byMember != nil:
-		delete(e.byMember, e.cands[i].Member)
+	if mh := e.hashed(); mh != nil {
+		mh.h = append(mh.h[:i], mh.h[i+1:]...)
+	} else if by := e.byMember(); by != nil {
+		delete(by, e.cands[i].Member)
 	}
 	e.cands = append(e.cands[:i], e.cands[i+1:]...)
 }
@@ -174,13 +211,12 @@ func (e *roleEntry) remove(i int) {
 // placed at position i.
 func (e *roleEntry) placed(i int) {
 	c := &e.cands[i]
-	switch {
-	case e.hashed != nil:
+	if mh := e.hashed(); mh != nil {
 		h := memberHash(c.Member)
-		e.hashed.mark(h)
-		e.hashed.h = slices.Insert(e.hashed.h, i, h)
-	case e.byMember != nil:
-		e.byMember[c.Member] = c.Offset
+		mh.mark(h)
+		mh.h = slices.Insert(mh.h, i, h)
+	} else if by := e.byMember(); by != nil {
+		by[c.Member] = c.Offset
 	}
 }
 
@@ -188,20 +224,20 @@ func (e *roleEntry) placed(i int) {
 // candidates, a map from then on.
 func (e *roleEntry) reindex() {
 	if len(e.cands) < mapFrom {
-		mh := &memberHashes{h: make([]uint64, len(e.cands), 2*len(e.cands))}
+		mi := &memberIndex{memberHashes: memberHashes{h: make([]uint64, len(e.cands), 2*len(e.cands))}}
 		for i := range e.cands {
 			h := memberHash(e.cands[i].Member)
-			mh.h[i] = h
-			mh.mark(h)
+			mi.h[i] = h
+			mi.mark(h)
 		}
-		e.hashed, e.byMember = mh, nil
+		e.members = mi
 		return
 	}
-	e.byMember = make(map[codec.MemberID]int64, len(e.cands))
+	by := make(map[codec.MemberID]int64, len(e.cands))
 	for _, c := range e.cands {
-		e.byMember[c.Member] = c.Offset
+		by[c.Member] = c.Offset
 	}
-	e.hashed = nil
+	e.members = &memberIndex{byMember: by}
 }
 
 // register puts member's registration at offset in rank order. A
@@ -277,7 +313,7 @@ func (e *roleEntry) dropLease(offset int64) bool {
 // index is dropped, and built again by the next find that needs it.
 func (e *roleEntry) sortCands() {
 	sort.Slice(e.cands, func(i, j int) bool { return e.cands[i].Offset < e.cands[j].Offset })
-	e.hashed, e.byMember = nil, nil
+	e.members = nil
 }
 
 // applyTo applies one decoded record to e and reports whether e changed.
