@@ -62,11 +62,3 @@ func (n *names) lease(l codec.Lease) codec.Lease {
 	}
 	return l
 }
-
-// registration returns g with its strings shared.
-func (n *names) registration(g codec.Registration) codec.Registration {
-	g.Member = n.member(g.Member)
-	g.Value = n.str(g.Value)
-	g.Instance = n.str(g.Instance)
-	return g
-}
