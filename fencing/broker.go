@@ -209,7 +209,7 @@ func (t *BrokerTransport) mint(ctx context.Context, key codec.Role, txnID string
 		return codec.Token{}, &Error{Kind: ErrProducer, Role: key, Err: fmt.Errorf("InitProducerId on %s: %w", txnID, err)}
 	}
 	t.mu.Lock()
-	t.holders[key] = newHolder(tok, txnID)
+	t.holders[key] = newHolder(tok)
 	delete(t.retired, key)
 	t.mu.Unlock()
 	t.authors.Own(key, tok.ProducerID)

@@ -51,7 +51,7 @@ func (tx *Txn) produceLast(topic string, partition int32, key, value []byte, off
 		return err
 	}
 	recs := []*sarama.Record{{Key: key, Value: value}}
-	b := tx.t.sameBroker(tx.ctx, tx.h.txnID, tp)
+	b := tx.t.sameBroker(tx.ctx, tx.txnID, tp)
 	cands := tx.h.next.get(tp)
 	if b == nil || len(cands) > 1 {
 		return tx.doom(tx.producePlain(tp, recs, off))
@@ -62,7 +62,7 @@ func (tx *Txn) produceLast(topic string, partition int32, key, value []byte, off
 	}
 	h, t := tx.h, tx.t
 	req := &sarama.ProduceRequest{
-		TransactionalID: &h.txnID,
+		TransactionalID: &tx.txnID,
 		RequiredAcks:    sarama.WaitForAll,
 		Timeout:         int32(t.cfg.RequestTimeout / time.Millisecond),
 		Version:         versionProduce,

@@ -18,18 +18,22 @@ type topicPartition struct {
 	partition int32
 }
 
-// holder is the producer state a minted token binds: the transactional id,
-// the token, and per partition the next batch's sequence number. After a
-// produce without a definite answer, next keeps both candidates,
+// holder is the producer state a minted token binds: the token, and per
+// partition the next batch's sequence number (the transactional id is
+// the role's, Config.TransactionalID, made again per transaction). After
+// a produce without a definite answer, next keeps both candidates,
 // ascending; the next produce tries the highest first, which a broker
 // expecting the lower refuses (OUT_OF_ORDER_SEQUENCE_NUMBER) unappended.
 type holder struct {
 	token codec.Token
-	txnID string
 
 	// sem admits one transaction of this token at a time. A transaction
-	// whose caller left (ctx ended) keeps it until its abort is done.
-	sem chan struct{}
+	// whose caller left (ctx ended) keeps it until its abort is done. It
+	// exists only while a transaction holds it or waits for it (users of
+	// them), so that an idle token keeps no channel; both are guarded by
+	// BrokerTransport.mu (see acquire).
+	sem   chan struct{}
+	users int32
 	// inflight counts broker calls of this token that a caller abandoned
 	// and that have not been answered yet.
 	inflight sync.WaitGroup
@@ -43,8 +47,32 @@ type holder struct {
 	retired bool
 }
 
-func newHolder(tok codec.Token, txnID string) *holder {
-	return &holder{token: tok, txnID: txnID, sem: make(chan struct{}, 1)}
+func newHolder(tok codec.Token) *holder { return &holder{token: tok} }
+
+// acquire waits for h's turn to run a transaction, and returns the
+// function that ends it; ok is false when ctx ended first.
+func (t *BrokerTransport) acquire(ctx context.Context, h *holder) (release func(), ok bool) {
+	t.mu.Lock()
+	if h.sem == nil {
+		h.sem = make(chan struct{}, 1)
+	}
+	sem := h.sem
+	h.users++
+	t.mu.Unlock()
+	leave := func() {
+		t.mu.Lock()
+		if h.users--; h.users == 0 {
+			h.sem = nil // nobody holds or waits for it: the next gets a new one
+		}
+		t.mu.Unlock()
+	}
+	select {
+	case sem <- struct{}{}:
+		return func() { <-sem; leave() }, true
+	case <-ctx.Done():
+		leave()
+		return nil, false
+	}
 }
 
 // seqs holds, per partition, the sequence numbers the broker may expect
@@ -153,6 +181,7 @@ type Txn struct {
 	ctx    context.Context
 	t      *BrokerTransport
 	role   codec.Role
+	txnID  string // the role's transactional id
 	h      *holder
 	added  map[topicPartition]bool
 	groups map[string]bool
@@ -211,10 +240,10 @@ func (tx *Txn) addPartitions(tps []topicPartition) error {
 		return nil
 	}
 	tx.started = true
-	kerr, err := t.atTxnCoordinator(tx.ctx, &h.inflight, h.txnID, func(b *sarama.Broker) (sarama.KError, error) {
+	kerr, err := t.atTxnCoordinator(tx.ctx, &h.inflight, tx.txnID, func(b *sarama.Broker) (sarama.KError, error) {
 		r, err := b.AddPartitionsToTxn(&sarama.AddPartitionsToTxnRequest{
 			Version:         versionAddPartitions,
-			TransactionalID: h.txnID,
+			TransactionalID: tx.txnID,
 			ProducerID:      h.token.ProducerID,
 			ProducerEpoch:   h.token.Epoch,
 			TopicPartitions: want,
@@ -271,7 +300,7 @@ func (tx *Txn) produceRecords(tp topicPartition, recs []*sarama.Record) (int64, 
 	for i := len(cands) - 1; i >= 0; i-- {
 		seq := cands[i]
 		batch := newRecordBatch(h.token.ProducerID, h.token.Epoch, seq, true, recs)
-		off, kerr, err := t.produce(tx.ctx, &h.inflight, &h.txnID, tp.topic, tp.partition, batch)
+		off, kerr, err := t.produce(tx.ctx, &h.inflight, &tx.txnID, tp.topic, tp.partition, batch)
 		after := incrementSequence(seq, len(recs))
 		switch {
 		case err != nil:
@@ -317,10 +346,10 @@ func (tx *Txn) commitOffsets(group string, offsets map[string]map[int32]int64) e
 	}
 	if !tx.groups[group] {
 		tx.started = true
-		kerr, err := t.atTxnCoordinator(tx.ctx, &h.inflight, h.txnID, func(b *sarama.Broker) (sarama.KError, error) {
+		kerr, err := t.atTxnCoordinator(tx.ctx, &h.inflight, tx.txnID, func(b *sarama.Broker) (sarama.KError, error) {
 			r, err := b.AddOffsetsToTxn(&sarama.AddOffsetsToTxnRequest{
 				Version:         versionAddOffsets,
-				TransactionalID: h.txnID,
+				TransactionalID: tx.txnID,
 				ProducerID:      h.token.ProducerID,
 				ProducerEpoch:   h.token.Epoch,
 				GroupID:         group,
@@ -347,7 +376,7 @@ func (tx *Txn) commitOffsets(group string, offsets map[string]map[int32]int64) e
 	kerr, err := t.atGroupCoordinator(tx.ctx, &h.inflight, group, func(b *sarama.Broker) (sarama.KError, error) {
 		r, err := b.TxnOffsetCommit(&sarama.TxnOffsetCommitRequest{
 			Version:         versionTxnOffsetCommit,
-			TransactionalID: h.txnID,
+			TransactionalID: tx.txnID,
 			GroupID:         group,
 			ProducerID:      h.token.ProducerID,
 			ProducerEpoch:   h.token.Epoch,
@@ -403,19 +432,17 @@ func (t *BrokerTransport) Transact(ctx context.Context, role codec.Role, token c
 	if err != nil {
 		return err
 	}
-	select {
-	case h.sem <- struct{}{}:
-	case <-ctx.Done():
+	release, ok := t.acquire(ctx, h)
+	if !ok {
 		return &Error{Kind: ErrProducer, Role: role, Err: fmt.Errorf("waiting for the previous transaction of token %s: %w", token, ctx.Err())}
 	}
-	release := func() { <-h.sem }
 	// A newer AcquireEpoch, or a fence or unknown outcome seen by the
 	// previous transaction, may have replaced h while this one waited.
 	if _, err := t.current(role, token); err != nil {
 		release()
 		return err
 	}
-	tx := &Txn{ctx: ctx, t: t, role: role, h: h, added: map[topicPartition]bool{}, groups: map[string]bool{}}
+	tx := &Txn{ctx: ctx, t: t, role: role, txnID: t.cfg.TransactionalID(string(role)), h: h, added: map[topicPartition]bool{}, groups: map[string]bool{}}
 	if h.dirty {
 		// The previous transaction of this token may still be open.
 		if err := tx.abort(ctx); err != nil {
@@ -523,7 +550,7 @@ func (tx *Txn) end(ctx context.Context, commit bool) error {
 	}
 	h.dirty = true // until the coordinator confirms
 	endTxn := func() (sarama.KError, error) {
-		return tx.t.atTxnCoordinator(ctx, &h.inflight, h.txnID, func(b *sarama.Broker) (sarama.KError, error) {
+		return tx.t.atTxnCoordinator(ctx, &h.inflight, tx.txnID, func(b *sarama.Broker) (sarama.KError, error) {
 			return tx.endTxnAt(b, commit)
 		})
 	}
@@ -576,7 +603,7 @@ func (tx *Txn) endTxnAt(b *sarama.Broker, commit bool) (sarama.KError, error) {
 	tx.t.endTxns[ended].Add(1)
 	r, err := b.EndTxn(&sarama.EndTxnRequest{
 		Version:           versionEndTxn,
-		TransactionalID:   h.txnID,
+		TransactionalID:   tx.txnID,
 		ProducerID:        h.token.ProducerID,
 		ProducerEpoch:     h.token.Epoch,
 		TransactionResult: commit,

@@ -165,7 +165,7 @@ func (s State) Renewal() Renewal {
 		return Renewal{}
 	}
 	r := Renewal{GrantedAt: l.GrantedAt, Deadline: l.Deadline, Span: LeaseSpan(*l), SeenAt: s.LeaseSeenAt}
-	r.End = seenOr(r.SeenAt, r.GrantedAt).Add(r.Span)
+	r.End = LeaseEndSeen(*l, s.LeaseSeenAt)
 	switch s.SessionVouch() {
 	case Dropped:
 		r.Dropped, r.End = true, seenOr(s.Session.SeenAt, 0)
@@ -179,6 +179,13 @@ func (s State) Renewal() Renewal {
 		}
 	}
 	return r
+}
+
+// LeaseEndSeen is when lease l runs out on the reader's clock by its own
+// span ([LeaseSpan]) from seen, when the reader saw it (zero: from its
+// GrantedAt): [State.LeaseEnd] with no session record to join.
+func LeaseEndSeen(l codec.Lease, seen time.Time) time.Time {
+	return seenOr(seen, l.GrantedAt).Add(LeaseSpan(l))
 }
 
 // seenOr returns seen, or the writer's wall clock ms when seen is zero.

@@ -20,7 +20,7 @@ import (
 // counts only when its producer id is the role's own, the one the role's
 // transactional id has at its coordinator (rolestate.Authors). A producer
 // id the view has not settled is asked about off the record-apply loop:
-// the record waits in its role's entry (roleEntry.pend), as if not read
+// the record waits in its role's entry (roleEntry.pending), as if not read
 // yet, while the verifier asks the coordinator (DescribeTransactions on
 // the role's transactional id, once per new (role, producer id)), and is
 // then applied (own) or skipped as forged (not own). Lookups meanwhile
@@ -307,13 +307,14 @@ func (v *View) resolve(role codec.Role, pid int64, verdict rolestate.Verdict, un
 	ix.mu.Lock()
 	for _, roles := range []map[codec.Role]*roleEntry{ix.roles, ix.rebuild} {
 		e := roles[role]
-		if e == nil || len(e.pend) == 0 {
+		if e == nil || len(e.pends()) == 0 {
 			continue
 		}
-		keep := e.pend[:0]
+		pend := e.pends()
+		keep, n := pend[:0], len(pend)
 		var own *pendLease
-		for i := range e.pend {
-			pl := e.pend[i]
+		for i := range pend {
+			pl := pend[i]
 			if pl.lease.Token.ProducerID != pid {
 				keep = append(keep, pl)
 				continue
@@ -326,10 +327,14 @@ func (v *View) resolve(role codec.Role, pid int64, verdict rolestate.Verdict, un
 				forged = append(forged, skipped{pl.off, pl.key, pl.lease})
 			}
 		}
-		e.pend = keep
+		clear(pend[len(keep):n]) // the records settled: nothing may keep their values
+		pend = keep
 		if own != nil {
 			// Records of other producer ids before it are superseded.
-			e.pend = slices.DeleteFunc(e.pend, func(pl pendLease) bool { return pl.off < own.off })
+			pend = slices.DeleteFunc(pend, func(pl pendLease) bool { return pl.off < own.off })
+		}
+		e.setPends(pend)
+		if own != nil {
 			p := codec.Partition(role, ix.nparts)
 			live := !(len(ix.rebuilding) > 0 && ix.rebuilding[p]) && ix.subscribed()
 			var before rolestate.State
@@ -347,7 +352,7 @@ func (v *View) resolve(role codec.Role, pid int64, verdict rolestate.Verdict, un
 				store, storeP = own, p
 			}
 		}
-		if e.empty() && len(e.pend) == 0 {
+		if e.empty() {
 			delete(roles, role)
 		}
 	}
@@ -386,17 +391,17 @@ func (v *View) resolve(role codec.Role, pid int64, verdict rolestate.Verdict, un
 func (ix *index) holdLease(e *roleEntry, role codec.Role, l codec.Lease, off int64, key string, value []byte) {
 	pid := l.Token.ProducerID
 	var dups int64
-	e.pend = slices.DeleteFunc(e.pend, func(pl pendLease) bool {
+	pend := slices.DeleteFunc(e.pends(), func(pl pendLease) bool {
 		if pl.lease.Token.ProducerID == pid {
 			dups += 1 + pl.dups
 			return true
 		}
 		return false
 	})
-	if len(e.pend) >= maxPend {
-		e.pend = e.pend[1:]
+	if len(pend) >= maxPend {
+		pend = slices.Delete(pend, 0, 1)
 	}
-	e.pend = append(e.pend, pendLease{off: off, lease: l, key: key, value: slices.Clone(value), dups: dups})
+	e.setPends(append(pend, pendLease{off: off, lease: l, key: key, value: slices.Clone(value), dups: dups}))
 	ix.settlePendLocked(role) // older records may have gone
 	ix.pendRoles[role] = struct{}{}
 	if ix.ask != nil {
@@ -408,10 +413,10 @@ func (ix *index) holdLease(e *roleEntry, role codec.Role, l codec.Lease, off int
 // wakes the waiters of verdicts. ix.mu must be held.
 func (ix *index) notePendLocked(role codec.Role) {
 	ix.settlePendLocked(role)
-	if e := ix.roles[role]; e != nil && len(e.pend) > 0 {
+	if e := ix.roles[role]; e != nil && len(e.pends()) > 0 {
 		return
 	}
-	if e := ix.rebuild[role]; e != nil && len(e.pend) > 0 {
+	if e := ix.rebuild[role]; e != nil && len(e.pends()) > 0 {
 		return
 	}
 	delete(ix.pendRoles, role)
@@ -515,7 +520,7 @@ func (ix *index) firstPendLocked(role codec.Role) int64 {
 	first := int64(math.MaxInt64)
 	for _, roles := range []map[codec.Role]*roleEntry{ix.roles, ix.rebuild} {
 		if e := roles[role]; e != nil {
-			for _, pl := range e.pend {
+			for _, pl := range e.pends() {
 				first = min(first, pl.off)
 			}
 		}
@@ -527,7 +532,7 @@ func (ix *index) lastPendLocked(role codec.Role) int64 {
 	last := int64(-1)
 	for _, roles := range []map[codec.Role]*roleEntry{ix.roles, ix.rebuild} {
 		if e := roles[role]; e != nil {
-			for _, pl := range e.pend {
+			for _, pl := range e.pends() {
 				last = max(last, pl.off)
 			}
 		}

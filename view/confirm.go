@@ -60,7 +60,7 @@ func (v *View) confirm(ctx context.Context, role codec.Role, maxAge time.Duratio
 	ix := v.index
 	ix.mu.RLock()
 	var sess *codec.Lease
-	if e := ix.roles[role]; e != nil && e.hasLease && e.lease.Session != nil && !e.lease.Released() {
+	if e := ix.roles[role]; e != nil && e.hasLease() && e.lease.Session != nil && !e.lease.Released() {
 		l := e.lease
 		sess = &l
 	}

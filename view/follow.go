@@ -2,7 +2,6 @@ package view
 
 import (
 	"context"
-	"slices"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/rolestate"
@@ -55,7 +54,14 @@ func (v *View) FollowNotify(ctx context.Context, role codec.Role, offer func(st 
 		return func() {}
 	}
 	f := &follower{ix: ix, role: role, offer: offer}
-	ix.follows[role] = append(ix.follows[role], f)
+	if g := ix.follows[role]; g == nil {
+		ix.follows[role] = f
+	} else {
+		for g.next != nil {
+			g = g.next
+		}
+		g.next = f
+	}
 	if ix.ready {
 		f.offer(ix.stateLocked(ix.roles[role], role), true)
 	}
@@ -68,6 +74,7 @@ type follower struct {
 	ix     *index
 	role   codec.Role
 	offer  func(st rolestate.State, ok bool)
+	next   *follower // the role's next follower, in the order they came
 	closed bool
 }
 
@@ -94,7 +101,7 @@ func (ix *index) offerLocked(role codec.Role) {
 	if !ix.ready {
 		return
 	}
-	for _, f := range ix.follows[role] {
+	for f := ix.follows[role]; f != nil; f = f.next {
 		f.offer(ix.stateLocked(ix.roles[role], role), true)
 	}
 }
@@ -114,21 +121,33 @@ func (ix *index) readyLocked() {
 
 // unfollowLocked forgets f. ix.mu must be held for writing.
 func (ix *index) unfollowLocked(role codec.Role, f *follower) {
-	fs := slices.DeleteFunc(ix.follows[role], func(g *follower) bool { return g == f })
-	if len(fs) == 0 {
+	head := ix.follows[role]
+	switch {
+	case head == f && f.next == nil:
 		delete(ix.follows, role)
-		return
+	case head == f:
+		ix.follows[role] = f.next
+	case head != nil:
+		for g := head; g.next != nil; g = g.next {
+			if g.next == f {
+				g.next = f.next
+				break
+			}
+		}
 	}
-	ix.follows[role] = fs
+	f.next = nil
 }
 
 // closeFollowersLocked closes every follower's channel (Run returned).
 // ix.mu must be held for writing.
 func (ix *index) closeFollowersLocked() {
-	for role, fs := range ix.follows {
-		for _, f := range fs {
-			f.closeLocked()
-		}
+	for role, f := range ix.follows {
 		delete(ix.follows, role)
+		for f != nil {
+			next := f.next
+			f.next = nil
+			f.closeLocked()
+			f = next
+		}
 	}
 }

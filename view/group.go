@@ -89,7 +89,7 @@ func (v *View) HoldersSince(ctx context.Context, roles []codec.Role, now time.Ti
 	v.index.mu.RLock()
 	defer v.index.mu.RUnlock()
 	for _, role := range roles {
-		if e := v.index.roles[role]; e != nil && e.hasLease && v.index.liveLocked(e, role, now) {
+		if e := v.index.roles[role]; e != nil && e.hasLease() && v.index.liveLocked(e, role, now) {
 			out[role], since[role] = e.lease.Member, e.lease.GrantedAt
 		}
 	}

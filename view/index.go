@@ -2,6 +2,7 @@ package view
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,7 +42,7 @@ type index struct {
 	stopped bool           // no subscriber is added any more
 	// follows holds each role's followers (Follow, follow.go), offered
 	// the role's state at each change once ready (the first catch-up).
-	follows map[codec.Role][]*follower
+	follows map[codec.Role]*follower // the first of each role's followers
 	ready   bool
 	applied int64
 	skipped map[SkipReason]int64
@@ -56,7 +57,7 @@ type index struct {
 	nparts     int32
 
 	// pendRoles holds the roles with a lease record waiting for its
-	// producer id's verdict (roleEntry.pend, see author.go); pendChanged
+	// producer id's verdict (roleEntry.pending, see author.go); pendChanged
 	// is closed and replaced whenever a role leaves it. ask (set once,
 	// before any record) queues a producer id for a verdict.
 	pendRoles   map[codec.Role]struct{}
@@ -75,6 +76,8 @@ type index struct {
 	drains map[codec.MemberID]drainEntry
 	// moves records the moves of group roles (see moves.go).
 	moves moveLog
+	// names shares the strings and sessions the table's records repeat.
+	names names
 }
 
 func newIndex(clock func() time.Time) *index {
@@ -83,7 +86,7 @@ func newIndex(clock func() time.Time) *index {
 		roles:       map[codec.Role]*roleEntry{},
 		all:         map[*subscriber]struct{}{},
 		byRole:      map[codec.Role]map[*subscriber]struct{}{},
-		follows:     map[codec.Role][]*follower{},
+		follows:     map[codec.Role]*follower{},
 		skipped:     map[SkipReason]int64{},
 		rebuilding:  map[int32]bool{},
 		rebuild:     map[codec.Role]*roleEntry{},
@@ -174,25 +177,37 @@ func (ix *index) applyLocked(p int32, k codec.Key, rec codec.Record, off int64) 
 	if live && ix.needsBefore(k.Role) {
 		before = e.state(k.Role)
 	}
+	switch {
+	case rec.Lease != nil:
+		l := ix.names.lease(*rec.Lease)
+		rec.Lease = &l
+	case k.Kind == codec.KindRegistration:
+		k.Member = ix.names.member(k.Member)
+		if rec.Registration != nil {
+			g := *rec.Registration
+			g.Value, g.Instance = ix.names.str(g.Value), ix.names.str(g.Instance)
+			rec.Registration = &g
+		}
+	}
 	if !applyTo(e, k, rec, off) {
 		return false
 	}
-	if k.Kind == codec.KindLease && e.hasLease {
+	if k.Kind == codec.KindLease && e.hasLease() {
 		e.seeLease(ix.clock())
 	}
-	if moved && e.hasLease {
+	if moved && e.hasLease() {
 		ix.noteMoveLocked(k.Role, prev, hadPrev, prevSeen, e.lease, e.leaseSeenAt, off, nil)
 	}
-	if k.Kind == codec.KindLease && len(e.pend) > 0 {
+	if k.Kind == codec.KindLease && len(e.pends()) > 0 {
 		// A lease that counts supersedes the records waiting before it.
-		e.pend = slices.DeleteFunc(e.pend, func(pl pendLease) bool { return pl.off < off })
+		e.setPends(slices.DeleteFunc(e.pends(), func(pl pendLease) bool { return pl.off < off }))
 		ix.notePendLocked(k.Role)
 	}
 	switch {
 	case e.empty():
 		delete(roles, k.Role)
 	case isNew:
-		roles[k.Role] = e
+		roles[ownRole(k)] = e
 	}
 	if live {
 		ix.publish(k.Role, before, off)
@@ -221,10 +236,11 @@ func (ix *index) holdLocked(p int32, role codec.Role, l codec.Lease, off int64, 
 		e = &roleEntry{leaseOffset: -1, lastOffset: -1}
 		roles[role] = e
 	}
-	if e.hasLease && e.leaseOffset >= off {
+	if e.hasLease() && e.leaseOffset >= off {
 		return // a replay
 	}
 	prev, hadPrev, prevSeen := prevLease(e)
+	l = ix.names.lease(l)
 	ix.holdLease(e, role, l, off, key, value)
 	if live {
 		// Noted now, in offset order, as it waits: records of one producer
@@ -232,6 +248,16 @@ func (ix *index) holdLocked(p int32, role codec.Role, l codec.Lease, off int64, 
 		pid := l.Token.ProducerID
 		ix.noteMoveLocked(role, prev, hadPrev, prevSeen, l, time.Time{}, off, &pid)
 	}
+}
+
+// ownRole returns k's role for a key of the table: a registration key's
+// role is cut from the string it shares with the member id, which the
+// table keeps apart (names), so the role gets a string of its own.
+func ownRole(k codec.Key) codec.Role {
+	if k.Kind == codec.KindRegistration {
+		return codec.Role(strings.Clone(string(k.Role)))
+	}
+	return k.Role
 }
 
 // subscribed reports whether the index has a subscriber. ix.mu must be
@@ -275,7 +301,7 @@ func (ix *index) seed(recs []decodedRecord, touched map[codec.Role]*roleEntry) {
 			role = r.key.Role
 			if e = ix.roles[role]; e == nil {
 				e = &roleEntry{leaseOffset: -1, lastOffset: -1}
-				ix.roles[role] = e
+				ix.roles[ownRole(r.key)] = e
 			}
 			touched[role] = e
 			n := 0 // the role's registrations that follow in this block: room for them at once
@@ -288,10 +314,12 @@ func (ix *index) seed(recs []decodedRecord, touched map[codec.Role]*roleEntry) {
 		}
 		switch {
 		case r.rec.Lease != nil:
-			e.setLease(*r.rec.Lease, r.offset)
+			e.setLease(ix.names.lease(*r.rec.Lease), r.offset)
 			e.seeLease(now)
 		case r.rec.Registration != nil:
-			e.cands = append(e.cands, rolestate.Candidate{Member: r.key.Member, Offset: r.offset, RegisteredAt: r.rec.Registration.RegisteredAt, Value: r.rec.Registration.Value, Instance: r.rec.Registration.Instance})
+			g := r.rec.Registration
+			e.cands = append(e.cands, candidate{Member: ix.names.member(r.key.Member), Offset: r.offset, RegisteredAt: g.RegisteredAt,
+				Value: ix.names.str(g.Value), Instance: ix.names.str(g.Instance)})
 		}
 		if r.offset > e.lastOffset {
 			e.lastOffset = r.offset
@@ -306,7 +334,7 @@ func (ix *index) seedDone(touched map[codec.Role]*roleEntry) {
 	defer ix.mu.Unlock()
 	for role, e := range touched {
 		e.sortCands()
-		if ix.needsBefore(role) || len(ix.follows[role]) > 0 {
+		if ix.needsBefore(role) || ix.follows[role] != nil {
 			ix.publish(role, rolestate.State{Role: role, LeaseOffset: -1}, e.lastOffset)
 		}
 	}
@@ -364,7 +392,7 @@ func (ix *index) adopt(parts []int32) []int32 {
 	now := ix.clock()
 	for role, e := range ix.rebuild {
 		if adopted[codec.Partition(role, ix.nparts)] {
-			if e.hasLease {
+			if e.hasLease() {
 				e.seeLease(now) // lookups see the lease from now on
 			}
 			if _, ok := befores[role]; !ok {

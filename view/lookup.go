@@ -59,19 +59,13 @@ func (v *View) Holder(ctx context.Context, role codec.Role, now time.Time) (leas
 	}
 	v.index.mu.RLock()
 	e := v.index.roles[role]
-	if e == nil || !e.hasLease {
+	if e == nil || !e.hasLease() {
 		v.index.mu.RUnlock()
 		return codec.Lease{}, false, nil
 	}
 	l, live := e.lease, v.index.liveLocked(e, role, now)
 	v.index.mu.RUnlock()
 	return l, live, nil
-}
-
-// leaseState is the lease part of a role's state, for
-// [rolestate.State.Live]: the one judgement of a lease's liveness.
-func leaseState(l codec.Lease, seen time.Time) rolestate.State {
-	return rolestate.State{Lease: &l, LeaseSeenAt: seen}
 }
 
 // Candidates returns role's candidates in rank order (rank 0 joined first),

@@ -161,10 +161,10 @@ func (ix *index) markBeatLocked(member codec.MemberID, hb codec.Heartbeat) {
 // waiting for its verdict, else the lease applied, with when the view saw
 // it (zero: not known).
 func prevLease(e *roleEntry) (codec.Lease, bool, time.Time) {
-	if n := len(e.pend); n > 0 {
-		return e.pend[n-1].lease, true, time.Time{}
+	if p := e.pends(); len(p) > 0 {
+		return p[len(p)-1].lease, true, time.Time{}
 	}
-	return e.lease, e.hasLease, e.leaseSeenAt
+	return e.lease, e.hasLease(), e.leaseSeenAt
 }
 
 // noteMoveLocked records the move of role, if its lease l at off, which

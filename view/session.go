@@ -101,7 +101,7 @@ func (ix *index) droppedLocked(member codec.MemberID, hb codec.Heartbeat) []code
 	}
 	names := func(role codec.Role) bool {
 		e := ix.roles[role]
-		return e != nil && e.hasLease && e.lease.Member == member && e.lease.Session != nil &&
+		return e != nil && e.hasLease() && e.lease.Member == member && e.lease.Session != nil &&
 			!e.lease.Released() && hb.Session.Keeps(*e.lease.Session)
 	}
 	var out []codec.Role
@@ -207,7 +207,7 @@ func (ix *index) stateLocked(e *roleEntry, role codec.Role) rolestate.State {
 // liveLocked is e.live(now) with the lease's session joined. ix.mu must be
 // held.
 func (ix *index) liveLocked(e *roleEntry, role codec.Role, now time.Time) bool {
-	if e == nil || !e.hasLease {
+	if e == nil || !e.hasLease() {
 		return false
 	}
 	if e.lease.Session == nil {

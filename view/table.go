@@ -14,13 +14,11 @@ import (
 // offset order (rank order): a role lives in one partition, records arrive
 // in offset order, so a registration is almost always appended at the end.
 type roleEntry struct {
-	lease       codec.Lease
-	hasLease    bool
-	leaseOffset int64
-	leaseSeenAt time.Time             // when the view applied or restored the lease, by its clock
-	leaseEnd    time.Time             // the lease's end on the view's clock (rolestate.State.LeaseEnd), set with leaseSeenAt
-	cands       []rolestate.Candidate // sorted by Offset; Rank is filled in on the way out
-	lastOffset  int64                 // offset of the latest record applied to the role
+	lease       codec.Lease // the held lease when leaseOffset >= 0 (hasLease)
+	leaseOffset int64       // -1 without a lease
+	leaseSeenAt time.Time   // when the view applied or restored the lease, by its clock
+	cands       []candidate // sorted by Offset
+	lastOffset  int64       // offset of the latest record applied to the role
 
 	// The member index, so that finding a member costs no scan of the
 	// candidates' names. find builds it from indexFrom candidates (none
@@ -35,19 +33,55 @@ type roleEntry struct {
 	//
 	// The hashed index lives beside the candidates, in the cache lines a
 	// restore loads anyway; a map per role is slower there.
-	hashed   *memberHashes
-	byMember map[codec.MemberID]int64
+	members *memberIndex
 
-	// pend holds the lease records after leaseOffset that wait for their
-	// producer id's verdict (see author.go), in offset order, the latest
-	// of each producer id. Lookups do not see them.
-	pend []pendLease
+	// pending holds the lease records after leaseOffset that wait for
+	// their producer id's verdict (see author.go), in offset order, the
+	// latest of each producer id; nil when none waits (nearly always).
+	// Lookups do not see them.
+	pending *[]pendLease
+}
+
+// candidate is a registration as the table keeps it: a
+// rolestate.Candidate without what a lookup fills in (Rank, Session,
+// Gone).
+type candidate struct {
+	Member       codec.MemberID
+	Offset       int64
+	RegisteredAt int64
+	Value        string
+	Instance     string
+}
+
+// memberIndex is a role's member index (see roleEntry): byMember when
+// set, else the hashes.
+type memberIndex struct {
+	memberHashes
+	byMember map[codec.MemberID]int64
 }
 
 // memberHashes is a role's hashed member index (see roleEntry).
 type memberHashes struct {
 	seen [seenWords]uint64 // bit hash%512 of every member placed
 	h    []uint64          // h[i] is the hash of cands[i].Member
+}
+
+// hashed returns the hashed member index, nil when it is not the one
+// built.
+func (e *roleEntry) hashed() *memberHashes {
+	if e.members == nil || e.members.byMember != nil {
+		return nil
+	}
+	return &e.members.memberHashes
+}
+
+// byMember returns the member index by member, nil when it is not the
+// one built.
+func (e *roleEntry) byMember() map[codec.MemberID]int64 {
+	if e.members == nil {
+		return nil
+	}
+	return e.members.byMember
 }
 
 // seenWords is the size of memberHashes.seen: 512 bits, which a role of
@@ -72,7 +106,28 @@ const (
 	mapFrom   = 256
 )
 
-func (e *roleEntry) empty() bool { return !e.hasLease && len(e.cands) == 0 && len(e.pend) == 0 }
+// pends returns the lease records waiting for their verdict (pending).
+func (e *roleEntry) pends() []pendLease {
+	if e.pending == nil {
+		return nil
+	}
+	return *e.pending
+}
+
+// setPends makes p the records waiting; none lets their array go, so a
+// role keeps no room for them while its leases are settled.
+func (e *roleEntry) setPends(p []pendLease) {
+	switch {
+	case len(p) == 0:
+		e.pending = nil
+	case e.pending == nil:
+		e.pending = &p
+	default:
+		*e.pending = p
+	}
+}
+
+func (e *roleEntry) empty() bool { return !e.hasLease() && len(e.cands) == 0 && e.pending == nil }
 
 // state copies the entry out as a rolestate.State, ranks filled in. Its cost is
 // linear in the role's candidates.
@@ -81,7 +136,7 @@ func (e *roleEntry) state(role codec.Role) rolestate.State {
 	if e == nil {
 		return s
 	}
-	if e.hasLease {
+	if e.hasLease() {
 		l := e.lease
 		s.Lease, s.LeaseOffset, s.LeaseSeenAt = &l, e.leaseOffset, e.leaseSeenAt
 	}
@@ -98,15 +153,14 @@ func (e *roleEntry) candidates() []rolestate.Candidate {
 	}
 	out := make([]rolestate.Candidate, len(e.cands))
 	for i, c := range e.cands {
-		c.Rank = i
-		out[i] = c
+		out[i] = rolestate.Candidate{Member: c.Member, Offset: c.Offset, RegisteredAt: c.RegisteredAt, Value: c.Value, Instance: c.Instance, Rank: i}
 	}
 	return out
 }
 
 // find returns the position of member's registration in e.cands, or -1.
 func (e *roleEntry) find(m codec.MemberID) int {
-	if e.byMember == nil && e.hashed == nil {
+	if e.members == nil {
 		if len(e.cands) < indexFrom {
 			for i := range e.cands {
 				if e.cands[i].Member == m {
@@ -117,13 +171,13 @@ func (e *roleEntry) find(m codec.MemberID) int {
 		}
 		e.reindex()
 	}
-	if e.hashed != nil {
+	if mh := e.hashed(); mh != nil {
 		h := memberHash(m)
-		if !e.hashed.marked(h) {
+		if !mh.marked(h) {
 			return -1 // never placed
 		}
 		if len(e.cands) < mapFrom {
-			for i, x := range e.hashed.h {
+			for i, x := range mh.h {
 				if x == h && e.cands[i].Member == m {
 					return i
 				}
@@ -132,7 +186,7 @@ func (e *roleEntry) find(m codec.MemberID) int {
 		}
 		e.reindex() // grown past the hashed index
 	}
-	off, ok := e.byMember[m]
+	off, ok := e.byMember()[m]
 	if !ok {
 		return -1
 	}
@@ -145,11 +199,10 @@ func (e *roleEntry) find(m codec.MemberID) int {
 
 // remove takes the candidate at position i out.
 func (e *roleEntry) remove(i int) {
-	switch {
-	case e.hashed != nil:
-		e.hashed.h = append(e.hashed.h[:i], e.hashed.h[i+1:]...)
-	case e.byMember != nil:
-		delete(e.byMember, e.cands[i].Member)
+	if mh := e.hashed(); mh != nil {
+		mh.h = append(mh.h[:i], mh.h[i+1:]...)
+	} else if by := e.byMember(); by != nil {
+		delete(by, e.cands[i].Member)
 	}
 	e.cands = append(e.cands[:i], e.cands[i+1:]...)
 }
@@ -158,13 +211,12 @@ func (e *roleEntry) remove(i int) {
 // placed at position i.
 func (e *roleEntry) placed(i int) {
 	c := &e.cands[i]
-	switch {
-	case e.hashed != nil:
+	if mh := e.hashed(); mh != nil {
 		h := memberHash(c.Member)
-		e.hashed.mark(h)
-		e.hashed.h = slices.Insert(e.hashed.h, i, h)
-	case e.byMember != nil:
-		e.byMember[c.Member] = c.Offset
+		mh.mark(h)
+		mh.h = slices.Insert(mh.h, i, h)
+	} else if by := e.byMember(); by != nil {
+		by[c.Member] = c.Offset
 	}
 }
 
@@ -172,20 +224,20 @@ func (e *roleEntry) placed(i int) {
 // candidates, a map from then on.
 func (e *roleEntry) reindex() {
 	if len(e.cands) < mapFrom {
-		mh := &memberHashes{h: make([]uint64, len(e.cands), 2*len(e.cands))}
+		mi := &memberIndex{memberHashes: memberHashes{h: make([]uint64, len(e.cands), 2*len(e.cands))}}
 		for i := range e.cands {
 			h := memberHash(e.cands[i].Member)
-			mh.h[i] = h
-			mh.mark(h)
+			mi.h[i] = h
+			mi.mark(h)
 		}
-		e.hashed, e.byMember = mh, nil
+		e.members = mi
 		return
 	}
-	e.byMember = make(map[codec.MemberID]int64, len(e.cands))
+	by := make(map[codec.MemberID]int64, len(e.cands))
 	for _, c := range e.cands {
-		e.byMember[c.Member] = c.Offset
+		by[c.Member] = c.Offset
 	}
-	e.hashed = nil
+	e.members = &memberIndex{byMember: by}
 }
 
 // register puts member's registration at offset in rank order. A
@@ -199,7 +251,7 @@ func (e *roleEntry) register(m codec.MemberID, offset int64, g codec.Registratio
 		}
 		e.remove(i)
 	}
-	c := rolestate.Candidate{Member: m, Offset: offset, RegisteredAt: g.RegisteredAt, Value: g.Value, Instance: g.Instance}
+	c := candidate{Member: m, Offset: offset, RegisteredAt: g.RegisteredAt, Value: g.Value, Instance: g.Instance}
 	n := len(e.cands)
 	i := n
 	if n > 0 && e.cands[n-1].Offset > offset {
@@ -221,35 +273,39 @@ func (e *roleEntry) deregister(m codec.MemberID, offset int64) bool {
 	return true
 }
 
+// hasLease reports whether the entry holds a lease.
+func (e *roleEntry) hasLease() bool { return e.leaseOffset >= 0 }
+
 // seeLease records that the view saw the held lease at at: lookups judge
-// it from then (see [rolestate.State.LeaseEnd], computed here once rather
-// than at every lookup).
-func (e *roleEntry) seeLease(at time.Time) {
-	e.leaseSeenAt = at
-	e.leaseEnd = leaseState(e.lease, at).LeaseEnd()
-}
+// it from then (see [rolestate.State.LeaseEnd]).
+func (e *roleEntry) seeLease(at time.Time) { e.leaseSeenAt = at }
+
+// leaseEnd is the held lease's end on the view's clock, as
+// [rolestate.State.LeaseEnd] gives it for the lease alone: its span from
+// when the view saw it.
+func (e *roleEntry) leaseEnd() time.Time { return rolestate.LeaseEndSeen(e.lease, e.leaseSeenAt) }
 
 // live reports whether the held lease holds at now, as
 // [rolestate.State.Live] judges it.
 func (e *roleEntry) live(now time.Time) bool {
-	return e.hasLease && rolestate.LiveUntil(e.lease, e.leaseEnd, now)
+	return e.hasLease() && rolestate.LiveUntil(e.lease, e.leaseEnd(), now)
 }
 
 // setLease replaces the lease unless the held one is newer (a replay).
 func (e *roleEntry) setLease(l codec.Lease, offset int64) bool {
-	if e.hasLease && e.leaseOffset >= offset {
+	if e.hasLease() && e.leaseOffset >= offset {
 		return false
 	}
-	e.lease, e.hasLease, e.leaseOffset = l, true, offset
+	e.lease, e.leaseOffset = l, offset
 	return true
 }
 
 // dropLease removes the lease on a lease tombstone.
 func (e *roleEntry) dropLease(offset int64) bool {
-	if !e.hasLease || e.leaseOffset > offset {
+	if !e.hasLease() || e.leaseOffset > offset {
 		return false
 	}
-	e.lease, e.hasLease, e.leaseOffset = codec.Lease{}, false, -1
+	e.lease, e.leaseOffset = codec.Lease{}, -1
 	return true
 }
 
@@ -257,7 +313,7 @@ func (e *roleEntry) dropLease(offset int64) bool {
 // index is dropped, and built again by the next find that needs it.
 func (e *roleEntry) sortCands() {
 	sort.Slice(e.cands, func(i, j int) bool { return e.cands[i].Offset < e.cands[j].Offset })
-	e.hashed, e.byMember = nil, nil
+	e.members = nil
 }
 
 // applyTo applies one decoded record to e and reports whether e changed.

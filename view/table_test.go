@@ -111,18 +111,18 @@ func TestTableAgreesWithFold(t *testing.T) {
 func memberIndexOf(t *testing.T, role codec.Role, e *roleEntry) string {
 	t.Helper()
 	switch {
-	case e.hashed != nil:
-		require.Nil(t, e.byMember, "role %s: one index at a time", role)
-		require.Len(t, e.hashed.h, len(e.cands), "role %s: the hashes follow the candidates", role)
+	case e.hashed() != nil:
+		require.Nil(t, e.byMember(), "role %s: one index at a time", role)
+		require.Len(t, e.hashed().h, len(e.cands), "role %s: the hashes follow the candidates", role)
 		for i, c := range e.cands {
-			assert.Equal(t, memberHash(c.Member), e.hashed.h[i], "role %s member %s", role, c.Member)
-			assert.True(t, e.hashed.marked(e.hashed.h[i]), "role %s member %s", role, c.Member)
+			assert.Equal(t, memberHash(c.Member), e.hashed().h[i], "role %s member %s", role, c.Member)
+			assert.True(t, e.hashed().marked(e.hashed().h[i]), "role %s member %s", role, c.Member)
 		}
 		return "hashed"
-	case e.byMember != nil:
-		assert.Len(t, e.byMember, len(e.cands), "role %s: byMember follows the candidates", role)
+	case e.byMember() != nil:
+		assert.Len(t, e.byMember(), len(e.cands), "role %s: byMember follows the candidates", role)
 		for _, c := range e.cands {
-			assert.Equal(t, c.Offset, e.byMember[c.Member], "role %s member %s", role, c.Member)
+			assert.Equal(t, c.Offset, e.byMember()[c.Member], "role %s member %s", role, c.Member)
 		}
 		return "map"
 	}
@@ -217,5 +217,5 @@ func TestUpdateOfARecordAlone(t *testing.T) {
 	assert.Equal(t, int64(2), v.index.skipped[SkipKey])
 	assert.Equal(t, int64(1), v.index.applied)
 	require.NotNil(t, v.index.roles["r"])
-	assert.Equal(t, []codec.MemberID{"a"}, members(v.index.roles["r"].cands))
+	assert.Equal(t, []codec.MemberID{"a"}, members(v.index.roles["r"].candidates()))
 }

@@ -306,3 +306,52 @@ func TestFollowSendsCurrentStateThenChanges(t *testing.T) {
 		t.Fatal("follow channel not closed after the view stopped")
 	}
 }
+
+// Several followers of one role each get every change, in the order they
+// followed; one that stops gets no more, the others go on; Run's end
+// ends those left.
+func TestFollowNotifyManyFollowersOfARole(t *testing.T) {
+	v := offlineView(t, 1)
+	v.index.mu.Lock()
+	v.index.readyLocked()
+	v.index.mu.Unlock()
+	f := &feeder{t: t, v: v}
+	var order []int
+	got := make([][]int, 3)
+	ended := make([]bool, 3)
+	stops := make([]func(), 3)
+	for i := range stops {
+		stops[i] = v.FollowNotify(t.Context(), "r", func(st rolestate.State, ok bool) {
+			if !ok {
+				ended[i] = true
+				return
+			}
+			order = append(order, i)
+			got[i] = append(got[i], len(st.Candidates))
+		})
+	}
+	assert.Equal(t, []int{0, 1, 2}, order, "the state as of the call, in the order they followed")
+	order = nil
+	f.reg("r", "a")
+	assert.Equal(t, []int{0, 1, 2}, order)
+	stops[1]()
+	stops[1]()
+	assert.True(t, ended[1])
+	order = nil
+	f.reg("r", "b")
+	assert.Equal(t, []int{0, 2}, order, "the one stopped gets no more")
+	stops[0]()
+	order = nil
+	f.reg("r", "c")
+	assert.Equal(t, []int{2}, order)
+	assert.Equal(t, [][]int{{0, 1, 2}, {0, 1}, {0, 1, 2, 3}}, got)
+	stops[2]()
+	assert.Empty(t, v.index.follows, "no follower left")
+
+	stop := v.FollowNotify(t.Context(), "r", func(rolestate.State, bool) {})
+	v.index.mu.Lock()
+	v.index.closeFollowersLocked()
+	v.index.mu.Unlock()
+	assert.Empty(t, v.index.follows)
+	stop()
+}
