@@ -76,13 +76,20 @@ type harness struct {
 
 func newHarness(t *testing.T, me codec.MemberID, s Settings) *harness {
 	t.Helper()
+	return newHarnessOn(t, me, s, func(e echoTransport) fencing.Transport { return e })
+}
+
+// newHarnessOn is newHarness with the member's transport made from the
+// harness's echoTransport by wrap.
+func newHarnessOn(t *testing.T, me codec.MemberID, s Settings, wrap func(echoTransport) fencing.Transport) *harness {
+	t.Helper()
 	h := &harness{t: t, me: me, tr: fencingtest.NewMockTransport(t), clk: newFakeClock(),
 		src: newFakeSource(state(role, nil, 0)), reg: prometheus.NewRegistry(),
 		minted: map[codec.Role]codec.Token{}, described: map[codec.Role]fencing.Described{}}
 	if s.HeartbeatJitter == 0 {
 		s.HeartbeatJitter = -1 // renewals exactly at HeartbeatInterval, as the tests expect
 	}
-	m, err := New(echoTransport{h.tr, h}, h.src, me, []codec.Role{role}, Options{
+	m, err := New(wrap(echoTransport{h.tr, h}), h.src, me, []codec.Role{role}, Options{
 		Settings: s, Clock: h.clk, Registerer: h.reg, OnEvent: h.record, Logger: testLogger(t),
 	})
 	require.NoError(t, err)
@@ -230,21 +237,9 @@ func withInstance(st rolestate.State, member codec.MemberID, off int64, instance
 // newInstanceHarness is newHarness with a transport that writes instances.
 func newInstanceHarness(t *testing.T, me codec.MemberID) *harness {
 	t.Helper()
-	h := &harness{t: t, me: me, tr: fencingtest.NewMockTransport(t), clk: newFakeClock(),
-		src: newFakeSource(state(role, nil, 0)), reg: prometheus.NewRegistry(), open: -1,
-		minted: map[codec.Role]codec.Token{}, described: map[codec.Role]fencing.Described{}}
-	s := Settings{HeartbeatJitter: -1}
-	m, err := New(instTransport{echoTransport{h.tr, h}}, h.src, me, []codec.Role{role}, Options{
-		Settings: s, Clock: h.clk, Registerer: h.reg, OnEvent: h.record, Logger: testLogger(t),
-	})
-	require.NoError(t, err)
-	require.NotEmpty(t, m.Instance())
-	h.m, h.r = m, m.runners[role]
-	h.m.sess.vetDone() // no Run: nothing to vet
+	h := newHarnessOn(t, me, Settings{}, func(e echoTransport) fencing.Transport { return instTransport{e} })
+	require.NotEmpty(t, h.m.Instance())
 	h.r.inst.baseLeaseOff = -1
-	h.src.confirm = func(codec.Role) (rolestate.Confirmed, error) {
-		return rolestate.Confirmed{State: h.r.st.Clone(), OpenProducerID: -1}, nil
-	}
 	return h
 }
 
