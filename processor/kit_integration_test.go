@@ -38,8 +38,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
@@ -978,4 +981,275 @@ func (e *env) openLeaseWrite(tr fencing.FencedWriter, role codec.Role, p int32, 
 		e.t.Fatal("the transaction did not open")
 	}
 	return time.Time{}
+}
+
+// ---------------------------------------------------------------------------
+// Succession.
+
+// topScore returns the member of ms with the highest split score for r:
+// the successor of a holder of r that died.
+func topScore(r codec.Role, ms ...codec.MemberID) codec.MemberID {
+	best := ms[0]
+	for _, m := range ms[1:] {
+		if processor.SplitScore(r, m) > processor.SplitScore(r, best) {
+			best = m
+		}
+	}
+	return best
+}
+
+// ---------------------------------------------------------------------------
+// Groups.
+
+// groupRoles names n roles of a group: shard-0 .. shard-(n-1).
+func groupRoles(n int) []codec.Role {
+	out := make([]codec.Role, n)
+	for i := range out {
+		out[i] = codec.Role(fmt.Sprintf("shard-%d", i))
+	}
+	return out
+}
+
+// inGroup makes the member a member of g.
+func inGroup(g processor.Group) nodeOption {
+	return withOptions(func(o *processor.Options) { o.Group = &g })
+}
+
+// awaitCounts waits until every role has one holder and the members
+// hold want of them each.
+func (e *env) awaitCounts(roles []codec.Role, want map[codec.MemberID]int, d time.Duration) {
+	e.t.Helper()
+	var got map[codec.MemberID]int
+	await(e.t, d, fmt.Sprintf("holdings %v", want), func() bool {
+		var ok bool
+		got, ok = e.rec.counts(roles)
+		return ok && fmt.Sprint(got) == fmt.Sprint(want)
+	})
+}
+
+// since counts the recorded events of kind after t, by member.
+func (r *recorder) since(kind processor.EventKind, t time.Time, ok func(stamped) bool) map[codec.MemberID]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[codec.MemberID]int{}
+	for _, e := range r.events {
+		if e.Kind == kind && e.Got.After(t) && (ok == nil || ok(e)) {
+			out[e.Member]++
+		}
+	}
+	return out
+}
+
+// ---------------------------------------------------------------------------
+// Instances of one member id.
+
+// startErr starts a member as start does, but hands Run's error to the
+// test instead of asserting it is nil.
+// Its events are not recorded.
+func (e *env) startErr(id codec.MemberID, roles []codec.Role, s processor.Settings) (*node, <-chan error) {
+	e.t.Helper()
+	errc := make(chan error, 1)
+	n := e.start(id, roles, s, nil, runErrTo(errc),
+		withOptions(func(o *processor.Options) { o.OnEvent, o.Logger = nil, testLog(string(id)+"-2") }))
+	return n, errc
+}
+
+// diedHolding starts member id, alone, on role with settings s and
+// KeepOnExit, waits until it holds the role, and stops it: it leaves
+// without releasing or deregistering anything, as a SIGKILL would, its
+// last heartbeats the member id's latest session records. It returns the
+// stopped node and its token.
+func (e *env) diedHolding(id codec.MemberID, role codec.Role, s processor.Settings) (*node, codec.Token) {
+	e.t.Helper()
+	s.KeepOnExit = true
+	n := e.start(id, []codec.Role{role}, s, nil)
+	_, tok := e.settled(role, 10*time.Second)
+	n.stop(e.t)()
+	return n, tok
+}
+
+// awaitNewerToken waits until role's coordinator names a token Newer than
+// tok (what), and returns it.
+func (e *env) awaitNewerToken(role codec.Role, tok codec.Token, what string) codec.Token {
+	e.t.Helper()
+	var held codec.Token
+	await(e.t, 20*time.Second, what, func() bool {
+		cur, _, err := e.probe.Describe(e.ctx(10*time.Second), role)
+		held = cur
+		return err == nil && cur.Newer(tok)
+	})
+	return held
+}
+
+// requireRunning fails the test when the member whose Run reports to
+// errc has stopped.
+func requireRunning(t *testing.T, errc <-chan error) {
+	t.Helper()
+	select {
+	case err := <-errc:
+		t.Fatalf("the restarted member stopped: %v", err)
+	default:
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Partitions of the network (faultnet).
+
+// clientIDOf is the client id of a member's transport and view in these
+// tests, as election and krole run name them by default.
+func clientIDOf(id codec.MemberID) string { return "krole-" + string(id) }
+
+// newPartitionEnv is newEnv on three brokers with faultnet in front of
+// them and role's transaction coordinator and partition leader apart.
+func newPartitionEnv(t *testing.T, role codec.Role) *env {
+	t.Helper()
+	return newEnv(t, itTxnTimeout, withFaults(), withBrokers(3), withApart(role))
+}
+
+// cut partitions member id off the cluster and returns the heal function;
+// the partition heals at the end of the test at the latest.
+func cut(t *testing.T, fn *faultnet.Net, id codec.MemberID) func() {
+	t.Helper()
+	heal := fn.Partition(clientIDOf(id))
+	t.Cleanup(heal)
+	return heal
+}
+
+// afterRenewal waits until member has just renewed (a successful write
+// ended within the last HeartbeatInterval/4) and returns that write, so that a
+// cut made now comes before its next renewal begins.
+func afterRenewal(t *testing.T, e *env, role codec.Role, member codec.MemberID, s processor.Settings) write {
+	t.Helper()
+	var w write
+	prev, _ := e.rec.lastWrite(role, member)
+	await(t, 5*time.Second, member.String()+" renews", func() bool {
+		var ok bool
+		w, ok = e.rec.lastWrite(role, member)
+		return ok && w.End.After(prev.End) && time.Since(w.End) < s.HeartbeatInterval/4
+	})
+	return w
+}
+
+// ---------------------------------------------------------------------------
+// The role topic, read and written by another client.
+
+// partitionsOf returns the number of partitions of the role topic.
+func partitionsOf(t *testing.T, e *env) int32 {
+	t.Helper()
+	sc, err := e.c.Config.Sarama()
+	require.NoError(t, err)
+	client, err := sarama.NewClient(e.c.Config.Brokers, sc)
+	require.NoError(t, err)
+	defer client.Close()
+	parts, err := client.Partitions(e.c.Config.Topic)
+	require.NoError(t, err)
+	return int32(len(parts))
+}
+
+// eachLease reads the role topic from the start through another client
+// (franz-go, read_committed) up to its end when called, and calls f with
+// every lease record (releases included), each role's in offset order.
+func eachLease(t *testing.T, e *env, f func(role codec.Role, off int64, l codec.Lease)) {
+	t.Helper()
+	eachRecord(t, e, func(k codec.Key, off int64, r codec.Record) {
+		if k.Kind == codec.KindLease && r.Lease != nil {
+			f(k.Role, off, *r.Lease)
+		}
+	})
+}
+
+// eachRecord is eachLease for every krole record, each partition's in
+// offset order.
+func eachRecord(t *testing.T, e *env, f func(k codec.Key, off int64, r codec.Record)) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.c.Config.Brokers...), kgo.ConsumeTopics(e.c.Config.Topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// A plain record at the end of every partition: read up to it, and
+	// everything committed before it has been read.
+	parts := partitionsOf(t, e)
+	ends := map[int32]int64{}
+	w, err := kgo.NewClient(kgo.SeedBrokers(e.c.Config.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	defer w.Close()
+	for p := range parts {
+		r, err := w.ProduceSync(ctx, &kgo.Record{Topic: e.c.Config.Topic, Partition: p, Key: []byte("end-of-test")}).First()
+		require.NoError(t, err)
+		ends[p] = r.Offset
+	}
+	seen := map[int32]bool{}
+	for len(seen) < len(ends) {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "reading the role topic back")
+		fs.EachRecord(func(rec *kgo.Record) {
+			if rec.Offset >= ends[rec.Partition] {
+				seen[rec.Partition] = true
+			}
+			k, err := codec.DecodeKey(rec.Key)
+			if err != nil || rec.Value == nil {
+				return
+			}
+			if v, err := codec.DecodeRecord(rec.Value); err == nil {
+				f(k, rec.Offset, v)
+			}
+		})
+	}
+}
+
+// forger is a stranger with Write on the role topic and, when it has
+// one, on a transactional id of its own (not the role's): it commits
+// records in transactions under that id, each batch naming its own
+// producer id and epoch (tok), or appends them plainly when it has none.
+type forger struct {
+	t     *testing.T
+	e     *env
+	cl    *kgo.Client
+	txn   bool
+	tok   codec.Token
+	parts int32
+}
+
+// newForger is a forger under txnID ("": a plain producer).
+func newForger(t *testing.T, e *env, txnID string) *forger {
+	t.Helper()
+	opts := []kgo.Opt{kgo.SeedBrokers(e.c.Config.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner())}
+	if txnID != "" {
+		opts = append(opts, kgo.TransactionalID(txnID), kgo.MaxVersions(kversion.V3_9_0()))
+	}
+	cl, err := kgo.NewClient(opts...)
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	f := &forger{t: t, e: e, cl: cl, txn: txnID != "", parts: partitionsOf(t, e)}
+	if f.txn {
+		pid, epoch, err := cl.ProducerID(e.ctx(20 * time.Second))
+		require.NoError(t, err)
+		f.tok = codec.Token{ProducerID: pid, Epoch: epoch}
+	}
+	return f
+}
+
+// commit commits lease l of role.
+func (f *forger) commit(role codec.Role, l codec.Lease) {
+	f.t.Helper()
+	f.write(codec.Partition(role, f.parts), codec.LeaseKey(role).Encode(), codec.Record{Lease: &l})
+}
+
+// write commits r under key to partition p, in one transaction when f has
+// a transactional id.
+func (f *forger) write(p int32, key []byte, r codec.Record) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, err := codec.EncodeRecord(r)
+	require.NoError(f.t, err)
+	if f.txn {
+		require.NoError(f.t, f.cl.BeginTransaction())
+	}
+	require.NoError(f.t, f.cl.ProduceSync(ctx, &kgo.Record{Topic: f.e.c.Config.Topic, Partition: p, Key: key, Value: b}).FirstErr())
+	if f.txn {
+		require.NoError(f.t, f.cl.EndTransaction(ctx, kgo.TryCommit))
+	}
 }
