@@ -140,14 +140,9 @@ func TestIntegrationGroupMemberDies(t *testing.T) {
 	e := newEnv(t, itTxnTimeout)
 	roles := groupRoles(24)
 	s := itSettings()
-	g := processor.Group{Name: "shards"}
-	e.start("node-a", roles, s, nil, inGroup(g))
-	e.awaitCounts(roles, map[codec.MemberID]int{"node-a": 24}, 20*time.Second)
-	e.start("node-b", roles, s, nil, inGroup(g))
 	dies := s
 	dies.KeepOnExit = true
-	c := e.start("node-c", roles, dies, nil, inGroup(g))
-	e.awaitCounts(roles, map[codec.MemberID]int{"node-a": 8, "node-b": 8, "node-c": 8}, 20*time.Second)
+	_, _, c := e.groupOfThree(roles, s, dies)
 
 	died := time.Now()
 	c.stop(t)()
@@ -168,14 +163,9 @@ func TestIntegrationGroupDeadOwner(t *testing.T) {
 	e := newEnv(t, itTxnTimeout)
 	roles := groupRoles(24)
 	s := itSettings()
-	g := processor.Group{Name: "shards"}
-	a := e.start("node-a", roles, s, nil, inGroup(g))
-	e.awaitCounts(roles, map[codec.MemberID]int{"node-a": 24}, 20*time.Second)
-	e.start("node-b", roles, s, nil, inGroup(g))
 	dies := s
 	dies.KeepOnExit = true
-	c := e.start("node-c", roles, dies, nil, inGroup(g))
-	e.awaitCounts(roles, map[codec.MemberID]int{"node-a": 8, "node-b": 8, "node-c": 8}, 20*time.Second)
+	a, _, c := e.groupOfThree(roles, s, dies)
 	moving := map[codec.Role]bool{} // node-a's and node-c's
 	for _, role := range roles {
 		hs := e.rec.holders(role)
@@ -215,12 +205,7 @@ func TestIntegrationGroupPartitionedMember(t *testing.T) {
 	e := newEnv(t, itTxnTimeout, withFaults(), withBrokers(3))
 	roles := groupRoles(24)
 	s := itSettings()
-	g := processor.Group{Name: "shards"}
-	e.start("node-a", roles, s, nil, inGroup(g), ownClientID())
-	e.awaitCounts(roles, map[codec.MemberID]int{"node-a": 24}, 20*time.Second)
-	e.start("node-b", roles, s, nil, inGroup(g), ownClientID())
-	e.start("node-c", roles, s, nil, inGroup(g), ownClientID())
-	e.awaitCounts(roles, map[codec.MemberID]int{"node-a": 8, "node-b": 8, "node-c": 8}, 20*time.Second)
+	e.groupOfThree(roles, s, s, ownClientID())
 
 	cutAt := time.Now()
 	heal := cut(t, e.fn, "node-c")

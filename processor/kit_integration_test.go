@@ -1040,6 +1040,21 @@ func (r *recorder) since(kind processor.EventKind, t time.Time, ok func(stamped)
 	return out
 }
 
+// groupOfThree starts node-a in the group "shards" of roles and waits
+// until it holds every role; then node-b, and node-c on settings sc, and
+// waits until each of the three holds a third. opts apply to all three.
+func (e *env) groupOfThree(roles []codec.Role, s, sc processor.Settings, opts ...nodeOption) (a, b, c *node) {
+	e.t.Helper()
+	in := append([]nodeOption{inGroup(processor.Group{Name: "shards"})}, opts...)
+	a = e.start("node-a", roles, s, nil, in...)
+	e.awaitCounts(roles, map[codec.MemberID]int{"node-a": len(roles)}, 20*time.Second)
+	b = e.start("node-b", roles, s, nil, in...)
+	c = e.start("node-c", roles, sc, nil, in...)
+	third := len(roles) / 3
+	e.awaitCounts(roles, map[codec.MemberID]int{"node-a": third, "node-b": third, "node-c": third}, 20*time.Second)
+	return a, b, c
+}
+
 // ---------------------------------------------------------------------------
 // Instances of one member id.
 
