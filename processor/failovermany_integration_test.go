@@ -1,7 +1,6 @@
 package processor_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/krabka/krole/codec"
@@ -83,18 +81,6 @@ func twiceAsLong(s processor.Settings) processor.Settings {
 	s.RetryBackoff *= 2
 	s.Stagger *= 2
 	return s
-}
-
-// topScore returns the member of ms with the highest split score for r:
-// the successor of a holder of r that died.
-func topScore(r codec.Role, ms ...codec.MemberID) codec.MemberID {
-	best := ms[0]
-	for _, m := range ms[1:] {
-		if processor.SplitScore(r, m) > processor.SplitScore(r, best) {
-			best = m
-		}
-	}
-	return best
 }
 
 // A member's first heartbeat round comes with its first holding, not at
@@ -260,59 +246,6 @@ func leasesAfter(t *testing.T, e *env, after map[codec.Role]int64) map[codec.Rol
 		}
 	})
 	return out
-}
-
-// eachLease reads the role topic from the start through another client
-// (franz-go, read_committed) up to its end when called, and calls f with
-// every lease record (releases included), each role's in offset order.
-func eachLease(t *testing.T, e *env, f func(role codec.Role, off int64, l codec.Lease)) {
-	t.Helper()
-	eachRecord(t, e, func(k codec.Key, off int64, r codec.Record) {
-		if k.Kind == codec.KindLease && r.Lease != nil {
-			f(k.Role, off, *r.Lease)
-		}
-	})
-}
-
-// eachRecord is eachLease for every krole record, each partition's in
-// offset order.
-func eachRecord(t *testing.T, e *env, f func(k codec.Key, off int64, r codec.Record)) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.c.Config.Brokers...), kgo.ConsumeTopics(e.c.Config.Topic),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	require.NoError(t, err)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	// A plain record at the end of every partition: read up to it, and
-	// everything committed before it has been read.
-	parts := partitionsOf(t, e)
-	ends := map[int32]int64{}
-	w, err := kgo.NewClient(kgo.SeedBrokers(e.c.Config.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	require.NoError(t, err)
-	defer w.Close()
-	for p := range parts {
-		r, err := w.ProduceSync(ctx, &kgo.Record{Topic: e.c.Config.Topic, Partition: p, Key: []byte("end-of-test")}).First()
-		require.NoError(t, err)
-		ends[p] = r.Offset
-	}
-	seen := map[int32]bool{}
-	for len(seen) < len(ends) {
-		fs := cl.PollFetches(ctx)
-		require.NoError(t, ctx.Err(), "reading the role topic back")
-		fs.EachRecord(func(rec *kgo.Record) {
-			if rec.Offset >= ends[rec.Partition] {
-				seen[rec.Partition] = true
-			}
-			k, err := codec.DecodeKey(rec.Key)
-			if err != nil || rec.Value == nil {
-				return
-			}
-			if v, err := codec.DecodeRecord(rec.Value); err == nil {
-				f(k, rec.Offset, v)
-			}
-		})
-	}
 }
 
 // A member whose session stalls (its commits held past its renew

@@ -1,13 +1,11 @@
 package processor_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/processor"
@@ -109,41 +107,15 @@ type leaseAtOffset struct {
 	lease  codec.Lease
 }
 
-// leaseRecordsOf reads role's partition through another client (franz-go,
-// read_committed), up to a plain record it appends at its end, and
-// returns the role's lease records in offset order.
+// leaseRecordsOf returns role's lease records in the role topic, in
+// offset order, as eachLease reads them.
 func leaseRecordsOf(t *testing.T, e *env, role codec.Role) []leaseAtOffset {
 	t.Helper()
-	topic, p := e.c.Config.Topic, codec.Partition(role, partitionsOf(t, e))
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	w, err := kgo.NewClient(kgo.SeedBrokers(e.c.Config.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	require.NoError(t, err)
-	defer w.Close()
-	end, err := w.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Key: []byte("end-of-test")}).First()
-	require.NoError(t, err)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.c.Config.Brokers...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().AtStart()}}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	require.NoError(t, err)
-	defer cl.Close()
 	var out []leaseAtOffset
-	for done := false; !done; {
-		fs := cl.PollFetches(ctx)
-		require.NoError(t, ctx.Err(), "reading the role topic back")
-		fs.EachRecord(func(rec *kgo.Record) {
-			if rec.Offset >= end.Offset {
-				done = true
-				return
-			}
-			k, err := codec.DecodeKey(rec.Key)
-			if err != nil || k.Kind != codec.KindLease || k.Role != role || rec.Value == nil {
-				return
-			}
-			v, err := codec.DecodeRecord(rec.Value)
-			require.NoError(t, err)
-			out = append(out, leaseAtOffset{offset: rec.Offset, lease: *v.Lease})
-		})
-	}
+	eachLease(t, e, func(r codec.Role, off int64, l codec.Lease) {
+		if r == role {
+			out = append(out, leaseAtOffset{offset: off, lease: l})
+		}
+	})
 	return out
 }

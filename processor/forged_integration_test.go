@@ -1,87 +1,15 @@
 package processor_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/processor"
 )
-
-// forger is a stranger with Write on the role topic and, when it has
-// one, on a transactional id of its own (not the role's): it commits
-// records in transactions under that id, each batch naming its own
-// producer id and epoch (tok), or appends them plainly when it has none.
-type forger struct {
-	t     *testing.T
-	e     *env
-	cl    *kgo.Client
-	txn   bool
-	tok   codec.Token
-	parts int32
-}
-
-// newForger is a forger under txnID ("": a plain producer).
-func newForger(t *testing.T, e *env, txnID string) *forger {
-	t.Helper()
-	opts := []kgo.Opt{kgo.SeedBrokers(e.c.Config.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner())}
-	if txnID != "" {
-		opts = append(opts, kgo.TransactionalID(txnID), kgo.MaxVersions(kversion.V3_9_0()))
-	}
-	cl, err := kgo.NewClient(opts...)
-	require.NoError(t, err)
-	t.Cleanup(cl.Close)
-	f := &forger{t: t, e: e, cl: cl, txn: txnID != "", parts: partitionsOf(t, e)}
-	if f.txn {
-		pid, epoch, err := cl.ProducerID(e.ctx(20 * time.Second))
-		require.NoError(t, err)
-		f.tok = codec.Token{ProducerID: pid, Epoch: epoch}
-	}
-	return f
-}
-
-// partitionsOf returns the number of partitions of the role topic.
-func partitionsOf(t *testing.T, e *env) int32 {
-	t.Helper()
-	sc, err := e.c.Config.Sarama()
-	require.NoError(t, err)
-	client, err := sarama.NewClient(e.c.Config.Brokers, sc)
-	require.NoError(t, err)
-	defer client.Close()
-	parts, err := client.Partitions(e.c.Config.Topic)
-	require.NoError(t, err)
-	return int32(len(parts))
-}
-
-// commit commits lease l of role.
-func (f *forger) commit(role codec.Role, l codec.Lease) {
-	f.t.Helper()
-	f.write(codec.Partition(role, f.parts), codec.LeaseKey(role).Encode(), codec.Record{Lease: &l})
-}
-
-// write commits r under key to partition p, in one transaction when f has
-// a transactional id.
-func (f *forger) write(p int32, key []byte, r codec.Record) {
-	f.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	b, err := codec.EncodeRecord(r)
-	require.NoError(f.t, err)
-	if f.txn {
-		require.NoError(f.t, f.cl.BeginTransaction())
-	}
-	require.NoError(f.t, f.cl.ProduceSync(ctx, &kgo.Record{Topic: f.e.c.Config.Topic, Partition: p, Key: key, Value: b}).FirstErr())
-	if f.txn {
-		require.NoError(f.t, f.cl.EndTransaction(ctx, kgo.TryCommit))
-	}
-}
 
 // Forged releases: three members of a role; a stranger commits a
 // release of the role every few hundred milliseconds, from an

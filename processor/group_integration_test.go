@@ -1,7 +1,6 @@
 package processor_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -12,20 +11,6 @@ import (
 	"github.com/krabka/krole/processor"
 	"github.com/krabka/krole/rolestate"
 )
-
-// groupRoles names n roles of a group: shard-0 .. shard-(n-1).
-func groupRoles(n int) []codec.Role {
-	out := make([]codec.Role, n)
-	for i := range out {
-		out[i] = codec.Role(fmt.Sprintf("shard-%d", i))
-	}
-	return out
-}
-
-// inGroup makes the member a member of g.
-func inGroup(g processor.Group) nodeOption {
-	return withOptions(func(o *processor.Options) { o.Group = &g })
-}
 
 // counts returns how many of roles each member holds by the recorded
 // events, and false when a role has other than one holder.
@@ -42,31 +27,6 @@ func (r *recorder) counts(roles []codec.Role) (map[codec.MemberID]int, bool) {
 		}
 	}
 	return out, ok
-}
-
-// awaitCounts waits until every role has one holder and the members
-// hold want of them each.
-func (e *env) awaitCounts(roles []codec.Role, want map[codec.MemberID]int, d time.Duration) {
-	e.t.Helper()
-	var got map[codec.MemberID]int
-	await(e.t, d, fmt.Sprintf("holdings %v", want), func() bool {
-		var ok bool
-		got, ok = e.rec.counts(roles)
-		return ok && fmt.Sprint(got) == fmt.Sprint(want)
-	})
-}
-
-// since counts the recorded events of kind after t, by member.
-func (r *recorder) since(kind processor.EventKind, t time.Time, ok func(stamped) bool) map[codec.MemberID]int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := map[codec.MemberID]int{}
-	for _, e := range r.events {
-		if e.Kind == kind && e.Got.After(t) && (ok == nil || ok(e)) {
-			out[e.Member]++
-		}
-	}
-	return out
 }
 
 // A group spreads over its members: the first takes every role; members
@@ -180,14 +140,9 @@ func TestIntegrationGroupMemberDies(t *testing.T) {
 	e := newEnv(t, itTxnTimeout)
 	roles := groupRoles(24)
 	s := itSettings()
-	g := processor.Group{Name: "shards"}
-	e.start("node-a", roles, s, nil, inGroup(g))
-	e.awaitCounts(roles, map[codec.MemberID]int{"node-a": 24}, 20*time.Second)
-	e.start("node-b", roles, s, nil, inGroup(g))
 	dies := s
 	dies.KeepOnExit = true
-	c := e.start("node-c", roles, dies, nil, inGroup(g))
-	e.awaitCounts(roles, map[codec.MemberID]int{"node-a": 8, "node-b": 8, "node-c": 8}, 20*time.Second)
+	_, _, c := e.groupOfThree(roles, s, dies)
 
 	died := time.Now()
 	c.stop(t)()
@@ -208,14 +163,9 @@ func TestIntegrationGroupDeadOwner(t *testing.T) {
 	e := newEnv(t, itTxnTimeout)
 	roles := groupRoles(24)
 	s := itSettings()
-	g := processor.Group{Name: "shards"}
-	a := e.start("node-a", roles, s, nil, inGroup(g))
-	e.awaitCounts(roles, map[codec.MemberID]int{"node-a": 24}, 20*time.Second)
-	e.start("node-b", roles, s, nil, inGroup(g))
 	dies := s
 	dies.KeepOnExit = true
-	c := e.start("node-c", roles, dies, nil, inGroup(g))
-	e.awaitCounts(roles, map[codec.MemberID]int{"node-a": 8, "node-b": 8, "node-c": 8}, 20*time.Second)
+	a, _, c := e.groupOfThree(roles, s, dies)
 	moving := map[codec.Role]bool{} // node-a's and node-c's
 	for _, role := range roles {
 		hs := e.rec.holders(role)
@@ -255,12 +205,7 @@ func TestIntegrationGroupPartitionedMember(t *testing.T) {
 	e := newEnv(t, itTxnTimeout, withFaults(), withBrokers(3))
 	roles := groupRoles(24)
 	s := itSettings()
-	g := processor.Group{Name: "shards"}
-	e.start("node-a", roles, s, nil, inGroup(g), ownClientID())
-	e.awaitCounts(roles, map[codec.MemberID]int{"node-a": 24}, 20*time.Second)
-	e.start("node-b", roles, s, nil, inGroup(g), ownClientID())
-	e.start("node-c", roles, s, nil, inGroup(g), ownClientID())
-	e.awaitCounts(roles, map[codec.MemberID]int{"node-a": 8, "node-b": 8, "node-c": 8}, 20*time.Second)
+	e.groupOfThree(roles, s, s, ownClientID())
 
 	cutAt := time.Now()
 	heal := cut(t, e.fn, "node-c")

@@ -13,17 +13,6 @@ import (
 	"github.com/krabka/krole/rolestate"
 )
 
-// startErr starts a member as start does, but hands Run's error to the
-// test instead of asserting it is nil.
-// Its events are not recorded.
-func (e *env) startErr(id codec.MemberID, roles []codec.Role, s processor.Settings) (*node, <-chan error) {
-	e.t.Helper()
-	errc := make(chan error, 1)
-	n := e.start(id, roles, s, nil, runErrTo(errc),
-		withOptions(func(o *processor.Options) { o.OnEvent, o.Logger = nil, testLog(string(id)+"-2") }))
-	return n, errc
-}
-
 // registration returns member's candidacy of role in the observer's view.
 func (e *env) registration(role codec.Role, member codec.MemberID) (rolestate.Candidate, bool) {
 	st := e.state(role)
@@ -134,42 +123,4 @@ func TestIntegrationRestartedMemberRejoinsAfterItsOldInstanceDied(t *testing.T) 
 	})
 	e.agree(role, b.id, held)
 	requireRunning(t, errc)
-}
-
-// diedHolding starts member id, alone, on role with settings s and
-// KeepOnExit, waits until it holds the role, and stops it: it leaves
-// without releasing or deregistering anything, as a SIGKILL would, its
-// last heartbeats the member id's latest session records. It returns the
-// stopped node and its token.
-func (e *env) diedHolding(id codec.MemberID, role codec.Role, s processor.Settings) (*node, codec.Token) {
-	e.t.Helper()
-	s.KeepOnExit = true
-	n := e.start(id, []codec.Role{role}, s, nil)
-	_, tok := e.settled(role, 10*time.Second)
-	n.stop(e.t)()
-	return n, tok
-}
-
-// awaitNewerToken waits until role's coordinator names a token Newer than
-// tok (what), and returns it.
-func (e *env) awaitNewerToken(role codec.Role, tok codec.Token, what string) codec.Token {
-	e.t.Helper()
-	var held codec.Token
-	await(e.t, 20*time.Second, what, func() bool {
-		cur, _, err := e.probe.Describe(e.ctx(10*time.Second), role)
-		held = cur
-		return err == nil && cur.Newer(tok)
-	})
-	return held
-}
-
-// requireRunning fails the test when the member whose Run reports to
-// errc has stopped.
-func requireRunning(t *testing.T, errc <-chan error) {
-	t.Helper()
-	select {
-	case err := <-errc:
-		t.Fatalf("the restarted member stopped: %v", err)
-	default:
-	}
 }

@@ -6,72 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
-	"github.com/krabka/krole/fencing"
-	"github.com/krabka/krole/fencing/fencingtest"
-	"github.com/krabka/krole/rolestate"
 )
-
-// instTransport is echoTransport with instances: the member registers
-// through RegisterInstance (scripted as the mock's Register), and its
-// registration shows in its state with its instance.
-type instTransport struct{ echoTransport }
-
-func (e instTransport) RegisterInstance(ctx context.Context, role codec.Role, member codec.MemberID, instance string) (int64, error) {
-	off, err := e.MockTransport.Register(ctx, role, member)
-	if err == nil && !e.h.noEcho {
-		r := e.h.m.runners[role]
-		r.st = withInstance(r.st, member, off, instance)
-	}
-	return off, err
-}
-
-// withInstance returns a copy of st in which member is a candidate
-// registered at offset off by instance.
-func withInstance(st rolestate.State, member codec.MemberID, off int64, instance string) rolestate.State {
-	c := st.Clone()
-	cs := c.Candidates[:0]
-	for _, x := range c.Candidates {
-		if x.Member != member {
-			cs = append(cs, x)
-		}
-	}
-	c.Candidates = append(cs, rolestate.Candidate{Member: member, Offset: off, Instance: instance})
-	rerank(c.Candidates)
-	return c
-}
-
-// newInstanceHarness is newHarness with a transport that writes instances.
-func newInstanceHarness(t *testing.T, me codec.MemberID) *harness {
-	t.Helper()
-	h := &harness{t: t, me: me, tr: fencingtest.NewMockTransport(t), clk: newFakeClock(),
-		src: newFakeSource(state(role, nil, 0)), reg: prometheus.NewRegistry(), open: -1,
-		minted: map[codec.Role]codec.Token{}, described: map[codec.Role]fencing.Described{}}
-	s := Settings{HeartbeatJitter: -1}
-	m, err := New(instTransport{echoTransport{h.tr, h}}, h.src, me, []codec.Role{role}, Options{
-		Settings: s, Clock: h.clk, Registerer: h.reg, OnEvent: h.record, Logger: testLogger(t),
-	})
-	require.NoError(t, err)
-	require.NotEmpty(t, m.Instance())
-	h.m, h.r = m, m.runners[role]
-	h.m.sess.vetDone() // no Run: nothing to vet
-	h.r.inst.baseLeaseOff = -1
-	h.src.confirm = func(codec.Role) (rolestate.Confirmed, error) {
-		return rolestate.Confirmed{State: h.r.st.Clone(), OpenProducerID: -1}, nil
-	}
-	return h
-}
-
-func (h *harness) refusal() *MemberInUseError {
-	h.m.mu.Lock()
-	defer h.m.mu.Unlock()
-	return h.m.inUse
-}
 
 // At its start a member watches another instance's registration of its
 // id for a lease, writing nothing; the other registering again within

@@ -60,18 +60,14 @@ func TestLimiterWaiterGivesUp(t *testing.T) {
 	rel()
 }
 
+// waitQueued waits until a waiter of priority p is queued in l.
 func waitQueued(t *testing.T, l *limiter, p priority) {
 	t.Helper()
-	for i := 0; ; i++ {
+	require.Eventually(t, func() bool {
 		l.mu.Lock()
-		n := len(l.q[p])
-		l.mu.Unlock()
-		if n > 0 {
-			return
-		}
-		require.Less(t, i, 10000, "the waiter never queued")
-		time.Sleep(time.Millisecond)
-	}
+		defer l.mu.Unlock()
+		return len(l.q[p]) > 0
+	}, failsafe, time.Millisecond, "the waiter never queued")
 }
 
 // A challenge that timed out pauses every campaign of the member (the

@@ -13,15 +13,6 @@ import (
 	"github.com/krabka/krole/fencing/fencingtest"
 )
 
-// timeoutTransport is the mock with the one optional capability New
-// checks: a transaction timeout.
-type timeoutTransport struct {
-	*fencingtest.MockTransport
-	d time.Duration
-}
-
-func (t timeoutTransport) TxnTimeout() time.Duration { return t.d }
-
 // New checks the transport's transaction timeout through the named
 // capability fencing.TxnTimeouter, and only through it: the mock does not
 // offer one, so New does not check it (explicitly, not by a silent miss

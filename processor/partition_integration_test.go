@@ -28,20 +28,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
-	"github.com/krabka/krole/internal/faultnet"
 	"github.com/krabka/krole/processor"
 )
-
-// clientIDOf is the client id of a member's transport and view in these
-// tests, as election and krole run name them by default.
-func clientIDOf(id codec.MemberID) string { return "krole-" + string(id) }
-
-// newPartitionEnv is newEnv on three brokers with faultnet in front of
-// them and role's transaction coordinator and partition leader apart.
-func newPartitionEnv(t *testing.T, role codec.Role) *env {
-	t.Helper()
-	return newEnv(t, itTxnTimeout, withFaults(), withBrokers(3), withApart(role))
-}
 
 // threeOwn starts node-a, which takes role, then node-b and node-c, its
 // candidates (node-b first), each under its own client id and with work,
@@ -68,15 +56,6 @@ func assertKept(t *testing.T, e *env, role codec.Role, holder *node, tok codec.T
 	e.rec.checkFence(t)
 }
 
-// cut partitions member id off the cluster and returns the heal function;
-// the partition heals at the end of the test at the latest.
-func cut(t *testing.T, fn *faultnet.Net, id codec.MemberID) func() {
-	t.Helper()
-	heal := fn.Partition(clientIDOf(id))
-	t.Cleanup(heal)
-	return heal
-}
-
 // workLog records, for each term of each member, when its work started
 // and when its context ended.
 type workLog struct {
@@ -101,21 +80,6 @@ func (w *workLog) stopped(tok codec.Token) (time.Time, bool) {
 	defer w.mu.Unlock()
 	at, ok := w.stops[tok]
 	return at, ok
-}
-
-// afterRenewal waits until member has just renewed (a successful write
-// ended within the last HeartbeatInterval/4) and returns that write, so that a
-// cut made now comes before its next renewal begins.
-func afterRenewal(t *testing.T, e *env, role codec.Role, member codec.MemberID, s processor.Settings) write {
-	t.Helper()
-	var w write
-	prev, _ := e.rec.lastWrite(role, member)
-	await(t, 5*time.Second, member.String()+" renews", func() bool {
-		var ok bool
-		w, ok = e.rec.lastWrite(role, member)
-		return ok && w.End.After(prev.End) && time.Since(w.End) < s.HeartbeatInterval/4
-	})
-	return w
 }
 
 // watchDescribe samples Describe every 50ms until stop is closed and

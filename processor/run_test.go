@@ -19,119 +19,6 @@ import (
 	"github.com/krabka/krole/rolestate"
 )
 
-// failsafe bounds how long a test waits for the member's goroutine to
-// reach its next wait; it is never reached when the test passes.
-const failsafe = 10 * time.Second
-
-// runDriver runs h's Member on its own goroutine in lockstep with the
-// test: the member reports each time it is about to wait, and the test
-// then moves the clock, pushes a state or ends the context.
-type runDriver struct {
-	*harness
-	idle   chan time.Time
-	upd    chan rolestate.State
-	cancel context.CancelFunc
-	errc   chan error
-}
-
-func startRun(t *testing.T, h *harness, work Work) *runDriver {
-	t.Helper()
-	noLeaks(t)
-	d := &runDriver{harness: h, idle: make(chan time.Time), errc: make(chan error, 1)}
-	h.m.idle = func(_ codec.Role, until time.Time) { d.idle <- until }
-	h.m.manualRounds = true
-	ctx, cancel := context.WithCancel(context.Background())
-	d.cancel = cancel
-	go func() { d.errc <- h.m.Run(ctx, work) }()
-	d.upd = <-h.src.follows
-	t.Cleanup(func() {
-		cancel()
-		deadline := time.After(failsafe)
-		for {
-			select {
-			case <-d.idle:
-			case <-d.errc:
-				return
-			case <-deadline:
-				t.Error("Run did not return (a goroutine of the member failed?)")
-				return
-			}
-		}
-	})
-	return d
-}
-
-// wait returns when the member waits next, with the time it waits until.
-func (d *runDriver) wait() time.Time {
-	d.t.Helper()
-	select {
-	case u := <-d.idle:
-		return u
-	case err := <-d.errc:
-		d.t.Fatalf("Run returned early: %v", err)
-	case <-time.After(failsafe):
-		d.t.Fatal("the member never reached its next wait")
-	}
-	return time.Time{}
-}
-
-// push delivers st as a view update and returns the member's next wait.
-func (d *runDriver) push(st rolestate.State) time.Time {
-	d.upd <- st
-	return d.wait()
-}
-
-// stop ends Run's context and returns what Run returns.
-func (d *runDriver) stop() error {
-	d.t.Helper()
-	d.cancel()
-	select {
-	case err := <-d.errc:
-		d.errc <- err // for the cleanup
-		return err
-	case <-time.After(failsafe):
-		d.t.Fatal("Run did not return")
-	}
-	return nil
-}
-
-func recv[T any](t *testing.T, ch <-chan T) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(failsafe):
-		t.Fatal("nothing received")
-	}
-	var zero T
-	return zero
-}
-
-// worker is a Work that reports when it starts and ends.
-type worker struct {
-	started chan Held
-	ended   chan time.Time // the fake time at which its context ended
-	clk     *fakeClock
-	runs    atomic.Int32
-	running atomic.Int32
-}
-
-func newWorker(clk *fakeClock) *worker {
-	return &worker{started: make(chan Held, 8), ended: make(chan time.Time, 8), clk: clk}
-}
-
-func (w *worker) work(ctx context.Context, held Held) error {
-	if w.running.Add(1) != 1 {
-		panic("two runs of work at once")
-	}
-	defer w.running.Add(-1)
-	w.runs.Add(1)
-	w.started <- held
-	<-ctx.Done()
-	w.ended <- w.clk.Now()
-	return nil
-}
-
 func TestRunWorkFollowsTheRole(t *testing.T) {
 	h := newHarness(t, "a", Settings{})
 	w := newWorker(h.clk)
@@ -201,29 +88,6 @@ func TestRunResign(t *testing.T) {
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	require.NoError(t, d.stop())
 	assert.ErrorIs(t, h.m.Resign(context.Background(), role), ErrNotRunning)
-}
-
-// holdWithSlowStop runs member a of h with a work that, once cancelled,
-// closes cancelled and returns only when finish is closed, and waits
-// until a holds role under tok1 (leased at t0) and its work has started.
-func holdWithSlowStop(t *testing.T, h *harness) (d *runDriver, cancelled, finish chan struct{}) {
-	t.Helper()
-	started := make(chan struct{})
-	cancelled, finish = make(chan struct{}), make(chan struct{})
-	work := func(ctx context.Context, _ Held) error {
-		close(started)
-		<-ctx.Done()
-		close(cancelled)
-		<-finish
-		return nil
-	}
-	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(1), nil).Once()
-	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(fenceOf(tok1), nil).Once()
-	d = startRun(t, h, work)
-	d.wait()
-	recv(t, started)
-	return d, cancelled, finish
 }
 
 // A Resign whose work stops slowly, past the holding's first local
@@ -440,14 +304,6 @@ func TestPollSource(t *testing.T) {
 	}
 }
 
-func members(st rolestate.State) []codec.MemberID {
-	var out []codec.MemberID
-	for _, c := range st.Candidates {
-		out = append(out, c.Member)
-	}
-	return out
-}
-
 // A renewal in flight when Run's context ends is not cut short: cutting
 // it would leave its outcome unknown, retire the token, and leave the
 // successor waiting for the lease to run out instead of taking the
@@ -516,16 +372,6 @@ func TestResignWithARetiredTokenReleasesUnderANewEpoch(t *testing.T) {
 	require.NoError(t, d.stop())
 	h.tr.AssertExpectations(t)
 }
-
-// forgedCounter is a transport that counts forged leases, as
-// fencing.BrokerTransport does.
-type forgedCounter struct {
-	fencing.Transport
-	forged atomic.Uint64
-}
-
-func (f *forgedCounter) NewerRecordsSkipped() uint64 { return 0 }
-func (f *forgedCounter) ForgedLeasesSkipped() uint64 { return f.forged.Load() }
 
 // A member on a pollSource reports forged leases its transport's
 // reads skipped, as the view does: once at Warn, later ones at Debug.
