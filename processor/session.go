@@ -20,7 +20,7 @@ import (
 // session is the member's session (docs/DESIGN.md, "Why it is safe: member
 // sessions"): its goroutine (run) writes the heartbeat rounds; the runners
 // name it in their leases, hold, drop and check in through its methods,
-// and are handed each round's word (runner.putNote, then runner.noted).
+// and are told when a holding is lost (runner.putNote, then runner.noted).
 type session struct {
 	m *Member
 
@@ -429,8 +429,8 @@ func (s *session) drain(ctx context.Context, stopped <-chan struct{}, next time.
 
 // round is one heartbeat round (docs/DESIGN.md, "Why it is safe: member
 // sessions", each round): drop stuck roles, DescribeMany over the held
-// roles' tokens, then one heartbeat; each role it confirmed is told its
-// new deadline base, the round's start.
+// roles' tokens, then one heartbeat; each role it confirmed has its local
+// deadline moved to the round's start + HeartbeatDeadline.
 func (s *session) round(ctx context.Context) {
 	start := s.m.clk.Now()
 	s.mu.Lock()
@@ -597,8 +597,7 @@ func (s *session) afterBeat(ctx context.Context, hb codec.Heartbeat, err error, 
 		return &end, "late"
 	}
 	for role, tok := range confirmed {
-		// A holding that ended meanwhile (its deadline among them) stays
-		// ended: the heartbeat came before every deadline it vouched for.
+		// A holding that ended meanwhile stays ended (extendLocked).
 		if h := s.held[role]; h != nil && h.tok == tok {
 			s.extendLocked(h, start)
 		}
