@@ -13,7 +13,7 @@ import (
 // Kind is the kind of a violation: which audit failed.
 type Kind string
 
-// The audits. See the package documentation for each one's exact rule.
+// The audits. docs/CHAOS.md, "The audits", states each one's exact rule.
 const (
 	KindOrder       Kind = "order"        // a role's committed fenced writes go back to an older token
 	KindUnfenced    Kind = "unfenced"     // a fenced write committed under another producer id/epoch than the token it names
@@ -185,7 +185,7 @@ func counts(m map[string]int) string {
 	return fmt.Sprintf("%d (%s)", total, strings.Join(outcomes, ", "))
 }
 
-// Audit judges h; see the package documentation for the rules.
+// Audit judges h; docs/CHAOS.md, "The audits", states the rules.
 func Audit(h History) *Report {
 	r := &Report{Records: len(h.Records), Leases: len(h.Leases), Heartbeats: len(h.Heartbeats), Inputs: len(h.Inputs), Outputs: len(h.Outputs), Rows: len(h.Rows)}
 	for _, hb := range h.Heartbeats {
@@ -549,8 +549,8 @@ func auditFailovers(h History, r *Report, add addFunc) {
 }
 
 // Explains is how many elections of one role fault f can explain, and
-// until when (Unix ms), in a run of members member processes; see the
-// package documentation. A member fault explains one election of each
+// until when (Unix ms), in a run of members member processes; see
+// docs/CHAOS.md, "elections". A member fault explains one election of each
 // role its target held (a kill, a stop or a restart ends one holding),
 // within a lease of its end. A broker fault explains one election per
 // role, and one more for every HeartbeatDeadline (4/5 of the lease) it lasted
@@ -582,7 +582,7 @@ func Explains(s Settings, members int, f Fault) (n int, until int64) {
 
 // auditElections: every election of a role after its first is explained
 // by a fault whose budget for the role is not spent, or is a race right
-// after an explained one; see the package documentation.
+// after an explained one; see docs/CHAOS.md, "elections".
 func auditElections(h History, r *Report, add addFunc) {
 	s := h.Settings
 	mint := minters(h)

@@ -9,8 +9,8 @@ import (
 // This file holds the audits of holdings and writes: overlapping
 // holdings (overlap), a commit under a token after a newer one was minted
 // (after-mint), sequence numbers and writes that returned an error
-// (sequence, zombie), and unheld gaps (gap). The package documentation
-// states each rule and its bound.
+// (sequence, zombie), and unheld gaps (gap). docs/CHAOS.md, "The
+// audits", states each rule and its bound.
 
 // process is one run of a member program: its events from its "start"
 // line up to the next one, in system-time order.

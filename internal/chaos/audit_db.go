@@ -6,7 +6,8 @@ import (
 
 // This file holds the audits of the rows the members write to PostgreSQL
 // through package sqlfence: their commit order (db-order) and the holding
-// each names (db-holding). The package documentation states the rules.
+// each names (db-holding). docs/CHAOS.md, "db-order" and "db-holding",
+// states the rules.
 
 // auditRows: per role, in commit order (Row.Pos), no row of a smaller
 // fencing number after a row of a larger one (db-order); and every row's

@@ -83,7 +83,7 @@ func challengedAt(e Election) int64 { return min(e.At, nonZero(e.Minted, e.At)) 
 // processor, rule 5), and fills no vacancy when its holding had just been
 // excluded by its own heartbeat. A vacancy won more than once is a
 // violation unless a fault that can hold a challenge in flight overlaps
-// it (see the package documentation).
+// it (see docs/CHAOS.md, "double-win").
 func auditVacancies(h History, r *Report, add addFunc) {
 	c := &vacancyAudit{h: h, first: map[roleToken]Lease{}, released: map[roleToken]Lease{}, renewed: lastRenewal(h), byMember: map[string][]Heartbeat{}}
 	for _, l := range h.Leases {

@@ -285,7 +285,7 @@ type History struct {
 }
 
 // Settings are the timings a run uses, from which the auditor's bounds
-// derive (see the package documentation).
+// derive (see docs/CHAOS.md, "The audits").
 type Settings struct {
 	Lease, Renew, Stagger, RequestTimeout time.Duration
 	// HeartbeatDeadline is how long after the start of its last successful

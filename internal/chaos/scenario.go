@@ -12,7 +12,7 @@ import (
 
 // ScenarioMassFailover is the Config.Scenario in which one member holding
 // every role is SIGKILLed while the others are candidates for all of them
-// (see the package documentation).
+// (see docs/CHAOS.md, "The mass failover").
 const ScenarioMassFailover = "massfailover"
 
 // massFailover runs the mass-failover scenario: the first member campaigns
