@@ -220,6 +220,7 @@ var traceSteps = []struct{ name, who, substr string }{
 	{"s_epoch", "s", "info: acquired an epoch"},            // InitProducerId answered
 	{"s_elected", "s", "info: elected"},                    // the lease transaction done
 	{"new_lease_shows", "", ""},                            // the bench's view shows the new lease
+	{"s_cmd_started", "s", ") with token"},                 // the successor's CMD started (command mode)
 }
 
 // traceRound times one handover round's member steps (traceSteps) by when

@@ -79,6 +79,19 @@ func TestBenchSteadyAndLock(t *testing.T) {
 		assert.Contains(t, r.Phases, "trace signal -> h_interrupted")
 		assert.NotContains(t, r.Rounds[0], "h_cmd_stopped_ms", "no command to stop")
 	})
+
+	t.Run("handover --trace, members run a command", func(t *testing.T) {
+		out, _ := benchBin(t, bin, "bench", "handover", "--trace", "--members", "2", "--rounds", "1", "--lease-duration", "2s", "-o", "json")
+		r := checkBenchResult(t, out, "handover", 1)
+		require.Len(t, r.Rounds, 1)
+		// The holder's CMD exits before its release; the successor's
+		// starts after its lease shows.
+		for _, k := range []string{"h_interrupted_ms", "h_cmd_stopped_ms", "h_released_ms", "s_elected_ms", "s_cmd_started_ms"} {
+			assert.Contains(t, r.Rounds[0], k)
+		}
+		assert.Less(t, r.Rounds[0]["h_cmd_stopped_ms"], r.Rounds[0]["h_released_ms"], "the CMD exits before the release")
+		assert.Contains(t, r.Phases, "trace new_lease_shows -> s_cmd_started")
+	})
 }
 
 // TestBenchSteadyUsageErrors: bad flags exit 2 before any cluster starts.
