@@ -69,10 +69,12 @@ type runner struct {
 	closed  bool
 
 	// The parked loop (any goroutine): running while a goroutine runs it
-	// or is about to; kicked, resumed meanwhile, so it looks again before
-	// it parks; live, started and not left.
+	// or is about to (or it waits for a place, actors); kicked, resumed
+	// meanwhile, so it looks again before it parks; live, started and not
+	// left; holds, the role is held (r.hold), so it never waits for a
+	// place.
 	running, kicked, live atomic.Bool
-	stoppedOnce           atomic.Bool
+	stoppedOnce, holds    atomic.Bool
 
 	ctx        context.Context
 	stopFollow func()
@@ -144,7 +146,7 @@ func (r *runner) start(ctx context.Context, work Work, done func()) {
 	r.ctx, r.work, r.done = ctx, work, done
 	r.live.Store(true)
 	r.running.Store(true)
-	go r.loop(false)
+	r.m.acts.run(r)
 }
 
 // resume runs the loop on a new goroutine if it is parked; if it runs, it
@@ -157,7 +159,7 @@ func (r *runner) resume() {
 	}
 	r.kicked.Store(true)
 	if r.running.CompareAndSwap(false, true) {
-		go r.loop(true)
+		r.m.acts.run(r)
 	}
 }
 
@@ -205,9 +207,9 @@ func (r *runner) takeNote() (sessNote, bool) {
 
 // loop decides and acts until the role has nothing to do before its next
 // decision's time (it parks: the goroutine returns), or ctx ended and the
-// member left the role. resumed: a resume started it, so it first takes
-// what woke it.
-func (r *runner) loop(resumed bool) {
+// member left the role. Once loaded, a resume started it, so it first
+// takes what woke it.
+func (r *runner) loop() {
 	if !r.loaded {
 		r.follow()
 		r.m.met.holder(r.role, r.m.me, false)
@@ -218,7 +220,7 @@ func (r *runner) loop(resumed bool) {
 		}
 		r.loaded = true
 		r.inst.baseLeaseOff = r.st.LeaseOffset
-	} else if resumed {
+	} else {
 		r.stopTimer()
 		if !r.takeOne() {
 			now := r.m.clk.Now()
@@ -895,6 +897,7 @@ func (r *runner) elected(ctx context.Context, start time.Time) {
 	r.m.adm.dequeue(r.role)
 	r.l.writtenAt = monoOf(start)
 	r.hold = h
+	r.holds.Store(true)
 	nonce := ""
 	if held.Lease.Session != nil {
 		nonce = held.Lease.Session.Nonce
@@ -1030,6 +1033,7 @@ func (r *runner) revoke(now time.Time, why Reason, cause error, detail string) {
 		return
 	}
 	r.hold, r.l.held = nil, nil
+	r.holds.Store(false)
 	// Until a release shows (or another lease), the heartbeats exclude
 	// the role: its lease may still name the member session.
 	r.m.sess.drop(r.role, true)
