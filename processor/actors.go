@@ -36,7 +36,7 @@ func actorsWidth(s Settings) int {
 // otherwise, or on a goroutine of its own when r holds or is leaving.
 // r.running is set; it never blocks.
 func (a *actors) run(r *runner) {
-	own := r.holds.Load() || r.ctx.Err() != nil
+	own := r.holds.Load() || r.ctx().Err() != nil
 	a.mu.Lock()
 	switch {
 	case own || a.closed:

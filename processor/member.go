@@ -348,8 +348,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 func (m *Member) startLocked(r *runner) {
 	m.wg.Add(1)
 	m.stopping.Add(1)
-	r.stopping = m.stopping
-	r.start(m.runCtx, m.runWork, m.wg.Done)
+	r.start(m.runWork)
 }
 
 // Add makes the running member a candidate for role too, with the work
