@@ -97,7 +97,8 @@ type instanceWatch struct {
 }
 
 // instanceRules are a role's rules of one process per member id
-// (docs/DESIGN.md, "One process per member id"), and what they remember.
+// (docs/DESIGN.md, "One process per member id"), and what they remember;
+// a member without instances has none (nil), and they never decide.
 type instanceRules struct {
 	m    *Member
 	role codec.Role
@@ -111,6 +112,9 @@ type instanceRules struct {
 
 // mint records a token this process minted for the role.
 func (ir *instanceRules) mint(tok codec.Token) {
+	if ir == nil {
+		return
+	}
 	ir.minted = append(ir.minted, tok)
 }
 
@@ -120,7 +124,7 @@ func (ir *instanceRules) logger() *slog.Logger { return ir.m.log.With("role", st
 // registration, -1 none). It returns the action to take instead of
 // Decide's and true, or false when Decide decides (rule 0).
 func (ir *instanceRules) verdict(st rolestate.State, registered int64, holding bool, now time.Time) (Action, bool) {
-	if ir.m.inst == "" {
+	if ir == nil || ir.m.inst == "" {
 		return Action{}, false
 	}
 	inUse := func(other, evidence string) (Action, bool) {
@@ -186,7 +190,7 @@ func (ir *instanceRules) verdict(st rolestate.State, registered int64, holding b
 // ownsKey reports whether the registration of this member id that a
 // deregistration would remove is this process's (or one it adopted).
 func (ir *instanceRules) ownsKey(st rolestate.State, registered int64) bool {
-	if ir.m.inst == "" {
+	if ir == nil || ir.m.inst == "" {
 		return true
 	}
 	c, ok := candidate(st, ir.m.me)

@@ -88,7 +88,12 @@ func (l *limiter) waiting(p priority) bool {
 func remove(q *[]chan struct{}, w chan struct{}) bool {
 	for i, x := range *q {
 		if x == w {
-			*q = append((*q)[:i], (*q)[i+1:]...)
+			n := len(*q) - 1
+			copy((*q)[i:], (*q)[i+1:])
+			(*q)[n] = nil
+			if *q = (*q)[:n]; n == 0 {
+				*q = nil
+			}
 			return true
 		}
 	}
@@ -102,7 +107,12 @@ func (l *limiter) release() {
 	for p := range l.q {
 		if len(l.q[p]) > 0 {
 			w := l.q[p][0]
-			l.q[p] = l.q[p][1:]
+			// The served slot is cleared, and an empty queue dropped, so
+			// that the backing array keeps no served waiter's channel.
+			l.q[p][0] = nil
+			if l.q[p] = l.q[p][1:]; len(l.q[p]) == 0 {
+				l.q[p] = nil
+			}
 			w <- struct{}{} // the slot passes on; busy stays
 			return
 		}

@@ -92,3 +92,52 @@ func TestAdmissionPausesAfterAChallengeTimedOut(t *testing.T) {
 	a.challengeDone()
 	assert.Equal(t, 0, a.timeouts)
 }
+
+// A served or departed waiter leaves nothing behind in the queue's
+// backing array, and an empty queue keeps no array.
+func TestLimiterQueueKeepsNoServedWaiter(t *testing.T) {
+	l := newLimiter(1)
+	hold, err := l.acquire(context.Background(), prioCampaign)
+	require.NoError(t, err)
+	const n = 3
+	got := make(chan func(), n)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gaveUp := make(chan error, 1)
+	for i := range n + 1 {
+		wctx := context.Background()
+		if i == n {
+			wctx = ctx // the last one gives up
+		}
+		go func() {
+			rel, err := l.acquire(wctx, prioCampaign)
+			if err != nil {
+				gaveUp <- err
+				return
+			}
+			got <- rel
+		}()
+		require.Eventually(t, func() bool {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			return len(l.q[prioCampaign]) == i+1
+		}, failsafe, time.Millisecond, "the waiter never queued")
+	}
+	l.mu.Lock()
+	backing := l.q[prioCampaign][:n+1]
+	l.mu.Unlock()
+	cancel()
+	require.ErrorIs(t, <-gaveUp, context.Canceled)
+	hold()
+	for range n {
+		rel := <-got
+		rel()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, w := range backing {
+		assert.Nil(t, w, "slot %d of the queue's array still keeps a waiter", i)
+	}
+	assert.Nil(t, l.q[prioCampaign], "an empty queue keeps no array")
+	assert.Zero(t, l.busy)
+}

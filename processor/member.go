@@ -84,6 +84,7 @@ type Member struct {
 	order   []codec.Role
 
 	lim  *limiter   // the transport calls in flight
+	acts *actors    // the roles acting at once while they campaign
 	adm  *admission // how many roles it campaigns for
 	sess *session   // the member session: heartbeats for every held role
 	grp  *balancer  // the group's plan; nil outside a group
@@ -158,6 +159,7 @@ func New(t fencing.Transport, src Source, me codec.MemberID, roles []codec.Role,
 		m.ireg, m.inst = ir, NewInstance()
 	}
 	m.lim = newLimiter(s.MaxInFlight)
+	m.acts = &actors{width: actorsWidth(s)}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -302,6 +304,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 	}
 	// Parked roles wake at the end of ctx: one callback for them all.
 	stopResume := context.AfterFunc(ctx, func() {
+		m.acts.close()
 		m.mu.Lock()
 		rs := make([]*runner, 0, len(m.runners))
 		for _, r := range m.runners {
@@ -345,8 +348,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 func (m *Member) startLocked(r *runner) {
 	m.wg.Add(1)
 	m.stopping.Add(1)
-	r.stopping = m.stopping
-	r.start(m.runCtx, m.runWork, m.wg.Done)
+	r.start(m.runWork)
 }
 
 // Add makes the running member a candidate for role too, with the work

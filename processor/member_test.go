@@ -668,6 +668,6 @@ func awaitCheckIn(t *testing.T, m *Member, role codec.Role, since time.Time) {
 		m.sess.mu.Lock()
 		defer m.sess.mu.Unlock()
 		h := m.sess.held[role]
-		return h != nil && !h.checkedIn.Before(since)
+		return h != nil && h.checkedIn >= monoOf(since)
 	}, failsafe, time.Millisecond, "the runner checks in at %v or later", since)
 }

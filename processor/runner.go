@@ -35,55 +35,39 @@ type runner struct {
 	hold *holding
 	work Work
 
-	lastWork  chan struct{} // closed when the last run of work returned
-	workFails int           // consecutive work runs that failed within a lease duration of their election
-	workErr   error         // the error of the work run being resigned for
-
-	seen    *holderKey // the holder last reported by HolderChanged
-	resignQ chan error // the caller of Member.Resign waiting for this role
-
-	// stopping counts the role down once it no longer acts on the role,
-	// leaving, before it deregisters (stopped, once: stoppedOnce; see
-	// Member.Run); done is called once it has left.
-	stopping *sync.WaitGroup
-	done     func()
+	seen *holderKey  // the holder last reported by HolderChanged
+	more *runnerMore // what few roles need; nil until one is needed
 
 	// The inbox (any goroutine, under inMu): what others hand the role,
-	// each followed by a resume. resigns: the calls of Member.Resign and
-	// Withdraw not taken yet; note: the member session's word that the
-	// holding is lost; rewrite:
+	// each followed by a resume (more of it in runnerMore). note: the
+	// member session's word that the holding is lost; rewrite:
 	// Member.RewriteLease; woken: poke. closed: the runner has left.
-	// noteCh, while awaitWorkRenewing waits, is signalled at each note;
-	// exited, made for the first Member.Resign, is closed once it has left.
 	// state: the source's latest state not taken yet (offerState);
 	// fedEnd: the source sends no more.
 	inMu    sync.Mutex
-	resigns []resignReq
 	note    *sessNote
 	state   *rolestate.State
-	noteCh  chan struct{}
-	exited  chan struct{}
 	rewrite bool
 	woken   bool
 	fedEnd  bool
 	closed  bool
 
 	// The parked loop (any goroutine): running while a goroutine runs it
-	// or is about to; kicked, resumed meanwhile, so it looks again before
-	// it parks; live, started and not left.
+	// or is about to (or it waits for a place, actors); kicked, resumed
+	// meanwhile, so it looks again before it parks; live, started and not
+	// left; holds, the role is held (r.hold), so it never waits for a
+	// place.
 	running, kicked, live atomic.Bool
-	stoppedOnce           atomic.Bool
+	stoppedOnce, holds    atomic.Bool
 
-	ctx        context.Context
 	stopFollow func()
-	followed   chan struct{} // closed once Follow's goroutine is done; nil without one
 	burst      int
 	due        mono // the current wait's end
 	// wake: its place in the member's alarm, which resumes the parked
 	// loop (Member.wakeAt); under Member.wakeMu.
 	wake alarmSlot
 
-	inst instanceRules // one process per member id
+	inst *instanceRules // one process per member id; nil without instances
 
 	// withdrawn (any goroutine): Member.Withdraw took the member out of
 	// the role's queue until Member.Rejoin (which pokes the role). fed:
@@ -93,15 +77,65 @@ type runner struct {
 	loaded    bool
 }
 
+// runnerMore is the part of a runner that few roles need: for work, for
+// calls of Member.Resign and Withdraw, for a Follow goroutine. Made once,
+// under inMu (runner.extra); the pointer is read under inMu, each field
+// by the owner said here.
+type runnerMore struct {
+	// The role's goroutine's: lastWork, closed when the last run of work
+	// returned; workFails, consecutive work runs that failed within a
+	// lease duration of their election; workErr, the error of the work
+	// run being resigned for; resignQ, the caller of Member.Resign
+	// waiting for this role; followed, closed once Follow's goroutine is
+	// done (nil without one).
+	lastWork  chan struct{}
+	workFails int
+	workErr   error
+	resignQ   chan error
+	followed  chan struct{}
+
+	// Under inMu: resigns, the calls of Member.Resign and Withdraw not
+	// taken yet; noteCh, while awaitWorkRenewing waits, signalled at each
+	// note; exited, made for the first Member.Resign, closed once the
+	// role has left.
+	resigns []resignReq
+	noteCh  chan struct{}
+	exited  chan struct{}
+}
+
+// extra returns r.more, made if need be; inMu must not be held.
+func (r *runner) extra() *runnerMore {
+	r.inMu.Lock()
+	defer r.inMu.Unlock()
+	return r.extraLocked()
+}
+
+// extraLocked is extra with inMu held.
+func (r *runner) extraLocked() *runnerMore {
+	if r.more == nil {
+		r.more = &runnerMore{}
+	}
+	return r.more
+}
+
+// extraIf returns r.more, nil when none was made; inMu must not be held.
+func (r *runner) extraIf() *runnerMore {
+	r.inMu.Lock()
+	defer r.inMu.Unlock()
+	return r.more
+}
+
 // resignReq is a call of Member.Resign (withdraw false) or Member.Withdraw.
 type resignReq struct {
 	q        chan error
 	withdraw bool
 }
 
-// holding is a role this member holds.
+// holding is a role this member holds. held is the Held of its election,
+// which r.l.held shares until a rewrite: a Held is never written once
+// made.
 type holding struct {
-	held    Held
+	held    *Held
 	ctx     context.Context // work's
 	cancel  context.CancelFunc
 	started time.Time
@@ -118,33 +152,40 @@ type holderKey struct {
 func newRunner(m *Member, role codec.Role) *runner {
 	l := NewLocal().withInstance(m.inst)
 	_, l.lookAhead = m.src.(SessionSource)
+	var inst *instanceRules
+	if m.inst != "" {
+		inst = &instanceRules{m: m, role: role}
+	}
 	return &runner{
-		inst: instanceRules{m: m, role: role},
-		m:    m, role: role, l: l,
-		st:   rolestate.State{Role: role, LeaseOffset: -1},
-		done: func() {},
+		m: m, role: role, l: l, inst: inst,
+		st: rolestate.State{Role: role, LeaseOffset: -1},
 	}
 }
 
-// stopped counts the role down in Run's wait for the roles to stop acting,
-// once.
+// stopped counts the role down in Run's wait for the roles to stop acting
+// (Member.stopping), once: once it no longer acts on the role, leaving,
+// before it deregisters.
 func (r *runner) stopped() {
-	if r.stopping != nil && r.stoppedOnce.CompareAndSwap(false, true) {
-		r.stopping.Done()
+	if r.m.stopping != nil && r.stoppedOnce.CompareAndSwap(false, true) {
+		r.m.stopping.Done()
 	}
 }
+
+// ctx is Run's context, which the role runs until (set before start).
+func (r *runner) ctx() context.Context { return r.m.runCtx }
 
 // logger is the member's logger with the role: made when a line is
 // logged, not kept per role.
 func (r *runner) logger() *slog.Logger { return r.m.log.With("role", string(r.role)) }
 
-// start runs the role until ctx ends and the member has left it; done is
-// called then. It does not block.
-func (r *runner) start(ctx context.Context, work Work, done func()) {
-	r.ctx, r.work, r.done = ctx, work, done
+// start runs the role with work until Run's context (Member.runCtx, r's
+// ctx) ends and the member has left it; then it counts down Member.wg. It
+// does not block.
+func (r *runner) start(work Work) {
+	r.work = work
 	r.live.Store(true)
 	r.running.Store(true)
-	go r.loop(false)
+	r.m.acts.run(r)
 }
 
 // resume runs the loop on a new goroutine if it is parked; if it runs, it
@@ -157,7 +198,7 @@ func (r *runner) resume() {
 	}
 	r.kicked.Store(true)
 	if r.running.CompareAndSwap(false, true) {
-		go r.loop(true)
+		r.m.acts.run(r)
 	}
 }
 
@@ -182,9 +223,9 @@ func (r *runner) askRewrite() {
 func (r *runner) putNote(n sessNote) {
 	r.inMu.Lock()
 	r.note = &n
-	if r.noteCh != nil {
+	if r.more != nil && r.more.noteCh != nil {
 		select {
-		case r.noteCh <- struct{}{}:
+		case r.more.noteCh <- struct{}{}:
 		default:
 		}
 	}
@@ -205,20 +246,22 @@ func (r *runner) takeNote() (sessNote, bool) {
 
 // loop decides and acts until the role has nothing to do before its next
 // decision's time (it parks: the goroutine returns), or ctx ended and the
-// member left the role. resumed: a resume started it, so it first takes
-// what woke it.
-func (r *runner) loop(resumed bool) {
+// member left the role. Once loaded, a resume started it, so it first
+// takes what woke it.
+func (r *runner) loop() {
 	if !r.loaded {
 		r.follow()
 		r.m.met.holder(r.role, r.m.me, false)
-		if !r.load(r.ctx) {
-			r.leave(r.ctx)
+		if !r.load(r.ctx()) {
+			r.leave(r.ctx())
 			r.finish()
 			return
 		}
 		r.loaded = true
-		r.inst.baseLeaseOff = r.st.LeaseOffset
-	} else if resumed {
+		if r.inst != nil {
+			r.inst.baseLeaseOff = r.st.LeaseOffset
+		}
+	} else {
 		r.stopTimer()
 		if !r.takeOne() {
 			now := r.m.clk.Now()
@@ -230,17 +273,17 @@ func (r *runner) loop(resumed bool) {
 					return
 				}
 			case !r.fed:
-				r.poll(r.ctx)
+				r.poll(r.ctx())
 			}
 		}
 	}
 	for {
-		if r.ctx.Err() != nil {
-			r.leave(r.ctx)
+		if r.ctx().Err() != nil {
+			r.leave(r.ctx())
 			r.finish()
 			return
 		}
-		a := r.step(r.ctx)
+		a := r.step(r.ctx())
 		until := a.Until
 		if a.Kind != DoWait {
 			if r.burst++; r.burst < maxBurst {
@@ -279,7 +322,7 @@ func (r *runner) park(until time.Time) bool {
 		}
 		if !r.m.clk.Now().Before(until) {
 			if !r.fed {
-				r.poll(r.ctx)
+				r.poll(r.ctx())
 			}
 			return true
 		}
@@ -300,7 +343,7 @@ func (r *runner) stopTimer() { r.m.unwake(r) }
 // reports whether there was one.
 func (r *runner) takeOne() bool {
 	select {
-	case <-r.ctx.Done():
+	case <-r.ctx().Done():
 		return true
 	case err := <-r.workResult():
 		r.workReturned(err)
@@ -322,9 +365,13 @@ func (r *runner) takeOne() bool {
 		r.rewrite = false
 	case woken:
 		r.woken = false
-	case len(r.resigns) > 0:
-		q, asked = r.resigns[0], true
-		r.resigns = r.resigns[1:]
+	case r.more != nil && len(r.more.resigns) > 0:
+		x := r.more
+		q, asked = x.resigns[0], true
+		x.resigns[0] = resignReq{}
+		if x.resigns = x.resigns[1:]; len(x.resigns) == 0 {
+			x.resigns = nil
+		}
 	}
 	r.inMu.Unlock()
 	switch {
@@ -354,11 +401,12 @@ func (r *runner) ask(q resignReq) <-chan struct{} {
 		r.inMu.Unlock()
 		return nil
 	}
-	r.resigns = append(r.resigns, q)
-	if r.exited == nil {
-		r.exited = make(chan struct{})
+	x := r.extraLocked()
+	x.resigns = append(x.resigns, q)
+	if x.exited == nil {
+		x.exited = make(chan struct{})
 	}
-	exited := r.exited
+	exited := x.exited
 	r.inMu.Unlock()
 	r.resume()
 	return exited
@@ -371,19 +419,20 @@ func (r *runner) ask(q resignReq) <-chan struct{} {
 func (r *runner) follow() {
 	if fn, ok := r.m.src.(FollowNotifier); ok {
 		r.fed = true
-		r.stopFollow = fn.FollowNotify(r.ctx, r.role, r.offerState)
+		r.stopFollow = fn.FollowNotify(r.ctx(), r.role, r.offerState)
 		return
 	}
-	fctx, stop := context.WithCancel(r.ctx)
+	fctx, stop := context.WithCancel(r.ctx())
 	r.stopFollow = stop
 	ch := r.m.src.Follow(fctx, r.role)
 	if ch == nil {
 		return
 	}
 	r.fed = true
-	r.followed = make(chan struct{})
+	followed := make(chan struct{})
+	r.extra().followed = followed
 	go func() {
-		defer close(r.followed)
+		defer close(followed)
 		for st := range ch {
 			r.offerState(st, true)
 		}
@@ -411,18 +460,18 @@ func (r *runner) finish() {
 	r.stopTimer()
 	r.inMu.Lock()
 	r.closed = true
-	if r.exited != nil {
-		close(r.exited)
+	if r.more != nil && r.more.exited != nil {
+		close(r.more.exited)
 	}
 	r.inMu.Unlock()
 	r.stopped() // at the latest
 	if r.stopFollow != nil {
 		r.stopFollow()
-		if r.followed != nil {
-			<-r.followed // until the source's sender is done
+		if x := r.extraIf(); x != nil && x.followed != nil {
+			<-x.followed // until the source's sender is done
 		}
 	}
-	r.done()
+	r.m.wg.Done()
 }
 
 // load reads the role from the source, retrying with backoff until it
@@ -867,11 +916,8 @@ func (r *runner) challengeTimedOut(ctx context.Context, err error) {
 // fence (0 for the holding's first lease), whose write begins at start.
 func (r *runner) lease(tok codec.Token, start time.Time, fence int64) codec.Lease {
 	ms := start.UnixMilli()
-	l := codec.Lease{Member: r.m.me, Token: tok, GrantedAt: ms, Deadline: ms + r.m.s.LeaseDuration.Milliseconds(), Fence: fence}
-	if s := r.m.sess.current(); s.Nonce != "" {
-		l.Session = &s
-	}
-	return l
+	return codec.Lease{Member: r.m.me, Token: tok, GrantedAt: ms, Deadline: ms + r.m.s.LeaseDuration.Milliseconds(), Fence: fence,
+		Session: r.m.sess.shared()}
 }
 
 // lost records that this member was fenced or lost a challenge race at
@@ -885,7 +931,7 @@ func (r *runner) lost(now time.Time) {
 // challenge: the member session keeps it from start on, it reports, and
 // starts work on a context derived from ctx (Run's).
 func (r *runner) elected(ctx context.Context, start time.Time) {
-	held := *r.l.held
+	held := r.l.held
 	// Without work nothing watches the holding's context: none is made.
 	wctx, cancel := ctx, context.CancelFunc(noop)
 	if r.work != nil {
@@ -895,6 +941,7 @@ func (r *runner) elected(ctx context.Context, start time.Time) {
 	r.m.adm.dequeue(r.role)
 	r.l.writtenAt = monoOf(start)
 	r.hold = h
+	r.holds.Store(true)
 	nonce := ""
 	if held.Lease.Session != nil {
 		nonce = held.Lease.Session.Nonce
@@ -913,10 +960,11 @@ func (r *runner) startWork(h *holding) {
 	if r.work == nil {
 		return
 	}
-	prev := r.lastWork
+	x := r.extra()
+	prev := x.lastWork
 	h.done, h.res = make(chan struct{}), make(chan error, 1)
-	r.lastWork = h.done
-	work, held := r.work, h.held
+	x.lastWork = h.done
+	work, held := r.work, *h.held
 	r.m.works.Add(1)
 	go func() {
 		defer r.m.works.Done()
@@ -949,18 +997,19 @@ func (r *runner) workReturned(err error) {
 		r.logger().Info("work returned; keeping the role")
 		return
 	}
+	x := r.extra()
 	if now.Sub(r.hold.started) >= r.m.s.LeaseDuration {
-		r.workFails = 0
+		x.workFails = 0
 	}
-	r.workFails++
-	d := r.m.s.workBackoff(r.workFails)
+	x.workFails++
+	d := r.m.s.workBackoff(x.workFails)
 	r.l.resign = ReasonWorkFailed
 	r.l.campaignAt = monoOf(now.Add(d))
 	r.hold.cancel()
-	r.workErr = err
+	x.workErr = err
 	r.m.met.workFailed(r.role, d)
 	r.logger().Warn("work failed; resigning the role and backing off before campaigning again",
-		"err", err, "consecutive_failures", r.workFails, "campaign_in", d)
+		"err", err, "consecutive_failures", x.workFails, "campaign_in", d)
 }
 
 // rewriteLease writes the held lease again under the holding's token,
@@ -1016,7 +1065,11 @@ func (r *runner) rewriteLease(ctx context.Context, now time.Time) {
 	// Past the local deadline, the session ended the holding already and
 	// this changes nothing: its note revokes it.
 	r.m.sess.rewritten(r.role, now)
-	h.Lease = lease
+	if r.l.held == h { // a new Held: the holding's stays as elected
+		nh := *h
+		nh.Lease = lease
+		r.l.held = &nh
+	}
 	if r.m.log.Enabled(ctx, slog.LevelDebug) {
 		r.logger().Debug("rewrote the lease", "token", h.Token.String(), "deadline", lease.Deadline, "took", took)
 	}
@@ -1030,6 +1083,7 @@ func (r *runner) revoke(now time.Time, why Reason, cause error, detail string) {
 		return
 	}
 	r.hold, r.l.held = nil, nil
+	r.holds.Store(false)
 	// Until a release shows (or another lease), the heartbeats exclude
 	// the role: its lease may still name the member session.
 	r.m.sess.drop(r.role, true)
@@ -1073,11 +1127,11 @@ func (r *runner) awaitWorkRenewing(h *holding) {
 	}
 	noted := make(chan struct{}, 1)
 	r.inMu.Lock()
-	r.noteCh = noted
+	r.extraLocked().noteCh = noted
 	r.inMu.Unlock()
 	defer func() {
 		r.inMu.Lock()
-		r.noteCh = nil
+		r.more.noteCh = nil
 		r.inMu.Unlock()
 	}()
 	for {
@@ -1122,14 +1176,14 @@ func (r *runner) requestResign(req resignReq) {
 		// Out of the queue until Rejoin: the release (when held) and the
 		// deregistration are the resignation's.
 		r.withdrawn.Store(true)
-		r.l.resign, r.resignQ = ReasonResigned, req.q
+		r.l.resign, r.extra().resignQ = ReasonResigned, req.q
 		return
 	}
 	if r.hold == nil {
 		req.q <- ErrNotHolder
 		return
 	}
-	r.l.resign, r.resignQ = ReasonResigned, req.q
+	r.l.resign, r.extra().resignQ = ReasonResigned, req.q
 }
 
 // resign gives up the role: it stops work and waits for it, reports
@@ -1151,8 +1205,10 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 	bctx := context.WithoutCancel(ctx)
 	var werr error
 	if h != nil {
-		cause := r.workErr
-		r.workErr = nil
+		var cause error
+		if x := r.extraIf(); x != nil {
+			cause, x.workErr = x.workErr, nil
+		}
 		end, _ := r.m.sess.deadline(r.role) // zero once the session ended the holding
 		r.revoke(r.m.clk.Now(), why, cause, "")
 		release, err := r.slot(bctx, prioRelease, r.m.s.TransactionTimeout)
@@ -1191,8 +1247,9 @@ func (r *runner) resign(ctx context.Context, why Reason) {
 			r.logger().Warn("writing the release failed; the lease runs to its deadline", "err", err)
 		}
 	}
-	if q := r.resignQ; q != nil {
-		r.resignQ = nil
+	if x := r.extraIf(); x != nil && x.resignQ != nil {
+		q := x.resignQ
+		x.resignQ = nil
 		q <- werr
 	}
 	if why == ReasonContextEnded {
@@ -1243,8 +1300,9 @@ func (r *runner) leave(ctx context.Context) {
 		r.awaitWork(h)
 		r.revoke(r.m.clk.Now(), ReasonContextEnded, nil, "leaving without resigning")
 	}
-	if q := r.resignQ; q != nil {
-		r.resignQ = nil
+	if x := r.extraIf(); x != nil && x.resignQ != nil {
+		q := x.resignQ
+		x.resignQ = nil
 		q <- nil
 	}
 }

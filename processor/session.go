@@ -28,9 +28,10 @@ type session struct {
 	closing  bool       // a session end is being written: no new incarnation until it is
 
 	mu         sync.Mutex
-	cur        codec.Session // the current incarnation; Nonce "" when none
-	unanswered bool          // a heartbeat got no answer: StartSession again before the next
-	fenced     bool          // the unanswered heartbeat was fenced: another process may have taken the session
+	cur        codec.Session  // the current incarnation; Nonce "" when none
+	curShared  *codec.Session // cur as the leases naming it share it (shared); read-only
+	unanswered bool           // a heartbeat got no answer: StartSession again before the next
+	fenced     bool           // the unanswered heartbeat was fenced: another process may have taken the session
 	// unsettled: the earliest local deadline a heartbeat with no definite
 	// answer vouched for (zero: none); a start at or after it is late.
 	unsettled time.Time
@@ -61,7 +62,7 @@ type sessHold struct {
 	role      codec.Role
 	tok       codec.Token
 	deadline  alarmSlot          // its local deadline, in session.deadlines
-	checkedIn time.Time          // the runner's last check-in
+	checkedIn mono               // the runner's last check-in
 	to        noteSink           // the runner
 	cancel    context.CancelFunc // the holding's work context
 }
@@ -177,7 +178,7 @@ func (s *session) hold(role codec.Role, tok codec.Token, nonce string, start tim
 	}
 	first := len(s.held) == 0
 	s.forgetLocked(role)
-	h := &sessHold{role: role, tok: tok, checkedIn: start, to: to, cancel: cancel}
+	h := &sessHold{role: role, tok: tok, checkedIn: monoOf(start), to: to, cancel: cancel}
 	s.held[role] = h
 	s.expireLocked(s.deadlines.set(h, start.Add(s.m.s.HeartbeatDeadline)))
 	_, wasExcluded := s.excluded[role]
@@ -291,8 +292,8 @@ func (x *alarmSlot) queued() bool { return x.idx > 0 }
 // checkIn records that role's runner is alive at now.
 func (s *session) checkIn(role codec.Role, now time.Time) {
 	s.mu.Lock()
-	if h := s.held[role]; h != nil && now.After(h.checkedIn) {
-		h.checkedIn = now
+	if h := s.held[role]; h != nil && monoOf(now) > h.checkedIn {
+		h.checkedIn = monoOf(now)
 	}
 	s.mu.Unlock()
 }
@@ -334,6 +335,21 @@ func (s *session) current() codec.Session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cur
+}
+
+// shared returns the current incarnation, nil when none: one value per
+// incarnation, which the leases naming it share; read-only.
+func (s *session) shared() *codec.Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur.Nonce == "" {
+		return nil
+	}
+	if s.curShared == nil || *s.curShared != s.cur {
+		c := s.cur
+		s.curShared = &c
+	}
+	return s.curShared
 }
 
 // endLocked ends the incarnation: every held role is lost, and nothing is
@@ -441,14 +457,14 @@ func (s *session) round(ctx context.Context) {
 	stale := start.Add(-(s.m.s.TransactionTimeout + s.m.s.HeartbeatInterval))
 	roles := make([]codec.Role, 0, len(s.held))
 	for role, h := range s.held {
-		if h.checkedIn.Before(stale) {
+		if h.checkedIn < monoOf(stale) {
 			// Stuck: not checked in for longer than a call may take.
 			h.cancel()
 			h.tell(sessNote{lost: ReasonLeaseLost, cause: errors.New("the role's runner did not check in with the member session")})
 			s.forgetLocked(role)
 			s.excluded[role] = struct{}{}
 			s.dirty = true
-			s.m.log.Warn("dropping a held role: its runner did not check in", "role", string(role), "checked_in", h.checkedIn)
+			s.m.log.Warn("dropping a held role: its runner did not check in", "role", string(role), "checked_in", h.checkedIn.at(start))
 			continue
 		}
 		roles = append(roles, role)

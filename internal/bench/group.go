@@ -200,12 +200,15 @@ func (g *groupRun) start(ctx context.Context, id codec.MemberID, keep bool) (*gr
 	cfg := g.cfg
 	cfg.ClientID = "krole-" + string(id)
 	cfg.TxnTimeout = g.o.Settings.TransactionTimeout
-	v, err := view.New(view.Options{Config: cfg})
+	bt, err := g.e.connect(cfg.ClientID, cfg.TxnTimeout)
 	if err != nil {
 		return nil, err
 	}
-	bt, err := g.e.connect(cfg.ClientID, cfg.TxnTimeout)
+	// The view shares the transport's record of the member's own producer
+	// ids, as election's member does.
+	v, err := view.New(view.Options{Config: cfg, Authors: bt.Authors()})
 	if err != nil {
+		bt.Close()
 		return nil, err
 	}
 	gm := &groupMember{id: id, bt: bt, mdone: make(chan error, 1), vdone: make(chan struct{})}

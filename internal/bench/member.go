@@ -225,15 +225,18 @@ func RunMember(ctx context.Context, o MemberOptions) error {
 	for _, r := range own {
 		ownSet[r] = true
 	}
-	v, err := view.New(view.Options{Config: cfg})
-	if err != nil {
-		return err
-	}
 	bt, err := fencing.NewBrokerTransport(cfg)
 	if err != nil {
 		return err
 	}
 	defer bt.Close()
+	// As election's member does: the view shares the transport's record of
+	// the producer ids the member mints, so it does not verify the
+	// member's own leases at the coordinator.
+	v, err := view.New(view.Options{Config: cfg, Authors: bt.Authors()})
+	if err != nil {
+		return err
+	}
 	tt := &timedTransport{Transport: bt}
 	out := &lineWriter{enc: json.NewEncoder(o.Out)}
 	var (
