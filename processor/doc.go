@@ -16,8 +16,9 @@
 // goroutine only while it acts; a role that waits parks, and what it waits
 // for (its next decision's time, a state from a [FollowNotifier] source, a
 // note from the member session, a call) resumes it. So a member holding
-// many roles spends no goroutine on each. Beside the roles runs the
-// member's session.
+// many roles spends no goroutine on each, and at most a few roles that do
+// not hold act at once (actors.go). Beside the roles runs the member's
+// session.
 // [Settings] are the timings, derived from LeaseDuration by default;
 // [Options] add the clock, the logger, the metrics and the event callback.
 //
