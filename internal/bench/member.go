@@ -239,9 +239,12 @@ func RunMember(ctx context.Context, o MemberOptions) error {
 	}
 	tt := &timedTransport{Transport: bt}
 	out := &lineWriter{enc: json.NewEncoder(o.Out)}
+	// Counts, not a set of the roles held: the Elected and Revoked of a
+	// role alternate, Revoked never without Elected (processor, Event),
+	// and state per role here would count in the member's per role.
 	var (
 		mu       sync.Mutex
-		held     = map[codec.Role]bool{}
+		held     int
 		ownHeld  int
 		missed   int
 		missedBy = map[string]int{}
@@ -262,7 +265,7 @@ func RunMember(ctx context.Context, o MemberOptions) error {
 		mu.Lock()
 		switch ev.Kind {
 		case processor.Elected:
-			held[ev.Role] = true
+			held++
 			if ownSet[ev.Role] {
 				ownHeld++
 			}
@@ -274,10 +277,10 @@ func RunMember(ctx context.Context, o MemberOptions) error {
 				}
 			}
 		case processor.Revoked:
-			if held[ev.Role] && ownSet[ev.Role] {
+			held--
+			if ownSet[ev.Role] {
 				ownHeld--
 			}
-			delete(held, ev.Role)
 			if ev.Reason != processor.ReasonContextEnded && ev.Reason != processor.ReasonResigned {
 				missed++
 				missedBy[string(ev.Reason)]++
@@ -307,7 +310,7 @@ func RunMember(ctx context.Context, o MemberOptions) error {
 	heldNow := func() int {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(held)
+		return held
 	}
 	// Its own roles held, or a plateau (a member whose campaigns are
 	// paused after challenge timeouts keeps the rest queued), or the
@@ -373,7 +376,7 @@ wait:
 			rep, err := window(ctx, o, cfg, tt, bt, d, base, baseStacks, func() (int, int, map[string]int) {
 				mu.Lock()
 				defer mu.Unlock()
-				n, mi, by := len(held), missed, missedBy
+				n, mi, by := held, missed, missedBy
 				missed, missedBy = 0, map[string]int{}
 				return n, mi, by
 			})
