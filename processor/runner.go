@@ -232,6 +232,9 @@ func (r *runner) putNote(n sessNote) {
 	r.inMu.Unlock()
 }
 
+// sinkRole is the role, as the member session asks its holdings' runners.
+func (r *runner) sinkRole() codec.Role { return r.role }
+
 // takeNote takes the member session's note, if there is one.
 func (r *runner) takeNote() (sessNote, bool) {
 	r.inMu.Lock()
@@ -946,7 +949,7 @@ func (r *runner) elected(ctx context.Context, start time.Time) {
 	if held.Lease.Session != nil {
 		nonce = held.Lease.Session.Nonce
 	}
-	r.m.sess.hold(r.role, held.Token, nonce, start, r, cancel)
+	r.m.sess.hold(held.Token, nonce, start, r, cancel)
 	r.m.met.holder(r.role, r.m.me, true)
 	r.m.met.transition(r.role, "elected")
 	r.m.met.campaignBackoff(r.role, 0)

@@ -58,8 +58,9 @@ type session struct {
 // HeartbeatDeadline, kept in its place in session.deadlines. At that
 // deadline the session cancels the holding's work, forgets it and tells
 // the runner it is lost (expire).
+// Its role is its runner's (to.sinkRole), and its key in session.held:
+// 64 bytes a holding.
 type sessHold struct {
-	role      codec.Role
 	tok       codec.Token
 	deadline  alarmSlot          // its local deadline, in session.deadlines
 	checkedIn mono               // the runner's last check-in
@@ -68,10 +69,11 @@ type sessHold struct {
 }
 
 // noteSink is where the session's word on a held role goes: its runner,
-// which keeps the note, and resumes on resume.
+// which keeps the note, and resumes on resume. sinkRole is the role.
 type noteSink interface {
 	putNote(n sessNote)
 	resume()
+	sinkRole() codec.Role
 }
 
 // sessNote is what the session tells a role's runner: its holding is lost
@@ -164,10 +166,11 @@ func (s *session) ensure(ctx context.Context) (codec.Session, error) {
 	return cur, nil
 }
 
-// hold records that the member holds role under tok, elected at start,
-// with a lease naming the incarnation nonce; to and cancel are the
+// hold records that the member holds to's role under tok, elected at
+// start, with a lease naming the incarnation nonce; to and cancel are the
 // runner's. An incarnation that ended meanwhile loses the holding at once.
-func (s *session) hold(role codec.Role, tok codec.Token, nonce string, start time.Time, to noteSink, cancel context.CancelFunc) {
+func (s *session) hold(tok codec.Token, nonce string, start time.Time, to noteSink, cancel context.CancelFunc) {
+	role := to.sinkRole()
 	s.mu.Lock()
 	if s.cur.Nonce == "" || s.cur.Nonce != nonce {
 		s.mu.Unlock()
@@ -178,7 +181,7 @@ func (s *session) hold(role codec.Role, tok codec.Token, nonce string, start tim
 	}
 	first := len(s.held) == 0
 	s.forgetLocked(role)
-	h := &sessHold{role: role, tok: tok, checkedIn: monoOf(start), to: to, cancel: cancel}
+	h := &sessHold{tok: tok, checkedIn: monoOf(start), to: to, cancel: cancel}
 	s.held[role] = h
 	s.expireLocked(s.deadlines.set(h, start.Add(s.m.s.HeartbeatDeadline)))
 	_, wasExcluded := s.excluded[role]
@@ -265,7 +268,7 @@ func (s *session) expire(due []*sessHold) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, h := range due {
-		if s.held[h.role] == h && !h.deadline.queued() {
+		if s.held[h.to.sinkRole()] == h && !h.deadline.queued() {
 			s.expireLocked([]*sessHold{h})
 		}
 	}
@@ -278,8 +281,9 @@ func (s *session) expireLocked(due []*sessHold) {
 	for _, h := range due {
 		h.cancel()
 		h.tell(sessNote{lost: ReasonLeaseLost, cause: fmt.Errorf("no heartbeat or lease write renewed the holding within the heartbeat deadline %v", s.m.s.HeartbeatDeadline)})
-		delete(s.held, h.role)
-		s.excluded[h.role] = struct{}{}
+		role := h.to.sinkRole()
+		delete(s.held, role)
+		s.excluded[role] = struct{}{}
 		s.dirty = true
 	}
 }

@@ -30,9 +30,14 @@ type sessRig struct {
 
 // rigSink keeps a held role's latest note as a runner does, on a channel
 // the test can wait on.
-type rigSink struct{ ch chan sessNote }
+type rigSink struct {
+	role codec.Role
+	ch   chan sessNote
+}
 
 func (k *rigSink) resume() {}
+
+func (k *rigSink) sinkRole() codec.Role { return k.role }
 
 func (k *rigSink) putNote(n sessNote) {
 	for {
@@ -69,8 +74,8 @@ func newSessRig(t *testing.T, roles ...codec.Role) *sessRig {
 func (r *sessRig) hold(role codec.Role, tok codec.Token) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.t.Cleanup(cancel)
-	r.notes[role], r.done[role] = &rigSink{ch: make(chan sessNote, 1)}, ctx
-	r.s.hold(role, tok, r.s.current().Nonce, r.clk.Now(), r.notes[role], cancel)
+	r.notes[role], r.done[role] = &rigSink{role: role, ch: make(chan sessNote, 1)}, ctx
+	r.s.hold(tok, r.s.current().Nonce, r.clk.Now(), r.notes[role], cancel)
 }
 
 // note returns role's note from the last round, and whether there is one.
