@@ -143,9 +143,13 @@ type holding struct {
 	done    chan struct{} // closed when work returned; nil without work
 }
 
+// holderKey is a holder as HolderChanged reports it: ok false, vacant.
+// The token's fields are its own so that ok fits in their padding: 32
+// bytes, where a codec.Token field would make it 40 (the 48-byte class).
 type holderKey struct {
 	member codec.MemberID
-	token  codec.Token
+	pid    int64
+	epoch  int16
 	ok     bool
 }
 
@@ -718,7 +722,7 @@ func (r *runner) observeHolder(now time.Time) {
 	var cur *codec.Lease
 	var fence int64
 	if l, ok := r.l.holder(r.st, r.m.me, now); ok {
-		key, cur, fence = holderKey{member: l.Member, token: l.Token, ok: true}, &l, r.st.Fence()
+		key, cur, fence = holderKey{member: l.Member, pid: l.Token.ProducerID, epoch: l.Token.Epoch, ok: true}, &l, r.st.Fence()
 	}
 	if r.seen != nil && *r.seen == key {
 		return
