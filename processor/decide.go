@@ -3,6 +3,7 @@ package processor
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/krabka/krole/codec"
@@ -148,9 +149,8 @@ type Local struct {
 
 	resign Reason // a resignation asked for, or ""
 
-	// instance is this process's instance (see InstanceRegisterer); ""
-	// when its registrations carry none.
-	instance string
+	// ext: the instance and a group member's inputs; nil when neither.
+	ext *localExt
 
 	// What the Member learned outside the role's state (rule 0; see
 	// runner.inputs): instanceAct is the instance rules' verdict when
@@ -160,15 +160,6 @@ type Local struct {
 	instanceAct *Action
 	pausedUntil mono
 	jitter      time.Duration
-
-	// A member of a [Group] (rule 0): group is set; order is the role's
-	// candidates in the group's order, nil before the first plan or
-	// when this member is not among the live members; handOver names the
-	// member the plan gives the held role to; draining, Member.Drain.
-	group    bool
-	draining bool
-	order    []codec.MemberID
-	handOver codec.MemberID
 
 	// The flags, together (a bool alone takes a word): rewriteNow,
 	// rewrite the lease at once (Member.RewriteLease: the holder's value
@@ -180,12 +171,50 @@ type Local struct {
 	rewriteNow, lookAhead, regHeld, moved, withdrawn bool
 }
 
-// withInstance returns l for a member whose registrations carry instance:
-// it adopts only registrations of its id that carry instance or none.
-func (l Local) withInstance(instance string) Local {
-	l.instance = instance
+// localExt is the part of a Local that few members need, behind a
+// pointer that copies of the Local share: never changed in place, a
+// change makes a new one.
+type localExt struct {
+	// instance is this process's instance (see InstanceRegisterer); ""
+	// when its registrations carry none. Every role's Local of a member
+	// starts with the member's one localExt holding it.
+	instance string
+	// A member of a [Group] (rule 0): group is set; order is the role's
+	// candidates in the group's order, nil before the first plan or
+	// when this member is not among the live members; handOver names the
+	// member the plan gives the held role to; draining, Member.Drain.
+	group    bool
+	draining bool
+	order    []codec.MemberID
+	handOver codec.MemberID
+}
+
+// same reports whether x and y say the same (order's nil included).
+func (x *localExt) same(y *localExt) bool {
+	return x.instance == y.instance && x.group == y.group && x.draining == y.draining && x.handOver == y.handOver &&
+		(x.order == nil) == (y.order == nil) && slices.Equal(x.order, y.order)
+}
+
+// withExt returns l with x, unless l's says the same already (then l's
+// is kept, so that a refill that changes nothing allocates nothing).
+func (l Local) withExt(x localExt) Local {
+	if l.ext != nil && l.ext.same(&x) {
+		return l
+	}
+	l.ext = &x
 	return l
 }
+
+// instance is this process's instance, "" for none.
+func (l Local) instance() string {
+	if l.ext == nil {
+		return ""
+	}
+	return l.ext.instance
+}
+
+// inGroup reports whether the member is a [Group]'s (rule 0).
+func (l Local) inGroup() bool { return l.ext != nil && l.ext.group }
 
 // NewLocal returns the Local of a member that has not done anything yet.
 func NewLocal() Local {
@@ -231,7 +260,7 @@ func (l Local) Held() *Held { return l.held }
 // record and vacancy.
 func (l Local) Observe(st rolestate.State, me codec.MemberID, now time.Time) Local {
 	if c, ok := candidate(st, me); ok && c.Offset > l.deregistered && c.Offset > l.registered &&
-		(l.instance == "" || c.Instance == "" || c.Instance == l.instance) {
+		(l.instance() == "" || c.Instance == "" || c.Instance == l.instance()) {
 		l.registered, l.registeredAt = c.Offset, 0
 	}
 	if st.LeaseOffset != l.leaseOff || l.leaseSeen == 0 {
@@ -397,15 +426,15 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 	if l.resign != "" {
 		return Action{Kind: DoResign, Revoke: l.resign, Reason: string(l.resign)}
 	}
-	if l.group && l.held != nil && l.handOver != "" {
+	if l.inGroup() && l.held != nil && l.ext.handOver != "" {
 		return Action{Kind: DoResign, Revoke: ReasonHandedOver,
-			Reason: fmt.Sprintf("the group's assignment gives the role to %s: handing it over", l.handOver)}
+			Reason: fmt.Sprintf("the group's assignment gives the role to %s: handing it over", l.ext.handOver)}
 	}
-	if l.group && l.held == nil {
+	if l.inGroup() && l.held == nil {
 		switch {
-		case l.draining:
+		case l.ext.draining:
 			return Action{Kind: DoWait, Until: now.Add(time.Hour), Reason: "draining: not campaigning"}
-		case l.order == nil:
+		case l.ext.order == nil:
 			return Action{Kind: DoWait, Until: now.Add(s.HeartbeatInterval), replan: true,
 				Reason: "not among the group's live members in the view yet: waiting for a plan that counts it"}
 		}
@@ -449,7 +478,7 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 	if campaignAt := l.campaignAt.at(now); now.Before(campaignAt) {
 		return Action{Kind: DoWait, Until: campaignAt, Reason: "work failed; backing off before campaigning again"}
 	}
-	if !l.group {
+	if !l.inGroup() {
 		switch status, until, why := l.registration(st, me, now, s); status {
 		case regMissing:
 			return Action{Kind: DoRegister, Reason: why}
@@ -474,7 +503,7 @@ func Decide(st rolestate.State, me codec.MemberID, l Local, now time.Time, s Set
 	if since.IsZero() {
 		since = now
 	}
-	if l.group && !own && st.Lease != nil && len(l.order) > 0 && l.order[0] == st.Lease.Member {
+	if l.inGroup() && !own && st.Lease != nil && len(l.ext.order) > 0 && l.ext.order[0] == st.Lease.Member {
 		if until := since.Add(s.HeartbeatInterval); now.Before(until) {
 			return Action{Kind: DoWait, Until: until, replan: true,
 				Reason: "vacant; the group's plan still names the member that let it go: waiting for the next plan"}
@@ -621,9 +650,9 @@ func (l Local) turn(st rolestate.State, me codec.MemberID) (ahead, prune []codec
 	if st.Lease != nil {
 		last, expired = st.Lease.Member, !st.Lease.Released()
 	}
-	if l.group {
+	if l.inGroup() {
 		// The group's order; nobody registered, so nobody to prune.
-		for _, m := range l.order {
+		for _, m := range l.ext.order {
 			if m == me && me != last {
 				break
 			}

@@ -314,18 +314,22 @@ func (b *balancer) inputs(role codec.Role, l *Local, st rolestate.State, now tim
 		return
 	}
 	p := b.plan.Load()
-	l.group, l.order, l.draining, l.handOver = true, nil, b.idle(), ""
+	x := localExt{group: true, draining: b.idle()}
+	if l.ext != nil {
+		x.instance = l.ext.instance
+	}
 	if l.held == nil {
 		if lease := st.Lease; lease != nil && lease.Member != b.m.me && !lease.Released() {
 			b.handed(role)
 		}
 	}
 	if p != nil && p.self {
-		l.order = p.order(role)
+		x.order = p.order(role)
 		if o := p.owner[role]; o != "" && o != b.m.me && p.prevOwner[role] == o && l.held != nil && b.settled(l.held, now) && b.grant(role, o, p.handers[o], now) {
-			l.handOver = o
+			x.handOver = o
 		}
 	}
+	*l = l.withExt(x)
 }
 
 // settled reports whether held may be handed over at now: a holding

@@ -14,7 +14,7 @@ import (
 
 // grouped returns l as a group member's, with order as its plan's.
 func grouped(l Local, order ...codec.MemberID) Local {
-	l.group, l.order = true, order
+	l.ext = &localExt{group: true, order: order}
 	return l
 }
 
@@ -63,17 +63,17 @@ func TestDecideGroup(t *testing.T) {
 	// Not in the plan, draining: no campaign.
 	assert.Equal(t, DoWait, Decide(vacant, "me", grouped(NewLocal()), t0, s).Kind)
 	d := grouped(NewLocal(), "me")
-	d.draining = true
+	d.ext = &localExt{group: true, draining: true, order: d.ext.order}
 	assert.Equal(t, DoWait, Decide(vacant, "me", d, t0, s).Kind)
 
 	// A holder whose plan gives the role to another hands it over.
 	h := grouped(holder(tok1, t0), "x", "me")
 	h.registered = -1
-	h.handOver = "x"
+	h.ext = &localExt{group: true, order: h.ext.order, handOver: "x"}
 	a = Decide(state(role, leaseOf("me", tok1, t0, 10*sec), 4), "me", h, t0.Add(sec), s)
 	assert.Equal(t, DoResign, a.Kind, a.Reason)
 	assert.Equal(t, ReasonHandedOver, a.Revoke)
-	h.handOver = ""
+	h.ext = &localExt{group: true, order: h.ext.order}
 	a = Decide(state(role, leaseOf("me", tok1, t0, 10*sec), 4), "me", h, t0.Add(sec), s)
 	assert.Equal(t, DoWait, a.Kind, "a group holder is not a registered candidate, and keeps the role: %s", a.Reason)
 }

@@ -92,6 +92,9 @@ type Member struct {
 
 	inst string             // this process's instance; "" without an InstanceRegisterer
 	ireg InstanceRegisterer // t, when it is one
+	// instExt: the localExt every role's Local starts with (inst); nil
+	// without an instance.
+	instExt *localExt
 
 	mu      sync.Mutex
 	started bool
@@ -99,7 +102,7 @@ type Member struct {
 	stop    context.CancelFunc // ends Run's roles (refuse)
 	inUse   *MemberInUseError  // why refuse ended them
 	// What Add needs to start a role while Run runs: Run's context and
-	// work, and its wait groups. closing: Run's context ended, so Add
+	// work (the work every role runs), and its wait groups. closing: Run's context ended, so Add
 	// starts no more roles (Run holds one count of stopping until then).
 	runCtx   context.Context
 	runWork  Work
@@ -157,6 +160,7 @@ func New(t fencing.Transport, src Source, me codec.MemberID, roles []codec.Role,
 	}
 	if ir, ok := t.(InstanceRegisterer); ok {
 		m.ireg, m.inst = ir, NewInstance()
+		m.instExt = &localExt{instance: m.inst}
 	}
 	m.lim = newLimiter(s.MaxInFlight)
 	m.acts = &actors{width: actorsWidth(s)}
@@ -348,7 +352,7 @@ func (m *Member) Run(ctx context.Context, work Work) error {
 func (m *Member) startLocked(r *runner) {
 	m.wg.Add(1)
 	m.stopping.Add(1)
-	r.start(m.runWork)
+	r.start()
 }
 
 // Add makes the running member a candidate for role too, with the work

@@ -246,7 +246,7 @@ func TestLeaseRewriteTakesTheFirstFreedSlot(t *testing.T) {
 
 func TestRenewalFencedEndsLeadershipAtOnce(t *testing.T) {
 	h := newHarness(t, "a", Settings{})
-	h.r.work = noWork
+	h.m.runWork = noWork
 	elect(t, h, tok1, 0)
 	h.see(state(role, leaseOf("a", tok1, t0, 10*sec), 1, "a", 0))
 	workCtx := h.r.hold.ctx
@@ -359,7 +359,7 @@ func TestTakingTheRoleBackAndLosingTheRaceWaits(t *testing.T) {
 
 func TestHolderThatCannotRenewStopsOnItsOwn(t *testing.T) {
 	h := newHarness(t, "a", Settings{})
-	h.r.work = noWork
+	h.m.runWork = noWork
 	elect(t, h, tok1, 0)
 	workCtx := h.r.hold.ctx
 	h.beatErr = errDown

@@ -30,7 +30,7 @@ func TestRenewalOnARetiredTokenEndsTheHoldingAndTakesTheRoleBack(t *testing.T) {
 		kind := retired.Kind
 		t.Run(kind.Error(), func(t *testing.T) {
 			h := newHarness(t, "a", Settings{})
-			h.r.work = noWork
+			h.m.runWork = noWork
 			elect(t, h, tok1, 0)
 			h.see(state(role, leaseOf("a", tok1, t0, 10*sec), 1, "a", 0, "b", 3))
 			h.settle()

@@ -33,7 +33,6 @@ type runner struct {
 	st   rolestate.State
 	l    Local
 	hold *holding
-	work Work
 
 	seen *holderKey  // the holder last reported by HolderChanged
 	more *runnerMore // what few roles need; nil until one is needed
@@ -154,7 +153,8 @@ type holderKey struct {
 }
 
 func newRunner(m *Member, role codec.Role) *runner {
-	l := NewLocal().withInstance(m.inst)
+	l := NewLocal()
+	l.ext = m.instExt
 	_, l.lookAhead = m.src.(SessionSource)
 	var inst *instanceRules
 	if m.inst != "" {
@@ -182,11 +182,10 @@ func (r *runner) ctx() context.Context { return r.m.runCtx }
 // logged, not kept per role.
 func (r *runner) logger() *slog.Logger { return r.m.log.With("role", string(r.role)) }
 
-// start runs the role with work until Run's context (Member.runCtx, r's
-// ctx) ends and the member has left it; then it counts down Member.wg. It
+// start runs the role, with Run's work (Member.runWork), until Run's
+// context (Member.runCtx, r's ctx) ends and the member has left it; then it counts down Member.wg. It
 // does not block.
-func (r *runner) start(work Work) {
-	r.work = work
+func (r *runner) start() {
 	r.live.Store(true)
 	r.running.Store(true)
 	r.m.acts.run(r)
@@ -941,7 +940,7 @@ func (r *runner) elected(ctx context.Context, start time.Time) {
 	held := r.l.held
 	// Without work nothing watches the holding's context: none is made.
 	wctx, cancel := ctx, context.CancelFunc(noop)
-	if r.work != nil {
+	if r.m.runWork != nil {
 		wctx, cancel = context.WithCancel(ctx)
 	}
 	h := &holding{held: held, ctx: wctx, cancel: cancel, started: start}
@@ -964,14 +963,14 @@ func (r *runner) elected(ctx context.Context, start time.Time) {
 
 // startWork starts work for h, after the previous run has returned.
 func (r *runner) startWork(h *holding) {
-	if r.work == nil {
+	if r.m.runWork == nil {
 		return
 	}
 	x := r.extra()
 	prev := x.lastWork
 	h.done, h.res = make(chan struct{}), make(chan error, 1)
 	x.lastWork = h.done
-	work, held := r.work, *h.held
+	work, held := r.m.runWork, *h.held
 	r.m.works.Add(1)
 	go func() {
 		defer r.m.works.Done()
