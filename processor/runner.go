@@ -717,22 +717,26 @@ func (r *runner) confirm(ctx context.Context) (time.Time, bool) {
 // observeHolder reports a HolderChanged event when the holder at now, as
 // this member judges it, differs from the last one reported.
 func (r *runner) observeHolder(now time.Time) {
+	// What escapes (seen, cur) is made only once the holder changed: a
+	// call that finds the same holder allocates nothing.
+	l, ok := r.l.holder(r.st, r.m.me, now)
 	var key holderKey
-	var cur *codec.Lease
-	var fence int64
-	if l, ok := r.l.holder(r.st, r.m.me, now); ok {
-		key, cur, fence = holderKey{member: l.Member, pid: l.Token.ProducerID, epoch: l.Token.Epoch, ok: true}, &l, r.st.Fence()
+	if ok {
+		key = holderKey{member: l.Member, pid: l.Token.ProducerID, epoch: l.Token.Epoch, ok: true}
 	}
 	if r.seen != nil && *r.seen == key {
 		return
 	}
-	r.seen = &key
-	if cur == nil {
+	seen := key
+	r.seen = &seen
+	if !ok {
 		r.logger().Info("holder changed: vacant")
-	} else {
-		r.logger().Info("holder changed", "holder", string(cur.Member), "token", cur.Token.String(), "fence", fence)
+		r.m.emit(Event{Kind: HolderChanged, Role: r.role, Member: r.m.me, At: now})
+		return
 	}
-	r.m.emit(Event{Kind: HolderChanged, Role: r.role, Member: r.m.me, At: now, Holder: cur, Fence: fence})
+	cur, fence := l, r.st.Fence()
+	r.logger().Info("holder changed", "holder", string(cur.Member), "token", cur.Token.String(), "fence", fence)
+	r.m.emit(Event{Kind: HolderChanged, Role: r.role, Member: r.m.me, At: now, Holder: &cur, Fence: fence})
 }
 
 func (r *runner) callCtx(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
