@@ -618,7 +618,8 @@ func (r *runner) inputs(now time.Time) {
 	}
 	r.l.instanceAct = nil
 	if a, says := r.inst.verdict(r.st, r.l.registered, r.hold != nil, now); says {
-		r.l.instanceAct = &a
+		act := a // made here, so that a decision without a verdict allocates nothing
+		r.l.instanceAct = &act
 	}
 	r.l.withdrawn = r.withdrawn.Load()
 	paused := r.m.adm.pausedUntil()
