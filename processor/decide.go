@@ -201,7 +201,8 @@ func (l Local) withExt(x localExt) Local {
 	if l.ext != nil && l.ext.same(&x) {
 		return l
 	}
-	l.ext = &x
+	nx := x // made here, so that a refill that changes nothing allocates nothing
+	l.ext = &nx
 	return l
 }
 

@@ -490,7 +490,8 @@ func (m *Member) sharedSeen(member codec.MemberID, se rolestate.SessionSeen) *ro
 	if m.seen == nil {
 		m.seen = map[codec.MemberID]*rolestate.SessionSeen{}
 	}
-	p := &se
+	c := se // made here, so that a record shared already allocates nothing
+	p := &c
 	m.seen[member] = p
 	return p
 }
