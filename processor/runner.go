@@ -137,7 +137,7 @@ type holding struct {
 	held    *Held
 	ctx     context.Context // work's
 	cancel  context.CancelFunc
-	started time.Time
+	started mono          // its election's start (a mono: the holding fits 64 bytes)
 	res     chan error    // work's result; nil without work
 	done    chan struct{} // closed when work returned; nil without work
 }
@@ -948,7 +948,7 @@ func (r *runner) elected(ctx context.Context, start time.Time) {
 	if r.m.runWork != nil {
 		wctx, cancel = context.WithCancel(ctx)
 	}
-	h := &holding{held: held, ctx: wctx, cancel: cancel, started: start}
+	h := &holding{held: held, ctx: wctx, cancel: cancel, started: monoOf(start)}
 	r.m.adm.dequeue(r.role)
 	r.l.writtenAt = monoOf(start)
 	r.hold = h
@@ -1009,7 +1009,7 @@ func (r *runner) workReturned(err error) {
 		return
 	}
 	x := r.extra()
-	if now.Sub(r.hold.started) >= r.m.s.LeaseDuration {
+	if now.Sub(r.hold.started.at(now)) >= r.m.s.LeaseDuration {
 		x.workFails = 0
 	}
 	x.workFails++
