@@ -137,9 +137,16 @@ type holding struct {
 	held    *Held
 	ctx     context.Context // work's
 	cancel  context.CancelFunc
-	started mono          // its election's start (a mono: the holding fits 64 bytes)
-	res     chan error    // work's result; nil without work
-	done    chan struct{} // closed when work returned; nil without work
+	started mono     // its election's start
+	run     *workRun // work's run; nil without work
+}
+
+// workRun is a holding's run of work, apart so that a holding without
+// work is 48 bytes: res carries work's result (nil once taken), done is
+// closed when work returned.
+type workRun struct {
+	res  chan error
+	done chan struct{}
 }
 
 // holderKey is a holder as HolderChanged reports it: ok false, vacant.
@@ -973,20 +980,21 @@ func (r *runner) startWork(h *holding) {
 	}
 	x := r.extra()
 	prev := x.lastWork
-	h.done, h.res = make(chan struct{}), make(chan error, 1)
-	x.lastWork = h.done
+	wr := &workRun{res: make(chan error, 1), done: make(chan struct{})}
+	h.run = wr
+	x.lastWork = wr.done
 	work, held := r.m.runWork, *h.held
 	r.m.works.Add(1)
 	go func() {
 		defer r.m.works.Done()
-		defer close(h.done)
+		defer close(wr.done)
 		if prev != nil {
 			<-prev // never two runs of a role's work at once
 		}
 		if h.ctx.Err() != nil {
 			return
 		}
-		h.res <- work(h.ctx, held)
+		wr.res <- work(h.ctx, held)
 		r.resume()
 	}()
 }
@@ -994,16 +1002,16 @@ func (r *runner) startWork(h *holding) {
 // workResult is the channel on which the running work's result comes,
 // nil when no work runs for a held role.
 func (r *runner) workResult() <-chan error {
-	if r.hold == nil {
+	if r.hold == nil || r.hold.run == nil {
 		return nil
 	}
-	return r.hold.res
+	return r.hold.run.res
 }
 
 // workReturned handles work returning while the role is held.
 func (r *runner) workReturned(err error) {
 	now := r.m.clk.Now()
-	r.hold.res = nil // it sends once
+	r.hold.run.res = nil // it sends once
 	if err == nil {
 		r.logger().Info("work returned; keeping the role")
 		return
@@ -1115,14 +1123,14 @@ func (r *runner) revoke(now time.Time, why Reason, cause error, detail string) {
 // awaitWork waits for h's work to return, at most until the local
 // deadline; not at all once the session ended the holding.
 func (r *runner) awaitWork(h *holding) {
-	if h.done == nil {
+	if h.run == nil {
 		return
 	}
 	end, _ := r.m.sess.deadline(r.role)
 	t := r.m.clk.NewTimer(end.Sub(r.m.clk.Now()))
 	defer t.Stop()
 	select {
-	case <-h.done:
+	case <-h.run.done:
 	case <-t.C():
 		r.logger().Warn("work did not return by the local deadline; going on without it")
 	}
@@ -1133,7 +1141,7 @@ func (r *runner) awaitWork(h *holding) {
 // vouching for the role (see "Stepping down while work stops" in the
 // package doc). Once the holding is lost it stops waiting.
 func (r *runner) awaitWorkRenewing(h *holding) {
-	if h.done == nil {
+	if h.run == nil {
 		return
 	}
 	noted := make(chan struct{}, 1)
@@ -1160,7 +1168,7 @@ func (r *runner) awaitWorkRenewing(h *holding) {
 		t := r.m.clk.NewTimer(r.m.s.HeartbeatInterval) // armed before the check-in it follows
 		r.m.sess.checkIn(r.role, r.m.clk.Now())
 		select {
-		case <-h.done:
+		case <-h.run.done:
 			t.Stop()
 			return
 		case <-t.C():
