@@ -152,9 +152,13 @@ func Succession(ctx context.Context, c Cluster, o SuccessionOptions) (*chart.Res
 		if o.Trace && succ != nil {
 			// Now that the holder has exited, its lines of the round have
 			// come; the successor's "elected" line may still be in its
-			// pipe when the bench's view shows its lease, so wait for it
-			// (bounded: a round without it is traced without that step).
+			// pipe when the bench's view shows its lease, so wait for it,
+			// and for its CMD's start, which comes later (bounded: a round
+			// without one is traced without that step).
 			succ.out.awaitLineAfter(sent, "info: elected", Wait)
+			if !o.Lock {
+				succ.out.awaitLineAfter(sent, ") with token", Wait) // its CMD's start
+			}
 			traceRound(round, traced, holder, succ, sent, released, at)
 		}
 		if kind == "handover" && released.IsZero() {
