@@ -222,16 +222,7 @@ func (e instTransport) RegisterInstance(ctx context.Context, role codec.Role, me
 // withInstance returns a copy of st in which member is a candidate
 // registered at offset off by instance.
 func withInstance(st rolestate.State, member codec.MemberID, off int64, instance string) rolestate.State {
-	c := st.Clone()
-	cs := c.Candidates[:0]
-	for _, x := range c.Candidates {
-		if x.Member != member {
-			cs = append(cs, x)
-		}
-	}
-	c.Candidates = append(cs, rolestate.Candidate{Member: member, Offset: off, Instance: instance})
-	rerank(c.Candidates)
-	return c
+	return withCandidateRec(st, rolestate.Candidate{Member: member, Offset: off, Instance: instance})
 }
 
 // newInstanceHarness is newHarness with a transport that writes instances.
@@ -274,14 +265,20 @@ func (f *forgedCounter) ForgedLeasesSkipped() uint64 { return f.forged.Load() }
 // withCandidate returns a copy of st in which member is a candidate
 // registered at offset off.
 func withCandidate(st rolestate.State, member codec.MemberID, off, nowMS int64) rolestate.State {
+	return withCandidateRec(st, rolestate.Candidate{Member: member, Offset: off, RegisteredAt: nowMS})
+}
+
+// withCandidateRec returns a copy of st in which cand replaces any
+// candidate of its member.
+func withCandidateRec(st rolestate.State, cand rolestate.Candidate) rolestate.State {
 	c := st.Clone()
 	cs := c.Candidates[:0]
 	for _, x := range c.Candidates {
-		if x.Member != member {
+		if x.Member != cand.Member {
 			cs = append(cs, x)
 		}
 	}
-	c.Candidates = append(cs, rolestate.Candidate{Member: member, Offset: off, RegisteredAt: nowMS})
+	c.Candidates = append(cs, cand)
 	rerank(c.Candidates)
 	return c
 }
