@@ -1126,6 +1126,11 @@ func (r *runner) awaitWork(h *holding) {
 	if h.run == nil {
 		return
 	}
+	select {
+	case <-h.run.done:
+		return // returned already: no warning, whatever the deadline
+	default:
+	}
 	end, _ := r.m.sess.deadline(r.role)
 	t := r.m.clk.NewTimer(end.Sub(r.m.clk.Now()))
 	defer t.Stop()
