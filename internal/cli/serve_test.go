@@ -220,25 +220,28 @@ func TestServeHealthzWhenTheClusterStops(t *testing.T) {
 	waitHealthy(t, url)
 
 	c.Fake.Close()
-	var resp *http.Response
-	var body string
+	// The lag check may trip before the contact check does (the last
+	// confirmed catch-up can be older than the last answer); every
+	// unhealthy answer is a 503, and within a minute one says unreachable.
+	var h map[string]any
 	deadline := time.Now().Add(time.Minute)
 	for {
-		resp, body = httpGet(t, url+"/healthz")
+		resp, body := httpGet(t, url+"/healthz")
+		h = nil
+		require.NoError(t, json.Unmarshal([]byte(body), &h), body)
 		if resp.StatusCode != http.StatusOK {
-			break
+			require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, body)
+			require.Equal(t, false, h["healthy"], body)
+			if h["unreachable"] == true {
+				break
+			}
 		}
-		require.True(t, time.Now().Before(deadline), "/healthz still 200 a minute after the cluster stopped")
+		require.True(t, time.Now().Before(deadline), "/healthz not unreachable a minute after the cluster stopped: %s", body)
 		time.Sleep(100 * time.Millisecond)
 	}
-	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	var h map[string]any
-	require.NoError(t, json.Unmarshal([]byte(body), &h), body)
-	assert.Equal(t, false, h["healthy"])
-	assert.Equal(t, true, h["unreachable"])
 	assert.Contains(t, h["reason"], "no broker has answered")
 	assert.NotEmpty(t, h["caught_up_at"], "as of when the data is current")
-	resp, _ = httpGet(t, url+"/v1/roles")
+	resp, _ := httpGet(t, url+"/v1/roles")
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "lookups answer from the table")
 	assert.Equal(t, ExitOK, b.stop(), "stderr: %s", b.stderr.String())
 }
