@@ -122,9 +122,7 @@ func (c Config) WithDefaults() Config {
 	if c.Topic == "" {
 		c.Topic = DefaultTopic
 	}
-	if c.TxnPrefix == "" {
-		c.TxnPrefix = DefaultTxnPrefix
-	}
+	c.TxnPrefix = c.txnPrefix()
 	if c.ClientID == "" {
 		c.ClientID = "krole"
 	}
@@ -177,7 +175,14 @@ func (c Config) Validate() error {
 }
 
 // TransactionalID returns the transactional id of role: TxnPrefix + role.
-func (c Config) TransactionalID(role string) string { return c.WithDefaults().TxnPrefix + role }
+func (c Config) TransactionalID(role string) string { return c.txnPrefix() + role }
+
+func (c Config) txnPrefix() string {
+	if c.TxnPrefix == "" {
+		return DefaultTxnPrefix
+	}
+	return c.TxnPrefix
+}
 
 // Sarama returns the sarama configuration for c: Kafka 2.8 protocol
 // versions, read_committed, the timeouts, TLS and SASL. With TLS, the

@@ -65,14 +65,9 @@ func (a *actors) serve(r *runner) {
 func (a *actors) next() *runner {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if len(a.q) == 0 {
+	r, ok := popFront(&a.q)
+	if !ok {
 		a.busy--
-		return nil
-	}
-	r := a.q[0]
-	a.q[0] = nil
-	if a.q = a.q[1:]; len(a.q) == 0 {
-		a.q = nil
 	}
 	return r
 }

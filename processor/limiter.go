@@ -105,19 +105,28 @@ func (l *limiter) release() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for p := range l.q {
-		if len(l.q[p]) > 0 {
-			w := l.q[p][0]
-			// The served slot is cleared, and an empty queue dropped, so
-			// that the backing array keeps no served waiter's channel.
-			l.q[p][0] = nil
-			if l.q[p] = l.q[p][1:]; len(l.q[p]) == 0 {
-				l.q[p] = nil
-			}
+		if w, ok := popFront(&l.q[p]); ok {
 			w <- struct{}{} // the slot passes on; busy stays
 			return
 		}
 	}
 	l.busy--
+}
+
+// popFront removes and returns the first of *q. The served slot is
+// cleared, and an empty queue dropped, so that the backing array keeps no
+// served element alive.
+func popFront[T any](q *[]T) (T, bool) {
+	var zero T
+	if len(*q) == 0 {
+		return zero, false
+	}
+	x := (*q)[0]
+	(*q)[0] = zero
+	if *q = (*q)[1:]; len(*q) == 0 {
+		*q = nil
+	}
+	return x, true
 }
 
 // admission pauses a member's campaigns after a challenge timed out, a

@@ -1,11 +1,8 @@
 package processor
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"log/slog"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -265,141 +262,6 @@ func TestRunManyRoles(t *testing.T) {
 	assert.Len(t, revoked, len(roles))
 	assert.True(t, h.sessionEnded(), "one session end releases every role")
 	tr.AssertNotCalled(t, "WriteLease", mock.Anything, mock.Anything, mock.Anything, mock.MatchedBy(func(l codec.Lease) bool { return l.Released() }))
-}
-
-func TestPollSource(t *testing.T) {
-	noLeaks(t)
-	h := newHarness(t, "a", Settings{})
-	reg := func(off int64, m codec.MemberID) fencing.RoleRecord {
-		return fencing.RoleRecord{Offset: off, Key: codec.RegistrationKey(role, m),
-			Record: codec.Record{Registration: &codec.Registration{Member: m}}}
-	}
-	one := []fencing.RoleRecord{reg(0, "a")}
-	two := []fencing.RoleRecord{reg(0, "a"), reg(1, "b")}
-	h.tr.On("ReadRoleRecords", mock.Anything, role).Return(one, nil).Times(3)
-	h.tr.On("ReadRoleRecords", mock.Anything, role).Return(nil, errDown).Once()
-	h.tr.On("ReadRoleRecords", mock.Anything, role).Return(two, nil)
-	src := &pollSource{Transport: h.tr, Poll: sec, Clock: h.clk}
-
-	st, err := src.Role(context.Background(), role)
-	require.NoError(t, err)
-	assert.Equal(t, []codec.MemberID{"a"}, members(st))
-	c, err := src.Confirm(context.Background(), role)
-	require.NoError(t, err)
-	assert.Equal(t, []codec.MemberID{"a"}, members(c.State), "one read to the last stable offset")
-	assert.Equal(t, int64(-1), c.OpenProducerID, "a transport source cannot see open transactions")
-
-	ctx, cancel := context.WithCancel(context.Background())
-	ch := src.Follow(ctx, role)
-	assert.Equal(t, []codec.MemberID{"a"}, members(recv(t, ch)))
-	h.clk.waitTimers(1)
-	h.clk.Advance(sec) // the same state: nothing sent
-	h.clk.waitTimers(1)
-	h.clk.Advance(sec) // a failed read: skipped
-	h.clk.waitTimers(1)
-	h.clk.Advance(sec)
-	assert.Equal(t, []codec.MemberID{"a", "b"}, members(recv(t, ch)))
-	cancel()
-	for range ch {
-	}
-}
-
-// A renewal in flight when Run's context ends is not cut short: cutting
-// it would leave its outcome unknown, retire the token, and leave the
-// successor waiting for the lease to run out instead of taking the
-// released role at once. It finishes (bounded by its own timeout), and
-// the member then releases the role and deregisters.
-func TestRunEndDuringARenewalLetsItFinishThenReleases(t *testing.T) {
-	h := newHarness(t, "a", Settings{})
-	h.src.set(state(role, nil, 0))
-	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
-	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(fenceOf(tok1), nil).Once()
-	d := startRun(t, h, nil)
-	assert.Equal(t, t0.Add(2*sec), d.wait())
-
-	// A lease rewrite (the holder's value changed) is in flight when Run's
-	// context ends: it finishes on its own context, and the session's end
-	// then releases the role.
-	var callErr error
-	h.tr.On("WriteLease", mock.Anything, role, tok1, rewriteAt("a", tok1, t0.Add(sec))).Run(func(args mock.Arguments) {
-		d.cancel() // Run's context ends while the rewrite is in flight
-		callErr = args.Get(0).(context.Context).Err()
-	}).Return(int64(9), nil).Once()
-	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
-	h.clk.Set(t0.Add(sec))
-	require.NoError(t, h.m.RewriteLease(role))
-	select {
-	case err := <-d.errc:
-		d.errc <- err // for the cleanup
-		require.NoError(t, err)
-	case <-time.After(failsafe):
-		t.Fatal("Run did not return")
-	}
-	assert.NoError(t, callErr, "the rewrite's context outlives Run's")
-	assert.Equal(t, []string{"elected 42/1", "revoked context ended 42/1"}, h.transitions())
-	assert.True(t, h.sessionEnded())
-}
-
-// A holding whose token the transport retired (work's write under it got
-// no answer) cannot release under it; resigning then takes a new epoch,
-// which fences only the member's former self, and releases under that,
-// so the next candidate need not wait for the lease to run out.
-func TestResignWithARetiredTokenReleasesUnderANewEpoch(t *testing.T) {
-	h := newHarness(t, "a", Settings{})
-	h.src.set(state(role, nil, 0))
-	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
-	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(fenceOf(tok1), nil).Once()
-	d := startRun(t, h, nil)
-	assert.Equal(t, t0.Add(2*sec), d.wait())
-	// The view shows the member's lease, under tok1.
-	d.push(state(role, leaseOf("a", tok1, t0, 10*sec), 1, "a", 0))
-
-	retiredErr := &fencing.Error{Kind: fencing.ErrNotHeld, Role: role, Err: fencing.ErrRetired}
-	h.tr.On("WriteLease", mock.Anything, role, tok1, releaseOf("a", tok1)).Return(int64(-1), retiredErr).Once()
-	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok2, codec.ReleaseLease("a", tok2)).Return(int64(9), nil).Once()
-	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
-	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(3), nil).Maybe()
-	h.noEcho = true
-	require.NoError(t, h.m.Resign(context.Background(), role))
-	// Resign returns once the role is released; the deregistration
-	// follows on the role's goroutine, so expectations are checked after
-	// Run has returned.
-	d.wait()
-	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Maybe()
-	require.NoError(t, d.stop())
-	h.tr.AssertExpectations(t)
-}
-
-// A member on a pollSource reports forged leases its transport's
-// reads skipped, as the view does: once at Warn, later ones at Debug.
-func TestPollSourceLogsForgedLeasesOnce(t *testing.T) {
-	h := newHarness(t, "a", Settings{})
-	h.tr.On("ReadRoleRecords", mock.Anything, role).Return([]fencing.RoleRecord(nil), nil)
-	tr := &forgedCounter{Transport: h.tr}
-	var buf bytes.Buffer
-	src := &pollSource{Transport: tr, Clock: h.clk,
-		Log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))}
-	read := func() {
-		_, err := src.Role(context.Background(), role)
-		require.NoError(t, err)
-	}
-	read()
-	assert.Empty(t, buf.String(), "nothing forged, nothing logged")
-	tr.forged.Store(2)
-	read()
-	read() // the same count: not logged again
-	tr.forged.Store(3)
-	read()
-	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	require.Len(t, lines, 2)
-	assert.Contains(t, lines[0], "level=WARN")
-	assert.Contains(t, lines[0], "skipped forged lease records")
-	assert.Contains(t, lines[0], "forged_total=2")
-	assert.Contains(t, lines[1], "level=DEBUG")
-	assert.Contains(t, lines[1], "forged_total=3")
 }
 
 // An operator's step-down (the member's registration removed while it

@@ -216,6 +216,8 @@ func Run(ctx context.Context, o Options) error {
 	if s.report != nil {
 		defer s.report.Close()
 	}
+	s.prep.Go(s.prepareStandby)
+	defer s.closeStandby()
 	reg, metricsAddr, stopMetrics, err := ServeMetrics(o.MetricsListen)
 	if err != nil {
 		return err

@@ -41,16 +41,19 @@ type session struct {
 	cmdExited func()
 	report    *os.File // see ReportFDEnv; nil: none
 
-	mu          sync.Mutex
-	children    map[codec.Role]*supervise.Child // each CMD while it runs (its tree not gone)
-	idle        chan struct{}                   // closed when children becomes empty; nil before the first CMD
-	interrupted bool                            // leaving: every CMD is being stopped before the member leaves
-	draining    bool                            // handing every role over before leaving: no CMD starts
-	held        map[codec.Role]codec.Token      // the roles this member holds, per the events, and their tokens
-	resigned    map[codec.Role]codec.Token      // the roles it resigned when leaving
-	exit        *int                            // the code of the first CMD that exited by itself
-	startErr    error                           // why CMD could not be started
-	gaveUp      error                           // --timeout or --try gave up: the exit
+	mu            sync.Mutex
+	children      map[codec.Role]*supervise.Child // each CMD while it runs (its tree not gone)
+	prep          sync.WaitGroup                  // prepareStandby while it runs
+	standby       *supervise.Standby              // a watchdog ready for the next CMD; nil when none
+	standbyClosed bool                            // the member is leaving: no standby from now on
+	idle          chan struct{}                   // closed when children becomes empty; nil before the first CMD
+	interrupted   bool                            // leaving: every CMD is being stopped before the member leaves
+	draining      bool                            // handing every role over before leaving: no CMD starts
+	held          map[codec.Role]codec.Token      // the roles this member holds, per the events, and their tokens
+	resigned      map[codec.Role]codec.Token      // the roles it resigned when leaving
+	exit          *int                            // the code of the first CMD that exited by itself
+	startErr      error                           // why CMD could not be started
+	gaveUp        error                           // --timeout or --try gave up: the exit
 
 	leaving     context.Context            // ends when the member is asked to leave
 	unconfirmed map[codec.Role]codec.Token // tokens lost while leaving, without a confirmed release
@@ -201,15 +204,7 @@ func (s *session) work(ctx context.Context, held processor.Held) error {
 		slot = k
 	}
 	name := s.cmdName(held.Role)
-	child, err := supervise.Start(supervise.Spec{
-		Path:     s.path,
-		Args:     s.args,
-		Watchdog: watchdogArgv(),
-		Grace:    s.kill,
-		Env:      cmdEnv(held, slot),
-		Stdout:   s.stdout,
-		Stderr:   s.stderr,
-	})
+	child, err := s.startCmd(cmdEnv(held, slot))
 	if err != nil {
 		s.mu.Lock()
 		s.startErr = err
@@ -364,6 +359,74 @@ func (s *session) reportf(r Report) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, _ = s.report.Write(append(b, '\n'))
+}
+
+// cmdSpec is CMD's spec, but for the holding's environment.
+func (s *session) cmdSpec() supervise.Spec {
+	return supervise.Spec{Path: s.path, Args: s.args, Watchdog: watchdogArgv(), Grace: s.kill, Stdout: s.stdout, Stderr: s.stderr}
+}
+
+// startCmd starts CMD with env, through the standby watchdog when one is
+// ready, and then readies the next.
+func (s *session) startCmd(env []string) (*supervise.Child, error) {
+	s.mu.Lock()
+	sb := s.standby
+	s.standby = nil
+	next := sb != nil && !s.standbyClosed
+	if next {
+		s.prep.Add(1) // under mu: closeStandby's Wait comes after
+	}
+	s.mu.Unlock()
+	if sb == nil {
+		spec := s.cmdSpec()
+		spec.Env = env
+		return supervise.Start(spec)
+	}
+	c, err := sb.Start(env)
+	go func() {
+		defer s.prep.Done()
+		s.prepareStandby()
+	}()
+	return c, err
+}
+
+// prepareStandby readies a watchdog for the next CMD (supervise.Prepare),
+// unless one is ready, the member is leaving, or CMD cannot run with a
+// watchdog: a CMD then starts without a watchdog process's start first.
+func (s *session) prepareStandby() {
+	spec := s.cmdSpec()
+	if spec.Path == "" || spec.Watchdog == nil || runtime.GOOS != "linux" {
+		return
+	}
+	sb, err := supervise.Prepare(spec)
+	if err != nil {
+		return // the CMD's start says why, with the watchdog started then
+	}
+	s.mu.Lock()
+	keep := s.standby == nil && !s.standbyClosed
+	if keep {
+		s.standby = sb
+	}
+	s.mu.Unlock()
+	if !keep {
+		sb.Close()
+	}
+}
+
+// closeStandby ends the standby watchdog, if any, and readies no other;
+// it returns once no watchdog is on standby or being readied.
+func (s *session) closeStandby() {
+	s.mu.Lock()
+	s.standbyClosed = true
+	s.mu.Unlock()
+	s.prep.Wait()
+	s.mu.Lock()
+	sb := s.standby
+	s.standby = nil
+	s.mu.Unlock()
+	if sb != nil {
+		sb.Close()
+	}
 }
 
 // watchdogArgv runs this very binary as the supervise watchdog, CMD's

@@ -5,13 +5,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/krabka/krole/codec"
 	"github.com/krabka/krole/fencing"
 	"github.com/krabka/krole/internal/cmdlog"
+	"github.com/krabka/krole/internal/supervise"
+	"github.com/krabka/krole/internal/testcluster"
 	"github.com/krabka/krole/processor"
 )
 
@@ -76,5 +82,41 @@ func TestRunRevokedFencedLine(t *testing.T) {
 			s.onEvent(processor.Event{Kind: processor.Revoked, Role: role, Member: "node-1", Token: tok, Reason: processor.ReasonFenced, Err: tc.err})
 			assert.Equal(t, "krole run: revoked svc (token 7/3): "+tc.want+"\n", buf.String())
 		})
+	}
+}
+
+// A CMD starts through the standby watchdog when one is ready, with the
+// holding's environment, and the next one is readied as it starts; after
+// closeStandby none is left, and a CMD starts with a watchdog of its own.
+func TestCmdStartsThroughTheStandbyWatchdog(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("a standby is readied on Linux only")
+	}
+	var out testcluster.SyncBuffer
+	s := &session{path: "sh", args: []string{"-c", `echo "$KROLE_EPOCH $(tr '\0' ' ' < /proc/$PPID/cmdline)"`},
+		kill: time.Second, stdout: &out, stderr: &out}
+	s.prepareStandby()
+	start := func(epoch string) {
+		c, err := s.startCmd([]string{"KROLE_EPOCH=" + epoch})
+		require.NoError(t, err)
+		<-c.Done()
+		s.prep.Wait() // the next standby, readied
+	}
+	start("3")
+	start("4")
+	s.closeStandby()
+	assert.Nil(t, s.standby)
+	start("5")
+
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 3, out.String())
+	for i, epoch := range []string{"3", "4", "5"} {
+		assert.True(t, strings.HasPrefix(lines[i], epoch+" "), "the holding's environment: %q", lines[i])
+		assert.Contains(t, lines[i], supervise.WatchdogCommand+" ", "CMD's parent is a watchdog: %q", lines[i])
+		if i < 2 {
+			assert.Contains(t, lines[i], " -standby ", "started through a standby: %q", lines[i])
+		} else {
+			assert.NotContains(t, lines[i], " -standby ", "no standby after closeStandby: %q", lines[i])
+		}
 	}
 }

@@ -72,6 +72,10 @@
 // Linux, a zombie counts as gone): a descendant that left the group
 // (setsid, setpgid) is neither signalled nor waited for.
 //
+// A watchdog can be started ahead of its command ([Prepare]): it waits
+// on its control pipe, and [Standby.Start] starts the command with a line
+// there, without a process start of this binary in between.
+//
 // Without [Spec].Watchdog, or when the watchdog cannot be started, the
 // command is the caller's own child and the tree is its process group, as
 // on other systems, on Linux too; the command still dies with the caller
@@ -187,13 +191,32 @@ func Start(spec Spec) (*Child, error) {
 
 var errNoWatchdog = errors.New("the watchdog cannot be started")
 
-// startWatched starts the watchdog, which starts the command. Its
-// protocol: argv (after spec.Watchdog) is GRACE NEXTRA PATH ARGV0
-// ARGS...; the watchdog's descriptor 3 is the control pipe (lines "term"
-// and "kill" from this process; its end means this process died), 4 the
-// status pipe (lines "started PID" or "error ERRNO TEXT", then "exited
-// CODE REST", then "gone"), 5... the command's extra files.
+// startWatched starts the watchdog, which starts the command.
 func startWatched(spec Spec, path string) (*Child, error) {
+	d, err := spawnDog(spec, path, false)
+	if err != nil {
+		return nil, err
+	}
+	return d.awaitStart(spec.Path)
+}
+
+// dog is a watchdog process, from its start to the command's.
+type dog struct {
+	cmd    *exec.Cmd
+	ctl    *os.File // the control pipe's write end
+	stR    *os.File // the status pipe's read end
+	status *bufio.Reader
+	fast   bool // the streams are files (see awaitStart)
+}
+
+// spawnDog starts the watchdog of spec. Its protocol: argv (after
+// spec.Watchdog) is [-standby] GRACE NEXTRA PATH ARGV0 ARGS...; the
+// watchdog's descriptor 3 is the control pipe (lines "term" and "kill"
+// from this process, and first, for a standby, "start ENV"; its end means
+// this process died), 4 the status pipe (lines "started PID" or "error
+// ERRNO TEXT", then "exited CODE REST", then "gone"), 5... the command's
+// extra files.
+func spawnDog(spec Spec, path string, standby bool) (*dog, error) {
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errNoWatchdog, err)
@@ -205,15 +228,18 @@ func startWatched(spec Spec, path string) (*Child, error) {
 		return nil, fmt.Errorf("%w: %w", errNoWatchdog, err)
 	}
 	args := append([]string(nil), spec.Watchdog[1:]...)
+	if standby {
+		args = append(args, standbyFlag)
+	}
 	args = append(args, spec.Grace.String(), strconv.Itoa(len(spec.ExtraFiles)), path, spec.Path)
 	args = append(args, spec.Args...)
-	dog := exec.Command(spec.Watchdog[0], args...)
-	dog.Env = append(os.Environ(), spec.Env...)
-	dog.Stdout, dog.Stderr, dog.Stdin = spec.Stdout, spec.Stderr, spec.Stdin
-	dog.ExtraFiles = append([]*os.File{ctlR, stW}, spec.ExtraFiles...)
-	dog.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	dog.WaitDelay = waitDelay
-	err = dog.Start()
+	cmd := exec.Command(spec.Watchdog[0], args...)
+	cmd.Env = append(os.Environ(), spec.Env...)
+	cmd.Stdout, cmd.Stderr, cmd.Stdin = spec.Stdout, spec.Stderr, spec.Stdin
+	cmd.ExtraFiles = append([]*os.File{ctlR, stW}, spec.ExtraFiles...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = waitDelay
+	err = cmd.Start()
 	ctlR.Close()
 	stW.Close()
 	if err != nil {
@@ -221,8 +247,19 @@ func startWatched(spec Spec, path string) (*Child, error) {
 		stR.Close()
 		return nil, fmt.Errorf("%w: %w", errNoWatchdog, err)
 	}
-	status := bufio.NewReader(stR)
-	line, err := status.ReadString('\n')
+	// With files for streams (krole's own stdout and stderr), no
+	// goroutine of os/exec copies them: the tree is gone at the watchdog's
+	// word, without waiting for its exit to be reaped (which waits for the
+	// kernel to tear a Go process down). Otherwise Done waits for the
+	// copying, so the output is whole when Done is closed.
+	fast := isFile(spec.Stdout) && isFile(spec.Stderr) && isFile(spec.Stdin)
+	return &dog{cmd: cmd, ctl: ctlW, stR: stR, status: bufio.NewReader(stR), fast: fast}, nil
+}
+
+// awaitStart reads the watchdog's word on starting the command name, and
+// returns the command's Child once it has started.
+func (d *dog) awaitStart(name string) (*Child, error) {
+	line, err := d.status.ReadString('\n')
 	f := strings.Fields(line)
 	var pid int
 	switch {
@@ -230,31 +267,30 @@ func startWatched(spec Spec, path string) (*Child, error) {
 		pid, err = strconv.Atoi(f[1])
 	case err == nil && len(f) >= 2 && f[0] == "error":
 		n, _ := strconv.Atoi(f[1])
-		err = &exec.Error{Name: spec.Path, Err: syscall.Errno(n)}
+		err = &exec.Error{Name: name, Err: syscall.Errno(n)}
 		if n == 0 {
-			err = &exec.Error{Name: spec.Path, Err: errors.New(strings.Join(f[2:], " "))}
+			err = &exec.Error{Name: name, Err: errors.New(strings.Join(f[2:], " "))}
 		}
 	default:
 		err = fmt.Errorf("the watchdog exited before it started the command (%v)", err)
 	}
 	if err != nil || pid <= 0 {
-		ctlW.Close()
-		stR.Close()
-		_ = dog.Wait()
+		d.close()
 		if err == nil {
 			err = fmt.Errorf("the watchdog said %q", line)
 		}
-		return nil, fmt.Errorf("starting %q: %w", spec.Path, err)
+		return nil, fmt.Errorf("starting %q: %w", name, err)
 	}
-	c := &Child{pid: pid, tree: treeKept, ctl: ctlW, exited: make(chan struct{}), done: make(chan struct{})}
-	// With files for streams (krole's own stdout and stderr), no
-	// goroutine of os/exec copies them: the tree is gone at the watchdog's
-	// word, without waiting for its exit to be reaped (which waits for the
-	// kernel to tear a Go process down). Otherwise Done waits for the
-	// copying, so the output is whole when Done is closed.
-	fast := isFile(spec.Stdout) && isFile(spec.Stderr) && isFile(spec.Stdin)
-	go c.follow(dog, status, stR, fast)
+	c := &Child{pid: pid, tree: treeKept, ctl: d.ctl, exited: make(chan struct{}), done: make(chan struct{})}
+	go c.follow(d.cmd, d.status, d.stR, d.fast)
 	return c, nil
+}
+
+// close ends the watchdog before it started a command, and waits for it.
+func (d *dog) close() {
+	d.ctl.Close()
+	d.stR.Close()
+	_ = d.cmd.Wait()
 }
 
 // follow reads the watchdog's status lines until it exits.

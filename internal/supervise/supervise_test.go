@@ -48,6 +48,15 @@ func TestMain(m *testing.M) {
 		os.Stderr.WriteString("watchdog started\n")
 		<-c.Done()
 		os.Exit(0)
+	case "standby":
+		// A standby watchdog, never started: the test reads its pid.
+		sb, err := Prepare(Spec{Path: "sleep", Args: []string{"300"}, Watchdog: watchdogArgv()})
+		if err != nil {
+			os.Exit(3)
+		}
+		os.Stdout.WriteString(strconv.Itoa(sb.dog.cmd.Process.Pid) + "\n")
+		os.Stderr.WriteString("watchdog started\n")
+		select {}
 	case "watchdog":
 		// A shell whose own child (the grandchild) prints its pid.
 		c, err := Start(Spec{Path: "sh", Args: []string{"-c", "sleep 300 & echo $!; wait"},
@@ -385,10 +394,7 @@ func TestWatchdogIgnoresStraySignals(t *testing.T) {
 	c, err := Start(Spec{Path: "sh", Args: []string{"-c", politeWorker}, Env: []string{"PIDFILE=" + pidfile}, Watchdog: watchdogArgv()})
 	require.NoError(t, err)
 	waitPidFile(t, pidfile)
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(c.Pid()) + "/stat")
-	require.NoError(t, err)
-	dog, err := strconv.Atoi(strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))[1])
-	require.NoError(t, err)
+	dog := parentOf(t, c.Pid())
 	require.NotEqual(t, os.Getpid(), dog, "the command's parent is the watchdog")
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		require.NoError(t, syscall.Kill(dog, sig))

@@ -2,12 +2,15 @@ package supervise
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -21,9 +24,11 @@ const WatchdogCommand = "__krole_watchdog"
 // Watchdog is the body of the watchdog process: it starts the command and
 // keeps its tree, as the package doc says.
 //
-// Its arguments: the grace period (as time.ParseDuration reads it), the
-// number n of extra files, the path of the program, its argv[0] and its
-// arguments. Its descriptors: 0-2 the command's standard streams, 3 the
+// Its arguments: optionally "-standby" (then it first waits for the line
+// "start ENV" on the control pipe, ENV a JSON array of "KEY=value" added
+// to the command's environment, and returns at the pipe's end before
+// it), the grace period (as time.ParseDuration reads it), the number n of
+// extra files, the path of the program, its argv[0] and its arguments. Its descriptors: 0-2 the command's standard streams, 3 the
 // control pipe from the starting process, 4 the status pipe to it, 5 to
 // 5+n-1 the command's extra files (its 3 to 3+n-1). Its environment is
 // the command's.
@@ -37,6 +42,10 @@ const WatchdogCommand = "__krole_watchdog"
 // sends SIGTERM, then after the grace period SIGKILL until the tree is
 // gone. It returns the process exit code: 0, or 2 for bad arguments.
 func Watchdog(args []string) int {
+	standby := len(args) > 0 && args[0] == standbyFlag
+	if standby {
+		args = args[1:]
+	}
 	if len(args) < 4 {
 		return 2
 	}
@@ -84,6 +93,10 @@ func Watchdog(args []string) int {
 	// error (a kernel before 3.4) leaves the group and the linked
 	// descendants.
 	_ = becomeSubreaper()
+	ctlr := bufio.NewReader(ctl)
+	if standby && !awaitGo(ctlr) {
+		return 0
+	}
 	p, err := os.StartProcess(path, argv, &os.ProcAttr{Files: files, Sys: sysProcAttr(syscall.SIGKILL, true)})
 	if err != nil {
 		var errno syscall.Errno
@@ -101,7 +114,7 @@ func Watchdog(args []string) int {
 	fmt.Fprintf(status, "started %d\n", pid)
 
 	w := &keeper{pgid: pid, self: os.Getpid()}
-	go w.control(ctl, grace)
+	go w.control(ctlr, grace)
 	for {
 		var ws syscall.WaitStatus
 		got, err := syscall.Wait4(-1, &ws, 0, nil)
@@ -126,6 +139,24 @@ func Watchdog(args []string) int {
 	waitGroupGone(pid)
 	fmt.Fprintln(status, "gone")
 	return 0
+}
+
+// awaitGo waits for a standby watchdog's "start ENV" line and sets ENV
+// in its environment, which the command inherits; false at the pipe's end
+// or a line it cannot read.
+func awaitGo(ctl *bufio.Reader) bool {
+	line, err := ctl.ReadString('\n')
+	rest, ok := strings.CutPrefix(line, "start ")
+	var env []string
+	if err != nil || !ok || json.Unmarshal([]byte(rest), &env) != nil {
+		return false
+	}
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			_ = os.Setenv(k, v)
+		}
+	}
+	return true
 }
 
 func b2i(b bool) int {
@@ -159,7 +190,7 @@ func (k *keeper) treeLeft() bool {
 // control acts on the control pipe's words until it ends, then stops the
 // tree: the starting process has died (or closed the pipe, which it does
 // only once the tree is gone).
-func (k *keeper) control(ctl *os.File, grace time.Duration) {
+func (k *keeper) control(ctl io.Reader, grace time.Duration) {
 	sc := bufio.NewScanner(ctl)
 	for sc.Scan() {
 		switch sc.Text() {

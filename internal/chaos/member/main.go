@@ -1,29 +1,15 @@
 // Command member is one member process of the chaos suite (package
 // internal/chaos): it campaigns for every role it is given through an
 // election.Session whose Config.Clock runs Offset ahead of (or behind) the
-// system clock, for the member and its view alike. While it holds a role it writes numbered records under the
-// holding's token through a fencing.Writer, and, given -dsn, rows to
-// PostgreSQL through package sqlfence under the holding's fencing number;
-// while it holds the stream role it runs an exactly-once processor/stream
-// pipeline instead.
+// system clock, for the member and its view alike. While it holds a role
+// it writes numbered records under the holding's token through a
+// fencing.Writer, and, given -dsn, rows to PostgreSQL through package
+// sqlfence under the holding's fencing number; while it holds the stream
+// role it runs an exactly-once processor/stream pipeline instead.
 //
-// It appends one JSON object per line to the file -events names (see
-// chaos.Event): "start" once, "minted" as soon as AcquireEpoch returned a
-// token (from election.Config.OnMinted, before any lease is written under
-// it, so a lease under a token always has its minted line, even when the
-// process is killed right after),
-// "elected" and "revoked" from processor's events, "write" after every
-// numbered record's write call returned, whatever it returned (the
-// sequence number, when the call began, and its outcome: "ok",
-// "may-have-committed" for the one error after which the record may
-// still have committed, or the error's kind; chaos.Outcome* lists them),
-// "dbwrite" after every row's fenced transaction returned (the same
-// fields, the outcome "ok", "stale", "reused", "conflict", "context" or
-// "error"), and "commit" after each stream transaction. A write cut short by a
-// SIGKILL has no line. Every line carries the member's own time (its offset
-// clock, "at") and the system time ("wall"), both Unix ms. Each line is one
-// write(2) to a file opened O_APPEND, so a SIGKILL loses no line already
-// written.
+// It appends one JSON object per line (chaos.Event) to the file -events
+// names, each line one write(2) to a file opened O_APPEND, so a SIGKILL
+// loses no line already written; docs/CHAOS.md lists the events.
 //
 // SIGTERM or SIGINT end the member gracefully: a member of a group
 // (-role-group) drains first; then it resigns its roles and deregisters.
