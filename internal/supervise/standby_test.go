@@ -100,3 +100,36 @@ func parentOf(t *testing.T, pid int) int {
 	require.NoError(t, err)
 	return ppid
 }
+
+// BenchmarkCommandStart times Start returning with the command started:
+// through a watchdog started then ("cold"), and through one readied ahead
+// ("standby"; the Prepare is not timed).
+func BenchmarkCommandStart(b *testing.B) {
+	spec := Spec{Path: "sleep", Args: []string{"300"}, Watchdog: watchdogArgv()}
+	run := func(b *testing.B, start func() (*Child, error)) {
+		for b.Loop() {
+			c, err := start()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			if _, err := c.Stop(context.Background(), time.Minute); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+	}
+	b.Run("cold", func(b *testing.B) { run(b, func() (*Child, error) { return Start(spec) }) })
+	b.Run("standby", func(b *testing.B) {
+		run(b, func() (*Child, error) {
+			b.StopTimer()
+			sb, err := Prepare(spec)
+			if err != nil {
+				return nil, err
+			}
+			time.Sleep(50 * time.Millisecond) // the watchdog is up and waiting
+			b.StartTimer()
+			return sb.Start([]string{"KROLE_EPOCH=1"})
+		})
+	})
+}
