@@ -546,18 +546,25 @@ func (d *runDriver) push(st rolestate.State) time.Time {
 	return d.wait()
 }
 
-// stop ends Run's context and returns what Run returns.
+// stop ends Run's context and returns what Run returns. The waits the
+// member reports meanwhile are let through: one it reached before the
+// context ended (after a step the test did not wait for) would otherwise
+// block it.
 func (d *runDriver) stop() error {
 	d.t.Helper()
 	d.cancel()
-	select {
-	case err := <-d.errc:
-		d.errc <- err // for the cleanup
-		return err
-	case <-time.After(failsafe):
-		d.t.Fatal("Run did not return")
+	deadline := time.After(failsafe)
+	for {
+		select {
+		case <-d.idle:
+		case err := <-d.errc:
+			d.errc <- err // for the cleanup
+			return err
+		case <-deadline:
+			d.t.Fatal("Run did not return")
+			return nil
+		}
 	}
-	return nil
 }
 
 func recv[T any](t *testing.T, ch <-chan T) T {

@@ -196,11 +196,39 @@ func TestRunKilledTakesAStubbornSetsidGrandchildWithIt(t *testing.T) {
 	require.NoError(t, syscall.Kill(dog, syscall.SIGTERM))
 	time.Sleep(200 * time.Millisecond) // time for the signals to act, were they to
 	require.True(t, processAlive(dog), "the watchdog exited on SIGTERM")
+	// The watchdog readied for krole's next CMD, once it is up.
+	var standby int
+	require.Eventually(t, func() bool { standby = standbyOf(a.cmd.Process.Pid); return standby > 0 }, 20*time.Second, 5*time.Millisecond,
+		"no standby watchdog for the next CMD")
 
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGKILL))
 	waitExit(t, a, dir)
 	require.Eventually(t, func() bool { return !processAlive(worker) && !processAlive(l.pid()) }, 20*time.Second, 5*time.Millisecond,
 		"the worker (pid %d) that left CMD's session outlived a killed krole run", worker)
+	require.Eventually(t, func() bool { return !processAlive(standby) }, 20*time.Second, 5*time.Millisecond,
+		"the standby watchdog (pid %d) outlived a killed krole run", standby)
+}
+
+// standbyOf returns the pid of the standby watchdog, a child of parent
+// waiting for its CMD, or 0 when there is none.
+func standbyOf(parent int) int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(fields) < 2 || fields[1] != strconv.Itoa(parent) {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join(filepath.Dir(f), "cmdline"))
+		if strings.Contains(string(cmdline), "\x00-standby\x00") {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+			return pid
+		}
+	}
+	return 0
 }
 
 // waitExit waits for krole run to exit. A process of CMD's tree that
