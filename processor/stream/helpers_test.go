@@ -146,6 +146,15 @@ func outputs(t *testing.T, ms []*sarama.ConsumerMessage) []output {
 // (records of a key are consumed in order and written to one partition).
 func requireExactlyOnce(t *testing.T, outs []output, n int) {
 	t.Helper()
+	seen := map[int][]output{}
+	for _, o := range outs {
+		seen[o.n] = append(seen[o.n], o)
+	}
+	for num, dup := range seen {
+		if len(dup) > 1 {
+			t.Logf("number %d written %d times: %+v", num, len(dup), dup)
+		}
+	}
 	nums := make([]testcluster.Numbered, 0, len(outs))
 	for _, o := range outs { // outs come partition by partition, in offset order
 		nums = append(nums, testcluster.Numbered{N: o.n, Key: o.key, Partition: o.partition})
