@@ -510,20 +510,31 @@ func startRun(t *testing.T, h *harness, work Work) *runDriver {
 	go func() { d.errc <- h.m.Run(ctx, work) }()
 	d.upd = <-h.src.follows
 	t.Cleanup(func() {
-		cancel()
-		deadline := time.After(failsafe)
-		for {
-			select {
-			case <-d.idle:
-			case <-d.errc:
-				return
-			case <-deadline:
-				t.Error("Run did not return (a goroutine of the member failed?)")
-				return
-			}
+		if _, ok := d.end(); !ok {
+			t.Error("Run did not return (a goroutine of the member failed?)")
 		}
 	})
 	return d
+}
+
+// end ends Run's context and returns what Run returned (and puts it back
+// for a later end), letting through the waits the member reports
+// meanwhile: one it reached before the context ended, after a step the
+// test did not wait for, would otherwise block it. ok is false when Run
+// did not return within failsafe.
+func (d *runDriver) end() (err error, ok bool) {
+	d.cancel()
+	deadline := time.After(failsafe)
+	for {
+		select {
+		case <-d.idle:
+		case err := <-d.errc:
+			d.errc <- err
+			return err, true
+		case <-deadline:
+			return nil, false
+		}
+	}
 }
 
 // wait returns when the member waits next, with the time it waits until.
@@ -546,25 +557,14 @@ func (d *runDriver) push(st rolestate.State) time.Time {
 	return d.wait()
 }
 
-// stop ends Run's context and returns what Run returns. The waits the
-// member reports meanwhile are let through: one it reached before the
-// context ended (after a step the test did not wait for) would otherwise
-// block it.
+// stop ends Run's context and returns what Run returns (see end).
 func (d *runDriver) stop() error {
 	d.t.Helper()
-	d.cancel()
-	deadline := time.After(failsafe)
-	for {
-		select {
-		case <-d.idle:
-		case err := <-d.errc:
-			d.errc <- err // for the cleanup
-			return err
-		case <-deadline:
-			d.t.Fatal("Run did not return")
-			return nil
-		}
+	err, ok := d.end()
+	if !ok {
+		d.t.Fatal("Run did not return")
 	}
+	return err
 }
 
 func recv[T any](t *testing.T, ch <-chan T) T {

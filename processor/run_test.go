@@ -264,6 +264,75 @@ func TestRunManyRoles(t *testing.T) {
 	tr.AssertNotCalled(t, "WriteLease", mock.Anything, mock.Anything, mock.Anything, mock.MatchedBy(func(l codec.Lease) bool { return l.Released() }))
 }
 
+// A renewal in flight when Run's context ends is not cut short: cutting
+// it would leave its outcome unknown, retire the token, and leave the
+// successor waiting for the lease to run out instead of taking the
+// released role at once. It finishes (bounded by its own timeout), and
+// the member then releases the role and deregisters.
+func TestRunEndDuringARenewalLetsItFinishThenReleases(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	h.src.set(state(role, nil, 0))
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(fenceOf(tok1), nil).Once()
+	d := startRun(t, h, nil)
+	assert.Equal(t, t0.Add(2*sec), d.wait())
+
+	// A lease rewrite (the holder's value changed) is in flight when Run's
+	// context ends: it finishes on its own context, and the session's end
+	// then releases the role.
+	var callErr error
+	h.tr.On("WriteLease", mock.Anything, role, tok1, rewriteAt("a", tok1, t0.Add(sec))).Run(func(args mock.Arguments) {
+		d.cancel() // Run's context ends while the rewrite is in flight
+		callErr = args.Get(0).(context.Context).Err()
+	}).Return(int64(9), nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	h.clk.Set(t0.Add(sec))
+	require.NoError(t, h.m.RewriteLease(role))
+	select {
+	case err := <-d.errc:
+		d.errc <- err // for the cleanup
+		require.NoError(t, err)
+	case <-time.After(failsafe):
+		t.Fatal("Run did not return")
+	}
+	assert.NoError(t, callErr, "the rewrite's context outlives Run's")
+	assert.Equal(t, []string{"elected 42/1", "revoked context ended 42/1"}, h.transitions())
+	assert.True(t, h.sessionEnded())
+}
+
+// A holding whose token the transport retired (work's write under it got
+// no answer) cannot release under it; resigning then takes a new epoch,
+// which fences only the member's former self, and releases under that,
+// so the next candidate need not wait for the lease to run out.
+func TestResignWithARetiredTokenReleasesUnderANewEpoch(t *testing.T) {
+	h := newHarness(t, "a", Settings{})
+	h.src.set(state(role, nil, 0))
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(fenceOf(tok1), nil).Once()
+	d := startRun(t, h, nil)
+	assert.Equal(t, t0.Add(2*sec), d.wait())
+	// The view shows the member's lease, under tok1.
+	d.push(state(role, leaseOf("a", tok1, t0, 10*sec), 1, "a", 0))
+
+	retiredErr := &fencing.Error{Kind: fencing.ErrNotHeld, Role: role, Err: fencing.ErrRetired}
+	h.tr.On("WriteLease", mock.Anything, role, tok1, releaseOf("a", tok1)).Return(int64(-1), retiredErr).Once()
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok2, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok2, codec.ReleaseLease("a", tok2)).Return(int64(9), nil).Once()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(3), nil).Maybe()
+	h.noEcho = true
+	require.NoError(t, h.m.Resign(context.Background(), role))
+	// Resign returns once the role is released; the deregistration
+	// follows on the role's goroutine, so expectations are checked after
+	// Run has returned.
+	d.wait()
+	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Maybe()
+	require.NoError(t, d.stop())
+	h.tr.AssertExpectations(t)
+}
+
 // An operator's step-down (the member's registration removed while it
 // holds the role) of a holder whose work drains past the local deadline:
 // the member session's rounds go on renewing the role while work stops

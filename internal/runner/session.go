@@ -39,11 +39,11 @@ type session struct {
 	// cmdExited is what a CMD that exits by itself makes the member do:
 	// leave (stopMember), or drain and then leave.
 	cmdExited func()
-	report    *os.File // see ReportFDEnv; nil: none
+	report    *os.File       // see ReportFDEnv; nil: none
+	prep      sync.WaitGroup // prepareStandby while it runs
 
 	mu            sync.Mutex
 	children      map[codec.Role]*supervise.Child // each CMD while it runs (its tree not gone)
-	prep          sync.WaitGroup                  // prepareStandby while it runs
 	standby       *supervise.Standby              // a watchdog ready for the next CMD; nil when none
 	standbyClosed bool                            // the member is leaving: no standby from now on
 	idle          chan struct{}                   // closed when children becomes empty; nil before the first CMD

@@ -19,7 +19,6 @@ const standbyFlag = "-standby"
 // methods are safe for concurrent use.
 type Standby struct {
 	spec Spec
-	path string
 
 	mu  sync.Mutex
 	dog *dog // nil once used or closed
@@ -42,7 +41,7 @@ func Prepare(spec Spec) (*Standby, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Standby{spec: spec, path: path, dog: d}, nil
+	return &Standby{spec: spec, dog: d}, nil
 }
 
 // Start starts the command, with env added to its environment (as
@@ -51,10 +50,7 @@ func Prepare(spec Spec) (*Standby, error) {
 // command as [Start] would. A Standby starts one command; a second Start
 // is an error.
 func (s *Standby) Start(env []string) (*Child, error) {
-	s.mu.Lock()
-	d := s.dog
-	s.dog = nil
-	s.mu.Unlock()
+	d := s.take()
 	if d == nil {
 		return nil, errors.New("the standby watchdog was used or closed")
 	}
@@ -86,11 +82,16 @@ func (s *Standby) cold(env []string) (*Child, error) {
 // Close ends the standby watchdog, if Start has not used it, and waits for
 // it to exit.
 func (s *Standby) Close() {
-	s.mu.Lock()
-	d := s.dog
-	s.dog = nil
-	s.mu.Unlock()
-	if d != nil {
+	if d := s.take(); d != nil {
 		d.close()
 	}
+}
+
+// take returns the watchdog, once: nil after Start or Close took it.
+func (s *Standby) take() *dog {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.dog
+	s.dog = nil
+	return d
 }

@@ -28,10 +28,11 @@ const WatchdogCommand = "__krole_watchdog"
 // "start ENV" on the control pipe, ENV a JSON array of "KEY=value" added
 // to the command's environment, and returns at the pipe's end before
 // it), the grace period (as time.ParseDuration reads it), the number n of
-// extra files, the path of the program, its argv[0] and its arguments. Its descriptors: 0-2 the command's standard streams, 3 the
-// control pipe from the starting process, 4 the status pipe to it, 5 to
-// 5+n-1 the command's extra files (its 3 to 3+n-1). Its environment is
-// the command's.
+// extra files, the path of the program, its argv[0] and its arguments.
+// Its descriptors: 0-2 the command's standard streams, 3 the control pipe
+// from the starting process, 4 the status pipe to it, 5 to 5+n-1 the
+// command's extra files (its 3 to 3+n-1). Its environment is the
+// command's.
 //
 // It reports "started PID" (or "error ERRNO TEXT", and returns), then, when
 // the command exits, "exited CODE REST" (CODE as [Child.ExitCode], REST 1
