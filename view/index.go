@@ -177,19 +177,18 @@ func (ix *index) applyLocked(p int32, k codec.Key, rec codec.Record, off int64) 
 	if live && ix.needsBefore(k.Role) {
 		before = e.state(k.Role)
 	}
-	switch {
-	case rec.Lease != nil:
+	if rec.Lease != nil {
 		l := ix.names.lease(*rec.Lease)
 		rec.Lease = &l
-	case k.Kind == codec.KindRegistration:
+	}
+	var x *candExtra
+	if k.Kind == codec.KindRegistration {
 		k.Member = ix.names.member(k.Member)
 		if rec.Registration != nil {
-			g := *rec.Registration
-			g.Value, g.Instance = ix.names.str(g.Value), ix.names.str(g.Instance)
-			rec.Registration = &g
+			x = ix.names.extra(rec.Registration.Value, rec.Registration.Instance)
 		}
 	}
-	if !applyTo(e, k, rec, off) {
+	if !applyTo(e, k, rec, off, x) {
 		return false
 	}
 	if k.Kind == codec.KindLease && e.hasLease() {
@@ -319,7 +318,7 @@ func (ix *index) seed(recs []decodedRecord, touched map[codec.Role]*roleEntry) {
 		case r.rec.Registration != nil:
 			g := r.rec.Registration
 			e.cands = append(e.cands, candidate{Member: ix.names.member(r.key.Member), Offset: r.offset, RegisteredAt: g.RegisteredAt,
-				Value: ix.names.str(g.Value), Instance: ix.names.str(g.Instance)})
+				extra: ix.names.extra(g.Value, g.Instance)})
 		}
 		if r.offset > e.lastOffset {
 			e.lastOffset = r.offset

@@ -8,18 +8,21 @@ import (
 
 // names shares, across the table, the strings and sessions that many
 // roles' records repeat: member ids, instances and values of
-// registrations and leases, and the session a lease names (a member's
-// leases name one session, its current one). Each record decodes its own
+// registrations and leases, a registration's value and instance
+// together, and the session a lease names (a member's leases name one
+// session, its current one). Each record decodes its own
 // copy; the table keeps the shared one. Guarded by index.mu.
 //
 // It is a cache, bounded: past maxNames entries it starts afresh, which
 // costs sharing, never a name.
 type names struct {
-	strs map[string]string
-	sess map[codec.Session]*codec.Session
+	strs   map[string]string
+	sess   map[codec.Session]*codec.Session
+	extras map[candExtra]*candExtra
 }
 
-// maxNames bounds the strings (and, apart, the sessions) names keeps.
+// maxNames bounds the strings (and, apart, the sessions and the
+// registrations' extras) names keeps.
 const maxNames = 1 << 14
 
 // str returns s, or the string equal to it already kept.
@@ -36,6 +39,23 @@ func (n *names) str(s string) string {
 	c := strings.Clone(s) // not the bytes of a larger string s may be cut from
 	n.strs[c] = c
 	return c
+}
+
+// extra returns the shared candExtra of a registration's value and
+// instance, nil when both are empty.
+func (n *names) extra(value, instance string) *candExtra {
+	if value == "" && instance == "" {
+		return nil
+	}
+	if x, ok := n.extras[candExtra{value, instance}]; ok {
+		return x
+	}
+	if n.extras == nil || len(n.extras) >= maxNames {
+		n.extras = make(map[candExtra]*candExtra, 16)
+	}
+	x := &candExtra{n.str(value), n.str(instance)}
+	n.extras[*x] = x
+	return x
 }
 
 // member is str for a member id.

@@ -34,9 +34,9 @@ func TestTableSharesNames(t *testing.T) {
 	assert.Equal(t, sess, *a.lease.Session)
 	assert.True(t, same(string(a.lease.Member), string(b.lease.Member)))
 	assert.True(t, same(string(a.cands[0].Member), string(b.cands[0].Member)))
-	assert.True(t, same(a.cands[0].Instance, b.cands[0].Instance))
+	assert.True(t, a.cands[0].extra == b.cands[0].extra, "one value and instance")
 	assert.Equal(t, codec.MemberID("m1"), a.cands[0].Member)
-	assert.Equal(t, "i@h/1", b.cands[0].Instance)
+	assert.Equal(t, "i@h/1", b.cands[0].instance())
 }
 
 // Past maxNames the cache starts afresh: sharing is lost for a while,

@@ -44,13 +44,33 @@ type roleEntry struct {
 
 // candidate is a registration as the table keeps it: a
 // rolestate.Candidate without what a lookup fills in (Rank, Session,
-// Gone).
+// Gone). Its value and instance, the same in every registration of a
+// member, sit behind one pointer the member's candidates share
+// (names.extra), so that a candidate is 40 bytes: a restore's table is
+// mostly candidates, and a process's first restore pays for every page
+// of heap it grows by.
 type candidate struct {
 	Member       codec.MemberID
 	Offset       int64
 	RegisteredAt int64
-	Value        string
-	Instance     string
+	extra        *candExtra // nil when the registration has neither
+}
+
+// candExtra is a registration's value and instance.
+type candExtra struct{ Value, Instance string }
+
+func (c *candidate) value() string {
+	if c.extra == nil {
+		return ""
+	}
+	return c.extra.Value
+}
+
+func (c *candidate) instance() string {
+	if c.extra == nil {
+		return ""
+	}
+	return c.extra.Instance
 }
 
 // memberIndex is a role's member index (see roleEntry): byMember when
@@ -152,8 +172,9 @@ func (e *roleEntry) candidates() []rolestate.Candidate {
 		return nil
 	}
 	out := make([]rolestate.Candidate, len(e.cands))
-	for i, c := range e.cands {
-		out[i] = rolestate.Candidate{Member: c.Member, Offset: c.Offset, RegisteredAt: c.RegisteredAt, Value: c.Value, Instance: c.Instance, Rank: i}
+	for i := range e.cands {
+		c := &e.cands[i]
+		out[i] = rolestate.Candidate{Member: c.Member, Offset: c.Offset, RegisteredAt: c.RegisteredAt, Value: c.value(), Instance: c.instance(), Rank: i}
 	}
 	return out
 }
@@ -240,18 +261,18 @@ func (e *roleEntry) reindex() {
 	e.members = &memberIndex{byMember: by}
 }
 
-// register puts member's registration at offset in rank order. A
-// registration older than the one held for the member (a replay) is
-// ignored; a newer one moves the member to its new place (the back).
+// register puts registration c (its member's, at its offset) in rank
+// order. A registration older than the one held for the member (a replay)
+// is ignored; a newer one moves the member to its new place (the back).
 // It reports whether the entry changed.
-func (e *roleEntry) register(m codec.MemberID, offset int64, g codec.Registration) bool {
-	if i := e.find(m); i >= 0 {
+func (e *roleEntry) register(c candidate) bool {
+	offset := c.Offset
+	if i := e.find(c.Member); i >= 0 {
 		if e.cands[i].Offset >= offset {
 			return false
 		}
 		e.remove(i)
 	}
-	c := candidate{Member: m, Offset: offset, RegisteredAt: g.RegisteredAt, Value: g.Value, Instance: g.Instance}
 	n := len(e.cands)
 	i := n
 	if n > 0 && e.cands[n-1].Offset > offset {
@@ -316,8 +337,9 @@ func (e *roleEntry) sortCands() {
 	e.members = nil
 }
 
-// applyTo applies one decoded record to e and reports whether e changed.
-func applyTo(e *roleEntry, k codec.Key, r codec.Record, offset int64) bool {
+// applyTo applies one decoded record to e and reports whether e changed;
+// x is a registration's value and instance as the table shares them.
+func applyTo(e *roleEntry, k codec.Key, r codec.Record, offset int64, x *candExtra) bool {
 	changed := false
 	switch k.Kind {
 	case codec.KindLease:
@@ -328,7 +350,7 @@ func applyTo(e *roleEntry, k codec.Key, r codec.Record, offset int64) bool {
 		}
 	case codec.KindRegistration:
 		if r.Registration != nil {
-			changed = e.register(k.Member, offset, *r.Registration)
+			changed = e.register(candidate{Member: k.Member, Offset: offset, RegisteredAt: r.Registration.RegisteredAt, extra: x})
 		} else {
 			changed = e.deregister(k.Member, offset)
 		}

@@ -20,13 +20,13 @@ import (
 
 func TestEntryRanksReplaysAndOutOfOrder(t *testing.T) {
 	e := &roleEntry{leaseOffset: -1, lastOffset: -1}
-	assert.True(t, e.register("a", 10, codec.Registration{RegisteredAt: 1}))
-	assert.True(t, e.register("b", 12, codec.Registration{RegisteredAt: 1}))
-	assert.True(t, e.register("c", 11, codec.Registration{RegisteredAt: 1}), "an out-of-order offset is placed by offset")
+	assert.True(t, e.register(candidate{Member: "a", Offset: 10, RegisteredAt: 1}))
+	assert.True(t, e.register(candidate{Member: "b", Offset: 12, RegisteredAt: 1}))
+	assert.True(t, e.register(candidate{Member: "c", Offset: 11, RegisteredAt: 1}), "an out-of-order offset is placed by offset")
 	assert.Equal(t, []codec.MemberID{"a", "c", "b"}, members(e.state("r").Candidates))
-	assert.False(t, e.register("a", 9, codec.Registration{RegisteredAt: 1}), "an older registration is a replay")
+	assert.False(t, e.register(candidate{Member: "a", Offset: 9, RegisteredAt: 1}), "an older registration is a replay")
 	assert.False(t, e.deregister("b", 5), "an older tombstone is a replay")
-	assert.True(t, e.register("a", 20, codec.Registration{RegisteredAt: 1}), "re-registration moves to the back")
+	assert.True(t, e.register(candidate{Member: "a", Offset: 20, RegisteredAt: 1}), "re-registration moves to the back")
 	assert.Equal(t, []codec.MemberID{"c", "b", "a"}, members(e.state("r").Candidates))
 	assert.True(t, e.deregister("c", 21))
 	assert.False(t, e.deregister("c", 22), "unknown member")
