@@ -37,6 +37,16 @@ func TestTableSharesNames(t *testing.T) {
 	assert.True(t, a.cands[0].extra == b.cands[0].extra, "one value and instance")
 	assert.Equal(t, codec.MemberID("m1"), a.cands[0].Member)
 	assert.Equal(t, "i@h/1", b.cands[0].instance())
+
+	// A registration with neither value nor instance keeps no extra; a
+	// lookup still reads both as empty.
+	f.put("a", codec.RegistrationKey("a", "m2"), codec.Record{Registration: &codec.Registration{Member: "m2", RegisteredAt: 2}})
+	require.Len(t, a.cands, 2)
+	assert.Nil(t, a.cands[1].extra)
+	cs := a.candidates()
+	assert.Equal(t, "i@h/1", cs[0].Instance)
+	assert.Equal(t, codec.MemberID("m2"), cs[1].Member)
+	assert.Empty(t, cs[1].Instance+cs[1].Value)
 }
 
 // Past maxNames the cache starts afresh: sharing is lost for a while,
@@ -52,4 +62,12 @@ func TestNamesBounded(t *testing.T) {
 	assert.Equal(t, "x", first)
 	assert.Equal(t, "x", n.str("x"))
 	assert.Equal(t, "", n.str(""))
+
+	x := n.extra("v", "i")
+	for i := range maxNames + 10 {
+		assert.Equal(t, candExtra{"", fmt.Sprint("i", i)}, *n.extra("", fmt.Sprint("i", i)))
+	}
+	assert.LessOrEqual(t, len(n.extras), maxNames)
+	assert.Equal(t, candExtra{"v", "i"}, *x)
+	assert.Nil(t, n.extra("", ""))
 }
