@@ -408,3 +408,15 @@ func TestWatchdogIgnoresStraySignals(t *testing.T) {
 	assert.False(t, killed)
 	assert.Equal(t, 0, c.ExitCode())
 }
+
+// BenchmarkTreeWalk times one search of /proc for a process's
+// descendants, which the watchdog runs as it sends SIGTERM to the tree,
+// while the tree is dying on the same cores.
+func BenchmarkTreeWalk(b *testing.B) {
+	if !treeKept {
+		b.Skip("no /proc walk here")
+	}
+	for b.Loop() {
+		descendants(os.Getpid())
+	}
+}

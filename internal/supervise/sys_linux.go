@@ -29,10 +29,13 @@ type procStat struct {
 	zombie          bool
 }
 
-// readStat reads /proc/PID/stat.
+// readStat reads /proc/PID/stat. A stop reads every process's while the
+// tree is dying, on the same cores: one open, read and close each costs
+// about a third of what os.ReadFile's calls do.
 func readStat(pid int) (procStat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	var buf [1024]byte // the fields read come first; a longer line is cut
+	b, ok := readSmall("/proc/"+strconv.Itoa(pid)+"/stat", buf[:])
+	if !ok {
 		return procStat{}, false
 	}
 	// "pid (comm) state ppid pgrp ...": comm may hold spaces and
@@ -51,6 +54,30 @@ func readStat(pid int) (procStat, bool) {
 		return procStat{}, false
 	}
 	return procStat{pid: pid, ppid: ppid, pgid: pgid, zombie: string(f[0]) == "Z"}, true
+}
+
+// readSmall reads the start of file path into buf with one read, and
+// returns what it read.
+func readSmall(path string, buf []byte) ([]byte, bool) {
+	fd, err := retryEINTR(func() (int, error) { return syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) })
+	if err != nil {
+		return nil, false
+	}
+	defer syscall.Close(fd)
+	n, err := retryEINTR(func() (int, error) { return syscall.Read(fd, buf) })
+	if err != nil || n <= 0 {
+		return nil, false
+	}
+	return buf[:n], true
+}
+
+func retryEINTR(call func() (int, error)) (int, error) {
+	for {
+		n, err := call()
+		if err != syscall.EINTR {
+			return n, err
+		}
+	}
 }
 
 // allProcs reads /proc/PID/stat of every process.
