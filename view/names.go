@@ -10,8 +10,8 @@ import (
 // roles' records repeat: member ids, instances and values of
 // registrations and leases, a registration's value and instance
 // together, and the session a lease names (a member's leases name one
-// session, its current one). Each record decodes its own
-// copy; the table keeps the shared one. Guarded by index.mu.
+// session, its current one). Each record decodes its own copy; the table
+// keeps the shared one. Guarded by index.mu.
 //
 // It is a cache, bounded: past maxNames entries it starts afresh, which
 // costs sharing, never a name.

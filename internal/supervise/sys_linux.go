@@ -31,7 +31,7 @@ type procStat struct {
 
 // readStat reads /proc/PID/stat. A stop reads every process's while the
 // tree is dying, on the same cores: one open, read and close each costs
-// about a third of what os.ReadFile's calls do.
+// about half of what os.ReadFile's calls do.
 func readStat(pid int) (procStat, bool) {
 	var buf [1024]byte // the fields read come first; a longer line is cut
 	b, ok := readSmall("/proc/"+strconv.Itoa(pid)+"/stat", buf[:])
@@ -71,6 +71,7 @@ func readSmall(path string, buf []byte) ([]byte, bool) {
 	return buf[:n], true
 }
 
+// retryEINTR calls call again while it is interrupted by a signal.
 func retryEINTR(call func() (int, error)) (int, error) {
 	for {
 		n, err := call()
