@@ -80,8 +80,11 @@
 // next AcquireEpoch or its timeout, both of which fence the epoch first.
 // The one exception is the commit: an unanswered EndTxn commit is resent
 // until answered or ctx ends, and if no success comes, ErrUnknownOutcome
-// means "may have committed". Every other error of a transactional call
-// means nothing it wrote ever becomes visible to read_committed readers.
+// means "may have committed". A success returns nil, and retires the token
+// all the same: the unanswered commit may still arrive, and would commit
+// the next transaction's writes so far. Every other error of a
+// transactional call means nothing it wrote ever becomes visible to
+// read_committed readers.
 // Why, and the limits: docs/DESIGN.md, "Fencing: a request without an
 // answer".
 //

@@ -542,6 +542,7 @@ func (t *BrokerTransport) EndTxnsSent() (commits, aborts uint64) {
 // end sends EndTxn and maps its answer. An unanswered abort retires the
 // token; an unanswered commit is resent until answered or ctx ends, and
 // then only a success is definite: any other end is ErrUnknownOutcome.
+// Either way an unanswered commit retires the token.
 func (tx *Txn) end(ctx context.Context, commit bool) error {
 	h := tx.h
 	what := "EndTxn abort"
@@ -572,7 +573,12 @@ func (tx *Txn) end(ctx context.Context, commit bool) error {
 			kerr, err = endTxn()
 		}
 		if err == nil && kerr == sarama.ErrNoError {
+			// Committed. The unanswered commit may still reach the
+			// coordinator, and would then commit whatever the token's
+			// next transaction had written by then: so nothing more is
+			// sent under the token.
 			h.dirty = false
+			tx.t.retire(tx.role, h)
 			return nil
 		}
 		if err == nil {
