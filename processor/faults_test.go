@@ -231,9 +231,7 @@ type ctxKey struct{}
 func TestRunWorkContextDerivesFromRuns(t *testing.T) {
 	noLeaks(t)
 	h := newHarness(t, "a", Settings{})
-	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
-	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(fenceOf(tok1), nil).Once()
+	h.expectElection(0)
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	got := make(chan any, 1)
 	ended := make(chan error, 1)

@@ -234,6 +234,15 @@ func newInstanceHarness(t *testing.T, me codec.MemberID) *harness {
 	return h
 }
 
+// expectElection expects member "a" to win the vacant role: its
+// registration (answered at offset reg), the epoch tok1, and the lease
+// written at t0.
+func (h *harness) expectElection(reg int64) {
+	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(reg, nil).Once()
+	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
+	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(fenceOf(tok1), nil).Once()
+}
+
 func (h *harness) refusal() *MemberInUseError {
 	h.m.mu.Lock()
 	defer h.m.mu.Unlock()
@@ -618,9 +627,7 @@ func holdWithSlowStop(t *testing.T, h *harness) (d *runDriver, cancelled, finish
 		<-finish
 		return nil
 	}
-	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(1), nil).Once()
-	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(fenceOf(tok1), nil).Once()
+	h.expectElection(1)
 	d = startRun(t, h, work)
 	d.wait()
 	recv(t, started)

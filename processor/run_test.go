@@ -19,9 +19,7 @@ import (
 func TestRunWorkFollowsTheRole(t *testing.T) {
 	h := newHarness(t, "a", Settings{})
 	w := newWorker(h.clk)
-	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
-	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(fenceOf(tok1), nil).Once()
+	h.expectElection(0)
 	d := startRun(t, h, w.work)
 
 	assert.Equal(t, t0.Add(2*sec), d.wait())
@@ -140,9 +138,7 @@ func TestRunWorkErrorResignsAndRetries(t *testing.T) {
 		<-ctx.Done()
 		return nil
 	}
-	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
-	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(fenceOf(tok1), nil).Once()
+	h.expectElection(0)
 	h.tr.On("WriteLease", mock.Anything, role, tok1, releaseOf("a", tok1)).Return(int64(8), nil).Once()
 	h.tr.On("Deregister", mock.Anything, role, codec.MemberID("a")).Return(nil).Once()
 	d := startRun(t, h, work)
@@ -169,9 +165,7 @@ func TestRunWorkErrorResignsAndRetries(t *testing.T) {
 func TestRunLocalDeadlineStopsWorkWhileARenewalHangs(t *testing.T) {
 	h := newHarness(t, "a", Settings{})
 	w := newWorker(h.clk)
-	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
-	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(fenceOf(tok1), nil).Once()
+	h.expectElection(0)
 	d := startRun(t, h, w.work)
 	d.wait()
 	recv(t, w.started)
@@ -272,9 +266,7 @@ func TestRunManyRoles(t *testing.T) {
 func TestRunEndDuringARenewalLetsItFinishThenReleases(t *testing.T) {
 	h := newHarness(t, "a", Settings{})
 	h.src.set(state(role, nil, 0))
-	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
-	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(fenceOf(tok1), nil).Once()
+	h.expectElection(0)
 	d := startRun(t, h, nil)
 	assert.Equal(t, t0.Add(2*sec), d.wait())
 
@@ -308,9 +300,7 @@ func TestRunEndDuringARenewalLetsItFinishThenReleases(t *testing.T) {
 func TestResignWithARetiredTokenReleasesUnderANewEpoch(t *testing.T) {
 	h := newHarness(t, "a", Settings{})
 	h.src.set(state(role, nil, 0))
-	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
-	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(fenceOf(tok1), nil).Once()
+	h.expectElection(0)
 	d := startRun(t, h, nil)
 	assert.Equal(t, t0.Add(2*sec), d.wait())
 	// The view shows the member's lease, under tok1.
@@ -417,9 +407,7 @@ func TestRunDeregisteredRenewsWhileWorkStops(t *testing.T) {
 func TestRunLeavingDeregistersAfterTheSessionEnd(t *testing.T) {
 	h := newHarness(t, "a", Settings{})
 	w := newWorker(h.clk)
-	h.tr.On("Register", mock.Anything, role, codec.MemberID("a")).Return(int64(0), nil).Once()
-	h.tr.On("AcquireEpoch", mock.Anything, role).Return(tok1, nil).Once()
-	h.tr.On("WriteLease", mock.Anything, role, tok1, leaseAt("a", tok1, t0)).Return(fenceOf(tok1), nil).Once()
+	h.expectElection(0)
 	d := startRun(t, h, w.work)
 	assert.Equal(t, t0.Add(2*sec), d.wait())
 	recv(t, w.started)
